@@ -1,0 +1,551 @@
+"""The core agent (pi-agent-core's ``Agent``) as an actor: state, queues, runs, events.
+
+The actor owns the transcript, model, thinking level, queues and the active run. A run is a task
+in the actor's nursery (:class:`~pitrio.actors.agent_loop.run.LoopRun`), so the inbox keeps
+being served while it runs: steering, follow-ups, abort and state queries are answered mid-run.
+
+Events go to subscribers over bounded channels; a full subscriber blocks the loop (the
+session actor is the one consumer and applies its own fan-out policy to clients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors.agent_loop.abort import RunAbort
+from pitrio.actors.agent_loop.decisions import (
+    RunContinuation,
+    RunPrompts,
+    check_prompt,
+    failure_message,
+    plan_continue,
+)
+from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
+from pitrio.actors.agent_loop.queues import MessageQueue
+from pitrio.actors.agent_loop.run import ExecuteCall, LoopRun, RunConfig, StreamCall
+from pitrio.actors.tool_executor.actor import ToolExecutorHandle
+from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
+from pitrio.errors import PitrioError, unwrap_group
+from pitrio.messages.agent import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    ThinkingLevel,
+    user_message,
+)
+from pitrio.messages.content import ImageContent
+from pitrio.messages.events import (
+    AgentEnd,
+    AgentEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+)
+from pitrio.messages.model import Model, ModelCost
+
+PLACEHOLDER_MODEL = Model(
+    id="unknown",
+    name="unknown",
+    api="unknown",
+    provider="unknown",
+    base_url="",
+    reasoning=False,
+    input=("text",),
+    cost=ModelCost(),
+    context_window=0,
+    max_tokens=0,
+)
+
+
+@attrs.frozen(kw_only=True)
+class AgentState:
+    """A snapshot of the agent's state (spec §2.1)."""
+
+    system_prompt: str
+    model: Model
+    thinking_level: ThinkingLevel
+    tools: tuple[str, ...]
+    messages: tuple[AgentMessage, ...]
+    is_streaming: bool
+    streaming_message: AgentMessage | None
+    pending_tool_calls: frozenset[str]
+    error_message: str | None
+    steering: tuple[AgentMessage, ...]
+    follow_up: tuple[AgentMessage, ...]
+    options: LoopOptions
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RunResult:
+    """How a run ended: its number (1, 2, ... per agent) and the messages it added."""
+
+    run: int
+    messages: tuple[AgentMessage, ...]
+
+
+@attrs.frozen
+class Prompt:
+    """Start a run with these prompts; answered with its :class:`RunResult` when it ends."""
+
+    messages: tuple[AgentMessage, ...]
+    reply: Reply[RunResult]
+
+
+@attrs.frozen
+class Continue:
+    """Continue from the transcript (spec §2.5); answered when the run ends."""
+
+    reply: Reply[RunResult]
+
+
+@attrs.frozen
+class Steer:
+    """Queue a steering message."""
+
+    message: AgentMessage
+    reply: Reply[None]
+
+
+@attrs.frozen
+class FollowUp:
+    """Queue a follow-up message."""
+
+    message: AgentMessage
+    reply: Reply[None]
+
+
+@attrs.frozen
+class ClearQueues:
+    """Empty the steering and/or follow-up queue; answered with what was removed."""
+
+    steering: bool
+    follow_up: bool
+    reply: Reply[tuple[AgentMessage, ...]]
+
+
+@attrs.frozen
+class Abort:
+    """Abort the active run (no-op when idle); answered once the agent is idle."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class WaitForIdle:
+    """Answered once no run is active."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class GetState:
+    """Ask for an :class:`AgentState` snapshot."""
+
+    reply: Reply[AgentState]
+
+
+@attrs.frozen(kw_only=True)
+class Configure:
+    """Change settings; ``None`` leaves a setting as it is. Takes effect at the next run."""
+
+    system_prompt: str | None = None
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+    options: LoopOptions | None = None
+    hooks: LoopHooks | None = None
+    reply: Reply[None]
+
+
+@attrs.frozen
+class SetMessages:
+    """Replace the transcript (``append``: add to it instead)."""
+
+    messages: tuple[AgentMessage, ...]
+    append: bool
+    reply: Reply[None]
+
+
+@attrs.frozen
+class Reset:
+    """Clear transcript, streaming state, error and both queues."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class Subscribe:
+    """Open an event channel of ``capacity`` for a new subscriber."""
+
+    capacity: int
+    reply: Reply[trio.MemoryReceiveChannel[AgentEvent]]
+
+
+AgentCommand = (
+    Prompt
+    | Continue
+    | Steer
+    | FollowUp
+    | ClearQueues
+    | Abort
+    | WaitForIdle
+    | GetState
+    | Configure
+    | SetMessages
+    | Reset
+    | Subscribe
+)
+
+
+class AgentLoop(Actor[AgentCommand]):
+    """Owns one agent's transcript, settings, queues and its active run."""
+
+    def __init__(
+        self,
+        *,
+        stream: StreamCall,
+        tools: ToolExecutorHandle | None = None,
+        model: Model = PLACEHOLDER_MODEL,
+        system_prompt: str = "",
+        thinking_level: ThinkingLevel = "off",
+        messages: Sequence[AgentMessage] = (),
+        options: LoopOptions | None = None,
+        hooks: LoopHooks | None = None,
+        capacity: int = 64,
+    ) -> None:
+        super().__init__(name="agent-loop", capacity=capacity)
+        self._stream = stream
+        self._tools = tools
+        self._model = model
+        self._system_prompt = system_prompt
+        self._thinking_level: ThinkingLevel = thinking_level
+        self._messages: list[AgentMessage] = list(messages)
+        self._options = options or LoopOptions()
+        self._hooks = hooks or LoopHooks()
+        self._steering = MessageQueue(self._options.steering_mode)
+        self._follow_up = MessageQueue(self._options.follow_up_mode)
+        self._subscribers: list[trio.MemorySendChannel[AgentEvent]] = []
+        self._streaming_message: AgentMessage | None = None
+        self._pending_tool_calls: frozenset[str] = frozenset()
+        self._error_message: str | None = None
+        self._last_tools: tuple[str, ...] = ()
+        self._abort: RunAbort | None = None  # set while a run is active
+        self._runs = 0  # runs started; each ends with exactly one agent_end
+        self._idle_waiters: list[Reply[None]] = []
+
+    @property
+    def _running(self) -> bool:
+        return self._abort is not None
+
+    async def handle(self, command: AgentCommand) -> None:
+        match command:
+            case Prompt(messages=messages, reply=reply):
+                try:
+                    check_prompt(self._running)
+                except PitrioError as exc:
+                    reply.fail(exc)
+                    return
+                self._start_run(RunPrompts(messages), reply)
+            case Continue(reply=reply):
+                try:
+                    plan = plan_continue(
+                        self._messages,
+                        running=self._running,
+                        steering=self._steering,
+                        follow_up=self._follow_up,
+                    )
+                except PitrioError as exc:
+                    reply.fail(exc)
+                    return
+                self._start_run(plan, reply)
+            case Steer(message=message, reply=reply):
+                self._steering.push(message)
+                reply.set(None)
+            case FollowUp(message=message, reply=reply):
+                self._follow_up.push(message)
+                reply.set(None)
+            case ClearQueues(steering=steering, follow_up=follow_up, reply=reply):
+                removed: list[AgentMessage] = []
+                if steering:
+                    removed.extend(self._steering.snapshot())
+                    self._steering.clear()
+                if follow_up:
+                    removed.extend(self._follow_up.snapshot())
+                    self._follow_up.clear()
+                reply.set(tuple(removed))
+            case Abort(reply=reply):
+                if self._abort is None:
+                    reply.set(None)
+                else:
+                    self._abort.abort()
+                    self._idle_waiters.append(reply)
+            case WaitForIdle(reply=reply):
+                if self._running:
+                    self._idle_waiters.append(reply)
+                else:
+                    reply.set(None)
+            case GetState(reply=reply):
+                reply.set(self._snapshot())
+            case Configure():
+                self._configure(command)
+                command.reply.set(None)
+            case SetMessages(messages=messages, append=append, reply=reply):
+                if append:
+                    self._messages.extend(messages)
+                else:
+                    self._messages = list(messages)
+                reply.set(None)
+            case Reset(reply=reply):
+                self._messages = []
+                self._streaming_message = None
+                self._pending_tool_calls = frozenset()
+                self._error_message = None
+                self._steering.clear()
+                self._follow_up.clear()
+                reply.set(None)
+            case Subscribe(capacity=capacity, reply=reply):
+                send, receive = trio.open_memory_channel[AgentEvent](capacity)
+                self._subscribers.append(send)
+                reply.set(receive)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _configure(self, command: Configure) -> None:
+        if command.system_prompt is not None:
+            self._system_prompt = command.system_prompt
+        if command.model is not None:
+            self._model = command.model
+        if command.thinking_level is not None:
+            self._thinking_level = command.thinking_level
+        if command.options is not None:
+            self._options = command.options
+            self._steering.mode = command.options.steering_mode
+            self._follow_up.mode = command.options.follow_up_mode
+        if command.hooks is not None:
+            self._hooks = command.hooks
+
+    def _snapshot(self) -> AgentState:
+        return AgentState(
+            system_prompt=self._system_prompt,
+            model=self._model,
+            thinking_level=self._thinking_level,
+            tools=self._last_tools,
+            messages=tuple(self._messages),
+            is_streaming=self._running,
+            streaming_message=self._streaming_message,
+            pending_tool_calls=self._pending_tool_calls,
+            error_message=self._error_message,
+            steering=self._steering.snapshot(),
+            follow_up=self._follow_up.snapshot(),
+            options=self._options,
+        )
+
+    def _start_run(self, plan: RunPrompts | RunContinuation, reply: Reply[RunResult]) -> None:
+        # Mark the run active before yielding, so a second prompt in the inbox is refused.
+        abort = RunAbort()
+        self._abort = abort
+        self._runs += 1
+        self._streaming_message = None
+        self._error_message = None
+        self.nursery.start_soon(self._run, self._runs, plan, abort, reply)
+
+    async def _run(
+        self,
+        number: int,
+        plan: RunPrompts | RunContinuation,
+        abort: RunAbort,
+        reply: Reply[RunResult],
+    ) -> None:
+        run: LoopRun | None = None
+        try:
+            tools: tuple[AgentTool, ...] = ()
+            if self._tools is not None:
+                tools = await self._tools.active_tools()
+            self._last_tools = tuple(tool.name for tool in tools)
+            config = RunConfig(
+                model=self._model,
+                system_prompt=self._system_prompt,
+                thinking_level=self._thinking_level,
+                tools=tools,
+                tool_execution=self._options.tool_execution,
+                session_id=self._options.session_id,
+                api_key=self._options.api_key,
+                hooks=self._hooks,
+            )
+            run = LoopRun(
+                config,
+                list(self._messages),
+                emit=self._emit,
+                stream=self._stream,
+                execute=self._execute_call(),
+                poll_steering=self._steering.drain,
+                poll_follow_up=self._follow_up.drain,
+                abort=abort,
+            )
+            if isinstance(plan, RunPrompts):
+                await run.run_prompts(plan.prompts, skip_steering=plan.skip_initial_steering)
+            else:
+                await run.run_continuation()
+        except Exception as exc:
+            await self._fail_run(unwrap_group(exc), abort)
+        finally:
+            self._abort = None
+            self._streaming_message = None
+            self._pending_tool_calls = frozenset()
+            reply.set(RunResult(number, tuple(run.new_messages) if run is not None else ()))
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                waiter.set(None)
+
+    async def _fail_run(self, error: BaseException, abort: RunAbort) -> None:
+        """A run that raised: record a failure message and end the run (spec §2.6 step 4)."""
+        failure = failure_message(self._model, str(error) or repr(error), aborted=abort.aborted)
+        self._messages.append(failure)
+        self._error_message = failure.error_message
+        await self._emit(AgentEnd(messages=(failure,)))
+
+    def _execute_call(self) -> ExecuteCall:
+        executor = self._tools
+
+        async def execute(
+            tool: AgentTool, call_id: str, args: dict[str, Any], on_update: UpdateFn
+        ) -> AgentToolResult:
+            if executor is not None:
+                return await executor.execute(tool, call_id, args, on_update)
+            return await tool.execute(call_id, args, on_update)
+
+        return execute
+
+    def _reduce(self, event: AgentEvent) -> None:
+        """Apply an event to the agent's state before listeners see it (spec §2.10)."""
+        match event:
+            case MessageStart(message=message) | MessageUpdate(message=message):
+                self._streaming_message = message
+            case MessageEnd(message=message):
+                self._streaming_message = None
+                self._messages.append(message)
+            case ToolExecutionStart(tool_call_id=call_id):
+                self._pending_tool_calls = self._pending_tool_calls | {call_id}
+            case ToolExecutionEnd(tool_call_id=call_id):
+                self._pending_tool_calls = self._pending_tool_calls - {call_id}
+            case TurnEnd(message=message):
+                if isinstance(message, AssistantMessage) and message.error_message:
+                    self._error_message = message.error_message
+            case AgentEnd():
+                self._streaming_message = None
+
+    async def _emit(self, event: AgentEvent) -> None:
+        self._reduce(event)
+        for subscriber in list(self._subscribers):
+            try:
+                await subscriber.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(subscriber)
+
+    async def stopping(self) -> None:
+        for subscriber in self._subscribers:
+            await subscriber.aclose()
+
+
+class AgentLoopHandle(Handle[AgentCommand]):
+    """Typed access to an :class:`AgentLoop`."""
+
+    async def prompt(
+        self,
+        prompt: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+    ) -> tuple[AgentMessage, ...]:
+        """Run the loop on a prompt; returns the run's new messages when it ends.
+
+        Raises :class:`~pitrio.errors.AgentBusyError` while another run is active.
+        """
+        if isinstance(prompt, str):
+            messages: tuple[AgentMessage, ...] = (user_message(prompt, tuple(images)),)
+        elif isinstance(prompt, list | tuple):
+            messages = tuple(cast("Sequence[AgentMessage]", prompt))
+        else:
+            messages = (cast("AgentMessage", prompt),)
+        return (await self.run_prompt(messages)).messages
+
+    async def run_prompt(self, messages: Sequence[AgentMessage]) -> RunResult:
+        """Like :meth:`prompt`, returning the run's number as well as its new messages."""
+        return await self.ask(lambda reply: Prompt(tuple(messages), reply))
+
+    async def continue_(self) -> tuple[AgentMessage, ...]:
+        """Continue from the current transcript (spec §2.5); returns the run's new messages."""
+        return (await self.ask(Continue)).messages
+
+    async def steer(self, message: str | AgentMessage) -> None:
+        """Queue a steering message (delivered after the current turn)."""
+        msg = user_message(message) if isinstance(message, str) else message
+        await self.ask(lambda reply: Steer(msg, reply))
+
+    async def follow_up(self, message: str | AgentMessage) -> None:
+        """Queue a follow-up message (delivered when the agent would stop)."""
+        msg = user_message(message) if isinstance(message, str) else message
+        await self.ask(lambda reply: FollowUp(msg, reply))
+
+    async def clear_queues(
+        self, *, steering: bool = True, follow_up: bool = True
+    ) -> tuple[AgentMessage, ...]:
+        """Empty the queues; returns the removed messages."""
+        return await self.ask(lambda reply: ClearQueues(steering, follow_up, reply))
+
+    async def abort(self) -> None:
+        """Abort the active run, if any, and return once the agent is idle."""
+        await self.ask(Abort)
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active."""
+        await self.ask(WaitForIdle)
+
+    async def state(self) -> AgentState:
+        """A snapshot of the agent's state."""
+        return await self.ask(GetState)
+
+    async def configure(
+        self,
+        *,
+        system_prompt: str | None = None,
+        model: Model | None = None,
+        thinking_level: ThinkingLevel | None = None,
+        options: LoopOptions | None = None,
+        hooks: LoopHooks | None = None,
+    ) -> None:
+        """Change settings; the next run uses them."""
+        await self.ask(
+            lambda reply: Configure(
+                system_prompt=system_prompt,
+                model=model,
+                thinking_level=thinking_level,
+                options=options,
+                hooks=hooks,
+                reply=reply,
+            )
+        )
+
+    async def set_messages(self, messages: Sequence[AgentMessage]) -> None:
+        """Replace the transcript with a copy of ``messages``."""
+        await self.ask(lambda reply: SetMessages(tuple(messages), False, reply))
+
+    async def append_message(self, message: AgentMessage) -> None:
+        """Append one message to the transcript."""
+        await self.ask(lambda reply: SetMessages((message,), True, reply))
+
+    async def reset(self) -> None:
+        """Clear transcript, error, streaming state and queues."""
+        await self.ask(Reset)
+
+    async def subscribe(self, capacity: int = 256) -> trio.MemoryReceiveChannel[AgentEvent]:
+        """A channel receiving every event from now on; a full channel blocks the loop."""
+        return await self.ask(lambda reply: Subscribe(capacity, reply))

@@ -1,0 +1,110 @@
+"""Pure decisions of the core loop: what ``prompt``/``continue`` may do, and messages it builds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from pitrio.actors.agent_loop.queues import MessageQueue
+from pitrio.errors import AgentBusyError, ContinueError
+from pitrio.messages.agent import (
+    EMPTY_USAGE,
+    AgentMessage,
+    AssistantMessage,
+    StopReason,
+    now_ms,
+)
+from pitrio.messages.content import TextContent
+from pitrio.messages.model import Model
+
+PROMPT_BUSY = (
+    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
+    "or wait for completion."
+)
+CONTINUE_BUSY = "Agent is already processing. Wait for completion before continuing."
+NO_MESSAGES = "No messages to continue from"
+NO_CONTEXT = "Cannot continue: no messages in context"
+ABORTED_TEXT = "Request was aborted"
+
+
+def continue_from_role(role: str) -> str:
+    """The error text for continuing from a message of ``role``."""
+    return f"Cannot continue from message role: {role}"
+
+
+@attrs.frozen
+class RunPrompts:
+    """Run the loop with these prompt messages (``skip_initial_steering``: do not poll first)."""
+
+    prompts: tuple[AgentMessage, ...]
+    skip_initial_steering: bool = False
+
+
+@attrs.frozen
+class RunContinuation:
+    """Run the loop in continuation mode: no new prompt, answer the existing context."""
+
+
+ContinuePlan = RunPrompts | RunContinuation
+
+
+def check_prompt(running: bool) -> None:
+    """Refuse a prompt while a run is active."""
+    if running:
+        raise AgentBusyError(PROMPT_BUSY)
+
+
+def plan_continue(
+    messages: Sequence[AgentMessage],
+    *,
+    running: bool,
+    steering: MessageQueue,
+    follow_up: MessageQueue,
+) -> ContinuePlan:
+    """Decide what ``continue()`` does (spec §2.5), draining a queue only when it is used."""
+    if running:
+        raise AgentBusyError(CONTINUE_BUSY)
+    if not messages:
+        raise ContinueError(NO_MESSAGES)
+    if isinstance(messages[-1], AssistantMessage):
+        queued = steering.drain()
+        if queued:
+            return RunPrompts(tuple(queued), skip_initial_steering=True)
+        queued = follow_up.drain()
+        if queued:
+            return RunPrompts(tuple(queued))
+        raise ContinueError(continue_from_role("assistant"))
+    return RunContinuation()
+
+
+def failure_message(model: Model | None, error: str, *, aborted: bool) -> AssistantMessage:
+    """The assistant message synthesized when a run fails outside the provider (§2.6 step 4)."""
+    return AssistantMessage(
+        content=(TextContent(text=""),),
+        api=model.api if model else "unknown",
+        provider=model.provider if model else "unknown",
+        model=model.id if model else "unknown",
+        usage=EMPTY_USAGE,
+        stop_reason="aborted" if aborted else "error",
+        error_message=error,
+        timestamp=now_ms(),
+    )
+
+
+def empty_response(model: Model | None) -> AssistantMessage:
+    """An empty assistant message for a response that never started."""
+    return AssistantMessage(
+        content=(),
+        api=model.api if model else "unknown",
+        provider=model.provider if model else "unknown",
+        model=model.id if model else "unknown",
+        usage=EMPTY_USAGE,
+        stop_reason="stop",
+        timestamp=now_ms(),
+    )
+
+
+def end_response(partial: AssistantMessage, reason: StopReason, error: str) -> AssistantMessage:
+    """Close a response that did not end by itself (abort, or a stream that just stopped)."""
+    return attrs.evolve(partial, stop_reason=reason, error_message=error)

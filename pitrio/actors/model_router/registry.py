@@ -1,0 +1,139 @@
+"""The model registry: which models exist and which stream function serves each API. Pure.
+
+Models are keyed by ``provider/id`` and kept in registration order (the order pi lists and
+cycles them in). Stream functions are keyed by API name (``model.api``), so every model of one
+API shares one provider adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pitrio.actors.model_router.providers.base import StreamFn
+from pitrio.errors import UnknownModelError
+from pitrio.messages.model import Model, ModelCost
+
+FAUX_PROVIDER = "faux"
+FAUX_API = "faux-api"
+FAUX_BASE_URL = "http://localhost:0"
+
+
+def _faux_model(
+    id: str,
+    name: str,
+    *,
+    reasoning: bool,
+    image: bool,
+    context_window: int,
+    max_tokens: int,
+) -> Model:
+    return Model(
+        id=id,
+        name=name,
+        api=FAUX_API,
+        provider=FAUX_PROVIDER,
+        base_url=FAUX_BASE_URL,
+        reasoning=reasoning,
+        input=("text", "image") if image else ("text",),
+        cost=ModelCost(),
+        context_window=context_window,
+        max_tokens=max_tokens,
+    )
+
+
+FAUX_MODELS: tuple[Model, ...] = (
+    # The three models the fixtures were recorded with, in pi's listing / cycling order.
+    _faux_model(
+        "faux-1", "Faux One", reasoning=False, image=True, context_window=128000, max_tokens=16384
+    ),
+    _faux_model(
+        "faux-think",
+        "Faux Think",
+        reasoning=True,
+        image=False,
+        context_window=200000,
+        max_tokens=16384,
+    ),
+    _faux_model(
+        "faux-small",
+        "Faux Small",
+        reasoning=False,
+        image=False,
+        context_window=20000,
+        max_tokens=4096,
+    ),
+    # pitrio's offline default; last so the recorded models keep pi's order.
+    _faux_model(
+        "echo", "Faux Echo", reasoning=False, image=True, context_window=128000, max_tokens=16384
+    ),
+)
+"""The built-in faux models (provider ``faux``, api ``faux-api``, all prices 0)."""
+
+
+class ModelRegistry:
+    """Registered models (by ``provider/id``) and stream functions (by API name)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, Model] = {}
+        self._by_id: dict[str, list[Model]] = {}
+        self._stream_fns: dict[str, StreamFn] = {}
+
+    def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
+        """Add or replace ``model``; ``stream_fn``, if given, serves its API from now on.
+
+        A model whose API has no stream function yet can be registered (its provider may come
+        later) but not streamed.
+        """
+        if stream_fn is not None:
+            self._stream_fns[model.api] = stream_fn
+        previous = self._models.get(model.ref)
+        self._models[model.ref] = model
+        same_id = self._by_id.setdefault(model.id, [])
+        if previous is not None:
+            same_id.remove(previous)
+        same_id.append(model)
+
+    def register_api(self, api: str, stream_fn: StreamFn) -> None:
+        """Serve every model of ``api`` with ``stream_fn``."""
+        self._stream_fns[api] = stream_fn
+
+    def register_all(self, models: Iterable[Model], stream_fn: StreamFn | None = None) -> None:
+        """Register several models sharing one stream function."""
+        for model in models:
+            self.register(model, stream_fn)
+
+    def find(self, provider: str, model_id: str) -> Model | None:
+        """The model ``provider/model_id``, or ``None``."""
+        return self._models.get(f"{provider}/{model_id}")
+
+    def resolve(self, ref: str) -> Model:
+        """The model named ``provider/id``, or by a bare ``id`` that only one provider has.
+
+        Model ids may themselves contain ``/`` (``openrouter/anthropic/claude``), so an exact
+        ``provider/id`` match is tried first, then the whole reference as a bare id.
+        Raises :class:`~pitrio.errors.UnknownModelError` naming the reference otherwise.
+        """
+        model = self._models.get(ref)
+        if model is not None:
+            return model
+        candidates = self._by_id.get(ref, [])
+        if len(candidates) == 1:
+            return candidates[0]
+        if len(candidates) > 1:
+            refs = ", ".join(candidate.ref for candidate in candidates)
+            raise UnknownModelError(f"Ambiguous model: {ref} (matches {refs})")
+        raise UnknownModelError(f"Unknown model: {ref}")
+
+    def list(self) -> tuple[Model, ...]:
+        """Every registered model, in registration order."""
+        return tuple(self._models.values())
+
+    def stream_fn(self, model: Model) -> StreamFn:
+        """The stream function serving ``model``'s API.
+
+        Raises :class:`~pitrio.errors.UnknownModelError` if no provider serves that API.
+        """
+        stream_fn = self._stream_fns.get(model.api)
+        if stream_fn is None:
+            raise UnknownModelError(f"No provider for model {model.ref} (api {model.api})")
+        return stream_fn

@@ -1,0 +1,379 @@
+"""Build an assistant message incrementally and emit the stream events of spec §1.7.
+
+:class:`StreamBuilder` is a pure state machine (no trio, no I/O): a provider feeds it what the
+model produced (a text block opened, a delta, a tool call's raw JSON, the end of the response)
+and gets back the exact :mod:`stream event <pitrio.messages.stream>` to send, whose ``partial``
+is an immutable snapshot of the message so far. Every provider (faux, OpenAI, Anthropic, ...)
+goes through it, so all of them agree on event order, content indexes and partial snapshots.
+
+Cost: a snapshot shares every finished block with the previous snapshot and rebuilds only the
+block being streamed, so appending a delta costs O(number of blocks + length of that block),
+never a copy of the whole message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import orjson
+
+from pitrio.messages.agent import EMPTY_USAGE, AssistantMessage, StopReason, Usage, now_ms
+from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
+from pitrio.messages.model import Model
+from pitrio.messages.stream import (
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+ABORTED_MESSAGE = "Request was aborted"
+"""The ``errorMessage`` pi puts on a response cut short by an abort."""
+
+DoneReason = Literal["stop", "length", "toolUse"]
+ErrorReason = Literal["aborted", "error"]
+AssistantBlock = TextContent | ThinkingContent | ToolCall
+
+
+class StreamStateError(RuntimeError):
+    """A provider drove the builder out of order (a bug in the provider, not a model failure)."""
+
+
+@attrs.define
+class _OpenBlock:
+    """Book-keeping for a block that is still streaming."""
+
+    kind: Literal["text", "thinking", "toolCall"]
+    # Text and thinking: the text so far (every snapshot needs all of it anyway).
+    text: str = ""
+    # Tool calls: the raw JSON deltas, joined only when they may form a complete object.
+    parts: list[str] = attrs.Factory(list)
+    # Tool calls only: identity and the arguments shown in partial snapshots.
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = attrs.Factory(dict)
+    thought_signature: str | None = None
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """Parse a tool call's accumulated JSON text; ``None`` if it is not (yet) a JSON object."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _looks_complete(raw: str) -> bool:
+    # An O(1) pre-check so a long streamed argument is not re-parsed on every delta: only text
+    # ending in "}" can be a complete JSON object.
+    return raw.rstrip().endswith("}")
+
+
+class StreamBuilder:
+    """Incrementally build one assistant message and produce its stream events.
+
+    Call :meth:`start` first, then any sequence of block events (each ``*_start`` returns an
+    event whose ``content_index`` names the new block; deltas and ends default to the most
+    recently opened block that is still open), and finish with exactly one :meth:`done`,
+    :meth:`error` or :meth:`abort`. ``usage``, ``stop_reason`` and ``error_message`` given at
+    construction appear on every partial snapshot (pi's faux provider knows them up front);
+    providers that learn usage while streaming call :meth:`set_usage`.
+
+    Tool-call snapshots: while the arguments stream, a partial shows the last value at which the
+    accumulated JSON text parsed as a complete object, else ``{}`` (what pi shows for its faux
+    model); :meth:`toolcall_end` parses the whole text (or takes explicit arguments).
+    """
+
+    def __init__(
+        self,
+        *,
+        api: str,
+        provider: str,
+        model: str,
+        usage: Usage = EMPTY_USAGE,
+        stop_reason: StopReason = "stop",
+        error_message: str | None = None,
+        response_id: str | None = None,
+        response_model: str | None = None,
+        timestamp: int | None = None,
+    ) -> None:
+        self._api = api
+        self._provider = provider
+        self._model = model
+        self._usage = usage
+        self._stop_reason: StopReason = stop_reason
+        self._error_message = error_message
+        self._response_id = response_id
+        self._response_model = response_model
+        self._timestamp = now_ms() if timestamp is None else timestamp
+        self._blocks: list[AssistantBlock] = []
+        self._open: dict[int, _OpenBlock] = {}
+        self._last_open: list[int] = []  # open indexes in opening order, for the default target
+        self._started = False
+        self._result: AssistantMessage | None = None
+
+    @classmethod
+    def for_model(cls, model: Model, **kwargs: Any) -> StreamBuilder:
+        """A builder whose messages carry ``model``'s api, provider and id."""
+        return cls(api=model.api, provider=model.provider, model=model.id, **kwargs)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._started
+
+    @property
+    def finished(self) -> bool:
+        """Whether the final event (done/error) was produced."""
+        return self._result is not None
+
+    @property
+    def result(self) -> AssistantMessage | None:
+        """The final message once the stream finished, else ``None``."""
+        return self._result
+
+    @property
+    def open_indexes(self) -> tuple[int, ...]:
+        """Content indexes of the blocks that are still streaming, in opening order."""
+        return tuple(self._last_open)
+
+    @property
+    def partial(self) -> AssistantMessage:
+        """A snapshot of the message so far."""
+        return self._snapshot(self._stop_reason, self._error_message, self._timestamp)
+
+    def set_usage(self, usage: Usage) -> None:
+        """Replace the usage shown on later snapshots and on the final message."""
+        self._usage = usage
+
+    def set_response_id(self, response_id: str | None, response_model: str | None = None) -> None:
+        """Record the provider's response id (and the model that actually answered)."""
+        self._response_id = response_id
+        if response_model is not None:
+            self._response_model = response_model
+
+    # -- events ------------------------------------------------------------------------------
+
+    def start(self) -> StreamStart:
+        """Open the stream; the partial is the empty message."""
+        if self._started:
+            raise StreamStateError("start() called twice")
+        self._started = True
+        return StreamStart(partial=self.partial)
+
+    def text_start(self) -> TextStart:
+        """Open a text block at the next content index."""
+        index = self._open_block(_OpenBlock(kind="text"), TextContent(text=""))
+        return TextStart(content_index=index, partial=self.partial)
+
+    def text_delta(self, delta: str, index: int | None = None) -> TextDelta:
+        """Append ``delta`` to an open text block."""
+        index, block = self._target(index, "text")
+        block.text += delta
+        self._blocks[index] = TextContent(text=block.text)
+        return TextDelta(content_index=index, delta=delta, partial=self.partial)
+
+    def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEnd:
+        """Close a text block; ``signature`` is the provider's opaque text signature."""
+        index, block = self._target(index, "text")
+        self._blocks[index] = TextContent(text=block.text, text_signature=signature)
+        self._close(index)
+        return TextEnd(content_index=index, content=block.text, partial=self.partial)
+
+    def thinking_start(self) -> ThinkingStart:
+        """Open a thinking block at the next content index."""
+        index = self._open_block(_OpenBlock(kind="thinking"), ThinkingContent(thinking=""))
+        return ThinkingStart(content_index=index, partial=self.partial)
+
+    def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDelta:
+        """Append ``delta`` to an open thinking block."""
+        index, block = self._target(index, "thinking")
+        block.text += delta
+        self._blocks[index] = ThinkingContent(thinking=block.text)
+        return ThinkingDelta(content_index=index, delta=delta, partial=self.partial)
+
+    def thinking_end(
+        self,
+        index: int | None = None,
+        *,
+        signature: str | None = None,
+        redacted: bool | None = None,
+    ) -> ThinkingEnd:
+        """Close a thinking block, with the provider's signature / redaction flag if any."""
+        index, block = self._target(index, "thinking")
+        self._blocks[index] = ThinkingContent(
+            thinking=block.text, thinking_signature=signature, redacted=redacted
+        )
+        self._close(index)
+        return ThinkingEnd(content_index=index, content=block.text, partial=self.partial)
+
+    def toolcall_start(
+        self, id: str, name: str, *, thought_signature: str | None = None
+    ) -> ToolCallStart:
+        """Open a tool call (its arguments start as ``{}``) at the next content index."""
+        block = _OpenBlock(kind="toolCall", id=id, name=name, thought_signature=thought_signature)
+        index = self._open_block(block, self._tool_call(block, {}))
+        return ToolCallStart(content_index=index, partial=self.partial)
+
+    def toolcall_delta(self, delta: str, index: int | None = None) -> ToolCallDelta:
+        """Append raw JSON text to an open tool call's arguments."""
+        index, block = self._target(index, "toolCall")
+        block.parts.append(delta)
+        if _looks_complete(delta):
+            parsed = parse_arguments("".join(block.parts))
+            if parsed is not None:
+                block.arguments = parsed
+                self._blocks[index] = self._tool_call(block, parsed)
+        return ToolCallDelta(content_index=index, delta=delta, partial=self.partial)
+
+    def toolcall_end(
+        self, index: int | None = None, *, arguments: dict[str, Any] | None = None
+    ) -> ToolCallEnd:
+        """Close a tool call; its arguments are ``arguments`` or else the parsed JSON text.
+
+        Unparseable JSON yields ``{}`` (the tool then reports the bad arguments), never an
+        exception: a model's malformed output is not a provider failure.
+        """
+        index, block = self._target(index, "toolCall")
+        if arguments is None:
+            raw = "".join(block.parts)
+            arguments = parse_arguments(raw) if raw.strip() else {}
+            if arguments is None:
+                arguments = {}
+        call = self._tool_call(block, arguments)
+        self._blocks[index] = call
+        self._close(index)
+        return ToolCallEnd(content_index=index, tool_call=call, partial=self.partial)
+
+    def done(self, reason: DoneReason | None = None) -> StreamDone:
+        """Finish normally; every block must be closed first.
+
+        ``reason`` defaults to ``toolUse`` if the message has tool calls, else ``stop``.
+        """
+        self._check_running()
+        if self._open:
+            raise StreamStateError(f"done() with open blocks at {sorted(self._open)}")
+        if reason is None:
+            has_calls = any(isinstance(block, ToolCall) for block in self._blocks)
+            reason = "toolUse" if has_calls else "stop"
+        message = self._snapshot(reason, None, self._timestamp)
+        self._result = message
+        return StreamDone(reason=reason, message=message)
+
+    def error(
+        self, reason: ErrorReason, message: str, *, timestamp: int | None = None
+    ) -> StreamError:
+        """Finish in failure; the final message keeps the content streamed so far.
+
+        Open blocks are kept as they are (a stream may break mid-block); ``start`` need not
+        have been called (a request can fail before anything streamed).
+        """
+        if self._result is not None:
+            raise StreamStateError("the stream already finished")
+        final = self._snapshot(reason, message, self._timestamp if timestamp is None else timestamp)
+        self._result = final
+        return StreamError(reason=reason, error=final)
+
+    def abort(self, message: str = ABORTED_MESSAGE) -> StreamError:
+        """Finish as aborted, stamped now (pi stamps the aborted message when it is made)."""
+        return self.error("aborted", message, timestamp=now_ms())
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _snapshot(
+        self, stop_reason: StopReason, error_message: str | None, timestamp: int
+    ) -> AssistantMessage:
+        return AssistantMessage(
+            content=tuple(self._blocks),
+            api=self._api,
+            provider=self._provider,
+            model=self._model,
+            response_model=self._response_model,
+            response_id=self._response_id,
+            usage=self._usage,
+            stop_reason=stop_reason,
+            error_message=error_message,
+            timestamp=timestamp,
+        )
+
+    @staticmethod
+    def _tool_call(block: _OpenBlock, arguments: dict[str, Any]) -> ToolCall:
+        return ToolCall(
+            id=block.id,
+            name=block.name,
+            arguments=arguments,
+            thought_signature=block.thought_signature,
+        )
+
+    def _check_running(self) -> None:
+        if not self._started:
+            raise StreamStateError("start() must come first")
+        if self._result is not None:
+            raise StreamStateError("the stream already finished")
+
+    def _open_block(self, block: _OpenBlock, initial: AssistantBlock) -> int:
+        self._check_running()
+        index = len(self._blocks)
+        self._blocks.append(initial)
+        self._open[index] = block
+        self._last_open.append(index)
+        return index
+
+    def _target(self, index: int | None, kind: str) -> tuple[int, _OpenBlock]:
+        self._check_running()
+        if index is None:
+            if not self._last_open:
+                raise StreamStateError(f"no open block for a {kind} event")
+            index = self._last_open[-1]
+        block = self._open.get(index)
+        if block is None:
+            raise StreamStateError(f"block {index} is not open")
+        if block.kind != kind:
+            raise StreamStateError(f"block {index} is a {block.kind} block, not {kind}")
+        return index, block
+
+    def _close(self, index: int) -> None:
+        del self._open[index]
+        self._last_open.remove(index)
+
+
+def failure_message(
+    model: Model,
+    message: str,
+    *,
+    reason: ErrorReason = "error",
+    usage: Usage = EMPTY_USAGE,
+    timestamp: int | None = None,
+) -> AssistantMessage:
+    """An empty assistant message for a request that failed before anything streamed."""
+    return AssistantMessage(
+        content=(),
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        usage=usage,
+        stop_reason=reason,
+        error_message=message,
+        timestamp=now_ms() if timestamp is None else timestamp,
+    )
+
+
+def aborted_message(partial: AssistantMessage, message: str = ABORTED_MESSAGE) -> AssistantMessage:
+    """The final message of an aborted stream: the last partial, marked ``aborted``, stamped now.
+
+    For the caller that cancelled a stream (the provider itself just stops at its next
+    checkpoint and sends nothing more).
+    """
+    return attrs.evolve(partial, stop_reason="aborted", error_message=message, timestamp=now_ms())

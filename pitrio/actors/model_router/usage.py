@@ -1,0 +1,66 @@
+"""Token and cost arithmetic shared by providers (spec §1.2). Pure functions."""
+
+from __future__ import annotations
+
+import math
+
+from pitrio.messages.agent import Cost, Usage
+from pitrio.messages.model import Model
+
+
+def js_length(text: str) -> int:
+    """Length of ``text`` as JavaScript counts it (UTF-16 code units).
+
+    pi's estimates divide JavaScript string lengths; characters outside the BMP count twice
+    there, so estimates agree with pi's on any text.
+    """
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
+
+
+def estimate_tokens(text: str) -> int:
+    """pi's rough token estimate: one token per four characters, rounded up."""
+    return math.ceil(js_length(text) / 4)
+
+
+def make_usage(
+    *,
+    input: int = 0,
+    output: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    model: Model | None = None,
+) -> Usage:
+    """A :class:`Usage` with ``total_tokens`` summed and, given a model, its cost computed."""
+    usage = Usage(
+        input=input,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=input + output + cache_read + cache_write,
+    )
+    return with_cost(usage, model) if model is not None else usage
+
+
+def with_cost(usage: Usage, model: Model) -> Usage:
+    """``usage`` with its cost computed from ``model``'s prices (USD per million tokens)."""
+    prices = model.cost
+    cost_input = prices.input / 1_000_000 * usage.input
+    cost_output = prices.output / 1_000_000 * usage.output
+    cost_cache_read = prices.cache_read / 1_000_000 * usage.cache_read
+    cost_cache_write = prices.cache_write / 1_000_000 * usage.cache_write
+    return Usage(
+        input=usage.input,
+        output=usage.output,
+        cache_read=usage.cache_read,
+        cache_write=usage.cache_write,
+        total_tokens=usage.total_tokens,
+        cost=Cost(
+            input=cost_input,
+            output=cost_output,
+            cache_read=cost_cache_read,
+            cache_write=cost_cache_write,
+            total=cost_input + cost_output + cost_cache_read + cost_cache_write,
+        ),
+    )

@@ -1,0 +1,85 @@
+"""``convert_to_llm``: turn an agent transcript into what a provider is sent (spec §1.6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pitrio.messages.agent import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    LlmMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from pitrio.messages.content import TextContent
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+
+
+def bash_execution_to_text(message: BashExecutionMessage) -> str:
+    """The text a user ``!command`` shows the model."""
+    text = f"Ran `{message.command}`\n"
+    text += f"```\n{message.output}\n```" if message.output else "(no output)"
+    if message.cancelled:
+        text += "\n\n(command cancelled)"
+    elif message.exit_code is not None and message.exit_code != 0:
+        text += f"\n\nCommand exited with code {message.exit_code}"
+    if message.truncated and message.full_output_path:
+        text += f"\n\n[Output truncated. Full output: {message.full_output_path}]"
+    return text
+
+
+def _as_user(text: str, timestamp: int) -> UserMessage:
+    return UserMessage(content=(TextContent(text=text),), timestamp=timestamp)
+
+
+def convert_message(message: AgentMessage) -> LlmMessage | None:
+    """Convert one agent message to an LLM message, or ``None`` if it is not sent."""
+    match message:
+        case UserMessage() | AssistantMessage() | ToolResultMessage():
+            return message
+        case BashExecutionMessage():
+            if message.exclude_from_context:
+                return None
+            return _as_user(bash_execution_to_text(message), message.timestamp)
+        case CustomMessage():
+            content = message.content
+            if isinstance(content, str):
+                content = (TextContent(text=content),)
+            return UserMessage(content=content, timestamp=message.timestamp)
+        case BranchSummaryMessage():
+            text = BRANCH_SUMMARY_PREFIX + message.summary + BRANCH_SUMMARY_SUFFIX
+            return _as_user(text, message.timestamp)
+        case CompactionSummaryMessage():
+            text = COMPACTION_SUMMARY_PREFIX + message.summary + COMPACTION_SUMMARY_SUFFIX
+            return _as_user(text, message.timestamp)
+    return None
+
+
+def convert_to_llm(messages: Iterable[AgentMessage]) -> list[LlmMessage]:
+    """The coding agent's converter: every message that reaches the model, in order."""
+    out: list[LlmMessage] = []
+    for message in messages:
+        converted = convert_message(message)
+        if converted is not None:
+            out.append(converted)
+    return out
+
+
+def default_convert_to_llm(messages: Iterable[AgentMessage]) -> list[LlmMessage]:
+    """The core agent's converter: keep user, assistant and toolResult; drop the rest."""
+    return [
+        m for m in messages if isinstance(m, UserMessage | AssistantMessage | ToolResultMessage)
+    ]

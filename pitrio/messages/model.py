@@ -1,0 +1,71 @@
+"""Model descriptors and what one provider request carries (spec §1.8, §2.8)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from pitrio.messages.agent import LlmMessage, ThinkingLevel
+
+
+@attrs.frozen(kw_only=True)
+class ModelCost:
+    """Model prices in USD per million tokens."""
+
+    input: float = 0
+    output: float = 0
+    cache_read: float = 0
+    cache_write: float = 0
+
+
+@attrs.frozen(kw_only=True)
+class Model:
+    """A model as pi describes it: identity, API, limits and prices."""
+
+    id: str
+    name: str
+    api: str
+    provider: str
+    base_url: str
+    reasoning: bool
+    thinking_level_map: dict[str, str | None] | None = None
+    input: tuple[Literal["text", "image"], ...]
+    cost: ModelCost
+    context_window: int
+    max_tokens: int
+    headers: dict[str, str] | None = None
+    compat: Any = None
+
+    @property
+    def ref(self) -> str:
+        """``provider/id``, the way a user names the model."""
+        return f"{self.provider}/{self.id}"
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class LlmContext:
+    """One provider request's context: system prompt, LLM messages, tools."""
+
+    system_prompt: str
+    messages: tuple[LlmMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StreamOptions:
+    """Per-request options passed to a provider stream."""
+
+    reasoning: ThinkingLevel | None = None
+    session_id: str | None = None
+    api_key: str | None = None
+    max_tokens: int | None = None

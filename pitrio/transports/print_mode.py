@@ -1,0 +1,123 @@
+"""Print and JSON modes: run the prompts given on the command line, then exit (pi's ``-p``).
+
+Print mode writes the text blocks of the final assistant message (one line each) and exits 1
+with the error on stderr when that message is an error or abort. JSON mode writes the session
+header, then every event as one JSON line, and exits 0 whatever the reply.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import BinaryIO, TextIO
+
+import orjson
+import trio
+
+import pitrio
+from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.codec import to_json
+from pitrio.messages.content import TextContent
+from pitrio.messages.events import AgentEnd, AgentEvent
+
+
+def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
+    """The prompts to run: piped stdin (trimmed) is prepended to the first, with no separator."""
+    prompts = list(messages)
+    if stdin_text:
+        if prompts:
+            prompts[0] = stdin_text + prompts[0]
+        else:
+            prompts = [stdin_text]
+    return prompts
+
+
+def final_reply(messages: Sequence[object]) -> tuple[list[str], str | None]:
+    """What print mode shows for a transcript: (stdout lines, stderr error or None)."""
+    if not messages or not isinstance(messages[-1], AssistantMessage):
+        return [], None
+    last = messages[-1]
+    if last.stop_reason in ("error", "aborted"):
+        fallback = "Request aborted" if last.stop_reason == "aborted" else "Request error"
+        return [], last.error_message or fallback
+    return [block.text for block in last.content if isinstance(block, TextContent)], None
+
+
+class _JsonLines:
+    """Writes events as JSON lines and counts the runs whose ``agent_end`` it has written."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.runs_written = 0
+        self._advanced = trio.Event()
+
+    async def write_all(self, events: trio.MemoryReceiveChannel[AgentEvent]) -> None:
+        async with events:
+            async for event in events:
+                self.out.write(orjson.dumps(to_json(event)) + b"\n")
+                self.out.flush()
+                if isinstance(event, AgentEnd):
+                    self.runs_written += 1
+                    self._advanced.set()
+                    self._advanced = trio.Event()
+
+    async def wait_runs(self, count: int) -> None:
+        while self.runs_written < count:
+            await self._advanced.wait()
+
+
+async def run_print_mode(
+    prompts: Sequence[str],
+    *,
+    json_mode: bool,
+    model: str | None,
+    persist: bool,
+    session_dir: str | None,
+    thinking_level: str | None = None,
+    stdout: BinaryIO | None = None,
+    stderr: TextIO | None = None,
+    faux: pitrio.FauxProvider | None = None,
+) -> int:
+    """Run ``prompts`` one after another; returns the process exit code.
+
+    ``faux`` scripts the replies of the built-in ``faux/*`` models (default: they echo).
+    """
+    out = stdout or sys.stdout.buffer
+    err = stderr or sys.stderr
+    try:
+        async with (
+            pitrio.open_agent(
+                model=model,
+                persist=persist,
+                session_dir_override=session_dir,
+                thinking_level=thinking_level,
+                faux=faux,
+            ) as agent,
+            trio.open_nursery() as nursery,
+        ):
+            writer = _JsonLines(out)
+            if json_mode:
+                out.write(orjson.dumps(to_json(agent.header)) + b"\n")
+                out.flush()
+                nursery.start_soon(writer.write_all, agent.subscribe())
+            for prompt in prompts:
+                await agent.prompt(prompt)
+            if json_mode:
+                await writer.wait_runs(len(prompts))
+            state = await agent.state()
+            nursery.cancel_scope.cancel()
+    except pitrio.PitrioError as exc:
+        err.write(f"Error: {exc}\n")
+        err.flush()
+        return 1
+    if json_mode:
+        return 0
+    lines, error = final_reply(state.messages)
+    if error is not None:
+        err.write(error + "\n")
+        err.flush()
+        return 1
+    for line in lines:
+        out.write(line.encode() + b"\n")
+    out.flush()
+    return 0

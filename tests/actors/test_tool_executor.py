@@ -1,0 +1,223 @@
+"""The tool executor actor (pitrio/actors/tool_executor/): registry, active set, execute."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from pitrio.actors.tool_executor import (
+    AgentTool,
+    ToolExecutor,
+    ToolExecutorHandle,
+    text_result,
+)
+from pitrio.errors import ActorStoppedError, ToolNotFoundError
+from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.content import TextContent
+
+
+async def _ok(_call_id: str, _args: dict[str, Any], _update: Any) -> AgentToolResult:
+    return text_result("ok")
+
+
+def tool(name: str, description: str = "") -> AgentTool:
+    return AgentTool(name=name, description=description, execute=_ok)
+
+
+async def names(handle: ToolExecutorHandle) -> list[str]:
+    return [t.name for t in await handle.active_tools()]
+
+
+@pytest.fixture
+async def executor(nursery: trio.Nursery) -> AsyncIterator[ToolExecutorHandle]:
+    handle = ToolExecutorHandle(await nursery.start(ToolExecutor([tool("a"), tool("b")]).run))
+    yield handle
+    await handle.aclose()
+
+
+async def test_initial_tools_are_active_in_order(executor: ToolExecutorHandle) -> None:
+    assert await names(executor) == ["a", "b"]
+
+
+async def test_empty_executor(nursery: trio.Nursery) -> None:
+    handle = ToolExecutorHandle(await nursery.start(ToolExecutor().run))
+    assert await handle.active_tools() == ()
+    await handle.aclose()
+
+
+async def test_register_activates_by_default_appending(executor: ToolExecutorHandle) -> None:
+    await executor.register(tool("c"), tool("d"))
+    assert await names(executor) == ["a", "b", "c", "d"]
+
+
+async def test_register_without_activate(executor: ToolExecutorHandle) -> None:
+    await executor.register(tool("c"), activate=False)
+    assert await names(executor) == ["a", "b"]
+    # Registered nonetheless: it can be activated by name.
+    await executor.set_active(["c", "a"])
+    assert await names(executor) == ["c", "a"]
+
+
+async def test_register_replaces_by_name_keeping_position(executor: ToolExecutorHandle) -> None:
+    await executor.register(tool("a", description="new a"))
+    active = await executor.active_tools()
+    assert [t.name for t in active] == ["a", "b"]
+    assert active[0].description == "new a"
+
+
+async def test_replacing_an_inactive_tool_without_activate_keeps_it_inactive(
+    executor: ToolExecutorHandle,
+) -> None:
+    await executor.set_active(["b"])
+    await executor.register(tool("a", description="new a"), activate=False)
+    assert await names(executor) == ["b"]
+    await executor.set_active(["a"])
+    assert (await executor.active_tools())[0].description == "new a"
+
+
+async def test_set_active_exact_set_and_order(executor: ToolExecutorHandle) -> None:
+    await executor.set_active(["b", "a"])
+    assert await names(executor) == ["b", "a"]
+    await executor.set_active(["b"])
+    assert await names(executor) == ["b"]
+    await executor.set_active([])
+    assert await names(executor) == []
+    # Deactivated tools stay registered.
+    await executor.set_active(["a", "b"])
+    assert await names(executor) == ["a", "b"]
+
+
+async def test_set_active_drops_duplicates(executor: ToolExecutorHandle) -> None:
+    await executor.set_active(["b", "a", "b", "a"])
+    assert await names(executor) == ["b", "a"]
+
+
+async def test_set_active_unknown_name_fails_and_changes_nothing(
+    executor: ToolExecutorHandle,
+) -> None:
+    await executor.set_active(["b"])
+    with pytest.raises(ToolNotFoundError, match="Unknown tool: nope"):
+        await executor.set_active(["a", "nope", "other"])
+    assert await names(executor) == ["b"]
+    # The actor survived the error and still answers.
+    await executor.register(tool("c"))
+    assert await names(executor) == ["b", "c"]
+
+
+async def test_active_tools_is_a_snapshot(executor: ToolExecutorHandle) -> None:
+    before = await executor.active_tools()
+    await executor.set_active(["b"])
+    assert [t.name for t in before] == ["a", "b"]
+
+
+async def test_execute_passes_arguments_and_returns_result(executor: ToolExecutorHandle) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    updates: list[AgentToolResult] = []
+
+    async def run(call_id: str, args: dict[str, Any], update: Any) -> AgentToolResult:
+        seen.append((call_id, args))
+        await update(text_result("half"))
+        return text_result(f"done {args['x']}", details={"n": 1})
+
+    async def on_update(partial: AgentToolResult) -> None:
+        updates.append(partial)
+
+    result = await executor.execute(
+        AgentTool(name="t", execute=run), "call_1", {"x": 42}, on_update
+    )
+    assert seen == [("call_1", {"x": 42})]
+    assert updates == [text_result("half")]
+    assert result == AgentToolResult(content=(TextContent(text="done 42"),), details={"n": 1})
+
+
+async def test_execute_runs_in_the_callers_task(executor: ToolExecutorHandle) -> None:
+    tasks: list[trio.lowlevel.Task] = []
+
+    async def run(_call_id: str, _args: dict[str, Any], update: Any) -> AgentToolResult:
+        tasks.append(trio.lowlevel.current_task())
+        await update(text_result("partial"))
+        return text_result("ok")
+
+    async def on_update(_partial: AgentToolResult) -> None:
+        tasks.append(trio.lowlevel.current_task())
+
+    await executor.execute(AgentTool(name="t", execute=run), "c", {}, on_update)
+    assert tasks == [trio.lowlevel.current_task()] * 2
+
+
+async def test_execute_exceptions_propagate_unwrapped(executor: ToolExecutorHandle) -> None:
+    async def run(_call_id: str, _args: dict[str, Any], _update: Any) -> AgentToolResult:
+        raise ValueError("bad input")
+
+    async def on_update(_partial: AgentToolResult) -> None:
+        raise AssertionError("not called")
+
+    with pytest.raises(ValueError, match="bad input"):
+        await executor.execute(AgentTool(name="t", execute=run), "c", {}, on_update)
+    assert await names(executor) == ["a", "b"]
+
+
+async def test_cancelling_the_callers_scope_cancels_the_tool(
+    executor: ToolExecutorHandle, nursery: trio.Nursery
+) -> None:
+    started = trio.Event()
+    outcome: list[str] = []
+
+    async def run(_call_id: str, _args: dict[str, Any], _update: Any) -> AgentToolResult:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            outcome.append("cancelled")
+            raise
+        finally:
+            outcome.append("finally")
+        raise AssertionError("unreachable")
+
+    async def on_update(_partial: AgentToolResult) -> None:
+        pass
+
+    caller_scope = trio.CancelScope()
+    finished = trio.Event()
+
+    async def caller() -> None:
+        with caller_scope:
+            await executor.execute(AgentTool(name="t", execute=run), "c", {}, on_update)
+        outcome.append(f"caught={caller_scope.cancelled_caught}")
+        finished.set()
+
+    nursery.start_soon(caller)
+    await started.wait()
+    # While the tool runs, the executor keeps answering: the call is not inside the actor.
+    assert await names(executor) == ["a", "b"]
+    caller_scope.cancel()
+    await finished.wait()
+    assert outcome == ["cancelled", "finally", "caught=True"]
+
+
+async def test_a_deadline_on_the_caller_bounds_the_tool(
+    executor: ToolExecutorHandle, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def run(_call_id: str, _args: dict[str, Any], _update: Any) -> AgentToolResult:
+        await trio.sleep(3600)
+        return text_result("too late")
+
+    async def on_update(_partial: AgentToolResult) -> None:
+        pass
+
+    start = trio.current_time()
+    with trio.move_on_after(5) as scope:
+        await executor.execute(AgentTool(name="t", execute=run), "c", {}, on_update)
+    assert scope.cancelled_caught
+    assert trio.current_time() - start == pytest.approx(5)
+
+
+async def test_handle_after_stop_raises(nursery: trio.Nursery) -> None:
+    handle = ToolExecutorHandle(await nursery.start(ToolExecutor([tool("a")]).run))
+    await handle.aclose()
+    with pytest.raises(ActorStoppedError):
+        await handle.active_tools()
