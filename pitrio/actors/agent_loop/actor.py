@@ -81,6 +81,8 @@ class AgentState:
     steering: tuple[AgentMessage, ...]
     follow_up: tuple[AgentMessage, ...]
     options: LoopOptions
+    runs: int = 0
+    """How many runs this agent has started (the number of the latest one)."""
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -348,6 +350,7 @@ class AgentLoop(Actor[AgentCommand]):
             steering=self._steering.snapshot(),
             follow_up=self._follow_up.snapshot(),
             options=self._options,
+            runs=self._runs,
         )
 
     def _start_run(self, plan: RunPrompts | RunContinuation, reply: Reply[RunResult]) -> None:
@@ -483,7 +486,11 @@ class AgentLoopHandle(Handle[AgentCommand]):
 
     async def continue_(self) -> tuple[AgentMessage, ...]:
         """Continue from the current transcript (spec §2.5); returns the run's new messages."""
-        return (await self.ask(Continue)).messages
+        return (await self.run_continue()).messages
+
+    async def run_continue(self) -> RunResult:
+        """Like :meth:`continue_`, returning the run's number as well as its new messages."""
+        return await self.ask(Continue)
 
     async def steer(self, message: str | AgentMessage) -> None:
         """Queue a steering message (delivered after the current turn)."""

@@ -77,6 +77,15 @@ class SessionWriter:
         self._append(entry)
         return entry
 
+    @property
+    def leaf(self) -> str | None:
+        """The id of the last appended entry (the parent of the next one)."""
+        return self._leaf
+
+    def append_entry(self, entry: SessionEntry) -> None:
+        """Append an entry built by the caller (its id from :meth:`_next_id`, parent :attr:`leaf`)."""
+        self._append(entry)
+
     def _next_id(self) -> str:
         entry_id = new_entry_id(self._ids)
         self._ids.add(entry_id)

@@ -1,0 +1,526 @@
+"""The session actor: pi's ``AgentSession`` as an actor (``DESIGN.md`` §2-§3).
+
+It owns one session: the agent loop (a child actor), the persistence log, the display queues,
+the run lifecycle and the subscribers. Commands arrive on its inbox in order; a *run* (one
+accepted prompt, from acceptance to ``agent_settled``) is a task in the actor's nursery inside a
+cancel scope, and abort is that scope's cancellation.
+
+Two tasks of the actor touch its state: the inbox loop and the *event pump*, which takes the
+agent loop's events in emission order, updates the queue display, hands them to subscribers
+(each with a per-session ``seq``), and persists messages at ``message_end``. A run waits for the
+pump to have processed its low-level run (by run number) before deciding what comes next, so
+decisions always see persisted state.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Literal
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors.agent_loop import AgentLoopHandle, AgentState
+from pitrio.actors.agent_loop.actor import RunResult
+from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
+from pitrio.actors.session.log import SessionLog
+from pitrio.actors.session.policy import (
+    STREAMING_WITHOUT_BEHAVIOR,
+    RetrySettings,
+    is_retryable_error,
+    retry_delay_ms,
+)
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AgentMessage, AssistantMessage, UserMessage, user_message
+from pitrio.messages.content import ImageContent, text_of
+from pitrio.messages.events import (
+    AgentEnd,
+    AgentEvent,
+    AgentSessionEvent,
+    AgentSettled,
+    AutoRetryEnd,
+    AutoRetryStart,
+    EntryAppended,
+    MessageEnd,
+    MessageStart,
+    QueueUpdate,
+)
+
+StreamingBehavior = Literal["steer", "followUp"]
+
+FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
+DEFAULT_SUBSCRIBER_CAPACITY = 4096
+
+
+class SessionBusyError(PitrioError):
+    """A prompt arrived while a run is active and said neither steer nor follow-up."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    """Settings the session layer reads (spec §8.2)."""
+
+    retry: RetrySettings = attrs.field(factory=RetrySettings)
+
+
+@attrs.frozen(kw_only=True)
+class SessionState:
+    """A snapshot of the session (``get_state``)."""
+
+    agent: AgentState
+    is_running: bool
+    is_retrying: bool
+    retry_attempt: int
+    steering: tuple[str, ...]
+    follow_up: tuple[str, ...]
+    session_id: str
+    session_file: str | None
+
+    @property
+    def pending_message_count(self) -> int:
+        """Queued steer plus follow-up messages."""
+        return len(self.steering) + len(self.follow_up)
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Prompt:
+    """A user prompt. ``accepted`` is answered when it is accepted (queued or started);
+    ``settled`` when its run settles (or at once, when it was only queued)."""
+
+    text: str
+    images: tuple[ImageContent, ...]
+    streaming_behavior: StreamingBehavior | None
+    accepted: Reply[None]
+    settled: Reply[None]
+
+
+@attrs.frozen
+class Queue:
+    """Queue a steering or follow-up message (works while idle too)."""
+
+    text: str
+    images: tuple[ImageContent, ...]
+    kind: StreamingBehavior
+    reply: Reply[None]
+
+
+@attrs.frozen
+class ClearQueue:
+    """Empty both queues; answered with the removed texts (steering, follow-up)."""
+
+    reply: Reply[tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+@attrs.frozen
+class Abort:
+    """Abort the active run; answered once the session is idle."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class WaitForIdle:
+    """Answered once no run is active."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class GetState:
+    """Ask for a :class:`SessionState`."""
+
+    reply: Reply[SessionState]
+
+
+@attrs.frozen
+class Subscribe:
+    """Open an event stream (each event with its ``seq``)."""
+
+    capacity: int
+    reply: Reply[trio.MemoryReceiveChannel[Sequenced]]
+
+
+SessionCommand = Prompt | Queue | ClearQueue | Abort | WaitForIdle | GetState | Subscribe
+
+
+@attrs.define
+class _Subscriber:
+    buffer: SubscriberBuffer
+    send: trio.MemorySendChannel[Sequenced]
+    wake: trio.Event = attrs.field(factory=trio.Event)
+
+
+@attrs.define
+class _Run:
+    """The state of one accepted run."""
+
+    number: int
+    scope: trio.CancelScope
+    settled: list[Reply[None]]
+    abort_waiters: list[Reply[None]] = attrs.field(factory=list)
+
+
+class SessionActor(Actor[SessionCommand]):
+    """Owns one session: its agent loop, log, queues, runs and subscribers."""
+
+    def __init__(
+        self,
+        *,
+        loop: AgentLoopHandle,
+        log: SessionLog,
+        settings: SessionSettings | None = None,
+        capacity: int = 256,
+    ) -> None:
+        super().__init__(name="session", capacity=capacity)
+        self._loop = loop
+        self._log = log
+        self._settings = settings or SessionSettings()
+        self._steering: list[str] = []
+        self._follow_up: list[str] = []
+        self._subscribers: list[_Subscriber] = []
+        self._seq = 0
+        self._run: _Run | None = None
+        self._runs = 0
+        self._settling = False
+        self._deferred: deque[SessionCommand] = deque()
+        self._idle_waiters: list[Reply[None]] = []
+        self._low_runs_done = 0  # low-level runs whose agent_end the pump has processed
+        self._low_run_done = trio.Event()
+        self._retry_attempt = 0
+        self._retrying = False
+        self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
+
+    async def started(self) -> None:
+        events = await self._loop.subscribe(capacity=1024)
+        self.nursery.start_soon(self._pump, events)
+
+    # -- inbox -----------------------------------------------------------------------------
+
+    async def handle(self, command: SessionCommand) -> None:
+        if self._settling and isinstance(command, Prompt):
+            self._deferred.append(command)  # answered right after agent_settled, in order
+            return
+        match command:
+            case Prompt():
+                await self._prompt(command)
+            case Queue(text=text, images=images, kind=kind, reply=reply):
+                await self._queue(text, images, kind)
+                reply.set(None)
+            case ClearQueue(reply=reply):
+                removed = (tuple(self._steering), tuple(self._follow_up))
+                self._steering.clear()
+                self._follow_up.clear()
+                await self._loop.clear_queues()
+                self._emit(QueueUpdate(steering=(), follow_up=()))
+                reply.set(removed)
+            case Abort(reply=reply):
+                if self._run is None:
+                    reply.set(None)
+                else:
+                    self._run.abort_waiters.append(reply)
+                    self._run.scope.cancel()
+            case WaitForIdle(reply=reply):
+                if self._run is None:
+                    reply.set(None)
+                else:
+                    self._idle_waiters.append(reply)
+            case GetState(reply=reply):
+                reply.set(await self._snapshot())
+            case Subscribe(capacity=capacity, reply=reply):
+                reply.set(self._subscribe(capacity))
+
+    async def _prompt(self, command: Prompt) -> None:
+        if self._run is not None:
+            if command.streaming_behavior is None:
+                command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
+                command.settled.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
+                return
+            await self._queue(command.text, command.images, command.streaming_behavior)
+            command.accepted.set(None)
+            command.settled.set(None)
+            return
+        self._runs += 1
+        run = _Run(number=self._runs, scope=trio.CancelScope(), settled=[command.settled])
+        self._run = run
+        message = user_message(command.text, command.images)
+        command.accepted.set(None)
+        self.nursery.start_soon(self._run_one, run, message)
+
+    async def _queue(
+        self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
+    ) -> None:
+        message = user_message(text, images)
+        if kind == "followUp":
+            self._follow_up.append(text)
+            await self._loop.follow_up(message)
+        else:
+            self._steering.append(text)
+            await self._loop.steer(message)
+        self._emit(QueueUpdate(steering=tuple(self._steering), follow_up=tuple(self._follow_up)))
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def _run_one(self, run: _Run, prompt: UserMessage) -> None:
+        try:
+            with run.scope:
+                result = await self._loop.run_prompt((prompt,))
+                await self._wait_low_run(result.run)
+                while True:
+                    follow = await self._after_low_run(result)
+                    if follow is None:
+                        break
+                    result = follow
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
+                await self._finish_run(run)
+
+    async def _after_low_run(self, result: RunResult) -> RunResult | None:
+        """Decide what follows a low-level run; run it and return its result, or ``None``."""
+        last = _last_assistant(result.messages)
+        settings = self._settings.retry
+        if last is not None and last.stop_reason == "error" and is_retryable_error(last):
+            if settings.enabled and self._retry_attempt < settings.max_retries:
+                self._retry_attempt += 1
+                self._retrying = True
+                delay = retry_delay_ms(self._retry_attempt, settings)
+                await self._omit(last)
+                self._emit(
+                    AutoRetryStart(
+                        attempt=self._retry_attempt,
+                        max_attempts=settings.max_retries,
+                        delay_ms=delay,
+                        error_message=last.error_message or "Unknown error",
+                    )
+                )
+                await trio.sleep(delay / 1000)
+                await self._loop.set_messages(await self._log.context_messages())
+                follow = await self._loop.run_continue()
+                await self._wait_low_run(follow.run)
+                return follow
+            if self._retry_attempt > 0:
+                self._emit(
+                    AutoRetryEnd(
+                        success=False,
+                        attempt=self._retry_attempt,
+                        final_error=last.error_message,
+                    )
+                )
+                self._retry_attempt = 0
+                self._retrying = False
+        return None
+
+    async def _omit(self, message: AgentMessage) -> None:
+        """Take a failed response out of the projection; the file keeps it (a context_edit)."""
+        known = self._entry_ids.get(id(message))
+        if known is None:
+            return
+        entry = await self._log.append_context_edit(known[1], None)
+        self._emit(EntryAppended(entry=entry))
+
+    async def _wait_low_run(self, run: int) -> None:
+        while self._low_runs_done < run:
+            await self._low_run_done.wait()
+
+    async def _finish_run(self, run: _Run) -> None:
+        """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
+        if run.scope.cancelled_caught or run.abort_waiters:
+            await self._loop.abort()
+            state = await self._loop.state()
+            await self._wait_low_run(state.runs)
+            if self._retry_attempt > 0:
+                self._emit(
+                    AutoRetryEnd(
+                        success=False, attempt=self._retry_attempt, final_error="Retry cancelled"
+                    )
+                )
+                self._retry_attempt = 0
+        self._retrying = False
+        self._settling = True
+        self._emit(AgentSettled())
+        self._run = None
+        self._settling = False
+        for reply in run.settled + run.abort_waiters:
+            reply.set(None)
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            waiter.set(None)
+        while self._deferred and self._run is None:
+            await self.handle(self._deferred.popleft())
+
+    # -- the event pump ----------------------------------------------------------------------
+
+    async def _pump(self, events: trio.MemoryReceiveChannel[AgentEvent]) -> None:
+        async with events:
+            async for event in events:
+                await self._on_agent_event(event)
+
+    async def _on_agent_event(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
+            self._take_from_display(text_of(event.message.content))
+        if isinstance(event, AgentEnd):
+            event = attrs.evolve(event, will_retry=self._will_retry(event))
+        self._emit(event)
+        if isinstance(event, MessageEnd):
+            await self._persist(event.message)
+            if (
+                isinstance(event.message, AssistantMessage)
+                and event.message.stop_reason != "error"
+                and self._retry_attempt > 0
+            ):
+                self._emit(AutoRetryEnd(success=True, attempt=self._retry_attempt))
+                self._retry_attempt = 0
+                self._retrying = False
+        elif isinstance(event, AgentEnd):
+            self._low_runs_done += 1
+            self._low_run_done.set()
+            self._low_run_done = trio.Event()
+
+    def _will_retry(self, event: AgentEnd) -> bool:
+        last = _last_assistant(event.messages)
+        settings = self._settings.retry
+        return (
+            last is not None
+            and last.stop_reason == "error"
+            and is_retryable_error(last)
+            and settings.enabled
+            and self._retry_attempt < settings.max_retries
+            and self._run is not None
+            and not self._run.scope.cancel_called
+        )
+
+    def _take_from_display(self, text: str) -> None:
+        for queue in (self._steering, self._follow_up):
+            if text in queue:
+                queue.remove(text)
+                self._emit(
+                    QueueUpdate(steering=tuple(self._steering), follow_up=tuple(self._follow_up))
+                )
+                return
+
+    async def _persist(self, message: AgentMessage) -> None:
+        if message.role not in ("user", "assistant", "toolResult"):
+            return  # custom and bash messages are persisted by their own paths
+        entry = await self._log.append_message(message)
+        self._entry_ids[id(message)] = (message, entry.id)
+        self._emit(EntryAppended(entry=entry))
+
+    # -- subscribers -------------------------------------------------------------------------
+
+    def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
+        # The channel itself is unbuffered: the per-subscriber buffer holds the backlog and
+        # applies the coalesce-then-disconnect policy, and a feeder task drains it.
+        send, receive = trio.open_memory_channel[Sequenced](0)
+        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
+        self._subscribers.append(subscriber)
+        self.nursery.start_soon(self._feed, subscriber)
+        return receive
+
+    async def _feed(self, subscriber: _Subscriber) -> None:
+        async with subscriber.send:
+            while True:
+                item = subscriber.buffer.take()
+                if item is None:
+                    if subscriber.buffer.closed:
+                        return
+                    await subscriber.wake.wait()
+                    subscriber.wake = trio.Event()
+                    continue
+                try:
+                    await subscriber.send.send(item)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._subscribers.remove(subscriber)
+                    return
+
+    def _emit(self, event: AgentSessionEvent) -> None:
+        self._seq += 1
+        item = Sequenced(self._seq, event)
+        for subscriber in list(self._subscribers):
+            if subscriber.buffer.offer(item) is Offer.OVERFLOW:
+                self._subscribers.remove(subscriber)
+            subscriber.wake.set()
+
+    async def _snapshot(self) -> SessionState:
+        return SessionState(
+            agent=await self._loop.state(),
+            is_running=self._run is not None,
+            is_retrying=self._retrying,
+            retry_attempt=self._retry_attempt,
+            steering=tuple(self._steering),
+            follow_up=tuple(self._follow_up),
+            session_id=self._log.header.id,
+            session_file=str(self._log.path) if self._log.path else None,
+        )
+
+
+def _last_assistant(messages: Sequence[AgentMessage]) -> AssistantMessage | None:
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            return message
+    return None
+
+
+class SessionHandle(Handle[SessionCommand]):
+    """Typed access to a :class:`SessionActor`."""
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+    ) -> None:
+        """Send a prompt and return once its run settles (at once if it was only queued)."""
+        accepted: Reply[None] = self.new_reply()
+        settled: Reply[None] = self.new_reply()
+        await self.tell(Prompt(text, tuple(images), streaming_behavior, accepted, settled))
+        await settled.wait()
+
+    async def submit(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+    ) -> Reply[None]:
+        """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
+        accepted: Reply[None] = self.new_reply()
+        settled: Reply[None] = self.new_reply()
+        await self.tell(Prompt(text, tuple(images), streaming_behavior, accepted, settled))
+        await accepted.wait()
+        return settled
+
+    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a steering message."""
+        await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
+
+    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> None:
+        """Queue a follow-up message."""
+        await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
+
+    async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Empty both queues; returns the removed (steering, follow-up) texts."""
+        return await self.ask(ClearQueue)
+
+    async def abort(self) -> None:
+        """Abort the active run and return once the session is idle."""
+        await self.ask(Abort)
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active."""
+        await self.ask(WaitForIdle)
+
+    async def state(self) -> SessionState:
+        """A snapshot of the session."""
+        return await self.ask(GetState)
+
+    async def subscribe(
+        self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
+    ) -> trio.MemoryReceiveChannel[Sequenced]:
+        """Every event from now on with its ``seq``; a subscriber that falls too far behind
+        is coalesced, then disconnected (its channel closes)."""
+        return await self.ask(lambda reply: Subscribe(capacity, reply))

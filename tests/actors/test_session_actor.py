@@ -1,0 +1,235 @@
+"""The session actor: run lifecycle, settle, retry, abort, queues, subscribers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
+from pitrio.actors.model_router import FauxProvider, FauxReply
+from pitrio.actors.session.actor import (
+    SessionActor,
+    SessionBusyError,
+    SessionHandle,
+    SessionSettings,
+)
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.log import MemoryLog
+from pitrio.actors.session.policy import RetrySettings
+from pitrio.actors.session_store.writer import SessionWriter, new_header
+from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.entries import ContextEditEntry, MessageEntry
+from pitrio.messages.events import (
+    AgentEnd,
+    AgentSessionEvent,
+    AutoRetryEnd,
+    AutoRetryStart,
+    EntryAppended,
+    MessageUpdate,
+    QueueUpdate,
+)
+
+from .conftest import FAUX_1
+
+UNAVAILABLE = "503 Service Unavailable (scripted)"
+
+
+@attrs.define
+class SessionFixture:
+    session: SessionHandle
+    loop: AgentLoopHandle
+    log: MemoryLog
+    faux: FauxProvider
+    events: trio.MemoryReceiveChannel[Sequenced]
+    seen: list[Sequenced] = attrs.field(factory=list)
+
+    async def collect_until_settled(self) -> list[AgentSessionEvent]:
+        """Receive events up to and including the next agent_settled."""
+        out: list[AgentSessionEvent] = []
+        async for item in self.events:
+            self.seen.append(item)
+            out.append(item.event)
+            if item.event.type == "agent_settled":
+                break
+        return out
+
+
+@asynccontextmanager
+async def running_session(
+    *replies: Any, settings: SessionSettings | None = None
+) -> AsyncIterator[SessionFixture]:
+    faux = FauxProvider(replies)
+    log = MemoryLog(SessionWriter(new_header("/tmp/project"), None))
+    async with trio.open_nursery() as nursery:
+        loop = AgentLoopHandle(await nursery.start(AgentLoop(stream=faux.stream, model=FAUX_1).run))
+        actor = SessionActor(loop=loop, log=log, settings=settings)
+        session = SessionHandle(await nursery.start(actor.run))
+        events = await session.subscribe()
+        yield SessionFixture(session=session, loop=loop, log=log, faux=faux, events=events)
+        nursery.cancel_scope.cancel()
+
+
+def kinds(events: list[AgentSessionEvent]) -> list[str]:
+    out: list[str] = []
+    for event in events:
+        if isinstance(event, MessageUpdate) and out and out[-1] == "message_update":
+            continue
+        out.append(event.type)
+    return out
+
+
+async def test_a_prompt_settles_once_after_agent_end() -> None:
+    async with running_session("hello") as fx:
+        await fx.session.prompt("hi")
+        events = await fx.collect_until_settled()
+    assert kinds(events) == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "entry_appended",
+        "message_start",
+        "message_update",
+        "message_end",
+        "entry_appended",
+        "turn_end",
+        "agent_end",
+        "agent_settled",
+    ]
+    seqs = [item.seq for item in fx.seen]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    end = next(e for e in events if isinstance(e, AgentEnd))
+    assert end.will_retry is False
+
+
+async def test_prompt_while_running_needs_a_streaming_behavior(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = FauxReply(text="slow " * 20, chunk_delay=1)
+    async with running_session(slow, "steered reply") as fx, trio.open_nursery() as nursery:
+        nursery.start_soon(fx.session.prompt, "first")
+        await trio.sleep(2)
+        with pytest.raises(SessionBusyError, match="Specify streamingBehavior"):
+            await fx.session.prompt("second")
+        await fx.session.prompt("redirect", streaming_behavior="steer")
+        state = await fx.session.state()
+        assert state.steering == ("redirect",)
+        await fx.session.wait_for_idle()
+        events = await fx.collect_until_settled()
+        assert (await fx.session.state()).steering == ()
+    updates = [e for e in events if isinstance(e, QueueUpdate)]
+    assert [(u.steering, u.follow_up) for u in updates] == [(("redirect",), ()), ((), ())]
+    assert sum(e.type == "agent_settled" for e in events) == 1
+    assert sum(e.type == "agent_end" for e in events) == 1
+
+
+async def test_retry_then_success(autojump_clock: trio.testing.MockClock) -> None:
+    settings = SessionSettings(retry=RetrySettings(max_retries=2, base_delay_ms=50))
+    failing = FauxReply(error=UNAVAILABLE)
+    async with running_session(failing, "recovered", settings=settings) as fx:
+        start = trio.current_time()
+        await fx.session.prompt("flaky")
+        elapsed = trio.current_time() - start
+        events = await fx.collect_until_settled()
+        context = await fx.log.context_messages()
+    assert elapsed == pytest.approx(0.05)
+    ends = [e for e in events if isinstance(e, AgentEnd)]
+    assert [e.will_retry for e in ends] == [True, False]
+    starts = [e for e in events if isinstance(e, AutoRetryStart)]
+    assert [(s.attempt, s.max_attempts, s.delay_ms, s.error_message) for s in starts] == [
+        (1, 2, 50, UNAVAILABLE)
+    ]
+    retry_ends = [e for e in events if isinstance(e, AutoRetryEnd)]
+    assert [(e.success, e.attempt) for e in retry_ends] == [(True, 1)]
+    assert kinds(events)[-1] == "agent_settled"
+    # The failed response stays in the file but leaves the projection through a context edit.
+    edits = [e.entry for e in events if isinstance(e, EntryAppended)]
+    omission = next(e for e in edits if isinstance(e, ContextEditEntry))
+    target = next(e for e in fx.log.entries if e.id == omission.target_id)
+    assert isinstance(target, MessageEntry) and isinstance(target.message, AssistantMessage)
+    assert target.message.stop_reason == "error"
+    assert omission.replacement is None
+    assert [m.role for m in context] == ["user", "assistant"]
+    assert context[-1].stop_reason == "stop"  # type: ignore[union-attr]
+    # The retried request did not include the failed response.
+    assert [m.role for m in fx.faux.last_request.context.messages] == ["user"]
+
+
+async def test_retries_exhausted(autojump_clock: trio.testing.MockClock) -> None:
+    settings = SessionSettings(retry=RetrySettings(max_retries=2, base_delay_ms=100))
+    failing = FauxReply(error=UNAVAILABLE)
+    async with running_session(failing, failing, failing, settings=settings) as fx:
+        start = trio.current_time()
+        await fx.session.prompt("always")
+        elapsed = trio.current_time() - start
+        events = await fx.collect_until_settled()
+        state = await fx.session.state()
+    assert elapsed == pytest.approx(0.1 + 0.2)
+    assert len(fx.faux.requests) == 3
+    assert [s.attempt for s in events if isinstance(s, AutoRetryStart)] == [1, 2]
+    retry_ends = [e for e in events if isinstance(e, AutoRetryEnd)]
+    assert [(e.success, e.attempt, e.final_error) for e in retry_ends] == [(False, 2, UNAVAILABLE)]
+    assert [e.will_retry for e in events if isinstance(e, AgentEnd)] == [True, True, False]
+    assert not state.is_retrying and state.retry_attempt == 0
+
+
+async def test_abort_during_retry_sleep(autojump_clock: trio.testing.MockClock) -> None:
+    settings = SessionSettings(retry=RetrySettings(max_retries=3, base_delay_ms=10_000))
+    async with running_session(FauxReply(error=UNAVAILABLE), settings=settings) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "flaky")
+            await trio.sleep(1)
+            assert (await fx.session.state()).is_retrying
+            await fx.session.abort()
+        assert trio.current_time() < 10
+        events = await fx.collect_until_settled()
+        state = await fx.session.state()
+    retry_ends = [e for e in events if isinstance(e, AutoRetryEnd)]
+    assert [(e.success, e.final_error) for e in retry_ends] == [(False, "Retry cancelled")]
+    assert len(fx.faux.requests) == 1
+    assert not state.is_running and not state.is_retrying
+    assert kinds(events)[-1] == "agent_settled"
+
+
+async def test_abort_mid_stream_settles_after_agent_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = FauxReply(text="word " * 50, chunk_delay=1)
+    async with running_session(slow) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "long")
+            await trio.sleep(3.5)
+            await fx.session.abort()
+        events = await fx.collect_until_settled()
+    assert kinds(events)[-3:] == ["turn_end", "agent_end", "agent_settled"]
+    end = next(e for e in events if isinstance(e, AgentEnd))
+    last = end.messages[-1]
+    assert isinstance(last, AssistantMessage) and last.stop_reason == "aborted"
+    assert end.will_retry is False
+
+
+async def test_a_prompt_sent_on_agent_settled_is_not_lost() -> None:
+    async with running_session("one", "two") as fx:
+        await fx.session.prompt("first")
+        events = await fx.collect_until_settled()
+        assert events[-1].type == "agent_settled"
+        await fx.session.prompt("second")
+        again = await fx.collect_until_settled()
+    assert [e.type for e in again].count("agent_settled") == 1
+    assert len(fx.faux.requests) == 2
+
+
+async def test_a_slow_subscriber_is_cut_off_without_slowing_the_session() -> None:
+    async with running_session("x" * 600) as fx:
+        slow = await fx.session.subscribe(capacity=3)  # never read until the end
+        await fx.session.prompt("go")
+        events = await fx.collect_until_settled()
+        received = [item async for item in slow]  # the channel closes after the cut-off
+    assert events[-1].type == "agent_settled"
+    assert len(received) <= 3

@@ -1,0 +1,98 @@
+"""Per-subscriber buffers: coalesce deltas when full, then disconnect (DESIGN §2)."""
+
+from __future__ import annotations
+
+from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer, merge
+from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
+from pitrio.messages.content import TextContent
+from pitrio.messages.events import (
+    AgentStart,
+    MessageUpdate,
+    ToolExecutionUpdate,
+    TurnStart,
+)
+from pitrio.messages.stream import TextDelta, TextEnd, ThinkingDelta
+
+
+def partial(text: str) -> AssistantMessage:
+    return AssistantMessage(
+        content=(TextContent(text=text),),
+        api="a",
+        provider="p",
+        model="m",
+        usage=Usage(),
+        stop_reason="stop",
+        timestamp=1,
+    )
+
+
+def text_delta(so_far: str, delta: str, index: int = 0) -> MessageUpdate:
+    message = partial(so_far)
+    return MessageUpdate(
+        assistant_message_event=TextDelta(content_index=index, delta=delta, partial=message),
+        message=message,
+    )
+
+
+def tool_update(call_id: str, text: str) -> ToolExecutionUpdate:
+    return ToolExecutionUpdate(
+        tool_call_id=call_id,
+        tool_name="bash",
+        args={},
+        partial_result=AgentToolResult(content=(TextContent(text=text),)),
+    )
+
+
+def test_merge_text_deltas_of_one_block() -> None:
+    merged = merge(text_delta("a", "a"), text_delta("ab", "b"))
+    assert isinstance(merged, MessageUpdate)
+    assert isinstance(merged.assistant_message_event, TextDelta)
+    assert merged.assistant_message_event.delta == "ab"
+    assert merged.message == partial("ab")
+
+
+def test_no_merge_across_blocks_kinds_or_calls() -> None:
+    assert merge(text_delta("a", "a", 0), text_delta("b", "b", 1)) is None
+    thinking = MessageUpdate(
+        assistant_message_event=ThinkingDelta(content_index=0, delta="x", partial=partial("")),
+        message=partial(""),
+    )
+    assert merge(text_delta("a", "a"), thinking) is None
+    end = MessageUpdate(
+        assistant_message_event=TextEnd(content_index=0, content="a", partial=partial("a")),
+        message=partial("a"),
+    )
+    assert merge(text_delta("a", "a"), end) is None
+    assert merge(tool_update("c1", "x"), tool_update("c2", "y")) is None
+    assert merge(tool_update("c1", "x"), tool_update("c1", "xy")) == tool_update("c1", "xy")
+    assert merge(AgentStart(), TurnStart()) is None
+
+
+def test_queue_until_full_then_coalesce_then_disconnect() -> None:
+    buffer = SubscriberBuffer(3)
+    assert buffer.offer(Sequenced(1, AgentStart())) is Offer.QUEUED
+    assert buffer.offer(Sequenced(2, text_delta("a", "a"))) is Offer.QUEUED
+    assert buffer.offer(Sequenced(3, text_delta("ab", "b"))) is Offer.QUEUED
+    # Full: the next delta merges into the last one and takes its seq.
+    assert buffer.offer(Sequenced(4, text_delta("abc", "c"))) is Offer.COALESCED
+    assert len(buffer) == 3
+    # A non-mergeable event: neighbours inside the queue merge to make room.
+    assert buffer.offer(Sequenced(5, TurnStart())) is Offer.COALESCED
+    items = [buffer.take() for _ in range(3)]
+    assert [i.seq for i in items if i] == [1, 4, 5]
+    update = items[1].event if items[1] else None
+    assert isinstance(update, MessageUpdate)
+    assert update.assistant_message_event.delta == "abc"  # type: ignore[union-attr]
+    assert buffer.take() is None
+    assert buffer.coalesced == 2
+
+
+def test_overflow_disconnects_with_a_reason() -> None:
+    buffer = SubscriberBuffer(2)
+    buffer.offer(Sequenced(1, AgentStart()))
+    buffer.offer(Sequenced(2, TurnStart()))
+    assert buffer.offer(Sequenced(3, AgentStart())) is Offer.OVERFLOW
+    assert buffer.closed
+    assert "event 3 (agent_start)" in (buffer.closed_reason or "")
+    assert len(buffer) == 0
+    assert buffer.offer(Sequenced(4, TurnStart())) is Offer.OVERFLOW
