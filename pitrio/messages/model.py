@@ -29,13 +29,14 @@ class Model:
     provider: str
     base_url: str
     reasoning: bool
-    thinking_level_map: dict[str, str | None] | None = None
     input: tuple[Literal["text", "image"], ...]
     cost: ModelCost
     context_window: int
     max_tokens: int
-    headers: dict[str, str] | None = None
+    # pi's wire order puts these optional fields last (get_state, get_available_models).
+    thinking_level_map: dict[str, str | None] | None = None
     compat: Any = None
+    headers: dict[str, str] | None = None
 
     @property
     def ref(self) -> str:

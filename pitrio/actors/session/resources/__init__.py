@@ -1,0 +1,1 @@
+"""Resources a session loads: settings (and later skills, prompt templates, context files)."""

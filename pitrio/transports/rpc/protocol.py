@@ -1,0 +1,120 @@
+"""RPC records (pi-rpc.md §3-§4): parsing commands, building responses, writing lines.
+
+Pure: a record (text) in, a :class:`Request` or a ready error response out; responses are
+plain JSON values in pi's key order (``id, type, command, success, data|error``) and
+:func:`dump_line` writes any JSON value as one compact line with non-ASCII characters raw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import orjson
+
+from pitrio.messages.codec import to_json
+from pitrio.transports.rpc.framing import Oversize, Record
+
+MISSING: Any = object()
+"""Marks an absent ``id`` (any JSON value, ``null`` included, is a present id)."""
+
+
+@attrs.frozen
+class Request:
+    """One command record: its ``id`` (or :data:`MISSING`), ``type`` and the whole object."""
+
+    id: Any
+    type: str
+    fields: dict[str, Any]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field of the command, or ``default``."""
+        return self.fields.get(name, default)
+
+
+def parse_error_text(record: str, error: Exception) -> str:
+    """The text after ``Failed to parse command: `` for a record that is not JSON."""
+    if not record.strip():
+        return "Unexpected end of JSON input"  # pi's text for an empty record
+    return str(error)
+
+
+def parse_record(record: Record) -> Request | dict[str, Any]:
+    """Parse one record: a :class:`Request`, or the error response to write for it."""
+    if isinstance(record, Oversize):
+        return {
+            "type": "response",
+            "command": "parse",
+            "success": False,
+            "error": f"Failed to parse command: record of {record.size} bytes exceeds the "
+            f"limit of {record.limit} bytes",
+        }
+    try:
+        value = orjson.loads(record)
+    except orjson.JSONDecodeError as exc:
+        return {
+            "type": "response",
+            "command": "parse",
+            "success": False,
+            "error": f"Failed to parse command: {parse_error_text(record, exc)}",
+        }
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        kind = value.get("type") if isinstance(value, dict) else None
+        response: dict[str, Any] = {"type": "response"}
+        if isinstance(value, dict) and "id" in value:
+            response = {"id": value["id"], **response}
+        if kind is not None:
+            response["command"] = kind
+        response["success"] = False
+        response["error"] = f"Unknown command: {_js_string(kind)}"
+        return response
+    return Request(id=value.get("id", MISSING), type=value["type"], fields=value)
+
+
+def _js_string(value: Any) -> str:
+    """How JavaScript's template strings print a value (``undefined`` for absent)."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _head(request: Request) -> dict[str, Any]:
+    head: dict[str, Any] = {}
+    if request.id is not MISSING:
+        head["id"] = request.id
+    head["type"] = "response"
+    head["command"] = request.type
+    return head
+
+
+def success(request: Request, data: Any = MISSING) -> dict[str, Any]:
+    """A success response; ``data`` (attrs objects allowed) is omitted when not given."""
+    response = _head(request)
+    response["success"] = True
+    if data is not MISSING:
+        response["data"] = to_json(data)
+    return response
+
+
+def failure(request: Request, error: str) -> dict[str, Any]:
+    """A failure response carrying ``error``."""
+    response = _head(request)
+    response["success"] = False
+    response["error"] = error
+    return response
+
+
+def dump_line(value: Any) -> bytes:
+    """One output line: compact JSON, non-ASCII raw, LF-terminated.
+
+    Lone surrogates (which orjson refuses) are written as ``\\udXXX`` escapes, as JavaScript
+    does.
+    """
+    try:
+        return orjson.dumps(value) + b"\n"
+    except TypeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", errors="backslashreplace") + b"\n"

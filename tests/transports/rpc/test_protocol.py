@@ -1,0 +1,78 @@
+"""RPC records: parse errors, unknown commands, response envelopes, output lines."""
+
+from __future__ import annotations
+
+import orjson
+
+from pitrio.actors.model_router import FAUX_MODELS
+from pitrio.transports.rpc.framing import Oversize
+from pitrio.transports.rpc.protocol import (
+    MISSING,
+    Request,
+    dump_line,
+    failure,
+    parse_record,
+    success,
+)
+
+
+def test_commands_parse_with_or_without_id() -> None:
+    request = parse_record('{"id":"a","type":"get_state"}')
+    assert request == Request("a", "get_state", {"id": "a", "type": "get_state"})
+    bare = parse_record('{"type":"abort"}')
+    assert isinstance(bare, Request) and bare.id is MISSING
+    numeric = parse_record('{"id":42,"type":"abort"}')
+    assert isinstance(numeric, Request) and numeric.id == 42
+
+
+def test_parse_errors_have_no_id() -> None:
+    assert parse_record("") == {
+        "type": "response",
+        "command": "parse",
+        "success": False,
+        "error": "Failed to parse command: Unexpected end of JSON input",
+    }
+    broken = parse_record('{"id":"bad1","type":"get_state"')
+    assert isinstance(broken, dict) and "id" not in broken
+    assert broken["error"].startswith("Failed to parse command: ")
+    oversize = parse_record(Oversize(100, 10))
+    assert isinstance(oversize, dict) and "100 bytes" in oversize["error"]
+
+
+def test_values_without_a_type() -> None:
+    # pi: {"type":"response","success":false,"error":"Unknown command: undefined"}
+    assert parse_record("42") == {
+        "type": "response",
+        "success": False,
+        "error": "Unknown command: undefined",
+    }
+    assert parse_record("[1]") == parse_record("42")
+    # With an id we keep it, so a client waiting on it gets its answer.
+    assert parse_record('{"id":"x"}') == {
+        "id": "x",
+        "type": "response",
+        "success": False,
+        "error": "Unknown command: undefined",
+    }
+
+
+def test_response_key_order_and_data() -> None:
+    request = Request("gs", "get_state", {})
+    line = dump_line(success(request, {"model": FAUX_MODELS[0], "cost": 0.0}))
+    assert line.startswith(b'{"id":"gs","type":"response","command":"get_state","success":true,')
+    assert b'"cost":0}' in line and line.endswith(b"\n")
+    assert dump_line(success(Request(MISSING, "abort", {}))) == (
+        b'{"type":"response","command":"abort","success":true}\n'
+    )
+    assert orjson.loads(dump_line(failure(request, "nope"))) == {
+        "id": "gs",
+        "type": "response",
+        "command": "get_state",
+        "success": False,
+        "error": "nope",
+    }
+
+
+def test_output_keeps_non_ascii_raw_and_escapes_lone_surrogates() -> None:
+    assert dump_line({"s": "é\u2028"}) == '{"s":"é\u2028"}\n'.encode()
+    assert dump_line({"s": "a\udc80"}) == b'{"s":"a\\udc80"}\n'
