@@ -21,8 +21,8 @@ from pitrio.actors.session.actor import (
 )
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.log import MemoryLog
-from pitrio.actors.session.policy import RetrySettings
 from pitrio.actors.session_store.writer import SessionWriter, new_header
+from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import ContextEditEntry, MessageEntry
 from pitrio.messages.events import (

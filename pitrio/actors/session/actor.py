@@ -26,12 +26,21 @@ from pitrio.actors.agent_loop import AgentLoopHandle, AgentState
 from pitrio.actors.agent_loop.actor import RunResult
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.actors.session.log import SessionLog
-from pitrio.actors.session.policy import (
-    STREAMING_WITHOUT_BEHAVIOR,
-    RetrySettings,
-    is_retryable_error,
-    retry_delay_ms,
+from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
+from pitrio.actors.supervisor.compaction import CompactionSettings, is_same_model
+from pitrio.actors.supervisor.decisions import (
+    BeforeSettle,
+    Compact,
+    Continue,
+    End,
+    PostRunDecision,
+    Retry,
+    RunEnded,
+    SupervisorState,
+    decide_after_boundary,
+    decide_after_run,
 )
+from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, AssistantMessage, UserMessage, user_message
 from pitrio.messages.content import ImageContent, text_of
@@ -40,8 +49,6 @@ from pitrio.messages.events import (
     AgentEvent,
     AgentSessionEvent,
     AgentSettled,
-    AutoRetryEnd,
-    AutoRetryStart,
     EntryAppended,
     MessageEnd,
     MessageStart,
@@ -63,6 +70,7 @@ class SessionSettings:
     """Settings the session layer reads (spec §8.2)."""
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
 
 
 @attrs.frozen(kw_only=True)
@@ -191,8 +199,8 @@ class SessionActor(Actor[SessionCommand]):
         self._idle_waiters: list[Reply[None]] = []
         self._low_runs_done = 0  # low-level runs whose agent_end the pump has processed
         self._low_run_done = trio.Event()
-        self._retry_attempt = 0
-        self._retrying = False
+        self._supervisor = SupervisorState()
+        self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
 
     async def started(self) -> None:
@@ -269,9 +277,9 @@ class SessionActor(Actor[SessionCommand]):
         try:
             with run.scope:
                 result = await self._loop.run_prompt((prompt,))
-                await self._wait_low_run(result.run)
                 while True:
-                    follow = await self._after_low_run(result)
+                    await self._wait_low_run(result.run)
+                    follow = await self._after_low_run(result.run)
                     if follow is None:
                         break
                     result = follow
@@ -279,40 +287,37 @@ class SessionActor(Actor[SessionCommand]):
             with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
                 await self._finish_run(run)
 
-    async def _after_low_run(self, result: RunResult) -> RunResult | None:
-        """Decide what follows a low-level run; run it and return its result, or ``None``."""
-        last = _last_assistant(result.messages)
-        settings = self._settings.retry
-        if last is not None and last.stop_reason == "error" and is_retryable_error(last):
-            if settings.enabled and self._retry_attempt < settings.max_retries:
-                self._retry_attempt += 1
-                self._retrying = True
-                delay = retry_delay_ms(self._retry_attempt, settings)
-                await self._omit(last)
-                self._emit(
-                    AutoRetryStart(
-                        attempt=self._retry_attempt,
-                        max_attempts=settings.max_retries,
-                        delay_ms=delay,
-                        error_message=last.error_message or "Unknown error",
-                    )
+    async def _after_low_run(self, number: int) -> RunResult | None:
+        """Carry out the supervisor's decision for a low-level run; the next run's result."""
+        decision = self._decisions.pop(number)
+        match decision.action:
+            case Retry(delay_ms=delay_ms, failed=failed, event=event):
+                await self._omit(failed)
+                self._emit(event)
+                await trio.sleep(delay_ms / 1000)
+                return await self._continue()
+            case Continue():
+                return await self._continue()
+            case BeforeSettle():
+                state = await self._loop.state()
+                after = decide_after_boundary(
+                    abort_requested=False,
+                    continue_requested=False,
+                    has_queued_messages=bool(state.steering or state.follow_up),
                 )
-                await trio.sleep(delay / 1000)
-                await self._loop.set_messages(await self._log.context_messages())
-                follow = await self._loop.run_continue()
-                await self._wait_low_run(follow.run)
-                return follow
-            if self._retry_attempt > 0:
-                self._emit(
-                    AutoRetryEnd(
-                        success=False,
-                        attempt=self._retry_attempt,
-                        final_error=last.error_message,
-                    )
-                )
-                self._retry_attempt = 0
-                self._retrying = False
+                return await self._continue() if isinstance(after, Continue) else None
+            case Compact():
+                # Automatic compaction is wired with the session store; until then the run
+                # settles without it.
+                return None
+            case End():
+                return None
         return None
+
+    async def _continue(self) -> RunResult:
+        """Continue the agent loop from the projected context."""
+        await self._loop.set_messages(await self._log.context_messages())
+        return await self._loop.run_continue()
 
     async def _omit(self, message: AgentMessage) -> None:
         """Take a failed response out of the projection; the file keeps it (a context_edit)."""
@@ -332,14 +337,10 @@ class SessionActor(Actor[SessionCommand]):
             await self._loop.abort()
             state = await self._loop.state()
             await self._wait_low_run(state.runs)
-            if self._retry_attempt > 0:
-                self._emit(
-                    AutoRetryEnd(
-                        success=False, attempt=self._retry_attempt, final_error="Retry cancelled"
-                    )
-                )
-                self._retry_attempt = 0
-        self._retrying = False
+            self._supervisor, cancelled = self._supervisor.on_abort()
+            if cancelled is not None:
+                self._emit(cancelled)
+        self._decisions.clear()
         self._settling = True
         self._emit(AgentSettled())
         self._run = None
@@ -361,37 +362,47 @@ class SessionActor(Actor[SessionCommand]):
 
     async def _on_agent_event(self, event: AgentEvent) -> None:
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
+            self._supervisor = self._supervisor.on_user_message_start()
             self._take_from_display(text_of(event.message.content))
+        decision: PostRunDecision | None = None
         if isinstance(event, AgentEnd):
-            event = attrs.evolve(event, will_retry=self._will_retry(event))
+            # Decide now, so agent_end can say whether a retry follows (seed willRetry).
+            decision = await self._decide(event)
+            event = attrs.evolve(event, will_retry=decision.will_retry)
         self._emit(event)
         if isinstance(event, MessageEnd):
             await self._persist(event.message)
-            if (
-                isinstance(event.message, AssistantMessage)
-                and event.message.stop_reason != "error"
-                and self._retry_attempt > 0
-            ):
-                self._emit(AutoRetryEnd(success=True, attempt=self._retry_attempt))
-                self._retry_attempt = 0
-                self._retrying = False
-        elif isinstance(event, AgentEnd):
+            if isinstance(event.message, AssistantMessage):
+                self._supervisor, succeeded = self._supervisor.on_assistant_message_end(
+                    event.message
+                )
+                if succeeded is not None:
+                    self._emit(succeeded)
+        elif decision is not None:
+            for follow in decision.events:
+                self._emit(follow)
             self._low_runs_done += 1
+            self._decisions[self._low_runs_done] = decision
             self._low_run_done.set()
             self._low_run_done = trio.Event()
 
-    def _will_retry(self, event: AgentEnd) -> bool:
+    async def _decide(self, event: AgentEnd) -> PostRunDecision:
+        state = await self._loop.state()
         last = _last_assistant(event.messages)
-        settings = self._settings.retry
-        return (
-            last is not None
-            and last.stop_reason == "error"
-            and is_retryable_error(last)
-            and settings.enabled
-            and self._retry_attempt < settings.max_retries
-            and self._run is not None
-            and not self._run.scope.cancel_called
+        run = self._run
+        ended = RunEnded(
+            last_assistant=last,
+            abort_requested=run is None or run.scope.cancel_called,
+            has_queued_messages=bool(state.steering or state.follow_up),
+            context_window=state.model.context_window,
+            same_model=last is not None and is_same_model(last, state.model),
+            retry_settings=self._settings.retry,
+            compaction_settings=self._settings.compaction,
+            context_messages=await self._log.context_messages(),
         )
+        decision = decide_after_run(self._supervisor, ended)
+        self._supervisor = decision.state
+        return decision
 
     def _take_from_display(self, text: str) -> None:
         for queue in (self._steering, self._follow_up):
@@ -448,8 +459,8 @@ class SessionActor(Actor[SessionCommand]):
         return SessionState(
             agent=await self._loop.state(),
             is_running=self._run is not None,
-            is_retrying=self._retrying,
-            retry_attempt=self._retry_attempt,
+            is_retrying=self._supervisor.retry.retrying,
+            retry_attempt=self._supervisor.retry.attempt,
             steering=tuple(self._steering),
             follow_up=tuple(self._follow_up),
             session_id=self._log.header.id,
