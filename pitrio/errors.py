@@ -84,3 +84,113 @@ def collapse_groups() -> Iterator[None]:
         if leaf is group:
             raise
         raise leaf from None
+
+
+# -- model router (issue 5) ------------------------------------------------------------------
+
+
+class ModelsJsonError(PitrioError, ValueError):
+    """A ``models.json`` entry is invalid; the message names the file, the entry and the field.
+
+    ``file``, ``entry`` (e.g. ``providers.ollama.models[0]``) and ``field`` (e.g.
+    ``contextWindow``, empty when the entry itself is wrong) are kept for programs.
+    """
+
+    def __init__(self, file: str, entry: str, field: str, problem: str) -> None:
+        where = f"{entry}.{field}" if entry and field else entry or field or "(top level)"
+        super().__init__(f"{file}: {where}: {problem}")
+        self.file = file
+        self.entry = entry
+        self.field = field
+        self.problem = problem
+
+
+class CredentialError(PitrioError):
+    """No usable credential for a provider; the message never contains a key."""
+
+
+class AuthFileError(CredentialError):
+    """``auth.json`` was refused: unreadable, malformed or readable by group/others."""
+
+
+# -- session store (issue 3) -----------------------------------------------------------------
+
+
+class SessionError(PitrioError):
+    """A session file or session tree operation failed."""
+
+
+class SessionFileError(SessionError, ValueError):
+    """A session file cannot be used as it is; the message names the file and the line.
+
+    ``path`` and ``line`` (1-based, 0 when the problem is not one line) are kept for programs;
+    ``problems`` holds every problem found when the file was read, not only the first.
+    """
+
+    def __init__(
+        self, path: str, line: int, problem: str, *, problems: tuple[object, ...] = ()
+    ) -> None:
+        where = f"{path}:{line}" if line else path
+        more = len(problems) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
+        super().__init__(f"{where}: {problem}{suffix}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+        self.problems = problems
+
+
+class EntryNotFoundError(SessionError, KeyError):
+    """An entry id names no entry of the session (pi's ``Entry <id> not found``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        # KeyError would quote the message; keep pi's plain text.
+        return self.message
+
+
+class SessionLockedError(SessionError):
+    """Another live writer holds the session's lease; the message names it (pid, host)."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, pid: int | None, host: str | None, fence: int) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.host = host
+        self.fence = fence
+
+
+class StaleFenceError(SessionError):
+    """A write carried a lease fence older than the session's current one; it was refused."""
+
+
+class ReadOnlySessionError(SessionError):
+    """The session store was opened read-only, so it cannot append."""
+
+
+class SessionNotFoundError(SessionError):
+    """A ``--session`` argument matched no session file (by path or id prefix)."""
+
+
+class SummarizationError(PitrioError):
+    """A summary request (compaction or branch summary) failed; the message is pi's text."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ToolArgumentsError(ToolError):
+    """A tool call's arguments do not match the tool's schema; the message is pi's text."""
+
+
+class ToolRegistryError(ToolError):
+    """A tool definition cannot be registered (bad name, bad schema, clashing built-in)."""
+
+
+class VirtualRoutingError(PitrioError):
+    """A virtual model could not be routed to an available physical model."""

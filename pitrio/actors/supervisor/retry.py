@@ -1,0 +1,263 @@
+"""Automatic retry of failed responses (spec §3.7, DESIGN §5.4 and §5.8). Pure: no trio.
+
+A response is retried when it failed with a transient error (overload, rate limit, 5xx, network
+trouble, ...) that is not a context overflow. Attempt *n* waits ``base * 2**(n-1)``
+milliseconds, capped by ``max_delay_ms`` and raised to the provider's retry-after; a provider
+asking for more than the cap ends the sequence, as pi's provider layer does.
+
+:class:`RetryState` is one session's retry sequence; its transitions return the events to emit
+(``auto_retry_start`` / ``auto_retry_end``). The session actor feeds it every assistant
+``message_end`` and every end of a low-level run, and sleeps where it says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from pitrio.actors.supervisor.overflow import is_context_overflow, is_overflow_error_text
+from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.events import AutoRetryEnd, AutoRetryStart, SummarizationRetryScheduled
+
+# pi 0.73.1's classification, alternatives of one case-insensitive regex. Status codes are
+# unanchored substrings on purpose (pi matches "500" anywhere in the text).
+RETRYABLE_PATTERN = re.compile(
+    r"overloaded|provider.?returned.?error|rate.?limit|too many requests|429|500|502|503|504"
+    r"|service.?unavailable|server.?error|internal.?error|network.?error|connection.?error"
+    r"|connection.?refused|connection.?lost|websocket.?closed|websocket.?error"
+    r"|other side closed|fetch failed|upstream.?connect|reset before headers|socket hang up"
+    r"|ended without|http2 request did not get a response|timed? out|timeout|terminated"
+    r"|retry delay",
+    re.IGNORECASE,
+)
+
+UNKNOWN_ERROR = "Unknown error"
+RETRY_CANCELLED = "Retry cancelled"
+
+_SUCCESS_STOPS = frozenset({"stop", "length", "toolUse"})
+
+# "retry-after: 12", "Retry after 1.5s", "retry in 30 seconds", "retry after 500ms": the forms
+# providers and their SDKs put in error texts. Bare numbers are seconds (the HTTP header's unit).
+_RETRY_AFTER = re.compile(
+    r"retry[- ]?(?:after|in)\s*:?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec(?:ond)?s?)?\b",
+    re.IGNORECASE,
+)
+
+
+def _int_setting(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+@attrs.frozen(kw_only=True)
+class RetrySettings:
+    """The ``retry.*`` settings (spec §8.2, DESIGN §5.4)."""
+
+    enabled: bool = True
+    max_retries: int = 3
+    base_delay_ms: int = 2000
+    max_delay_ms: int = 60000
+    """Cap on one back-off sleep and on a provider's retry-after; ``0`` disables the cap."""
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> RetrySettings:
+        """Read the ``retry`` object of settings.json; missing or mistyped keys keep defaults."""
+        if not value:
+            return cls()
+        defaults = cls()
+        enabled = value.get("enabled", defaults.enabled)
+        return cls(
+            enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
+            max_retries=_int_setting(value.get("maxRetries"), defaults.max_retries),
+            base_delay_ms=_int_setting(value.get("baseDelayMs"), defaults.base_delay_ms),
+            max_delay_ms=_int_setting(value.get("maxDelayMs"), defaults.max_delay_ms),
+        )
+
+
+def is_retryable_error_text(text: str) -> bool:
+    """Whether an error text names a transient failure (and not a context overflow)."""
+    if is_overflow_error_text(text):
+        return False
+    return RETRYABLE_PATTERN.search(text) is not None
+
+
+def is_retryable_error(message: AssistantMessage) -> bool:
+    """Whether ``message`` failed in a way worth retrying (pi's ``_isRetryableError``).
+
+    It must have ``stop_reason`` ``error``, a non-empty error text matching the transient
+    classification, and not be a context overflow.
+    """
+    if message.stop_reason != "error" or not message.error_message:
+        return False
+    if is_context_overflow(message):
+        return False
+    return RETRYABLE_PATTERN.search(message.error_message) is not None
+
+
+def parse_retry_after_ms(text: str | None) -> int | None:
+    """A retry-after a provider wrote into an error text, in milliseconds (best effort)."""
+    if not text:
+        return None
+    match = _RETRY_AFTER.search(text)
+    if match is None:
+        return None
+    amount = float(match.group(1))
+    unit: str = (match.group(2) or "s").lower()
+    millis = amount if unit.startswith("m") else amount * 1000
+    return round(millis)
+
+
+def retry_delay_ms(
+    attempt: int, settings: RetrySettings, retry_after_ms: int | None = None
+) -> int | None:
+    """How long to wait before retry ``attempt`` (1-based), or ``None`` to not retry at all.
+
+    Exponential back-off ``base * 2**(attempt-1)``, capped by ``max_delay_ms``, then raised
+    to the provider's retry-after. A retry-after beyond the cap gives ``None``: waiting that
+    long inside a run is worse than reporting the error (pi's provider layer fails the same way).
+    """
+    delay = settings.base_delay_ms * (1 << max(attempt - 1, 0))
+    cap = settings.max_delay_ms
+    if cap > 0:
+        delay = min(delay, cap)
+    if retry_after_ms is not None and retry_after_ms > 0:
+        if cap > 0 and retry_after_ms > cap:
+            return None
+        delay = max(delay, retry_after_ms)
+    return delay
+
+
+@attrs.frozen
+class ScheduleRetry:
+    """Retry: omit ``failed`` from the context, emit ``event``, sleep ``delay_ms``, continue."""
+
+    attempt: int
+    delay_ms: int
+    failed: AssistantMessage
+    event: AutoRetryStart
+
+
+@attrs.frozen
+class StopRetrying:
+    """No retry follows; emit ``event`` (ends a started sequence) if there is one."""
+
+    event: AutoRetryEnd | None = None
+
+
+RetryStep = ScheduleRetry | StopRetrying
+"""What the retry policy decided at the end of a low-level run."""
+
+
+@attrs.frozen
+class RetryState:
+    """One session's retry sequence: how many retries of the current failure were made.
+
+    ``attempt`` is 0 outside a sequence. A successful response ends the sequence (and resets
+    the counter), so retries never accumulate across the calls of one run.
+    """
+
+    attempt: int = 0
+
+    @property
+    def retrying(self) -> bool:
+        """Whether a retry sequence is in progress."""
+        return self.attempt > 0
+
+    def on_message_end(self, message: AssistantMessage) -> tuple[RetryState, AutoRetryEnd | None]:
+        """An assistant response ended: a successful one closes the sequence with success."""
+        if self.attempt > 0 and message.stop_reason in _SUCCESS_STOPS:
+            return RetryState(0), AutoRetryEnd(success=True, attempt=self.attempt)
+        return self, None
+
+    def on_run_end(
+        self,
+        message: AssistantMessage | None,
+        settings: RetrySettings,
+        *,
+        retry_after_ms: int | None = None,
+    ) -> tuple[RetryState, RetryStep]:
+        """A low-level run ended with ``message`` as its last response: retry or not.
+
+        A retryable failure with attempts left schedules the next attempt. Anything else ends
+        a started sequence: exhausted or given up (the final ``auto_retry_end`` names the last
+        attempt made, DESIGN §5.8), a different error, or an aborted response.
+        """
+        if message is not None and settings.enabled and is_retryable_error(message):
+            attempt = self.attempt + 1
+            if retry_after_ms is None:
+                retry_after_ms = parse_retry_after_ms(message.error_message)
+            delay = retry_delay_ms(attempt, settings, retry_after_ms)
+            if attempt <= settings.max_retries and delay is not None:
+                event = AutoRetryStart(
+                    attempt=attempt,
+                    max_attempts=settings.max_retries,
+                    delay_ms=delay,
+                    error_message=message.error_message or UNKNOWN_ERROR,
+                )
+                return RetryState(attempt), ScheduleRetry(attempt, delay, message, event)
+            return self._end(message.error_message or UNKNOWN_ERROR)
+        if self.attempt == 0:
+            return self, StopRetrying()
+        if message is None:
+            return self._end(UNKNOWN_ERROR)
+        if message.stop_reason == "aborted":
+            return self._end(RETRY_CANCELLED)
+        if message.stop_reason == "error":
+            return self._end(message.error_message or UNKNOWN_ERROR)
+        # A success already closed the sequence at its message_end; nothing left to report.
+        return RetryState(0), StopRetrying()
+
+    def on_cancel(self) -> tuple[RetryState, AutoRetryEnd | None]:
+        """The run was aborted (e.g. during the back-off sleep): end a started sequence."""
+        if self.attempt == 0:
+            return self, None
+        return RetryState(0), AutoRetryEnd(
+            success=False, attempt=self.attempt, final_error=RETRY_CANCELLED
+        )
+
+    def _end(self, final_error: str) -> tuple[RetryState, StopRetrying]:
+        if self.attempt == 0:
+            return self, StopRetrying()
+        event = AutoRetryEnd(success=False, attempt=self.attempt, final_error=final_error)
+        return RetryState(0), StopRetrying(event)
+
+
+def will_retry(
+    message: AssistantMessage | None, state: RetryState, settings: RetrySettings
+) -> bool:
+    """Whether :meth:`RetryState.on_run_end` would schedule a retry for ``message``."""
+    _, step = state.on_run_end(message, settings)
+    return isinstance(step, ScheduleRetry)
+
+
+def next_summarization_retry(
+    attempt: int,
+    error_message: str,
+    settings: RetrySettings,
+    *,
+    retry_after_ms: int | None = None,
+) -> SummarizationRetryScheduled | None:
+    """The ``summarization_retry_scheduled`` event for retry ``attempt`` of a summary request.
+
+    ``None`` when the error is not transient, retries are off or used up, or the provider asks
+    for a wait beyond the cap. Summary requests share the run's retry settings.
+    """
+    if not settings.enabled or attempt > settings.max_retries:
+        return None
+    if not error_message or not is_retryable_error_text(error_message):
+        return None
+    if retry_after_ms is None:
+        retry_after_ms = parse_retry_after_ms(error_message)
+    delay = retry_delay_ms(attempt, settings, retry_after_ms)
+    if delay is None:
+        return None
+    return SummarizationRetryScheduled(
+        attempt=attempt,
+        max_attempts=settings.max_retries,
+        delay_ms=delay,
+        error_message=error_message,
+    )
