@@ -37,3 +37,46 @@ def test_clamp(model_map: dict[str, str | None] | None, requested: str, expected
 
 def test_clamp_non_reasoning_is_off() -> None:
     assert clamp_thinking_level(PLAIN, "high") == "off"
+
+
+# -- provider parameters (issue 5) -----------------------------------------------------------
+
+from pitrio.actors.model_router.thinking import (  # noqa: E402
+    fit_thinking_budget,
+    reasoning_effort,
+    thinking_budget,
+)
+
+
+def test_reasoning_effort_maps_and_clamps() -> None:
+    assert reasoning_effort(PLAIN, "high") is None
+    assert reasoning_effort(THINK, None) is None
+    assert reasoning_effort(THINK, "off") is None
+    assert reasoning_effort(THINK, "medium") == "medium"
+    assert reasoning_effort(THINK, "xhigh") == "high"  # clamped down: no xhigh in the map
+    levels: dict[str, str | None] = {"off": "none", "minimal": None, "xhigh": "max"}
+    mapped = attrs.evolve(THINK, thinking_level_map=levels)
+    assert reasoning_effort(mapped, None) == "none"
+    assert reasoning_effort(mapped, "minimal") == "low"  # clamped up, then sent by name
+    assert reasoning_effort(mapped, "xhigh") == "max"
+
+
+def test_thinking_budget() -> None:
+    assert thinking_budget(PLAIN, "high") is None
+    assert thinking_budget(THINK, "off") is None
+    assert [thinking_budget(THINK, level) for level in ("minimal", "low", "medium", "high")] == [
+        1024,
+        2048,
+        8192,
+        16384,
+    ]
+    assert thinking_budget(THINK, "high", {"high": 30000}) == 30000
+    numeric = attrs.evolve(THINK, thinking_level_map={"low": "3000"})
+    assert thinking_budget(numeric, "low", {"low": 1}) == 3000
+
+
+def test_fit_thinking_budget() -> None:
+    assert fit_thinking_budget(32000, 64000, 8192) == (40192, 8192)
+    assert fit_thinking_budget(32000, 32000, 16384) == (32000, 16384)
+    assert fit_thinking_budget(4096, 4096, 16384) == (4096, 3072)
+    assert fit_thinking_budget(500, 800, 1024) == (800, 0)

@@ -305,3 +305,23 @@ def test_partials_track_deltas(blocks: list[tuple[str, list[str]]]) -> None:
     message = b.done().message
     assert list(message.content) == finished
     assert message.stop_reason == ("toolUse" if any(k == "toolCall" for k, _ in blocks) else "stop")
+
+
+def test_thinking_block_given_whole_and_error_diagnostics() -> None:
+    from pitrio.actors.model_router.diagnostics import error_diagnostic
+    from pitrio.messages import ThinkingContent
+
+    builder = StreamBuilder(api="a", provider="p", model="m", timestamp=1)
+    builder.start()
+    started = builder.thinking_start("[Reasoning redacted]")
+    assert started.partial.content == (ThinkingContent(thinking="[Reasoning redacted]"),)
+    end = builder.thinking_end(signature="opaque", redacted=True)
+    assert end.content == "[Reasoning redacted]"
+    diagnostic = error_diagnostic("500 boom", name="HttpError", status=500, timestamp=1)
+    failed = builder.error("error", "500 boom", diagnostics=(diagnostic,))
+    assert failed.error.diagnostics == (diagnostic,)
+    assert failed.error.content == (
+        ThinkingContent(
+            thinking="[Reasoning redacted]", thinking_signature="opaque", redacted=True
+        ),
+    )

@@ -1,21 +1,38 @@
-"""The model router: model registry, provider adapters and the stream builder they share.
+"""The model router: model registry, credentials, provider adapters, virtual models.
 
-One :class:`ModelRouter` actor per process owns the registry; :class:`ModelRouterHandle` gives
-typed access and runs streams in the caller's task. :func:`start_model_router` starts one with
-the built-in faux models.
+One :class:`ModelRouter` actor per process owns the registry (faux models, the built-in
+catalogue, the user's ``models.json``), the credentials and the HTTP connection pool;
+:class:`ModelRouterHandle` gives typed access and runs streams in the caller's task.
+:func:`start_model_router` starts one.
 """
 
 from pitrio.actors.model_router.actor import (
+    Availability,
     GetStreamFn,
+    ListAvailable,
     ListModels,
     ModelRouter,
     ModelRouterHandle,
+    Problems,
     Register,
     Resolve,
+    ResolvePattern,
+    Route,
     RouterCommand,
+    RouterConfig,
     start_model_router,
 )
-from pitrio.actors.model_router.providers.base import EventSender, StreamFn
+from pitrio.actors.model_router.catalogue import CATALOGUE, VIRTUAL_API
+from pitrio.actors.model_router.credentials import Credentials, save_api_key
+from pitrio.actors.model_router.diagnostics import http_status, retry_after_ms
+from pitrio.actors.model_router.models_json import VirtualModelSpec, parse_models_json
+from pitrio.actors.model_router.providers.base import (
+    EventSender,
+    HttpSettings,
+    ProviderSettings,
+    StreamFn,
+    provider_settings,
+)
 from pitrio.actors.model_router.providers.faux import (
     FauxProvider,
     FauxReply,
@@ -40,13 +57,26 @@ from pitrio.actors.model_router.stream_builder import (
     failure_message,
 )
 from pitrio.actors.model_router.usage import estimate_tokens, make_usage, with_cost
+from pitrio.actors.model_router.virtual import (
+    STATE_CUSTOM_TYPE,
+    RouteRequest,
+    RouteResult,
+    VirtualModelState,
+    state_entry_data,
+    state_from_entry_data,
+)
 
 __all__ = [
     "ABORTED_MESSAGE",
+    "CATALOGUE",
     "FAUX_API",
     "FAUX_BASE_URL",
     "FAUX_MODELS",
     "FAUX_PROVIDER",
+    "STATE_CUSTOM_TYPE",
+    "VIRTUAL_API",
+    "Availability",
+    "Credentials",
     "EventSender",
     "FauxProvider",
     "FauxReply",
@@ -56,20 +86,38 @@ __all__ = [
     "FauxToolCall",
     "FixtureRules",
     "GetStreamFn",
+    "HttpSettings",
+    "ListAvailable",
     "ListModels",
     "ModelRegistry",
     "ModelRouter",
     "ModelRouterHandle",
+    "Problems",
+    "ProviderSettings",
     "Register",
     "Resolve",
+    "ResolvePattern",
+    "Route",
+    "RouteRequest",
+    "RouteResult",
     "RouterCommand",
+    "RouterConfig",
     "StreamBuilder",
     "StreamFn",
     "StreamStateError",
+    "VirtualModelSpec",
+    "VirtualModelState",
     "aborted_message",
     "estimate_tokens",
     "failure_message",
+    "http_status",
     "make_usage",
+    "parse_models_json",
+    "provider_settings",
+    "retry_after_ms",
+    "save_api_key",
     "start_model_router",
+    "state_entry_data",
+    "state_from_entry_data",
     "with_cost",
 ]

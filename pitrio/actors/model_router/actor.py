@@ -1,25 +1,99 @@
 """The ModelRouter actor (one per process) and its handle.
 
-The actor owns the :class:`~pitrio.actors.model_router.registry.ModelRegistry` and the provider
-adapters. It does not run streams: :meth:`ModelRouterHandle.stream` asks it for the stream
-function and then runs that function in the caller's own task, so a stream lives in the run's
-task tree and an abort (the run's cancel scope) stops it at its next checkpoint. Actors own
-registries and configuration; streams and tool bodies belong to the run.
+The actor owns the :class:`~pitrio.actors.model_router.registry.ModelRegistry`, the provider
+adapters, the credentials and the process's HTTP connection pool. It does not run streams:
+:meth:`ModelRouterHandle.stream` asks it for the stream function and then runs that function in
+the caller's own task, so a stream lives in the run's task tree and an abort (the run's cancel
+scope) stops it at its next checkpoint. Actors own registries and configuration; streams and
+tool bodies belong to the run.
+
+:func:`start_model_router` builds the registry from a :class:`RouterConfig`: the faux models,
+the built-in catalogue, and the user's ``models.json`` (a broken file is reported by
+:meth:`ModelRouterHandle.problems` and leaves the built-in models usable, as pi does).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
 import attrs
 import trio
 
-from pitrio.actors._actor import Actor, Handle, Reply
-from pitrio.actors.model_router.providers.base import EventSender, StreamFn
+from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors.model_router.catalogue import (
+    ANTHROPIC_MESSAGES,
+    BUILTIN_PROVIDERS,
+    CATALOGUE,
+    OPENAI_COMPLETIONS,
+    OPENAI_RESPONSES,
+    VIRTUAL_API,
+)
+from pitrio.actors.model_router.credentials import AUTH_FILE_NAME, Credentials
+from pitrio.actors.model_router.models_json import (
+    UserModels,
+    VirtualModelSpec,
+    load_models_json,
+    merge_models,
+)
+from pitrio.actors.model_router.providers.anthropic import AnthropicProvider
+from pitrio.actors.model_router.providers.base import (
+    CacheRetention,
+    EventSender,
+    ProviderSettings,
+    StreamFn,
+)
 from pitrio.actors.model_router.providers.faux import FauxProvider
-from pitrio.actors.model_router.registry import FAUX_MODELS, ModelRegistry
+from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
+from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
+from pitrio.actors.model_router.registry import FAUX_MODELS, FAUX_PROVIDER, ModelRegistry
 from pitrio.actors.model_router.stream_builder import failure_message
-from pitrio.errors import unwrap_group
+from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult, route
+from pitrio.actors.session_store.paths import agent_dir
+from pitrio.errors import ModelsJsonError, UnknownModelError, unwrap_group
+from pitrio.messages.agent import AssistantMessage, ThinkingLevel, ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import StreamError
+
+MODELS_FILE_NAME = "models.json"
+CACHE_RETENTION_ENV = "PITRIO_CACHE_RETENTION"
+CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
+
+
+@attrs.frozen(kw_only=True)
+class RouterConfig:
+    """Where the router's models and credentials come from.
+
+    ``agent_dir`` holds ``models.json`` and ``auth.json`` (``None``: neither is read);
+    ``env`` is the environment keys are looked up in; ``catalogue`` adds the built-in models.
+    """
+
+    agent_dir: Path | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    catalogue: bool = True
+    settings: ProviderSettings = attrs.field(factory=ProviderSettings)
+
+    @classmethod
+    def from_environment(
+        cls, env: Mapping[str, str] | None = None, settings: ProviderSettings | None = None
+    ) -> RouterConfig:
+        """The process's configuration: ``$PITRIO_AGENT_DIR`` (or ``~/.pitrio/agent``), its env.
+
+        ``$PITRIO_CACHE_RETENTION`` (``none``/``short``/``long``) sets prompt caching, like pi's
+        ``PI_CACHE_RETENTION``.
+        """
+        env = dict(os.environ) if env is None else dict(env)
+        settings = settings or ProviderSettings()
+        retention = env.get(CACHE_RETENTION_ENV)
+        for choice in CACHE_RETENTIONS:
+            if retention == choice:
+                settings = attrs.evolve(settings, cache_retention=choice)
+        return cls(agent_dir=agent_dir(env), env=env, settings=settings)
+
+
+# -- commands --------------------------------------------------------------------------------
 
 
 @attrs.frozen
@@ -31,8 +105,23 @@ class Resolve:
 
 
 @attrs.frozen
+class ResolvePattern:
+    """Find the model and thinking level named by ``provider/id[:thinking]``."""
+
+    pattern: str
+    reply: Reply[tuple[Model, ThinkingLevel | None]]
+
+
+@attrs.frozen
 class ListModels:
     """List every registered model, in registration order."""
+
+    reply: Reply[tuple[Model, ...]]
+
+
+@attrs.frozen
+class ListAvailable:
+    """List the models that can be used now (their provider has credentials)."""
 
     reply: Reply[tuple[Model, ...]]
 
@@ -54,16 +143,158 @@ class GetStreamFn:
     reply: Reply[StreamFn]
 
 
-RouterCommand = Resolve | ListModels | Register | GetStreamFn
+@attrs.frozen
+class Availability:
+    """Why ``model`` cannot be used now (``None``: it can)."""
+
+    model: Model
+    reply: Reply[str | None]
+
+
+@attrs.frozen
+class Route:
+    """Route one request of virtual ``model`` to a physical model."""
+
+    model: Model
+    request: RouteRequest
+    reply: Reply[RouteResult]
+
+
+@attrs.frozen
+class Problems:
+    """Configuration problems found so far (bad ``models.json``, refused ``auth.json``)."""
+
+    reply: Reply[tuple[str, ...]]
+
+
+RouterCommand = (
+    Resolve
+    | ResolvePattern
+    | ListModels
+    | ListAvailable
+    | Register
+    | GetStreamFn
+    | Availability
+    | Route
+    | Problems
+)
 """Every command the ModelRouter accepts."""
 
 
 class ModelRouter(Actor[RouterCommand]):
-    """Owns the model registry and the provider adapters; answers look-ups."""
+    """Owns the model registry, provider adapters, credentials and the HTTP pool."""
 
-    def __init__(self, registry: ModelRegistry | None = None, *, capacity: int = 64) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry | None = None,
+        *,
+        capacity: int = 64,
+        credentials: Credentials | None = None,
+        pool: HttpPool | None = None,
+        problems: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(name="model-router", capacity=capacity)
         self.registry = registry if registry is not None else ModelRegistry()
+        self.credentials = credentials or Credentials(
+            auth_path=None, env={}, keyless=(FAUX_PROVIDER,)
+        )
+        self.pool = pool
+        self._problems = problems
+
+    @classmethod
+    def from_config(cls, config: RouterConfig, faux: FauxProvider | None = None) -> ModelRouter:
+        """A router whose registry holds the faux models, the catalogue and ``models.json``."""
+        registry = ModelRegistry()
+        provider = faux if faux is not None else FauxProvider()
+        registry.register_all(FAUX_MODELS, provider.stream)
+        problems: list[str] = []
+        user: UserModels | None = None
+        models_path = config.agent_dir / MODELS_FILE_NAME if config.agent_dir else None
+        if models_path is not None:
+            try:
+                user = load_models_json(models_path)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+        builtin = CATALOGUE if config.catalogue else ()
+        try:
+            physical, virtual = merge_models(builtin, user)
+        except ModelsJsonError as exc:
+            problems.append(str(exc))
+            user = None
+            physical, virtual = merge_models(builtin, None)
+        for model in physical:
+            registry.register(model)
+        for spec in virtual:
+            try:
+                _check_virtual(registry, spec, user)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+                continue
+            registry.register_virtual(_fill_virtual(registry, spec))
+        provider_keys = {
+            p.name: p.api_key for p in (user.providers if user else ()) if p.api_key is not None
+        }
+        keyless = {FAUX_PROVIDER} | {
+            p.name
+            for p in (user.providers if user else ())
+            if p.api_key is None and p.name not in BUILTIN_PROVIDERS
+        }
+        credentials = Credentials(
+            auth_path=config.agent_dir / AUTH_FILE_NAME if config.agent_dir else None,
+            env=config.env,
+            provider_keys=provider_keys,
+            keyless=keyless,
+        )
+        pool = HttpPool(config.settings.http)
+        registry.register_api(
+            OPENAI_COMPLETIONS,
+            OpenAICompletionsProvider(pool, credentials, config.settings).stream,
+        )
+        registry.register_api(
+            OPENAI_RESPONSES, OpenAIResponsesProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            ANTHROPIC_MESSAGES, AnthropicProvider(pool, credentials, config.settings).stream
+        )
+        return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Address[RouterCommand]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run until the inbox closes; then close the connection pool (even when cancelled)."""
+        try:
+            await super().run(task_status=task_status)
+        finally:
+            if self.pool is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    await self.pool.aclose()
+
+    def problems(self) -> tuple[str, ...]:
+        """Configuration problems (``models.json`` errors, a refused ``auth.json``)."""
+        problem = self.credentials.problem
+        return self._problems + ((problem,) if problem else ())
+
+    def availability(self, model: Model) -> str | None:
+        """Why ``model`` cannot be used now, or ``None``."""
+        if model.api == VIRTUAL_API:
+            return None if self.registry.virtual_spec(model) else "not a routable virtual model"
+        if not self.registry.has_stream_fn(model.api):
+            return f"no adapter for api {model.api}"
+        if not self.credentials.configured(model.provider):
+            return f"no API key for provider {model.provider}"
+        return None
+
+    def candidate(self, pattern: str) -> Candidate:
+        """A routing candidate for ``pattern`` (see :mod:`.virtual`)."""
+        try:
+            model, level = self.registry.resolve_pattern(pattern)
+        except UnknownModelError:
+            return Candidate(pattern=pattern, model=None)
+        if model.api == VIRTUAL_API:
+            return Candidate(pattern=pattern, model=None)  # virtual -> virtual is refused
+        return Candidate(
+            pattern=pattern, model=model, level=level, unavailable=self.availability(model)
+        )
 
     async def handle(self, command: RouterCommand) -> None:
         """Answer one command; registry errors go back to the caller, never crash the actor."""
@@ -72,15 +303,81 @@ class ModelRouter(Actor[RouterCommand]):
             match command:
                 case Resolve(ref=ref, reply=reply):
                     reply.set(registry.resolve(ref))
+                case ResolvePattern(pattern=pattern, reply=reply):
+                    reply.set(registry.resolve_pattern(pattern))
                 case ListModels(reply=reply):
                     reply.set(registry.list())
+                case ListAvailable(reply=reply):
+                    reply.set(tuple(m for m in registry.list() if self.availability(m) is None))
                 case Register(model=model, stream_fn=stream_fn, reply=reply):
                     registry.register(model, stream_fn)
                     reply.set(None)
                 case GetStreamFn(model=model, reply=reply):
                     reply.set(registry.stream_fn(model))
+                case Availability(model=model, reply=reply):
+                    reply.set(self.availability(model))
+                case Route(model=model, request=request, reply=reply):
+                    spec = registry.virtual_spec(model)
+                    if spec is None:
+                        raise UnknownModelError(f"{model.ref} is not a virtual model")
+                    reply.set(route(spec, request, self.candidate))
+                case Problems(reply=reply):
+                    reply.set(self.problems())
         except Exception as exc:
+            if isinstance(exc, UnknownModelError) and self._problems:
+                exc = UnknownModelError(f"{exc} ({'; '.join(self._problems)})")
             command.reply.fail(exc)
+
+
+def _check_virtual(
+    registry: ModelRegistry, spec: VirtualModelSpec, user: UserModels | None
+) -> None:
+    """Every pattern of a virtual model must name a known physical model."""
+    file = user.file if user else MODELS_FILE_NAME
+    targets = [(f"fallback[{i}]", p) for i, p in enumerate(spec.fallback)]
+    targets += [(f"routes.{r}", p) for r, p in spec.routes.items() if p != "previous"]
+    for field, pattern in targets:
+        try:
+            model, _ = registry.resolve_pattern(pattern)
+        except UnknownModelError:
+            raise ModelsJsonError(file, spec.entry, field, f"unknown model {pattern!r}") from None
+        if model.api == VIRTUAL_API:
+            raise ModelsJsonError(
+                file, spec.entry, field, f"{pattern!r} is virtual; routes must name physical models"
+            )
+        if model.ref == spec.model.ref:
+            raise ModelsJsonError(file, spec.entry, field, "a virtual model cannot route to itself")
+
+
+def _fill_virtual(registry: ModelRegistry, spec: VirtualModelSpec) -> VirtualModelSpec:
+    """The spec with limits the file left out taken from the primary model."""
+    primary, _ = registry.resolve_pattern(spec.fallback[0])
+    model = spec.model
+    if model.context_window == 0:
+        model = attrs.evolve(model, context_window=primary.context_window)
+    if model.max_tokens == 0:
+        model = attrs.evolve(model, max_tokens=primary.max_tokens)
+    return attrs.evolve(spec, model=model)
+
+
+# -- the handle ------------------------------------------------------------------------------
+
+
+def infer_reason(context: LlmContext) -> str:
+    """``continuation`` after tool results, else ``user`` (when the caller names no reason)."""
+    messages = context.messages
+    return "continuation" if messages and isinstance(messages[-1], ToolResultMessage) else "user"
+
+
+def previous_response(context: LlmContext) -> AssistantMessage | None:
+    """The most recent assistant message that is not an error or abort."""
+    for message in reversed(context.messages):
+        if isinstance(message, AssistantMessage) and message.stop_reason not in (
+            "error",
+            "aborted",
+        ):
+            return message
+    return None
 
 
 class ModelRouterHandle(Handle[RouterCommand]):
@@ -90,9 +387,17 @@ class ModelRouterHandle(Handle[RouterCommand]):
         """The model named ``ref``; raises :class:`~pitrio.errors.UnknownModelError`."""
         return await self.ask(lambda reply: Resolve(ref, reply))
 
+    async def resolve_pattern(self, pattern: str) -> tuple[Model, ThinkingLevel | None]:
+        """The model and thinking level of ``provider/id[:thinking]``."""
+        return await self.ask(lambda reply: ResolvePattern(pattern, reply))
+
     async def list_models(self) -> tuple[Model, ...]:
         """Every registered model, in registration order."""
         return await self.ask(ListModels)
+
+    async def available_models(self) -> tuple[Model, ...]:
+        """The models usable now (credentials configured), in registration order."""
+        return await self.ask(ListAvailable)
 
     async def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Register ``model`` (and, if given, the stream function of its API)."""
@@ -102,35 +407,89 @@ class ModelRouterHandle(Handle[RouterCommand]):
         """The stream function serving ``model``; raises ``UnknownModelError`` if none does."""
         return await self.ask(lambda reply: GetStreamFn(model, reply))
 
+    async def availability(self, model: Model) -> str | None:
+        """Why ``model`` cannot be used now (e.g. ``no API key for provider x``), or ``None``."""
+        return await self.ask(lambda reply: Availability(model, reply))
+
+    async def route(self, model: Model, request: RouteRequest) -> RouteResult:
+        """Route one request of the virtual ``model``; raises ``VirtualRoutingError``."""
+        return await self.ask(lambda reply: Route(model, request, reply))
+
+    async def problems(self) -> tuple[str, ...]:
+        """Configuration problems to show the user (never containing a key)."""
+        return await self.ask(Problems)
+
     async def stream(
-        self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        send: EventSender,
+        *,
+        route_request: RouteRequest | None = None,
     ) -> None:
         """Stream one response of ``model`` on ``send``, in the calling task.
 
-        The stream contract holds whatever happens: if no provider serves the model, or the
-        provider raises despite the contract, a final ``error`` event (stop reason ``error``,
-        ``error_message`` the exception's text) is sent. Cancellation is not converted: it
-        propagates, and nothing more is sent after it (the canceller builds the aborted
-        message, see :func:`~pitrio.actors.model_router.stream_builder.aborted_message`).
+        A virtual model is routed first (``route_request``, or one inferred from the context:
+        ``continuation`` after tool results, else ``user``); the response then carries the
+        physical model. Callers that persist routing state call :meth:`route` themselves and
+        stream the physical model.
+
+        The stream contract holds whatever happens: if no provider serves the model, routing
+        fails, or the provider raises despite the contract, a final ``error`` event (stop
+        reason ``error``, ``error_message`` the exception's text) is sent. Cancellation is not
+        converted: it propagates, and nothing more is sent after it (the canceller builds the
+        aborted message, see :func:`~pitrio.actors.model_router.stream_builder.aborted_message`).
         A provider must not raise after it has sent its final event.
         """
         try:
+            if model.api == VIRTUAL_API:
+                model, options = await self._route_for_stream(
+                    model, context, options, route_request
+                )
             stream_fn = await self.stream_fn(model)
             await stream_fn(model, context, options, send)
         except Exception as exc:
             text = str(unwrap_group(exc)) or type(exc).__name__
             await send.send(StreamError(reason="error", error=failure_message(model, text)))
 
+    async def _route_for_stream(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        request: RouteRequest | None,
+    ) -> tuple[Model, StreamOptions]:
+        if request is None:
+            previous = previous_response(context)
+            previous_model = None
+            if previous is not None:
+                try:
+                    previous_model = await self.resolve(f"{previous.provider}/{previous.model}")
+                except UnknownModelError:
+                    previous_model = None
+            request = RouteRequest(
+                reason="continuation" if infer_reason(context) == "continuation" else "user",
+                thinking_level=options.reasoning,
+                previous=previous_model,
+            )
+        result = await self.route(model, request)
+        level = None if result.thinking_level == "off" else result.thinking_level
+        return result.model, attrs.evolve(options, reasoning=level)
+
 
 async def start_model_router(
-    nursery: trio.Nursery, faux: FauxProvider | None = None
+    nursery: trio.Nursery,
+    faux: FauxProvider | None = None,
+    *,
+    config: RouterConfig | None = None,
 ) -> ModelRouterHandle:
-    """Start a ModelRouter in ``nursery`` with the built-in faux models wired to ``faux``.
+    """Start a ModelRouter in ``nursery``; returns its handle.
 
-    A fresh :class:`FauxProvider` (echoing, no delay) is used when ``faux`` is not given.
+    The registry holds the built-in faux models wired to ``faux`` (a fresh echoing
+    :class:`FauxProvider` when not given), the catalogue and the user's ``models.json`` from
+    ``config`` (default: :meth:`RouterConfig.from_environment`).
     """
-    registry = ModelRegistry()
-    provider = faux if faux is not None else FauxProvider()
-    registry.register_all(FAUX_MODELS, provider.stream)
-    address = await nursery.start(ModelRouter(registry).run)
+    router = ModelRouter.from_config(config or RouterConfig.from_environment(), faux)
+    address = await nursery.start(router.run)
     return ModelRouterHandle(address)

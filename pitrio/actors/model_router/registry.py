@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pitrio.actors.model_router.models_json import VirtualModelSpec
 from pitrio.actors.model_router.providers.base import StreamFn
 from pitrio.errors import UnknownModelError
+from pitrio.messages.agent import THINKING_LEVELS, ThinkingLevel
 from pitrio.messages.model import Model, ModelCost
 
 FAUX_PROVIDER = "faux"
@@ -77,6 +79,7 @@ class ModelRegistry:
         self._models: dict[str, Model] = {}
         self._by_id: dict[str, list[Model]] = {}
         self._stream_fns: dict[str, StreamFn] = {}
+        self._virtual: dict[str, VirtualModelSpec] = {}
 
     def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Add or replace ``model``; ``stream_fn``, if given, serves its API from now on.
@@ -101,6 +104,38 @@ class ModelRegistry:
         """Register several models sharing one stream function."""
         for model in models:
             self.register(model, stream_fn)
+
+    def register_virtual(self, spec: VirtualModelSpec) -> None:
+        """Add a virtual model (api ``pi-virtual``); requests to it are routed first."""
+        self.register(spec.model)
+        self._virtual[spec.model.ref] = spec
+
+    def virtual_spec(self, model: Model) -> VirtualModelSpec | None:
+        """How ``model`` routes, if it is a registered virtual model."""
+        return self._virtual.get(model.ref)
+
+    def has_stream_fn(self, api: str) -> bool:
+        """Whether a provider serves ``api``."""
+        return api in self._stream_fns
+
+    def resolve_pattern(self, pattern: str) -> tuple[Model, ThinkingLevel | None]:
+        """The model and thinking level named by ``provider/id[:thinking]``.
+
+        The whole pattern is tried as a model first (ids such as Ollama's ``llama3.1:8b``
+        contain colons); only if that fails is a ``:<level>`` suffix split off. Raises
+        :class:`~pitrio.errors.UnknownModelError` (the whole pattern in the message).
+        """
+        try:
+            return self.resolve(pattern), None
+        except UnknownModelError as error:
+            head, sep, suffix = pattern.rpartition(":")
+            if sep and head and suffix in THINKING_LEVELS:
+                try:
+                    level = THINKING_LEVELS[THINKING_LEVELS.index(suffix)]
+                    return self.resolve(head), level
+                except UnknownModelError:
+                    pass
+            raise error from None
 
     def find(self, provider: str, model_id: str) -> Model | None:
         """The model ``provider/model_id``, or ``None``."""

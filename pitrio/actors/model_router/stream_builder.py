@@ -18,7 +18,14 @@ from typing import Any, Literal
 import attrs
 import orjson
 
-from pitrio.messages.agent import EMPTY_USAGE, AssistantMessage, StopReason, Usage, now_ms
+from pitrio.messages.agent import (
+    EMPTY_USAGE,
+    AssistantMessage,
+    Diagnostic,
+    StopReason,
+    Usage,
+    now_ms,
+)
 from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import Model
 from pitrio.messages.stream import (
@@ -192,9 +199,14 @@ class StreamBuilder:
         self._close(index)
         return TextEnd(content_index=index, content=block.text, partial=self.partial)
 
-    def thinking_start(self) -> ThinkingStart:
-        """Open a thinking block at the next content index."""
-        index = self._open_block(_OpenBlock(kind="thinking"), ThinkingContent(thinking=""))
+    def thinking_start(self, text: str = "") -> ThinkingStart:
+        """Open a thinking block at the next content index, holding ``text`` from the start.
+
+        ``text`` is for blocks that arrive whole (a redacted block's placeholder), not deltas.
+        """
+        index = self._open_block(
+            _OpenBlock(kind="thinking", text=text), ThinkingContent(thinking=text)
+        )
         return ThinkingStart(content_index=index, partial=self.partial)
 
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDelta:
@@ -273,16 +285,24 @@ class StreamBuilder:
         return StreamDone(reason=reason, message=message)
 
     def error(
-        self, reason: ErrorReason, message: str, *, timestamp: int | None = None
+        self,
+        reason: ErrorReason,
+        message: str,
+        *,
+        timestamp: int | None = None,
+        diagnostics: tuple[Diagnostic, ...] | None = None,
     ) -> StreamError:
         """Finish in failure; the final message keeps the content streamed so far.
 
         Open blocks are kept as they are (a stream may break mid-block); ``start`` need not
-        have been called (a request can fail before anything streamed).
+        have been called (a request can fail before anything streamed). ``diagnostics``
+        (status, retry-after, see :mod:`..diagnostics`) go on the final message.
         """
         if self._result is not None:
             raise StreamStateError("the stream already finished")
         final = self._snapshot(reason, message, self._timestamp if timestamp is None else timestamp)
+        if diagnostics:
+            final = attrs.evolve(final, diagnostics=diagnostics)
         self._result = final
         return StreamError(reason=reason, error=final)
 

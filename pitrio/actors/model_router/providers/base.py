@@ -10,8 +10,10 @@ trio cancellation of the task running it; the caller turns the last partial mess
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
 
+import attrs
 import trio
 
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -21,3 +23,82 @@ EventSender = trio.MemorySendChannel[AssistantMessageEvent]
 
 StreamFn = Callable[[Model, LlmContext, StreamOptions, EventSender], Awaitable[None]]
 """``await stream(model, context, options, send)``: stream one response as events on ``send``."""
+
+
+CacheRetention = Literal["none", "short", "long"]
+
+
+@attrs.frozen(kw_only=True)
+class HttpSettings:
+    """Timeouts, pool size and provider-level retries of the shared HTTP client.
+
+    Provider-level retries are off (``max_retries=0``): the supervisor retries, and every retry
+    it makes is visible as events. When turned on they only repeat a request that failed
+    before anything streamed (a retryable status or a failed connection), honouring
+    ``retry-after`` up to ``max_retry_delay_ms`` (``0`` = no cap); a longer requested delay
+    fails at once with the delay in the error text, as pi does.
+    """
+
+    connect_timeout: float = 30.0
+    read_timeout: float = 300.0
+    """Longest silence between two reads of a response (thinking models pause long)."""
+    write_timeout: float = 60.0
+    pool_timeout: float = 60.0
+    max_connections: int = 100
+    max_keepalive: int = 20
+    trust_env: bool = True
+    """Honour ``HTTP(S)_PROXY``/``NO_PROXY`` and friends."""
+    max_retries: int = 0
+    base_retry_delay_ms: int = 2000
+    max_retry_delay_ms: int = 60000
+    max_error_body: int = 65536
+    """Bytes of an error response read for the error message."""
+    drain_timeout: float = 1.0
+    """After the final event, how long to wait for the body's end (so the connection is reused)."""
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSettings:
+    """Settings every HTTP provider reads (pi's ``thinkingBudgets``, cache retention, HTTP)."""
+
+    thinking_budgets: dict[str, int] | None = None
+    cache_retention: CacheRetention = "short"
+    http: HttpSettings = attrs.field(factory=HttpSettings)
+
+
+def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
+    """:class:`ProviderSettings` from pi's (merged) ``settings.json`` keys.
+
+    Reads ``thinkingBudgets`` and ``retry.provider.{timeoutMs,maxRetries,maxRetryDelayMs}``
+    (spec §8.2); values of the wrong type are ignored (the settings layer reports them).
+    ``timeoutMs`` bounds each read of a response, the closest a streaming client gets to a
+    request timeout without cutting long answers.
+    """
+    http: dict[str, Any] = {}
+    retry = settings.get("retry")
+    provider = retry.get("provider") if isinstance(retry, Mapping) else None
+    if isinstance(provider, Mapping):
+        timeout = _number(provider.get("timeoutMs"))
+        if timeout is not None and timeout > 0:
+            http["read_timeout"] = timeout / 1000
+        retries = _number(provider.get("maxRetries"))
+        if retries is not None and retries >= 0:
+            http["max_retries"] = int(retries)
+        delay = _number(provider.get("maxRetryDelayMs"))
+        if delay is not None and delay >= 0:
+            http["max_retry_delay_ms"] = int(delay)
+    budgets_value = settings.get("thinkingBudgets")
+    budgets: dict[str, int] | None = None
+    if isinstance(budgets_value, Mapping):
+        budgets = {}
+        for level, raw in budgets_value.items():
+            number = _number(raw)
+            if number is not None and number > 0:
+                budgets[str(level)] = int(number)
+    return ProviderSettings(thinking_budgets=budgets or None, http=HttpSettings(**http))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

@@ -1,0 +1,151 @@
+"""Preparing a transcript for a vendor: what every HTTP provider does before its own mapping. Pure.
+
+* failed and aborted responses are left out (their content is incomplete, and vendors reject
+  tool calls that have no result), together with results of tool calls no longer present;
+* a tool call without a result gets a synthetic error result, so the vendor sees a pairing;
+* responses of another model keep their text and tool calls, but their thinking becomes plain
+  text (a signature only means something to the model that produced it) and redacted thinking
+  is dropped;
+* images sent to a model without image input become a short text note;
+* tool-call ids are rewritten by the provider's ``normalize_id`` (vendors restrict their
+  alphabet and length), the same way in calls and results.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.model import Model
+
+NO_RESULT_TEXT = "No result provided"
+"""Text of the synthetic result of a tool call that has none."""
+
+IMAGE_OMITTED_TEXT = "(image omitted: this model does not accept images)"
+
+IdNormalizer = Callable[[str], str]
+
+
+def same_model(message: AssistantMessage, model: Model) -> bool:
+    """Whether ``message`` was produced by ``model`` (so its signatures are valid for it)."""
+    return (
+        message.provider == model.provider
+        and message.api == model.api
+        and message.model == model.id
+    )
+
+
+def short_hash(text: str, length: int) -> str:
+    """A stable alphanumeric digest of ``text``, ``length`` characters long."""
+    digest = base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()
+    return re.sub(r"[^a-z0-9]", "", digest)[:length]
+
+
+def _strip_images(
+    content: tuple[TextContent | ImageContent, ...],
+) -> tuple[TextContent | ImageContent, ...]:
+    out: list[TextContent | ImageContent] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            if not (
+                out and isinstance(out[-1], TextContent) and out[-1].text == IMAGE_OMITTED_TEXT
+            ):
+                out.append(TextContent(text=IMAGE_OMITTED_TEXT))
+        else:
+            out.append(block)
+    return tuple(out)
+
+
+def _foreign_blocks(
+    message: AssistantMessage,
+) -> tuple[TextContent | ThinkingContent | ToolCall, ...]:
+    out: list[TextContent | ThinkingContent | ToolCall] = []
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            if block.redacted or not block.thinking.strip():
+                continue
+            out.append(TextContent(text=block.thinking))
+        elif isinstance(block, TextContent):
+            out.append(TextContent(text=block.text))
+        else:
+            out.append(attrs.evolve(block, thought_signature=None))
+    return tuple(out)
+
+
+def prepare_messages(
+    messages: Sequence[LlmMessage], model: Model, normalize_id: IdNormalizer | None = None
+) -> list[LlmMessage]:
+    """The transcript as ``model`` should see it (see the module docstring)."""
+    images = "image" in model.input
+    rename = normalize_id or (lambda value: value)
+    out: list[LlmMessage] = []
+    pending: list[ToolCall] = []  # calls of the last kept response still waiting for results
+
+    def close_pending() -> None:
+        for call in pending:
+            out.append(
+                ToolResultMessage(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    content=(TextContent(text=NO_RESULT_TEXT),),
+                    is_error=True,
+                    timestamp=0,
+                )
+            )
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            close_pending()
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            blocks = message.content if same_model(message, model) else _foreign_blocks(message)
+            blocks = tuple(
+                attrs.evolve(block, id=rename(block.id)) if isinstance(block, ToolCall) else block
+                for block in blocks
+            )
+            kept = attrs.evolve(message, content=blocks)
+            out.append(kept)
+            pending.extend(kept.tool_calls)
+        elif isinstance(message, ToolResultMessage):
+            call_id = rename(message.tool_call_id)
+            match = next((call for call in pending if call.id == call_id), None)
+            if match is None:
+                continue  # its call was in a response left out, or answered already
+            pending.remove(match)
+            content = message.content if images else _strip_images(message.content)
+            out.append(attrs.evolve(message, tool_call_id=call_id, content=content))
+        else:
+            close_pending()
+            if (
+                isinstance(message, UserMessage)
+                and not images
+                and not isinstance(message.content, str)
+            ):
+                message = attrs.evolve(message, content=_strip_images(message.content))
+            out.append(message)
+    close_pending()
+    return out
+
+
+def user_text_blocks(content: str | tuple[TextContent | ImageContent, ...]) -> list[str]:
+    """The texts of user-like content (a string is one text)."""
+    if isinstance(content, str):
+        return [content]
+    return [block.text for block in content if isinstance(block, TextContent)]
+
+
+def tool_result_text(message: ToolResultMessage) -> str:
+    """The text of a tool result (its text blocks joined by newlines)."""
+    return "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+
+
+def data_url(image: ImageContent) -> str:
+    """``image`` as a ``data:`` URL."""
+    return f"data:{image.mime_type};base64,{image.data}"

@@ -1,0 +1,499 @@
+"""What the HTTP providers share: the connection pool, the SSE transport, error texts.
+
+A provider is two halves. The sans-IO half is a :class:`SseParser` subclass (server-sent events
+in, assistant stream events out, through a :class:`StreamBuilder`) plus a pure request builder;
+both are tested without a network. The I/O half is :class:`HttpProvider.stream`: resolve the
+key, build the request, POST it through the process-wide :class:`HttpPool`, feed the parser
+the events httpx-sse decodes, and turn every way a request can fail into the final ``error``
+event (spec §1.3: a stream function never raises for request failures):
+
+* a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
+  (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
+* a connection failure (refused, reset, closed mid-body): ``"Connection error: ..."``;
+* a timeout: ``"Request timed out ..."``;
+* a stream that is not SSE, has bad JSON, or ends before its final event: an error naming the
+  problem (``"... ended without ..."`` for the last, which the retry rules match).
+
+Cancellation (an abort) is not converted: it propagates, the connection is closed, nothing more
+is sent. The final event is held back until the response body has ended, so a caller that
+stops reading at the final event (the agent loop cancels the stream then) does not cut a
+connection that could go back to the pool.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
+
+import attrs
+import httpx
+import orjson
+import trio
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from pitrio.actors.model_router.credentials import Credentials
+from pitrio.actors.model_router.diagnostics import error_diagnostic, parse_retry_after
+from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
+from pitrio.actors.model_router.stream_builder import StreamBuilder
+from pitrio.errors import CredentialError
+from pitrio.messages.agent import Diagnostic
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+"""Statuses provider-level retries (off by default) repeat."""
+
+_MAX_TEXT = 2000  # characters of a non-JSON error body kept in the message
+_MAX_AFTER_FINAL = 64  # events read after the final one before giving up on draining
+
+
+class HttpPool:
+    """The process's one HTTP client: every provider and session shares its connections.
+
+    Owned by the ModelRouter, which closes it when it stops.
+    """
+
+    def __init__(self, settings: HttpSettings | None = None) -> None:
+        self.settings = settings or HttpSettings()
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared client, created on first use (building its TLS context costs tens of
+        milliseconds, which a process that never calls a real provider should not pay)."""
+        if self._client is None:
+            self._client = self._new_client()
+        return self._client
+
+    def _new_client(self) -> httpx.AsyncClient:
+        settings = self.settings
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                connect=settings.connect_timeout,
+                read=settings.read_timeout,
+                write=settings.write_timeout,
+                pool=settings.pool_timeout,
+            ),
+            limits=httpx.Limits(
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_keepalive,
+            ),
+            trust_env=settings.trust_env,
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        """Close every pooled connection (the pool can be used again afterwards)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    """A provider request, fully built: where to POST what (headers include credentials)."""
+
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body decoded (for tests and debugging)."""
+        return orjson.loads(self.body)
+
+
+def join_url(base_url: str, path: str) -> str:
+    """``base_url`` and ``path`` joined by exactly one slash."""
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+# -- error texts -----------------------------------------------------------------------------
+
+
+def _vendor_error(document: Any) -> tuple[str | None, str | None]:
+    """(kind, message) from the usual vendor error shapes; (None, None) if none matches."""
+    if isinstance(document, list) and document:
+        return _vendor_error(document[0])  # Google's OpenAI endpoint wraps it in a list
+    if not isinstance(document, dict):
+        return None, None
+    error = document.get("error", document)
+    if isinstance(error, str):
+        return None, error
+    if not isinstance(error, dict):
+        return None, None
+    message = error.get("message") or error.get("detail") or document.get("message")
+    if not isinstance(message, str):
+        message = None
+    kind: Any = None
+    for key in ("type", "code", "status"):
+        value = error.get(key)
+        if value is not None and value != "error" and value != "":
+            kind = str(value)
+            break
+    metadata = error.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("raw"), str) and message:
+        # OpenRouter puts the upstream vendor's own text here; overflow patterns need it.
+        message = f"{message} ({metadata['raw']})"
+    return kind, message
+
+
+def describe_error_body(body: bytes) -> tuple[str | None, str]:
+    """(vendor error type, vendor text) of an error body; the text is ``""`` when empty."""
+    text = body.decode("utf-8", errors="replace").strip()
+    if not text:
+        return None, ""
+    try:
+        kind, message = _vendor_error(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        kind, message = None, None
+    if message is None:
+        return kind, text[:_MAX_TEXT]
+    return kind, message
+
+
+def http_error_message(status: int, body: bytes) -> tuple[str, str | None]:
+    """The ``errorMessage`` of a non-2xx answer, and the vendor's error type if it gave one."""
+    kind, text = describe_error_body(body)
+    if not text:
+        return f"{status} status code (no body)", kind
+    if kind and kind not in text:
+        return f"{status} {kind}: {text}", kind
+    return f"{status} {text}", kind
+
+
+def stream_error_message(document: Any) -> tuple[str, str | None]:
+    """The ``errorMessage`` of an error event inside a stream (no HTTP status there)."""
+    kind, message = _vendor_error(document)
+    text = message or orjson.dumps(document).decode()[:_MAX_TEXT]
+    if kind and kind not in text:
+        return f"{kind}: {text}", kind
+    return text, kind
+
+
+def _describe_transport_error(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        phase = {
+            httpx.ConnectTimeout: "while connecting",
+            httpx.ReadTimeout: "waiting for the provider",
+            httpx.WriteTimeout: "while sending the request",
+            httpx.PoolTimeout: "waiting for a free connection",
+        }.get(type(exc), "")
+        return f"Request timed out {phase}".rstrip()
+    return f"Connection error: {text}"
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+class MalformedStreamError(Exception):
+    """Raised inside a parser for input it cannot make sense of; becomes an error event."""
+
+
+class SseParser(abc.ABC):
+    """Sans-IO base of a provider's stream parser: SSE events in, stream events out.
+
+    Subclasses implement :meth:`on_event` (one decoded SSE event) and :meth:`on_end` (the
+    body ended; return the final events, or raise :class:`MalformedStreamError` if the
+    stream was cut short). They emit through :attr:`builder`; ``start`` is sent before the
+    first content. Once a final event (done/error) was produced, later input is ignored.
+    """
+
+    api_label = "provider"
+
+    def __init__(self, model: Model, redact: Callable[[str], str] | None = None) -> None:
+        self.model = model
+        self.builder = StreamBuilder.for_model(model)
+        self.final: StreamDone | StreamError | None = None
+        # Error texts come from the vendor and may echo a key back: scrubbed at the source.
+        self.redact: Callable[[str], str] = redact or (lambda text: text)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the final event has been produced."""
+        return self.final is not None
+
+    def feed(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one SSE event (``event`` is ``"message"`` when unnamed)."""
+        if self.final is not None:
+            return []
+        try:
+            out = self.on_event(event, data)
+        except MalformedStreamError as exc:
+            out = [self.fail(f"Malformed {self.api_label} stream: {exc}", name="MalformedStream")]
+        return self._track(out)
+
+    def end(self) -> list[AssistantMessageEvent]:
+        """Events at the end of the body: the final event if the stream did not send one."""
+        if self.final is not None:
+            return []
+        try:
+            out = self.on_end()
+        except MalformedStreamError as exc:
+            out = [self.fail(f"The {self.api_label} stream {exc}", name="MalformedStream")]
+        return self._track(out)
+
+    def fail(
+        self,
+        message: str,
+        *,
+        name: str,
+        status: int | None = None,
+        code: str | None = None,
+        retry_after_ms: int | None = None,
+    ) -> StreamError:
+        """The final error event: the content so far, ``message`` and its diagnostic."""
+        message = self.redact(message)
+        diagnostic: Diagnostic = error_diagnostic(
+            message, name=name, status=status, code=code, retry_after_ms=retry_after_ms
+        )
+        error = self.builder.error("error", message, diagnostics=(diagnostic,))
+        self.final = error
+        return error
+
+    def json(self, data: str, event: str) -> Any:
+        """``data`` parsed as JSON; :class:`MalformedStreamError` naming the event if it is not."""
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            snippet = data[:80] + ("..." if len(data) > 80 else "")
+            raise MalformedStreamError(f"invalid JSON in a {event!r} event: {snippet!r}") from None
+
+    def ensure_started(self, out: list[AssistantMessageEvent]) -> None:
+        """Append ``start`` to ``out`` unless the stream has started already."""
+        if not self.builder.started:
+            out.append(self.builder.start())
+
+    def close_open_blocks(self, out: list[AssistantMessageEvent]) -> None:
+        """Close every block still streaming, in content order (the end of a response)."""
+        for index in sorted(self.builder.open_indexes):
+            out.append(self.close_block(index))
+
+    @abc.abstractmethod
+    def close_block(self, index: int) -> AssistantMessageEvent:
+        """The end event of the open block at ``index`` (with its signature, if any)."""
+
+    @abc.abstractmethod
+    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one SSE event."""
+
+    @abc.abstractmethod
+    def on_end(self) -> list[AssistantMessageEvent]:
+        """Final events at the end of the body."""
+
+    def _track(self, out: list[AssistantMessageEvent]) -> list[AssistantMessageEvent]:
+        for event in out:
+            if isinstance(event, StreamDone | StreamError):
+                self.final = event
+        return out
+
+
+# -- the transport ---------------------------------------------------------------------------
+
+
+class HttpProvider(abc.ABC):
+    """A provider reached over HTTP with an SSE response; :meth:`stream` is its StreamFn."""
+
+    api_label = "provider"
+
+    def __init__(
+        self, pool: HttpPool, credentials: Credentials, settings: ProviderSettings | None = None
+    ) -> None:
+        self.pool = pool
+        self.credentials = credentials
+        self.settings = settings or ProviderSettings()
+        self.sleep = trio.sleep  # between provider-level retries; tests substitute it
+
+    @abc.abstractmethod
+    def build_request(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        *,
+        api_key: str | None,
+        headers: Mapping[str, str],
+    ) -> HttpRequest:
+        """The request for one response (pure)."""
+
+    @abc.abstractmethod
+    def new_parser(self, model: Model) -> SseParser:
+        """A fresh parser for one response."""
+
+    async def prepare(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> HttpRequest:
+        """Resolve credentials and headers, then build the request.
+
+        Raises :class:`CredentialError` when the key cannot be had.
+        """
+        api_key = await self.credentials.api_key(model.provider, options.api_key)
+        headers = await self.credentials.resolve_headers(
+            model.headers, f"models.json providers.{model.provider}"
+        )
+        return self.build_request(model, context, options, api_key=api_key, headers=headers)
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
+    ) -> None:
+        """Stream one response of ``model`` as events on ``send`` (a StreamFn)."""
+        parser = self.new_parser(model)
+        parser.redact = self.credentials.redact
+        try:
+            request = await self.prepare(model, context, options)
+        except CredentialError as exc:
+            await send.send(parser.fail(str(exc), name="CredentialError"))
+            return
+        await self.send_request(request, parser, send)
+
+    async def send_request(
+        self, request: HttpRequest, parser: SseParser, send: EventSender
+    ) -> None:
+        """POST ``request`` and stream the parsed answer; retries only if configured."""
+        attempt = 0
+        while True:
+            retry_after = await self._attempt(request, parser, send, attempt)
+            if retry_after is None:
+                return
+            attempt += 1
+            await self.sleep(retry_after / 1000)
+
+    async def _attempt(
+        self, request: HttpRequest, parser: SseParser, send: EventSender, attempt: int
+    ) -> int | None:
+        """One try; returns a delay in ms when it should be repeated, else ``None``."""
+        settings = self.pool.settings
+        try:
+            async with self.pool.client.stream(
+                "POST",
+                request.url,
+                headers={**request.headers, "accept": "text/event-stream"},
+                content=request.body,
+            ) as response:
+                if response.status_code >= 300:
+                    body = await _read_limited(response, settings.max_error_body)
+                    message, kind = http_error_message(response.status_code, body)
+                    retry_after = parse_retry_after(response.headers)
+                    delay = self._retry_delay(response.status_code, retry_after, attempt)
+                    if isinstance(delay, int):
+                        return delay
+                    if isinstance(delay, str):
+                        message = f"{message} ({delay})"
+                    await send.send(
+                        parser.fail(
+                            message,
+                            name="HttpError",
+                            status=response.status_code,
+                            code=kind,
+                            retry_after_ms=retry_after,
+                        )
+                    )
+                    return None
+                await self._read_events(response, parser, send)
+                return None
+        except httpx.TransportError as exc:
+            if parser.finished:
+                return None  # the body broke after the final event: the answer is complete
+            if not parser.builder.started and isinstance(exc, httpx.ConnectError):
+                delay = self._retry_delay(None, None, attempt)
+                if isinstance(delay, int):
+                    return delay
+            name = "TimeoutError" if isinstance(exc, httpx.TimeoutException) else "ConnectionError"
+            await _send_all(send, [parser.fail(_describe_transport_error(exc), name=name)])
+            return None
+
+    def _retry_delay(
+        self, status: int | None, retry_after: int | None, attempt: int
+    ) -> int | str | None:
+        """Delay before repeating a failed try; a string says why a long delay was refused."""
+        settings = self.pool.settings
+        if attempt >= settings.max_retries:
+            return None
+        if status is not None and status not in RETRYABLE_STATUSES:
+            return None
+        if retry_after is not None:
+            delay = retry_after
+        else:
+            delay = settings.base_retry_delay_ms * 2**attempt
+        cap = settings.max_retry_delay_ms
+        if cap and delay > cap:
+            return f"retry delay {delay} ms exceeds the {cap} ms limit"
+        return delay
+
+    async def _read_events(
+        self, response: httpx.Response, parser: SseParser, send: EventSender
+    ) -> None:
+        events_in = EventSource(response).aiter_sse()
+        try:
+            async for sse in events_in:
+                events = parser.feed(sse.event, sse.data)
+                if isinstance(parser.final, StreamError):
+                    # A failure: stop reading; the connection is not worth keeping.
+                    await _send_all(send, events)
+                    return
+                if parser.finished:
+                    # Held back until the body has ended (see the module docstring).
+                    await self._drain(events_in)
+                    await _send_all(send, events)
+                    return
+                await _send_all(send, events)
+        except SSEError:
+            body = await _read_limited(response, self.pool.settings.max_error_body)
+            kind, text = describe_error_body(body)
+            content_type = response.headers.get("content-type", "(none)")
+            message = f"{response.status_code} Expected an event stream but got {content_type}"
+            if text:
+                message += f": {text}"
+            await send.send(parser.fail(message, name="MalformedStream", code=kind))
+            return
+        finally:
+            await events_in.aclose()
+        await _send_all(send, parser.end())
+
+    async def _drain(self, events_in: AsyncGenerator[ServerSentEvent, None]) -> None:
+        # Read what is left of the body (normally nothing but its end) for a short while, so
+        # the connection returns to the pool; whatever happens, the answer is complete.
+        with trio.move_on_after(self.pool.settings.drain_timeout):
+            count = 0
+            try:
+                async for _ in events_in:
+                    count += 1
+                    if count > _MAX_AFTER_FINAL:
+                        break
+            except (httpx.TransportError, SSEError):
+                pass
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body (an error page may be huge or endless)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+    except httpx.TransportError:
+        pass  # a truncated error body still says what it can
+    return b"".join(chunks)[:limit]
+
+
+async def _send_all(send: EventSender, events: list[AssistantMessageEvent]) -> None:
+    for event in events:
+        await send.send(event)
+
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "HttpPool",
+    "HttpProvider",
+    "HttpRequest",
+    "MalformedStreamError",
+    "SseParser",
+    "describe_error_body",
+    "http_error_message",
+    "join_url",
+    "stream_error_message",
+]

@@ -1,0 +1,495 @@
+"""The ``openai-completions`` provider: OpenAI Chat Completions and the many servers copying it.
+
+Request: ``POST {baseUrl}/chat/completions`` with ``stream: true`` (and ``stream_options:
+{include_usage: true}`` where supported, so usage arrives in the last chunk). Answer: SSE
+``data:`` lines, each a ``chat.completion.chunk`` whose ``choices[0].delta`` carries
+``content``, reasoning text (``reasoning_content``, ``reasoning`` or ``reasoning_text``,
+depending on the server) and ``tool_calls`` deltas keyed by ``index``; ``finish_reason``
+comes on the last choice chunk and ``data: [DONE]`` ends the stream.
+
+OpenAI-compatible servers differ; :class:`OpenAICompat` holds the differences, detected from
+the provider and base URL and overridden by the model's ``compat`` (pi's field names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import attrs
+import orjson
+
+from pitrio.actors.model_router.providers.convert import (
+    data_url,
+    prepare_messages,
+    short_hash,
+    tool_result_text,
+)
+from pitrio.actors.model_router.providers.http import (
+    HttpProvider,
+    HttpRequest,
+    MalformedStreamError,
+    SseParser,
+    join_url,
+    stream_error_message,
+)
+from pitrio.actors.model_router.thinking import reasoning_effort
+from pitrio.actors.model_router.usage import make_usage
+from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent
+
+API = "openai-completions"
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+"""Where servers put reasoning text in a delta (DeepSeek/vLLM, OpenRouter/Ollama, others)."""
+
+ThinkingFormat = Literal["openai", "openrouter", "zai", "qwen"]
+
+
+@attrs.frozen(kw_only=True)
+class OpenAICompat:
+    """How far a server follows OpenAI's Chat Completions (pi's ``compat`` flags)."""
+
+    supports_store: bool = False
+    supports_developer_role: bool = False
+    supports_reasoning_effort: bool = True
+    supports_usage_in_streaming: bool = True
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
+    requires_tool_result_name: bool = False
+    requires_assistant_after_tool_result: bool = False
+    requires_thinking_as_text: bool = False
+    requires_mistral_tool_ids: bool = False
+    thinking_format: ThinkingFormat = "openai"
+    reasoning_effort_map: dict[str, str] = attrs.field(factory=dict)
+    open_router_routing: dict[str, Any] | None = None
+    vercel_gateway_routing: dict[str, Any] | None = None
+
+
+_COMPAT_KEYS = {
+    "supportsStore": "supports_store",
+    "supportsDeveloperRole": "supports_developer_role",
+    "supportsReasoningEffort": "supports_reasoning_effort",
+    "supportsUsageInStreaming": "supports_usage_in_streaming",
+    "maxTokensField": "max_tokens_field",
+    "requiresToolResultName": "requires_tool_result_name",
+    "requiresAssistantAfterToolResult": "requires_assistant_after_tool_result",
+    "requiresThinkingAsText": "requires_thinking_as_text",
+    "requiresMistralToolIds": "requires_mistral_tool_ids",
+    "thinkingFormat": "thinking_format",
+    "reasoningEffortMap": "reasoning_effort_map",
+    "openRouterRouting": "open_router_routing",
+    "vercelGatewayRouting": "vercel_gateway_routing",
+}
+
+
+def detect_compat(model: Model) -> OpenAICompat:
+    """The compat flags of ``model``: defaults for its server, then its own ``compat``.
+
+    Only OpenAI itself gets ``store``, the ``developer`` role and ``max_completion_tokens``;
+    other servers get the forms every compatible server understands (``system``,
+    ``max_tokens``). Mistral, OpenRouter and Z.ai get their known differences.
+    """
+    host = (urlparse(model.base_url).hostname or "").lower()
+
+    def on(name: str, domain: str) -> bool:
+        return model.provider == name or host == domain or host.endswith("." + domain)
+
+    flags: dict[str, Any] = {}
+    if on("openai", "openai.com"):
+        flags.update(
+            supports_store=True,
+            supports_developer_role=True,
+            max_tokens_field="max_completion_tokens",
+        )
+    if on("openrouter", "openrouter.ai"):
+        flags["thinking_format"] = "openrouter"
+    if on("zai", "z.ai") or on("zai", "bigmodel.cn"):
+        flags["thinking_format"] = "zai"
+    if on("mistral", "mistral.ai"):
+        flags.update(
+            requires_tool_result_name=True,
+            requires_thinking_as_text=True,
+            requires_mistral_tool_ids=True,
+        )
+    if isinstance(model.compat, Mapping):
+        for key, value in model.compat.items():
+            attribute = _COMPAT_KEYS.get(key)
+            if attribute is not None:
+                flags[attribute] = value
+    return OpenAICompat(**flags)
+
+
+def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
+    """The tool-call id rewrite for a server: Mistral wants 9 alphanumerics, OpenAI <= 40."""
+
+    def normalize(value: str) -> str:
+        if compat.requires_mistral_tool_ids:
+            if len(value) == 9 and value.isalnum():
+                return value
+            return short_hash(value, 9)
+        # Responses-API ids are "<call id>|<item id>": the call id is the tool-call id.
+        call_id = value.split("|", 1)[0] or value
+        if len(call_id) > 40:
+            return "call_" + short_hash(call_id, 24)
+        return call_id
+
+    return normalize
+
+
+# -- the request -----------------------------------------------------------------------------
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    if all(isinstance(block, TextContent) for block in message.content):
+        return "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "text", "text": block.text})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": data_url(block)}})
+    return parts
+
+
+def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any] | None:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                texts.append(block.text)
+        elif isinstance(block, ThinkingContent):
+            # Reasoning is not sent back (most servers reject or ignore it), unless the server
+            # wants it as text to keep its chain of thought.
+            if compat.requires_thinking_as_text and block.thinking and not block.redacted:
+                texts.append(block.thinking)
+        else:
+            calls.append(_tool_call(block))
+    if not texts and not calls:
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()},
+    }
+
+
+def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[dict[str, Any]]:
+    """``context`` as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        role = "developer" if model.reasoning and compat.supports_developer_role else "system"
+        out.append({"role": role, "content": context.system_prompt})
+    images: list[ImageContent] = []
+
+    def flush_images() -> None:
+        # Tool messages carry text only: images of tool results follow as one user message.
+        if images:
+            parts: list[dict[str, Any]] = [
+                {"type": "text", "text": "Images from the tool results:"}
+            ]
+            parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in images)
+            out.append({"role": "user", "content": parts})
+            images.clear()
+
+    messages = prepare_messages(context.messages, model, normalize_tool_id(compat))
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            text = tool_result_text(message)
+            block_images = [b for b in message.content if isinstance(b, ImageContent)]
+            images.extend(block_images)
+            tool: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": text or ("(see the attached image)" if block_images else ""),
+            }
+            if compat.requires_tool_result_name:
+                tool["name"] = message.tool_name
+            out.append(tool)
+            continue
+        flush_images()
+        if isinstance(message, UserMessage):
+            if compat.requires_assistant_after_tool_result and out and out[-1]["role"] == "tool":
+                out.append({"role": "assistant", "content": "I have processed the tool results."})
+            out.append({"role": "user", "content": _user_content(message)})
+        elif isinstance(message, AssistantMessage):
+            converted = _assistant(message, compat)
+            if converted is not None:
+                out.append(converted)
+    flush_images()
+    return out
+
+
+def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of one streamed request (pure)."""
+    compat = detect_compat(model)
+    body: dict[str, Any] = {
+        "model": model.id,
+        "messages": build_messages(model, context, compat),
+        "stream": True,
+    }
+    if compat.supports_usage_in_streaming:
+        body["stream_options"] = {"include_usage": True}
+    if options.max_tokens:
+        body[compat.max_tokens_field] = options.max_tokens
+    if compat.supports_store:
+        body["store"] = False
+    if context.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in context.tools
+        ]
+    if model.reasoning:
+        effort = reasoning_effort(model, options.reasoning)
+        if effort is not None:
+            effort = compat.reasoning_effort_map.get(effort, effort)
+        if compat.thinking_format == "openai":
+            if effort is not None and compat.supports_reasoning_effort:
+                body["reasoning_effort"] = effort
+        elif compat.thinking_format == "openrouter":
+            if effort is not None:
+                body["reasoning"] = {"effort": effort}
+        elif compat.thinking_format == "zai":
+            body["thinking"] = {"type": "enabled" if effort else "disabled"}
+        else:
+            body["enable_thinking"] = effort is not None
+    if compat.open_router_routing:
+        body["provider"] = compat.open_router_routing
+    if compat.vercel_gateway_routing:
+        body["providerOptions"] = {"gateway": compat.vercel_gateway_routing}
+    return body
+
+
+def build_request(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    *,
+    api_key: str | None,
+    headers: Mapping[str, str],
+) -> HttpRequest:
+    """The HTTP request of one streamed response (pure)."""
+    request_headers = {"content-type": "application/json"}
+    if api_key:
+        request_headers["authorization"] = f"Bearer {api_key}"
+    request_headers.update({name.lower(): value for name, value in headers.items()})
+    return HttpRequest(
+        url=join_url(model.base_url, "chat/completions"),
+        headers=request_headers,
+        body=orjson.dumps(build_body(model, context, options)),
+    )
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+class OpenAICompletionsParser(SseParser):
+    """Chat Completions chunks in, assistant stream events out (sans-IO)."""
+
+    api_label = API
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self._kinds: dict[int, str] = {}  # content index -> "text" | "thinking" | "toolCall"
+        self._current: int | None = None  # open text or thinking block
+        self._calls: dict[int, int] = {}  # the server's tool-call index -> content index
+        self._reasoning_field: dict[int, str] = {}
+        self._finish_reason: str | None = None
+        self._identified = False
+        self._generated_ids = 0
+
+    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one ``data:`` chunk (``[DONE]`` ends the stream)."""
+        if data.strip() == "[DONE]":
+            return self._complete()
+        chunk = self.json(data, event)
+        if not isinstance(chunk, dict):
+            raise MalformedStreamError(f"expected a JSON object, got {data[:80]!r}")
+        if chunk.get("error"):
+            message, kind = stream_error_message(chunk)
+            return [self.fail(message, name="StreamError", code=kind)]
+        out: list[AssistantMessageEvent] = []
+        self.ensure_started(out)
+        if not self._identified and (chunk.get("id") or chunk.get("model")):
+            self._identified = True
+            self.builder.set_response_id(chunk.get("id"), chunk.get("model"))
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage)
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta, out)
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str) and finish:
+                self._finish_reason = finish
+        return out
+
+    def on_end(self) -> list[AssistantMessageEvent]:
+        """The body ended: complete if a ``finish_reason`` came (some servers omit ``[DONE]``)."""
+        if self._finish_reason is None:
+            raise MalformedStreamError(
+                "ended without a finish_reason or [DONE] (the response was cut short)"
+            )
+        return self._complete()
+
+    def close_block(self, index: int) -> AssistantMessageEvent:
+        """End event of the block at ``index``."""
+        kind = self._kinds[index]
+        if index == self._current:
+            self._current = None
+        if kind == "text":
+            return self.builder.text_end(index)
+        if kind == "thinking":
+            return self.builder.thinking_end(index, signature=self._reasoning_field.get(index))
+        return self.builder.toolcall_end(index)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _delta(self, delta: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        for field in REASONING_FIELDS:
+            value = delta.get(field)
+            if isinstance(value, str) and value:
+                index = self._open("thinking", out)
+                self._reasoning_field.setdefault(index, field)
+                out.append(self.builder.thinking_delta(value, index))
+                break
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            index = self._open("text", out)
+            out.append(self.builder.text_delta(content, index))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                if isinstance(call, dict):
+                    self._tool_call_delta(call, position, out)
+
+    def _open(self, kind: str, out: list[AssistantMessageEvent]) -> int:
+        """The open block of ``kind`` (text/thinking), opening it (closing the other) if needed."""
+        if self._current is not None:
+            if self._kinds[self._current] == kind:
+                return self._current
+            out.append(self.close_block(self._current))
+        start = self.builder.text_start() if kind == "text" else self.builder.thinking_start()
+        out.append(start)
+        self._current = start.content_index
+        self._kinds[start.content_index] = kind
+        return start.content_index
+
+    def _tool_call_delta(
+        self, call: dict[str, Any], position: int, out: list[AssistantMessageEvent]
+    ) -> None:
+        key = call.get("index", position)
+        if not isinstance(key, int):
+            raise MalformedStreamError(f"tool call index {key!r} is not a number")
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        assert isinstance(function, dict)
+        index = self._calls.get(key)
+        if index is None:
+            if self._current is not None:
+                out.append(self.close_block(self._current))
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                self._generated_ids += 1
+                call_id = f"call_{self._generated_ids}"
+            name = function.get("name")
+            start = self.builder.toolcall_start(call_id, name if isinstance(name, str) else "")
+            out.append(start)
+            index = start.content_index
+            self._calls[key] = index
+            self._kinds[index] = "toolCall"
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            out.append(self.builder.toolcall_delta(arguments, index))
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        prompt = _int(usage.get("prompt_tokens"))
+        completion = _int(usage.get("completion_tokens"))
+        details = usage.get("prompt_tokens_details")
+        details = details if isinstance(details, dict) else {}
+        cached = _int(details.get("cached_tokens")) or _int(usage.get("prompt_cache_hit_tokens"))
+        written = _int(details.get("cache_write_tokens"))
+        self.builder.set_usage(
+            make_usage(
+                input=max(0, prompt - cached - written),
+                output=completion,
+                cache_read=cached,
+                cache_write=written,
+                model=self.model,
+            )
+        )
+
+    def _complete(self) -> list[AssistantMessageEvent]:
+        out: list[AssistantMessageEvent] = []
+        self.ensure_started(out)
+        self.close_open_blocks(out)
+        finish = self._finish_reason
+        if finish == "length" or finish == "max_tokens":
+            out.append(self.builder.done("length"))
+        elif finish == "content_filter":
+            out.append(
+                self.fail(
+                    "The provider's content filter stopped the response "
+                    "(finish_reason content_filter)",
+                    name="StreamError",
+                    code="content_filter",
+                )
+            )
+        elif finish == "error":
+            out.append(
+                self.fail(
+                    "The provider reported an error (finish_reason error)",
+                    name="StreamError",
+                    code="error",
+                )
+            )
+        else:
+            # "tool_calls", "function_call", "stop" with calls: toolUse; otherwise stop.
+            out.append(self.builder.done())
+        return out
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class OpenAICompletionsProvider(HttpProvider):
+    """The ``openai-completions`` StreamFn (:meth:`stream`) over the shared pool."""
+
+    api_label = API
+
+    def build_request(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        *,
+        api_key: str | None,
+        headers: Mapping[str, str],
+    ) -> HttpRequest:
+        """See :func:`build_request`."""
+        return build_request(model, context, options, api_key=api_key, headers=headers)
+
+    def new_parser(self, model: Model) -> OpenAICompletionsParser:
+        """A parser for one response of ``model``."""
+        return OpenAICompletionsParser(model)

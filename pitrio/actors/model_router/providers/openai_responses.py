@@ -1,0 +1,422 @@
+"""The ``openai-responses`` provider: OpenAI's Responses API, streamed, stateless.
+
+Request: ``POST {baseUrl}/responses`` with ``stream: true`` and ``store: false`` (the
+transcript is sent every time; reasoning items travel back encrypted, requested with
+``include: ["reasoning.encrypted_content"]``). Answer: SSE events named by their ``type``:
+``response.created``, ``response.output_item.added`` / ``.done`` per output item (``message``,
+``reasoning``, ``function_call``), ``response.output_text.delta``,
+``response.reasoning_summary_text.delta`` (and ``response.reasoning_text.delta`` for raw
+reasoning), ``response.function_call_arguments.delta``, and one terminal event:
+``response.completed``, ``response.incomplete`` or ``response.failed`` (or ``error``).
+
+What is kept for the next turn (pi's conventions): a tool call's id is ``<call_id>|<item id>``;
+a text block's signature is ``{"v":1,"id":<message item id>}``; a thinking block's signature
+is the whole reasoning item as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from pitrio.actors.model_router.providers.convert import (
+    data_url,
+    prepare_messages,
+    same_model,
+    short_hash,
+    tool_result_text,
+)
+from pitrio.actors.model_router.providers.http import (
+    HttpProvider,
+    HttpRequest,
+    MalformedStreamError,
+    SseParser,
+    join_url,
+    stream_error_message,
+)
+from pitrio.actors.model_router.stream_builder import parse_arguments
+from pitrio.actors.model_router.thinking import reasoning_effort
+from pitrio.actors.model_router.usage import make_usage
+from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent
+
+API = "openai-responses"
+
+
+def normalize_tool_id(value: str) -> str:
+    """Keep ``call|item`` ids; make foreign ids fit OpenAI's 64-character call ids."""
+    call_id, _, item_id = value.partition("|")
+    if len(call_id) > 64:
+        call_id = "call_" + short_hash(call_id, 40)
+    return f"{call_id}|{item_id}" if item_id else call_id
+
+
+def _text_item_id(signature: str | None) -> str | None:
+    if not signature:
+        return None
+    if signature.startswith("{"):
+        try:
+            value = orjson.loads(signature)
+        except orjson.JSONDecodeError:
+            return None
+        item_id = value.get("id") if isinstance(value, dict) else None
+        return item_id if isinstance(item_id, str) else None
+    return signature if signature.startswith("msg_") else None
+
+
+def _reasoning_item(signature: str | None) -> dict[str, Any] | None:
+    if not signature or not signature.startswith("{"):
+        return None
+    try:
+        value = orjson.loads(signature)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and value.get("type") == "reasoning":
+        return value
+    return None
+
+
+def _input_content(
+    content: str | tuple[TextContent | ImageContent, ...],
+) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "input_text", "text": block.text})
+        else:
+            parts.append({"type": "input_image", "detail": "auto", "image_url": data_url(block)})
+    return parts
+
+
+def _assistant_items(message: AssistantMessage, own: bool) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            item = _reasoning_item(block.thinking_signature) if own else None
+            if item is not None:
+                items.append(item)
+        elif isinstance(block, TextContent):
+            if not block.text:
+                continue
+            text_item: dict[str, Any] = {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                "status": "completed",
+            }
+            item_id = _text_item_id(block.text_signature) if own else None
+            if item_id:
+                text_item["id"] = item_id
+            items.append(text_item)
+        elif isinstance(block, ToolCall):
+            call_id, _, item_id = block.id.partition("|")
+            call: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": block.name,
+                "arguments": orjson.dumps(block.arguments).decode(),
+            }
+            if own and item_id:
+                call["id"] = item_id
+            items.append(call)
+    return items
+
+
+def build_input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+    """``context``'s messages as Responses API input items."""
+    items: list[dict[str, Any]] = []
+    images: list[ImageContent] = []
+
+    def flush_images() -> None:
+        if images:
+            parts: list[dict[str, Any]] = [
+                {"type": "input_text", "text": "Images from the tool results:"}
+            ]
+            parts.extend(_input_content(tuple(images)))
+            items.append({"role": "user", "content": parts})
+            images.clear()
+
+    for message in prepare_messages(context.messages, model, normalize_tool_id):
+        if isinstance(message, ToolResultMessage):
+            images.extend(b for b in message.content if isinstance(b, ImageContent))
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id.partition("|")[0],
+                    "output": tool_result_text(message) or "(see the attached image)",
+                }
+            )
+            continue
+        flush_images()
+        if isinstance(message, UserMessage):
+            items.append({"role": "user", "content": _input_content(message.content)})
+        elif isinstance(message, AssistantMessage):
+            items.extend(_assistant_items(message, same_model(message, model)))
+    flush_images()
+    return items
+
+
+def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of one streamed request (pure)."""
+    body: dict[str, Any] = {
+        "model": model.id,
+        "input": build_input(model, context),
+        "stream": True,
+        "store": False,
+    }
+    if context.system_prompt:
+        body["instructions"] = context.system_prompt
+    if context.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            }
+            for tool in context.tools
+        ]
+    if options.max_tokens:
+        body["max_output_tokens"] = options.max_tokens
+    if options.session_id:
+        body["prompt_cache_key"] = options.session_id
+    if model.reasoning:
+        # Reasoning items are only usable next turn in their encrypted form (store is off).
+        body["include"] = ["reasoning.encrypted_content"]
+        effort = reasoning_effort(model, options.reasoning)
+        if effort is not None:
+            body["reasoning"] = {"effort": effort, "summary": "auto"}
+    return body
+
+
+def build_request(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    *,
+    api_key: str | None,
+    headers: Mapping[str, str],
+) -> HttpRequest:
+    """The HTTP request of one streamed response (pure)."""
+    request_headers = {"content-type": "application/json"}
+    if api_key:
+        request_headers["authorization"] = f"Bearer {api_key}"
+    request_headers.update({name.lower(): value for name, value in headers.items()})
+    return HttpRequest(
+        url=join_url(model.base_url, "responses"),
+        headers=request_headers,
+        body=orjson.dumps(build_body(model, context, options)),
+    )
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+class OpenAIResponsesParser(SseParser):
+    """Responses API stream events in, assistant stream events out (sans-IO)."""
+
+    api_label = API
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self._items: dict[str, int] = {}  # output item id -> content index
+        self._kinds: dict[int, str] = {}
+        self._signatures: dict[int, str] = {}
+        self._summary_parts: dict[int, int] = {}
+
+    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one SSE event (named by its JSON ``type``)."""
+        payload = self.json(data, event)
+        if not isinstance(payload, dict):
+            raise MalformedStreamError(f"expected a JSON object in a {event!r} event")
+        kind = payload.get("type", event)
+        if kind == "error":
+            message, code = stream_error_message(payload)
+            return [self.fail(message, name="StreamError", code=code)]
+        out: list[AssistantMessageEvent] = []
+        self.ensure_started(out)
+        response = payload.get("response")
+        if kind in ("response.created", "response.in_progress") and isinstance(response, dict):
+            self.builder.set_response_id(response.get("id"), response.get("model"))
+        elif kind == "response.output_item.added":
+            self._item_added(payload.get("item"), out)
+        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+            index = self._text_index(payload, out)
+            out.append(self.builder.text_delta(_delta(payload), index))
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            index = self._thinking_index(payload, out)
+            out.append(self.builder.thinking_delta(_delta(payload), index))
+        elif kind == "response.reasoning_summary_part.added":
+            index = self._thinking_index(payload, out)
+            count = self._summary_parts.get(index, 0)
+            self._summary_parts[index] = count + 1
+            if count:  # separate the summary's parts like paragraphs
+                out.append(self.builder.thinking_delta("\n\n", index))
+        elif kind == "response.function_call_arguments.delta":
+            call_index = self._items.get(str(payload.get("item_id")))
+            if call_index is not None and call_index in self.builder.open_indexes:
+                out.append(self.builder.toolcall_delta(_delta(payload), call_index))
+        elif kind == "response.output_item.done":
+            self._item_done(payload.get("item"), out)
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            out.extend(self._complete(kind, response if isinstance(response, dict) else {}))
+        return out
+
+    def on_end(self) -> list[AssistantMessageEvent]:
+        """The body ended without a terminal event: the response was cut short."""
+        raise MalformedStreamError("ended without response.completed (the response was cut short)")
+
+    def close_block(self, index: int) -> AssistantMessageEvent:
+        """End event of the block at ``index``."""
+        kind = self._kinds[index]
+        if kind == "text":
+            return self.builder.text_end(index, signature=self._signatures.get(index))
+        if kind == "thinking":
+            return self.builder.thinking_end(index, signature=self._signatures.get(index))
+        return self.builder.toolcall_end(index)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _item_added(self, item: Any, out: list[AssistantMessageEvent]) -> None:
+        if not isinstance(item, dict):
+            raise MalformedStreamError("response.output_item.added without an item")
+        item_id = str(item.get("id", ""))
+        kind = item.get("type")
+        if kind == "reasoning":
+            start = self.builder.thinking_start()
+            self._register(item_id, start.content_index, "thinking")
+            out.append(start)
+        elif kind == "function_call":
+            call_id = item.get("call_id")
+            name = item.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise MalformedStreamError("a function_call item without call_id or name")
+            call = self.builder.toolcall_start(f"{call_id}|{item_id}", name)
+            self._register(item_id, call.content_index, "toolCall")
+            out.append(call)
+        # A "message" item opens its text block at its first delta.
+
+    def _item_done(self, item: Any, out: list[AssistantMessageEvent]) -> None:
+        if not isinstance(item, dict):
+            raise MalformedStreamError("response.output_item.done without an item")
+        item_id = str(item.get("id", ""))
+        index = self._items.get(item_id)
+        if index is None or index not in self.builder.open_indexes:
+            return
+        kind = item.get("type")
+        if kind == "reasoning":
+            self._signatures[index] = orjson.dumps(item).decode()
+        elif kind == "message":
+            signature: dict[str, Any] = {"v": 1, "id": item_id}
+            if isinstance(item.get("phase"), str):
+                signature["phase"] = item["phase"]
+            self._signatures[index] = orjson.dumps(signature).decode()
+        elif kind == "function_call":
+            raw = item.get("arguments")
+            if isinstance(raw, str) and self._kinds[index] == "toolCall":
+                arguments = parse_arguments(raw) if raw.strip() else {}
+                out.append(self.builder.toolcall_end(index, arguments=arguments or {}))
+                return
+        out.append(self.close_block(index))
+
+    def _text_index(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> int:
+        item_id = str(payload.get("item_id", ""))
+        index = self._items.get(item_id)
+        if index is None or index not in self.builder.open_indexes:
+            start = self.builder.text_start()
+            self._register(item_id, start.content_index, "text")
+            out.append(start)
+            return start.content_index
+        return index
+
+    def _thinking_index(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> int:
+        item_id = str(payload.get("item_id", ""))
+        index = self._items.get(item_id)
+        if index is None or index not in self.builder.open_indexes:
+            start = self.builder.thinking_start()
+            self._register(item_id, start.content_index, "thinking")
+            out.append(start)
+            return start.content_index
+        return index
+
+    def _register(self, item_id: str, index: int, kind: str) -> None:
+        self._items[item_id] = index
+        self._kinds[index] = kind
+
+    def _complete(self, kind: str, response: dict[str, Any]) -> list[AssistantMessageEvent]:
+        out: list[AssistantMessageEvent] = []
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            details = usage.get("input_tokens_details")
+            cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            self.builder.set_usage(
+                make_usage(
+                    input=max(0, _int(usage.get("input_tokens")) - cached),
+                    output=_int(usage.get("output_tokens")),
+                    cache_read=cached,
+                    model=self.model,
+                )
+            )
+        if isinstance(response.get("id"), str):
+            self.builder.set_response_id(response["id"], response.get("model"))
+        self.close_open_blocks(out)
+        if kind == "response.failed":
+            error = response.get("error")
+            message, code = stream_error_message({"error": error} if error else response)
+            out.append(self.fail(message, name="StreamError", code=code))
+        elif kind == "response.incomplete":
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            if reason == "max_output_tokens":
+                out.append(self.builder.done("length"))
+            else:
+                out.append(
+                    self.fail(
+                        f"The response is incomplete ({reason or 'no reason given'})",
+                        name="StreamError",
+                        code=str(reason) if reason else None,
+                    )
+                )
+        else:
+            out.append(self.builder.done())
+        return out
+
+
+def _delta(payload: dict[str, Any]) -> str:
+    delta = payload.get("delta")
+    if not isinstance(delta, str):
+        raise MalformedStreamError(f"a {payload.get('type')} event without a text delta")
+    return delta
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class OpenAIResponsesProvider(HttpProvider):
+    """The ``openai-responses`` StreamFn (:meth:`stream`) over the shared pool."""
+
+    api_label = API
+
+    def build_request(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        *,
+        api_key: str | None,
+        headers: Mapping[str, str],
+    ) -> HttpRequest:
+        """See :func:`build_request`."""
+        return build_request(model, context, options, api_key=api_key, headers=headers)
+
+    def new_parser(self, model: Model) -> OpenAIResponsesParser:
+        """A parser for one response of ``model``."""
+        return OpenAIResponsesParser(model)

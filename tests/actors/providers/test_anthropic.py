@@ -1,0 +1,310 @@
+"""The anthropic-messages provider: request building, the sans-IO parser, real HTTP."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pitrio.actors.model_router.providers.anthropic import (
+    REDACTED_THINKING_TEXT,
+    AnthropicParser,
+    build_body,
+    build_request,
+)
+from pitrio.actors.model_router.providers.base import ProviderSettings
+from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.messages import TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages.model import LlmContext, StreamOptions
+from pitrio.messages.stream import ThinkingEnd, ThinkingStart
+from tests.actors.providers.loopback import LoopbackServer, recording, sse
+from tests.actors.providers.support import (
+    CONTEXT,
+    SECRET,
+    assistant,
+    collect,
+    final,
+    kinds,
+    make_model,
+    make_provider,
+    parse_all,
+    tool_result,
+    tool_turn,
+)
+
+API = "anthropic-messages"
+MODEL = make_model(API)
+SETTINGS = ProviderSettings()
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def test_request_shape_and_cache_control() -> None:
+    request = build_request(
+        MODEL, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
+    )
+    assert request.url == "http://127.0.0.1:9/v1/messages"
+    assert request.headers["x-api-key"] == SECRET
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in request.headers
+    body = request.json()
+    assert body["model"] == "test-model"
+    assert body["stream"] is True
+    assert body["max_tokens"] == 16384
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
+    assert body["tools"][1] == {
+        "name": "bash",
+        "description": "Run a command",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+    long = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="long"))
+    assert long["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    none = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="none"))
+    assert "cache_control" not in none["system"][0]
+
+
+def test_auth_header_flag_adds_bearer() -> None:
+    model = make_model(API, compat={"authHeader": True})
+    request = build_request(
+        model, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
+    )
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_thinking_budget_fits_max_tokens() -> None:
+    model = make_model(API, reasoning=True, max_tokens=64000)
+    body = build_body(model, CONTEXT, StreamOptions(reasoning="medium"), SETTINGS)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert body["max_tokens"] == 32000 + 8192
+    custom = ProviderSettings(thinking_budgets={"high": 20000})
+    body = build_body(model, CONTEXT, StreamOptions(reasoning="high"), custom)
+    assert body["thinking"]["budget_tokens"] == 20000
+    small = make_model(API, reasoning=True, max_tokens=4096)
+    body = build_body(small, CONTEXT, StreamOptions(reasoning="high"), SETTINGS)
+    assert body["max_tokens"] == 4096
+    assert body["thinking"]["budget_tokens"] == 4096 - 1024
+    assert "thinking" not in build_body(model, CONTEXT, StreamOptions(), SETTINGS)
+    plain = make_model(API)  # not a reasoning model: the level is ignored
+    assert "thinking" not in build_body(plain, CONTEXT, StreamOptions(reasoning="high"), SETTINGS)
+    headers = build_request(
+        model,
+        CONTEXT,
+        StreamOptions(reasoning="low"),
+        api_key=SECRET,
+        headers={},
+        settings=SETTINGS,
+    ).headers
+    assert "interleaved-thinking" in headers["anthropic-beta"]
+
+
+def test_signed_and_redacted_thinking_go_back_unchanged() -> None:
+    previous = assistant(
+        ThinkingContent(thinking="plan", thinking_signature="sig=="),
+        ThinkingContent(
+            thinking=REDACTED_THINKING_TEXT, thinking_signature="opaque", redacted=True
+        ),
+        ThinkingContent(thinking="unsigned"),
+        TextContent(text="done"),
+        api=API,
+    )
+    context = LlmContext(
+        system_prompt="",
+        messages=(user_message("q", timestamp=1), previous, user_message("again", timestamp=3)),
+    )
+    body = build_body(MODEL, context, StreamOptions(), ProviderSettings(cache_retention="none"))
+    assert body["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "plan", "signature": "sig=="},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "unsigned"},
+        {"type": "text", "text": "done"},
+    ]
+    # From another model, thinking is plain text and redacted thinking is dropped.
+    foreign = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("q", timestamp=1),
+            assistant(*previous.content, api="openai-completions", model="gpt"),
+        ),
+    )
+    body = build_body(MODEL, foreign, StreamOptions(), ProviderSettings(cache_retention="none"))
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "plan"},
+        {"type": "text", "text": "unsigned"},
+        {"type": "text", "text": "done"},
+    ]
+
+
+def test_tool_results_are_grouped_in_one_user_turn_with_ids_normalized() -> None:
+    calls = (
+        ToolCall(id="call_1|fc_1", name="read", arguments={"path": "a"}),
+        ToolCall(id="call.2", name="read", arguments={"path": "b"}),
+    )
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("q", timestamp=1),
+            assistant(*calls, api="openai-responses", stop_reason="toolUse"),
+            tool_result("call_1|fc_1", "A"),
+            tool_result("call.2", "B", error=True),
+        ),
+    )
+    body = build_body(MODEL, context, StreamOptions(), SETTINGS)
+    assert [b["id"] for b in body["messages"][1]["content"]] == ["call_1_fc_1", "call_2"]
+    results = body["messages"][2]
+    assert results["role"] == "user"
+    assert [b["tool_use_id"] for b in results["content"]] == ["call_1_fc_1", "call_2"]
+    assert results["content"][1]["is_error"] is True
+    assert results["content"][1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_missing_tool_result_gets_a_synthetic_error_and_failed_turns_are_skipped() -> None:
+    call = ToolCall(id="toolu_1", name="read", arguments={})
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("q", timestamp=1),
+            assistant(call, api=API, stop_reason="toolUse"),
+            user_message("never mind", timestamp=3),
+            assistant(TextContent(text="half"), api=API, stop_reason="error"),
+            tool_result("toolu_gone", "orphan"),
+        ),
+    )
+    body = build_body(MODEL, context, StreamOptions(), ProviderSettings(cache_retention="none"))
+    assert [turn["role"] for turn in body["messages"]] == ["user", "assistant", "user", "user"]
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [{"type": "text", "text": "No result provided"}],
+            "is_error": True,
+        }
+    ]
+
+
+def test_tool_round_trip_body() -> None:
+    body = build_body(
+        MODEL, tool_turn(API), StreamOptions(), ProviderSettings(cache_retention="none")
+    )
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a.txt"}},
+        ],
+    }
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def test_parse_text_with_cache_usage() -> None:
+    events = parse_all(AnthropicParser(MODEL), recording("anthropic_text.sse"))
+    assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    message = final(events)
+    assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
+    assert (message.response_id, message.response_model) == (
+        "msg_01A",
+        "claude-sonnet-4-5-20250929",
+    )
+    usage = message.usage
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (25, 12, 100, 50)
+    assert usage.total_tokens == 187
+    assert math.isclose(usage.cost.total, (25 * 2 + 12 * 10 + 100 * 0.5 + 50 * 2.5) / 1e6)
+
+
+def test_parse_thinking_signatures_redacted_and_parallel_tools() -> None:
+    events = parse_all(AnthropicParser(MODEL), recording("anthropic_thinking_tools.sse"))
+    message = final(events)
+    assert message.stop_reason == "toolUse"
+    assert message.content == (
+        ThinkingContent(
+            thinking="I should read the file first.",
+            thinking_signature="EqQBCkYIBxgCKkBsig-tail==",
+        ),
+        ThinkingContent(
+            thinking=REDACTED_THINKING_TEXT,
+            thinking_signature="EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlx",
+            redacted=True,
+        ),
+        TextContent(text="Reading both."),
+        ToolCall(
+            id="toolu_01X",
+            name="read",
+            arguments={"path": "src/main.py", "note": 'café "quoted"'},
+        ),
+        ToolCall(id="toolu_01Y", name="bash", arguments={"command": "ls -la | grep 'π'"}),
+    )
+    redacted_start = [e for e in events if isinstance(e, ThinkingStart)][1]
+    assert redacted_start.partial.content[1] == ThinkingContent(thinking=REDACTED_THINKING_TEXT)
+    assert [e.content_index for e in events if isinstance(e, ThinkingEnd)] == [0, 1]
+    assert (message.usage.input, message.usage.cache_read, message.usage.output) == (300, 2000, 180)
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "expected", "error"),
+    [
+        ("max_tokens", "length", None),
+        ("end_turn", "stop", None),
+        ("pause_turn", "stop", None),
+        ("refusal", "error", "The model declined to answer (stop_reason refusal)"),
+        (
+            "model_context_window_exceeded",
+            "error",
+            "model_context_window_exceeded: the request exceeds the context window",
+        ),
+    ],
+)
+def test_parse_stop_reasons(stop_reason: str, expected: str, error: str | None) -> None:
+    raw = recording("anthropic_text.sse").replace(b'"end_turn"', f'"{stop_reason}"'.encode())
+    message = final(parse_all(AnthropicParser(MODEL), raw))
+    assert (message.stop_reason, message.error_message) == (expected, error)
+
+
+def test_parse_error_event_mid_stream() -> None:
+    raw = recording("anthropic_text.sse")
+    cut = raw[: raw.index(b"event: content_block_stop")]
+    cut += (
+        b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+        b'"message":"Overloaded"}}\n\n'
+    )
+    message = final(parse_all(AnthropicParser(MODEL), cut))
+    assert message.stop_reason == "error"
+    assert message.error_message == "overloaded_error: Overloaded"
+    assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
+
+
+def test_parse_cut_short() -> None:
+    raw = recording("anthropic_text.sse")
+    cut = raw[: raw.index(b"event: message_stop")]
+    message = final(parse_all(AnthropicParser(MODEL), cut))
+    assert message.error_message == (
+        "The anthropic-messages stream ended without message_stop (the response was cut short)"
+    )
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["anthropic_text.sse", "anthropic_thinking_tools.sse"])
+async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: str) -> None:
+    body = recording(name)
+    server.push(sse(body, chunk_size=5))
+    model = make_model(API, server.base_url, reasoning=True)
+    events = await collect(make_provider(API, pool), model, options=StreamOptions(reasoning="low"))
+    expected = parse_all(AnthropicParser(model), body)
+    assert kinds(events) == kinds(expected)
+    got, want = final(events), final(expected)
+    assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
+    request = server.requests[0]
+    assert (request.method, request.path) == ("POST", "/v1/messages")
+    assert request.headers["x-api-key"] == SECRET
+    assert request.json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}

@@ -1,0 +1,97 @@
+"""Transcript preparation shared by the HTTP providers (pure)."""
+
+from __future__ import annotations
+
+from pitrio.actors.model_router.providers.convert import (
+    IMAGE_OMITTED_TEXT,
+    NO_RESULT_TEXT,
+    prepare_messages,
+    short_hash,
+)
+from pitrio.messages import (
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from tests.actors.providers.support import assistant, make_model, tool_result
+
+MODEL = make_model("openai-completions")
+IMAGE = ImageContent(data="AAAA", mime_type="image/png")
+
+
+def test_own_messages_keep_signatures_foreign_ones_become_text() -> None:
+    own = assistant(
+        ThinkingContent(thinking="t", thinking_signature="s"),
+        TextContent(text="x", text_signature="ts"),
+    )
+    foreign = assistant(
+        ThinkingContent(thinking="t2", thinking_signature="s2"),
+        ThinkingContent(thinking="[redacted]", thinking_signature="d", redacted=True),
+        TextContent(text="y", text_signature="ts2"),
+        ToolCall(id="c", name="n", arguments={}, thought_signature="g"),
+        model="other",
+        stop_reason="toolUse",
+    )
+    out = prepare_messages([own, foreign, tool_result("c", "r")], MODEL)
+    assert out[0] == own
+    assert out[1].content == (
+        TextContent(text="t2"),
+        TextContent(text="y"),
+        ToolCall(id="c", name="n", arguments={}),
+    )
+
+
+def test_pairing_of_tool_calls_and_results() -> None:
+    calls = (ToolCall(id="a", name="n", arguments={}), ToolCall(id="b", name="n", arguments={}))
+    out = prepare_messages(
+        [
+            assistant(*calls, stop_reason="toolUse"),
+            tool_result("b", "B"),
+            tool_result("b", "again"),  # answered already: dropped
+            tool_result("zzz", "orphan"),  # no such call: dropped
+        ],
+        MODEL,
+    )
+    results = [m for m in out if isinstance(m, ToolResultMessage)]
+    assert [(r.tool_call_id, r.is_error) for r in results] == [("b", False), ("a", True)]
+    assert results[1].content == (TextContent(text=NO_RESULT_TEXT),)
+
+
+def test_failed_responses_and_their_calls_are_left_out() -> None:
+    out = prepare_messages(
+        [
+            assistant(ToolCall(id="a", name="n", arguments={}), stop_reason="aborted"),
+            tool_result("a", "late"),
+            assistant(TextContent(text="oops"), stop_reason="error"),
+        ],
+        MODEL,
+    )
+    assert out == []
+
+
+def test_images_for_text_only_models_and_id_normalisation() -> None:
+    text_only = make_model("openai-completions", image=False)
+    user = UserMessage(content=(TextContent(text="see"), IMAGE, IMAGE), timestamp=1)
+    out = prepare_messages([user], text_only, lambda value: value.upper())
+    assert out[0].content == (
+        TextContent(text="see"),
+        TextContent(text=IMAGE_OMITTED_TEXT),
+    )
+    out = prepare_messages(
+        [assistant(ToolCall(id="x", name="n", arguments={}), stop_reason="toolUse"),
+         tool_result("x", "r")],
+        MODEL,
+        lambda value: value.upper(),
+    )  # fmt: skip
+    assert out[0].content[0].id == "X"  # type: ignore[union-attr]
+    assert out[1].tool_call_id == "X"  # type: ignore[union-attr]
+
+
+def test_short_hash_is_stable_and_alphanumeric() -> None:
+    value = short_hash("toolu_01ABC", 9)
+    assert value == short_hash("toolu_01ABC", 9)
+    assert len(value) == 9 and value.isalnum()
+    assert value != short_hash("toolu_01ABD", 9)

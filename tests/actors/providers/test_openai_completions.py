@@ -1,0 +1,341 @@
+"""The openai-completions provider: request building, the sans-IO parser, real HTTP."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.openai_completions import (
+    OpenAICompletionsParser,
+    build_body,
+    build_request,
+    detect_compat,
+)
+from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages.model import LlmContext, StreamOptions
+from pitrio.messages.stream import TextDelta, ToolCallDelta, ToolCallEnd
+from tests.actors.providers.loopback import LoopbackServer, recording, sse
+from tests.actors.providers.support import (
+    CONTEXT,
+    SECRET,
+    assistant,
+    collect,
+    final,
+    kinds,
+    make_model,
+    make_provider,
+    parse_all,
+    tool_result,
+    tool_turn,
+)
+
+API = "openai-completions"
+MODEL = make_model(API)
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def test_request_shape() -> None:
+    request = build_request(
+        MODEL, CONTEXT, StreamOptions(max_tokens=512), api_key=SECRET, headers={"X-Extra": "1"}
+    )
+    assert request.url == "http://127.0.0.1:9/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.headers["x-extra"] == "1"
+    body = request.json()
+    assert body["model"] == "test-model"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 512
+    assert "store" not in body  # only OpenAI itself knows "store"
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hello"},
+    ]
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["read", "bash"]
+    assert body["tools"][0]["type"] == "function"
+
+
+def test_openai_itself_gets_developer_role_store_and_max_completion_tokens() -> None:
+    model = make_model(API, "https://api.openai.com/v1", provider="openai", reasoning=True)
+    body = build_body(model, CONTEXT, StreamOptions(reasoning="high", max_tokens=100))
+    assert body["messages"][0]["role"] == "developer"
+    assert body["store"] is False
+    assert body["max_completion_tokens"] == 100
+    assert body["reasoning_effort"] == "high"
+
+
+def test_tool_round_trip_messages() -> None:
+    body = build_body(MODEL, tool_turn(API), StreamOptions())
+    assert body["messages"][1:] == [
+        {"role": "user", "content": "read a.txt"},
+        {
+            "role": "assistant",
+            "content": "Reading.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path":"a.txt"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "contents of a"},
+    ]
+
+
+def test_images_and_tool_result_images() -> None:
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    call = ToolCall(id="call_1", name="read", arguments={})
+    result = tool_result("call_1", "")
+    result = result.__class__(
+        tool_call_id="call_1", tool_name="read", content=(image,), is_error=False, timestamp=3
+    )
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("look", timestamp=1).__class__(
+                content=(TextContent(text="look"), image), timestamp=1
+            ),
+            assistant(call, api=API, stop_reason="toolUse"),
+            result,
+        ),
+    )
+    messages = build_body(MODEL, context, StreamOptions())["messages"]
+    assert messages[0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AAAA"},
+    }
+    assert messages[2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "(see the attached image)",
+    }
+    assert messages[3]["role"] == "user"  # the tool's image follows as a user message
+    assert messages[3]["content"][1]["type"] == "image_url"
+    text_only = make_model(API, image=False)
+    messages = build_body(text_only, context, StreamOptions())["messages"]
+    assert "image omitted" in messages[0]["content"]
+    assert len(messages) == 3  # no image message for a text-only model
+
+
+def test_thinking_formats_and_compat_flags() -> None:
+    reasoning = make_model(API, reasoning=True)
+    assert build_body(reasoning, CONTEXT, StreamOptions(reasoning="low"))["reasoning_effort"] == (
+        "low"
+    )
+    assert "reasoning_effort" not in build_body(reasoning, CONTEXT, StreamOptions())
+    router = make_model(API, "https://openrouter.ai/api/v1", provider="openrouter", reasoning=True)
+    body = build_body(router, CONTEXT, StreamOptions(reasoning="medium"))
+    assert body["reasoning"] == {"effort": "medium"}
+    zai = make_model(API, reasoning=True, compat={"thinkingFormat": "zai"})
+    assert build_body(zai, CONTEXT, StreamOptions())["thinking"] == {"type": "disabled"}
+    qwen = make_model(API, reasoning=True, compat={"thinkingFormat": "qwen"})
+    assert build_body(qwen, CONTEXT, StreamOptions(reasoning="high"))["enable_thinking"] is True
+    plain = make_model(
+        API,
+        reasoning=True,
+        compat={
+            "supportsReasoningEffort": False,
+            "supportsUsageInStreaming": False,
+            "maxTokensField": "max_completion_tokens",
+            "openRouterRouting": {"only": ["x"]},
+        },
+    )
+    body = build_body(plain, CONTEXT, StreamOptions(reasoning="high", max_tokens=5))
+    assert "reasoning_effort" not in body
+    assert "stream_options" not in body
+    assert body["max_completion_tokens"] == 5
+    assert body["provider"] == {"only": ["x"]}
+    mapped = make_model(API, reasoning=True, levels={"minimal": "low", "off": "none"})
+    assert build_body(mapped, CONTEXT, StreamOptions(reasoning="minimal"))["reasoning_effort"] == (
+        "low"
+    )
+    assert build_body(mapped, CONTEXT, StreamOptions())["reasoning_effort"] == "none"
+
+
+def test_mistral_compat_ids_names_and_thinking_as_text() -> None:
+    model = make_model(API, "https://api.mistral.ai/v1", provider="mistral")
+    compat = detect_compat(model)
+    assert compat.requires_mistral_tool_ids and compat.requires_tool_result_name
+    context = tool_turn(API)
+    messages = list(context.messages)
+    messages[1] = assistant(
+        ThinkingContent(thinking="hmm"),
+        *messages[1].content,
+        api=API,
+        provider="mistral",
+        stop_reason="toolUse",
+    )
+    body = build_body(
+        model, LlmContext(system_prompt="", messages=tuple(messages)), StreamOptions()
+    )
+    call_id = body["messages"][1]["tool_calls"][0]["id"]
+    assert len(call_id) == 9 and call_id.isalnum()
+    assert body["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": "contents of a",
+        "name": "read",
+    }
+    assert body["messages"][1]["content"] == "hmmReading."
+
+
+def test_long_and_responses_style_ids_are_shortened_consistently() -> None:
+    long_id = "x" * 60
+    for call_id, expected in (("call_a|fc_b", "call_a"), (long_id, None)):
+        call = ToolCall(id=call_id, name="read", arguments={})
+        context = LlmContext(
+            system_prompt="",
+            messages=(
+                user_message("q", timestamp=1),
+                assistant(call, api="other", stop_reason="toolUse"),
+                tool_result(call_id, "r"),
+            ),
+        )
+        messages = build_body(MODEL, context, StreamOptions())["messages"]
+        sent = messages[1]["tool_calls"][0]["id"]
+        assert messages[2]["tool_call_id"] == sent
+        assert len(sent) <= 40
+        if expected:
+            assert sent == expected
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def test_parse_text_with_usage_in_the_last_chunk() -> None:
+    events = parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_text.sse"))
+    assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    message = final(events)
+    assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
+    assert message.stop_reason == "stop"
+    assert (message.response_id, message.response_model) == ("chatcmpl-9x1", "gpt-4o-2024-08-06")
+    usage = message.usage
+    assert (usage.input, usage.cache_read, usage.output, usage.total_tokens) == (200, 1000, 9, 1209)
+    assert math.isclose(usage.cost.total, (200 * 2 + 1000 * 0.5 + 9 * 10) / 1e6)
+
+
+def test_parse_reasoning_content() -> None:
+    events = parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_thinking.sse"))
+    assert kinds(events) == [
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_end",
+        "done",
+    ]
+    message = final(events)
+    assert message.content == (
+        ThinkingContent(
+            thinking="Let me think about this.", thinking_signature="reasoning_content"
+        ),
+        TextContent(text="The answer is 42."),
+    )
+    # DeepSeek's prompt_cache_hit_tokens count as cache reads.
+    assert (message.usage.input, message.usage.cache_read, message.usage.output) == (30, 20, 30)
+
+
+def test_parse_parallel_tool_calls_with_split_arguments() -> None:
+    events = parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_tools.sse"))
+    message = final(events)
+    assert message.stop_reason == "toolUse"
+    assert message.content == (
+        TextContent(text="Checking."),
+        ToolCall(
+            id="call_Xa1",
+            name="read",
+            arguments={"path": "src/main.py", "note": 'café "quoted"'},
+        ),
+        ToolCall(id="call_Yb2", name="bash", arguments={"command": "ls -la | grep 'π'"}),
+    )
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert "".join(d.delta for d in deltas if d.content_index == 1) == (
+        '{"path": "src/main.py", "note": "caf\\u00e9 \\"quoted\\""}'
+    )
+    # Partials show {} until the arguments parse; then the parsed value.
+    assert deltas[0].partial.content[1].arguments == {}  # type: ignore[union-attr]
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert [e.content_index for e in ends] == [1, 2]
+
+
+def test_parse_without_done_but_with_finish_reason_completes() -> None:
+    raw = recording("openai_completions_text.sse").replace(b"data: [DONE]\n\n", b"")
+    message = final(parse_all(OpenAICompletionsParser(MODEL), raw))
+    assert message.stop_reason == "stop"
+    assert message.usage.output == 9
+
+
+def test_parse_cut_short_is_an_error_naming_the_problem() -> None:
+    raw = recording("openai_completions_text.sse")
+    cut = raw[: raw.index(b'"finish_reason":"stop"')].rsplit(b"\n\n", 1)[0] + b"\n\n"
+    message = final(parse_all(OpenAICompletionsParser(MODEL), cut))
+    assert message.stop_reason == "error"
+    assert message.error_message == (
+        "The openai-completions stream ended without a finish_reason or [DONE] "
+        "(the response was cut short)"
+    )
+    assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
+
+
+def test_parse_finish_reasons() -> None:
+    def run(finish: str) -> tuple[str, str | None]:
+        parser = OpenAICompletionsParser(MODEL)
+        parser.feed("message", '{"choices":[{"index":0,"delta":{"content":"x"}}]}')
+        parser.feed(
+            "message", f'{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{finish}"}}]}}'
+        )
+        message = final(parser.feed("message", "[DONE]"))
+        return message.stop_reason, message.error_message
+
+    assert run("length") == ("length", None)
+    assert run("stop") == ("stop", None)
+    reason, text = run("content_filter")
+    assert reason == "error" and "content filter" in (text or "")
+
+
+def test_parse_error_chunk_and_bad_json() -> None:
+    parser = OpenAICompletionsParser(MODEL)
+    parser.feed("message", '{"choices":[{"index":0,"delta":{"content":"part"}}]}')
+    events = parser.feed(
+        "message", '{"error":{"message":"Provider returned error","code":502,"metadata":{}}}'
+    )
+    message = final(events)
+    assert message.error_message == "502: Provider returned error"
+    assert message.content == (TextContent(text="part"),)
+    assert parser.feed("message", '{"choices":[]}') == []  # nothing after the end
+
+    broken = OpenAICompletionsParser(MODEL)
+    message = final(broken.feed("message", "{not json"))
+    assert message.error_message == (
+        "Malformed openai-completions stream: invalid JSON in a 'message' event: '{not json'"
+    )
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["openai_completions_text.sse", "openai_completions_tools.sse"])
+async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: str) -> None:
+    body = recording(name)
+    server.push(sse(body, chunk_size=7))
+    model = make_model(API, server.base_url)
+    events = await collect(make_provider(API, pool), model)
+    expected = parse_all(OpenAICompletionsParser(model), body)
+    assert kinds(events) == kinds(expected)
+    got, want = final(events), final(expected)
+    assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
+    request = server.requests[0]
+    assert (request.method, request.path) == ("POST", "/chat/completions")
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.headers["accept"] == "text/event-stream"
+    assert request.json()["messages"][-1] == {"role": "user", "content": "hello"}
+    assert sum(isinstance(e, TextDelta) for e in events) == sum(
+        isinstance(e, TextDelta) for e in expected
+    )

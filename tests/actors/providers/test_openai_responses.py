@@ -1,0 +1,217 @@
+"""The openai-responses provider: request building, the sans-IO parser, real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import orjson
+import pytest
+
+from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.openai_responses import (
+    OpenAIResponsesParser,
+    build_body,
+    build_request,
+)
+from pitrio.messages import TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages.model import LlmContext, StreamOptions
+from tests.actors.providers.loopback import LoopbackServer, recording, sse
+from tests.actors.providers.support import (
+    CONTEXT,
+    SECRET,
+    assistant,
+    collect,
+    final,
+    kinds,
+    make_model,
+    make_provider,
+    parse_all,
+    tool_result,
+)
+
+API = "openai-responses"
+MODEL = make_model(API)
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def test_request_shape() -> None:
+    request = build_request(
+        MODEL,
+        CONTEXT,
+        StreamOptions(session_id="s-1", max_tokens=100),
+        api_key=SECRET,
+        headers={},
+    )
+    assert request.url == "http://127.0.0.1:9/responses"
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    body = request.json()
+    assert body["store"] is False and body["stream"] is True
+    assert body["instructions"] == "You are terse."
+    assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]
+    assert body["tools"][0] == {
+        "type": "function",
+        "name": "read",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        "strict": False,
+    }
+    assert body["prompt_cache_key"] == "s-1"
+    assert body["max_output_tokens"] == 100
+    assert "reasoning" not in body and "include" not in body
+
+
+def test_reasoning_effort_and_encrypted_content() -> None:
+    model = make_model(API, reasoning=True, levels={"off": "none", "minimal": None})
+    body = build_body(model, CONTEXT, StreamOptions(reasoning="minimal"))
+    assert body["reasoning"] == {"effort": "low", "summary": "auto"}  # clamped upward
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert build_body(model, CONTEXT, StreamOptions())["reasoning"]["effort"] == "none"
+
+
+def test_own_items_go_back_with_ids_foreign_ones_without() -> None:
+    reasoning_item = {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": "enc",
+    }
+    own = assistant(
+        ThinkingContent(thinking="plan", thinking_signature=orjson.dumps(reasoning_item).decode()),
+        TextContent(text="Reading.", text_signature='{"v":1,"id":"msg_1"}'),
+        ToolCall(id="call_1|fc_1", name="read", arguments={"path": "a"}),
+        api=API,
+        stop_reason="toolUse",
+    )
+    context = LlmContext(
+        system_prompt="",
+        messages=(user_message("q", timestamp=1), own, tool_result("call_1|fc_1", "A")),
+    )
+    items = build_body(MODEL, context, StreamOptions())["input"]
+    assert items[1] == reasoning_item
+    assert items[2] == {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Reading.", "annotations": []}],
+        "status": "completed",
+        "id": "msg_1",
+    }
+    assert items[3] == {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "read",
+        "arguments": '{"path":"a"}',
+        "id": "fc_1",
+    }
+    assert items[4] == {"type": "function_call_output", "call_id": "call_1", "output": "A"}
+
+    foreign = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("q", timestamp=1),
+            assistant(*own.content, api="anthropic-messages", model="claude"),
+            tool_result("call_1|fc_1", "A"),
+        ),
+    )
+    items = build_body(MODEL, foreign, StreamOptions())["input"]
+    assert items[1]["content"][0]["text"] == "plan"  # thinking became text
+    assert "id" not in items[2]
+    assert items[3] == {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "read",
+        "arguments": '{"path":"a"}',
+    }
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+
+def test_parse_text() -> None:
+    events = parse_all(OpenAIResponsesParser(MODEL), recording("openai_responses_text.sse"))
+    assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    message = final(events)
+    assert message.content == (
+        TextContent(text="Hello, world! Ünïcödé ✓", text_signature='{"v":1,"id":"msg_68a2"}'),
+    )
+    assert (message.response_id, message.response_model) == ("resp_68a1", "gpt-5-2025-08-07")
+    assert (message.usage.input, message.usage.cache_read, message.usage.output) == (200, 1000, 9)
+
+
+def test_parse_reasoning_summary_and_parallel_function_calls() -> None:
+    events = parse_all(
+        OpenAIResponsesParser(MODEL), recording("openai_responses_reasoning_tools.sse")
+    )
+    message = final(events)
+    assert message.stop_reason == "toolUse"
+    thinking, read, bash = message.content
+    assert isinstance(thinking, ThinkingContent)
+    assert thinking.thinking == "**Planning**\n\nI should read the file.\n\nThen list it."
+    item = orjson.loads(thinking.thinking_signature or "")
+    assert item["encrypted_content"] == "gAAAAABoENCRYPTED==" and item["id"] == "rs_77b2"
+    assert read == ToolCall(
+        id="call_Xa1|fc_77b3",
+        name="read",
+        arguments={"path": "src/main.py", "note": 'café "quoted"'},
+    )
+    assert bash == ToolCall(
+        id="call_Yb2|fc_77b4", name="bash", arguments={"command": "ls -la | grep 'π'"}
+    )
+    assert message.usage.output == 240
+
+
+def test_parse_incomplete_and_failed() -> None:
+    def ending(event: str, response: Mapping[str, object]) -> str:
+        parser = OpenAIResponsesParser(MODEL)
+        parser.feed("response.output_text.delta", '{"type":"response.output_text.delta",'
+                    '"item_id":"m","delta":"partial"}')  # fmt: skip
+        payload = orjson.dumps({"type": event, "response": response}).decode()
+        message = final(parser.feed(event, payload))
+        assert message.content[0] == TextContent(text="partial")
+        return f"{message.stop_reason}: {message.error_message}"
+
+    incomplete = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+    assert ending("response.incomplete", incomplete) == "length: None"
+    filtered = {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
+    assert ending("response.incomplete", filtered) == (
+        "error: The response is incomplete (content_filter)"
+    )
+    failed = {"status": "failed", "error": {"code": "server_error", "message": "boom"}}
+    assert ending("response.failed", failed) == "error: server_error: boom"
+
+
+def test_parse_error_event_and_cut_short() -> None:
+    parser = OpenAIResponsesParser(MODEL)
+    message = final(
+        parser.feed(
+            "error",
+            '{"type":"error","code":"rate_limit_exceeded","message":"Rate limit reached",'
+            '"param":null}',
+        )
+    )
+    assert message.error_message == "rate_limit_exceeded: Rate limit reached"
+    raw = recording("openai_responses_text.sse")
+    cut = raw[: raw.index(b"event: response.completed")]
+    message = final(parse_all(OpenAIResponsesParser(MODEL), cut))
+    assert message.error_message == (
+        "The openai-responses stream ended without response.completed (the response was cut short)"
+    )
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["openai_responses_text.sse", "openai_responses_reasoning_tools.sse"]
+)
+async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: str) -> None:
+    body = recording(name)
+    server.push(sse(body, chunk_size=11))
+    model = make_model(API, server.base_url)
+    events = await collect(make_provider(API, pool), model)
+    expected = parse_all(OpenAIResponsesParser(model), body)
+    assert kinds(events) == kinds(expected)
+    got, want = final(events), final(expected)
+    assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
+    assert (server.requests[0].method, server.requests[0].path) == ("POST", "/responses")
