@@ -142,7 +142,7 @@ async def _agent_nursery(
 ) -> AsyncIterator[Agent]:
     async with trio.open_nursery() as nursery:
         router = await start_model_router(nursery, faux=faux)
-        resolved = await router.resolve(model or DEFAULT_MODEL)
+        resolved, level_from_pattern = await router.resolve_pattern(model or DEFAULT_MODEL)
         executor = ToolExecutorHandle(await nursery.start(ToolExecutor(tools).run))
         header = new_header(cwd)
         path = None
@@ -152,7 +152,10 @@ async def _agent_nursery(
         writer = SessionWriter(header, path)
         writer.append_model_change(resolved.provider, resolved.id)
         # pi's default is "medium", clamped to what the model supports ("off" without reasoning).
-        level = clamp_thinking_level(resolved, thinking_level or DEFAULT_THINKING_LEVEL)
+        # An explicit level wins over a ``provider/id:level`` suffix; pi's default is medium.
+        level = clamp_thinking_level(
+            resolved, thinking_level or level_from_pattern or DEFAULT_THINKING_LEVEL
+        )
         writer.append_thinking_level_change(level)
         agent_loop = AgentLoop(
             stream=router.stream,

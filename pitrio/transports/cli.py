@@ -25,6 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level")
     parser.add_argument("--no-session", action="store_true", help="do not write a session file")
     parser.add_argument("--session-dir", help="directory for session files")
+    parser.add_argument(
+        "--list-models",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="SEARCH",
+        help="list the available models (optionally matching SEARCH) and exit",
+    )
     return parser
 
 
@@ -56,6 +64,10 @@ def _read_stdin() -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.list_models is not None:
+        from pitrio.transports.models_cli import list_models_command
+
+        return list_models_command(args.list_models or None)
     if args.mode == "rpc":
         sys.stderr.write("Error: --mode rpc is not available in this version\n")
         return 1

@@ -7,6 +7,7 @@ header, then every event as one JSON line, and exits 0 whatever the reply.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
@@ -19,6 +20,14 @@ from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent
 from pitrio.messages.events import AgentEnd, AgentEvent
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
@@ -110,6 +119,11 @@ async def run_print_mode(
         err.write(f"Error: {exc}\n")
         err.flush()
         return 1
+    except BrokenPipeError:
+        # The reader went away (``pitrio --mode json ... | head``): stop quietly, and point
+        # stdout at /dev/null so the interpreter's final flush does not complain either.
+        _silence_stdout()
+        return 0
     if json_mode:
         return 0
     lines, error = final_reply(state.messages)

@@ -363,3 +363,46 @@ def test_session_dir_flag_beats_env(dirs: Dirs) -> None:
     assert len(files_under(flag_dir)) == 1
     assert files_under(env_dir) == []
     assert files_under(dirs.agent) == []
+
+
+# -- models --------------------------------------------------------------------------------
+
+
+def test_list_models_filters_by_search(dirs: Dirs) -> None:
+    result = pitrio(dirs, "--list-models", "faux-th")
+    assert result.returncode == 0
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].split()[:2] == ["provider", "model"]
+    assert [line.split()[1] for line in lines[1:]] == ["faux-think"]
+
+
+def test_a_thinking_suffix_in_the_model_pattern_sets_the_level(dirs: Dirs) -> None:
+    result = pitrio(dirs, "--model", "faux/faux-think:low", "-p", "hi")
+    assert result.returncode == 0, result.stderr
+    (session,) = files_under(default_session_dir(dirs))
+    levels = [
+        line["thinkingLevel"]
+        for line in json_lines(session.read_bytes())
+        if line["type"] == "thinking_level_change"
+    ]
+    assert levels == ["low"]
+    # An explicit --thinking wins over the suffix.
+    other = dirs.root / "other"
+    again = pitrio(
+        dirs,
+        "--model",
+        "faux/faux-think:low",
+        "--thinking",
+        "high",
+        "--session-dir",
+        str(other),
+        "-p",
+        "x",
+    )
+    assert again.returncode == 0, again.stderr
+    (second,) = files_under(other)
+    assert [
+        line["thinkingLevel"]
+        for line in json_lines(second.read_bytes())
+        if line["type"] == "thinking_level_change"
+    ] == ["high"]
