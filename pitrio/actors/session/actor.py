@@ -24,6 +24,7 @@ import trio
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, AgentState
 from pitrio.actors.agent_loop.actor import RunResult
+from pitrio.actors.model_router.diagnostics import retry_after_ms
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
@@ -399,6 +400,7 @@ class SessionActor(Actor[SessionCommand]):
             retry_settings=self._settings.retry,
             compaction_settings=self._settings.compaction,
             context_messages=await self._log.context_messages(),
+            retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
         decision = decide_after_run(self._supervisor, ended)
         self._supervisor = decision.state
