@@ -221,3 +221,83 @@ async def test_handle_after_stop_raises(nursery: trio.Nursery) -> None:
     await handle.aclose()
     with pytest.raises(ActorStoppedError):
         await handle.active_tools()
+
+
+# -- built-ins, filters, prompt entries, processes (issue 4) ---------------------------------
+
+
+async def test_builtin_tools_default_active_set(nursery: trio.Nursery, tmp_path: Any) -> None:
+    from pitrio.actors.tool_executor import BUILTIN_TOOL_NAMES
+
+    actor = ToolExecutor(builtin=True, cwd=str(tmp_path))
+    handle = ToolExecutorHandle(await nursery.start(actor.run))
+    assert await names(handle) == ["read", "bash", "edit", "write"]
+    assert [t.name for t in await handle.all_tools()] == list(BUILTIN_TOOL_NAMES)
+    entries = {entry.name: entry for entry in await handle.prompt_entries()}
+    assert entries["read"].snippet == "Read file contents"
+    assert entries["read"].guidelines == ("Use read to examine files instead of cat or sed.",)
+    assert entries["bash"].snippet == "Execute bash commands (ls, grep, find, etc.)"
+    assert entries["bash"].guidelines == ()
+    assert entries["write"].guidelines == ("Use write only for new files or complete rewrites.",)
+    assert len(entries["edit"].guidelines) == 4
+    await handle.aclose()
+
+
+async def test_builtin_snippets_of_the_search_tools(nursery: trio.Nursery, tmp_path: Any) -> None:
+    actor = ToolExecutor(builtin=True, cwd=str(tmp_path), active=["grep", "find", "ls", "nope"])
+    handle = ToolExecutorHandle(await nursery.start(actor.run))
+    assert [(e.name, e.snippet) for e in await handle.prompt_entries()] == [
+        ("grep", "Search file contents for patterns (respects .gitignore)"),
+        ("find", "Find files by glob pattern (respects .gitignore)"),
+        ("ls", "List directory contents"),
+    ]
+    await handle.aclose()
+
+
+async def test_custom_tools_join_the_defaults_and_override_builtins(
+    nursery: trio.Nursery, tmp_path: Any
+) -> None:
+    actor = ToolExecutor([tool("mine"), tool("read", "my read")], builtin=True, cwd=str(tmp_path))
+    handle = ToolExecutorHandle(await nursery.start(actor.run))
+    active = await handle.active_tools()
+    assert [t.name for t in active] == ["read", "bash", "edit", "write", "mine"]
+    assert active[0].description == "my read"
+    await handle.aclose()
+
+
+async def test_allow_and_deny_lists(nursery: trio.Nursery, tmp_path: Any) -> None:
+    actor = ToolExecutor(
+        builtin=True, cwd=str(tmp_path), allow=["read", "grep", "f*"], deny=["find"]
+    )
+    handle = ToolExecutorHandle(await nursery.start(actor.run))
+    assert await names(handle) == ["read", "grep"]
+    assert await handle.register(tool("fancy"), tool("other")) == ("fancy",)
+    assert await names(handle) == ["read", "grep", "fancy"]
+    with pytest.raises(ToolNotFoundError, match="Unknown tool: bash"):
+        await handle.set_active(["bash"])
+    await handle.aclose()
+
+
+async def test_register_refuses_invalid_definitions(executor: ToolExecutorHandle) -> None:
+    from pitrio.errors import ToolRegistryError
+
+    with pytest.raises(ToolRegistryError):
+        await executor.register(AgentTool(name="x", parameters={"type": 3}, execute=_ok))
+    assert await names(executor) == ["a", "b"]
+
+
+async def test_stopping_the_executor_ends_leftover_process_groups(tmp_path: Any) -> None:
+    from .tools.support import alive_with_marker, run_one, unique_marker
+
+    marker = unique_marker()
+    async with trio.open_nursery() as nursery:
+        actor = ToolExecutor(builtin=True, cwd=str(tmp_path))
+        handle = ToolExecutorHandle(await nursery.start(actor.run))
+        bash = next(t for t in await handle.active_tools() if t.name == "bash")
+        # The shell exits at once; its background child keeps the pipe for 100 ms only.
+        result, _ = await run_one(bash, {"command": f"sleep {marker} & echo started"})
+        assert result.content[0].text == "started\n"  # type: ignore[union-attr]
+        assert alive_with_marker(marker)
+        assert actor.processes.tracked()
+        nursery.cancel_scope.cancel()  # the session ends
+    assert not alive_with_marker(marker)

@@ -1,61 +1,48 @@
-"""Hooks and options of the core loop (spec §2.2, §2.13)."""
+"""Hooks and options of the core loop (spec §2.2, §2.13).
+
+The tool-call hooks (``before_tool_call``, ``after_tool_call``) and their contexts belong to
+the tool executor's batch, which calls them; they are re-exported here with the loop's own.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
 
 import attrs
 
 from pitrio.actors.agent_loop.queues import QueueMode
+from pitrio.actors.tool_executor.hooks import (
+    AfterToolCall,
+    AfterToolCallContext,
+    AfterToolCallResult,
+    BeforeToolCall,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    ToolExecutionMode,
+)
 from pitrio.messages.agent import (
     AgentMessage,
-    AgentToolResult,
     AssistantMessage,
     LlmMessage,
     ToolResultMessage,
 )
-from pitrio.messages.content import ImageContent, TextContent, ToolCall
 
-
-@attrs.frozen(kw_only=True)
-class BeforeToolCallContext:
-    """What ``before_tool_call`` sees: the response, the call, validated args, the context."""
-
-    assistant_message: AssistantMessage
-    tool_call: ToolCall
-    args: dict[str, Any]
-    context: tuple[AgentMessage, ...]
-
-
-@attrs.frozen(kw_only=True)
-class BeforeToolCallResult:
-    """``block=True`` refuses the call with ``reason`` (default ``Tool execution was blocked``)."""
-
-    block: bool = False
-    reason: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class AfterToolCallContext:
-    """What ``after_tool_call`` sees: the call, its arguments and its result."""
-
-    assistant_message: AssistantMessage
-    tool_call: ToolCall
-    args: dict[str, Any]
-    result: AgentToolResult
-    is_error: bool
-    context: tuple[AgentMessage, ...]
-
-
-@attrs.frozen(kw_only=True)
-class AfterToolCallResult:
-    """Overrides of a tool result; each field given replaces the original wholesale."""
-
-    content: tuple[TextContent | ImageContent, ...] | None = None
-    details: Any = None
-    is_error: bool | None = None
-    terminate: bool | None = None
+__all__ = [
+    "AfterToolCall",
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "BeforeToolCall",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "ConvertToLlm",
+    "GetApiKey",
+    "LoopHooks",
+    "LoopOptions",
+    "ShouldStopAfterTurn",
+    "ToolExecutionMode",
+    "TransformContext",
+    "TurnContext",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -71,11 +58,7 @@ class TurnContext:
 TransformContext = Callable[[list[AgentMessage]], Awaitable[list[AgentMessage]]]
 ConvertToLlm = Callable[[Sequence[AgentMessage]], Awaitable[list[LlmMessage]]]
 GetApiKey = Callable[[str], Awaitable[str | None]]
-BeforeToolCall = Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]]
-AfterToolCall = Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]]
 ShouldStopAfterTurn = Callable[[TurnContext], Awaitable[bool]]
-
-ToolExecutionMode = Literal["parallel", "sequential"]
 
 
 @attrs.frozen(kw_only=True)

@@ -9,7 +9,6 @@ reports the aborted response and tools exactly as pi does.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import attrs
 import trio
@@ -22,24 +21,16 @@ from pitrio.actors.agent_loop.decisions import (
     empty_response,
     end_response,
 )
-from pitrio.actors.agent_loop.hooks import (
-    AfterToolCallContext,
-    BeforeToolCallContext,
-    LoopHooks,
-    ToolExecutionMode,
-    TurnContext,
-)
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
+from pitrio.actors.agent_loop.hooks import LoopHooks, ToolExecutionMode, TurnContext
+from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
+from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.errors import ContinueError, unwrap_group
 from pitrio.messages.agent import (
     AgentMessage,
-    AgentToolResult,
     AssistantMessage,
     ThinkingLevel,
     ToolResultMessage,
-    now_ms,
 )
-from pitrio.messages.content import ToolCall
 from pitrio.messages.convert import default_convert_to_llm
 from pitrio.messages.events import (
     AgentEnd,
@@ -48,21 +39,19 @@ from pitrio.messages.events import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     TurnEnd,
     TurnStart,
 )
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError, StreamStart
 
+__all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
+
 Emit = Callable[[AgentEvent], Awaitable[None]]
 StreamCall = Callable[
     [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
     Awaitable[None],
 ]
-ExecuteCall = Callable[[AgentTool, str, dict[str, Any], UpdateFn], Awaitable[AgentToolResult]]
 Poll = Callable[[], list[AgentMessage]]
 
 STREAM_BUFFER = 16  # provider -> loop; the provider blocks when the loop is behind
@@ -80,30 +69,6 @@ class RunConfig:
     session_id: str | None
     api_key: str | None
     hooks: LoopHooks
-
-
-@attrs.frozen
-class _Prepared:
-    """A tool call that passed preflight and will execute."""
-
-    index: int
-    call: ToolCall
-    tool: AgentTool
-    args: dict[str, Any]
-
-
-@attrs.frozen
-class _Finished:
-    """A tool call's final result."""
-
-    index: int
-    call: ToolCall
-    result: AgentToolResult
-    is_error: bool
-
-
-def _error_result(message: str) -> AgentToolResult:
-    return text_result(message, details={})
 
 
 class LoopRun:
@@ -295,172 +260,22 @@ class LoopRun:
     async def _run_tools(
         self, response: AssistantMessage
     ) -> tuple[tuple[ToolResultMessage, ...], bool]:
-        """Run the response's tool calls; return the results in source order and ``terminate``."""
-        calls = response.tool_calls
-        tools = {tool.name: tool for tool in self.config.tools}
-        sequential = self.config.tool_execution == "sequential" or any(
-            tools[call.name].execution_mode == "sequential" for call in calls if call.name in tools
+        """Run the response's tool calls; return the results in source order and ``terminate``.
+
+        The batch (preflight, hooks, concurrency, per-file order, abort results) is the tool
+        executor's; it runs here, in the run's task, under the run's abort.
+        """
+        hooks = self.config.hooks
+        batch = ToolBatch(
+            assistant_message=response,
+            tools=self.config.tools,
+            mode=self.config.tool_execution,
+            context=tuple(self.context),
+            before_tool_call=hooks.before_tool_call,
+            after_tool_call=hooks.after_tool_call,
+            model=self.config.model,
         )
-        finished: list[_Finished] = []
-        messages: list[ToolResultMessage] = []
-        if sequential:
-            for index, call in enumerate(calls):
-                await self._emit(
-                    ToolExecutionStart(
-                        tool_call_id=call.id, tool_name=call.name, args=call.arguments
-                    )
-                )
-                prepared = await self._prepare(index, call, tools, response)
-                done = (
-                    prepared
-                    if isinstance(prepared, _Finished)
-                    else await self._execute_one(prepared, response)
-                )
-                finished.append(done)
-                await self._emit_end(done)
-                message = self._result_message(done)
-                messages.append(message)
-                await self._emit(MessageStart(message=message))
-                await self._emit(MessageEnd(message=message))
-        else:
-            ready: list[_Prepared] = []
-            for index, call in enumerate(calls):
-                await self._emit(
-                    ToolExecutionStart(
-                        tool_call_id=call.id, tool_name=call.name, args=call.arguments
-                    )
-                )
-                prepared = await self._prepare(index, call, tools, response)
-                if isinstance(prepared, _Finished):
-                    finished.append(prepared)
-                    await self._emit_end(prepared)
-                else:
-                    ready.append(prepared)
-
-            async def run_one(item: _Prepared) -> None:
-                done = await self._execute_one(item, response)
-                finished.append(done)
-                await self._emit_end(done)
-
-            async with trio.open_nursery() as nursery:
-                for item in ready:
-                    nursery.start_soon(run_one, item)
-            finished.sort(key=lambda item: item.index)
-            for done in finished:
-                message = self._result_message(done)
-                messages.append(message)
-                await self._emit(MessageStart(message=message))
-                await self._emit(MessageEnd(message=message))
-        terminate = bool(finished) and all(item.result.terminate is True for item in finished)
-        return tuple(messages), terminate
-
-    async def _emit_end(self, done: _Finished) -> None:
-        await self._emit(
-            ToolExecutionEnd(
-                tool_call_id=done.call.id,
-                tool_name=done.call.name,
-                result=done.result,
-                is_error=done.is_error,
-            )
+        result = await run_tool_batch(
+            batch, emit=self._emit, abort=self.abort, execute=self._execute
         )
-
-    def _result_message(self, done: _Finished) -> ToolResultMessage:
-        return ToolResultMessage(
-            tool_call_id=done.call.id,
-            tool_name=done.call.name,
-            content=done.result.content,
-            details=done.result.details,
-            is_error=done.is_error,
-            timestamp=now_ms(),
-        )
-
-    async def _prepare(
-        self,
-        index: int,
-        call: ToolCall,
-        tools: dict[str, AgentTool],
-        response: AssistantMessage,
-    ) -> _Prepared | _Finished:
-        """Look the tool up, prepare and validate its arguments, ask ``before_tool_call``."""
-        tool = tools.get(call.name)
-        if tool is None:
-            return _Finished(index, call, _error_result(f"Tool {call.name} not found"), True)
-        with self.abort.scope() as scope:
-            try:
-                args = dict(call.arguments)
-                if tool.prepare_arguments is not None:
-                    args = tool.prepare_arguments(args)
-                if tool.validate is not None:
-                    args = tool.validate(args)
-                before = self.config.hooks.before_tool_call
-                if before is not None:
-                    verdict = await before(
-                        BeforeToolCallContext(
-                            assistant_message=response,
-                            tool_call=call,
-                            args=args,
-                            context=tuple(self.context),
-                        )
-                    )
-                    if verdict is not None and verdict.block:
-                        reason = verdict.reason or "Tool execution was blocked"
-                        return _Finished(index, call, _error_result(reason), True)
-                return _Prepared(index, call, tool, args)
-            except Exception as exc:
-                return _Finished(index, call, _error_result(str(unwrap_group(exc))), True)
-        assert scope.cancelled_caught
-        return _Finished(index, call, tool.result_on_abort(None), True)
-
-    async def _execute_one(self, item: _Prepared, response: AssistantMessage) -> _Finished:
-        """Execute one prepared call, then let ``after_tool_call`` amend the result."""
-        latest: AgentToolResult | None = None
-
-        async def on_update(partial: AgentToolResult) -> None:
-            nonlocal latest
-            latest = partial
-            await self._emit(
-                ToolExecutionUpdate(
-                    tool_call_id=item.call.id,
-                    tool_name=item.call.name,
-                    args=item.call.arguments,
-                    partial_result=partial,
-                )
-            )
-
-        result: AgentToolResult | None = None
-        is_error = False
-        with self.abort.scope():
-            try:
-                result = await self._execute(item.tool, item.call.id, item.args, on_update)
-            except Exception as exc:
-                result = _error_result(str(unwrap_group(exc)))
-                is_error = True
-        if result is None:  # cancelled by abort
-            return _Finished(item.index, item.call, item.tool.result_on_abort(latest), True)
-        after = self.config.hooks.after_tool_call
-        if after is None:
-            return _Finished(item.index, item.call, result, is_error)
-        change = None
-        with self.abort.scope():
-            try:
-                change = await after(
-                    AfterToolCallContext(
-                        assistant_message=response,
-                        tool_call=item.call,
-                        args=item.args,
-                        result=result,
-                        is_error=is_error,
-                        context=tuple(self.context),
-                    )
-                )
-            except Exception as exc:
-                return _Finished(item.index, item.call, _error_result(str(unwrap_group(exc))), True)
-            if change is not None:
-                result = AgentToolResult(
-                    content=result.content if change.content is None else change.content,
-                    details=result.details if change.details is None else change.details,
-                    terminate=result.terminate if change.terminate is None else change.terminate,
-                )
-                if change.is_error is not None:
-                    is_error = change.is_error
-        return _Finished(item.index, item.call, result, is_error)
+        return result.messages, result.terminate

@@ -1,30 +1,50 @@
-"""The tool executor actor: the registry of a session's tools and the way calls are run.
+"""The tool executor actor: one session's tool registry, and the processes its tools leave.
 
-For now it owns the registry (register, activate, list). A call's body runs in the caller's task
-(:meth:`ToolExecutorHandle.execute`), inside the run's cancel scope, so an abort cancels it with
-no message round trip; the executor's policy (ordering, process groups) wraps that call.
+The actor owns the registry (definitions, allow/deny lists, active set; see
+:mod:`~pitrio.actors.tool_executor.registry`) and the process groups its ``bash`` tool started
+(:class:`~pitrio.actors.tool_executor.processes.ProcessGroups`): when the actor ends, for any
+reason, every group still alive is ended too, so no command outlives its session.
+
+Tool calls do not run inside the actor. The agent loop snapshots the active tools at the start
+of a run and runs each batch in its own task (:func:`~pitrio.actors.tool_executor.batch.
+run_tool_batch`), each body through :meth:`ToolExecutorHandle.execute`; abort is the run's
+cancel scopes, with no message round trip.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+import trio
 
-from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors.tool_executor.batch import (
+    AbortScopes,
+    BatchResult,
+    Emit,
+    ToolBatch,
+    run_tool_batch,
+)
+from pitrio.actors.tool_executor.processes import ProcessGroups
+from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS, PromptEntry, ToolRegistry
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
-from pitrio.errors import ToolNotFoundError
+from pitrio.actors.tool_executor.tools import BuiltinSettings, create_builtin_tools
 from pitrio.messages.agent import AgentToolResult
 
 
 @attrs.frozen
 class RegisterTools:
-    """Add (or replace, by name) tools; ``activate`` also makes them active."""
+    """Add (or replace, by name) tools; ``activate`` also makes them active.
+
+    Answered with the names registered (tools outside the allow/deny lists are left out).
+    """
 
     tools: tuple[AgentTool, ...]
     activate: bool
-    reply: Reply[None]
+    reply: Reply[tuple[str, ...]]
 
 
 @attrs.frozen
@@ -42,45 +62,114 @@ class GetActiveTools:
     reply: Reply[tuple[AgentTool, ...]]
 
 
-ToolExecutorCommand = RegisterTools | SetActiveTools | GetActiveTools
+@attrs.frozen
+class GetAllTools:
+    """Ask for every registered tool, active or not, in registration order."""
+
+    reply: Reply[tuple[AgentTool, ...]]
+
+
+@attrs.frozen
+class GetPromptEntries:
+    """Ask for the system-prompt lines (snippet, guidelines) of the active tools."""
+
+    reply: Reply[tuple[PromptEntry, ...]]
+
+
+ToolExecutorCommand = (
+    RegisterTools | SetActiveTools | GetActiveTools | GetAllTools | GetPromptEntries
+)
 
 
 class ToolExecutor(Actor[ToolExecutorCommand]):
-    """Owns one session's tool registry and active tool set."""
+    """Owns one session's tool registry, active tool set and child process groups.
 
-    def __init__(self, tools: Iterable[AgentTool] = (), *, capacity: int = 32) -> None:
+    ``tools`` are custom tools (the Python API). With ``builtin`` the seven built-in tools are
+    created for ``cwd`` (default: the process's working directory) and registered first;
+    custom tools of the same name replace them. The active set is ``active`` if given, else
+    ``read, bash, edit, write`` plus the custom tools (with built-ins) or all the tools
+    (without); with an ``allow`` list every allowed tool is active. ``allow`` and ``deny`` are
+    name lists where ``*`` matches any characters.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[AgentTool] = (),
+        *,
+        builtin: bool = False,
+        cwd: str | None = None,
+        settings: BuiltinSettings | None = None,
+        active: Sequence[str] | None = None,
+        allow: Sequence[str] | None = None,
+        deny: Sequence[str] = (),
+        capacity: int = 32,
+    ) -> None:
         super().__init__(name="tool-executor", capacity=capacity)
-        self._registry: dict[str, AgentTool] = {}
-        self._active: list[str] = []
-        for tool in tools:
-            self._registry[tool.name] = tool
-            self._active.append(tool.name)
+        self.cwd = os.path.abspath(cwd or os.getcwd())
+        self.processes = ProcessGroups()
+        self._registry = ToolRegistry(allow=allow, deny=deny)
+        builtins: tuple[str, ...] = ()
+        if builtin:
+            made = create_builtin_tools(self.cwd, settings, self.processes)
+            builtins = self._registry.register(made, activate=False)
+        custom = self._registry.register(tools, activate=False)
+        if active is not None:
+            wanted = list(active)
+        elif builtin:
+            wanted = [name for name in DEFAULT_ACTIVE_TOOLS if name in builtins]
+            wanted += [name for name in custom if name not in wanted]
+        else:
+            wanted = list(custom)
+        if self._registry.has_allow_list:
+            wanted += [tool.name for tool in self._registry.all_tools()]
+        registered = {tool.name for tool in self._registry.all_tools()}
+        self._registry.set_active([name for name in wanted if name in registered])
+
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[Address[ToolExecutorCommand]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve commands; on the way out (closed, cancelled or failed) end live processes."""
+        try:
+            await super().run(task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.processes.terminate_all()
 
     async def handle(self, command: ToolExecutorCommand) -> None:
+        """Answer one registry command; a refused definition fails only that command."""
         match command:
             case RegisterTools(tools=tools, activate=activate, reply=reply):
-                for tool in tools:
-                    self._registry[tool.name] = tool
-                    if activate and tool.name not in self._active:
-                        self._active.append(tool.name)
-                reply.set(None)
+                try:
+                    reply.set(self._registry.register(tools, activate=activate))
+                except Exception as exc:
+                    reply.fail(exc)
             case SetActiveTools(names=names, reply=reply):
-                unknown = [name for name in names if name not in self._registry]
-                if unknown:
-                    reply.fail(ToolNotFoundError(f"Unknown tool: {unknown[0]}"))
+                try:
+                    self._registry.set_active(names)
+                except Exception as exc:
+                    reply.fail(exc)
                 else:
-                    self._active = list(dict.fromkeys(names))
                     reply.set(None)
             case GetActiveTools(reply=reply):
-                reply.set(tuple(self._registry[name] for name in self._active))
+                reply.set(self._registry.active_tools())
+            case GetAllTools(reply=reply):
+                reply.set(self._registry.all_tools())
+            case GetPromptEntries(reply=reply):
+                reply.set(self._registry.prompt_entries())
 
 
 class ToolExecutorHandle(Handle[ToolExecutorCommand]):
     """Typed access to a :class:`ToolExecutor`."""
 
-    async def register(self, *tools: AgentTool, activate: bool = True) -> None:
-        """Register tools (replacing same-named ones), active unless ``activate`` is false."""
-        await self.ask(lambda reply: RegisterTools(tuple(tools), activate, reply))
+    async def register(self, *tools: AgentTool, activate: bool = True) -> tuple[str, ...]:
+        """Register tools (replacing same-named ones), active unless ``activate`` is false.
+
+        Returns the names registered; raises
+        :class:`~pitrio.errors.ToolRegistryError` for an invalid definition.
+        """
+        return await self.ask(lambda reply: RegisterTools(tuple(tools), activate, reply))
 
     async def set_active(self, names: Sequence[str]) -> None:
         """Make exactly ``names`` the active tools."""
@@ -90,8 +179,22 @@ class ToolExecutorHandle(Handle[ToolExecutorCommand]):
         """The active tools, in order."""
         return await self.ask(GetActiveTools)
 
+    async def all_tools(self) -> tuple[AgentTool, ...]:
+        """Every registered tool, in registration order."""
+        return await self.ask(GetAllTools)
+
+    async def prompt_entries(self) -> tuple[PromptEntry, ...]:
+        """The system-prompt lines of the active tools (spec §5.9)."""
+        return await self.ask(GetPromptEntries)
+
     async def execute(
         self, tool: AgentTool, tool_call_id: str, args: dict[str, Any], on_update: UpdateFn
     ) -> AgentToolResult:
         """Run one call of ``tool`` in the caller's task; exceptions propagate to the caller."""
         return await tool.execute(tool_call_id, args, on_update)
+
+    async def run_batch(
+        self, batch: ToolBatch, *, emit: Emit, abort: AbortScopes | None = None
+    ) -> BatchResult:
+        """Run a batch in the caller's task (:func:`run_tool_batch`), bodies via :meth:`execute`."""
+        return await run_tool_batch(batch, emit=emit, abort=abort, execute=self.execute)

@@ -17,7 +17,11 @@ UpdateFn = Callable[[AgentToolResult], Awaitable[None]]
 ExecuteFn = Callable[[str, dict[str, Any], UpdateFn], Awaitable[AgentToolResult]]
 """``await execute(tool_call_id, args, on_update)``: run the tool; raise to signal failure.
 
-Abort is ordinary trio cancellation of the calling task."""
+Abort is ordinary trio cancellation of the calling task. Inside a batch, the body can reach its
+call's :class:`~pitrio.actors.tool_executor.context.ToolCallContext` (nested calls, the model)
+through :func:`~pitrio.actors.tool_executor.context.current_call`."""
+
+ExecutionMode = Literal["sequential", "parallel"]
 
 
 def text_result(text: str, details: Any = None) -> AgentToolResult:
@@ -25,26 +29,38 @@ def text_result(text: str, details: Any = None) -> AgentToolResult:
     return AgentToolResult(content=(TextContent(text=text),), details=details)
 
 
+def _empty_parameters() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
 @attrs.frozen(kw_only=True)
 class AgentTool:
     """A tool the agent can call.
 
-    ``prepare_arguments`` may rewrite raw arguments before validation; ``validate`` raises
-    (its message becomes the error result) when arguments are invalid; ``execution_mode``
-    ``"sequential"`` forces the whole batch it appears in to run one call at a time;
-    ``aborted_result`` builds the result of a call cancelled by abort from its last partial
-    result (default: the text ``Operation aborted``).
+    ``parameters`` is the JSON schema sent to the model; arguments are converted and checked
+    against it before the tool runs. ``prepare_arguments`` may rewrite raw arguments before
+    that (e.g. accept a legacy form); ``validate`` may add checks of its own and raises (its
+    message becomes the error result) when arguments are invalid. ``execution_mode``
+    ``"sequential"`` forces the whole batch it appears in to run one call at a time.
+    ``mutates`` names the file a call changes (an absolute path) so that calls changing the
+    same file run one after another in source order. ``aborted_result`` builds the result of a
+    call cancelled by abort from its last partial result (default: ``Operation aborted``).
+    ``prompt_snippet`` and ``prompt_guidelines`` describe the tool in the system prompt
+    (spec §5.9).
     """
 
     name: str
     label: str = ""
     description: str = ""
-    parameters: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = attrs.field(factory=_empty_parameters)
     execute: ExecuteFn
     prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    execution_mode: Literal["sequential", "parallel"] | None = None
+    execution_mode: ExecutionMode | None = None
     aborted_result: Callable[[AgentToolResult | None], AgentToolResult] | None = None
+    mutates: Callable[[dict[str, Any]], str | None] | None = None
+    prompt_snippet: str | None = None
+    prompt_guidelines: tuple[str, ...] = ()
 
     @property
     def spec(self) -> ToolSpec:

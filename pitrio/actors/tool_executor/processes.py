@@ -1,0 +1,128 @@
+"""Child process groups of a session's tools, and how to end one so nothing survives.
+
+Every command a tool runs gets its own process group (``start_new_session``), so the command,
+its children and their children can be signalled together. Ending a group: ``SIGTERM`` to the
+group, a short grace for it to exit, then ``SIGKILL`` to whatever is left, and the leader is
+reaped. :class:`ProcessGroups` remembers the groups a session started that may still have
+members (a command that left ``server &`` behind) so the session's end can end them too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from functools import partial
+
+import trio
+
+KILL_GRACE_S = 0.5
+"""How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
+
+_POLL_S = 0.01
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to the group; False if the group no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member changed credentials: nothing more we may do to it
+        return False
+    return True
+
+
+def _live_members(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is alive (zombies do not count).
+
+    On Linux the process table is read, since orphaned zombies awaiting their reaper still
+    answer ``kill(0)``; elsewhere ``kill(0)`` is the best available answer.
+    """
+    if not _signal_group(pgid, 0):
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # it ended while we looked
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+async def group_alive(pgid: int) -> bool:
+    """:func:`_live_members` off the event loop (it reads the process table)."""
+    return await trio.to_thread.run_sync(_live_members, pgid)
+
+
+async def _wait_group_gone(pgid: int, seconds: float) -> bool:
+    """Poll until the group has no live member or ``seconds`` pass; True if it is gone."""
+    # The kernel has no "group became empty" notification to wait on, so poll the table.
+    with trio.move_on_after(seconds):
+        while await group_alive(pgid):  # noqa: ASYNC110
+            await trio.sleep(_POLL_S)
+        return True
+    return False
+
+
+async def terminate_group(
+    pgid: int, leader: trio.Process | None = None, *, grace: float = KILL_GRACE_S
+) -> None:
+    """End group ``pgid``: ``SIGTERM``, up to ``grace`` seconds, then ``SIGKILL``; reap ``leader``.
+
+    Call it shielded when cleaning up after a cancellation.
+    """
+    if _signal_group(pgid, signal.SIGTERM):
+        if leader is not None:
+            with trio.move_on_after(grace):
+                await leader.wait()
+        if not await _wait_group_gone(pgid, grace):
+            _signal_group(pgid, signal.SIGKILL)
+            await _wait_group_gone(pgid, grace)
+    if leader is not None:
+        if leader.returncode is None:
+            leader.kill()  # the leader escaped the group signal (it cannot, but be sure)
+        await leader.wait()
+
+
+class ProcessGroups:
+    """The process groups a session's tools started that may still have members.
+
+    Owned by the session's tool executor; tool bodies add and drop groups synchronously.
+    """
+
+    def __init__(self) -> None:
+        self._groups: set[int] = set()
+
+    def add(self, pgid: int) -> None:
+        """Track a newly started group."""
+        self._groups.add(pgid)
+
+    def discard(self, pgid: int) -> None:
+        """Stop tracking a group that is known to be empty."""
+        self._groups.discard(pgid)
+
+    def tracked(self) -> frozenset[int]:
+        """The groups currently tracked."""
+        return frozenset(self._groups)
+
+    def prune(self) -> None:
+        """Forget groups with no process left (so a reused id is never signalled later)."""
+        self._groups = {pgid for pgid in self._groups if _signal_group(pgid, 0)}
+
+    async def terminate_all(self, *, grace: float = KILL_GRACE_S) -> None:
+        """End every tracked group (concurrently) and forget them all."""
+        groups, self._groups = self._groups, set()
+        async with trio.open_nursery() as nursery:
+            for pgid in groups:
+                nursery.start_soon(partial(terminate_group, pgid, None, grace=grace))
