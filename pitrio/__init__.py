@@ -143,7 +143,9 @@ async def _agent_nursery(
     async with trio.open_nursery() as nursery:
         router = await start_model_router(nursery, faux=faux)
         resolved, level_from_pattern = await router.resolve_pattern(model or DEFAULT_MODEL)
-        executor = ToolExecutorHandle(await nursery.start(ToolExecutor(tools).run))
+        executor = ToolExecutorHandle(
+            await nursery.start(ToolExecutor(tools, builtin=True, cwd=cwd).run)
+        )
         header = new_header(cwd)
         path = None
         if persist:
