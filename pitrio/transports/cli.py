@@ -63,6 +63,11 @@ def _read_stdin() -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sessions"]:
+        from pitrio.transports.sessions_cli import run_sessions_command
+
+        return run_sessions_command(argv[1:])
     args = build_parser().parse_args(argv)
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command

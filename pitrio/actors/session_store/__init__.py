@@ -1,1 +1,65 @@
-"""The session store actor: the JSONL entry tree of one session file (DESIGN §2)."""
+"""The session store actor: the JSONL entry tree of one session file (DESIGN §2, spec §4).
+
+Pure cores: :mod:`.file_format` (lines and their problems), :mod:`.tree` (ids, parents, leaf,
+labels), :mod:`.projection` (the model's context, kept incrementally), :mod:`.migrations`.
+I/O: :mod:`.storage`, :mod:`.lease` (one live writer), :mod:`.catalog` (listing, resolution),
+:mod:`.maintenance` (check, repair). The actor: :mod:`.actor`.
+"""
+
+from pitrio.actors.session_store.actor import (
+    ForkResult,
+    FsyncPolicy,
+    SessionSeed,
+    SessionStore,
+    SessionStoreHandle,
+    StoreOptions,
+    StoreStatus,
+    create_store,
+    new_header,
+    open_store,
+    start_seeded_store,
+    start_store,
+)
+from pitrio.actors.session_store.catalog import (
+    ResolvedSession,
+    SessionInfo,
+    fork_from,
+    list_all_sessions,
+    list_sessions,
+    most_recent_session,
+    resolve_session_arg,
+)
+from pitrio.actors.session_store.file_format import Problem
+from pitrio.actors.session_store.projection import ContextMessages, ModelRef, SessionContext
+from pitrio.actors.session_store.stored import StoredEntry, UnknownEntry
+from pitrio.actors.session_store.tree import ForkMessage, TreeNode
+
+__all__ = [
+    "ContextMessages",
+    "ForkMessage",
+    "ForkResult",
+    "FsyncPolicy",
+    "ModelRef",
+    "Problem",
+    "ResolvedSession",
+    "SessionContext",
+    "SessionInfo",
+    "SessionSeed",
+    "SessionStore",
+    "SessionStoreHandle",
+    "StoreOptions",
+    "StoreStatus",
+    "StoredEntry",
+    "TreeNode",
+    "UnknownEntry",
+    "create_store",
+    "fork_from",
+    "list_all_sessions",
+    "list_sessions",
+    "most_recent_session",
+    "new_header",
+    "open_store",
+    "resolve_session_arg",
+    "start_seeded_store",
+    "start_store",
+]

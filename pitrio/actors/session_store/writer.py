@@ -83,7 +83,7 @@ class SessionWriter:
         return self._leaf
 
     def append_entry(self, entry: SessionEntry) -> None:
-        """Append an entry built by the caller (its id from :meth:`_next_id`, parent :attr:`leaf`)."""
+        """Append an entry built by the caller (id from :meth:`_next_id`, parent :attr:`leaf`)."""
         self._append(entry)
 
     def _next_id(self) -> str:

@@ -1,0 +1,166 @@
+"""Carrying out a compaction: the supervisor's plan, the summary calls, the new entry.
+
+The policy (what to summarize, the requests, the result) is the supervisor's pure code; this
+module does the I/O around it: reads the branch from the store, streams the summary requests
+through the model router (a split turn's two requests run concurrently), appends the
+``compaction`` entry. Everything runs in the caller's task, so the run's cancel scope (abort)
+abandons a compaction before its entry is written and never half-way through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import trio
+
+from pitrio.actors.supervisor.compaction import (
+    TURN_PREFIX_FAILURE,
+    CompactionPreparation,
+    CompactionSettings,
+    SummaryRequest,
+    finish_compaction,
+    manual_compaction_refusal,
+    plan_summary,
+    prepare_compaction,
+    response_text,
+)
+from pitrio.errors import PitrioError, SummarizationError
+from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, now_ms
+from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+
+StreamCall = Callable[
+    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    Awaitable[None],
+]
+
+
+class CompactionRefused(PitrioError):
+    """A manual compaction found nothing to do (``Already compacted``, ``Nothing to compact``)."""
+
+
+class CompactionStore(Protocol):
+    """What compaction needs from the session store."""
+
+    async def branch_entries(self, from_id: str | None = None) -> Sequence[SessionEntry]:
+        """Entries root -> leaf."""
+        ...
+
+    async def context_messages(self) -> tuple[AgentMessage, ...]:
+        """The projected messages at the leaf."""
+        ...
+
+    async def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: int,
+        details: Any = None,
+        from_hook: bool | None = None,
+    ) -> CompactionEntry:
+        """Append a ``compaction`` entry."""
+        ...
+
+
+async def complete(
+    stream: StreamCall,
+    model: Model,
+    request: SummaryRequest,
+    thinking_level: ThinkingLevel | None,
+) -> AssistantMessage:
+    """Run one summary request to its final message (failures come back as messages)."""
+    send, receive = trio.open_memory_channel[AssistantMessageEvent](64)
+    final: AssistantMessage | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            _stream_into,
+            stream,
+            model,
+            request.context(now_ms()),
+            request.stream_options(model, thinking_level),
+            send,
+        )
+        async with receive:
+            async for event in receive:
+                if isinstance(event, StreamDone):
+                    final = event.message
+                elif isinstance(event, StreamError):
+                    final = event.error
+    if final is None:
+        raise SummarizationError("Summarization failed: the model stream ended without a result")
+    return final
+
+
+async def _stream_into(
+    stream: StreamCall,
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    send: trio.MemorySendChannel[AssistantMessageEvent],
+) -> None:
+    async with send:
+        await stream(model, context, options, send)
+
+
+async def summarize(
+    stream: StreamCall,
+    model: Model,
+    preparation: CompactionPreparation,
+    thinking_level: ThinkingLevel | None,
+    custom_instructions: str | None = None,
+) -> CompactionResult:
+    """Make the plan's summary calls and assemble the result."""
+    plan = plan_summary(preparation, custom_instructions)
+    texts: dict[str, str] = {}
+
+    async def history(request: SummaryRequest) -> None:
+        texts["history"] = response_text(await complete(stream, model, request, thinking_level))
+
+    async def prefix(request: SummaryRequest) -> None:
+        message = await complete(stream, model, request, thinking_level)
+        texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            if plan.history is not None:
+                nursery.start_soon(history, plan.history)
+            if plan.turn_prefix is not None:
+                nursery.start_soon(prefix, plan.turn_prefix)
+    except BaseExceptionGroup as group:
+        # One failed summary call is the compaction's error; report it, not the group.
+        first = group.exceptions[0]
+        raise first if isinstance(first, Exception) else group from None
+    return finish_compaction(preparation, plan, texts.get("history"), texts.get("prefix"))
+
+
+async def compact(
+    store: CompactionStore,
+    stream: StreamCall,
+    model: Model,
+    settings: CompactionSettings,
+    thinking_level: ThinkingLevel | None,
+    *,
+    custom_instructions: str | None = None,
+    manual: bool,
+) -> tuple[CompactionResult, CompactionEntry] | None:
+    """Compact the store's current branch; ``None`` when there is nothing to compact.
+
+    A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text.
+    """
+    path = await store.branch_entries()
+    preparation = prepare_compaction(
+        path, settings, context_messages=await store.context_messages()
+    )
+    if preparation is None:
+        if manual:
+            raise CompactionRefused(manual_compaction_refusal(path))
+        return None
+    result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+    with trio.CancelScope(shield=True):
+        # The summary is paid for: once it exists, the entry is written whole even on abort.
+        entry = await store.append_compaction(
+            result.summary, result.first_kept_entry_id, result.tokens_before, result.details
+        )
+    return result, entry

@@ -1,0 +1,447 @@
+"""Reading pi's JSONL session files line by line, and judging every line (spec §4.2-§4.6, §4.10).
+
+Pure: bytes in, parsed entries and a list of :class:`Problem` out; no file is touched here.
+
+What a line can be, and what happens to it:
+
+* the **header** (first non-blank line): a ``session`` object with a string ``id`` that
+  decodes as :class:`~pitrio.messages.entries.SessionHeader`; anything else is an error;
+* an **entry**: a JSON object with string ``type``, ``id`` and ``timestamp`` and a
+  ``parentId`` that is a string or null. Entries of types this version does not know are kept.
+  Non-message entries are decoded at once (they are few and small); message entries lazily;
+* **blank**: skipped, as pi does;
+* a **torn** line: the unterminated last line that is not valid JSON, i.e. what a writer
+  killed in the middle of a write leaves. Also a terminated line that is an *incomplete
+  prefix* of JSON: after a torn tail the next append starts on a fresh line, so the torn
+  fragment ends up in the middle. A warning: excluded from the tree, kept in the file;
+* a **malformed** line: anything else that is not a usable entry (bad JSON, not an object,
+  missing envelope fields, a duplicate id, an entry that does not decode). An error: a strict
+  open refuses the file, naming file and line; ``repair`` moves such lines aside.
+
+Files older than version 3 are parsed to plain objects and migrated (``migrations.py``);
+the caller rewrites the file when :attr:`ParsedSession.migrated` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import attrs
+import orjson
+
+from pitrio.actors.session_store.migrations import migrate_to_current, session_version
+from pitrio.actors.session_store.stored import (
+    ENTRY_CLASSES,
+    StoredEntry,
+    intern_role,
+)
+from pitrio.actors.session_store.stored import (
+    ROLE_OBJECTS as _ROLE_OBJECTS,
+)
+from pitrio.errors import DecodeError, SessionFileError
+from pitrio.messages.codec import from_json
+from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
+
+Severity = Literal["error", "warning"]
+
+ProblemKind = Literal[
+    "no_header",
+    "malformed",
+    "torn",
+    "no_newline",
+    "duplicate_id",
+    "undecodable",
+    "missing_parent",
+    "missing_target",
+    "newer_version",
+]
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with one line of a session file (``line`` is 1-based)."""
+
+    line: int
+    kind: ProblemKind
+    severity: Severity
+    message: str
+
+    def describe(self, origin: str) -> str:
+        """``FILE:LINE: severity: message``, the form ``pitrio sessions check`` prints."""
+        return f"{origin}:{self.line}: {self.severity}: {self.message}"
+
+
+REJECTED_KINDS: frozenset[str] = frozenset({"malformed", "torn", "duplicate_id", "undecodable"})
+"""Problem kinds whose line ``repair`` moves to ``FILE.rejected``."""
+
+
+@attrs.define
+class ParsedSession:
+    """A session file as read: header, entries in file order, every problem found.
+
+    ``ends_clean`` is false when the data does not end with a newline (a torn or unterminated
+    last line): the next append must first start a fresh line. ``migrated`` says the entries
+    were migrated from an older version, so the file should be rewritten.
+    """
+
+    origin: str
+    header: SessionHeader | None
+    header_raw: bytes
+    entries: list[StoredEntry]
+    problems: list[Problem]
+    ends_clean: bool
+    migrated: bool
+    version: int
+    empty: bool
+    torn: list[bytes] = attrs.field(factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        """The problems that make a strict open refuse the file."""
+        return [problem for problem in self.problems if problem.severity == "error"]
+
+    def raise_for_errors(self) -> None:
+        """Raise :class:`~pitrio.errors.SessionFileError` for the first error, if any."""
+        errors = self.errors
+        if errors:
+            first = errors[0]
+            raise SessionFileError(self.origin, first.line, first.message, problems=tuple(errors))
+
+
+def _is_truncated_json(raw: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """Whether ``raw`` looks like the beginning of a JSON object cut short by a crash."""
+    if not raw.lstrip().startswith(b"{"):
+        return False
+    if exc.msg.startswith("unexpected end of data") and exc.pos >= len(raw.rstrip()):
+        return True
+    # A write cut inside a multi-byte UTF-8 character: valid except for the last few bytes.
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return bad.reason == "unexpected end of data" and bad.end == len(raw)
+    return False
+
+
+class SessionParser:
+    """Feed a session file one line at a time (:meth:`feed`), then :meth:`finish`.
+
+    Streaming keeps the peak memory of opening a large file close to the size of what is
+    kept. With ``decode_all`` every entry is decoded as it is read (what ``check`` does);
+    otherwise message entries are decoded only when used.
+    """
+
+    def __init__(self, origin: str, *, decode_all: bool = False) -> None:
+        self.origin = origin
+        self._decode_all = decode_all
+        self._line = 0
+        self._header: SessionHeader | None = None
+        self._header_raw = b""
+        self._header_seen = False
+        self._version = CURRENT_SESSION_VERSION
+        self._entries: list[StoredEntry] = []
+        self._ids: set[str] = set()
+        self._problems: list[Problem] = []
+        self._ends_clean = True
+        self._empty = True
+        self._torn: list[bytes] = []
+        # Version < 3 files: (line, JSON object, raw) of each entry, migrated in finish().
+        self._legacy: list[tuple[int, dict[str, Any], bytes]] | None = None
+
+    def _problem(self, line: int, kind: ProblemKind, severity: Severity, message: str) -> None:
+        self._problems.append(Problem(line, kind, severity, message))
+
+    def feed(self, raw: bytes, *, terminated: bool = True) -> None:
+        """Take the next line (without its newline); ``terminated`` is false for a last line
+        that had no newline."""
+        self._line += 1
+        line = self._line
+        if not terminated and raw:
+            self._ends_clean = False
+        if not raw or raw.isspace():
+            return
+        self._empty = False
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if not terminated:
+                self._problem(line, "torn", "warning", "torn last line (an interrupted write)")
+                self._torn.append(raw)
+            elif _is_truncated_json(raw, exc):
+                self._problem(line, "torn", "warning", "torn line (an interrupted write)")
+                self._torn.append(raw)
+            else:
+                self._problem(line, "malformed", "error", f"malformed JSON: {exc.msg}")
+            return
+        if not terminated:
+            self._problem(line, "no_newline", "warning", "last line has no newline")
+        if not self._header_seen:
+            self._header_seen = True
+            self._take_header(line, raw, value)
+            return
+        if self._legacy is not None:
+            if isinstance(value, dict):
+                self._legacy.append((line, value, raw))
+            else:
+                self._problem(line, "malformed", "error", "not a JSON object")
+            return
+        self._take_entry(line, raw, value)
+
+    def feed_lines(self, lines: Iterable[bytes]) -> None:
+        """Take lines as a file iterates them (with their newline; the last maybe without).
+
+        The common line, a well-formed ``message`` entry, takes a short path: opening a long
+        session is mostly this loop. Everything else goes through :meth:`feed`.
+        """
+        loads = orjson.loads
+        entries = self._entries
+        ids = self._ids
+        origin = self.origin
+        decode_all = self._decode_all
+        roles = _ROLE_OBJECTS
+        for line in lines:
+            if not self._header_seen or self._legacy is not None or line[-1:] != b"\n":
+                if line[-1:] == b"\n":
+                    self.feed(line[:-1])
+                else:
+                    self.feed(line, terminated=False)
+                continue
+            raw = line[:-1]
+            try:
+                value = loads(raw)
+            except orjson.JSONDecodeError:
+                self.feed(raw)
+                continue
+            self._line += 1
+            if type(value) is dict and not decode_all:
+                entry_id = value.get("id")
+                parent_id = value.get("parentId", False)
+                timestamp = value.get("timestamp")
+                message = value.get("message")
+                if (
+                    value.get("type") == "message"
+                    and type(entry_id) is str
+                    and entry_id
+                    and (parent_id is None or type(parent_id) is str)
+                    and type(timestamp) is str
+                    and type(message) is dict
+                    and entry_id not in ids
+                ):
+                    role = message.get("role")
+                    if type(role) is str:
+                        entries.append(
+                            StoredEntry(
+                                type="message",
+                                id=entry_id,
+                                parent_id=parent_id,
+                                timestamp=timestamp,
+                                raw=raw,
+                                role=roles.get(role, role),
+                                line=self._line,
+                                origin=origin,
+                            )
+                        )
+                        ids.add(entry_id)
+                        continue
+            self._empty = False
+            self._take_entry(self._line, raw, value)
+
+    def _take_header(self, line: int, raw: bytes, value: Any) -> None:
+        if not isinstance(value, dict) or value.get("type") != "session":
+            self._problem(line, "no_header", "error", "the first line is not a session header")
+            return
+        if not isinstance(value.get("id"), str):
+            self._problem(line, "no_header", "error", "the session header has no string id")
+            return
+        try:
+            self._header = from_json(value, SessionHeader)
+        except DecodeError as exc:
+            self._problem(line, "no_header", "error", f"invalid session header: {exc}")
+            return
+        self._header_raw = raw
+        self._version = session_version(value)
+        if self._version > CURRENT_SESSION_VERSION:
+            self._problem(
+                line,
+                "newer_version",
+                "warning",
+                f"format version {self._version} is newer than {CURRENT_SESSION_VERSION}",
+            )
+        if self._version < CURRENT_SESSION_VERSION:
+            self._legacy = []
+
+    def _take_entry(self, line: int, raw: bytes, value: Any) -> StoredEntry | None:
+        if type(value) is not dict:
+            self._problem(line, "malformed", "error", "not a JSON object")
+            return None
+        entry_type = value.get("type")
+        entry_id = value.get("id")
+        parent_id = value.get("parentId", False)
+        timestamp = value.get("timestamp")
+        if type(entry_type) is not str or entry_type == "session":
+            what = "a second session header" if entry_type == "session" else "no string type"
+            self._problem(line, "malformed", "error", f"not an entry: {what}")
+            return None
+        if type(entry_id) is not str or not entry_id:
+            self._problem(line, "malformed", "error", f"{entry_type} entry without a string id")
+            return None
+        if parent_id is not None and type(parent_id) is not str:
+            self._problem(
+                line, "malformed", "error", f"entry {entry_id}: parentId must be a string or null"
+            )
+            return None
+        if type(timestamp) is not str:
+            self._problem(line, "malformed", "error", f"entry {entry_id}: no string timestamp")
+            return None
+        if entry_id in self._ids:
+            self._problem(line, "duplicate_id", "error", f"duplicate entry id {entry_id}")
+            return None
+        role = None
+        if entry_type == "message":
+            message = value.get("message")
+            role = message.get("role") if type(message) is dict else None
+            if type(role) is not str:
+                self._problem(
+                    line, "undecodable", "error", f"entry {entry_id}: message has no string role"
+                )
+                return None
+            role = intern_role(role)
+        stored = StoredEntry(
+            type=entry_type,
+            id=entry_id,
+            parent_id=parent_id,
+            timestamp=timestamp,
+            raw=raw,
+            role=role,
+            line=line,
+            origin=self.origin,
+        )
+        if (self._decode_all or entry_type != "message") and entry_type in ENTRY_CLASSES:
+            try:
+                stored.decode_from(value)
+            except SessionFileError as exc:
+                self._problem(line, "undecodable", "error", exc.problem)
+                return None
+        self._ids.add(entry_id)
+        self._entries.append(stored)
+        return stored
+
+    def finish(self) -> ParsedSession:
+        """Migrate if needed, check references between entries, and return the result."""
+        migrated = False
+        if self._legacy is not None and self._header is not None:
+            migrated = self._migrate(self._legacy)
+        self._check_references()
+        reported = any(problem.kind == "no_header" for problem in self._problems)
+        if self._header is None and not self._empty and not reported:
+            self._problem(1, "no_header", "error", "no session header")
+        self._problems.sort(key=lambda problem: problem.line)
+        return ParsedSession(
+            origin=self.origin,
+            header=self._header,
+            header_raw=self._header_raw,
+            entries=self._entries,
+            problems=self._problems,
+            ends_clean=self._ends_clean,
+            migrated=migrated,
+            version=self._version,
+            empty=self._empty,
+            torn=self._torn,
+        )
+
+    def _migrate(self, legacy: list[tuple[int, dict[str, Any], bytes]]) -> bool:
+        assert self._header is not None
+        header_value: dict[str, Any] = orjson.loads(self._header_raw)
+        values = [header_value, *(value for _, value, _ in legacy)]
+        migrated, changed = migrate_to_current(values)
+        header = migrated[0]
+        self._header = from_json(header, SessionHeader)
+        self._header_raw = orjson.dumps(header) if header is not header_value else self._header_raw
+        for (line, original, raw), value in zip(legacy, migrated[1:], strict=True):
+            # Unchanged objects keep pi's exact bytes; changed ones are written in key order.
+            self._take_entry(line, raw if value is original else orjson.dumps(value), value)
+        return changed
+
+    def _check_references(self) -> None:
+        ids = self._ids
+        for stored in self._entries:
+            parent = stored.parent_id
+            if parent is not None and parent != stored.id and parent not in ids:
+                self._problem(
+                    stored.line,
+                    "missing_parent",
+                    "warning",
+                    f"entry {stored.id}: parent {parent} is missing (it becomes a root)",
+                )
+            if stored.type in ("label", "context_edit"):
+                target = getattr(stored.entry(), "target_id", None)
+                if isinstance(target, str) and target not in ids:
+                    kind = "context edit" if stored.type == "context_edit" else "label"
+                    self._problem(
+                        stored.line,
+                        "missing_target",
+                        "warning",
+                        f"{kind} {stored.id} refers to missing target {target}",
+                    )
+
+
+def parse_lines(lines: Iterable[bytes], *, origin: str, decode_all: bool = False) -> ParsedSession:
+    """Parse lines as a file iterates them (each with its newline, the last maybe without)."""
+    parser = SessionParser(origin, decode_all=decode_all)
+    parser.feed_lines(lines)
+    return parser.finish()
+
+
+def parse_session_bytes(data: bytes, *, origin: str, decode_all: bool = False) -> ParsedSession:
+    """Parse a whole session file held in memory."""
+    parser = SessionParser(origin, decode_all=decode_all)
+    pieces = data.split(b"\n")
+    last = pieces.pop()  # after the final newline: b"" for a cleanly ended file
+    for piece in pieces:
+        parser.feed(piece)
+    if last:
+        parser.feed(last, terminated=False)
+    return parser.finish()
+
+
+def check_session_bytes(data: bytes, *, origin: str) -> list[Problem]:
+    """Every problem of a session file, each entry decoded in full (``pitrio sessions check``)."""
+    parsed = parse_session_bytes(data, origin=origin, decode_all=True)
+    problems = list(parsed.problems)
+    if parsed.empty:
+        problems.insert(0, Problem(0, "no_header", "error", "empty file: no session header"))
+    return problems
+
+
+@attrs.frozen
+class RepairPlan:
+    """What ``repair`` writes: the kept file content and the lines moved aside."""
+
+    kept: bytes
+    rejected: tuple[tuple[int, bytes], ...]
+    problems: tuple[Problem, ...]
+
+
+def plan_repair(data: bytes, *, origin: str) -> RepairPlan:
+    """Split a session file into what stays and the bad lines that move to ``FILE.rejected``.
+
+    Torn and malformed lines move; every other line stays byte for byte, and a last line
+    without a newline gets one. A file without a valid header cannot be repaired (raises
+    :class:`~pitrio.errors.SessionFileError`): there is no session to keep the lines in.
+    """
+    problems = check_session_bytes(data, origin=origin)
+    for problem in problems:
+        if problem.kind == "no_header":
+            raise SessionFileError(origin, problem.line, f"cannot repair: {problem.message}")
+    bad = {problem.line for problem in problems if problem.kind in REJECTED_KINDS}
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+    kept: list[bytes] = []
+    rejected: list[tuple[int, bytes]] = []
+    for number, piece in enumerate(pieces, start=1):
+        if number in bad:
+            rejected.append((number, piece))
+        else:
+            kept.append(piece + b"\n")
+    return RepairPlan(b"".join(kept), tuple(rejected), tuple(problems))

@@ -1,0 +1,271 @@
+"""One live writer per session file: a lease in a lock file beside it (pi has none: #8300, #8848).
+
+The lock file ``<session>.jsonl.lock`` holds a small JSON record: the holder's ``pid`` and
+``host``, a ``fence`` counter that grows by one with every acquisition, when it was acquired and
+whether it was released. The file is never deleted, so the counter survives its holders.
+
+Mutual exclusion comes from an exclusive ``flock`` on the lock file, held for as long as the
+lease: the kernel drops it when the holder dies, however it dies, so a dead holder's lease is
+taken over at once (with the counter increased) and a live holder's is refused with an error
+naming it. A record left unreleased by a process on *another* host is not taken over unless
+the caller insists (``take_over``): its liveness cannot be checked from here.
+
+The fence guards against a writer that lost its lease without knowing (a forced take-over, a
+shared file system): before each write the store re-reads the record and refuses to write if
+the fence is no longer its own (:class:`~pitrio.errors.StaleFenceError`).
+
+Everything here is blocking file I/O: the store calls it through ``trio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+
+from pitrio.errors import SessionLockedError, StaleFenceError
+from pitrio.messages.entries import iso_now
+
+LOCK_SUFFIX = ".lock"
+_RECORD_MAX = 4096
+_HOLDER_WAIT_TRIES = 50
+_HOLDER_WAIT_S = 0.002
+
+
+def lock_path(session_path: Path) -> Path:
+    """The lock file of a session file: ``<name>.lock`` beside it."""
+    return session_path.with_name(session_path.name + LOCK_SUFFIX)
+
+
+@attrs.frozen
+class LeaseRecord:
+    """What a lock file says: who holds (or last held) the lease, and its fence."""
+
+    pid: int | None = None
+    host: str | None = None
+    fence: int = 0
+    acquired_at: str | None = None
+    released: bool = True
+    started: int | None = None
+
+    @classmethod
+    def parse(cls, data: bytes) -> LeaseRecord:
+        """Read a record; an empty or unreadable one is a released lease with fence 0."""
+        try:
+            value = orjson.loads(data) if data.strip() else {}
+        except orjson.JSONDecodeError:
+            value = {}
+        if not isinstance(value, dict):
+            value = {}
+
+        def get(key: str, kind: type[Any]) -> Any:
+            found = value.get(key)
+            return found if isinstance(found, kind) and not isinstance(found, bool) else None
+
+        fence = get("fence", int)
+        released = value.get("released")
+        return cls(
+            pid=get("pid", int),
+            host=get("host", str),
+            fence=fence if fence is not None and fence >= 0 else 0,
+            acquired_at=get("acquiredAt", str),
+            released=released if isinstance(released, bool) else True,
+            started=get("started", int),
+        )
+
+    def to_bytes(self) -> bytes:
+        """The record as the lock file stores it."""
+        return orjson.dumps(
+            {
+                "pid": self.pid,
+                "host": self.host,
+                "fence": self.fence,
+                "acquiredAt": self.acquired_at,
+                "released": self.released,
+                "started": self.started,
+            }
+        )
+
+    def holder(self) -> str:
+        """``pid 123 on host h`` for messages."""
+        return f"pid {self.pid} on host {self.host}"
+
+
+def process_start(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, Linux), to tell a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Whether process ``pid`` exists on this host (and, if ``started`` is known, is the same
+    process rather than a later one that reused the pid)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    if started is not None:
+        now = process_start(pid)
+        return now is None or now == started
+    return True
+
+
+def _read_record(fd: int) -> LeaseRecord:
+    return LeaseRecord.parse(os.pread(fd, _RECORD_MAX, 0))
+
+
+def _write_record(fd: int, record: LeaseRecord) -> None:
+    data = record.to_bytes() + b"\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+
+
+class Lease:
+    """A held lease on one session file; :meth:`release` when done."""
+
+    def __init__(self, path: Path, fd: int, fence: int, *, locked: bool) -> None:
+        self.path = path
+        self.fence = fence
+        self._fd: int | None = fd
+        self._locked = locked
+
+    @classmethod
+    def acquire(
+        cls, session_path: Path, *, take_over: bool = False, host: str | None = None
+    ) -> Lease:
+        """Take the lease of ``session_path`` or raise :class:`SessionLockedError`.
+
+        With ``take_over`` a lease held by a live process (here, or one that cannot be
+        checked on another host) is taken anyway; that holder's next write is then refused
+        by the fence.
+        """
+        path = lock_path(session_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        me = host or socket.gethostname()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            locked = True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                locked = False
+            record = _read_record(fd)
+            if not take_over:
+                if not locked:
+                    raise _locked_error(session_path, _holder_record(fd, record))
+                if not record.released:
+                    if record.host not in (None, me):
+                        raise _locked_error(session_path, record, unverifiable=True)
+                    # The lock is free, so its holder died or closed it; one that is still
+                    # alive writes without the lock (a forced take-over): refuse it too.
+                    holder = record.pid
+                    alive = holder is not None and pid_alive(holder, record.started)
+                    if alive and holder != os.getpid():
+                        raise _locked_error(session_path, record)
+            fence = record.fence + 1
+            pid = os.getpid()
+            _write_record(
+                fd,
+                LeaseRecord(
+                    pid=pid,
+                    host=me,
+                    fence=fence,
+                    acquired_at=iso_now(),
+                    released=False,
+                    started=process_start(pid),
+                ),
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, fence, locked=locked)
+
+    def current(self) -> LeaseRecord:
+        """The record as the lock file says now."""
+        if self._fd is None:
+            raise StaleFenceError(f"{self.path}: the lease was released")
+        return _read_record(self._fd)
+
+    def check(self) -> None:
+        """Raise :class:`StaleFenceError` unless the lock file still carries our fence."""
+        record = self.current()
+        if record.fence != self.fence:
+            raise StaleFenceError(
+                f"{self.path}: lease {self.fence} is stale: {record.holder()} "
+                f"holds lease {record.fence}; this writer must stop"
+            )
+
+    def release(self) -> None:
+        """Mark the record released (if it is still ours) and drop the lock."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            record = _read_record(fd)
+            if record.fence == self.fence:
+                _write_record(fd, attrs.evolve(record, released=True))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the lock without touching the record (what a crash does)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            if self._locked:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _holder_record(fd: int, record: LeaseRecord) -> LeaseRecord:
+    """The record of a holder that has the lock; it may be a moment from writing it."""
+    for _ in range(_HOLDER_WAIT_TRIES):
+        if not record.released:
+            break
+        time.sleep(_HOLDER_WAIT_S)  # in a worker thread: the holder writes right after locking
+        record = _read_record(fd)
+    return record
+
+
+def read_lease(session_path: Path) -> LeaseRecord | None:
+    """The lock record of a session file, if it has one (for status and errors)."""
+    try:
+        return LeaseRecord.parse(lock_path(session_path).read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _locked_error(
+    session_path: Path, record: LeaseRecord, *, unverifiable: bool = False
+) -> SessionLockedError:
+    since = f" since {record.acquired_at}" if record.acquired_at else ""
+    why = " (on another host: its liveness cannot be checked)" if unverifiable else ""
+    return SessionLockedError(
+        f"{session_path} is being written by {record.holder()} (lease {record.fence}{since})"
+        f"{why}; open it read-only, or stop that process",
+        pid=record.pid,
+        host=record.host,
+        fence=record.fence,
+    )

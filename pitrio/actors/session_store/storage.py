@@ -1,0 +1,149 @@
+"""Blocking file operations of the session store; the actor runs them through ``trio.to_thread``.
+
+* reading streams the file line by line into the parser, with the cyclic garbage collector
+  paused: loading allocates tens of thousands of objects that form no cycles, and collections
+  triggered on the way would walk them again and again;
+* new files appear atomically: written to a temporary file, flushed to disk, then linked
+  into place (never over an existing file), so a crash cannot leave half a header;
+* rewrites (migrations, repairs) go through a temporary file, fsync and rename;
+* appends go to a descriptor opened with ``O_APPEND``, each batch in one ``write`` (repeated
+  only if the kernel takes part of it), then an optional ``fsync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk load (reference counting still frees)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | None:
+    """Parse a session file; ``None`` if it does not exist."""
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
+    except FileNotFoundError:
+        return None
+    with file, gc_paused():
+        return parse_lines(file, origin=str(path), decode_all=decode_all)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes a rename or link durable; some file systems refuse to open directories.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return temp
+
+
+def create_file(path: Path, data: bytes) -> None:
+    """Create ``path`` holding ``data``, durably; raises ``FileExistsError`` if it exists."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = _write_temp(path, data)
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        # No hard links here: an exclusive create checks existence, the rename publishes.
+        if path.exists():
+            raise FileExistsError(path) from None
+        os.replace(temp, path)
+    else:
+        temp.unlink()
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace the content of ``path`` atomically and durably (temp file, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = _write_temp(path, data)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created if missing) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class AppendFile:
+    """The open session file of its one writer. Counts writes and fsyncs (for tests/status)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writes = 0
+        self.syncs = 0
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def write(self, data: bytes) -> None:
+        """Append ``data`` (one ``write`` call unless the kernel takes only part of it)."""
+        assert self._fd is not None, "file closed"
+        _write_all(self._fd, data)
+        self.writes += 1
+
+    def sync(self) -> None:
+        """Flush what was written to stable storage."""
+        assert self._fd is not None, "file closed"
+        os.fsync(self._fd)
+        self.syncs += 1
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)

@@ -1,0 +1,317 @@
+"""One entry of a session tree as the store holds it: envelope fields, raw line, lazy decoding.
+
+Opening a long session must not run every line through the typed codec: the tree needs only
+each entry's ``type``, ``id``, ``parentId`` and ``timestamp``, and the projection needs the
+decoded message of entries on the current path, only when someone reads them. So a
+:class:`StoredEntry` keeps the line's JSON bytes exactly as they were read (or written) and
+decodes them on first use, caching the result. A rewrite of the file emits the kept bytes, so
+lines pi wrote come back byte for byte, unknown fields and key order included.
+
+Entry types this version does not know are kept as :class:`UnknownEntry`: part of the tree
+(they have an id and a parent), never projected, written back verbatim.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import orjson
+
+from pitrio.errors import DecodeError, SessionFileError
+from pitrio.messages.agent import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from pitrio.messages.codec import converter, encode, from_json
+from pitrio.messages.entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    ContextEditEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionEntry,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+)
+
+ENTRY_CLASSES: dict[str, type[Any]] = {
+    "message": MessageEntry,
+    "thinking_level_change": ThinkingLevelChangeEntry,
+    "model_change": ModelChangeEntry,
+    "compaction": CompactionEntry,
+    "branch_summary": BranchSummaryEntry,
+    "custom": CustomEntry,
+    "custom_message": CustomMessageEntry,
+    "label": LabelEntry,
+    "session_info": SessionInfoEntry,
+    "context_edit": ContextEditEntry,
+}
+"""The entry class of each entry ``type`` this version knows."""
+
+MESSAGE_CLASSES: dict[str, type[Any]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "toolResult": ToolResultMessage,
+    "bashExecution": BashExecutionMessage,
+    "custom": CustomMessage,
+    "branchSummary": BranchSummaryMessage,
+    "compactionSummary": CompactionSummaryMessage,
+}
+"""The message class of each role this version knows."""
+
+# Role strings repeat on every message line; sharing one object per role saves memory on
+# sessions with tens of thousands of entries. Maps each known role to its shared string.
+ROLE_OBJECTS: dict[str, str] = {
+    role: role
+    for role in (
+        "user",
+        "assistant",
+        "toolResult",
+        "bashExecution",
+        "custom",
+        "branchSummary",
+        "compactionSummary",
+        "system",
+    )
+}
+
+
+def intern_role(role: str) -> str:
+    """The shared string object for a known message role (``role`` itself otherwise)."""
+    return ROLE_OBJECTS.get(role, role)
+
+
+@attrs.frozen(kw_only=True)
+class UnknownEntry:
+    """An entry whose ``type`` this version does not know, kept as its JSON object."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    timestamp: str
+    data: dict[str, Any]
+
+
+AnyEntry = SessionEntry | UnknownEntry
+"""A known entry or one of a type this version does not know."""
+
+
+_HOOKS: dict[Any, Callable[[Any, Any], Any]] = {}
+
+
+def fast_from_json(value: Any, cls: Any) -> Any:
+    """:func:`~pitrio.messages.codec.from_json` without its per-call dispatch.
+
+    Decoding a long context calls this tens of thousands of times; the class's structure hook
+    is looked up once. On failure the codec's own path runs again to raise its
+    :class:`~pitrio.errors.DecodeError`, which names the type and the field.
+    """
+    hook = _HOOKS.get(cls)
+    if hook is None:
+        hook = _HOOKS[cls] = converter.get_structure_hook(cls)
+    try:
+        return hook(value, cls)
+    except Exception:
+        return from_json(value, cls)
+
+
+def iso_to_ms(timestamp: str) -> int:
+    """Unix milliseconds of an ISO-8601 timestamp, as JavaScript's ``Date.parse`` gives them.
+
+    pi turns the entry timestamp of compactions, branch summaries and custom messages into
+    the projected message's ``timestamp`` this way. An unparsable value gives 0 (pi: NaN).
+    """
+    try:
+        parsed = datetime.datetime.fromisoformat(timestamp)
+    except ValueError:
+        return 0
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    delta = parsed - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+class StoredEntry:
+    """An entry of the tree: envelope fields, the raw JSON line, decoded forms cached.
+
+    ``line`` is the 1-based line number in the file it was read from (0 for entries appended
+    by this process). ``role`` is the message role of ``message`` entries (``None`` for other
+    types), known without decoding. Decoding raises :class:`~pitrio.errors.SessionFileError`
+    naming ``origin`` and the line.
+    """
+
+    __slots__ = (
+        "_entry",
+        "_message",
+        "id",
+        "line",
+        "origin",
+        "parent_id",
+        "raw",
+        "role",
+        "timestamp",
+        "type",
+    )
+
+    def __init__(
+        self,
+        *,
+        type: str,
+        id: str,
+        parent_id: str | None,
+        timestamp: str,
+        raw: bytes,
+        role: str | None = None,
+        line: int = 0,
+        origin: str = "<memory>",
+        entry: AnyEntry | None = None,
+    ) -> None:
+        self.type = type
+        self.id = id
+        self.parent_id = parent_id
+        self.timestamp = timestamp
+        self.raw = raw
+        self.role = role
+        self.line = line
+        self.origin = origin
+        self._entry = entry
+        self._message: AgentMessage | None = None
+
+    @classmethod
+    def from_entry(cls, entry: SessionEntry, *, origin: str = "<memory>") -> StoredEntry:
+        """Wrap an entry built in this process; its line is what the codec writes."""
+        role = entry.message.role if isinstance(entry, MessageEntry) else None
+        return cls(
+            type=entry.type,
+            id=entry.id,
+            parent_id=entry.parent_id,
+            timestamp=entry.timestamp,
+            raw=encode(entry),
+            role=role,
+            origin=origin,
+            entry=entry,
+        )
+
+    def reparented(self, parent_id: str | None) -> StoredEntry:
+        """A copy with another parent: the line rewritten with only ``parentId`` changed."""
+        value = self.json()
+        value["parentId"] = parent_id  # an existing key: orjson keeps its place
+        entry = self._entry
+        if entry is not None:
+            entry = attrs.evolve(entry, parent_id=parent_id)
+        copy = StoredEntry(
+            type=self.type,
+            id=self.id,
+            parent_id=parent_id,
+            timestamp=self.timestamp,
+            raw=orjson.dumps(value),
+            role=self.role,
+            line=self.line,
+            origin=self.origin,
+            entry=entry,
+        )
+        return copy
+
+    def __repr__(self) -> str:
+        return f"StoredEntry({self.type} {self.id} <- {self.parent_id}, line {self.line})"
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the typed entry has been decoded (and cached) already."""
+        return self._entry is not None
+
+    @property
+    def is_assistant_message(self) -> bool:
+        """Whether this is a ``message`` entry holding an assistant message."""
+        return self.role == "assistant" and self.type == "message"
+
+    def entry(self) -> AnyEntry:
+        """The typed entry (decoded on first use, then cached)."""
+        entry = self._entry
+        if entry is None:
+            entry = self._decode(orjson.loads(self.raw))
+            self._entry = entry
+        return entry
+
+    def decode_from(self, value: dict[str, Any]) -> AnyEntry:
+        """Decode from an already parsed JSON object of this line (saves parsing it twice)."""
+        entry = self._entry
+        if entry is None:
+            entry = self._decode(value)
+            self._entry = entry
+        return entry
+
+    def json(self) -> dict[str, Any]:
+        """The entry's JSON object as stored (parsed from the raw line each time)."""
+        value: dict[str, Any] = orjson.loads(self.raw)
+        return value
+
+    def message(self) -> AgentMessage:
+        """What this entry contributes to the model context (the caller checks it does)."""
+        message = self._message
+        if message is None:
+            message = self._to_message()
+            self._message = message
+        return message
+
+    def _to_message(self) -> AgentMessage:
+        if self._entry is None and self.type == "message":
+            # The hot path of building a long context: decode only the message, straight
+            # into its role's class (the envelope was checked when the line was read).
+            value = orjson.loads(self.raw)
+            try:
+                message: AgentMessage = fast_from_json(
+                    value["message"], MESSAGE_CLASSES.get(self.role or "", AgentMessage)
+                )
+            except DecodeError as exc:
+                raise self._error(f"entry {self.id} does not decode: {exc}") from exc
+            return message
+        entry = self.entry()
+        if isinstance(entry, MessageEntry):
+            return entry.message
+        if isinstance(entry, CustomMessageEntry):
+            return CustomMessage(
+                custom_type=entry.custom_type,
+                content=entry.content,
+                display=entry.display,
+                details=entry.details,
+                timestamp=iso_to_ms(entry.timestamp),
+            )
+        if isinstance(entry, BranchSummaryEntry):
+            return BranchSummaryMessage(
+                summary=entry.summary, from_id=entry.from_id, timestamp=iso_to_ms(entry.timestamp)
+            )
+        raise TypeError(f"a {self.type} entry has no message")
+
+    def _decode(self, value: Any) -> AnyEntry:
+        cls = ENTRY_CLASSES.get(self.type)
+        if cls is None:
+            if not isinstance(value, dict):
+                raise self._error("not a JSON object")
+            return UnknownEntry(
+                type=self.type,
+                id=self.id,
+                parent_id=self.parent_id,
+                timestamp=self.timestamp,
+                data=value,
+            )
+        try:
+            entry: SessionEntry = fast_from_json(value, cls)
+        except DecodeError as exc:
+            raise self._error(f"entry {self.id} does not decode: {exc}") from exc
+        return entry
+
+    def _error(self, problem: str) -> SessionFileError:
+        return SessionFileError(self.origin, self.line, problem)

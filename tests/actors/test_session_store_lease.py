@@ -1,0 +1,179 @@
+"""One live writer per session (pitrio/actors/session_store/lease.py), with real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pitrio.actors.session_store.lease import (
+    Lease,
+    LeaseRecord,
+    lock_path,
+    process_start,
+    read_lease,
+)
+from pitrio.errors import SessionLockedError, StaleFenceError
+
+HOLDER = """
+import sys
+from pathlib import Path
+from pitrio.actors.session_store.lease import Lease
+lease = Lease.acquire(Path(sys.argv[1]))
+print(lease.fence, flush=True)
+sys.stdin.read()
+lease.release()
+"""
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    return tmp_path / "s.jsonl"
+
+
+def spawn_holder(session: Path) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(session)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, int(process.stdout.readline())
+
+
+@pytest.fixture
+def holders() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_acquire_release_and_the_counter(session: Path) -> None:
+    lease = Lease.acquire(session)
+    assert lease.fence == 1
+    record = read_lease(session)
+    assert record is not None and not record.released
+    assert record.pid == os.getpid() and record.host == socket.gethostname()
+    assert record.started == process_start(os.getpid())
+    lease.check()
+    lease.release()
+    assert read_lease(session) == LeaseRecord(
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        fence=1,
+        acquired_at=record.acquired_at,
+        released=True,
+        started=record.started,
+    )
+    again = Lease.acquire(session)
+    assert again.fence == 2
+    again.release()
+    assert lock_path(session).name == "s.jsonl.lock"
+
+
+def test_a_second_writer_is_told_who_holds_it(session: Path) -> None:
+    lease = Lease.acquire(session)
+    try:
+        with pytest.raises(SessionLockedError) as caught:
+            Lease.acquire(session)
+        error = caught.value
+        assert error.pid == os.getpid() and error.host == socket.gethostname() and error.fence == 1
+        assert f"is being written by pid {os.getpid()} on host {socket.gethostname()}" in str(error)
+        assert "lease 1" in str(error) and "read-only" in str(error)
+    finally:
+        lease.release()
+
+
+def test_another_process_holding_it_is_refused(
+    session: Path, holders: list[subprocess.Popen[str]]
+) -> None:
+    process, fence = spawn_holder(session)
+    holders.append(process)
+    with pytest.raises(SessionLockedError, match=f"pid {process.pid} "):
+        Lease.acquire(session)
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait() == 0
+    lease = Lease.acquire(session)  # released cleanly: taken, counter up
+    assert lease.fence == fence + 1
+    lease.release()
+
+
+def test_a_dead_holders_lease_is_taken_over(
+    session: Path, holders: list[subprocess.Popen[str]]
+) -> None:
+    process, fence = spawn_holder(session)
+    holders.append(process)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    record = read_lease(session)
+    assert record is not None and not record.released and record.pid == process.pid
+    lease = Lease.acquire(session)
+    assert lease.fence == fence + 1
+    lease.release()
+
+
+def write_record(session: Path, **fields: object) -> None:
+    lock_path(session).write_bytes(LeaseRecord(**fields).to_bytes())  # type: ignore[arg-type]
+
+
+def test_unreleased_record_of_a_live_process_without_the_lock_is_refused(session: Path) -> None:
+    # e.g. a writer that was forced in (take_over) while another held the lock
+    parent = os.getppid()
+    write_record(session, pid=parent, host=socket.gethostname(), fence=4, released=False)
+    with pytest.raises(SessionLockedError, match=f"pid {parent} "):
+        Lease.acquire(session)
+
+
+def test_a_reused_pid_does_not_hold_the_lease(session: Path) -> None:
+    parent = os.getppid()
+    started = process_start(parent)
+    assert started is not None
+    write_record(
+        session, pid=parent, host=socket.gethostname(), fence=4, released=False, started=started + 1
+    )
+    lease = Lease.acquire(session)
+    assert lease.fence == 5
+    lease.release()
+
+
+def test_a_lease_from_another_host_is_not_guessed_at(session: Path) -> None:
+    write_record(session, pid=1, host="elsewhere", fence=7, released=False)
+    with pytest.raises(SessionLockedError, match="another host") as caught:
+        Lease.acquire(session)
+    assert caught.value.host == "elsewhere"
+    lease = Lease.acquire(session, take_over=True)
+    assert lease.fence == 8
+    lease.release()
+
+
+def test_take_over_makes_the_old_holder_stale(session: Path) -> None:
+    old = Lease.acquire(session)
+    new = Lease.acquire(session, take_over=True)
+    assert new.fence == old.fence + 1
+    new.check()
+    with pytest.raises(StaleFenceError, match=r"lease 1 is stale: .* holds lease 2"):
+        old.check()
+    old.release()  # does not clear the new holder's record
+    record = read_lease(session)
+    assert record is not None and record.fence == 2 and not record.released
+    new.release()
+
+
+def test_an_unreadable_record_counts_as_released(session: Path) -> None:
+    lock_path(session).write_bytes(b"\x00garbage")
+    lease = Lease.acquire(session)
+    assert lease.fence == 1
+    lease.release()
+    assert orjson.loads(lock_path(session).read_bytes())["released"] is True
