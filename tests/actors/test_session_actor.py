@@ -20,8 +20,7 @@ from pitrio.actors.session.actor import (
     SessionSettings,
 )
 from pitrio.actors.session.fanout import Sequenced
-from pitrio.actors.session.log import MemoryLog
-from pitrio.actors.session_store.writer import SessionWriter, new_header
+from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import ContextEditEntry, MessageEntry
@@ -44,7 +43,7 @@ UNAVAILABLE = "503 Service Unavailable (scripted)"
 class SessionFixture:
     session: SessionHandle
     loop: AgentLoopHandle
-    log: MemoryLog
+    log: SessionStoreHandle
     faux: FauxProvider
     events: trio.MemoryReceiveChannel[Sequenced]
     seen: list[Sequenced] = attrs.field(factory=list)
@@ -65,10 +64,10 @@ async def running_session(
     *replies: Any, settings: SessionSettings | None = None
 ) -> AsyncIterator[SessionFixture]:
     faux = FauxProvider(replies)
-    log = MemoryLog(SessionWriter(new_header("/tmp/project"), None))
     async with trio.open_nursery() as nursery:
+        log = await create_store(nursery, "/tmp/project", persist=False)
         loop = AgentLoopHandle(await nursery.start(AgentLoop(stream=faux.stream, model=FAUX_1).run))
-        actor = SessionActor(loop=loop, log=log, settings=settings)
+        actor = SessionActor(loop=loop, store=log, stream=faux.stream, settings=settings)
         session = SessionHandle(await nursery.start(actor.run))
         events = await session.subscribe()
         yield SessionFixture(session=session, loop=loop, log=log, faux=faux, events=events)
@@ -138,6 +137,7 @@ async def test_retry_then_success(autojump_clock: trio.testing.MockClock) -> Non
         elapsed = trio.current_time() - start
         events = await fx.collect_until_settled()
         context = await fx.log.context_messages()
+        entries = await fx.log.entries()
     assert elapsed == pytest.approx(0.05)
     ends = [e for e in events if isinstance(e, AgentEnd)]
     assert [e.will_retry for e in ends] == [True, False]
@@ -151,7 +151,7 @@ async def test_retry_then_success(autojump_clock: trio.testing.MockClock) -> Non
     # The failed response stays in the file but leaves the projection through a context edit.
     edits = [e.entry for e in events if isinstance(e, EntryAppended)]
     omission = next(e for e in edits if isinstance(e, ContextEditEntry))
-    target = next(e for e in fx.log.entries if e.id == omission.target_id)
+    target = next(e for e in entries if e.id == omission.target_id)
     assert isinstance(target, MessageEntry) and isinstance(target.message, AssistantMessage)
     assert target.message.stop_reason == "error"
     assert omission.replacement is None

@@ -15,8 +15,9 @@ decisions always see persisted state.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -25,13 +26,25 @@ from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, AgentState
 from pitrio.actors.agent_loop.actor import RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
+from pitrio.actors.session.compactor import StreamCall, known_entries
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.actors.session.log import SessionLog
+from pitrio.actors.session.operations import (
+    COMPACTION_RUNNING,
+    CycleResult,
+    SessionOperations,
+    SessionStats,
+)
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
-from pitrio.actors.supervisor.compaction import CompactionSettings, is_same_model
+from pitrio.actors.supervisor.compaction import (
+    CompactionCheck,
+    CompactionSettings,
+    CompactNow,
+    is_same_model,
+    latest_compaction_ms,
+)
 from pitrio.actors.supervisor.decisions import (
     BeforeSettle,
-    Compact,
     Continue,
     End,
     PostRunDecision,
@@ -39,12 +52,22 @@ from pitrio.actors.supervisor.decisions import (
     RunEnded,
     SupervisorState,
     decide_after_boundary,
+    decide_after_compaction,
     decide_after_run,
+    decide_before_prompt,
 )
+from pitrio.actors.supervisor.decisions import Compact as CompactAction
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentMessage, AssistantMessage, UserMessage, user_message
+from pitrio.messages.agent import (
+    AgentMessage,
+    AssistantMessage,
+    ThinkingLevel,
+    UserMessage,
+    user_message,
+)
 from pitrio.messages.content import ImageContent, text_of
+from pitrio.messages.entries import CompactionResult
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -55,8 +78,14 @@ from pitrio.messages.events import (
     MessageStart,
     QueueUpdate,
 )
+from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session_store.actor import SessionStoreHandle
 
 StreamingBehavior = Literal["steer", "followUp"]
+T = TypeVar("T")
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
 DEFAULT_SUBSCRIBER_CAPACITY = 4096
@@ -72,6 +101,7 @@ class SessionSettings:
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    default_thinking_level: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -86,6 +116,10 @@ class SessionState:
     follow_up: tuple[str, ...]
     session_id: str
     session_file: str | None
+    is_compacting: bool = False
+    auto_compaction_enabled: bool = True
+    auto_retry_enabled: bool = True
+    session_name: str | None = None
 
     @property
     def pending_message_count(self) -> int:
@@ -154,7 +188,28 @@ class Subscribe:
     reply: Reply[trio.MemoryReceiveChannel[Sequenced]]
 
 
-SessionCommand = Prompt | Queue | ClearQueue | Abort | WaitForIdle | GetState | Subscribe
+@attrs.frozen
+class Invoke:
+    """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
+
+    The typed handle methods build these: each is one of the actor's own methods, so the
+    actor's state is still touched only by the actor."""
+
+    operation: Callable[[SessionActor], Awaitable[Any]]
+    reply: Reply[Any]
+
+
+@attrs.frozen
+class Compact:
+    """Manual compaction: abort a run first, then summarize; answered with the result."""
+
+    custom_instructions: str | None
+    reply: Reply[CompactionResult]
+
+
+SessionCommand = (
+    Prompt | Queue | ClearQueue | Abort | WaitForIdle | GetState | Subscribe | Invoke | Compact
+)
 
 
 @attrs.define
@@ -174,20 +229,32 @@ class _Run:
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
 
 
-class SessionActor(Actor[SessionCommand]):
+class SessionActor(SessionOperations, Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
     def __init__(
         self,
         *,
         loop: AgentLoopHandle,
-        log: SessionLog,
+        store: SessionStoreHandle,
+        router: ModelRouterHandle | None = None,
+        stream: StreamCall | None = None,
         settings: SessionSettings | None = None,
+        agent_dir: Path | None = None,
+        scoped_models: tuple[Model, ...] = (),
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
         self._loop = loop
-        self._log = log
+        self._store = store
+        self._log: SessionLog = store
+        self._router = router
+        self._stream = stream or (router.stream if router is not None else None)
+        self._agent_dir = agent_dir
+        self._scoped_models = scoped_models
+        self._compaction_scope: trio.CancelScope | None = None
+        self._retry_scope: trio.CancelScope | None = None
+        self._manual_compaction = False
         self._settings = settings or SessionSettings()
         self._steering: list[str] = []
         self._follow_up: list[str] = []
@@ -211,12 +278,27 @@ class SessionActor(Actor[SessionCommand]):
     # -- inbox -----------------------------------------------------------------------------
 
     async def handle(self, command: SessionCommand) -> None:
-        if self._settling and isinstance(command, Prompt):
+        if self._settling and isinstance(command, Prompt | Compact):
             self._deferred.append(command)  # answered right after agent_settled, in order
             return
         match command:
             case Prompt():
+                if self._manual_compaction:
+                    command.accepted.fail(PitrioError(COMPACTION_RUNNING))
+                    command.settled.fail(PitrioError(COMPACTION_RUNNING))
+                    return
                 await self._prompt(command)
+            case Invoke(operation=operation, reply=reply):
+                try:
+                    reply.set(await operation(self))
+                except PitrioError as exc:
+                    reply.fail(exc)
+            case Compact(custom_instructions=instructions, reply=reply):
+                if self._manual_compaction:
+                    reply.fail(PitrioError(COMPACTION_RUNNING))
+                    return
+                self._manual_compaction = True
+                self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
                 await self._queue(text, images, kind)
                 reply.set(None)
@@ -228,6 +310,8 @@ class SessionActor(Actor[SessionCommand]):
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
             case Abort(reply=reply):
+                if self._compaction_scope is not None:
+                    self._compaction_scope.cancel()
                 if self._run is None:
                     reply.set(None)
                 else:
@@ -257,8 +341,7 @@ class SessionActor(Actor[SessionCommand]):
         run = _Run(number=self._runs, scope=trio.CancelScope(), settled=[command.settled])
         self._run = run
         message = user_message(command.text, command.images)
-        command.accepted.set(None)
-        self.nursery.start_soon(self._run_one, run, message)
+        self.nursery.start_soon(self._run_one, run, message, command.accepted)
 
     async def _queue(
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
@@ -274,9 +357,11 @@ class SessionActor(Actor[SessionCommand]):
 
     # -- the run -----------------------------------------------------------------------------
 
-    async def _run_one(self, run: _Run, prompt: UserMessage) -> None:
+    async def _run_one(self, run: _Run, prompt: UserMessage, accepted: Reply[None]) -> None:
         try:
             with run.scope:
+                await self._before_prompt()
+                accepted.set(None)  # pi answers a prompt after its preflight compaction
                 result = await self._loop.run_prompt((prompt,))
                 while True:
                     await self._wait_low_run(result.run)
@@ -288,6 +373,58 @@ class SessionActor(Actor[SessionCommand]):
             with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
                 await self._finish_run(run)
 
+    async def _before_prompt(self) -> None:
+        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""
+        state = await self._loop.state()
+        last = _last_assistant(state.messages)
+        if last is None or not self._settings.compaction.enabled:
+            return
+        path = await self._store.branch_entries()
+        check = CompactionCheck(
+            message=last,
+            context_window=state.model.context_window,
+            same_model=is_same_model(last, state.model),
+            settings=self._settings.compaction,
+            context_messages=await self._store.context_messages(),
+            latest_compaction_ms=latest_compaction_ms(known_entries(path)),
+            overflow_recovery_attempted=self._supervisor.overflow_recovery_attempted,
+        )
+        decision = decide_before_prompt(check)
+        if isinstance(decision, CompactNow):
+            if decision.failed is not None:
+                await self._omit(decision.failed)
+            await self.run_auto_compaction(decision.reason, False)
+
+    async def _compact_command(
+        self, instructions: str | None, reply: Reply[CompactionResult]
+    ) -> None:
+        """Manual compaction: a run in progress is aborted first (pi)."""
+        try:
+            run = self._run
+            if run is not None:
+                waiter: Reply[None] = Reply()
+                run.abort_waiters.append(waiter)
+                run.scope.cancel()
+                await waiter.wait()
+            result = await self.run_manual_compaction(instructions)
+        except PitrioError as exc:
+            reply.fail(exc)
+        else:
+            reply.set(result)
+        finally:
+            self._manual_compaction = False
+
+    async def abort_retry(self) -> None:
+        """Cancel a pending retry sleep."""
+        await trio.lowlevel.checkpoint()
+        if self._retry_scope is not None:
+            self._retry_scope.cancel()
+
+    def _stream_call(self) -> StreamCall:
+        if self._stream is None:
+            raise PitrioError("No model router: this session cannot make model requests")
+        return self._stream
+
     async def _after_low_run(self, number: int) -> RunResult | None:
         """Carry out the supervisor's decision for a low-level run; the next run's result."""
         decision = self._decisions.pop(number)
@@ -295,22 +432,38 @@ class SessionActor(Actor[SessionCommand]):
             case Retry(delay_ms=delay_ms, failed=failed, event=event):
                 await self._omit(failed)
                 self._emit(event)
-                await trio.sleep(delay_ms / 1000)
+                with trio.CancelScope() as sleep:
+                    self._retry_scope = sleep
+                    await trio.sleep(delay_ms / 1000)
+                self._retry_scope = None
+                if sleep.cancelled_caught:  # abort_retry: give up this sequence, settle
+                    self._supervisor, cancelled = self._supervisor.on_abort()
+                    if cancelled is not None:
+                        self._emit(cancelled)
+                    return None
                 return await self._continue()
             case Continue():
                 return await self._continue()
             case BeforeSettle():
                 state = await self._loop.state()
-                after = decide_after_boundary(
+                after: End | Continue | BeforeSettle = decide_after_boundary(
                     abort_requested=False,
                     continue_requested=False,
                     has_queued_messages=bool(state.steering or state.follow_up),
                 )
                 return await self._continue() if isinstance(after, Continue) else None
-            case Compact():
-                # Automatic compaction is wired with the session store; until then the run
-                # settles without it.
-                return None
+            case CompactAction(reason=reason, will_retry=will_retry, failed=failed):
+                if failed is not None and will_retry:
+                    await self._omit(failed)
+                succeeded = await self.run_auto_compaction(reason, will_retry)
+                state = await self._loop.state()
+                after = decide_after_compaction(
+                    decision.action,
+                    succeeded=succeeded,
+                    abort_requested=self._run is None or self._run.scope.cancel_called,
+                    has_queued_messages=bool(state.steering or state.follow_up),
+                )
+                return await self._continue() if isinstance(after, Continue) else None
             case End():
                 return None
         return None
@@ -400,6 +553,9 @@ class SessionActor(Actor[SessionCommand]):
             retry_settings=self._settings.retry,
             compaction_settings=self._settings.compaction,
             context_messages=await self._log.context_messages(),
+            latest_compaction_ms=latest_compaction_ms(
+                known_entries(await self._store.branch_entries())
+            ),
             retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
         decision = decide_after_run(self._supervisor, ended)
@@ -467,6 +623,10 @@ class SessionActor(Actor[SessionCommand]):
             follow_up=tuple(self._follow_up),
             session_id=self._log.header.id,
             session_file=str(self._log.path) if self._log.path else None,
+            is_compacting=self._compaction_scope is not None,
+            auto_compaction_enabled=self._settings.compaction.enabled,
+            auto_retry_enabled=self._settings.retry.enabled,
+            session_name=await self._store.session_name(),
         )
 
 
@@ -530,6 +690,61 @@ class SessionHandle(Handle[SessionCommand]):
     async def state(self) -> SessionState:
         """A snapshot of the session."""
         return await self.ask(GetState)
+
+    async def invoke(self, operation: Callable[[SessionActor], Awaitable[T]]) -> T:
+        """Run one of the actor's operations in its task and return the result."""
+        result: T = await self.ask(lambda reply: Invoke(operation, reply))
+        return result
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact now (aborting a run first); raises pi's errors when there is nothing to do."""
+        return await self.ask(lambda reply: Compact(custom_instructions, reply))
+
+    async def set_model(self, provider: str, model_id: str) -> Model:
+        """Switch to an available model; raises ``Model not found: p/id``."""
+        return await self.invoke(lambda actor: actor.set_model(provider, model_id))
+
+    async def cycle_model(self) -> CycleResult | None:
+        """Switch to the next model; ``None`` when there is only one."""
+        return await self.invoke(lambda actor: actor.cycle_model())
+
+    async def set_thinking_level(self, level: str) -> ThinkingLevel:
+        """Set the thinking level (clamped to the model); returns the effective level."""
+        return await self.invoke(lambda actor: actor.set_thinking_level(level))
+
+    async def cycle_thinking_level(self) -> ThinkingLevel | None:
+        """The next thinking level; ``None`` when the model does not reason."""
+        return await self.invoke(lambda actor: actor.cycle_thinking_level())
+
+    async def set_queue_mode(
+        self, kind: Literal["steering", "followUp"], mode: Literal["all", "one-at-a-time"]
+    ) -> None:
+        """Set the steering or follow-up delivery mode (persisted)."""
+        await self.invoke(lambda actor: actor.set_queue_mode(kind, mode))
+
+    async def set_auto_compaction(self, enabled: bool) -> None:
+        """Turn automatic compaction on or off (persisted)."""
+        await self.invoke(lambda actor: actor.set_auto_compaction(enabled))
+
+    async def set_auto_retry(self, enabled: bool) -> None:
+        """Turn automatic retry on or off (persisted)."""
+        await self.invoke(lambda actor: actor.set_auto_retry(enabled))
+
+    async def abort_retry(self) -> None:
+        """Cancel a pending retry sleep (no-op when not retrying)."""
+        await self.invoke(lambda actor: actor.abort_retry())
+
+    async def set_session_name(self, name: str) -> str:
+        """Name the session; raises ``Session name cannot be empty``."""
+        return await self.invoke(lambda actor: actor.set_session_name(name))
+
+    async def session_stats(self) -> SessionStats:
+        """Counts, tokens and cost over the current context."""
+        return await self.invoke(lambda actor: actor.stats())
+
+    async def messages(self) -> tuple[AgentMessage, ...]:
+        """The agent's current messages (the context, custom roles included)."""
+        return (await self.state()).agent.messages
 
     async def subscribe(
         self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import trio
 
+from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.actors.supervisor.compaction import (
     TURN_PREFIX_FAILURE,
     CompactionPreparation,
@@ -44,8 +45,8 @@ class CompactionRefused(PitrioError):
 class CompactionStore(Protocol):
     """What compaction needs from the session store."""
 
-    async def branch_entries(self, from_id: str | None = None) -> Sequence[SessionEntry]:
-        """Entries root -> leaf."""
+    async def branch_entries(self, from_id: str | None = None) -> Sequence[Any]:
+        """Entries root -> leaf (entries of unknown types included)."""
         ...
 
     async def context_messages(self) -> tuple[AgentMessage, ...]:
@@ -62,6 +63,11 @@ class CompactionStore(Protocol):
     ) -> CompactionEntry:
         """Append a ``compaction`` entry."""
         ...
+
+
+def known_entries(entries: Sequence[Any]) -> list[SessionEntry]:
+    """The entries of types pitrio knows (unknown ones never reach the model)."""
+    return [entry for entry in entries if not isinstance(entry, UnknownEntry)]
 
 
 async def complete(
@@ -149,7 +155,7 @@ async def compact(
 
     A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text.
     """
-    path = await store.branch_entries()
+    path = known_entries(await store.branch_entries())
     preparation = prepare_compaction(
         path, settings, context_messages=await store.context_messages()
     )

@@ -1,0 +1,392 @@
+"""The session's commands beyond prompting: compaction, model and thinking, settings, reads.
+
+A mixin of :class:`~pitrio.actors.session.actor.SessionActor`: each method runs in the actor's
+own task (the inbox loop or a task in the actor's nursery), so it may touch the actor's state.
+Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from pitrio.actors.agent_loop import AgentLoopHandle
+from pitrio.actors.agent_loop.queues import QueueMode
+from pitrio.actors.model_router.thinking import (
+    DEFAULT_THINKING_LEVEL,
+    clamp_thinking_level,
+    supported_thinking_levels,
+)
+from pitrio.actors.session.compactor import (
+    CompactionRefused,
+    StreamCall,
+    compact,
+    known_entries,
+)
+from pitrio.actors.session.resources.settings import update_global_settings
+from pitrio.actors.supervisor.compaction import (
+    compaction_failure_message,
+    context_usage,
+)
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import (
+    AgentMessage,
+    AssistantMessage,
+    ThinkingLevel,
+    ToolResultMessage,
+    UserMessage,
+)
+from pitrio.messages.content import TextContent, ToolCall
+from pitrio.messages.entries import CompactionEntry, CompactionResult
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionEnd,
+    CompactionStart,
+    EntryAppended,
+    SessionInfoChanged,
+    ThinkingLevelChanged,
+)
+from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.actor import SessionSettings
+    from pitrio.actors.session_store.actor import SessionStoreHandle
+
+COMPACTION_CANCELLED = "Compaction cancelled"
+COMPACTION_RUNNING = "A compaction is running. Wait for it to finish or abort it."
+EMPTY_SESSION_NAME = "Session name cannot be empty"
+
+
+class CompactionCancelled(PitrioError):
+    """A manual compaction was aborted."""
+
+
+class ModelNotFoundError(PitrioError):
+    """``set_model`` named a model that is not available."""
+
+
+@attrs.frozen(kw_only=True)
+class CycleResult:
+    """What ``cycle_model`` switched to."""
+
+    model: Model
+    thinking_level: ThinkingLevel
+    is_scoped: bool
+
+
+@attrs.frozen(kw_only=True)
+class SessionStats:
+    """``get_session_stats``: counts and token sums over the current context (§3.13)."""
+
+    session_file: str | None = None
+    session_id: str
+    user_messages: int
+    assistant_messages: int
+    tool_calls: int
+    tool_results: int
+    total_messages: int
+    tokens: dict[str, int]
+    cost: float
+    context_usage: dict[str, Any] | None = None
+
+
+def last_assistant_text(messages: tuple[AgentMessage, ...]) -> str | None:
+    """The last assistant reply's text, skipping aborted empty ones; ``None`` if empty (§3.13)."""
+    for message in reversed(messages):
+        if not isinstance(message, AssistantMessage):
+            continue
+        if message.stop_reason == "aborted" and not message.content:
+            continue
+        text = "".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
+        return text or None
+    return None
+
+
+def session_stats(
+    messages: tuple[AgentMessage, ...],
+    *,
+    session_id: str,
+    session_file: str | None,
+    usage: dict[str, Any] | None,
+) -> SessionStats:
+    """Counts by role, tool calls, and token and cost sums over ``messages``."""
+    tokens = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    cost = 0.0
+    users = assistants = calls = results = 0
+    for message in messages:
+        if isinstance(message, UserMessage):
+            users += 1
+        elif isinstance(message, ToolResultMessage):
+            results += 1
+        elif isinstance(message, AssistantMessage):
+            assistants += 1
+            calls += sum(isinstance(b, ToolCall) for b in message.content)
+            u = message.usage
+            tokens["input"] += u.input
+            tokens["output"] += u.output
+            tokens["cacheRead"] += u.cache_read
+            tokens["cacheWrite"] += u.cache_write
+            cost += u.cost.total
+    tokens["total"] = (
+        tokens["input"] + tokens["output"] + tokens["cacheRead"] + tokens["cacheWrite"]
+    )
+    return SessionStats(
+        session_file=session_file,
+        session_id=session_id,
+        user_messages=users,
+        assistant_messages=assistants,
+        tool_calls=calls,
+        tool_results=results,
+        total_messages=len(messages),
+        tokens=tokens,
+        cost=cost,
+        context_usage=usage,
+    )
+
+
+class SessionOperations:
+    """Mixin: the session actor's non-prompt commands."""
+
+    # Provided by SessionActor.
+    _loop: AgentLoopHandle
+    _store: SessionStoreHandle
+    _router: ModelRouterHandle | None
+    _settings: SessionSettings
+    _agent_dir: Path | None
+    _compaction_scope: trio.CancelScope | None
+    _scoped_models: tuple[Model, ...]
+    nursery: trio.Nursery
+
+    def _emit(self, event: AgentSessionEvent) -> None:
+        raise NotImplementedError
+
+    def _stream_call(self) -> StreamCall:
+        raise NotImplementedError
+
+    # -- settings ------------------------------------------------------------------------
+
+    async def _persist_settings(self, changes: dict[str, Any]) -> None:
+        """Write settings to the global file (pi persists these commands' effects)."""
+        agent_dir = self._agent_dir
+        if agent_dir is None:
+            return
+        await trio.to_thread.run_sync(update_global_settings, agent_dir, changes)
+
+    async def set_queue_mode(self, kind: Literal["steering", "followUp"], mode: QueueMode) -> None:
+        """``set_steering_mode`` / ``set_follow_up_mode``."""
+        options = (await self._loop.state()).options
+        if kind == "steering":
+            options = attrs.evolve(options, steering_mode=mode)
+            await self._persist_settings({"steeringMode": mode})
+        else:
+            options = attrs.evolve(options, follow_up_mode=mode)
+            await self._persist_settings({"followUpMode": mode})
+        await self._loop.configure(options=options)
+
+    async def set_auto_compaction(self, enabled: bool) -> None:
+        """``set_auto_compaction``."""
+        compaction = attrs.evolve(self._settings.compaction, enabled=enabled)
+        self._settings = attrs.evolve(self._settings, compaction=compaction)
+        await self._persist_settings({"compaction.enabled": enabled})
+
+    async def set_auto_retry(self, enabled: bool) -> None:
+        """``set_auto_retry``."""
+        retry = attrs.evolve(self._settings.retry, enabled=enabled)
+        self._settings = attrs.evolve(self._settings, retry=retry)
+        await self._persist_settings({"retry.enabled": enabled})
+
+    # -- model and thinking (§3.10) ------------------------------------------------------
+
+    async def _available(self) -> tuple[Model, ...]:
+        if self._router is None:
+            return ()
+        return await self._router.available_models()
+
+    async def set_model(
+        self, provider: str, model_id: str, *, level: ThinkingLevel | None = None
+    ) -> Model:
+        """Switch model (only among available ones); re-clamps the thinking level."""
+        model = next(
+            (m for m in await self._available() if m.provider == provider and m.id == model_id),
+            None,
+        )
+        if model is None:
+            raise ModelNotFoundError(f"Model not found: {provider}/{model_id}")
+        await self._switch_model(model, level)
+        return model
+
+    async def _switch_model(self, model: Model, level: ThinkingLevel | None) -> None:
+        state = await self._loop.state()
+        wanted: str
+        if level is not None:
+            wanted = level
+        elif state.model.reasoning:
+            wanted = state.thinking_level
+        else:
+            wanted = self._settings.default_thinking_level or DEFAULT_THINKING_LEVEL
+        await self._loop.configure(model=model)
+        entry = await self._store.append_model_change(model.provider, model.id)
+        self._emit(EntryAppended(entry=entry))
+        await self._persist_settings({"defaultProvider": model.provider, "defaultModel": model.id})
+        await self.set_thinking_level(wanted)
+
+    async def cycle_model(self) -> CycleResult | None:
+        """Next model of the scoped list (or of all available ones); ``None`` if only one."""
+        scoped = bool(self._scoped_models)
+        candidates = self._scoped_models if scoped else await self._available()
+        if len(candidates) <= 1:
+            return None
+        state = await self._loop.state()
+        index = next(
+            (
+                i
+                for i, m in enumerate(candidates)
+                if m.provider == state.model.provider and m.id == state.model.id
+            ),
+            -1,
+        )
+        model = candidates[(index + 1) % len(candidates)]
+        await self._switch_model(model, None)
+        level = (await self._loop.state()).thinking_level
+        return CycleResult(model=model, thinking_level=level, is_scoped=scoped)
+
+    async def set_thinking_level(self, level: str) -> ThinkingLevel:
+        """Clamp ``level`` to the model; if it changes, record it and tell subscribers."""
+        state = await self._loop.state()
+        effective = clamp_thinking_level(state.model, level)
+        if effective != state.thinking_level:
+            await self._loop.configure(thinking_level=effective)
+            entry = await self._store.append_thinking_level_change(effective)
+            self._emit(EntryAppended(entry=entry))
+            if state.model.reasoning or effective != "off":
+                await self._persist_settings({"defaultThinkingLevel": effective})
+            self._emit(ThinkingLevelChanged(level=effective))
+        return effective
+
+    async def cycle_thinking_level(self) -> ThinkingLevel | None:
+        """The next supported level (wrapping); ``None`` for a model without reasoning."""
+        state = await self._loop.state()
+        if not state.model.reasoning:
+            return None
+        levels = supported_thinking_levels(state.model)
+        current = levels.index(state.thinking_level) if state.thinking_level in levels else -1
+        return await self.set_thinking_level(levels[(current + 1) % len(levels)])
+
+    # -- names and reads -----------------------------------------------------------------
+
+    async def set_session_name(self, name: str) -> str:
+        """Name the session (trimmed; empty is refused)."""
+        trimmed = name.strip()
+        if not trimmed:
+            raise PitrioError(EMPTY_SESSION_NAME)
+        entry = await self._store.append_session_info(trimmed)
+        self._emit(EntryAppended(entry=entry))
+        self._emit(SessionInfoChanged(name=trimmed))
+        return trimmed
+
+    async def stats(self) -> SessionStats:
+        """``get_session_stats`` over the agent's current messages."""
+        state = await self._loop.state()
+        path = await self._store.branch_entries()
+        usage = context_usage(known_entries(path), state.messages, state.model.context_window)
+        usage_json = None
+        if usage is not None:
+            usage_json = {
+                "tokens": usage.tokens,
+                "contextWindow": usage.context_window,
+                "percent": usage.percent,
+            }
+        store_path = self._store.path
+        return session_stats(
+            state.messages,
+            session_id=self._store.header.id,
+            session_file=str(store_path) if store_path else None,
+            usage=usage_json,
+        )
+
+    # -- compaction (§3.8) ---------------------------------------------------------------
+
+    async def _compact_now(
+        self, *, custom_instructions: str | None, manual: bool
+    ) -> tuple[CompactionResult, CompactionEntry] | None:
+        state = await self._loop.state()
+        done = await compact(
+            self._store,
+            self._stream_call(),
+            state.model,
+            self._settings.compaction,
+            state.thinking_level,
+            custom_instructions=custom_instructions,
+            manual=manual,
+        )
+        if done is not None:
+            self._emit(EntryAppended(entry=done[1]))
+            await self._loop.set_messages(await self._store.context_messages())
+        return done
+
+    async def run_manual_compaction(self, custom_instructions: str | None) -> CompactionResult:
+        """``compact``: summarize the branch now (the caller made sure no run is active)."""
+        scope = trio.CancelScope()
+        self._compaction_scope = scope
+        self._emit(CompactionStart(reason="manual"))
+        try:
+            done: tuple[CompactionResult, CompactionEntry] | None = None
+            with scope:
+                done = await self._compact_now(custom_instructions=custom_instructions, manual=True)
+            if done is None:
+                raise CompactionCancelled(COMPACTION_CANCELLED)
+        except (PitrioError, CompactionRefused) as exc:
+            aborted = isinstance(exc, CompactionCancelled)
+            self._emit(
+                CompactionEnd(
+                    reason="manual",
+                    aborted=aborted,
+                    will_retry=False,
+                    error_message=None
+                    if aborted
+                    else compaction_failure_message("manual", str(exc)),
+                )
+            )
+            raise
+        finally:
+            self._compaction_scope = None
+        result = done[0]
+        self._emit(CompactionEnd(reason="manual", result=result, aborted=False, will_retry=False))
+        return result
+
+    async def run_auto_compaction(
+        self, reason: Literal["threshold", "overflow"], will_retry: bool
+    ) -> bool:
+        """An automatic compaction inside a run; ``True`` if it compacted."""
+        self._emit(CompactionStart(reason=reason))
+        scope = trio.CancelScope()
+        self._compaction_scope = scope
+        try:
+            with scope:
+                done = await self._compact_now(custom_instructions=None, manual=False)
+        except PitrioError as exc:
+            self._emit(
+                CompactionEnd(
+                    reason=reason,
+                    aborted=False,
+                    will_retry=False,
+                    error_message=compaction_failure_message(reason, str(exc)),
+                )
+            )
+            return False
+        finally:
+            self._compaction_scope = None
+        if scope.cancelled_caught:
+            self._emit(CompactionEnd(reason=reason, aborted=True, will_retry=False))
+            return False
+        if done is None:
+            self._emit(CompactionEnd(reason=reason, aborted=False, will_retry=False))
+            return False
+        self._emit(
+            CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
+        )
+        return True

@@ -1,0 +1,239 @@
+"""The session actor's compaction, model/thinking and naming commands, end to end on a store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
+from pitrio.actors.model_router import (
+    FAUX_MODELS,
+    FauxProvider,
+    FauxReply,
+    RouterConfig,
+    start_model_router,
+)
+from pitrio.actors.model_router.providers.faux_rules import FixtureRules
+from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session_store import SessionStoreHandle, create_store
+from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AssistantMessage, CompactionSummaryMessage
+from pitrio.messages.content import text_of
+from pitrio.messages.entries import CompactionEntry, ModelChangeEntry, ThinkingLevelChangeEntry
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionEnd,
+    CompactionStart,
+    EntryAppended,
+    SessionInfoChanged,
+    ThinkingLevelChanged,
+)
+from pitrio.messages.model import Model
+
+FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
+FAUX_SMALL = next(m for m in FAUX_MODELS if m.id == "faux-small")
+# The recording settings of pi's fixtures (fixtures README).
+FIXTURE_SETTINGS = SessionSettings(
+    retry=RetrySettings(max_retries=2, base_delay_ms=50),
+    compaction=CompactionSettings(keep_recent_tokens=60),
+)
+
+
+@attrs.define
+class Fixture:
+    session: SessionHandle
+    store: SessionStoreHandle
+    faux: FauxProvider
+    events: trio.MemoryReceiveChannel[Sequenced]
+
+    async def drain(self) -> list[AgentSessionEvent]:
+        """Every event delivered so far (the feeder hands them over one at a time)."""
+        out: list[AgentSessionEvent] = []
+        while True:
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                out.append(self.events.receive_nowait().event)
+            except trio.WouldBlock:
+                return out
+
+    async def until(self, kind: str) -> list[AgentSessionEvent]:
+        out: list[AgentSessionEvent] = []
+        async for item in self.events:
+            out.append(item.event)
+            if item.event.type == kind:
+                return out
+        raise AssertionError(f"no {kind}")
+
+
+@asynccontextmanager
+async def session(
+    *,
+    model: Model = FAUX_1,
+    settings: SessionSettings = FIXTURE_SETTINGS,
+    faux: FauxProvider | None = None,
+) -> AsyncIterator[Fixture]:
+    faux = faux or FauxProvider(default=FixtureRules())
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
+        store = await create_store(nursery, "/home/user/project", persist=False)
+        # A session starts with its model and thinking level recorded, as pi's do.
+        await store.append_model_change(model.provider, model.id)
+        await store.append_thinking_level_change("off")
+        loop = AgentLoopHandle(
+            await nursery.start(AgentLoop(stream=router.stream, model=model).run)
+        )
+        actor = SessionActor(loop=loop, store=store, router=router, settings=settings)
+        handle = SessionHandle(await nursery.start(actor.run))
+        events = await handle.subscribe(capacity=100_000)
+        yield Fixture(session=handle, store=store, faux=faux, events=events)
+        nursery.cancel_scope.cancel()
+
+
+async def test_manual_compaction_then_already_compacted() -> None:
+    async with session() as fx:
+        for text in ("first question", "second question", "third question"):
+            await fx.session.prompt(text)
+        await fx.drain()
+        result = await fx.session.compact()
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+        with pytest.raises(PitrioError, match=r"^Already compacted$"):
+            await fx.session.compact()
+        failed = await fx.drain()
+    assert result.summary.startswith("## Goal\nCompaction summary (scripted)")
+    assert [e.type for e in events] == ["compaction_start", "entry_appended", "compaction_end"]
+    start, appended, end = events
+    assert isinstance(start, CompactionStart) and start.reason == "manual"
+    assert isinstance(appended, EntryAppended) and isinstance(appended.entry, CompactionEntry)
+    assert isinstance(end, CompactionEnd) and end.result == result and not end.will_retry
+    assert isinstance(context[0], CompactionSummaryMessage)
+    assert context[0].summary == result.summary
+    assert [e.type for e in failed] == ["compaction_start", "compaction_end"]
+    end = failed[-1]
+    assert isinstance(end, CompactionEnd)
+    assert end.error_message == "Compaction failed: Already compacted" and end.result is None
+
+
+async def test_compacting_an_empty_session_succeeds_with_no_tokens() -> None:
+    async with session() as fx:
+        result = await fx.session.compact()
+    assert result.tokens_before == 0
+
+
+async def test_overflow_compacts_and_retries_once_in_one_run() -> None:
+    async with session() as fx:
+        await fx.session.prompt("hello")
+        await fx.drain()
+        await fx.session.prompt("OVERFLOW: a huge request")
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+    kinds = [e.type for e in events]
+    assert kinds.count("agent_settled") == 1 and kinds[-1] == "agent_settled"
+    assert kinds.count("agent_start") == 2
+    start = next(e for e in events if isinstance(e, CompactionStart))
+    end = next(e for e in events if isinstance(e, CompactionEnd))
+    assert start.reason == "overflow" and end.reason == "overflow"
+    assert end.will_retry and end.result is not None
+    first_end = next(e for e in events if e.type == "agent_end")
+    assert first_end.will_retry is True  # type: ignore[union-attr]
+    # The failed response left the projection; the recovered answer is the last message.
+    assert not any(isinstance(m, AssistantMessage) and m.stop_reason == "error" for m in context)
+    assert text_of(context[-1].content) == "Answer after overflow recovery."  # type: ignore[union-attr]
+
+
+async def test_threshold_compaction_after_a_run() -> None:
+    settings = attrs.evolve(
+        FIXTURE_SETTINGS,
+        compaction=CompactionSettings(keep_recent_tokens=60, reserve_tokens=20_000 - 1_500),
+    )
+    async with session(model=FAUX_SMALL, settings=settings) as fx:
+        await fx.session.prompt("x " * 4_000)  # ~2,000 tokens of input: past 1,500
+        events = await fx.drain()
+    start = next(e for e in events if isinstance(e, CompactionStart))
+    end = next(e for e in events if isinstance(e, CompactionEnd))
+    assert start.reason == "threshold" and end.result is not None and not end.will_retry
+    kinds = [e.type for e in events]
+    assert kinds.index("agent_end") < kinds.index("compaction_start")
+    assert kinds[-1] == "agent_settled" and kinds.count("agent_start") == 1
+
+
+async def test_abort_during_manual_compaction(autojump_clock: trio.testing.MockClock) -> None:
+    faux = FauxProvider(["one"])
+    async with session(faux=faux) as fx:
+        await fx.session.prompt("hello")
+        faux.push(FauxReply(text="summary " * 50, chunk_delay=1))
+        await fx.drain()
+        failures: list[BaseException] = []
+
+        async def compact() -> None:
+            try:
+                await fx.session.compact()
+            except PitrioError as exc:
+                failures.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(compact)
+            await trio.sleep(5)
+            assert (await fx.session.state()).is_compacting
+            with pytest.raises(PitrioError, match="compaction is running"):
+                await fx.session.prompt("meanwhile")
+            await fx.session.abort()
+        events = await fx.drain()
+        entries = await fx.store.entries()
+        state = await fx.session.state()
+    assert [str(f) for f in failures] == ["Compaction cancelled"]
+    end = next(e for e in events if isinstance(e, CompactionEnd))
+    assert end.aborted and end.error_message is None
+    assert not any(isinstance(e, CompactionEntry) for e in entries)
+    assert not state.is_compacting
+
+
+async def test_model_and_thinking_commands() -> None:
+    async with session() as fx:
+        with pytest.raises(PitrioError, match=r"^Model not found: faux/nope$"):
+            await fx.session.set_model("faux", "nope")
+        model = await fx.session.set_model("faux", "faux-think")
+        events = await fx.drain()
+        assert model.id == "faux-think"
+        # faux-1 has no reasoning, so the level switching away from it is pi's default.
+        changed = [e for e in events if isinstance(e, ThinkingLevelChanged)]
+        assert [c.level for c in changed] == ["medium"]
+        assert await fx.session.set_thinking_level("high") == "high"
+        assert await fx.session.set_thinking_level("high") == "high"  # unchanged: no event
+        assert await fx.session.cycle_thinking_level() == "off"
+        assert [e.level for e in await fx.drain() if isinstance(e, ThinkingLevelChanged)] == [
+            "high",
+            "off",
+        ]
+        cycled = await fx.session.cycle_model()
+        assert cycled is not None and cycled.model.id == "faux-small"
+        assert cycled.thinking_level == "off" and not cycled.is_scoped
+        entries = await fx.store.entries()
+    models = [e.model_id for e in entries if isinstance(e, ModelChangeEntry)]
+    levels = [e.thinking_level for e in entries if isinstance(e, ThinkingLevelChangeEntry)]
+    assert models == ["faux-1", "faux-think", "faux-small"]
+    assert levels == ["off", "medium", "high", "off"]
+
+
+async def test_session_name_and_stats() -> None:
+    async with session() as fx:
+        with pytest.raises(PitrioError, match=r"^Session name cannot be empty$"):
+            await fx.session.set_session_name("   ")
+        assert await fx.session.set_session_name("  Demo  ") == "Demo"
+        events = await fx.drain()
+        await fx.session.prompt("hi")
+        stats = await fx.session.session_stats()
+        state = await fx.session.state()
+    assert SessionInfoChanged(name="Demo") in events
+    assert state.session_name == "Demo"
+    assert (stats.user_messages, stats.assistant_messages, stats.total_messages) == (1, 1, 2)
+    assert stats.tokens["total"] > 0
+    assert stats.context_usage is not None and stats.context_usage["contextWindow"] == 128000
