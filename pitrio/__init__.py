@@ -27,26 +27,165 @@ from pitrio.actors.model_router import (
     start_model_router,
 )
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
+from pitrio.actors.session.actor import StreamingBehavior
+from pitrio.actors.session.bootstrap import (
+    DEFAULT_MODEL,
+    SessionOptions,
+    StartedSession,
+    start_session,
+)
+from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.recorder import SessionRecorder
 from pitrio.actors.session_store.paths import session_dir, session_file_name
 from pitrio.actors.session_store.writer import SessionWriter, new_header
 from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.messages.agent import AgentMessage, user_message
-from pitrio.messages.entries import SessionHeader
-from pitrio.messages.events import AgentEvent
+from pitrio.messages.content import ImageContent
+from pitrio.messages.entries import CompactionResult, SessionHeader
+from pitrio.messages.events import AgentEvent, AgentSessionEvent
+from pitrio.messages.model import Model
 
 __all__ = [
     "DEFAULT_MODEL",
     "Agent",
+    "AgentSession",
     "FauxProvider",
     "FauxReply",
     "FauxToolCall",
     "PitrioError",
+    "SessionOptions",
+    "create_session",
     "open_agent",
 ]
 
-DEFAULT_MODEL = "faux/echo"
+
+class AgentSession:
+    """A running session (pi's ``AgentSession``): prompt it, queue messages, subscribe, abort.
+
+    Every method sends a command to the session actor and awaits its answer; the session keeps
+    serving while a run is in progress.
+    """
+
+    def __init__(self, started: StartedSession, router: ModelRouterHandle) -> None:
+        self.handle = started.session
+        self.store = started.store
+        self.loop = started.loop
+        self.tools = started.tools
+        self.router = router
+        self.notices = started.notices
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session's header line."""
+        return self.store.header
+
+    @property
+    def session_file(self) -> Path | None:
+        """The session file (it exists once the first assistant message does), if persisted."""
+        return self.store.path
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+    ) -> None:
+        """Send a prompt; returns when its run settles (at once when it was only queued)."""
+        await self.handle.prompt(text, images=images, streaming_behavior=streaming_behavior)
+
+    async def steer(self, text: str) -> None:
+        """Queue a steering message."""
+        await self.handle.steer(text)
+
+    async def follow_up(self, text: str) -> None:
+        """Queue a follow-up message."""
+        await self.handle.follow_up(text)
+
+    async def abort(self) -> None:
+        """Abort the active run and return once the session is idle."""
+        await self.handle.abort()
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active."""
+        await self.handle.wait_for_idle()
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact the session now."""
+        return await self.handle.compact(custom_instructions)
+
+    async def set_model(self, provider: str, model_id: str) -> Model:
+        """Switch to another available model."""
+        return await self.handle.set_model(provider, model_id)
+
+    async def set_thinking_level(self, level: str) -> str:
+        """Set the thinking level (clamped to the model); returns the effective level."""
+        return await self.handle.set_thinking_level(level)
+
+    async def messages(self) -> tuple[AgentMessage, ...]:
+        """The current context."""
+        return await self.handle.messages()
+
+    async def subscribe(self, capacity: int = 4096) -> trio.MemoryReceiveChannel[Sequenced]:
+        """Every event from now on, each with its ``seq``."""
+        return await self.handle.subscribe(capacity)
+
+    async def events(self, capacity: int = 4096) -> AsyncIterator[AgentSessionEvent]:
+        """Every event from now on, as an async iterator of typed events."""
+        async with await self.handle.subscribe(capacity) as channel:
+            async for item in channel:
+                yield item.event
+
+
+@asynccontextmanager
+async def create_session(
+    *,
+    cwd: str | None = None,
+    model: str | None = None,
+    thinking_level: str | None = None,
+    session: str | None = None,
+    continue_recent: bool = False,
+    fork: str | None = None,
+    persist: bool = True,
+    session_dir: str | None = None,
+    tools: Sequence[AgentTool] = (),
+    builtin_tools: bool = True,
+    system_prompt: str = "",
+    faux: FauxProvider | None = None,
+    router: ModelRouterHandle | None = None,
+) -> AsyncIterator[AgentSession]:
+    """Start a session and yield its :class:`AgentSession`; leaving the block aborts a run in
+    progress, waits for it to settle and stops the session's actors.
+
+    Errors at start (an unknown model, a locked or broken session file) are raised as the
+    :class:`~pitrio.errors.PitrioError` they are, never as an exception group.
+    """
+    options = SessionOptions(
+        cwd=cwd,
+        model=model,
+        thinking_level=thinking_level,
+        session=session,
+        continue_recent=continue_recent,
+        fork=fork,
+        persist=persist,
+        session_dir=session_dir,
+        tools=tools,
+        builtin_tools=builtin_tools,
+        system_prompt=system_prompt,
+    )
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            shared = router or await start_model_router(nursery, faux=faux)
+            started = await start_session(nursery, shared, options)
+            agent_session = AgentSession(started, shared)
+            try:
+                yield agent_session
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(10):
+                    await started.session.abort()
+                    await started.store.flush()
+                nursery.cancel_scope.cancel()
 
 
 class Agent:

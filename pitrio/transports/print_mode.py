@@ -10,16 +10,36 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
+import attrs
 import orjson
 import trio
 
 import pitrio
+from pitrio.actors.session.fanout import Sequenced
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent
-from pitrio.messages.events import AgentEnd, AgentEvent
+from pitrio.messages.events import (
+    AgentEnd,
+    AgentSessionEvent,
+    AgentSettled,
+    BashExecutionUpdate,
+    EntryAppended,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    SummarizationRetryScheduled,
+)
+
+SEED_ONLY_EVENTS = (
+    AgentSettled,
+    EntryAppended,
+    SummarizationRetryScheduled,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+    BashExecutionUpdate,
+)
 
 
 def _silence_stdout() -> None:
@@ -52,26 +72,41 @@ def final_reply(messages: Sequence[object]) -> tuple[list[str], str | None]:
     return [block.text for block in last.content if isinstance(block, TextContent)], None
 
 
+def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
+    """The event as pi 0.73.1 prints it in JSON mode; ``None`` for the seed-only events.
+
+    JSON mode stays line-compatible with pi; the seed events (``entry_appended``,
+    ``agent_settled``, ``agent_end.willRetry``, ...) are for RPC and websocket clients.
+    """
+    if isinstance(event, SEED_ONLY_EVENTS):
+        return None
+    if isinstance(event, AgentEnd) and event.will_retry is not None:
+        return attrs.evolve(event, will_retry=None)
+    return event
+
+
 class _JsonLines:
-    """Writes events as JSON lines and counts the runs whose ``agent_end`` it has written."""
+    """Writes events as JSON lines and counts the runs whose ``agent_settled`` it has seen."""
 
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
-        self.runs_written = 0
+        self.settled = 0
         self._advanced = trio.Event()
 
-    async def write_all(self, events: trio.MemoryReceiveChannel[AgentEvent]) -> None:
+    async def write_all(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
         async with events:
-            async for event in events:
-                self.out.write(orjson.dumps(to_json(event)) + b"\n")
-                self.out.flush()
-                if isinstance(event, AgentEnd):
-                    self.runs_written += 1
+            async for item in events:
+                event = pi_event(item.event)
+                if event is not None:
+                    self.out.write(orjson.dumps(to_json(event)) + b"\n")
+                    self.out.flush()
+                if isinstance(item.event, AgentSettled):
+                    self.settled += 1
                     self._advanced.set()
                     self._advanced = trio.Event()
 
-    async def wait_runs(self, count: int) -> None:
-        while self.runs_written < count:
+    async def wait_settled(self, count: int) -> None:
+        while self.settled < count:
             await self._advanced.wait()
 
 
@@ -86,6 +121,7 @@ async def run_print_mode(
     stdout: BinaryIO | None = None,
     stderr: TextIO | None = None,
     faux: pitrio.FauxProvider | None = None,
+    session_options: dict[str, Any] | None = None,
 ) -> int:
     """Run ``prompts`` one after another; returns the process exit code.
 
@@ -95,25 +131,28 @@ async def run_print_mode(
     err = stderr or sys.stderr
     try:
         async with (
-            pitrio.open_agent(
+            pitrio.create_session(
                 model=model,
                 persist=persist,
-                session_dir_override=session_dir,
+                session_dir=session_dir,
                 thinking_level=thinking_level,
                 faux=faux,
-            ) as agent,
+                **(session_options or {}),
+            ) as session,
             trio.open_nursery() as nursery,
         ):
+            for notice in session.notices:
+                err.write(notice + "\n")
             writer = _JsonLines(out)
             if json_mode:
-                out.write(orjson.dumps(to_json(agent.header)) + b"\n")
+                out.write(orjson.dumps(to_json(session.header)) + b"\n")
                 out.flush()
-                nursery.start_soon(writer.write_all, agent.subscribe())
+                nursery.start_soon(writer.write_all, await session.subscribe())
             for prompt in prompts:
-                await agent.prompt(prompt)
+                await session.prompt(prompt)
             if json_mode:
-                await writer.wait_runs(len(prompts))
-            state = await agent.state()
+                await writer.wait_settled(len(prompts))
+            messages = await session.messages()
             nursery.cancel_scope.cancel()
     except pitrio.PitrioError as exc:
         err.write(f"Error: {exc}\n")
@@ -126,7 +165,7 @@ async def run_print_mode(
         return 0
     if json_mode:
         return 0
-    lines, error = final_reply(state.messages)
+    lines, error = final_reply(messages)
     if error is not None:
         err.write(error + "\n")
         err.flush()

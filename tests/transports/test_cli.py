@@ -63,9 +63,10 @@ def pitrio(
 
 
 def files_under(directory: Path) -> list[Path]:
+    """Session files under ``directory`` (their ``.lock`` lease files aside)."""
     if not directory.exists():
         return []
-    return sorted(p for p in directory.rglob("*") if p.is_file())
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix != ".lock")
 
 
 def json_lines(data: bytes) -> list[dict[str, Any]]:

@@ -259,7 +259,7 @@ async def test_json_mode_unknown_model_writes_no_json() -> None:
 
 
 def thinking_levels(directory: Path) -> list[str]:
-    [path] = list(directory.iterdir())
+    [path] = list(directory.glob("*.jsonl"))
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     return [line["thinkingLevel"] for line in lines if line["type"] == "thinking_level_change"]
 
@@ -305,10 +305,10 @@ async def test_a_thrown_prompt_error_exits_1(
 ) -> None:
     """A prompt that raises (pi: no API key, preflight failure) exits 1 in both modes."""
 
-    async def refuse(self: pitrio.Agent, text: str) -> Any:
+    async def refuse(self: pitrio.AgentSession, text: str, **_: Any) -> Any:
         raise AgentBusyError(f"refused {text}")
 
-    monkeypatch.setattr(pitrio.Agent, "prompt", refuse)
+    monkeypatch.setattr(pitrio.AgentSession, "prompt", refuse)
     code, out, err = await run(["hi"], json_mode=json_mode)
     assert (code, err) == (1, "Error: refused hi\n")
     if json_mode:  # the header was already written

@@ -1,31 +1,80 @@
 """Settings files (spec §8): global ``<agentDir>/settings.json`` merged with the project's.
 
-Pure merge and typed reading; the file I/O is two small functions. Effective settings are the
-global object with the project's keys on top, nested objects merged one level. A file that does
-not parse is reported (never silently ignored) and treated as empty, as pi does. Writes go to
-the global file and change only the keys given, so concurrent edits by hand survive.
+Pure merge, validation and typed reading; the file I/O is a few small functions.
+
+* Effective settings are the global object with the project's keys on top, nested objects
+  merged one level (pi's rule). The project file is ``<cwd>/.pitrio/settings.json``; when the
+  agent dir is pi's own (``~/.pi/agent``, or ``pi_compat=True``) a project without
+  ``.pitrio/settings.json`` falls back to ``.pi/settings.json``.
+* A file that does not parse is reported and read as ``{}`` (pi does the same). A known key
+  (§8.2) holding a value of the wrong type is reported with its file and dotted key and left
+  out, so its default applies; unknown keys are kept untouched (files shared with a newer pi).
+* Writes change only the keys given, re-read the file under a directory lock right before
+  replacing it atomically, and refuse to touch a file that is invalid: the user's file is
+  never overwritten while it has a problem.
 """
 
 from __future__ import annotations
 
+import fcntl
+import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import orjson
 
+from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
+from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.errors import PitrioError
+
 PROJECT_DIR_NAME = ".pitrio"
+PI_PROJECT_DIR_NAME = ".pi"
+SETTINGS_FILE = "settings.json"
+
+QueueMode = Literal["all", "one-at-a-time"]
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+TRANSPORTS = ("sse", "websocket", "websocket-cached", "auto")
+QUEUE_MODES = ("all", "one-at-a-time")
+RESOURCE_KINDS = ("extensions", "skills", "prompts", "themes")
 
 
 @attrs.frozen
 class SettingsProblem:
-    """A settings file that could not be read."""
+    """A settings file, or one key in it, that could not be used.
+
+    ``key`` is the dotted key (``retry.maxRetries``) or ``None`` when the whole file is
+    unusable.
+    """
 
     path: str
     error: str
+    key: str | None = None
+
+    def __str__(self) -> str:
+        if self.key is None:
+            return f"{self.path}: {self.error}"
+        return f"{self.path}: {self.key}: {self.error}"
+
+
+class SettingsWriteError(PitrioError, ValueError):
+    """A settings file was not written: it is invalid, or the change would make it so."""
+
+    def __init__(self, path: Path, problems: tuple[SettingsProblem, ...]) -> None:
+        details = "; ".join(
+            str(p) if p.key is None else f"{p.key}: {p.error}" for p in problems
+        )
+        super().__init__(f"cannot update {path}: {details}")
+        self.path = path
+        self.problems = problems
+
+
+# --- pure rules -------------------------------------------------------------------------------
 
 
 def merge_settings(global_: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,23 +92,183 @@ def merge_settings(global_: Mapping[str, Any], project: Mapping[str, Any]) -> di
 
 
 def migrate_settings(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply pi's load-time renames (``queueMode`` -> ``steeringMode``, ...)."""
+    """Apply pi's load-time renames.
+
+    ``queueMode`` -> ``steeringMode``; a boolean ``websockets`` -> ``transport``; the legacy
+    ``skills`` object ``{enableSkillCommands, customDirectories}`` -> ``enableSkillCommands``
+    plus a ``skills`` array.
+    """
     out = dict(raw)
     if "queueMode" in out and "steeringMode" not in out:
         out["steeringMode"] = out.pop("queueMode")
     if isinstance(out.get("websockets"), bool) and "transport" not in out:
         out["transport"] = "websocket" if out.pop("websockets") else "sse"
+    legacy = out.get("skills")
+    if isinstance(legacy, dict):
+        del out["skills"]
+        enable = legacy.get("enableSkillCommands")
+        if isinstance(enable, bool) and "enableSkillCommands" not in out:
+            out["enableSkillCommands"] = enable
+        directories = legacy.get("customDirectories")
+        if isinstance(directories, list) and directories:
+            out["skills"] = list(directories)
     return out
 
 
+Check = Callable[[Any], str | None]
+"""Returns the problem with a value, or ``None`` when it is acceptable."""
+
+
+def _string(value: Any) -> str | None:
+    return None if isinstance(value, str) else "expected a string"
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "expected true or false"
+
+
+def _number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "expected a number"
+    if not math.isfinite(value) or value < 0:
+        return "expected a number of at least 0"
+    return None
+
+
+def _one_of(*choices: str) -> Check:
+    listed = ", ".join(f'"{c}"' for c in choices)
+
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"expected one of {listed}"
+
+    return check
+
+
+def _strings(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return None
+    return "expected an array of strings"
+
+
+def _packages(value: Any) -> str | None:
+    if isinstance(value, list) and all(
+        isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("source"), str))
+        for v in value
+    ):
+        return None
+    return "expected an array of package sources"
+
+
+def _budgets(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "expected an object"
+    for level, budget in value.items():
+        if _number(budget) is not None:
+            return f'"{level}": expected a number of at least 0'
+    return None
+
+
+# Keys of §8.2 this layer reads, with their checks. Parents of dotted keys must be objects.
+SCHEMA: dict[str, Check] = {
+    "defaultProvider": _string,
+    "defaultModel": _string,
+    "defaultThinkingLevel": _one_of(*THINKING_LEVELS),
+    "thinkingBudgets": _budgets,
+    "transport": _one_of(*TRANSPORTS),
+    "steeringMode": _one_of(*QUEUE_MODES),
+    "followUpMode": _one_of(*QUEUE_MODES),
+    "compaction.enabled": _flag,
+    "compaction.reserveTokens": _number,
+    "compaction.keepRecentTokens": _number,
+    "branchSummary.reserveTokens": _number,
+    "branchSummary.skipPrompt": _flag,
+    "retry.enabled": _flag,
+    "retry.maxRetries": _number,
+    "retry.baseDelayMs": _number,
+    "retry.maxDelayMs": _number,
+    "retry.provider.timeoutMs": _number,
+    "retry.provider.maxRetries": _number,
+    "retry.provider.maxRetryDelayMs": _number,
+    "shellPath": _string,
+    "shellCommandPrefix": _string,
+    "images.autoResize": _flag,
+    "images.blockImages": _flag,
+    "enableSkillCommands": _flag,
+    "enabledModels": _strings,
+    "sessionDir": _string,
+    "extensions": _strings,
+    "skills": _strings,
+    "prompts": _strings,
+    "themes": _strings,
+    "packages": _packages,
+}
+
+
+def _parents() -> tuple[str, ...]:
+    parents: dict[str, None] = {}
+    for key in SCHEMA:
+        parts = key.split(".")
+        for depth in range(1, len(parts)):
+            parents.setdefault(".".join(parts[:depth]), None)
+    return tuple(parents)
+
+
+_PARENTS = _parents()
+
+
+def validate_settings(
+    values: Mapping[str, Any], path: str
+) -> tuple[dict[str, Any], tuple[SettingsProblem, ...]]:
+    """``values`` without the known keys whose values are unusable, and one problem per key.
+
+    A parent that is not an object (``"retry": 3``) is one problem and is dropped whole.
+    """
+    clean: dict[str, Any] = _deep_copy(values)
+    problems: list[SettingsProblem] = []
+    for parent in _PARENTS:
+        container, leaf = _locate(clean, parent)
+        if container is not None and leaf in container and not isinstance(container[leaf], dict):
+            problems.append(SettingsProblem(path, "expected an object", parent))
+            del container[leaf]
+    for key, check in SCHEMA.items():
+        container, leaf = _locate(clean, key)
+        if container is None or leaf not in container:
+            continue
+        error = check(container[leaf])
+        if error is not None:
+            problems.append(SettingsProblem(path, error, key))
+            del container[leaf]
+    return clean, tuple(problems)
+
+
+def _deep_copy(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in values.items()}
+
+
+def _locate(values: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
+    *parents, leaf = dotted.split(".")
+    node: Any = values
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return None, leaf
+    return node, leaf
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
 def read_settings_file(path: Path) -> tuple[dict[str, Any], SettingsProblem | None]:
-    """The settings object in ``path`` (``{}`` when absent), or ``{}`` and the problem."""
+    """The (migrated) settings object in ``path`` (``{}`` when absent), or ``{}`` and the problem.
+
+    Types are not checked here; :func:`validate_settings` does that.
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
-        return {}, SettingsProblem(str(path), str(exc))
+        return {}, SettingsProblem(str(path), exc.strerror or str(exc))
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -69,12 +278,52 @@ def read_settings_file(path: Path) -> tuple[dict[str, Any], SettingsProblem | No
     return migrate_settings(value), None
 
 
+def is_pi_agent_dir(agent_dir: Path) -> bool:
+    """Whether ``agent_dir`` is pi's (``.../.pi/agent``): then pi's project dirs are read too."""
+    return agent_dir.name == "agent" and agent_dir.parent.name == PI_PROJECT_DIR_NAME
+
+
+def project_dir_names(agent_dir: Path, pi_compat: bool | None = None) -> tuple[str, ...]:
+    """Project config dir names in the order they are consulted (``.pitrio`` first)."""
+    compat = is_pi_agent_dir(agent_dir) if pi_compat is None else pi_compat
+    return (PROJECT_DIR_NAME, PI_PROJECT_DIR_NAME) if compat else (PROJECT_DIR_NAME,)
+
+
+def project_config_dirs(
+    cwd: str, agent_dir: Path, pi_compat: bool | None = None
+) -> tuple[Path, ...]:
+    """The project's config dirs: ``<cwd>/.pitrio`` and, for pi's agent dir, ``<cwd>/.pi``."""
+    return tuple(Path(cwd) / name for name in project_dir_names(agent_dir, pi_compat))
+
+
+def project_settings_path(
+    cwd: str, agent_dir: Path, pi_compat: bool | None = None
+) -> Path:
+    """The project settings file: the first config dir's that exists, else ``.pitrio``'s."""
+    dirs = project_config_dirs(cwd, agent_dir, pi_compat)
+    for directory in dirs:
+        candidate = directory / SETTINGS_FILE
+        if candidate.exists():
+            return candidate
+    return dirs[0] / SETTINGS_FILE
+
+
 @attrs.frozen
 class Settings:
-    """Effective settings with typed accessors for the keys this runtime reads."""
+    """Effective settings with typed accessors for the keys this runtime reads (§8.2).
+
+    ``values`` is the merged, validated object; ``global_values`` / ``project_values`` are
+    the two files' validated objects (resource lists resolve against their own file's dir).
+    """
 
     values: dict[str, Any] = attrs.field(factory=dict)
     problems: tuple[SettingsProblem, ...] = ()
+    global_values: dict[str, Any] = attrs.field(factory=dict)
+    project_values: dict[str, Any] = attrs.field(factory=dict)
+    global_path: Path | None = None
+    project_path: Path | None = None
+
+    # -- generic ---------------------------------------------------------------------------
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """The value at ``a.b.c``, or ``default``."""
@@ -102,47 +351,202 @@ class Settings:
         value = self.get(dotted)
         return value if isinstance(value, str) else None
 
+    # -- §8.2 ------------------------------------------------------------------------------
 
-def load_settings(agent_dir: Path, cwd: str | None = None) -> Settings:
+    @property
+    def default_provider(self) -> str | None:
+        """``defaultProvider``: the provider of the initial model."""
+        return self.text("defaultProvider")
+
+    @property
+    def default_model(self) -> str | None:
+        """``defaultModel``: the initial model id (with ``default_provider``)."""
+        return self.text("defaultModel")
+
+    @property
+    def default_thinking_level(self) -> str | None:
+        """``defaultThinkingLevel`` (``None``: the caller's fallback, pi's ``"medium"``)."""
+        return self.text("defaultThinkingLevel")
+
+    @property
+    def thinking_budgets(self) -> dict[str, int]:
+        """``thinkingBudgets``: tokens per thinking level for budget-based providers."""
+        value = self.get("thinkingBudgets")
+        if not isinstance(value, dict):
+            return {}
+        return {str(level): int(budget) for level, budget in value.items()}
+
+    @property
+    def transport(self) -> str:
+        """``transport`` (pi 0.73.1's code default ``"auto"``)."""
+        return self.text("transport") or "auto"
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """``steeringMode``: deliver queued steering messages ``all`` at once or one per turn."""
+        return "all" if self.get("steeringMode") == "all" else "one-at-a-time"
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """``followUpMode``: like :attr:`steering_mode` for follow-up messages."""
+        return "all" if self.get("followUpMode") == "all" else "one-at-a-time"
+
+    @property
+    def retry(self) -> RetrySettings:
+        """``retry.*`` (enabled, maxRetries, baseDelayMs, maxDelayMs)."""
+        return RetrySettings.from_json(self.get("retry"))
+
+    @property
+    def compaction(self) -> CompactionSettings:
+        """``compaction.*`` (enabled, reserveTokens, keepRecentTokens)."""
+        return CompactionSettings.from_json(self.get("compaction"))
+
+    @property
+    def branch_summary(self) -> BranchSummarySettings:
+        """``branchSummary.*`` (reserveTokens, skipPrompt)."""
+        return BranchSummarySettings.from_json(self.get("branchSummary"))
+
+    @property
+    def shell_path(self) -> str | None:
+        """``shellPath``: the shell for the bash tool and ``!`` commands."""
+        return self.text("shellPath")
+
+    @property
+    def shell_command_prefix(self) -> str | None:
+        """``shellCommandPrefix``: a line run before every bash command."""
+        return self.text("shellCommandPrefix")
+
+    @property
+    def images_auto_resize(self) -> bool:
+        """``images.autoResize`` (default on): the read tool scales large images down."""
+        return self.flag("images.autoResize", True)
+
+    @property
+    def images_block(self) -> bool:
+        """``images.blockImages`` (default off): images are replaced before reaching a model."""
+        return self.flag("images.blockImages", False)
+
+    @property
+    def enable_skill_commands(self) -> bool:
+        """``enableSkillCommands`` (default on); ``/skill:`` expansion happens regardless."""
+        return self.flag("enableSkillCommands", True)
+
+    @property
+    def enabled_models(self) -> tuple[str, ...] | None:
+        """``enabledModels``: the model patterns to cycle through, or ``None`` for all."""
+        value = self.get("enabledModels")
+        return tuple(value) if isinstance(value, list) else None
+
+    @property
+    def session_dir(self) -> str | None:
+        """``sessionDir``: where session files go (``~`` expanded)."""
+        value = self.text("sessionDir")
+        return os.path.expanduser(value) if value else None
+
+    def resource_entries(self, kind: str, scope: Literal["user", "project"]) -> tuple[str, ...]:
+        """One file's resource list (``skills``, ``prompts``, ...): paths and patterns."""
+        values = self.global_values if scope == "user" else self.project_values
+        entries = values.get(kind)
+        return tuple(entries) if isinstance(entries, list) else ()
+
+
+def load_settings(
+    agent_dir: Path, cwd: str | None = None, *, pi_compat: bool | None = None
+) -> Settings:
     """Global settings of ``agent_dir`` merged with the project settings of ``cwd``."""
-    global_values, global_problem = read_settings_file(agent_dir / "settings.json")
+    global_path = agent_dir / SETTINGS_FILE
+    global_raw, global_problem = read_settings_file(global_path)
+    global_values, global_problems = validate_settings(global_raw, str(global_path))
     project_values: dict[str, Any] = {}
+    project_problems: tuple[SettingsProblem, ...] = ()
     project_problem = None
+    project_path = None
     if cwd is not None:
-        project_values, project_problem = read_settings_file(
-            Path(cwd) / PROJECT_DIR_NAME / "settings.json"
-        )
-    problems = tuple(p for p in (global_problem, project_problem) if p is not None)
-    return Settings(merge_settings(global_values, project_values), problems)
+        project_path = project_settings_path(cwd, agent_dir, pi_compat)
+        project_raw, project_problem = read_settings_file(project_path)
+        project_values, project_problems = validate_settings(project_raw, str(project_path))
+    problems = (
+        *(p for p in (global_problem,) if p is not None),
+        *global_problems,
+        *(p for p in (project_problem,) if p is not None),
+        *project_problems,
+    )
+    return Settings(
+        merge_settings(global_values, project_values),
+        problems,
+        global_values=global_values,
+        project_values=project_values,
+        global_path=global_path,
+        project_path=project_path,
+    )
 
 
-def update_global_settings(agent_dir: Path, changes: Mapping[str, Any]) -> None:
-    """Write ``changes`` (dotted keys allowed) into the global settings file, atomically.
+# --- writing ----------------------------------------------------------------------------------
 
-    The file is re-read right before writing, so keys changed by someone else are kept.
+
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    # An exclusive flock on the directory itself serialises pitrio's writers without leaving
+    # a lock file behind; the file is replaced by rename, so locking the file would not do.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def update_settings_file(path: Path, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Write ``changes`` (dotted keys allowed) into one settings file, atomically.
+
+    The file is re-read under the lock right before writing, so keys changed by someone
+    else are kept. Raises :class:`SettingsWriteError`, writing nothing, when the file does
+    not parse or has an invalid known key, or when a change would put one there. Returns
+    the object written.
     """
-    path = agent_dir / "settings.json"
-    current, problem = read_settings_file(path)
-    if problem is not None and path.exists():
-        raise ValueError(f"cannot update {path}: {problem.error}")
-    for dotted, value in changes.items():
-        node = current
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[leaf] = value
     path.parent.mkdir(parents=True, exist_ok=True)
+    with _directory_lock(path.parent):
+        current, problem = read_settings_file(path)
+        if problem is not None:
+            raise SettingsWriteError(path, (problem,))
+        _, existing = validate_settings(current, str(path))
+        if existing:
+            raise SettingsWriteError(path, existing)
+        for dotted, value in changes.items():
+            node = current
+            *parents, leaf = dotted.split(".")
+            for part in parents:
+                child = node.get(part)
+                if not isinstance(child, dict):
+                    child = {}
+                    node[part] = child
+                node = child
+            node[leaf] = value
+        _, introduced = validate_settings(current, str(path))
+        if introduced:
+            raise SettingsWriteError(path, introduced)
+        _write_atomically(path, orjson.dumps(current, option=orjson.OPT_INDENT_2) + b"\n")
+    return current
+
+
+def update_global_settings(agent_dir: Path, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Write ``changes`` into ``<agent_dir>/settings.json`` (what pi's setters persist)."""
+    return update_settings_file(agent_dir / SETTINGS_FILE, changes)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(orjson.dumps(current, option=orjson.OPT_INDENT_2) + b"\n")
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

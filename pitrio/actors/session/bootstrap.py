@@ -1,0 +1,194 @@
+"""Starting a session: pick or open its file, restore model and thinking, start its actors.
+
+pi's SDK bootstrap (spec §4.11, §3.16): ``--session`` / ``--continue`` / ``--fork`` choose the
+file; the model comes from the command line, else the session's last model, else the settings'
+default; the thinking level from the command line or pattern, else the session, else the
+settings' default, else ``medium``, clamped to the model. A new session records its model and
+level at once; a resumed one whose model cannot be restored says so in :attr:`notices`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
+from pitrio.actors.model_router import ModelRouterHandle
+from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
+from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.resources.settings import Settings, load_settings
+from pitrio.actors.session_store import (
+    SessionStoreHandle,
+    create_store,
+    fork_from,
+    most_recent_session,
+    open_store,
+    resolve_session_arg,
+)
+from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
+from pitrio.actors.session_store.paths import session_dir
+from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
+from pitrio.errors import PitrioError
+from pitrio.messages.entries import ThinkingLevelChangeEntry
+from pitrio.messages.model import Model
+
+DEFAULT_MODEL = "faux/echo"
+
+
+@attrs.frozen(kw_only=True)
+class SessionOptions:
+    """How to start a session; the command-line flags of pi map onto these fields."""
+
+    cwd: str | None = None
+    model: str | None = None
+    """``provider/id[:thinking]``; ``None``: the session's model or the settings' default."""
+    thinking_level: str | None = None
+    session: str | None = None
+    """``--session``: a path, or a session id prefix."""
+    continue_recent: bool = False
+    fork: str | None = None
+    persist: bool = True
+    session_dir: str | None = None
+    agent_dir: Path | None = None
+    system_prompt: str = ""
+    tools: Sequence[AgentTool] = ()
+    builtin_tools: bool = True
+    active_tools: Sequence[str] | None = None
+
+
+@attrs.frozen
+class StartedSession:
+    """The handles of one started session."""
+
+    session: SessionHandle
+    loop: AgentLoopHandle
+    store: SessionStoreHandle
+    tools: ToolExecutorHandle
+    model: Model
+    notices: tuple[str, ...]
+
+
+def session_settings(settings: Settings) -> SessionSettings:
+    """The session layer's settings from the effective settings files."""
+    retry = settings.get("retry")
+    compaction = settings.get("compaction")
+    return SessionSettings(
+        retry=RetrySettings.from_json(retry if isinstance(retry, dict) else None),
+        compaction=CompactionSettings.from_json(
+            compaction if isinstance(compaction, dict) else None
+        ),
+        default_thinking_level=settings.text("defaultThinkingLevel"),
+    )
+
+
+async def _open_store(
+    nursery: trio.Nursery, options: SessionOptions, cwd: str
+) -> SessionStoreHandle:
+    if sum(bool(x) for x in (options.session, options.continue_recent, options.fork)) > 1:
+        raise PitrioError("--session, --continue and --fork cannot be combined")
+    directory = session_dir(cwd, override=options.session_dir)
+    if options.fork:
+        source = resolve_session_arg(options.fork, cwd=cwd, directory=directory).path
+        path = await trio.to_thread.run_sync(lambda: fork_from(source, cwd, directory=directory))
+        return await open_store(nursery, path, cwd=cwd)
+    if options.session:
+        resolved = resolve_session_arg(options.session, cwd=cwd, directory=directory)
+        return await open_store(nursery, resolved.path, cwd=None if resolved.other_project else cwd)
+    if options.continue_recent:
+        recent = await trio.to_thread.run_sync(most_recent_session, directory)
+        if recent is not None:
+            return await open_store(nursery, recent, cwd=cwd)
+    return await create_store(
+        nursery, cwd, session_dir_override=options.session_dir, persist=options.persist
+    )
+
+
+async def start_session(
+    nursery: trio.Nursery, router: ModelRouterHandle, options: SessionOptions
+) -> StartedSession:
+    """Start a session's actors in ``nursery`` and return their handles."""
+    cwd = os.path.abspath(options.cwd or os.getcwd())
+    agent = options.agent_dir or default_agent_dir()
+    settings = await trio.to_thread.run_sync(load_settings, agent, cwd)
+    notices = [f"Warning: {p.path}: {p.error}" for p in settings.problems]
+    store = await _open_store(nursery, options, cwd)
+    context = await store.context()
+    entries = await store.entries()
+
+    pattern_level = None
+    model: Model | None = None
+    if options.model:
+        model, pattern_level = await router.resolve_pattern(options.model)
+    elif context.model is not None:
+        wanted = f"{context.model.provider}/{context.model.model_id}"
+        try:
+            model, _ = await router.resolve_pattern(wanted)
+        except PitrioError:
+            notices.append(f"Could not restore model {wanted}")
+    if model is None:
+        provider, model_id = settings.text("defaultProvider"), settings.text("defaultModel")
+        fallback = f"{provider}/{model_id}" if provider and model_id else DEFAULT_MODEL
+        try:
+            model, _ = await router.resolve_pattern(fallback)
+        except PitrioError:
+            model, _ = await router.resolve_pattern(DEFAULT_MODEL)
+
+    has_thinking_entry = any(isinstance(e, ThinkingLevelChangeEntry) for e in entries)
+    requested = (
+        options.thinking_level
+        or pattern_level
+        or (context.thinking_level if has_thinking_entry else None)
+        or settings.text("defaultThinkingLevel")
+        or DEFAULT_THINKING_LEVEL
+    )
+    level = clamp_thinking_level(model, requested)
+    if not entries:
+        await store.append_model_change(model.provider, model.id)
+        await store.append_thinking_level_change(level)
+    elif not has_thinking_entry or level != context.thinking_level:
+        await store.append_thinking_level_change(level)
+
+    executor = ToolExecutor(
+        options.tools,
+        builtin=options.builtin_tools,
+        cwd=cwd,
+        active=options.active_tools,
+    )
+    tools = ToolExecutorHandle(await nursery.start(executor.run))
+    loop_options = LoopOptions(
+        steering_mode="all" if settings.text("steeringMode") == "all" else "one-at-a-time",
+        follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",
+        session_id=store.header.id,
+    )
+    agent_loop = AgentLoop(
+        stream=router.stream,
+        tools=tools,
+        model=model,
+        system_prompt=options.system_prompt,
+        thinking_level=level,
+        messages=await store.context_messages(),
+        options=loop_options,
+    )
+    loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+    actor = SessionActor(
+        loop=loop,
+        store=store,
+        router=router,
+        settings=session_settings(settings),
+        agent_dir=agent,
+    )
+    session = SessionHandle(await nursery.start(actor.run))
+    return StartedSession(
+        session=session,
+        loop=loop,
+        store=store,
+        tools=tools,
+        model=model,
+        notices=tuple(notices),
+    )

@@ -1,0 +1,508 @@
+"""What skills and prompt templates share: provenance, diagnostics, frontmatter, walking.
+
+* :class:`SourceInfo` is pi's ``sourceInfo`` (where a resource came from), serialised for
+  ``get_commands``; :class:`ResourceDiagnostic` is a warning or a name collision.
+* :func:`parse_frontmatter` splits a markdown file into its YAML header and body the way pi
+  does (leading ``---`` line, closing ``\\n---``, body trimmed only when a header exists).
+* :class:`IgnoreRules` applies ``.gitignore`` / ``.ignore`` / ``.fdignore`` files met while
+  walking a resource directory; pi prefixes each file's patterns with the file's directory
+  (relative to the walk's root) and keeps one rule set for the whole walk, and so do we.
+* Settings resource lists (``skills``, ``prompts``) hold paths and patterns: ``!glob``
+  excludes, ``+path`` forces in, ``-path`` forces out, a bare glob keeps only what matches.
+  :func:`apply_patterns` and :func:`enabled_by_overrides` give pi's outcome.
+* :func:`settle_candidates` orders candidate files by pi's precedence (project settings,
+  project auto-discovery, user settings, user auto-discovery) and keeps one per real file.
+
+Pure functions over paths; the only I/O is reading directories and small files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+# PyYAML ships no type information; its parser is typed as Any here.
+import yaml  # type: ignore[import-untyped]
+from pathspec import GitIgnoreSpec
+
+Scope = Literal["user", "project", "temporary"]
+Origin = Literal["package", "top-level"]
+DiagnosticKind = Literal["warning", "collision"]
+
+IGNORE_FILE_NAMES = (".gitignore", ".ignore", ".fdignore")
+
+
+@attrs.frozen(kw_only=True)
+class SourceInfo:
+    """Where a resource came from (pi's ``sourceInfo``).
+
+    ``source`` is ``auto`` (found in a default directory), ``local`` (listed in settings) or
+    ``cli`` (given on the command line); ``base_dir`` is the directory auto-discovery
+    searched from (the agent dir, a project config dir, an ``.agents`` dir).
+    """
+
+    path: str
+    source: str
+    scope: Scope
+    origin: Origin = "top-level"
+    base_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """pi's wire shape: ``{path, source, scope, origin, baseDir?}``."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "source": self.source,
+            "scope": self.scope,
+            "origin": self.origin,
+        }
+        if self.base_dir is not None:
+            out["baseDir"] = self.base_dir
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class Collision:
+    """Two resources of one kind with the same name: the first loaded wins."""
+
+    resource_type: Literal["skill", "prompt"]
+    name: str
+    winner_path: str
+    loser_path: str
+
+
+@attrs.frozen(kw_only=True)
+class ResourceDiagnostic:
+    """A problem found while loading resources; loading always goes on."""
+
+    kind: DiagnosticKind
+    message: str
+    path: str | None = None
+    collision: Collision | None = None
+
+    def __str__(self) -> str:
+        if self.collision is not None:
+            c = self.collision
+            return (
+                f"{c.resource_type} {c.name!r}: {c.loser_path} is ignored,"
+                f" {c.winner_path} was loaded first"
+            )
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def warning(message: str, path: str | os.PathLike[str] | None = None) -> ResourceDiagnostic:
+    """A warning diagnostic."""
+    return ResourceDiagnostic(
+        kind="warning", message=message, path=None if path is None else os.fspath(path)
+    )
+
+
+# --- frontmatter ------------------------------------------------------------------------------
+
+
+class FrontmatterError(ValueError):
+    """The YAML header of a markdown file does not parse or is not a mapping."""
+
+
+@attrs.frozen
+class Frontmatter:
+    """A markdown file split into its YAML header (``{}`` without one) and its body."""
+
+    data: dict[str, Any]
+    body: str
+
+
+_LEADING_FENCE = re.compile(r"\s*---(?:\n|$)")
+
+
+def parse_frontmatter(text: str) -> Frontmatter:
+    """Split ``text`` into header and body (pi's rules).
+
+    Newlines are normalised and a BOM dropped. A header is a first line ``---`` (leading
+    blank space allowed) closed by a line starting with ``---``; without a closing line the
+    whole text is body. With a header the body is trimmed, without one it is left as is.
+    """
+    normalised = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")
+    opening = _LEADING_FENCE.match(normalised)
+    if opening is None:
+        return Frontmatter({}, normalised)
+    start = opening.end()
+    end = normalised.find("\n---", start)
+    if end == -1:
+        return Frontmatter({}, normalised)
+    header = normalised[start:end]
+    body = normalised[end + 4 :].strip()
+    try:
+        data = yaml.safe_load(header) if header.strip() else None
+    except yaml.YAMLError as exc:
+        raise FrontmatterError(f"invalid YAML frontmatter: {_one_line(str(exc))}") from None
+    if data is None:
+        return Frontmatter({}, body)
+    if not isinstance(data, dict):
+        raise FrontmatterError("frontmatter must be a YAML mapping")
+    return Frontmatter({str(key): value for key, value in data.items()}, body)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A file's text as UTF-8 (undecodable bytes replaced, as Node's reader does)."""
+    with open(path, encoding="utf-8", errors="replace") as file:
+        return file.read()
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def resolve_user_path(value: str, base_dir: str | os.PathLike[str], home: Path) -> str:
+    """A path from settings or the command line made absolute (pi's ``resolvePath``).
+
+    Surrounding blanks are dropped, ``~`` and ``~/x`` name the home directory, a relative
+    path is taken from ``base_dir``; ``..`` is folded but symlinks are kept.
+    """
+    text = value.strip()
+    if text == "~":
+        text = str(home)
+    elif text.startswith("~/"):
+        text = str(home / text[2:])
+    elif text.startswith("~"):
+        # pi reads "~name" as "<home>/name", not as another user's home.
+        text = str(home / text[1:])
+    return os.path.normpath(os.path.join(os.fspath(base_dir), text))
+
+
+def real_path(path: str) -> str:
+    """The canonical path (symlinks resolved) used to load a file once; ``path`` if that fails."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError:
+        return path
+
+
+EntryKind = Literal["file", "dir"]
+
+
+def entry_kind(path: str) -> EntryKind | None:
+    """``file`` or ``dir`` after following symlinks; ``None`` for anything else or a dangling link."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return None
+
+
+def list_dir(path: str) -> list[str]:
+    """Entry names of a directory, sorted (``[]`` when unreadable).
+
+    Sorted so discovery order, and with it which of two same-named resources wins, does not
+    depend on the file system's directory order.
+    """
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def to_posix(path: str) -> str:
+    """``path`` with ``/`` separators."""
+    return path.replace(os.sep, "/")
+
+
+# --- ignore files -----------------------------------------------------------------------------
+
+
+def _prefixed_pattern(line: str, prefix: str) -> str | None:
+    stripped = line.strip()
+    if not stripped or (stripped.startswith("#") and not stripped.startswith("\\#")):
+        return None
+    pattern = line
+    negated = False
+    if pattern.startswith("!"):
+        negated, pattern = True, pattern[1:]
+    elif pattern.startswith("\\!"):
+        pattern = pattern[1:]
+    pattern = pattern.removeprefix("/")
+    prefixed = f"{prefix}{pattern}"
+    return f"!{prefixed}" if negated else prefixed
+
+
+class IgnoreRules:
+    """The ignore rules met so far in one walk, matched against paths relative to its root."""
+
+    def __init__(self) -> None:
+        self._patterns: list[str] = []
+        self._spec: GitIgnoreSpec | None = None
+
+    def add_dir(self, directory: str, root: str) -> None:
+        """Read the ignore files of ``directory`` (patterns anchored at it, as pi does)."""
+        relative = os.path.relpath(directory, root)
+        prefix = "" if relative == "." else to_posix(relative) + "/"
+        for name in IGNORE_FILE_NAMES:
+            candidate = os.path.join(directory, name)
+            if not os.path.isfile(candidate):
+                continue
+            try:
+                lines = read_text(candidate).splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                pattern = _prefixed_pattern(line, prefix)
+                if pattern is not None:
+                    self._patterns.append(pattern)
+                    self._spec = None
+
+    def ignores(self, relative: str, *, is_dir: bool) -> bool:
+        """Whether the entry at ``relative`` (posix, from the root) is ignored."""
+        if not self._patterns:
+            return False
+        if self._spec is None:
+            self._spec = GitIgnoreSpec.from_lines(self._patterns)
+        return bool(self._spec.match_file(relative + "/" if is_dir else relative))
+
+
+def collect_markdown_files(directory: str, *, recursive: bool) -> list[str]:
+    """``.md`` files of a directory honouring ignore files; dot entries and node_modules skipped."""
+    found: list[str] = []
+    if entry_kind(directory) != "dir":
+        return found
+    rules = IgnoreRules()
+
+    def walk(current: str) -> None:
+        rules.add_dir(current, directory)
+        for name in list_dir(current):
+            if name.startswith(".") or name == "node_modules":
+                continue
+            full = os.path.join(current, name)
+            kind = entry_kind(full)
+            if kind is None:
+                continue
+            relative = to_posix(os.path.relpath(full, directory))
+            if rules.ignores(relative, is_dir=kind == "dir"):
+                continue
+            if kind == "dir":
+                if recursive:
+                    walk(full)
+            elif name.endswith(".md"):
+                found.append(full)
+
+    walk(directory)
+    return found
+
+
+# --- settings patterns ------------------------------------------------------------------------
+
+
+def is_override(entry: str) -> bool:
+    """``!``, ``+`` or ``-`` entries: they filter, they name nothing to load."""
+    return entry.startswith(("!", "+", "-"))
+
+
+def is_pattern(entry: str) -> bool:
+    """Entries that filter instead of naming a path: overrides and globs."""
+    return is_override(entry) or "*" in entry or "?" in entry
+
+
+def _segment_regex(segment: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            # A wildcard never matches a leading dot (minimatch's dot: false).
+            out.append("(?!\\.)[^/]*" if i == 0 else "[^/]*")
+        elif char == "?":
+            out.append("(?!\\.)[^/]" if i == 0 else "[^/]")
+        elif char == "[":
+            close = segment.find("]", i + 1)
+            if close == -1:
+                out.append(re.escape(char))
+            else:
+                body = segment[i + 1 : close]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = close
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob (``*``, ``?``, ``[...]``, ``**`` for any number of directories) as a regex."""
+    parts: list[str] = []
+    segments = [s for s in to_posix(pattern).split("/") if s]
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            # Any number of directories (none included), none of them a dot entry.
+            parts.append("(?:(?!\\.)[^/]*(?:/|$))*")
+        else:
+            parts.append(_segment_regex(segment) + ("" if last else "/"))
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _match_targets(path: str, base_dir: str) -> list[str]:
+    targets = [to_posix(os.path.relpath(path, base_dir)), os.path.basename(path), to_posix(path)]
+    if os.path.basename(path) == "SKILL.md":
+        # A skill is also named by its directory.
+        parent = os.path.dirname(path)
+        targets += [
+            to_posix(os.path.relpath(parent, base_dir)),
+            os.path.basename(parent),
+            to_posix(parent),
+        ]
+    return targets
+
+
+def matches_any(path: str, patterns: Sequence[str], base_dir: str) -> bool:
+    """Whether a glob matches ``path`` relative to ``base_dir``, its name or its absolute path."""
+    targets = _match_targets(path, base_dir)
+    for pattern in patterns:
+        regex = glob_regex(pattern)
+        if any(regex.match(target) for target in targets):
+            return True
+    return False
+
+
+def _exact(pattern: str) -> str:
+    return to_posix(pattern[2:] if pattern.startswith(("./", ".\\")) else pattern)
+
+
+def matches_any_exact(path: str, patterns: Sequence[str], base_dir: str) -> bool:
+    """Whether a ``+``/``-`` entry names ``path`` exactly (relative or absolute)."""
+    if not patterns:
+        return False
+    targets = {to_posix(os.path.relpath(path, base_dir)), to_posix(path)}
+    if os.path.basename(path) == "SKILL.md":
+        parent = os.path.dirname(path)
+        targets |= {to_posix(os.path.relpath(parent, base_dir)), to_posix(parent)}
+    return any(_exact(pattern) in targets for pattern in patterns)
+
+
+def _split_overrides(patterns: Iterable[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+    includes: list[str] = []
+    excludes: list[str] = []
+    force_in: list[str] = []
+    force_out: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("+"):
+            force_in.append(pattern[1:])
+        elif pattern.startswith("-"):
+            force_out.append(pattern[1:])
+        elif pattern.startswith("!"):
+            excludes.append(pattern[1:])
+        else:
+            includes.append(pattern)
+    return includes, excludes, force_in, force_out
+
+
+def apply_patterns(paths: Sequence[str], patterns: Sequence[str], base_dir: str) -> set[str]:
+    """The paths a settings list keeps: bare globs include, ``!`` excludes, ``+``/``-`` force."""
+    includes, excludes, force_in, force_out = _split_overrides(patterns)
+    kept = [p for p in paths if not includes or matches_any(p, includes, base_dir)]
+    if excludes:
+        kept = [p for p in kept if not matches_any(p, excludes, base_dir)]
+    for path in paths:
+        if path not in kept and matches_any_exact(path, force_in, base_dir):
+            kept.append(path)
+    return {p for p in kept if not matches_any_exact(p, force_out, base_dir)}
+
+
+def enabled_by_overrides(path: str, entries: Sequence[str], base_dir: str) -> bool:
+    """Whether an auto-discovered file stays enabled under a settings list's overrides."""
+    _, excludes, force_in, force_out = _split_overrides(e for e in entries if is_override(e))
+    enabled = not (excludes and matches_any(path, excludes, base_dir))
+    if matches_any_exact(path, force_in, base_dir):
+        enabled = True
+    if matches_any_exact(path, force_out, base_dir):
+        enabled = False
+    return enabled
+
+
+# --- candidates -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """A file that may be loaded as a resource, with where it came from."""
+
+    path: str
+    info: SourceInfo
+    enabled: bool = True
+
+
+def _rank(info: SourceInfo) -> int:
+    # pi's precedence: project settings, project auto, user settings, user auto, packages.
+    if info.origin == "package":
+        return 4
+    base = 0 if info.scope == "project" else 2
+    return base + (0 if info.source == "local" else 1)
+
+
+def settle_candidates(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Enabled candidates in precedence order, one per real file.
+
+    A disabled entry still claims its file, so a lower-ranked path to the same file does not
+    bring it back (pi's behaviour).
+    """
+    ordered = sorted(candidates, key=lambda c: _rank(c.info))
+    seen: set[str] = set()
+    kept: list[Candidate] = []
+    for candidate in ordered:
+        key = real_path(candidate.path)
+        if key in seen:
+            continue
+        seen.add(key)
+        if candidate.enabled:
+            kept.append(candidate)
+    return kept
+
+
+def settings_candidates(
+    entries: Sequence[str],
+    *,
+    base_dir: str,
+    scope: Scope,
+    home: Path,
+    collect_dir: Callable[[str], list[str]],
+    what: str,
+) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
+    """Files named by a settings list (``skills`` / ``prompts``) of one scope.
+
+    Plain entries are paths (relative to ``base_dir``): a directory contributes what
+    ``collect_dir`` finds in it, a file itself. Pattern entries then decide which of those
+    files are enabled. A listed path that does not exist is reported.
+    """
+    plain = [e for e in entries if not is_pattern(e)]
+    patterns = [e for e in entries if is_pattern(e)]
+    files: list[str] = []
+    problems: list[ResourceDiagnostic] = []
+    for entry in plain:
+        resolved = resolve_user_path(entry, base_dir, home)
+        kind = entry_kind(resolved)
+        if kind == "dir":
+            files.extend(collect_dir(resolved))
+        elif kind == "file":
+            files.append(resolved)
+        else:
+            problems.append(warning(f"{what} path does not exist", resolved))
+    enabled = apply_patterns(files, patterns, base_dir)
+    candidates = [
+        Candidate(
+            path=f, info=SourceInfo(path=f, source="local", scope=scope), enabled=f in enabled
+        )
+        for f in dict.fromkeys(files)
+    ]
+    return candidates, problems
