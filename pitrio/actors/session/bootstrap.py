@@ -74,6 +74,11 @@ class StartedSession:
     notices: tuple[str, ...]
 
 
+def absolute_cwd(cwd: str | None) -> str:
+    """The session's working directory as an absolute path (the process's by default)."""
+    return os.path.abspath(cwd or os.getcwd())
+
+
 def session_settings(settings: Settings) -> SessionSettings:
     """The session layer's settings from the effective settings files."""
     retry = settings.get("retry")
@@ -113,7 +118,7 @@ async def start_session(
     nursery: trio.Nursery, router: ModelRouterHandle, options: SessionOptions
 ) -> StartedSession:
     """Start a session's actors in ``nursery`` and return their handles."""
-    cwd = os.path.abspath(options.cwd or os.getcwd())
+    cwd = absolute_cwd(options.cwd)
     agent = options.agent_dir or default_agent_dir()
     settings = await trio.to_thread.run_sync(load_settings, agent, cwd)
     notices = [f"Warning: {p.path}: {p.error}" for p in settings.problems]
