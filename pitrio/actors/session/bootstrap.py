@@ -22,7 +22,9 @@ from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_th
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
 from pitrio.actors.session.resources.settings import Settings, load_settings
 from pitrio.actors.session_store import (
+    SessionSeed,
     SessionStoreHandle,
+    start_seeded_store,
     create_store,
     fork_from,
     most_recent_session,
@@ -60,6 +62,12 @@ class SessionOptions:
     tools: Sequence[AgentTool] = ()
     builtin_tools: bool = True
     active_tools: Sequence[str] | None = None
+    path: Path | None = None
+    """Open (or start at) exactly this file, as pi's ``switch_session`` does."""
+    seed: SessionSeed | None = None
+    """Start from a fork or clone (:meth:`SessionStoreHandle.fork`)."""
+    parent_session: str | None = None
+    """A new session's ``parentSession`` header field (pi's ``new_session``)."""
 
 
 @attrs.frozen
@@ -95,6 +103,10 @@ def session_settings(settings: Settings) -> SessionSettings:
 async def _open_store(
     nursery: trio.Nursery, options: SessionOptions, cwd: str
 ) -> SessionStoreHandle:
+    if options.seed is not None:
+        return await start_seeded_store(nursery, options.seed)
+    if options.path is not None:
+        return await open_store(nursery, options.path, cwd=cwd)
     if sum(bool(x) for x in (options.session, options.continue_recent, options.fork)) > 1:
         raise PitrioError("--session, --continue and --fork cannot be combined")
     directory = session_dir(cwd, override=options.session_dir)
@@ -110,7 +122,11 @@ async def _open_store(
         if recent is not None:
             return await open_store(nursery, recent, cwd=cwd)
     return await create_store(
-        nursery, cwd, session_dir_override=options.session_dir, persist=options.persist
+        nursery,
+        cwd,
+        session_dir_override=options.session_dir,
+        persist=options.persist,
+        parent_session=options.parent_session,
     )
 
 

@@ -1,0 +1,166 @@
+"""A process's current session, replaceable (pi's ``AgentSessionRuntime``, spec §4.12).
+
+RPC mode talks to one session at a time, but ``new_session``, ``switch_session``, ``fork`` and
+``clone`` replace it. :class:`SessionRuntime` owns the current session's actors in a task of its
+own (one nursery per session) and forwards that session's events into one output channel that
+outlives replacements, so a client sees one continuous stream. A replacement aborts the current
+run, flushes the old store, stops the old session's actors, then starts the new one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import trio
+
+from pitrio.actors.model_router import ModelRouterHandle
+from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session_store import SessionSeed
+from pitrio.errors import PitrioError
+
+FLUSH_SECONDS = 10.0
+EVENT_BUFFER = 4096
+
+
+@attrs.define
+class _Slot:
+    started: StartedSession
+    scope: trio.CancelScope
+    stopped: trio.Event
+
+
+class SessionRuntime:
+    """Holds the current session; its methods run in the caller's task (one caller at a time)."""
+
+    def __init__(self, nursery: trio.Nursery, router: ModelRouterHandle) -> None:
+        self._nursery = nursery
+        self._router = router
+        self._slot: _Slot | None = None
+        self._options: SessionOptions | None = None
+        self._lock = trio.Lock()
+        self._send, self.events = trio.open_memory_channel[Sequenced](EVENT_BUFFER)
+
+    @property
+    def current(self) -> StartedSession:
+        """The current session's handles."""
+        if self._slot is None:
+            raise PitrioError("No session is running")
+        return self._slot.started
+
+    @property
+    def options(self) -> SessionOptions:
+        """The options the current session was started with."""
+        assert self._options is not None
+        return self._options
+
+    async def start(self, options: SessionOptions) -> StartedSession:
+        """Start (or replace the current session with) a session made from ``options``."""
+        async with self._lock:
+            await self._stop_current()
+            slot: _Slot = await self._nursery.start(self._run_session, options)
+            self._slot = slot
+            self._options = options
+            return slot.started
+
+    async def new_session(self, parent_session: str | None = None) -> StartedSession:
+        """A fresh session in the same directory (pi's ``new_session``)."""
+        base = self.options
+        return await self.start(
+            attrs.evolve(
+                base,
+                model=None,
+                session=None,
+                continue_recent=False,
+                fork=None,
+                path=None,
+                seed=None,
+                parent_session=parent_session,
+                persist=base.persist or base.path is not None,
+            )
+        )
+
+    async def switch_session(self, path: str) -> StartedSession:
+        """Open another session file (a missing one becomes a new session at that path)."""
+        base = self.options
+        return await self.start(
+            attrs.evolve(
+                base,
+                model=None,
+                session=None,
+                continue_recent=False,
+                fork=None,
+                seed=None,
+                path=Path(path),
+                parent_session=None,
+            )
+        )
+
+    async def fork(self, entry_id: str) -> str | None:
+        """A new session holding the path before a user message; returns that message's text."""
+        result = await self.current.store.fork(entry_id, position="before")
+        await self._start_seeded(result.seed)
+        return result.selected_text
+
+    async def clone(self) -> None:
+        """A new session holding the whole current branch (pi's ``clone``)."""
+        result = await self.current.store.clone()
+        await self._start_seeded(result.seed)
+
+    async def _start_seeded(self, seed: SessionSeed) -> None:
+        base = self.options
+        await self.start(
+            attrs.evolve(
+                base,
+                model=None,
+                session=None,
+                continue_recent=False,
+                fork=None,
+                path=None,
+                seed=seed,
+                parent_session=None,
+            )
+        )
+
+    async def aclose(self) -> None:
+        """Abort a run, flush and stop the current session; close the event stream."""
+        async with self._lock:
+            await self._stop_current()
+        await self._send.aclose()
+
+    async def _stop_current(self) -> None:
+        slot, self._slot = self._slot, None
+        if slot is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
+            await slot.started.session.abort()
+            await slot.started.store.flush()
+        slot.scope.cancel()
+        await slot.stopped.wait()
+
+    async def _run_session(
+        self,
+        options: SessionOptions,
+        *,
+        task_status: trio.TaskStatus[_Slot] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        stopped = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    started = await start_session(nursery, self._router, options)
+                    events = await started.session.subscribe()
+                    nursery.start_soon(self._forward, events)
+                    task_status.started(_Slot(started=started, scope=scope, stopped=stopped))
+                    await trio.sleep_forever()
+        finally:
+            stopped.set()
+
+    async def _forward(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
+        async with events:
+            async for item in events:
+                try:
+                    await self._send.send(item)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
