@@ -24,12 +24,12 @@ from pitrio.actors.session.resources.settings import Settings, load_settings
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
-    start_seeded_store,
     create_store,
     fork_from,
     most_recent_session,
     open_store,
     resolve_session_arg,
+    start_seeded_store,
 )
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
 from pitrio.actors.session_store.paths import session_dir
