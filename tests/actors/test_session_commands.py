@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import attrs
+import orjson
 import pytest
 import trio
 import trio.testing
@@ -21,15 +24,22 @@ from pitrio.actors.model_router import (
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AssistantMessage, CompactionSummaryMessage
+from pitrio.messages.agent import (
+    AssistantMessage,
+    BashExecutionMessage,
+    CompactionSummaryMessage,
+    UserMessage,
+)
 from pitrio.messages.content import text_of
 from pitrio.messages.entries import CompactionEntry, ModelChangeEntry, ThinkingLevelChangeEntry
 from pitrio.messages.events import (
     AgentSessionEvent,
+    BashExecutionUpdate,
     CompactionEnd,
     CompactionStart,
     EntryAppended,
@@ -83,7 +93,7 @@ async def session(
     faux = faux or FauxProvider(default=FixtureRules())
     async with trio.open_nursery() as nursery:
         router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
-        store = await create_store(nursery, "/home/user/project", persist=False)
+        store = await create_store(nursery, tempfile.gettempdir(), persist=False)
         # A session starts with its model and thinking level recorded, as pi's do.
         await store.append_model_change(model.provider, model.id)
         await store.append_thinking_level_change("off")
@@ -237,3 +247,71 @@ async def test_session_name_and_stats() -> None:
     assert (stats.user_messages, stats.assistant_messages, stats.total_messages) == (1, 1, 2)
     assert stats.tokens["total"] > 0
     assert stats.context_usage is not None and stats.context_usage["contextWindow"] == 128000
+
+
+async def test_user_bash_is_recorded_and_reaches_the_next_request(tmp_path: Path) -> None:
+    async with session() as fx:
+        ok = await fx.session.bash("printf 'one\\ntwo\\n'; echo err >&2")
+        failed = await fx.session.bash("exit 3")
+        updates = [e for e in await fx.drain() if isinstance(e, BashExecutionUpdate)]
+        await fx.session.prompt("what happened?")
+        sent = fx.faux.last_request.context.messages
+        context = await fx.store.context_messages()
+    assert (ok.output, ok.exit_code, ok.cancelled, ok.truncated) == (
+        "one\ntwo\nerr\n",
+        0,
+        False,
+        False,
+    )
+    assert failed.exit_code == 3
+    assert "".join(u.delta for u in updates) == "one\ntwo\nerr\n"
+    bash = [m for m in context if isinstance(m, BashExecutionMessage)]
+    assert [b.command for b in bash] == ["printf 'one\\ntwo\\n'; echo err >&2", "exit 3"]
+    texts = [text_of(m.content) for m in sent if isinstance(m, UserMessage)]
+    assert texts[0].startswith("Ran `printf")
+    assert texts[1] == "Ran `exit 3`\n(no output)\n\nCommand exited with code 3"
+
+
+async def test_abort_bash_kills_the_command(autojump_clock: trio.testing.MockClock) -> None:
+    async with session() as fx, trio.open_nursery() as nursery:
+        results: list[BashResult] = []
+
+        async def run() -> None:
+            results.append(await fx.session.bash("sleep 30"))
+
+        nursery.start_soon(run)
+        await trio.sleep(0.5)
+        await fx.session.abort_bash()
+    assert len(results) == 1 and results[0].cancelled and results[0].exit_code is None
+
+
+async def test_exports_fork_messages_and_last_text(tmp_path: Path) -> None:
+    faux = FauxProvider(["first answer", "second answer"])
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
+        store = await create_store(
+            nursery, str(tmp_path), session_dir_override=str(tmp_path / "s"), persist=True
+        )
+        loop = AgentLoopHandle(
+            await nursery.start(AgentLoop(stream=router.stream, model=FAUX_1).run)
+        )
+        handle = SessionHandle(
+            await nursery.start(SessionActor(loop=loop, store=store, router=router).run)
+        )
+        with pytest.raises(PitrioError, match="Nothing to export yet"):
+            await handle.export_html(str(tmp_path / "x.html"))
+        await handle.prompt("question one")
+        await handle.prompt("question two")
+        assert await handle.last_assistant_text() == "second answer"
+        forks = await handle.fork_messages()
+        assert [text for _, text in forks] == ["question one", "question two"]
+        page = await handle.export_html(str(tmp_path / "page.html"))
+        linear = await handle.export_jsonl(str(tmp_path / "linear.jsonl"))
+        nursery.cancel_scope.cancel()
+    body = await trio.Path(page).read_text()
+    assert body.startswith("<!doctype html>") and "question two" in body
+    lines = [orjson.loads(line) for line in (await trio.Path(linear).read_bytes()).splitlines()]
+    assert lines[0]["type"] == "session"
+    parents = [line["parentId"] for line in lines[1:]]
+    ids = [line["id"] for line in lines[1:]]
+    assert parents == [None, *ids[:-1]]

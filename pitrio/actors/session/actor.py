@@ -23,10 +23,18 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
-from pitrio.actors.agent_loop import AgentLoopHandle, AgentState
+from pitrio.actors.agent_loop import AgentLoopHandle, AgentState, LoopHooks
 from pitrio.actors.agent_loop.actor import RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
 from pitrio.actors.session.compactor import StreamCall, known_entries
+from pitrio.actors.session.export import (
+    EMPTY_EXPORT,
+    IN_MEMORY_EXPORT,
+    default_html_name,
+    default_jsonl_name,
+    export_html,
+    export_jsonl,
+)
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
@@ -34,8 +42,10 @@ from pitrio.actors.session.operations import (
     CycleResult,
     SessionOperations,
     SessionStats,
+    last_assistant_text,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
+from pitrio.actors.session.user_bash import BashResult, run_user_bash
 from pitrio.actors.supervisor.compaction import (
     CompactionCheck,
     CompactionSettings,
@@ -62,17 +72,22 @@ from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
+    BashExecutionMessage,
+    LlmMessage,
     ThinkingLevel,
     UserMessage,
+    now_ms,
     user_message,
 )
 from pitrio.messages.content import ImageContent, text_of
+from pitrio.messages.convert import convert_to_llm
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
     AgentSessionEvent,
     AgentSettled,
+    BashExecutionUpdate,
     EntryAppended,
     MessageEnd,
     MessageStart,
@@ -102,6 +117,8 @@ class SessionSettings:
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
     default_thinking_level: str | None = None
+    shell_path: str | None = None
+    shell_command_prefix: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -200,6 +217,15 @@ class Invoke:
 
 
 @attrs.frozen
+class Bash:
+    """Run a user shell command (one at a time); answered with its :class:`BashResult`."""
+
+    command: str
+    exclude_from_context: bool
+    reply: Reply[BashResult]
+
+
+@attrs.frozen
 class Compact:
     """Manual compaction: abort a run first, then summarize; answered with the result."""
 
@@ -208,7 +234,16 @@ class Compact:
 
 
 SessionCommand = (
-    Prompt | Queue | ClearQueue | Abort | WaitForIdle | GetState | Subscribe | Invoke | Compact
+    Prompt
+    | Queue
+    | ClearQueue
+    | Abort
+    | WaitForIdle
+    | GetState
+    | Subscribe
+    | Invoke
+    | Compact
+    | Bash
 )
 
 
@@ -254,6 +289,9 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
         self._scoped_models = scoped_models
         self._compaction_scope: trio.CancelScope | None = None
         self._retry_scope: trio.CancelScope | None = None
+        self._bash_scope: trio.CancelScope | None = None
+        self._pending_bash: list[BashExecutionMessage] = []
+        self._cwd = store.header.cwd
         self._manual_compaction = False
         self._settings = settings or SessionSettings()
         self._steering: list[str] = []
@@ -272,6 +310,8 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
 
     async def started(self) -> None:
+        # The session decides what reaches the model: custom, bash and summary messages too.
+        await self._loop.configure(hooks=LoopHooks(convert_to_llm=_convert_to_llm))
         events = await self._loop.subscribe(capacity=1024)
         self.nursery.start_soon(self._pump, events)
 
@@ -293,6 +333,12 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
                     reply.set(await operation(self))
                 except PitrioError as exc:
                     reply.fail(exc)
+            case Bash(command=text, exclude_from_context=exclude, reply=reply):
+                if self._bash_scope is not None:
+                    reply.fail(PitrioError("A bash command is already running"))
+                    return
+                self._bash_scope = trio.CancelScope()
+                self.nursery.start_soon(self._bash_command, text, exclude, reply)
             case Compact(custom_instructions=instructions, reply=reply):
                 if self._manual_compaction:
                     reply.fail(PitrioError(COMPACTION_RUNNING))
@@ -360,6 +406,7 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
     async def _run_one(self, run: _Run, prompt: UserMessage, accepted: Reply[None]) -> None:
         try:
             with run.scope:
+                await self._flush_pending_bash()
                 await self._before_prompt()
                 accepted.set(None)  # pi answers a prompt after its preflight compaction
                 result = await self._loop.run_prompt((prompt,))
@@ -419,6 +466,96 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
         await trio.lowlevel.checkpoint()
         if self._retry_scope is not None:
             self._retry_scope.cancel()
+
+    async def _bash_command(self, command: str, exclude: bool, reply: Reply[BashResult]) -> None:
+        scope = self._bash_scope
+        assert scope is not None
+        try:
+
+            async def stream(delta: str) -> None:
+                await trio.lowlevel.checkpoint()
+                self._emit(BashExecutionUpdate(delta=delta))
+
+            result = await run_user_bash(
+                command,
+                self._cwd,
+                shell_path=self._settings.shell_path,
+                command_prefix=self._settings.shell_command_prefix,
+                on_chunk=stream,
+                scope=scope,
+            )
+            message = BashExecutionMessage(
+                command=command,
+                output=result.output,
+                exit_code=result.exit_code,
+                cancelled=result.cancelled,
+                truncated=result.truncated,
+                full_output_path=result.full_output_path,
+                timestamp=now_ms(),
+                exclude_from_context=True if exclude else None,
+            )
+            if self._run is not None:
+                # Recorded when the run ends: never between a tool call and its result.
+                self._pending_bash.append(message)
+            else:
+                await self._record_bash(message)
+        except (PitrioError, OSError) as exc:
+            reply.fail(exc if isinstance(exc, PitrioError) else PitrioError(str(exc)))
+        else:
+            reply.set(result)
+        finally:
+            self._bash_scope = None
+
+    async def _record_bash(self, message: BashExecutionMessage) -> None:
+        await self._loop.append_message(message)
+        entry = await self._store.append_message(message)
+        self._emit(EntryAppended(entry=entry))
+
+    async def _flush_pending_bash(self) -> None:
+        pending, self._pending_bash = self._pending_bash, []
+        for message in pending:
+            await self._record_bash(message)
+
+    async def abort_bash(self) -> None:
+        """Cancel the running user command, if any."""
+        await trio.lowlevel.checkpoint()
+        if self._bash_scope is not None:
+            self._bash_scope.cancel()
+
+    async def fork_messages(self) -> list[tuple[str, str]]:
+        """Every user message of the file (all branches) with text: (entry id, text)."""
+        return [(m.entry_id, m.text) for m in await self._store.user_messages_for_forking()]
+
+    async def last_assistant_text(self) -> str | None:
+        """The last assistant reply's text (pi's ``getLastAssistantText``)."""
+        return last_assistant_text((await self._loop.state()).messages)
+
+    async def export_html(self, output_path: str | None) -> str:
+        """Write the session as a self-contained HTML page; returns its path."""
+        path = self._store.path
+        if path is None:
+            raise PitrioError(IN_MEMORY_EXPORT)
+        if not await trio.Path(path).exists():
+            raise PitrioError(EMPTY_EXPORT)
+        state = await self._loop.state()
+        page = export_html(
+            self._store.header,
+            await self._store.entries(),
+            await self._store.leaf_id(),
+            system_prompt=state.system_prompt,
+            tools=[],
+        )
+        target = await trio.Path(output_path or default_html_name(path.name)).absolute()
+        await target.write_bytes(page)
+        return str(target)
+
+    async def export_jsonl(self, output_path: str | None) -> str:
+        """Write the current branch as a new linear session file; returns its path."""
+        branch = known_entries(await self._store.branch_entries())
+        data = export_jsonl(self._store.header, branch)
+        target = await trio.Path(output_path or default_jsonl_name()).absolute()
+        await target.write_bytes(data)
+        return str(target)
 
     def _stream_call(self) -> StreamCall:
         if self._stream is None:
@@ -495,6 +632,7 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
             if cancelled is not None:
                 self._emit(cancelled)
         self._decisions.clear()
+        await self._flush_pending_bash()
         self._settling = True
         self._emit(AgentSettled())
         self._run = None
@@ -630,6 +768,10 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
         )
 
 
+async def _convert_to_llm(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+    return convert_to_llm(messages)
+
+
 def _last_assistant(messages: Sequence[AgentMessage]) -> AssistantMessage | None:
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
@@ -737,6 +879,30 @@ class SessionHandle(Handle[SessionCommand]):
     async def set_session_name(self, name: str) -> str:
         """Name the session; raises ``Session name cannot be empty``."""
         return await self.invoke(lambda actor: actor.set_session_name(name))
+
+    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+        """Run a user shell command; its output reaches the model with the next request."""
+        return await self.ask(lambda reply: Bash(command, exclude_from_context, reply))
+
+    async def abort_bash(self) -> None:
+        """Cancel the running user command (its result then says ``cancelled``)."""
+        await self.invoke(lambda actor: actor.abort_bash())
+
+    async def export_html(self, output_path: str | None = None) -> str:
+        """Export the session as an HTML page; returns the path written."""
+        return await self.invoke(lambda actor: actor.export_html(output_path))
+
+    async def export_jsonl(self, output_path: str | None = None) -> str:
+        """Export the current branch as a JSONL file; returns the path written."""
+        return await self.invoke(lambda actor: actor.export_jsonl(output_path))
+
+    async def fork_messages(self) -> list[tuple[str, str]]:
+        """The user messages a fork may start before: (entry id, text)."""
+        return await self.invoke(lambda actor: actor.fork_messages())
+
+    async def last_assistant_text(self) -> str | None:
+        """The last assistant reply's text, or ``None``."""
+        return await self.invoke(lambda actor: actor.last_assistant_text())
 
     async def session_stats(self) -> SessionStats:
         """Counts, tokens and cost over the current context."""

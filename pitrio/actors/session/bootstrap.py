@@ -97,6 +97,8 @@ def session_settings(settings: Settings) -> SessionSettings:
             compaction if isinstance(compaction, dict) else None
         ),
         default_thinking_level=settings.text("defaultThinkingLevel"),
+        shell_path=settings.text("shellPath"),
+        shell_command_prefix=settings.text("shellCommandPrefix"),
     )
 
 

@@ -190,7 +190,7 @@ EntryKind = Literal["file", "dir"]
 
 
 def entry_kind(path: str) -> EntryKind | None:
-    """``file`` or ``dir`` after following symlinks; ``None`` for anything else or a dangling link."""
+    """``file`` or ``dir`` after following symlinks; ``None`` otherwise (or when dangling)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:

@@ -66,9 +66,7 @@ class SettingsWriteError(PitrioError, ValueError):
     """A settings file was not written: it is invalid, or the change would make it so."""
 
     def __init__(self, path: Path, problems: tuple[SettingsProblem, ...]) -> None:
-        details = "; ".join(
-            str(p) if p.key is None else f"{p.key}: {p.error}" for p in problems
-        )
+        details = "; ".join(str(p) if p.key is None else f"{p.key}: {p.error}" for p in problems)
         super().__init__(f"cannot update {path}: {details}")
         self.path = path
         self.problems = problems
@@ -296,9 +294,7 @@ def project_config_dirs(
     return tuple(Path(cwd) / name for name in project_dir_names(agent_dir, pi_compat))
 
 
-def project_settings_path(
-    cwd: str, agent_dir: Path, pi_compat: bool | None = None
-) -> Path:
+def project_settings_path(cwd: str, agent_dir: Path, pi_compat: bool | None = None) -> Path:
     """The project settings file: the first config dir's that exists, else ``.pitrio``'s."""
     dirs = project_config_dirs(cwd, agent_dir, pi_compat)
     for directory in dirs:

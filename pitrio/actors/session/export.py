@@ -1,0 +1,125 @@
+"""Exporting a session: a linear JSONL copy of the branch, or one self-contained HTML page.
+
+Pure builders (bytes out); the session actor writes them. The HTML page embeds the session as
+JSON (header, every entry, the leaf, the system prompt, the tool schemas) and renders it with a
+few lines of script, so it opens offline in any browser.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import orjson
+
+from pitrio.actors.session_store.stored import UnknownEntry
+from pitrio.messages.codec import to_json
+from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
+
+EMPTY_EXPORT = "Nothing to export yet - start a conversation first"
+IN_MEMORY_EXPORT = "Cannot export in-memory session to HTML"
+
+
+def default_jsonl_name(timestamp: str | None = None) -> str:
+    """``session-<ISO timestamp with : and . as ->.jsonl``."""
+    stamp = (timestamp or iso_now()).replace(":", "-").replace(".", "-")
+    return f"session-{stamp}.jsonl"
+
+
+def default_html_name(session_file_name: str) -> str:
+    """``pitrio-session-<session file name without .jsonl>.html``."""
+    stem = session_file_name[:-6] if session_file_name.endswith(".jsonl") else session_file_name
+    return f"pitrio-session-{stem}.html"
+
+
+def export_jsonl(header: SessionHeader, branch: Sequence[SessionEntry]) -> bytes:
+    """A fresh header (now) and the branch's entries re-chained into one line of parents."""
+    fresh = attrs.evolve(header, timestamp=iso_now(), parent_session=None)
+    lines = [orjson.dumps(to_json(fresh))]
+    parent: str | None = None
+    for entry in branch:
+        lines.append(orjson.dumps(to_json(attrs.evolve(entry, parent_id=parent))))
+        parent = entry.id
+    return b"\n".join(lines) + b"\n"
+
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font: 15px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       color: #1d1d1f; background: #fafafa; }}
+.entry {{ border-left: 4px solid #ccc; margin: 0.8rem 0; padding: 0.4rem 0.9rem;
+          background: #fff; border-radius: 4px; }}
+.user {{ border-color: #2f6fdb; }} .assistant {{ border-color: #2a9d5c; }}
+.toolResult {{ border-color: #b07d1a; }} .meta {{ border-color: #999; color: #555; }}
+.role {{ font-weight: 600; font-size: 0.8rem; text-transform: uppercase; color: #666; }}
+pre {{ white-space: pre-wrap; word-wrap: break-word; margin: 0.3rem 0; }}
+.off {{ opacity: 0.55; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<div id="session"></div>
+<script id="data" type="application/json">{data}</script>
+<script>
+const data = JSON.parse(document.getElementById("data").textContent);
+const root = document.getElementById("session");
+const onBranch = new Set();
+const byId = new Map(data.entries.map(e => [e.id, e]));
+for (let id = data.leafId; id && byId.has(id); id = byId.get(id).parentId) onBranch.add(id);
+function text(content) {{
+  if (typeof content === "string") return content;
+  return (content || []).map(b => b.type === "text" ? b.text
+    : b.type === "thinking" ? "[thinking] " + b.thinking
+    : b.type === "toolCall" ? "[tool call] " + b.name + " " + JSON.stringify(b.arguments)
+    : b.type === "image" ? "[image " + b.mimeType + "]" : "").join("\\n");
+}}
+for (const entry of data.entries) {{
+  const box = document.createElement("div");
+  let role = "meta", body = entry.type;
+  if (entry.type === "message") {{
+    const m = entry.message; role = m.role;
+    body = m.role === "bashExecution" ? "$ " + m.command + "\\n" + m.output : text(m.content);
+    if (m.errorMessage) body += "\\n[" + m.stopReason + "] " + m.errorMessage;
+  }} else if (entry.type === "compaction" || entry.type === "branch_summary") {{
+    body = entry.type + ":\\n" + entry.summary;
+  }} else if (entry.type === "custom_message") {{
+    body = text(entry.content);
+  }}
+  box.className = "entry " + role + (onBranch.has(entry.id) ? "" : " off");
+  const head = document.createElement("div"); head.className = "role"; head.textContent = role;
+  const pre = document.createElement("pre"); pre.textContent = body;
+  box.append(head, pre); root.append(box);
+}}
+</script>
+</body>
+</html>
+"""
+
+
+def export_html(
+    header: SessionHeader,
+    entries: Sequence[Any],
+    leaf_id: str | None,
+    *,
+    system_prompt: str,
+    tools: Sequence[dict[str, Any]],
+    title: str | None = None,
+) -> bytes:
+    """The session as one self-contained HTML page (entries of unknown type included)."""
+    payload = {
+        "header": to_json(header),
+        "entries": [e.data if isinstance(e, UnknownEntry) else to_json(e) for e in entries],
+        "leafId": leaf_id,
+        "systemPrompt": system_prompt,
+        "tools": list(tools),
+    }
+    # "</" inside a script element would end it early; JSON allows the escaped form.
+    data = orjson.dumps(payload).decode().replace("</", "<\\/")
+    name = title or f"Session {header.id}"
+    return _PAGE.format(title=html.escape(name), data=data).encode()
