@@ -32,11 +32,17 @@ from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AssistantMessage,
     BashExecutionMessage,
+    BranchSummaryMessage,
     CompactionSummaryMessage,
     UserMessage,
 )
 from pitrio.messages.content import text_of
-from pitrio.messages.entries import CompactionEntry, ModelChangeEntry, ThinkingLevelChangeEntry
+from pitrio.messages.entries import (
+    CompactionEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+)
 from pitrio.messages.events import (
     AgentSessionEvent,
     BashExecutionUpdate,
@@ -315,3 +321,34 @@ async def test_exports_fork_messages_and_last_text(tmp_path: Path) -> None:
     parents = [line["parentId"] for line in lines[1:]]
     ids = [line["id"] for line in lines[1:]]
     assert parents == [None, *ids[:-1]]
+
+
+async def test_tree_navigation_with_and_without_a_summary() -> None:
+    async with session() as fx:
+        await fx.session.prompt("first question")
+        await fx.session.prompt("second question")
+        entries = await fx.store.entries()
+        users = [
+            e for e in entries if isinstance(e, MessageEntry) and isinstance(e.message, UserMessage)
+        ]
+        second = users[1]
+        result = await fx.session.navigate_tree(second.id, summarize=True, label="retry-here")
+        context = await fx.store.context_messages()
+        labels = await fx.store.labels()
+        # Back on the first answer with a summary of what was left; then a plain move.
+        plain = await fx.session.navigate_tree(users[0].id)
+        after = await fx.store.context_messages()
+        with pytest.raises(PitrioError, match="Entry nope not found"):
+            await fx.session.navigate_tree("nope")
+    assert result.editor_text == "second question"
+    assert result.summary_entry is not None
+    assert result.summary_entry.parent_id == second.parent_id
+    assert result.summary_entry.summary.startswith(
+        "The user explored a different conversation branch before returning here."
+    )
+    assert "Branch summary (scripted)" in result.summary_entry.summary
+    assert labels == {result.summary_entry.id: "retry-here"}
+    assert isinstance(context[-1], BranchSummaryMessage)
+    assert [m.role for m in context] == ["user", "assistant", "branchSummary"]
+    assert plain.editor_text == "first question" and plain.summary_entry is None
+    assert after == ()

@@ -40,12 +40,15 @@ from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     CycleResult,
+    NavigationResult,
     SessionOperations,
     SessionStats,
+    TreeNavigation,
     last_assistant_text,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import (
     CompactionCheck,
     CompactionSettings,
@@ -116,6 +119,7 @@ class SessionSettings:
 
     retry: RetrySettings = attrs.field(factory=RetrySettings)
     compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    branch_summary: BranchSummarySettings = attrs.field(factory=BranchSummarySettings)
     default_thinking_level: str | None = None
     shell_path: str | None = None
     shell_command_prefix: str | None = None
@@ -226,6 +230,18 @@ class Bash:
 
 
 @attrs.frozen
+class Navigate:
+    """Tree navigation (refused while a run or a compaction is active)."""
+
+    target_id: str
+    summarize: bool
+    custom_instructions: str | None
+    replace_instructions: bool
+    label: str | None
+    reply: Reply[NavigationResult]
+
+
+@attrs.frozen
 class Compact:
     """Manual compaction: abort a run first, then summarize; answered with the result."""
 
@@ -244,6 +260,7 @@ SessionCommand = (
     | Invoke
     | Compact
     | Bash
+    | Navigate
 )
 
 
@@ -264,7 +281,7 @@ class _Run:
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
 
 
-class SessionActor(SessionOperations, Actor[SessionCommand]):
+class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
     def __init__(
@@ -294,6 +311,7 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
         self._cwd = store.header.cwd
         self._manual_compaction = False
         self._settings = settings or SessionSettings()
+        self._branch_summary_settings = self._settings.branch_summary
         self._steering: list[str] = []
         self._follow_up: list[str] = []
         self._subscribers: list[_Subscriber] = []
@@ -339,6 +357,12 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
                     return
                 self._bash_scope = trio.CancelScope()
                 self.nursery.start_soon(self._bash_command, text, exclude, reply)
+            case Navigate(reply=reply):
+                if self._run is not None or self._manual_compaction:
+                    reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
+                    return
+                self._manual_compaction = True  # nothing else may change the tree meanwhile
+                self.nursery.start_soon(self._navigate_command, command)
             case Compact(custom_instructions=instructions, reply=reply):
                 if self._manual_compaction:
                     reply.fail(PitrioError(COMPACTION_RUNNING))
@@ -505,6 +529,22 @@ class SessionActor(SessionOperations, Actor[SessionCommand]):
             reply.set(result)
         finally:
             self._bash_scope = None
+
+    async def _navigate_command(self, command: Navigate) -> None:
+        try:
+            result = await self.navigate_tree(
+                command.target_id,
+                summarize=command.summarize,
+                custom_instructions=command.custom_instructions,
+                replace_instructions=command.replace_instructions,
+                label=command.label,
+            )
+        except PitrioError as exc:
+            command.reply.fail(exc)
+        else:
+            command.reply.set(result)
+        finally:
+            self._manual_compaction = False
 
     async def _record_bash(self, message: BashExecutionMessage) -> None:
         await self._loop.append_message(message)
@@ -899,6 +939,22 @@ class SessionHandle(Handle[SessionCommand]):
     async def fork_messages(self) -> list[tuple[str, str]]:
         """The user messages a fork may start before: (entry id, text)."""
         return await self.invoke(lambda actor: actor.fork_messages())
+
+    async def navigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+    ) -> NavigationResult:
+        """Move to another point of the session tree, optionally summarizing the branch left."""
+        return await self.ask(
+            lambda reply: Navigate(
+                target_id, summarize, custom_instructions, replace_instructions, label, reply
+            )
+        )
 
     async def last_assistant_text(self) -> str | None:
         """The last assistant reply's text, or ``None``."""

@@ -33,6 +33,7 @@ from pitrio.actors.session_store import (
 )
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
 from pitrio.actors.session_store.paths import session_dir
+from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
@@ -95,6 +96,9 @@ def session_settings(settings: Settings) -> SessionSettings:
         retry=RetrySettings.from_json(retry if isinstance(retry, dict) else None),
         compaction=CompactionSettings.from_json(
             compaction if isinstance(compaction, dict) else None
+        ),
+        branch_summary=BranchSummarySettings.from_json(
+            branch if isinstance(branch := settings.get("branchSummary"), dict) else None
         ),
         default_thinking_level=settings.text("defaultThinkingLevel"),
         shell_path=settings.text("shellPath"),

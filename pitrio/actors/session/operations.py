@@ -24,14 +24,26 @@ from pitrio.actors.session.compactor import (
     CompactionRefused,
     StreamCall,
     compact,
+    complete,
     known_entries,
 )
 from pitrio.actors.session.resources.settings import update_global_settings
+from pitrio.actors.session_store.stored import UnknownEntry
+from pitrio.actors.supervisor.branch_summary import (
+    BranchSummarySettings,
+    branch_response_text,
+    build_branch_summary_request,
+    collect_entries_for_branch_summary,
+    finish_branch_summary,
+    navigation_target,
+    prepare_branch_entries,
+    token_budget,
+)
 from pitrio.actors.supervisor.compaction import (
     compaction_failure_message,
     context_usage,
 )
-from pitrio.errors import PitrioError
+from pitrio.errors import EntryNotFoundError, PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -40,7 +52,7 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.content import TextContent, ToolCall
-from pitrio.messages.entries import CompactionEntry, CompactionResult
+from pitrio.messages.entries import BranchSummaryEntry, CompactionEntry, CompactionResult
 from pitrio.messages.events import (
     AgentSessionEvent,
     CompactionEnd,
@@ -390,3 +402,88 @@ class SessionOperations:
             CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
         )
         return True
+
+
+@attrs.frozen(kw_only=True)
+class NavigationResult:
+    """What ``navigate_tree`` did: the text for the editor, the summary entry if one was made."""
+
+    cancelled: bool = False
+    aborted: bool = False
+    editor_text: str | None = None
+    summary_entry: BranchSummaryEntry | None = None
+
+
+class TreeNavigation:
+    """Mixin: ``navigate_tree`` (spec §3.9), with an optional summary of the branch left."""
+
+    _loop: AgentLoopHandle
+    _store: SessionStoreHandle
+    _compaction_scope: trio.CancelScope | None
+    _branch_summary_settings: BranchSummarySettings
+
+    def _emit(self, event: AgentSessionEvent) -> None:
+        raise NotImplementedError
+
+    def _stream_call(self) -> StreamCall:
+        raise NotImplementedError
+
+    async def navigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+    ) -> NavigationResult:
+        """Move the session to another point of its tree (the caller made sure it is idle)."""
+        store = self._store
+        old_leaf = await store.leaf_id()
+        if target_id == old_leaf:
+            return NavigationResult()
+        stream = self._stream_call() if summarize else None
+        target = await store.get_entry(target_id)
+        if target is None or isinstance(target, UnknownEntry):
+            raise EntryNotFoundError(f"Entry {target_id} not found")
+        by_id = {e.id: e for e in known_entries(await store.entries())}
+        collected = collect_entries_for_branch_summary(by_id, old_leaf, target_id)
+        where = navigation_target(target)
+        summary_entry: BranchSummaryEntry | None = None
+        if stream is not None and collected.entries:
+            state = await self._loop.state()
+            budget = token_budget(state.model.context_window, self._branch_summary_settings)
+            preparation = prepare_branch_entries(collected.entries, budget)
+            request = build_branch_summary_request(
+                preparation, custom_instructions, replace_instructions
+            )
+            scope = trio.CancelScope()
+            self._compaction_scope = scope
+            text: str | None = None
+            try:
+                with scope:
+                    if request is not None:
+                        reply = await complete(stream, state.model, request, None)
+                        text = branch_response_text(reply)
+            finally:
+                self._compaction_scope = None
+            if scope.cancelled_caught:
+                return NavigationResult(cancelled=True, aborted=True)
+            result = finish_branch_summary(preparation, text)
+            summary_entry = await store.branch_with_summary(
+                where.new_leaf_id, result.summary, result.details()
+            )
+            self._emit(EntryAppended(entry=summary_entry))
+            if label:
+                self._emit(
+                    EntryAppended(entry=await store.append_label_change(summary_entry.id, label))
+                )
+        else:
+            if where.new_leaf_id is None:
+                await store.reset_leaf()
+            else:
+                await store.branch(where.new_leaf_id)
+            if label:
+                self._emit(EntryAppended(entry=await store.append_label_change(target_id, label)))
+        await self._loop.set_messages(await store.context_messages())
+        return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)
