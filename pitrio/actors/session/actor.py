@@ -417,12 +417,14 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
     ) -> None:
         message = user_message(text, images)
+        # The agent loop holds the message before the display says so: a run that sees a
+        # queued text may continue and find the message there.
         if kind == "followUp":
-            self._follow_up.append(text)
             await self._loop.follow_up(message)
+            self._follow_up.append(text)
         else:
-            self._steering.append(text)
             await self._loop.steer(message)
+            self._steering.append(text)
         self._emit(QueueUpdate(steering=tuple(self._steering), follow_up=tuple(self._follow_up)))
 
     # -- the run -----------------------------------------------------------------------------
@@ -437,12 +439,19 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 while True:
                     await self._wait_low_run(result.run)
                     follow = await self._after_low_run(result.run)
+                    if follow is None and self._queued() and not run.scope.cancel_called:
+                        # Queued after the loop's last poll (e.g. a steer sent on agent_end):
+                        # the accepted run delivers it before settling.
+                        follow = await self._continue()
                     if follow is None:
                         break
                     result = follow
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
                 await self._finish_run(run)
+
+    def _queued(self) -> bool:
+        return bool(self._steering or self._follow_up)
 
     async def _before_prompt(self) -> None:
         """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""

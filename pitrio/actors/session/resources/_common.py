@@ -118,6 +118,24 @@ class Frontmatter:
 
 
 _LEADING_FENCE = re.compile(r"\s*---(?:\n|$)")
+_YAML12_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+
+
+class _FrontmatterLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader with YAML 1.2 booleans, as pi's parser reads them.
+
+    YAML 1.1 (PyYAML's default) also reads ``yes``/``no``/``on``/``off`` as booleans, which
+    would turn ``description: Yes`` into ``True``.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [
+            (tag, _YAML12_BOOL if tag == "tag:yaml.org,2002:bool" else regex)
+            for tag, regex in resolvers
+            if tag != "tag:yaml.org,2002:bool" or first in "tTfF"
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
 
 def parse_frontmatter(text: str) -> Frontmatter:
@@ -138,7 +156,7 @@ def parse_frontmatter(text: str) -> Frontmatter:
     header = normalised[start:end]
     body = normalised[end + 4 :].strip()
     try:
-        data = yaml.safe_load(header) if header.strip() else None
+        data = yaml.load(header, Loader=_FrontmatterLoader) if header.strip() else None
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"invalid YAML frontmatter: {_one_line(str(exc))}") from None
     if data is None:

@@ -1,0 +1,441 @@
+"""RPC commands (pi-rpc.md §5): each command type mapped to the session, and pi's ``data``.
+
+:func:`execute` takes a parsed :class:`~pitrio.transports.rpc.protocol.Request` and an
+:class:`RpcBackend` (what the process offers: the current session, session replacement, the
+model list, ...) and returns the one response to write. No I/O of its own: the server owns the
+streams, so this mapping runs in tests against an in-process session.
+
+Response shapes and key orders are pi's (the transcripts in ``../shared/fixtures`` show them);
+error texts are pi's where the session layer raises them (``Model not found: p/id``,
+``Session name cannot be empty``, ...). One deliberate difference: an unknown command's
+response keeps the command's ``id`` (pi drops it, which leaves its own client waiting).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import attrs
+
+from pitrio.actors.session.actor import SessionHandle, SessionState
+from pitrio.actors.session.operations import CycleResult
+from pitrio.actors.session.user_bash import BashResult
+from pitrio.errors import PitrioError
+from pitrio.messages.codec import from_json, to_json
+from pitrio.messages.content import ImageContent
+from pitrio.messages.model import Model
+from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
+from pitrio.transports.rpc.protocol import MISSING, Request, failure, success
+
+
+class CommandError(PitrioError):
+    """A command's fields are unusable (the text becomes the response's ``error``)."""
+
+
+@attrs.frozen
+class ScopedModel:
+    """One model of the ``--models`` scope, with the thinking level its pattern named."""
+
+    model: Model
+    thinking_level: str | None = None
+
+
+class RpcBackend(Protocol):
+    """What the command handlers need from the process (the server implements it)."""
+
+    async def session(self) -> SessionHandle:
+        """The current session (waiting out a replacement in progress)."""
+        ...
+
+    async def new_session(self, parent_session: str | None) -> None:
+        """Replace the current session with a fresh one."""
+        ...
+
+    async def switch_session(self, path: str) -> None:
+        """Replace the current session with the one in ``path``."""
+        ...
+
+    async def fork(self, entry_id: str) -> str | None:
+        """Fork before a user message; returns its text."""
+        ...
+
+    async def clone(self) -> None:
+        """Replace the current session with a copy of its current branch."""
+        ...
+
+    async def available_models(self) -> tuple[Model, ...]:
+        """The models a client may choose from (``get_available_models``)."""
+        ...
+
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        """The ``--models`` scope (empty: cycle through every available model)."""
+        ...
+
+    async def command_list(self) -> list[dict[str, Any]]:
+        """``get_commands`` entries: extension commands, prompt templates, skills."""
+        ...
+
+    def set_update_format(self, updates: UpdateFormat) -> None:
+        """Switch this client's ``message_update`` format."""
+        ...
+
+
+Handler = Callable[[RpcBackend, Request], Awaitable[Any]]
+"""A command handler: returns the response ``data`` (or :data:`MISSING` for none)."""
+
+EVENTFUL_COMMANDS = frozenset(
+    {
+        "prompt",
+        "steer",
+        "follow_up",
+        "abort",
+        "set_model",
+        "cycle_model",
+        "set_thinking_level",
+        "cycle_thinking_level",
+        "compact",
+        "abort_retry",
+        "set_session_name",
+    }
+)
+"""Commands whose events pi writes before their response (``queue_update``, ``agent_end``,
+``thinking_level_changed``, ``compaction_end``, ``session_info_changed``, ...): the server
+writes every event the session emitted up to the answer before the response."""
+
+
+# -- field access --------------------------------------------------------------------------
+
+
+def _text(request: Request, name: str) -> str:
+    value = request.get(name)
+    if not isinstance(value, str):
+        raise CommandError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _optional_text(request: Request, name: str) -> str | None:
+    value = request.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise CommandError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _images(request: Request) -> tuple[ImageContent, ...]:
+    value = request.get("images")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise CommandError(f"{request.type}: images must be an array")
+    return tuple(from_json(item, ImageContent) for item in value)
+
+
+def _flag(request: Request, name: str) -> bool:
+    # pi passes the value through unchecked; JavaScript truthiness is the closest reading.
+    return bool(request.get(name))
+
+
+# -- data shapes ---------------------------------------------------------------------------
+
+
+def state_data(state: SessionState) -> dict[str, Any]:
+    """``get_state``'s data, in pi's key order (pi-rpc.md §5.2)."""
+    agent = state.agent
+    data: dict[str, Any] = {
+        "model": to_json(agent.model),
+        "thinkingLevel": agent.thinking_level,
+        "isStreaming": state.is_running or agent.is_streaming,
+        "isCompacting": state.is_compacting,
+        "steeringMode": agent.options.steering_mode,
+        "followUpMode": agent.options.follow_up_mode,
+    }
+    if state.session_file is not None:
+        data["sessionFile"] = state.session_file
+    data["sessionId"] = state.session_id
+    if state.session_name is not None:
+        data["sessionName"] = state.session_name
+    data["autoCompactionEnabled"] = state.auto_compaction_enabled
+    data["messageCount"] = len(agent.messages)
+    data["pendingMessageCount"] = state.pending_message_count
+    return data
+
+
+def bash_data(result: BashResult) -> dict[str, Any]:
+    """``bash``'s data: ``{output, exitCode?, cancelled, truncated, fullOutputPath?}``."""
+    data: dict[str, Any] = {"output": result.output}
+    if result.exit_code is not None:
+        data["exitCode"] = result.exit_code
+    data["cancelled"] = result.cancelled
+    data["truncated"] = result.truncated
+    if result.full_output_path is not None:
+        data["fullOutputPath"] = result.full_output_path
+    return data
+
+
+def cycle_model_data(result: CycleResult | None) -> dict[str, Any] | None:
+    """``cycle_model``'s data: ``{model, thinkingLevel, isScoped}`` or ``null``."""
+    if result is None:
+        return None
+    return {
+        "model": to_json(result.model),
+        "thinkingLevel": result.thinking_level,
+        "isScoped": result.is_scoped,
+    }
+
+
+def last_text_data(text: str | None) -> dict[str, Any]:
+    """``get_last_assistant_text``'s data: ``{}`` when there is none (pi drops ``undefined``)."""
+    return {} if text is None else {"text": text}
+
+
+def fork_messages_data(messages: list[tuple[str, str]]) -> dict[str, Any]:
+    """``get_fork_messages``'s data."""
+    return {"messages": [{"entryId": entry_id, "text": text} for entry_id, text in messages]}
+
+
+# -- handlers ------------------------------------------------------------------------------
+
+
+async def _prompt(backend: RpcBackend, request: Request) -> Any:
+    message = _text(request, "message")
+    images = _images(request)
+    behavior = request.get("streamingBehavior")
+    session = await backend.session()
+    # Answered at acceptance (pi 0.73.1): the run goes on and reports through events.
+    await session.submit(
+        message,
+        images=images,
+        streaming_behavior=behavior if behavior in ("steer", "followUp") else None,
+    )
+    return MISSING
+
+
+async def _steer(backend: RpcBackend, request: Request) -> Any:
+    message, images = _text(request, "message"), _images(request)
+    await (await backend.session()).steer(message, images)
+    return MISSING
+
+
+async def _follow_up(backend: RpcBackend, request: Request) -> Any:
+    message, images = _text(request, "message"), _images(request)
+    await (await backend.session()).follow_up(message, images)
+    return MISSING
+
+
+async def _abort(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).abort()
+    return MISSING
+
+
+async def _new_session(backend: RpcBackend, request: Request) -> Any:
+    await backend.new_session(_optional_text(request, "parentSession"))
+    return {"cancelled": False}
+
+
+async def _get_state(backend: RpcBackend, request: Request) -> Any:
+    return state_data(await (await backend.session()).state())
+
+
+async def _get_messages(backend: RpcBackend, request: Request) -> Any:
+    messages = await (await backend.session()).messages()
+    return {"messages": [to_json(message) for message in messages]}
+
+
+async def _set_model(backend: RpcBackend, request: Request) -> Any:
+    provider, model_id = _text(request, "provider"), _text(request, "modelId")
+    model = await (await backend.session()).set_model(provider, model_id)
+    return to_json(model)
+
+
+async def _cycle_model(backend: RpcBackend, request: Request) -> Any:
+    session = await backend.session()
+    scoped = backend.scoped_models()
+    if not scoped:
+        return cycle_model_data(await session.cycle_model())
+    if len(scoped) <= 1:
+        return None
+    current = (await session.state()).agent.model
+    index = next(
+        (
+            i
+            for i, s in enumerate(scoped)
+            if s.model.provider == current.provider and s.model.id == current.id
+        ),
+        -1,
+    )
+    choice = scoped[(index + 1) % len(scoped)]
+    model = await session.set_model(choice.model.provider, choice.model.id)
+    level = (
+        await session.set_thinking_level(choice.thinking_level)
+        if choice.thinking_level is not None
+        else (await session.state()).agent.thinking_level
+    )
+    return cycle_model_data(CycleResult(model=model, thinking_level=level, is_scoped=True))
+
+
+async def _get_available_models(backend: RpcBackend, request: Request) -> Any:
+    return {"models": [to_json(model) for model in await backend.available_models()]}
+
+
+async def _set_thinking_level(backend: RpcBackend, request: Request) -> Any:
+    level = request.get("level")
+    # pi clamps whatever it gets: an unknown level becomes the model's lowest one.
+    await (await backend.session()).set_thinking_level(level if isinstance(level, str) else "")
+    return MISSING
+
+
+async def _cycle_thinking_level(backend: RpcBackend, request: Request) -> Any:
+    level = await (await backend.session()).cycle_thinking_level()
+    return None if level is None else {"level": level}
+
+
+async def _set_steering_mode(backend: RpcBackend, request: Request) -> Any:
+    mode = "all" if request.get("mode") == "all" else "one-at-a-time"
+    await (await backend.session()).set_queue_mode("steering", mode)
+    return MISSING
+
+
+async def _set_follow_up_mode(backend: RpcBackend, request: Request) -> Any:
+    mode = "all" if request.get("mode") == "all" else "one-at-a-time"
+    await (await backend.session()).set_queue_mode("followUp", mode)
+    return MISSING
+
+
+async def _compact(backend: RpcBackend, request: Request) -> Any:
+    instructions = _optional_text(request, "customInstructions")
+    return to_json(await (await backend.session()).compact(instructions))
+
+
+async def _set_auto_compaction(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).set_auto_compaction(_flag(request, "enabled"))
+    return MISSING
+
+
+async def _set_auto_retry(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).set_auto_retry(_flag(request, "enabled"))
+    return MISSING
+
+
+async def _abort_retry(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).abort_retry()
+    return MISSING
+
+
+async def _bash(backend: RpcBackend, request: Request) -> Any:
+    command = _text(request, "command")
+    return bash_data(await (await backend.session()).bash(command))
+
+
+async def _abort_bash(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).abort_bash()
+    return MISSING
+
+
+async def _get_session_stats(backend: RpcBackend, request: Request) -> Any:
+    return to_json(await (await backend.session()).session_stats())
+
+
+async def _export_html(backend: RpcBackend, request: Request) -> Any:
+    path = await (await backend.session()).export_html(_optional_text(request, "outputPath"))
+    return {"path": path}
+
+
+async def _switch_session(backend: RpcBackend, request: Request) -> Any:
+    await backend.switch_session(_text(request, "sessionPath"))
+    return {"cancelled": False}
+
+
+async def _fork(backend: RpcBackend, request: Request) -> Any:
+    text = await backend.fork(_text(request, "entryId"))
+    return {"text": text or "", "cancelled": False}
+
+
+async def _clone(backend: RpcBackend, request: Request) -> Any:
+    await backend.clone()
+    return {"cancelled": False}
+
+
+async def _get_fork_messages(backend: RpcBackend, request: Request) -> Any:
+    return fork_messages_data(await (await backend.session()).fork_messages())
+
+
+async def _get_last_assistant_text(backend: RpcBackend, request: Request) -> Any:
+    return last_text_data(await (await backend.session()).last_assistant_text())
+
+
+async def _set_session_name(backend: RpcBackend, request: Request) -> Any:
+    await (await backend.session()).set_session_name(_text(request, "name"))
+    return MISSING
+
+
+async def _get_commands(backend: RpcBackend, request: Request) -> Any:
+    return {"commands": await backend.command_list()}
+
+
+async def _set_event_format(backend: RpcBackend, request: Request) -> Any:
+    updates = request.get("updates")
+    for choice in UPDATE_FORMATS:
+        if updates == choice:
+            backend.set_update_format(choice)
+            return {"updates": choice}
+    raise CommandError(f'Unknown event format: {updates!r} (use "full" or "delta")')
+
+
+HANDLERS: dict[str, Handler] = {
+    "prompt": _prompt,
+    "steer": _steer,
+    "follow_up": _follow_up,
+    "abort": _abort,
+    "new_session": _new_session,
+    "get_state": _get_state,
+    "get_messages": _get_messages,
+    "set_model": _set_model,
+    "cycle_model": _cycle_model,
+    "get_available_models": _get_available_models,
+    "set_thinking_level": _set_thinking_level,
+    "cycle_thinking_level": _cycle_thinking_level,
+    "set_steering_mode": _set_steering_mode,
+    "set_follow_up_mode": _set_follow_up_mode,
+    "compact": _compact,
+    "set_auto_compaction": _set_auto_compaction,
+    "set_auto_retry": _set_auto_retry,
+    "abort_retry": _abort_retry,
+    "bash": _bash,
+    "abort_bash": _abort_bash,
+    "get_session_stats": _get_session_stats,
+    "export_html": _export_html,
+    "switch_session": _switch_session,
+    "fork": _fork,
+    "clone": _clone,
+    "get_fork_messages": _get_fork_messages,
+    "get_last_assistant_text": _get_last_assistant_text,
+    "set_session_name": _set_session_name,
+    "get_commands": _get_commands,
+    "set_event_format": _set_event_format,
+}
+"""Every command pitrio answers: pi 0.73.1's, plus ``set_event_format``."""
+
+
+def unknown_command(request: Request) -> dict[str, Any]:
+    """The response to a command type nobody handles (keeping its ``id``, unlike pi)."""
+    return failure(request, f"Unknown command: {request.type}")
+
+
+async def execute(backend: RpcBackend, request: Request) -> dict[str, Any]:
+    """Run one command; returns its response (never raises for a failing command)."""
+    handler = HANDLERS.get(request.type)
+    if handler is None:
+        return unknown_command(request)
+    try:
+        data = await handler(backend, request)
+    except PitrioError as exc:
+        return failure(request, str(exc))
+    except Exception as exc:
+        # A bug, not a refusal: keep serving, answer the command, leave a trace on stderr.
+        traceback.print_exc(file=sys.stderr)
+        return failure(request, str(exc) or type(exc).__name__)
+    return success(request, data)

@@ -1,0 +1,217 @@
+"""Races pi users reported, forced deterministically: every command answered, nothing lost."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
+from pitrio.actors.model_router import (
+    FAUX_MODELS,
+    FauxProvider,
+    FauxReply,
+    FauxToolCall,
+    RouterConfig,
+    start_model_router,
+)
+from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session_store import SessionStoreHandle, create_store
+from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle, UpdateFn
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AgentToolResult, ToolResultMessage, UserMessage
+from pitrio.messages.content import text_of
+from pitrio.messages.events import AgentSessionEvent, CompactionEnd, MessageStart
+
+FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
+FAUX_SMALL = next(m for m in FAUX_MODELS if m.id == "faux-small")
+SETTINGS = SessionSettings(
+    retry=RetrySettings(max_retries=2, base_delay_ms=50),
+    compaction=CompactionSettings(keep_recent_tokens=60),
+)
+
+
+@attrs.define
+class Fixture:
+    session: SessionHandle
+    store: SessionStoreHandle
+    faux: FauxProvider
+    events: trio.MemoryReceiveChannel[Sequenced]
+
+    async def drain(self) -> list[AgentSessionEvent]:
+        out: list[AgentSessionEvent] = []
+        while True:
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                out.append(self.events.receive_nowait().event)
+            except trio.WouldBlock:
+                return out
+
+
+@asynccontextmanager
+async def session(
+    faux: FauxProvider,
+    *,
+    model: Any = FAUX_1,
+    settings: SessionSettings = SETTINGS,
+    tools: tuple[AgentTool, ...] = (),
+) -> AsyncIterator[Fixture]:
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
+        store = await create_store(nursery, tempfile.gettempdir(), persist=False)
+        await store.append_model_change(model.provider, model.id)
+        await store.append_thinking_level_change("off")
+        executor = ToolExecutorHandle(await nursery.start(ToolExecutor(tools).run))
+        agent_loop = AgentLoop(stream=router.stream, model=model, tools=executor)
+        loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+        actor = SessionActor(loop=loop, store=store, router=router, settings=settings)
+        handle = SessionHandle(await nursery.start(actor.run))
+        events = await handle.subscribe(capacity=100_000)
+        yield Fixture(session=handle, store=store, faux=faux, events=events)
+        nursery.cancel_scope.cancel()
+
+
+def user_texts(events: list[AgentSessionEvent]) -> list[str]:
+    return [
+        text_of(e.message.content)
+        for e in events
+        if isinstance(e, MessageStart) and isinstance(e.message, UserMessage)
+    ]
+
+
+async def test_a_follow_up_sent_during_compaction_is_delivered_in_the_same_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """pi #7150: a prompt during an in-flight compaction is neither lost nor run twice."""
+    settings = attrs.evolve(
+        SETTINGS, compaction=CompactionSettings(keep_recent_tokens=60, reserve_tokens=18_500)
+    )
+    slow_summary = FauxReply(text="## Goal\nsummary", chunk_delay=1)
+    faux = FauxProvider(["big answer", slow_summary, "answer to the follow-up"])
+    async with session(faux, model=FAUX_SMALL, settings=settings) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "x " * 4_000)
+            await trio.sleep(0.5)  # the summary request is streaming now
+            assert (await fx.session.state()).is_compacting
+            with pytest.raises(PitrioError, match="streamingBehavior"):
+                await fx.session.prompt("plain prompt")
+            await fx.session.prompt("meanwhile", streaming_behavior="followUp")
+        events = await fx.drain()
+    kinds = [e.type for e in events]
+    assert kinds.count("agent_settled") == 1 and kinds[-1] == "agent_settled"
+    assert user_texts(events).count("meanwhile") == 1
+    end = next(e for e in events if isinstance(e, CompactionEnd))
+    assert end.result is not None
+    assert kinds.index("compaction_end") < len(kinds) - 1 - kinds[::-1].index("agent_start")
+
+
+async def test_manual_compact_during_overflow_recovery_is_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """pi #7086: a manual compact arriving while overflow recovery runs."""
+    overflow = FauxReply(error="prompt is too long: 250000 tokens > 128000 maximum")
+    slow_summary = FauxReply(text="## Goal\nrecovery", chunk_delay=1)
+    faux = FauxProvider(["hello", overflow, slow_summary, "unused", "## Goal\nmanual"])
+    async with session(faux) as fx:
+        await fx.session.prompt("hello")
+        await fx.drain()
+        outcome: list[str] = []
+
+        async def manual() -> None:
+            try:
+                result = await fx.session.compact()
+                outcome.append(result.summary)
+            except PitrioError as exc:
+                outcome.append(f"error: {exc}")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "OVERFLOW please")
+            await trio.sleep(0.5)
+            assert (await fx.session.state()).is_compacting
+            nursery.start_soon(manual)
+        events = await fx.drain()
+        state = await fx.session.state()
+    assert len(outcome) == 1  # answered, one way or the other
+    assert not state.is_running and not state.is_compacting
+    assert [e.type for e in events].count("agent_settled") == 1
+
+
+async def test_abort_while_tools_run(autojump_clock: trio.testing.MockClock) -> None:
+    started = trio.Event()
+
+    async def slow(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        started.set()
+        await trio.sleep(30)
+        raise AssertionError("not reached")
+
+    tool = AgentTool(name="slow", execute=slow)
+    faux = FauxProvider([FauxReply(tool_calls=[FauxToolCall("slow", {})])])
+    async with session(faux, tools=(tool,)) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "run the tool")
+            await started.wait()
+            await fx.session.abort()
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+    assert trio.current_time() < 30
+    result = next(m for m in context if isinstance(m, ToolResultMessage))
+    assert (text_of(result.content), result.is_error) == ("Operation aborted", True)
+    assert [e.type for e in events][-2:] == ["agent_end", "agent_settled"]
+
+
+async def test_a_steer_just_after_the_last_turn_is_delivered_not_dropped() -> None:
+    """A steer racing the end of a run is delivered exactly once: in that run if it arrives
+    before the run settles, else right after the next prompt (pi: it waits in the queue)."""
+    faux = FauxProvider(["first answer", "answer to the late steer", "third", "fourth"])
+    async with session(faux) as fx:
+        steered = trio.Event()
+
+        async def steer_on_agent_end() -> None:
+            # A client that reacts to agent_end: the run has no turn left, but has not settled.
+            async for item in fx.events:
+                if item.event.type == "agent_end":
+                    await fx.session.steer("late steer")
+                    steered.set()
+                    return
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(steer_on_agent_end)
+            await fx.session.prompt("go")
+        await steered.wait()
+        await fx.session.wait_for_idle()
+        await fx.session.prompt("next prompt")
+        context = await fx.store.context_messages()
+        state = await fx.session.state()
+    texts = [text_of(m.content) for m in context if isinstance(m, UserMessage)]
+    assert texts.count("late steer") == 1
+    if texts.index("late steer") > texts.index("next prompt"):
+        # Delivered by the next run: right after its prompt, before the model answered it.
+        assert texts[texts.index("next prompt") + 1] == "late steer"
+    assert state.steering == () and state.agent.steering == ()
+
+
+async def test_a_hundred_prompts_racing_are_serialised_in_arrival_order() -> None:
+    faux = FauxProvider()  # echoes
+    async with session(faux) as fx:
+        async with trio.open_nursery() as nursery:
+            await fx.session.submit("prompt 0")
+            for index in range(1, 100):
+                # Sent one after another from one task: arrival order is index order.
+                await fx.session.submit(f"prompt {index}", streaming_behavior="followUp")
+        await fx.session.wait_for_idle()
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+        nursery.cancel_scope.cancel()
+    delivered = user_texts(events)
+    assert delivered == [f"prompt {i}" for i in range(100)]
+    assert [e.type for e in events].count("agent_settled") == 1
+    assert sum(1 for m in context if isinstance(m, UserMessage)) == 100
