@@ -151,7 +151,7 @@ async def create_session(
     session_dir: str | None = None,
     tools: Sequence[AgentTool] = (),
     builtin_tools: bool = True,
-    system_prompt: str = "",
+    system_prompt: str | None = None,
     faux: FauxProvider | None = None,
     router: ModelRouterHandle | None = None,
 ) -> AsyncIterator[AgentSession]:

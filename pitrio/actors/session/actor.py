@@ -47,6 +47,7 @@ from pitrio.actors.session.operations import (
     last_assistant_text,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
+from pitrio.actors.session.resources.loader import Resources, commands, expand_input
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import (
@@ -294,6 +295,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         settings: SessionSettings | None = None,
         agent_dir: Path | None = None,
         scoped_models: tuple[Model, ...] = (),
+        resources: Resources | None = None,
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
@@ -304,6 +306,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._stream = stream or (router.stream if router is not None else None)
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
+        self._resources = resources
         self._compaction_scope: trio.CancelScope | None = None
         self._retry_scope: trio.CancelScope | None = None
         self._bash_scope: trio.CancelScope | None = None
@@ -370,7 +373,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 self._manual_compaction = True
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
-                await self._queue(text, images, kind)
+                await self._queue(await self._expand(text), images, kind)
                 reply.set(None)
             case ClearQueue(reply=reply):
                 removed = (tuple(self._steering), tuple(self._follow_up))
@@ -397,7 +400,20 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             case Subscribe(capacity=capacity, reply=reply):
                 reply.set(self._subscribe(capacity))
 
+    async def _expand(self, text: str) -> str:
+        """``/skill:`` and prompt-template expansion (file reads happen in a thread)."""
+        resources = self._resources
+        if resources is None or not text.startswith("/"):
+            return text
+        return await trio.to_thread.run_sync(lambda: expand_input(text, resources))
+
+    async def commands(self) -> list[dict[str, Any]]:
+        """``get_commands``: prompt templates and skills (extension commands come first)."""
+        await trio.lowlevel.checkpoint()
+        return commands(self._resources) if self._resources is not None else []
+
     async def _prompt(self, command: Prompt) -> None:
+        command = attrs.evolve(command, text=await self._expand(command.text))
         if self._run is not None:
             if command.streaming_behavior is None:
                 command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
@@ -964,6 +980,10 @@ class SessionHandle(Handle[SessionCommand]):
                 target_id, summarize, custom_instructions, replace_instructions, label, reply
             )
         )
+
+    async def commands(self) -> list[dict[str, Any]]:
+        """The prompt templates and skills a prompt can invoke (``get_commands``)."""
+        return await self.invoke(lambda actor: actor.commands())
 
     async def last_assistant_text(self) -> str | None:
         """The last assistant reply's text, or ``None``."""

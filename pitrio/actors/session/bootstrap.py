@@ -20,7 +20,13 @@ from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
-from pitrio.actors.session.resources.settings import Settings, load_settings
+from pitrio.actors.session.resources.loader import (
+    ResourceOptions,
+    load_resources,
+    system_prompt_sections,
+)
+from pitrio.actors.session.resources.settings import Settings
+from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
@@ -59,7 +65,12 @@ class SessionOptions:
     persist: bool = True
     session_dir: str | None = None
     agent_dir: Path | None = None
-    system_prompt: str = ""
+    system_prompt: str | None = None
+    """``--system-prompt``: replaces the built prompt (text, or a file's path)."""
+    append_system_prompt: tuple[str, ...] = ()
+    no_context_files: bool = False
+    no_skills: bool = False
+    no_prompt_templates: bool = False
     tools: Sequence[AgentTool] = ()
     builtin_tools: bool = True
     active_tools: Sequence[str] | None = None
@@ -142,8 +153,16 @@ async def start_session(
     """Start a session's actors in ``nursery`` and return their handles."""
     cwd = absolute_cwd(options.cwd)
     agent = options.agent_dir or default_agent_dir()
-    settings = await trio.to_thread.run_sync(load_settings, agent, cwd)
-    notices = [f"Warning: {p.path}: {p.error}" for p in settings.problems]
+    resource_options = ResourceOptions(
+        system_prompt=options.system_prompt,
+        append_system_prompt=options.append_system_prompt,
+        no_context_files=options.no_context_files,
+        no_skills=options.no_skills,
+        no_prompt_templates=options.no_prompt_templates,
+    )
+    resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
+    settings = resources.settings
+    notices = [f"Warning: {problem}" for problem in resources.problems()]
     store = await _open_store(nursery, options, cwd)
     context = await store.context()
     entries = await store.entries()
@@ -193,11 +212,12 @@ async def start_session(
         follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",
         session_id=store.header.id,
     )
+    sections = system_prompt_sections(resources, await tools.prompt_entries())
     agent_loop = AgentLoop(
         stream=router.stream,
         tools=tools,
         model=model,
-        system_prompt=options.system_prompt,
+        system_prompt=render_sections(sections),
         thinking_level=level,
         messages=await store.context_messages(),
         options=loop_options,
@@ -209,6 +229,7 @@ async def start_session(
         router=router,
         settings=session_settings(settings),
         agent_dir=agent,
+        resources=resources,
     )
     session = SessionHandle(await nursery.start(actor.run))
     return StartedSession(
