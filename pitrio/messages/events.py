@@ -54,6 +54,8 @@ class MessageStart:
 
     type: Literal["message_start"] = tag("message_start")
     message: AgentMessage
+    queue_id: str | None = None
+    """The id a queued steer or follow-up got when it was queued (its delivery receipt)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -27,6 +27,7 @@ from pitrio.messages.events import (
     AgentSettled,
     BashExecutionUpdate,
     EntryAppended,
+    MessageStart,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
@@ -82,6 +83,8 @@ def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
         return None
     if isinstance(event, AgentEnd) and event.will_retry is not None:
         return attrs.evolve(event, will_retry=None)
+    if isinstance(event, MessageStart) and event.queue_id is not None:
+        return attrs.evolve(event, queue_id=None)
     return event
 
 

@@ -22,7 +22,8 @@ from pitrio.actors.session.actor import (
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.retry import RetrySettings
-from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.agent import AssistantMessage, UserMessage
+from pitrio.messages.content import text_of
 from pitrio.messages.entries import ContextEditEntry, MessageEntry
 from pitrio.messages.events import (
     AgentEnd,
@@ -30,6 +31,7 @@ from pitrio.messages.events import (
     AutoRetryEnd,
     AutoRetryStart,
     EntryAppended,
+    MessageStart,
     MessageUpdate,
     QueueUpdate,
 )
@@ -233,3 +235,21 @@ async def test_a_slow_subscriber_is_cut_off_without_slowing_the_session() -> Non
         received = [item async for item in slow]  # the channel closes after the cut-off
     assert events[-1].type == "agent_settled"
     assert len(received) <= 3
+
+
+async def test_a_queued_message_gets_a_delivery_receipt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = FauxReply(text="slow " * 10, chunk_delay=1)
+    async with running_session(slow, "after") as fx, trio.open_nursery() as nursery:
+        nursery.start_soon(fx.session.prompt, "first")
+        await trio.sleep(1.5)
+        queue_id = await fx.session.follow_up("and then")
+        events = await fx.collect_until_settled()
+    delivered = [
+        e for e in events if isinstance(e, MessageStart) and isinstance(e.message, UserMessage)
+    ]
+    assert [(text_of(e.message.content), e.queue_id) for e in delivered] == [
+        ("first", None),
+        ("and then", queue_id),
+    ]

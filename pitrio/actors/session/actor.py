@@ -14,6 +14,7 @@ decisions always see persisted state.
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -166,12 +167,13 @@ class Prompt:
 
 @attrs.frozen
 class Queue:
-    """Queue a steering or follow-up message (works while idle too)."""
+    """Queue a steering or follow-up message (works while idle too); answered with its id,
+    which the ``message_start`` delivering it carries as ``queueId``."""
 
     text: str
     images: tuple[ImageContent, ...]
     kind: StreamingBehavior
-    reply: Reply[None]
+    reply: Reply[str]
 
 
 @attrs.frozen
@@ -317,6 +319,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._branch_summary_settings = self._settings.branch_summary
         self._steering: list[str] = []
         self._follow_up: list[str] = []
+        self._steering_ids: list[str] = []
+        self._follow_up_ids: list[str] = []
         self._subscribers: list[_Subscriber] = []
         self._seq = 0
         self._run: _Run | None = None
@@ -373,12 +377,13 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 self._manual_compaction = True
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
-                await self._queue(await self._expand(text), images, kind)
-                reply.set(None)
+                reply.set(await self._queue(await self._expand(text), images, kind))
             case ClearQueue(reply=reply):
                 removed = (tuple(self._steering), tuple(self._follow_up))
                 self._steering.clear()
                 self._follow_up.clear()
+                self._steering_ids.clear()
+                self._follow_up_ids.clear()
                 await self._loop.clear_queues()
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
@@ -431,17 +436,21 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
 
     async def _queue(
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
-    ) -> None:
+    ) -> str:
         message = user_message(text, images)
+        queue_id = secrets.token_hex(6)
         # The agent loop holds the message before the display says so: a run that sees a
         # queued text may continue and find the message there.
         if kind == "followUp":
             await self._loop.follow_up(message)
             self._follow_up.append(text)
+            self._follow_up_ids.append(queue_id)
         else:
             await self._loop.steer(message)
             self._steering.append(text)
+            self._steering_ids.append(queue_id)
         self._emit(QueueUpdate(steering=tuple(self._steering), follow_up=tuple(self._follow_up)))
+        return queue_id
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -720,7 +729,9 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     async def _on_agent_event(self, event: AgentEvent) -> None:
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
             self._supervisor = self._supervisor.on_user_message_start()
-            self._take_from_display(text_of(event.message.content))
+            queue_id = self._take_from_display(text_of(event.message.content))
+            if queue_id is not None:
+                event = attrs.evolve(event, queue_id=queue_id)
         decision: PostRunDecision | None = None
         if isinstance(event, AgentEnd):
             # Decide now, so agent_end can say whether a retry follows (seed willRetry).
@@ -765,14 +776,21 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._supervisor = decision.state
         return decision
 
-    def _take_from_display(self, text: str) -> None:
-        for queue in (self._steering, self._follow_up):
+    def _take_from_display(self, text: str) -> str | None:
+        """Remove a delivered text from the display queues; its queue id, if it was queued."""
+        for queue, ids in (
+            (self._steering, self._steering_ids),
+            (self._follow_up, self._follow_up_ids),
+        ):
             if text in queue:
-                queue.remove(text)
+                index = queue.index(text)
+                del queue[index]
+                queue_id = ids.pop(index)
                 self._emit(
                     QueueUpdate(steering=tuple(self._steering), follow_up=tuple(self._follow_up))
                 )
-                return
+                return queue_id
+        return None
 
     async def _persist(self, message: AgentMessage) -> None:
         if message.role not in ("user", "assistant", "toolResult"):
@@ -874,13 +892,13 @@ class SessionHandle(Handle[SessionCommand]):
         await accepted.wait()
         return settled
 
-    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> None:
-        """Queue a steering message."""
-        await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
+    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
+        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
 
-    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> None:
-        """Queue a follow-up message."""
-        await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
+    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
+        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
 
     async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Empty both queues; returns the removed (steering, follow-up) texts."""
