@@ -34,11 +34,13 @@ from pitrio.messages.agent import (
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    CustomMessage,
     UserMessage,
 )
 from pitrio.messages.content import text_of
 from pitrio.messages.entries import (
     CompactionEntry,
+    CustomMessageEntry,
     MessageEntry,
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
@@ -352,3 +354,26 @@ async def test_tree_navigation_with_and_without_a_summary() -> None:
     assert [m.role for m in context] == ["user", "assistant", "branchSummary"]
     assert plain.editor_text == "first question" and plain.summary_entry is None
     assert after == ()
+
+
+async def test_custom_messages_record_queue_or_trigger_a_turn() -> None:
+    faux = FauxProvider(["answer one", "answer two"])
+    async with session(faux=faux) as fx:
+        note = CustomMessage(custom_type="info", content="just recorded", display=True, timestamp=1)
+        await fx.session.send_custom_message(note)
+        recorded = await fx.drain()
+        later = CustomMessage(
+            custom_type="info", content="for the next turn", display=False, timestamp=2
+        )
+        await fx.session.send_custom_message(later, deliver_as="nextTurn")
+        await fx.session.prompt("hello")
+        sent = fx.faux.last_request.context.messages
+        turn = CustomMessage(custom_type="info", content="start a turn", display=True, timestamp=3)
+        await fx.session.send_custom_message(turn, trigger_turn=True)
+        await fx.session.wait_for_idle()
+        entries = await fx.store.entries()
+    assert [e.type for e in recorded] == ["message_start", "message_end", "entry_appended"]
+    assert [text_of(m.content) for m in sent] == ["just recorded", "hello", "for the next turn"]
+    customs = [e for e in entries if isinstance(e, CustomMessageEntry)]
+    assert [c.content for c in customs] == ["just recorded", "for the next turn", "start a turn"]
+    assert len(faux.requests) == 2

@@ -78,6 +78,7 @@ from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
+    CustomMessage,
     LlmMessage,
     ThinkingLevel,
     UserMessage,
@@ -86,7 +87,7 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.content import ImageContent, text_of
 from pitrio.messages.convert import convert_to_llm
-from pitrio.messages.entries import CompactionResult
+from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -313,6 +314,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._retry_scope: trio.CancelScope | None = None
         self._bash_scope: trio.CancelScope | None = None
         self._pending_bash: list[BashExecutionMessage] = []
+        self._next_turn: list[CustomMessage] = []
         self._cwd = store.header.cwd
         self._manual_compaction = False
         self._settings = settings or SessionSettings()
@@ -455,12 +457,23 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     # -- the run -----------------------------------------------------------------------------
 
     async def _run_one(self, run: _Run, prompt: UserMessage, accepted: Reply[None]) -> None:
+        """A user prompt's run: preflight (pending bash, compaction check), then the run."""
+
+        async def start() -> RunResult:
+            await self._flush_pending_bash()
+            await self._before_prompt()
+            accepted.set(None)  # pi answers a prompt after its preflight compaction
+            next_turn, self._next_turn = self._next_turn, []
+            return await self._loop.run_prompt((prompt, *next_turn))
+
+        await self._drive(run, start)
+
+    async def _drive(self, run: _Run, start: Callable[[], Awaitable[RunResult]]) -> None:
+        """Run an accepted run to its settle: the low-level runs and what the supervisor
+        decides after each, inside the run's cancel scope; then the shielded finaliser."""
         try:
             with run.scope:
-                await self._flush_pending_bash()
-                await self._before_prompt()
-                accepted.set(None)  # pi answers a prompt after its preflight compaction
-                result = await self._loop.run_prompt((prompt,))
+                result = await start()
                 while True:
                     await self._wait_low_run(result.run)
                     follow = await self._after_low_run(result.run)
@@ -563,6 +576,36 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             reply.set(result)
         finally:
             self._bash_scope = None
+
+    async def send_custom_message(
+        self,
+        message: CustomMessage,
+        *,
+        trigger_turn: bool,
+        deliver_as: Literal["steer", "followUp", "nextTurn"] | None,
+    ) -> None:
+        """pi's ``sendCustomMessage`` (spec §3.5): queue it, start a run with it, or record it."""
+        if deliver_as == "nextTurn":
+            self._next_turn.append(message)
+        elif self._run is not None:
+            if deliver_as == "followUp":
+                await self._loop.follow_up(message)
+            else:
+                await self._loop.steer(message)
+        elif trigger_turn:
+            self._runs += 1
+            run = _Run(number=self._runs, scope=trio.CancelScope(), settled=[])
+            self._run = run
+            self.nursery.start_soon(self._run_custom, run, message)
+        else:
+            await self._loop.append_message(message)
+            self._emit(MessageStart(message=message))
+            self._emit(MessageEnd(message=message))
+            await self._persist(message)
+
+    async def _run_custom(self, run: _Run, message: CustomMessage) -> None:
+        """A run whose prompt is a custom message (no preflight, as in pi)."""
+        await self._drive(run, lambda: self._loop.run_prompt((message,)))
 
     async def _navigate_command(self, command: Navigate) -> None:
         try:
@@ -793,8 +836,15 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         return None
 
     async def _persist(self, message: AgentMessage) -> None:
+        entry: SessionEntry
+        if isinstance(message, CustomMessage):
+            entry = await self._store.append_custom_message_entry(
+                message.custom_type, message.content, message.display, message.details
+            )
+            self._emit(EntryAppended(entry=entry))
+            return
         if message.role not in ("user", "assistant", "toolResult"):
-            return  # custom and bash messages are persisted by their own paths
+            return  # bash messages are recorded by their own path, summaries are derived
         entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
@@ -996,6 +1046,20 @@ class SessionHandle(Handle[SessionCommand]):
         return await self.ask(
             lambda reply: Navigate(
                 target_id, summarize, custom_instructions, replace_instructions, label, reply
+            )
+        )
+
+    async def send_custom_message(
+        self,
+        message: CustomMessage,
+        *,
+        trigger_turn: bool = False,
+        deliver_as: Literal["steer", "followUp", "nextTurn"] | None = None,
+    ) -> None:
+        """Send an extension's custom message (it reaches the model as a user message)."""
+        await self.invoke(
+            lambda actor: actor.send_custom_message(
+                message, trigger_turn=trigger_turn, deliver_as=deliver_as
             )
         )
 
