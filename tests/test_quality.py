@@ -15,7 +15,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    result = run(str(BIN / "ruff"), "check", "pitrio", "tests", "bench")
+    result = run(str(BIN / "ruff"), "check", "pitrio", "tests", "bench", "examples")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
