@@ -12,7 +12,7 @@ stops them all.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from pitrio.actors.model_router import (
     FauxProvider,
     FauxReply,
     FauxToolCall,
+    FixtureRules,
     ModelRouterHandle,
     start_model_router,
 )
@@ -56,8 +57,30 @@ __all__ = [
     "PitrioError",
     "SessionOptions",
     "create_session",
+    "default_faux",
     "open_agent",
 ]
+
+FAUX_SCRIPT_ENV = "PITRIO_FAUX_SCRIPT"
+"""Names the script of the built-in ``faux/*`` models (a testing aid, see :func:`default_faux`)."""
+FIXTURE_TOKENS_PER_SECOND = 200.0
+"""The pace of pi's fixture recordings: 15 ms per 12-character chunk."""
+
+
+def default_faux(env: Mapping[str, str] | None = None) -> FauxProvider | None:
+    """The faux provider ``$PITRIO_FAUX_SCRIPT`` asks for; ``None``: the echoing default.
+
+    A testing aid, so a ``pitrio`` process (``--mode rpc`` included) can replay pi's recorded
+    transcripts: ``fixture-rules`` answers with the reply rules of the model pi's fixtures were
+    recorded with (``FixtureRules``), streamed at the recording's pace. Unset or empty means
+    the plain echoing faux model; any other value is an error.
+    """
+    value = (os.environ if env is None else env).get(FAUX_SCRIPT_ENV, "")
+    if not value:
+        return None
+    if value == "fixture-rules":
+        return FauxProvider(default=FixtureRules(), tokens_per_second=FIXTURE_TOKENS_PER_SECOND)
+    raise PitrioError(f"{FAUX_SCRIPT_ENV}: unknown script {value!r} (known: fixture-rules)")
 
 
 class AgentSession:
@@ -176,7 +199,7 @@ async def create_session(
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:
-            shared = router or await start_model_router(nursery, faux=faux)
+            shared = router or await start_model_router(nursery, faux=faux or default_faux())
             started = await start_session(nursery, shared, options)
             agent_session = AgentSession(started, shared)
             try:

@@ -65,12 +65,11 @@ class SessionRuntime:
             return slot.started
 
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
-        """A fresh session in the same directory (pi's ``new_session``)."""
+        """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""
         base = self.options
         return await self.start(
             attrs.evolve(
                 base,
-                model=None,
                 session=None,
                 continue_recent=False,
                 fork=None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -293,15 +293,18 @@ async def _cycle_thinking_level(backend: RpcBackend, request: Request) -> Any:
     return None if level is None else {"level": level}
 
 
+def _queue_mode(request: Request) -> Literal["all", "one-at-a-time"]:
+    # pi stores whatever it gets and treats anything but "all" as one at a time.
+    return "all" if request.get("mode") == "all" else "one-at-a-time"
+
+
 async def _set_steering_mode(backend: RpcBackend, request: Request) -> Any:
-    mode = "all" if request.get("mode") == "all" else "one-at-a-time"
-    await (await backend.session()).set_queue_mode("steering", mode)
+    await (await backend.session()).set_queue_mode("steering", _queue_mode(request))
     return MISSING
 
 
 async def _set_follow_up_mode(backend: RpcBackend, request: Request) -> Any:
-    mode = "all" if request.get("mode") == "all" else "one-at-a-time"
-    await (await backend.session()).set_queue_mode("followUp", mode)
+    await (await backend.session()).set_queue_mode("followUp", _queue_mode(request))
     return MISSING
 
 

@@ -3,9 +3,10 @@
 Every ``AgentSessionEvent`` is written with the codec, so its keys and values are what pi
 writes. Two things are pitrio's own:
 
-* **Seed events** (``agent_settled``, ``entry_appended``, ``agent_end.willRetry``, the
-  ``summarization_retry_*`` events, ``bash_execution_update``) are written too: they are the
-  newer pi's additions that pitrio targets, and a pi client ignores types it does not know.
+* **Seed events** (``agent_settled``, ``entry_appended``, the ``summarization_retry_*``
+  events, ``bash_execution_update``) and seed fields (``agent_end.willRetry``,
+  ``message_start.queueId``) are written too: they are the newer pi's additions that pitrio
+  targets, and a pi client ignores types and fields it does not know.
 * **Update formats.** ``full`` (the default, pi's) writes every ``message_update`` with the
   whole ``partial`` message inside ``assistantMessageEvent`` and again as ``message``, so a
   reply of *n* deltas costs O(n²) bytes. ``delta`` (``set_event_format {"updates":"delta"}``)
@@ -34,7 +35,6 @@ import orjson
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import (
-    AgentEnd,
     AgentSessionEvent,
     AgentSettled,
     BashExecutionUpdate,
@@ -138,13 +138,3 @@ def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> by
         if isinstance(event, MessageUpdate) and updates == "delta":
             return dump_line(delta_update(event))
         return dump_line(to_json(event))
-
-
-def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
-    """The event as pi 0.73.1 writes it: ``None`` for seed events, ``agent_end`` without
-    ``willRetry``. (What a strictly pi-shaped consumer, or a comparison with pi, sees.)"""
-    if is_seed_event(event):
-        return None
-    if isinstance(event, AgentEnd) and event.will_retry is not None:
-        return AgentEnd(messages=event.messages)
-    return event

@@ -1,0 +1,500 @@
+"""The RPC server: ``pitrio --mode rpc``, a drop-in for ``pi --mode rpc`` (pi-rpc.md).
+
+Tasks of one server (:meth:`RpcServer.serve`):
+
+* the **reader** splits stdin into records (:mod:`.framing`), answers unparsable ones at once
+  and starts a **handler** task per command, so a slow ``bash`` never holds up ``get_state``;
+  every command gets exactly one response, correlated by its ``id``;
+* the **forwarder** turns the session runtime's event stream (which spans session
+  replacements) into lines;
+* the **writer** is the only task writing stdout: it takes whole lines from one bounded
+  channel, so lines never interleave and a client that stops reading slows the producers down
+  instead of growing memory.
+
+Ordering as pi writes it (pi-rpc.md §6.2): pi emits events synchronously, so a command's
+events precede its response. Here events travel through a few tasks, so before writing the
+response of a command that emits events (``EVENTFUL_COMMANDS``) its handler waits until the
+forwarder has written every event the session had emitted by then (a *barrier* on the
+session's event sequence number). A ``prompt`` is answered before its run's ``agent_start``:
+while a prompt's response is pending, the forwarder holds ``agent_start`` back (the *gate*).
+
+Process behaviour (:func:`run_rpc`): protocol lines go to the real stdout, everything else
+printed (``print``, C libraries, child processes) goes to stderr; stdin EOF aborts the run,
+answers the commands already read, flushes the session and exits 0; SIGTERM / SIGHUP do the
+same without waiting for commands and exit 143 / 129; start-up errors go to stderr with exit
+code 1 before any JSON is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from pitrio.actors.model_router import ModelRouterHandle, start_model_router
+from pitrio.actors.session.actor import SessionActor, SessionHandle
+from pitrio.actors.session.bootstrap import SessionOptions, absolute_cwd
+from pitrio.actors.session.resources.loader import commands, load_resources
+from pitrio.actors.session.runtime import SessionRuntime
+from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
+from pitrio.errors import PitrioError, collapse_groups
+from pitrio.messages.events import AgentStart
+from pitrio.messages.model import Model
+from pitrio.transports.rpc.commands import (
+    EVENTFUL_COMMANDS,
+    HANDLERS,
+    ScopedModel,
+    execute,
+    unknown_command,
+)
+from pitrio.transports.rpc.events import UpdateFormat, encode_event
+from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
+from pitrio.transports.rpc.protocol import Request, dump_line, parse_record
+
+T = TypeVar("T")
+
+OUTPUT_LINES = 1024
+"""Lines the writer may have queued before producers wait (back-pressure)."""
+WRITE_BATCH = 1 << 20
+"""Bytes the writer joins into one write when lines are waiting."""
+READ_SIZE = 1 << 16
+FORWARD_BATCH = 256
+"""Events the forwarder takes at once when they are waiting."""
+BARRIER_SECONDS = 10.0
+"""A safety net: a response never waits longer than this for its events."""
+EOF_GRACE_SECONDS = 5.0
+"""How long commands read before stdin's EOF may take to answer once the run is aborted."""
+SHUTDOWN_SECONDS = 15.0
+HIDDEN_MODELS = frozenset({("faux", "echo")})
+"""pitrio's offline default model: usable, but not listed (pi lists only configured models)."""
+EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+def fresh_session_options(startup: SessionOptions, parent_session: str | None) -> SessionOptions:
+    """The options of a ``new_session``: the process's start-up options, no session to open."""
+    return attrs.evolve(
+        startup,
+        session=None,
+        continue_recent=False,
+        fork=None,
+        path=None,
+        seed=None,
+        parent_session=parent_session,
+    )
+
+
+async def _emitted_seq(actor: SessionActor) -> int:
+    """The sequence number of the last event the session emitted."""
+    # Read in the actor's own task (Invoke), where its state may be touched.
+    return actor._seq
+
+
+class RpcServer:
+    """Serves pi's RPC protocol for one client over a pair of byte streams."""
+
+    def __init__(
+        self,
+        runtime: SessionRuntime,
+        router: ModelRouterHandle,
+        output: trio.abc.SendStream,
+        *,
+        scoped_models: Sequence[ScopedModel] = (),
+        max_record: int = DEFAULT_MAX_RECORD,
+    ) -> None:
+        self._runtime = runtime
+        self._startup = runtime.options
+        self._router = router
+        self._output = output
+        self._scoped = tuple(scoped_models)
+        self._max_record = max_record
+        self._updates: UpdateFormat = "full"
+        self._lines, self._lines_out = trio.open_memory_channel[bytes](OUTPUT_LINES)
+        self._replacing: trio.Event | None = None
+        self._closing = False
+        self._output_broken = trio.Event()
+        # Where the forwarder is: the session whose events it is writing, and the sequence
+        # number of the last event it handed to the writer.
+        self._owner: SessionHandle | None = None
+        self._written_seq = 0
+        self._moved = trio.Event()
+        # The prompt gate.
+        self._open_prompts = 0
+        self._prompts_answered = trio.Event()
+        self._at_gate = False
+        self._writer_done = trio.Event()
+
+    # -- RpcBackend ----------------------------------------------------------------------
+
+    async def session(self) -> SessionHandle:
+        """The current session, once a replacement in progress is done."""
+        while self._replacing is not None:
+            await self._replacing.wait()
+        return self._runtime.current.session
+
+    async def _replace(self, action: Callable[[], Awaitable[T]]) -> T:
+        while self._replacing is not None:
+            await self._replacing.wait()
+        done = self._replacing = trio.Event()
+        try:
+            return await action()
+        finally:
+            self._replacing = None
+            done.set()
+
+    async def new_session(self, parent_session: str | None) -> None:
+        """``new_session``: a fresh session made like the first one (pi builds it with the
+        same factory, so the start-up ``--model`` and ``--thinking`` apply again)."""
+        options = fresh_session_options(self._startup, parent_session)
+        await self._replace(lambda: self._runtime.start(options))
+
+    async def switch_session(self, path: str) -> None:
+        """``switch_session``."""
+        await self._replace(lambda: self._runtime.switch_session(path))
+
+    async def fork(self, entry_id: str) -> str | None:
+        """``fork``."""
+        return await self._replace(lambda: self._runtime.fork(entry_id))
+
+    async def clone(self) -> None:
+        """``clone``."""
+        await self._replace(self._runtime.clone)
+
+    async def available_models(self) -> tuple[Model, ...]:
+        """The router's usable models, pitrio's offline echo model left out."""
+        models = await self._router.available_models()
+        return tuple(m for m in models if (m.provider, m.id) not in HIDDEN_MODELS)
+
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        """The ``--models`` scope."""
+        return self._scoped
+
+    async def command_list(self) -> list[dict[str, Any]]:
+        """Prompt templates and skills of the session's cwd (no extension commands yet)."""
+        options = self._runtime.options
+        cwd = absolute_cwd(options.cwd)
+        agent = options.agent_dir or default_agent_dir()
+        resources = await trio.to_thread.run_sync(load_resources, cwd, agent)
+        return commands(resources)
+
+    def set_update_format(self, updates: UpdateFormat) -> None:
+        """``set_event_format``: every event the forwarder encodes from now on."""
+        self._updates = updates
+
+    # -- serving -------------------------------------------------------------------------
+
+    async def serve(self, stdin: trio.abc.ReceiveStream) -> None:
+        """Serve until ``stdin`` ends (or stdout breaks); returns after the last response."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_loop)
+            nursery.start_soon(self._forward_events)
+            async with trio.open_nursery() as handlers:
+                with trio.CancelScope() as reading:
+                    nursery.start_soon(self._stop_reading_when_broken, reading)
+                    await self._read_loop(stdin, handlers)
+                # End of input: stop the run so the commands already read can answer, then
+                # give them a moment (leaving this block waits for them, up to the deadline).
+                self._closing = True
+                self._wake()
+                handlers.cancel_scope.deadline = trio.current_time() + EOF_GRACE_SECONDS
+                await self._abort_activity()
+            await self._lines.aclose()  # the writer ends once it wrote what is queued
+            with trio.move_on_after(EOF_GRACE_SECONDS):
+                await self._writer_done.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _stop_reading_when_broken(self, reading: trio.CancelScope) -> None:
+        await self._output_broken.wait()
+        reading.cancel()
+
+    async def _abort_activity(self) -> None:
+        """At EOF: stop the run and a user command, so pending commands can answer."""
+        try:
+            session = await self.session()
+            await session.abort_bash()
+            await session.abort()
+        except PitrioError:
+            pass
+
+    async def _read_loop(self, stdin: trio.abc.ReceiveStream, handlers: trio.Nursery) -> None:
+        splitter = RecordSplitter(self._max_record)
+        while True:
+            try:
+                data = await stdin.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if not data:
+                for record in splitter.finish():
+                    await self._dispatch(record, handlers)
+                return
+            for record in splitter.feed(bytes(data)):
+                await self._dispatch(record, handlers)
+
+    async def _dispatch(self, record: Record, handlers: trio.Nursery) -> None:
+        parsed = parse_record(record)
+        if not isinstance(parsed, Request):
+            await self._send(dump_line(parsed))
+            return
+        if parsed.type == "extension_ui_response":
+            return  # answers a dialog; no extension opened one (pi ignores unknown ids)
+        if parsed.type not in HANDLERS:
+            # Answered in input order, like the parse errors around it.
+            await self._send(dump_line(unknown_command(parsed)))
+            return
+        if parsed.type == "prompt":
+            # Counted now, before anything of its run can reach the forwarder.
+            self._open_prompts += 1
+        handlers.start_soon(self._handle, parsed)
+
+    async def _handle(self, request: Request) -> None:
+        try:
+            response = await execute(self, request)
+            if request.type in EVENTFUL_COMMANDS:
+                await self._events_written(gate_ok=request.type == "prompt")
+            await self._send(dump_line(response))
+        finally:
+            if request.type == "prompt":
+                self._open_prompts -= 1
+                if self._open_prompts == 0:
+                    self._prompts_answered.set()
+                    self._prompts_answered = trio.Event()
+
+    async def _send(self, line: bytes) -> None:
+        # Closed: shutting down, or nobody reads stdout any more.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._lines.send(line)
+
+    # -- events --------------------------------------------------------------------------
+
+    def _current_session(self) -> SessionHandle | None:
+        try:
+            return self._runtime.current.session
+        except PitrioError:
+            return None
+
+    def _wake(self) -> None:
+        self._moved.set()
+        self._moved = trio.Event()
+
+    async def _events_written(self, *, gate_ok: bool) -> None:
+        """Wait until every event the current session emitted so far has been queued for
+        writing (or, for a prompt, until the forwarder holds its run's ``agent_start``)."""
+        session = self._current_session()
+        if session is None or self._replacing is not None:
+            return
+        try:
+            target = await session.invoke(_emitted_seq)
+        except PitrioError:
+            return
+        if target == 0:
+            return  # nothing emitted yet (a fresh session the forwarder may not know)
+        with trio.move_on_after(BARRIER_SECONDS):
+            while not (
+                self._closing
+                or (self._owner is session and self._written_seq >= target)
+                or (gate_ok and self._at_gate)
+                or self._current_session() is not session
+            ):
+                await self._moved.wait()
+
+    async def _forward_events(self) -> None:
+        self._owner = self._current_session()
+        events = self._runtime.events
+        async for first in events:
+            # Take what else is waiting: one channel hand-over for many lines.
+            batch = [first]
+            while len(batch) < FORWARD_BATCH:
+                try:
+                    batch.append(events.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            lines: list[bytes] = []
+            seen = self._written_seq
+            for item in batch:
+                if item.seq <= seen or seen == 0:
+                    # Sequence numbers are per session: a restart means a replaced session.
+                    await self._flush(lines, seen)
+                    self._owner = self._current_session()
+                if isinstance(item.event, AgentStart) and self._open_prompts > 0:
+                    await self._flush(lines, seen)
+                    self._at_gate = True
+                    self._wake()
+                    while self._open_prompts > 0:
+                        await self._prompts_answered.wait()
+                    self._at_gate = False
+                if not self._closing:
+                    # After EOF pi writes nothing more: the abandoned run's end is not reported.
+                    lines.append(encode_event(item.event, self._updates))
+                seen = item.seq
+            await self._flush(lines, seen)
+
+    async def _flush(self, lines: list[bytes], seq: int) -> None:
+        """Queue ``lines`` for the writer; the forwarder is then at ``seq``."""
+        if lines:
+            await self._send(b"".join(lines))
+            lines.clear()
+        self._written_seq = seq
+        self._wake()
+
+    # -- output --------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        try:
+            async with self._lines_out:
+                async for line in self._lines_out:
+                    batch, size = [line], len(line)
+                    while size < WRITE_BATCH:
+                        try:
+                            more = self._lines_out.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        batch.append(more)
+                        size += len(more)
+                    if self._output_broken.is_set():
+                        continue  # drain, so producers never block on a dead client
+                    try:
+                        await self._output.send_all(b"".join(batch))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self._output_broken.set()
+        finally:
+            self._writer_done.set()
+
+
+# -- the process ---------------------------------------------------------------------------
+
+
+class NoStdioError(PitrioError):
+    """stdin or stdout is closed: there is nothing to serve."""
+
+
+@contextmanager
+def stdout_takeover() -> Iterator[tuple[int, int]]:
+    """Give the protocol private copies of stdin and stdout; point fd 1 (and ``sys.stdout``)
+    at stderr and fd 0 at ``/dev/null`` for everything else (libraries, child processes).
+
+    Yields the protocol's (input fd, output fd); restores the process's fds on exit.
+    """
+    sys.stdout.flush()
+    try:
+        protocol_in, protocol_out = os.dup(0), os.dup(1)
+        saved_in, saved_out = os.dup(0), os.dup(1)
+    except OSError as exc:
+        raise NoStdioError(f"RPC mode needs stdin and stdout: {exc}") from exc
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    previous = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield protocol_in, protocol_out
+    finally:
+        sys.stdout = previous
+        for saved, target in ((saved_in, 0), (saved_out, 1)):
+            # trio made the shared file description non-blocking; give it back as found.
+            with contextlib.suppress(OSError):
+                os.set_blocking(saved, True)
+            os.dup2(saved, target)
+            os.close(saved)
+
+
+async def resolve_scope(
+    router: ModelRouterHandle, patterns: Sequence[str]
+) -> tuple[tuple[ScopedModel, ...], list[str]]:
+    """The ``--models`` patterns as available models (and warnings for the others)."""
+    available = {(m.provider, m.id) for m in await router.available_models()}
+    scoped: list[ScopedModel] = []
+    warnings: list[str] = []
+    for pattern in patterns:
+        try:
+            model, level = await router.resolve_pattern(pattern)
+        except PitrioError as exc:
+            warnings.append(f"Warning: --models {pattern}: {exc}")
+            continue
+        if (model.provider, model.id) not in available:
+            warnings.append(f"Warning: --models {pattern}: no credentials for {model.provider}")
+            continue
+        if all(s.model != model for s in scoped):
+            scoped.append(ScopedModel(model, level))
+    return tuple(scoped), warnings
+
+
+async def serve_process(
+    options: SessionOptions,
+    *,
+    stdin_fd: int,
+    stdout_fd: int,
+    model_patterns: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+) -> int:
+    """Run RPC mode on the given fds until EOF or a signal; returns the exit code."""
+    import pitrio
+
+    code = 0
+    with trio.open_signal_receiver(*EXIT_SIGNALS) as signals:
+        async with trio.open_nursery() as root:
+            main = trio.CancelScope()
+
+            async def on_signal() -> None:
+                nonlocal code
+                async for signum in signals:
+                    if code in EXIT_SIGNALS.values():
+                        os._exit(code)  # a second request while shutting down: leave now
+                    code = EXIT_SIGNALS[signal.Signals(signum)]
+                    main.cancel()
+
+            root.start_soon(on_signal)
+            runtime: SessionRuntime | None = None
+            with main:
+                try:
+                    router = await start_model_router(root, faux=pitrio.default_faux())
+                    runtime = SessionRuntime(root, router)
+                    with collapse_groups():
+                        started = await runtime.start(options)
+                    scoped, scope_warnings = await resolve_scope(router, model_patterns)
+                except PitrioError as exc:
+                    sys.stderr.write(f"Error: {exc}\n")
+                    sys.stderr.flush()
+                    code = 1
+                else:
+                    for line in (*warnings, *scope_warnings, *started.notices):
+                        sys.stderr.write(line + "\n")
+                    sys.stderr.flush()
+                    stdin = trio.lowlevel.FdStream(stdin_fd)
+                    stdout = trio.lowlevel.FdStream(stdout_fd)
+                    server = RpcServer(runtime, router, stdout, scoped_models=scoped)
+                    await server.serve(stdin)
+            if runtime is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_SECONDS):
+                    await runtime.aclose()
+            root.cancel_scope.cancel()
+    return code
+
+
+def run_rpc(
+    options: SessionOptions,
+    *,
+    model_patterns: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+) -> int:
+    """``pitrio --mode rpc``: serve stdin/stdout; returns the process exit code."""
+    try:
+        with stdout_takeover() as (stdin_fd, stdout_fd):
+            return trio.run(
+                lambda: serve_process(
+                    options,
+                    stdin_fd=stdin_fd,
+                    stdout_fd=stdout_fd,
+                    model_patterns=model_patterns,
+                    warnings=warnings,
+                )
+            )
+    except NoStdioError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return 1

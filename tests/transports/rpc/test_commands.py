@@ -1,0 +1,265 @@
+"""The command -> response mapping, without a process: data shapes, key orders, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+
+from pitrio.actors.agent_loop import AgentState, LoopOptions
+from pitrio.actors.model_router import FAUX_MODELS
+from pitrio.actors.session.actor import SessionState
+from pitrio.actors.session.operations import CycleResult
+from pitrio.actors.session.user_bash import BashResult
+from pitrio.errors import PitrioError
+from pitrio.messages.codec import to_json
+from pitrio.messages.content import ImageContent
+from pitrio.messages.model import Model
+from pitrio.transports.rpc.commands import (
+    HANDLERS,
+    ScopedModel,
+    bash_data,
+    cycle_model_data,
+    execute,
+    fork_messages_data,
+    last_text_data,
+    state_data,
+)
+from pitrio.transports.rpc.events import UpdateFormat
+from pitrio.transports.rpc.protocol import Request, parse_record
+
+MODELS = {m.id: m for m in FAUX_MODELS}
+
+PI_COMMANDS = {
+    "prompt", "steer", "follow_up", "abort", "new_session", "get_state", "get_messages",
+    "set_model", "cycle_model", "get_available_models", "set_thinking_level",
+    "cycle_thinking_level", "set_steering_mode", "set_follow_up_mode", "compact",
+    "set_auto_compaction", "set_auto_retry", "abort_retry", "bash", "abort_bash",
+    "get_session_stats", "export_html", "switch_session", "fork", "clone",
+    "get_fork_messages", "get_last_assistant_text", "set_session_name", "get_commands",
+}  # fmt: skip
+
+
+def agent_state(model: Model, **changes: Any) -> AgentState:
+    state = AgentState(
+        system_prompt="",
+        model=model,
+        thinking_level="off",
+        tools=(),
+        messages=(),
+        is_streaming=False,
+        streaming_message=None,
+        pending_tool_calls=frozenset(),
+        error_message=None,
+        steering=(),
+        follow_up=(),
+        options=LoopOptions(),
+    )
+    return attrs.evolve(state, **changes)
+
+
+def session_state(**changes: Any) -> SessionState:
+    state = SessionState(
+        agent=agent_state(MODELS["faux-1"]),
+        is_running=False,
+        is_retrying=False,
+        retry_attempt=0,
+        steering=(),
+        follow_up=("later",),
+        session_id="0190",
+        session_file=None,
+    )
+    return attrs.evolve(state, **changes)
+
+
+class FakeSession:
+    """The part of SessionHandle the handlers use, recording calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.model = MODELS["faux-1"]
+        self.level = "off"
+
+    async def submit(self, text: str, **kwargs: Any) -> None:
+        self.calls.append(("submit", (text, kwargs)))
+
+    async def steer(self, text: str, images: Any = ()) -> None:
+        self.calls.append(("steer", (text, images)))
+
+    async def set_queue_mode(self, kind: str, mode: str) -> None:
+        self.calls.append(("queue_mode", (kind, mode)))
+
+    async def set_thinking_level(self, level: str) -> str:
+        self.calls.append(("thinking", level))
+        self.level = level
+        return level
+
+    async def set_model(self, provider: str, model_id: str) -> Model:
+        self.model = MODELS[model_id]
+        return self.model
+
+    async def state(self) -> SessionState:
+        return session_state(agent=agent_state(self.model, thinking_level=self.level))
+
+    async def set_session_name(self, name: str) -> str:
+        raise PitrioError("Session name cannot be empty")
+
+
+@attrs.define
+class FakeBackend:
+    fake: FakeSession = attrs.field(factory=FakeSession)
+    scope: tuple[ScopedModel, ...] = ()
+    updates: UpdateFormat = "full"
+
+    async def session(self) -> FakeSession:
+        return self.fake
+
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        return self.scope
+
+    def set_update_format(self, updates: UpdateFormat) -> None:
+        self.updates = updates
+
+
+async def run(backend: Any, line: str | dict[str, Any]) -> dict[str, Any]:
+    request = parse_record(line if isinstance(line, str) else orjson.dumps(line).decode())
+    assert isinstance(request, Request)
+    return await execute(backend, request)
+
+
+def test_every_pi_command_has_a_handler() -> None:
+    assert set(HANDLERS) == PI_COMMANDS | {"set_event_format"}
+
+
+def test_state_data_has_pi_key_order_and_omits_absent_fields() -> None:
+    data = state_data(session_state())
+    assert list(data) == [
+        "model", "thinkingLevel", "isStreaming", "isCompacting", "steeringMode",
+        "followUpMode", "sessionId", "autoCompactionEnabled", "messageCount",
+        "pendingMessageCount",
+    ]  # fmt: skip
+    assert data["model"] == to_json(MODELS["faux-1"])
+    assert data["pendingMessageCount"] == 1
+    named = state_data(session_state(session_file="/s.jsonl", session_name="n", is_running=True))
+    assert list(named)[6:9] == ["sessionFile", "sessionId", "sessionName"]
+    assert named["isStreaming"] is True
+
+
+def test_small_data_shapes() -> None:
+    assert bash_data(BashResult(output="", cancelled=True, truncated=False)) == {
+        "output": "",
+        "cancelled": True,
+        "truncated": False,
+    }
+    full = bash_data(
+        BashResult(output="x", exit_code=0, cancelled=False, truncated=True, full_output_path="/f")
+    )
+    assert list(full) == ["output", "exitCode", "cancelled", "truncated", "fullOutputPath"]
+    assert cycle_model_data(None) is None
+    cycled = cycle_model_data(
+        CycleResult(model=MODELS["faux-think"], thinking_level="high", is_scoped=False)
+    )
+    assert cycled is not None and list(cycled) == ["model", "thinkingLevel", "isScoped"]
+    assert last_text_data(None) == {}
+    assert last_text_data("hi") == {"text": "hi"}
+    assert fork_messages_data([("ab12", "q")]) == {"messages": [{"entryId": "ab12", "text": "q"}]}
+
+
+async def test_unknown_command_keeps_its_id() -> None:
+    assert await run(FakeBackend(), '{"id":7,"type":"frobnicate"}') == {
+        "id": 7,
+        "type": "response",
+        "command": "frobnicate",
+        "success": False,
+        "error": "Unknown command: frobnicate",
+    }
+
+
+async def test_prompt_fields() -> None:
+    backend = FakeBackend()
+    image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+    command = {
+        "id": "p",
+        "type": "prompt",
+        "message": "hi",
+        "images": [image],
+        "streamingBehavior": "steer",
+    }
+    response = await run(backend, command)
+    assert response == {"id": "p", "type": "response", "command": "prompt", "success": True}
+    [(_, (text, kwargs))] = backend.fake.calls
+    assert text == "hi"
+    assert kwargs == {
+        "images": (ImageContent(data="AAAA", mime_type="image/png"),),
+        "streaming_behavior": "steer",
+    }
+    bad = await run(backend, '{"id":"p2","type":"prompt"}')
+    assert bad["success"] is False and bad["error"] == "prompt: message must be a string"
+    bad_image = await run(backend, '{"id":"p3","type":"prompt","message":"x","images":[{}]}')
+    assert bad_image["success"] is False and "ImageContent" in bad_image["error"]
+
+
+async def test_errors_of_the_session_become_failures() -> None:
+    response = await run(FakeBackend(), '{"id":"n","type":"set_session_name","name":"  "}')
+    assert response == {
+        "id": "n",
+        "type": "response",
+        "command": "set_session_name",
+        "success": False,
+        "error": "Session name cannot be empty",
+    }
+
+
+async def test_queue_modes_read_like_pi() -> None:
+    backend = FakeBackend()
+    await run(backend, '{"type":"set_steering_mode","mode":"all"}')
+    await run(backend, '{"type":"set_follow_up_mode","mode":"whatever"}')
+    assert backend.fake.calls == [
+        ("queue_mode", ("steering", "all")),
+        ("queue_mode", ("followUp", "one-at-a-time")),
+    ]
+
+
+async def test_cycle_model_through_the_scope() -> None:
+    scope = (ScopedModel(MODELS["faux-1"]), ScopedModel(MODELS["faux-think"], "high"))
+    backend = FakeBackend(scope=scope)
+    response = await run(backend, '{"id":"c","type":"cycle_model"}')
+    assert response["data"] == {
+        "model": to_json(MODELS["faux-think"]),
+        "thinkingLevel": "high",
+        "isScoped": True,
+    }
+    again = await run(backend, '{"id":"c","type":"cycle_model"}')
+    assert again["data"]["model"]["id"] == "faux-1"
+    single = await run(FakeBackend(scope=scope[:1]), '{"id":"c","type":"cycle_model"}')
+    assert single["data"] is None
+
+
+@pytest.mark.parametrize(
+    ("updates", "ok"), [("delta", True), ("full", True), ("partial", False), (None, False)]
+)
+async def test_set_event_format(updates: str | None, ok: bool) -> None:
+    backend = FakeBackend()
+    command: dict[str, Any] = {"id": 1, "type": "set_event_format"}
+    if updates is not None:
+        command["updates"] = updates
+    response = await run(backend, command)
+    assert response["success"] is ok
+    if ok:
+        assert response["data"] == {"updates": updates}
+        assert backend.updates == updates
+    else:
+        assert response["error"].startswith("Unknown event format")
+        assert backend.updates == "full"
+
+
+async def test_a_bug_in_a_handler_is_answered_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
+    class Broken(FakeBackend):
+        async def session(self) -> FakeSession:
+            raise RuntimeError("boom")
+
+    response = await run(Broken(), '{"id":"x","type":"get_state"}')
+    assert response["error"] == "boom" and response["id"] == "x"
+    assert "RuntimeError: boom" in capsys.readouterr().err

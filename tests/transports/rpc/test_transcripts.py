@@ -1,0 +1,60 @@
+"""Replay every RPC transcript pi 0.73.1 recorded against ``pitrio --mode rpc``.
+
+Each transcript runs in a fresh scratch installation with the recording's settings, project
+files and model (``--model faux/<model>``, replies by ``PITRIO_FAUX_SCRIPT=fixture-rules``);
+see :mod:`tests.transports.rpc.transcripts` for the waits and what the comparison normalises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.transports.rpc.harness import Dirs, rpc_process
+from tests.transports.rpc.transcripts import MissingPiece, compare, load, names, replay
+
+Attribution = Callable[[Mapping[str, Any]], str | None]
+
+
+def _response(request_id: str, reason: str) -> Attribution:
+    return lambda line: reason if line.get("id") == request_id else None
+
+
+# Transcripts that show a feature pitrio does not have yet, and the lines where it shows.
+MISSING: dict[str, tuple[str, Attribution]] = {
+    "state_commands": (
+        "get_commands lists the recording's -e extension commands: extensions are not "
+        "supported yet",
+        _response("gc", "extension commands"),
+    ),
+}
+
+
+def _params() -> list[Any]:
+    params: list[Any] = []
+    for name in names():
+        marks = []
+        if name in MISSING:
+            reason = MISSING[name][0]
+            marks.append(pytest.mark.xfail(strict=True, raises=MissingPiece, reason=reason))
+        params.append(pytest.param(name, marks=marks))
+    return params or [pytest.param("<none>", marks=pytest.mark.skip("no transcripts"))]
+
+
+async def _replay(name: str, tmp_path: Path) -> list[dict[str, Any]]:
+    transcript = load(name)
+    async with rpc_process(Dirs.make(tmp_path), *transcript.args, model="") as rpc:
+        return await replay(rpc, transcript)
+
+
+@pytest.mark.parametrize("name", _params())
+def test_transcript_replays(name: str, tmp_path: Path) -> None:
+    # A plain trio.run, so the comparison's exception reaches pytest as itself (an xfail
+    # expects MissingPiece, not an exception group).
+    ours = trio.run(_replay, name, tmp_path)
+    attribution = MISSING[name][1] if name in MISSING else (lambda line: None)
+    compare(load(name).output, ours, attribution)
