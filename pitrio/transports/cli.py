@@ -1,10 +1,12 @@
-"""The ``pitrio`` command line: print mode (``-p``) and JSON mode (``--mode json``)."""
+"""The ``pitrio`` command line: print mode (``-p``), JSON mode (``--mode json``) and RPC mode
+(``--mode rpc``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import trio
 
@@ -12,19 +14,48 @@ from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are start-up errors: message on stderr, exit code 1 (pi's), not argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"Error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``pitrio``."""
-    parser = argparse.ArgumentParser(
-        prog="pitrio", description="Run pi-compatible agent sessions on trio."
-    )
+    parser = _Parser(prog="pitrio", description="Run pi-compatible agent sessions on trio.")
     parser.add_argument("messages", nargs="*", help="prompts, run one after another")
     parser.add_argument("-p", "--print", action="store_true", help="print mode: final reply only")
-    parser.add_argument("--mode", default="text", help="text (default) or json")
+    parser.add_argument("--mode", default="text", help="text (default), json or rpc")
     parser.add_argument("--provider", help="provider of --model when it has no provider/ prefix")
     parser.add_argument("--model", help="model as provider/id (default faux/echo)")
     parser.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level")
     parser.add_argument("--no-session", action="store_true", help="do not write a session file")
     parser.add_argument("--session-dir", help="directory for session files")
+    parser.add_argument("--session", help="open a session file (a path, or a session id prefix)")
+    parser.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_recent",
+        action="store_true",
+        help="continue the most recent session of this directory",
+    )
+    parser.add_argument("--fork", help="start a new session forked from a session (path or id)")
+    parser.add_argument(
+        "--models", help="comma-separated model patterns that cycle_model walks (RPC mode)"
+    )
+    parser.add_argument("--tools", help="comma-separated names of the tools to activate")
+    parser.add_argument("--no-tools", action="store_true", help="activate no tools")
+    parser.add_argument(
+        "-e",
+        "--extension",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load an extension (accepted; extensions are not supported yet)",
+    )
+    parser.add_argument("--offline", action="store_true", help="no start-up network access")
     parser.add_argument(
         "--list-models",
         nargs="?",
@@ -61,6 +92,39 @@ def _read_stdin() -> str | None:
     return bytes(data).decode("utf-8", errors="replace").strip()
 
 
+def _split_names(value: str | None) -> list[str]:
+    return [name.strip() for name in (value or "").split(",") if name.strip()]
+
+
+def _rpc_mode(args: argparse.Namespace) -> int:
+    """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
+    from pitrio.actors.session.bootstrap import SessionOptions
+    from pitrio.transports.rpc.server import run_rpc
+
+    if any(message.startswith("@") for message in args.messages):
+        sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
+        return 1
+    warnings = [
+        f"Warning: extensions are not supported yet; ignoring {path}" for path in args.extension
+    ]
+    active_tools: list[str] | None = None
+    if args.no_tools:
+        active_tools = []
+    elif args.tools is not None:
+        active_tools = _split_names(args.tools)
+    options = SessionOptions(
+        model=_model_ref(args.provider, args.model),
+        thinking_level=args.thinking,
+        session=args.session,
+        continue_recent=args.continue_recent,
+        fork=args.fork,
+        persist=not args.no_session,
+        session_dir=args.session_dir,
+        active_tools=active_tools,
+    )
+    return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -68,14 +132,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pitrio.transports.sessions_cli import run_sessions_command
 
         return run_sessions_command(argv[1:])
+    if argv[:1] == ["serve"]:
+        from pitrio.transports.serve import serve_main
+
+        return serve_main(argv[1:])
+    if argv[:1] == ["attach"]:
+        from pitrio.transports.attach import attach_main
+
+        return attach_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command
 
         return list_models_command(args.list_models or None)
     if args.mode == "rpc":
-        sys.stderr.write("Error: --mode rpc is not available in this version\n")
-        return 1
+        return _rpc_mode(args)
     json_mode = args.mode == "json"
     prompts = build_prompts(args.messages, _read_stdin())
     code = trio.run(
@@ -86,6 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             persist=not args.no_session,
             session_dir=args.session_dir,
             thinking_level=args.thinking,
+            session_options={
+                "session": args.session,
+                "continue_recent": args.continue_recent,
+                "fork": args.fork,
+            },
         )
     )
     return code

@@ -1,0 +1,56 @@
+"""The host: the sessions of one daemon (``DESIGN.md`` §2 ``Host``).
+
+Pure policies: :mod:`.policy` (session ids, restart intensity, idle eviction), :mod:`.replay`
+(the replay buffer of resuming clients), :mod:`.feed` (one client's ordered outgoing queue).
+File discovery: :mod:`.index`. Shells: :mod:`.hosted` (one session's supervision and fan-out)
+and :mod:`.actor` (the registry).
+"""
+
+from pitrio.actors.host.actor import (
+    Host,
+    HostConfig,
+    HostEvent,
+    HostHandle,
+    HostStats,
+    codec_frame,
+    info_row,
+    start_host,
+)
+from pitrio.actors.host.feed import ClientFeed, Outgoing
+from pitrio.actors.host.hosted import (
+    AttachedClient,
+    HostedSession,
+    SessionClosedError,
+    SessionFailedError,
+    SessionStatus,
+)
+from pitrio.actors.host.policy import (
+    EvictionPolicy,
+    InvalidSessionIdError,
+    RestartPolicy,
+    validate_session_id,
+)
+from pitrio.actors.host.replay import ReplayBuffer
+
+__all__ = [
+    "AttachedClient",
+    "ClientFeed",
+    "EvictionPolicy",
+    "Host",
+    "HostConfig",
+    "HostEvent",
+    "HostHandle",
+    "HostStats",
+    "HostedSession",
+    "InvalidSessionIdError",
+    "Outgoing",
+    "ReplayBuffer",
+    "RestartPolicy",
+    "SessionClosedError",
+    "SessionFailedError",
+    "SessionStatus",
+    "codec_frame",
+    "info_row",
+    "start_host",
+    "validate_session_id",
+]

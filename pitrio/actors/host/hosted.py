@@ -1,0 +1,515 @@
+"""One session as the host keeps it: live, evicted, restarting or failed, behind one stream.
+
+A :class:`HostedSession` outlives the actors of its session. It owns what clients need across
+evictions and restarts: the per-session sequence numbers (``seq``, counted by the host, so they
+keep growing when a new actor starts at 1 again), the :class:`ReplayBuffer`, the attached
+clients (each a :class:`~pitrio.actors.host.feed.ClientFeed`) and the supervision of the
+session's actor tree:
+
+* the tree runs in its own nursery inside a *supervisor* task of the host (one-for-all: a
+  crash of any of its actors ends the tree);
+* a crash restarts the tree from the session's file while :class:`RestartPolicy` allows it,
+  then the session is marked failed with the reason; clients are told either way;
+* a stop (eviction, close, shutdown) aborts a run, flushes the store and cancels the tree.
+
+The host actor creates, looks up and stops hosted sessions; connection tasks call
+:meth:`HostedSession.session`, :meth:`attach`, :meth:`resume` and :meth:`barrier` directly. They
+are safe to call from any task of the daemon: each either completes without awaiting or only
+waits for the supervisor to change the status (trio's cooperative scheduling, as in the actors'
+own nurseries, ``DESIGN-NOTES.md`` "Actors").
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, Outgoing
+from pitrio.actors.host.policy import RestartHistory
+from pitrio.actors.host.replay import ReplayBuffer
+from pitrio.actors.session.actor import SessionActor, SessionHandle
+from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.session.fanout import Offer, Sequenced
+from pitrio.actors.session_store import SessionSeed, StoredEntry
+from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
+from pitrio.messages.entries import SessionHeader
+from pitrio.messages.events import AgentSessionEvent, AgentSettled, AgentStart, QueueUpdate
+
+if TYPE_CHECKING:
+    from pitrio.actors.host.actor import HostContext
+
+log = logging.getLogger("pitrio.host")
+
+SessionStatus = Literal["evicted", "starting", "live", "stopping", "failed", "closed"]
+
+PUMP_CAPACITY = 8192
+"""The host's own subscription to a session: drained at once, so it only fills when the
+daemon is starved; then the stream has a gap and clients are told to resync."""
+STOP_SECONDS = 8.0
+"""A stop's abort-and-flush deadline (the daemon must exit within 10 s of SIGTERM)."""
+BARRIER_SECONDS = 10.0
+
+
+class SessionFailedError(PitrioError):
+    """The session crashed more often than its restart policy allows."""
+
+
+class SessionClosedError(SessionNotFoundError):
+    """The session was deleted while a client was waiting for it."""
+
+
+async def _emitted_seq(actor: SessionActor) -> int:
+    # Runs in the session actor's own task (Invoke): the seq of its last emitted event.
+    await trio.lowlevel.checkpoint()
+    return actor._seq
+
+
+@attrs.frozen(kw_only=True)
+class SessionStub:
+    """How to start a session that has no file yet (nothing to reopen from)."""
+
+    header: SessionHeader
+    seed_entries: tuple[StoredEntry, ...] = ()
+    model: str | None = None
+    thinking_level: str | None = None
+    name: str | None = None
+
+
+class AttachedClient:
+    """One client's attachment to a hosted session: its feed and the sender's wake-up."""
+
+    def __init__(self, session: HostedSession, feed: ClientFeed) -> None:
+        self.session = session
+        self.feed = feed
+        self._wake = trio.Event()
+        self.detached = False
+
+    def wake(self) -> None:
+        """Something may be ready to send."""
+        self._wake.set()
+
+    async def wait(self) -> None:
+        """Sleep until :meth:`wake` (returns at once if woken since the last wait)."""
+        await self._wake.wait()
+        self._wake = trio.Event()
+
+    def push(self, payload: dict[str, Any], *, after_seq: int | None = None) -> None:
+        """Queue a response or notice after the events emitted so far (or ``after_seq``)."""
+        after = self.session.seq if after_seq is None else after_seq
+        self.feed.push(Outgoing(payload=payload, after_seq=after))
+        self.wake()
+
+    def detach(self) -> None:
+        """Stop receiving events (idempotent)."""
+        if not self.detached:
+            self.detached = True
+            self.session._detach(self)
+
+
+class HostedSession:
+    """A session known to the host (see the module docstring)."""
+
+    def __init__(
+        self,
+        context: HostContext,
+        session_id: str,
+        *,
+        cwd: str,
+        path: Path | None,
+        stub: SessionStub | None = None,
+    ) -> None:
+        self._context = context
+        self.id = session_id
+        self.cwd = cwd
+        self.path = path
+        self.stub = stub
+        self.epoch = secrets.token_hex(6)
+        """Names this stream of sequence numbers (new when the daemon restarts)."""
+        self.status: SessionStatus = "evicted"
+        self.failure: str | None = None
+        self.history = RestartHistory()
+        self.restarts = 0
+        self.seq = 0
+        self.replay = ReplayBuffer(context.config.replay_frames, context.config.replay_bytes)
+        self.clients: list[AttachedClient] = []
+        self.started: StartedSession | None = None
+        self.running = False
+        self.queued = 0
+        self.last_active = trio.current_time()
+        self.events_total = 0
+        self.coalesced_total = 0
+        self.dropped_clients = 0
+        self._actor_seq = 0
+        self._offset = 0
+        self._changed = trio.Event()
+        self._progress: trio.Event | None = None
+        self._stop_scope: trio.CancelScope | None = None
+        self._stop_requested = False
+        self._stopped = trio.Event()
+        self._stopped.set()
+
+    # -- status ------------------------------------------------------------------------------
+
+    def _set_status(self, status: SessionStatus) -> None:
+        self.status = status
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def touch(self) -> None:
+        """Record activity (postpones eviction)."""
+        self.last_active = trio.current_time()
+
+    @property
+    def persisted(self) -> bool:
+        """Whether the session's file exists."""
+        return self.path is not None and self.path.exists()
+
+    def row(self) -> dict[str, Any]:
+        """The live part of a session listing."""
+        row: dict[str, Any] = {
+            "status": self.status,
+            "isStreaming": self.running,
+            "pendingMessageCount": self.queued,
+            "clients": len(self.clients),
+            "seq": self.seq,
+            "stream": self.epoch,
+            "restarts": self.restarts,
+        }
+        if self.failure is not None:
+            row["failure"] = self.failure
+        return row
+
+    # -- access ------------------------------------------------------------------------------
+
+    async def session(self) -> SessionHandle:
+        """The live session's handle; starts (reopens) it when it is not in memory."""
+        self.touch()
+        while True:
+            if self.status == "live" and self.started is not None:
+                return self.started.session
+            if self.status == "failed":
+                raise SessionFailedError(f"Session {self.id} failed: {self.failure}")
+            if self.status == "closed":
+                raise SessionClosedError(f"Session {self.id} was closed")
+            if self.status == "evicted":
+                self.start()
+            changed = self._changed
+            await changed.wait()
+
+    def start(self) -> None:
+        """Start the session's tree if it is not in memory (returns at once)."""
+        if self.status != "evicted":
+            return
+        if self._context.shutting_down:
+            raise PitrioError("The daemon is shutting down")
+        self._set_status("starting")
+        self._stopped = trio.Event()
+        self._context.nursery.start_soon(self._supervise)
+
+    async def stop(self, *, delete: bool = False) -> None:
+        """Abort a run, flush and stop the tree (if it runs); wait until it has stopped.
+
+        The session ends ``evicted`` (a failed one stays failed), or ``closed`` with
+        ``delete`` (attached clients are told and the session is forgotten)."""
+        while self.status == "starting":
+            await self._changed.wait()
+        if self.status == "live":
+            self._set_status("stopping")
+            self._stop_requested = True
+            await self._flush()
+            if self._stop_scope is not None:
+                self._stop_scope.cancel()
+        await self._stopped.wait()
+        if delete:
+            self._set_status("closed")
+            self._notify({"type": "session_closed", "sessionId": self.id})
+
+    def reset_failure(self) -> None:
+        """Forget a failure: the next access starts the session again."""
+        if self.status == "failed":
+            self.failure = None
+            self.history = RestartHistory()
+            self._set_status("evicted")
+
+    async def _flush(self) -> None:
+        started = self.started
+        if started is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(STOP_SECONDS):
+            try:
+                if not self.persisted:
+                    await self._capture_stub(started)
+                await started.session.abort()
+                await started.session.abort_bash()
+                await started.store.flush()
+            except PitrioError as exc:
+                log.warning("session %s: flush before stop failed: %s", self.id, exc)
+
+    async def _capture_stub(self, started: StartedSession) -> None:
+        """An unwritten session keeps its model, level and name for its next start."""
+        state = await started.session.state()
+        model = state.agent.model
+        self.stub = SessionStub(
+            header=started.store.header,
+            seed_entries=self.stub.seed_entries if self.stub is not None else (),
+            model=f"{model.provider}/{model.id}",
+            thinking_level=state.agent.thinking_level,
+            name=state.session_name,
+        )
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def attach(
+        self, capacity: int = DEFAULT_CLIENT_CAPACITY, *, since: int | None = None
+    ) -> AttachedClient:
+        """A new client: it gets every event from now on, an ``attached`` frame first (first
+        also before a replay from ``since``, see :meth:`resume`)."""
+        client = AttachedClient(self, ClientFeed(capacity))
+        client.feed.sent_seq = client.feed.attached_seq = self.seq
+        self.clients.append(client)
+        self.touch()
+        hello_after = self.seq if since is None else min(self.seq, since)
+        client.push(self.hello(), after_seq=hello_after)
+        return client
+
+    def hello(self) -> dict[str, Any]:
+        """The frame a client gets when it attaches."""
+        return {"type": "attached", "sessionId": self.id, **self.row()}
+
+    def _detach(self, client: AttachedClient) -> None:
+        if client in self.clients:
+            self.clients.remove(client)
+        self.coalesced_total += client.feed.coalesced
+        self.touch()
+
+    def resume(self, client: AttachedClient, since: int, stream: str | None) -> int | None:
+        """Replay what ``client`` missed after ``since``: the number of frames queued, or
+        ``None`` when they are gone (the client must reload: ``resync``)."""
+        if stream is not None and stream != self.epoch:
+            return None
+        frames = self.replay.since(since)
+        if frames is None:
+            return None
+        queued = client.feed.resume(frames, self.replay.last_seq)
+        client.wake()
+        return queued
+
+    async def barrier(self, handle: SessionHandle) -> int:
+        """The seq of the last event the session emitted so far, once the host has relayed it
+        (a command's response goes after its events)."""
+        try:
+            target = await handle.invoke(_emitted_seq)
+        except PitrioError:
+            return self.seq
+        started = self.started
+        with trio.move_on_after(BARRIER_SECONDS):
+            while (
+                self.started is started
+                and started is not None
+                and started.session is handle
+                and self._actor_seq < target
+            ):
+                if self._progress is None:
+                    self._progress = trio.Event()
+                await self._progress.wait()
+        if self.started is not started or self._actor_seq < target:
+            return self.seq
+        return target + self._offset
+
+    def _notify(self, payload: dict[str, Any]) -> None:
+        for client in list(self.clients):
+            client.push({**payload, "seq": self.seq})
+
+    # -- the event pump ----------------------------------------------------------------------
+
+    def _relay(self, item: Sequenced) -> None:
+        event = item.event
+        self.seq += 1
+        self._actor_seq = item.seq
+        self._offset = self.seq - item.seq
+        self.events_total += 1
+        seq = self.seq
+        self.replay.append(seq, self._context.config.encode_frame(seq, event))
+        relayed = Sequenced(seq, event)
+        for client in list(self.clients):
+            if client.feed.offer(relayed) is Offer.OVERFLOW:
+                self.dropped_clients += 1
+            client.wake()
+        self._track(event)
+        if self._progress is not None:
+            self._progress.set()
+            self._progress = None
+
+    def _track(self, event: AgentSessionEvent) -> None:
+        self.last_active = trio.current_time()
+        if isinstance(event, AgentStart) and not self.running:
+            self.running = True
+            self._context.emit({"type": "session_busy", "sessionId": self.id})
+        elif isinstance(event, AgentSettled):
+            self.running = False
+            self._context.emit({"type": "session_idle", "sessionId": self.id})
+        elif isinstance(event, QueueUpdate):
+            self.queued = len(event.steering) + len(event.follow_up)
+
+    async def _pump(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
+        async with events:
+            async for item in events:
+                self._relay(item)
+
+    # -- supervision -------------------------------------------------------------------------
+
+    def _options(self) -> SessionOptions:
+        config = self._context.config
+        base = SessionOptions(
+            cwd=self.cwd, agent_dir=config.agent_dir, session_dir=config.session_dir
+        )
+        if self.persisted:
+            assert self.path is not None
+            return attrs.evolve(base, path=self.path)
+        stub = self.stub
+        if stub is None:
+            raise SessionNotFoundError(f"Session {self.id}: its file is gone")
+        seed = SessionSeed(header=stub.header, entries=stub.seed_entries, path=self.path)
+        return attrs.evolve(
+            base,
+            seed=seed,
+            model=stub.model or config.default_model,
+            thinking_level=stub.thinking_level,
+            persist=self.path is not None,
+        )
+
+    async def _supervise(self) -> None:
+        """Run the tree until stopped; restart it after crashes while the policy allows."""
+        try:
+            await self._supervise_tree()
+        except Exception as exc:
+            # A bug in the supervision itself: this session fails, the daemon goes on.
+            log.exception("session %s: supervisor failed", self.id)
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self._set_status("failed")
+        finally:
+            self._stop_requested = False
+            self._stopped.set()
+
+    async def _supervise_tree(self) -> None:
+        while True:
+            crash = await self._run_tree()
+            self.started = None
+            self.running = False
+            if crash is None:
+                self.replay.reset(self.seq)  # an evicted session keeps only its numbering
+                self._set_status("evicted")
+                self._context.emit({"type": "session_evicted", "sessionId": self.id})
+                return
+            now = trio.current_time()
+            decision = self.history.after_crash(now, self._context.config.restart)
+            self.history = decision.history
+            self.replay.reset(self.seq)  # what clients held is stale: resume -> resync
+            if not decision.allowed or self._context.shutting_down:
+                self.failure = crash
+                log.error("session %s failed: %s", self.id, crash)
+                self._set_status("failed")
+                failed: dict[str, Any] = {
+                    "type": "session_failed",
+                    "sessionId": self.id,
+                    "reason": crash,
+                }
+                self._notify(failed)
+                self._context.emit(failed)
+                return
+            self.restarts += 1
+            self._context.restarts_total += 1
+            log.warning("session %s crashed, restarting (%d): %s", self.id, decision.recent, crash)
+            notice: dict[str, Any] = {
+                "type": "session_restarted",
+                "sessionId": self.id,
+                "reason": crash,
+                "restarts": self.restarts,
+            }
+            self._notify(notice)
+            self._context.emit(notice)
+            self._set_status("starting")
+
+    async def _run_tree(self) -> str | None:
+        """One life of the session's tree: ``None`` when stopped on request, else the crash."""
+        scope = trio.CancelScope()
+        self._stop_scope = scope
+        try:
+            with scope:
+                async with trio.open_nursery() as nursery:
+                    await self._start_in(nursery)
+                    assert self.started is not None
+                    while True:
+                        events = await self.started.session.subscribe(PUMP_CAPACITY)
+                        await self._pump(events)
+                        # The subscription ended. Either the tree is going down (this task is
+                        # about to be cancelled and the crash reported) or the host fell behind
+                        # and was dropped: then the stream has a gap and clients must reload.
+                        await self.started.session.state()
+                        self.replay.reset(self.seq)
+                        self._notify(
+                            {"type": "resync", "sessionId": self.id, "reason": "event gap"}
+                        )
+        except BaseException as exc:
+            reason = _crash_reason(exc)
+            if reason is None:
+                if self._stop_requested and scope.cancelled_caught:
+                    return None
+                raise
+            return reason
+        finally:
+            self._stop_scope = None
+        if self._stop_requested:
+            return None
+        return "the session stopped by itself"
+
+    async def _start_in(self, nursery: trio.Nursery) -> None:
+        started = await start_session(nursery, self._context.router, self._options())
+        self.started = started
+        if self.path is None and started.store.path is not None:
+            self.path = started.store.path
+        stub = self.stub
+        if stub is not None and stub.name and not self.persisted:
+            await started.session.set_session_name(stub.name)
+        self.failure = None
+        self._set_status("live")
+        self._context.emit({"type": "session_opened", "sessionId": self.id})
+        self.touch()
+
+
+def _crash_reason(exc: BaseException) -> str | None:
+    """What crashed, or ``None`` when ``exc`` is only cancellation."""
+    if isinstance(exc, BaseExceptionGroup):
+        _, rest = exc.split(trio.Cancelled)
+        if rest is None:
+            return None
+        leaves = _leaves(rest)
+        # An actor's failure also stops the actors that were talking to it: report the cause.
+        causes = [e for e in leaves if not isinstance(e, ActorStoppedError)] or leaves
+        return "; ".join(f"{type(e).__name__}: {e}" for e in causes) or repr(rest)
+    if isinstance(exc, trio.Cancelled):
+        return None
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return None
+    cause = exc
+    if isinstance(exc, PitrioError) and exc.__cause__ is not None:
+        cause = exc.__cause__
+        if isinstance(cause, BaseExceptionGroup):
+            return _crash_reason(cause) or str(exc)
+    return f"{type(cause).__name__}: {cause}"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+FrameEncoder = Callable[[int, AgentSessionEvent], bytes]
+"""Encodes one event with its seq as the frame clients get (kept by the replay buffer)."""

@@ -1,0 +1,523 @@
+"""The two websocket endpoints of the daemon.
+
+``/v1/sessions/{id}`` (:class:`SessionSocket`) speaks the RPC protocol of ``pi --mode rpc``,
+one JSON object per text frame: the same commands (dispatched by
+:func:`pitrio.transports.rpc.commands.execute`, this class being the ``RpcBackend``), the same
+responses and events, every event with the session's ``seq``. Additions:
+
+* an ``attached`` frame first (session id, status, ``seq``, ``stream``);
+* ``resume {since, stream?}`` (or ``?since=&stream=`` on the URL): the frames after
+  ``since`` from the replay buffer, or a response with ``resync: true`` when they are gone;
+* notices: ``session_restarted``, ``session_failed``, ``session_closed``, ``resync``;
+* ``new_session``, ``fork`` and ``clone`` create *another* hosted session and answer its
+  ``sessionId`` (this connection stays on its session); ``switch_session`` is refused.
+
+``/v1/host`` (:class:`HostSocket`) lists, creates, opens, closes and deletes sessions and
+streams host events.
+
+Each connection has a reader (rate limit, parse, one task per command), a sender (the only
+task writing to the socket, taking frames in order from the client's feed) and a watchdog: a
+send that makes no progress for ``stall_seconds`` cuts the client off. A client cut off for
+slowness is closed with code 1008 and the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from pitrio.actors.host import AttachedClient, HostedSession, Outgoing
+from pitrio.actors.session.actor import SessionHandle
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.errors import PitrioError
+from pitrio.messages.events import MessageUpdate
+from pitrio.messages.model import Model
+from pitrio.transports.daemon.frames import event_frame, json_frame
+from pitrio.transports.daemon.security import RateLimiter
+from pitrio.transports.rpc.commands import (
+    EVENTFUL_COMMANDS,
+    HANDLERS,
+    ScopedModel,
+    execute,
+    unknown_command,
+)
+from pitrio.transports.rpc.events import UpdateFormat
+from pitrio.transports.rpc.protocol import MISSING, Request, failure, parse_record, success
+
+if TYPE_CHECKING:
+    from pitrio.transports.daemon.server import DaemonServer
+
+log = logging.getLogger("pitrio.daemon")
+
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008
+SHUTDOWN_FLUSH_SECONDS = 1.5
+"""How long a connection may keep sending queued frames once the daemon shuts down."""
+
+BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
+
+
+def close_reason(text: str) -> str:
+    """A close frame's reason: at most 123 bytes of UTF-8."""
+    data = text.encode("utf-8")[:123]
+    return data.decode("utf-8", errors="ignore")
+
+
+def parse_error(message: str) -> dict[str, Any]:
+    """A parse-error response (pi's shape: no id, command ``parse``)."""
+    return {
+        "type": "response",
+        "command": "parse",
+        "success": False,
+        "error": f"Failed to parse command: {message}",
+    }
+
+
+class _Socket:
+    """What both endpoints share: the websocket, a cancel scope, rate limit, close."""
+
+    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+        self.server = server
+        self.ws = ws
+        config = server.config
+        self.limiter = RateLimiter(config.message_rate, config.message_burst)
+        self.scope = trio.CancelScope()
+        self.closed = False
+        self._close_done = trio.Event()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the websocket (waiting at most ``close_timeout`` for a stalled peer); a
+        second call waits for the first one to finish."""
+        if self.closed:
+            await self._close_done.wait()
+            return
+        self.closed = True
+        try:
+            with trio.move_on_after(self.server.config.close_timeout):
+                await self.ws.aclose(code, close_reason(reason))
+        finally:
+            self._close_done.set()
+            self.scope.cancel()
+
+    def allow(self) -> bool:
+        """Whether the rate limit lets one more message through."""
+        if self.limiter.allow(trio.current_time()):
+            return True
+        self.server.counters["rate_limited"] += 1
+        return False
+
+    def rate_error(self) -> dict[str, Any]:
+        config = self.server.config
+        return {
+            "type": "response",
+            "command": "rate_limit",
+            "success": False,
+            "error": f"Rate limit exceeded: at most {config.message_rate:g} messages per second "
+            f"(bursts of {config.message_burst}); message dropped",
+        }
+
+
+class SessionSocket(_Socket):
+    """One client of ``/v1/sessions/{id}``; the :class:`RpcBackend` of its commands."""
+
+    def __init__(
+        self,
+        server: DaemonServer,
+        ws: WebSocketConnection,
+        hosted: HostedSession,
+        *,
+        updates: UpdateFormat = "delta",
+    ) -> None:
+        super().__init__(server, ws)
+        self.hosted = hosted
+        self.updates: UpdateFormat = updates
+        self.client: AttachedClient | None = None
+        self._sending_since: float | None = None
+        self._inflight = 0
+        self._drained = trio.Event()
+
+    # -- RpcBackend ----------------------------------------------------------------------
+
+    async def session(self) -> SessionHandle:
+        """The hosted session (reopened when it was evicted)."""
+        self.hosted.touch()
+        return await self.hosted.session()
+
+    async def new_session(self, parent_session: str | None) -> None:
+        """Answered by :meth:`_branching` (never through ``execute``)."""
+        raise PitrioError("new_session creates a separate session over the daemon")
+
+    async def switch_session(self, path: str) -> None:
+        """Refused: a connection belongs to one session."""
+        raise PitrioError(_NO_SWITCH)
+
+    async def fork(self, entry_id: str) -> str | None:
+        """Answered by :meth:`_branching`."""
+        raise PitrioError("fork creates a separate session over the daemon")
+
+    async def clone(self) -> None:
+        """Answered by :meth:`_branching`."""
+        raise PitrioError("clone creates a separate session over the daemon")
+
+    async def available_models(self) -> tuple[Model, ...]:
+        """Every usable model (``faux/echo`` included: it is the daemon's offline default)."""
+        return await self.server.router.available_models()
+
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        """No ``--models`` scope over the daemon: cycling walks every available model."""
+        return ()
+
+    async def command_list(self) -> list[dict[str, Any]]:
+        """Prompt templates and skills of the session."""
+        return await (await self.session()).commands()
+
+    def set_update_format(self, updates: UpdateFormat) -> None:
+        """``set_event_format``: this connection's ``message_update`` form."""
+        self.updates = updates
+
+    # -- the connection ------------------------------------------------------------------
+
+    async def run(self, *, since: int | None = None, stream: str | None = None) -> None:
+        """Serve until either side closes (or the daemon shuts down)."""
+        hosted = self.hosted
+        try:
+            await hosted.session()
+        except PitrioError as exc:
+            log.info("session %s attached while unavailable: %s", hosted.id, exc)
+        client = hosted.attach(self.server.config.client_capacity, since=since)
+        self.client = client
+        self.server.counters["session_connections"] += 1
+        try:
+            if since is not None:
+                self._resume(client, since, stream, None)
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._send_loop, client)
+                    nursery.start_soon(self._watchdog, client)
+                    nursery.start_soon(self._shutdown_watch, client)
+                    await self._read_loop(client, nursery)
+                    self.scope.cancel()
+        finally:
+            client.detach()
+            self.server.counters["session_connections"] -= 1
+            with trio.CancelScope(shield=True):
+                await self.close(CLOSE_NORMAL, "")
+
+    async def _read_loop(self, client: AttachedClient, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                message = await self.ws.get_message()
+            except ConnectionClosed:
+                return
+            if not self.allow():
+                client.push(self.rate_error())
+                continue
+            if isinstance(message, bytes):
+                client.push(parse_error("binary frames are not supported; send JSON text"))
+                continue
+            parsed = parse_record(message)
+            if not isinstance(parsed, Request):
+                client.push(parsed)
+                continue
+            self.hosted.touch()
+            if parsed.type == "resume":
+                self._resume(client, parsed.get("since"), parsed.get("stream"), parsed)
+            elif parsed.type == "extension_ui_response":
+                continue  # no extension opens dialogs here (pi ignores unknown ids too)
+            elif parsed.type not in HANDLERS and parsed.type not in BRANCHING_COMMANDS:
+                client.push(unknown_command(parsed))
+            elif self._inflight >= self.server.config.max_inflight:
+                limit = self.server.config.max_inflight
+                client.push(failure(parsed, f"Too many commands in flight (limit {limit})"))
+            else:
+                self._inflight += 1
+                if parsed.type == "prompt":
+                    # Counted now: the run's agent_start must not overtake the response.
+                    client.feed.open_gate(self.hosted.seq)
+                    nursery.start_soon(self._handle, client, parsed, self.hosted.seq)
+                else:
+                    nursery.start_soon(self._handle, client, parsed, None)
+
+    def _resume(
+        self, client: AttachedClient, since: Any, stream: Any, request: Request | None
+    ) -> None:
+        hosted = self.hosted
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            if request is not None:
+                client.push(failure(request, "resume: since must be a non-negative integer"))
+            return
+        replayed = hosted.resume(client, since, stream if isinstance(stream, str) else None)
+        data: dict[str, Any] = {"seq": hosted.seq, "stream": hosted.epoch}
+        if replayed is None:
+            self.server.counters["resyncs"] += 1
+            data = {"resync": True, **data}
+            if request is None:
+                client.push(
+                    {
+                        "type": "resync",
+                        "sessionId": hosted.id,
+                        "reason": f"events after {since} are no longer held",
+                        **data,
+                    }
+                )
+        else:
+            self.server.counters["resumes"] += 1
+            data = {"replayed": replayed, **data}
+        if request is not None:
+            client.push(success(request, data), after_seq=hosted.seq)
+
+    async def _handle(self, client: AttachedClient, request: Request, gate: int | None) -> None:
+        try:
+            if request.type in BRANCHING_COMMANDS:
+                response = await self._branching(request)
+            else:
+                response = await execute(self, request)
+            after = self.hosted.seq
+            started = self.hosted.started
+            if request.type in EVENTFUL_COMMANDS and started is not None:
+                after = await self.hosted.barrier(started.session)
+            client.feed.push(Outgoing(payload=response, after_seq=after, before_start_after=gate))
+            client.wake()
+        finally:
+            self._inflight -= 1
+            if gate is not None:
+                client.feed.close_gate(gate)
+                client.wake()
+
+    async def _branching(self, request: Request) -> dict[str, Any]:
+        """``new_session``, ``fork``, ``clone``: a new hosted session; ``switch_session``: no."""
+        host = self.server.host
+        try:
+            if request.type == "switch_session":
+                raise PitrioError(_NO_SWITCH)
+            if request.type == "new_session":
+                hosted = await host.create(cwd=self.hosted.cwd)
+                return success(request, {"cancelled": False, "sessionId": hosted.id})
+            if request.type == "clone":
+                hosted = await host.clone(self.hosted)
+                return success(request, {"cancelled": False, "sessionId": hosted.id})
+            entry_id = request.get("entryId")
+            if not isinstance(entry_id, str):
+                raise PitrioError("fork: entryId must be a string")
+            hosted, text = await host.fork(self.hosted, entry_id)
+            return success(
+                request, {"text": text or "", "cancelled": False, "sessionId": hosted.id}
+            )
+        except PitrioError as exc:
+            return failure(request, str(exc))
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _encode(self, item: Sequenced | Outgoing | bytes) -> str:
+        if isinstance(item, bytes):
+            return item.decode("utf-8")
+        if isinstance(item, Outgoing):
+            return json_frame(item.payload).decode("utf-8")
+        if not isinstance(item.event, MessageUpdate):
+            # Every other event has one form: the replay buffer's frame is it.
+            cached = self.hosted.replay.get(item.seq)
+            if cached is not None:
+                return cached.decode("utf-8")
+        return event_frame(item.seq, item.event, self.updates).decode("utf-8")
+
+    async def _send_loop(self, client: AttachedClient) -> None:
+        while True:
+            item = client.feed.take()
+            if item is None:
+                reason = client.feed.closed_reason
+                if reason is not None:
+                    self.server.counters["slow_closes"] += 1
+                    log.info("session %s: closing a slow client: %s", self.hosted.id, reason)
+                    await self.close(CLOSE_POLICY, reason)
+                    return
+                if self.server.closing.is_set():
+                    self._drained.set()
+                await client.wait()
+                continue
+            frame = self._encode(item)
+            self._sending_since = trio.current_time()
+            try:
+                await self.ws.send_message(frame)
+            except ConnectionClosed:
+                self.scope.cancel()
+                return
+            finally:
+                self._sending_since = None
+            if isinstance(item, Outgoing) and item.payload.get("type") == "session_closed":
+                await self.close(CLOSE_NORMAL, "session closed")
+                return
+
+    async def _watchdog(self, client: AttachedClient) -> None:
+        stall = self.server.config.stall_seconds
+        while True:
+            await trio.sleep(stall / 4)
+            started = self._sending_since
+            if started is None or trio.current_time() - started < stall:
+                continue
+            if client.feed.closed_reason is None:
+                client.feed.close(f"client too slow: a send made no progress for {stall:g} s")
+                self.hosted.dropped_clients += 1
+            # The sender is stuck inside a send; the close frame follows it once the peer
+            # reads again (or the connection is dropped after close_timeout).
+            self.server.counters["slow_closes"] += 1
+            await self.close(CLOSE_POLICY, client.feed.closed_reason or "client too slow")
+            return
+
+    async def _shutdown_watch(self, client: AttachedClient) -> None:
+        await self.server.closing.wait()
+        client.wake()  # the sender reports when it has nothing left to send
+        with trio.move_on_after(SHUTDOWN_FLUSH_SECONDS):
+            await self._drained.wait()
+        await self.close(CLOSE_GOING_AWAY, "server shutting down")
+
+
+_NO_SWITCH = (
+    "switch_session is not available over the daemon: open the session with /v1/host and "
+    "connect to /v1/sessions/{id}"
+)
+
+
+class HostSocket(_Socket):
+    """One client of ``/v1/host``."""
+
+    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+        super().__init__(server, ws)
+        self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
+
+    def _push(self, value: Any) -> None:
+        try:
+            self._out.send_nowait(json_frame(value))
+        except trio.WouldBlock:
+            self.server.counters["slow_closes"] += 1
+            self.server.spawn(self.close(CLOSE_POLICY, "client too slow: host events queued"))
+
+    async def run(self) -> None:
+        """Serve until either side closes."""
+        events = await self.server.host.subscribe()
+        self.server.counters["host_connections"] += 1
+        self._push({"type": "host_attached", "version": 1})
+        try:
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._send_loop)
+                    nursery.start_soon(self._forward, events)
+                    nursery.start_soon(self._shutdown_watch)
+                    await self._read_loop(nursery)
+                    self.scope.cancel()
+        finally:
+            self.server.counters["host_connections"] -= 1
+            await events.aclose()
+            with trio.CancelScope(shield=True):
+                await self.close(CLOSE_NORMAL, "")
+
+    async def _forward(self, events: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        async for event in events:
+            self._push(event)
+        # The host dropped this subscriber: it fell behind.
+        await self.close(CLOSE_POLICY, "client too slow: host events dropped")
+
+    async def _send_loop(self) -> None:
+        async for frame in self._out_receive:
+            try:
+                await self.ws.send_message(frame.decode("utf-8"))
+            except ConnectionClosed:
+                self.scope.cancel()
+                return
+
+    async def _shutdown_watch(self) -> None:
+        await self.server.closing.wait()
+        await self.close(CLOSE_GOING_AWAY, "server shutting down")
+
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                message = await self.ws.get_message()
+            except ConnectionClosed:
+                return
+            if not self.allow():
+                self._push(self.rate_error())
+                continue
+            if isinstance(message, bytes):
+                self._push(parse_error("binary frames are not supported; send JSON text"))
+                continue
+            parsed = parse_record(message)
+            if not isinstance(parsed, Request):
+                self._push(parsed)
+                continue
+            nursery.start_soon(self._handle, parsed)
+
+    async def _handle(self, request: Request) -> None:
+        try:
+            data = await self._command(request)
+        except PitrioError as exc:
+            self._push(failure(request, str(exc)))
+            return
+        if data is None:
+            self._push(unknown_command(request))
+        else:
+            self._push(success(request, data))
+
+    async def _command(self, request: Request) -> Any:
+        host = self.server.host
+        match request.type:
+            case "list":
+                return {"sessions": await host.list()}
+            case "create":
+                hosted = await host.create(
+                    cwd=_optional_str(request, "cwd"),
+                    model=_optional_str(request, "model"),
+                    thinking_level=_optional_str(request, "thinkingLevel"),
+                    name=_optional_str(request, "name"),
+                )
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "open":
+                hosted = await host.open(_session_id(request))
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "get":
+                hosted = await host.get(_session_id(request))
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "close":
+                await host.close(_session_id(request))
+                return MISSING
+            case "delete":
+                await host.delete(_session_id(request))
+                return MISSING
+            case "stats":
+                return _stats_data(await host.host_stats())
+        return None
+
+
+def _describe(hosted: HostedSession) -> dict[str, Any]:
+    return {
+        "path": str(hosted.path) if hosted.path is not None else None,
+        "cwd": hosted.cwd,
+        **hosted.row(),
+    }
+
+
+def _stats_data(stats: Any) -> dict[str, Any]:
+    import attrs
+
+    value: dict[str, Any] = orjson.loads(orjson.dumps(attrs.asdict(stats)))
+    return value
+
+
+def _optional_str(request: Request, name: str) -> str | None:
+    value = request.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _session_id(request: Request) -> str:
+    value = request.get("sessionId")
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: sessionId must be a string")
+    return value

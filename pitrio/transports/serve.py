@@ -1,0 +1,260 @@
+"""``pitrio serve``: the daemon process (many sessions, websocket clients, a web page).
+
+:func:`open_daemon` starts the model router, the host and the server in a nursery (tests and
+benchmarks use it in-process); :func:`serve_main` is the command: it prints the page's address
+(with the token in the URL fragment, which browsers never send to a server), writes
+``<agent dir>/daemon.json`` so ``pitrio attach`` finds the daemon, logs JSON lines on stderr,
+and shuts down gracefully on SIGTERM/SIGINT: stop accepting, abort runs, flush every session,
+close sockets with 1001, exit 0 within 10 s. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import attrs
+import trio
+
+from pitrio.actors.host import EvictionPolicy, HostConfig, HostHandle, start_host
+from pitrio.actors.model_router import FauxProvider, ModelRouterHandle, start_model_router
+from pitrio.actors.model_router.actor import RouterConfig
+from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
+from pitrio.errors import PitrioError, collapse_groups
+from pitrio.transports.daemon.frames import delta_frame
+from pitrio.transports.daemon.security import load_or_create_token, token_path
+from pitrio.transports.daemon.server import DaemonConfig, DaemonServer
+
+log = logging.getLogger("pitrio.daemon")
+
+DEFAULT_PORT = 8321
+HOST_STOP_SECONDS = 7.0
+"""Aborting runs and flushing sessions at shutdown; the whole exit stays under 10 s."""
+SOCKETS_STOP_SECONDS = 2.0
+STATE_FILE = "daemon.json"
+
+
+@attrs.define
+class Daemon:
+    """A running daemon: its server, host and router."""
+
+    server: DaemonServer
+    host: HostHandle
+    router: ModelRouterHandle
+    nursery: trio.Nursery
+    stopped: bool = False
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return self.server.port
+
+    async def shutdown(self) -> None:
+        """Stop accepting, abort runs and flush every session, close sockets with 1001."""
+        if self.stopped:
+            return
+        self.stopped = True
+        with trio.CancelScope(shield=True):
+            self.server.stop_listening()
+            log.info("shutting down: aborting runs and flushing sessions")
+            with trio.move_on_after(HOST_STOP_SECONDS):
+                await self.host.shutdown()
+            self.server.closing.set()
+            with trio.move_on_after(SOCKETS_STOP_SECONDS):
+                await self.server.sockets_closed()
+        self.nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_daemon(
+    daemon: DaemonConfig,
+    host: HostConfig,
+    *,
+    faux: FauxProvider | None = None,
+    router_config: RouterConfig | None = None,
+) -> AsyncIterator[Daemon]:
+    """Start a daemon; leaving the block shuts it down gracefully."""
+    with collapse_groups():
+        async with trio.open_nursery() as nursery:
+            router = await start_model_router(nursery, faux, config=router_config)
+            host_handle = await start_host(
+                nursery, router, attrs.evolve(host, encode_frame=delta_frame)
+            )
+            server = DaemonServer(daemon, host_handle, router)
+            await nursery.start(server.serve)
+            running = Daemon(server, host_handle, router, nursery)
+            try:
+                yield running
+            finally:
+                await running.shutdown()
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of ``pitrio serve``."""
+    parser = argparse.ArgumentParser(
+        prog="pitrio serve", description="Run the pitrio daemon: many sessions over websockets."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
+    parser.add_argument("--cwd", help="working directory of new sessions (default: here)")
+    parser.add_argument("--model", help="default model of new sessions (provider/id)")
+    parser.add_argument("--session-dir", help="one directory for every session file")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="evict a session idle this long (0: never; default 600)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed besides the daemon's own page (repeatable)",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="accept clients without the token (loopback addresses only)",
+    )
+    parser.add_argument("--max-message-size", type=int, default=16 << 20, metavar="BYTES")
+    parser.add_argument("--rate", type=float, default=50.0, help="messages per second per client")
+    parser.add_argument("--burst", type=int, default=200, help="message burst per client")
+    parser.add_argument(
+        "--faux-chunk-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause between the faux models' streamed chunks (demos and tests)",
+    )
+    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    return parser
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message (and the exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def _write_state(agent: Path, url: str) -> Path:
+    path = agent / STATE_FILE
+    agent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        json.dump({"url": url, "pid": os.getpid()}, file)
+    return path
+
+
+def read_state(agent: Path) -> dict[str, object] | None:
+    """What a running daemon wrote into ``daemon.json`` (its ``url``), if anything."""
+    try:
+        value = json.loads((agent / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _faux(delay: float) -> FauxProvider | None:
+    import pitrio
+
+    faux = pitrio.default_faux()
+    if delay > 0:
+        faux = faux or FauxProvider()
+        faux.chunk_delay = delay
+    return faux
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    agent = default_agent_dir()
+    token: str | None = None
+    if not args.no_auth:
+        token, created = load_or_create_token(agent)
+        if created:
+            log.info("created the daemon token in %s", token_path(agent))
+    daemon_config = DaemonConfig(
+        host=args.host,
+        port=args.port,
+        token=token,
+        allowed_origins=tuple(args.allow_origin),
+        max_message_size=args.max_message_size,
+        message_rate=args.rate,
+        message_burst=args.burst,
+    )
+    host_config = HostConfig(
+        agent_dir=agent,
+        session_dir=args.session_dir,
+        default_cwd=args.cwd,
+        default_model=args.model,
+        eviction=EvictionPolicy(idle_seconds=args.idle if args.idle > 0 else None),
+    )
+    signals = (signal.SIGTERM, signal.SIGINT)
+    with trio.open_signal_receiver(*signals) as receiver:
+        async with open_daemon(daemon_config, host_config, faux=_faux(args.faux_chunk_delay)) as d:
+            url = d.server.url
+            state = _write_state(agent, url)
+            page = f"{url}#token={token}" if token else url
+            print(f"pitrio daemon listening on {url}", flush=True)
+            print(f"web page: {page}", flush=True)
+            if token:
+                print(f"token: {token_path(agent)}", flush=True)
+            log.info("listening on %s", url)
+            try:
+                async for signum in receiver:
+                    log.info("signal %s: shutting down", signal.Signals(signum).name)
+                    d.nursery.start_soon(_second_signal, receiver)
+                    break
+            finally:
+                with suppress(OSError):
+                    state.unlink()
+    log.info("stopped")
+    return 0
+
+
+async def _second_signal(receiver: AsyncIterator[int]) -> None:
+    async for signum in receiver:
+        os._exit(128 + signum)  # a second request while shutting down: leave now
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    """Entry point of ``pitrio serve``; returns the exit code."""
+    args = build_parser().parse_args(list(argv))
+    _configure_logging(args.log_level)
+    args.cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
+    try:
+        return trio.run(_serve, args)
+    except PitrioError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"Error: cannot listen on {args.host}:{args.port}: {exc}\n")
+        return 1
