@@ -11,6 +11,9 @@ stops them all.
 
 from __future__ import annotations
 
+# First: attrs classes defined by the imports below reuse their cached methods (start-up time).
+from pitrio import _attrs_cache  # isort: skip
+
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -46,6 +49,8 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionResult, SessionHeader
 from pitrio.messages.events import AgentEvent, AgentSessionEvent
 from pitrio.messages.model import Model
+
+_attrs_cache.uninstall()
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -167,6 +167,21 @@ def test_from_environment(tmp_path: Path) -> None:
     assert RouterConfig.from_environment({}).agent_dir == Path.home() / ".pitrio" / "agent"
 
 
+def test_from_environment_reads_the_agent_settings(tmp_path: Path) -> None:
+    """``retry.provider.*`` of the agent dir's settings.json reach the HTTP client (they
+    were read by nothing before the fault suite's timeout cases)."""
+    env = {"PITRIO_AGENT_DIR": str(tmp_path)}
+    (tmp_path / "settings.json").write_bytes(
+        orjson.dumps({"retry": {"provider": {"timeoutMs": 1500, "maxRetries": 2}}})
+    )
+    http = RouterConfig.from_environment(env).settings.http
+    assert (http.read_timeout, http.max_retries) == (1.5, 2)
+    explicit = ProviderSettings(http=HttpSettings(read_timeout=9.0))
+    assert RouterConfig.from_environment(env, explicit).settings.http.read_timeout == 9.0
+    (tmp_path / "settings.json").write_text("{not json")
+    assert RouterConfig.from_environment(env).settings == ProviderSettings()
+
+
 def test_provider_settings_from_pi_settings() -> None:
     from pitrio.actors.model_router.providers.base import provider_settings
 

@@ -335,6 +335,106 @@ async def test_a_writer_that_lost_its_lease_stops(tmp_path: Path) -> None:
     assert [line["type"] for line in lines(path)] == ["session", "message"]
 
 
+class FullDiskFile(AppendFile):
+    """An append file on a disk that fills up: after ``room`` bytes, a write takes what fits
+    (as the kernel does) and the next one fails with ENOSPC."""
+
+    room = 0
+
+    def write(self, data: bytes) -> None:
+        if len(data) > self.room:
+            super().write(data[: self.room])  # the torn part a full disk leaves
+            self.room = 0
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        super().write(data)
+
+
+async def test_a_failed_write_turns_the_store_read_only_and_keeps_the_file_whole(
+    tmp_path: Path,
+) -> None:
+    """A write error is not fail-stop: the batch's appends fail, the part of the batch that
+    reached the file is cut off again, later appends are refused with the same text, reads,
+    flush and close go on working."""
+
+    def full_disk(path: Path) -> AppendFile:
+        file = FullDiskFile(path)
+        file.room = 300
+        return file
+
+    path = tmp_path / "s.jsonl"
+    async with trio.open_nursery() as nursery:
+        store = await start_store(nursery, SessionStore.opening(path, file_class=full_disk))
+        first = await store.append_message(assistant("creates the file"))
+        kept = await store.append_message(user_message("fits", timestamp=1))
+        size = path.stat().st_size
+        expected = (
+            f"{path}: writing the session failed: [Errno 28] No space left on device. The "
+            "session is read-only from now on; every entry saved before is in the file."
+        )
+        with pytest.raises(ReadOnlySessionError) as failed:
+            await store.append_message(user_message("x" * 1000, timestamp=2))
+        assert str(failed.value) == expected
+        assert path.stat().st_size == size  # the torn part is gone
+        with pytest.raises(ReadOnlySessionError) as refused:
+            await store.append_message(user_message("later", timestamp=3))
+        assert str(refused.value) == expected
+        assert isinstance(refused.value.__cause__, OSError)
+        assert (await store.status()).write_error == expected
+        await store.flush()  # nothing unsynced: no error
+        await store.aclose()  # a clean close, the lease released
+    assert [line.get("id") for line in lines(path)[1:]] == [first.id, kept.id]
+    record = read_lease(path)
+    assert record is not None and record.released
+
+
+class FailingOnceFile(GatedFile):
+    """The first write waits for the test's go, then fails; later writes would succeed."""
+
+    def write(self, data: bytes) -> None:
+        if self.writes == 0:
+            trio.from_thread.run(self.entered.send, None)
+            trio.from_thread.run(self.gate.receive)
+            self.writes = -1  # failed once
+            raise OSError(28, "No space left on device")
+        super().write(data)
+
+
+async def test_appends_queued_behind_a_failed_batch_are_refused_too(tmp_path: Path) -> None:
+    """A batch gathered while the failing one was on its way is not written, even if it
+    would fit: its entries follow ones the file does not have."""
+    go_send, go_receive = trio.open_memory_channel[None](1)
+    entered_send, entered_receive = trio.open_memory_channel[None](1)
+
+    def failing(path: Path) -> AppendFile:
+        file = FailingOnceFile(path)
+        file.gate, file.entered = go_receive, entered_send
+        return file
+
+    path = tmp_path / "s.jsonl"
+    outcomes: list[str] = []
+
+    async def append(text: str) -> None:
+        try:
+            await store.append_message(user_message(text, timestamp=1))
+        except ReadOnlySessionError as exc:
+            outcomes.append(f"{text}: {exc}")
+
+    async with trio.open_nursery() as nursery:
+        store = await start_store(nursery, SessionStore.opening(path, file_class=failing))
+        first = await store.append_message(assistant("creates the file"))
+        async with trio.open_nursery() as appenders:
+            appenders.start_soon(append, "fails")
+            await entered_receive.receive()  # its batch is inside write()
+            appenders.start_soon(append, "queued")
+            await trio.testing.wait_all_tasks_blocked()
+            await go_send.send(None)
+        await store.aclose()
+    assert sorted(outcome.split(":")[0] for outcome in outcomes) == ["fails", "queued"]
+    assert all("No space left on device" in outcome for outcome in outcomes)
+    assert [line.get("id") for line in lines(path)[1:]] == [first.id]
+
+
 # -- opening files --------------------------------------------------------------------------------
 
 

@@ -92,3 +92,20 @@ def test_prompt_entries_are_normalised() -> None:
         PromptEntry("x", "Do X", ("g1", "g2")),
         PromptEntry("y", None, ()),
     )
+
+
+def test_builtin_schemas_are_valid_json_schema() -> None:
+    # Registration trusts them (no check at start-up), so they are checked here.
+    import jsonschema.validators  # type: ignore[import-untyped]
+
+    from pitrio.actors.tool_executor.tools import BUILTIN_SCHEMAS, create_builtin_tools
+
+    assert len(BUILTIN_SCHEMAS) == 7
+    assert {id(t.parameters) for t in create_builtin_tools("/")} == set(map(id, BUILTIN_SCHEMAS))
+    for schema in BUILTIN_SCHEMAS:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+
+
+def test_an_invalid_custom_schema_is_still_refused() -> None:
+    with pytest.raises(ToolRegistryError, match="Invalid parameters schema"):
+        ToolRegistry().register([tool("x", parameters={"type": 5})], activate=True)

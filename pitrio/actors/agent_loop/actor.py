@@ -10,8 +10,8 @@ session actor is the one consumer and applies its own fan-out policy to clients)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Sequence
+from typing import Any, cast, overload
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ from pitrio.actors.agent_loop.decisions import (
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.queues import MessageQueue
 from pitrio.actors.agent_loop.run import ExecuteCall, LoopRun, RunConfig, StreamCall
+from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.errors import PitrioError, unwrap_group
@@ -73,7 +74,10 @@ class AgentState:
     model: Model
     thinking_level: ThinkingLevel
     tools: tuple[str, ...]
-    messages: tuple[AgentMessage, ...]
+    _messages: Sequence[AgentMessage] = attrs.field(
+        alias="messages", eq=attrs.cmp_using(eq=lambda a, b: tuple(a) == tuple(b))
+    )
+    """The transcript; a resumed session's is a lazy view until :attr:`messages` is read."""
     is_streaming: bool
     streaming_message: AgentMessage | None
     pending_tool_calls: frozenset[str]
@@ -83,6 +87,73 @@ class AgentState:
     options: LoopOptions
     runs: int = 0
     """How many runs this agent has started (the number of the latest one)."""
+
+    @property
+    def messages(self) -> tuple[AgentMessage, ...]:
+        """The transcript. Read from a resumed session's file, it is decoded here, on first
+        access: opening a long session and answering ``get_state`` need not decode 48,000
+        messages (issue 7, resume)."""
+        messages = self._messages
+        if not isinstance(messages, tuple):
+            with gc_paused():  # tens of thousands of acyclic objects: see gc_paused
+                messages = tuple(messages)
+            object.__setattr__(self, "_messages", messages)  # a cache of the same value
+        return messages
+
+    @property
+    def message_count(self) -> int:
+        """``len(messages)`` without decoding anything."""
+        return len(self._messages)
+
+    async def load_messages(self, slice_size: int = 2000) -> tuple[AgentMessage, ...]:
+        """:attr:`messages`, decoding a lazy transcript in slices with a checkpoint between
+        them, so other tasks (a ``get_state`` sent with a ``get_messages``) are not held up
+        for the whole decode."""
+        messages = self._messages
+        if isinstance(messages, tuple):
+            return messages
+        decoded: list[AgentMessage] = []
+        total = len(messages)
+        for start in range(0, total, slice_size):
+            with gc_paused():
+                decoded.extend(messages[i] for i in range(start, min(start + slice_size, total)))
+            await trio.lowlevel.checkpoint()
+        result = tuple(decoded)
+        object.__setattr__(self, "_messages", result)
+        return result
+
+
+class _Transcript(Sequence[AgentMessage]):
+    """A lazily decoded transcript followed by messages added since (an immutable view)."""
+
+    __slots__ = ("_base", "_tail")
+
+    def __init__(self, base: Sequence[AgentMessage], tail: tuple[AgentMessage, ...]) -> None:
+        self._base = base
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> AgentMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[AgentMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> AgentMessage | tuple[AgentMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        base = len(self._base)
+        return self._base[index] if index < base else self._tail[index - base]
+
+    def __iter__(self) -> Iterator[AgentMessage]:
+        yield from self._base
+        yield from self._tail
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -231,7 +302,13 @@ class AgentLoop(Actor[AgentCommand]):
         self._model = model
         self._system_prompt = system_prompt
         self._thinking_level: ThinkingLevel = thinking_level
-        self._messages: list[AgentMessage] = list(messages)
+        # A list or tuple is copied; any other sequence (a resumed session's context view) is
+        # an immutable snapshot decoded on first use: ``_messages`` then holds what came after.
+        self._base: Sequence[AgentMessage] | None = None
+        if isinstance(messages, list | tuple):
+            self._messages: list[AgentMessage] = list(messages)
+        else:
+            self._base, self._messages = messages, []
         self._options = options or LoopOptions()
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
@@ -261,7 +338,7 @@ class AgentLoop(Actor[AgentCommand]):
             case Continue(reply=reply):
                 try:
                     plan = plan_continue(
-                        self._messages,
+                        self._transcript(),
                         running=self._running,
                         steering=self._steering,
                         follow_up=self._follow_up,
@@ -305,10 +382,10 @@ class AgentLoop(Actor[AgentCommand]):
                 if append:
                     self._messages.extend(messages)
                 else:
-                    self._messages = list(messages)
+                    self._base, self._messages = None, list(messages)
                 reply.set(None)
             case Reset(reply=reply):
-                self._messages = []
+                self._base, self._messages = None, []
                 self._streaming_message = None
                 self._pending_tool_calls = frozenset()
                 self._error_message = None
@@ -336,13 +413,24 @@ class AgentLoop(Actor[AgentCommand]):
         if command.hooks is not None:
             self._hooks = command.hooks
 
+    def _transcript(self) -> list[AgentMessage]:
+        """Every message, decoding a resumed transcript now if that was not done yet."""
+        if self._base is not None:
+            with gc_paused():
+                self._messages = [*self._base, *self._messages]
+            self._base = None
+        return self._messages
+
     def _snapshot(self) -> AgentState:
+        messages: Sequence[AgentMessage] = tuple(self._messages)
+        if self._base is not None:
+            messages = _Transcript(self._base, tuple(self._messages))
         return AgentState(
             system_prompt=self._system_prompt,
             model=self._model,
             thinking_level=self._thinking_level,
             tools=self._last_tools,
-            messages=tuple(self._messages),
+            messages=messages,
             is_streaming=self._running,
             streaming_message=self._streaming_message,
             pending_tool_calls=self._pending_tool_calls,
@@ -387,7 +475,7 @@ class AgentLoop(Actor[AgentCommand]):
             )
             run = LoopRun(
                 config,
-                list(self._messages),
+                list(self._transcript()),
                 emit=self._emit,
                 stream=self._stream,
                 execute=self._execute_call(),
@@ -451,7 +539,12 @@ class AgentLoop(Actor[AgentCommand]):
         self._reduce(event)
         for subscriber in list(self._subscribers):
             try:
-                await subscriber.send(event)
+                # No task switch per event while the subscriber's channel has room (issue 7:
+                # per-event cost); a full channel still blocks the loop (back-pressure).
+                try:
+                    subscriber.send_nowait(event)
+                except trio.WouldBlock:
+                    await subscriber.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscriber)
 

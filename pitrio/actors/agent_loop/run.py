@@ -54,7 +54,7 @@ StreamCall = Callable[
 ]
 Poll = Callable[[], list[AgentMessage]]
 
-STREAM_BUFFER = 16  # provider -> loop; the provider blocks when the loop is behind
+STREAM_BUFFER = 64  # provider -> loop; the provider blocks when the loop is behind
 
 
 @attrs.frozen(kw_only=True)
@@ -203,7 +203,19 @@ class LoopRun:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_stream, llm_context, options, send)
                 async with receive:
-                    async for event in receive:
+                    while True:
+                        # What is queued is taken without a task switch per event (issue 7):
+                        # a long stream is handled in batches, down to fewer, larger writes to
+                        # the client. The provider still blocks when the channel is full.
+                        try:
+                            event = receive.receive_nowait()
+                        except trio.WouldBlock:
+                            try:
+                                event = await receive.receive()
+                            except trio.EndOfChannel:
+                                break
+                        except trio.EndOfChannel:
+                            break
                         match event:
                             case StreamStart(partial=started):
                                 partial = started

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
+import orjson
 import trio
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
@@ -43,6 +44,7 @@ from pitrio.actors.model_router.providers.base import (
     EventSender,
     ProviderSettings,
     StreamFn,
+    provider_settings,
 )
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
@@ -58,6 +60,7 @@ from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import StreamError
 
 MODELS_FILE_NAME = "models.json"
+SETTINGS_FILE_NAME = "settings.json"
 CACHE_RETENTION_ENV = "PITRIO_CACHE_RETENTION"
 CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
 
@@ -81,16 +84,33 @@ class RouterConfig:
     ) -> RouterConfig:
         """The process's configuration: ``$PITRIO_AGENT_DIR`` (or ``~/.pitrio/agent``), its env.
 
-        ``$PITRIO_CACHE_RETENTION`` (``none``/``short``/``long``) sets prompt caching, like pi's
-        ``PI_CACHE_RETENTION``.
+        Without ``settings``, the agent dir's ``settings.json`` gives them
+        (``retry.provider.timeoutMs`` / ``maxRetries`` / ``maxRetryDelayMs``,
+        ``thinkingBudgets``: :func:`provider_settings`). ``$PITRIO_CACHE_RETENTION``
+        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``.
         """
         env = dict(os.environ) if env is None else dict(env)
-        settings = settings or ProviderSettings()
+        directory = agent_dir(env)
+        settings = settings or _agent_provider_settings(directory)
         retention = env.get(CACHE_RETENTION_ENV)
         for choice in CACHE_RETENTIONS:
             if retention == choice:
                 settings = attrs.evolve(settings, cache_retention=choice)
-        return cls(agent_dir=agent_dir(env), env=env, settings=settings)
+        return cls(agent_dir=directory, env=env, settings=settings)
+
+
+def _agent_provider_settings(directory: Path) -> ProviderSettings:
+    """The provider settings of ``<agent dir>/settings.json``.
+
+    The router serves the whole process, so a project's settings cannot apply to it; a file
+    that is missing or does not parse gives the defaults (the session's settings loader
+    reports the problem to the user).
+    """
+    try:
+        document = orjson.loads((directory / SETTINGS_FILE_NAME).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ProviderSettings()
+    return provider_settings(document) if isinstance(document, dict) else ProviderSettings()
 
 
 # -- commands --------------------------------------------------------------------------------

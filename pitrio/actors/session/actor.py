@@ -50,13 +50,13 @@ from pitrio.actors.session.operations import (
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.resources.loader import Resources, commands, expand_input
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.supervisor._entries import iso_to_ms
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import (
     CompactionCheck,
     CompactionSettings,
     CompactNow,
     is_same_model,
-    latest_compaction_ms,
 )
 from pitrio.actors.supervisor.decisions import (
     BeforeSettle,
@@ -73,7 +73,7 @@ from pitrio.actors.supervisor.decisions import (
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
 from pitrio.actors.supervisor.retry import RetrySettings
-from pitrio.errors import PitrioError
+from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -144,6 +144,8 @@ class SessionState:
     auto_compaction_enabled: bool = True
     auto_retry_enabled: bool = True
     session_name: str | None = None
+    write_error: str | None = None
+    """Why the session turned read-only (its file could not be written), if it did."""
 
     @property
     def pending_message_count(self) -> int:
@@ -214,6 +216,15 @@ class Subscribe:
 
 
 @attrs.frozen
+class SubscribeInto:
+    """Deliver every event from now on into the caller's channel (closed when delivery ends)."""
+
+    capacity: int
+    send: trio.MemorySendChannel[Sequenced]
+    reply: Reply[None]
+
+
+@attrs.frozen
 class Invoke:
     """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
 
@@ -261,6 +272,7 @@ SessionCommand = (
     | WaitForIdle
     | GetState
     | Subscribe
+    | SubscribeInto
     | Invoke
     | Compact
     | Bash
@@ -273,6 +285,7 @@ class _Subscriber:
     buffer: SubscriberBuffer
     send: trio.MemorySendChannel[Sequenced]
     wake: trio.Event = attrs.field(factory=trio.Event)
+    sending: bool = False  # the feeder holds an event it has not handed over yet
 
 
 @attrs.define
@@ -283,6 +296,7 @@ class _Run:
     scope: trio.CancelScope
     settled: list[Reply[None]]
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
+    failure: ReadOnlySessionError | None = None  # the session file failed during this run
 
 
 class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
@@ -335,6 +349,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._supervisor = SupervisorState()
         self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
+        self._write_failure: ReadOnlySessionError | None = None
 
     async def started(self) -> None:
         # The session decides what reaches the model: custom, bash and summary messages too.
@@ -406,6 +421,9 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 reply.set(await self._snapshot())
             case Subscribe(capacity=capacity, reply=reply):
                 reply.set(self._subscribe(capacity))
+            case SubscribeInto(capacity=capacity, send=send, reply=reply):
+                self._add_subscriber(capacity, send)
+                reply.set(None)
 
     async def _expand(self, text: str) -> str:
         """``/skill:`` and prompt-template expansion (file reads happen in a thread)."""
@@ -420,6 +438,11 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         return commands(self._resources) if self._resources is not None else []
 
     async def _prompt(self, command: Prompt) -> None:
+        if self._write_failure is not None:  # nothing could be recorded: refuse, say why
+            refused = ReadOnlySessionError(str(self._write_failure))
+            command.accepted.fail(refused)
+            command.settled.fail(refused)
+            return
         command = attrs.evolve(command, text=await self._expand(command.text))
         if self._run is not None:
             if command.streaming_behavior is None:
@@ -467,6 +490,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             return await self._loop.run_prompt((prompt, *next_turn))
 
         await self._drive(run, start)
+        if run.failure is not None:
+            accepted.fail(run.failure)  # failed in its preflight (an answer set before stays)
 
     async def _drive(self, run: _Run, start: Callable[[], Awaitable[RunResult]]) -> None:
         """Run an accepted run to its settle: the low-level runs and what the supervisor
@@ -484,6 +509,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                     if follow is None:
                         break
                     result = follow
+        except ReadOnlySessionError as exc:
+            self._read_only(exc)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
                 await self._finish_run(run)
@@ -497,14 +524,14 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         last = _last_assistant(state.messages)
         if last is None or not self._settings.compaction.enabled:
             return
-        path = await self._store.branch_entries()
+        context_messages, latest_compaction = await self._compaction_inputs()
         check = CompactionCheck(
             message=last,
             context_window=state.model.context_window,
             same_model=is_same_model(last, state.model),
             settings=self._settings.compaction,
-            context_messages=await self._store.context_messages(),
-            latest_compaction_ms=latest_compaction_ms(known_entries(path)),
+            context_messages=context_messages,
+            latest_compaction_ms=latest_compaction,
             overflow_recovery_attempted=self._supervisor.overflow_recovery_attempted,
         )
         decision = decide_before_prompt(check)
@@ -630,8 +657,22 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
 
     async def _flush_pending_bash(self) -> None:
         pending, self._pending_bash = self._pending_bash, []
-        for message in pending:
-            await self._record_bash(message)
+        try:
+            for message in pending:
+                await self._record_bash(message)
+        except ReadOnlySessionError as exc:
+            self._read_only(exc)
+
+    def _read_only(self, failure: ReadOnlySessionError) -> None:
+        """The session file cannot be written: stop the run (nothing it did could be recorded)
+        and refuse prompts from now on; the run's ``prompt()`` raises ``failure``."""
+        if self._write_failure is None:
+            self._write_failure = failure
+        run = self._run
+        if run is not None:
+            if run.failure is None:
+                run.failure = failure
+            run.scope.cancel()
 
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
@@ -754,7 +795,12 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._emit(AgentSettled())
         self._run = None
         self._settling = False
-        for reply in run.settled + run.abort_waiters:
+        for reply in run.settled:
+            if run.failure is not None:
+                reply.fail(run.failure)
+            else:
+                reply.set(None)
+        for reply in run.abort_waiters:
             reply.set(None)
         waiters, self._idle_waiters = self._idle_waiters, []
         for waiter in waiters:
@@ -768,6 +814,13 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         async with events:
             async for event in events:
                 await self._on_agent_event(event)
+                # Take what else is queued without a task switch per event (issue 7).
+                while True:
+                    try:
+                        event = events.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    await self._on_agent_event(event)
 
     async def _on_agent_event(self, event: AgentEvent) -> None:
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
@@ -782,7 +835,10 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             event = attrs.evolve(event, will_retry=decision.will_retry)
         self._emit(event)
         if isinstance(event, MessageEnd):
-            await self._persist(event.message)
+            try:
+                await self._persist(event.message)
+            except ReadOnlySessionError as exc:
+                self._read_only(exc)  # the pump goes on; the run stops, the session stays up
             if isinstance(event.message, AssistantMessage):
                 self._supervisor, succeeded = self._supervisor.on_assistant_message_end(
                     event.message
@@ -801,6 +857,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         state = await self._loop.state()
         last = _last_assistant(event.messages)
         run = self._run
+        context_messages, latest_compaction = await self._compaction_inputs()
         ended = RunEnded(
             last_assistant=last,
             abort_requested=run is None or run.scope.cancel_called,
@@ -809,15 +866,22 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             same_model=last is not None and is_same_model(last, state.model),
             retry_settings=self._settings.retry,
             compaction_settings=self._settings.compaction,
-            context_messages=await self._log.context_messages(),
-            latest_compaction_ms=latest_compaction_ms(
-                known_entries(await self._store.branch_entries())
-            ),
+            context_messages=context_messages,
+            latest_compaction_ms=latest_compaction,
             retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
         decision = decide_after_run(self._supervisor, ended)
         self._supervisor = decision.state
         return decision
+
+    async def _compaction_inputs(self) -> tuple[Sequence[AgentMessage], int | None]:
+        """The projected context and when the branch's latest compaction was appended (the
+        ``latest_compaction_ms`` of the branch), for the compaction checks. Per turn this used
+        to decode and walk the whole branch and materialise the context; now it is one O(1)
+        query: the projection knows its last compaction, and the checks read the context's
+        lazy view, which they index only after a failed response (issue 7)."""
+        context, timestamp = await self._store.context_and_latest_compaction()
+        return context.messages, None if timestamp is None else iso_to_ms(timestamp)
 
     def _take_from_display(self, text: str) -> str | None:
         """Remove a delivered text from the display queues; its queue id, if it was queued."""
@@ -855,10 +919,13 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         # The channel itself is unbuffered: the per-subscriber buffer holds the backlog and
         # applies the coalesce-then-disconnect policy, and a feeder task drains it.
         send, receive = trio.open_memory_channel[Sequenced](0)
+        self._add_subscriber(capacity, send)
+        return receive
+
+    def _add_subscriber(self, capacity: int, send: trio.MemorySendChannel[Sequenced]) -> None:
         subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
         self._subscribers.append(subscriber)
         self.nursery.start_soon(self._feed, subscriber)
-        return receive
 
     async def _feed(self, subscriber: _Subscriber) -> None:
         async with subscriber.send:
@@ -870,16 +937,35 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                     await subscriber.wake.wait()
                     subscriber.wake = trio.Event()
                     continue
+                subscriber.sending = True
                 try:
                     await subscriber.send.send(item)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._subscribers.remove(subscriber)
+                    if subscriber in self._subscribers:
+                        self._subscribers.remove(subscriber)
                     return
+                finally:
+                    subscriber.sending = False
 
     def _emit(self, event: AgentSessionEvent) -> None:
         self._seq += 1
         item = Sequenced(self._seq, event)
         for subscriber in list(self._subscribers):
+            if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
+                # Nothing queued before it and the channel takes it now (a receiver waits, or
+                # buffer room): hand it over directly. The feeder task is only for a backlog;
+                # waking it for every event cost a task switch per event per subscriber
+                # (issue 7: streams and turns). Order and the coalesce policy are unchanged.
+                try:
+                    subscriber.send.send_nowait(item)
+                    continue
+                except trio.WouldBlock:
+                    pass
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._subscribers.remove(subscriber)
+                    subscriber.buffer.closed_reason = "subscriber closed its channel"
+                    subscriber.wake.set()
+                    continue
             if subscriber.buffer.offer(item) is Offer.OVERFLOW:
                 self._subscribers.remove(subscriber)
             subscriber.wake.set()
@@ -898,6 +984,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             auto_compaction_enabled=self._settings.compaction.enabled,
             auto_retry_enabled=self._settings.retry.enabled,
             session_name=await self._store.session_name(),
+            write_error=None if self._write_failure is None else str(self._write_failure),
         )
 
 
@@ -1077,7 +1164,7 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def messages(self) -> tuple[AgentMessage, ...]:
         """The agent's current messages (the context, custom roles included)."""
-        return (await self.state()).agent.messages
+        return await (await self.state()).agent.load_messages()
 
     async def subscribe(
         self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
@@ -1085,3 +1172,11 @@ class SessionHandle(Handle[SessionCommand]):
         """Every event from now on with its ``seq``; a subscriber that falls too far behind
         is coalesced, then disconnected (its channel closes)."""
         return await self.ask(lambda reply: Subscribe(capacity, reply))
+
+    async def subscribe_into(
+        self, send: trio.MemorySendChannel[Sequenced], capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
+    ) -> None:
+        """Like :meth:`subscribe`, delivering into ``send`` (e.g. a clone of a channel that
+        outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
+        caller would otherwise run between the two channels."""
+        await self.ask(lambda reply: SubscribeInto(capacity, send, reply))

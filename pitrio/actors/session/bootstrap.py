@@ -44,7 +44,6 @@ from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
 from pitrio.errors import PitrioError
-from pitrio.messages.entries import ThinkingLevelChangeEntry
 from pitrio.messages.model import Model
 
 DEFAULT_MODEL = "faux/echo"
@@ -165,7 +164,10 @@ async def start_session(
     notices = [f"Warning: {problem}" for problem in resources.problems()]
     store = await _open_store(nursery, options, cwd)
     context = await store.context()
-    entries = await store.entries()
+    # Envelope checks only: decoding every entry here made resuming a long session pay for
+    # all of its messages before the first command was answered (issue 7, resume).
+    empty = (await store.status()).entries == 0
+    has_thinking_entry = await store.has_entry_type("thinking_level_change")
 
     pattern_level = None
     model: Model | None = None
@@ -185,7 +187,6 @@ async def start_session(
         except PitrioError:
             model, _ = await router.resolve_pattern(DEFAULT_MODEL)
 
-    has_thinking_entry = any(isinstance(e, ThinkingLevelChangeEntry) for e in entries)
     requested = (
         options.thinking_level
         or pattern_level
@@ -194,7 +195,7 @@ async def start_session(
         or DEFAULT_THINKING_LEVEL
     )
     level = clamp_thinking_level(model, requested)
-    if not entries:
+    if empty:
         await store.append_model_change(model.provider, model.id)
         await store.append_thinking_level_change(level)
     elif not has_thinking_entry or level != context.thinking_level:
@@ -219,7 +220,8 @@ async def start_session(
         model=model,
         system_prompt=render_sections(sections),
         thinking_level=level,
-        messages=await store.context_messages(),
+        # The lazy view: a resumed session's messages are decoded when first needed.
+        messages=context.messages,
         options=loop_options,
     )
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))

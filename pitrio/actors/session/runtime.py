@@ -149,17 +149,10 @@ class SessionRuntime:
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as nursery:
                     started = await start_session(nursery, self._router, options)
-                    events = await started.session.subscribe()
-                    nursery.start_soon(self._forward, events)
+                    # Straight into the output channel (a clone: closing it at the session's
+                    # end leaves the others open), no relay task per event.
+                    await started.session.subscribe_into(self._send.clone())
                     task_status.started(_Slot(started=started, scope=scope, stopped=stopped))
                     await trio.sleep_forever()
         finally:
             stopped.set()
-
-    async def _forward(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
-        async with events:
-            async for item in events:
-                try:
-                    await self._send.send(item)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return

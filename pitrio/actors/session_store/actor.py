@@ -19,9 +19,14 @@ Lazy creation (§4.6): a session's file appears only once an assistant message e
 the header and every entry so far are written at once (atomically: temp file, fsync, link).
 Until then appends return as soon as they are recorded in memory.
 
-Failure is fail-stop: if a write, an fsync or the lease fence check fails, the appends of that
-batch fail with the error and the actor stops with it, because its memory may now be ahead of
-its file; the session is reopened from the file.
+Failure. If the disk refuses a batch (a write or an fsync raises ``OSError``: ENOSPC, EFBIG,
+EIO, ...), the file is cut back to where the batch began (so it holds exactly the entries whose
+appends returned), the batch's appends fail with a :class:`ReadOnlySessionError` naming the file
+and the kernel's error, and the store turns read-only: later appends are refused with the same
+text, reads keep working. Retrying on a full disk would only tear more lines, and the memory of
+the failed batch is ahead of the file, so nothing more is written. Any other failure (the lease
+fence moved: another writer owns the file) stops the actor (fail-stop); the session is reopened
+from the file.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ class StoreStatus:
     syncs: int
     migrated: bool
     problems: tuple[Problem, ...]
+    write_error: str | None = None
+    """Why the store turned read-only after a failed write, if it did."""
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -273,6 +280,8 @@ class SessionStore(Actor[StoreCommand]):
         self._dirty = False  # written to the OS but not fsynced yet
         self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
         self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
+        self.failure: ReadOnlySessionError | None = None
+        """Why the store turned read-only after a failed write (``None``: it has not)."""
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -414,14 +423,20 @@ class SessionStore(Actor[StoreCommand]):
         if self._file is not None:
             self._file.close()
         if self._lease is not None:
-            self._lease.release()
+            try:
+                self._lease.release()
+            except OSError as exc:  # e.g. a full disk: the lock is dropped all the same
+                log.warning("%s: could not mark the lease released: %s", self.path, exc)
 
     async def stopping(self) -> None:
         """Inbox closed: write what is queued, sync, release the lease, end subscriptions."""
         done: Reply[None] = Reply()
         self._pending.append(_Pending(None, done, None, force_sync=self.options.fsync != "never"))
         self._wake.set()
-        await done.wait()
+        try:
+            await done.wait()
+        except ReadOnlySessionError as exc:  # the store failed before: that was reported
+            log.warning("%s", exc)
         if self._file is not None:
             await trio.to_thread.run_sync(self._file.close)
         if self._lease is not None:
@@ -473,6 +488,8 @@ class SessionStore(Actor[StoreCommand]):
         return None if self._lease is None else self._lease.fence
 
     def _check_writable(self) -> None:
+        if self.failure is not None:
+            raise ReadOnlySessionError(str(self.failure)) from self.failure.__cause__
         if self.read_only:
             raise ReadOnlySessionError(f"{self.path}: the session was opened read-only")
 
@@ -521,12 +538,28 @@ class SessionStore(Actor[StoreCommand]):
                     await self._wake.wait()
                 self._wake = trio.Event()
                 if not self._pending and self._dirty and trio.current_time() >= deadline:
-                    await self._sync()
+                    try:
+                        await self._sync()
+                    except OSError as exc:  # policy ``batch``'s timed fsync
+                        self._turn_read_only(exc)
+                        self._dirty, self._sync_deadline = False, math.inf  # no retry loop
             batch, self._pending = self._pending, []
+            if self.failure is not None:
+                # Queued while the failed batch was being written: refused too, even if it
+                # would fit now (its entries follow ones the file does not have).
+                for item in batch:
+                    if item.stored is not None:
+                        item.reply.fail(self.failure)
+                batch = [item for item in batch if item.stored is None]
             try:
                 await self._commit(batch)
             except trio.Cancelled:
                 raise
+            except OSError as exc:
+                failure = self._turn_read_only(exc)
+                for item in batch:
+                    item.reply.fail(failure)
+                continue
             except BaseException as exc:
                 for item in batch:
                     item.reply.fail(exc)
@@ -536,6 +569,17 @@ class SessionStore(Actor[StoreCommand]):
             for item in batch:
                 if item.stored is not None:
                     await self._emit(EntryAppended(entry=item.result))
+
+    def _turn_read_only(self, exc: OSError) -> ReadOnlySessionError:
+        """Record a failed write: from now on the store refuses appends (see the module doc)."""
+        if self.failure is None:
+            self.failure = ReadOnlySessionError(
+                f"{self.path}: writing the session failed: {exc}. The session is read-only "
+                "from now on; every entry saved before is in the file."
+            )
+            self.failure.__cause__ = exc
+            log.error("%s", self.failure)
+        return self.failure
 
     async def _commit(self, batch: list[_Pending]) -> None:
         lines = [item.stored.raw for item in batch if item.stored is not None]
@@ -552,7 +596,16 @@ class SessionStore(Actor[StoreCommand]):
             policy = self.options.fsync
             overdue = trio.current_time() >= self._sync_deadline
             sync = policy == "always" or force or overdue
-            await trio.to_thread.run_sync(self._write_batch, data, sync)
+            # The write goes to the page cache inline (microseconds); only the fsync, which
+            # may take long on a slow disk, runs in a thread. A whole batch in the thread cost
+            # a thread hop per append even without a sync, and its Python code waited for the
+            # GIL while the event loop was busy (issue 7: per-turn latency).
+            if sync:
+                await trio.to_thread.run_sync(self._write_batch, data, True)
+            else:
+                # Page cache only (policies ``batch``/``never``): written inline, a thread hop
+                # costs more than the write (issue 7).
+                self._write_batch(data, False)
             self._needs_newline = False
             if sync:
                 self._dirty = False
@@ -565,13 +618,21 @@ class SessionStore(Actor[StoreCommand]):
             await self._sync()
 
     def _write_batch(self, data: bytes, sync: bool) -> None:
-        # In a worker thread: fence check, one write, maybe one fsync.
-        assert self._file is not None
+        # Fence check, one write, maybe one fsync (in a worker thread when it syncs).
+        file = self._file
+        assert file is not None
         if self._lease is not None:
             self._lease.check()
-        self._file.write(data)
-        if sync:
-            self._file.sync()
+        start = file.size()
+        try:
+            file.write(data)
+            if sync:
+                file.sync()
+        except OSError:
+            # A full disk may have taken part of the batch: cut it off, so the file holds
+            # exactly the entries whose appends returned (shrinking needs no space).
+            file.truncate(start)
+            raise
 
     async def _sync(self) -> None:
         file = self._file
@@ -602,6 +663,7 @@ class SessionStore(Actor[StoreCommand]):
             syncs=0 if self._file is None else self._file.syncs,
             migrated=self.migrated,
             problems=self.problems,
+            write_error=None if self.failure is None else str(self.failure),
         )
 
     def context_at(self, leaf_id: str | None) -> SessionContext:
@@ -929,6 +991,24 @@ class SessionStoreHandle(Handle[StoreCommand]):
     async def context_at(self, leaf_id: str | None) -> SessionContext:
         """The context at any entry (O(path)); ``None`` is empty, an unknown id the last entry."""
         return await self._query(lambda store: store.context_at(leaf_id))
+
+    async def latest_compaction_timestamp(self) -> str | None:
+        """The timestamp of the last compaction on the leaf's branch, if any: O(1), the
+        projection knows it (walking the branch for it was O(n) per turn)."""
+        return await self._query(lambda store: store.projection.latest_compaction_timestamp)
+
+    async def context_and_latest_compaction(self) -> tuple[SessionContext, str | None]:
+        """:meth:`context` and :meth:`latest_compaction_timestamp` in one round trip (both
+        O(1)): what the compaction checks read before and after every run."""
+        return await self._query(
+            lambda store: (store.projection.context(), store.projection.latest_compaction_timestamp)
+        )
+
+    async def has_entry_type(self, entry_type: str) -> bool:
+        """Whether any entry of the file has this ``type`` (a scan of envelopes, no decoding)."""
+        return await self._query(
+            lambda store: any(stored.type == entry_type for stored in store.tree.entries)
+        )
 
     async def context_messages(self) -> tuple[AgentMessage, ...]:
         """The projected messages at the leaf as a tuple (O(n); prefer :meth:`context`)."""

@@ -216,6 +216,11 @@ class Projection:
         """The id of the leaf this projection is for."""
         return self._path[-1].id if self._path else None
 
+    @property
+    def latest_compaction_timestamp(self) -> str | None:
+        """The timestamp of the path's last ``compaction`` entry (O(1)), if there is one."""
+        return None if self._compaction is None else self._path[self._compaction].timestamp
+
     def context(self) -> SessionContext:
         """The current context: O(1), a snapshot view."""
         return SessionContext(

@@ -136,6 +136,17 @@ class AppendFile:
         _write_all(self._fd, data)
         self.writes += 1
 
+    def size(self) -> int:
+        """The file's current size."""
+        assert self._fd is not None, "file closed"
+        return os.fstat(self._fd).st_size
+
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` bytes, best effort (after a failed write)."""
+        assert self._fd is not None, "file closed"
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+
     def sync(self) -> None:
         """Flush what was written to stable storage."""
         assert self._fd is not None, "file closed"

@@ -65,10 +65,10 @@ async def group_alive(pgid: int) -> bool:
     return await trio.to_thread.run_sync(_live_members, pgid)
 
 
-async def _wait_group_gone(pgid: int, seconds: float) -> bool:
-    """Poll until the group has no live member or ``seconds`` pass; True if it is gone."""
+async def _wait_group_gone(pgid: int, deadline: float) -> bool:
+    """Poll until the group has no live member or ``deadline`` passes; True if it is gone."""
     # The kernel has no "group became empty" notification to wait on, so poll the table.
-    with trio.move_on_after(seconds):
+    with trio.move_on_at(deadline):
         while await group_alive(pgid):  # noqa: ASYNC110
             await trio.sleep(_POLL_S)
         return True
@@ -80,15 +80,18 @@ async def terminate_group(
 ) -> None:
     """End group ``pgid``: ``SIGTERM``, up to ``grace`` seconds, then ``SIGKILL``; reap ``leader``.
 
+    The grace is one deadline for the leader and the rest of the group together: a group that
+    ignores ``SIGTERM`` gets its ``SIGKILL`` ``grace`` seconds after it, not twice that.
     Call it shielded when cleaning up after a cancellation.
     """
     if _signal_group(pgid, signal.SIGTERM):
+        deadline = trio.current_time() + grace
         if leader is not None:
-            with trio.move_on_after(grace):
+            with trio.move_on_at(deadline):
                 await leader.wait()
-        if not await _wait_group_gone(pgid, grace):
+        if not await _wait_group_gone(pgid, deadline):
             _signal_group(pgid, signal.SIGKILL)
-            await _wait_group_gone(pgid, grace)
+            await _wait_group_gone(pgid, trio.current_time() + grace)
     if leader is not None:
         if leader.returncode is None:
             leader.kill()  # the leader escaped the group signal (it cannot, but be sure)

@@ -15,14 +15,10 @@ Pure: the actor shell (:mod:`pitrio.actors.tool_executor.actor`) owns one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
-
-# jsonschema ships no type information; its objects are typed as Any here.
-import jsonschema  # type: ignore[import-untyped]
-import jsonschema.exceptions  # type: ignore[import-untyped]
-import jsonschema.validators  # type: ignore[import-untyped]
 
 from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.errors import ToolNotFoundError, ToolRegistryError
@@ -66,10 +62,30 @@ def compile_name_patterns(patterns: Iterable[str]) -> re.Pattern[str]:
     return re.compile("(?:" + "|".join(parts) + r")\Z")
 
 
+_KNOWN_VALID: dict[int, Mapping[str, Any]] = {}
+
+
+def mark_schema_valid(schema: Mapping[str, Any]) -> None:
+    """Declare a module-constant schema valid, so registering it skips the check.
+
+    For the built-in tools' schemas (a test checks them): checking them at every start-up
+    imported jsonschema (~45 ms) and cost ~17 ms more before the first command was answered
+    (issue 7, cold start). The entry holds the object, so its id stays unique.
+    """
+    _KNOWN_VALID[id(schema)] = schema
+
+
 def check_definition(tool: AgentTool) -> None:
     """Refuse a tool with an empty name or a parameter schema that is not valid JSON Schema."""
     if not tool.name or tool.name != tool.name.strip():
         raise ToolRegistryError(f"Invalid tool name: {tool.name!r}")
+    if _KNOWN_VALID.get(id(tool.parameters)) is tool.parameters:
+        return
+    # jsonschema ships no type information; its objects are typed as Any here. Imported on
+    # first use (see mark_schema_valid).
+    import jsonschema.exceptions  # type: ignore[import-untyped]
+    import jsonschema.validators  # type: ignore[import-untyped]
+
     try:
         validator = jsonschema.validators.validator_for(tool.parameters)
         validator.check_schema(tool.parameters)

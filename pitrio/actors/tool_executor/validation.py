@@ -19,13 +19,7 @@ import copy
 import math
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-# jsonschema ships no type information; its objects are typed as Any here.
-import jsonschema  # type: ignore[import-untyped]
-import jsonschema.exceptions  # type: ignore[import-untyped]
-import jsonschema.protocols  # type: ignore[import-untyped]
-import jsonschema.validators  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING, Any
 
 from pitrio.actors.tool_executor.jsvalues import (
     js_number_to_string,
@@ -33,6 +27,13 @@ from pitrio.actors.tool_executor.jsvalues import (
     json_stringify_pretty,
 )
 from pitrio.errors import ToolArgumentsError
+
+if TYPE_CHECKING:
+    # jsonschema ships no type information; its objects are typed as Any here.
+    import jsonschema.exceptions  # type: ignore[import-untyped]
+    import jsonschema.protocols  # type: ignore[import-untyped]
+# jsonschema itself (~45 ms to import) is imported by the first validation, not at start-up
+# (issue 7, cold start).
 
 _CACHE_SIZE = 256
 _validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
@@ -43,6 +44,8 @@ def _validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     cached = _validators.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
+    import jsonschema.validators  # type: ignore[import-untyped]
+
     cls = jsonschema.validators.validator_for(schema)
     validator = cls(schema)
     if len(_validators) >= _CACHE_SIZE:

@@ -159,7 +159,7 @@ def state_data(state: SessionState) -> dict[str, Any]:
     if state.session_name is not None:
         data["sessionName"] = state.session_name
     data["autoCompactionEnabled"] = state.auto_compaction_enabled
-    data["messageCount"] = len(agent.messages)
+    data["messageCount"] = agent.message_count
     data["pendingMessageCount"] = state.pending_message_count
     return data
 

@@ -28,8 +28,11 @@ code 1 before any JSON is written.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import gc
 import os
 import signal
+import stat
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -60,8 +63,11 @@ from pitrio.transports.rpc.protocol import Request, dump_line, parse_record
 
 T = TypeVar("T")
 
-OUTPUT_LINES = 1024
-"""Lines the writer may have queued before producers wait (back-pressure)."""
+OUTPUT_LINES = 16
+"""Items the writer may have queued before producers wait (back-pressure). An item is a line
+or the forwarder's lines joined up to about :data:`WRITE_BATCH` bytes, so at most ~16 MB of
+output waits for a slow client (1024 items of whole batches let a 20,000-delta full-form reply
+queue gigabytes)."""
 WRITE_BATCH = 1 << 20
 """Bytes the writer joins into one write when lines are waiting."""
 READ_SIZE = 1 << 16
@@ -315,14 +321,17 @@ class RpcServer:
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
             lines: list[bytes] = []
+            pending = 0  # bytes in ``lines``
             seen = self._written_seq
             for item in batch:
                 if item.seq <= seen or seen == 0:
                     # Sequence numbers are per session: a restart means a replaced session.
                     await self._flush(lines, seen)
+                    pending = 0
                     self._owner = self._current_session()
                 if isinstance(item.event, AgentStart) and self._open_prompts > 0:
                     await self._flush(lines, seen)
+                    pending = 0
                     self._at_gate = True
                     self._wake()
                     while self._open_prompts > 0:
@@ -330,8 +339,15 @@ class RpcServer:
                     self._at_gate = False
                 if not self._closing:
                     # After EOF pi writes nothing more: the abandoned run's end is not reported.
-                    lines.append(encode_event(item.event, self._updates))
+                    line = encode_event(item.event, self._updates)
+                    lines.append(line)
+                    pending += len(line)
                 seen = item.seq
+                if pending >= WRITE_BATCH:
+                    # Hand over about a write's worth at a time: the queue to the writer is
+                    # bounded in bytes, not only in items (see OUTPUT_LINES).
+                    await self._flush(lines, seen)
+                    pending = 0
             await self._flush(lines, seen)
 
     async def _flush(self, lines: list[bytes], seq: int) -> None:
@@ -404,6 +420,23 @@ def stdout_takeover() -> Iterator[tuple[int, int]]:
             os.close(saved)
 
 
+PIPE_SIZE = 1 << 20
+"""Capacity asked for an output pipe (Linux's default maximum for unprivileged processes)."""
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give a pipe on ``fd`` a 1 MB buffer (Linux; 64 KB by default): long streams are
+    written in fewer, larger writes with fewer wake-ups of either side (issue 7: a
+    20,000-delta full-form reply is ~1.6 GB). Anything else (a file, a tty, another OS, a
+    lower limit) is left as it is."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, set_size, PIPE_SIZE)
+
+
 async def resolve_scope(
     router: ModelRouterHandle, patterns: Sequence[str]
 ) -> tuple[tuple[ScopedModel, ...], list[str]]:
@@ -467,6 +500,11 @@ async def serve_process(
                         sys.stderr.write(line + "\n")
                     sys.stderr.flush()
                     stdin = trio.lowlevel.FdStream(stdin_fd)
+                    # What start-up made (modules, classes, the session) lives as long as the
+                    # process: out of the collector's sight, a full collection no longer walks
+                    # it (one took ~25 ms in the middle of a turn; issue 7).
+                    gc.freeze()
+                    _widen_pipe(stdout_fd)
                     stdout = trio.lowlevel.FdStream(stdout_fd)
                     server = RpcServer(runtime, router, stdout, scoped_models=scoped)
                     await server.serve(stdin)

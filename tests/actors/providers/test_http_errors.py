@@ -315,7 +315,9 @@ async def test_timeout_is_a_retryable_error(server: LoopbackServer) -> None:
         )
     finally:
         await pool.aclose()
-    assert message.error_message == "Request timed out waiting for the provider"
+    assert message.error_message == (
+        "Request timed out waiting for the provider: the stream stalled for 0.05 s"
+    )
     assert RETRYABLE.search(message.error_message)
     assert error_name(message) == "TimeoutError"
 

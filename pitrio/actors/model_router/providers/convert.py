@@ -50,6 +50,11 @@ def short_hash(text: str, length: int) -> str:
 def _strip_images(
     content: tuple[TextContent | ImageContent, ...],
 ) -> tuple[TextContent | ImageContent, ...]:
+    for block in content:
+        if isinstance(block, ImageContent):
+            break
+    else:
+        return content  # the common case: nothing to replace, no copy
     out: list[TextContent | ImageContent] = []
     for block in content:
         if isinstance(block, ImageContent):
@@ -102,17 +107,26 @@ def prepare_messages(
 
     for message in messages:
         if isinstance(message, AssistantMessage):
-            close_pending()
+            if pending:
+                close_pending()
             if message.stop_reason in ("error", "aborted"):
                 continue
             blocks = message.content if same_model(message, model) else _foreign_blocks(message)
-            blocks = tuple(
-                attrs.evolve(block, id=rename(block.id)) if isinstance(block, ToolCall) else block
-                for block in blocks
-            )
-            kept = attrs.evolve(message, content=blocks)
+            calls = [block for block in blocks if isinstance(block, ToolCall)]
+            if calls:
+                renamed = [rename(call.id) for call in calls]
+                if renamed != [call.id for call in calls]:
+                    ids = iter(renamed)
+                    blocks = tuple(
+                        attrs.evolve(block, id=next(ids)) if isinstance(block, ToolCall) else block
+                        for block in blocks
+                    )
+                    calls = [block for block in blocks if isinstance(block, ToolCall)]
+            # Copies are made only when something changed: a long transcript is prepared
+            # for every request, and most messages go out as they are (issue 7).
+            kept = message if blocks is message.content else attrs.evolve(message, content=blocks)
             out.append(kept)
-            pending.extend(kept.tool_calls)
+            pending.extend(calls)
         elif isinstance(message, ToolResultMessage):
             call_id = rename(message.tool_call_id)
             match = next((call for call in pending if call.id == call_id), None)
@@ -120,17 +134,23 @@ def prepare_messages(
                 continue  # its call was in a response left out, or answered already
             pending.remove(match)
             content = message.content if images else _strip_images(message.content)
-            out.append(attrs.evolve(message, tool_call_id=call_id, content=content))
+            if call_id != message.tool_call_id or content is not message.content:
+                message = attrs.evolve(message, tool_call_id=call_id, content=content)
+            out.append(message)
         else:
-            close_pending()
+            if pending:
+                close_pending()
             if (
                 isinstance(message, UserMessage)
                 and not images
                 and not isinstance(message.content, str)
             ):
-                message = attrs.evolve(message, content=_strip_images(message.content))
+                stripped = _strip_images(message.content)
+                if stripped is not message.content:
+                    message = attrs.evolve(message, content=stripped)
             out.append(message)
-    close_pending()
+    if pending:
+        close_pending()
     return out
 
 

@@ -4,8 +4,8 @@ A provider is two halves. The sans-IO half is a :class:`SseParser` subclass (ser
 in, assistant stream events out, through a :class:`StreamBuilder`) plus a pure request builder;
 both are tested without a network. The I/O half is :class:`HttpProvider.stream`: resolve the
 key, build the request, POST it through the process-wide :class:`HttpPool`, feed the parser
-the events httpx-sse decodes, and turn every way a request can fail into the final ``error``
-event (spec §1.3: a stream function never raises for request failures):
+the events :class:`SseDecoder` decodes, and turn every way a request can fail into the final
+``error`` event (spec §1.3: a stream function never raises for request failures):
 
 * a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
   (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
@@ -23,14 +23,16 @@ connection that could go back to the pool.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any
+import codecs
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import httpx
 import orjson
 import trio
-from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import error_diagnostic, parse_retry_after
@@ -40,6 +42,15 @@ from pitrio.errors import CredentialError
 from pitrio.messages.agent import Diagnostic
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from pitrio.actors.model_router.providers.transport import DirectResponse, Http11Transport
+
+# httpx (~35 ms to import) is imported by the first request, not at start-up: a process
+# answers its first command sooner, and one that never calls an HTTP provider never pays it
+# (issue 7, cold start). The functions below import it locally (a dict lookup once loaded).
 
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 """Statuses provider-level retries (off by default) repeat."""
@@ -57,6 +68,8 @@ class HttpPool:
     def __init__(self, settings: HttpSettings | None = None) -> None:
         self.settings = settings or HttpSettings()
         self._client: httpx.AsyncClient | None = None
+        self._transport: Http11Transport | None = None
+        self._direct: bool | None = None
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -66,7 +79,37 @@ class HttpPool:
             self._client = self._new_client()
         return self._client
 
+    @property
+    def transport(self) -> Http11Transport:
+        """The connection pool under the client (and under :meth:`direct`)."""
+        if self._transport is None:
+            import httpx
+
+            from pitrio.actors.model_router.providers.transport import Http11Transport
+
+            settings = self.settings
+            self._transport = Http11Transport(
+                max_connections=settings.max_connections,
+                max_keepalive=settings.max_keepalive,
+                ssl_context=lambda: httpx.create_ssl_context(trust_env=settings.trust_env),
+            )
+        return self._transport
+
+    def direct(self) -> Http11Transport | None:
+        """The transport to use without the client, unless the environment names a proxy
+        (then every request goes through httpx, which routes it). Per request the client's
+        layers cost about as much CPU as the transport itself (issue 7)."""
+        if self._direct is None:
+            names = {"http_proxy", "https_proxy", "all_proxy"}
+            self._direct = not (
+                self.settings.trust_env
+                and any(key.lower() in names and value for key, value in os.environ.items())
+            )
+        return self.transport if self._direct else None
+
     def _new_client(self) -> httpx.AsyncClient:
+        import httpx
+
         settings = self.settings
         return httpx.AsyncClient(
             timeout=httpx.Timeout(
@@ -81,13 +124,20 @@ class HttpPool:
             ),
             trust_env=settings.trust_env,
             follow_redirects=False,
+            # Direct connections through pitrio's lean HTTP/1.1 transport (half the CPU per
+            # request of httpcore + h11, issue 7); proxies from the environment still get
+            # httpx's own transports (it mounts them for the URLs they cover).
+            transport=self.transport,
         )
 
     async def aclose(self) -> None:
         """Close every pooled connection (the pool can be used again afterwards)."""
         client, self._client = self._client, None
+        transport, self._transport = self._transport, None
         if client is not None:
-            await client.aclose()
+            await client.aclose()  # closes the transport too
+        elif transport is not None:
+            await transport.aclose()
 
 
 @attrs.frozen(kw_only=True)
@@ -171,7 +221,14 @@ def stream_error_message(document: Any) -> tuple[str, str | None]:
     return text, kind
 
 
-def _describe_transport_error(exc: httpx.TransportError) -> str:
+def _describe_transport_error(
+    exc: httpx.TransportError, *, streaming: bool = False, read_timeout: float | None = None
+) -> str:
+    """The error text of a failed request. A read timeout (the one limit on silence: before
+    the first byte and between two reads alike) says which it was: no response at all, or a
+    stream that had started and then stalled (``streaming``)."""
+    import httpx
+
     text = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         phase = {
@@ -180,7 +237,12 @@ def _describe_transport_error(exc: httpx.TransportError) -> str:
             httpx.WriteTimeout: "while sending the request",
             httpx.PoolTimeout: "waiting for a free connection",
         }.get(type(exc), "")
-        return f"Request timed out {phase}".rstrip()
+        message = f"Request timed out {phase}".rstrip()
+        if isinstance(exc, httpx.ReadTimeout) and read_timeout is not None:
+            quiet = f"{read_timeout:g} s"
+            what = f"the stream stalled for {quiet}" if streaming else f"no response in {quiet}"
+            message = f"{message}: {what}"
+        return message
     return f"Connection error: {text}"
 
 
@@ -363,14 +425,28 @@ class HttpProvider(abc.ABC):
         self, request: HttpRequest, parser: SseParser, send: EventSender, attempt: int
     ) -> int | None:
         """One try; returns a delay in ms when it should be repeated, else ``None``."""
+        import httpx
+
         settings = self.pool.settings
+        headers = {**request.headers, "accept": "text/event-stream"}
+        direct = self.pool.direct()
+        exchange: AbstractAsyncContextManager[httpx.Response | DirectResponse]
+        if direct is not None:
+            from pitrio.actors.model_router.providers.transport import Timeouts
+
+            timeouts = Timeouts(
+                connect=settings.connect_timeout,
+                read=settings.read_timeout,
+                write=settings.write_timeout,
+                pool=settings.pool_timeout,
+            )
+            exchange = direct.stream("POST", request.url, headers, request.body, timeouts)
+        else:
+            exchange = self.pool.client.stream(
+                "POST", request.url, headers=headers, content=request.body
+            )
         try:
-            async with self.pool.client.stream(
-                "POST",
-                request.url,
-                headers={**request.headers, "accept": "text/event-stream"},
-                content=request.body,
-            ) as response:
+            async with exchange as response:
                 if response.status_code >= 300:
                     body = await _read_limited(response, settings.max_error_body)
                     message, kind = http_error_message(response.status_code, body)
@@ -400,7 +476,10 @@ class HttpProvider(abc.ABC):
                 if isinstance(delay, int):
                     return delay
             name = "TimeoutError" if isinstance(exc, httpx.TimeoutException) else "ConnectionError"
-            await _send_all(send, [parser.fail(_describe_transport_error(exc), name=name)])
+            text = _describe_transport_error(
+                exc, streaming=parser.builder.started, read_timeout=settings.read_timeout
+            )
+            await _send_all(send, [parser.fail(text, name=name)])
             return None
 
     def _retry_delay(
@@ -422,23 +501,10 @@ class HttpProvider(abc.ABC):
         return delay
 
     async def _read_events(
-        self, response: httpx.Response, parser: SseParser, send: EventSender
+        self, response: httpx.Response | DirectResponse, parser: SseParser, send: EventSender
     ) -> None:
-        events_in = EventSource(response).aiter_sse()
-        try:
-            async for sse in events_in:
-                events = parser.feed(sse.event, sse.data)
-                if isinstance(parser.final, StreamError):
-                    # A failure: stop reading; the connection is not worth keeping.
-                    await _send_all(send, events)
-                    return
-                if parser.finished:
-                    # Held back until the body has ended (see the module docstring).
-                    await self._drain(events_in)
-                    await _send_all(send, events)
-                    return
-                await _send_all(send, events)
-        except SSEError:
+        content_type = response.headers.get("content-type", "").partition(";")[0]
+        if "text/event-stream" not in content_type:
             body = await _read_limited(response, self.pool.settings.max_error_body)
             kind, text = describe_error_body(body)
             content_type = response.headers.get("content-type", "(none)")
@@ -447,26 +513,130 @@ class HttpProvider(abc.ABC):
                 message += f": {text}"
             await send.send(parser.fail(message, name="MalformedStream", code=kind))
             return
+        decoder = SseDecoder()
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                decoded = decoder.feed(chunk)
+                for position, (event, data) in enumerate(decoded):
+                    events = parser.feed(event, data)
+                    if isinstance(parser.final, StreamError):
+                        # A failure: stop reading; the connection is not worth keeping.
+                        await _send_all(send, events)
+                        return
+                    if parser.finished:
+                        # Held back until the body has ended (see the module docstring).
+                        await self._drain(chunks, decoder, len(decoded) - position - 1)
+                        await _send_all(send, events)
+                        return
+                    await _send_all(send, events)
         finally:
-            await events_in.aclose()
+            await chunks.aclose()  # type: ignore[attr-defined]
+        for event, data in decoder.end():
+            await _send_all(send, parser.feed(event, data))
         await _send_all(send, parser.end())
 
-    async def _drain(self, events_in: AsyncGenerator[ServerSentEvent, None]) -> None:
+    async def _drain(self, chunks: AsyncIterator[bytes], decoder: SseDecoder, seen: int) -> None:
         # Read what is left of the body (normally nothing but its end) for a short while, so
         # the connection returns to the pool; whatever happens, the answer is complete.
+        import httpx
+
         with trio.move_on_after(self.pool.settings.drain_timeout):
-            count = 0
+            count = seen
             try:
-                async for _ in events_in:
-                    count += 1
+                async for chunk in chunks:
+                    count += len(decoder.feed(chunk))
                     if count > _MAX_AFTER_FINAL:
                         break
-            except (httpx.TransportError, SSEError):
+            except httpx.TransportError:
                 pass
 
 
-async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+class SseDecoder:
+    """Server-sent events from a body's bytes, by the SSE spec's rules (sans-IO).
+
+    UTF-8 (undecodable bytes replaced), lines ended by CRLF, CR or LF, ``event``/``data``/
+    ``id``/``retry`` fields, comments, an event per blank line; what httpx-sse does, without
+    its five layers of async generators per chunk (issue 7: per-delta cost of a stream).
+    An unnamed event is ``"message"``.
+    """
+
+    def __init__(self) -> None:
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""  # an unterminated line
+        self._cr = False  # the text so far ended with CR: an LF next is the same line end
+        self._event = ""
+        self._data: list[str] = []
+        self._id = ""
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        """The events completed by ``chunk`` as ``(event, data)``."""
+        return self._lines(self._text.decode(chunk))
+
+    def end(self) -> list[tuple[str, str]]:
+        """The body ended: an unterminated last line counts (no event without a blank line)."""
+        text = self._text.decode(b"", final=True)
+        out = self._lines(text)
+        if self._partial:
+            line, self._partial = self._partial, ""
+            self._field(line, out)
+        return out
+
+    def _lines(self, text: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        if not text:
+            return out
+        if self._cr:
+            self._cr = False
+            if text[0] == "\n":
+                text = text[1:]  # the LF of a CRLF split across chunks
+        trailing_cr = text.endswith("\r")
+        if trailing_cr:
+            text = text[:-1]
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if trailing_cr:
+            # A line end now; an LF starting the next chunk belongs to it (CRLF).
+            self._cr = True
+            text += "\n"
+        lines = text.split("\n")
+        if len(lines) == 1:
+            self._partial += lines[0]
+            return out
+        lines[0] = self._partial + lines[0]
+        self._partial = lines.pop()
+        for line in lines:
+            self._field(line, out)
+        return out
+
+    def _field(self, line: str, out: list[tuple[str, str]]) -> None:
+        if not line:
+            if self._event or self._data or self._id or self._retry is not None:
+                out.append((self._event or "message", "\n".join(self._data)))
+                self._event, self._data, self._retry = "", [], None  # the id stays (SSE)
+            return
+        if line[0] == ":":
+            return
+        name, _, value = line.partition(":")
+        if value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        elif name == "retry":
+            with contextlib.suppress(ValueError):
+                self._retry = int(value)
+
+
+async def _read_limited(response: httpx.Response | DirectResponse, limit: int) -> bytes:
     """Up to ``limit`` bytes of the body (an error page may be huge or endless)."""
+    import httpx
+
     chunks: list[bytes] = []
     size = 0
     try:
@@ -481,8 +651,14 @@ async def _read_limited(response: httpx.Response, limit: int) -> bytes:
 
 
 async def _send_all(send: EventSender, events: list[AssistantMessageEvent]) -> None:
+    # Without a checkpoint per event while the channel has room: the next read from the
+    # network checkpoints anyway, and a task switch per delta was a large part of a long
+    # stream's cost (issue 7). A full channel still blocks (back-pressure).
     for event in events:
-        await send.send(event)
+        try:
+            send.send_nowait(event)
+        except trio.WouldBlock:
+            await send.send(event)
 
 
 __all__ = [

@@ -142,12 +142,15 @@ def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return message.content
-    if all(isinstance(block, TextContent) for block in message.content):
-        return "\n".join(block.text for block in message.content if isinstance(block, TextContent))
+    content = message.content
+    if isinstance(content, str):
+        return content
+    if len(content) == 1 and isinstance(content[0], TextContent):
+        return content[0].text  # the common case, without the general join below
+    if all(isinstance(block, TextContent) for block in content):
+        return "\n".join(block.text for block in content if isinstance(block, TextContent))
     parts: list[dict[str, Any]] = []
-    for block in message.content:
+    for block in content:
         if isinstance(block, TextContent):
             parts.append({"type": "text", "text": block.text})
         else:
@@ -218,7 +221,8 @@ def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> l
                 tool["name"] = message.tool_name
             out.append(tool)
             continue
-        flush_images()
+        if images:
+            flush_images()
         if isinstance(message, UserMessage):
             if compat.requires_assistant_after_tool_result and out and out[-1]["role"] == "tool":
                 out.append({"role": "assistant", "content": "I have processed the tool results."})

@@ -18,18 +18,22 @@ Pure functions over paths; the only I/O is reading directories and small files.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-# PyYAML ships no type information; its parser is typed as Any here.
-import yaml  # type: ignore[import-untyped]
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+# PyYAML (~35 ms) and pathspec (~15 ms) are imported on first use, not at start-up: most
+# sessions have no skill or template with frontmatter and no ignore file to match (issue 7,
+# cold start).
 
 Scope = Literal["user", "project", "temporary"]
 Origin = Literal["package", "top-level"]
@@ -121,21 +125,27 @@ _LEADING_FENCE = re.compile(r"\s*---(?:\n|$)")
 _YAML12_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 
 
-class _FrontmatterLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """PyYAML's safe loader with YAML 1.2 booleans, as pi's parser reads them.
+@functools.cache
+def _frontmatter_loader() -> Any:
+    """PyYAML's safe loader with YAML 1.2 booleans, as pi's parser reads them (built once).
 
     YAML 1.1 (PyYAML's default) also reads ``yes``/``no``/``on``/``off`` as booleans, which
     would turn ``description: Yes`` into ``True``.
     """
+    # PyYAML ships no type information; its parser is typed as Any here.
+    import yaml  # type: ignore[import-untyped]
 
-    yaml_implicit_resolvers = {
-        first: [
-            (tag, _YAML12_BOOL if tag == "tag:yaml.org,2002:bool" else regex)
-            for tag, regex in resolvers
-            if tag != "tag:yaml.org,2002:bool" or first in "tTfF"
-        ]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+    class _FrontmatterLoader(yaml.SafeLoader):  # type: ignore[misc]
+        yaml_implicit_resolvers = {
+            first: [
+                (tag, _YAML12_BOOL if tag == "tag:yaml.org,2002:bool" else regex)
+                for tag, regex in resolvers
+                if tag != "tag:yaml.org,2002:bool" or first in "tTfF"
+            ]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+
+    return _FrontmatterLoader
 
 
 def parse_frontmatter(text: str) -> Frontmatter:
@@ -155,8 +165,13 @@ def parse_frontmatter(text: str) -> Frontmatter:
         return Frontmatter({}, normalised)
     header = normalised[start:end]
     body = normalised[end + 4 :].strip()
+    if not header.strip():
+        return Frontmatter({}, body)
+    loader = _frontmatter_loader()
+    import yaml
+
     try:
-        data = yaml.load(header, Loader=_FrontmatterLoader) if header.strip() else None
+        data = yaml.load(header, Loader=loader)
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"invalid YAML frontmatter: {_one_line(str(exc))}") from None
     if data is None:
@@ -285,6 +300,8 @@ class IgnoreRules:
         if not self._patterns:
             return False
         if self._spec is None:
+            from pathspec import GitIgnoreSpec
+
             self._spec = GitIgnoreSpec.from_lines(self._patterns)
         return bool(self._spec.match_file(relative + "/" if is_dir else relative))
 

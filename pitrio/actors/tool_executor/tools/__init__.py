@@ -10,7 +10,9 @@ from __future__ import annotations
 import attrs
 
 from pitrio.actors.tool_executor.processes import ProcessGroups
+from pitrio.actors.tool_executor.registry import mark_schema_valid
 from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.actors.tool_executor.tools import bash, edit, find, grep, ls, read, write
 from pitrio.actors.tool_executor.tools.bash import BashSettings, create_bash_tool
 from pitrio.actors.tool_executor.tools.edit import create_edit_tool
 from pitrio.actors.tool_executor.tools.find import create_find_tool
@@ -20,6 +22,12 @@ from pitrio.actors.tool_executor.tools.read import ReadSettings, create_read_too
 from pitrio.actors.tool_executor.tools.write import create_write_tool
 
 BUILTIN_TOOL_NAMES = ("read", "bash", "edit", "write", "grep", "find", "ls")
+
+BUILTIN_SCHEMAS = tuple(module.PARAMETERS for module in (read, bash, edit, write, grep, find, ls))
+"""The built-in tools' parameter schemas: valid JSON Schema (checked by the tests, not at
+every start-up; see ``registry.mark_schema_valid``)."""
+for _schema in BUILTIN_SCHEMAS:
+    mark_schema_valid(_schema)
 
 
 @attrs.frozen(kw_only=True)

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import attrs
-import pathspec
+
+if TYPE_CHECKING:
+    import pathspec
+# pathspec (~15 ms to import) is imported by the first walk that reads an ignore file, not at
+# start-up (issue 7, cold start).
 
 IGNORE_FILES = (".gitignore", ".ignore")
 
@@ -75,6 +80,8 @@ def _rules_for(directory: str, with_git: bool) -> _Rules | None:
         lines.extend(_read_lines(os.path.join(directory, name)))
     if not lines:
         return None
+    import pathspec
+
     return _Rules(directory, pathspec.GitIgnoreSpec.from_lines(lines))
 
 
@@ -101,6 +108,8 @@ class Walker:
         if git_root is not None:
             exclude = _read_lines(os.path.join(git_root, ".git", "info", "exclude"))
             if exclude:
+                import pathspec
+
                 self._inherited.append(_Rules(git_root, pathspec.GitIgnoreSpec.from_lines(exclude)))
             # Ignore files of the directories from the repository root down to the search root.
             ancestors: list[str] = []

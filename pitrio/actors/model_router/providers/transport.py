@@ -1,0 +1,547 @@
+"""A lean HTTP/1.1 transport for httpx: the providers' streamed POSTs without httpcore and h11.
+
+httpx stays the client (request building, headers, proxies from the environment, response
+decoding, the exceptions :mod:`~pitrio.actors.model_router.providers.http` maps to error texts);
+this transport replaces its default one (httpcore over h11) for direct connections. Per request
+that layer cost ~0.5 ms of Python on loopback (a 1-delta response took ~1 ms through httpx,
+~0.3 ms over a raw socket), paid twice in a tool turn (issue 7). What it does:
+
+* one keep-alive pool per origin (``max_connections`` in total, ``max_keepalive`` idle ones
+  kept for ``keepalive_expiry`` seconds); an idle connection the server has closed (readable
+  while idle) is dropped before reuse, as httpcore does;
+* TLS through trio's ``SSLStream`` with httpx's own SSL context (certifi, ``SSL_CERT_FILE``);
+* the request written in one ``send_all``; the response head parsed at once, the body framed
+  by ``content-length``, ``chunked`` or the connection's end, handed over as it arrives;
+* httpx's timeouts (``connect``, ``read`` per receive, ``write``, ``pool``) and httpx's
+  exception classes, with httpcore's texts where a caller could see them.
+
+Requests through a proxy never get here: httpx mounts its own proxy transports for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import ssl
+import time
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import attrs
+import httpx
+import trio
+
+MAX_HEAD = 64 * 1024
+"""Longest response head accepted (status line and headers)."""
+READ_SIZE = 256 * 1024
+KEEPALIVE_EXPIRY = 5.0
+"""Seconds an idle connection is kept (httpx's default)."""
+USER_AGENT = f"python-httpx/{httpx.__version__}".encode("ascii")
+"""What :meth:`Http11Transport.stream` says it is: what httpx says (servers see no change)."""
+
+_Origin = tuple[str, str, int]
+
+
+def _timeout(extensions: dict[str, object], phase: str) -> float:
+    timeouts = extensions.get("timeout")
+    value = timeouts.get(phase) if isinstance(timeouts, dict) else None
+    return float(value) if isinstance(value, int | float) else float("inf")
+
+
+class _Connection:
+    """One HTTP/1.1 connection: a byte stream and what was read past the last message."""
+
+    def __init__(self, origin: _Origin, stream: trio.abc.Stream, fd: int) -> None:
+        self.origin = origin
+        self.stream = stream
+        self.fd = fd
+        self.buffer = bytearray()
+        self.idle_since = 0.0
+        self.closed = False
+
+    def alive_when_idle(self) -> bool:
+        """An idle connection is usable if the server sent nothing meanwhile (no EOF)."""
+        if self.closed or self.buffer:
+            return False
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        try:
+            return not poller.poll(0)  # readable: EOF or stray bytes, either way unusable
+        except OSError:
+            return False
+
+    async def receive(self, read_timeout: float) -> bytes:
+        try:
+            with trio.fail_after(read_timeout):
+                data = await self.stream.receive_some(READ_SIZE)
+        except trio.TooSlowError:
+            raise httpx.ReadTimeout("timed out") from None
+        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        return bytes(data)
+
+    async def fill(self, read_timeout: float) -> bool:
+        """Read more into the buffer; ``False`` at EOF."""
+        data = await self.receive(read_timeout)
+        if not data:
+            return False
+        self.buffer += data
+        return True
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            await trio.aclose_forcefully(self.stream)
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body framed by length, chunks or the connection's end."""
+
+    def __init__(
+        self,
+        transport: Http11Transport,
+        connection: _Connection,
+        *,
+        length: int | None,
+        chunked: bool,
+        reusable: bool,
+        read_timeout: float,
+    ) -> None:
+        self._transport = transport
+        self._connection = connection
+        self._length = length
+        self._chunked = chunked
+        self._reusable = reusable
+        self._read_timeout = read_timeout
+        self._complete = length == 0 and not chunked
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._complete:
+            return
+        if self._chunked:
+            async for data in self._chunks():
+                yield data
+        elif self._length is not None:
+            async for data in self._fixed(self._length):
+                yield data
+        else:
+            async for data in self._until_close():
+                yield data
+        self._complete = True
+
+    async def _fixed(self, length: int) -> AsyncIterator[bytes]:
+        connection = self._connection
+        left = length
+        while left:
+            if not connection.buffer and not await connection.fill(self._read_timeout):
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body: "
+                    f"received {length - left} bytes, expected {length}"
+                )
+            data = bytes(connection.buffer[:left])
+            del connection.buffer[:left]
+            left -= len(data)
+            yield data
+
+    async def _until_close(self) -> AsyncIterator[bytes]:
+        connection = self._connection
+        self._reusable = False
+        while True:
+            if connection.buffer:
+                data = bytes(connection.buffer)
+                connection.buffer.clear()
+                yield data
+            if not await connection.fill(self._read_timeout):
+                return
+
+    async def _line(self) -> bytes:
+        connection = self._connection
+        while True:
+            end = connection.buffer.find(b"\r\n")
+            if end >= 0:
+                line = bytes(connection.buffer[:end])
+                del connection.buffer[: end + 2]
+                return line
+            if len(connection.buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError("chunk header too long")
+            if not await connection.fill(self._read_timeout):
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body: "
+                    "incomplete chunked read"
+                )
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        connection = self._connection
+        while True:
+            header = await self._line()
+            try:
+                size = int(header.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError(f"invalid chunk size {header[:40]!r}") from None
+            if size == 0:
+                while await self._line():  # trailers, up to the empty line
+                    pass
+                return
+            left = size
+            while left:
+                if not connection.buffer and not await connection.fill(self._read_timeout):
+                    raise httpx.RemoteProtocolError(
+                        "peer closed connection without sending complete message body: "
+                        "incomplete chunked read"
+                    )
+                data = bytes(connection.buffer[:left])
+                del connection.buffer[:left]
+                left -= len(data)
+                yield data
+            if await self._line():
+                raise httpx.RemoteProtocolError("missing CRLF after a chunk")
+
+    async def aclose(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        await self._transport._release(self._connection, self._complete and self._reusable)
+
+
+@attrs.frozen(kw_only=True)
+class _Timeouts:
+    connect: float
+    read: float
+    write: float
+    pool: float
+
+
+Timeouts = _Timeouts
+"""Seconds allowed to connect, between two reads, to write the request, to get a connection."""
+
+
+class DirectResponse:
+    """A response of :meth:`Http11Transport.stream`: status, headers (names lower-cased,
+    repeated ones joined by ``", "``) and the body, decoded per ``Content-Encoding``."""
+
+    def __init__(
+        self, status: int, headers: list[tuple[bytes, bytes]], body: httpx.AsyncByteStream
+    ) -> None:
+        self.status_code = status
+        merged: dict[str, str] = {}
+        for name, value in headers:
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            merged[key] = f"{merged[key]}, {text}" if key in merged else text
+        self.headers = merged
+        self._body = body
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as it arrives (gzip/deflate undone)."""
+        encoding = self.headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("", "identity"):
+            async for chunk in self._body:
+                yield chunk
+            return
+        if encoding not in ("gzip", "deflate", "x-gzip"):
+            raise httpx.DecodingError(f"unsupported content encoding {encoding!r}")
+        decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
+        try:
+            async for chunk in self._body:
+                data = decoder.decompress(chunk)
+                if data:
+                    yield data
+            data = decoder.flush()
+        except zlib.error as exc:
+            raise httpx.DecodingError(str(exc)) from exc
+        if data:
+            yield data
+
+
+class Http11Transport(httpx.AsyncBaseTransport):
+    """httpx transport: HTTP/1.1 over trio sockets, pooled per origin (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 100,
+        max_keepalive: int = 20,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
+        self._max_connections = max(1, max_connections)
+        self._max_keepalive = max(0, max_keepalive)
+        self._expiry = keepalive_expiry
+        self._ssl_factory = ssl_context or (lambda: httpx.create_ssl_context())
+        self._ssl: ssl.SSLContext | None = None
+        self._idle: dict[_Origin, list[_Connection]] = {}
+        self._open = 0  # connections in use or idle
+        self._freed = trio.Event()
+
+    # -- the pool --------------------------------------------------------------------------
+
+    async def _connection(self, origin: _Origin, extensions: dict[str, object]) -> _Connection:
+        now = time.monotonic()
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if now - connection.idle_since < self._expiry and connection.alive_when_idle():
+                return connection
+            await self._discard(connection)
+        deadline = _timeout(extensions, "pool")
+        try:
+            with trio.fail_after(deadline):
+                while self._open >= self._max_connections:
+                    if not await self._close_one_idle():
+                        await self._freed.wait()
+        except trio.TooSlowError:
+            raise httpx.PoolTimeout("timed out waiting for a free connection") from None
+        self._open += 1
+        try:
+            return await self._connect(origin, _timeout(extensions, "connect"))
+        except BaseException:
+            self._open -= 1
+            self._signal()
+            raise
+
+    async def _connect(self, origin: _Origin, connect_timeout: float) -> _Connection:
+        scheme, host, port = origin
+        try:
+            with trio.fail_after(connect_timeout):
+                tcp = await trio.open_tcp_stream(host, port)
+                stream: trio.abc.Stream = tcp
+                if scheme == "https":
+                    if self._ssl is None:
+                        self._ssl = self._ssl_factory()
+                    tls = trio.SSLStream(tcp, self._ssl, server_hostname=host)
+                    try:
+                        await tls.do_handshake()
+                    except BaseException:
+                        await trio.aclose_forcefully(tcp)
+                        raise
+                    stream = tls
+        except trio.TooSlowError:
+            raise httpx.ConnectTimeout("timed out") from None
+        except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        return _Connection(origin, stream, tcp.socket.fileno())
+
+    async def _release(self, connection: _Connection, reusable: bool) -> None:
+        if reusable and not connection.closed and not connection.buffer:
+            idle = self._idle.setdefault(connection.origin, [])
+            if sum(len(group) for group in self._idle.values()) < self._max_keepalive:
+                connection.idle_since = time.monotonic()
+                idle.append(connection)
+                self._signal()
+                return
+        await self._discard(connection)
+
+    async def _discard(self, connection: _Connection) -> None:
+        self._open -= 1
+        self._signal()
+        with trio.CancelScope(shield=True):
+            await connection.close()
+
+    async def _close_one_idle(self) -> bool:
+        for idle in self._idle.values():
+            if idle:
+                await self._discard(idle.pop(0))
+                return True
+        return False
+
+    def _signal(self) -> None:
+        self._freed.set()
+        self._freed = trio.Event()
+
+    async def aclose(self) -> None:
+        """Close every idle connection (connections in use close when their body does)."""
+        idle, self._idle = self._idle, {}
+        for group in idle.values():
+            for connection in group:
+                await self._discard(connection)
+
+    # -- one exchange ----------------------------------------------------------------------
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """httpx's entry point."""
+        url = request.url
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{scheme}'")
+        port = url.port or (443 if scheme == "https" else 80)
+        extensions = dict(request.extensions)
+        stream = request.stream
+        parts: list[bytes] = []
+        if isinstance(stream, httpx.AsyncByteStream):
+            async for chunk in stream:
+                parts.append(chunk)
+        else:
+            parts.extend(stream)
+        status, reason, headers, version, body = await self._exchange(
+            (scheme, url.host, port),
+            request.method,
+            url.raw_path or b"/",
+            request.headers.raw,
+            b"".join(parts),
+            _Timeouts(
+                connect=_timeout(extensions, "connect"),
+                read=_timeout(extensions, "read"),
+                write=_timeout(extensions, "write"),
+                pool=_timeout(extensions, "pool"),
+            ),
+        )
+        return httpx.Response(
+            status,
+            headers=headers,
+            stream=body,
+            extensions={"http_version": version, "reason_phrase": reason},
+        )
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeouts: _Timeouts,
+    ) -> AsyncIterator[DirectResponse]:
+        """One request without httpx's client layers (URL and header models, cookies, auth,
+        redirects: ~0.3 ms of CPU per request on loopback, issue 7). ``headers`` are sent as
+        given after ``Host``, ``User-Agent``, ``Accept-Encoding`` (gzip and deflate are decoded)
+        and ``Content-Length``; no cookies, no redirects, no proxies (callers use httpx for
+        those). Raises httpx's exceptions, as the transport does under httpx."""
+        parts = urllib.parse.urlsplit(url)
+        scheme = parts.scheme
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{scheme}'")
+        port = parts.port or (443 if scheme == "https" else 80)
+        host = parts.hostname
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None and parts.port != (443 if scheme == "https" else 80):
+            netloc += f":{parts.port}"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        sent: list[tuple[bytes, bytes]] = [
+            (b"Host", netloc.encode("ascii")),
+            (b"Accept-Encoding", b"gzip, deflate"),
+            (b"User-Agent", USER_AGENT),
+            (b"Content-Length", str(len(body)).encode("ascii")),
+        ]
+        given = {name.lower() for name in headers}
+        sent = [(name, value) for name, value in sent if name.decode().lower() not in given]
+        sent += [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+        ]
+        status, _, raw_headers, _, framed = await self._exchange(
+            (scheme, host, port), method, target.encode("ascii"), sent, body, timeouts
+        )
+        response = DirectResponse(status, raw_headers, framed)
+        try:
+            yield response
+        finally:
+            await framed.aclose()
+
+    async def _exchange(
+        self,
+        origin: _Origin,
+        method: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: _Timeouts,
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, _Body]:
+        extensions: dict[str, object] = {
+            "timeout": {"pool": timeouts.pool, "connect": timeouts.connect}
+        }
+        connection = await self._connection(origin, extensions)
+        try:
+            await self._send(connection, method, target, headers, body, timeouts.write)
+            status, reason, response_headers, version = await self._head(connection, timeouts.read)
+        except BaseException:
+            await self._discard(connection)
+            raise
+        length: int | None = None
+        chunked = False
+        keep_alive = version == b"HTTP/1.1"
+        names: dict[bytes, bytes] = {}
+        for name, value in response_headers:
+            names[name.lower()] = value
+        connection_header = names.get(b"connection", b"").lower()
+        if b"close" in connection_header:
+            keep_alive = False
+        elif b"keep-alive" in connection_header:
+            keep_alive = True
+        if method == "HEAD" or status in (204, 304):
+            length = 0
+        elif b"chunked" in names.get(b"transfer-encoding", b"").lower():
+            chunked = True
+        elif b"content-length" in names:
+            try:
+                length = int(names[b"content-length"])
+            except ValueError:
+                await self._discard(connection)
+                raise httpx.RemoteProtocolError("invalid content-length") from None
+        framed = _Body(
+            self,
+            connection,
+            length=length,
+            chunked=chunked,
+            reusable=keep_alive,
+            read_timeout=timeouts.read,
+        )
+        return status, reason, response_headers, version, framed
+
+    async def _send(
+        self,
+        connection: _Connection,
+        method: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        write_timeout: float,
+    ) -> None:
+        parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
+        for name, value in headers:
+            parts += (name, b": ", value, b"\r\n")
+        parts += (b"\r\n", body)
+        data = b"".join(parts)
+        try:
+            with trio.fail_after(write_timeout):
+                await connection.stream.send_all(data)
+        except trio.TooSlowError:
+            raise httpx.WriteTimeout("timed out") from None
+        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
+            raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
+
+    async def _head(
+        self, connection: _Connection, read_timeout: float
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes]:
+        while True:  # skip informational (1xx) responses
+            while True:
+                end = connection.buffer.find(b"\r\n\r\n")
+                if end >= 0:
+                    break
+                if len(connection.buffer) > MAX_HEAD:
+                    raise httpx.RemoteProtocolError("response head too long")
+                if not await connection.fill(read_timeout):
+                    raise httpx.RemoteProtocolError(
+                        "Server disconnected without sending a response."
+                    )
+            head = bytes(connection.buffer[:end])
+            del connection.buffer[: end + 4]
+            lines = head.split(b"\r\n")
+            status_line = lines[0].split(b" ", 2)
+            try:
+                version = status_line[0]
+                status = int(status_line[1])
+            except (IndexError, ValueError):
+                raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:80]!r}") from None
+            if not version.startswith(b"HTTP/1."):
+                raise httpx.RemoteProtocolError(f"unsupported HTTP version {version[:20]!r}")
+            reason = status_line[2] if len(status_line) > 2 else b""
+            headers: list[tuple[bytes, bytes]] = []
+            for line in lines[1:]:
+                name, colon, value = line.partition(b":")
+                if not colon or not name or name != name.strip():
+                    raise httpx.RemoteProtocolError(f"invalid header line {line[:80]!r}")
+                headers.append((name, value.strip()))
+            if 100 <= status < 200 and status != 101:
+                continue
+            return status, reason, headers, version

@@ -1,0 +1,276 @@
+"""The lean HTTP/1.1 transport under httpx: framing, keep-alive, stale connections, limits."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from pitrio.actors.model_router.providers.transport import Http11Transport, Timeouts
+
+Responder = Callable[[int], bytes]
+
+
+@asynccontextmanager
+async def raw_server(
+    respond: Responder, *, close_after: bool = False
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A server answering each request (the n-th, counted per server) with ``respond(n)``
+    bytes; ``close_after`` closes the connection after every answer. Yields the base URL
+    and a list whose length is the number of connections accepted."""
+    accepted: list[int] = []
+    count = 0
+
+    async def serve(stream: trio.SocketStream) -> None:
+        nonlocal count
+        accepted.append(1)
+        buffer = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buffer) < length:
+                    buffer += await stream.receive_some(65536)
+                buffer = buffer[length:]
+                count += 1
+                await stream.send_all(respond(count))
+                if close_after:
+                    return
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        await nursery.start(trio.serve_listeners, serve, listeners)
+        try:
+            yield f"http://127.0.0.1:{port}", accepted
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(trust_env=False, transport=Http11Transport())
+
+
+async def fetch(http: httpx.AsyncClient, url: str) -> tuple[int, bytes]:
+    async with http.stream("POST", url + "/v1/x", content=b'{"a":1}') as response:
+        return response.status_code, b"".join([chunk async for chunk in response.aiter_raw()])
+
+
+async def test_framings_and_keep_alive() -> None:
+    answers = {
+        1: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        2: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\n"
+        b"Trailer: t\r\n\r\n",
+        3: b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        4: b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+    }
+    async with raw_server(lambda n: answers[n]) as (url, accepted), client() as http:
+        assert await fetch(http, url) == (200, b"hello")
+        assert await fetch(http, url) == (200, b"abcde")
+        assert await fetch(http, url) == (204, b"")
+        assert await fetch(http, url) == (404, b"")
+        assert len(accepted) == 1  # one connection, kept alive
+
+
+async def test_body_until_close_and_connection_close_are_not_reused() -> None:
+    answers = {
+        1: b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        2: b"HTTP/1.0 200 OK\r\n\r\nuntil the end",
+    }
+    async with (
+        raw_server(lambda n: answers[n], close_after=True) as (url, accepted),
+        client() as http,
+    ):
+        assert await fetch(http, url) == (200, b"ok")
+        assert await fetch(http, url) == (200, b"until the end")
+        assert len(accepted) == 2
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    async with (
+        raw_server(lambda n: answer, close_after=True) as (url, accepted),
+        client() as http,
+    ):
+        for _ in range(3):
+            assert await fetch(http, url) == (200, b"ok")
+            await trio.sleep(0.01)  # the server's FIN arrives while the connection is idle
+        assert len(accepted) == 3
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+async def test_truncated_or_malformed_bodies_raise_transport_errors(answer: bytes) -> None:
+    async with (
+        raw_server(lambda n: answer, close_after=True) as (url, _),
+        client() as http,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await fetch(http, url)
+
+
+async def test_no_response_and_garbage_heads() -> None:
+    async with raw_server(lambda n: b"", close_after=True) as (url, _), client() as http:
+        with pytest.raises(httpx.RemoteProtocolError, match="without sending a response"):
+            await fetch(http, url)
+    async with (
+        raw_server(lambda n: b"SPDY/9 200 OK\r\n\r\n", close_after=True) as (url, _),
+        client() as http,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await fetch(http, url)
+
+
+async def test_read_timeout_and_pool_limit() -> None:
+    async def silent(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        await nursery.start(trio.serve_listeners, silent, listeners)
+        quick = httpx.Timeout(5.0, read=0.05)
+        async with httpx.AsyncClient(
+            trust_env=False, transport=Http11Transport(), timeout=quick
+        ) as http:
+            with pytest.raises(httpx.ReadTimeout):
+                await fetch(http, url)
+        transport = Http11Transport(max_connections=1)
+        limited = httpx.Timeout(5.0, pool=0.05)
+        async with httpx.AsyncClient(trust_env=False, transport=transport, timeout=limited) as http:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(fetch, http, url)  # holds the only connection
+                await trio.sleep(0.01)
+                with pytest.raises(httpx.PoolTimeout):
+                    await fetch(http, url)
+                inner.cancel_scope.cancel()
+            assert transport._open == 0  # the cancelled request gave its connection back
+        nursery.cancel_scope.cancel()
+
+
+async def test_refused_connection_is_a_connect_error() -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    async with client() as http:
+        with pytest.raises(httpx.ConnectError):
+            await fetch(http, f"http://127.0.0.1:{port}")
+
+
+async def test_https_through_trio_ssl(tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    await trio.run_process(
+        [
+            *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_stdout=True,
+        capture_stderr=True,
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret"
+    connections: list[int] = []
+
+    async def serve(stream: trio.SocketStream) -> None:
+        connections.append(1)
+        tls = trio.SSLStream(stream, server_context, server_side=True)
+        try:
+            while True:
+                data = b""
+                while b"\r\n\r\n" not in data or not data.endswith(b'{"a":1}'):
+                    more = await tls.receive_some(65536)
+                    if not more:
+                        return
+                    data += more
+                await tls.send_all(answer)
+        except trio.BrokenResourceError:
+            pass
+
+    def trusting() -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(cert))
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        await nursery.start(trio.serve_listeners, serve, listeners)
+        transport = Http11Transport(ssl_context=trusting)
+        async with httpx.AsyncClient(trust_env=False, transport=transport) as http:
+            for _ in range(2):
+                assert await fetch(http, f"https://localhost:{port}") == (200, b"secret")
+        assert len(connections) == 1
+        untrusting = Http11Transport(ssl_context=ssl.create_default_context)
+        async with httpx.AsyncClient(trust_env=False, transport=untrusting) as http:
+            with pytest.raises(httpx.ConnectError):
+                await fetch(http, f"https://localhost:{port}")
+        nursery.cancel_scope.cancel()
+
+
+async def test_direct_stream_headers_gzip_and_reuse() -> None:
+    body = zlib.compress(b"data: hi\n\n")
+    seen: list[bytes] = []
+
+    def answer(n: int) -> bytes:
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: deflate\r\nContent-Type: text/event-stream\r\n"
+            b"X-Twice: a\r\nX-Twice: b\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        ) + body
+
+    async with raw_server(answer) as (url, accepted):
+        transport = Http11Transport()
+        timeouts = Timeouts(connect=5, read=5, write=5, pool=5)
+        for _ in range(2):
+            async with transport.stream(
+                "POST", url + "/v1/x?q=1", {"accept": "text/event-stream"}, b"{}", timeouts
+            ) as response:
+                assert response.status_code == 200
+                assert response.headers["x-twice"] == "a, b"
+                seen.append(b"".join([chunk async for chunk in response.aiter_bytes()]))
+        await transport.aclose()
+        assert seen == [b"data: hi\n\n"] * 2
+        assert len(accepted) == 1
+
+
+def test_the_pool_goes_through_httpx_when_a_proxy_is_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pitrio.actors.model_router.providers.base import HttpSettings
+    from pitrio.actors.model_router.providers.http import HttpPool
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert HttpPool(HttpSettings()).direct() is not None
+    monkeypatch.setenv("https_proxy", "http://proxy.invalid:3128")
+    assert HttpPool(HttpSettings()).direct() is None
+    assert HttpPool(HttpSettings(trust_env=False)).direct() is not None

@@ -1,0 +1,90 @@
+"""The start-up cache of attrs' generated methods (pitrio._attrs_cache)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import attr._make
+import attrs
+import pytest
+
+from pitrio import _attrs_cache
+
+
+def _define() -> tuple[type, type]:
+    @attrs.frozen
+    class Point:
+        x: int
+        y: int = 0
+
+    @attrs.define
+    class Box:
+        items: list[int] = attrs.Factory(list)
+
+    return Point, Box
+
+
+def test_second_definition_reuses_the_cached_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    original = attr._make._compile_and_eval
+    _attrs_cache.install(tmp_path)
+    try:
+        point, _box = _define()
+        cache = _attrs_cache._active
+        assert cache is not None and cache.added == 2 and attr._make._compile_and_eval != original
+    finally:
+        _attrs_cache.uninstall()
+    assert attr._make._compile_and_eval == original
+    files = list((tmp_path / "__pycache__").glob("attrs-methods.*.marshal"))
+    assert len(files) == 1
+
+    _attrs_cache.install(tmp_path)
+    try:
+        cached_point, cached_box = _define()
+        cache = _attrs_cache._active
+        assert cache is not None and cache.added == 0 and len(cache.used) == 2
+    finally:
+        _attrs_cache.uninstall()
+    # The classes behave as attrs made them, the hash salt included.
+    for cls in (point, cached_point):
+        assert cls(1, 2) == cls(1, 2) and cls(1) != cls(2)
+        assert hash(cls(1, 2)) == hash(cls(1, 2)) and repr(cls(3)) == "Point(x=3, y=0)"
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            cls(1).x = 2  # type: ignore[misc]
+    assert hash(cached_point(1, 2)) == hash(point(1, 2))
+    assert cached_box().items == [] and cached_box([1]) == cached_box([1])
+
+
+def test_a_broken_cache_file_is_ignored(tmp_path: Path) -> None:
+    path = _attrs_cache.cache_path(tmp_path)
+    path.parent.mkdir()
+    path.write_bytes(b"not marshal data")
+    _attrs_cache.install(tmp_path)
+    try:
+        point, _ = _define()
+    finally:
+        _attrs_cache.uninstall()
+    assert point(1) == point(1)
+
+
+SHOW_COMPILER = "import pitrio, attr._make as m; print(m._compile_and_eval.__module__)"
+
+
+def test_pitrio_starts_with_and_without_the_cache() -> None:
+    for value in ("1", "0"):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import pitrio, attr._make as m; print(m._compile_and_eval.__module__)",
+            ],
+            capture_output=True,
+            text=True,
+            env={"PITRIO_ATTRS_CACHE": value, "PATH": "/usr/bin:/bin"},
+            check=True,
+        )
+        assert result.stdout.strip() == "attr._make"  # attrs' own function is back
