@@ -156,8 +156,16 @@ class Handle(Generic[C]):
     async def tell(self, command: C) -> None:
         """Send a command that expects no answer; blocks while the inbox is full."""
         self._check_alive()
+        channel = self._address.send_channel
         try:
-            await self._address.send_channel.send(command)
+            # ``send`` without its trailing task switch when the inbox has room: a cancelled
+            # caller still sends nothing, but a round trip costs one scheduling step fewer
+            # (issue 7: a turn makes about ten).
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                channel.send_nowait(command)
+            except trio.WouldBlock:
+                await channel.send(command)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ActorStoppedError(f"actor {self.name} has stopped") from exc
 

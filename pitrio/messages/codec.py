@@ -222,7 +222,15 @@ def _unstructure_value(value: Any) -> Any:
         return [_unstructure_value(item) for item in value]
     if cls is dict:
         return {key: _unstructure_value(item) for key, item in value.items()}
+    hook = _WIRE_HOOKS.get(cls)
+    if hook is not None:
+        return hook(value)
     return converter.unstructure(value)
+
+
+_WIRE_HOOKS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+"""Each wire class's unstructure function, once made: nested values skip cattrs' dispatch
+(about a tenth of an encoding; issue 7)."""
 
 
 _PLAIN = (str, int, bool)
@@ -259,6 +267,7 @@ def _make_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
                     out.setdefault(key, value)
         return out
 
+    _WIRE_HOOKS[cls] = unstructure
     return unstructure
 
 
@@ -413,6 +422,9 @@ def _describe(exc: BaseException, cls: Any) -> str:
 
 def to_json(obj: Any) -> Any:
     """Return the plain JSON value (dicts, lists, str, numbers) pi would write for ``obj``."""
+    hook = _WIRE_HOOKS.get(obj.__class__)
+    if hook is not None:
+        return hook(obj)
     return converter.unstructure(obj)
 
 

@@ -237,3 +237,19 @@ def test_a_setting_written_back_round_trips(tmp_path: Path) -> None:
     update_global_settings(tmp_path, {"compaction.reserveTokens": 1000})
     settings = load_settings(tmp_path)
     assert settings.compaction == CompactionSettings(enabled=False, reserve_tokens=1000)
+
+
+def test_session_fsync_policy(tmp_path: Path) -> None:
+    from pitrio.actors.session.bootstrap import store_options
+
+    agent = tmp_path / "agent"
+    assert store_options(load_settings(agent)).fsync == "always"  # the default
+    project = tmp_path / "proj"
+    write_json(project / ".pitrio" / "settings.json", {"session": {"fsync": "batch"}})
+    assert store_options(load_settings(agent, str(project))).fsync == "batch"
+    write_json(agent / "settings.json", {"session": {"fsync": "sometimes"}})
+    settings = load_settings(agent)
+    assert [(p.key, p.error) for p in settings.problems] == [
+        ("session.fsync", 'expected one of "always", "batch", "never"')
+    ]
+    assert store_options(settings).fsync == "always"

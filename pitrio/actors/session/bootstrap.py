@@ -37,6 +37,7 @@ from pitrio.actors.session_store import (
     resolve_session_arg,
     start_seeded_store,
 )
+from pitrio.actors.session_store.actor import FSYNC_POLICIES, StoreOptions
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
 from pitrio.actors.session_store.paths import session_dir
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
@@ -116,33 +117,49 @@ def session_settings(settings: Settings) -> SessionSettings:
     )
 
 
+def store_options(settings: Settings) -> StoreOptions:
+    """The session file's write policy: ``session.fsync`` (pitrio's key; default ``always``:
+    every append is fsynced before it returns; ``batch``: at most a second later; ``never``)."""
+    policy = settings.text("session.fsync")
+    for known in FSYNC_POLICIES:
+        if policy == known:
+            return StoreOptions(fsync=known)
+    return StoreOptions()
+
+
 async def _open_store(
-    nursery: trio.Nursery, options: SessionOptions, cwd: str
+    nursery: trio.Nursery,
+    options: SessionOptions,
+    cwd: str,
+    store: StoreOptions | None = None,
 ) -> SessionStoreHandle:
     if options.seed is not None:
-        return await start_seeded_store(nursery, options.seed)
+        return await start_seeded_store(nursery, options.seed, options=store)
     if options.path is not None:
-        return await open_store(nursery, options.path, cwd=cwd)
+        return await open_store(nursery, options.path, cwd=cwd, options=store)
     if sum(bool(x) for x in (options.session, options.continue_recent, options.fork)) > 1:
         raise PitrioError("--session, --continue and --fork cannot be combined")
     directory = session_dir(cwd, override=options.session_dir)
     if options.fork:
         source = resolve_session_arg(options.fork, cwd=cwd, directory=directory).path
         path = await trio.to_thread.run_sync(lambda: fork_from(source, cwd, directory=directory))
-        return await open_store(nursery, path, cwd=cwd)
+        return await open_store(nursery, path, cwd=cwd, options=store)
     if options.session:
         resolved = resolve_session_arg(options.session, cwd=cwd, directory=directory)
-        return await open_store(nursery, resolved.path, cwd=None if resolved.other_project else cwd)
+        return await open_store(
+            nursery, resolved.path, cwd=None if resolved.other_project else cwd, options=store
+        )
     if options.continue_recent:
         recent = await trio.to_thread.run_sync(most_recent_session, directory)
         if recent is not None:
-            return await open_store(nursery, recent, cwd=cwd)
+            return await open_store(nursery, recent, cwd=cwd, options=store)
     return await create_store(
         nursery,
         cwd,
         session_dir_override=options.session_dir,
         persist=options.persist,
         parent_session=options.parent_session,
+        options=store,
     )
 
 
@@ -162,7 +179,7 @@ async def start_session(
     resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
     settings = resources.settings
     notices = [f"Warning: {problem}" for problem in resources.problems()]
-    store = await _open_store(nursery, options, cwd)
+    store = await _open_store(nursery, options, cwd, store_options(settings))
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
     # all of its messages before the first command was answered (issue 7, resume).

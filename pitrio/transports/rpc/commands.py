@@ -242,7 +242,9 @@ async def _get_state(backend: RpcBackend, request: Request) -> Any:
 
 async def _get_messages(backend: RpcBackend, request: Request) -> Any:
     messages = await (await backend.session()).messages()
-    return {"messages": [to_json(message) for message in messages]}
+    # Encoded once, by the response (encoding each message here and then the whole response
+    # again walked 48,000 messages twice; issue 7).
+    return {"messages": list(messages)}
 
 
 async def _set_model(backend: RpcBackend, request: Request) -> Any:

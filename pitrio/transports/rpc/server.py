@@ -274,7 +274,12 @@ class RpcServer:
     async def _send(self, line: bytes) -> None:
         # Closed: shutting down, or nobody reads stdout any more.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send(line)
+            # No task switch when the writer's queue has room (issue 7); a full queue blocks.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                self._lines.send_nowait(line)
+            except trio.WouldBlock:
+                await self._lines.send(line)
 
     # -- events --------------------------------------------------------------------------
 
@@ -375,11 +380,28 @@ class RpcServer:
                     if self._output_broken.is_set():
                         continue  # drain, so producers never block on a dead client
                     try:
-                        await self._output.send_all(b"".join(batch))
+                        await self._write(b"".join(batch))
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self._output_broken.set()
         finally:
             self._writer_done.set()
+
+    async def _write(self, data: bytes) -> None:
+        """``send_all`` on the output, trying one plain ``write`` first on a file descriptor:
+        the writer is its only user, and a pipe with room takes a line at once, without the
+        task switch ``FdStream.send_all`` starts with (issue 7: several writes a turn)."""
+        output = self._output
+        if isinstance(output, trio.lowlevel.FdStream):
+            try:
+                written = os.write(output.fileno(), data)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            data = data[written:]
+            if not data:
+                return
+        await output.send_all(data)
 
 
 # -- the process ---------------------------------------------------------------------------

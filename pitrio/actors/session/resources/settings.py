@@ -189,6 +189,7 @@ SCHEMA: dict[str, Check] = {
     "retry.provider.maxRetryDelayMs": _number,
     "shellPath": _string,
     "shellCommandPrefix": _string,
+    "session.fsync": _one_of("always", "batch", "never"),
     "images.autoResize": _flag,
     "images.blockImages": _flag,
     "enableSkillCommands": _flag,
