@@ -33,7 +33,7 @@ import trio
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, Outgoing
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
-from pitrio.actors.session.actor import SessionActor, SessionHandle
+from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session_store import SessionSeed, StoredEntry
@@ -62,12 +62,6 @@ class SessionFailedError(PitrioError):
 
 class SessionClosedError(SessionNotFoundError):
     """The session was deleted while a client was waiting for it."""
-
-
-async def _emitted_seq(actor: SessionActor) -> int:
-    # Runs in the session actor's own task (Invoke): the seq of its last emitted event.
-    await trio.lowlevel.checkpoint()
-    return actor._seq
 
 
 @attrs.frozen(kw_only=True)
@@ -304,7 +298,7 @@ class HostedSession:
         """The seq of the last event the session emitted so far, once the host has relayed it
         (a command's response goes after its events)."""
         try:
-            target = await handle.invoke(_emitted_seq)
+            target = await handle.emitted_seq()
         except PitrioError:
             return self.seq
         started = self.started

@@ -559,6 +559,11 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         finally:
             self._manual_compaction = False
 
+    async def emitted_seq(self) -> int:
+        """The ``seq`` of the last event this session emitted (0 before any)."""
+        await trio.lowlevel.checkpoint()
+        return self._seq
+
     async def abort_retry(self) -> None:
         """Cancel a pending retry sleep."""
         await trio.lowlevel.checkpoint()
@@ -1157,6 +1162,10 @@ class SessionHandle(Handle[SessionCommand]):
     async def last_assistant_text(self) -> str | None:
         """The last assistant reply's text, or ``None``."""
         return await self.invoke(lambda actor: actor.last_assistant_text())
+
+    async def emitted_seq(self) -> int:
+        """The ``seq`` of the last event emitted so far: a response barrier for transports."""
+        return await self.invoke(lambda actor: actor.emitted_seq())
 
     async def session_stats(self) -> SessionStats:
         """Counts, tokens and cost over the current context."""

@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from pitrio.actors.model_router import ModelRouterHandle, start_model_router
-from pitrio.actors.session.actor import SessionActor, SessionHandle
+from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, absolute_cwd
 from pitrio.actors.session.resources.loader import commands, load_resources
 from pitrio.actors.session.runtime import SessionRuntime
@@ -94,12 +94,6 @@ def fresh_session_options(startup: SessionOptions, parent_session: str | None) -
         seed=None,
         parent_session=parent_session,
     )
-
-
-async def _emitted_seq(actor: SessionActor) -> int:
-    """The sequence number of the last event the session emitted."""
-    # Read in the actor's own task (Invoke), where its state may be touched.
-    return actor._seq
 
 
 class RpcServer:
@@ -300,7 +294,7 @@ class RpcServer:
         if session is None or self._replacing is not None:
             return
         try:
-            target = await session.invoke(_emitted_seq)
+            target = await session.emitted_seq()
         except PitrioError:
             return
         if target == 0:
