@@ -24,6 +24,7 @@ slowness is closed with code 1008 and the reason.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -110,6 +111,28 @@ class _Socket:
             return True
         self.server.counters["rate_limited"] += 1
         return False
+
+    async def next_request(self, push: Callable[[dict[str, Any]], None]) -> Request | None:
+        """The next well-formed command frame, or ``None`` once the socket closed.
+
+        Frames over the rate limit, binary frames and records that do not parse are answered
+        through ``push`` with an error and skipped.
+        """
+        while True:
+            try:
+                message = await self.ws.get_message()
+            except ConnectionClosed:
+                return None
+            if not self.allow():
+                push(self.rate_error())
+                continue
+            if isinstance(message, bytes):
+                push(parse_error("binary frames are not supported; send JSON text"))
+                continue
+            parsed = parse_record(message)
+            if isinstance(parsed, Request):
+                return parsed
+            push(parsed)
 
     def rate_error(self) -> dict[str, Any]:
         config = self.server.config
@@ -209,21 +232,7 @@ class SessionSocket(_Socket):
                 await self.close(CLOSE_NORMAL, "")
 
     async def _read_loop(self, client: AttachedClient, nursery: trio.Nursery) -> None:
-        while True:
-            try:
-                message = await self.ws.get_message()
-            except ConnectionClosed:
-                return
-            if not self.allow():
-                client.push(self.rate_error())
-                continue
-            if isinstance(message, bytes):
-                client.push(parse_error("binary frames are not supported; send JSON text"))
-                continue
-            parsed = parse_record(message)
-            if not isinstance(parsed, Request):
-                client.push(parsed)
-                continue
+        while (parsed := await self.next_request(client.push)) is not None:
             self.hosted.touch()
             if parsed.type == "resume":
                 self._resume(client, parsed.get("since"), parsed.get("stream"), parsed)
@@ -434,21 +443,7 @@ class HostSocket(_Socket):
         await self.close(CLOSE_GOING_AWAY, "server shutting down")
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
-        while True:
-            try:
-                message = await self.ws.get_message()
-            except ConnectionClosed:
-                return
-            if not self.allow():
-                self._push(self.rate_error())
-                continue
-            if isinstance(message, bytes):
-                self._push(parse_error("binary frames are not supported; send JSON text"))
-                continue
-            parsed = parse_record(message)
-            if not isinstance(parsed, Request):
-                self._push(parsed)
-                continue
+        while (parsed := await self.next_request(self._push)) is not None:
             nursery.start_soon(self._handle, parsed)
 
     async def _handle(self, request: Request) -> None:
