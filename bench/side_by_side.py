@@ -1,22 +1,37 @@
-"""pitrio against pi 0.73.1 on the shared RPC harness, workload by workload (issue 7).
+"""Every benchmark workload for pitrio and pi 0.73.1 in one run; writes ``BENCHMARKS.md``.
 
+    .venv/bin/pip install -q -e '.[bench]'           # matplotlib, for the charts
     PI_CLI=<prefix>/node_modules/@mariozechner/pi-coding-agent/dist/cli.js \\
-        python3 bench/side_by_side.py
+        .venv/bin/python -m bench.side_by_side       # ~10 min on 2 cores
 
-Runs ``../shared/tools/bench_rpc.py`` once per workload (and per stream size) for pi, then at
-once for pitrio, so both see the same machine state; every invocation stays well under ten
-minutes. The raw result of each invocation goes to ``bench/results/raw/``; the merged results
-to ``bench/results/pi.json`` and ``bench/results/pitrio.json`` (what ``report.py`` renders),
-and the ratios against the issue's targets to ``bench/results/ratios.md``. Transcripts are
-not written (``--transcripts ''``). ``--extra-label`` adds a pitrio configuration measured the
-same way (e.g. ``--extra-label fsync-batch`` writes a project ``.pitrio/settings.json`` with
-``{"session": {"fsync": "batch"}}`` first; results in ``pitrio-fsync-batch.json``).
+What one invocation does, each workload for pi (when ``PI_CLI`` or ``--pi-cli`` names pi's
+``dist/cli.js``; else pi's raw results already in ``bench/results/raw/`` are reused) and then at
+once for pitrio, so both see the same machine state:
+
+1. every workload of ``../shared/tools/bench_rpc.py`` (cold start, 50 turns, bash and read
+   tool turns, each stream size, resume at each size), one harness invocation per workload
+   and stream size, transcripts off;
+2. ``bench/session_length.py``: per-turn time on resumed sessions of 1 to 10,000 turns;
+3. ``bench/daemon_latency.py`` (pitrio only: pi has no daemon): event latency with 1 to 200
+   sessions streaming at once among 1,000 live ones;
+
+then it merges each agent's raw files into ``bench/results/<label>.json``, writes the target
+table (``bench/results/ratios.md``), draws the charts (``bench/charts.py`` →
+``bench/results/charts/``) and writes ``BENCHMARKS.md``: targets and which hold, charts,
+tables of medians and min-max (``report.py``'s), the run's machine and settings. The text
+between ``<!-- analysis -->`` and ``<!-- /analysis -->`` in ``BENCHMARKS.md`` is written by
+hand and kept as it is. ``--extra-label fsync-batch`` adds a pitrio configuration measured the
+same way (a project ``.pitrio/settings.json`` with ``{"session": {"fsync": "batch"}}``).
+``--report-only`` regenerates the files from the raw results without measuring.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -27,7 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT.parent / "shared" / "tools"
 RESULTS = ROOT / "bench" / "results"
+BENCHMARKS = ROOT / "BENCHMARKS.md"
 PITRIO = ROOT / ".venv" / "bin" / "pitrio"
+PYTHON = ROOT / ".venv" / "bin" / "python"
 
 PITRIO_CMD = f"env PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"
 EXTRA_CMDS = {
@@ -42,26 +59,38 @@ EXTRA_CMDS = {
     + " sh",  # $0; what the harness appends (``--session FILE``) becomes "$@"
 }
 
-STREAMS = ["2000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]
-WORKLOADS = ["cold_start", "turns50", "tool_bash", "tool_read", "stream", "resume"]
+STREAMS = ["500x4", "2000x4", "5000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]
+RESUME_TURNS = ["10", "200", "2000", "5000", "20000"]
+HARNESS_WORKLOADS = ["cold_start", "turns50", "tool_bash", "tool_read", "stream", "resume"]
+WORKLOADS = [*HARNESS_WORKLOADS, "session_length", "daemon_latency"]
+ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
+FLAT_BOUND = 1.5
+"""Per-turn time counts as flat when the 10,000-turn median is at most this times the
+1-turn median."""
 
 
-def run_harness(label: str, cmd: str, workload: str, extra: list[str], out: Path) -> None:
-    argv = [sys.executable, str(TOOLS / "bench_rpc.py"), "--label", label, "--transcripts", ""]
-    argv += ["--out", str(out), "-w", workload, *extra]
-    if cmd.startswith("--pi-cli="):
-        if cmd != "--pi-cli=":
-            argv.append(cmd)  # else $PI_CLI
-    else:
-        argv += ["--agent-cmd", cmd]
+def run_step(title: str, argv: list[str]) -> None:
+    """Run one measuring process (its failures are reported in its results, not raised)."""
     started = time.monotonic()
-    print(f"== {label} {workload} {' '.join(extra)}", file=sys.stderr, flush=True)
+    print(f"== {title}", file=sys.stderr, flush=True)
     subprocess.run(argv, check=False, cwd=ROOT)
     print(f"   ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
 
 
+def harness_argv(label: str, cmd: str, workload: str, extra: list[str], out: Path) -> list[str]:
+    """One ``bench_rpc.py`` invocation; ``cmd`` is an agent command or ``--pi-cli=PATH``."""
+    argv = [sys.executable, str(TOOLS / "bench_rpc.py"), "--label", label, "--transcripts", ""]
+    argv += ["--out", str(out), "-w", workload, *extra]
+    if cmd.startswith("--pi-cli="):
+        argv.append(cmd)
+    else:
+        argv += ["--agent-cmd", cmd]
+    return argv
+
+
 def merge(parts: list[Path]) -> dict[str, Any]:
-    merged: dict[str, Any] = {"meta": {}, "workloads": {}}
+    """One agent's raw files as one result (stream and resume sizes gathered)."""
+    merged: dict[str, Any] = {"meta": {}, "workloads": {}, "meta_by_workload": {}}
     for part in parts:
         if not part.exists():
             continue
@@ -69,13 +98,23 @@ def merge(parts: list[Path]) -> dict[str, Any]:
         meta = data.get("meta", {})
         if not merged["meta"]:
             merged["meta"] = dict(meta)
-        merged["meta"]["loadavg_end"] = meta.get("loadavg_end")
+        if meta.get("loadavg_end"):
+            merged["meta"]["loadavg_end"] = meta["loadavg_end"]
         for name, value in data.get("workloads", {}).items():
-            if name == "stream" and "stream" in merged["workloads"]:
-                merged["workloads"]["stream"]["sizes"].update(value.get("sizes", {}))
+            merged["meta_by_workload"][name] = meta
+            known = merged["workloads"].get(name)
+            if isinstance(known, dict) and "sizes" in known and "sizes" in value:
+                known["sizes"].update(value["sizes"])
             else:
                 merged["workloads"][name] = value
     return merged
+
+
+def _stream_order(spec: str) -> tuple[int, int, str]:
+    """Stream specs by deltas, then delta length, unpaced first."""
+    size, _, pace = spec.partition("@")
+    deltas, _, length = size.partition("x")
+    return int(deltas), int(length or 0), pace
 
 
 def _median(summary: dict[str, Any] | None) -> float | None:
@@ -84,10 +123,19 @@ def _median(summary: dict[str, Any] | None) -> float | None:
     return float(summary["median"])
 
 
-def ratios(pi: dict[str, Any], pitrio: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
-    """(target, pi, pitrio, ratio pitrio/pi, verdict) rows."""
-    rows: list[tuple[str, str, str, str, str]] = []
-    a, b = pi["workloads"], pitrio["workloads"]
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}{unit}" if value >= 100 else f"{value:.2f}{unit}"
+
+
+Row = tuple[str, str, str, str, str]
+
+
+def ratios(pi: dict[str, Any], pitrio: dict[str, Any]) -> list[Row]:
+    """(target, pi, pitrio, ratio pitrio/pi, verdict) rows of the RPC and store targets."""
+    rows: list[Row] = []
+    a, b = pi.get("workloads", {}), pitrio.get("workloads", {})
 
     def row(name: str, p: float | None, q: float | None, goal: str, unit: str) -> None:
         if p is None or q is None:
@@ -99,41 +147,34 @@ def ratios(pi: dict[str, Any], pitrio: dict[str, Any]) -> list[tuple[str, str, s
             return
         bound = float(goal[2:])
         met = ratio <= bound if goal.startswith("<=") else ratio >= bound
-        rows.append(
-            (
-                name,
-                _fmt(p, unit),
-                _fmt(q, unit),
-                f"{ratio:.2f} (target {goal})",
-                "met" if met else "NOT met",
-            )
-        )
+        verdict = "met" if met else "NOT met"
+        rows.append((name, _fmt(p, unit), _fmt(q, unit), f"{ratio:.2f} (target {goal})", verdict))
 
-    if "cold_start" in a and "cold_start" in b:
-        row(
-            "cold start → first get_state, ms",
-            _median(a["cold_start"]["summary"]["startup_ms"]),
-            _median(b["cold_start"]["summary"]["startup_ms"]),
-            "<=0.3",
-            " ms",
-        )
+    def summary(data: dict[str, Any], key: str) -> dict[str, Any]:
+        value = data.get(key, {})
+        return value.get("summary", {}) if isinstance(value, dict) else {}
+
+    row(
+        "cold start → first get_state, ms",
+        _median(summary(a, "cold_start").get("startup_ms")),
+        _median(summary(b, "cold_start").get("startup_ms")),
+        "<=0.3",
+        " ms",
+    )
     for key, name in (
         ("turns50", "per-turn overhead (turns50), ms/turn"),
         ("tool_bash", "bash tool turn, ms/turn"),
         ("tool_read", "read tool turn, ms/turn"),
     ):
-        if key in a and key in b:
-            row(
-                name,
-                _median(a[key]["summary"]["turn_ms"]),
-                _median(b[key]["summary"]["turn_ms"]),
-                "<=0.5",
-                " ms",
-            )
+        row(
+            name,
+            _median(summary(a, key).get("turn_ms")),
+            _median(summary(b, key).get("turn_ms")),
+            "<=0.5",
+            " ms",
+        )
     sa, sb = a.get("stream", {}).get("sizes", {}), b.get("stream", {}).get("sizes", {})
-    for spec in STREAMS:
-        if spec not in sa or spec not in sb:
-            continue
+    for spec in sorted((s for s in sb if s in sa), key=_stream_order):
         pa, pb = sa[spec], sb[spec]
         name = f"stream {spec}: deltas/s"
         if pa.get("crashed_runs"):
@@ -160,74 +201,380 @@ def ratios(pi: dict[str, Any], pitrio: dict[str, Any]) -> list[tuple[str, str, s
             "",
         )
     ra, rb = a.get("resume", {}).get("sizes", {}), b.get("resume", {}).get("sizes", {})
-    for size in ("10", "2000", "20000"):
-        if size in ra and size in rb:
-            goal = "<=0.5" if size == "20000" else ""
-            row(
-                f"resume {size} turns → first get_state, ms",
-                _median(ra[size]["summary"]["get_state_ms"]),
-                _median(rb[size]["summary"]["get_state_ms"]),
-                goal,
-                " ms",
+    for size in sorted((s for s in rb if s in ra), key=int):
+        goal = "<=0.5" if size == "20000" else ""
+        row(
+            f"resume {int(size):,} turns → first get_state, ms",
+            _median(ra[size]["summary"]["get_state_ms"]),
+            _median(rb[size]["summary"]["get_state_ms"]),
+            goal,
+            " ms",
+        )
+    if "20000" in ra and "20000" in rb:
+        row(
+            "resume 20,000 turns: peak RSS of the RPC process once loaded, MB",
+            _median(ra["20000"]["summary"]["peak_rss_loaded_mb"]),
+            _median(rb["20000"]["summary"]["peak_rss_loaded_mb"]),
+            "<=0.5",
+            " MB",
+        )
+    return rows
+
+
+def length_rows(pi: dict[str, Any] | None, pitrio: dict[str, Any]) -> list[Row]:
+    """Per-turn time at the longest session against the shortest, for each agent."""
+    rows: list[Row] = []
+    for label, data in (("pitrio", pitrio), ("pi", pi)):
+        if data is None:
+            continue
+        sizes = data.get("workloads", {}).get("session_length", {}).get("sizes", {})
+        measured = sorted((int(k), v) for k, v in sizes.items() if "summary" in v)
+        if len(measured) < 2:
+            continue
+        (small, first), (large, last) = measured[0], measured[-1]
+        for key, what in (("turn_ms", "turn"), ("agent_ms", "turn minus the mock's time")):
+            p, q = _median(first["summary"].get(key)), _median(last["summary"].get(key))
+            if p is None or q is None:
+                continue
+            growth = q / p
+            verdict = "-"
+            if label == "pitrio" and key == "turn_ms":
+                verdict = "met" if growth <= FLAT_BOUND else "NOT met"
+            rows.append(
+                (
+                    f"{label}: {what}, session of {large:,} turns against {small:,} (flat)",
+                    _fmt(p, " ms"),
+                    _fmt(q, " ms"),
+                    f"{growth:.2f}x " + (f"(target ≤{FLAT_BOUND}x)" if label == "pitrio" else ""),
+                    verdict,
+                )
             )
     return rows
 
 
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}{unit}" if value >= 100 else f"{value:.2f}{unit}"
+def daemon_rows(pitrio: dict[str, Any]) -> list[Row]:
+    """The daemon's target: 1,000 sessions with 100 streaming, nothing lost, no gap."""
+    work = pitrio.get("workloads", {}).get("daemon_latency", {})
+    steps = work.get("steps", [])
+    rows: list[Row] = []
+    for step in steps:
+        if step["streams"] < 100:
+            continue
+        latency = step["latency_ms"]
+        clean = step["lost_replies"] == 0 and step["seq_gaps"] == 0
+        rows.append(
+            (
+                f"daemon: {work.get('sessions', '?'):,} sessions, {step['streams']} streaming: "
+                "every delta delivered, no seq gap",
+                "(no daemon)",
+                f"p50 {latency['median']:.1f} / p99 {latency['p99']:.1f} ms, "
+                f"{step['lost_replies']} replies lost, {step['seq_gaps']} gaps",
+                "-",
+                "met" if clean else "NOT met",
+            )
+        )
+    return rows
 
 
-def render(rows: list[tuple[str, str, str, str, str]]) -> str:
-    lines = ["| target | pi 0.73.1 | pitrio | pitrio/pi | |", "|---|---|---|---|---|"]
+def render(rows: list[Row], header: str = "| target | pi 0.73.1 | pitrio | pitrio/pi | |") -> str:
+    """A markdown table of target rows."""
+    lines = [header, "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(r)} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
+def length_table(agents: dict[str, dict[str, Any]]) -> str:
+    """Per-turn figures at each session length, one row per agent and size."""
+    lines = [
+        "| agent | turns in file | file MB | turn, ms | turn minus mock, ms | request MB "
+        "| agent CPU per turn, ms | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, data in agents.items():
+        sizes = data.get("workloads", {}).get("session_length", {}).get("sizes", {})
+        for size, value in sorted(sizes.items(), key=lambda item: int(item[0])):
+            if "summary" not in value:
+                lines.append(f"| {label} | {int(size):,} | failed: {value.get('error')} |||||| ")
+                continue
+            s = value["summary"]
+            lines.append(
+                f"| {label} | {int(size):,} | {value['file_mb']} | {_cell(s['turn_ms'])} "
+                f"| {_cell(s.get('agent_ms'))} | {_cell(s.get('request_mb'), 2, False)} "
+                f"| {value['cpu_ms_per_turn']} | {value.get('peak_rss_mb')} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(summary: dict[str, Any] | None, digits: int = 2, ranged: bool = True) -> str:
+    if not summary or not summary.get("n"):
+        return "-"
+    median = f"{summary['median']:.{digits}f}"
+    if not ranged:
+        return median
+    return f"{median} ({summary['min']:.{digits}f}-{summary['max']:.{digits}f})"
+
+
+def latency_table(pitrio: dict[str, Any]) -> str:
+    """The daemon steps: latency, throughput, CPU, loss."""
+    lines = [
+        "| sessions streaming | p50 / p99 / max latency, ms | events/s | CPU (one core = 100 %) "
+        "| replies lost | seq gaps |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in pitrio.get("workloads", {}).get("daemon_latency", {}).get("steps", []):
+        latency = step["latency_ms"]
+        lines.append(
+            f"| {step['streams']} | {latency['median']:.1f} / {latency['p99']:.1f} / "
+            f"{latency['max']:.1f} | {step['events_per_s']:,.0f} | "
+            f"{step['cpu_share'] * 100:.0f} % | {step['lost_replies']} | {step['seq_gaps']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def side_by_side_table(paths: list[Path]) -> str:
+    """``report.py``'s table of the given result files."""
+    result = subprocess.run(
+        [sys.executable, str(TOOLS / "report.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    return result.stdout if result.returncode == 0 else f"(report.py failed: {result.stderr})\n"
+
+
+def kept_analysis(path: Path) -> str:
+    """The hand-written analysis of the current ``BENCHMARKS.md`` (markers included)."""
+    text = path.read_text() if path.exists() else ""
+    start, end = text.find(ANALYSIS_START), text.find(ANALYSIS_END)
+    if start != -1 and end > start:
+        return text[start : end + len(ANALYSIS_END)]
+    return f"{ANALYSIS_START}\n(no analysis written yet)\n{ANALYSIS_END}"
+
+
+def machine() -> str:
+    """CPU, memory, kernel, interpreter and the commit measured."""
+    try:
+        memory = next(
+            line.split()[1]
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
+        memory_gb = f"{int(memory) / 2**20:.0f} GB RAM"
+    except (OSError, StopIteration):
+        memory_gb = "RAM unknown"
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
+        return done.stdout.strip()
+
+    dirty = " plus uncommitted changes" if git("status", "--porcelain") else ""
+    commit = git("rev-parse", "--short", "HEAD")
+    return (
+        f"{os.cpu_count()} CPUs, {memory_gb}, Linux {platform.release()}, "
+        f"Python {platform.python_version()}; pitrio at commit `{commit}`{dirty}"
+    )
+
+
+def write_benchmarks(
+    results: Path, labels: list[str], charts: dict[str, Path], command: str, target: Path
+) -> str:
+    """``BENCHMARKS.md`` from the merged results of ``labels`` (``pi`` first when present)."""
+    loaded = {
+        label: json.loads((results / f"{label}.json").read_text())
+        for label in labels
+        if (results / f"{label}.json").exists()
+    }
+    pi, pitrio = loaded.get("pi"), loaded["pitrio"]
+    targets = ""
+    length = render(
+        length_rows(pi, pitrio), "| per-turn time (flat) | shortest | longest | growth | |"
+    )
+    if pi is not None:
+        targets += render([*ratios(pi, pitrio), *daemon_rows(pitrio)]) + "\n" + length
+        for label in labels:
+            if label.startswith("pitrio-") and label in loaded:
+                targets += f"\nSame targets, `{label}`:\n\n" + render(ratios(pi, loaded[label]))
+    else:
+        targets += render(daemon_rows(pitrio)) + "\n" + length
+        targets += "\n(pi was not measured: set `PI_CLI` for the ratios.)\n"
+    chart_lines = "\n".join(
+        f"![{name}]({os.path.relpath(path, target.parent)})" for name, path in charts.items()
+    )
+    metas = []
+    for label, data in loaded.items():
+        meta = data.get("meta", {})
+        pi_version = f", pi {meta['pi_version']}" if meta.get("pi_version") else ""
+        metas.append(
+            f"- `{label}`: started {meta.get('started', '?')}{pi_version}, node "
+            f"{meta.get('node', '?')}, loadavg at the start "
+            f"{[round(x, 2) for x in meta.get('loadavg_start') or []]}, at the end "
+            f"{[round(x, 2) for x in meta.get('loadavg_end') or []]}"
+        )
+    length_agents = {k: v for k, v in (("pi", pi), ("pitrio", pitrio)) if v is not None}
+    columns = [results / f"{label}.json" for label in loaded]
+    generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = f"""# Benchmarks: pitrio against pi 0.73.1
+
+Generated by `bench/side_by_side.py` on {generated} (the tables, the charts and this file; only
+the analysis section is written by hand). Both agents run the same workloads against the same
+loopback mock LLM, each workload for pi and then at once for pitrio, in one session on one
+machine. Regenerate everything with:
+
+```sh
+{command}
+```
+
+Raw results: `bench/results/raw/` (one file per harness invocation), merged per agent in
+`bench/results/<label>.json`; the target table alone in `bench/results/ratios.md`.
+
+## Targets
+
+Ratios pitrio/pi of the medians (RPC issue: cold start, turns, streams, resume time;
+session-store issue: resume time and memory, per-turn cost flat in the session's length;
+daemon issue: 1,000 sessions with 100 streaming, nothing lost):
+
+{targets}
+## Charts
+
+Points are medians, bars min-max.
+
+{chart_lines}
+
+## Analysis
+
+{kept_analysis(target)}
+
+## Per-turn overhead against session length (`bench/session_length.py`)
+
+A session file of N turns (pi's v3 format, every fifth turn a bash tool call; written by the
+harness's generator) is resumed with `--session`; after the warm-up turns, each timed turn is
+prompt written → `agent_end` read, the mock answering one delta with a fixed usage (no
+compaction). The whole context travels in every model request, so the request (and the mock's
+time to read it) grows with N for both agents; "turn minus mock" takes the mock's own serving
+time out.
+
+{length_table(length_agents)}
+## Daemon event latency against concurrent sessions (`bench/daemon_latency.py`, pitrio only)
+
+{latency_table(pitrio)}
+One in-process daemon; latency from the faux provider handing a chunk to the stream to the
+client holding its frame; the clients run in the same process (their CPU is included).
+
+## Side by side (the shared harness's workloads)
+
+Cells: **median (min-max)** over all samples (turn metrics: every turn of every run).
+
+{side_by_side_table(columns)}
+## Run
+
+- Machine: {machine()}.
+{chr(10).join(metas)}
+
+Single figures move by ±20 % from run to run on this shared 2-core machine: compare columns of
+one run, and the CPU rows.
+"""
+    target.write_text(text)
+    return targets
+
+
 def main() -> int:
+    """Measure (unless ``--report-only``), merge, chart and write ``BENCHMARKS.md``."""
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--pi-cli", help="pi's dist/cli.js (else $PI_CLI)")
+    p.add_argument("--pi-cli", help="pi's dist/cli.js (else $PI_CLI; neither: pi is not run)")
     p.add_argument("-w", "--workload", action="append", choices=WORKLOADS, help="default: all")
     p.add_argument("--stream", nargs="+", default=STREAMS)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--resume-turns", nargs="+", default=RESUME_TURNS)
+    p.add_argument("--runs", type=int, default=3, help="harness repetitions (default 3)")
+    p.add_argument("--cold-runs", type=int, default=10)
+    p.add_argument("--length-turns", type=int, default=20, help="timed turns per session size")
     p.add_argument("--skip-pi", action="store_true", help="reuse the raw pi results already there")
     p.add_argument("--skip-pitrio", action="store_true", help="reuse the raw pitrio results")
-    p.add_argument("--merge-only", action="store_true", help="only merge the raw results")
+    p.add_argument("--report-only", action="store_true", help="only merge, chart and write")
     p.add_argument("--extra-label", choices=sorted(EXTRA_CMDS), action="append", default=[])
+    p.add_argument(
+        "--extra-workload",
+        action="append",
+        choices=HARNESS_WORKLOADS,
+        help="the workloads of the extra labels (default: every harness workload run)",
+    )
     p.add_argument("--results", type=Path, default=RESULTS, help="default: bench/results")
+    p.add_argument("--benchmarks", type=Path, default=BENCHMARKS, help="default: BENCHMARKS.md")
     args = p.parse_args()
     results = args.results
     raw = results / "raw"
     raw.mkdir(parents=True, exist_ok=True)
+    pi_cli = args.pi_cli or os.environ.get("PI_CLI")
     agents: list[tuple[str, str]] = []
-    if not args.skip_pi:
-        agents.append(("pi", f"--pi-cli={args.pi_cli or ''}"))
+    if pi_cli and not args.skip_pi:
+        agents.append(("pi", f"--pi-cli={pi_cli}"))
+    elif not args.skip_pi:
+        print(
+            "PI_CLI is not set: pi is not measured (its raw results, if any, are reused)",
+            file=sys.stderr,
+        )
     if not args.skip_pitrio:
         agents.append(("pitrio", PITRIO_CMD))
-    agents += [(f"pitrio-{label}", EXTRA_CMDS[label]) for label in args.extra_label]
-    runs = ["--runs", str(args.runs)]
-    for workload in [] if args.merge_only else args.workload or WORKLOADS:
-        jobs: list[tuple[str, list[str]]] = [(workload, runs)]
-        if workload == "stream":
-            jobs = [(f"stream-{spec}", [*runs, "--stream", spec]) for spec in args.stream]
-        for name, extra in jobs:
+    extras = [(f"pitrio-{label}", EXTRA_CMDS[label]) for label in args.extra_label]
+    common = ["--runs", str(args.runs), "--cold-runs", str(args.cold_runs)]
+    common += ["--resume-turns", *args.resume_turns]
+    selected = [] if args.report_only else args.workload or WORKLOADS
+    for workload in selected:
+        if workload == "session_length":
             for label, cmd in agents:
-                run_harness(label, cmd, workload, extra, raw / f"{label}_{name}.json")
-    labels = ["pi", "pitrio", *(f"pitrio-{label}" for label in args.extra_label)]
+                argv = [str(PYTHON), str(ROOT / "bench" / "session_length.py"), "--label", label]
+                argv += ["--turns", str(args.length_turns)]
+                argv += ["--out", str(raw / f"{label}_session-length.json")]
+                argv += ["--pi-cli", pi_cli] if label == "pi" and pi_cli else []
+                argv += [] if label == "pi" else ["--agent-cmd", cmd]
+                run_step(f"{label} session_length", argv)
+            continue
+        if workload == "daemon_latency":
+            if any(label == "pitrio" for label, _ in agents):
+                out = raw / "pitrio_daemon-latency.json"
+                argv = [str(PYTHON), str(ROOT / "bench" / "daemon_latency.py"), "--out", str(out)]
+                run_step("pitrio daemon_latency", argv)
+            continue
+        jobs: list[tuple[str, list[str]]] = [(workload, common)]
+        if workload == "stream":
+            jobs = [(f"stream-{spec}", [*common, "--stream", spec]) for spec in args.stream]
+        chosen = args.extra_workload or HARNESS_WORKLOADS
+        for name, extra in jobs:
+            runners = agents + (extras if workload in chosen else [])
+            for label, cmd in runners:
+                out = raw / f"{label}_{name}.json"
+                run_step(f"{label} {name}", harness_argv(label, cmd, workload, extra, out))
+    # Extra configurations measured now or earlier (their raw files are there) keep a column.
+    found = {part.name.split("_", 1)[0] for part in raw.glob("pitrio-*_*.json")}
+    labels = ["pi", "pitrio", *sorted(found | {label for label, _ in extras})]
     for label in labels:
         parts = sorted(raw.glob(f"{label}_*.json"), key=lambda part: part.stat().st_mtime)
         parts = [part for part in parts if part.name.split("_", 1)[0] == label]
-        (results / f"{label}.json").write_text(json.dumps(merge(parts), indent=1) + "\n")
-    pi = json.loads((results / "pi.json").read_text())
-    table = ""
-    for label in labels[1:]:
-        other = json.loads((results / f"{label}.json").read_text())
-        table += f"\n{label}:\n\n" + render(ratios(pi, other))
-    (results / "ratios.md").write_text(table)
-    print(table)
+        if parts:
+            (results / f"{label}.json").write_text(json.dumps(merge(parts), indent=1) + "\n")
+    from bench.charts import draw_all
+
+    pi_path = results / "pi.json"
+    pi = json.loads(pi_path.read_text()) if pi_path.exists() else None
+    pitrio = json.loads((results / "pitrio.json").read_text())
+    charts = draw_all(pi, pitrio, results / "charts")
+    # BENCHMARKS.md names the command that measured, not a later --report-only.
+    command_file = results / "command.txt"
+    command = ".venv/bin/python -m bench.side_by_side " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:]
+    )
+    if pi_cli:
+        command = f"PI_CLI={pi_cli} {command}"
+    if args.report_only and command_file.exists():
+        command = command_file.read_text().strip()
+    elif not args.report_only:
+        previous = command_file.read_text() if command_file.exists() and args.workload else ""
+        command_file.write_text(previous + command.strip() + "\n")
+    targets = write_benchmarks(results, labels, charts, command.strip(), args.benchmarks)
+    (results / "ratios.md").write_text(targets)
+    print(targets)
     return 0
 
 

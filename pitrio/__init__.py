@@ -38,6 +38,7 @@ from pitrio.actors.session.bootstrap import (
     StartedSession,
     start_session,
 )
+from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.recorder import SessionRecorder
 from pitrio.actors.session_store.paths import session_dir, session_file_name
@@ -155,6 +156,19 @@ class AgentSession:
         """The current context."""
         return await self.handle.messages()
 
+    async def respond_ui(
+        self,
+        dialog_id: str,
+        *,
+        value: str | None = None,
+        confirmed: bool | None = None,
+        cancelled: bool = False,
+    ) -> None:
+        """Answer an extension's dialog (an ``extension_ui_request`` event's ``id``)."""
+        await self.handle.respond_ui(
+            UiResponse(id=dialog_id, value=value, confirmed=confirmed, cancelled=cancelled)
+        )
+
     async def subscribe(self, capacity: int = 4096) -> trio.MemoryReceiveChannel[Sequenced]:
         """Every event from now on, each with its ``seq``."""
         return await self.handle.subscribe(capacity)
@@ -182,12 +196,20 @@ async def create_session(
     system_prompt: str | None = None,
     faux: FauxProvider | None = None,
     router: ModelRouterHandle | None = None,
+    extensions: Sequence[str] = (),
+    no_extensions: bool = False,
+    ui_clients: bool = False,
 ) -> AsyncIterator[AgentSession]:
     """Start a session and yield its :class:`AgentSession`; leaving the block aborts a run in
     progress, waits for it to settle and stops the session's actors.
 
     Errors at start (an unknown model, a locked or broken session file) are raised as the
     :class:`~pitrio.errors.PitrioError` they are, never as an exception group.
+
+    ``extensions`` are paths of Python extensions to load after the discovered ones
+    (``no_extensions``: only these). With ``ui_clients`` an extension's dialogs reach
+    subscribers as ``extension_ui_request`` events, answered with
+    :meth:`AgentSession.respond_ui`; without, they return their defaults at once.
     """
     options = SessionOptions(
         cwd=cwd,
@@ -201,6 +223,9 @@ async def create_session(
         tools=tools,
         builtin_tools=builtin_tools,
         system_prompt=system_prompt,
+        extensions=tuple(extensions),
+        no_extensions=no_extensions,
+        ui_clients=ui_clients,
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

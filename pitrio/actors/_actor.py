@@ -35,13 +35,17 @@ A complete tiny actor::
 Overflow policy: a full inbox blocks the sender (back-pressure); commands are handled in arrival
 order. An actor that must keep serving while a long command runs starts that work as a task in
 its own nursery (:attr:`Actor.nursery`); such tasks belong to the actor and may touch its state.
+
+Tracing (issue 10, ``pitrio.actors.trace``): an :class:`InboxTracer` attached with
+:meth:`Handle.trace` is told of every command put into and taken out of the inbox. With no
+tracer attached the cost is one attribute test per send and per receive.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import outcome
@@ -93,6 +97,21 @@ class Reply(Generic[T]):
         return self._outcome.unwrap()
 
 
+class InboxTracer(Protocol):
+    """Told of inbox traffic when tracing is on; must not block or raise (it runs inline)."""
+
+    def on_send(self, actor: str, command: object, depth: int) -> None:
+        """``command`` is being put into ``actor``'s inbox, which holds ``depth`` commands
+        before it (``depth`` equal to the capacity: the sender blocks until there is room)."""
+
+    def on_receive(self, actor: str, command: object, depth: int) -> None:
+        """``actor`` took ``command`` from its inbox; ``depth`` commands are still queued."""
+
+    def on_handled(self, actor: str, command: object) -> None:
+        """``actor``'s :meth:`Actor.handle` returned for ``command`` (its effects are done or
+        handed to tasks of the actor)."""
+
+
 class _Link:
     """What handles and their actor share: the replies in flight and whether the actor stopped."""
 
@@ -123,7 +142,7 @@ class InboxStats:
 class Address(Generic[C]):
     """The send side of an actor's inbox plus its link; what :class:`Handle` wraps."""
 
-    __slots__ = ("_actor", "link", "name", "send_channel")
+    __slots__ = ("_actor", "link", "name", "send_channel", "tracer")
 
     def __init__(
         self, name: str, send_channel: trio.MemorySendChannel[C], link: _Link, actor: Actor[C]
@@ -132,6 +151,7 @@ class Address(Generic[C]):
         self.send_channel = send_channel
         self.link = link
         self._actor = actor
+        self.tracer: InboxTracer | None = None  # told of sends through this address
 
     def stats(self) -> InboxStats:
         """Statistics of the actor's inbox."""
@@ -153,6 +173,23 @@ class Handle(Generic[C]):
         """Statistics of the actor's inbox."""
         return self._address.stats()
 
+    def trace(self, tracer: InboxTracer | None) -> None:
+        """Tell ``tracer`` of every command sent to this actor and taken by it (``None``: stop).
+
+        For an actor that belongs to one traced session; a shared actor (the process's model
+        router) is traced per caller with :meth:`traced_sends` instead.
+        """
+        self._address.tracer = tracer
+        self._address._actor._tracer = tracer
+
+    def traced_sends(self, tracer: InboxTracer) -> Address[C]:
+        """A copy of this handle's address that tells ``tracer`` of the sends made through it
+        (the actor's receives stay untraced: other callers share its inbox)."""
+        address = self._address
+        copy = Address(address.name, address.send_channel, address.link, address._actor)
+        copy.tracer = tracer
+        return copy
+
     async def tell(self, command: C) -> None:
         """Send a command that expects no answer; blocks while the inbox is full."""
         self._check_alive()
@@ -162,6 +199,9 @@ class Handle(Generic[C]):
             # caller still sends nothing, but a round trip costs one scheduling step fewer
             # (issue 7: a turn makes about ten).
             await trio.lowlevel.checkpoint_if_cancelled()
+            tracer = self._address.tracer
+            if tracer is not None:  # before a full inbox may block the send: waits show
+                tracer.on_send(self.name, command, channel.statistics().current_buffer_used)
             try:
                 channel.send_nowait(command)
             except trio.WouldBlock:
@@ -210,6 +250,7 @@ class Actor(Generic[C]):
         self._high_water = 0
         self._received = 0
         self._nursery: trio.Nursery | None = None
+        self._tracer: InboxTracer | None = None  # told of receives (see Handle.trace)
         self.address = Address(name, self._send, self._link, self)
 
     @property
@@ -245,7 +286,12 @@ class Actor(Generic[C]):
                         self._received += 1
                         queued = self._receive.statistics().current_buffer_used + 1
                         self._high_water = max(self._high_water, queued)
+                        tracer = self._tracer
+                        if tracer is not None:
+                            tracer.on_receive(self.name, command, queued - 1)
                         await self.handle(command)
+                        if tracer is not None:
+                            tracer.on_handled(self.name, command)
                 await self.stopping()
                 nursery.cancel_scope.cancel()
         except BaseException as exc:

@@ -171,6 +171,18 @@ class CompactionSummaryMessage:
     timestamp: int
 
 
+@attrs.frozen(kw_only=True)
+class SystemMessage:
+    """A system-prompt update carried in the transcript (the seed's ``system`` role): sent
+    at the front of a run when the prompt's sections or the tool set changed since the model
+    last saw them, so the original system prompt (and a provider's prompt cache) stays."""
+
+    role: Literal["system"] = tag("system")
+    content: str
+    timestamp: int
+    extra: dict[str, Any] | None = extra_field()
+
+
 LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
 """What a provider is sent."""
 
@@ -182,6 +194,7 @@ AgentMessage = (
     | CustomMessage
     | BranchSummaryMessage
     | CompactionSummaryMessage
+    | SystemMessage
 )
 """Any message of an agent transcript."""
 

@@ -12,10 +12,14 @@ from pitrio.messages.agent import (
     CompactionSummaryMessage,
     CustomMessage,
     LlmMessage,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
 from pitrio.messages.content import TextContent
+
+SYSTEM_UPDATE_PREFIX = "<system_update>\n"
+SYSTEM_UPDATE_SUFFIX = "\n</system_update>"
 
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
@@ -65,6 +69,12 @@ def convert_message(message: AgentMessage) -> LlmMessage | None:
         case CompactionSummaryMessage():
             text = COMPACTION_SUMMARY_PREFIX + message.summary + COMPACTION_SUMMARY_SUFFIX
             return _as_user(text, message.timestamp)
+        case SystemMessage():
+            # Providers take one system prompt at the start; an update mid-conversation goes
+            # as a user turn marked as coming from the system, whatever the vendor.
+            return _as_user(
+                SYSTEM_UPDATE_PREFIX + message.content + SYSTEM_UPDATE_SUFFIX, message.timestamp
+            )
     return None
 
 

@@ -246,6 +246,54 @@ class BashExecutionUpdate:
     delta: str
 
 
+@attrs.frozen(kw_only=True)
+class SessionReadOnly:
+    """The session file could not be written: nothing more is recorded, prompts are refused
+    (pitrio's own event; ``error`` names the file and the system's error)."""
+
+    type: Literal["session_read_only"] = tag("session_read_only")
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class ExtensionError:
+    """An extension's handler or command failed (pi's RPC ``extension_error`` record).
+
+    ``extension_path`` names the extension file, or ``command:<name>`` for a command.
+    """
+
+    type: Literal["extension_error"] = tag("extension_error")
+    extension_path: str
+    event: str
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class ExtensionUiRequest:
+    """A dialog or a fire-and-forget UI call from an extension (pi-rpc.md §9).
+
+    Dialogs (``select``, ``confirm``, ``input``, ``editor``) wait for an
+    ``extension_ui_response`` with the same ``id``; the others expect no reply.
+    """
+
+    type: Literal["extension_ui_request"] = tag("extension_ui_request")
+    id: str
+    method: str
+    title: str | None = None
+    options: tuple[str, ...] | None = None
+    message: str | None = None
+    placeholder: str | None = None
+    prefill: str | None = None
+    timeout: int | None = None
+    notify_type: str | None = None
+    status_key: str | None = None
+    status_text: str | None = None
+    widget_key: str | None = None
+    widget_lines: tuple[str, ...] | None = None
+    widget_placement: str | None = None
+    text: str | None = None
+
+
 SessionOnlyEvent = (
     QueueUpdate
     | CompactionStart
@@ -260,6 +308,9 @@ SessionOnlyEvent = (
     | SummarizationRetryAttemptStart
     | SummarizationRetryFinished
     | BashExecutionUpdate
+    | ExtensionError
+    | ExtensionUiRequest
+    | SessionReadOnly
 )
 """Events only the session layer emits."""
 

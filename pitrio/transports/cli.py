@@ -53,9 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="load an extension (accepted; extensions are not supported yet)",
+        help="load a Python extension (a file or package with setup(api)); repeatable",
+    )
+    parser.add_argument(
+        "--no-extensions",
+        action="store_true",
+        help="do not discover extensions (only -e ones load)",
     )
     parser.add_argument("--offline", action="store_true", help="no start-up network access")
+    parser.add_argument(
+        "--trace", metavar="FILE", help="record the session's actor messages (pitrio trace)"
+    )
+    parser.add_argument(
+        "--trace-payloads", action="store_true", help="with --trace: record message payloads"
+    )
     parser.add_argument(
         "--list-models",
         nargs="?",
@@ -104,9 +115,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
     if any(message.startswith("@") for message in args.messages):
         sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
         return 1
-    warnings = [
-        f"Warning: extensions are not supported yet; ignoring {path}" for path in args.extension
-    ]
+    warnings: list[str] = []
     active_tools: list[str] | None = None
     if args.no_tools:
         active_tools = []
@@ -121,6 +130,9 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         persist=not args.no_session,
         session_dir=args.session_dir,
         active_tools=active_tools,
+        extensions=tuple(args.extension),
+        no_extensions=args.no_extensions,
+        ui_clients=True,
     )
     return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
 
@@ -132,15 +144,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pitrio.transports.sessions_cli import run_sessions_command
 
         return run_sessions_command(argv[1:])
+    if argv[:1] == ["db"]:
+        from pitrio.transports.db_cli import run_db_command
+
+        return run_db_command(argv[1:])
     if argv[:1] == ["serve"]:
         from pitrio.transports.serve import serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["trace"]:
+        from pitrio.transports.trace_cli import run_trace_command
+
+        return run_trace_command(argv[1:])
     if argv[:1] == ["attach"]:
         from pitrio.transports.attach import attach_main
 
         return attach_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.trace is not None:  # the same command line, every session recorded
+        from pitrio.transports.trace_cli import recording_sessions, without_trace_flags
+
+        with recording_sessions(args.trace, payloads=args.trace_payloads):
+            return main(without_trace_flags(argv))
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command
 
@@ -161,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "session": args.session,
                 "continue_recent": args.continue_recent,
                 "fork": args.fork,
+                "extensions": tuple(args.extension),
+                "no_extensions": args.no_extensions,
             },
         )
     )

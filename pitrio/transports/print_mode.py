@@ -27,11 +27,17 @@ from pitrio.messages.events import (
     AgentSettled,
     BashExecutionUpdate,
     EntryAppended,
+    ExtensionError,
+    ExtensionUiRequest,
     MessageStart,
+    SessionReadOnly,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
+
+EXTENSION_RECORDS = (ExtensionError, ExtensionUiRequest)
+"""RPC-only records: JSON mode leaves them out; extension errors go to stderr instead."""
 
 SEED_ONLY_EVENTS = (
     AgentSettled,
@@ -40,6 +46,7 @@ SEED_ONLY_EVENTS = (
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     BashExecutionUpdate,
+    SessionReadOnly,
 )
 
 
@@ -79,7 +86,7 @@ def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
     JSON mode stays line-compatible with pi; the seed events (``entry_appended``,
     ``agent_settled``, ``agent_end.willRetry``, ...) are for RPC and websocket clients.
     """
-    if isinstance(event, SEED_ONLY_EVENTS):
+    if isinstance(event, SEED_ONLY_EVENTS + EXTENSION_RECORDS):
         return None
     if isinstance(event, AgentEnd) and event.will_retry is not None:
         return attrs.evolve(event, will_retry=None)
@@ -88,18 +95,29 @@ def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
     return event
 
 
+def report_extension_error(error: ExtensionError, err: TextIO | None) -> None:
+    """An extension's failure as print and JSON modes show it (stderr, pi's wording)."""
+    stream = err or sys.stderr
+    stream.write(f"Extension error ({error.extension_path}): {error.error}\n")
+    stream.flush()
+
+
 class _JsonLines:
     """Writes events as JSON lines and counts the runs whose ``agent_settled`` it has seen."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: BinaryIO, err: TextIO | None = None, *, json: bool = True) -> None:
         self.out = out
+        self.err = err
+        self.json = json
         self.settled = 0
         self._advanced = trio.Event()
 
     async def write_all(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
         async with events:
             async for item in events:
-                event = pi_event(item.event)
+                if isinstance(item.event, ExtensionError):
+                    report_extension_error(item.event, self.err)
+                event = pi_event(item.event) if self.json else None
                 if event is not None:
                     self.out.write(orjson.dumps(to_json(event)) + b"\n")
                     self.out.flush()
@@ -146,15 +164,15 @@ async def run_print_mode(
         ):
             for notice in session.notices:
                 err.write(notice + "\n")
-            writer = _JsonLines(out)
+            writer = _JsonLines(out, err, json=json_mode)
             if json_mode:
                 out.write(orjson.dumps(to_json(session.header)) + b"\n")
                 out.flush()
-                nursery.start_soon(writer.write_all, await session.subscribe())
+            # Text mode reads the stream too: extension errors go to stderr in both modes.
+            nursery.start_soon(writer.write_all, await session.subscribe())
             for prompt in prompts:
                 await session.prompt(prompt)
-            if json_mode:
-                await writer.wait_settled(len(prompts))
+            await writer.wait_settled(len(prompts))
             messages = await session.messages()
             nursery.cancel_scope.cancel()
     except pitrio.PitrioError as exc:

@@ -20,6 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -28,6 +29,7 @@ from pitrio.actors.host import EvictionPolicy, HostConfig, HostHandle, start_hos
 from pitrio.actors.model_router import FauxProvider, ModelRouterHandle, start_model_router
 from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
+from pitrio.actors.tool_executor.ledger import reap_orphans, record_groups_in
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.transports.daemon.frames import delta_frame
 from pitrio.transports.daemon.security import load_or_create_token, token_path
@@ -80,21 +82,74 @@ async def open_daemon(
     *,
     faux: FauxProvider | None = None,
     router_config: RouterConfig | None = None,
+    store: str | None = None,
+    store_options: Any = None,
 ) -> AsyncIterator[Daemon]:
-    """Start a daemon; leaving the block shuts it down gracefully."""
+    """Start a daemon; leaving the block shuts it down gracefully.
+
+    ``store``: a ``postgresql://`` URL to keep sessions in that database, shared with other
+    daemons (``store_options``: its ``BackendOptions``), instead of session files.
+    """
     with collapse_groups():
         async with trio.open_nursery() as nursery:
+            backend = None
+            if store is not None:
+                backend = await _start_store(nursery, store, store_options)
+                host = attrs.evolve(host, store=backend)
             router = await start_model_router(nursery, faux, config=router_config)
             host_handle = await start_host(
                 nursery, router, attrs.evolve(host, encode_frame=delta_frame)
             )
             server = DaemonServer(daemon, host_handle, router)
             await nursery.start(server.serve)
+            if backend is not None:
+                backend.set_url(server.url)  # told to clients of other daemons
             running = Daemon(server, host_handle, router, nursery)
             try:
                 yield running
             finally:
                 await running.shutdown()
+
+
+async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
+    """Start the PostgreSQL store (imported here: psycopg is an optional dependency)."""
+    try:
+        from pitrio.actors.session_store.postgres.backend import PgBackend, is_postgres_url
+    except ImportError as exc:
+        raise PitrioError(
+            f"--store {url.split('@')[-1]}: PostgreSQL support is not installed "
+            "(pip install 'pitrio[postgres]')"
+        ) from exc
+    if not is_postgres_url(url):
+        raise PitrioError("--store must be a postgresql:// URL (the default is session files)")
+    from pitrio.actors.session_store.postgres.lease import Owner
+
+    backend = PgBackend(url, Owner.this_process(), options)
+    await nursery.start(backend.run)
+    return backend
+
+
+def _store_options(lease_seconds: float) -> Any:
+    from pitrio.actors.session_store.postgres.backend import BackendOptions
+    from pitrio.actors.session_store.postgres.lease import LeaseTerms
+
+    try:
+        return BackendOptions(terms=LeaseTerms(duration=lease_seconds))
+    except ValueError as exc:
+        raise PitrioError(f"--lease-seconds: {exc}") from exc
+
+
+def configured_store(agent: Path, flag: str | None) -> str | None:
+    """The session store: ``--store``, else the ``session.store`` setting of the agent dir's
+    ``settings.json``, else ``None`` (session files)."""
+    if flag:
+        return flag
+    from pitrio.actors.session.resources.settings import read_settings_file
+
+    values, _ = read_settings_file(agent / "settings.json")
+    session = values.get("session")
+    store = session.get("store") if isinstance(session, dict) else None
+    return store if isinstance(store, str) and store else None
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -110,6 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cwd", help="working directory of new sessions (default: here)")
     parser.add_argument("--model", help="default model of new sessions (provider/id)")
     parser.add_argument("--session-dir", help="one directory for every session file")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep sessions in PostgreSQL (postgresql://...), shared with other daemons "
+        "(default: the session.store setting, else session files)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --store: how long a session's lease outlives a daemon that stopped renewing "
+        "it (default 15)",
+    )
     parser.add_argument(
         "--idle",
         type=float,
@@ -140,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause between the faux models' streamed chunks (demos and tests)",
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--trace", metavar="DIR", help="record each session into DIR/<session id>.jsonl"
+    )
+    parser.add_argument(
+        "--trace-payloads", action="store_true", help="with --trace: record message payloads"
+    )
     return parser
 
 
@@ -196,6 +271,13 @@ def _faux(delay: float) -> FauxProvider | None:
 
 async def _serve(args: argparse.Namespace) -> int:
     agent = default_agent_dir()
+    # Tool processes of a daemon that was killed (SIGKILL, power loss of the process) end
+    # before this one serves; this daemon's own are recorded for its successor to do the same.
+    groups = agent / "run" / "tool-groups"
+    killed = await trio.to_thread.run_sync(reap_orphans, groups)
+    if killed:
+        log.warning("ended %d tool process group(s) left by a killed daemon", len(killed))
+    record_groups_in(groups)
     token: str | None = None
     if not args.no_auth:
         token, created = load_or_create_token(agent)
@@ -219,7 +301,14 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     signals = (signal.SIGTERM, signal.SIGINT)
     with trio.open_signal_receiver(*signals) as receiver:
-        async with open_daemon(daemon_config, host_config, faux=_faux(args.faux_chunk_delay)) as d:
+        store = configured_store(agent, args.store)
+        async with open_daemon(
+            daemon_config,
+            host_config,
+            faux=_faux(args.faux_chunk_delay),
+            store=store,
+            store_options=_store_options(args.lease_seconds) if store else None,
+        ) as d:
             url = d.server.url
             state = _write_state(agent, url)
             page = f"{url}#token={token}" if token else url
@@ -250,8 +339,11 @@ def serve_main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     _configure_logging(args.log_level)
     args.cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
+    from pitrio.transports.trace_cli import recording_sessions
+
     try:
-        return trio.run(_serve, args)
+        with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
+            return trio.run(_serve, args)
     except PitrioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1

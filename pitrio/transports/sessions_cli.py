@@ -24,7 +24,8 @@ import orjson
 from pitrio.actors.session_store.catalog import SessionInfo, list_all_sessions, list_sessions
 from pitrio.actors.session_store.maintenance import check_file, repair_file
 from pitrio.actors.session_store.paths import agent_dir, session_dir
-from pitrio.errors import SessionError
+from pitrio.errors import PitrioError, SessionError
+from pitrio.transports.db_cli import add_transfer_commands, export_command, import_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--cwd", help="the project directory (default: the current one)")
     listing.add_argument("--session-dir", help="directory holding the session files")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_transfer_commands(commands)  # export --jsonl / import (files and PostgreSQL)
     return parser
 
 
@@ -111,8 +113,12 @@ def run_sessions_command(argv: list[str]) -> int:
             return _check(args.file, out)
         if args.command == "repair":
             return _repair(args.file, out)
+        if args.command == "export":
+            return export_command(args, out)
+        if args.command == "import":
+            return import_command(args, out)
         return _list(args, out)
-    except SessionError as exc:
+    except (SessionError, PitrioError) as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
     except OSError as exc:

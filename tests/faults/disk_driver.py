@@ -103,6 +103,7 @@ async def drive(mode: str, work: Path, disk: Path) -> dict[str, Any]:
             result["live"] = [_text(m) for m in await session.messages()]
             result["acknowledged"] = [e.entry.id for e in recorder.of("entry_appended")]
             result["settled"] = recorder.count("agent_settled")
+            result["read_only_events"] = [e.error for e in recorder.of("session_read_only")]
             result["requests"] = len(vendor.requests)
         result["closed_cleanly"] = True
     # Reopen as the next process would, the disk still full (a reader writes nothing).

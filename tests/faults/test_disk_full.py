@@ -86,6 +86,7 @@ async def test_a_full_disk_turns_the_session_read_only_and_keeps_what_was_acknow
     assert result["second"] == {"type": "ReadOnlySessionError", "message": expected}
     assert result["third"] == {"type": "ReadOnlySessionError", "message": expected}
     assert result["write_error"] == expected
+    assert result["read_only_events"] == [expected]  # clients are told once, at once
     assert not result["is_running"] and result["settled"] == 2  # the failed run settled
     assert result["closed_cleanly"]
     if mode == "tmpfs":

@@ -198,7 +198,11 @@ def test_every_missing_field_is_named() -> None:
             FileLine,
             ["MessageEntry", "type", "video", "$.message.content[0]"],
         ),
-        ({"role": "system", "content": "x", "timestamp": 1}, AgentMessage, ["role", "system"]),
+        (
+            {"role": "developer", "content": "x", "timestamp": 1},
+            AgentMessage,
+            ["role", "developer"],
+        ),
         (
             {"type": "image", "data": "x", "mimeType": "image/png"},
             TextContent,

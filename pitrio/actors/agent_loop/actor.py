@@ -250,6 +250,16 @@ class SetMessages:
 
 
 @attrs.frozen
+class ReplaceMessage:
+    """Put ``new`` where ``old`` (the same object) is in the transcript (an extension's
+    ``message_end`` replacement); answered with whether it was found."""
+
+    old: AgentMessage
+    new: AgentMessage
+    reply: Reply[bool]
+
+
+@attrs.frozen
 class Reset:
     """Clear transcript, streaming state, error and both queues."""
 
@@ -276,6 +286,7 @@ AgentCommand = (
     | Configure
     | SetMessages
     | Reset
+    | ReplaceMessage
     | Subscribe
 )
 
@@ -319,6 +330,7 @@ class AgentLoop(Actor[AgentCommand]):
         self._error_message: str | None = None
         self._last_tools: tuple[str, ...] = ()
         self._abort: RunAbort | None = None  # set while a run is active
+        self._live_run: LoopRun | None = None  # the run in progress (message replacement)
         self._runs = 0  # runs started; each ends with exactly one agent_end
         self._idle_waiters: list[Reply[None]] = []
 
@@ -384,6 +396,22 @@ class AgentLoop(Actor[AgentCommand]):
                 else:
                     self._base, self._messages = None, list(messages)
                 reply.set(None)
+            case ReplaceMessage(old=old, new=new, reply=reply):
+                if self._live_run is not None:  # the request being built sees it too
+                    for held in (self._live_run.context, self._live_run.new_messages):
+                        for index in range(len(held) - 1, -1, -1):
+                            if held[index] is old:
+                                held[index] = new
+                                break
+                transcript = self._transcript()
+                # From the end: the message just finished is almost always the last one.
+                for index in range(len(transcript) - 1, -1, -1):
+                    if transcript[index] is old:
+                        transcript[index] = new
+                        reply.set(True)
+                        break
+                else:
+                    reply.set(False)
             case Reset(reply=reply):
                 self._base, self._messages = None, []
                 self._streaming_message = None
@@ -483,6 +511,7 @@ class AgentLoop(Actor[AgentCommand]):
                 poll_follow_up=self._follow_up.drain,
                 abort=abort,
             )
+            self._live_run = run
             if isinstance(plan, RunPrompts):
                 await run.run_prompts(plan.prompts, skip_steering=plan.skip_initial_steering)
             else:
@@ -490,6 +519,7 @@ class AgentLoop(Actor[AgentCommand]):
         except Exception as exc:
             await self._fail_run(unwrap_group(exc), abort)
         finally:
+            self._live_run = None
             self._abort = None
             self._streaming_message = None
             self._pending_tool_calls = frozenset()
@@ -637,6 +667,11 @@ class AgentLoopHandle(Handle[AgentCommand]):
     async def set_messages(self, messages: Sequence[AgentMessage]) -> None:
         """Replace the transcript with a copy of ``messages``."""
         await self.ask(lambda reply: SetMessages(tuple(messages), False, reply))
+
+    async def replace_message(self, old: AgentMessage, new: AgentMessage) -> bool:
+        """Replace ``old`` (by identity) with ``new`` in the transcript; whether it was there."""
+        found: bool = await self.ask(lambda reply: ReplaceMessage(old, new, reply))
+        return found
 
     async def append_message(self, message: AgentMessage) -> None:
         """Append one message to the transcript."""

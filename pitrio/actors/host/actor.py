@@ -25,6 +25,7 @@ import orjson
 import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors.host.backend import SessionBackend
 from pitrio.actors.host.hosted import (
     FrameEncoder,
     HostedSession,
@@ -65,6 +66,8 @@ class HostConfig:
     replay_bytes: int = 4 << 20
     encode_frame: FrameEncoder = codec_frame
     host_event_capacity: int = 1024
+    store: SessionBackend | None = None
+    """A store shared by several daemons (PostgreSQL) instead of session files."""
 
 
 @attrs.define
@@ -94,6 +97,8 @@ class HostStats:
     replay_bytes: int
     evictions_total: int
     host_subscribers: int
+    store_metrics: tuple[tuple[str, str, str, float], ...] = ()
+    """``(name, kind, help, value)`` of the shared store (pool, leases), if there is one."""
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -203,6 +208,19 @@ class Host(Actor[HostCommand]):
         )
         if self.config.eviction.check_interval() is not None:
             self.nursery.start_soon(self._evictor)
+        if self.config.store is not None:
+            self.nursery.start_soon(self._watch_store, self.config.store)
+
+    async def _watch_store(self, store: SessionBackend) -> None:
+        """Tell host subscribers and every session's clients when the shared store goes away
+        (runs that append wait for it) and when it is back (they go on)."""
+        while True:
+            available = await store.wait_availability_change()
+            event: HostEvent = {"type": "store_available" if available else "store_unavailable"}
+            self.emit(event)
+            for hosted in self.sessions.values():
+                if hosted.clients:
+                    hosted.notify({**event, "sessionId": hosted.id})
 
     async def stopping(self) -> None:
         await self._shutdown()
@@ -262,8 +280,10 @@ class Host(Actor[HostCommand]):
         if model:
             await self.router.resolve_pattern(model)  # an unknown model fails the create
         header = new_header(cwd)
-        directory = session_dir(cwd, override=self.config.session_dir)
-        path = directory / session_file_name(header.timestamp, header.id)
+        path: Path | None = None
+        if self.config.store is None:
+            directory = session_dir(cwd, override=self.config.session_dir)
+            path = directory / session_file_name(header.timestamp, header.id)
         stub = SessionStub(
             header=header,
             model=model,
@@ -289,6 +309,15 @@ class Host(Actor[HostCommand]):
         hosted = self.sessions.get(session_id)
         if hosted is not None:
             return hosted
+        if self.config.store is not None:
+            stored_cwd = await self.config.store.find(session_id)
+            if stored_cwd is None:
+                raise SessionNotFoundError(f"Session not found: {session_id}")
+            hosted = self.sessions.get(session_id)  # registered while the query ran?
+            if hosted is None:
+                hosted = HostedSession(self.context, session_id, cwd=stored_cwd, path=None)
+                self.sessions[session_id] = hosted
+            return hosted
         path = await trio.to_thread.run_sync(self.index.find, session_id)
         if path is None:
             raise SessionNotFoundError(f"Session not found: {session_id}")
@@ -301,7 +330,10 @@ class Host(Actor[HostCommand]):
         return hosted
 
     async def _list(self) -> list[dict[str, Any]]:
-        infos = await trio.to_thread.run_sync(self.index.all_infos)
+        if self.config.store is not None:
+            infos = await self.config.store.list_infos()
+        else:
+            infos = await trio.to_thread.run_sync(self.index.all_infos)
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()
         for info in infos:
@@ -337,6 +369,8 @@ class Host(Actor[HostCommand]):
             await hosted.stop(delete=delete)
             if delete:
                 self.sessions.pop(hosted.id, None)
+                if self.config.store is not None:
+                    await self.config.store.delete(hosted.id)
                 path = hosted.path
                 if path is not None:
                     await trio.to_thread.run_sync(_delete_files, path)
@@ -398,6 +432,9 @@ class Host(Actor[HostCommand]):
             replay_bytes=replay,
             evictions_total=self.evictions_total,
             host_subscribers=len(self._subscribers),
+            store_metrics=(
+                () if self.config.store is None else tuple(self.config.store.metric_values())
+            ),
         )
 
     async def _shutdown(self) -> None:

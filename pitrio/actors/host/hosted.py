@@ -37,12 +37,14 @@ from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session_store import SessionSeed, StoredEntry
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.messages.entries import SessionHeader
 from pitrio.messages.events import AgentSessionEvent, AgentSettled, AgentStart, QueueUpdate
 
 if TYPE_CHECKING:
     from pitrio.actors.host.actor import HostContext
+    from pitrio.actors.host.backend import SessionBackend
 
 log = logging.getLogger("pitrio.host")
 
@@ -147,6 +149,8 @@ class HostedSession:
         self._stop_requested = False
         self._stopped = trio.Event()
         self._stopped.set()
+        self.elsewhere: SessionOwnedElsewhereError | None = None
+        """Set when the last start found the session held by another daemon (shared store)."""
 
     # -- status ------------------------------------------------------------------------------
 
@@ -184,6 +188,7 @@ class HostedSession:
     async def session(self) -> SessionHandle:
         """The live session's handle; starts (reopens) it when it is not in memory."""
         self.touch()
+        tried = False
         while True:
             if self.status == "live" and self.started is not None:
                 return self.started.session
@@ -192,6 +197,10 @@ class HostedSession:
             if self.status == "closed":
                 raise SessionClosedError(f"Session {self.id} was closed")
             if self.status == "evicted":
+                if tried and self.elsewhere is not None:
+                    raise self.elsewhere  # another daemon holds it: the caller says which
+                self.elsewhere = None
+                tried = True
                 self.start()
             changed = self._changed
             await changed.wait()
@@ -237,13 +246,19 @@ class HostedSession:
             return
         with trio.CancelScope(shield=True), trio.move_on_after(STOP_SECONDS):
             try:
-                if not self.persisted:
+                if not await self._persisted_now(started):
                     await self._capture_stub(started)
                 await started.session.abort()
                 await started.session.abort_bash()
                 await started.store.flush()
             except PitrioError as exc:
                 log.warning("session %s: flush before stop failed: %s", self.id, exc)
+
+    async def _persisted_now(self, started: StartedSession) -> bool:
+        """Whether the session is stored yet (a file, or a shared store's row)."""
+        if self._context.config.store is None:
+            return self.persisted
+        return (await started.store.status()).persisted
 
     async def _capture_stub(self, started: StartedSession) -> None:
         """An unwritten session keeps its model, level and name for its next start."""
@@ -320,6 +335,15 @@ class HostedSession:
         for client in list(self.clients):
             client.push({**payload, "seq": self.seq})
 
+    @property
+    def store(self) -> SessionBackend | None:
+        """The shared store sessions live in (``None``: session files)."""
+        return self._context.config.store
+
+    def notify(self, payload: dict[str, Any]) -> None:
+        """Send a notice to every attached client, after the events sent so far."""
+        self._notify(payload)
+
     # -- the event pump ----------------------------------------------------------------------
 
     def _relay(self, item: Sequenced) -> None:
@@ -361,8 +385,24 @@ class HostedSession:
     def _options(self) -> SessionOptions:
         config = self._context.config
         base = SessionOptions(
-            cwd=self.cwd, agent_dir=config.agent_dir, session_dir=config.session_dir
+            cwd=self.cwd,
+            agent_dir=config.agent_dir,
+            session_dir=config.session_dir,
+            ui_clients=True,  # websocket clients answer extension dialogs
         )
+        backend = config.store
+        if backend is not None:
+            # A shared store opens the stored session, else starts it from the stub.
+            stub = self.stub
+            seed = None
+            if stub is not None:
+                seed = SessionSeed(header=stub.header, entries=stub.seed_entries, path=None)
+                base = attrs.evolve(
+                    base,
+                    model=stub.model or config.default_model,
+                    thinking_level=stub.thinking_level,
+                )
+            return attrs.evolve(base, store_opener=backend.opener(self.id, seed))
         if self.persisted:
             assert self.path is not None
             return attrs.evolve(base, path=self.path)
@@ -451,6 +491,21 @@ class HostedSession:
                             {"type": "resync", "sessionId": self.id, "reason": "event gap"}
                         )
         except BaseException as exc:
+            moved = _owned_elsewhere(exc)
+            if moved is not None:
+                # Not a crash: another daemon runs it. Clients are told where; the session
+                # stays unloaded here and the next access tries again.
+                self.elsewhere = moved
+                self._notify(
+                    {
+                        "type": "session_owned_elsewhere",
+                        "sessionId": self.id,
+                        "owner": moved.owner,
+                        "url": moved.url,
+                        "reason": str(moved),
+                    }
+                )
+                return None
             reason = _crash_reason(exc)
             if reason is None:
                 if self._stop_requested and scope.cancelled_caught:
@@ -469,7 +524,7 @@ class HostedSession:
         if self.path is None and started.store.path is not None:
             self.path = started.store.path
         stub = self.stub
-        if stub is not None and stub.name and not self.persisted:
+        if stub is not None and stub.name and not await self._persisted_now(started):
             await started.session.set_session_name(stub.name)
         self.failure = None
         self._set_status("live")
@@ -497,6 +552,14 @@ def _crash_reason(exc: BaseException) -> str | None:
         if isinstance(cause, BaseExceptionGroup):
             return _crash_reason(cause) or str(exc)
     return f"{type(cause).__name__}: {cause}"
+
+
+def _owned_elsewhere(exc: BaseException) -> SessionOwnedElsewhereError | None:
+    """The refusal inside ``exc`` when the session's lease is held by another daemon."""
+    for leaf in _leaves(exc):
+        if isinstance(leaf, SessionOwnedElsewhereError):
+            return leaf
+    return None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

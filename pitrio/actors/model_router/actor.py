@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 import orjson
@@ -37,6 +38,7 @@ from pitrio.actors.model_router.models_json import (
     VirtualModelSpec,
     load_models_json,
     merge_models,
+    parse_models_json,
 )
 from pitrio.actors.model_router.providers.anthropic import AnthropicProvider
 from pitrio.actors.model_router.providers.base import (
@@ -187,8 +189,29 @@ class Problems:
     reply: Reply[tuple[str, ...]]
 
 
+@attrs.frozen
+class RegisterProvider:
+    """Add a provider and its models from a ``models.json`` provider block (an extension's
+    ``register_provider``); answered with the refs of the models it added."""
+
+    name: str
+    config: dict[str, Any]
+    source: str
+    reply: Reply[tuple[str, ...]]
+
+
+@attrs.frozen
+class UnregisterProvider:
+    """Remove a provider's models; answered with their refs."""
+
+    name: str
+    reply: Reply[tuple[str, ...]]
+
+
 RouterCommand = (
-    Resolve
+    RegisterProvider
+    | UnregisterProvider
+    | Resolve
     | ResolvePattern
     | ListModels
     | ListAvailable
@@ -294,6 +317,21 @@ class ModelRouter(Actor[RouterCommand]):
         problem = self.credentials.problem
         return self._problems + ((problem,) if problem else ())
 
+    def _register_provider(self, name: str, config: dict[str, Any], source: str) -> tuple[str, ...]:
+        user = parse_models_json(orjson.dumps({"providers": {name: config}}), source)
+        physical, virtual = merge_models((), user)
+        for model in physical:
+            self.registry.register(model)
+        for spec in virtual:
+            _check_virtual(self.registry, spec, user)
+            self.registry.register_virtual(_fill_virtual(self.registry, spec))
+        provider = user.providers[0]
+        if provider.api_key is not None:
+            self.credentials.provider_keys[name] = provider.api_key
+        elif name not in BUILTIN_PROVIDERS:
+            self.credentials.keyless.add(name)
+        return tuple(model.ref for model in physical)
+
     def availability(self, model: Model) -> str | None:
         """Why ``model`` cannot be used now, or ``None``."""
         if model.api == VIRTUAL_API:
@@ -329,6 +367,11 @@ class ModelRouter(Actor[RouterCommand]):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
                     reply.set(tuple(m for m in registry.list() if self.availability(m) is None))
+                case RegisterProvider(name=name, config=config, source=source, reply=reply):
+                    reply.set(self._register_provider(name, config, source))
+                case UnregisterProvider(name=name, reply=reply):
+                    self.credentials.provider_keys.pop(name, None)
+                    reply.set(registry.unregister_provider(name))
                 case Register(model=model, stream_fn=stream_fn, reply=reply):
                     registry.register(model, stream_fn)
                     reply.set(None)
@@ -438,6 +481,21 @@ class ModelRouterHandle(Handle[RouterCommand]):
     async def problems(self) -> tuple[str, ...]:
         """Configuration problems to show the user (never containing a key)."""
         return await self.ask(Problems)
+
+    async def register_provider(
+        self, name: str, config: dict[str, Any], *, source: str = "extension"
+    ) -> tuple[str, ...]:
+        """Add a provider from a ``models.json`` provider block; the refs of its models.
+        Raises ``ModelsJsonError`` naming ``source`` and the bad field."""
+        refs: tuple[str, ...] = await self.ask(
+            lambda reply: RegisterProvider(name, config, source, reply)
+        )
+        return refs
+
+    async def unregister_provider(self, name: str) -> tuple[str, ...]:
+        """Remove a provider's models; their refs."""
+        refs: tuple[str, ...] = await self.ask(lambda reply: UnregisterProvider(name, reply))
+        return refs
 
     async def stream(
         self,

@@ -96,6 +96,17 @@ class ModelRegistry:
             same_id.remove(previous)
         same_id.append(model)
 
+    def unregister_provider(self, provider: str) -> tuple[str, ...]:
+        """Remove every model (physical and virtual) of ``provider``; their refs."""
+        gone = [model for model in self._models.values() if model.provider == provider]
+        for model in gone:
+            del self._models[model.ref]
+            self._by_id[model.id].remove(model)
+            if not self._by_id[model.id]:
+                del self._by_id[model.id]
+            self._virtual.pop(model.ref, None)
+        return tuple(model.ref for model in gone)
+
     def register_api(self, api: str, stream_fn: StreamFn) -> None:
         """Serve every model of ``api`` with ``stream_fn``."""
         self._stream_fns[api] = stream_fn

@@ -36,6 +36,19 @@ from pitrio.actors.session.export import (
     export_html,
     export_jsonl,
 )
+from pitrio.actors.session.extension_glue import (
+    ExtensionGlue,
+    Lifecycle,
+    PumpBarrier,
+    TurnBoundary,
+    UiAnswer,
+    UiAsk,
+    UiForget,
+    queued_command_error,
+)
+from pitrio.actors.session.extensions.events import InputSource, SessionStartEvent
+from pitrio.actors.session.extensions.runner import ExtensionRunner
+from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
@@ -48,7 +61,18 @@ from pitrio.actors.session.operations import (
     last_assistant_text,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
-from pitrio.actors.session.resources.loader import Resources, commands, expand_input
+from pitrio.actors.session.resources.loader import (
+    Resources,
+    commands,
+    expand_input,
+    system_prompt_sections,
+)
+from pitrio.actors.session.resources.system_prompt import (
+    PromptSection,
+    render_sections,
+    system_prompt_patch,
+    today,
+)
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
 from pitrio.actors.supervisor._entries import iso_to_ms
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
@@ -73,6 +97,7 @@ from pitrio.actors.supervisor.decisions import (
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
 from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.actors.tool_executor import ToolExecutorHandle
 from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
@@ -80,6 +105,7 @@ from pitrio.messages.agent import (
     BashExecutionMessage,
     CustomMessage,
     LlmMessage,
+    SystemMessage,
     ThinkingLevel,
     UserMessage,
     now_ms,
@@ -93,11 +119,14 @@ from pitrio.messages.events import (
     AgentEvent,
     AgentSessionEvent,
     AgentSettled,
+    AgentStart,
     BashExecutionUpdate,
     EntryAppended,
     MessageEnd,
     MessageStart,
     QueueUpdate,
+    SessionReadOnly,
+    TurnStart,
 )
 from pitrio.messages.model import Model
 
@@ -166,6 +195,10 @@ class Prompt:
     streaming_behavior: StreamingBehavior | None
     accepted: Reply[None]
     settled: Reply[None]
+    expand: bool = True
+    """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
+    ``send_user_message``)."""
+    source: InputSource = "interactive"
 
 
 @attrs.frozen
@@ -277,6 +310,12 @@ SessionCommand = (
     | Compact
     | Bash
     | Navigate
+    | UiAsk
+    | UiAnswer
+    | UiForget
+    | PumpBarrier
+    | Lifecycle
+    | TurnBoundary
 )
 
 
@@ -299,7 +338,7 @@ class _Run:
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
 
 
-class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
+class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
     def __init__(
@@ -313,6 +352,11 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         agent_dir: Path | None = None,
         scoped_models: tuple[Model, ...] = (),
         resources: Resources | None = None,
+        extensions: ExtensionRunner | None = None,
+        ui_clients: bool = False,
+        start_reason: str = "startup",
+        tools: ToolExecutorHandle | None = None,
+        prompt_sections: tuple[PromptSection, ...] = (),
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
@@ -350,12 +394,26 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
         self._write_failure: ReadOnlySessionError | None = None
+        self._extensions = extensions
+        self._ui_clients = ui_clients
+        self._start_reason = start_reason
+        self._tools = tools
+        self._sent_sections = prompt_sections  # the system prompt as the transcript last saw it
+        self._section_inputs: tuple[object, str] | None = None
+        self._init_extensions()
 
     async def started(self) -> None:
         # The session decides what reaches the model: custom, bash and summary messages too.
-        await self._loop.configure(hooks=LoopHooks(convert_to_llm=_convert_to_llm))
+        hooks = self._loop_hooks(LoopHooks(convert_to_llm=_convert_to_llm))
+        await self._loop.configure(hooks=hooks)
         events = await self._loop.subscribe(capacity=1024)
+        self._events = events
         self.nursery.start_soon(self._pump, events)
+        await self._start_extensions()
+        self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+
+    def _self_handle(self) -> SessionHandle:
+        return SessionHandle(self.address)
 
     # -- inbox -----------------------------------------------------------------------------
 
@@ -368,6 +426,9 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 if self._manual_compaction:
                     command.accepted.fail(PitrioError(COMPACTION_RUNNING))
                     command.settled.fail(PitrioError(COMPACTION_RUNNING))
+                    return
+                if self._needs_funnel(command):
+                    self._enter_funnel(command)  # extension handlers run outside the inbox
                     return
                 await self._prompt(command)
             case Invoke(operation=operation, reply=reply):
@@ -394,6 +455,10 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                 self._manual_compaction = True
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
+                extension_command = self._extension_command_name(text)
+                if extension_command is not None:
+                    reply.fail(PitrioError(queued_command_error(extension_command)))
+                    return
                 reply.set(await self._queue(await self._expand(text), images, kind))
             case ClearQueue(reply=reply):
                 removed = (tuple(self._steering), tuple(self._follow_up))
@@ -424,6 +489,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             case SubscribeInto(capacity=capacity, send=send, reply=reply):
                 self._add_subscriber(capacity, send)
                 reply.set(None)
+            case UiAsk() | UiAnswer() | UiForget() | PumpBarrier() | Lifecycle() | TurnBoundary():
+                self._handle_extension_command(command)
 
     async def _expand(self, text: str) -> str:
         """``/skill:`` and prompt-template expansion (file reads happen in a thread)."""
@@ -435,7 +502,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     async def commands(self) -> list[dict[str, Any]]:
         """``get_commands``: prompt templates and skills (extension commands come first)."""
         await trio.lowlevel.checkpoint()
-        return commands(self._resources) if self._resources is not None else []
+        listed = self.extension_commands()
+        return listed + (commands(self._resources) if self._resources is not None else [])
 
     async def _prompt(self, command: Prompt) -> None:
         if self._write_failure is not None:  # nothing could be recorded: refuse, say why
@@ -443,7 +511,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             command.accepted.fail(refused)
             command.settled.fail(refused)
             return
-        command = attrs.evolve(command, text=await self._expand(command.text))
+        if command.expand:
+            command = attrs.evolve(command, text=await self._expand(command.text))
         if self._run is not None:
             if command.streaming_behavior is None:
                 command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
@@ -485,9 +554,13 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         async def start() -> RunResult:
             await self._flush_pending_bash()
             await self._before_prompt()
-            accepted.set(None)  # pi answers a prompt after its preflight compaction
             next_turn, self._next_turn = self._next_turn, []
-            return await self._loop.run_prompt((prompt, *next_turn))
+            patch = await self._system_patch()
+            added = await self._before_agent_start(
+                prompt, text_of(prompt.content), _images_of(prompt)
+            )
+            accepted.set(None)  # pi answers a prompt after its preflight
+            return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
 
         await self._drive(run, start)
         if run.failure is not None:
@@ -514,6 +587,33 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
                 await self._finish_run(run)
+
+    async def _system_patch(self) -> tuple[SystemMessage, ...]:
+        """A ``system`` message for the sections that changed since the transcript last saw
+        the system prompt (tools activated, skills, the date); the prompt itself stays, so a
+        provider's prompt cache does too. Before any message, the prompt is simply rebuilt."""
+        if self._resources is None or self._tools is None or not self._sent_sections:
+            return ()
+        # The sections depend on the resources (fixed for the session), the tools and the date:
+        # rebuild them only when one of the last two changed (this runs before every prompt).
+        inputs = (await self._tools.prompt_entries(), today())
+        if inputs == self._section_inputs:
+            return ()
+        first_look = self._section_inputs is None
+        self._section_inputs = inputs
+        current = system_prompt_sections(self._resources, inputs[0], date=inputs[1])
+        if first_look and current == self._sent_sections:
+            return ()
+        patch = system_prompt_patch(self._sent_sections, current)
+        if patch is None:
+            return ()
+        self._sent_sections = current
+        if (await self._loop.state()).message_count == 0:
+            rendered = render_sections(current)
+            self._base_system_prompt = rendered
+            await self._loop.configure(system_prompt=rendered)
+            return ()
+        return (SystemMessage(content=patch.render(), timestamp=now_ms()),)
 
     def _queued(self) -> bool:
         return bool(self._steering or self._follow_up)
@@ -635,6 +735,19 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             self._emit(MessageEnd(message=message))
             await self._persist(message)
 
+    async def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
+        """An extension's ``custom`` entry (state, not context); its id."""
+        entry = await self._store.append_custom_entry(custom_type, data)
+        self._emit(EntryAppended(entry=entry))
+        return entry.id
+
+    async def set_label(self, entry_id: str, label: str | None) -> None:
+        """Label an entry (``None`` clears the label)."""
+        if await self._store.get_entry(entry_id) is None:
+            raise PitrioError(f"Entry {entry_id} not found")
+        entry = await self._store.append_label_change(entry_id, label)
+        self._emit(EntryAppended(entry=entry))
+
     async def _run_custom(self, run: _Run, message: CustomMessage) -> None:
         """A run whose prompt is a custom message (no preflight, as in pi)."""
         await self._drive(run, lambda: self._loop.run_prompt((message,)))
@@ -673,6 +786,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         and refuse prompts from now on; the run's ``prompt()`` raises ``failure``."""
         if self._write_failure is None:
             self._write_failure = failure
+            self._emit(SessionReadOnly(error=str(failure)))  # clients learn it once, at once
         run = self._run
         if run is not None:
             if run.failure is None:
@@ -745,11 +859,18 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             case Continue():
                 return await self._continue()
             case BeforeSettle():
+                requested, can_continue = False, True
+                if self._extensions is not None and (
+                    self._boundary_continue or self._extensions.has("agent_before_settle")
+                ):
+                    last = _last_assistant((await self._loop.state()).messages)
+                    requested, can_continue = await self._settle_boundary(_outcome(last, self._run))
                 state = await self._loop.state()
                 after: End | Continue | BeforeSettle = decide_after_boundary(
-                    abort_requested=False,
-                    continue_requested=False,
+                    abort_requested=self._run is None or self._run.scope.cancel_called,
+                    continue_requested=requested,
                     has_queued_messages=bool(state.steering or state.follow_up),
+                    can_continue=can_continue,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
             case CompactAction(reason=reason, will_retry=will_retry, failed=failed):
@@ -797,7 +918,9 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         self._decisions.clear()
         await self._flush_pending_bash()
         self._settling = True
-        self._emit(AgentSettled())
+        settled = AgentSettled()
+        self._emit(settled)
+        self._notify_extensions("agent_settled", settled)
         self._run = None
         self._settling = False
         for reply in run.settled:
@@ -818,6 +941,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     async def _pump(self, events: trio.MemoryReceiveChannel[AgentEvent]) -> None:
         async with events:
             async for event in events:
+                self._pump_busy = True
                 await self._on_agent_event(event)
                 # Take what else is queued without a task switch per event (issue 7).
                 while True:
@@ -826,6 +950,8 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                     await self._on_agent_event(event)
+                self._pump_busy = False
+                self._release_barriers()
 
     async def _on_agent_event(self, event: AgentEvent) -> None:
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
@@ -833,6 +959,12 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             queue_id = self._take_from_display(text_of(event.message.content))
             if queue_id is not None:
                 event = attrs.evolve(event, queue_id=queue_id)
+        if self._extensions is not None:
+            if isinstance(event, AgentStart):
+                self._turn_index = -1
+            elif isinstance(event, TurnStart):
+                self._turn_index += 1
+            event = await self._extension_event(event)  # extensions first, then subscribers
         decision: PostRunDecision | None = None
         if isinstance(event, AgentEnd):
             # Decide now, so agent_end can say whether a retry follows (seed willRetry).
@@ -912,7 +1044,7 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             )
             self._emit(EntryAppended(entry=entry))
             return
-        if message.role not in ("user", "assistant", "toolResult"):
+        if message.role not in ("user", "assistant", "toolResult", "system"):
             return  # bash messages are recorded by their own path, summaries are derived
         entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
@@ -997,6 +1129,20 @@ async def _convert_to_llm(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
     return convert_to_llm(messages)
 
 
+def _outcome(last: AssistantMessage | None, run: _Run | None) -> str:
+    """``agent_before_settle``'s outcome for the run as it stands."""
+    if run is None or run.scope.cancel_called or (last and last.stop_reason == "aborted"):
+        return "aborted"
+    return "error" if last is not None and last.stop_reason == "error" else "completed"
+
+
+def _images_of(message: UserMessage) -> tuple[ImageContent, ...]:
+    content = message.content
+    if isinstance(content, str):
+        return ()
+    return tuple(part for part in content if isinstance(part, ImageContent))
+
+
 def _last_assistant(messages: Sequence[AgentMessage]) -> AssistantMessage | None:
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
@@ -1013,11 +1159,15 @@ class SessionHandle(Handle[SessionCommand]):
         *,
         images: Sequence[ImageContent] = (),
         streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
     ) -> None:
         """Send a prompt and return once its run settles (at once if it was only queued)."""
         accepted: Reply[None] = self.new_reply()
         settled: Reply[None] = self.new_reply()
-        await self.tell(Prompt(text, tuple(images), streaming_behavior, accepted, settled))
+        await self.tell(
+            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
+        )
         await settled.wait()
 
     async def submit(
@@ -1026,13 +1176,28 @@ class SessionHandle(Handle[SessionCommand]):
         *,
         images: Sequence[ImageContent] = (),
         streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
     ) -> Reply[None]:
         """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
         accepted: Reply[None] = self.new_reply()
         settled: Reply[None] = self.new_reply()
-        await self.tell(Prompt(text, tuple(images), streaming_behavior, accepted, settled))
+        await self.tell(
+            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
+        )
         await accepted.wait()
         return settled
+
+    async def extension_lifecycle(self, event: str, payload: Any) -> bool:
+        """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or
+        ``session_shutdown`` handlers (``False`` once they ran)."""
+        cancelled: bool = await self.ask(lambda reply: Lifecycle(event, payload, reply))
+        return cancelled
+
+    async def respond_ui(self, response: UiResponse) -> None:
+        """Answer an extension's dialog (an ``extension_ui_request``); unknown ids are
+        ignored."""
+        await self.tell(UiAnswer(response))
 
     async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
         """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""

@@ -10,7 +10,7 @@ level at once; a resumed one whose model cannot be restored says so in :attr:`no
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -20,6 +20,16 @@ from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.extensions import (
+    ExtensionLoadError,
+    ExtensionRunner,
+    LoadedExtensions,
+    SessionPort,
+    discover_extensions,
+    load_extensions,
+)
+from pitrio.actors.session.extensions.registry import tool_conflicts
+from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
@@ -44,10 +54,14 @@ from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
+from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
 from pitrio.messages.model import Model
 
 DEFAULT_MODEL = "faux/echo"
+
+StoreOpener = Callable[[trio.Nursery, StoreOptions | None], Awaitable[SessionStoreHandle]]
+"""Starts a session's store in a nursery with the session's write options."""
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +94,22 @@ class SessionOptions:
     """Start from a fork or clone (:meth:`SessionStoreHandle.fork`)."""
     parent_session: str | None = None
     """A new session's ``parentSession`` header field (pi's ``new_session``)."""
+    store_opener: StoreOpener | None = None
+    """Start the session's store this way instead of from a file (a shared database's store,
+    ``pitrio serve --store postgresql://...``); the other store fields are then unused."""
+    extensions: tuple[str, ...] = ()
+    """``-e PATH``: extensions to load after the discovered ones."""
+    no_extensions: bool = False
+    """Load only the ``-e`` extensions (``--no-extensions``)."""
+    extension_flags: dict[str, object] = attrs.field(factory=dict)
+    """Values of flags that extensions declare (``--name value``)."""
+    ui_clients: bool = False
+    """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
+    start_reason: str = "startup"
+    """``session_start``'s reason (``new``, ``resume``, ``fork`` when a runtime replaces it)."""
+    trace: TapFactory | None = None
+    """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
+    :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
 
 
 @attrs.frozen
@@ -133,6 +163,8 @@ async def _open_store(
     cwd: str,
     store: StoreOptions | None = None,
 ) -> SessionStoreHandle:
+    if options.store_opener is not None:
+        return await options.store_opener(nursery, store)
     if options.seed is not None:
         return await start_seeded_store(nursery, options.seed, options=store)
     if options.path is not None:
@@ -163,6 +195,37 @@ async def _open_store(
     )
 
 
+def _handler_timeout(settings: Settings) -> float:
+    """``extensionHandlerTimeoutMs`` (pitrio's key) in seconds."""
+    raw = settings.get("extensionHandlerTimeoutMs")
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0:
+        return float(raw) / 1000
+    return DEFAULT_HANDLER_TIMEOUT
+
+
+async def _load_extensions(
+    cwd: str, agent: Path, options: SessionOptions, configured: object
+) -> LoadedExtensions:
+    setting_paths: list[str] = []
+    if isinstance(configured, list) and not options.no_extensions:
+        setting_paths = [item for item in configured if isinstance(item, str)]
+    sources = await trio.to_thread.run_sync(
+        lambda: discover_extensions(
+            cwd,
+            agent,
+            setting_paths=setting_paths,
+            cli_paths=options.extensions,
+            discover=not options.no_extensions,
+        )
+    )
+    return await load_extensions(sources, cwd=cwd, flag_values=dict(options.extension_flags))
+
+
+def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
+    factory = options.trace if options.trace is not None else ambient_factory()
+    return None if factory is None else factory(session_id)
+
+
 async def start_session(
     nursery: trio.Nursery, router: ModelRouterHandle, options: SessionOptions
 ) -> StartedSession:
@@ -179,6 +242,16 @@ async def start_session(
     resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
     settings = resources.settings
     notices = [f"Warning: {problem}" for problem in resources.problems()]
+    # Extensions load first: the providers they register may serve the model asked for.
+    loaded = await _load_extensions(cwd, agent, options, settings.get("extensions"))
+    extension_tools, tool_problems = tool_conflicts(list(loaded.extensions))
+    notices.extend(f"Warning: {problem}" for problem in loaded.problems)
+    for name, config, path in loaded.holder.pending_providers:
+        try:
+            await router.register_provider(name, config, source=f"extension {path}")
+        except PitrioError as exc:
+            raise ExtensionLoadError(f"Failed to load extension {path}: {exc}") from None
+    loaded.holder.pending_providers.clear()
     store = await _open_store(nursery, options, cwd, store_options(settings))
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
@@ -218,13 +291,18 @@ async def start_session(
     elif not has_thinking_entry or level != context.thinking_level:
         await store.append_thinking_level_change(level)
 
+    tap = _session_tap(options, store.header.id)
+    if tap is not None:  # the shared router's inbox is traced per session, sends only
+        router = ModelRouterHandle(router.traced_sends(tap.tracer))
+    stream = router.stream if tap is None else tap.stream(router.stream)
     executor = ToolExecutor(
-        options.tools,
+        [*options.tools, *extension_tools],
         builtin=options.builtin_tools,
         cwd=cwd,
         active=options.active_tools,
     )
-    tools = ToolExecutorHandle(await nursery.start(executor.run))
+    tools_address = await nursery.start(executor.run)
+    tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)
     loop_options = LoopOptions(
         steering_mode="all" if settings.text("steeringMode") == "all" else "one-at-a-time",
         follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",
@@ -232,7 +310,7 @@ async def start_session(
     )
     sections = system_prompt_sections(resources, await tools.prompt_entries())
     agent_loop = AgentLoop(
-        stream=router.stream,
+        stream=stream,
         tools=tools,
         model=model,
         system_prompt=render_sections(sections),
@@ -242,15 +320,44 @@ async def start_session(
         options=loop_options,
     )
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+    runner: ExtensionRunner | None = None
+    if loaded.extensions:
+        runner = ExtensionRunner(loaded.extensions, handler_timeout=_handler_timeout(settings))
+        runner.problems.extend(tool_problems)
     actor = SessionActor(
         loop=loop,
         store=store,
         router=router,
+        stream=stream,
         settings=session_settings(settings),
         agent_dir=agent,
         resources=resources,
+        extensions=runner,
+        ui_clients=options.ui_clients,
+        start_reason=options.start_reason,
+        tools=tools,
+        prompt_sections=sections,
     )
     session = SessionHandle(await nursery.start(actor.run))
+    if tap is not None:
+        await tap.attach(
+            nursery,
+            TapStart(
+                actor=actor,
+                session=session,
+                loop=loop,
+                store=store,
+                tools=tools,
+                cwd=cwd,
+                model=model,
+                thinking_level=level,
+                settings=settings.values,
+            ),
+        )
+    if runner is not None:
+        loaded.holder.port = SessionPort(
+            session=session, tools=tools, runner=runner, nursery=nursery, cwd=cwd, router=router
+        )
     return StartedSession(
         session=session,
         loop=loop,

@@ -38,6 +38,18 @@ StreamCall = Callable[
 ]
 
 
+BeforeCompact = Callable[
+    [CompactionPreparation, Sequence[SessionEntry], str | None],
+    Awaitable["CompactionResult | bool | None"],
+]
+"""Called once a compaction is prepared (extensions' ``session_before_compact``): ``True``
+cancels it, a :class:`CompactionResult` replaces the summary request, ``None`` goes on."""
+
+
+class CompactionCancelledByHook(PitrioError):
+    """A ``session_before_compact`` handler cancelled the compaction."""
+
+
 class CompactionRefused(PitrioError):
     """A manual compaction found nothing to do (``Already compacted``, ``Nothing to compact``)."""
 
@@ -150,10 +162,13 @@ async def compact(
     *,
     custom_instructions: str | None = None,
     manual: bool,
-) -> tuple[CompactionResult, CompactionEntry] | None:
+    before: BeforeCompact | None = None,
+) -> tuple[CompactionResult, CompactionEntry, bool] | None:
     """Compact the store's current branch; ``None`` when there is nothing to compact.
+    The third value says whether the result came from ``before`` (an extension).
 
-    A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text.
+    A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text;
+    one that ``before`` cancels raises :class:`CompactionCancelledByHook`.
     """
     path = known_entries(await store.branch_entries())
     preparation = prepare_compaction(
@@ -163,10 +178,16 @@ async def compact(
         if manual:
             raise CompactionRefused(manual_compaction_refusal(path))
         return None
-    result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+    supplied = None if before is None else await before(preparation, path, custom_instructions)
+    if supplied is True:
+        raise CompactionCancelledByHook("Compaction cancelled")
+    if isinstance(supplied, CompactionResult):
+        result = supplied
+    else:
+        result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.
         entry = await store.append_compaction(
             result.summary, result.first_kept_entry_id, result.tokens_before, result.details
         )
-    return result, entry
+    return result, entry, isinstance(supplied, CompactionResult)

@@ -7,6 +7,7 @@ Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,12 +22,15 @@ from pitrio.actors.model_router.thinking import (
     supported_thinking_levels,
 )
 from pitrio.actors.session.compactor import (
+    BeforeCompact,
+    CompactionCancelledByHook,
     CompactionRefused,
     StreamCall,
     compact,
     complete,
     known_entries,
 )
+from pitrio.actors.session.extensions.events import ModelSelectEvent, ThinkingLevelSelectEvent
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.actors.supervisor.branch_summary import (
@@ -179,6 +183,11 @@ class SessionOperations:
     def _stream_call(self) -> StreamCall:
         raise NotImplementedError
 
+    # Provided by the extension glue (annotations only: a stub here would shadow it).
+    _before_compact: BeforeCompact
+    _after_compact: Callable[[CompactionEntry, bool], Awaitable[None]]
+    _notify_extensions: Callable[[str, Any], None]
+
     # -- settings ------------------------------------------------------------------------
 
     async def _persist_settings(self, changes: dict[str, Any]) -> None:
@@ -228,10 +237,12 @@ class SessionOperations:
         )
         if model is None:
             raise ModelNotFoundError(f"Model not found: {provider}/{model_id}")
-        await self._switch_model(model, level)
+        await self._switch_model(model, level, "set")
         return model
 
-    async def _switch_model(self, model: Model, level: ThinkingLevel | None) -> None:
+    async def _switch_model(
+        self, model: Model, level: ThinkingLevel | None, source: Literal["set", "cycle"]
+    ) -> None:
         state = await self._loop.state()
         wanted: str
         if level is not None:
@@ -245,6 +256,10 @@ class SessionOperations:
         self._emit(EntryAppended(entry=entry))
         await self._persist_settings({"defaultProvider": model.provider, "defaultModel": model.id})
         await self.set_thinking_level(wanted)
+        self._notify_extensions(
+            "model_select",
+            ModelSelectEvent(model=model, previous_model=state.model, source=source),
+        )
 
     async def cycle_model(self) -> CycleResult | None:
         """Next model of the scoped list (or of all available ones); ``None`` if only one."""
@@ -262,7 +277,7 @@ class SessionOperations:
             -1,
         )
         model = candidates[(index + 1) % len(candidates)]
-        await self._switch_model(model, None)
+        await self._switch_model(model, None, "cycle")
         level = (await self._loop.state()).thinking_level
         return CycleResult(model=model, thinking_level=level, is_scoped=scoped)
 
@@ -277,6 +292,10 @@ class SessionOperations:
             if state.model.reasoning or effective != "off":
                 await self._persist_settings({"defaultThinkingLevel": effective})
             self._emit(ThinkingLevelChanged(level=effective))
+            self._notify_extensions(
+                "thinking_level_select",
+                ThinkingLevelSelectEvent(level=effective, previous_level=state.thinking_level),
+            )
         return effective
 
     async def cycle_thinking_level(self) -> ThinkingLevel | None:
@@ -326,19 +345,26 @@ class SessionOperations:
         self, *, custom_instructions: str | None, manual: bool
     ) -> tuple[CompactionResult, CompactionEntry] | None:
         state = await self._loop.state()
-        done = await compact(
-            self._store,
-            self._stream_call(),
-            state.model,
-            self._settings.compaction,
-            state.thinking_level,
-            custom_instructions=custom_instructions,
-            manual=manual,
-        )
-        if done is not None:
-            self._emit(EntryAppended(entry=done[1]))
-            await self._loop.set_messages(await self._store.context_messages())
-        return done
+        try:
+            done = await compact(
+                self._store,
+                self._stream_call(),
+                state.model,
+                self._settings.compaction,
+                state.thinking_level,
+                custom_instructions=custom_instructions,
+                manual=manual,
+                before=self._before_compact,
+            )
+        except CompactionCancelledByHook:
+            raise CompactionCancelled(COMPACTION_CANCELLED) from None
+        if done is None:
+            return None
+        result, entry, from_extension = done
+        self._emit(EntryAppended(entry=entry))
+        await self._loop.set_messages(await self._store.context_messages())
+        await self._after_compact(entry, from_extension)
+        return result, entry
 
     async def run_manual_compaction(self, custom_instructions: str | None) -> CompactionResult:
         """``compact``: summarize the branch now (the caller made sure no run is active)."""

@@ -16,12 +16,21 @@ import trio
 
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.session.extensions.events import (
+    SessionBeforeForkEvent,
+    SessionBeforeSwitchEvent,
+    SessionShutdownEvent,
+)
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionSeed
 from pitrio.errors import PitrioError
 
 FLUSH_SECONDS = 10.0
 EVENT_BUFFER = 4096
+
+
+class SessionReplacementCancelled(PitrioError):
+    """An extension's ``session_before_switch`` / ``session_before_fork`` said no."""
 
 
 @attrs.define
@@ -55,10 +64,11 @@ class SessionRuntime:
         assert self._options is not None
         return self._options
 
-    async def start(self, options: SessionOptions) -> StartedSession:
-        """Start (or replace the current session with) a session made from ``options``."""
+    async def start(self, options: SessionOptions, *, target: str | None = None) -> StartedSession:
+        """Start (or replace the current session with) a session made from ``options``;
+        the current one's extensions hear ``session_shutdown`` with ``options.start_reason``."""
         async with self._lock:
-            await self._stop_current()
+            await self._stop_current(options.start_reason, target)
             slot: _Slot = await self._nursery.start(self._run_session, options)
             self._slot = slot
             self._options = options
@@ -67,6 +77,7 @@ class SessionRuntime:
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
         """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""
         base = self.options
+        await self.gate("session_before_switch", SessionBeforeSwitchEvent(reason="new"))
         return await self.start(
             attrs.evolve(
                 base,
@@ -77,12 +88,24 @@ class SessionRuntime:
                 seed=None,
                 parent_session=parent_session,
                 persist=base.persist or base.path is not None,
+                start_reason="new",
             )
         )
+
+    async def gate(self, event: str, payload: object) -> None:
+        """Ask the current session's extensions; raise if one cancels."""
+        if self._slot is None:
+            return
+        if await self._slot.started.session.extension_lifecycle(event, payload):
+            raise SessionReplacementCancelled(f"{event} was cancelled by an extension")
 
     async def switch_session(self, path: str) -> StartedSession:
         """Open another session file (a missing one becomes a new session at that path)."""
         base = self.options
+        await self.gate(
+            "session_before_switch",
+            SessionBeforeSwitchEvent(reason="resume", target_session_file=path),
+        )
         return await self.start(
             attrs.evolve(
                 base,
@@ -93,17 +116,27 @@ class SessionRuntime:
                 seed=None,
                 path=Path(path),
                 parent_session=None,
-            )
+                start_reason="resume",
+            ),
+            target=path,
         )
 
     async def fork(self, entry_id: str) -> str | None:
         """A new session holding the path before a user message; returns that message's text."""
+        await self.gate(
+            "session_before_fork", SessionBeforeForkEvent(entry_id=entry_id, position="before")
+        )
         result = await self.current.store.fork(entry_id, position="before")
         await self._start_seeded(result.seed)
         return result.selected_text
 
     async def clone(self) -> None:
         """A new session holding the whole current branch (pi's ``clone``)."""
+        leaf = await self.current.store.leaf_id()
+        if leaf is not None:
+            await self.gate(
+                "session_before_fork", SessionBeforeForkEvent(entry_id=leaf, position="at")
+            )
         result = await self.current.store.clone()
         await self._start_seeded(result.seed)
 
@@ -119,20 +152,23 @@ class SessionRuntime:
                 path=None,
                 seed=seed,
                 parent_session=None,
+                start_reason="fork",
             )
         )
 
     async def aclose(self) -> None:
         """Abort a run, flush and stop the current session; close the event stream."""
         async with self._lock:
-            await self._stop_current()
+            await self._stop_current("quit", None)
         await self._send.aclose()
 
-    async def _stop_current(self) -> None:
+    async def _stop_current(self, reason: str, target: str | None) -> None:
         slot, self._slot = self._slot, None
         if slot is None:
             return
         with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
+            shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
+            await slot.started.session.extension_lifecycle("session_shutdown", shutdown)
             await slot.started.session.abort()
             await slot.started.store.flush()
         slot.scope.cancel()

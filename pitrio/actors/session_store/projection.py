@@ -44,6 +44,7 @@ from pitrio.messages.agent import (
     BashExecutionMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
@@ -193,6 +194,8 @@ def edited_message(message: AgentMessage, replacement: ContentReplacement) -> Ag
         return attrs.evolve(message, content=texts)
     if isinstance(message, BashExecutionMessage):
         return attrs.evolve(message, output=text_of(blocks))
+    if isinstance(message, SystemMessage):
+        return attrs.evolve(message, content=text_of(blocks))
     return attrs.evolve(message, summary=text_of(blocks))
 
 

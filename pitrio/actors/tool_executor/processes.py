@@ -16,6 +16,8 @@ from functools import partial
 
 import trio
 
+from pitrio.actors.tool_executor.ledger import ledger
+
 KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
 
@@ -110,10 +112,14 @@ class ProcessGroups:
     def add(self, pgid: int) -> None:
         """Track a newly started group."""
         self._groups.add(pgid)
+        if (record := ledger()) is not None:
+            record.record(pgid)
 
     def discard(self, pgid: int) -> None:
         """Stop tracking a group that is known to be empty."""
         self._groups.discard(pgid)
+        if (record := ledger()) is not None:
+            record.forget(pgid)
 
     def tracked(self) -> frozenset[int]:
         """The groups currently tracked."""
@@ -121,7 +127,9 @@ class ProcessGroups:
 
     def prune(self) -> None:
         """Forget groups with no process left (so a reused id is never signalled later)."""
-        self._groups = {pgid for pgid in self._groups if _signal_group(pgid, 0)}
+        gone = {pgid for pgid in self._groups if not _signal_group(pgid, 0)}
+        for pgid in gone:
+            self.discard(pgid)
 
     async def terminate_all(self, *, grace: float = KILL_GRACE_S) -> None:
         """End every tracked group (concurrently) and forget them all."""
@@ -129,3 +137,6 @@ class ProcessGroups:
         async with trio.open_nursery() as nursery:
             for pgid in groups:
                 nursery.start_soon(partial(terminate_group, pgid, None, grace=grace))
+        if (record := ledger()) is not None:
+            for pgid in groups:
+                record.forget(pgid)

@@ -81,6 +81,11 @@ class DaemonConfig:
     client_capacity: int = 512
     stall_seconds: float = 15.0
     close_timeout: float = 5.0
+    ping_interval: float | None = 20.0
+    """Seconds between pings to each client (``None``: none). A peer gone without closing (a
+    half-open connection) is otherwise noticed only once a send to it stalls."""
+    ping_timeout: float = 20.0
+    """A ping unanswered this long closes the connection (1011)."""
     handshake_timeout: float = 10.0
     max_inflight: int = 64
     host_queue: int = 1024
@@ -378,6 +383,11 @@ class DaemonServer:
                 time.time() - self.started_at,
             ),
         ]
+        # The shared session store's pool and lease figures (``--store postgresql://``).
+        families.extend(
+            metrics.Metric(name, "counter" if kind == "counter" else "gauge", text, (({}, value),))
+            for name, kind, text, value in stats.store_metrics
+        )
         return families
 
 

@@ -33,7 +33,9 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from pitrio.actors.host import AttachedClient, HostedSession, Outgoing
 from pitrio.actors.session.actor import SessionHandle
+from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import PitrioError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
@@ -57,6 +59,8 @@ log = logging.getLogger("pitrio.daemon")
 CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
+CLOSE_PING_TIMEOUT = 1011
+REFUSED_FRAME_CODES = frozenset({1002, 1007, 1009})
 SHUTDOWN_FLUSH_SECONDS = 1.5
 """How long a connection may keep sending queued frames once the daemon shuts down."""
 
@@ -105,6 +109,24 @@ class _Socket:
             self._close_done.set()
             self.scope.cancel()
 
+    async def keepalive(self) -> None:
+        """Ping the peer every ``ping_interval``; close the connection when a pong does not
+        come within ``ping_timeout`` (the peer vanished, or stopped reading altogether)."""
+        config = self.server.config
+        if config.ping_interval is None:
+            return
+        while True:
+            await trio.sleep(config.ping_interval)
+            with trio.move_on_after(config.ping_timeout) as waiting:
+                try:
+                    await self.ws.ping()
+                except ConnectionClosed:
+                    return
+            if waiting.cancelled_caught:
+                self.server.counters["ping_timeouts"] += 1
+                await self.close(CLOSE_PING_TIMEOUT, f"no pong within {config.ping_timeout:g} s")
+                return
+
     def allow(self) -> bool:
         """Whether the rate limit lets one more message through."""
         if self.limiter.allow(trio.current_time()):
@@ -121,7 +143,8 @@ class _Socket:
         while True:
             try:
                 message = await self.ws.get_message()
-            except ConnectionClosed:
+            except ConnectionClosed as closed:
+                self._note_refused(closed)
                 return None
             if not self.allow():
                 push(self.rate_error())
@@ -133,6 +156,16 @@ class _Socket:
             if isinstance(parsed, Request):
                 return parsed
             push(parsed)
+
+    def _note_refused(self, closed: ConnectionClosed) -> None:
+        """Count and log a connection the websocket layer ended over a bad frame: invalid UTF-8
+        (1007), a protocol violation (1002), a message over the size limit (1009). For the
+        first two trio-websocket drops the TCP connection without a close frame, so this log
+        line is the only place the reason shows."""
+        reason = closed.reason
+        if reason is not None and reason.code in REFUSED_FRAME_CODES:
+            self.server.counters["refused_frames"] += 1
+            log.info("closed a connection over a bad frame: %s %s", reason.code, reason.reason)
 
     def rate_error(self) -> dict[str, Any]:
         config = self.server.config
@@ -170,6 +203,9 @@ class SessionSocket(_Socket):
         """The hosted session (reopened when it was evicted)."""
         self.hosted.touch()
         return await self.hosted.session()
+
+    async def _answer_dialog(self, response: UiResponse) -> None:
+        await (await self.session()).respond_ui(response)
 
     async def new_session(self, parent_session: str | None) -> None:
         """Answered by :meth:`_branching` (never through ``execute``)."""
@@ -210,6 +246,12 @@ class SessionSocket(_Socket):
         hosted = self.hosted
         try:
             await hosted.session()
+        except SessionOwnedElsewhereError as exc:
+            # Another daemon runs it (shared store): say which, then follow its entries.
+            from pitrio.transports.daemon.follower import follow_elsewhere
+
+            await follow_elsewhere(self, hosted, exc)
+            return
         except PitrioError as exc:
             log.info("session %s attached while unavailable: %s", hosted.id, exc)
         client = hosted.attach(self.server.config.client_capacity, since=since)
@@ -223,6 +265,7 @@ class SessionSocket(_Socket):
                     nursery.start_soon(self._send_loop, client)
                     nursery.start_soon(self._watchdog, client)
                     nursery.start_soon(self._shutdown_watch, client)
+                    nursery.start_soon(self.keepalive)
                     await self._read_loop(client, nursery)
                     self.scope.cancel()
         finally:
@@ -237,7 +280,10 @@ class SessionSocket(_Socket):
             if parsed.type == "resume":
                 self._resume(client, parsed.get("since"), parsed.get("stream"), parsed)
             elif parsed.type == "extension_ui_response":
-                continue  # no extension opens dialogs here (pi ignores unknown ids too)
+                # To the dialog with that id (any client of the session may answer; unknown
+                # ids are ignored, as in pi); never answered itself.
+                response = UiResponse.from_json(parsed.fields)
+                nursery.start_soon(self._answer_dialog, response)
             elif parsed.type not in HANDLERS and parsed.type not in BRANCHING_COMMANDS:
                 client.push(unknown_command(parsed))
             elif self._inflight >= self.server.config.max_inflight:
@@ -416,6 +462,7 @@ class HostSocket(_Socket):
                     nursery.start_soon(self._send_loop)
                     nursery.start_soon(self._forward, events)
                     nursery.start_soon(self._shutdown_watch)
+                    nursery.start_soon(self.keepalive)
                     await self._read_loop(nursery)
                     self.scope.cancel()
         finally:

@@ -22,6 +22,7 @@ import attrs
 
 from pitrio.actors.session.actor import SessionHandle, SessionState
 from pitrio.actors.session.operations import CycleResult
+from pitrio.actors.session.runtime import SessionReplacementCancelled
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
 from pitrio.messages.codec import from_json, to_json
@@ -210,6 +211,7 @@ async def _prompt(backend: RpcBackend, request: Request) -> Any:
         message,
         images=images,
         streaming_behavior=behavior if behavior in ("steer", "followUp") else None,
+        source="rpc",
     )
     return MISSING
 
@@ -232,7 +234,10 @@ async def _abort(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _new_session(backend: RpcBackend, request: Request) -> Any:
-    await backend.new_session(_optional_text(request, "parentSession"))
+    try:
+        await backend.new_session(_optional_text(request, "parentSession"))
+    except SessionReplacementCancelled:
+        return {"cancelled": True}
     return {"cancelled": False}
 
 
@@ -350,17 +355,26 @@ async def _export_html(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _switch_session(backend: RpcBackend, request: Request) -> Any:
-    await backend.switch_session(_text(request, "sessionPath"))
+    try:
+        await backend.switch_session(_text(request, "sessionPath"))
+    except SessionReplacementCancelled:
+        return {"cancelled": True}
     return {"cancelled": False}
 
 
 async def _fork(backend: RpcBackend, request: Request) -> Any:
-    text = await backend.fork(_text(request, "entryId"))
+    try:
+        text = await backend.fork(_text(request, "entryId"))
+    except SessionReplacementCancelled:
+        return {"text": "", "cancelled": True}
     return {"text": text or "", "cancelled": False}
 
 
 async def _clone(backend: RpcBackend, request: Request) -> Any:
-    await backend.clone()
+    try:
+        await backend.clone()
+    except SessionReplacementCancelled:
+        return {"cancelled": True}
     return {"cancelled": False}
 
 

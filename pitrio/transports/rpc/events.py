@@ -40,6 +40,7 @@ from pitrio.messages.events import (
     BashExecutionUpdate,
     EntryAppended,
     MessageUpdate,
+    SessionReadOnly,
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
@@ -66,6 +67,7 @@ SEED_EVENTS = (
     SummarizationRetryAttemptStart,
     SummarizationRetryFinished,
     BashExecutionUpdate,
+    SessionReadOnly,
 )
 """Event classes pi 0.73.1 does not emit (the seed's additions pitrio writes as well)."""
 

@@ -43,10 +43,10 @@ import trio
 
 from pitrio.actors.model_router import ModelRouterHandle, start_model_router
 from pitrio.actors.session.actor import SessionHandle
-from pitrio.actors.session.bootstrap import SessionOptions, absolute_cwd
-from pitrio.actors.session.resources.loader import commands, load_resources
+from pitrio.actors.session.bootstrap import SessionOptions
+from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.runtime import SessionRuntime
-from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.messages.events import AgentStart
 from pitrio.messages.model import Model
@@ -151,8 +151,17 @@ class RpcServer:
     async def new_session(self, parent_session: str | None) -> None:
         """``new_session``: a fresh session made like the first one (pi builds it with the
         same factory, so the start-up ``--model`` and ``--thinking`` apply again)."""
-        options = fresh_session_options(self._startup, parent_session)
-        await self._replace(lambda: self._runtime.start(options))
+        options = attrs.evolve(
+            fresh_session_options(self._startup, parent_session), start_reason="new"
+        )
+
+        async def replace() -> None:
+            await self._runtime.gate(
+                "session_before_switch", SessionBeforeSwitchEvent(reason="new")
+            )
+            await self._runtime.start(options)
+
+        await self._replace(replace)
 
     async def switch_session(self, path: str) -> None:
         """``switch_session``."""
@@ -176,12 +185,8 @@ class RpcServer:
         return self._scoped
 
     async def command_list(self) -> list[dict[str, Any]]:
-        """Prompt templates and skills of the session's cwd (no extension commands yet)."""
-        options = self._runtime.options
-        cwd = absolute_cwd(options.cwd)
-        agent = options.agent_dir or default_agent_dir()
-        resources = await trio.to_thread.run_sync(load_resources, cwd, agent)
-        return commands(resources)
+        """Extension commands, prompt templates and skills of the current session."""
+        return await (await self.session()).commands()
 
     def set_update_format(self, updates: UpdateFormat) -> None:
         """``set_event_format``: every event the forwarder encodes from now on."""
@@ -242,7 +247,9 @@ class RpcServer:
             await self._send(dump_line(parsed))
             return
         if parsed.type == "extension_ui_response":
-            return  # answers a dialog; no extension opened one (pi ignores unknown ids)
+            # Routed to the dialog with its id before any command (pi); never answered.
+            handlers.start_soon(self._answer_dialog, parsed)
+            return
         if parsed.type not in HANDLERS:
             # Answered in input order, like the parse errors around it.
             await self._send(dump_line(unknown_command(parsed)))
@@ -251,6 +258,10 @@ class RpcServer:
             # Counted now, before anything of its run can reach the forwarder.
             self._open_prompts += 1
         handlers.start_soon(self._handle, parsed)
+
+    async def _answer_dialog(self, request: Request) -> None:
+        session = await self.session()
+        await session.respond_ui(UiResponse.from_json(request.fields))
 
     async def _handle(self, request: Request) -> None:
         try:

@@ -194,6 +194,7 @@ async def test_prompt_fields() -> None:
     assert kwargs == {
         "images": (ImageContent(data="AAAA", mime_type="image/png"),),
         "streaming_behavior": "steer",
+        "source": "rpc",  # what an extension's input handler sees
     }
     bad = await run(backend, '{"id":"p2","type":"prompt"}')
     assert bad["success"] is False and bad["error"] == "prompt: message must be a string"

@@ -416,6 +416,7 @@ def _alive(pid: int) -> bool:
         (("--no-such-flag",), {}, b"Error: unrecognized arguments"),
         ((), {"PITRIO_FAUX_SCRIPT": "bogus"}, b"Error: PITRIO_FAUX_SCRIPT"),
         (("--session", "/nonexistent/dir/x.jsonl", "--continue"), {}, b"Error: "),
+        (("-e", "missing_ext.py"), {}, b"Error: Failed to load extension "),
     ],
 )
 def test_start_up_errors(
@@ -452,7 +453,7 @@ async def test_stray_output_goes_to_stderr(dirs: Dirs) -> None:
         "threading.Thread(target=_stray, daemon=True).start()\n"
     )
     path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    async with rpc_process(dirs, "-e", "ext.ts", env={"PYTHONPATH": path}) as rpc:
+    async with rpc_process(dirs, env={"PYTHONPATH": path}) as rpc:
         await rpc.data({"type": "get_state"})
         with trio.fail_after(10):
             while b"stray fd write" not in rpc.stderr:  # noqa: ASYNC110 (another process)
@@ -461,4 +462,3 @@ async def test_stray_output_goes_to_stderr(dirs: Dirs) -> None:
         await finish(rpc)
     assert b"stray print" not in rpc.raw and b"stray fd" not in rpc.raw
     assert b"stray print" in rpc.stderr and b"stray fd write" in rpc.stderr
-    assert b"Warning: extensions are not supported yet; ignoring ext.ts" in rpc.stderr

@@ -25,13 +25,7 @@ def _response(request_id: str, reason: str) -> Attribution:
 
 
 # Transcripts that show a feature pitrio does not have yet, and the lines where it shows.
-MISSING: dict[str, tuple[str, Attribution]] = {
-    "state_commands": (
-        "get_commands lists the recording's -e extension commands: extensions are not "
-        "supported yet",
-        _response("gc", "extension commands"),
-    ),
-}
+MISSING: dict[str, tuple[str, Attribution]] = {}
 
 
 def _params() -> list[Any]:

@@ -47,6 +47,9 @@ SEED_TYPES = frozenset(
     }
 )
 STREAMING_TYPES = frozenset({"message_update", "tool_execution_update"})
+FIXTURE_EXTENSION = Path(__file__).with_name("fixture_extension.py")
+"""The fixtures' recording extension, rewritten as a pitrio extension."""
+
 FILE_KEYS = frozenset({"sessionFile", "path", "fullOutputPath", "parentSession", "sessionPath"})
 ENTRY_KEYS = frozenset({"firstKeptEntryId", "entryId"})
 MAPPED_KEYS = FILE_KEYS | ENTRY_KEYS | {"sessionId"}
@@ -107,7 +110,8 @@ def load(name: str) -> Transcript:
     assert len(steps) == len(inputs) - 1
     command = _COMMAND.search(md)
     assert command is not None
-    words = command.group(1).replace("-e <faux extension>", "").split()
+    # pi's recording extension -> ours (the same commands; the faux provider is built in).
+    words = command.group(1).replace("-e <faux extension>", f"-e {FIXTURE_EXTENSION}").split()
     args: list[str] = []
     while words:  # pi's --provider/--model pair becomes one pattern
         word = words.pop(0)

@@ -1,0 +1,346 @@
+"""The object an extension's ``setup(api)`` receives (spec §7.2, without a terminal UI).
+
+Registration (``on``, ``register_tool``, ``register_command``, ``register_flag``) works during
+``setup`` and later. Calls that act on the session work once it has started (``bind``); during
+``setup`` they raise :class:`ExtensionApiError`. ``send_message`` and ``send_user_message``
+are fire-and-forget, as in pi: they return at once and a failure is reported as an
+``extension_error`` of ``<runtime>``; this also means a handler can call them without waiting
+on the run it is part of.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from pitrio.actors.session.extensions.registry import (
+    EVENT_NAMES,
+    Command,
+    CommandHandler,
+    Extension,
+    Flag,
+    Handler,
+)
+from pitrio.actors.tool_executor import AgentTool
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import CustomMessage, now_ms
+from pitrio.messages.content import ImageContent, TextContent
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.actor import SessionHandle
+    from pitrio.actors.session.extensions.runner import ExtensionRunner
+    from pitrio.actors.tool_executor import ToolExecutorHandle
+
+DeliverAs = Literal["steer", "followUp", "nextTurn"]
+
+
+class ExtensionApiError(PitrioError):
+    """An extension used the API wrongly (unknown event, call before the session started)."""
+
+
+@attrs.frozen(kw_only=True)
+class ExecResult:
+    """The outcome of :meth:`ExtensionAPI.exec`."""
+
+    stdout: str
+    stderr: str
+    code: int
+    killed: bool
+
+
+@attrs.define
+class SessionPort:
+    """What the API reaches once the session runs: its handles and a nursery for the
+    fire-and-forget calls."""
+
+    session: SessionHandle
+    tools: ToolExecutorHandle
+    runner: ExtensionRunner
+    nursery: trio.Nursery
+    cwd: str
+    router: ModelRouterHandle
+
+
+class EventBus:
+    """A small publish/subscribe bus shared by the extensions of one session."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, list[Callable[[Any], Any]]] = {}
+
+    def on(self, channel: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler(data)`` for every :meth:`emit` on ``channel``; returns an
+        unsubscribe function."""
+        self._handlers.setdefault(channel, []).append(handler)
+
+        def unsubscribe() -> None:
+            handlers = self._handlers.get(channel, [])
+            if handler in handlers:
+                handlers.remove(handler)
+
+        return unsubscribe
+
+    def emit(self, channel: str, data: Any = None) -> None:
+        """Deliver ``data`` to ``channel``'s handlers, in subscription order."""
+        for handler in list(self._handlers.get(channel, [])):
+            handler(data)
+
+
+class ExtensionAPI:
+    """``api`` of one extension."""
+
+    def __init__(self, extension: Extension, bus: EventBus, holder: PortHolder) -> None:
+        self._extension = extension
+        self.events = bus
+        self._holder = holder
+
+    @property
+    def path(self) -> str:
+        """The extension's path."""
+        return self._extension.path
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory."""
+        return self._holder.cwd
+
+    # -- registration -----------------------------------------------------------------------
+
+    def on(self, event: str, handler: Handler) -> None:
+        """Handle ``event`` (spec §7.3) with ``handler(event, ctx)``."""
+        if event not in EVENT_NAMES:
+            raise ExtensionApiError(f"Unknown extension event: {event!r}")
+        self._extension.handlers.setdefault(event, []).append(handler)
+
+    def register_tool(self, tool: AgentTool) -> None:
+        """Add a tool (a built-in of the same name is replaced); after start-up it is
+        registered and activated at once."""
+        self._extension.tools.append(tool)
+        port = self._holder.port
+        if port is not None:
+            port.nursery.start_soon(self._register_late, port, tool)
+
+    async def _register_late(self, port: SessionPort, tool: AgentTool) -> None:
+        try:
+            await port.tools.register(tool)
+        except PitrioError as exc:
+            port.runner.report(self.path, "register_tool", exc)
+
+    def register_command(
+        self, name: str, handler: CommandHandler, *, description: str | None = None
+    ) -> None:
+        """A slash command ``/name args``: ``handler(args, ctx)`` runs instead of a prompt."""
+        name = name.lstrip("/")
+        if not name or any(char.isspace() for char in name):
+            raise ExtensionApiError(f"Invalid command name: {name!r}")
+        self._extension.commands.append(
+            Command(name=name, description=description, handler=handler, extension=self._extension)
+        )
+
+    def register_flag(
+        self,
+        name: str,
+        *,
+        type: Literal["boolean", "string"] = "boolean",
+        default: Any = None,
+        description: str | None = None,
+    ) -> None:
+        """Declare ``--name``; only this extension can read its value."""
+        self._extension.flags[name] = Flag(
+            name=name, description=description, type=type, default=default
+        )
+
+    def get_flag(self, name: str) -> Any:
+        """The value of a flag this extension declared (its default when not given)."""
+        flag = self._extension.flags.get(name)
+        if flag is None:
+            return None
+        return self._extension.flag_values.get(name, flag.default)
+
+    def register_provider(self, name: str, config: dict[str, Any]) -> None:
+        """Add a provider with its models, ``config`` being a ``models.json`` provider block
+        (``baseUrl``, ``api``, ``apiKey``, ``models``, ...). Called during ``setup`` it takes
+        effect before the session picks its model; later, at once (an invalid block is then an
+        ``extension_error``). The router is the process's: every session sees the provider."""
+        port = self._holder.port
+        if port is None:
+            self._holder.pending_providers.append((name, dict(config), self.path))
+            return
+
+        async def register() -> None:
+            try:
+                await port.router.register_provider(name, dict(config), source=self.path)
+            except PitrioError as exc:
+                port.runner.report(self.path, "register_provider", exc)
+
+        port.nursery.start_soon(register)
+
+    async def unregister_provider(self, name: str) -> None:
+        """Remove a provider's models."""
+        await self._port("unregister_provider").router.unregister_provider(name)
+
+    # -- the running session ------------------------------------------------------------------
+
+    def _port(self, what: str) -> SessionPort:
+        port = self._holder.port
+        if port is None:
+            raise ExtensionApiError(f"{what} is not available before the session has started")
+        return port
+
+    def send_message(
+        self,
+        custom_type: str,
+        content: str | Sequence[TextContent | ImageContent],
+        *,
+        display: bool = True,
+        details: Any = None,
+        trigger_turn: bool = False,
+        deliver_as: DeliverAs | None = None,
+    ) -> None:
+        """Send a custom message (it reaches the model as a user message): queued while a
+        run streams, held for the next turn, starting a run, or just recorded (spec §3.5)."""
+        port = self._port("send_message")
+        message = CustomMessage(
+            custom_type=custom_type,
+            content=content if isinstance(content, str) else tuple(content),
+            display=display,
+            details=details,
+            timestamp=now_ms(),
+        )
+
+        async def send() -> None:
+            try:
+                await port.session.send_custom_message(
+                    message, trigger_turn=trigger_turn, deliver_as=deliver_as
+                )
+            except PitrioError as exc:
+                port.runner.report("<runtime>", "send_message", exc)
+
+        port.nursery.start_soon(send)
+
+    def send_user_message(
+        self,
+        content: str | Sequence[TextContent | ImageContent],
+        *,
+        deliver_as: Literal["steer", "followUp"] | None = None,
+    ) -> None:
+        """Send a user message as a prompt (no command dispatch, no template expansion)."""
+        port = self._port("send_user_message")
+        images: tuple[ImageContent, ...] = ()
+        if isinstance(content, str):
+            text = content
+        else:
+            text = "\n".join(part.text for part in content if isinstance(part, TextContent))
+            images = tuple(part for part in content if isinstance(part, ImageContent))
+
+        async def send() -> None:
+            try:
+                await port.session.submit(
+                    text,
+                    images=images,
+                    streaming_behavior=deliver_as,
+                    expand=False,
+                    source="extension",
+                )
+            except PitrioError as exc:
+                port.runner.report("<runtime>", "send_user_message", exc)
+
+        port.nursery.start_soon(send)
+
+    async def append_entry(self, custom_type: str, data: Any = None) -> str:
+        """Record a ``custom`` entry (extension state; never sent to the model); its id."""
+        session = self._port("append_entry").session
+        return await session.invoke(lambda actor: actor.append_custom_entry(custom_type, data))
+
+    async def set_session_name(self, name: str) -> str:
+        """Name the session."""
+        return await self._port("set_session_name").session.set_session_name(name)
+
+    async def get_session_name(self) -> str | None:
+        """The session's name."""
+        return (await self._port("get_session_name").session.state()).session_name
+
+    async def set_label(self, entry_id: str, label: str | None) -> None:
+        """Set (or clear, with ``None``) an entry's label."""
+        session = self._port("set_label").session
+        await session.invoke(lambda actor: actor.set_label(entry_id, label))
+
+    async def exec(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        cwd: str | None = None,
+        time_limit: float | None = None,
+    ) -> ExecResult:
+        """Run a program (no shell) and collect its output; killed after ``time_limit`` s."""
+        port = self._port("exec")
+        killed = False
+        with trio.move_on_after(time_limit if time_limit is not None else float("inf")) as scope:
+            done = await trio.run_process(
+                [command, *args],
+                cwd=cwd or port.cwd,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                env=dict(os.environ),
+            )
+        if scope.cancelled_caught:
+            killed = True
+            return ExecResult(stdout="", stderr="", code=-1, killed=killed)
+        return ExecResult(
+            stdout=done.stdout.decode("utf-8", "replace"),
+            stderr=done.stderr.decode("utf-8", "replace"),
+            code=done.returncode,
+            killed=killed,
+        )
+
+    async def get_active_tools(self) -> list[str]:
+        """Names of the tools the model may call."""
+        return [tool.name for tool in await self._port("get_active_tools").tools.active_tools()]
+
+    async def get_all_tools(self) -> list[AgentTool]:
+        """Every registered tool."""
+        return list(await self._port("get_all_tools").tools.all_tools())
+
+    async def set_active_tools(self, names: Sequence[str]) -> None:
+        """Choose the tools the model may call (from the next request on)."""
+        await self._port("set_active_tools").tools.set_active(names)
+
+    async def get_commands(self) -> list[dict[str, Any]]:
+        """Extension commands, then prompt templates, then skills (``get_commands``)."""
+        return await self._port("get_commands").session.commands()
+
+    async def set_model(self, provider: str, model_id: str) -> bool:
+        """Switch model; ``False`` when it is not available."""
+        try:
+            await self._port("set_model").session.set_model(provider, model_id)
+        except ExtensionApiError:
+            raise
+        except PitrioError:
+            return False
+        return True
+
+    async def get_thinking_level(self) -> str:
+        """The thinking level in effect."""
+        return (await self._port("get_thinking_level").session.state()).agent.thinking_level
+
+    async def set_thinking_level(self, level: str) -> str:
+        """Set the thinking level (clamped to the model); the level in effect."""
+        return await self._port("set_thinking_level").session.set_thinking_level(level)
+
+
+@attrs.define
+class PortHolder:
+    """Where the session's port appears once the session runs (shared by every extension's
+    API object of one session)."""
+
+    port: SessionPort | None = None
+    cwd: str = ""
+    pending_providers: list[tuple[str, dict[str, Any], str]] = attrs.field(factory=list)
+    """``register_provider`` calls made during ``setup``: registered before the session
+    resolves its model."""

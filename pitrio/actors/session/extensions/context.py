@@ -1,0 +1,135 @@
+"""``ctx``: what a handler or command can see and do besides the API (spec §7.2).
+
+Every method goes through the session's handle (or the store's, for read-only views), so a
+handler never touches an actor's state; handlers run outside the session's inbox task, so these
+calls cannot deadlock it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
+from pitrio.messages.entries import CompactionResult
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.actor import SessionHandle
+    from pitrio.actors.session.operations import NavigationResult
+    from pitrio.actors.session_store.actor import SessionStoreHandle
+    from pitrio.messages.model import Model
+
+
+class SessionView:
+    """A read-only view of the session file (pi's ``ctx.sessionManager``)."""
+
+    def __init__(self, store: SessionStoreHandle) -> None:
+        self._store = store
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._store.header.id
+
+    @property
+    def session_file(self) -> str | None:
+        """The session file's path (``None`` for an in-memory session)."""
+        return None if self._store.path is None else str(self._store.path)
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory."""
+        return self._store.header.cwd
+
+    async def leaf_id(self) -> str | None:
+        """The current leaf's entry id."""
+        return await self._store.leaf_id()
+
+    async def entries(self) -> list[Any]:
+        """Every entry of the file."""
+        return await self._store.entries()
+
+    async def branch(self, from_id: str | None = None) -> list[Any]:
+        """The entries from the root to the leaf (or to ``from_id``)."""
+        return await self._store.branch_entries(from_id)
+
+    async def entry(self, entry_id: str) -> Any:
+        """One entry by id (``None`` if unknown)."""
+        return await self._store.get_entry(entry_id)
+
+    async def label(self, entry_id: str) -> str | None:
+        """An entry's label."""
+        return await self._store.label(entry_id)
+
+    async def session_name(self) -> str | None:
+        """The session's name."""
+        return await self._store.session_name()
+
+
+class ExtensionContext:
+    """``ctx`` of an event handler."""
+
+    def __init__(
+        self,
+        *,
+        session: SessionHandle,
+        store: SessionStoreHandle,
+        ui: ExtensionUI | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        self._session = session
+        self.ui: ExtensionUI = ui or NoUI()
+        self.session_manager = SessionView(store)
+        self._system_prompt = system_prompt
+
+    @property
+    def has_ui(self) -> bool:
+        """Whether a client can answer dialogs."""
+        return self.ui.has_ui
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory."""
+        return self.session_manager.cwd
+
+    async def model(self) -> Model:
+        """The selected model."""
+        return (await self._session.state()).agent.model
+
+    async def is_idle(self) -> bool:
+        """Whether no run is active."""
+        return not (await self._session.state()).is_running
+
+    async def has_pending_messages(self) -> bool:
+        """Whether steering or follow-up messages are queued."""
+        return (await self._session.state()).pending_message_count > 0
+
+    async def abort(self) -> None:
+        """Abort the current run (returns once the session is idle)."""
+        await self._session.abort()
+
+    async def get_system_prompt(self) -> str:
+        """The system prompt in effect (as chained by ``before_agent_start`` handlers)."""
+        if self._system_prompt is not None:
+            await trio.lowlevel.checkpoint()
+            return self._system_prompt
+        return (await self._session.state()).agent.system_prompt
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact now (a run in progress is aborted first)."""
+        return await self._session.compact(custom_instructions)
+
+
+class CommandContext(ExtensionContext):
+    """``ctx`` of a command handler: adds waiting for idle and tree navigation."""
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active."""
+        await self._session.wait_for_idle()
+
+    async def navigate_tree(
+        self, target_id: str, *, summarize: bool = False, label: str | None = None
+    ) -> NavigationResult:
+        """Move the session's leaf to ``target_id`` (optionally summarising the branch left)."""
+        return await self._session.navigate_tree(target_id, summarize=summarize, label=label)

@@ -1,0 +1,387 @@
+"""The PostgreSQL session store: the file store's actor and handle, with rows for lines.
+
+:class:`PgSessionStore` is a :class:`~pitrio.actors.session_store.actor.SessionStore`: the
+same commands, the same tree, projection and group-committing writer task, the same
+:class:`~pitrio.actors.session_store.actor.SessionStoreHandle`, so the session actor and the
+host use it unchanged. What differs is where a batch goes and how one writer is ensured:
+
+* **Opening** takes the session's lease (the fence grows by one), then reads the header and
+  every entry and builds the tree with the file store's own parser (the rows hold pi's exact
+  JSON lines). A lease held by a live daemon is refused with
+  :class:`SessionOwnedElsewhereError`, naming it.
+* **A batch** is one statement (:data:`~.sql.APPEND`): conditional on the fence and on the
+  sequence number continuing, it inserts the entries, updates the listing fields and notifies
+  other daemons, all committed together. An append returns once committed (PostgreSQL's
+  durability). A refused batch (the fence moved) fails its appends with
+  :class:`StaleFenceError` and stops the actor (fail-stop, as the file store).
+* **Connection loss** does not fail a batch: it is retried until the database is back (the
+  run that appends simply waits, see :mod:`.database`). If the connection broke during the
+  commit, the retry first reads the session's sequence number to learn whether it committed.
+* **New sessions** are written lazily as files are: the row and every entry so far appear with
+  the first assistant message (one transaction), and the lease is taken then.
+* **The lease** is renewed every :attr:`LeaseTerms.renew_interval`; a renewal that finds the
+  fence moved stops the actor. Closing releases it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from pitrio.actors.session_store.actor import (
+    SessionSeed,
+    SessionStore,
+    SessionStoreHandle,
+    StoreOptions,
+    StoreStatus,
+    _Pending,
+    _Source,
+    start_store,
+)
+from pitrio.actors.session_store.file_format import parse_session_bytes
+from pitrio.actors.session_store.postgres import sql
+from pitrio.actors.session_store.postgres.database import Connection, Database
+from pitrio.actors.session_store.postgres.errors import (
+    PgSessionNotFoundError,
+    SessionOwnedElsewhereError,
+)
+from pitrio.actors.session_store.postgres.lease import LeaseCounters, LeaseTerms, Owner
+from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, session_bytes
+from pitrio.actors.session_store.projection import Projection
+from pitrio.actors.session_store.stored import StoredEntry
+from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
+from pitrio.errors import SessionError, StaleFenceError
+from pitrio.messages.codec import encode
+
+log = logging.getLogger("pitrio.session_store.postgres")
+
+
+class PgSessionStore(SessionStore):
+    """One session in PostgreSQL (see the module doc). Start it with :func:`open_pg_store`."""
+
+    def __init__(
+        self,
+        database: Database,
+        session_id: str,
+        *,
+        owner: Owner,
+        terms: LeaseTerms | None = None,
+        seed: SessionSeed | None = None,
+        read_only: bool = False,
+        take_over: bool = False,
+        options: StoreOptions | None = None,
+        new_id: IdFactory = random_entry_id,
+        counters: LeaseCounters | None = None,
+    ) -> None:
+        source = _Source(
+            "seed",
+            None,
+            read_only=read_only,
+            cwd=seed.header.cwd if seed is not None else None,
+            header=seed.header if seed is not None else None,
+            entries=seed.entries if seed is not None else (),
+        )
+        super().__init__(source, options=options, new_id=new_id)
+        self.database = database
+        self.session_id = session_id
+        self.owner = owner
+        self.terms = terms or LeaseTerms()
+        self._seed = seed
+        self._take_over = take_over or self.options.take_over
+        self._fence: int | None = None
+        self._seq = 0  # the sequence number of the last entry committed
+        self._persisted = False
+        self._commits = 0
+        self.counters = counters or LeaseCounters()
+        self.renewing = True
+        """Renew the lease while running (tests turn it off to play a paused daemon)."""
+
+    @property
+    def origin(self) -> str:
+        """How problems name this session (where a file store names its file)."""
+        return f"postgresql:{self.session_id}"
+
+    @property
+    def fence(self) -> int | None:
+        """The fence of this store's lease (``None`` while it holds none)."""
+        return self._fence
+
+    @property
+    def persisted(self) -> bool:
+        """Whether the session's row exists (lazy creation, as a file)."""
+        return self._persisted
+
+    # -- start ---------------------------------------------------------------------------------
+
+    async def started(self) -> None:
+        """Take the lease and load the session (or start from the seed), start the writer."""
+        loaded = await self._load()
+        if not loaded:
+            if self._seed is None:
+                raise PgSessionNotFoundError(f"Session not found: {self.session_id}")
+            self.tree = SessionTree(self.header, self._seed.entries, new_id=self._new_id)
+            self._has_assistant = self.tree.has_assistant()
+            if not self.read_only and (self._has_assistant or not self.options.lazy_create):
+                await self._create_row()
+        self.projection = Projection(self.tree.path())
+        self.nursery.start_soon(self._writer)
+        if loaded and self._fence is not None:
+            self.nursery.start_soon(self._renewer)
+
+    async def _load(self) -> bool:
+        """Lease (unless read-only) and content of an existing row; ``False`` if there is none."""
+        if not self.read_only:
+            acquired = await self.database.run(self._acquire)
+            if acquired is None:
+                return False
+            self._lease_taken(*acquired)
+        loaded = await self.database.run(self._read)
+        if loaded is None:
+            return False
+        header, payloads, last_seq = loaded
+        parsed = parse_session_bytes(session_bytes(header, payloads), origin=self.origin)
+        if self.options.strict:
+            parsed.raise_for_errors()
+        if parsed.header is None:
+            raise SessionError(f"{self.origin}: the stored header is not a session header")
+        self.problems = tuple(parsed.problems)
+        for problem in parsed.problems:
+            log.warning("%s", problem.describe(self.origin))
+        self.header = parsed.header
+        self.cwd = self.cwd or parsed.header.cwd
+        self.tree = SessionTree(parsed.header, parsed.entries, new_id=self._new_id)
+        self._has_assistant = self.tree.has_assistant()
+        self._seq = last_seq
+        self._persisted = True
+        return True
+
+    def _acquire(self, conn: Connection) -> tuple[int, bool] | None:
+        params = {
+            "session_id": self.session_id,
+            "owner": self.owner.id,
+            "owner_url": self.owner.url,
+            "duration": self.terms.duration,
+            "take_over": self._take_over,
+        }
+        row = conn.execute(sql.ACQUIRE, params).fetchone()
+        if row is not None:
+            previous = row[1]
+            return int(row[0]), previous is not None and previous != self.owner.id
+        holder = conn.execute(sql.LEASE_HOLDER, params).fetchone()
+        if holder is None:
+            return None  # no such session
+        owner, url, fence, expires_in = holder
+        self.counters.refused += 1
+        raise SessionOwnedElsewhereError(
+            self.session_id,
+            owner=owner or "?",
+            url=url,
+            fence=int(fence),
+            expires_in=float(expires_in or 0.0),
+        )
+
+    def _read(self, conn: Connection) -> tuple[str, list[str], int] | None:
+        with conn.transaction():
+            row = conn.execute(sql.LOAD_HEADER, {"session_id": self.session_id}).fetchone()
+            if row is None:
+                return None
+            header, last_seq = row
+            cursor = conn.execute(
+                sql.LOAD_ENTRIES, {"session_id": self.session_id, "upto": last_seq}
+            )
+            payloads = [payload for _, payload in cursor]
+        return header, payloads, int(last_seq)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _create_row(self) -> None:
+        """Lazy creation's moment: the row, its lease and every entry so far, in one commit."""
+        entries = list(self.tree.entries)
+        header = HeaderRow.of(self.header, encode(self.header))
+
+        def create(conn: Connection) -> int:
+            with conn.transaction():
+                params = {
+                    **header.params(),
+                    "owner": self.owner.id,
+                    "owner_url": self.owner.url,
+                    "duration": self.terms.duration,
+                }
+                row = conn.execute(sql.INSERT_SESSION, params).fetchone()
+                if row is None:
+                    raise SessionError(f"{self.origin}: a session with this id already exists")
+                if entries:
+                    self._insert(conn, int(row[0]), 1, entries)
+                return int(row[0])
+
+        self._lease_taken(await self.database.run(create), False)
+        self._seq = len(entries)
+        self._persisted = True
+        self._commits += 1
+        self.nursery.start_soon(self._renewer)
+
+    def _insert(
+        self, conn: Connection, fence: int, first_seq: int, entries: Sequence[StoredEntry]
+    ) -> None:
+        params = append_params(self.session_id, fence, first_seq, entries)
+        row = conn.execute(sql.APPEND, params).fetchone()
+        if row is None:
+            state = conn.execute(sql.APPEND_STATE, params).fetchone()
+            raise self._refusal(fence, first_seq, state)
+
+    def _refusal(self, fence: int, first_seq: int, state: Any) -> StaleFenceError:
+        if state is None:
+            return StaleFenceError(f"{self.origin}: the session was deleted")
+        current, last_seq, owner = state
+        if int(current) != fence:
+            return StaleFenceError(
+                f"{self.origin}: append with lease {fence} refused, the lease is {current} "
+                f"(held by {owner or 'nobody'})"
+            )
+        return StaleFenceError(
+            f"{self.origin}: append at sequence {first_seq} refused, the session is at "
+            f"{last_seq}: another writer appended"
+        )
+
+    async def _commit(self, batch: list[_Pending]) -> None:
+        entries = [item.stored for item in batch if item.stored is not None]
+        if not self._persisted:
+            if (
+                entries
+                and not self.read_only
+                and (self._has_assistant or not self.options.lazy_create)
+            ):
+                await self._create_row()
+            return
+        if not entries:
+            return  # a flush: every commit is already durable
+        fence = self._fence
+        assert fence is not None
+        first_seq = self._seq + 1
+        last_seq = self._seq + len(entries)
+        attempts = 0
+
+        def append(conn: Connection) -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                # The previous attempt lost its connection: it may have committed.
+                state = conn.execute(sql.APPEND_STATE, {"session_id": self.session_id}).fetchone()
+                if state is not None and int(state[0]) == fence and int(state[1]) >= last_seq:
+                    return
+            self._insert(conn, fence, first_seq, entries)
+
+        await self.database.run(append, retry=True)
+        self._seq = last_seq
+        self._commits += 1
+
+    async def _sync(self) -> None:
+        self._dirty = False
+        self._sync_deadline = math.inf
+
+    # -- the lease -----------------------------------------------------------------------------
+
+    def _lease_taken(self, fence: int, taken_over: bool) -> None:
+        self._fence = fence
+        self.counters.held += 1
+        self.counters.acquired += 1
+        if taken_over:
+            self.counters.taken_over += 1  # from a daemon that did not release it (expired)
+
+    async def _renewer(self) -> None:
+        interval = self.terms.renew_interval
+        params = {
+            "session_id": self.session_id,
+            "owner": self.owner.id,
+            "duration": self.terms.duration,
+        }
+        while True:
+            await trio.sleep(interval)
+            if not self.renewing:
+                continue
+            fence = self._fence
+
+            def renew(conn: Connection, fence: int | None = fence) -> Any:
+                return conn.execute(sql.RENEW, {**params, "fence": fence}).fetchone()
+
+            try:
+                row = await self.database.run(renew)
+            except SessionError as exc:  # unavailable: try again next time
+                log.warning("%s: renewing the lease failed: %s", self.origin, exc)
+                continue
+            if row is None:
+                self.counters.lost += 1
+                raise StaleFenceError(
+                    f"{self.origin}: the lease {fence} was taken over by another daemon"
+                )
+            self.counters.renewals += 1
+
+    def _close(self) -> None:
+        # In a worker thread, however the store ends: give the lease back so another daemon
+        # need not wait for it to expire. A database that is down lets it expire instead.
+        fence, self._fence = self._fence, None
+        if fence is None:
+            return
+        self.counters.held -= 1
+        if self.database.closed:
+            return
+        try:
+            self.database.call(
+                lambda conn: conn.execute(
+                    sql.RELEASE, {"session_id": self.session_id, "fence": fence}
+                )
+            )
+        except Exception as exc:
+            log.warning("%s: could not release the lease: %s", self.origin, exc)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def status(self) -> StoreStatus:
+        """A snapshot of this store (``writes``: commits; there are no fsyncs of ours)."""
+        return StoreStatus(
+            path=None,
+            read_only=self.read_only,
+            persisted=self._persisted,
+            fence=self._fence,
+            entries=len(self.tree),
+            leaf_id=self.tree.leaf_id,
+            writes=self._commits,
+            syncs=0,
+            migrated=False,
+            problems=self.problems,
+            write_error=None if self.failure is None else str(self.failure),
+        )
+
+
+async def open_pg_store(
+    nursery: trio.Nursery,
+    database: Database,
+    session_id: str,
+    *,
+    owner: Owner,
+    terms: LeaseTerms | None = None,
+    seed: SessionSeed | None = None,
+    read_only: bool = False,
+    take_over: bool = False,
+    options: StoreOptions | None = None,
+    counters: LeaseCounters | None = None,
+) -> SessionStoreHandle:
+    """Start the store of session ``session_id``: the stored session (its lease taken unless
+    ``read_only``), else a new one from ``seed`` (written with its first assistant message),
+    else :class:`PgSessionNotFoundError`."""
+    store = PgSessionStore(
+        database,
+        session_id,
+        owner=owner,
+        terms=terms,
+        seed=seed,
+        read_only=read_only,
+        take_over=take_over,
+        options=options,
+        counters=counters,
+    )
+    return await start_store(nursery, store)

@@ -1,0 +1,117 @@
+"""A record on disk of the process groups tools started, so a process killed with SIGKILL
+leaves nothing running once the next one starts (issue 10: no orphan process).
+
+A process that records (the daemon) writes one small file per live group,
+``<directory>/<owner pid>-<owner start>-<pgid>``, holding the group leader's start time, and
+removes it when the group is gone. SIGKILL gives no chance to clean up, so the next process
+calls :func:`reap_orphans` before it serves: every file whose owner is no longer running
+names a group to kill, unless the pid was reused since (the leader's start time differs).
+Start times are the kernel's (``/proc/<pid>/stat`` field 22, in clock ticks since boot), which
+two processes with the same pid cannot share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The command name (field 2) is parenthesised and may hold spaces: split after it.
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of process ``pid`` (``None`` if it is gone)."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields is not None and len(fields) > 19 else None
+
+
+def _running(pid: int, started: str) -> bool:
+    """Whether ``pid`` is the process that started at ``started`` and still runs (a zombie
+    waiting for its parent to reap it has ended)."""
+    fields = _stat(pid)
+    if fields is None or len(fields) <= 19:
+        return False
+    return fields[0] not in (b"Z", b"X") and fields[19].decode() == started
+
+
+class GroupLedger:
+    """This process's groups, one file each under ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._owner = f"{os.getpid()}-{start_time(os.getpid())}"
+
+    def _path(self, pgid: int) -> Path:
+        return self.directory / f"{self._owner}-{pgid}"
+
+    def record(self, pgid: int) -> None:
+        """Note a newly started group (its leader's pid is ``pgid``)."""
+        with contextlib.suppress(OSError):  # a missing record costs a reap, not correctness
+            self._path(pgid).write_text(str(start_time(pgid) or ""))
+
+    def forget(self, pgid: int) -> None:
+        """The group is gone (or was ended by this process)."""
+        with contextlib.suppress(OSError):
+            self._path(pgid).unlink()
+
+
+def reap_orphans(directory: Path) -> list[int]:
+    """Kill (SIGKILL) the recorded groups of processes that are no longer running and remove
+    their records; the groups killed."""
+    killed: list[int] = []
+    try:
+        names = [path.name for path in directory.iterdir()]
+    except OSError:
+        return killed
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 3 or not all(part.isdigit() or part == "None" for part in parts):
+            continue
+        owner, owner_start, pgid = int(parts[0]), parts[1], int(parts[2])
+        if _running(owner, owner_start):
+            continue
+        path = directory / name
+        try:
+            recorded = path.read_text().strip()
+        except OSError:
+            continue
+        leader = start_time(pgid)
+        # A leader with another start time means the pid was reused: not ours to kill. A
+        # leader that exited may have left members behind: the group id cannot have been
+        # reused while they live, so signalling it is safe.
+        if leader is None or str(leader) == recorded:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(pgid)
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return killed
+
+
+_ledger: GroupLedger | None = None
+
+
+def record_groups_in(directory: Path | None) -> None:
+    """Record this process's tool groups under ``directory`` from now on (``None``: stop).
+    Process-wide on purpose: the groups are this OS process's children, whichever session
+    started them."""
+    global _ledger
+    _ledger = None if directory is None else GroupLedger(directory)
+
+
+def ledger() -> GroupLedger | None:
+    """The process's ledger, if recording."""
+    return _ledger

@@ -1,0 +1,231 @@
+"""The recorder: turns what the hooks report into trace records and writes them as JSONL.
+
+:class:`Tracer` is called inline from the actors' tasks (inbox sends and receives, model
+events, tool outputs, session events). It never blocks them: a record goes into a bounded
+channel with ``send_nowait``.
+
+Overflow policy: when the channel is full (the writer fell behind), the record is **dropped
+and counted**; the writer writes a ``dropped`` record with the count as soon as it catches up,
+and a replay refuses a trace with drops (its outputs may be incomplete) while the summary still
+reads it. Records offered after the tracer was closed (the session is stopping) are counted in
+:attr:`Tracer.late` and not written.
+
+The writer task appends to the file (whole batches per ``write``, in a worker thread so a slow
+disk never stalls the session); cancelled, it still writes what is queued (shielded, 5 s at
+most) so a trace of an interrupted session keeps its tail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import attrs
+import orjson
+import trio
+
+from pitrio.actors.trace.records import Record, encode_line
+from pitrio.messages.codec import to_json
+
+DEFAULT_CAPACITY = 8192
+"""Records the writer may fall behind by before records are dropped."""
+SESSION_ACTOR = "session"
+CLOSE_GRACE = 1.0  # seconds a cancelled writer waits for the last records
+PAYLOAD_LIMIT = 300  # characters of a field's text in a ``msg`` payload
+
+InputClassifier = Callable[[object], tuple[str, dict[str, Any]] | None]
+"""A session command as a replayable input ``(op, args)``; ``None``: not an input."""
+Observer = Callable[[Record], None]
+
+
+def _zero_probe() -> tuple[int, int]:
+    return 0, 0
+
+
+class Tracer:
+    """Receives the hooks' reports for one session and queues them as records.
+
+    ``probe`` returns the session's (events emitted, runs started) at the moment of a record;
+    ``inputs`` recognises the session commands that replay re-sends; ``observer`` (replay) sees
+    every record synchronously; with ``queue=False`` nothing is queued for a writer.
+    """
+
+    def __init__(
+        self,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        payloads: bool = False,
+        observer: Observer | None = None,
+        queue: bool = True,
+    ) -> None:
+        self._send, self._receive = trio.open_memory_channel[Record](capacity)
+        self._queue = queue  # False: no file is written, records only reach the observer
+        self.payloads = payloads
+        self.observer = observer
+        self.probe: Callable[[], tuple[int, int]] = _zero_probe
+        self.inputs: InputClassifier | None = None
+        self.dropped = 0
+        self.late = 0
+        self.ticks = 0
+        self._numbers = 0
+        self._in_flight: dict[int, int] = {}  # id(command) -> its message number, until taken
+        self._inputs: dict[int, Record] = {}  # id(command) -> its input record, until handled
+
+    # -- records -----------------------------------------------------------------------------
+
+    def record(self, record: Record) -> None:
+        """Queue one record (``t`` and ``run`` are added here); never blocks."""
+        record["t"] = trio.current_time()
+        record.setdefault("run", self.probe()[1])
+        if self.observer is not None:
+            self.observer(record)
+        if not self._queue:
+            return
+        try:
+            self._send.send_nowait(record)
+        except trio.WouldBlock:
+            self.dropped += 1
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.late += 1
+
+    def next_tick(self) -> int:
+        """Number one more stimulus or output (see :mod:`~pitrio.actors.trace.records`)."""
+        self.ticks += 1
+        return self.ticks
+
+    def close(self) -> None:
+        """No more records: the writer writes what is queued and ends."""
+        self._send.close()
+
+    # -- the actor base's hook (pitrio.actors._actor.InboxTracer) ----------------------------
+
+    def on_send(self, actor: str, command: object, depth: int) -> None:
+        """A command offered to an inbox (recorded with a number its receive will carry)."""
+        self._numbers += 1
+        self._in_flight[id(command)] = self._numbers
+        record: Record = {
+            "k": "msg",
+            "actor": actor,
+            "dir": "send",
+            "type": type(command).__name__,
+            "depth": depth,
+            "n": self._numbers,
+        }
+        if self.payloads:
+            record["payload"] = describe(command)
+        self.record(record)
+
+    def on_receive(self, actor: str, command: object, depth: int) -> None:
+        """A command taken by an actor; a session command from outside is also an input."""
+        record: Record = {
+            "k": "msg",
+            "actor": actor,
+            "dir": "recv",
+            "type": type(command).__name__,
+            "depth": depth,
+            "n": self._in_flight.pop(id(command), None),
+        }
+        self.record(record)
+        if actor == SESSION_ACTOR and self.inputs is not None:
+            found = self.inputs(command)
+            if found is not None:
+                op, args = found
+                seq, _ = self.probe()
+                self._inputs[id(command)] = {"k": "input", "op": op, "args": args, "seq": seq}
+
+    def on_handled(self, actor: str, command: object) -> None:
+        """An input has taken effect: it is recorded now, with the place it arrived at.
+
+        Its tick is taken here, not at receipt: what an input does may need more messages
+        (a steer reaches the agent loop's queue through one), and an output recorded after
+        the receipt but before that is not ordered after the input's effect.
+        """
+        record = self._inputs.pop(id(command), None)
+        if record is not None:
+            record["tick"] = self.next_tick()
+            self.record(record)
+
+    # -- the writer --------------------------------------------------------------------------
+
+    async def write_to(self, path: Path) -> None:
+        """Append the records to ``path`` until :meth:`close` (run it as a task)."""
+        handle = await trio.to_thread.run_sync(_open_append, path)
+        written_drops = 0
+        try:
+            async for first in self._receive:
+                batch = [first]
+                while True:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                data = b"".join(encode_line(record) for record in batch)
+                if self.dropped != written_drops:
+                    data += self._drop_line(self.dropped - written_drops)
+                    written_drops = self.dropped
+                await trio.to_thread.run_sync(_write, handle, data)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                rest: list[Record] = []
+                # Cancelled with the session: the event task, cancelled too, records what
+                # had been delivered and then closes the tracer; wait briefly for that.
+                with trio.move_on_after(CLOSE_GRACE):
+                    async for record in self._receive:
+                        rest.append(record)
+                self._receive.close()
+                data = b"".join(encode_line(record) for record in rest)
+                if self.dropped != written_drops:
+                    data += self._drop_line(self.dropped - written_drops)
+                await trio.to_thread.run_sync(_finish, handle, data)
+
+    def _drop_line(self, count: int) -> bytes:
+        return encode_line({"k": "dropped", "t": trio.current_time(), "count": count})
+
+
+def _open_append(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("ab")
+
+
+def _write(handle: BinaryIO, data: bytes) -> None:
+    handle.write(data)
+    handle.flush()
+
+
+def _finish(handle: BinaryIO, data: bytes) -> None:
+    try:
+        if data:
+            handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    finally:
+        handle.close()
+
+
+def describe(command: object) -> dict[str, Any]:
+    """A command's fields as JSON for a ``msg`` payload: data as the codec writes it, other
+    values (replies, channels, functions) as a short text."""
+    cls = type(command)
+    if not attrs.has(cls):
+        return {"repr": _short(repr(command))}
+    out: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        value = getattr(command, field.name)
+        if isinstance(value, str | int | float | bool) or value is None:
+            out[field.name] = _short(value) if isinstance(value, str) else value
+            continue
+        try:
+            # cattrs passes unknown objects through unchanged: only what orjson can write is
+            # data; the rest (a reply, a channel, a callable) is named by its class.
+            text = orjson.dumps(to_json(value))
+        except Exception:
+            out[field.name] = type(value).__name__
+        else:
+            out[field.name] = orjson.loads(text) if len(text) <= 4 * PAYLOAD_LIMIT else "..."
+    return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= PAYLOAD_LIMIT else text[:PAYLOAD_LIMIT] + "..."

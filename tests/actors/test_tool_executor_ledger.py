@@ -1,0 +1,86 @@
+"""The on-disk record of tool process groups, and the reaping of a killed owner's groups."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pitrio.actors.tool_executor.ledger import GroupLedger, reap_orphans, start_time
+
+OWNER = r"""
+import subprocess, sys, time
+from pathlib import Path
+from pitrio.actors.tool_executor.ledger import record_groups_in, ledger
+record_groups_in(Path(sys.argv[1]))
+child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+ledger().record(child.pid)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _state(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()[0].decode()
+
+
+def _wait_ended(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if _state(pid) in (None, "Z", "X"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_killed_owners_groups_are_reaped_and_a_live_owners_kept(tmp_path: Path) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    try:
+        assert reap_orphans(tmp_path) == []  # the owner runs: its group is left alone
+        assert _state(pgid) not in (None, "Z", "X")
+        owner.kill()
+        owner.wait()
+        assert reap_orphans(tmp_path) == [pgid]
+        assert _wait_ended(pgid)
+        assert list(tmp_path.iterdir()) == []  # the record is gone too
+    finally:
+        owner.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_reused_pid_is_not_killed(tmp_path: Path) -> None:
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        started = start_time(bystander.pid)
+        assert started is not None
+        # A record from a dead owner naming this pid, but made for an older process.
+        (tmp_path / f"999999999-1-{bystander.pid}").write_text(str(started - 1))
+        assert reap_orphans(tmp_path) == []
+        assert _state(bystander.pid) not in (None, "Z", "X")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_recording_and_forgetting(tmp_path: Path) -> None:
+    ledger = GroupLedger(tmp_path / "groups")
+    ledger.record(os.getpid())
+    (record,) = (tmp_path / "groups").iterdir()
+    assert record.read_text() == str(start_time(os.getpid()))
+    ledger.forget(os.getpid())
+    assert list((tmp_path / "groups").iterdir()) == []
+    assert reap_orphans(tmp_path / "missing") == []

@@ -1,0 +1,372 @@
+"""Trace record/replay (issue 10): the actor hook, the recorder, the format, the summary, and
+recorded sessions replayed through a real session (actors, store, supervisor policies)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors.model_router import FauxProvider, FauxReply, RouterConfig, start_model_router
+from pitrio.actors.model_router.providers.faux import FauxToolCall
+from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.tool_executor import AgentTool
+from pitrio.actors.tool_executor.tool import UpdateFn, text_result
+from pitrio.actors.trace.compare import first_divergence
+from pitrio.actors.trace.recorder import Tracer
+from pitrio.actors.trace.records import (
+    TraceFormatError,
+    decode_lines,
+    decode_stream_events,
+    diff,
+    encode_stream_events,
+    patch,
+)
+from pitrio.actors.trace.replay import ReplayError, load_trace, replay_records
+from pitrio.actors.trace.summary import render_summary, summarise
+from pitrio.actors.trace.tap import classify_input, record_to_file
+from pitrio.messages.agent import AgentToolResult
+
+# -- the actor base's hook ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class Add:
+    amount: int
+    reply: Reply[int]
+
+
+class Counter(Actor[Add]):
+    def __init__(self) -> None:
+        super().__init__(name="counter", capacity=2)
+        self.gate = trio.Event()
+        self.total = 0
+
+    async def handle(self, command: Add) -> None:
+        await self.gate.wait()
+        self.total += command.amount
+        command.reply.set(self.total)
+
+
+class CounterHandle(Handle[Add]):
+    async def add(self, amount: int) -> int:
+        return await self.ask(lambda reply: Add(amount, reply))
+
+
+class ListTracer:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, int, int]] = []
+        self.handled: list[int] = []
+
+    def on_send(self, actor: str, command: object, depth: int) -> None:
+        assert isinstance(command, Add)
+        self.seen.append(("send", actor, command.amount, depth))
+
+    def on_receive(self, actor: str, command: object, depth: int) -> None:
+        assert isinstance(command, Add)
+        self.seen.append(("recv", actor, command.amount, depth))
+
+    def on_handled(self, actor: str, command: object) -> None:
+        assert isinstance(command, Add)
+        self.handled.append(command.amount)
+
+
+async def test_hook_reports_sends_before_they_block_and_receives_with_depth() -> None:
+    tracer = ListTracer()
+    async with trio.open_nursery() as nursery:
+        actor = Counter()
+        handle = CounterHandle(await nursery.start(actor.run))
+        handle.trace(tracer)
+        for amount in (1, 2, 3, 4):
+            nursery.start_soon(handle.add, amount)
+            await trio.testing.wait_all_tasks_blocked()
+        # The actor holds 1; 2 and 3 fill the inbox (capacity 2); 4 is offered to a full one.
+        assert tracer.seen == [
+            ("send", "counter", 1, 0),
+            ("recv", "counter", 1, 0),
+            ("send", "counter", 2, 0),
+            ("send", "counter", 3, 1),
+            ("send", "counter", 4, 2),
+        ]
+        assert tracer.handled == []  # 1 is still being handled
+        actor.gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert tracer.seen[5:] == [
+            ("recv", "counter", 2, 2),  # 4 moved into the inbox as 2 left it
+            ("recv", "counter", 3, 1),
+            ("recv", "counter", 4, 0),
+        ]
+        assert tracer.handled == [1, 2, 3, 4]
+        handle.trace(None)
+        assert await handle.add(5) == 15
+        assert len(tracer.seen) == 8  # off again: nothing more reported
+        nursery.cancel_scope.cancel()
+
+
+async def test_traced_sends_copy_leaves_the_shared_actor_untraced() -> None:
+    tracer = ListTracer()
+    async with trio.open_nursery() as nursery:
+        actor = Counter()
+        actor.gate.set()
+        shared = CounterHandle(await nursery.start(actor.run))
+        mine = CounterHandle(shared.traced_sends(tracer))
+        await mine.add(1)
+        await shared.add(2)  # another caller of the same actor: not this session's traffic
+        assert tracer.seen == [("send", "counter", 1, 0)]
+        nursery.cancel_scope.cancel()
+
+
+# -- the recorder's overflow policy ---------------------------------------------------------------
+
+
+async def test_a_full_tracer_drops_and_counts_then_the_file_says_so(tmp_path: Path) -> None:
+    tracer = Tracer(capacity=2)
+    for number in range(5):
+        tracer.record({"k": "gap", "seq": number, "missing": 0})  # never blocks
+    assert tracer.dropped == 3
+    path = tmp_path / "t.jsonl"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tracer.write_to, path)
+        await trio.testing.wait_all_tasks_blocked()
+        tracer.close()
+    tracer.record({"k": "gap", "seq": 9, "missing": 0})
+    assert tracer.late == 1
+    records = load_trace(path)
+    assert [r["k"] for r in records] == ["gap", "gap", "dropped"]
+    assert records[-1]["count"] == 3
+
+
+# -- the format ----------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, json_values)
+def test_a_difference_patches_back_to_the_value(previous: Any, current: Any) -> None:
+    change = orjson.loads(orjson.dumps(diff(previous, current)))  # survives JSON
+    assert patch(previous, change) == current
+
+
+def test_growing_text_is_stored_as_its_new_tail() -> None:
+    events = [
+        {"type": "text_delta", "delta": "b", "partial": {"content": [{"text": "ab" * 500}]}},
+        {"type": "text_delta", "delta": "c", "partial": {"content": [{"text": "ab" * 500 + "c"}]}},
+    ]
+    items = encode_stream_events(events)
+    assert len(orjson.dumps(items[1])) < 200  # the 1,001-character text is not stored again
+    assert decode_stream_events(items) == events
+
+
+def test_a_torn_last_line_is_skipped_but_a_bad_middle_line_is_an_error() -> None:
+    good = b'{"k":"gap","t":1,"seq":2,"missing":1}\n'
+    assert len(list(decode_lines([good, b'{"k":"ga']))) == 1
+    with pytest.raises(TraceFormatError, match="trace:2: not JSON"):
+        list(decode_lines([good, b'{"k":\n', good]))
+    with pytest.raises(TraceFormatError, match="trace format 99"):
+        list(decode_lines([b'{"k":"header","v":99}\n']))
+
+
+def test_normalisation_renames_fresh_ids_consistently_and_drops_timestamps() -> None:
+    def entry(entry_id: str, parent: str | None, stamp: str) -> dict[str, Any]:
+        return {
+            "type": "entry_appended",
+            "entry": {"id": entry_id, "parentId": parent, "timestamp": stamp},
+        }
+
+    recorded = [entry("aa", None, "2020"), entry("bb", "aa", "2020")]
+    same_shape = [entry("x1", None, "2031"), entry("x2", "x1", "2031")]
+    assert first_divergence(recorded, same_shape) is None
+    other_parent = [entry("x1", None, "2031"), entry("x2", "x2", "2031")]
+    divergence = first_divergence(recorded, other_parent)
+    assert divergence is not None
+    assert (divergence.index, divergence.path) == (1, "entry.parentId")
+
+
+def test_summary_pairs_sends_with_receives_and_ranks_waits() -> None:
+    records = [
+        {"k": "header", "v": 1, "t": 0.0},
+        {"k": "msg", "t": 0.0, "actor": "a", "dir": "send", "type": "X", "depth": 0, "n": 1},
+        {"k": "msg", "t": 0.1, "actor": "a", "dir": "send", "type": "Y", "depth": 1, "n": 2},
+        {"k": "msg", "t": 0.2, "actor": "a", "dir": "recv", "type": "X", "depth": 1, "n": 1},
+        {"k": "msg", "t": 1.0, "actor": "a", "dir": "recv", "type": "Y", "depth": 0, "n": 2},
+        {"k": "input", "t": 0.0, "op": "prompt", "args": {"text": "hi"}, "seq": 0, "tick": 1},
+        {"k": "event", "t": 0.5, "seq": 1, "type": "agent_start", "event": {}},
+        {"k": "dropped", "t": 1.0, "count": 2},
+    ]
+    summary = summarise(records)
+    (actor,) = summary.actors
+    assert (actor.sent, actor.received, actor.peak_depth) == (2, 2, 1)
+    assert [(w.type, round(w.seconds, 3)) for w in summary.longest_waits] == [
+        ("Y", 0.9),
+        ("X", 0.2),
+    ]
+    assert actor.depth_over_time[:3] == (0, 1, 1) and actor.depth_over_time[-1] == 0
+    text = render_summary(summary)
+    assert "INCOMPLETE: 2 record(s) dropped" in text
+    assert "prompt(text='hi') after event 0" in text
+
+
+# -- recorded sessions, replayed -----------------------------------------------------------------
+
+
+@asynccontextmanager
+async def traced_session(
+    tmp_path: Path, faux: FauxProvider, tools: tuple[AgentTool, ...] = ()
+) -> AsyncIterator[StartedSession]:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    agent_settings = {
+        "retry": {"maxRetries": 2, "baseDelayMs": 20},
+        "compaction": {"keepRecentTokens": 1},
+    }
+    (agent / "settings.json").write_bytes(orjson.dumps(agent_settings))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello notes\n")
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(nursery, faux, config=RouterConfig(agent_dir=None))
+        options = SessionOptions(
+            cwd=str(work),
+            model="faux/faux-1",
+            agent_dir=agent,
+            session_dir=str(tmp_path / "sessions"),
+            tools=tools,
+            trace=record_to_file(tmp_path / "trace.jsonl"),
+        )
+        started = await start_session(nursery, router, options)
+        yield started
+        await started.session.abort()
+        await started.store.flush()
+        nursery.cancel_scope.cancel()
+
+
+async def record_tool_retry_compaction(tmp_path: Path) -> list[dict[str, Any]]:
+    faux = FauxProvider()
+    faux.push(
+        FauxReply(tool_calls=[FauxToolCall("read", {"path": "notes.txt"})]),
+        FauxReply(error="503 Service Unavailable"),
+        FauxReply(text="done reading"),
+        FauxReply(text="## Goal\nread the notes"),
+        FauxReply(text="after compaction"),
+    )
+    async with traced_session(tmp_path, faux) as started:
+        session = started.session
+        await session.prompt("read the notes")
+        await session.compact()
+        await session.set_thinking_level("off")
+        await session.prompt("again")
+    return load_trace(tmp_path / "trace.jsonl")
+
+
+async def test_tool_retry_and_compaction_replay_identically(tmp_path: Path) -> None:
+    records = await record_tool_retry_compaction(tmp_path)
+    kinds = [r["k"] for r in records]
+    assert kinds[0] == "header"
+    events = [r["type"] for r in records if r["k"] == "event"]
+    for wanted in ("tool_execution_end", "auto_retry_start", "auto_retry_end", "compaction_end"):
+        assert wanted in events
+    (tool,) = [r for r in records if r["k"] == "tool"]
+    assert tool["name"] == "read" and "hello notes" in orjson.dumps(tool["result"]).decode()
+    assert [r["end"] for r in records if r["k"] == "model"] == ["done"] * 5
+    ops = [r["op"] for r in records if r["k"] == "input"]
+    assert ops[:4] == ["prompt", "compact", "set_thinking_level", "prompt"]
+    (thinking,) = [r for r in records if r["k"] == "input" and r["op"] == "set_thinking_level"]
+    assert thinking["args"] == {"level": "off"}
+    assert {r["actor"] for r in records if r["k"] == "msg"} >= {
+        "session",
+        "agent-loop",
+        "session-store",
+        "tool-executor",
+        "model-router",
+    }
+
+    result = await replay_records(records)
+    assert result.identical, result.describe()
+    assert result.replayed_events == result.recorded_events == len(events)
+
+
+async def test_an_altered_tool_output_reports_the_first_divergence(tmp_path: Path) -> None:
+    records = await record_tool_retry_compaction(tmp_path)
+    (tool,) = [r for r in records if r["k"] == "tool"]
+    original = orjson.dumps(tool["result"]).decode()
+    tool["result"] = orjson.loads(original.replace("hello notes", "HELLO NOTES"))
+    first = next(
+        index
+        for index, event in enumerate(r for r in records if r["k"] == "event")
+        if "hello notes" in orjson.dumps(event["event"]).decode()
+    )
+
+    result = await replay_records(records)
+    assert not result.identical
+    divergence = result.divergence
+    assert divergence is not None
+    assert divergence.index == first
+    assert divergence.recorded["type"] == "tool_execution_end"
+    assert divergence.path.startswith("result.content[0].text")
+    assert "hello notes" in orjson.dumps(divergence.recorded).decode()
+    assert "HELLO NOTES" in orjson.dumps(divergence.replayed).decode()
+    assert "first divergence at event" in result.describe()
+
+
+async def test_a_trace_with_dropped_records_is_not_replayed(tmp_path: Path) -> None:
+    records = await record_tool_retry_compaction(tmp_path)
+    records.append({"k": "dropped", "t": 0.0, "count": 4})
+    with pytest.raises(ReplayError, match="lost 4 record"):
+        await replay_records(records)
+
+
+async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: Path) -> None:
+    """The race the replay is for: a steer that arrived while a tool ran is delivered before
+    the tool's result again, because the result was recorded after the steer."""
+    release = trio.Event()
+    started_tool = trio.Event()
+
+    async def slow(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        await on_update(text_result("working"))
+        started_tool.set()
+        await release.wait()
+        return text_result("slow done")
+
+    tool = AgentTool(name="slow", description="waits", execute=slow)
+    faux = FauxProvider()
+    faux.push(
+        FauxReply(tool_calls=[FauxToolCall("slow", {})]),
+        FauxReply(text="saw the steer"),
+        FauxReply(text="finished"),
+    )
+    async with traced_session(tmp_path, faux, tools=(tool,)) as started:
+        session = started.session
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.prompt, "go")
+            await started_tool.wait()
+            await session.steer("change of plan")
+            release.set()
+    records = load_trace(tmp_path / "trace.jsonl")
+    ticks = {r["k"] if r["k"] != "input" else r["op"]: r["tick"] for r in records if "tick" in r}
+    assert ticks["steer"] < ticks["tool"]  # recorded: the steer came first
+
+    result = await replay_records(records)
+    assert result.identical, result.describe()
+
+
+async def test_queries_are_not_inputs() -> None:
+    reply: Reply[Any] = Reply()
+    from pitrio.actors.session.actor import GetState, Invoke
+
+    assert classify_input(GetState(reply)) is None
+    assert classify_input(Invoke(lambda actor: actor.emitted_seq(), reply)) is None

@@ -1,0 +1,305 @@
+"""Websocket clients that send garbage to the daemon: each frame is answered with an error or
+the connection is closed with a code and a reason; the session, its other clients and its file
+are unaffected.
+
+Frames a websocket library would refuse to produce (invalid UTF-8 in a text frame, an unmasked
+client frame, a reserved opcode, bytes that are not HTTP at all) go out through a raw TCP
+client with a hand-made handshake (:func:`raw_upgrade`, :func:`frame`), which the half-open
+cases reuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from pitrio.actors.model_router import FauxProvider, FauxReply
+from pitrio.actors.session_store.maintenance import check_file
+from pitrio.transports.serve import Daemon
+from tests.faults.support import file_lines
+from tests.transports.daemon_harness import (
+    TOKEN,
+    connect,
+    create_session,
+    is_response,
+    receive,
+    running_daemon,
+    send,
+    settled,
+    text_of_deltas,
+    until,
+)
+
+REPLY = "".join(chr(97 + i % 26) for i in range(400))
+"""The reply streamed while garbage arrives: 200 chunks of 2 characters."""
+
+OPCODE_TEXT, OPCODE_BINARY, OPCODE_CLOSE = 0x1, 0x2, 0x8
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(agent))
+    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
+    return agent
+
+
+# -- a raw websocket client -------------------------------------------------------------------
+
+
+async def raw_upgrade(
+    port: int, path: str, *, receive_buffer: int | None = None
+) -> tuple[trio.SocketStream, bytes]:
+    """A TCP connection upgraded to a websocket by hand; the bytes read past the handshake."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    if receive_buffer is not None:
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    key = base64.b64encode(os.urandom(16)).decode("ascii")
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Authorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    await stream.send_all(request.encode("ascii"))
+    data = b""
+    with trio.fail_after(10):
+        while b"\r\n\r\n" not in data:
+            chunk = await stream.receive_some(4096)
+            assert chunk, f"closed during the handshake: {data!r}"
+            data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return stream, rest
+
+
+def frame(opcode: int, payload: bytes, *, masked: bool = True, fin: bool = True) -> bytes:
+    """One websocket frame as a client sends it (masked unless told otherwise)."""
+    first = (0x80 if fin else 0) | opcode
+    mask_bit = 0x80 if masked else 0
+    size = len(payload)
+    if size < 126:
+        header = bytes([first, mask_bit | size])
+    elif size < 1 << 16:
+        header = bytes([first, mask_bit | 126]) + size.to_bytes(2, "big")
+    else:
+        header = bytes([first, mask_bit | 127]) + size.to_bytes(8, "big")
+    if not masked:
+        return header + payload
+    key = os.urandom(4)
+    return header + key + bytes(byte ^ key[i % 4] for i, byte in enumerate(payload))
+
+
+async def read_until_end(stream: trio.SocketStream, pending: bytes) -> tuple[int, str] | None:
+    """Read the server's (unmasked) frames until the connection ends: the close frame's code
+    and reason, or ``None`` when the server dropped the connection without one."""
+    buffer = pending
+    while True:
+        while True:
+            if len(buffer) >= 2:
+                opcode, size, start = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
+                if size == 126 and len(buffer) >= 4:
+                    size, start = int.from_bytes(buffer[2:4], "big"), 4
+                elif size == 127 and len(buffer) >= 10:
+                    size, start = int.from_bytes(buffer[2:10], "big"), 10
+                if (size < 126 or start > 2) and len(buffer) >= start + size:
+                    break
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return None
+            buffer += chunk
+        payload, buffer = buffer[start : start + size], buffer[start + size :]
+        if opcode == OPCODE_CLOSE:
+            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+            return code, payload[2:].decode("utf-8", "replace")
+
+
+# -- checks shared by the cases ---------------------------------------------------------------
+
+
+async def still_served(ws: WebSocketConnection, tag: str) -> None:
+    """The well-behaved client's commands are still answered."""
+    await send(ws, {"id": tag, "type": "get_state"})
+    response = (await until(ws, is_response(tag)))[-1]
+    assert response["success"], response
+
+
+async def clients_of(daemon: Daemon, session_id: str) -> int:
+    hosted = await daemon.host.get(session_id)
+    return len(hosted.clients)
+
+
+async def wait_clients(daemon: Daemon, session_id: str, count: int) -> None:
+    """Until the session has ``count`` attached clients (a closed one is detached)."""
+    with trio.fail_after(10):
+        while await clients_of(daemon, session_id) != count:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+def assert_file_whole(path: Path, texts: list[str]) -> None:
+    """The file checks clean and holds the replies with exactly these texts, in order."""
+    assert not check_file(path), [p.describe(str(path)) for p in check_file(path)]
+    replies = [
+        "".join(b.get("text", "") for b in line["message"]["content"])
+        for line in file_lines(path)
+        if line.get("type") == "message" and line["message"]["role"] == "assistant"
+    ]
+    assert replies == texts
+
+
+# -- the cases --------------------------------------------------------------------------------
+
+GARBAGE: list[tuple[str | bytes, str]] = [
+    (b"\x00\x01binary\xff", "binary frames are not supported"),
+    ("{not json", "Failed to parse command"),
+    ("", "Failed to parse command"),
+    ('"\\ud800 lone surrogate"', "Failed to parse command"),
+    ("[" * 5000 + "]" * 5000, "Failed to parse command"),
+    ("[1, 2, 3]", "Unknown command: undefined"),
+    ("null", "Unknown command: undefined"),
+    ('{"id": "t", "type": 5}', "Unknown command"),
+    ('{"id": "u", "type": "format_my_disk"}', "Unknown command: format_my_disk"),
+    ('{"id": "m", "type": "prompt", "message": {"nested": true}}', "message must be a string"),
+    ('{"id": "r", "type": "resume", "since": -4}', "since must be a non-negative integer"),
+]
+
+
+async def test_garbage_frames_get_errors_and_the_session_goes_on(agent: Path) -> None:
+    faux = FauxProvider(
+        [FauxReply(text=REPLY, chunk_size=2, chunk_delay=0.002), FauxReply(text="second")]
+    )
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        path = f"/v1/sessions/{session_id}"
+        async with connect(daemon, path) as good, connect(daemon, path) as bad:
+            await receive(good)
+            await receive(bad)
+            await send(good, {"id": "p", "type": "prompt", "message": "stream please"})
+            good_frames = await until(good, lambda f: f.get("type") == "message_update")
+            # Garbage while the other client's reply streams.
+            for payload, _ in GARBAGE:
+                await bad.send_message(payload)
+            bad_frames: list[dict[str, Any]] = []
+            errors: list[dict[str, Any]] = []
+            with trio.fail_after(10):
+                while len(errors) < len(GARBAGE):
+                    bad_frames.append(json.loads(await bad.get_message()))
+                    if bad_frames[-1].get("type") == "response":
+                        errors.append(bad_frames[-1])
+            assert all(not e["success"] for e in errors), errors
+            texts = sorted(e["error"] for e in errors)
+            for _, expected in GARBAGE:
+                match = next((t for t in texts if expected in t), None)
+                assert match is not None, (expected, texts)
+                texts.remove(match)
+            # The ids that could be read are kept on the answers.
+            assert {e["id"] for e in errors if "id" in e} == {"t", "u", "m", "r"}
+            # The garbage client is still a client: it gets answers and the run's events.
+            await send(bad, {"id": "b1", "type": "get_state"})
+            bad_frames += await until(bad, settled)
+            if not any(is_response("b1")(f) for f in bad_frames):
+                bad_frames += await until(bad, is_response("b1"))
+            assert next(f for f in bad_frames if is_response("b1")(f))["success"]
+            good_frames += await until(good, settled)
+            # Both clients got the whole reply; the well-behaved one saw nothing of the garbage.
+            assert text_of_deltas(good_frames) == REPLY
+            assert text_of_deltas(bad_frames) == REPLY
+            assert [f["id"] for f in good_frames if f.get("type") == "response"] == ["p"]
+            # The session takes the garbage client's next real prompt.
+            await send(bad, {"id": "p2", "type": "prompt", "message": "now properly"})
+            second = await until(
+                bad, lambda f: settled(f) or (is_response("p2")(f) and not f["success"])
+            )
+            assert settled(second[-1]), second
+            assert text_of_deltas(second) == "second"
+        hosted = await daemon.host.get(session_id)
+        assert hosted.path is not None
+        assert daemon.server.counters["connection_errors"] == 0
+    assert_file_whole(hosted.path, [REPLY, "second"])
+
+
+async def test_frames_that_break_the_protocol_close_that_connection_only(agent: Path) -> None:
+    faux = FauxProvider([FauxReply(text=REPLY, chunk_size=2, chunk_delay=0.002)])
+    config = {"max_message_size": 64 * 1024}
+    async with running_daemon(agent, faux, daemon=config) as daemon:
+        session_id = await create_session(daemon)
+        path = f"/v1/sessions/{session_id}"
+        async with connect(daemon, path) as good:
+            await receive(good)
+            await send(good, {"id": "p", "type": "prompt", "message": "stream please"})
+            await until(good, lambda f: f.get("type") == "message_update")
+
+            # Over the size limit: closed with 1009 and the limit.
+            async with connect(daemon, path) as big:
+                await receive(big)
+                await big.send_message(json.dumps({"type": "prompt", "message": "x" * 100_000}))
+                with trio.fail_after(10), pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        await big.get_message()
+                why = closed.value.reason
+                assert why is not None and why.code == 1009
+                assert "maximum message size" in (why.reason or "")
+            with trio.fail_after(5):
+                while daemon.server.counters["refused_frames"] != 1:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+
+            # Frames the websocket layer refuses: invalid UTF-8 in a text frame (1007), a client
+            # frame without a mask, a reserved opcode (1002). trio-websocket ends these
+            # connections without a close frame (it treats its own parse failure as the peer's
+            # close), so the reason is only in the daemon's log and counter.
+            cases = [
+                (frame(OPCODE_TEXT, b'{"type": "get_state", "x": "\xc3\x28"}'), 1007),
+                (frame(OPCODE_TEXT, b'{"type": "get_state"}', masked=False), 1002),
+                (frame(0x3, b"??"), 1002),
+            ]
+            for index, (data, code) in enumerate(cases, start=1):
+                stream, pending = await raw_upgrade(daemon.port, path)
+                await stream.send_all(data)
+                with trio.fail_after(10):
+                    ended = await read_until_end(stream, pending)
+                assert ended is None or ended[0] == code, (ended, data[:8])
+                await stream.aclose()
+                # One more refused frame counted (the 1009 above was the first).
+                assert daemon.server.counters["refused_frames"] == 1 + index
+                await still_served(good, f"after-{index}")
+
+            # Not HTTP at all: a plain 400 before any websocket exists.
+            stream = await trio.open_tcp_stream("127.0.0.1", daemon.port)
+            await stream.send_all(b"\x16\x03\x01\x02\x00garbage\r\n\r\n")
+            answer = b""
+            with trio.fail_after(10):
+                while chunk := await stream.receive_some(4096):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+            await stream.aclose()
+
+            frames = await until(good, settled)
+            assert REPLY.endswith(text_of_deltas(frames))
+            await wait_clients(daemon, session_id, 1)
+        hosted = await daemon.host.get(session_id)
+        assert hosted.path is not None
+        assert daemon.server.counters["connection_errors"] == 0
+        assert daemon.server.rejected["bad_request"] == 1
+    assert_file_whole(hosted.path, [REPLY])
+
+
+async def test_garbage_on_the_host_endpoint(agent: Path) -> None:
+    async with running_daemon(agent) as daemon, connect(daemon, "/v1/host") as host:
+        assert (await receive(host))["type"] == "host_attached"
+        for payload in (b"\xff\xfe", "{oops", "[]", '{"id": 1, "type": "drop_tables"}'):
+            await host.send_message(payload)
+            reply = await receive(host)
+            assert reply["type"] == "response" and not reply["success"], reply
+        await send(host, {"id": 2, "type": "create", "cwd": 42})
+        assert "cwd must be a string" in (await until(host, is_response(2)))[-1]["error"]
+        await send(host, {"id": 3, "type": "open", "sessionId": "../../etc/passwd"})
+        assert "Invalid session id" in (await until(host, is_response(3)))[-1]["error"]
+        await send(host, {"id": 4, "type": "list"})
+        assert (await until(host, is_response(4)))[-1]["data"]["sessions"] == []

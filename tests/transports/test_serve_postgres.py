@@ -1,0 +1,273 @@
+"""Several daemons on one PostgreSQL database (``pitrio serve --store postgresql://...``).
+
+Daemon A is a real ``pitrio serve`` process (so it can be killed with SIGKILL: no lease is
+released, nothing is flushed); daemon B runs in this process. Also: a database restart in the
+middle of a run, and the pool and lease metrics.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import trio
+from trio_websocket import open_websocket_url
+
+from pitrio.actors.host import HostConfig
+from pitrio.actors.model_router import FauxProvider
+from pitrio.actors.model_router.actor import RouterConfig
+from pitrio.transports.daemon.server import DaemonConfig
+from pitrio.transports.serve import Daemon, open_daemon
+from tests.actors.pg_cluster import fresh_database, shared_cluster
+from tests.transports.daemon_harness import is_response, receive, send, settled, until
+
+PITRIO = str(Path(sys.executable).parent / "pitrio")
+LEASE = 1.0
+
+
+@pytest.fixture
+def database() -> str:
+    pytest.importorskip("psycopg")
+    shared_cluster()
+    return fresh_database()
+
+
+def backend_options(lease: float = LEASE) -> Any:
+    from pitrio.actors.session_store.postgres.backend import BackendOptions
+    from pitrio.actors.session_store.postgres.lease import LeaseTerms
+
+    return BackendOptions(terms=LeaseTerms(duration=lease), catch_up_interval=0.5)
+
+
+@asynccontextmanager
+async def in_process_daemon(tmp_path: Path, url: str, name: str) -> AsyncIterator[Daemon]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    config = DaemonConfig(port=0, token=None)
+    host = HostConfig(agent_dir=tmp_path / name, default_cwd=str(work))
+    async with open_daemon(
+        config,
+        host,
+        faux=FauxProvider(),
+        router_config=RouterConfig(agent_dir=None),
+        store=url,
+        store_options=backend_options(),
+    ) as daemon:
+        yield daemon
+
+
+class Lines:
+    """Lines of a process's output as they come."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def until(self, pattern: str, seconds: float = 30.0) -> re.Match[str]:
+        with trio.fail_after(seconds):
+            while True:
+                while b"\n" not in self.buffer:
+                    chunk = await self.stream.receive_some(65536)
+                    if not chunk:
+                        raise AssertionError(f"the daemon ended before {pattern!r}")
+                    self.buffer += chunk
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                if match := re.search(pattern, line.decode("utf-8", "replace")):
+                    return match
+
+
+async def prompt(ws_url: str, session_id: str, text: str) -> list[dict[str, Any]]:
+    """Attach to the session, prompt, return the frames up to the run's settle."""
+    async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+        hello = await receive(ws)
+        assert hello["type"] == "attached", hello
+        await send(ws, {"id": "p", "type": "prompt", "message": text})
+        return await until(ws, settled)
+
+
+async def create(ws_url: str) -> str:
+    async with open_websocket_url(f"{ws_url}/v1/host") as host:
+        await receive(host)
+        await send(host, {"id": "c", "type": "create"})
+        frames = await until(host, is_response("c"))
+    assert frames[-1]["success"], frames[-1]
+    session_id: str = frames[-1]["data"]["sessionId"]
+    return session_id
+
+
+async def messages(ws_url: str, session_id: str) -> list[dict[str, Any]]:
+    async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+        await receive(ws)
+        await send(ws, {"id": "m", "type": "get_messages"})
+        frames = await until(ws, is_response("m"))
+    result: list[dict[str, Any]] = frames[-1]["data"]["messages"]
+    return result
+
+
+def texts(found: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for message in found:
+        content = message.get("content")
+        text = (
+            content
+            if isinstance(content, str)
+            else "".join(
+                block.get("text", "") for block in content or [] if isinstance(block, dict)
+            )
+        )
+        out.append(f"{message['role']}:{text}")
+    return out
+
+
+async def test_a_killed_owners_session_moves_to_another_daemon(
+    database: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / "agent-a")}
+    env.pop("PITRIO_SESSION_DIR", None)
+    migrate = await trio.run_process(
+        [PITRIO, "db", "migrate", "--store", database],
+        env=env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert migrate.returncode == 0 and b"up to date" in migrate.stdout, migrate
+    command = [
+        PITRIO, "serve", "--port", "0", "--no-auth", "--store", database,
+        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
+    ]  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        process: trio.Process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+        )
+        try:
+            assert process.stdout is not None
+            url_a = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
+            ws_a = url_a.replace("http://", "ws://").rstrip("/")
+            session_id = await create(ws_a)
+            await prompt(ws_a, session_id, "one")
+            async with in_process_daemon(tmp_path, database, "agent-b") as daemon_b:
+                ws_b = f"ws://127.0.0.1:{daemon_b.port}"
+                # B does not run A's session: its client is told who does, then follows it.
+                async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as follower:
+                    notice = await receive(follower)
+                    assert notice["type"] == "session_owned_elsewhere", notice
+                    assert notice["url"] == url_a
+                    await send(follower, {"id": "x", "type": "prompt", "message": "no"})
+                    refused = await receive(follower)
+                    assert refused["success"] is False and url_a in refused["error"]
+                    await prompt(ws_a, session_id, "two")
+                    followed = []
+                    while len(followed) < 2:  # the user message and the reply, as committed
+                        frame = await receive(follower)
+                        assert frame["type"] == "entry_appended", frame
+                        followed.append(frame)
+                    assert [f["entrySeq"] for f in followed] == [
+                        notice["entrySeq"] + 1,
+                        notice["entrySeq"] + 2,
+                    ]
+                    assert followed[0]["entry"]["message"]["content"][0]["text"] == "two"
+                # A dies without releasing anything. Once its lease expires, B takes over.
+                process.send_signal(signal.SIGKILL)
+                await process.wait()
+                with trio.fail_after(15):
+                    while True:
+                        async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
+                            hello = await receive(ws)
+                        if hello["type"] == "attached":
+                            break
+                        assert hello["type"] == "session_owned_elsewhere", hello
+                        await trio.sleep(0.2)
+                await prompt(ws_b, session_id, "three")
+                found = texts(await messages(ws_b, session_id))
+                assert found == [
+                    "user:one", "assistant:one", "user:two", "assistant:two",
+                    "user:three", "assistant:three",
+                ]  # fmt: skip
+                async with httpx.AsyncClient() as client:
+                    got = await client.get(f"http://127.0.0.1:{daemon_b.port}/metrics")
+                metrics = got.text
+                assert re.search(r"^pitrio_pg_leases_taken_over_total 1$", metrics, re.M)
+                assert re.search(r"^pitrio_pg_leases_held 1$", metrics, re.M)
+                assert re.search(r"^pitrio_pg_pool_size [1-9]", metrics, re.M)
+        finally:
+            if process.returncode is None:
+                process.kill()
+    # What the database holds: every entry once, numbered without a gap.
+    exported = await trio.run_process(
+        [PITRIO, "sessions", "export", session_id, "--jsonl", "--store", database],
+        env=env,
+        capture_stdout=True,
+    )
+    lines = exported.stdout.splitlines()
+    entries = [orjson.loads(line) for line in lines[1:]]
+    ids = [entry["id"] for entry in entries]
+    assert len(ids) == len(set(ids))
+    users = [
+        entry["message"]["content"][0]["text"]
+        for entry in entries
+        if entry.get("message", {}).get("role") == "user"
+    ]
+    assert users == ["one", "two", "three"]
+
+
+async def test_a_database_restart_pauses_a_run_and_loses_nothing(
+    database: str, tmp_path: Path
+) -> None:
+    cluster = shared_cluster()
+    async with in_process_daemon(tmp_path, database, "agent") as daemon:
+        ws_url = f"ws://127.0.0.1:{daemon.port}"
+        session_id = await create(ws_url)
+        await prompt(ws_url, session_id, "before")  # stored: it has a reply
+        async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+            await receive(ws)
+            await trio.to_thread.run_sync(cluster.stop, "fast")
+            try:
+                await send(ws, {"id": "p", "type": "prompt", "message": "during"})
+                # The user message cannot be stored: the run waits, clients are told why.
+                await until(ws, lambda f: f.get("type") == "store_unavailable")
+            finally:
+                await trio.to_thread.run_sync(cluster.start)
+            frames = await until(ws, settled, seconds=30)
+            kinds = [frame.get("type") for frame in frames]
+            assert "store_available" in kinds
+            assert kinds.index("store_available") < kinds.index("agent_end")
+        found = texts(await messages(ws_url, session_id))
+        assert found == ["user:before", "assistant:before", "user:during", "assistant:during"]
+    # Reopened from the database by a fresh daemon: the same transcript.
+    async with in_process_daemon(tmp_path, database, "agent-2") as again:
+        reopened = texts(await messages(f"ws://127.0.0.1:{again.port}", session_id))
+    assert reopened == found
+
+
+async def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    url = shared_cluster().new_database()
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / "agent")}
+    result = await trio.run_process(
+        [PITRIO, "serve", "--port", "0", "--no-auth", "--store", url],
+        env=env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert b"pitrio db migrate" in result.stderr
