@@ -339,29 +339,3 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     assert sum(isinstance(e, TextDelta) for e in events) == sum(
         isinstance(e, TextDelta) for e in expected
     )
-
-
-def test_the_request_body_reuses_each_messages_json_and_equals_the_plain_form() -> None:
-    import gc
-
-    import orjson
-
-    from pitrio.actors.model_router.providers import openai_completions as module
-
-    foreign = assistant(ThinkingContent(thinking="hmm"), TextContent(text="hi"), api="other-api")
-    context = LlmContext(
-        system_prompt="sys", messages=(*tool_turn(API).messages, user_message("x"), foreign)
-    )
-    plain = orjson.dumps(build_body(MODEL, context, StreamOptions()))
-    first = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).body
-    assert first == plain  # the cached form is byte for byte the plain one
-    cached = len(module._FRAGMENTS)
-    assert cached >= len(context.messages)
-    again = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).body
-    assert again == plain and len(module._FRAGMENTS) == cached  # nothing recomputed
-    # A foreign response (its thinking turned into text) is prepared once and found again.
-    content = orjson.loads(again)["messages"][-1]["content"]
-    assert "hmm" in content and "hi" in content
-    del context, foreign
-    gc.collect()
-    assert len(module._FRAGMENTS) < cached  # entries go with their messages

@@ -16,10 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import weakref
-from collections.abc import Callable, Hashable, Sequence
-from functools import partial
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -33,50 +30,6 @@ NO_RESULT_TEXT = "No result provided"
 IMAGE_OMITTED_TEXT = "(image omitted: this model does not accept images)"
 
 IdNormalizer = Callable[[str], str]
-
-
-class IdentityMemo:
-    """Results computed from one object, kept while that object lives (keyed on its identity
-    and a key, never on its value: hashing a long message would cost what the memo saves).
-
-    Messages are immutable, so what a provider derives from one (its vendor form, its JSON)
-    can be kept: a transcript of *n* messages then costs O(new messages) per request to
-    prepare instead of O(n) (issue 10: per-turn cost flat in the session's length).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], dict[Hashable, Any]]] = {}
-
-    def _drop(self, ident: int, ref: weakref.ref[Any]) -> None:
-        entry = self._entries.get(ident)
-        if entry is not None and entry[0] is ref:
-            del self._entries[ident]
-
-    def get(self, obj: Any, key: Hashable) -> Any:
-        """The value stored for ``obj`` and ``key``, or :data:`MISSING`."""
-        entry = self._entries.get(id(obj))
-        if entry is None or entry[0]() is not obj:
-            return MISSING
-        return entry[1].get(key, MISSING)
-
-    def put(self, obj: Any, key: Hashable, value: Any) -> None:
-        """Keep ``value`` for ``obj`` and ``key`` while ``obj`` lives."""
-        ident = id(obj)
-        entry = self._entries.get(ident)
-        if entry is None or entry[0]() is not obj:
-            ref = weakref.ref(obj, partial(self._drop, ident))
-            entry = (ref, {})
-            self._entries[ident] = entry
-        entry[1][key] = value
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-MISSING: Any = object()
-"""What :meth:`IdentityMemo.get` returns when nothing is stored."""
-
-_PREPARED = IdentityMemo()
 
 
 def same_model(message: AssistantMessage, model: Model) -> bool:
@@ -130,41 +83,12 @@ def _foreign_blocks(
     return tuple(out)
 
 
-def _prepared_response(
-    message: AssistantMessage, model: Model, rename: IdNormalizer
-) -> tuple[AssistantMessage, list[ToolCall]]:
-    blocks = message.content if same_model(message, model) else _foreign_blocks(message)
-    calls = [block for block in blocks if isinstance(block, ToolCall)]
-    if calls:
-        renamed = [rename(call.id) for call in calls]
-        if renamed != [call.id for call in calls]:
-            ids = iter(renamed)
-            blocks = tuple(
-                attrs.evolve(block, id=next(ids)) if isinstance(block, ToolCall) else block
-                for block in blocks
-            )
-            calls = [block for block in blocks if isinstance(block, ToolCall)]
-    # Copies are made only when something changed: most messages go out as they are.
-    kept = message if blocks is message.content else attrs.evolve(message, content=blocks)
-    return kept, calls
-
-
 def prepare_messages(
-    messages: Sequence[LlmMessage],
-    model: Model,
-    normalize_id: IdNormalizer | None = None,
-    *,
-    memo_key: Hashable | None = None,
+    messages: Sequence[LlmMessage], model: Model, normalize_id: IdNormalizer | None = None
 ) -> list[LlmMessage]:
-    """The transcript as ``model`` should see it (see the module docstring).
-
-    With ``memo_key`` (what, besides the model, decides ``normalize_id``'s answers: the
-    provider's compat settings), each response's prepared form is kept while the response
-    lives, so the same object comes back on the next request (which lets the provider keep
-    its own per-message forms too)."""
+    """The transcript as ``model`` should see it (see the module docstring)."""
     images = "image" in model.input
     rename = normalize_id or (lambda value: value)
-    key = None if memo_key is None else (model.provider, model.api, model.id, memo_key)
     out: list[LlmMessage] = []
     pending: list[ToolCall] = []  # calls of the last kept response still waiting for results
 
@@ -187,12 +111,20 @@ def prepare_messages(
                 close_pending()
             if message.stop_reason in ("error", "aborted"):
                 continue
-            prepared = MISSING if key is None else _PREPARED.get(message, key)
-            if prepared is MISSING:
-                prepared = _prepared_response(message, model, rename)
-                if key is not None:
-                    _PREPARED.put(message, key, prepared)
-            kept, calls = prepared
+            blocks = message.content if same_model(message, model) else _foreign_blocks(message)
+            calls = [block for block in blocks if isinstance(block, ToolCall)]
+            if calls:
+                renamed = [rename(call.id) for call in calls]
+                if renamed != [call.id for call in calls]:
+                    ids = iter(renamed)
+                    blocks = tuple(
+                        attrs.evolve(block, id=next(ids)) if isinstance(block, ToolCall) else block
+                        for block in blocks
+                    )
+                    calls = [block for block in blocks if isinstance(block, ToolCall)]
+            # Copies are made only when something changed: a long transcript is prepared
+            # for every request, and most messages go out as they are (issue 7).
+            kept = message if blocks is message.content else attrs.evolve(message, content=blocks)
             out.append(kept)
             pending.extend(calls)
         elif isinstance(message, ToolResultMessage):
@@ -201,16 +133,10 @@ def prepare_messages(
             if match is None:
                 continue  # its call was in a response left out, or answered already
             pending.remove(match)
-            result_key = None if key is None else (key, images)
-            cached = MISSING if result_key is None else _PREPARED.get(message, result_key)
-            if cached is MISSING:
-                content = message.content if images else _strip_images(message.content)
-                cached = message
-                if call_id != message.tool_call_id or content is not message.content:
-                    cached = attrs.evolve(message, tool_call_id=call_id, content=content)
-                if result_key is not None:
-                    _PREPARED.put(message, result_key, cached)
-            out.append(cached)
+            content = message.content if images else _strip_images(message.content)
+            if call_id != message.tool_call_id or content is not message.content:
+                message = attrs.evolve(message, tool_call_id=call_id, content=content)
+            out.append(message)
         else:
             if pending:
                 close_pending()

@@ -14,7 +14,6 @@ the provider and base URL and overridden by the model's ``compat`` (pi's field n
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -22,8 +21,6 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
-    MISSING,
-    IdentityMemo,
     data_url,
     prepare_messages,
     short_hash,
@@ -39,12 +36,7 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.thinking import reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.messages.agent import (
-    AssistantMessage,
-    LlmMessage,
-    ToolResultMessage,
-    UserMessage,
-)
+from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -188,10 +180,6 @@ def _assistant(message: AssistantMessage, compat: OpenAICompat) -> dict[str, Any
     return out
 
 
-def _user_entry(message: UserMessage) -> dict[str, Any]:
-    return {"role": "user", "content": _user_content(message)}
-
-
 def _tool_call(call: ToolCall) -> dict[str, Any]:
     return {
         "id": call.id,
@@ -200,36 +188,9 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-_FRAGMENTS = IdentityMemo()
-"""Each prepared message's JSON, kept while the message lives (see :class:`IdentityMemo`)."""
-
-
-def build_messages(
-    model: Model, context: LlmContext, compat: OpenAICompat, *, fragments: bool = False
-) -> list[Any]:
-    """``context`` as Chat Completions messages. With ``fragments`` each message that maps
-    to one entry comes as its JSON (an ``orjson.Fragment``, made once per message), so a
-    long transcript is not converted and encoded again for every request."""
-    out: list[Any] = []
-    # compat is a function of the model: the model's identity keys what was derived from it.
-    key = (model.provider, model.api, model.id, model.base_url)
-
-    def entry(message: LlmMessage, build: Callable[[], dict[str, Any] | None]) -> None:
-        if not fragments:
-            built = build()
-            if built is not None:
-                out.append(built)
-            return
-        cached = _FRAGMENTS.get(message, key)
-        if cached is MISSING:
-            built = build()
-            cached = (
-                None if built is None else (built["role"], orjson.Fragment(orjson.dumps(built)))
-            )
-            _FRAGMENTS.put(message, key, cached)
-        if cached is not None:
-            out.append(cached)
-
+def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[dict[str, Any]]:
+    """``context`` as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
     if context.system_prompt:
         role = "developer" if model.reasoning and compat.supports_developer_role else "system"
         out.append({"role": role, "content": context.system_prompt})
@@ -245,53 +206,41 @@ def build_messages(
             out.append({"role": "user", "content": parts})
             images.clear()
 
-    def role_of(item: Any) -> str:
-        return str(item[0] if isinstance(item, tuple) else item["role"])
-
-    messages = prepare_messages(
-        context.messages, model, normalize_tool_id(compat), memo_key=("openai-completions",)
-    )
+    messages = prepare_messages(context.messages, model, normalize_tool_id(compat))
     for message in messages:
         if isinstance(message, ToolResultMessage):
+            text = tool_result_text(message)
             block_images = [b for b in message.content if isinstance(b, ImageContent)]
             images.extend(block_images)
-
-            def tool(
-                result: ToolResultMessage = message, shown: bool = bool(block_images)
-            ) -> dict[str, Any]:
-                text = tool_result_text(result)
-                built: dict[str, Any] = {
-                    "role": "tool",
-                    "tool_call_id": result.tool_call_id,
-                    "content": text or ("(see the attached image)" if shown else ""),
-                }
-                if compat.requires_tool_result_name:
-                    built["name"] = result.tool_name
-                return built
-
-            entry(message, tool)
+            tool: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": text or ("(see the attached image)" if block_images else ""),
+            }
+            if compat.requires_tool_result_name:
+                tool["name"] = message.tool_name
+            out.append(tool)
             continue
         if images:
             flush_images()
         if isinstance(message, UserMessage):
-            if compat.requires_assistant_after_tool_result and out and role_of(out[-1]) == "tool":
+            if compat.requires_assistant_after_tool_result and out and out[-1]["role"] == "tool":
                 out.append({"role": "assistant", "content": "I have processed the tool results."})
-            entry(message, partial(_user_entry, message))
+            out.append({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
-            entry(message, partial(_assistant, message, compat))
+            converted = _assistant(message, compat)
+            if converted is not None:
+                out.append(converted)
     flush_images()
-    return [item[1] if isinstance(item, tuple) else item for item in out]
+    return out
 
 
-def build_body(
-    model: Model, context: LlmContext, options: StreamOptions, *, fragments: bool = False
-) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure; ``fragments``: see
-    :func:`build_messages`)."""
+def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of one streamed request (pure)."""
     compat = detect_compat(model)
     body: dict[str, Any] = {
         "model": model.id,
-        "messages": build_messages(model, context, compat, fragments=fragments),
+        "messages": build_messages(model, context, compat),
         "stream": True,
     }
     if compat.supports_usage_in_streaming:
@@ -349,7 +298,7 @@ def build_request(
     return HttpRequest(
         url=join_url(model.base_url, "chat/completions"),
         headers=request_headers,
-        body=orjson.dumps(build_body(model, context, options, fragments=True)),
+        body=orjson.dumps(build_body(model, context, options)),
     )
 
 
