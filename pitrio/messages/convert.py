@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Sequence
 
 from pitrio.messages.agent import (
     AgentMessage,
@@ -93,3 +94,33 @@ def default_convert_to_llm(messages: Iterable[AgentMessage]) -> list[LlmMessage]
     return [
         m for m in messages if isinstance(m, UserMessage | AssistantMessage | ToolResultMessage)
     ]
+
+
+class PrefixConverter:
+    """:func:`convert_to_llm` for a transcript that grows between calls: when the messages
+    extend the previous call's (the same objects, in order), only the new ones are converted
+    and the earlier results (the same objects) are reused, so a request of a long session does
+    not pay for its whole history, and what a provider derives from those objects can be
+    reused too. Used by one caller at a time (the agent loop's hook)."""
+
+    def __init__(self) -> None:
+        self._source: list[AgentMessage] = []
+        self._out: list[LlmMessage] = []
+
+    def convert(self, messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+        """The converted transcript (a new list each call)."""
+        count = len(self._source)
+        if len(messages) >= count and all(map(operator.is_, self._source, messages[:count])):
+            out = self._out
+            tail = messages[count:]
+        else:
+            out = []
+            tail = messages
+        for message in tail:
+            converted = convert_message(message)
+            if converted is not None:
+                out.append(converted)
+        # Held messages cannot die, so their ids cannot be reused: identity is a sound test.
+        self._source = list(messages)
+        self._out = out
+        return list(out)

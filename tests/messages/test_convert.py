@@ -272,3 +272,25 @@ def test_bash_text_shape(command: str, output: str, cancelled: bool, exit_code: 
         assert rest == f"\n\nCommand exited with code {exit_code}"
     else:
         assert rest == ""
+
+
+def test_the_prefix_converter_converts_only_what_is_new() -> None:
+    from pitrio.messages.convert import PrefixConverter, convert_to_llm
+
+    def user_message(text: str) -> UserMessage:
+        return UserMessage(content=text, timestamp=1)
+
+    custom = CustomMessage(custom_type="note", content="hint", display=True, timestamp=2)
+    first = [user_message("a"), custom]
+    converter = PrefixConverter()
+    out1 = converter.convert(first)
+    assert out1 == convert_to_llm(first)
+    grown = [*first, user_message("b")]
+    out2 = converter.convert(grown)
+    assert out2 == convert_to_llm(grown)
+    assert out2[1] is out1[1]  # the custom message's conversion was reused, not redone
+    changed = [user_message("z"), *grown[1:]]
+    out3 = converter.convert(changed)
+    assert out3 == convert_to_llm(changed) and out3[1] is not out1[1]
+    out3.clear()  # the caller's list is its own
+    assert converter.convert(changed) == convert_to_llm(changed)

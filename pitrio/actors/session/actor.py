@@ -112,7 +112,7 @@ from pitrio.messages.agent import (
     user_message,
 )
 from pitrio.messages.content import ImageContent, text_of
-from pitrio.messages.convert import convert_to_llm
+from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
     AgentEnd,
@@ -404,7 +404,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def started(self) -> None:
         # The session decides what reaches the model: custom, bash and summary messages too.
-        hooks = self._loop_hooks(LoopHooks(convert_to_llm=_convert_to_llm))
+        # A converter of its own for the loop (only the loop's task calls it): a request
+        # converts the messages added since the last one, not the whole transcript.
+        converter = PrefixConverter()
+
+        async def convert(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+            return converter.convert(messages)
+
+        hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))
         await self._loop.configure(hooks=hooks)
         events = await self._loop.subscribe(capacity=1024)
         self._events = events
@@ -1123,10 +1130,6 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             session_name=await self._store.session_name(),
             write_error=None if self._write_failure is None else str(self._write_failure),
         )
-
-
-async def _convert_to_llm(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
-    return convert_to_llm(messages)
 
 
 def _outcome(last: AssistantMessage | None, run: _Run | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -339,3 +340,40 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     assert sum(isinstance(e, TextDelta) for e in events) == sum(
         isinstance(e, TextDelta) for e in expected
     )
+
+
+def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
+    import orjson
+
+    from pitrio.actors.model_router.providers import openai_completions as module
+
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    call = ToolCall(id="call_1", name="read", arguments={"path": "a"})
+    image_result = tool_result("call_1", "").__class__(
+        tool_call_id="call_1", tool_name="read", content=(image,), is_error=False, timestamp=3
+    )
+    steps = [
+        user_message("one"),
+        assistant(TextContent(text="first"), api=API),
+        user_message("two"),
+        assistant(call, api=API, stop_reason="toolUse"),  # its result comes a step later
+        image_result,
+        assistant(ThinkingContent(thinking="hm"), TextContent(text="x"), api="elsewhere"),
+        user_message("three"),
+    ]
+    messages: list[Any] = []
+    for step in steps:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))
+        plain = orjson.dumps(build_body(MODEL, context, StreamOptions()))
+        encoded = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).body
+        assert encoded == plain, f"after {len(messages)} messages"
+    # The state after the last request is kept, holding the whole transcript.
+    (source, _), *_ = [v for k, v in module._PREFIXES.items() if k[-1] == id(steps[0])]
+    assert source == messages
+    # A transcript that is not an extension (an edited middle) is rebuilt, still exactly.
+    edited = [*messages[:1], user_message("edited"), *messages[2:]]
+    context = LlmContext(system_prompt="sys", messages=tuple(edited))
+    assert build_request(
+        MODEL, context, StreamOptions(), api_key=None, headers={}
+    ).body == orjson.dumps(build_body(MODEL, context, StreamOptions()))

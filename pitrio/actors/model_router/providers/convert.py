@@ -83,17 +83,29 @@ def _foreign_blocks(
     return tuple(out)
 
 
-def prepare_messages(
-    messages: Sequence[LlmMessage], model: Model, normalize_id: IdNormalizer | None = None
-) -> list[LlmMessage]:
-    """The transcript as ``model`` should see it (see the module docstring)."""
-    images = "image" in model.input
-    rename = normalize_id or (lambda value: value)
-    out: list[LlmMessage] = []
-    pending: list[ToolCall] = []  # calls of the last kept response still waiting for results
+class TranscriptPreparer:
+    """:func:`prepare_messages` one message at a time, so a caller that sees the same
+    transcript grow can keep the state of its prefix (:meth:`copy`) and feed only what is new.
 
-    def close_pending() -> None:
-        for call in pending:
+    :meth:`feed` returns the prepared messages a message gives (synthetic results of calls
+    left without one come first); :meth:`finish` the synthetic results still owed at the end.
+    """
+
+    def __init__(self, model: Model, normalize_id: IdNormalizer | None = None) -> None:
+        self.model = model
+        self.images = "image" in model.input
+        self.rename = normalize_id or (lambda value: value)
+        self.pending: list[ToolCall] = []  # calls of the last kept response awaiting results
+
+    def copy(self) -> TranscriptPreparer:
+        """An independent preparer in the same state."""
+        twin = TranscriptPreparer.__new__(TranscriptPreparer)
+        twin.model, twin.images, twin.rename = self.model, self.images, self.rename
+        twin.pending = list(self.pending)
+        return twin
+
+    def _close_pending(self, out: list[LlmMessage]) -> None:
+        for call in self.pending:
             out.append(
                 ToolResultMessage(
                     tool_call_id=call.id,
@@ -103,14 +115,17 @@ def prepare_messages(
                     timestamp=0,
                 )
             )
-        pending.clear()
+        self.pending.clear()
 
-    for message in messages:
+    def feed(self, message: LlmMessage) -> list[LlmMessage]:
+        """What ``message`` becomes for the model (possibly nothing)."""
+        out: list[LlmMessage] = []
         if isinstance(message, AssistantMessage):
-            if pending:
-                close_pending()
+            if self.pending:
+                self._close_pending(out)
             if message.stop_reason in ("error", "aborted"):
-                continue
+                return out
+            model, rename = self.model, self.rename
             blocks = message.content if same_model(message, model) else _foreign_blocks(message)
             calls = [block for block in blocks if isinstance(block, ToolCall)]
             if calls:
@@ -122,35 +137,51 @@ def prepare_messages(
                         for block in blocks
                     )
                     calls = [block for block in blocks if isinstance(block, ToolCall)]
-            # Copies are made only when something changed: a long transcript is prepared
-            # for every request, and most messages go out as they are (issue 7).
+            # Copies are made only when something changed: most messages go out as they are.
             kept = message if blocks is message.content else attrs.evolve(message, content=blocks)
             out.append(kept)
-            pending.extend(calls)
+            self.pending.extend(calls)
         elif isinstance(message, ToolResultMessage):
-            call_id = rename(message.tool_call_id)
-            match = next((call for call in pending if call.id == call_id), None)
+            call_id = self.rename(message.tool_call_id)
+            match = next((call for call in self.pending if call.id == call_id), None)
             if match is None:
-                continue  # its call was in a response left out, or answered already
-            pending.remove(match)
-            content = message.content if images else _strip_images(message.content)
+                return out  # its call was in a response left out, or answered already
+            self.pending.remove(match)
+            content = message.content if self.images else _strip_images(message.content)
             if call_id != message.tool_call_id or content is not message.content:
                 message = attrs.evolve(message, tool_call_id=call_id, content=content)
             out.append(message)
         else:
-            if pending:
-                close_pending()
+            if self.pending:
+                self._close_pending(out)
             if (
                 isinstance(message, UserMessage)
-                and not images
+                and not self.images
                 and not isinstance(message.content, str)
             ):
                 stripped = _strip_images(message.content)
                 if stripped is not message.content:
                     message = attrs.evolve(message, content=stripped)
             out.append(message)
-    if pending:
-        close_pending()
+        return out
+
+    def finish(self) -> list[LlmMessage]:
+        """The synthetic results owed at the end (the preparer is then spent)."""
+        out: list[LlmMessage] = []
+        if self.pending:
+            self._close_pending(out)
+        return out
+
+
+def prepare_messages(
+    messages: Sequence[LlmMessage], model: Model, normalize_id: IdNormalizer | None = None
+) -> list[LlmMessage]:
+    """The transcript as ``model`` should see it (see the module docstring)."""
+    preparer = TranscriptPreparer(model, normalize_id)
+    out: list[LlmMessage] = []
+    for message in messages:
+        out.extend(preparer.feed(message))
+    out.extend(preparer.finish())
     return out
 
 

@@ -13,6 +13,8 @@ the provider and base URL and overridden by the model's ``compat`` (pi's field n
 
 from __future__ import annotations
 
+import collections
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -21,8 +23,8 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
+    TranscriptPreparer,
     data_url,
-    prepare_messages,
     short_hash,
     tool_result_text,
 )
@@ -36,7 +38,12 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.thinking import reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.agent import (
+    AssistantMessage,
+    LlmMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -188,30 +195,53 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[dict[str, Any]]:
-    """``context`` as Chat Completions messages."""
-    out: list[dict[str, Any]] = []
-    if context.system_prompt:
-        role = "developer" if model.reasoning and compat.supports_developer_role else "system"
-        out.append({"role": role, "content": context.system_prompt})
-    images: list[ImageContent] = []
+class ChatMessages:
+    """The Chat Completions ``messages`` of a transcript (without the system prompt), built one
+    message at a time so the state after a prefix can be kept and resumed (:meth:`copy`).
 
-    def flush_images() -> None:
+    With ``encoded`` each entry is kept as its JSON (an ``orjson.Fragment``), made once: a
+    request then costs encoding its new messages, not the whole transcript again.
+    """
+
+    def __init__(self, model: Model, compat: OpenAICompat, *, encoded: bool = False) -> None:
+        self.compat = compat
+        self.encoded = encoded
+        self.preparer = TranscriptPreparer(model, normalize_tool_id(compat))
+        self.entries: list[Any] = []
+        self.images: list[ImageContent] = []
+        self.last_role: str | None = None
+
+    def copy(self) -> ChatMessages:
+        """An independent builder in the same state."""
+        twin = ChatMessages.__new__(ChatMessages)
+        twin.compat, twin.encoded = self.compat, self.encoded
+        twin.preparer = self.preparer.copy()
+        twin.entries, twin.images = list(self.entries), list(self.images)
+        twin.last_role = self.last_role
+        return twin
+
+    def _add(self, entry: dict[str, Any]) -> None:
+        self.entries.append(orjson.Fragment(orjson.dumps(entry)) if self.encoded else entry)
+        self.last_role = entry["role"]
+
+    def _flush_images(self) -> None:
         # Tool messages carry text only: images of tool results follow as one user message.
-        if images:
+        if self.images:
             parts: list[dict[str, Any]] = [
                 {"type": "text", "text": "Images from the tool results:"}
             ]
-            parts.extend({"type": "image_url", "image_url": {"url": data_url(i)}} for i in images)
-            out.append({"role": "user", "content": parts})
-            images.clear()
+            parts.extend(
+                {"type": "image_url", "image_url": {"url": data_url(i)}} for i in self.images
+            )
+            self._add({"role": "user", "content": parts})
+            self.images.clear()
 
-    messages = prepare_messages(context.messages, model, normalize_tool_id(compat))
-    for message in messages:
+    def _emit(self, message: LlmMessage) -> None:
+        compat = self.compat
         if isinstance(message, ToolResultMessage):
             text = tool_result_text(message)
             block_images = [b for b in message.content if isinstance(b, ImageContent)]
-            images.extend(block_images)
+            self.images.extend(block_images)
             tool: dict[str, Any] = {
                 "role": "tool",
                 "tool_call_id": message.tool_call_id,
@@ -219,28 +249,99 @@ def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> l
             }
             if compat.requires_tool_result_name:
                 tool["name"] = message.tool_name
-            out.append(tool)
-            continue
-        if images:
-            flush_images()
+            self._add(tool)
+            return
+        self._flush_images()
         if isinstance(message, UserMessage):
-            if compat.requires_assistant_after_tool_result and out and out[-1]["role"] == "tool":
-                out.append({"role": "assistant", "content": "I have processed the tool results."})
-            out.append({"role": "user", "content": _user_content(message)})
+            if compat.requires_assistant_after_tool_result and self.last_role == "tool":
+                self._add({"role": "assistant", "content": "I have processed the tool results."})
+            self._add({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
             converted = _assistant(message, compat)
             if converted is not None:
-                out.append(converted)
-    flush_images()
-    return out
+                self._add(converted)
+
+    def feed(self, message: LlmMessage) -> None:
+        """Add one transcript message."""
+        for prepared in self.preparer.feed(message):
+            self._emit(prepared)
+
+    def finish(self) -> list[Any]:
+        """Every entry, the end's owed results and images included (this builder is left as
+        it was, so more messages can still be fed)."""
+        tail = self.preparer.copy().finish()
+        if not tail and not self.images:
+            return list(self.entries)
+        twin = self.copy()
+        for message in tail:
+            twin._emit(message)
+        twin._flush_images()
+        return twin.entries
 
 
-def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure)."""
+def _system_entry(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:
+    if not context.system_prompt:
+        return []
+    role = "developer" if model.reasoning and compat.supports_developer_role else "system"
+    return [{"role": role, "content": context.system_prompt}]
+
+
+def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[dict[str, Any]]:
+    """``context`` as Chat Completions messages."""
+    builder = ChatMessages(model, compat)
+    for message in context.messages:
+        builder.feed(message)
+    return [*_system_entry(model, context, compat), *builder.finish()]
+
+
+_PREFIXES: collections.OrderedDict[tuple[Any, ...], tuple[list[LlmMessage], ChatMessages]] = (
+    collections.OrderedDict()
+)
+PREFIXES_KEPT = 16
+"""Transcripts whose encoded messages are kept between requests (least recently used out)."""
+
+
+def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:
+    """:func:`build_messages` with each entry as its JSON, reusing what the previous request
+    of the same transcript encoded: when the messages extend that request's (the same
+    objects, in order), only the new ones are prepared and encoded. Between compactions a
+    session's transcript only grows, so a turn no longer costs the whole transcript again.
+    """
+    messages = context.messages
+    key = (model.provider, model.api, model.id, model.base_url, id(messages[0]) if messages else 0)
+    cached = _PREFIXES.pop(key, None)
+    builder: ChatMessages | None = None
+    start = 0
+    if cached is not None:
+        source, state = cached
+        count = len(source)
+        # Held messages cannot die, so their ids cannot be reused: identity is a sound test.
+        if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
+            builder, start = state, count
+    if builder is None:
+        builder = ChatMessages(model, compat, encoded=True)
+    for message in messages[start:]:
+        builder.feed(message)
+    _PREFIXES[key] = (list(messages), builder)
+    while len(_PREFIXES) > PREFIXES_KEPT:
+        _PREFIXES.popitem(last=False)
+    return [*_system_entry(model, context, compat), *builder.finish()]
+
+
+def build_body(
+    model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
+) -> dict[str, Any]:
+    """The JSON body of one streamed request (``encoded``: messages as reused JSON fragments,
+    see :func:`encoded_messages`; else plain, and pure)."""
     compat = detect_compat(model)
+    messages = (
+        encoded_messages(model, context, compat)
+        if encoded
+        else build_messages(model, context, compat)
+    )
     body: dict[str, Any] = {
         "model": model.id,
-        "messages": build_messages(model, context, compat),
+        "messages": messages,
         "stream": True,
     }
     if compat.supports_usage_in_streaming:
@@ -298,7 +399,7 @@ def build_request(
     return HttpRequest(
         url=join_url(model.base_url, "chat/completions"),
         headers=request_headers,
-        body=orjson.dumps(build_body(model, context, options)),
+        body=orjson.dumps(build_body(model, context, options, encoded=True)),
     )
 
 
