@@ -199,6 +199,7 @@ async def create_session(
     extensions: Sequence[str] = (),
     no_extensions: bool = False,
     ui_clients: bool = False,
+    extension_args: Sequence[str] = (),
 ) -> AsyncIterator[AgentSession]:
     """Start a session and yield its :class:`AgentSession`; leaving the block aborts a run in
     progress, waits for it to settle and stops the session's actors.
@@ -226,6 +227,7 @@ async def create_session(
         extensions=tuple(extensions),
         no_extensions=no_extensions,
         ui_clients=ui_clients,
+        extension_args=tuple(extension_args),
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

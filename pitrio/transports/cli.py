@@ -132,6 +132,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         active_tools=active_tools,
         extensions=tuple(args.extension),
         no_extensions=args.no_extensions,
+        extension_args=args.extension_args,
         ui_clients=True,
     )
     return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
@@ -160,7 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pitrio.transports.attach import attach_main
 
         return attach_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extension_args = parser.parse_known_args(argv)
+    stray = [arg for arg in extension_args if not arg.startswith("--")]
+    if stray:  # only --flags may be left for extensions; anything else is a plain mistake
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    args.extension_args = tuple(extension_args)
     if args.trace is not None:  # the same command line, every session recorded
         from pitrio.transports.trace_cli import recording_sessions, without_trace_flags
 
@@ -188,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "fork": args.fork,
                 "extensions": tuple(args.extension),
                 "no_extensions": args.no_extensions,
+                "extension_args": args.extension_args,
             },
         )
     )

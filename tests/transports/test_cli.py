@@ -407,3 +407,32 @@ def test_a_thinking_suffix_in_the_model_pattern_sets_the_level(dirs: Dirs) -> No
         for line in json_lines(second.read_bytes())
         if line["type"] == "thinking_level_change"
     ] == ["high"]
+
+
+FLAG_EXTENSION = """
+def setup(api):
+    api.register_flag("shout", type="boolean", default=False, description="Upper-case prompts")
+    api.register_flag("suffix", type="string", default="")
+
+    def on_input(event, ctx):
+        text = event.text.upper() if api.get_flag("shout") else event.text
+        return {"action": "transform", "text": text + api.get_flag("suffix")}
+
+    api.on("input", on_input)
+"""
+
+
+def test_extension_flags_on_the_command_line(dirs: Dirs) -> None:
+    extension = dirs.root / "flags.py"
+    extension.write_text(FLAG_EXTENSION)
+    base = ("--model", "faux/echo", "--no-session", "-e", str(extension))
+    shouted = pitrio(dirs, *base, "--shout", "--suffix=!", "-p", "hello")
+    assert (shouted.returncode, shouted.stdout) == (0, b"HELLO!\n"), shouted.stderr
+    plain = pitrio(dirs, *base, "-p", "hello")
+    assert (plain.returncode, plain.stdout) == (0, b"hello\n"), plain.stderr
+    unknown = pitrio(dirs, *base, "--whisper", "-p", "hello")
+    assert unknown.returncode == 1 and unknown.stdout == b""
+    assert b"Error: unrecognized arguments: --whisper" in unknown.stderr
+    missing_value = pitrio(dirs, *base, "--suffix", "-p", "hello")
+    assert missing_value.returncode == 1
+    assert b"unrecognized arguments: --suffix" in missing_value.stderr

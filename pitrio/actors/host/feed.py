@@ -135,9 +135,7 @@ class ClientFeed:
         delivered = range(self.attached_seq + 1, self.sent_seq + 1)
         self.events.clear()
         self._replay = deque(
-            (seq, frame)
-            for seq, frame in enumerate(frames, start=first)
-            if seq not in delivered
+            (seq, frame) for seq, frame in enumerate(frames, start=first) if seq not in delivered
         )
         self.sent_seq = max(self.sent_seq, last_seq)
         return len(self._replay)

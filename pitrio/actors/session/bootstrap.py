@@ -28,7 +28,7 @@ from pitrio.actors.session.extensions import (
     discover_extensions,
     load_extensions,
 )
-from pitrio.actors.session.extensions.registry import tool_conflicts
+from pitrio.actors.session.extensions.registry import parse_flag_args, tool_conflicts
 from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
@@ -102,7 +102,10 @@ class SessionOptions:
     no_extensions: bool = False
     """Load only the ``-e`` extensions (``--no-extensions``)."""
     extension_flags: dict[str, object] = attrs.field(factory=dict)
-    """Values of flags that extensions declare (``--name value``)."""
+    """Values of flags that extensions declare (from the SDK)."""
+    extension_args: tuple[str, ...] = ()
+    """Command-line arguments left for extensions' flags (``--name``, ``--name=value``); one
+    that no extension declared stops start-up."""
     ui_clients: bool = False
     """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
     start_reason: str = "startup"
@@ -218,7 +221,15 @@ async def _load_extensions(
             discover=not options.no_extensions,
         )
     )
-    return await load_extensions(sources, cwd=cwd, flag_values=dict(options.extension_flags))
+    loaded = await load_extensions(sources, cwd=cwd, flag_values=dict(options.extension_flags))
+    values, unknown = parse_flag_args(list(loaded.extensions), options.extension_args)
+    if unknown:
+        raise PitrioError(f"unrecognized arguments: {' '.join(unknown)}")
+    for extension in loaded.extensions:
+        for name in extension.flags:
+            if name in values:
+                extension.flag_values[name] = values[name]
+    return loaded
 
 
 def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:

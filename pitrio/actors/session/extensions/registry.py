@@ -148,6 +148,32 @@ class Extension:
         return self.handlers.get(event, [])
 
 
+def parse_flag_args(
+    extensions: list[Extension], args: tuple[str, ...]
+) -> tuple[dict[str, Any], list[str]]:
+    """Values of the command-line flags extensions declared, and the arguments no extension
+    declared. ``--name`` sets a boolean flag; a string flag takes ``--name=value`` (a separate
+    value word would be read as a prompt by the command line)."""
+    declared = {name: flag for extension in extensions for name, flag in extension.flags.items()}
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    for arg in args:
+        name, has_value, value = arg.removeprefix("--").partition("=")
+        flag = declared.get(name) if arg.startswith("--") else None
+        if flag is None:
+            unknown.append(arg)
+        elif flag.type == "boolean":
+            if has_value and value not in ("true", "false"):
+                unknown.append(arg)
+            else:
+                values[name] = value != "false"
+        elif has_value:
+            values[name] = value
+        else:
+            unknown.append(arg)  # a string flag needs its value
+    return values, unknown
+
+
 def invocation_names(extensions: list[Extension]) -> tuple[list[tuple[str, Command]], list[str]]:
     """Every extension command with the name it is invoked by, and the problems found.
 
