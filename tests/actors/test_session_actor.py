@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,6 +49,7 @@ class SessionFixture:
     faux: FauxProvider
     events: trio.MemoryReceiveChannel[Sequenced]
     seen: list[Sequenced] = attrs.field(factory=list)
+    session_nursery_cancel: Callable[[], None] = lambda: None
 
     async def collect_until_settled(self) -> list[AgentSessionEvent]:
         """Receive events up to and including the next agent_settled."""
@@ -72,7 +73,9 @@ async def running_session(
         actor = SessionActor(loop=loop, store=log, stream=faux.stream, settings=settings)
         session = SessionHandle(await nursery.start(actor.run))
         events = await session.subscribe()
-        yield SessionFixture(session=session, loop=loop, log=log, faux=faux, events=events)
+        fixture = SessionFixture(session=session, loop=loop, log=log, faux=faux, events=events)
+        fixture.session_nursery_cancel = nursery.cancel_scope.cancel
+        yield fixture
         nursery.cancel_scope.cancel()
 
 
@@ -253,3 +256,26 @@ async def test_a_queued_message_gets_a_delivery_receipt(
         ("first", None),
         ("and then", queue_id),
     ]
+
+
+async def test_events_buffered_for_a_subscriber_reach_it_when_the_session_stops() -> None:
+    """A recorder's channel that was full for a while holds the rest of the events in the
+    session's per-subscriber buffer; when the session is cancelled, what fits is handed over
+    instead of being dropped with the feeder task."""
+    send, receive = trio.open_memory_channel[Any](2)
+    async with running_session("a reply long enough for several deltas") as fx:
+        await fx.session.subscribe_into(send, capacity=1000)
+        await fx.session.prompt("go")
+        await trio.testing.wait_all_tasks_blocked()
+        first = [receive.receive_nowait(), receive.receive_nowait()]  # room for two more
+        # Stop before the feeder task runs again (no checkpoint between these lines).
+        fx.session_nursery_cancel()
+    rest = []
+    while True:
+        try:
+            rest.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+    seqs = [item.seq for item in first + rest]
+    assert len(rest) == 2  # the one in flight and the next buffered one
+    assert seqs == list(range(seqs[0], seqs[0] + 4))

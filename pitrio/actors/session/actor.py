@@ -1073,23 +1073,39 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _feed(self, subscriber: _Subscriber) -> None:
         async with subscriber.send:
-            while True:
-                item = subscriber.buffer.take()
-                if item is None:
-                    if subscriber.buffer.closed:
+            item: Sequenced | None = None
+            try:
+                while True:
+                    item = subscriber.buffer.take()
+                    if item is None:
+                        if subscriber.buffer.closed:
+                            return
+                        await subscriber.wake.wait()
+                        subscriber.wake = trio.Event()
+                        continue
+                    subscriber.sending = True
+                    try:
+                        await subscriber.send.send(item)
+                        item = None
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        item = None
+                        if subscriber in self._subscribers:
+                            self._subscribers.remove(subscriber)
                         return
-                    await subscriber.wake.wait()
-                    subscriber.wake = trio.Event()
-                    continue
-                subscriber.sending = True
-                try:
-                    await subscriber.send.send(item)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    if subscriber in self._subscribers:
-                        self._subscribers.remove(subscriber)
-                    return
-                finally:
-                    subscriber.sending = False
+                    finally:
+                        subscriber.sending = False
+            finally:
+                # The session is stopping: hand what is still buffered to a channel that has
+                # room (a recorder's), without waiting, so events emitted before the end are
+                # not lost on their way; the one being sent when cancelled goes first.
+                if item is None:
+                    item = subscriber.buffer.take()
+                while item is not None:
+                    try:
+                        subscriber.send.send_nowait(item)
+                    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                        break
+                    item = subscriber.buffer.take()
 
     def _emit(self, event: AgentSessionEvent) -> None:
         self._seq += 1
