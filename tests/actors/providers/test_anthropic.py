@@ -308,3 +308,38 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     assert (request.method, request.path) == ("POST", "/v1/messages")
     assert request.headers["x-api-key"] == SECRET
     assert request.json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+@pytest.mark.parametrize("retention", ["short", "none"])
+def test_a_growing_transcript_is_encoded_incrementally_and_exactly(retention: str) -> None:
+    import orjson
+
+    from pitrio.actors.model_router.providers import anthropic as module
+    from pitrio.messages import ImageContent
+
+    settings = ProviderSettings(cache_retention=retention)  # type: ignore[arg-type]
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    first_call = ToolCall(id="call_1", name="read", arguments={"path": "a"})
+    second_call = ToolCall(id="call_2", name="read", arguments={"path": "b"})
+    steps = [
+        user_message("one"),
+        assistant(TextContent(text="first"), api=API),
+        user_message("two"),
+        assistant(first_call, second_call, api=API, stop_reason="toolUse"),
+        tool_result("call_1", "a's text"),  # the second result comes a request later
+        tool_result("call_2", "b's text").__class__(
+            tool_call_id="call_2", tool_name="read", content=(image,), is_error=False, timestamp=4
+        ),
+        assistant(ThinkingContent(thinking="hm"), TextContent(text="x"), api="elsewhere"),
+        user_message("three"),
+        assistant(TextContent(text="last"), api=API),
+    ]
+    messages: list[object] = []
+    for step in steps:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))  # type: ignore[arg-type]
+        plain = orjson.dumps(build_body(MODEL, context, StreamOptions(), settings))
+        encoded = orjson.dumps(build_body(MODEL, context, StreamOptions(), settings, encoded=True))
+        assert encoded == plain, f"after {len(messages)} messages"
+    kept = [v for k, v in module._PREFIXES.items() if k[-1] == id(steps[0])]
+    assert kept and kept[0][0] == messages and kept[0][1].fragments  # earlier turns encoded

@@ -14,6 +14,8 @@ signature, so both can be sent back unchanged on the next turn.
 
 from __future__ import annotations
 
+import collections
+import operator
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.providers.convert import prepare_messages
+from pitrio.actors.model_router.providers.convert import TranscriptPreparer
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
@@ -32,7 +34,12 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.agent import (
+    AssistantMessage,
+    LlmMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -119,42 +126,150 @@ def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
     return out
 
 
-def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
-    """``context``'s messages as Messages API turns (tool results grouped in user turns)."""
-    out: list[dict[str, Any]] = []
-    for message in prepare_messages(context.messages, model, normalize_tool_id):
+class AnthropicTurns:
+    """A transcript as Messages API turns, built one message at a time so the state after a
+    prefix can be kept and resumed (:meth:`copy`; see
+    :class:`~pitrio.actors.model_router.providers.convert.TranscriptPreparer`).
+
+    Only the turns from the newest user turn on can still change (a tool result joins the
+    last user turn; the cache mark goes on the newest user turn), so the turns before it are
+    encoded once, as ``orjson.Fragment``s, when ``encoded``.
+    """
+
+    def __init__(self, model: Model, *, encoded: bool = False) -> None:
+        self.preparer = TranscriptPreparer(model, normalize_tool_id)
+        self.turns: list[dict[str, Any]] = []  # the "tool_results" key marks grouped results
+        self.encoded = encoded
+        self.fragments: list[Any] = []  # the final form of turns[: len(fragments)]
+        self.newest_user = -1
+
+    def copy(self) -> AnthropicTurns:
+        """An independent builder in the same state (open turns copied, so they can grow)."""
+        twin = AnthropicTurns.__new__(AnthropicTurns)
+        twin.preparer = self.preparer.copy()
+        twin.turns = [
+            {**turn, "content": list(turn["content"])} if index >= len(self.fragments) else turn
+            for index, turn in enumerate(self.turns)
+        ]
+        twin.encoded, twin.fragments = self.encoded, list(self.fragments)
+        twin.newest_user = self.newest_user
+        return twin
+
+    def _add(self, turn: dict[str, Any]) -> None:
+        self.turns.append(turn)
+        if turn["role"] == "user":
+            self.newest_user = len(self.turns) - 1
+            if self.encoded:  # every turn before the newest user turn is final now
+                while len(self.fragments) < self.newest_user:
+                    self.fragments.append(_final_turn(self.turns[len(self.fragments)], True))
+
+    def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
             block = _tool_result(message)
-            last = out[-1] if out else None
+            last = self.turns[-1] if self.turns else None
             if last and last["role"] == "user" and last.get("tool_results"):
                 last["content"].append(block)
             else:
-                out.append({"role": "user", "content": [block], "tool_results": True})
+                self._add({"role": "user", "content": [block], "tool_results": True})
         elif isinstance(message, UserMessage):
             blocks = _user_blocks(message.content)
             if blocks:
-                out.append({"role": "user", "content": blocks})
+                self._add({"role": "user", "content": blocks})
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
             if blocks:
-                out.append({"role": "assistant", "content": blocks})
-    for turn in out:
-        turn.pop("tool_results", None)
-    return out
+                self._add({"role": "assistant", "content": blocks})
+
+    def feed(self, message: LlmMessage) -> None:
+        """Add one transcript message."""
+        for prepared in self.preparer.feed(message):
+            self._emit(prepared)
+
+    def finish(self, cache: dict[str, Any] | None = None) -> list[Any]:
+        """Every turn (the end's owed results included), ``cache`` marking the newest user
+        turn's last block; this builder is left as it was."""
+        builder = self
+        tail = self.preparer.copy().finish()
+        if tail:
+            builder = self.copy()
+            for message in tail:
+                builder._emit(message)
+        done = len(builder.fragments)
+        out: list[Any] = list(builder.fragments)
+        for index in range(done, len(builder.turns)):
+            turn = _final_turn(builder.turns[index], False)
+            if cache is not None and index == builder.newest_user:
+                # Cache everything up to the newest user turn: the next request shares it.
+                content = list(turn["content"])
+                content[-1] = {**content[-1], "cache_control": cache}
+                turn = {**turn, "content": content}
+            out.append(turn)
+        return out
+
+
+def _final_turn(turn: dict[str, Any], encode: bool) -> Any:
+    final = {key: value for key, value in turn.items() if key != "tool_results"}
+    return orjson.Fragment(orjson.dumps(final)) if encode else final
+
+
+def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+    """``context``'s messages as Messages API turns (tool results grouped in user turns)."""
+    builder = AnthropicTurns(model)
+    for message in context.messages:
+        builder.feed(message)
+    return builder.finish()
+
+
+_PREFIXES: collections.OrderedDict[tuple[Any, ...], tuple[list[LlmMessage], AnthropicTurns]] = (
+    collections.OrderedDict()
+)
+PREFIXES_KEPT = 16
+"""Transcripts whose encoded turns are kept between requests (least recently used out)."""
+
+
+def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | None) -> list[Any]:
+    """The turns of :func:`build_messages` (cache mark included), reusing what the previous
+    request of the same transcript encoded when the messages extend its messages (the same
+    objects, in order): only new messages are prepared and encoded."""
+    messages = context.messages
+    key = (model.provider, model.api, model.id, model.base_url, id(messages[0]) if messages else 0)
+    cached = _PREFIXES.pop(key, None)
+    builder: AnthropicTurns | None = None
+    start = 0
+    if cached is not None:
+        source, state = cached
+        count = len(source)
+        # Held messages cannot die, so their ids cannot be reused: identity is a sound test.
+        if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
+            builder, start = state, count
+    if builder is None:
+        builder = AnthropicTurns(model, encoded=True)
+    for message in messages[start:]:
+        builder.feed(message)
+    _PREFIXES[key] = (list(messages), builder)
+    while len(_PREFIXES) > PREFIXES_KEPT:
+        _PREFIXES.popitem(last=False)
+    return builder.finish(cache)
 
 
 def build_body(
-    model: Model, context: LlmContext, options: StreamOptions, settings: ProviderSettings
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    settings: ProviderSettings,
+    *,
+    encoded: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure)."""
+    """The JSON body of one streamed request (``encoded``: earlier turns as reused JSON
+    fragments, see :func:`encoded_turns`; else plain, and pure)."""
     cache = _cache_control(settings)
-    messages = build_messages(model, context)
-    if cache is not None:
-        # Cache everything up to the newest user turn: the next request shares that prefix.
-        for turn in reversed(messages):
-            if turn["role"] == "user":
-                turn["content"][-1] = {**turn["content"][-1], "cache_control": cache}
-                break
+    if encoded:
+        messages = encoded_turns(model, context, cache)
+    else:
+        builder = AnthropicTurns(model)
+        for message in context.messages:
+            builder.feed(message)
+        messages = builder.finish(cache)
     max_tokens = options.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS_CAP)
     body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
     if context.system_prompt:
@@ -187,7 +302,7 @@ def build_request(
     settings: ProviderSettings,
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure)."""
-    body = build_body(model, context, options, settings)
+    body = build_body(model, context, options, settings, encoded=True)
     beta = [BETA_FEATURES] + ([THINKING_BETA] if "thinking" in body else [])
     request_headers = {
         "content-type": "application/json",
