@@ -341,5 +341,5 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(retention: st
         plain = orjson.dumps(build_body(MODEL, context, StreamOptions(), settings))
         encoded = orjson.dumps(build_body(MODEL, context, StreamOptions(), settings, encoded=True))
         assert encoded == plain, f"after {len(messages)} messages"
-    kept = [v for k, v in module._PREFIXES.items() if k[-1] == id(steps[0])]
+    kept = [(src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]]
     assert kept and kept[0][0] == messages and kept[0][1].fragments  # earlier turns encoded

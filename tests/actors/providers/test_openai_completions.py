@@ -369,7 +369,9 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
         encoded = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).body
         assert encoded == plain, f"after {len(messages)} messages"
     # The state after the last request is kept, holding the whole transcript.
-    (source, _), *_ = [v for k, v in module._PREFIXES.items() if k[-1] == id(steps[0])]
+    (source, _), *_ = [
+        (src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]
+    ]
     assert source == messages
     # A transcript that is not an extension (an edited middle) is rebuilt, still exactly.
     edited = [*messages[:1], user_message("edited"), *messages[2:]]

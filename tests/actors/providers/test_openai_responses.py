@@ -215,3 +215,35 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     got, want = final(events), final(expected)
     assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
     assert (server.requests[0].method, server.requests[0].path) == ("POST", "/responses")
+
+
+def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
+    from pitrio.actors.model_router.providers import openai_responses as module
+    from pitrio.messages import ImageContent
+
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    call = ToolCall(id="call_1|fc_1", name="read", arguments={"path": "a"})
+    steps = [
+        user_message("one"),
+        assistant(TextContent(text="first"), api=API),
+        user_message("two"),
+        assistant(call, api=API, stop_reason="toolUse"),  # its result comes a request later
+        tool_result("call_1|fc_1", "").__class__(
+            tool_call_id="call_1|fc_1",
+            tool_name="read",
+            content=(image,),
+            is_error=False,
+            timestamp=3,
+        ),
+        assistant(ThinkingContent(thinking="hm"), TextContent(text="x"), api="elsewhere"),
+        user_message("three"),
+    ]
+    messages: list[object] = []
+    for step in steps:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))  # type: ignore[arg-type]
+        plain = orjson.dumps(build_body(MODEL, context, StreamOptions()))
+        encoded = orjson.dumps(build_body(MODEL, context, StreamOptions(), encoded=True))
+        assert encoded == plain, f"after {len(messages)} messages"
+    kept = [(src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]]
+    assert kept and kept[0][0] == messages

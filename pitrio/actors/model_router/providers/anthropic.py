@@ -14,8 +14,6 @@ signature, so both can be sent back unchanged on the next turn.
 
 from __future__ import annotations
 
-import collections
-import operator
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +21,7 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.providers.convert import TranscriptPreparer
+from pitrio.actors.model_router.providers.convert import PrefixCache, TranscriptPreparer
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
@@ -220,35 +218,15 @@ def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     return builder.finish()
 
 
-_PREFIXES: collections.OrderedDict[tuple[Any, ...], tuple[list[LlmMessage], AnthropicTurns]] = (
-    collections.OrderedDict()
-)
-PREFIXES_KEPT = 16
-"""Transcripts whose encoded turns are kept between requests (least recently used out)."""
+_PREFIXES: PrefixCache[AnthropicTurns] = PrefixCache()
 
 
 def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | None) -> list[Any]:
-    """The turns of :func:`build_messages` (cache mark included), reusing what the previous
-    request of the same transcript encoded when the messages extend its messages (the same
-    objects, in order): only new messages are prepared and encoded."""
-    messages = context.messages
-    key = (model.provider, model.api, model.id, model.base_url, id(messages[0]) if messages else 0)
-    cached = _PREFIXES.pop(key, None)
-    builder: AnthropicTurns | None = None
-    start = 0
-    if cached is not None:
-        source, state = cached
-        count = len(source)
-        # Held messages cannot die, so their ids cannot be reused: identity is a sound test.
-        if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
-            builder, start = state, count
-    if builder is None:
-        builder = AnthropicTurns(model, encoded=True)
-    for message in messages[start:]:
-        builder.feed(message)
-    _PREFIXES[key] = (list(messages), builder)
-    while len(_PREFIXES) > PREFIXES_KEPT:
-        _PREFIXES.popitem(last=False)
+    """The turns of :func:`build_messages` (cache mark included), resumed from the previous
+    request of the same transcript (:class:`PrefixCache`): only new messages are prepared
+    and encoded."""
+    key = (model.provider, model.api, model.id, model.base_url)
+    builder = _PREFIXES.builder(key, context.messages, lambda: AnthropicTurns(model, encoded=True))
     return builder.finish(cache)
 
 

@@ -14,9 +14,12 @@
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
+import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 
@@ -171,6 +174,54 @@ class TranscriptPreparer:
         if self.pending:
             self._close_pending(out)
         return out
+
+
+class ResumableBuilder(Protocol):
+    """A vendor-body builder that takes a transcript one message at a time."""
+
+    def feed(self, message: LlmMessage) -> None:
+        """Add one transcript message."""
+
+
+B = TypeVar("B", bound=ResumableBuilder)
+
+
+class PrefixCache(Generic[B]):
+    """The builder states of recent transcripts, so a request whose messages extend an
+    earlier request's (the same objects, in order) feeds only the new ones. Between
+    compactions a session's transcript only grows: a turn then costs its new messages, not
+    the whole history again. Least recently used transcripts are forgotten first."""
+
+    def __init__(self, kept: int = 16) -> None:
+        self.kept = kept
+        self._entries: collections.OrderedDict[Hashable, tuple[list[LlmMessage], B]] = (
+            collections.OrderedDict()
+        )
+
+    def builder(self, key: Hashable, messages: Sequence[LlmMessage], fresh: Callable[[], B]) -> B:
+        """A builder fed with every message of ``messages`` (resumed when possible)."""
+        # One transcript per first message object (held, so its id is not reused meanwhile).
+        slot = (key, id(messages[0]) if messages else 0)
+        cached = self._entries.pop(slot, None)
+        builder: B | None = None
+        start = 0
+        if cached is not None:
+            source, state = cached
+            count = len(source)
+            if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
+                builder, start = state, count
+        if builder is None:
+            builder = fresh()
+        for message in messages[start:]:
+            builder.feed(message)
+        self._entries[slot] = (list(messages), builder)
+        while len(self._entries) > self.kept:
+            self._entries.popitem(last=False)
+        return builder
+
+    def states(self) -> list[tuple[list[LlmMessage], B]]:
+        """The kept (messages, builder) pairs, oldest first (for tests)."""
+        return list(self._entries.values())
 
 
 def prepare_messages(

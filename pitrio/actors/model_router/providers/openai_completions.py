@@ -13,8 +13,6 @@ the provider and base URL and overridden by the model's ``compat`` (pi's field n
 
 from __future__ import annotations
 
-import collections
-import operator
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -23,6 +21,7 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
+    PrefixCache,
     TranscriptPreparer,
     data_url,
     short_hash,
@@ -294,37 +293,17 @@ def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> l
     return [*_system_entry(model, context, compat), *builder.finish()]
 
 
-_PREFIXES: collections.OrderedDict[tuple[Any, ...], tuple[list[LlmMessage], ChatMessages]] = (
-    collections.OrderedDict()
-)
-PREFIXES_KEPT = 16
-"""Transcripts whose encoded messages are kept between requests (least recently used out)."""
+_PREFIXES: PrefixCache[ChatMessages] = PrefixCache()
 
 
 def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:
-    """:func:`build_messages` with each entry as its JSON, reusing what the previous request
-    of the same transcript encoded: when the messages extend that request's (the same
-    objects, in order), only the new ones are prepared and encoded. Between compactions a
-    session's transcript only grows, so a turn no longer costs the whole transcript again.
-    """
-    messages = context.messages
-    key = (model.provider, model.api, model.id, model.base_url, id(messages[0]) if messages else 0)
-    cached = _PREFIXES.pop(key, None)
-    builder: ChatMessages | None = None
-    start = 0
-    if cached is not None:
-        source, state = cached
-        count = len(source)
-        # Held messages cannot die, so their ids cannot be reused: identity is a sound test.
-        if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
-            builder, start = state, count
-    if builder is None:
-        builder = ChatMessages(model, compat, encoded=True)
-    for message in messages[start:]:
-        builder.feed(message)
-    _PREFIXES[key] = (list(messages), builder)
-    while len(_PREFIXES) > PREFIXES_KEPT:
-        _PREFIXES.popitem(last=False)
+    """:func:`build_messages` with each entry as its JSON, resumed from the previous request
+    of the same transcript (:class:`PrefixCache`): only new messages are prepared and
+    encoded."""
+    key = (model.provider, model.api, model.id, model.base_url)
+    builder = _PREFIXES.builder(
+        key, context.messages, lambda: ChatMessages(model, compat, encoded=True)
+    )
     return [*_system_entry(model, context, compat), *builder.finish()]
 
 

@@ -22,8 +22,9 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
+    PrefixCache,
+    TranscriptPreparer,
     data_url,
-    prepare_messages,
     same_model,
     short_hash,
     tool_result_text,
@@ -39,7 +40,12 @@ from pitrio.actors.model_router.providers.http import (
 from pitrio.actors.model_router.stream_builder import parse_arguments
 from pitrio.actors.model_router.thinking import reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.agent import (
+    AssistantMessage,
+    LlmMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -128,45 +134,101 @@ def _assistant_items(message: AssistantMessage, own: bool) -> list[dict[str, Any
     return items
 
 
-def build_input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
-    """``context``'s messages as Responses API input items."""
-    items: list[dict[str, Any]] = []
-    images: list[ImageContent] = []
+class ResponsesInput:
+    """A transcript as Responses API input items, built one message at a time so the state
+    after a prefix can be kept and resumed (:meth:`copy`); with ``encoded`` each item is kept
+    as its JSON, made once."""
 
-    def flush_images() -> None:
-        if images:
+    def __init__(self, model: Model, *, encoded: bool = False) -> None:
+        self.model = model
+        self.encoded = encoded
+        self.preparer = TranscriptPreparer(model, normalize_tool_id)
+        self.items: list[Any] = []
+        self.images: list[ImageContent] = []
+
+    def copy(self) -> ResponsesInput:
+        """An independent builder in the same state."""
+        twin = ResponsesInput.__new__(ResponsesInput)
+        twin.model, twin.encoded = self.model, self.encoded
+        twin.preparer = self.preparer.copy()
+        twin.items, twin.images = list(self.items), list(self.images)
+        return twin
+
+    def _add(self, item: dict[str, Any]) -> None:
+        self.items.append(orjson.Fragment(orjson.dumps(item)) if self.encoded else item)
+
+    def _flush_images(self) -> None:
+        if self.images:
             parts: list[dict[str, Any]] = [
                 {"type": "input_text", "text": "Images from the tool results:"}
             ]
-            parts.extend(_input_content(tuple(images)))
-            items.append({"role": "user", "content": parts})
-            images.clear()
+            parts.extend(_input_content(tuple(self.images)))
+            self._add({"role": "user", "content": parts})
+            self.images.clear()
 
-    for message in prepare_messages(context.messages, model, normalize_tool_id):
+    def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
-            images.extend(b for b in message.content if isinstance(b, ImageContent))
-            items.append(
+            self.images.extend(b for b in message.content if isinstance(b, ImageContent))
+            self._add(
                 {
                     "type": "function_call_output",
                     "call_id": message.tool_call_id.partition("|")[0],
                     "output": tool_result_text(message) or "(see the attached image)",
                 }
             )
-            continue
-        flush_images()
+            return
+        self._flush_images()
         if isinstance(message, UserMessage):
-            items.append({"role": "user", "content": _input_content(message.content)})
+            self._add({"role": "user", "content": _input_content(message.content)})
         elif isinstance(message, AssistantMessage):
-            items.extend(_assistant_items(message, same_model(message, model)))
-    flush_images()
-    return items
+            for item in _assistant_items(message, same_model(message, self.model)):
+                self._add(item)
+
+    def feed(self, message: LlmMessage) -> None:
+        """Add one transcript message."""
+        for prepared in self.preparer.feed(message):
+            self._emit(prepared)
+
+    def finish(self) -> list[Any]:
+        """Every item, the end's owed results and images included (this builder is left as
+        it was)."""
+        tail = self.preparer.copy().finish()
+        if not tail and not self.images:
+            return list(self.items)
+        twin = self.copy()
+        for message in tail:
+            twin._emit(message)
+        twin._flush_images()
+        return twin.items
 
 
-def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure)."""
+def build_input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+    """``context``'s messages as Responses API input items."""
+    builder = ResponsesInput(model)
+    for message in context.messages:
+        builder.feed(message)
+    return builder.finish()
+
+
+_PREFIXES: PrefixCache[ResponsesInput] = PrefixCache()
+
+
+def encoded_input(model: Model, context: LlmContext) -> list[Any]:
+    """:func:`build_input` with each item as its JSON, resumed from the previous request of
+    the same transcript (:class:`PrefixCache`): only new messages are prepared and encoded."""
+    key = (model.provider, model.api, model.id, model.base_url)
+    builder = _PREFIXES.builder(key, context.messages, lambda: ResponsesInput(model, encoded=True))
+    return builder.finish()
+
+
+def build_body(
+    model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
+) -> dict[str, Any]:
+    """The JSON body of one streamed request (``encoded``: items as reused JSON fragments,
+    see :func:`encoded_input`; else plain, and pure)."""
     body: dict[str, Any] = {
         "model": model.id,
-        "input": build_input(model, context),
+        "input": encoded_input(model, context) if encoded else build_input(model, context),
         "stream": True,
         "store": False,
     }
@@ -212,7 +274,7 @@ def build_request(
     return HttpRequest(
         url=join_url(model.base_url, "responses"),
         headers=request_headers,
-        body=orjson.dumps(build_body(model, context, options)),
+        body=orjson.dumps(build_body(model, context, options, encoded=True)),
     )
 
 
