@@ -84,3 +84,34 @@ def test_recording_and_forgetting(tmp_path: Path) -> None:
     ledger.forget(os.getpid())
     assert list((tmp_path / "groups").iterdir()) == []
     assert reap_orphans(tmp_path / "missing") == []
+
+
+UNRECORDED_OWNER = r"""
+import subprocess, sys, time
+from pathlib import Path
+from pitrio.actors.tool_executor.ledger import record_groups_in
+record_groups_in(Path(sys.argv[1]))
+# Killed before it could record the group: only the inherited marker names its owner.
+child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_group_the_owner_never_recorded_is_found_by_its_environment(tmp_path: Path) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", UNRECORDED_OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    try:
+        assert list(tmp_path.iterdir()) == []  # no record was written
+        assert pgid not in reap_orphans(tmp_path)  # the owner still runs
+        owner.kill()
+        owner.wait()
+        assert pgid in reap_orphans(tmp_path)
+        assert _wait_ended(pgid)
+    finally:
+        owner.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)

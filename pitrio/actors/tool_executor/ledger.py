@@ -42,6 +42,12 @@ def _running(pid: int, started: str) -> bool:
     return fields[0] not in (b"Z", b"X") and fields[19].decode() == started
 
 
+OWNER_VARIABLE = "PITRIO_TOOL_OWNER"
+"""Set in every tool process's environment to ``<owner pid>-<owner start>``: a process that
+inherits it can be found even when its owner was killed before it wrote the group's record
+(a tool's shell may start its command before the owner has recorded the group)."""
+
+
 class GroupLedger:
     """This process's groups, one file each under ``directory``."""
 
@@ -49,6 +55,11 @@ class GroupLedger:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._owner = f"{os.getpid()}-{start_time(os.getpid())}"
+
+    @property
+    def owner(self) -> str:
+        """This process as a record names it (``<pid>-<start time>``)."""
+        return self._owner
 
     def _path(self, pgid: int) -> Path:
         return self.directory / f"{self._owner}-{pgid}"
@@ -64,10 +75,41 @@ class GroupLedger:
             self._path(pgid).unlink()
 
 
+def _marked_orphans() -> list[int]:
+    """Process groups of processes whose environment names an owner that no longer runs."""
+    marker = OWNER_VARIABLE.encode() + b"="
+    groups: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for variable in environ.split(b"\0"):
+            if not variable.startswith(marker):
+                continue
+            owner, _, started = variable[len(marker) :].decode(errors="replace").partition("-")
+            if owner.isdigit() and not _running(int(owner), started):
+                with contextlib.suppress(OSError):
+                    groups.add(os.getpgid(int(entry.name)))
+            break
+    return sorted(groups)
+
+
 def reap_orphans(directory: Path) -> list[int]:
-    """Kill (SIGKILL) the recorded groups of processes that are no longer running and remove
-    their records; the groups killed."""
+    """Kill (SIGKILL) the groups of tool processes whose owner no longer runs: those recorded
+    under ``directory`` (removing the records) and those whose environment names such an
+    owner; the groups killed."""
     killed: list[int] = []
+    for pgid in _marked_orphans():
+        if pgid in (os.getpgid(0), 0, 1):
+            continue  # never our own group (a daemon started by a killed one's shell)
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            killed.append(pgid)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         names = [path.name for path in directory.iterdir()]
     except OSError:
@@ -88,7 +130,7 @@ def reap_orphans(directory: Path) -> list[int]:
         # A leader with another start time means the pid was reused: not ours to kill. A
         # leader that exited may have left members behind: the group id cannot have been
         # reused while they live, so signalling it is safe.
-        if leader is None or str(leader) == recorded:
+        if pgid not in killed and (leader is None or str(leader) == recorded):
             try:
                 os.killpg(pgid, signal.SIGKILL)
                 killed.append(pgid)
@@ -105,11 +147,16 @@ _ledger: GroupLedger | None = None
 
 
 def record_groups_in(directory: Path | None) -> None:
-    """Record this process's tool groups under ``directory`` from now on (``None``: stop).
-    Process-wide on purpose: the groups are this OS process's children, whichever session
-    started them."""
+    """Record this process's tool groups under ``directory`` from now on (``None``: stop),
+    and mark the processes it starts from now on (:data:`OWNER_VARIABLE`, inherited through
+    the environment). Process-wide on purpose: the groups are this OS process's children,
+    whichever session started them."""
     global _ledger
     _ledger = None if directory is None else GroupLedger(directory)
+    if _ledger is None:
+        os.environ.pop(OWNER_VARIABLE, None)
+    else:
+        os.environ[OWNER_VARIABLE] = _ledger.owner
 
 
 def ledger() -> GroupLedger | None:

@@ -28,6 +28,7 @@ import trio
 
 from pitrio.actors.tool_executor.context import current_call
 from pitrio.actors.tool_executor.jsvalues import js_number_to_string
+from pitrio.actors.tool_executor.ledger import OWNER_VARIABLE, ledger
 from pitrio.actors.tool_executor.processes import KILL_GRACE_S, ProcessGroups, terminate_group
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator, OutputSnapshot
@@ -241,6 +242,8 @@ def create_bash_tool(
         await on_update(AgentToolResult(content=()))
         run = _Run(settings, on_update)
         env = dict(settings.env) if settings.env is not None else dict(os.environ)
+        if (record := ledger()) is not None:  # a killed daemon's successor finds it by this
+            env.setdefault(OWNER_VARIABLE, record.owner)
         process = await trio.lowlevel.open_process(
             argv,
             stdin=subprocess.DEVNULL,
