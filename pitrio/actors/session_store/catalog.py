@@ -46,7 +46,8 @@ class SessionInfo:
     all_messages_text: str
 
 
-def _parse_iso(value: Any) -> datetime.datetime | None:
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An ISO timestamp (pi's ``...Z`` form included) as an aware datetime, else ``None``."""
     if not isinstance(value, str):
         return None
     try:
@@ -56,7 +57,8 @@ def _parse_iso(value: Any) -> datetime.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
-def _from_ms(value: Any) -> datetime.datetime | None:
+def time_from_ms(value: Any) -> datetime.datetime | None:
+    """A message timestamp (unix milliseconds) as an aware datetime, else ``None``."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         try:
             return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
@@ -65,7 +67,7 @@ def _from_ms(value: Any) -> datetime.datetime | None:
     return None
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """The text of message content: a string, or its text blocks joined."""
     if isinstance(content, str):
         return content
@@ -135,17 +137,17 @@ def read_session_info(path: Path) -> SessionInfo | None:
                 role = message.get("role")
                 if role not in ("user", "assistant"):
                     continue
-                text = _text(message.get("content"))
+                text = content_text(message.get("content"))
                 if role == "user" and first is None and text:
                     first = text
                 if text:
                     texts.append(text)
-                when = _from_ms(message.get("timestamp")) or _parse_iso(value.get("timestamp"))
+                when = time_from_ms(message.get("timestamp")) or parse_time(value.get("timestamp"))
                 if when is not None and (latest is None or when > latest):
                     latest = when
     if header is None:
         return None
-    created = _parse_iso(header.get("timestamp"))
+    created = parse_time(header.get("timestamp"))
     mtime = datetime.datetime.fromtimestamp(path.stat().st_mtime, tz=datetime.UTC)
     parent = header.get("parentSession")
     cwd = header.get("cwd")

@@ -16,43 +16,15 @@ from typing import Any
 import attrs
 import orjson
 
-from pitrio.actors.session_store.catalog import NO_MESSAGES, SessionInfo
+from pitrio.actors.session_store.catalog import (
+    NO_MESSAGES,
+    SessionInfo,
+    content_text,
+    parse_time,
+    time_from_ms,
+)
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.messages.entries import SessionHeader
-
-
-def parse_time(value: Any) -> datetime.datetime | None:
-    """An ISO timestamp (pi's ``...Z`` form included) as an aware datetime, else ``None``."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
-
-
-def _from_ms(value: Any) -> datetime.datetime | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-    return None
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            block["text"]
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        )
-    return ""
 
 
 @attrs.frozen
@@ -124,10 +96,10 @@ class ListingDelta:
                 if stored.role not in ("user", "assistant"):
                     continue
                 message = orjson.loads(stored.raw).get("message") or {}
-                text = _text(message.get("content"))
+                text = content_text(message.get("content"))
                 if stored.role == "user" and first is None and text:
                     first = text
-                when = _from_ms(message.get("timestamp")) or parse_time(stored.timestamp)
+                when = time_from_ms(message.get("timestamp")) or parse_time(stored.timestamp)
                 if when is not None and (modified is None or when > modified):
                     modified = when
         return cls(
