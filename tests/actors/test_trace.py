@@ -146,6 +146,41 @@ async def test_a_full_tracer_drops_and_counts_then_the_file_says_so(tmp_path: Pa
     assert records[-1]["count"] == 3
 
 
+async def test_a_cancelled_writer_keeps_records_made_long_after_its_cancellation(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    # The session's event task may make its last records well after the writer was cancelled
+    # (a loaded machine); the writer waits for the close, not for a timer.
+    tracer = Tracer()
+    path = tmp_path / "t.jsonl"
+    may_close = trio.Event()
+
+    async def last_record_then_close() -> None:
+        with trio.CancelScope(shield=True):
+            await may_close.wait()
+        tracer.record({"k": "gap", "seq": 2, "missing": 0})
+        tracer.close()
+
+    async def session_tasks(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        async with trio.open_nursery() as session:
+            session.start_soon(tracer.write_to, path)
+            session.start_soon(last_record_then_close)
+            task_status.started(session.cancel_scope)
+
+    async with trio.open_nursery() as nursery:
+        scope = await nursery.start(session_tasks)
+        tracer.record({"k": "gap", "seq": 1, "missing": 0})
+        while not path.exists() or not path.read_bytes():  # the writer is past its first write
+            await trio.testing.wait_all_tasks_blocked()  # (its thread finishes meanwhile)
+        scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(10)  # a long stall before the event task runs again
+        await trio.testing.wait_all_tasks_blocked()
+        may_close.set()
+    assert tracer.late == 0
+    assert [r["seq"] for r in load_trace(path)] == [1, 2]
+
+
 # -- the format ----------------------------------------------------------------------------------
 
 json_values = st.recursive(

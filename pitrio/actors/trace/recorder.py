@@ -11,8 +11,10 @@ reads it. Records offered after the tracer was closed (the session is stopping) 
 :attr:`Tracer.late` and not written.
 
 The writer task appends to the file (whole batches per ``write``, in a worker thread so a slow
-disk never stalls the session); cancelled, it still writes what is queued (shielded, 5 s at
-most) so a trace of an interrupted session keeps its tail.
+disk never stalls the session). Cancelled with its session, it keeps writing until the tracer
+is closed (the session's event task closes it as its last act, after recording what it had
+been handed), shielded: the tail of an interrupted session is never cut by a timer on a busy
+machine. :data:`CLOSE_DEADLINE` bounds that wait only against a tracer nobody closes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from pitrio.messages.codec import to_json
 DEFAULT_CAPACITY = 8192
 """Records the writer may fall behind by before records are dropped."""
 SESSION_ACTOR = "session"
-CLOSE_GRACE = 1.0  # seconds a cancelled writer waits for the last records
+CLOSE_DEADLINE = 30.0
+"""Seconds a cancelled writer waits for :meth:`Tracer.close` before it gives up on the rest
+(a safety net: the taps always close their tracer when their session stops)."""
 PAYLOAD_LIMIT = 300  # characters of a field's text in a ``msg`` payload
 
 InputClassifier = Callable[[object], tuple[str, dict[str, Any]] | None]
@@ -167,11 +171,13 @@ class Tracer:
                     written_drops = self.dropped
                 await trio.to_thread.run_sync(_write, handle, data)
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
+            with trio.CancelScope(shield=True):
                 rest: list[Record] = []
                 # Cancelled with the session: the event task, cancelled too, records what
-                # had been delivered and then closes the tracer; wait briefly for that.
-                with trio.move_on_after(CLOSE_GRACE):
+                # had been delivered and then closes the tracer. No grace period: under load
+                # that task may run well after this one (a failure seen on CI cut the final
+                # ``agent_settled`` off a one-second grace).
+                with trio.move_on_after(CLOSE_DEADLINE):
                     async for record in self._receive:
                         rest.append(record)
                 self._receive.close()

@@ -413,6 +413,11 @@ class RecordingTap(TapBase):
         return RecordingToolHandle(address, self.tracer)
 
     async def attach(self, nursery: trio.Nursery, start: TapStart) -> None:
-        """Start the writer, then trace the session."""
+        """Start the writer, then trace the session (a failed start closes the tracer, so
+        the writer ends with what it has)."""
         nursery.start_soon(self.tracer.write_to, self.path)
-        await super().attach(nursery, start)
+        try:
+            await super().attach(nursery, start)
+        except BaseException:
+            self.tracer.close()
+            raise
