@@ -134,6 +134,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         no_extensions=args.no_extensions,
         extension_args=args.extension_args,
         ui_clients=True,
+        sync_inline=True,  # one session per process: no worker-thread hop per append
     )
     return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
 

@@ -233,6 +233,30 @@ async def test_fsync_always_syncs_every_batch(tmp_path: Path) -> None:
         assert status.writes == 3 and status.syncs == 3
 
 
+async def test_fsync_inline_syncs_every_batch_on_the_loop_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = StoreOptions(sync_inline=True)
+    async with running(open_store, tmp_path / "s.jsonl", options=options) as store:
+        await store.append_message(assistant())  # creates the file (its own path)
+
+        async def no_thread(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("an inline append used a worker thread")
+
+        monkeypatch.setattr(trio.to_thread, "run_sync", no_thread)
+        for n in range(3):
+            await store.append_message(user_message(str(n), timestamp=n))
+        status = await store.status()
+        assert status.writes == 3 and status.syncs == 3
+        monkeypatch.undo()
+    assert [line["message"]["role"] for line in lines(tmp_path / "s.jsonl")[1:]] == [
+        "assistant",
+        "user",
+        "user",
+        "user",
+    ]
+
+
 async def test_fsync_batch_syncs_on_a_timer(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -350,8 +374,9 @@ class FullDiskFile(AppendFile):
         super().write(data)
 
 
+@pytest.mark.parametrize("sync_inline", [False, True])
 async def test_a_failed_write_turns_the_store_read_only_and_keeps_the_file_whole(
-    tmp_path: Path,
+    tmp_path: Path, sync_inline: bool
 ) -> None:
     """A write error is not fail-stop: the batch's appends fail, the part of the batch that
     reached the file is cut off again, later appends are refused with the same text, reads,
@@ -364,7 +389,9 @@ async def test_a_failed_write_turns_the_store_read_only_and_keeps_the_file_whole
 
     path = tmp_path / "s.jsonl"
     async with trio.open_nursery() as nursery:
-        store = await start_store(nursery, SessionStore.opening(path, file_class=full_disk))
+        options = StoreOptions(sync_inline=sync_inline)
+        opening = SessionStore.opening(path, file_class=full_disk, options=options)
+        store = await start_store(nursery, opening)
         first = await store.append_message(assistant("creates the file"))
         kept = await store.append_message(user_message("fits", timestamp=1))
         size = path.stat().st_size

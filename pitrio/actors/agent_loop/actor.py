@@ -228,6 +228,25 @@ class GetState:
     reply: Reply[AgentState]
 
 
+@attrs.frozen
+class RunFacts:
+    """What the supervisor's checks read from the agent around a run, without the copy of
+    the transcript an :class:`AgentState` makes (twice a turn: per-turn cost stays flat)."""
+
+    model: Model
+    last_assistant: AssistantMessage | None
+    """The transcript's last assistant message."""
+    has_queued: bool
+    """Whether a steering or follow-up message waits."""
+
+
+@attrs.frozen
+class GetRunFacts:
+    """Ask for the :class:`RunFacts`."""
+
+    reply: Reply[RunFacts]
+
+
 @attrs.frozen(kw_only=True)
 class Configure:
     """Change settings; ``None`` leaves a setting as it is. Takes effect at the next run."""
@@ -283,6 +302,7 @@ AgentCommand = (
     | Abort
     | WaitForIdle
     | GetState
+    | GetRunFacts
     | Configure
     | SetMessages
     | Reset
@@ -387,6 +407,14 @@ class AgentLoop(Actor[AgentCommand]):
                     reply.set(None)
             case GetState(reply=reply):
                 reply.set(self._snapshot())
+            case GetRunFacts(reply=reply):
+                reply.set(
+                    RunFacts(
+                        model=self._model,
+                        last_assistant=self._last_assistant(),
+                        has_queued=bool(self._steering.snapshot() or self._follow_up.snapshot()),
+                    )
+                )
             case Configure():
                 self._configure(command)
                 command.reply.set(None)
@@ -448,6 +476,15 @@ class AgentLoop(Actor[AgentCommand]):
                 self._messages = [*self._base, *self._messages]
             self._base = None
         return self._messages
+
+    def _last_assistant(self) -> AssistantMessage | None:
+        # From the end: the last assistant message is almost always among the last two.
+        for part in (self._messages, self._base or ()):
+            for index in range(len(part) - 1, -1, -1):
+                message = part[index]
+                if isinstance(message, AssistantMessage):
+                    return message
+        return None
 
     def _snapshot(self) -> AgentState:
         messages: Sequence[AgentMessage] = tuple(self._messages)
@@ -642,6 +679,10 @@ class AgentLoopHandle(Handle[AgentCommand]):
     async def state(self) -> AgentState:
         """A snapshot of the agent's state."""
         return await self.ask(GetState)
+
+    async def run_facts(self) -> RunFacts:
+        """The model, the last assistant message and whether messages are queued."""
+        return await self.ask(GetRunFacts)
 
     async def configure(
         self,

@@ -627,15 +627,15 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _before_prompt(self) -> None:
         """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""
-        state = await self._loop.state()
-        last = _last_assistant(state.messages)
+        facts = await self._loop.run_facts()
+        last = facts.last_assistant
         if last is None or not self._settings.compaction.enabled:
             return
         context_messages, latest_compaction = await self._compaction_inputs()
         check = CompactionCheck(
             message=last,
-            context_window=state.model.context_window,
-            same_model=is_same_model(last, state.model),
+            context_window=facts.model.context_window,
+            same_model=is_same_model(last, facts.model),
             settings=self._settings.compaction,
             context_messages=context_messages,
             latest_compaction_ms=latest_compaction,
@@ -998,16 +998,16 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._low_run_done = trio.Event()
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
-        state = await self._loop.state()
+        facts = await self._loop.run_facts()
         last = _last_assistant(event.messages)
         run = self._run
         context_messages, latest_compaction = await self._compaction_inputs()
         ended = RunEnded(
             last_assistant=last,
             abort_requested=run is None or run.scope.cancel_called,
-            has_queued_messages=bool(state.steering or state.follow_up),
-            context_window=state.model.context_window,
-            same_model=last is not None and is_same_model(last, state.model),
+            has_queued_messages=facts.has_queued,
+            context_window=facts.model.context_window,
+            same_model=last is not None and is_same_model(last, facts.model),
             retry_settings=self._settings.retry,
             compaction_settings=self._settings.compaction,
             context_messages=context_messages,

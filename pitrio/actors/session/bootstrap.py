@@ -110,6 +110,9 @@ class SessionOptions:
     """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
     start_reason: str = "startup"
     """``session_start``'s reason (``new``, ``resume``, ``fork`` when a runtime replaces it)."""
+    sync_inline: bool = False
+    """Fsync the session file's appends on the event loop's thread (a process hosting one
+    session: RPC mode); see :attr:`StoreOptions.sync_inline`."""
     trace: TapFactory | None = None
     """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
     :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
@@ -150,14 +153,14 @@ def session_settings(settings: Settings) -> SessionSettings:
     )
 
 
-def store_options(settings: Settings) -> StoreOptions:
+def store_options(settings: Settings, *, sync_inline: bool = False) -> StoreOptions:
     """The session file's write policy: ``session.fsync`` (pitrio's key; default ``always``:
     every append is fsynced before it returns; ``batch``: at most a second later; ``never``)."""
     policy = settings.text("session.fsync")
     for known in FSYNC_POLICIES:
         if policy == known:
-            return StoreOptions(fsync=known)
-    return StoreOptions()
+            return StoreOptions(fsync=known, sync_inline=sync_inline)
+    return StoreOptions(sync_inline=sync_inline)
 
 
 async def _open_store(
@@ -263,7 +266,9 @@ async def start_session(
         except PitrioError as exc:
             raise ExtensionLoadError(f"Failed to load extension {path}: {exc}") from None
     loaded.holder.pending_providers.clear()
-    store = await _open_store(nursery, options, cwd, store_options(settings))
+    store = await _open_store(
+        nursery, options, cwd, store_options(settings, sync_inline=options.sync_inline)
+    )
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
     # all of its messages before the first command was answered (issue 7, resume).

@@ -111,6 +111,11 @@ class StoreOptions:
 
     fsync: FsyncPolicy = "always"
     batch_interval: float = 1.0
+    sync_inline: bool = False
+    """Run an append's fsync on the event loop's thread, not in a worker thread: for a
+    process hosting one session (RPC mode), where the thread hop (~180 us here) costs as much
+    as the fsync itself; a daemon keeps the worker so a slow disk never stalls its other
+    sessions (see DESIGN-NOTES.md, "Durability")."""
     lazy_create: bool = True
     take_over: bool = False
     strict: bool = True
@@ -600,7 +605,10 @@ class SessionStore(Actor[StoreCommand]):
             # may take long on a slow disk, runs in a thread. A whole batch in the thread cost
             # a thread hop per append even without a sync, and its Python code waited for the
             # GIL while the event loop was busy (issue 7: per-turn latency).
-            if sync:
+            if sync and self.options.sync_inline:
+                await trio.lowlevel.checkpoint()  # (an append is a checkpoint either way)
+                self._write_batch(data, True)
+            elif sync:
                 await trio.to_thread.run_sync(self._write_batch, data, True)
             else:
                 # Page cache only (policies ``batch``/``never``): written inline, a thread hop
