@@ -294,3 +294,17 @@ def test_the_prefix_converter_converts_only_what_is_new() -> None:
     assert out3 == convert_to_llm(changed) and out3[1] is not out1[1]
     out3.clear()  # the caller's list is its own
     assert converter.convert(changed) == convert_to_llm(changed)
+
+
+def test_extends_compares_a_prefix_by_value_with_identical_items_taken_at_once() -> None:
+    from pitrio.messages import user_message
+    from pitrio.messages.convert import extends
+
+    first, second, third = (user_message(text, timestamp=n) for n, text in enumerate("abc"))
+    previous = (first, second)
+    assert extends(previous, (first, second, third))
+    assert extends(previous, [first, second])  # a list is compared as a tuple
+    assert extends(previous, (first, user_message("b", timestamp=1)))  # equal, not identical
+    assert not extends(previous, (first,))  # shorter
+    assert not extends(previous, (first, user_message("changed", timestamp=1), third))
+    assert extends((), (third,))

@@ -372,7 +372,7 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
     (source, _), *_ = [
         (src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]
     ]
-    assert source == messages
+    assert list(source) == messages
     # A transcript that is not an extension (an edited middle) is rebuilt, still exactly.
     edited = [*messages[:1], user_message("edited"), *messages[2:]]
     context = LlmContext(system_prompt="sys", messages=tuple(edited))

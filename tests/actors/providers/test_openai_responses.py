@@ -246,4 +246,4 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
         encoded = orjson.dumps(build_body(MODEL, context, StreamOptions(), encoded=True))
         assert encoded == plain, f"after {len(messages)} messages"
     kept = [(src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]]
-    assert kept and kept[0][0] == messages
+    assert kept and list(kept[0][0]) == messages

@@ -20,11 +20,12 @@ Responder = Callable[[int], bytes]
 
 @asynccontextmanager
 async def raw_server(
-    respond: Responder, *, close_after: bool = False
+    respond: Responder, *, close_after: bool = False, bodies: list[bytes] | None = None
 ) -> AsyncIterator[tuple[str, list[int]]]:
     """A server answering each request (the n-th, counted per server) with ``respond(n)``
-    bytes; ``close_after`` closes the connection after every answer. Yields the base URL
-    and a list whose length is the number of connections accepted."""
+    bytes; ``close_after`` closes the connection after every answer; ``bodies`` collects the
+    request bodies. Yields the base URL and a list whose length is the number of connections
+    accepted."""
     accepted: list[int] = []
     count = 0
 
@@ -47,6 +48,8 @@ async def raw_server(
                         length = int(value)
                 while len(buffer) < length:
                     buffer += await stream.receive_some(65536)
+                if bodies is not None:
+                    bodies.append(buffer[:length])
                 buffer = buffer[length:]
                 count += 1
                 await stream.send_all(respond(count))
@@ -90,6 +93,21 @@ async def test_framings_and_keep_alive() -> None:
         assert await fetch(http, url) == (204, b"")
         assert await fetch(http, url) == (404, b"")
         assert len(accepted) == 1  # one connection, kept alive
+
+
+async def test_small_and_large_bodies_arrive_whole_on_one_connection() -> None:
+    # A large body is written after the head instead of joined to it; both kinds, in turn,
+    # reach the server byte for byte over the same kept-alive connection.
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    sent = [b'{"a":1}', bytes(range(256)) * 8192, b"[]", b"x" * (256 * 1024 + 1)]
+    received: list[bytes] = []
+    async with raw_server(lambda n: answer, bodies=received) as (url, accepted), client() as http:
+        for body in sent:
+            async with http.stream("POST", url + "/v1/x", content=body) as response:
+                assert response.status_code == 200
+                assert b"".join([chunk async for chunk in response.aiter_raw()]) == b"ok"
+        assert len(accepted) == 1
+    assert received == sent
 
 
 async def test_body_until_close_and_connection_close_are_not_reused() -> None:

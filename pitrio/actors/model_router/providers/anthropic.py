@@ -21,7 +21,11 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.providers.convert import PrefixCache, TranscriptPreparer
+from pitrio.actors.model_router.providers.convert import (
+    EncodedItems,
+    PrefixCache,
+    TranscriptPreparer,
+)
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
@@ -131,14 +135,14 @@ class AnthropicTurns:
 
     Only the turns from the newest user turn on can still change (a tool result joins the
     last user turn; the cache mark goes on the newest user turn), so the turns before it are
-    encoded once, as ``orjson.Fragment``s, when ``encoded``.
+    encoded once (:class:`EncodedItems`) when ``encoded``.
     """
 
     def __init__(self, model: Model, *, encoded: bool = False) -> None:
         self.preparer = TranscriptPreparer(model, normalize_tool_id)
         self.turns: list[dict[str, Any]] = []  # the "tool_results" key marks grouped results
         self.encoded = encoded
-        self.fragments: list[Any] = []  # the final form of turns[: len(fragments)]
+        self.fragments = EncodedItems(encoded=True)  # the final form of turns[: len(...)]
         self.newest_user = -1
 
     def copy(self) -> AnthropicTurns:
@@ -149,7 +153,7 @@ class AnthropicTurns:
             {**turn, "content": list(turn["content"])} if index >= len(self.fragments) else turn
             for index, turn in enumerate(self.turns)
         ]
-        twin.encoded, twin.fragments = self.encoded, list(self.fragments)
+        twin.encoded, twin.fragments = self.encoded, self.fragments.copy()
         twin.newest_user = self.newest_user
         return twin
 
@@ -159,7 +163,7 @@ class AnthropicTurns:
             self.newest_user = len(self.turns) - 1
             if self.encoded:  # every turn before the newest user turn is final now
                 while len(self.fragments) < self.newest_user:
-                    self.fragments.append(_final_turn(self.turns[len(self.fragments)], True))
+                    self.fragments.append(_final_turn(self.turns[len(self.fragments)]))
 
     def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
@@ -193,9 +197,9 @@ class AnthropicTurns:
             for message in tail:
                 builder._emit(message)
         done = len(builder.fragments)
-        out: list[Any] = list(builder.fragments)
+        out: list[Any] = builder.fragments.items()
         for index in range(done, len(builder.turns)):
-            turn = _final_turn(builder.turns[index], False)
+            turn = _final_turn(builder.turns[index])
             if cache is not None and index == builder.newest_user:
                 # Cache everything up to the newest user turn: the next request shares it.
                 content = list(turn["content"])
@@ -205,9 +209,8 @@ class AnthropicTurns:
         return out
 
 
-def _final_turn(turn: dict[str, Any], encode: bool) -> Any:
-    final = {key: value for key, value in turn.items() if key != "tool_results"}
-    return orjson.Fragment(orjson.dumps(final)) if encode else final
+def _final_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in turn.items() if key != "tool_results"}
 
 
 def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:

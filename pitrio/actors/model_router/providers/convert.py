@@ -16,15 +16,16 @@ from __future__ import annotations
 import base64
 import collections
 import hashlib
-import operator
 import re
 from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
+import orjson
 
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.convert import extends
 from pitrio.messages.model import Model
 
 NO_RESULT_TEXT = "No result provided"
@@ -194,7 +195,7 @@ class PrefixCache(Generic[B]):
 
     def __init__(self, kept: int = 16) -> None:
         self.kept = kept
-        self._entries: collections.OrderedDict[Hashable, tuple[list[LlmMessage], B]] = (
+        self._entries: collections.OrderedDict[Hashable, tuple[tuple[LlmMessage, ...], B]] = (
             collections.OrderedDict()
         )
 
@@ -207,21 +208,66 @@ class PrefixCache(Generic[B]):
         start = 0
         if cached is not None:
             source, state = cached
-            count = len(source)
-            if len(messages) >= count and all(map(operator.is_, source, messages[:count])):
-                builder, start = state, count
+            if extends(source, messages):
+                builder, start = state, len(source)
         if builder is None:
             builder = fresh()
         for message in messages[start:]:
             builder.feed(message)
-        self._entries[slot] = (list(messages), builder)
+        self._entries[slot] = (tuple(messages), builder)
         while len(self._entries) > self.kept:
             self._entries.popitem(last=False)
         return builder
 
-    def states(self) -> list[tuple[list[LlmMessage], B]]:
+    def states(self) -> list[tuple[tuple[LlmMessage, ...], B]]:
         """The kept (messages, builder) pairs, oldest first (for tests)."""
         return list(self._entries.values())
+
+
+class EncodedItems:
+    """The items of a JSON array under construction: plain values, or with ``encoded`` each
+    value encoded once and kept in one growing buffer (``e1,e2,...``).
+
+    The buffer is handed to orjson as a single ``Fragment``: orjson inserts a fragment's bytes
+    as they are, so comma-separated elements in one fragment make exactly the bytes separate
+    fragments make (the providers' tests compare against the plain encoding). One fragment
+    instead of one per message: a request of a 20,000-message transcript spent ~3 ms in orjson
+    walking the fragments, against ~0.5 ms copying one buffer (issue 10: per-turn cost
+    against session length).
+    """
+
+    __slots__ = ("_buffer", "_count", "_plain")
+
+    def __init__(self, *, encoded: bool) -> None:
+        self._plain: list[Any] | None = None if encoded else []
+        self._buffer = bytearray()
+        self._count = 0
+
+    def append(self, value: Any) -> None:
+        """Add one value (a JSON-able object)."""
+        if self._plain is not None:
+            self._plain.append(value)
+        else:
+            if self._count:
+                self._buffer += b","
+            self._buffer += orjson.dumps(value)
+        self._count += 1
+
+    def __len__(self) -> int:
+        return self._count
+
+    def copy(self) -> EncodedItems:
+        """An independent copy."""
+        twin = EncodedItems.__new__(EncodedItems)
+        twin._plain = None if self._plain is None else list(self._plain)
+        twin._buffer, twin._count = bytearray(self._buffer), self._count
+        return twin
+
+    def items(self) -> list[Any]:
+        """The values for a list to encode: the plain values, or one fragment holding them."""
+        if self._plain is not None:
+            return list(self._plain)
+        return [orjson.Fragment(bytes(self._buffer))] if self._count else []
 
 
 def prepare_messages(

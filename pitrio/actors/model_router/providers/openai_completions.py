@@ -21,6 +21,7 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
+    EncodedItems,
     PrefixCache,
     TranscriptPreparer,
     data_url,
@@ -198,29 +199,28 @@ class ChatMessages:
     """The Chat Completions ``messages`` of a transcript (without the system prompt), built one
     message at a time so the state after a prefix can be kept and resumed (:meth:`copy`).
 
-    With ``encoded`` each entry is kept as its JSON (an ``orjson.Fragment``), made once: a
+    With ``encoded`` each entry is kept as its JSON (:class:`EncodedItems`), made once: a
     request then costs encoding its new messages, not the whole transcript again.
     """
 
     def __init__(self, model: Model, compat: OpenAICompat, *, encoded: bool = False) -> None:
         self.compat = compat
-        self.encoded = encoded
         self.preparer = TranscriptPreparer(model, normalize_tool_id(compat))
-        self.entries: list[Any] = []
+        self.entries = EncodedItems(encoded=encoded)
         self.images: list[ImageContent] = []
         self.last_role: str | None = None
 
     def copy(self) -> ChatMessages:
         """An independent builder in the same state."""
         twin = ChatMessages.__new__(ChatMessages)
-        twin.compat, twin.encoded = self.compat, self.encoded
+        twin.compat = self.compat
         twin.preparer = self.preparer.copy()
-        twin.entries, twin.images = list(self.entries), list(self.images)
+        twin.entries, twin.images = self.entries.copy(), list(self.images)
         twin.last_role = self.last_role
         return twin
 
     def _add(self, entry: dict[str, Any]) -> None:
-        self.entries.append(orjson.Fragment(orjson.dumps(entry)) if self.encoded else entry)
+        self.entries.append(entry)
         self.last_role = entry["role"]
 
     def _flush_images(self) -> None:
@@ -270,12 +270,17 @@ class ChatMessages:
         it was, so more messages can still be fed)."""
         tail = self.preparer.copy().finish()
         if not tail and not self.images:
-            return list(self.entries)
-        twin = self.copy()
+            return self.entries.items()
+        # The owed end goes to a plain builder in the same state, so the encoded entries
+        # need no copy.
+        twin = ChatMessages.__new__(ChatMessages)
+        twin.compat, twin.preparer = self.compat, self.preparer.copy()
+        twin.entries, twin.images = EncodedItems(encoded=False), list(self.images)
+        twin.last_role = self.last_role
         for message in tail:
             twin._emit(message)
         twin._flush_images()
-        return twin.entries
+        return [*self.entries.items(), *twin.entries.items()]
 
 
 def _system_entry(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:

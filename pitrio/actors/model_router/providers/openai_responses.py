@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router.providers.convert import (
+    EncodedItems,
     PrefixCache,
     TranscriptPreparer,
     data_url,
@@ -141,21 +142,20 @@ class ResponsesInput:
 
     def __init__(self, model: Model, *, encoded: bool = False) -> None:
         self.model = model
-        self.encoded = encoded
         self.preparer = TranscriptPreparer(model, normalize_tool_id)
-        self.items: list[Any] = []
+        self.items = EncodedItems(encoded=encoded)
         self.images: list[ImageContent] = []
 
     def copy(self) -> ResponsesInput:
         """An independent builder in the same state."""
         twin = ResponsesInput.__new__(ResponsesInput)
-        twin.model, twin.encoded = self.model, self.encoded
+        twin.model = self.model
         twin.preparer = self.preparer.copy()
-        twin.items, twin.images = list(self.items), list(self.images)
+        twin.items, twin.images = self.items.copy(), list(self.images)
         return twin
 
     def _add(self, item: dict[str, Any]) -> None:
-        self.items.append(orjson.Fragment(orjson.dumps(item)) if self.encoded else item)
+        self.items.append(item)
 
     def _flush_images(self) -> None:
         if self.images:
@@ -194,12 +194,15 @@ class ResponsesInput:
         it was)."""
         tail = self.preparer.copy().finish()
         if not tail and not self.images:
-            return list(self.items)
-        twin = self.copy()
+            return self.items.items()
+        # The owed end goes to a plain builder in the same state (no copy of the encoded).
+        twin = ResponsesInput.__new__(ResponsesInput)
+        twin.model, twin.preparer = self.model, self.preparer.copy()
+        twin.items, twin.images = EncodedItems(encoded=False), list(self.images)
         for message in tail:
             twin._emit(message)
         twin._flush_images()
-        return twin.items
+        return [*self.items.items(), *twin.items.items()]
 
 
 def build_input(model: Model, context: LlmContext) -> list[dict[str, Any]]:

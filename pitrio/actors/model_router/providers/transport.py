@@ -32,6 +32,8 @@ import attrs
 import httpx
 import trio
 
+SEPARATE_BODY = 256 * 1024
+"""Bodies larger than this are written after the request head instead of joined to it."""
 MAX_HEAD = 64 * 1024
 """Longest response head accepted (status line and headers)."""
 READ_SIZE = 256 * 1024
@@ -500,11 +502,17 @@ class Http11Transport(httpx.AsyncBaseTransport):
         parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
         for name, value in headers:
             parts += (name, b": ", value, b"\r\n")
-        parts += (b"\r\n", body)
-        data = b"".join(parts)
+        parts.append(b"\r\n")
+        # A small body goes out with the head in one write; a large one (a long transcript's
+        # request) after it, not copied into a joined buffer first.
+        joined = len(body) <= SEPARATE_BODY
+        if joined:
+            parts.append(body)
         try:
             with trio.fail_after(write_timeout):
-                await connection.stream.send_all(data)
+                await connection.stream.send_all(b"".join(parts))
+                if not joined:
+                    await connection.stream.send_all(body)
         except trio.TooSlowError:
             raise httpx.WriteTimeout("timed out") from None
         except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
