@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
@@ -15,19 +12,15 @@ import trio.testing
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
 from pitrio.actors.model_router import (
-    FAUX_MODELS,
     FauxProvider,
     FauxReply,
     RouterConfig,
     start_model_router,
 )
-from pitrio.actors.model_router.providers.faux_rules import FixtureRules
-from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
-from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.actor import SessionActor, SessionHandle
 from pitrio.actors.session.user_bash import BashResult
-from pitrio.actors.session_store import SessionStoreHandle, create_store
+from pitrio.actors.session_store import create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings
-from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -46,7 +39,6 @@ from pitrio.messages.entries import (
     ThinkingLevelChangeEntry,
 )
 from pitrio.messages.events import (
-    AgentSessionEvent,
     BashExecutionUpdate,
     CompactionEnd,
     CompactionStart,
@@ -54,65 +46,7 @@ from pitrio.messages.events import (
     SessionInfoChanged,
     ThinkingLevelChanged,
 )
-from pitrio.messages.model import Model
-
-FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
-FAUX_SMALL = next(m for m in FAUX_MODELS if m.id == "faux-small")
-# The recording settings of pi's fixtures (fixtures README).
-FIXTURE_SETTINGS = SessionSettings(
-    retry=RetrySettings(max_retries=2, base_delay_ms=50),
-    compaction=CompactionSettings(keep_recent_tokens=60),
-)
-
-
-@attrs.define
-class Fixture:
-    session: SessionHandle
-    store: SessionStoreHandle
-    faux: FauxProvider
-    events: trio.MemoryReceiveChannel[Sequenced]
-
-    async def drain(self) -> list[AgentSessionEvent]:
-        """Every event delivered so far (the feeder hands them over one at a time)."""
-        out: list[AgentSessionEvent] = []
-        while True:
-            await trio.testing.wait_all_tasks_blocked()
-            try:
-                out.append(self.events.receive_nowait().event)
-            except trio.WouldBlock:
-                return out
-
-    async def until(self, kind: str) -> list[AgentSessionEvent]:
-        out: list[AgentSessionEvent] = []
-        async for item in self.events:
-            out.append(item.event)
-            if item.event.type == kind:
-                return out
-        raise AssertionError(f"no {kind}")
-
-
-@asynccontextmanager
-async def session(
-    *,
-    model: Model = FAUX_1,
-    settings: SessionSettings = FIXTURE_SETTINGS,
-    faux: FauxProvider | None = None,
-) -> AsyncIterator[Fixture]:
-    faux = faux or FauxProvider(default=FixtureRules())
-    async with trio.open_nursery() as nursery:
-        router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
-        store = await create_store(nursery, tempfile.gettempdir(), persist=False)
-        # A session starts with its model and thinking level recorded, as pi's do.
-        await store.append_model_change(model.provider, model.id)
-        await store.append_thinking_level_change("off")
-        loop = AgentLoopHandle(
-            await nursery.start(AgentLoop(stream=router.stream, model=model).run)
-        )
-        actor = SessionActor(loop=loop, store=store, router=router, settings=settings)
-        handle = SessionHandle(await nursery.start(actor.run))
-        events = await handle.subscribe(capacity=100_000)
-        yield Fixture(session=handle, store=store, faux=faux, events=events)
-        nursery.cancel_scope.cancel()
+from tests.actors.session_harness import FAUX_1, FAUX_SMALL, FIXTURE_SETTINGS, session
 
 
 async def test_manual_compaction_then_already_compacted() -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -12,72 +9,19 @@ import pytest
 import trio
 import trio.testing
 
-from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
 from pitrio.actors.model_router import (
-    FAUX_MODELS,
     FauxProvider,
     FauxReply,
     FauxToolCall,
-    RouterConfig,
-    start_model_router,
 )
-from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
-from pitrio.actors.session.fanout import Sequenced
-from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings
-from pitrio.actors.supervisor.retry import RetrySettings
-from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle, UpdateFn
+from pitrio.actors.tool_executor import AgentTool, UpdateFn
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentToolResult, ToolResultMessage, UserMessage
 from pitrio.messages.content import text_of
 from pitrio.messages.events import AgentSessionEvent, CompactionEnd, MessageStart
-
-FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
-FAUX_SMALL = next(m for m in FAUX_MODELS if m.id == "faux-small")
-SETTINGS = SessionSettings(
-    retry=RetrySettings(max_retries=2, base_delay_ms=50),
-    compaction=CompactionSettings(keep_recent_tokens=60),
-)
-
-
-@attrs.define
-class Fixture:
-    session: SessionHandle
-    store: SessionStoreHandle
-    faux: FauxProvider
-    events: trio.MemoryReceiveChannel[Sequenced]
-
-    async def drain(self) -> list[AgentSessionEvent]:
-        out: list[AgentSessionEvent] = []
-        while True:
-            await trio.testing.wait_all_tasks_blocked()
-            try:
-                out.append(self.events.receive_nowait().event)
-            except trio.WouldBlock:
-                return out
-
-
-@asynccontextmanager
-async def session(
-    faux: FauxProvider,
-    *,
-    model: Any = FAUX_1,
-    settings: SessionSettings = SETTINGS,
-    tools: tuple[AgentTool, ...] = (),
-) -> AsyncIterator[Fixture]:
-    async with trio.open_nursery() as nursery:
-        router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
-        store = await create_store(nursery, tempfile.gettempdir(), persist=False)
-        await store.append_model_change(model.provider, model.id)
-        await store.append_thinking_level_change("off")
-        executor = ToolExecutorHandle(await nursery.start(ToolExecutor(tools).run))
-        agent_loop = AgentLoop(stream=router.stream, model=model, tools=executor)
-        loop = AgentLoopHandle(await nursery.start(agent_loop.run))
-        actor = SessionActor(loop=loop, store=store, router=router, settings=settings)
-        handle = SessionHandle(await nursery.start(actor.run))
-        events = await handle.subscribe(capacity=100_000)
-        yield Fixture(session=handle, store=store, faux=faux, events=events)
-        nursery.cancel_scope.cancel()
+from tests.actors.session_harness import FAUX_SMALL, session
+from tests.actors.session_harness import FIXTURE_SETTINGS as SETTINGS
 
 
 def user_texts(events: list[AgentSessionEvent]) -> list[str]:

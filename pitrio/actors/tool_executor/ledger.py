@@ -18,7 +18,9 @@ import signal
 from pathlib import Path
 
 
-def _stat(pid: int) -> list[bytes] | None:
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first, so field N
+    of proc(5) is at index N - 3); ``None`` if the process is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
@@ -29,14 +31,14 @@ def _stat(pid: int) -> list[bytes] | None:
 
 def start_time(pid: int) -> int | None:
     """The kernel's start time of process ``pid`` (``None`` if it is gone)."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return int(fields[19]) if fields is not None and len(fields) > 19 else None
 
 
 def _running(pid: int, started: str) -> bool:
     """Whether ``pid`` is the process that started at ``started`` and still runs (a zombie
     waiting for its parent to reap it has ended)."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     if fields is None or len(fields) <= 19:
         return False
     return fields[0] not in (b"Z", b"X") and fields[19].decode() == started

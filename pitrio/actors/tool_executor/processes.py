@@ -16,7 +16,7 @@ from functools import partial
 
 import trio
 
-from pitrio.actors.tool_executor.ledger import ledger
+from pitrio.actors.tool_executor.ledger import ledger, proc_stat
 
 KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
@@ -50,14 +50,8 @@ def _live_members(pgid: int) -> bool:
     except OSError:
         return True
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue  # it ended while we looked
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        fields = proc_stat(int(pid))  # None: it ended while we looked
+        if fields and len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
 

@@ -153,6 +153,18 @@ class HttpRequest:
         return orjson.loads(self.body)
 
 
+def bearer_json_request(
+    url: str, body: Any, *, api_key: str | None, headers: Mapping[str, str]
+) -> HttpRequest:
+    """A JSON POST authorised by ``Authorization: Bearer`` (the OpenAI-style APIs); the
+    configured ``headers`` (lower-cased) come last, so they may override."""
+    request_headers = {"content-type": "application/json"}
+    if api_key:
+        request_headers["authorization"] = f"Bearer {api_key}"
+    request_headers.update({name.lower(): value for name, value in headers.items()})
+    return HttpRequest(url=url, headers=request_headers, body=orjson.dumps(body))
+
+
 def join_url(base_url: str, path: str) -> str:
     """``base_url`` and ``path`` joined by exactly one slash."""
     return base_url.rstrip("/") + "/" + path.lstrip("/")

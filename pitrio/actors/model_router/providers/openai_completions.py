@@ -33,6 +33,7 @@ from pitrio.actors.model_router.providers.http import (
     HttpRequest,
     MalformedStreamError,
     SseParser,
+    bearer_json_request,
     join_url,
     stream_error_message,
 )
@@ -376,14 +377,11 @@ def build_request(
     headers: Mapping[str, str],
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure)."""
-    request_headers = {"content-type": "application/json"}
-    if api_key:
-        request_headers["authorization"] = f"Bearer {api_key}"
-    request_headers.update({name.lower(): value for name, value in headers.items()})
-    return HttpRequest(
-        url=join_url(model.base_url, "chat/completions"),
-        headers=request_headers,
-        body=orjson.dumps(build_body(model, context, options, encoded=True)),
+    return bearer_json_request(
+        join_url(model.base_url, "chat/completions"),
+        build_body(model, context, options, encoded=True),
+        api_key=api_key,
+        headers=headers,
     )
 
 

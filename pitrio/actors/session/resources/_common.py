@@ -31,6 +31,8 @@ import attrs
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
+    from pitrio.actors.session.resources.settings import Settings
+
 # PyYAML (~35 ms) and pathspec (~15 ms) are imported on first use, not at start-up: most
 # sessions have no skill or template with frontmatter and no ignore file to match (issue 7,
 # cold start).
@@ -541,3 +543,68 @@ def settings_candidates(
         for f in dict.fromkeys(files)
     ]
     return candidates, problems
+
+
+def listed_candidates(
+    settings: Settings,
+    key: str,
+    *,
+    agent_dir: str,
+    project_dirs: Sequence[str],
+    home: Path,
+    collect_dir: Callable[[str], list[str]],
+    what: str,
+) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
+    """The files the settings list ``key`` names, project scope first (paths relative to the
+    project settings' directory), then user scope (relative to the agent dir)."""
+    candidates: list[Candidate] = []
+    problems: list[ResourceDiagnostic] = []
+    project_base = str(settings.project_path.parent) if settings.project_path else project_dirs[0]
+    scopes: tuple[tuple[Literal["user", "project"], str], ...] = (
+        ("project", project_base),
+        ("user", agent_dir),
+    )
+    for scope, base in scopes:
+        found, reported = settings_candidates(
+            settings.resource_entries(key, scope),
+            base_dir=base,
+            scope=scope,
+            home=home,
+            collect_dir=collect_dir,
+            what=what,
+        )
+        candidates += found
+        problems += reported
+    return candidates, problems
+
+
+def cli_candidates(
+    paths: Sequence[str],
+    cwd: str,
+    home: Path,
+    *,
+    collect_dir: Callable[[str], list[str]],
+    what: str,
+) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
+    """Paths given on the command line: a directory contributes what ``collect_dir`` finds,
+    a file must be markdown; missing paths and other files are reported."""
+    candidates: list[Candidate] = []
+    diagnostics: list[ResourceDiagnostic] = []
+    for raw in paths:
+        resolved = resolve_user_path(raw, cwd, home)
+        kind = entry_kind(resolved)
+        if kind is None:
+            diagnostics.append(warning(f"{what} path does not exist", resolved))
+            continue
+        if kind == "dir":
+            files = collect_dir(resolved)
+        elif resolved.endswith(".md"):
+            files = [resolved]
+        else:
+            diagnostics.append(warning(f"{what} path is not a markdown file", resolved))
+            continue
+        candidates += [
+            Candidate(path=f, info=SourceInfo(path=f, source="cli", scope="temporary"))
+            for f in files
+        ]
+    return candidates, diagnostics

@@ -34,14 +34,14 @@ from pitrio.actors.session.resources._common import (
     IgnoreRules,
     ResourceDiagnostic,
     SourceInfo,
+    cli_candidates,
     enabled_by_overrides,
     entry_kind,
     list_dir,
+    listed_candidates,
     parse_frontmatter,
     read_text,
     real_path,
-    resolve_user_path,
-    settings_candidates,
     settle_candidates,
     to_posix,
     warning,
@@ -247,24 +247,15 @@ def discover_skill_candidates(
     home: Path,
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
     """Settings-listed and auto-discovered skill files, settled by precedence."""
-    candidates: list[Candidate] = []
-    diagnostics: list[ResourceDiagnostic] = []
-    project_base = str(settings.project_path.parent) if settings.project_path else project_dirs[0]
-    scopes: tuple[tuple[Literal["user", "project"], str], ...] = (
-        ("project", project_base),
-        ("user", agent_dir),
+    candidates, diagnostics = listed_candidates(
+        settings,
+        "skills",
+        agent_dir=agent_dir,
+        project_dirs=project_dirs,
+        home=home,
+        collect_dir=collect_skill_files,
+        what="skill",
     )
-    for scope, base in scopes:
-        found, problems = settings_candidates(
-            settings.resource_entries("skills", scope),
-            base_dir=base,
-            scope=scope,
-            home=home,
-            collect_dir=collect_skill_files,
-            what="skill",
-        )
-        candidates += found
-        diagnostics += problems
     project_entries = settings.resource_entries("skills", "project")
     for config_dir in project_dirs:
         files = collect_skill_files(os.path.join(config_dir, "skills"), "config")
@@ -286,26 +277,9 @@ def cli_skill_candidates(
     paths: Sequence[str], cwd: str, home: Path
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
     """``--skill`` paths: a directory is searched like a skills dir, a file must be ``.md``."""
-    candidates: list[Candidate] = []
-    diagnostics: list[ResourceDiagnostic] = []
-    for raw in paths:
-        resolved = resolve_user_path(raw, cwd, home)
-        kind = entry_kind(resolved)
-        if kind is None:
-            diagnostics.append(warning("skill path does not exist", resolved))
-            continue
-        if kind == "dir":
-            files = collect_skill_files(resolved, "config")
-        elif resolved.endswith(".md"):
-            files = [resolved]
-        else:
-            diagnostics.append(warning("skill path is not a markdown file", resolved))
-            continue
-        candidates += [
-            Candidate(path=f, info=SourceInfo(path=f, source="cli", scope="temporary"))
-            for f in files
-        ]
-    return candidates, diagnostics
+    return cli_candidates(
+        paths, cwd, home, collect_dir=lambda path: collect_skill_files(path, "config"), what="skill"
+    )
 
 
 def load_skill_candidates(candidates: Sequence[Candidate]) -> SkillSet:

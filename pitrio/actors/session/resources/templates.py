@@ -34,14 +34,13 @@ from pitrio.actors.session.resources._common import (
     FrontmatterError,
     ResourceDiagnostic,
     SourceInfo,
+    cli_candidates,
     collect_markdown_files,
     enabled_by_overrides,
-    entry_kind,
+    listed_candidates,
     parse_frontmatter,
     read_text,
     real_path,
-    resolve_user_path,
-    settings_candidates,
     settle_candidates,
     warning,
 )
@@ -212,24 +211,15 @@ def discover_template_candidates(
     *, agent_dir: str, project_dirs: Sequence[str], settings: Settings, home: Path
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
     """Settings-listed and auto-discovered template files, settled by precedence."""
-    candidates: list[Candidate] = []
-    diagnostics: list[ResourceDiagnostic] = []
-    project_base = str(settings.project_path.parent) if settings.project_path else project_dirs[0]
-    scopes: tuple[tuple[Literal["user", "project"], str], ...] = (
-        ("project", project_base),
-        ("user", agent_dir),
+    candidates, diagnostics = listed_candidates(
+        settings,
+        "prompts",
+        agent_dir=agent_dir,
+        project_dirs=project_dirs,
+        home=home,
+        collect_dir=_recursive_markdown,
+        what="prompt template",
     )
-    for scope, base in scopes:
-        found, problems = settings_candidates(
-            settings.resource_entries("prompts", scope),
-            base_dir=base,
-            scope=scope,
-            home=home,
-            collect_dir=_recursive_markdown,
-            what="prompt template",
-        )
-        candidates += found
-        diagnostics += problems
     auto_dirs: list[tuple[Literal["user", "project"], str]] = [("project", d) for d in project_dirs]
     auto_dirs.append(("user", agent_dir))
     for scope, config_dir in auto_dirs:
@@ -245,26 +235,7 @@ def cli_template_candidates(
     paths: Sequence[str], cwd: str, home: Path
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
     """``--prompt-template`` paths: a directory is searched recursively, a file must be ``.md``."""
-    candidates: list[Candidate] = []
-    diagnostics: list[ResourceDiagnostic] = []
-    for raw in paths:
-        resolved = resolve_user_path(raw, cwd, home)
-        kind = entry_kind(resolved)
-        if kind is None:
-            diagnostics.append(warning("prompt template path does not exist", resolved))
-            continue
-        if kind == "dir":
-            files = _recursive_markdown(resolved)
-        elif resolved.endswith(".md"):
-            files = [resolved]
-        else:
-            diagnostics.append(warning("prompt template path is not a markdown file", resolved))
-            continue
-        candidates += [
-            Candidate(path=f, info=SourceInfo(path=f, source="cli", scope="temporary"))
-            for f in files
-        ]
-    return candidates, diagnostics
+    return cli_candidates(paths, cwd, home, collect_dir=_recursive_markdown, what="prompt template")
 
 
 def load_template_candidates(candidates: Sequence[Candidate]) -> TemplateSet:
