@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
+
 from pitrio.actors.model_router.providers.convert import (
     IMAGE_OMITTED_TEXT,
     NO_RESULT_TEXT,
@@ -95,3 +98,30 @@ def test_short_hash_is_stable_and_alphanumeric() -> None:
     assert value == short_hash("toolu_01ABC", 9)
     assert len(value) == 9 and value.isalnum()
     assert value != short_hash("toolu_01ABD", 9)
+
+
+@pytest.mark.parametrize("segment", [1, 40, 1 << 20])
+def test_encoded_items_make_the_bytes_of_the_plain_values(
+    segment: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Segments of any size (one item each, a few items, all in the open one) encode exactly as
+    # the values themselves; a copy grows on its own.
+    from pitrio.actors.model_router.providers import convert
+
+    monkeypatch.setattr(convert, "SEGMENT_BYTES", segment)
+    values = [{"role": "user", "content": f"message {n}", "n": n} for n in range(25)]
+    encoded = convert.EncodedItems(encoded=True)
+    plain = convert.EncodedItems(encoded=False)
+    assert orjson.dumps(encoded.items()) == b"[]"
+    for value in values:
+        encoded.append(value)
+        plain.append(value)
+    assert len(encoded) == len(plain) == 25
+    assert orjson.dumps(encoded.items()) == orjson.dumps(values) == orjson.dumps(plain.items())
+    assert orjson.dumps(["head", *encoded.items(), "tail"]) == orjson.dumps(
+        ["head", *values, "tail"]
+    )
+    twin = encoded.copy()
+    twin.append({"extra": True})
+    assert orjson.dumps(twin.items()) == orjson.dumps([*values, {"extra": True}])
+    assert orjson.dumps(encoded.items()) == orjson.dumps(values)
