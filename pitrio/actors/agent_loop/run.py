@@ -177,9 +177,11 @@ class LoopRun:
         final: AssistantMessage | None = None
         announced = False
         with self.abort.scope() as scope:
-            messages = list(self.context)
+            # A tuple unless a hook may change the list: a converter that keeps the previous
+            # request's messages then compares and keeps this one without more copies.
+            messages: Sequence[AgentMessage] = tuple(self.context)
             if config.hooks.transform_context is not None:
-                messages = await config.hooks.transform_context(messages)
+                messages = await config.hooks.transform_context(list(messages))
             if config.hooks.convert_to_llm is not None:
                 llm_messages = await config.hooks.convert_to_llm(messages)
             else:
