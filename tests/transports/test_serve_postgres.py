@@ -271,3 +271,34 @@ async def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert b"pitrio db migrate" in result.stderr
+
+
+async def test_a_database_session_exports_to_html_like_a_file_session(
+    tmp_path: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a default-named page is written
+    async with in_process_daemon(tmp_path, database, "agent") as daemon:
+        ws_url = f"ws://127.0.0.1:{daemon.port}"
+        session_id = await create(ws_url)
+        async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+            await receive(ws)
+            await send(ws, {"id": "e0", "type": "export_html"})
+            empty = (await until(ws, is_response("e0")))[-1]
+        await prompt(ws_url, session_id, "a question for the page")
+        async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+            await receive(ws)
+            await send(ws, {"id": "e1", "type": "export_html"})
+            default = (await until(ws, is_response("e1")))[-1]
+            chosen = tmp_path / "chosen.html"
+            await send(ws, {"id": "e2", "type": "export_html", "outputPath": str(chosen)})
+            named = (await until(ws, is_response("e2")))[-1]
+    # Before anything was saved there is nothing to export (as for a file not written yet).
+    assert not empty["success"] and empty["error"].startswith("Nothing to export yet")
+    assert default["success"] and named["success"], (default, named)
+    page = trio.Path(default["data"]["path"])
+    assert page.parent == tmp_path
+    assert re.fullmatch(rf"pitrio-session-.+_{session_id}\.html", page.name)
+    html = await page.read_bytes()
+    assert b"a question for the page" in html
+    assert named["data"]["path"] == str(chosen)
+    assert await trio.Path(chosen).read_bytes() == html

@@ -74,6 +74,7 @@ from pitrio.actors.session.resources.system_prompt import (
     today,
 )
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.supervisor._entries import iso_to_ms
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import (
@@ -815,12 +816,21 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         return last_assistant_text((await self._loop.state()).messages)
 
     async def export_html(self, output_path: str | None) -> str:
-        """Write the session as a self-contained HTML page; returns its path."""
+        """Write the session as a self-contained HTML page; returns its path. A session kept
+        in a database exports like a file's (its default name is the file name it would have)."""
         path = self._store.path
         if path is None:
-            raise PitrioError(IN_MEMORY_EXPORT)
-        if not await trio.Path(path).exists():
+            status = await self._store.status()
+            if status.location is None:
+                raise PitrioError(IN_MEMORY_EXPORT)
+            if not status.persisted:
+                raise PitrioError(EMPTY_EXPORT)
+            header = self._store.header
+            name = session_file_name(header.timestamp, header.id)
+        elif not await trio.Path(path).exists():
             raise PitrioError(EMPTY_EXPORT)
+        else:
+            name = path.name
         state = await self._loop.state()
         page = export_html(
             self._store.header,
@@ -829,7 +839,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             system_prompt=state.system_prompt,
             tools=[],
         )
-        target = await trio.Path(output_path or default_html_name(path.name)).absolute()
+        target = await trio.Path(output_path or default_html_name(name)).absolute()
         await target.write_bytes(page)
         return str(target)
 

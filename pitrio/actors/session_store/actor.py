@@ -159,6 +159,9 @@ class StoreStatus:
     problems: tuple[Problem, ...]
     write_error: str | None = None
     """Why the store turned read-only after a failed write, if it did."""
+    location: str | None = None
+    """Where a session that has no file is kept (a database store's ``postgresql:<id>``);
+    ``None`` for files and for sessions kept in memory only."""
 
 
 # -- commands -----------------------------------------------------------------------------------

@@ -354,6 +354,7 @@ class PgSessionStore(SessionStore):
             migrated=False,
             problems=self.problems,
             write_error=None if self.failure is None else str(self.failure),
+            location=self.origin,
         )
 
 
