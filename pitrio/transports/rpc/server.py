@@ -211,6 +211,7 @@ class RpcServer:
                 self._wake()
                 handlers.cancel_scope.deadline = trio.current_time() + EOF_GRACE_SECONDS
                 await self._abort_activity()
+            self._writer_idle = False  # from here on, nothing new is written
             await self._lines.aclose()  # the writer ends once it wrote what is queued
             with trio.move_on_after(EOF_GRACE_SECONDS):
                 await self._writer_done.wait()
