@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 def store_url(flag: str | None) -> str | None:
     """``--store``, else the ``session.store`` setting, else ``None``."""
-    from pitrio.transports.serve import configured_store
+    from pitrio.actors.session.resources.settings import configured_store
 
     return configured_store(agent_dir(), flag)
 

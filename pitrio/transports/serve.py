@@ -28,6 +28,7 @@ import trio
 from pitrio.actors.host import EvictionPolicy, HostConfig, HostHandle, start_host
 from pitrio.actors.model_router import FauxProvider, ModelRouterHandle, start_model_router
 from pitrio.actors.model_router.actor import RouterConfig
+from pitrio.actors.session.resources.settings import configured_store
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
 from pitrio.actors.tool_executor.ledger import reap_orphans, record_groups_in
 from pitrio.errors import PitrioError, collapse_groups
@@ -137,19 +138,6 @@ def _store_options(lease_seconds: float) -> Any:
         return BackendOptions(terms=LeaseTerms(duration=lease_seconds))
     except ValueError as exc:
         raise PitrioError(f"--lease-seconds: {exc}") from exc
-
-
-def configured_store(agent: Path, flag: str | None) -> str | None:
-    """The session store: ``--store``, else the ``session.store`` setting of the agent dir's
-    ``settings.json``, else ``None`` (session files)."""
-    if flag:
-        return flag
-    from pitrio.actors.session.resources.settings import read_settings_file
-
-    values, _ = read_settings_file(agent / "settings.json")
-    session = values.get("session")
-    store = session.get("store") if isinstance(session, dict) else None
-    return store if isinstance(store, str) and store else None
 
 
 # -- the command -------------------------------------------------------------------------------

@@ -89,6 +89,21 @@ def test_print_mode_prints_the_reply(dirs: Dirs) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, b"hello\n", b"")
 
 
+def test_print_mode_says_a_database_setting_is_not_used_here(dirs: Dirs) -> None:
+    dirs.agent.mkdir()
+    settings = {"session": {"store": "postgresql://nobody@127.0.0.1:9/none"}}
+    (dirs.agent / "settings.json").write_bytes(orjson.dumps(settings))
+    result = pitrio(dirs, "--model", "faux/echo", "-p", "hello")
+    assert (result.returncode, result.stdout) == (0, b"hello\n")
+    assert result.stderr == (
+        b"Warning: the session.store setting is used by pitrio serve only; "
+        b"this session is kept in a session file\n"
+    )
+    assert len(files_under(default_session_dir(dirs))) == 1
+    quiet = pitrio(dirs, "--model", "faux/echo", "--no-session", "-p", "hello")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"hello\n", b"")
+
+
 def test_print_mode_is_the_default_without_a_tty(dirs: Dirs) -> None:
     # pi: print mode "if -p or stdin is not a TTY"; here stdin is /dev/null.
     result = pitrio(dirs, "hello")

@@ -252,6 +252,23 @@ async def test_models_scope(dirs: Dirs) -> None:
     assert b"--models nope/x" in rpc.stderr
 
 
+async def test_a_database_in_the_settings_is_named_as_unused_here(tmp_path: Path) -> None:
+    # session.store is pitrio serve's: RPC mode says it keeps this session in a file instead,
+    # and does so; with --no-session there is nothing to say.
+    store = "postgresql://nobody@127.0.0.1:9/none"
+    dirs = Dirs.make(tmp_path, settings={"session": {"store": store}})
+    async with rpc_process(dirs) as rpc:
+        await rpc.data({"type": "prompt", "message": "hello"})
+        await rpc.wait_until(lambda lines: bool(events_of(lines, "agent_settled")))
+        state = await rpc.data({"type": "get_state"})
+        await finish(rpc)
+    assert b"session.store setting is used by pitrio serve only" in rpc.stderr
+    assert await trio.Path(state["sessionFile"]).is_file()
+    async with rpc_process(dirs, "--no-session") as quiet:
+        await finish(quiet)
+    assert b"session.store" not in quiet.stderr
+
+
 # -- session commands (§5.7-§5.8, R14, R18, R19, R28-R30, S193-S194, S201-S205) --------------
 
 

@@ -547,3 +547,14 @@ def _write_atomically(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def configured_store(agent: Path, flag: str | None) -> str | None:
+    """The session store: ``flag`` (``--store``), else the ``session.store`` setting of the
+    agent dir's ``settings.json``, else ``None`` (session files)."""
+    if flag:
+        return flag
+    values, _ = read_settings_file(agent / "settings.json")
+    session = values.get("session")
+    store = session.get("store") if isinstance(session, dict) else None
+    return store if isinstance(store, str) and store else None
