@@ -136,7 +136,7 @@ def resume(directory: Path, runs: int, turns: int) -> None:
         results.append(json.loads(out))
 
     def med(key: str) -> float:
-        return statistics.median(result[key] for result in results)
+        return float(statistics.median(result[key] for result in results))
 
     ready, decoded, rss = med("ready"), med("decoded"), med("maxrss_mb")
     print(f"runs: {runs}, messages in the context: {results[0]['messages']}")
@@ -166,7 +166,7 @@ async def appends(directory: Path, count: int) -> None:
     for policy in ("always", "batch", "never"):
         for concurrency in (1, 8):
             path = directory / f"append-{policy}-{concurrency}.jsonl"
-            options = StoreOptions(fsync=policy, lazy_create=False)  # type: ignore[arg-type]
+            options = StoreOptions(fsync=policy, lazy_create=False)
             async with trio.open_nursery() as nursery:
                 store = await open_store(nursery, path, options=options)
                 await store.append_message(answer("warm up"))

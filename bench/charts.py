@@ -64,6 +64,29 @@ def _series(
     return xs, ys, [low, high]
 
 
+def _finish_axes(
+    fig: Any,
+    ax: Any,
+    path: Path,
+    *,
+    drawn: bool,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    log_y: bool = True,
+) -> Path | None:
+    """Label a log-x (and by default log-y) chart and save it; ``None`` if nothing was drawn."""
+    if not drawn:
+        _pyplot().close(fig)
+        return None
+    ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return _finish(fig, ax, path, title)
+
+
 def _finish(fig: Any, ax: Any, path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
@@ -102,14 +125,15 @@ def per_turn_vs_length(agents: dict[str, Results], out: Path) -> Path | None:
                 alpha=1.0 if key == "turn_ms" else 0.6,
             )
             drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("turns already in the session (resumed file)")
-    ax.set_ylabel("ms per turn (median, min-max)")
-    return _finish(fig, ax, out, "Per-turn overhead against session length")
+    return _finish_axes(
+        fig,
+        ax,
+        out,
+        drawn=drawn,
+        title="Per-turn overhead against session length",
+        xlabel="turns already in the session (resumed file)",
+        ylabel="ms per turn (median, min-max)",
+    )
 
 
 def stream_throughput(agents: dict[str, Results], out: Path) -> Path | None:
@@ -146,14 +170,15 @@ def stream_throughput(agents: dict[str, Results], out: Path) -> Path | None:
                 label=f"{label}: crashed (no agent_end)",
             )
             drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("reply length: text deltas of 4 characters (unpaced mock)")
-    ax.set_ylabel("deltas/s, first → last delta read")
-    return _finish(fig, ax, out, "Stream throughput against reply length (RPC, full updates)")
+    return _finish_axes(
+        fig,
+        ax,
+        out,
+        drawn=drawn,
+        title="Stream throughput against reply length (RPC, full updates)",
+        xlabel="reply length: text deltas of 4 characters (unpaced mock)",
+        ylabel="deltas/s, first → last delta read",
+    )
 
 
 def resume_vs_size(agents: dict[str, Results], out: Path) -> Path | None:
@@ -177,13 +202,16 @@ def resume_vs_size(agents: dict[str, Results], out: Path) -> Path | None:
                 xs, ys, yerr=err, fmt="-o", color=COLOURS.get(label), capsize=3, label=label
             )
             drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log")
-    ax.set_xlabel("session file, MB")
-    ax.set_ylabel("ms from spawn to the first get_state response")
-    return _finish(fig, ax, out, "Resume time against session file size")
+    return _finish_axes(
+        fig,
+        ax,
+        out,
+        drawn=drawn,
+        title="Resume time against session file size",
+        xlabel="session file, MB",
+        ylabel="ms from spawn to the first get_state response",
+        log_y=False,
+    )
 
 
 def daemon_latency(results: Results, out: Path) -> Path | None:
