@@ -21,6 +21,8 @@ import attrs
 import orjson
 import trio
 
+from tests.loopback_tcp import serving
+
 MOCK_LLM = Path(__file__).resolve().parents[3] / "shared" / "tools" / "mock_llm.py"
 
 
@@ -100,11 +102,6 @@ class ResettingProxy:
 @asynccontextmanager
 async def resetting_proxy(upstream: int) -> AsyncIterator[ResettingProxy]:
     proxy = ResettingProxy(upstream)
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        proxy.port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, proxy.handle, listeners)
-        try:
-            yield proxy
-        finally:
-            nursery.cancel_scope.cancel()
+    async with serving(proxy.handle) as port:
+        proxy.port = port
+        yield proxy

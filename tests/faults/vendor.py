@@ -28,6 +28,8 @@ import h11
 import orjson
 import trio
 
+from tests.loopback_tcp import serving
+
 Ending = Literal["complete", "reset", "stall", "silent"]
 
 MODEL_ID = "m1"
@@ -262,11 +264,6 @@ class Vendor:
 async def running_vendor() -> AsyncIterator[Vendor]:
     """Run a :class:`Vendor` on an ephemeral loopback port for the block's duration."""
     vendor = Vendor()
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        vendor.port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, vendor.serve_connection, listeners)
-        try:
-            yield vendor
-        finally:
-            nursery.cancel_scope.cancel()
+    async with serving(vendor.serve_connection) as port:
+        vendor.port = port
+        yield vendor

@@ -22,6 +22,8 @@ import h11
 import orjson
 import trio
 
+from tests.loopback_tcp import serving
+
 RECORDINGS = Path(__file__).parent / "recordings"
 
 Ending = Literal["complete", "close", "reset", "hang"]
@@ -181,11 +183,6 @@ class LoopbackServer:
 async def loopback_server() -> AsyncIterator[LoopbackServer]:
     """Run a :class:`LoopbackServer` on an ephemeral loopback port for the block's duration."""
     server = LoopbackServer()
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        server.port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, server.serve_connection, listeners)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    async with serving(server.serve_connection) as port:
+        server.port = port
+        yield server

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from pitrio.actors.model_router.providers.transport import Http11Transport, Timeouts
+from tests.loopback_tcp import serving
 
 Responder = Callable[[int], bytes]
 
@@ -60,14 +61,8 @@ async def raw_server(
         finally:
             await trio.aclose_forcefully(stream)
 
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, serve, listeners)
-        try:
-            yield f"http://127.0.0.1:{port}", accepted
-        finally:
-            nursery.cancel_scope.cancel()
+    async with serving(serve) as port:
+        yield f"http://127.0.0.1:{port}", accepted
 
 
 def client() -> httpx.AsyncClient:
@@ -169,10 +164,8 @@ async def test_read_timeout_and_pool_limit() -> None:
     async def silent(stream: trio.SocketStream) -> None:
         await trio.sleep_forever()
 
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
-        await nursery.start(trio.serve_listeners, silent, listeners)
+    async with serving(silent) as port:
+        url = f"http://127.0.0.1:{port}"
         quick = httpx.Timeout(5.0, read=0.05)
         async with httpx.AsyncClient(
             trust_env=False, transport=Http11Transport(), timeout=quick
@@ -184,12 +177,11 @@ async def test_read_timeout_and_pool_limit() -> None:
         async with httpx.AsyncClient(trust_env=False, transport=transport, timeout=limited) as http:
             async with trio.open_nursery() as inner:
                 inner.start_soon(fetch, http, url)  # holds the only connection
-                await trio.sleep(0.01)
+                await trio.testing.wait_all_tasks_blocked()  # it has the connection now
                 with pytest.raises(httpx.PoolTimeout):
                     await fetch(http, url)
                 inner.cancel_scope.cancel()
             assert transport._open == 0  # the cancelled request gave its connection back
-        nursery.cancel_scope.cancel()
 
 
 async def test_refused_connection_is_a_connect_error() -> None:
