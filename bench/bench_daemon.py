@@ -111,16 +111,40 @@ async def prompt_once(
                 return frames
 
 
-async def main(args: argparse.Namespace) -> None:
-    agent = Path(tempfile.mkdtemp(prefix="pitrio-bench-"))
+def bench_configs(prefix: str) -> tuple[DaemonConfig, HostConfig]:
+    """A fresh agent dir (also ``PITRIO_AGENT_DIR``) and the daemon and host configuration the
+    daemon benchmarks share: a token, no rate limits to speak of, no eviction."""
+    agent = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["PITRIO_AGENT_DIR"] = str(agent)
     work = agent / "work"
     work.mkdir()
-    faux = TimedFaux(args.chunks, args.delay)
     daemon_config = DaemonConfig(port=0, token=TOKEN, message_rate=1000, message_burst=1000)
     host_config = HostConfig(
         agent_dir=agent, default_cwd=str(work), eviction=EvictionPolicy(idle_seconds=None)
     )
+    return daemon_config, host_config
+
+
+async def create_sessions(daemon: Daemon, count: int, *, at_once: int) -> list[str]:
+    """Create ``count`` sessions, ``at_once`` at a time, each answering one prompt; their ids."""
+    ids: list[str] = []
+    limiter = trio.CapacityLimiter(at_once)
+
+    async def make(index: int) -> None:
+        async with limiter:
+            hosted = await daemon.host.create()
+            await (await hosted.session()).prompt(f"hello {index}")
+            ids.append(hosted.id)
+
+    async with trio.open_nursery() as nursery:
+        for index in range(count):
+            nursery.start_soon(make, index)
+    return ids
+
+
+async def main(args: argparse.Namespace) -> None:
+    daemon_config, host_config = bench_configs("pitrio-bench-")
+    faux = TimedFaux(args.chunks, args.delay)
     async with open_daemon(
         daemon_config, host_config, faux=faux, router_config=RouterConfig(agent_dir=None)
     ) as daemon:
@@ -128,18 +152,7 @@ async def main(args: argparse.Namespace) -> None:
         gc.collect()
         base_rss = rss_bytes()
         started = time.perf_counter()
-        ids: list[str] = []
-        limiter = trio.CapacityLimiter(32)
-
-        async def make(index: int) -> None:
-            async with limiter:
-                hosted = await daemon.host.create()
-                await (await hosted.session()).prompt(f"hello {index}")
-                ids.append(hosted.id)
-
-        async with trio.open_nursery() as nursery:
-            for index in range(args.sessions):
-                nursery.start_soon(make, index)
+        ids = await create_sessions(daemon, args.sessions, at_once=32)
         create_seconds = time.perf_counter() - started
         await trio.sleep(0.5)
         gc.collect()

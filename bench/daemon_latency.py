@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_daemon import TOKEN, TimedFaux, prompt_once  # noqa: E402
-from pitrio.actors.host import EvictionPolicy, HostConfig  # noqa: E402
+from bench.bench_daemon import (  # noqa: E402
+    TimedFaux,
+    bench_configs,
+    create_sessions,
+    prompt_once,
+)
 from pitrio.actors.model_router.actor import RouterConfig  # noqa: E402
-from pitrio.transports.daemon.server import DaemonConfig  # noqa: E402
 from pitrio.transports.serve import Daemon, open_daemon  # noqa: E402
 
 STREAMS = [1, 10, 50, 100, 200]
@@ -99,31 +101,13 @@ async def one_step(daemon: Daemon, faux: TimedFaux, ids: list[str], step: int) -
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every step of ``args.streams`` against one daemon."""
-    agent = Path(tempfile.mkdtemp(prefix="pitrio-latency-"))
-    os.environ["PITRIO_AGENT_DIR"] = str(agent)
-    work = agent / "work"
-    work.mkdir()
+    daemon_config, host_config = bench_configs("pitrio-latency-")
     faux = TimedFaux(args.chunks, args.delay)
-    daemon_config = DaemonConfig(port=0, token=TOKEN, message_rate=1000, message_burst=1000)
-    host_config = HostConfig(
-        agent_dir=agent, default_cwd=str(work), eviction=EvictionPolicy(idle_seconds=None)
-    )
     steps: list[dict[str, Any]] = []
     async with open_daemon(
         daemon_config, host_config, faux=faux, router_config=RouterConfig(agent_dir=None)
     ) as daemon:
-        ids: list[str] = []
-        limiter = trio.CapacityLimiter(16)
-
-        async def make(index: int) -> None:
-            async with limiter:
-                hosted = await daemon.host.create()
-                await (await hosted.session()).prompt(f"hello {index}")
-                ids.append(hosted.id)
-
-        async with trio.open_nursery() as nursery:
-            for index in range(max(args.sessions, *args.streams)):
-                nursery.start_soon(make, index)
+        ids = await create_sessions(daemon, max(args.sessions, *args.streams), at_once=16)
         for step, count in enumerate(args.streams):
             gc.collect()
             result = await one_step(daemon, faux, ids[:count], step)
