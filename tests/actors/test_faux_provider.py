@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,9 +37,9 @@ from pitrio.messages import (
 )
 from pitrio.messages.model import LlmContext, Model, ModelCost, StreamOptions, ToolSpec
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+from tests.shared_dir import FIXTURES
 
 FAUX_1 = FAUX_MODELS[0]
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 
 
 def context(*texts: str, system: str = "sys") -> LlmContext:

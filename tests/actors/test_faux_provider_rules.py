@@ -43,8 +43,7 @@ from pitrio.messages import (
 from pitrio.messages.convert import COMPACTION_SUMMARY_PREFIX, convert_message
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
-
-SESSIONS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sessions"
+from tests.shared_dir import SESSIONS
 
 
 def assistant(text: str = "ok") -> AssistantMessage:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,8 +17,8 @@ from pitrio.actors.session_store.migrations import (
 )
 from pitrio.messages.codec import from_json
 from pitrio.messages.entries import CompactionEntry, FileLine
+from tests.shared_dir import SESSIONS
 
-SESSIONS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions"
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
 

@@ -42,8 +42,8 @@ from pitrio.messages.content import TextContent
 from pitrio.messages.entries import MessageEntry
 from pitrio.messages.events import EntryAppended
 from tests.actors.pg_cluster import fresh_database, shared_cluster
+from tests.shared_dir import SESSIONS as FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sessions"
 CWD = "/home/u/proj"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules
@@ -31,10 +30,7 @@ from pitrio.messages.entries import (
     ModelChangeEntry,
     SessionEntry,
 )
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-SESSIONS = SHARED / "fixtures" / "sessions"
-TRANSCRIPTS = SHARED / "fixtures" / "transcripts"
+from tests.shared_dir import SESSIONS, TRANSCRIPTS
 
 
 def fixture_entries(name: str) -> list[SessionEntry]:

@@ -16,11 +16,10 @@ from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.codec import encode
 from pitrio.messages.content import text_of
 from pitrio.messages.events import AgentEvent, ToolExecutionUpdate
+from tests.shared_dir import TRANSCRIPTS as TRANSCRIPT
 
 from .conftest import FAUX_1
 from .tools.support import alive_with_marker, unique_marker
-
-TRANSCRIPT = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "transcripts"
 
 
 @asynccontextmanager

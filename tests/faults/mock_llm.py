@@ -22,8 +22,9 @@ import orjson
 import trio
 
 from tests.loopback_tcp import serving
+from tests.shared_dir import TOOLS
 
-MOCK_LLM = Path(__file__).resolve().parents[3] / "shared" / "tools" / "mock_llm.py"
+MOCK_LLM = TOOLS / "mock_llm.py"
 
 
 @asynccontextmanager

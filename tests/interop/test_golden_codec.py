@@ -24,10 +24,8 @@ from pitrio.messages.agent import AgentMessage
 from pitrio.messages.codec import decode, encode, from_json, to_json
 from pitrio.messages.entries import FileLine, SessionHeader
 from pitrio.messages.events import AgentSessionEvent
+from tests.shared_dir import SESSIONS, SHARED, TRANSCRIPTS
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-SESSIONS = SHARED / "fixtures" / "sessions"
-TRANSCRIPTS = SHARED / "fixtures" / "transcripts"
 MISSING = "<fixtures missing>"
 
 # hand-written old-format files (and pi's rewrites of them), not lines pi 0.73.1 appended

@@ -31,9 +31,8 @@ from pitrio.actors.session_store.file_format import ParsedSession, parse_session
 from pitrio.actors.session_store.projection import Projection
 from pitrio.actors.session_store.tree import SessionTree, TreeNode
 from pitrio.messages.codec import to_json
+from tests.shared_dir import SESSIONS
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-SESSIONS = SHARED / "fixtures" / "sessions"
 MISSING = "<fixtures missing>"
 
 

@@ -31,10 +31,8 @@ import attrs
 import orjson
 import trio
 
+from tests.shared_dir import TRANSCRIPTS
 from tests.transports.rpc.harness import RpcProcess
-
-SHARED = Path(__file__).resolve().parents[3].parent / "shared"
-TRANSCRIPTS = SHARED / "fixtures" / "transcripts"
 
 SEED_TYPES = frozenset(
     {
