@@ -505,9 +505,7 @@ class ExtensionGlue:
             result = await runner.tool_call(ctx.tool_call.name, ctx.tool_call.id, ctx.args)
         except ToolCallBlockedError as exc:
             return BeforeToolCallResult(block=True, reason=str(exc))
-        if result is None or not result.block:
-            return None
-        return BeforeToolCallResult(block=True, reason=result.reason)
+        return result if result is not None and result.block else None
 
     async def _hook_tool_result(self, ctx: AfterToolCallContext) -> AfterToolCallResult | None:
         runner = self._extensions

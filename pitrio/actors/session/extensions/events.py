@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from pitrio.actors.tool_executor.hooks import BeforeToolCallResult
 from pitrio.messages.agent import AgentMessage, ToolResultMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
@@ -98,12 +99,9 @@ class ToolCallEvent:
     input: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
-class ToolCallResult:
-    """``block=True`` refuses the call with ``reason``."""
-
-    block: bool = False
-    reason: str | None = None
+ToolCallResult = BeforeToolCallResult
+"""A ``tool_call`` handler's answer: ``block=True`` refuses the call with ``reason``. The
+agent loop's own hook result, so the session hands it on as it is."""
 
 
 @attrs.frozen(kw_only=True)
