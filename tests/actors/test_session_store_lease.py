@@ -13,11 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pitrio.actors.procfs import start_time
 from pitrio.actors.session_store.lease import (
     Lease,
     LeaseRecord,
     lock_path,
-    process_start,
     read_lease,
 )
 from pitrio.errors import SessionLockedError, StaleFenceError
@@ -65,7 +65,7 @@ def test_acquire_release_and_the_counter(session: Path) -> None:
     record = read_lease(session)
     assert record is not None and not record.released
     assert record.pid == os.getpid() and record.host == socket.gethostname()
-    assert record.started == process_start(os.getpid())
+    assert record.started == start_time(os.getpid())
     lease.check()
     lease.release()
     assert read_lease(session) == LeaseRecord(
@@ -138,7 +138,7 @@ def test_unreleased_record_of_a_live_process_without_the_lock_is_refused(session
 
 def test_a_reused_pid_does_not_hold_the_lease(session: Path) -> None:
     parent = os.getppid()
-    started = process_start(parent)
+    started = start_time(parent)
     assert started is not None
     write_record(
         session, pid=parent, host=socket.gethostname(), fence=4, released=False, started=started + 1

@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from pitrio.actors.tool_executor.ledger import GroupLedger, reap_orphans, start_time
+from pitrio.actors.procfs import is_live, start_time
+from pitrio.actors.tool_executor.ledger import GroupLedger, reap_orphans
 
 OWNER = r"""
 import subprocess, sys, time
@@ -24,18 +25,10 @@ time.sleep(300)
 """
 
 
-def _state(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].split()[0].decode()
-
-
 def _wait_ended(pid: int) -> bool:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        if _state(pid) in (None, "Z", "X"):
+        if not is_live(pid):
             return True
         time.sleep(0.01)
     return False
@@ -49,7 +42,7 @@ def test_a_killed_owners_groups_are_reaped_and_a_live_owners_kept(tmp_path: Path
     pgid = int(owner.stdout.readline())
     try:
         assert reap_orphans(tmp_path) == []  # the owner runs: its group is left alone
-        assert _state(pgid) not in (None, "Z", "X")
+        assert is_live(pgid)
         owner.kill()
         owner.wait()
         assert reap_orphans(tmp_path) == [pgid]
@@ -69,7 +62,7 @@ def test_a_reused_pid_is_not_killed(tmp_path: Path) -> None:
         # A record from a dead owner naming this pid, but made for an older process.
         (tmp_path / f"999999999-1-{bystander.pid}").write_text(str(started - 1))
         assert reap_orphans(tmp_path) == []
-        assert _state(bystander.pid) not in (None, "Z", "X")
+        assert is_live(bystander.pid)
         assert list(tmp_path.iterdir()) == []
     finally:
         bystander.kill()

@@ -38,6 +38,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection
 from trio_websocket import open_websocket_url as _open_websocket_url
 
+from pitrio.actors.procfs import is_live, proc_stat
 from pitrio.actors.session_store.maintenance import check_file
 from tests.faults.support import file_lines
 from tests.transports.daemon_harness import is_response, receive, send, until
@@ -127,12 +128,9 @@ def _descendants(root: int) -> set[int]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(name))
+        fields = proc_stat(int(name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))
     found: set[int] = set()
     todo = [root]
     while todo:
@@ -141,15 +139,6 @@ def _descendants(root: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie awaiting its reaper does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 def _with_marker(marker: str) -> Iterator[int]:
@@ -162,7 +151,7 @@ def _with_marker(marker: str) -> Iterator[int]:
             cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
         except OSError:
             continue
-        if needle in cmdline and _alive(int(name)):
+        if needle in cmdline and is_live(int(name)):
             yield int(name)
 
 
@@ -319,7 +308,7 @@ async def test_sigkill_while_twenty_sessions_run(agent: Path, tmp_path: Path) ->
                 await reopen_all(daemon, paths)
             # The tools of this test end on their own within 50 ms: nothing else of the killed
             # daemon may be left (the long-running case is the test below).
-            assert not [pid for pid in children if _alive(pid)]
+            assert not [pid for pid in children if is_live(pid)]
         assert traffic.tools_started > 0  # kills could land in tool turns too
         # The last daemon writes to every file again: each lease was taken over.
         before = {session_id: len(file_lines(path)) for session_id, path in paths.items()}
@@ -368,7 +357,7 @@ async def test_no_tool_process_outlives_a_killed_daemon(agent: Path, tmp_path: P
         assert children, "the tools ran as the daemon's children"
         daemon = await start_daemon(agent, work, log)
         # What the killed daemon started: gone by the time a new daemon serves.
-        leftovers = sorted(set(_with_marker(marker)) | {p for p in children if _alive(p)})
+        leftovers = sorted(set(_with_marker(marker)) | {p for p in children if is_live(p)})
         assert not leftovers, f"processes of the killed daemon still running: {leftovers}"
     finally:
         for pid in _with_marker(marker):

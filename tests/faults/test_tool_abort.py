@@ -19,6 +19,7 @@ import pytest
 import trio
 import trio.testing
 
+from pitrio.actors.procfs import ENDED_STATES, is_live, proc_stat
 from pitrio.actors.tool_executor import processes
 from pitrio.actors.tool_executor.processes import KILL_GRACE_S, terminate_group
 from pitrio.messages.content import TextContent
@@ -38,27 +39,12 @@ def _text(content: tuple[object, ...]) -> str:
     return "".join(block.text for block in content if isinstance(block, TextContent))
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
-
-
 def _group_members(pgid: int) -> list[int]:
     """Live processes of group ``pgid``, read from ``/proc``."""
     members = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        fields = proc_stat(int(name)) if name.isdigit() else None
+        if fields and int(fields[2]) == pgid and fields[0] not in ENDED_STATES:
             members.append(int(name))
     return members
 
@@ -77,13 +63,13 @@ async def test_abort_kills_a_tool_that_ignores_sigterm_after_the_grace(
                 nursery.start_soon(faulted.session.prompt, "run it")
                 update = await faulted.recorder.wait_until(_started)
                 leader, sleeper = map(int, _text(update.partial_result.content).split()[1:3])
-                assert _running(leader) and _running(sleeper)
+                assert is_live(leader) and is_live(sleeper)
                 began = time.monotonic()
                 await faulted.session.abort()  # returns once the session is idle
                 took = time.monotonic() - began
             await faulted.recorder.wait_for("agent_settled")
             # Nothing left of the command, checked in the process table.
-            assert not _running(leader) and not _running(sleeper)
+            assert not is_live(leader) and not is_live(sleeper)
             assert _group_members(leader) == []
             # The session goes on.
             vendor.push(answer("Done waiting"))
@@ -148,4 +134,4 @@ async def test_sigkill_follows_sigterm_after_one_grace(
     (term, term_at), (kill, kill_at) = sent
     assert (term, kill) == (signal.SIGTERM, signal.SIGKILL)
     assert kill_at - term_at == pytest.approx(2.0)
-    assert not _running(leader) and not _running(sleeper)
+    assert not is_live(leader) and not is_live(sleeper)

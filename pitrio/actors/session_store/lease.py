@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import orjson
 
+from pitrio.actors.procfs import start_time
 from pitrio.errors import SessionLockedError, StaleFenceError
 from pitrio.messages.entries import iso_now
 
@@ -99,19 +100,6 @@ class LeaseRecord:
         return f"pid {self.pid} on host {self.host}"
 
 
-def process_start(pid: int) -> int | None:
-    """When a process started (clock ticks since boot, Linux), to tell a reused pid apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
-    except (IndexError, ValueError):
-        return None
-
-
 def pid_alive(pid: int, started: int | None = None) -> bool:
     """Whether process ``pid`` exists on this host (and, if ``started`` is known, is the same
     process rather than a later one that reused the pid)."""
@@ -124,7 +112,7 @@ def pid_alive(pid: int, started: int | None = None) -> bool:
     except PermissionError:
         pass  # it exists, owned by someone else
     if started is not None:
-        now = process_start(pid)
+        now = start_time(pid)
         return now is None or now == started
     return True
 
@@ -194,7 +182,7 @@ class Lease:
                     fence=fence,
                     acquired_at=iso_now(),
                     released=False,
-                    started=process_start(pid),
+                    started=start_time(pid),
                 ),
             )
         except BaseException:

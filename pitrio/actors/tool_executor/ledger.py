@@ -17,22 +17,7 @@ import os
 import signal
 from pathlib import Path
 
-
-def proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state first, so field N
-    of proc(5) is at index N - 3); ``None`` if the process is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    # The command name (field 2) is parenthesised and may hold spaces: split after it.
-    return raw[raw.rfind(b")") + 2 :].split()
-
-
-def start_time(pid: int) -> int | None:
-    """The kernel's start time of process ``pid`` (``None`` if it is gone)."""
-    fields = proc_stat(pid)
-    return int(fields[19]) if fields is not None and len(fields) > 19 else None
+from pitrio.actors.procfs import ENDED_STATES, proc_stat, start_time
 
 
 def _running(pid: int, started: str) -> bool:
@@ -41,7 +26,7 @@ def _running(pid: int, started: str) -> bool:
     fields = proc_stat(pid)
     if fields is None or len(fields) <= 19:
         return False
-    return fields[0] not in (b"Z", b"X") and fields[19].decode() == started
+    return fields[0] not in ENDED_STATES and fields[19].decode() == started
 
 
 OWNER_VARIABLE = "PITRIO_TOOL_OWNER"

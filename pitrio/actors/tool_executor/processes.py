@@ -16,7 +16,8 @@ from functools import partial
 
 import trio
 
-from pitrio.actors.tool_executor.ledger import ledger, proc_stat
+from pitrio.actors.procfs import ENDED_STATES, proc_stat
+from pitrio.actors.tool_executor.ledger import ledger
 
 KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
@@ -51,7 +52,7 @@ def _live_members(pgid: int) -> bool:
         return True
     for pid in pids:
         fields = proc_stat(int(pid))  # None: it ended while we looked
-        if fields and len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+        if fields and len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ENDED_STATES:
             return True
     return False
 

@@ -6,6 +6,7 @@ import os
 import secrets
 from typing import Any
 
+from pitrio.actors.procfs import ENDED_STATES, proc_stat
 from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.messages.agent import AgentToolResult
 
@@ -31,18 +32,15 @@ def live_processes() -> list[tuple[int, str, str]]:
     """``(pid, state, command line)`` of every process that is not a zombie."""
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        fields = proc_stat(int(name)) if name.isdigit() else None
+        if not fields or fields[0] in ENDED_STATES:
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
             with open(f"/proc/{name}/cmdline", "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        state = stat[stat.rfind(b")") + 2 :].split()[0].decode()
-        if state not in ("Z", "X"):
-            found.append((int(name), state, cmdline))
+        found.append((int(name), fields[0].decode(), cmdline))
     return found
 
 
