@@ -111,6 +111,26 @@ async def prompt_once(
                 return frames
 
 
+def check_stream(
+    frames: list[tuple[float, dict[str, Any]]], reply: FauxReply, sent: list[float]
+) -> tuple[int, bool, list[float]]:
+    """One client's frames of a streamed reply, checked: how many ``seq`` gaps, whether every
+    character arrived, and each delta's latency in seconds (read time minus the time the faux
+    model sent it; only when no delta was coalesced, so they pair one to one)."""
+    seqs = [f["seq"] for _, f in frames if f.get("type") not in ("response", "attached")]
+    gaps = sum(1 for a, b in itertools.pairwise(seqs) if b != a + 1)
+    deltas = [
+        (t, f["assistantMessageEvent"]["delta"])
+        for t, f in frames
+        if f.get("type") == "message_update" and f["assistantMessageEvent"]["type"] == "text_delta"
+    ]
+    complete = "".join(d for _, d in deltas) == reply.text
+    latencies: list[float] = []
+    if len(deltas) == len(sent):
+        latencies = [t - s for (t, _), s in zip(deltas, sent, strict=True)]
+    return gaps, complete, latencies
+
+
 def bench_configs(prefix: str) -> tuple[DaemonConfig, HostConfig]:
     """A fresh agent dir (also ``PITRIO_AGENT_DIR``) and the daemon and host configuration the
     daemon benchmarks share: a token, no rate limits to speak of, no eviction."""
@@ -179,21 +199,11 @@ async def main(args: argparse.Namespace) -> None:
         gaps = 0
         for session_id, frames in results.items():
             frames_total += len(frames)
-            events = [f for _, f in frames if f.get("type") not in ("response", "attached")]
-            seqs = [f["seq"] for f in events]
-            gaps += sum(1 for a, b in itertools.pairwise(seqs) if b != a + 1)
             reply = faux.replies[f"stream {session_id}"]
-            sent = faux.sent[id(reply)]
-            deltas = [
-                (t, f["assistantMessageEvent"]["delta"])
-                for t, f in frames
-                if f.get("type") == "message_update"
-                and f["assistantMessageEvent"]["type"] == "text_delta"
-            ]
-            if "".join(d for _, d in deltas) != reply.text:
-                lost += 1
-            if len(deltas) == len(sent):
-                latencies.extend(t - s for (t, _), s in zip(deltas, sent, strict=True))
+            missing, complete, delays = check_stream(frames, reply, faux.sent[id(reply)])
+            gaps += missing
+            lost += not complete
+            latencies.extend(delays)
         stats = await daemon.host.host_stats()
 
         # Evicted sessions: close them all; what memory comes back.

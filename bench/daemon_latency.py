@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
 import os
 import statistics
@@ -35,6 +34,7 @@ if str(ROOT) not in sys.path:
 from bench.bench_daemon import (  # noqa: E402
     TimedFaux,
     bench_configs,
+    check_stream,
     create_sessions,
     prompt_once,
 )
@@ -68,20 +68,11 @@ async def one_step(daemon: Daemon, faux: TimedFaux, ids: list[str], step: int) -
     lost = gaps = frames_total = 0
     for session_id, frames in results.items():
         frames_total += len(frames)
-        seqs = [f["seq"] for _, f in frames if f.get("type") not in ("response", "attached")]
-        gaps += sum(1 for a, b in itertools.pairwise(seqs) if b != a + 1)
         reply = faux.replies[tags[session_id]]
-        sent = faux.sent[id(reply)]
-        deltas = [
-            (t, f["assistantMessageEvent"]["delta"])
-            for t, f in frames
-            if f.get("type") == "message_update"
-            and f["assistantMessageEvent"]["type"] == "text_delta"
-        ]
-        if "".join(d for _, d in deltas) != reply.text:
-            lost += 1
-        if len(deltas) == len(sent):
-            latencies.extend((t - s) * 1000 for (t, _), s in zip(deltas, sent, strict=True))
+        missing, complete, delays = check_stream(frames, reply, faux.sent[id(reply)])
+        gaps += missing
+        lost += not complete
+        latencies.extend(delay * 1000 for delay in delays)
     return {
         "streams": len(ids),
         "latency_ms": {
