@@ -51,7 +51,7 @@ from pitrio.actors.trace.records import (
     request_key,
     segments,
 )
-from pitrio.actors.trace.tap import TapBase, TapStart
+from pitrio.actors.trace.tap import REPLAYABLE_INVOKES, TapBase, TapStart
 from pitrio.errors import PitrioError, UnknownModelError
 from pitrio.messages.agent import AgentToolResult, now_ms
 from pitrio.messages.codec import from_json, to_json
@@ -444,20 +444,9 @@ async def _send_input(session: SessionHandle, item: _Input, notes: list[str]) ->
         pass
 
 
-REPLAYED_OPS = frozenset(
-    {"prompt", "steer", "follow_up", "clear_queue", "abort", "compact", "bash"}
-    | {
-        "set_model",
-        "cycle_model",
-        "set_thinking_level",
-        "cycle_thinking_level",
-        "set_queue_mode",
-        "set_auto_compaction",
-        "set_auto_retry",
-        "abort_retry",
-        "set_session_name",
-        "abort_bash",
-    }
+REPLAYED_OPS = (
+    frozenset({"prompt", "steer", "follow_up", "clear_queue", "abort", "compact", "bash"})
+    | REPLAYABLE_INVOKES
 )
 
 
