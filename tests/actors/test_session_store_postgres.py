@@ -37,26 +37,12 @@ from pitrio.errors import (
     StaleFenceError,
     collapse_groups,
 )
-from pitrio.messages.agent import AssistantMessage, Usage, user_message
-from pitrio.messages.content import TextContent
+from pitrio.messages.agent import user_message
 from pitrio.messages.entries import MessageEntry
 from pitrio.messages.events import EntryAppended
 from tests.actors.pg_cluster import fresh_database, shared_cluster
+from tests.actors.test_session_store_actor import CWD, assistant
 from tests.shared_dir import SESSIONS as FIXTURES
-
-CWD = "/home/u/proj"
-
-
-def assistant(text: str = "reply") -> AssistantMessage:
-    return AssistantMessage(
-        content=(TextContent(text=text),),
-        api="faux-api",
-        provider="faux",
-        model="faux-1",
-        usage=Usage(),
-        stop_reason="stop",
-        timestamp=1_700_000_000_000,
-    )
 
 
 def pg_modules() -> Any:
