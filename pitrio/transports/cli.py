@@ -107,22 +107,6 @@ def _split_names(value: str | None) -> list[str]:
     return [name.strip() for name in (value or "").split(",") if name.strip()]
 
 
-def _store_warnings(no_session: bool) -> list[str]:
-    """A database named by the ``session.store`` setting is ``pitrio serve``'s: say so rather
-    than keep this session in a file without a word."""
-    if no_session:
-        return []
-    from pitrio.actors.session.resources.settings import configured_store
-    from pitrio.actors.session_store.paths import agent_dir
-
-    if configured_store(agent_dir(), None) is None:
-        return []
-    return [
-        "Warning: the session.store setting is used by pitrio serve only; "
-        "this session is kept in a session file"
-    ]
-
-
 def _rpc_mode(args: argparse.Namespace) -> int:
     """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
     from pitrio.actors.session.bootstrap import SessionOptions
@@ -131,7 +115,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
     if any(message.startswith("@") for message in args.messages):
         sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
         return 1
-    warnings = _store_warnings(args.no_session)
+    warnings: list[str] = []
     active_tools: list[str] | None = None
     if args.no_tools:
         active_tools = []
@@ -196,8 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "rpc":
         return _rpc_mode(args)
     json_mode = args.mode == "json"
-    for warning in _store_warnings(args.no_session):
-        sys.stderr.write(warning + "\n")
     prompts = build_prompts(args.messages, _read_stdin())
     code = trio.run(
         lambda: run_print_mode(

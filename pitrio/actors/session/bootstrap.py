@@ -153,6 +153,12 @@ def session_settings(settings: Settings) -> SessionSettings:
     )
 
 
+STORE_NOT_USED = (
+    "Warning: the session.store setting is used by pitrio serve only; "
+    "this session is kept in a session file"
+)
+
+
 def store_options(settings: Settings, *, sync_inline: bool = False) -> StoreOptions:
     """The session file's write policy: ``session.fsync`` (pitrio's key; default ``always``:
     every append is fsynced before it returns; ``batch``: at most a second later; ``never``)."""
@@ -266,6 +272,10 @@ async def start_session(
         except PitrioError as exc:
             raise ExtensionLoadError(f"Failed to load extension {path}: {exc}") from None
     loaded.holder.pending_providers.clear()
+    if options.persist and options.store_opener is None and settings.text("session.store"):
+        # A database there is pitrio serve's: say so rather than keep this one in a file
+        # without a word (print and RPC modes, the SDK).
+        notices.append(STORE_NOT_USED)
     store = await _open_store(
         nursery, options, cwd, store_options(settings, sync_inline=options.sync_inline)
     )
