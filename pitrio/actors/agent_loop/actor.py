@@ -123,6 +123,16 @@ class AgentState:
         return result
 
 
+def _replace_last(messages: list[AgentMessage], old: AgentMessage, new: AgentMessage) -> bool:
+    """Put ``new`` where ``old`` (the same object) last is; whether it was there. Searched
+    from the end: the message just finished is almost always the last one."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is old:
+            messages[index] = new
+            return True
+    return False
+
+
 class _Transcript(Sequence[AgentMessage]):
     """A lazily decoded transcript followed by messages added since (an immutable view)."""
 
@@ -426,20 +436,9 @@ class AgentLoop(Actor[AgentCommand]):
                 reply.set(None)
             case ReplaceMessage(old=old, new=new, reply=reply):
                 if self._live_run is not None:  # the request being built sees it too
-                    for held in (self._live_run.context, self._live_run.new_messages):
-                        for index in range(len(held) - 1, -1, -1):
-                            if held[index] is old:
-                                held[index] = new
-                                break
-                transcript = self._transcript()
-                # From the end: the message just finished is almost always the last one.
-                for index in range(len(transcript) - 1, -1, -1):
-                    if transcript[index] is old:
-                        transcript[index] = new
-                        reply.set(True)
-                        break
-                else:
-                    reply.set(False)
+                    _replace_last(self._live_run.context, old, new)
+                    _replace_last(self._live_run.new_messages, old, new)
+                reply.set(_replace_last(self._transcript(), old, new))
             case Reset(reply=reply):
                 self._base, self._messages = None, []
                 self._streaming_message = None

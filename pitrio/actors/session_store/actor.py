@@ -608,15 +608,13 @@ class SessionStore(Actor[StoreCommand]):
             # may take long on a slow disk, runs in a thread. A whole batch in the thread cost
             # a thread hop per append even without a sync, and its Python code waited for the
             # GIL while the event loop was busy (issue 7: per-turn latency).
-            if sync and self.options.sync_inline:
-                await trio.lowlevel.checkpoint()  # (an append is a checkpoint either way)
-                self._write_batch(data, True)
-            elif sync:
+            if sync and not self.options.sync_inline:
                 await trio.to_thread.run_sync(self._write_batch, data, True)
             else:
-                # Page cache only (policies ``batch``/``never``): written inline, a thread hop
-                # costs more than the write (issue 7).
-                self._write_batch(data, False)
+                # Page cache only (policies ``batch``/``never``), or synced in a process that
+                # hosts this one session (``sync_inline``): written inline, a thread hop costs
+                # more than the write (issue 7).
+                self._write_batch(data, sync)
             self._needs_newline = False
             if sync:
                 self._dirty = False
