@@ -125,7 +125,14 @@ def _structure_int(value: Any, _type: Any) -> int:
     raise DecodeError(f"expected an integer, got {_show(value)}")
 
 
+_ZERO = 0.0
+
+
 def _structure_float(value: Any, _type: Any) -> float:
+    if value.__class__ is int and value == 0:
+        # Zero is most of a long session's costs and cache counts: one shared object, not
+        # 24 bytes each (issue 7: memory of a resumed session).
+        return _ZERO
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise DecodeError(f"expected a number, got {_show(value)}")

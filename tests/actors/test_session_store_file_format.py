@@ -61,6 +61,29 @@ def test_a_clean_file() -> None:
     parsed.raise_for_errors()
 
 
+def test_long_sessions_share_repeated_strings() -> None:
+    # Memory of a resumed long session (issue 7): a parentId is its parent's id object, and
+    # the names every assistant message repeats are one string each once decoded.
+    def reply(entry_id: str, parent: str) -> bytes:
+        message = {"role": "assistant", "content": [], "api": "openai-completions"}
+        message.update(provider="mock", model="mock-model", stopReason="stop", timestamp=2)
+        message["usage"] = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0}
+        message["usage"]["cost"] = {"input": 0, "output": 0, "total": 0}
+        return entry(entry_id, parent, message=message)
+
+    lines = (entry("a", None), reply("b", "a"), reply("c", "b"))
+    for parsed in (
+        parse(file_of(HEADER, *lines)),
+        parse_lines(io.BytesIO(file_of(HEADER, *lines)), origin="f"),
+    ):
+        a, b, c = parsed.entries
+        assert b.parent_id is a.id and c.parent_id is b.id
+        first, second = b.message(), c.message()
+        for name in ("api", "provider", "model"):
+            assert getattr(first, name) is getattr(second, name)
+        assert first.usage.cost.input is second.usage.cost.output  # one shared zero
+
+
 def test_raw_lines_are_kept_byte_for_byte() -> None:
     odd = (
         b'{"parentId":null,"type":"message","id":"a","timestamp":"t",'

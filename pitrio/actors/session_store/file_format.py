@@ -140,7 +140,9 @@ class SessionParser:
         self._header_seen = False
         self._version = CURRENT_SESSION_VERSION
         self._entries: list[StoredEntry] = []
-        self._ids: set[str] = set()
+        # Each id seen, mapped to itself: a parentId then shares its parent's id object (one
+        # string less per entry of a long session).
+        self._ids: dict[str, str] = {}
         self._problems: list[Problem] = []
         self._ends_clean = True
         self._empty = True
@@ -233,7 +235,7 @@ class SessionParser:
                             StoredEntry(
                                 type="message",
                                 id=entry_id,
-                                parent_id=parent_id,
+                                parent_id=ids.get(parent_id, parent_id) if parent_id else parent_id,
                                 timestamp=timestamp,
                                 raw=raw,
                                 role=roles.get(role, role),
@@ -241,7 +243,7 @@ class SessionParser:
                                 origin=origin,
                             )
                         )
-                        ids.add(entry_id)
+                        ids[entry_id] = entry_id
                         continue
             self._empty = False
             self._take_entry(self._line, raw, value)
@@ -306,6 +308,8 @@ class SessionParser:
                 )
                 return None
             role = intern_role(role)
+        if parent_id:
+            parent_id = self._ids.get(parent_id, parent_id)
         stored = StoredEntry(
             type=entry_type,
             id=entry_id,
@@ -322,7 +326,7 @@ class SessionParser:
             except SessionFileError as exc:
                 self._problem(line, "undecodable", "error", exc.problem)
                 return None
-        self._ids.add(entry_id)
+        self._ids[entry_id] = entry_id
         self._entries.append(stored)
         return stored
 

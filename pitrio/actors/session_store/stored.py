@@ -14,6 +14,7 @@ Entry types this version does not know are kept as :class:`UnknownEntry`: part o
 from __future__ import annotations
 
 import datetime
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,19 @@ ROLE_OBJECTS: dict[str, str] = {
         "system",
     )
 }
+
+
+SHARED_NAMES = ("api", "provider", "model")
+"""Fields of an assistant message that repeat, message after message, in a session."""
+
+
+def share_names(message: dict[str, Any]) -> None:
+    """Intern the :data:`SHARED_NAMES` of an assistant message's JSON object in place, so a
+    long context holds one string of each, not one per message (issue 7)."""
+    for name in SHARED_NAMES:
+        text = message.get(name)
+        if text.__class__ is str:
+            message[name] = sys.intern(text)
 
 
 def intern_role(role: str) -> str:
@@ -270,10 +284,12 @@ class StoredEntry:
         if self._entry is None and self.type == "message":
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
-            value = orjson.loads(self.raw)
+            value = orjson.loads(self.raw)["message"]
+            if self.role == "assistant":
+                share_names(value)
             try:
                 message: AgentMessage = fast_from_json(
-                    value["message"], MESSAGE_CLASSES.get(self.role or "", AgentMessage)
+                    value, MESSAGE_CLASSES.get(self.role or "", AgentMessage)
                 )
             except DecodeError as exc:
                 raise self._error(f"entry {self.id} does not decode: {exc}") from exc

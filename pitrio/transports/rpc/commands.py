@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 import attrs
+import trio
 
 from pitrio.actors.session.actor import SessionHandle, SessionState
 from pitrio.actors.session.operations import CycleResult
@@ -29,7 +30,14 @@ from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
 from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
-from pitrio.transports.rpc.protocol import MISSING, Request, failure, success
+from pitrio.transports.rpc.protocol import (
+    MISSING,
+    EncodedData,
+    Request,
+    array_pieces,
+    failure,
+    success,
+)
 
 
 class CommandError(PitrioError):
@@ -247,9 +255,13 @@ async def _get_state(backend: RpcBackend, request: Request) -> Any:
 
 async def _get_messages(backend: RpcBackend, request: Request) -> Any:
     messages = await (await backend.session()).messages()
-    # Encoded once, by the response (encoding each message here and then the whole response
-    # again walked 48,000 messages twice; issue 7).
-    return {"messages": list(messages)}
+    pieces = [b'{"messages":']
+    for piece in array_pieces(messages):
+        pieces.append(piece)
+        # A long transcript takes a while to encode: other commands go on between batches.
+        await trio.lowlevel.checkpoint()
+    pieces.append(b"}")
+    return EncodedData(tuple(pieces))
 
 
 async def _set_model(backend: RpcBackend, request: Request) -> Any:

@@ -59,7 +59,13 @@ from pitrio.transports.rpc.commands import (
 )
 from pitrio.transports.rpc.events import UpdateFormat, encode_event
 from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
-from pitrio.transports.rpc.protocol import Request, dump_line, parse_record
+from pitrio.transports.rpc.protocol import (
+    OutputLine,
+    Request,
+    dump_line,
+    dump_output,
+    parse_record,
+)
 
 T = TypeVar("T")
 
@@ -115,7 +121,7 @@ class RpcServer:
         self._scoped = tuple(scoped_models)
         self._max_record = max_record
         self._updates: UpdateFormat = "full"
-        self._lines, self._lines_out = trio.open_memory_channel[bytes](OUTPUT_LINES)
+        self._lines, self._lines_out = trio.open_memory_channel[OutputLine](OUTPUT_LINES)
         self._replacing: trio.Event | None = None
         self._closing = False
         self._output_broken = trio.Event()
@@ -271,7 +277,7 @@ class RpcServer:
             response = await execute(self, request)
             if request.type in EVENTFUL_COMMANDS:
                 await self._events_written(gate_ok=request.type == "prompt")
-            await self._send(dump_line(response))
+            await self._send(dump_output(response))
         finally:
             if request.type == "prompt":
                 self._open_prompts -= 1
@@ -279,12 +285,16 @@ class RpcServer:
                     self._prompts_answered.set()
                     self._prompts_answered = trio.Event()
 
-    async def _send(self, line: bytes) -> None:
+    async def _send(self, line: OutputLine) -> None:
         # Closed: shutting down, or nobody reads stdout any more.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             # No task switch when the writer's queue has room (issue 7); a full queue blocks.
             await trio.lowlevel.checkpoint_if_cancelled()
-            if self._writer_idle and not self._output_broken.is_set():
+            if (
+                self._writer_idle
+                and isinstance(line, bytes)
+                and not self._output_broken.is_set()
+            ):
                 # Nothing is queued before this line and the writer is not writing: write it
                 # here, saving the writer's task switch (issue 7: several batches a turn);
                 # what the pipe does not take now goes to the writer, still first in line.
@@ -406,18 +416,34 @@ class RpcServer:
                     except trio.EndOfChannel:
                         break
                     self._writer_idle = False
-                    batch, size = [line], len(line)
-                    while size < WRITE_BATCH:
+                    # Lines given as pieces are written piece by piece (never joined: they
+                    # are the long ones); plain lines are joined into writes of about
+                    # WRITE_BATCH.
+                    writes: list[bytes] = []
+                    batch: list[bytes] = []
+                    size = 0
+                    while True:
+                        if isinstance(line, tuple):
+                            if batch:
+                                writes.append(b"".join(batch))
+                                batch, size = [], 0
+                            writes.extend(line)
+                        else:
+                            batch.append(line)
+                            size += len(line)
+                        if size >= WRITE_BATCH:
+                            break
                         try:
-                            more = self._lines_out.receive_nowait()
+                            line = self._lines_out.receive_nowait()
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
-                        batch.append(more)
-                        size += len(more)
+                    if batch:
+                        writes.append(b"".join(batch))
                     if self._output_broken.is_set():
                         continue  # drain, so producers never block on a dead client
                     try:
-                        await self._write(b"".join(batch))
+                        for data in writes:
+                            await self._write(data)
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self._output_broken.set()
         finally:
@@ -437,9 +463,10 @@ class RpcServer:
                 written = 0
             except OSError as exc:
                 raise trio.BrokenResourceError(str(exc)) from exc
-            data = data[written:]
-            if not data:
+            if written == len(data):
                 return
+            await output.send_all(memoryview(data)[written:])  # the rest, not a copy of it
+            return
         await output.send_all(data)
 
 

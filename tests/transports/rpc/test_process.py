@@ -108,6 +108,82 @@ async def test_framing_edge_cases(dirs: Dirs) -> None:
     assert rpc.responses["last"]["data"] == {"messages": []}
 
 
+def long_session_file(path: Path, cwd: Path, turns: int) -> list[dict[str, Any]]:
+    """Write a session file of ``turns`` user/assistant pairs; returns its messages."""
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": "long-session",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "cwd": str(cwd),
+        }
+    ]
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        for role, text in (
+            ("user", f"question {turn} caf\u00e9"),
+            ("assistant", f"answer {turn} \u2028 \u00fc"),
+        ):
+            message: dict[str, Any] = {
+                "role": role,
+                "content": [{"type": "text", "text": text}],
+                "timestamp": 1767225600000 + turn,
+            }
+            if role == "assistant":
+                message.update(
+                    api="faux",
+                    provider="faux",
+                    model="faux-1",
+                    stopReason="stop",
+                    usage={
+                        "input": 10,
+                        "output": 2,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": 12,
+                        "cost": {
+                            "input": 0,
+                            "output": 0,
+                            "cacheRead": 0,
+                            "cacheWrite": 0,
+                            "total": 0,
+                        },
+                    },
+                )
+            messages.append(message)
+            lines.append(
+                {
+                    "type": "message",
+                    "id": f"{len(lines):08x}",
+                    "parentId": lines[-1].get("id") if len(lines) > 1 else None,
+                    "timestamp": "2026-01-01T00:00:01.000Z",
+                    "message": message,
+                }
+            )
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return messages
+
+
+async def test_a_long_transcript_is_one_line_amid_a_streaming_run(dirs: Dirs) -> None:
+    # get_messages of 3,000 messages is encoded and written in pieces (issue 7): still one
+    # line, the stored messages exactly, not interleaved with the run's events.
+    path = dirs.root / "long.jsonl"
+    stored = long_session_file(path, dirs.cwd, 1500)
+    async with rpc_process(dirs, "--session", str(path)) as rpc:
+        await rpc.send_raw(
+            b'{"id":"gm","type":"get_messages"}\n'
+            b'{"id":"p","type":"prompt","message":"SLOW: stream while the answer is written"}\n'
+            b'{"id":"gs","type":"get_state"}\n'
+        )
+        await rpc.event("agent_settled")
+        messages = (await rpc.response("gm"))["data"]["messages"]
+        assert messages[: len(stored)] == stored
+        assert (await rpc.response("gs"))["success"]
+        await finish(rpc)  # every line parses and is compact JSON
+    assert len(messages) in (len(stored), len(stored) + 1)  # the prompt may come first
+
+
 # -- prompting (§4.3, §5.1, R1-R7, R34) ----------------------------------------------------
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import orjson
 
 from pitrio.actors.model_router import FAUX_MODELS
+from pitrio.messages.codec import to_json
 from pitrio.transports.rpc.framing import Oversize
 from pitrio.transports.rpc.protocol import (
     MISSING,
+    EncodedData,
     Request,
+    array_pieces,
     dump_line,
+    dump_output,
     failure,
     parse_record,
     success,
@@ -76,3 +80,28 @@ def test_response_key_order_and_data() -> None:
 def test_output_keeps_non_ascii_raw_and_escapes_lone_surrogates() -> None:
     assert dump_line({"s": "é\u2028"}) == '{"s":"é\u2028"}\n'.encode()
     assert dump_line({"s": "a\udc80"}) == b'{"s":"a\\udc80"}\n'
+
+
+def test_array_pieces_join_to_the_plain_encoding() -> None:
+    values = [
+        {"n": index, "text": "é\u2028" if index % 2 else "a\udc80", "model": FAUX_MODELS[0]}
+        for index in range(7)
+    ]
+    for batch in (1, 2, 3, 7, 100):
+        pieces = list(array_pieces(values, batch))
+        assert b"".join(pieces) + b"\n" == dump_line(to_json(values))
+        assert len(pieces) == 2 + -(-7 // batch) * 2 - 1  # brackets, batches, commas
+    assert b"".join(array_pieces([])) == b"[]"
+
+
+def test_a_response_with_encoded_data_is_written_in_its_pieces() -> None:
+    request = Request("gm", "get_messages", {})
+    data = {"messages": [{"role": "user", "content": "caf\u00e9"}] * 3}
+    encoded = EncodedData((b'{"messages":', *array_pieces(data["messages"], 2), b"}"))
+    response = success(request, encoded)
+    assert response["data"] is encoded  # not turned into plain values
+    pieces = dump_output(response)
+    assert isinstance(pieces, tuple) and len(pieces) == 9  # head, 7 of the data, tail
+    assert b"".join(pieces) == dump_line(success(request, data)) == dump_line(response)
+    plain = success(request, {"x": 1})
+    assert dump_output(plain) == dump_line(plain)  # other responses stay one bytes object
