@@ -28,6 +28,7 @@ from pitrio.actors.session_store import (
     start_seeded_store,
     start_store,
 )
+from pitrio.actors.session_store.actor import IDLE_SYNC_WAIT
 from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.lease import Lease, read_lease
 from pitrio.actors.session_store.storage import AppendFile
@@ -701,3 +702,41 @@ async def test_a_failed_open_releases_its_lease(
     record = read_lease(path)
     assert record is not None and record.released and record.fence == 1
     assert path.read_bytes() == b'{"type":"session","id":"s","timestamp":"t","cwd":"/"}\n'
+
+
+async def test_an_inline_fsync_waits_for_the_loop_to_fall_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The fsync blocks the event loop, so it runs once no other task can (issue 7: it then
+    # overlaps the model request in flight); a loop that never idles still gets it within
+    # IDLE_SYNC_WAIT.
+    log: list[str] = []
+    options = StoreOptions(sync_inline=True)
+    async with running(open_store, tmp_path / "s.jsonl", options=options) as store:
+        await store.append_message(assistant())  # creates the file
+        real_sync = AppendFile.sync
+
+        def sync(self: AppendFile) -> None:
+            log.append("sync")
+            real_sync(self)
+
+        monkeypatch.setattr(AppendFile, "sync", sync)
+
+        async def busy(steps: int, jump: float = 0.0) -> None:
+            for step in range(steps):
+                log.append(f"busy {step}")
+                autojump_clock.jump(jump)
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.append_message, user_message("idle", timestamp=1))
+            nursery.start_soon(busy, 5)
+        assert log == [f"busy {step}" for step in range(5)] + ["sync"]
+
+        log.clear()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.append_message, user_message("busy", timestamp=2))
+            nursery.start_soon(busy, 50, IDLE_SYNC_WAIT / 4)
+        assert "sync" in log and log.index("sync") < 10  # not after the busy task's 50 steps
+    written = lines(tmp_path / "s.jsonl")[2:]
+    assert [line["message"]["content"][0]["text"] for line in written] == ["idle", "busy"]

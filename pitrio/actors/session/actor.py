@@ -880,13 +880,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 if self._extensions is not None and (
                     self._boundary_continue or self._extensions.has("agent_before_settle")
                 ):
-                    last = _last_assistant((await self._loop.state()).messages)
+                    last = (await self._loop.run_facts()).last_assistant
                     requested, can_continue = await self._settle_boundary(_outcome(last, self._run))
-                state = await self._loop.state()
+                # Run facts, not the state: a state copies the transcript (issue 10).
+                facts = await self._loop.run_facts()
                 after: End | Continue | BeforeSettle = decide_after_boundary(
                     abort_requested=self._run is None or self._run.scope.cancel_called,
                     continue_requested=requested,
-                    has_queued_messages=bool(state.steering or state.follow_up),
+                    has_queued_messages=facts.has_queued,
                     can_continue=can_continue,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
@@ -894,12 +895,12 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 if failed is not None and will_retry:
                     await self._omit(failed)
                 succeeded = await self.run_auto_compaction(reason, will_retry)
-                state = await self._loop.state()
+                facts = await self._loop.run_facts()
                 after = decide_after_compaction(
                     decision.action,
                     succeeded=succeeded,
                     abort_requested=self._run is None or self._run.scope.cancel_called,
-                    has_queued_messages=bool(state.steering or state.follow_up),
+                    has_queued_messages=facts.has_queued,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
             case End():

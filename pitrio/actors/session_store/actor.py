@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 import trio
+import trio.testing
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
@@ -93,6 +94,9 @@ from pitrio.messages.entries import (
     new_session_id,
 )
 from pitrio.messages.events import EntryAppended
+
+IDLE_SYNC_WAIT = 0.002
+"""Longest wait of an inline fsync for the event loop to fall idle (see ``_commit``)."""
 
 log = logging.getLogger("pitrio.session_store")
 
@@ -614,6 +618,13 @@ class SessionStore(Actor[StoreCommand]):
                 # Page cache only (policies ``batch``/``never``), or synced in a process that
                 # hosts this one session (``sync_inline``): written inline, a thread hop costs
                 # more than the write (issue 7).
+                if sync:
+                    # An inline fsync stops the whole event loop: it waits until nothing else
+                    # can run (a user message's sync then overlaps the model request in flight
+                    # instead of delaying it), for at most IDLE_SYNC_WAIT. Shielded: a batch
+                    # taken is written, as it was before the wait.
+                    with trio.CancelScope(shield=True), trio.move_on_after(IDLE_SYNC_WAIT):
+                        await trio.testing.wait_all_tasks_blocked()
                 self._write_batch(data, sync)
             self._needs_newline = False
             if sync:
