@@ -10,7 +10,10 @@ once for pitrio, so both see the same machine state:
 
 1. every workload of ``../shared/tools/bench_rpc.py`` (cold start, 50 turns, bash and read
    tool turns, each stream size, resume at each size), one harness invocation per workload
-   and stream size, transcripts off;
+   and stream size, transcripts off; cold starts and the per-turn workloads run one run at a
+   time, the agents taking turns, and each agent's runs are combined afterwards
+   (``bench/interleave.py``: this VM's speed drifts in phases; ``--no-interleave`` runs
+   them agent after agent);
 2. ``bench/session_length.py``: per-turn time on resumed sessions of 1 to 10,000 turns;
 3. ``bench/daemon_latency.py`` (pitrio only: pi has no daemon): event latency with 1 to 200
    sessions streaming at once among 1,000 live ones;
@@ -38,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.interleave import INTERLEAVED, combine
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT.parent / "shared" / "tools"
@@ -86,6 +91,29 @@ def harness_argv(label: str, cmd: str, workload: str, extra: list[str], out: Pat
     else:
         argv += ["--agent-cmd", cmd]
     return argv
+
+
+def run_interleaved(
+    workload: str, runners: list[tuple[str, str]], count: int, resume_turns: list[str], raw: Path
+) -> None:
+    """``count`` runs of ``workload`` for each runner, the runners taking turns run by run;
+    each runner's runs combined into its raw file (``bench/interleave.py``)."""
+    parts_dir = raw / "runs"
+    parts_dir.mkdir(exist_ok=True)
+    single = ["--runs", "1", "--cold-runs", "1", "--resume-turns", *resume_turns]
+    written: dict[str, list[Path]] = {label: [] for label, _ in runners}
+    for index in range(count):
+        for label, cmd in runners:
+            out = parts_dir / f"{label}_{workload}.{index + 1}.json"
+            title = f"{label} {workload} run {index + 1}/{count}"
+            run_step(title, harness_argv(label, cmd, workload, single, out))
+            if out.exists():
+                written[label].append(out)
+    for label, paths in written.items():
+        if paths:
+            parts = [json.loads(path.read_text()) for path in paths]
+            combined = combine(workload, parts)
+            (raw / f"{label}_{workload}.json").write_text(json.dumps(combined, indent=1) + "\n")
 
 
 def merge(parts: list[Path]) -> dict[str, Any]:
@@ -500,6 +528,11 @@ def main() -> int:
         choices=HARNESS_WORKLOADS,
         help="the workloads of the extra labels (default: every harness workload run)",
     )
+    p.add_argument(
+        "--no-interleave",
+        action="store_true",
+        help="run each agent's cold starts and per-turn runs together (see bench/interleave.py)",
+    )
     p.add_argument("--results", type=Path, default=RESULTS, help="default: bench/results")
     p.add_argument("--benchmarks", type=Path, default=BENCHMARKS, help="default: BENCHMARKS.md")
     args = p.parse_args()
@@ -537,12 +570,16 @@ def main() -> int:
                 argv = [str(PYTHON), str(ROOT / "bench" / "daemon_latency.py"), "--out", str(out)]
                 run_step("pitrio daemon_latency", argv)
             continue
+        chosen = args.extra_workload or HARNESS_WORKLOADS
+        runners = agents + (extras if workload in chosen else [])
+        if workload in INTERLEAVED and not args.no_interleave:
+            count = args.cold_runs if workload == "cold_start" else args.runs
+            run_interleaved(workload, runners, count, args.resume_turns, raw)
+            continue
         jobs: list[tuple[str, list[str]]] = [(workload, common)]
         if workload == "stream":
             jobs = [(f"stream-{spec}", [*common, "--stream", spec]) for spec in args.stream]
-        chosen = args.extra_workload or HARNESS_WORKLOADS
         for name, extra in jobs:
-            runners = agents + (extras if workload in chosen else [])
             for label, cmd in runners:
                 out = raw / f"{label}_{name}.json"
                 run_step(f"{label} {name}", harness_argv(label, cmd, workload, extra, out))

@@ -39,9 +39,9 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 import trio
-import trio.testing
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.paths import session_dir, session_file_name
@@ -623,8 +623,8 @@ class SessionStore(Actor[StoreCommand]):
                     # can run (a user message's sync then overlaps the model request in flight
                     # instead of delaying it), for at most IDLE_SYNC_WAIT. Shielded: a batch
                     # taken is written, as it was before the wait.
-                    with trio.CancelScope(shield=True), trio.move_on_after(IDLE_SYNC_WAIT):
-                        await trio.testing.wait_all_tasks_blocked()
+                    with trio.CancelScope(shield=True):
+                        await until_idle(IDLE_SYNC_WAIT)
                 self._write_batch(data, sync)
             self._needs_newline = False
             if sync:
