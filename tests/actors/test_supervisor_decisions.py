@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pitrio.actors.supervisor.compaction import (
     OVERFLOW_RECOVERY_FAILED,
@@ -17,6 +19,8 @@ from pitrio.actors.supervisor.compaction import (
     CompactionSettings,
     CompactNow,
     NoCompaction,
+    auto_compaction_decision,
+    needs_branch_inputs,
 )
 from pitrio.actors.supervisor.decisions import (
     BeforeSettle,
@@ -31,6 +35,8 @@ from pitrio.actors.supervisor.decisions import (
     decide_after_compaction,
     decide_after_run,
     decide_before_prompt,
+    prompt_needs_branch_inputs,
+    run_needs_branch_inputs,
 )
 from pitrio.actors.supervisor.retry import RETRY_CANCELLED, RetrySettings, RetryState
 from pitrio.messages.agent import AssistantMessage, StopReason
@@ -349,3 +355,78 @@ def test_policies_are_pure() -> None:
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             assert not any(n == "trio" or n.startswith("trio.") for n in names), path.name
+
+
+# -- which checks need the store's branch inputs (issue 7: one store query less per check) --
+
+_STOPS: tuple[StopReason, ...] = ("stop", "length", "toolUse", "error", "aborted")
+_TIMES = st.sampled_from([0, 100, 2_000, 5_000])
+
+
+@st.composite
+def _responses(draw: st.DrawFn) -> AssistantMessage:
+    stop = draw(st.sampled_from(_STOPS))
+    # Sizes around the thresholds and times that often tie: the cases that decide.
+    tokens = draw(st.sampled_from([0, 1_000, 90_000, 150_000, 190_000, 199_000, 250_000]))
+    use = usage(input=tokens, output=draw(st.sampled_from([0, 10, 5_000])))
+    error = draw(st.sampled_from([None, OVERFLOW, FLAKY])) if stop == "error" else None
+    text = None if stop == "error" else "ok"
+    return assistant(text, stop=stop, error=error, use=use, ts=draw(_TIMES))
+
+
+@st.composite
+def _branches(draw: st.DrawFn) -> tuple[tuple[AssistantMessage, ...], int | None]:
+    context = tuple(draw(st.lists(_responses(), max_size=4)))
+    return context, draw(st.one_of(st.none(), _TIMES))
+
+
+@st.composite
+def _checks(draw: st.DrawFn) -> CompactionCheck:
+    return CompactionCheck(
+        message=draw(_responses()),
+        context_window=draw(st.sampled_from([0, 100_000, 200_000])),
+        same_model=draw(st.booleans()),
+        settings=CompactionSettings(
+            enabled=draw(st.booleans()), reserve_tokens=draw(st.sampled_from([0, 16_384]))
+        ),
+        overflow_recovery_attempted=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(check=_checks(), branch=_branches())
+def test_a_check_that_needs_no_branch_inputs_decides_the_same_with_them(
+    check: CompactionCheck, branch: tuple[tuple[AssistantMessage, ...], int | None]
+) -> None:
+    context, latest = branch
+    full = attrs.evolve(check, context_messages=context, latest_compaction_ms=latest)
+    if not needs_branch_inputs(check):
+        assert auto_compaction_decision(full) == auto_compaction_decision(check)
+    if not prompt_needs_branch_inputs(check):
+        assert decide_before_prompt(full) == decide_before_prompt(check)
+    run = _run(
+        check.message,
+        context_window=check.context_window,
+        same_model=check.same_model,
+        compaction_settings=check.settings,
+    )
+    state = SupervisorState(overflow_recovery_attempted=check.overflow_recovery_attempted)
+    if not run_needs_branch_inputs(state, run):
+        with_branch = attrs.evolve(run, context_messages=context, latest_compaction_ms=latest)
+        assert decide_after_run(state, with_branch) == decide_after_run(state, run)
+
+
+def test_the_common_turn_needs_no_branch_inputs() -> None:
+    # A successful response below the threshold: no store query before the next prompt or
+    # after the run; a failed one, or one over the threshold, still gets them.
+    small = assistant(use=usage(input=1_000, output=10))
+    check = CompactionCheck(
+        message=small, context_window=200_000, same_model=True, settings=CompactionSettings()
+    )
+    assert not needs_branch_inputs(check) and not prompt_needs_branch_inputs(check)
+    assert not run_needs_branch_inputs(SupervisorState(), _run(small))
+    assert needs_branch_inputs(attrs.evolve(check, message=failed(FLAKY)))
+    large = attrs.evolve(check, message=assistant(use=usage(input=199_000, output=10)))
+    assert needs_branch_inputs(large)  # compacts unless a newer compaction says otherwise
+    assert not run_needs_branch_inputs(SupervisorState(), _run(None))
+    assert not run_needs_branch_inputs(SupervisorState(), _run(small, abort_requested=True))

@@ -95,6 +95,8 @@ from pitrio.actors.supervisor.decisions import (
     decide_after_compaction,
     decide_after_run,
     decide_before_prompt,
+    prompt_needs_branch_inputs,
+    run_needs_branch_inputs,
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
 from pitrio.actors.supervisor.retry import RetrySettings
@@ -137,6 +139,7 @@ if TYPE_CHECKING:
 
 StreamingBehavior = Literal["steer", "followUp"]
 T = TypeVar("T")
+CheckT = TypeVar("CheckT", CompactionCheck, RunEnded)
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
 DEFAULT_SUBSCRIBER_CAPACITY = 4096
@@ -632,16 +635,15 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         last = facts.last_assistant
         if last is None or not self._settings.compaction.enabled:
             return
-        context_messages, latest_compaction = await self._compaction_inputs()
         check = CompactionCheck(
             message=last,
             context_window=facts.model.context_window,
             same_model=is_same_model(last, facts.model),
             settings=self._settings.compaction,
-            context_messages=context_messages,
-            latest_compaction_ms=latest_compaction,
             overflow_recovery_attempted=self._supervisor.overflow_recovery_attempted,
         )
+        if prompt_needs_branch_inputs(check):
+            check = await self._with_branch_inputs(check)
         decision = decide_before_prompt(check)
         if isinstance(decision, CompactNow):
             if decision.failed is not None:
@@ -1012,7 +1014,6 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         facts = await self._loop.run_facts()
         last = _last_assistant(event.messages)
         run = self._run
-        context_messages, latest_compaction = await self._compaction_inputs()
         ended = RunEnded(
             last_assistant=last,
             abort_requested=run is None or run.scope.cancel_called,
@@ -1021,13 +1022,21 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             same_model=last is not None and is_same_model(last, facts.model),
             retry_settings=self._settings.retry,
             compaction_settings=self._settings.compaction,
-            context_messages=context_messages,
-            latest_compaction_ms=latest_compaction,
             retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
+        if run_needs_branch_inputs(self._supervisor, ended):
+            ended = await self._with_branch_inputs(ended)
         decision = decide_after_run(self._supervisor, ended)
         self._supervisor = decision.state
         return decision
+
+    async def _with_branch_inputs(self, check: CheckT) -> CheckT:
+        """``check`` (a compaction check or a run's end) with the branch's context and latest
+        compaction filled in from the store."""
+        context_messages, latest_compaction = await self._compaction_inputs()
+        return attrs.evolve(
+            check, context_messages=context_messages, latest_compaction_ms=latest_compaction
+        )
 
     async def _compaction_inputs(self) -> tuple[Sequence[AgentMessage], int | None]:
         """The projected context and when the branch's latest compaction was appended (the

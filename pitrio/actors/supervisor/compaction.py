@@ -748,6 +748,21 @@ CompactionDecision = NoCompaction | CompactNow | OverflowRecoveryFailed
 """What the automatic compaction check decided."""
 
 
+def needs_branch_inputs(check: CompactionCheck) -> bool:
+    """Whether the check's answer may depend on its ``context_messages`` or
+    ``latest_compaction_ms`` (which the session reads from the store).
+
+    Not when, without them, the check decides not to compact for a response that did not fail:
+    the latest compaction can only turn a compaction into none, and the context is read only
+    for a failed response. So the session asks the store only when they may matter (issue 7:
+    one actor round trip less before each prompt and after each run).
+    """
+    if check.message.stop_reason == "error":
+        return True
+    bare = attrs.evolve(check, context_messages=(), latest_compaction_ms=None)
+    return not isinstance(auto_compaction_decision(bare), NoCompaction)
+
+
 def auto_compaction_decision(check: CompactionCheck) -> CompactionDecision:
     """Decide whether and why to compact automatically (spec §3.8.9, seed classes).
 

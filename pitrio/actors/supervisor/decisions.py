@@ -33,6 +33,7 @@ from pitrio.actors.supervisor.compaction import (
     NoCompaction,
     OverflowRecoveryFailed,
     auto_compaction_decision,
+    needs_branch_inputs,
 )
 from pitrio.actors.supervisor.retry import (
     RetrySettings,
@@ -179,16 +180,7 @@ def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:
         events.append(step.event)
 
     if message is not None:
-        check = CompactionCheck(
-            message=message,
-            context_window=run.context_window,
-            same_model=run.same_model,
-            settings=run.compaction_settings,
-            context_messages=run.context_messages,
-            latest_compaction_ms=run.latest_compaction_ms,
-            overflow_recovery_attempted=state.overflow_recovery_attempted,
-        )
-        compaction = auto_compaction_decision(check)
+        compaction = auto_compaction_decision(_compaction_check(state, run, message))
         if isinstance(compaction, CompactNow):
             if compaction.reason == "overflow" and compaction.will_retry:
                 state = attrs.evolve(state, overflow_recovery_attempted=True)
@@ -203,6 +195,30 @@ def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:
 
     next_action: PostRunAction = Continue("queued") if run.has_queued_messages else BeforeSettle()
     return PostRunDecision(action=next_action, events=tuple(events), state=state)
+
+
+def _compaction_check(
+    state: SupervisorState, run: RunEnded, message: AssistantMessage
+) -> CompactionCheck:
+    return CompactionCheck(
+        message=message,
+        context_window=run.context_window,
+        same_model=run.same_model,
+        settings=run.compaction_settings,
+        context_messages=run.context_messages,
+        latest_compaction_ms=run.latest_compaction_ms,
+        overflow_recovery_attempted=state.overflow_recovery_attempted,
+    )
+
+
+def run_needs_branch_inputs(state: SupervisorState, run: RunEnded) -> bool:
+    """Whether :func:`decide_after_run` may depend on the run's ``context_messages`` and
+    ``latest_compaction_ms``; when not, it decides the same without them (see
+    :func:`~pitrio.actors.supervisor.compaction.needs_branch_inputs`)."""
+    message = run.last_assistant
+    if run.abort_requested or message is None:
+        return False
+    return needs_branch_inputs(_compaction_check(state, run, message))
 
 
 def decide_after_compaction(
@@ -248,8 +264,18 @@ def decide_before_prompt(check: CompactionCheck) -> NoCompaction | CompactNow:
     response is compacted away (and omitted) without a retry, and a failed recovery from
     the previous run is not reported a second time.
     """
-    check = attrs.evolve(check, skip_aborted=False, overflow_recovery_attempted=False)
-    decision = auto_compaction_decision(check)
+    decision = auto_compaction_decision(_before_prompt(check))
     if isinstance(decision, CompactNow):
         return attrs.evolve(decision, will_retry=False)
     return NoCompaction()
+
+
+def prompt_needs_branch_inputs(check: CompactionCheck) -> bool:
+    """Whether :func:`decide_before_prompt` may depend on the check's ``context_messages``
+    and ``latest_compaction_ms`` (see
+    :func:`~pitrio.actors.supervisor.compaction.needs_branch_inputs`)."""
+    return needs_branch_inputs(_before_prompt(check))
+
+
+def _before_prompt(check: CompactionCheck) -> CompactionCheck:
+    return attrs.evolve(check, skip_aborted=False, overflow_recovery_attempted=False)

@@ -290,11 +290,7 @@ class RpcServer:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             # No task switch when the writer's queue has room (issue 7); a full queue blocks.
             await trio.lowlevel.checkpoint_if_cancelled()
-            if (
-                self._writer_idle
-                and isinstance(line, bytes)
-                and not self._output_broken.is_set()
-            ):
+            if self._writer_idle and isinstance(line, bytes) and not self._output_broken.is_set():
                 # Nothing is queued before this line and the writer is not writing: write it
                 # here, saving the writer's task switch (issue 7: several batches a turn);
                 # what the pipe does not take now goes to the writer, still first in line.
