@@ -396,7 +396,9 @@ def machine() -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
         return done.stdout.strip()
 
-    dirty = " plus uncommitted changes" if git("status", "--porcelain") else ""
+    # What a run writes itself (its results and this report) does not make the code dirty.
+    changed = git("status", "--porcelain", "--", ".", ":!bench/results", ":!BENCHMARKS.md")
+    dirty = " plus uncommitted changes" if changed else ""
     commit = git("rev-parse", "--short", "HEAD")
     return (
         f"{os.cpu_count()} CPUs, {memory_gb}, Linux {platform.release()}, "
