@@ -166,10 +166,10 @@ def long_session_file(path: Path, cwd: Path, turns: int) -> list[dict[str, Any]]
 
 
 async def test_a_long_transcript_is_one_line_amid_a_streaming_run(dirs: Dirs) -> None:
-    # get_messages of 3,000 messages is encoded and written in pieces (issue 7): still one
+    # get_messages of 10,000 messages is encoded and written in pieces (issue 7): still one
     # line, the stored messages exactly, not interleaved with the run's events.
     path = dirs.root / "long.jsonl"
-    stored = long_session_file(path, dirs.cwd, 1500)
+    stored = long_session_file(path, dirs.cwd, 5000)  # a 2 MB line: more than the pipe holds
     async with rpc_process(dirs, "--session", str(path)) as rpc:
         await rpc.send_raw(
             b'{"id":"gm","type":"get_messages"}\n'
