@@ -228,8 +228,9 @@ def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | Non
     """The turns of :func:`build_messages` (cache mark included), resumed from the previous
     request of the same transcript (:class:`PrefixCache`): only new messages are prepared
     and encoded."""
-    key = (model.provider, model.api, model.id, model.base_url)
-    builder = _PREFIXES.builder(key, context.messages, lambda: AnthropicTurns(model, encoded=True))
+    builder = _PREFIXES.builder(
+        model, context.messages, lambda: AnthropicTurns(model, encoded=True)
+    )
     return builder.finish(cache)
 
 

@@ -199,9 +199,12 @@ class PrefixCache(Generic[B]):
             collections.OrderedDict()
         )
 
-    def builder(self, key: Hashable, messages: Sequence[LlmMessage], fresh: Callable[[], B]) -> B:
-        """A builder fed with every message of ``messages`` (resumed when possible)."""
-        # One transcript per first message object (held, so its id is not reused meanwhile).
+    def builder(self, model: Model, messages: Sequence[LlmMessage], fresh: Callable[[], B]) -> B:
+        """A builder for ``model`` fed with every message of ``messages`` (resumed when
+        possible)."""
+        # One transcript per endpoint and first message object (held, so its id is not reused
+        # meanwhile).
+        key = (model.provider, model.api, model.id, model.base_url)
         slot = (key, id(messages[0]) if messages else 0)
         cached = self._entries.pop(slot, None)
         builder: B | None = None

@@ -306,9 +306,8 @@ def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) ->
     """:func:`build_messages` with each entry as its JSON, resumed from the previous request
     of the same transcript (:class:`PrefixCache`): only new messages are prepared and
     encoded."""
-    key = (model.provider, model.api, model.id, model.base_url)
     builder = _PREFIXES.builder(
-        key, context.messages, lambda: ChatMessages(model, compat, encoded=True)
+        model, context.messages, lambda: ChatMessages(model, compat, encoded=True)
     )
     return [*_system_entry(model, context, compat), *builder.finish()]
 

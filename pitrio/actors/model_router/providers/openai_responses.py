@@ -220,8 +220,9 @@ _PREFIXES: PrefixCache[ResponsesInput] = PrefixCache()
 def encoded_input(model: Model, context: LlmContext) -> list[Any]:
     """:func:`build_input` with each item as its JSON, resumed from the previous request of
     the same transcript (:class:`PrefixCache`): only new messages are prepared and encoded."""
-    key = (model.provider, model.api, model.id, model.base_url)
-    builder = _PREFIXES.builder(key, context.messages, lambda: ResponsesInput(model, encoded=True))
+    builder = _PREFIXES.builder(
+        model, context.messages, lambda: ResponsesInput(model, encoded=True)
+    )
     return builder.finish()
 
 
