@@ -52,7 +52,7 @@ def combine(workload: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     else:
         value = dict(results[0])
         value["runs"] = runs
-        per_turn_requests = 2 if "between_llm_calls_ms" in results[0].get("summary", {}) else 1
+        per_turn_requests = 2 if workload.startswith("tool_") else 1  # the call, then the answer
         value["summary"] = multi_turn_summary(runs, int(value.get("n_turns", 0)), per_turn_requests)
         combined["workloads"][workload] = value
     return combined

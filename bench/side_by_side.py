@@ -93,14 +93,12 @@ def harness_argv(label: str, cmd: str, workload: str, extra: list[str], out: Pat
     return argv
 
 
-def run_interleaved(
-    workload: str, runners: list[tuple[str, str]], count: int, resume_turns: list[str], raw: Path
-) -> None:
+def run_interleaved(workload: str, runners: list[tuple[str, str]], count: int, raw: Path) -> None:
     """``count`` runs of ``workload`` for each runner, the runners taking turns run by run;
     each runner's runs combined into its raw file (``bench/interleave.py``)."""
     parts_dir = raw / "runs"
     parts_dir.mkdir(exist_ok=True)
-    single = ["--runs", "1", "--cold-runs", "1", "--resume-turns", *resume_turns]
+    single = ["--runs", "1", "--cold-runs", "1"]
     written: dict[str, list[Path]] = {label: [] for label, _ in runners}
     for index in range(count):
         for label, cmd in runners:
@@ -577,7 +575,7 @@ def main() -> int:
         runners = agents + (extras if workload in chosen else [])
         if workload in INTERLEAVED and not args.no_interleave:
             count = args.cold_runs if workload == "cold_start" else args.runs
-            run_interleaved(workload, runners, count, args.resume_turns, raw)
+            run_interleaved(workload, runners, count, raw)
             continue
         jobs: list[tuple[str, list[str]]] = [(workload, common)]
         if workload == "stream":
