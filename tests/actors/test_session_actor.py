@@ -92,20 +92,26 @@ async def test_a_prompt_settles_once_after_agent_end() -> None:
     async with running_session("hello") as fx:
         await fx.session.prompt("hi")
         events = await fx.collect_until_settled()
+    # The stream does not wait for the disk: an entry's acknowledgement (entry_appended, sent
+    # once it is durable) comes when the next message is persisted, or before the settle.
     assert kinds(events) == [
         "agent_start",
         "turn_start",
         "message_start",
         "message_end",
-        "entry_appended",
         "message_start",
         "message_update",
         "message_end",
         "entry_appended",
         "turn_end",
         "agent_end",
+        "entry_appended",
         "agent_settled",
     ]
+    acknowledged = [e.entry for e in events if isinstance(e, EntryAppended)]
+    assert all(isinstance(entry, MessageEntry) for entry in acknowledged)
+    roles = [entry.message.role for entry in acknowledged if isinstance(entry, MessageEntry)]
+    assert roles == ["user", "assistant"]
     seqs = [item.seq for item in fx.seen]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     end = next(e for e in events if isinstance(e, AgentEnd))
@@ -202,6 +208,30 @@ async def test_abort_during_retry_sleep(autojump_clock: trio.testing.MockClock) 
     assert kinds(events)[-1] == "agent_settled"
 
 
+async def test_acknowledgements_keep_append_order_with_the_sessions_own_entries(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An entry the session appends itself while a message's acknowledgement is still queued
+    (an extension's custom entry during the answer) is acknowledged after that message's."""
+    slow = FauxReply(text="word " * 5, chunk_delay=1)
+    async with running_session(slow) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.session.prompt, "hi")
+            async for item in fx.events:  # the answer streams: the prompt's entry is queued
+                fx.seen.append(item)
+                if isinstance(item.event, MessageUpdate):
+                    break
+            await fx.session.invoke(lambda actor: actor.append_custom_entry("note", {"n": 1}))
+        events = [item.event for item in fx.seen] + await fx.collect_until_settled()
+    acknowledged = [e.entry for e in events if isinstance(e, EntryAppended)]
+    assert [entry.type for entry in acknowledged] == ["message", "custom", "message"]
+    first, _, last = acknowledged
+    assert isinstance(first, MessageEntry) and first.message.role == "user"
+    assert isinstance(last, MessageEntry) and last.message.role == "assistant"
+    # Appended in that order too: each entry's parent is the one before it.
+    assert [entry.parent_id for entry in acknowledged[1:]] == [e.id for e in acknowledged[:2]]
+
+
 async def test_abort_mid_stream_settles_after_agent_end(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -212,10 +242,14 @@ async def test_abort_mid_stream_settles_after_agent_end(
             await trio.sleep(3.5)
             await fx.session.abort()
         events = await fx.collect_until_settled()
-    assert kinds(events)[-3:] == ["turn_end", "agent_end", "agent_settled"]
+    # The aborted answer is recorded too, acknowledged after agent_end, before the settle.
+    assert kinds(events)[-4:] == ["turn_end", "agent_end", "entry_appended", "agent_settled"]
     end = next(e for e in events if isinstance(e, AgentEnd))
     last = end.messages[-1]
     assert isinstance(last, AssistantMessage) and last.stop_reason == "aborted"
+    acknowledged = events[-2]
+    assert isinstance(acknowledged, EntryAppended)
+    assert isinstance(acknowledged.entry, MessageEntry) and acknowledged.entry.message is last
     assert end.will_retry is False
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -17,10 +18,10 @@ from pitrio.actors.model_router import (
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.tool_executor import AgentTool, UpdateFn
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentToolResult, ToolResultMessage, UserMessage
+from pitrio.messages.agent import AgentToolResult, AssistantMessage, ToolResultMessage, UserMessage
 from pitrio.messages.content import text_of
 from pitrio.messages.events import AgentSessionEvent, CompactionEnd, MessageStart
-from tests.actors.session_harness import FAUX_SMALL, session
+from tests.actors.session_harness import FAUX_SMALL, Fixture, session
 from tests.actors.session_harness import FIXTURE_SETTINGS as SETTINGS
 
 
@@ -30,6 +31,16 @@ def user_texts(events: list[AgentSessionEvent]) -> list[str]:
         for e in events
         if isinstance(e, MessageStart) and isinstance(e.message, UserMessage)
     ]
+
+
+async def on_agent_end(fx: Fixture, act: Callable[[], Awaitable[None]], done: trio.Event) -> None:
+    """A client that reacts to the first ``agent_end`` (the run has no turn left, but has not
+    settled) by calling ``act``."""
+    async for item in fx.events:
+        if item.event.type == "agent_end":
+            await act()
+            done.set()
+            return
 
 
 async def test_a_follow_up_sent_during_compaction_is_delivered_in_the_same_run(
@@ -109,7 +120,11 @@ async def test_abort_while_tools_run(autojump_clock: trio.testing.MockClock) -> 
     assert trio.current_time() < 30
     result = next(m for m in context if isinstance(m, ToolResultMessage))
     assert (text_of(result.content), result.is_error) == ("Operation aborted", True)
-    assert [e.type for e in events][-2:] == ["agent_end", "agent_settled"]
+    kinds = [e.type for e in events]
+    # The run's last acknowledgements come between its agent_end and its settle.
+    assert kinds[-1] == "agent_settled"
+    tail = [kind for kind in kinds if kind != "entry_appended"][-2:]
+    assert tail == ["agent_end", "agent_settled"]
 
 
 async def test_a_steer_just_after_the_last_turn_is_delivered_not_dropped() -> None:
@@ -119,16 +134,11 @@ async def test_a_steer_just_after_the_last_turn_is_delivered_not_dropped() -> No
     async with session(faux) as fx:
         steered = trio.Event()
 
-        async def steer_on_agent_end() -> None:
-            # A client that reacts to agent_end: the run has no turn left, but has not settled.
-            async for item in fx.events:
-                if item.event.type == "agent_end":
-                    await fx.session.steer("late steer")
-                    steered.set()
-                    return
+        async def steer() -> None:
+            await fx.session.steer("late steer")
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(steer_on_agent_end)
+            nursery.start_soon(on_agent_end, fx, steer, steered)
             await fx.session.prompt("go")
         await steered.wait()
         await fx.session.wait_for_idle()
@@ -159,3 +169,44 @@ async def test_a_hundred_prompts_racing_are_serialised_in_arrival_order() -> Non
     assert delivered == [f"prompt {i}" for i in range(100)]
     assert [e.type for e in events].count("agent_settled") == 1
     assert sum(1 for m in context if isinstance(m, UserMessage)) == 100
+
+
+async def test_a_prompt_sent_on_agent_end_runs_after_the_settle_not_refused() -> None:
+    """A client that sends its next prompt as soon as it reads ``agent_end`` (what pi's clients
+    do: pi is idle then) gets it run as the next run, after ``agent_settled``; the run that
+    ended is not told it is busy (DESIGN §3: commands arriving while the run settles are
+    deferred, answered right after the settle)."""
+    faux = FauxProvider(["first answer", "second answer"])
+    async with session(faux) as fx:
+        answered = trio.Event()
+        outcome: list[BaseException | None] = []
+
+        async def prompt() -> None:
+            try:
+                # ``submit`` returns at acceptance: the first run has not settled.
+                await fx.session.submit("second prompt")
+            except PitrioError as exc:
+                outcome.append(exc)
+            else:
+                outcome.append(None)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_agent_end, fx, prompt, answered)
+            await fx.session.prompt("first prompt")
+            await answered.wait()
+        await fx.session.wait_for_idle()
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+    assert outcome == [None]
+    texts = [(m.role, text_of(m.content)) for m in context if isinstance(m, UserMessage)]
+    assert texts == [("user", "first prompt"), ("user", "second prompt")]
+    assert [text_of(m.content) for m in context if isinstance(m, AssistantMessage)] == [
+        "first answer",
+        "second answer",
+    ]
+    assert len(context) == 4
+    kinds = [e.type for e in events]
+    # The second run starts after the first settled: runs never overlap.
+    assert kinds.count("agent_settled") == 2 and kinds[-1] == "agent_settled"
+    second_start = len(kinds) - 1 - kinds[::-1].index("agent_start")
+    assert kinds.index("agent_settled") < second_start

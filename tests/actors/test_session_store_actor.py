@@ -115,6 +115,36 @@ async def test_file_appears_with_the_first_assistant_message(tmp_path: Path) -> 
         assert await store.session_name() == "named"
 
 
+async def test_an_append_arriving_while_the_file_is_created_is_written_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lazy creation writes every entry so far; one appended while the lease was being taken
+    is in the new file and still queued: its batch must not write it a second time."""
+    taking, release = trio.Event(), trio.Event()
+    take_lease = SessionStore._take_lease
+
+    async def held_take_lease(self: SessionStore) -> None:
+        taking.set()
+        await release.wait()
+        await take_lease(self)
+
+    monkeypatch.setattr(SessionStore, "_take_lease", held_take_lease)
+    async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
+        path = store.path
+        assert path is not None
+        first = await store.append_message(user_message("hello", timestamp=1))
+        answer = await store.queue_message(assistant())  # creates the file
+        await taking.wait()
+        late = await store.queue_message(user_message("meanwhile", timestamp=2))
+        await trio.testing.wait_all_tasks_blocked()  # the late append is in the tree now
+        release.set()
+        entries = [await answer.wait(), await late.wait()]
+        then = await store.append_message(assistant("after"))
+        written = [line["id"] for line in lines(path)[1:]]
+    assert written == [first.id, *(entry.id for entry in entries), then.id]
+    parse_session_bytes(path.read_bytes(), origin=str(path)).raise_for_errors()
+
+
 async def test_appends_return_the_written_entry(tmp_path: Path) -> None:
     async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
         entry = await store.append_message(assistant())

@@ -179,6 +179,9 @@ class SessionState:
     session_name: str | None = None
     write_error: str | None = None
     """Why the session turned read-only (its file could not be written), if it did."""
+    is_settling: bool = False
+    """The run's last ``agent_end`` is out and it only settles now (its entries are made
+    durable): a plain prompt sent now runs next instead of being refused."""
 
     @property
     def pending_message_count(self) -> int:
@@ -340,6 +343,10 @@ class _Run:
     settled: list[Reply[None]]
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
+    # Set by the pump from an agent_end after which the run only settles (no retry, no
+    # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
+    # then (a client that reacts to agent_end) waits for the settle instead of being refused.
+    closing: bool = False
 
 
 class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[SessionCommand]):
@@ -397,6 +404,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._supervisor = SupervisorState()
         self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
+        # Message appends queued by the pump whose entry_appended is not emitted yet, in append
+        # order (see _persist).
+        self._unacknowledged: deque[tuple[AgentMessage, Reply[SessionEntry]]] = deque()
         self._write_failure: ReadOnlySessionError | None = None
         self._extensions = extensions
         self._ui_clients = ui_clients
@@ -431,6 +441,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def handle(self, command: SessionCommand) -> None:
         if self._settling and isinstance(command, Prompt | Compact):
             self._deferred.append(command)  # answered right after agent_settled, in order
+            return
+        if (
+            isinstance(command, Prompt)
+            and command.streaming_behavior is None
+            and self._run is not None
+            and self._run.closing
+        ):
+            self._deferred.append(command)  # the run only settles now: next, not refused
             return
         match command:
             case Prompt():
@@ -596,8 +614,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         except ReadOnlySessionError as exc:
             self._read_only(exc)
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
-                await self._finish_run(run)
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(FINALIZE_SECONDS):
+                    await self._stop_run(run)
+                # Every entry of the run is durable before it settles. Bounded by the disk,
+                # not by a timer: a deadline would skip the settle on a slow disk.
+                await self._acknowledge()
+                with trio.move_on_after(FINALIZE_SECONDS):
+                    await self._finish_run(run)
 
     async def _system_patch(self) -> tuple[SystemMessage, ...]:
         """A ``system`` message for the sections that changed since the transcript last saw
@@ -748,7 +772,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
         """An extension's ``custom`` entry (state, not context); its id."""
         entry = await self._store.append_custom_entry(custom_type, data)
-        self._emit(EntryAppended(entry=entry))
+        self._appended(entry)
         return entry.id
 
     async def set_label(self, entry_id: str, label: str | None) -> None:
@@ -756,7 +780,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         if await self._store.get_entry(entry_id) is None:
             raise PitrioError(f"Entry {entry_id} not found")
         entry = await self._store.append_label_change(entry_id, label)
-        self._emit(EntryAppended(entry=entry))
+        self._appended(entry)
 
     async def _run_custom(self, run: _Run, message: CustomMessage) -> None:
         """A run whose prompt is a custom message (no preflight, as in pi)."""
@@ -781,7 +805,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def _record_bash(self, message: BashExecutionMessage) -> None:
         await self._loop.append_message(message)
         entry = await self._store.append_message(message)
-        self._emit(EntryAppended(entry=entry))
+        self._appended(entry)
 
     async def _flush_pending_bash(self) -> None:
         pending, self._pending_bash = self._pending_bash, []
@@ -916,18 +940,20 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _omit(self, message: AgentMessage) -> None:
         """Take a failed response out of the projection; the file keeps it (a context_edit)."""
+        await self._acknowledge()  # its entry id, and edits follow what they edit
         known = self._entry_ids.get(id(message))
         if known is None:
             return
         entry = await self._log.append_context_edit(known[1], None)
-        self._emit(EntryAppended(entry=entry))
+        self._appended(entry)
 
     async def _wait_low_run(self, run: int) -> None:
         while self._low_runs_done < run:
             await self._low_run_done.wait()
 
-    async def _finish_run(self, run: _Run) -> None:
-        """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
+    async def _stop_run(self, run: _Run) -> None:
+        """The shielded finaliser's first part: an aborted run's loop stopped, its events
+        drained (the pump has persisted what it produced)."""
         if run.scope.cancelled_caught or run.abort_waiters:
             await self._loop.abort()
             state = await self._loop.state()
@@ -935,6 +961,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._supervisor, cancelled = self._supervisor.on_abort()
             if cancelled is not None:
                 self._emit(cancelled)
+
+    async def _finish_run(self, run: _Run) -> None:
+        """The shielded finaliser's last part: settle, run deferred work."""
         self._decisions.clear()
         await self._flush_pending_bash()
         self._settling = True
@@ -990,6 +1019,10 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             # Decide now, so agent_end can say whether a retry follows (seed willRetry).
             decision = await self._decide(event)
             event = attrs.evolve(event, will_retry=decision.will_retry)
+            if self._run is not None:
+                self._run.closing = isinstance(decision.action, End | BeforeSettle)
+        elif isinstance(event, AgentStart) and self._run is not None:
+            self._run.closing = False
         self._emit(event)
         if isinstance(event, MessageEnd):
             try:
@@ -1069,11 +1102,45 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             entry = await self._store.append_custom_message_entry(
                 message.custom_type, message.content, message.display, message.details
             )
-            self._emit(EntryAppended(entry=entry))
+            self._appended(entry)
             return
         if message.role not in ("user", "assistant", "toolResult", "system"):
             return  # bash messages are recorded by their own path, summaries are derived
-        entry = await self._log.append_message(message)
+        # The event stream does not wait for the disk: the entry is queued, and its
+        # entry_appended (the acknowledgement that it is durable) is emitted when the next
+        # message is persisted, or before the run settles, whichever comes first. The order
+        # is fixed (append order, at those points), not a matter of timing; the fsync runs
+        # while the run goes on instead of holding every later event (issue 7).
+        self._unacknowledged.append((message, await self._store.queue_message(message)))
+        if len(self._unacknowledged) > 1 or self._run is None:
+            await self._acknowledge(keep_last=self._run is not None)
+
+    async def _acknowledge(self, *, keep_last: bool = False) -> None:
+        """Emit ``entry_appended`` for the queued message appends, in order, waiting for each
+        to be durable (``keep_last``: all but the newest)."""
+        while len(self._unacknowledged) > (1 if keep_last else 0):
+            if not self._unacknowledged[0][1].is_set:
+                await self._unacknowledged[0][1].wait_answered()
+                continue  # another task may have taken it meanwhile: look again
+            self._acknowledge_oldest()
+
+    def _appended(self, entry: SessionEntry) -> None:
+        """Emit ``entry_appended`` for an entry appended (and awaited) by the session itself.
+        Queued message appends sent before it were answered before it (the store answers in
+        order), so theirs go first."""
+        while self._unacknowledged and self._unacknowledged[0][1].is_set:
+            self._acknowledge_oldest()
+        self._emit(EntryAppended(entry=entry))
+
+    def _acknowledge_oldest(self) -> None:
+        """The oldest queued append, answered: its ``entry_appended``, or, if it failed, the
+        session turns read-only (the run stops; its message has no entry)."""
+        message, reply = self._unacknowledged.popleft()
+        try:
+            entry = reply.result()
+        except ReadOnlySessionError as exc:
+            self._read_only(exc)
+            return
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
 
@@ -1154,6 +1221,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         return SessionState(
             agent=await self._loop.state(),
             is_running=self._run is not None,
+            is_settling=self._run is not None and self._run.closing,
             is_retrying=self._supervisor.retry.retrying,
             retry_attempt=self._supervisor.retry.attempt,
             steering=tuple(self._steering),

@@ -60,7 +60,6 @@ from pitrio.messages.entries import (
 from pitrio.messages.events import (
     AgentEvent,
     AgentSessionEvent,
-    EntryAppended,
     ExtensionError,
     ExtensionUiRequest,
     MessageEnd,
@@ -158,7 +157,13 @@ class ExtensionGlue:
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
+    def _appended(self, entry: SessionEntry) -> None:
+        raise NotImplementedError
+
     def _self_handle(self) -> SessionHandle:
+        raise NotImplementedError
+
+    async def _acknowledge(self, *, keep_last: bool = False) -> None:
         raise NotImplementedError
 
     async def _prompt(self, command: Prompt) -> None:
@@ -398,6 +403,7 @@ class ExtensionGlue:
         assert runner is not None
         try:
             await self._wait_pump()  # the turn's messages are persisted, their ids known
+            await self._acknowledge()
             known = self._entry_ids.get(id(context.message))
             event = TurnEndEvent(
                 turn_index=max(self._turn_index, 0),
@@ -454,7 +460,7 @@ class ExtensionGlue:
                         draft.tokens_before,
                         draft.details,
                     )
-            self._emit(EntryAppended(entry=entry))
+            self._appended(entry)
         if not changes_context(drafts):
             return False
         await self._loop.set_messages(await self._store.context_messages())

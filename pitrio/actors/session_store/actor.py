@@ -290,6 +290,7 @@ class SessionStore(Actor[StoreCommand]):
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
         self._dirty = False  # written to the OS but not fsynced yet
+        self._in_new_file: set[int] = set()  # queued entries the new file already holds
         self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
         self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
         self.failure: ReadOnlySessionError | None = None
@@ -416,6 +417,9 @@ class SessionStore(Actor[StoreCommand]):
         assert self.path is not None
         if self._lease is None:
             await self._take_lease()
+        # Entries appended while the lease was taken are in the file too, and still queued:
+        # remembered, so that their batch answers them without writing them twice.
+        self._in_new_file = {id(stored) for stored in self.tree.entries}
         await trio.to_thread.run_sync(create_file, self.path, self._whole_file())
         self._file = await trio.to_thread.run_sync(self._file_class, self.path)
 
@@ -594,6 +598,9 @@ class SessionStore(Actor[StoreCommand]):
         return self.failure
 
     async def _commit(self, batch: list[_Pending]) -> None:
+        if self._in_new_file:
+            batch = [item for item in batch if id(item.stored) not in self._in_new_file]
+            self._in_new_file = set()
         lines = [item.stored.raw for item in batch if item.stored is not None]
         force = any(item.force_sync for item in batch)
         if self._file is None:
@@ -826,6 +833,16 @@ class SessionStoreHandle(Handle[StoreCommand]):
         return await self.append(
             MessageEntry(id=_DRAFT, parent_id=None, timestamp=_DRAFT, message=message)
         )
+
+    async def queue_message(self, message: AgentMessage) -> Reply[SessionEntry]:
+        """Queue a ``message`` entry and return without waiting for the disk: the reply is
+        answered as :meth:`append_message` would return (once durable) or raise. Appends are
+        taken in the order they are sent, so an append that returned later implies this one
+        was answered."""
+        reply: Reply[SessionEntry] = self.new_reply()
+        draft = MessageEntry(id=_DRAFT, parent_id=None, timestamp=_DRAFT, message=message)
+        await self.tell(Append(draft, None, reply))
+        return reply
 
     async def append_thinking_level_change(self, level: str) -> ThinkingLevelChangeEntry:
         """Append a ``thinking_level_change`` entry."""

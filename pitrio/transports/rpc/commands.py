@@ -157,7 +157,8 @@ def state_data(state: SessionState) -> dict[str, Any]:
     data: dict[str, Any] = {
         "model": to_json(agent.model),
         "thinkingLevel": agent.thinking_level,
-        "isStreaming": state.is_running or agent.is_streaming,
+        # pi's flag is false from agent_end on; a settling run takes prompts (they run next).
+        "isStreaming": (state.is_running and not state.is_settling) or agent.is_streaming,
         "isCompacting": state.is_compacting,
         "steeringMode": agent.options.steering_mode,
         "followUpMode": agent.options.follow_up_mode,
