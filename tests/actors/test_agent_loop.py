@@ -16,7 +16,7 @@ from pitrio.actors.agent_loop import (
     LoopHooks,
     LoopOptions,
 )
-from pitrio.actors.agent_loop.actor import PLACEHOLDER_MODEL
+from pitrio.actors.agent_loop.actor import PLACEHOLDER_MODEL, RunEndFacts
 from pitrio.actors.model_router import FauxReply, FauxToolCall
 from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
 from pitrio.errors import AgentBusyError, ContinueError
@@ -273,6 +273,43 @@ async def test_s13_plain_prompt_events_and_result() -> None:
     assert [m.role for m in new] == ["user", "assistant"]
     end = events[-1]
     assert isinstance(end, AgentEnd) and end.messages == new
+
+
+async def test_a_facts_subscriber_gets_the_run_facts_right_before_each_agent_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """What the session decides a run's end from comes with the run's end, not by asking
+    (plain subscribers see only events)."""
+    slow = FauxReply(text="word " * 20, chunk_delay=1)
+    async with running_loop("first", slow) as fx:
+        with_facts = await fx.loop.subscribe_with_facts(capacity=1000)
+        await fx.loop.prompt("hi")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.loop.prompt, "again")
+            await trio.sleep(2.5)  # streaming
+            await fx.loop.follow_up("later")
+            await fx.loop.abort()  # the aborted run ends with the follow-up still queued
+        items = []
+        while True:
+            try:
+                items.append(with_facts.receive_nowait())
+            except trio.WouldBlock:
+                break
+        plain = fx.drain()
+        now = await fx.loop.run_facts()
+    notes = [i for i, item in enumerate(items) if isinstance(item, RunEndFacts)]
+    assert len(notes) == 2
+    assert all(isinstance(items[i + 1], AgentEnd) for i in notes)
+    assert [item for item in items if not isinstance(item, RunEndFacts)] == plain
+    first, second = (items[i] for i in notes)
+    assert isinstance(first, RunEndFacts) and isinstance(second, RunEndFacts)
+    assert first.facts.model == FAUX_1 and not first.facts.has_queued
+    assert first.facts.last_assistant is not None
+    assert text_of(first.facts.last_assistant.content) == "first"
+    assert second.facts.has_queued
+    assert second.facts.last_assistant is not None
+    assert second.facts.last_assistant.stop_reason == "aborted"
+    assert second.facts == now
 
 
 async def test_s14_custom_messages_are_dropped_by_the_default_converter() -> None:

@@ -118,6 +118,31 @@ async def test_a_prompt_settles_once_after_agent_end() -> None:
     assert end.will_retry is False
 
 
+async def test_a_plain_turn_asks_the_loop_for_its_run_facts_once() -> None:
+    """Round trips per turn are latency (issue 7): the facts after a run come with its
+    agent_end, and the settle reads the session's own queues; only the check before the
+    prompt asks."""
+    received: list[str] = []
+
+    class Tracer:
+        def on_send(self, actor: str, command: object, depth: int) -> None:
+            pass
+
+        def on_receive(self, actor: str, command: object, depth: int) -> None:
+            received.append(type(command).__name__)
+
+        def on_handled(self, actor: str, command: object) -> None:
+            pass
+
+    async with running_session("hello") as fx:
+        fx.loop.trace(Tracer())
+        await fx.session.prompt("hi")
+        events = await fx.collect_until_settled()
+    assert received.count("GetRunFacts") == 1
+    assert received.count("Prompt") == 1
+    assert [e.type for e in events][-1] == "agent_settled"
+
+
 async def test_prompt_while_running_needs_a_streaming_behavior(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

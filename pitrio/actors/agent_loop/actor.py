@@ -257,6 +257,15 @@ class GetRunFacts:
     reply: Reply[RunFacts]
 
 
+@attrs.frozen
+class RunEndFacts:
+    """Sent to a subscriber that asked for it right before each ``agent_end``: the
+    :class:`RunFacts` as the low-level run ended. The session decides what follows a run from
+    them without asking (a round trip before every ``agent_end``, issue 7)."""
+
+    facts: RunFacts
+
+
 @attrs.frozen(kw_only=True)
 class Configure:
     """Change settings; ``None`` leaves a setting as it is. Takes effect at the next run."""
@@ -297,10 +306,12 @@ class Reset:
 
 @attrs.frozen
 class Subscribe:
-    """Open an event channel of ``capacity`` for a new subscriber."""
+    """Open an event channel of ``capacity`` for a new subscriber (``run_facts``: with a
+    :class:`RunEndFacts` before each ``agent_end``)."""
 
     capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[AgentEvent]]
+    reply: Reply[trio.MemoryReceiveChannel[Any]]
+    run_facts: bool = False
 
 
 AgentCommand = (
@@ -354,7 +365,8 @@ class AgentLoop(Actor[AgentCommand]):
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
         self._follow_up = MessageQueue(self._options.follow_up_mode)
-        self._subscribers: list[trio.MemorySendChannel[AgentEvent]] = []
+        self._subscribers: list[trio.MemorySendChannel[Any]] = []
+        self._fact_subscribers: list[trio.MemorySendChannel[Any]] = []  # also in _subscribers
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
@@ -418,13 +430,7 @@ class AgentLoop(Actor[AgentCommand]):
             case GetState(reply=reply):
                 reply.set(self._snapshot())
             case GetRunFacts(reply=reply):
-                reply.set(
-                    RunFacts(
-                        model=self._model,
-                        last_assistant=self._last_assistant(),
-                        has_queued=bool(self._steering.snapshot() or self._follow_up.snapshot()),
-                    )
-                )
+                reply.set(self._run_facts())
             case Configure():
                 self._configure(command)
                 command.reply.set(None)
@@ -447,12 +453,21 @@ class AgentLoop(Actor[AgentCommand]):
                 self._steering.clear()
                 self._follow_up.clear()
                 reply.set(None)
-            case Subscribe(capacity=capacity, reply=reply):
-                send, receive = trio.open_memory_channel[AgentEvent](capacity)
+            case Subscribe(capacity=capacity, reply=reply, run_facts=run_facts):
+                send, receive = trio.open_memory_channel[Any](capacity)
                 self._subscribers.append(send)
+                if run_facts:
+                    self._fact_subscribers.append(send)
                 reply.set(receive)
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _run_facts(self) -> RunFacts:
+        return RunFacts(
+            model=self._model,
+            last_assistant=self._last_assistant(),
+            has_queued=bool(self._steering.snapshot() or self._follow_up.snapshot()),
+        )
 
     def _configure(self, command: Configure) -> None:
         if command.system_prompt is not None:
@@ -603,16 +618,25 @@ class AgentLoop(Actor[AgentCommand]):
 
     async def _emit(self, event: AgentEvent) -> None:
         self._reduce(event)
-        for subscriber in list(self._subscribers):
+        if isinstance(event, AgentEnd) and self._fact_subscribers:
+            await self._deliver(self._fact_subscribers, RunEndFacts(self._run_facts()))
+        await self._deliver(self._subscribers, event)
+
+    async def _deliver(
+        self, subscribers: list[trio.MemorySendChannel[Any]], item: AgentEvent | RunEndFacts
+    ) -> None:
+        for subscriber in list(subscribers):
             try:
                 # No task switch per event while the subscriber's channel has room (issue 7:
                 # per-event cost); a full channel still blocks the loop (back-pressure).
                 try:
-                    subscriber.send_nowait(event)
+                    subscriber.send_nowait(item)
                 except trio.WouldBlock:
-                    await subscriber.send(event)
+                    await subscriber.send(item)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscribers.remove(subscriber)
+                for channels in (self._subscribers, self._fact_subscribers):
+                    if subscriber in channels:
+                        channels.remove(subscriber)
 
     async def stopping(self) -> None:
         for subscriber in self._subscribers:
@@ -723,4 +747,16 @@ class AgentLoopHandle(Handle[AgentCommand]):
 
     async def subscribe(self, capacity: int = 256) -> trio.MemoryReceiveChannel[AgentEvent]:
         """A channel receiving every event from now on; a full channel blocks the loop."""
-        return await self.ask(lambda reply: Subscribe(capacity, reply))
+        channel: trio.MemoryReceiveChannel[AgentEvent] = await self.ask(
+            lambda reply: Subscribe(capacity, reply)
+        )
+        return channel
+
+    async def subscribe_with_facts(
+        self, capacity: int = 256
+    ) -> trio.MemoryReceiveChannel[AgentEvent | RunEndFacts]:
+        """Like :meth:`subscribe`, with a :class:`RunEndFacts` right before each ``agent_end``."""
+        channel: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts] = await self.ask(
+            lambda reply: Subscribe(capacity, reply, run_facts=True)
+        )
+        return channel

@@ -25,7 +25,7 @@ import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, AgentState, LoopHooks
-from pitrio.actors.agent_loop.actor import RunResult
+from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts, RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
 from pitrio.actors.session.compactor import StreamCall, known_entries
 from pitrio.actors.session.export import (
@@ -407,6 +407,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         # Message appends queued by the pump whose entry_appended is not emitted yet, in append
         # order (see _persist).
         self._unacknowledged: deque[tuple[AgentMessage, Reply[SessionEntry]]] = deque()
+        self._end_facts: RunFacts | None = None  # sent by the loop before each agent_end
         self._write_failure: ReadOnlySessionError | None = None
         self._extensions = extensions
         self._ui_clients = ui_clients
@@ -427,7 +428,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
         hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))
         await self._loop.configure(hooks=hooks)
-        events = await self._loop.subscribe(capacity=1024)
+        events = await self._loop.subscribe_with_facts(capacity=1024)
         self._events = events
         self.nursery.start_soon(self._pump, events)
         await self._start_extensions()
@@ -908,12 +909,15 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 ):
                     last = (await self._loop.run_facts()).last_assistant
                     requested, can_continue = await self._settle_boundary(_outcome(last, self._run))
-                # Run facts, not the state: a state copies the transcript (issue 10).
-                facts = await self._loop.run_facts()
+                # The display queues, not a round trip to the loop: the loop holds a queued
+                # message before the display does, and the pump has seen every delivery of
+                # this run; one whose display entry is not in yet is delivered by the next
+                # run, as one sent after the settle would be (issue 7: the next prompt waits
+                # for this settle).
                 after: End | Continue | BeforeSettle = decide_after_boundary(
                     abort_requested=self._run is None or self._run.scope.cancel_called,
                     continue_requested=requested,
-                    has_queued_messages=facts.has_queued,
+                    has_queued_messages=self._queued(),
                     can_continue=can_continue,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
@@ -987,7 +991,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     # -- the event pump ----------------------------------------------------------------------
 
-    async def _pump(self, events: trio.MemoryReceiveChannel[AgentEvent]) -> None:
+    async def _pump(self, events: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts]) -> None:
         async with events:
             async for event in events:
                 self._pump_busy = True
@@ -1002,7 +1006,10 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 self._pump_busy = False
                 self._release_barriers()
 
-    async def _on_agent_event(self, event: AgentEvent) -> None:
+    async def _on_agent_event(self, event: AgentEvent | RunEndFacts) -> None:
+        if isinstance(event, RunEndFacts):
+            self._end_facts = event.facts  # for the agent_end that follows
+            return
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
             self._supervisor = self._supervisor.on_user_message_start()
             queue_id = self._take_from_display(text_of(event.message.content))
@@ -1044,7 +1051,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._low_run_done = trio.Event()
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
-        facts = await self._loop.run_facts()
+        facts, self._end_facts = self._end_facts, None
+        if facts is None:
+            facts = await self._loop.run_facts()
         last = _last_assistant(event.messages)
         run = self._run
         ended = RunEnded(

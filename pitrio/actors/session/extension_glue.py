@@ -20,6 +20,7 @@ import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
+from pitrio.actors.agent_loop.actor import RunEndFacts
 from pitrio.actors.agent_loop.hooks import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -175,7 +176,7 @@ class ExtensionGlue:
         self._funnel: deque[Prompt] = deque()
         self._funnel_busy = False
         self._pump_busy = False
-        self._events: trio.MemoryReceiveChannel[AgentEvent] | None = None
+        self._events: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts] | None = None
         self._base_system_prompt: str | None = None
         send, receive = trio.open_memory_channel[tuple[str, Any]](NOTIFICATION_CAPACITY)
         self._notify_send = send
