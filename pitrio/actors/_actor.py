@@ -96,16 +96,6 @@ class Reply(Generic[T]):
         assert self._outcome is not None
         return self._outcome.unwrap()
 
-    async def wait_answered(self) -> None:
-        """Wait until the answer is given, without taking it (see :meth:`result`)."""
-        await self._done.wait()
-
-    def result(self) -> T:
-        """The answer given (or raise the error it carries); only once :attr:`is_set`. Taken
-        without a checkpoint: a caller that holds several replies reads them in its own order."""
-        assert self._outcome is not None, "the reply has no answer yet"
-        return self._outcome.unwrap()
-
 
 class InboxTracer(Protocol):
     """Told of inbox traffic when tracing is on; must not block or raise (it runs inline)."""

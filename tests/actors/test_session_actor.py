@@ -92,20 +92,18 @@ async def test_a_prompt_settles_once_after_agent_end() -> None:
     async with running_session("hello") as fx:
         await fx.session.prompt("hi")
         events = await fx.collect_until_settled()
-    # The stream does not wait for the disk: an entry's acknowledgement (entry_appended, sent
-    # once it is durable) comes when the next message is persisted, or before the settle.
     assert kinds(events) == [
         "agent_start",
         "turn_start",
         "message_start",
         "message_end",
+        "entry_appended",
         "message_start",
         "message_update",
         "message_end",
         "entry_appended",
         "turn_end",
         "agent_end",
-        "entry_appended",
         "agent_settled",
     ]
     acknowledged = [e.entry for e in events if isinstance(e, EntryAppended)]
@@ -236,13 +234,13 @@ async def test_abort_during_retry_sleep(autojump_clock: trio.testing.MockClock) 
 async def test_acknowledgements_keep_append_order_with_the_sessions_own_entries(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """An entry the session appends itself while a message's acknowledgement is still queued
-    (an extension's custom entry during the answer) is acknowledged after that message's."""
+    """An entry the session appends itself during a run (an extension's custom entry while
+    the answer streams) is acknowledged in append order among the run's messages."""
     slow = FauxReply(text="word " * 5, chunk_delay=1)
     async with running_session(slow) as fx:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fx.session.prompt, "hi")
-            async for item in fx.events:  # the answer streams: the prompt's entry is queued
+            async for item in fx.events:  # the answer streams
                 fx.seen.append(item)
                 if isinstance(item.event, MessageUpdate):
                     break
@@ -267,14 +265,10 @@ async def test_abort_mid_stream_settles_after_agent_end(
             await trio.sleep(3.5)
             await fx.session.abort()
         events = await fx.collect_until_settled()
-    # The aborted answer is recorded too, acknowledged after agent_end, before the settle.
-    assert kinds(events)[-4:] == ["turn_end", "agent_end", "entry_appended", "agent_settled"]
+    assert kinds(events)[-3:] == ["turn_end", "agent_end", "agent_settled"]
     end = next(e for e in events if isinstance(e, AgentEnd))
     last = end.messages[-1]
     assert isinstance(last, AssistantMessage) and last.stop_reason == "aborted"
-    acknowledged = events[-2]
-    assert isinstance(acknowledged, EntryAppended)
-    assert isinstance(acknowledged.entry, MessageEntry) and acknowledged.entry.message is last
     assert end.will_retry is False
 
 

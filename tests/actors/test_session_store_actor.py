@@ -133,15 +133,21 @@ async def test_an_append_arriving_while_the_file_is_created_is_written_once(
         path = store.path
         assert path is not None
         first = await store.append_message(user_message("hello", timestamp=1))
-        answer = await store.queue_message(assistant())  # creates the file
-        await taking.wait()
-        late = await store.queue_message(user_message("meanwhile", timestamp=2))
-        await trio.testing.wait_all_tasks_blocked()  # the late append is in the tree now
-        release.set()
-        entries = [await answer.wait(), await late.wait()]
+        entries: list[MessageEntry] = []
+
+        async def append(message: Any) -> None:
+            entries.append(await store.append_message(message))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(append, assistant())  # creates the file
+            await taking.wait()
+            nursery.start_soon(append, user_message("meanwhile", timestamp=2))
+            await trio.testing.wait_all_tasks_blocked()  # the late append is in the tree now
+            release.set()
         then = await store.append_message(assistant("after"))
         written = [line["id"] for line in lines(path)[1:]]
-    assert written == [first.id, *(entry.id for entry in entries), then.id]
+    by_role = {entry.message.role: entry.id for entry in entries}
+    assert written == [first.id, by_role["assistant"], by_role["user"], then.id]
     parse_session_bytes(path.read_bytes(), origin=str(path)).raise_for_errors()
 
 

@@ -180,8 +180,8 @@ class SessionState:
     write_error: str | None = None
     """Why the session turned read-only (its file could not be written), if it did."""
     is_settling: bool = False
-    """The run's last ``agent_end`` is out and it only settles now (its entries are made
-    durable): a plain prompt sent now runs next instead of being refused."""
+    """The run's last ``agent_end`` is out and it only settles now: a plain prompt sent now
+    runs right after the settle instead of being refused."""
 
     @property
     def pending_message_count(self) -> int:
@@ -404,9 +404,6 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._supervisor = SupervisorState()
         self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
-        # Message appends queued by the pump whose entry_appended is not emitted yet, in append
-        # order (see _persist).
-        self._unacknowledged: deque[tuple[AgentMessage, Reply[SessionEntry]]] = deque()
         self._end_facts: RunFacts | None = None  # sent by the loop before each agent_end
         self._write_failure: ReadOnlySessionError | None = None
         self._extensions = extensions
@@ -615,14 +612,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         except ReadOnlySessionError as exc:
             self._read_only(exc)
         finally:
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(FINALIZE_SECONDS):
-                    await self._stop_run(run)
-                # Every entry of the run is durable before it settles. Bounded by the disk,
-                # not by a timer: a deadline would skip the settle on a slow disk.
-                await self._acknowledge()
-                with trio.move_on_after(FINALIZE_SECONDS):
-                    await self._finish_run(run)
+            with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
+                await self._finish_run(run)
 
     async def _system_patch(self) -> tuple[SystemMessage, ...]:
         """A ``system`` message for the sections that changed since the transcript last saw
@@ -773,7 +764,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
         """An extension's ``custom`` entry (state, not context); its id."""
         entry = await self._store.append_custom_entry(custom_type, data)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
         return entry.id
 
     async def set_label(self, entry_id: str, label: str | None) -> None:
@@ -781,7 +772,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         if await self._store.get_entry(entry_id) is None:
             raise PitrioError(f"Entry {entry_id} not found")
         entry = await self._store.append_label_change(entry_id, label)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
 
     async def _run_custom(self, run: _Run, message: CustomMessage) -> None:
         """A run whose prompt is a custom message (no preflight, as in pi)."""
@@ -806,7 +797,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def _record_bash(self, message: BashExecutionMessage) -> None:
         await self._loop.append_message(message)
         entry = await self._store.append_message(message)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
 
     async def _flush_pending_bash(self) -> None:
         pending, self._pending_bash = self._pending_bash, []
@@ -912,8 +903,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 # The display queues, not a round trip to the loop: the loop holds a queued
                 # message before the display does, and the pump has seen every delivery of
                 # this run; one whose display entry is not in yet is delivered by the next
-                # run, as one sent after the settle would be (issue 7: the next prompt waits
-                # for this settle).
+                # run, as one sent after the settle would be (issue 7: a round trip less
+                # between agent_end and the settle, which a prompt sent on agent_end awaits).
                 after: End | Continue | BeforeSettle = decide_after_boundary(
                     abort_requested=self._run is None or self._run.scope.cancel_called,
                     continue_requested=requested,
@@ -944,20 +935,18 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _omit(self, message: AgentMessage) -> None:
         """Take a failed response out of the projection; the file keeps it (a context_edit)."""
-        await self._acknowledge()  # its entry id, and edits follow what they edit
         known = self._entry_ids.get(id(message))
         if known is None:
             return
         entry = await self._log.append_context_edit(known[1], None)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
 
     async def _wait_low_run(self, run: int) -> None:
         while self._low_runs_done < run:
             await self._low_run_done.wait()
 
-    async def _stop_run(self, run: _Run) -> None:
-        """The shielded finaliser's first part: an aborted run's loop stopped, its events
-        drained (the pump has persisted what it produced)."""
+    async def _finish_run(self, run: _Run) -> None:
+        """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
         if run.scope.cancelled_caught or run.abort_waiters:
             await self._loop.abort()
             state = await self._loop.state()
@@ -965,9 +954,6 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._supervisor, cancelled = self._supervisor.on_abort()
             if cancelled is not None:
                 self._emit(cancelled)
-
-    async def _finish_run(self, run: _Run) -> None:
-        """The shielded finaliser's last part: settle, run deferred work."""
         self._decisions.clear()
         await self._flush_pending_bash()
         self._settling = True
@@ -1051,6 +1037,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._low_run_done = trio.Event()
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
+        # The loop sent its facts right before this agent_end: no round trip before it goes
+        # out (issue 7). Asked only if they did not come.
         facts, self._end_facts = self._end_facts, None
         if facts is None:
             facts = await self._loop.run_facts()
@@ -1111,45 +1099,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             entry = await self._store.append_custom_message_entry(
                 message.custom_type, message.content, message.display, message.details
             )
-            self._appended(entry)
+            self._emit(EntryAppended(entry=entry))
             return
         if message.role not in ("user", "assistant", "toolResult", "system"):
             return  # bash messages are recorded by their own path, summaries are derived
-        # The event stream does not wait for the disk: the entry is queued, and its
-        # entry_appended (the acknowledgement that it is durable) is emitted when the next
-        # message is persisted, or before the run settles, whichever comes first. The order
-        # is fixed (append order, at those points), not a matter of timing; the fsync runs
-        # while the run goes on instead of holding every later event (issue 7).
-        self._unacknowledged.append((message, await self._store.queue_message(message)))
-        if len(self._unacknowledged) > 1 or self._run is None:
-            await self._acknowledge(keep_last=self._run is not None)
-
-    async def _acknowledge(self, *, keep_last: bool = False) -> None:
-        """Emit ``entry_appended`` for the queued message appends, in order, waiting for each
-        to be durable (``keep_last``: all but the newest)."""
-        while len(self._unacknowledged) > (1 if keep_last else 0):
-            if not self._unacknowledged[0][1].is_set:
-                await self._unacknowledged[0][1].wait_answered()
-                continue  # another task may have taken it meanwhile: look again
-            self._acknowledge_oldest()
-
-    def _appended(self, entry: SessionEntry) -> None:
-        """Emit ``entry_appended`` for an entry appended (and awaited) by the session itself.
-        Queued message appends sent before it were answered before it (the store answers in
-        order), so theirs go first."""
-        while self._unacknowledged and self._unacknowledged[0][1].is_set:
-            self._acknowledge_oldest()
-        self._emit(EntryAppended(entry=entry))
-
-    def _acknowledge_oldest(self) -> None:
-        """The oldest queued append, answered: its ``entry_appended``, or, if it failed, the
-        session turns read-only (the run stops; its message has no entry)."""
-        message, reply = self._unacknowledged.popleft()
-        try:
-            entry = reply.result()
-        except ReadOnlySessionError as exc:
-            self._read_only(exc)
-            return
+        entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
 

@@ -61,6 +61,7 @@ from pitrio.messages.entries import (
 from pitrio.messages.events import (
     AgentEvent,
     AgentSessionEvent,
+    EntryAppended,
     ExtensionError,
     ExtensionUiRequest,
     MessageEnd,
@@ -158,13 +159,7 @@ class ExtensionGlue:
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
-    def _appended(self, entry: SessionEntry) -> None:
-        raise NotImplementedError
-
     def _self_handle(self) -> SessionHandle:
-        raise NotImplementedError
-
-    async def _acknowledge(self, *, keep_last: bool = False) -> None:
         raise NotImplementedError
 
     async def _prompt(self, command: Prompt) -> None:
@@ -404,7 +399,6 @@ class ExtensionGlue:
         assert runner is not None
         try:
             await self._wait_pump()  # the turn's messages are persisted, their ids known
-            await self._acknowledge()
             known = self._entry_ids.get(id(context.message))
             event = TurnEndEvent(
                 turn_index=max(self._turn_index, 0),
@@ -461,7 +455,7 @@ class ExtensionGlue:
                         draft.tokens_before,
                         draft.details,
                     )
-            self._appended(entry)
+            self._emit(EntryAppended(entry=entry))
         if not changes_context(drafts):
             return False
         await self._loop.set_messages(await self._store.context_messages())

@@ -56,16 +56,12 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.content import TextContent, ToolCall
-from pitrio.messages.entries import (
-    BranchSummaryEntry,
-    CompactionEntry,
-    CompactionResult,
-    SessionEntry,
-)
+from pitrio.messages.entries import BranchSummaryEntry, CompactionEntry, CompactionResult
 from pitrio.messages.events import (
     AgentSessionEvent,
     CompactionEnd,
     CompactionStart,
+    EntryAppended,
     SessionInfoChanged,
     ThinkingLevelChanged,
 )
@@ -184,9 +180,6 @@ class SessionOperations:
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
-    def _appended(self, entry: SessionEntry) -> None:
-        raise NotImplementedError
-
     def _stream_call(self) -> StreamCall:
         raise NotImplementedError
 
@@ -260,7 +253,7 @@ class SessionOperations:
             wanted = self._settings.default_thinking_level or DEFAULT_THINKING_LEVEL
         await self._loop.configure(model=model)
         entry = await self._store.append_model_change(model.provider, model.id)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
         await self._persist_settings({"defaultProvider": model.provider, "defaultModel": model.id})
         await self.set_thinking_level(wanted)
         self._notify_extensions(
@@ -295,7 +288,7 @@ class SessionOperations:
         if effective != state.thinking_level:
             await self._loop.configure(thinking_level=effective)
             entry = await self._store.append_thinking_level_change(effective)
-            self._appended(entry)
+            self._emit(EntryAppended(entry=entry))
             if state.model.reasoning or effective != "off":
                 await self._persist_settings({"defaultThinkingLevel": effective})
             self._emit(ThinkingLevelChanged(level=effective))
@@ -322,7 +315,7 @@ class SessionOperations:
         if not trimmed:
             raise PitrioError(EMPTY_SESSION_NAME)
         entry = await self._store.append_session_info(trimmed)
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
         self._emit(SessionInfoChanged(name=trimmed))
         return trimmed
 
@@ -368,7 +361,7 @@ class SessionOperations:
         if done is None:
             return None
         result, entry, from_extension = done
-        self._appended(entry)
+        self._emit(EntryAppended(entry=entry))
         await self._loop.set_messages(await self._store.context_messages())
         await self._after_compact(entry, from_extension)
         return result, entry
@@ -458,9 +451,6 @@ class TreeNavigation:
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
-    def _appended(self, entry: SessionEntry) -> None:
-        raise NotImplementedError
-
     def _stream_call(self) -> StreamCall:
         raise NotImplementedError
 
@@ -509,15 +499,17 @@ class TreeNavigation:
             summary_entry = await store.branch_with_summary(
                 where.new_leaf_id, result.summary, result.details()
             )
-            self._appended(summary_entry)
+            self._emit(EntryAppended(entry=summary_entry))
             if label:
-                self._appended(await store.append_label_change(summary_entry.id, label))
+                self._emit(
+                    EntryAppended(entry=await store.append_label_change(summary_entry.id, label))
+                )
         else:
             if where.new_leaf_id is None:
                 await store.reset_leaf()
             else:
                 await store.branch(where.new_leaf_id)
             if label:
-                self._appended(await store.append_label_change(target_id, label))
+                self._emit(EntryAppended(entry=await store.append_label_change(target_id, label)))
         await self._loop.set_messages(await store.context_messages())
         return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)

@@ -834,16 +834,6 @@ class SessionStoreHandle(Handle[StoreCommand]):
             MessageEntry(id=_DRAFT, parent_id=None, timestamp=_DRAFT, message=message)
         )
 
-    async def queue_message(self, message: AgentMessage) -> Reply[SessionEntry]:
-        """Queue a ``message`` entry and return without waiting for the disk: the reply is
-        answered as :meth:`append_message` would return (once durable) or raise. Appends are
-        taken in the order they are sent, so an append that returned later implies this one
-        was answered."""
-        reply: Reply[SessionEntry] = self.new_reply()
-        draft = MessageEntry(id=_DRAFT, parent_id=None, timestamp=_DRAFT, message=message)
-        await self.tell(Append(draft, None, reply))
-        return reply
-
     async def append_thinking_level_change(self, level: str) -> ThinkingLevelChangeEntry:
         """Append a ``thinking_level_change`` entry."""
         return await self.append(
