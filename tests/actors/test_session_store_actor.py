@@ -118,8 +118,8 @@ async def test_file_appears_with_the_first_assistant_message(tmp_path: Path) -> 
 async def test_an_append_arriving_while_the_file_is_created_is_written_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lazy creation writes every entry so far; one appended while the lease was being taken
-    is in the new file and still queued: its batch must not write it a second time."""
+    """Lazy creation writes every entry so far; one appended while the lease is being taken
+    is written once, after them (it used to go into the new file and again in its batch)."""
     taking, release = trio.Event(), trio.Event()
     take_lease = SessionStore._take_lease
 

@@ -290,7 +290,6 @@ class SessionStore(Actor[StoreCommand]):
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
         self._dirty = False  # written to the OS but not fsynced yet
-        self._in_new_file: set[int] = set()  # queued entries the new file already holds
         self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
         self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
         self.failure: ReadOnlySessionError | None = None
@@ -415,12 +414,12 @@ class SessionStore(Actor[StoreCommand]):
     async def _create_file(self) -> None:
         """Write header and every entry so far to a new file (lazy creation's moment)."""
         assert self.path is not None
+        # The entries so far, taken before the first await: one appended while the lease is
+        # taken is written by its own batch, after them (taken later, it was written twice).
+        data = self._whole_file()
         if self._lease is None:
             await self._take_lease()
-        # Entries appended while the lease was taken are in the file too, and still queued:
-        # remembered, so that their batch answers them without writing them twice.
-        self._in_new_file = {id(stored) for stored in self.tree.entries}
-        await trio.to_thread.run_sync(create_file, self.path, self._whole_file())
+        await trio.to_thread.run_sync(create_file, self.path, data)
         self._file = await trio.to_thread.run_sync(self._file_class, self.path)
 
     async def run(
@@ -598,9 +597,6 @@ class SessionStore(Actor[StoreCommand]):
         return self.failure
 
     async def _commit(self, batch: list[_Pending]) -> None:
-        if self._in_new_file:
-            batch = [item for item in batch if id(item.stored) not in self._in_new_file]
-            self._in_new_file = set()
         lines = [item.stored.raw for item in batch if item.stored is not None]
         force = any(item.force_sync for item in batch)
         if self._file is None:
