@@ -365,8 +365,8 @@ class AgentLoop(Actor[AgentCommand]):
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
         self._follow_up = MessageQueue(self._options.follow_up_mode)
-        self._subscribers: list[trio.MemorySendChannel[Any]] = []
-        self._fact_subscribers: list[trio.MemorySendChannel[Any]] = []  # also in _subscribers
+        # Each subscriber's channel, and whether it gets a RunEndFacts before each agent_end.
+        self._subscribers: list[tuple[trio.MemorySendChannel[Any], bool]] = []
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
@@ -455,9 +455,7 @@ class AgentLoop(Actor[AgentCommand]):
                 reply.set(None)
             case Subscribe(capacity=capacity, reply=reply, run_facts=run_facts):
                 send, receive = trio.open_memory_channel[Any](capacity)
-                self._subscribers.append(send)
-                if run_facts:
-                    self._fact_subscribers.append(send)
+                self._subscribers.append((send, run_facts))
                 reply.set(receive)
 
     # -- helpers -------------------------------------------------------------------------
@@ -618,29 +616,29 @@ class AgentLoop(Actor[AgentCommand]):
 
     async def _emit(self, event: AgentEvent) -> None:
         self._reduce(event)
-        if isinstance(event, AgentEnd) and self._fact_subscribers:
-            await self._deliver(self._fact_subscribers, RunEndFacts(self._run_facts()))
-        await self._deliver(self._subscribers, event)
-
-    async def _deliver(
-        self, subscribers: list[trio.MemorySendChannel[Any]], item: AgentEvent | RunEndFacts
-    ) -> None:
-        for subscriber in list(subscribers):
+        facts = None
+        for subscription in list(self._subscribers):
+            subscriber, wants_facts = subscription
             try:
-                # No task switch per event while the subscriber's channel has room (issue 7:
-                # per-event cost); a full channel still blocks the loop (back-pressure).
-                try:
-                    subscriber.send_nowait(item)
-                except trio.WouldBlock:
-                    await subscriber.send(item)
+                if wants_facts and isinstance(event, AgentEnd):
+                    facts = facts or RunEndFacts(self._run_facts())
+                    await _deliver(subscriber, facts)
+                await _deliver(subscriber, event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                for channels in (self._subscribers, self._fact_subscribers):
-                    if subscriber in channels:
-                        channels.remove(subscriber)
+                self._subscribers.remove(subscription)
 
     async def stopping(self) -> None:
-        for subscriber in self._subscribers:
+        for subscriber, _ in self._subscribers:
             await subscriber.aclose()
+
+
+async def _deliver(subscriber: trio.MemorySendChannel[Any], item: AgentEvent | RunEndFacts) -> None:
+    # No task switch per event while the subscriber's channel has room (issue 7: per-event
+    # cost); a full channel still blocks the loop (back-pressure).
+    try:
+        subscriber.send_nowait(item)
+    except trio.WouldBlock:
+        await subscriber.send(item)
 
 
 class AgentLoopHandle(Handle[AgentCommand]):
