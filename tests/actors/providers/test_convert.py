@@ -112,16 +112,37 @@ def test_encoded_items_make_the_bytes_of_the_plain_values(
     values = [{"role": "user", "content": f"message {n}", "n": n} for n in range(25)]
     encoded = convert.EncodedItems(encoded=True)
     plain = convert.EncodedItems(encoded=False)
-    assert orjson.dumps(encoded.items()) == b"[]"
+    encode = convert.encode_json
+    assert encode(encoded.items()) == b"[]"
     for value in values:
         encoded.append(value)
         plain.append(value)
     assert len(encoded) == len(plain) == 25
-    assert orjson.dumps(encoded.items()) == orjson.dumps(values) == orjson.dumps(plain.items())
-    assert orjson.dumps(["head", *encoded.items(), "tail"]) == orjson.dumps(
-        ["head", *values, "tail"]
-    )
+    assert encode(encoded.items()) == orjson.dumps(values) == orjson.dumps(plain.items())
+    assert encode(["head", *encoded.items(), "tail"]) == orjson.dumps(["head", *values, "tail"])
     twin = encoded.copy()
     twin.append({"extra": True})
-    assert orjson.dumps(twin.items()) == orjson.dumps([*values, {"extra": True}])
-    assert orjson.dumps(encoded.items()) == orjson.dumps(values)
+    assert encode(twin.items()) == orjson.dumps([*values, {"extra": True}])
+    assert encode(encoded.items()) == orjson.dumps(values)
+    # In pieces: the same bytes, each frozen segment a piece as it is kept (not copied).
+    body = {"messages": ["sys \x00 nul", *encoded.items()], "stream": True}
+    pieces = convert.encode_json_pieces(body)
+    expected = orjson.dumps({"messages": ["sys \x00 nul", *values], "stream": True})
+    segments = [item.data for item in encoded.items() if isinstance(item, convert.FrozenSegment)]
+    if segments:
+        assert isinstance(pieces, tuple)
+        assert b"".join(pieces) == expected
+        kept = [piece for piece in pieces if any(piece is data for data in segments)]
+        assert len(kept) == len(segments)
+    else:
+        assert pieces == expected
+    assert convert.body_bytes(pieces) == expected
+
+
+def test_only_frozen_segments_are_encoded_beyond_json() -> None:
+    from pitrio.actors.model_router.providers import convert
+
+    with pytest.raises(TypeError, match="object"):
+        convert.encode_json({"a": object()})
+    with pytest.raises(TypeError, match="object"):
+        convert.encode_json_pieces({"a": object()})

@@ -342,10 +342,18 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     )
 
 
-def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
+@pytest.mark.parametrize("segment", [None, 64])
+def test_a_growing_transcript_is_encoded_incrementally_and_exactly(
+    segment: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With small segments the body comes in pieces (the frozen segments as they are kept).
     import orjson
 
+    from pitrio.actors.model_router.providers import convert
     from pitrio.actors.model_router.providers import openai_completions as module
+
+    if segment is not None:
+        monkeypatch.setattr(convert, "SEGMENT_BYTES", segment)
 
     image = ImageContent(data="AAAA", mime_type="image/png")
     call = ToolCall(id="call_1", name="read", arguments={"path": "a"})
@@ -366,8 +374,9 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
         messages.append(step)
         context = LlmContext(system_prompt="sys", messages=tuple(messages))
         plain = orjson.dumps(build_body(MODEL, context, StreamOptions()))
-        encoded = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).body
-        assert encoded == plain, f"after {len(messages)} messages"
+        request = build_request(MODEL, context, StreamOptions(), api_key=None, headers={})
+        assert request.content() == plain, f"after {len(messages)} messages"
+        assert isinstance(request.body, tuple) == (segment is not None and len(messages) > 1)
     # The state after the last request is kept, holding the whole transcript.
     (source, _), *_ = [
         (src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]
@@ -378,4 +387,4 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
     context = LlmContext(system_prompt="sys", messages=tuple(edited))
     assert build_request(
         MODEL, context, StreamOptions(), api_key=None, headers={}
-    ).body == orjson.dumps(build_body(MODEL, context, StreamOptions()))
+    ).content() == orjson.dumps(build_body(MODEL, context, StreamOptions()))

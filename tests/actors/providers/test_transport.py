@@ -272,6 +272,28 @@ async def test_direct_stream_headers_gzip_and_reuse() -> None:
         assert len(accepted) == 1
 
 
+async def test_a_body_in_pieces_arrives_whole_and_in_order() -> None:
+    # A long transcript's body comes in pieces (segments and the short parts between them);
+    # the direct stream gathers them into sendmsg calls. 4 MB is more than the socket takes at
+    # once, so the sends end part-way through pieces and resume there; a small body in pieces
+    # goes out with the head.
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    segment = bytes(range(256)) * 1024  # 256 KB
+    large = (b'{"messages":[', *[segment, b","] * 15, segment, b"", b"]}")
+    small = (b"[", b"1", b",", b"2", b"]")
+    received: list[bytes] = []
+    async with raw_server(lambda n: answer, bodies=received) as (url, accepted):
+        transport = Http11Transport()
+        timeouts = Timeouts(connect=5, read=5, write=5, pool=5)
+        for body in (large, small, large):
+            async with transport.stream("POST", url + "/v1/x", {}, body, timeouts) as response:
+                assert response.status_code == 200
+                assert b"".join([chunk async for chunk in response.aiter_bytes()]) == b"ok"
+        await transport.aclose()
+        assert len(accepted) == 1
+    assert received == [b"".join(large), b"[1,2]", b"".join(large)]
+
+
 def test_the_pool_goes_through_httpx_when_a_proxy_is_configured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

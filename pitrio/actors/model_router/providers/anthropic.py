@@ -18,13 +18,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
     TranscriptPreparer,
+    encode_json_pieces,
 )
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
@@ -300,7 +299,7 @@ def build_request(
     return HttpRequest(
         url=join_url(model.base_url, "v1/messages"),
         headers=request_headers,
-        body=orjson.dumps(body),
+        body=encode_json_pieces(body),
     )
 
 

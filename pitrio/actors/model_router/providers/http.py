@@ -37,6 +37,7 @@ import trio
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import error_diagnostic, parse_retry_after
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
+from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.errors import CredentialError
 from pitrio.messages.agent import Diagnostic
@@ -146,11 +147,15 @@ class HttpRequest:
 
     url: str
     headers: dict[str, str]
-    body: bytes
+    body: bytes | tuple[bytes, ...]  # a long transcript's body in pieces, sent in order
+
+    def content(self) -> bytes:
+        """The body as one bytes."""
+        return body_bytes(self.body)
 
     def json(self) -> Any:
         """The body decoded (for tests and debugging)."""
-        return orjson.loads(self.body)
+        return orjson.loads(self.content())
 
 
 def bearer_json_request(
@@ -162,7 +167,7 @@ def bearer_json_request(
     if api_key:
         request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
-    return HttpRequest(url=url, headers=request_headers, body=orjson.dumps(body))
+    return HttpRequest(url=url, headers=request_headers, body=encode_json_pieces(body))
 
 
 def join_url(base_url: str, path: str) -> str:
@@ -455,7 +460,7 @@ class HttpProvider(abc.ABC):
             exchange = direct.stream("POST", request.url, headers, request.body, timeouts)
         else:
             exchange = self.pool.client.stream(
-                "POST", request.url, headers=headers, content=request.body
+                "POST", request.url, headers=headers, content=request.content()
             )
         try:
             async with exchange as response:

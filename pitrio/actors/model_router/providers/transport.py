@@ -26,7 +26,7 @@ import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import attrs
 import httpx
@@ -402,14 +402,16 @@ class Http11Transport(httpx.AsyncBaseTransport):
         method: str,
         url: str,
         headers: Mapping[str, str],
-        body: bytes,
+        body: bytes | Sequence[bytes],
         timeouts: _Timeouts,
     ) -> AsyncIterator[DirectResponse]:
         """One request without httpx's client layers (URL and header models, cookies, auth,
         redirects: ~0.3 ms of CPU per request on loopback, issue 7). ``headers`` are sent as
         given after ``Host``, ``User-Agent``, ``Accept-Encoding`` (gzip and deflate are decoded)
         and ``Content-Length``; no cookies, no redirects, no proxies (callers use httpx for
-        those). Raises httpx's exceptions, as the transport does under httpx."""
+        those). ``body`` may come in pieces, sent in order (a long transcript's request, see
+        ``convert.encode_json_pieces``). Raises httpx's exceptions, as the transport does
+        under httpx."""
         parts = urllib.parse.urlsplit(url)
         scheme = parts.scheme
         if scheme not in ("http", "https") or not parts.hostname:
@@ -424,7 +426,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
             (b"Host", netloc.encode("ascii")),
             (b"Accept-Encoding", b"gzip, deflate"),
             (b"User-Agent", USER_AGENT),
-            (b"Content-Length", str(len(body)).encode("ascii")),
+            (b"Content-Length", str(_size(body)).encode("ascii")),
         ]
         given = {name.lower() for name in headers}
         sent = [(name, value) for name, value in sent if name.decode().lower() not in given]
@@ -446,7 +448,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
-        body: bytes,
+        body: bytes | Sequence[bytes],
         timeouts: _Timeouts,
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, _Body]:
         extensions: dict[str, object] = {
@@ -496,23 +498,24 @@ class Http11Transport(httpx.AsyncBaseTransport):
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
-        body: bytes,
+        body: bytes | Sequence[bytes],
         write_timeout: float,
     ) -> None:
         parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
         for name, value in headers:
             parts += (name, b": ", value, b"\r\n")
         parts.append(b"\r\n")
+        pieces = (body,) if isinstance(body, bytes) else body
         # A small body goes out with the head in one write; a large one (a long transcript's
-        # request) after it, not copied into a joined buffer first.
-        joined = len(body) <= SEPARATE_BODY
+        # request) after it, as it was given, not copied into a joined buffer first.
+        joined = _size(body) <= SEPARATE_BODY
         if joined:
-            parts.append(body)
+            parts += pieces
         try:
             with trio.fail_after(write_timeout):
                 await connection.stream.send_all(b"".join(parts))
                 if not joined:
-                    await connection.stream.send_all(body)
+                    await _send_pieces(connection.stream, pieces)
         except trio.TooSlowError:
             raise httpx.WriteTimeout("timed out") from None
         except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
@@ -553,3 +556,32 @@ class Http11Transport(httpx.AsyncBaseTransport):
             if 100 <= status < 200 and status != 101:
                 continue
             return status, reason, headers, version
+
+
+def _size(body: bytes | Sequence[bytes]) -> int:
+    return len(body) if isinstance(body, bytes) else sum(map(len, body))
+
+
+GATHERED_PIECES = 512
+"""At most this many pieces per ``sendmsg`` (the kernel's limit, IOV_MAX, is 1024 here)."""
+
+
+async def _send_pieces(stream: trio.abc.Stream, pieces: Sequence[bytes]) -> None:
+    """Send ``pieces`` in order: over a plain socket gathered into as few ``sendmsg`` calls as
+    the socket buffer allows (the short pieces between segments cost no call of their own),
+    over TLS piece by piece."""
+    if not isinstance(stream, trio.SocketStream):
+        for piece in pieces:
+            await stream.send_all(piece)
+        return
+    views = [memoryview(piece) for piece in pieces if piece]
+    first = 0
+    while first < len(views):
+        sent = await stream.socket.sendmsg(views[first : first + GATHERED_PIECES])
+        while sent:
+            size = len(views[first])
+            if sent < size:
+                views[first] = views[first][sent:]
+                break
+            sent -= size
+            first += 1
