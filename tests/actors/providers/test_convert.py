@@ -100,15 +100,18 @@ def test_short_hash_is_stable_and_alphanumeric() -> None:
     assert value != short_hash("toolu_01ABD", 9)
 
 
+@pytest.mark.parametrize("piece", [16 * 1024, 1])
 @pytest.mark.parametrize("segment", [1, 40, 1 << 20])
 def test_encoded_items_make_the_bytes_of_the_plain_values(
-    segment: int, monkeypatch: pytest.MonkeyPatch
+    segment: int, piece: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Segments of any size (one item each, a few items, all in the open one) encode exactly as
-    # the values themselves; a copy grows on its own.
+    # the values themselves; a copy grows on its own. With ``piece`` 1 the open segment is a
+    # piece of its own too.
     from pitrio.actors.model_router.providers import convert
 
     monkeypatch.setattr(convert, "SEGMENT_BYTES", segment)
+    monkeypatch.setattr(convert, "PIECE_BYTES", piece)
     values = [{"role": "user", "content": f"message {n}", "n": n} for n in range(25)]
     encoded = convert.EncodedItems(encoded=True)
     plain = convert.EncodedItems(encoded=False)
@@ -125,10 +128,11 @@ def test_encoded_items_make_the_bytes_of_the_plain_values(
     assert encode(twin.items()) == orjson.dumps([*values, {"extra": True}])
     assert encode(encoded.items()) == orjson.dumps(values)
     # In pieces: the same bytes, each frozen segment a piece as it is kept (not copied).
-    body = {"messages": ["sys \x00 nul", *encoded.items()], "stream": True}
+    items = encoded.items()
+    body = {"messages": ["sys \x00 nul", *items], "stream": True}
     pieces = convert.encode_json_pieces(body)
     expected = orjson.dumps({"messages": ["sys \x00 nul", *values], "stream": True})
-    segments = [item.data for item in encoded.items() if isinstance(item, convert.FrozenSegment)]
+    segments = [item.data for item in items if isinstance(item, convert.FrozenSegment)]
     if segments:
         assert isinstance(pieces, tuple)
         assert b"".join(pieces) == expected

@@ -292,11 +292,19 @@ class EncodedItems:
             return list(self._plain)
         if not self._open:
             return list(self._frozen)
-        return [*self._frozen, orjson.Fragment(bytes(self._open))]
+        # The open segment is copied (later appends change it); a long one is then a piece of
+        # its own too, not copied again into the body (and out of it again by the splice).
+        tail = bytes(self._open)
+        if len(tail) >= PIECE_BYTES:
+            return [*self._frozen, FrozenSegment(tail)]
+        return [*self._frozen, orjson.Fragment(tail)]
 
 
 SEGMENT_BYTES = 256 * 1024
 """Encoded items are frozen in segments of about this size (see :class:`EncodedItems`)."""
+
+PIECE_BYTES = 16 * 1024
+"""An open segment at least this long is sent as a piece of its own (see ``items``)."""
 
 # orjson writes no NUL byte of its own (control characters in strings are escaped), so one in
 # its output can only be a placeholder put there by :func:`encode_json_pieces`.
