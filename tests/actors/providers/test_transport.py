@@ -247,6 +247,64 @@ async def test_https_through_trio_ssl(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_a_body_in_pieces_arrives_whole_over_tls(tmp_path: Path) -> None:
+    # Over TLS there is no sendmsg: the pieces go one by one through the SSL stream.
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    await trio.run_process(
+        [
+            *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        capture_stdout=True,
+        capture_stderr=True,
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    segment = bytes(range(256)) * 1024
+    body = (b"[", segment, b",", segment, b"]")
+    received: list[bytes] = []
+
+    async def serve(stream: trio.SocketStream) -> None:
+        tls = trio.SSLStream(stream, server_context, server_side=True)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                data += await tls.receive_some(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(rest) < length:
+                rest += await tls.receive_some(65536)
+            received.append(rest)
+            await tls.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        except trio.BrokenResourceError:
+            pass
+
+    def trusting() -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(cert))
+
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        await nursery.start(trio.serve_listeners, serve, listeners)
+        transport = Http11Transport(ssl_context=trusting)
+        timeouts = Timeouts(connect=5, read=5, write=5, pool=5)
+        url = f"https://localhost:{port}/v1/x"
+        async with transport.stream("POST", url, {}, body, timeouts) as response:
+            assert response.status_code == 200
+            assert b"".join([chunk async for chunk in response.aiter_bytes()]) == b"ok"
+        await transport.aclose()
+        nursery.cancel_scope.cancel()
+    assert received == [b"".join(body)]
+
+
 async def test_direct_stream_headers_gzip_and_reuse() -> None:
     body = zlib.compress(b"data: hi\n\n")
     seen: list[bytes] = []
