@@ -194,11 +194,13 @@ async def test_refused_connection_is_a_connect_error() -> None:
             await fetch(http, f"http://127.0.0.1:{port}")
 
 
-async def test_https_through_trio_ssl(tmp_path: Path) -> None:
+async def self_signed(directory: Path) -> tuple[Path, ssl.SSLContext]:
+    """A certificate for ``localhost`` made with openssl (the test is skipped without it) and
+    a server context holding it."""
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert, key = directory / "cert.pem", directory / "key.pem"
     await trio.run_process(
         [
             *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
@@ -210,6 +212,11 @@ async def test_https_through_trio_ssl(tmp_path: Path) -> None:
     )
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
+    return cert, server_context
+
+
+async def test_https_through_trio_ssl(tmp_path: Path) -> None:
+    cert, server_context = await self_signed(tmp_path)
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret"
     connections: list[int] = []
 
@@ -249,21 +256,7 @@ async def test_https_through_trio_ssl(tmp_path: Path) -> None:
 
 async def test_a_body_in_pieces_arrives_whole_over_tls(tmp_path: Path) -> None:
     # Over TLS there is no sendmsg: the pieces go one by one through the SSL stream.
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    await trio.run_process(
-        [
-            *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        capture_stdout=True,
-        capture_stderr=True,
-    )
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(cert, key)
+    cert, server_context = await self_signed(tmp_path)
     segment = bytes(range(256)) * 1024
     body = (b"[", segment, b",", segment, b"]")
     received: list[bytes] = []
