@@ -21,18 +21,25 @@ Responder = Callable[[int], bytes]
 
 @asynccontextmanager
 async def raw_server(
-    respond: Responder, *, close_after: bool = False, bodies: list[bytes] | None = None
+    respond: Responder,
+    *,
+    close_after: bool = False,
+    bodies: list[bytes] | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[tuple[str, list[int]]]:
     """A server answering each request (the n-th, counted per server) with ``respond(n)``
     bytes; ``close_after`` closes the connection after every answer; ``bodies`` collects the
-    request bodies. Yields the base URL and a list whose length is the number of connections
-    accepted."""
+    request bodies; ``tls`` (a server context) serves ``https://localhost``. Yields the base
+    URL and a list whose length is the number of connections accepted."""
     accepted: list[int] = []
     count = 0
 
-    async def serve(stream: trio.SocketStream) -> None:
+    async def serve(tcp: trio.SocketStream) -> None:
         nonlocal count
         accepted.append(1)
+        stream: trio.abc.Stream = tcp
+        if tls is not None:
+            stream = trio.SSLStream(tcp, tls, server_side=True)
         buffer = b""
         try:
             while True:
@@ -62,7 +69,7 @@ async def raw_server(
             await trio.aclose_forcefully(stream)
 
     async with serving(serve) as port:
-        yield f"http://127.0.0.1:{port}", accepted
+        yield (f"https://localhost:{port}" if tls else f"http://127.0.0.1:{port}"), accepted
 
 
 def client() -> httpx.AsyncClient:
@@ -218,40 +225,20 @@ async def self_signed(directory: Path) -> tuple[Path, ssl.SSLContext]:
 async def test_https_through_trio_ssl(tmp_path: Path) -> None:
     cert, server_context = await self_signed(tmp_path)
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret"
-    connections: list[int] = []
-
-    async def serve(stream: trio.SocketStream) -> None:
-        connections.append(1)
-        tls = trio.SSLStream(stream, server_context, server_side=True)
-        try:
-            while True:
-                data = b""
-                while b"\r\n\r\n" not in data or not data.endswith(b'{"a":1}'):
-                    more = await tls.receive_some(65536)
-                    if not more:
-                        return
-                    data += more
-                await tls.send_all(answer)
-        except trio.BrokenResourceError:
-            pass
 
     def trusting() -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(cert))
 
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, serve, listeners)
+    async with raw_server(lambda n: answer, tls=server_context) as (url, connections):
         transport = Http11Transport(ssl_context=trusting)
         async with httpx.AsyncClient(trust_env=False, transport=transport) as http:
             for _ in range(2):
-                assert await fetch(http, f"https://localhost:{port}") == (200, b"secret")
+                assert await fetch(http, url) == (200, b"secret")
         assert len(connections) == 1
         untrusting = Http11Transport(ssl_context=ssl.create_default_context)
         async with httpx.AsyncClient(trust_env=False, transport=untrusting) as http:
             with pytest.raises(httpx.ConnectError):
-                await fetch(http, f"https://localhost:{port}")
-        nursery.cancel_scope.cancel()
+                await fetch(http, url)
 
 
 async def test_a_body_in_pieces_arrives_whole_over_tls(tmp_path: Path) -> None:
@@ -259,42 +246,19 @@ async def test_a_body_in_pieces_arrives_whole_over_tls(tmp_path: Path) -> None:
     cert, server_context = await self_signed(tmp_path)
     segment = bytes(range(256)) * 1024
     body = (b"[", segment, b",", segment, b"]")
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
     received: list[bytes] = []
-
-    async def serve(stream: trio.SocketStream) -> None:
-        tls = trio.SSLStream(stream, server_context, server_side=True)
-        data = b""
-        try:
-            while b"\r\n\r\n" not in data:
-                data += await tls.receive_some(65536)
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            while len(rest) < length:
-                rest += await tls.receive_some(65536)
-            received.append(rest)
-            await tls.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        except trio.BrokenResourceError:
-            pass
 
     def trusting() -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(cert))
 
-    async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        await nursery.start(trio.serve_listeners, serve, listeners)
+    async with raw_server(lambda n: answer, bodies=received, tls=server_context) as (url, _):
         transport = Http11Transport(ssl_context=trusting)
         timeouts = Timeouts(connect=5, read=5, write=5, pool=5)
-        url = f"https://localhost:{port}/v1/x"
-        async with transport.stream("POST", url, {}, body, timeouts) as response:
+        async with transport.stream("POST", url + "/v1/x", {}, body, timeouts) as response:
             assert response.status_code == 200
             assert b"".join([chunk async for chunk in response.aiter_bytes()]) == b"ok"
         await transport.aclose()
-        nursery.cancel_scope.cancel()
     assert received == [b"".join(body)]
 
 
