@@ -29,7 +29,6 @@ import argparse
 import importlib
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,18 +48,6 @@ def _harness_module() -> Any:
     if str(TOOLS) not in sys.path:
         sys.path.insert(0, str(TOOLS))
     return importlib.import_module("bench_rpc")
-
-
-def summarize(values: list[float]) -> dict[str, float]:
-    """Median, min and max (the harness's summary shape, without the mean)."""
-    if not values:
-        return {"n": 0}
-    return {
-        "n": len(values),
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-    }
 
 
 def measure_size(harness: Any, tools: Any, size: int, warmup: int, turns: int) -> dict[str, Any]:
@@ -103,7 +90,8 @@ def measure_size(harness: Any, tools: Any, size: int, warmup: int, turns: int) -
         "cpu_ms_per_turn": round((cpu_after - cpu_before) * 1000 / max(1, turns), 2),
         "exit_code": code,
         "turns": rows,
-        "summary": {k: summarize([r[k] for r in rows if k in r]) for k in keys},
+        # The harness's own summary (n, median, min, max, mean), as its workloads report.
+        "summary": {k: tools.summarize([r[k] for r in rows if k in r]) for k in keys},
         **mem,
     }
     return result
