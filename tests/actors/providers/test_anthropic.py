@@ -13,7 +13,7 @@ from pitrio.actors.model_router.providers.anthropic import (
     build_request,
 )
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.providers.convert import encode_json
+from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.messages import TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.model import LlmContext, StreamOptions
@@ -340,7 +340,8 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(retention: st
         messages.append(step)
         context = LlmContext(system_prompt="sys", messages=tuple(messages))  # type: ignore[arg-type]
         plain = orjson.dumps(build_body(MODEL, context, StreamOptions(), settings))
-        encoded = encode_json(build_body(MODEL, context, StreamOptions(), settings, encoded=True))
+        body = build_body(MODEL, context, StreamOptions(), settings, encoded=True)
+        encoded = body_bytes(encode_json_pieces(body))
         assert encoded == plain, f"after {len(messages)} messages"
     kept = [(src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]]
     assert (
