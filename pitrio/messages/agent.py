@@ -93,13 +93,14 @@ class AssistantMessage:
     api: str
     provider: str
     model: str
-    response_model: str | None = None
-    response_id: str | None = None
-    diagnostics: tuple[Diagnostic, ...] | None = None
     usage: Usage
     stop_reason: StopReason
     error_message: str | None = None
     timestamp: int
+    # pi's providers add these to a message already made, so its JSON has them last.
+    response_id: str | None = None
+    response_model: str | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
     extra: dict[str, Any] | None = extra_field()
 
     @property

@@ -212,10 +212,8 @@ def test_parse_text_with_cache_usage() -> None:
     assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
     message = final(events)
     assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
-    assert (message.response_id, message.response_model) == (
-        "msg_01A",
-        "claude-sonnet-4-5-20250929",
-    )
+    # pi 0.73.1 records the answering model for Chat Completions only.
+    assert (message.response_id, message.response_model) == ("msg_01A", None)
     usage = message.usage
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (25, 12, 100, 50)
     assert usage.total_tokens == 187

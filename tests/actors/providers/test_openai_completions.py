@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -15,6 +16,7 @@ from pitrio.actors.model_router.providers.openai_completions import (
     detect_compat,
 )
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages.codec import to_json
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import TextDelta, ToolCallDelta, ToolCallEnd
 from tests.actors.providers.loopback import LoopbackServer, recording, sse
@@ -67,6 +69,36 @@ def test_openai_itself_gets_developer_role_store_and_max_completion_tokens() -> 
     assert body["store"] is False
     assert body["max_completion_tokens"] == 100
     assert body["reasoning_effort"] == "high"
+    assert all(tool["function"]["strict"] is False for tool in body["tools"])
+
+
+def test_output_limit_defaults_to_the_models_capped() -> None:
+    # pi asks every request for the model's output limit, at most 32,000 tokens.
+    assert build_body(MODEL, CONTEXT, StreamOptions())["max_tokens"] == 16384
+    large = make_model(API, max_tokens=128000)
+    assert build_body(large, CONTEXT, StreamOptions())["max_tokens"] == 32000
+    assert build_body(large, CONTEXT, StreamOptions(max_tokens=64))["max_tokens"] == 64
+    unknown = make_model(API, max_tokens=0)
+    assert "max_tokens" not in build_body(unknown, CONTEXT, StreamOptions())
+
+
+def test_strict_flag_on_tools_only_where_the_server_takes_it() -> None:
+    assert all(
+        "strict" not in tool["function"]
+        for tool in build_body(MODEL, CONTEXT, StreamOptions())["tools"]
+    )
+    told = make_model(API, compat={"supportsStrictMode": True})
+    assert all(
+        tool["function"]["strict"] is False
+        for tool in build_body(told, CONTEXT, StreamOptions())["tools"]
+    )
+    refused = make_model(
+        API, "https://api.openai.com/v1", provider="openai", compat={"supportsStrictMode": False}
+    )
+    assert all(
+        "strict" not in tool["function"]
+        for tool in build_body(refused, CONTEXT, StreamOptions())["tools"]
+    )
 
 
 def test_tool_round_trip_messages() -> None:
@@ -220,6 +252,54 @@ def test_parse_text_with_usage_in_the_last_chunk() -> None:
     assert math.isclose(usage.cost.total, (200 * 2 + 1000 * 0.5 + 9 * 10) / 1e6)
 
 
+def _chunk_stream(*chunks: dict[str, Any]) -> bytes:
+    lines = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    return b"".join(lines) + b"data: [DONE]\n\n"
+
+
+def _text_chunk(text: str, **fields: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"content": text}}], **fields}
+
+
+def test_response_model_only_when_the_server_names_another_model() -> None:
+    # pi keeps the first chunk id, and the model only when it differs from the one asked for,
+    # from whichever chunk first names such a model.
+    echoed = _chunk_stream(
+        _text_chunk("a", id="c-1", model=MODEL.id),
+        _text_chunk("b", id="c-2", model=MODEL.id),
+    )
+    message = final(parse_all(OpenAICompletionsParser(MODEL), echoed))
+    assert (message.response_id, message.response_model) == ("c-1", None)
+    late = _chunk_stream(
+        _text_chunk("a", model=MODEL.id),
+        _text_chunk("b", id="c-2", model=""),
+        _text_chunk("c", id="c-3", model="served-elsewhere"),
+        _text_chunk("d", id="c-4", model="third"),
+    )
+    message = final(parse_all(OpenAICompletionsParser(MODEL), late))
+    assert (message.response_id, message.response_model) == ("c-2", "served-elsewhere")
+    assert message.content == (TextContent(text="abcd"),)
+
+
+def test_assistant_message_keys_in_the_order_pi_writes_them() -> None:
+    message = final(
+        parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_text.sse"))
+    )
+    keys = list(to_json(message))
+    assert keys == [
+        "role",
+        "content",
+        "api",
+        "provider",
+        "model",
+        "usage",
+        "stopReason",
+        "timestamp",
+        "responseId",
+        "responseModel",
+    ]
+
+
 def test_parse_reasoning_content() -> None:
     events = parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_thinking.sse"))
     assert kinds(events) == [
@@ -264,6 +344,38 @@ def test_parse_parallel_tool_calls_with_split_arguments() -> None:
     assert deltas[0].partial.content[1].arguments == {}  # type: ignore[union-attr]
     ends = [e for e in events if isinstance(e, ToolCallEnd)]
     assert [e.content_index for e in ends] == [1, 2]
+
+
+def test_every_tool_call_piece_is_a_delta_even_without_argument_text() -> None:
+    # A server's first piece of a call often names it with no (or "") argument text; pi
+    # still reports a toolcall_delta for it, with delta "".
+    def piece(**function: Any) -> dict[str, Any]:
+        call = {"index": 0, "function": function}
+        if "name" in function:
+            call["id"] = "call_1"
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    body = _chunk_stream(
+        piece(name="bash"),
+        piece(arguments=""),
+        piece(arguments='{"command": "ls"}'),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+    events = parse_all(OpenAICompletionsParser(MODEL), body)
+    assert [e.type for e in events] == [
+        "start",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_delta",
+        "toolcall_end",
+        "done",
+    ]
+    deltas = [e.delta for e in events if isinstance(e, ToolCallDelta)]
+    assert deltas == ["", "", '{"command": "ls"}']
+    assert final(events).content == (
+        ToolCall(id="call_1", name="bash", arguments={"command": "ls"}),
+    )
 
 
 def test_parse_without_done_but_with_finish_reason_completes() -> None:

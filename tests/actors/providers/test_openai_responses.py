@@ -62,6 +62,15 @@ def test_request_shape() -> None:
     assert "reasoning" not in body and "include" not in body
 
 
+def test_output_limit_defaults_to_the_models_capped() -> None:
+    assert build_body(MODEL, CONTEXT, StreamOptions())["max_output_tokens"] == 16384
+    large = make_model(API, max_tokens=400000)
+    assert build_body(large, CONTEXT, StreamOptions())["max_output_tokens"] == 32000
+    assert "max_output_tokens" not in build_body(
+        make_model(API, max_tokens=0), CONTEXT, StreamOptions()
+    )
+
+
 def test_reasoning_effort_and_encrypted_content() -> None:
     model = make_model(API, reasoning=True, levels={"off": "none", "minimal": None})
     body = build_body(model, CONTEXT, StreamOptions(reasoning="minimal"))
@@ -135,7 +144,8 @@ def test_parse_text() -> None:
     assert message.content == (
         TextContent(text="Hello, world! Ünïcödé ✓", text_signature='{"v":1,"id":"msg_68a2"}'),
     )
-    assert (message.response_id, message.response_model) == ("resp_68a1", "gpt-5-2025-08-07")
+    # pi 0.73.1 records the answering model for Chat Completions only.
+    assert (message.response_id, message.response_model) == ("resp_68a1", None)
     assert (message.usage.input, message.usage.cache_read, message.usage.output) == (200, 1000, 9)
 
 

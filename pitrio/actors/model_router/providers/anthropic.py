@@ -18,7 +18,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pitrio.actors.model_router.providers.base import ProviderSettings
+from pitrio.actors.model_router.providers.base import (
+    OUTPUT_LIMIT_CAP,
+    ProviderSettings,
+    output_limit,
+)
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -49,8 +53,6 @@ API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
 THINKING_BETA = "interleaved-thinking-2025-05-14"
-DEFAULT_MAX_TOKENS_CAP = 32000
-"""Output limit of a request that names none: the model's, but at most this."""
 MIN_BUDGET = 1024
 """Anthropic's smallest accepted thinking budget."""
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
@@ -251,7 +253,8 @@ def build_body(
         for message in context.messages:
             builder.feed(message)
         messages = builder.finish(cache)
-    max_tokens = options.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS_CAP)
+    # The Messages API requires a limit: a model with none gets the cap.
+    max_tokens = output_limit(model, options) or OUTPUT_LIMIT_CAP
     body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
@@ -337,7 +340,7 @@ class AnthropicParser(SseParser):
         if kind == "message_start":
             started = payload.get("message")
             if isinstance(started, dict):
-                self.builder.set_response_id(started.get("id"), started.get("model"))
+                self.builder.set_response_id(started.get("id"))
                 self._take_usage(started.get("usage"))
         elif kind == "content_block_start":
             self._block_start(payload, out)

@@ -102,3 +102,17 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+OUTPUT_LIMIT_CAP = 32000
+"""The most output tokens a request asks for when its caller names no limit."""
+
+
+def output_limit(model: Model, options: StreamOptions) -> int | None:
+    """The output token limit one request sends: the caller's, else the model's capped at
+    :data:`OUTPUT_LIMIT_CAP` (pi's default for every provider), else none."""
+    if options.max_tokens:
+        return options.max_tokens
+    if model.max_tokens > 0:
+        return min(model.max_tokens, OUTPUT_LIMIT_CAP)
+    return None

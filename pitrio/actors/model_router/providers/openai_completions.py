@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import attrs
 import orjson
 
+from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -64,6 +65,7 @@ class OpenAICompat:
     supports_developer_role: bool = False
     supports_reasoning_effort: bool = True
     supports_usage_in_streaming: bool = True
+    supports_strict_mode: bool = False
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
     requires_tool_result_name: bool = False
     requires_assistant_after_tool_result: bool = False
@@ -80,6 +82,7 @@ _COMPAT_KEYS = {
     "supportsDeveloperRole": "supports_developer_role",
     "supportsReasoningEffort": "supports_reasoning_effort",
     "supportsUsageInStreaming": "supports_usage_in_streaming",
+    "supportsStrictMode": "supports_strict_mode",
     "maxTokensField": "max_tokens_field",
     "requiresToolResultName": "requires_tool_result_name",
     "requiresAssistantAfterToolResult": "requires_assistant_after_tool_result",
@@ -95,7 +98,8 @@ _COMPAT_KEYS = {
 def detect_compat(model: Model) -> OpenAICompat:
     """The compat flags of ``model``: defaults for its server, then its own ``compat``.
 
-    Only OpenAI itself gets ``store``, the ``developer`` role and ``max_completion_tokens``;
+    Only OpenAI itself gets ``store``, the ``developer`` role, ``strict`` on tools and
+    ``max_completion_tokens``;
     other servers get the forms every compatible server understands (``system``,
     ``max_tokens``). Mistral, OpenRouter and Z.ai get their known differences.
     """
@@ -109,6 +113,7 @@ def detect_compat(model: Model) -> OpenAICompat:
         flags.update(
             supports_store=True,
             supports_developer_role=True,
+            supports_strict_mode=True,
             max_tokens_field="max_completion_tokens",
         )
     if on("openrouter", "openrouter.ai"):
@@ -330,11 +335,13 @@ def build_body(
     }
     if compat.supports_usage_in_streaming:
         body["stream_options"] = {"include_usage": True}
-    if options.max_tokens:
-        body[compat.max_tokens_field] = options.max_tokens
+    max_tokens = output_limit(model, options)
+    if max_tokens:
+        body[compat.max_tokens_field] = max_tokens
     if compat.supports_store:
         body["store"] = False
     if context.tools:
+        strict = {"strict": False} if compat.supports_strict_mode else {}
         body["tools"] = [
             {
                 "type": "function",
@@ -342,6 +349,7 @@ def build_body(
                     "name": tool.name,
                     "description": tool.description,
                     "parameters": tool.parameters,
+                    **strict,
                 },
             }
             for tool in context.tools
@@ -399,7 +407,9 @@ class OpenAICompletionsParser(SseParser):
         self._calls: dict[int, int] = {}  # the server's tool-call index -> content index
         self._reasoning_field: dict[int, str] = {}
         self._finish_reason: str | None = None
-        self._identified = False
+        self._identified = False  # the response id and a differing model both recorded
+        self._response_id: str | None = None
+        self._response_model: str | None = None
         self._generated_ids = 0
 
     def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
@@ -414,9 +424,8 @@ class OpenAICompletionsParser(SseParser):
             return [self.fail(message, name="StreamError", code=kind)]
         out: list[AssistantMessageEvent] = []
         self.ensure_started(out)
-        if not self._identified and (chunk.get("id") or chunk.get("model")):
-            self._identified = True
-            self.builder.set_response_id(chunk.get("id"), chunk.get("model"))
+        if not self._identified:
+            self._identify(chunk)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -430,6 +439,23 @@ class OpenAICompletionsParser(SseParser):
             if isinstance(finish, str) and finish:
                 self._finish_reason = finish
         return out
+
+    def _identify(self, chunk: dict[str, Any]) -> None:
+        # As pi: the first chunk id is the response id; the model is recorded only when a
+        # chunk names one other than the model asked for (most servers echo the request's).
+        response_id = self._response_id
+        if response_id is None:
+            chunk_id = chunk.get("id")
+            if isinstance(chunk_id, str) and chunk_id:
+                response_id = self._response_id = chunk_id
+        response_model = self._response_model
+        if response_model is None:
+            named = chunk.get("model")
+            if isinstance(named, str) and named and named != self.model.id:
+                response_model = self._response_model = named
+        if response_id is not None or response_model is not None:
+            self.builder.set_response_id(response_id, response_model)
+        self._identified = response_id is not None and response_model is not None
 
     def on_end(self) -> list[AssistantMessageEvent]:
         """The body ended: complete if a ``finish_reason`` came (some servers omit ``[DONE]``)."""
@@ -504,9 +530,10 @@ class OpenAICompletionsParser(SseParser):
             index = start.content_index
             self._calls[key] = index
             self._kinds[index] = "toolCall"
+        # pi reports every piece of a call, one with no argument text as an empty delta.
         arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
-            out.append(self.builder.toolcall_delta(arguments, index))
+        delta = arguments if isinstance(arguments, str) else ""
+        out.append(self.builder.toolcall_delta(delta, index))
 
     def _usage(self, usage: dict[str, Any]) -> None:
         prompt = _int(usage.get("prompt_tokens"))

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -250,8 +251,9 @@ def build_body(
             }
             for tool in context.tools
         ]
-    if options.max_tokens:
-        body["max_output_tokens"] = options.max_tokens
+    max_tokens = output_limit(model, options)
+    if max_tokens:
+        body["max_output_tokens"] = max_tokens
     if options.session_id:
         body["prompt_cache_key"] = options.session_id
     if model.reasoning:
@@ -308,7 +310,7 @@ class OpenAIResponsesParser(SseParser):
         self.ensure_started(out)
         response = payload.get("response")
         if kind in ("response.created", "response.in_progress") and isinstance(response, dict):
-            self.builder.set_response_id(response.get("id"), response.get("model"))
+            self.builder.set_response_id(response.get("id"))
         elif kind == "response.output_item.added":
             self._item_added(payload.get("item"), out)
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
@@ -429,7 +431,7 @@ class OpenAIResponsesParser(SseParser):
                 )
             )
         if isinstance(response.get("id"), str):
-            self.builder.set_response_id(response["id"], response.get("model"))
+            self.builder.set_response_id(response["id"])
         self.close_open_blocks(out)
         if kind == "response.failed":
             error = response.get("error")
