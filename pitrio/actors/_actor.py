@@ -142,7 +142,7 @@ class InboxStats:
 class Address(Generic[C]):
     """The send side of an actor's inbox plus its link; what :class:`Handle` wraps."""
 
-    __slots__ = ("_actor", "link", "name", "send_channel", "tracer")
+    __slots__ = ("_actor", "closed", "link", "name", "published", "send_channel", "tracer")
 
     def __init__(
         self, name: str, send_channel: trio.MemorySendChannel[C], link: _Link, actor: Actor[C]
@@ -152,6 +152,10 @@ class Address(Generic[C]):
         self.link = link
         self._actor = actor
         self.tracer: InboxTracer | None = None  # told of sends through this address
+        # What the actor publishes for its handles to read without a round trip (a
+        # ``LatestReader``, see ``pitrio.actors.latest``), or None.
+        self.published: Any = None
+        self.closed = False  # its send side was closed (a read of ``published`` then fails too)
 
     def stats(self) -> InboxStats:
         """Statistics of the actor's inbox."""
@@ -188,6 +192,7 @@ class Handle(Generic[C]):
         address = self._address
         copy = Address(address.name, address.send_channel, address.link, address._actor)
         copy.tracer = tracer
+        copy.published = address.published
         return copy
 
     async def tell(self, command: C) -> None:
@@ -231,12 +236,15 @@ class Handle(Generic[C]):
 
     async def aclose(self) -> None:
         """Close this handle's send side; the actor stops once every clone is closed."""
+        self._address.closed = True
         await self._address.send_channel.aclose()
 
     def _check_alive(self) -> None:
         stopped = self._address.link.stopped
         if stopped is not None:
             raise ActorStoppedError(f"actor {self.name} has stopped") from stopped
+        if self._address.closed:
+            raise ActorStoppedError(f"actor {self.name} has stopped")
 
 
 class Actor(Generic[C]):

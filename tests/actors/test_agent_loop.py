@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -16,7 +17,7 @@ from pitrio.actors.agent_loop import (
     LoopHooks,
     LoopOptions,
 )
-from pitrio.actors.agent_loop.actor import PLACEHOLDER_MODEL, RunEndFacts
+from pitrio.actors.agent_loop.actor import PLACEHOLDER_MODEL, LoopFacts, RunEndFacts
 from pitrio.actors.model_router import FauxReply, FauxToolCall
 from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
 from pitrio.errors import AgentBusyError, ContinueError
@@ -310,6 +311,36 @@ async def test_a_facts_subscriber_gets_the_run_facts_right_before_each_agent_end
     assert second.facts.last_assistant is not None
     assert second.facts.last_assistant.stop_reason == "aborted"
     assert second.facts == now
+
+
+async def test_published_facts_follow_every_change_without_a_round_trip() -> None:
+    """The model and last assistant message the loop publishes (the session's check before
+    each prompt reads them): current after a run, a model switch, a transcript replacement,
+    a message replacement and a reset, as soon as the caller awaited the change."""
+    earlier = assistant("earlier")
+    async with running_loop("answer", messages=[user_message("q"), earlier]) as fx:
+        received = fx.loop.stats().received
+        assert fx.loop.facts().last_assistant is earlier
+        assert fx.loop.facts().model == FAUX_1
+        assert fx.loop.stats().received == received  # reading sends the loop nothing
+        await fx.loop.prompt("hi")
+        answer = fx.loop.facts().last_assistant
+        assert answer is not None and text_of(answer.content) == "answer"
+        other = FAUX_1.__class__(**{**attrs.asdict(FAUX_1, recurse=False), "id": "faux-2"})
+        await fx.loop.configure(model=other)
+        assert fx.loop.facts().model is other
+        replacement = assistant("replaced")
+        assert await fx.loop.replace_message(answer, replacement)
+        assert fx.loop.facts().last_assistant is replacement
+        await fx.loop.set_messages([user_message("only a question")])
+        assert fx.loop.facts().last_assistant is None
+        await fx.loop.append_message(earlier)
+        assert fx.loop.facts().last_assistant is earlier
+        await fx.loop.reset()
+        assert fx.loop.facts() == LoopFacts(other, None)
+        assert fx.loop.facts() == LoopFacts(
+            (await fx.loop.run_facts()).model, (await fx.loop.run_facts()).last_assistant
+        )
 
 
 async def test_s14_custom_messages_are_dropped_by_the_default_converter() -> None:

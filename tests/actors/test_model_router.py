@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import trio
@@ -187,6 +188,33 @@ async def test_stream_runs_in_the_callers_task() -> None:
         events = await collect(router, target)
         assert tasks == [trio.lowlevel.current_task()]
         assert events[-1].type == "done"
+        await router.aclose()
+
+
+async def test_stream_functions_are_read_without_a_round_trip() -> None:
+    calls: list[str] = []
+
+    def provider(text: str) -> Any:
+        async def stream(
+            m: Model, ctx: LlmContext, options: StreamOptions, send: EventSender
+        ) -> None:
+            calls.append(text)
+            await FauxProvider([text]).stream(m, ctx, options, send)
+
+        return stream
+
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(nursery)
+        target = model("pub", "m", api="pub-api")
+        await router.register(target, provider("first"))
+        received = router.stats().received
+        await collect(router, target)
+        await collect(router, target)
+        assert router.stats().received == received  # the published function, no command
+        await router.register(model("pub", "n", api="pub-api"), provider("second"))
+        events = await collect(router, target)  # the replacement, as soon as it was awaited
+        assert calls == ["first", "first", "second"]
+        assert events[-1].message.content == (TextContent(text="second"),)  # type: ignore[union-attr]
         await router.aclose()
 
 

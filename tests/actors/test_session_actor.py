@@ -116,10 +116,10 @@ async def test_a_prompt_settles_once_after_agent_end() -> None:
     assert end.will_retry is False
 
 
-async def test_a_plain_turn_asks_the_loop_for_its_run_facts_once() -> None:
+async def test_a_plain_turn_never_asks_the_loop_for_its_run_facts() -> None:
     """Round trips per turn are latency (issue 7): the facts after a run come with its
-    agent_end, and the settle reads the session's own queues; only the check before the
-    prompt asks."""
+    agent_end, the settle reads the session's own queues, and the check before the prompt
+    reads the facts the loop publishes."""
     received: list[str] = []
 
     class Tracer:
@@ -136,7 +136,7 @@ async def test_a_plain_turn_asks_the_loop_for_its_run_facts_once() -> None:
         fx.loop.trace(Tracer())
         await fx.session.prompt("hi")
         events = await fx.collect_until_settled()
-    assert received.count("GetRunFacts") == 1
+    assert received.count("GetRunFacts") == 0
     assert received.count("Prompt") == 1
     assert [e.type for e in events][-1] == "agent_settled"
 

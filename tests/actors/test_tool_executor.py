@@ -62,6 +62,23 @@ async def test_register_without_activate(executor: ToolExecutorHandle) -> None:
     assert await names(executor) == ["c", "a"]
 
 
+async def test_active_tools_are_read_without_a_round_trip(executor: ToolExecutorHandle) -> None:
+    # The executor publishes its active tools and their prompt lines; reading them sends it
+    # nothing, and a change the caller awaited is visible in its very next read.
+    received = executor.stats().received
+    assert await names(executor) == ["a", "b"]
+    assert [entry.name for entry in await executor.prompt_entries()] == ["a", "b"]
+    assert executor.stats().received == received
+    await executor.register(tool("c", description="see"), activate=False)
+    await executor.set_active(["c"])
+    assert await names(executor) == ["c"]
+    assert [entry.name for entry in await executor.prompt_entries()] == ["c"]
+    with pytest.raises(ToolNotFoundError):
+        await executor.set_active(["nope"])
+    assert await names(executor) == ["c"]  # a refused change publishes nothing
+    assert executor.stats().received == received + 3
+
+
 async def test_register_replaces_by_name_keeping_position(executor: ToolExecutorHandle) -> None:
     await executor.register(tool("a", description="new a"))
     active = await executor.active_tools()

@@ -322,12 +322,13 @@ async def test_tool_retry_and_compaction_replay_identically(tmp_path: Path) -> N
     assert ops[:4] == ["prompt", "compact", "set_thinking_level", "prompt"]
     (thinking,) = [r for r in records if r["k"] == "input" and r["op"] == "set_thinking_level"]
     assert thinking["args"] == {"level": "off"}
-    assert {r["actor"] for r in records if r["k"] == "msg"} >= {
+    # Every actor that received a message. The tool executor and the model router receive
+    # none here: the active tools and the stream functions are read from what those actors
+    # publish, and tool calls and model requests run in the agent loop's tasks.
+    assert {r["actor"] for r in records if r["k"] == "msg"} == {
         "session",
         "agent-loop",
         "session-store",
-        "tool-executor",
-        "model-router",
     }
 
     result = await replay_records(records)

@@ -28,6 +28,7 @@ from pitrio.actors.agent_loop.decisions import (
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.queues import MessageQueue
 from pitrio.actors.agent_loop.run import ExecuteCall, LoopRun, RunConfig, StreamCall
+from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
@@ -251,6 +252,15 @@ class RunFacts:
 
 
 @attrs.frozen
+class LoopFacts:
+    """What the loop publishes for its handles (see ``pitrio.actors.latest``): the model and
+    the transcript's last assistant message, which the check before every prompt reads."""
+
+    model: Model
+    last_assistant: AssistantMessage | None
+
+
+@attrs.frozen
 class GetRunFacts:
     """Ask for the :class:`RunFacts`."""
 
@@ -362,6 +372,8 @@ class AgentLoop(Actor[AgentCommand]):
         else:
             self._base, self._messages = messages, []
         self._options = options or LoopOptions()
+        self._facts = Latest(LoopFacts(self._model, self._last_assistant()))
+        self.address.published = self._facts.reader()
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
         self._follow_up = MessageQueue(self._options.follow_up_mode)
@@ -381,6 +393,20 @@ class AgentLoop(Actor[AgentCommand]):
         return self._abort is not None
 
     async def handle(self, command: AgentCommand) -> None:
+        try:
+            await self._handle(command)
+        finally:
+            self._publish_facts()  # before the caller, woken by the reply, runs again
+
+    def _publish_facts(self) -> None:
+        # After every command and every assistant message: whatever changed the model or the
+        # transcript's end is visible to the next read. Unchanged facts publish nothing.
+        published = self._facts.get()
+        last = self._last_assistant()
+        if published.model is not self._model or published.last_assistant is not last:
+            self._facts.publish(LoopFacts(self._model, last))
+
+    async def _handle(self, command: AgentCommand) -> None:
         match command:
             case Prompt(messages=messages, reply=reply):
                 try:
@@ -581,6 +607,7 @@ class AgentLoop(Actor[AgentCommand]):
         """A run that raised: record a failure message and end the run (spec §2.6 step 4)."""
         failure = failure_message(self._model, str(error) or repr(error), aborted=abort.aborted)
         self._messages.append(failure)
+        self._publish_facts()
         self._error_message = failure.error_message
         await self._emit(AgentEnd(messages=(failure,)))
 
@@ -604,6 +631,8 @@ class AgentLoop(Actor[AgentCommand]):
             case MessageEnd(message=message):
                 self._streaming_message = None
                 self._messages.append(message)
+                if isinstance(message, AssistantMessage):
+                    self._facts.publish(LoopFacts(self._model, message))
             case ToolExecutionStart(tool_call_id=call_id):
                 self._pending_tool_calls = self._pending_tool_calls | {call_id}
             case ToolExecutionEnd(tool_call_id=call_id):
@@ -704,6 +733,13 @@ class AgentLoopHandle(Handle[AgentCommand]):
     async def run_facts(self) -> RunFacts:
         """The model, the last assistant message and whether messages are queued."""
         return await self.ask(GetRunFacts)
+
+    def facts(self) -> LoopFacts:
+        """The model and the last assistant message as the loop last published them: no
+        round trip (a change made by a command the caller awaited is included)."""
+        self._check_alive()
+        reader: LatestReader[LoopFacts] = self._address.published
+        return reader.get()
 
     async def configure(
         self,

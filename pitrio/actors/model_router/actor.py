@@ -24,6 +24,7 @@ import orjson
 import trio
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
     BUILTIN_PROVIDERS,
@@ -243,6 +244,12 @@ class ModelRouter(Actor[RouterCommand]):
         )
         self.pool = pool
         self._problems = problems
+        # The stream functions by API, read at every request: handles take the latest
+        # snapshot instead of asking (see ``pitrio.actors.latest``); republished whenever a
+        # command changed them.
+        self._published_revision = self.registry.revision
+        self._stream_fns = Latest(self.registry.stream_fns())
+        self.address.published = self._stream_fns.reader()
 
     @classmethod
     def from_config(cls, config: RouterConfig, faux: FauxProvider | None = None) -> ModelRouter:
@@ -354,8 +361,22 @@ class ModelRouter(Actor[RouterCommand]):
             pattern=pattern, model=model, level=level, unavailable=self.availability(model)
         )
 
+    async def started(self) -> None:
+        self._publish()  # registrations made on the registry before the router started
+
+    def _publish(self) -> None:
+        if self.registry.revision != self._published_revision:
+            self._published_revision = self.registry.revision
+            self._stream_fns.publish(self.registry.stream_fns())
+
     async def handle(self, command: RouterCommand) -> None:
         """Answer one command; registry errors go back to the caller, never crash the actor."""
+        try:
+            await self._handle(command)
+        finally:
+            self._publish()  # before the caller, woken by the reply, runs again
+
+    async def _handle(self, command: RouterCommand) -> None:
         registry = self.registry
         try:
             match command:
@@ -525,7 +546,11 @@ class ModelRouterHandle(Handle[RouterCommand]):
                 model, options = await self._route_for_stream(
                     model, context, options, route_request
                 )
-            stream_fn = await self.stream_fn(model)
+            self._check_alive()
+            published: LatestReader[Mapping[str, StreamFn]] = self._address.published
+            stream_fn = published.get().get(model.api) if published is not None else None
+            if stream_fn is None:  # no provider: asking raises the error with its reasons
+                stream_fn = await self.stream_fn(model)
             await stream_fn(model, context, options, send)
         except Exception as exc:
             text = str(unwrap_group(exc)) or type(exc).__name__

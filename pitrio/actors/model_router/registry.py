@@ -7,7 +7,8 @@ API shares one provider adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from pitrio.actors.model_router.models_json import VirtualModelSpec
 from pitrio.actors.model_router.providers.base import StreamFn
@@ -80,6 +81,7 @@ class ModelRegistry:
         self._by_id: dict[str, list[Model]] = {}
         self._stream_fns: dict[str, StreamFn] = {}
         self._virtual: dict[str, VirtualModelSpec] = {}
+        self.revision = 0  # bumped when the stream functions change (see ``stream_fns``)
 
     def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Add or replace ``model``; ``stream_fn``, if given, serves its API from now on.
@@ -89,6 +91,7 @@ class ModelRegistry:
         """
         if stream_fn is not None:
             self._stream_fns[model.api] = stream_fn
+            self.revision += 1
         previous = self._models.get(model.ref)
         self._models[model.ref] = model
         same_id = self._by_id.setdefault(model.id, [])
@@ -110,6 +113,11 @@ class ModelRegistry:
     def register_api(self, api: str, stream_fn: StreamFn) -> None:
         """Serve every model of ``api`` with ``stream_fn``."""
         self._stream_fns[api] = stream_fn
+        self.revision += 1
+
+    def stream_fns(self) -> Mapping[str, StreamFn]:
+        """A read-only copy of the stream functions by API (what the router publishes)."""
+        return MappingProxyType(dict(self._stream_fns))
 
     def register_all(self, models: Iterable[Model], stream_fn: StreamFn | None = None) -> None:
         """Register several models sharing one stream function."""

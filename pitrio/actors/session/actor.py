@@ -194,13 +194,14 @@ class SessionState:
 
 @attrs.frozen
 class Prompt:
-    """A user prompt. ``accepted`` is answered when it is accepted (queued or started);
+    """A user prompt. ``accepted`` is answered when it is accepted (queued or started), with
+    the ``seq`` of the last event emitted by then (a transport's response barrier);
     ``settled`` when its run settles (or at once, when it was only queued)."""
 
     text: str
     images: tuple[ImageContent, ...]
     streaming_behavior: StreamingBehavior | None
-    accepted: Reply[None]
+    accepted: Reply[int]
     settled: Reply[None]
     expand: bool = True
     """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
@@ -546,7 +547,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 command.settled.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
                 return
             await self._queue(command.text, command.images, command.streaming_behavior)
-            command.accepted.set(None)
+            command.accepted.set(self._seq)
             command.settled.set(None)
             return
         self._runs += 1
@@ -575,7 +576,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     # -- the run -----------------------------------------------------------------------------
 
-    async def _run_one(self, run: _Run, prompt: UserMessage, accepted: Reply[None]) -> None:
+    async def _run_one(self, run: _Run, prompt: UserMessage, accepted: Reply[int]) -> None:
         """A user prompt's run: preflight (pending bash, compaction check), then the run."""
 
         async def start() -> RunResult:
@@ -586,7 +587,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             added = await self._before_agent_start(
                 prompt, text_of(prompt.content), _images_of(prompt)
             )
-            accepted.set(None)  # pi answers a prompt after its preflight
+            accepted.set(self._seq)  # pi answers a prompt after its preflight
             return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
 
         await self._drive(run, start)
@@ -647,7 +648,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _before_prompt(self) -> None:
         """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""
-        facts = await self._loop.run_facts()
+        facts = self._loop.facts()  # what the loop published: no round trip before each prompt
         last = facts.last_assistant
         if last is None or not self._settings.compaction.enabled:
             return
@@ -1233,10 +1234,8 @@ class SessionHandle(Handle[SessionCommand]):
         source: InputSource = "interactive",
     ) -> None:
         """Send a prompt and return once its run settles (at once if it was only queued)."""
-        accepted: Reply[None] = self.new_reply()
-        settled: Reply[None] = self.new_reply()
-        await self.tell(
-            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
+        settled, _ = await self.submit_with_seq(
+            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
         )
         await settled.wait()
 
@@ -1250,13 +1249,29 @@ class SessionHandle(Handle[SessionCommand]):
         source: InputSource = "interactive",
     ) -> Reply[None]:
         """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
-        accepted: Reply[None] = self.new_reply()
+        settled, _ = await self.submit_with_seq(
+            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
+        )
+        return settled
+
+    async def submit_with_seq(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
+    ) -> tuple[Reply[None], int]:
+        """Like :meth:`submit`, also returning the ``seq`` of the last event emitted before
+        the prompt was accepted: what a transport writes before the prompt's response."""
+        accepted: Reply[int] = self.new_reply()
         settled: Reply[None] = self.new_reply()
         await self.tell(
             Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
         )
-        await accepted.wait()
-        return settled
+        seq = await accepted.wait()
+        return settled, seq
 
     async def extension_lifecycle(self, event: str, payload: Any) -> bool:
         """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or

@@ -155,6 +155,7 @@ class ExtensionGlue:
     _extensions: ExtensionRunner | None
     _ui_clients: bool
     _entry_ids: dict[int, tuple[AgentMessage, str]]
+    _seq: int  # the seq of the last event emitted
 
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
@@ -268,7 +269,7 @@ class ExtensionGlue:
         if runner is not None and runner.has("input"):
             result = await runner.input(command.text, command.images, command.source)
             if result.action == "handled":
-                command.accepted.set(None)
+                command.accepted.set(self._seq)
                 command.settled.set(None)
                 return
             if result.action == "transform":
@@ -285,7 +286,7 @@ class ExtensionGlue:
         found = runner.command(name)
         if found is not None:
             await runner.run_command(name, found, args, self._command_context())
-        command.accepted.set(None)
+        command.accepted.set(self._seq)
         command.settled.set(None)
 
     def _extension_command_name(self, text: str) -> str | None:

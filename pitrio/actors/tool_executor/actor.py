@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.tool_executor.batch import (
     AbortScopes,
     BatchResult,
@@ -76,6 +77,15 @@ class GetPromptEntries:
     reply: Reply[tuple[PromptEntry, ...]]
 
 
+@attrs.frozen
+class ActiveTools:
+    """What the executor publishes for its handles: the active tools, in order, and their
+    system-prompt lines."""
+
+    tools: tuple[AgentTool, ...]
+    prompt_entries: tuple[PromptEntry, ...]
+
+
 ToolExecutorCommand = (
     RegisterTools | SetActiveTools | GetActiveTools | GetAllTools | GetPromptEntries
 )
@@ -124,6 +134,15 @@ class ToolExecutor(Actor[ToolExecutorCommand]):
             wanted += [tool.name for tool in self._registry.all_tools()]
         registered = {tool.name for tool in self._registry.all_tools()}
         self._registry.set_active([name for name in wanted if name in registered])
+        # The active tools and their prompt lines are read at every run and every prompt;
+        # handles read the latest snapshot instead of asking (see ``pitrio.actors.latest``).
+        self._view = Latest(self._snapshot())
+        self.address.published = self._view.reader()
+
+    def _snapshot(self) -> ActiveTools:
+        return ActiveTools(
+            tools=self._registry.active_tools(), prompt_entries=self._registry.prompt_entries()
+        )
 
     async def run(
         self,
@@ -142,15 +161,19 @@ class ToolExecutor(Actor[ToolExecutorCommand]):
         match command:
             case RegisterTools(tools=tools, activate=activate, reply=reply):
                 try:
-                    reply.set(self._registry.register(tools, activate=activate))
+                    names = self._registry.register(tools, activate=activate)
                 except Exception as exc:
                     reply.fail(exc)
+                else:
+                    self._view.publish(self._snapshot())  # before the reply: see the module
+                    reply.set(names)
             case SetActiveTools(names=names, reply=reply):
                 try:
                     self._registry.set_active(names)
                 except Exception as exc:
                     reply.fail(exc)
                 else:
+                    self._view.publish(self._snapshot())
                     reply.set(None)
             case GetActiveTools(reply=reply):
                 reply.set(self._registry.active_tools())
@@ -176,16 +199,21 @@ class ToolExecutorHandle(Handle[ToolExecutorCommand]):
         await self.ask(lambda reply: SetActiveTools(tuple(names), reply))
 
     async def active_tools(self) -> tuple[AgentTool, ...]:
-        """The active tools, in order."""
-        return await self.ask(GetActiveTools)
+        """The active tools, in order (the executor's latest snapshot: no round trip)."""
+        return self._published().tools
 
     async def all_tools(self) -> tuple[AgentTool, ...]:
         """Every registered tool, in registration order."""
         return await self.ask(GetAllTools)
 
     async def prompt_entries(self) -> tuple[PromptEntry, ...]:
-        """The system-prompt lines of the active tools (spec §5.9)."""
-        return await self.ask(GetPromptEntries)
+        """The system-prompt lines of the active tools (spec §5.9; no round trip)."""
+        return self._published().prompt_entries
+
+    def _published(self) -> ActiveTools:
+        self._check_alive()
+        reader: LatestReader[ActiveTools] = self._address.published
+        return reader.get()
 
     async def execute(
         self, tool: AgentTool, tool_call_id: str, args: dict[str, Any], on_update: UpdateFn

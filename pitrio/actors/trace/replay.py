@@ -416,7 +416,7 @@ async def _send_input(session: SessionHandle, item: _Input, notes: list[str]) ->
     try:
         match item.op:
             case "prompt":
-                accepted: Reply[None] = session.new_reply()
+                accepted: Reply[int] = session.new_reply()
                 settled: Reply[None] = session.new_reply()
                 behavior = args.get("streamingBehavior")
                 await session.tell(Prompt(str(args["text"]), images, behavior, accepted, settled))

@@ -204,6 +204,9 @@ class SessionSocket(_Socket):
         self.hosted.touch()
         return await self.hosted.session()
 
+    def events_before_response(self, request: Request, session: SessionHandle, seq: int) -> None:
+        """Unused here: the hosted session's own barrier orders responses (``_handle``)."""
+
     async def _answer_dialog(self, response: UiResponse) -> None:
         await (await self.session()).respond_ui(response)
 

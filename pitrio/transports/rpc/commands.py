@@ -59,6 +59,11 @@ class RpcBackend(Protocol):
         """The current session (waiting out a replacement in progress)."""
         ...
 
+    def events_before_response(self, request: Request, session: SessionHandle, seq: int) -> None:
+        """``session``'s events up to ``seq`` precede ``request``'s response (a barrier the
+        command learnt without asking the session again); optional for a backend."""
+        ...
+
     async def new_session(self, parent_session: str | None) -> None:
         """Replace the current session with a fresh one."""
         ...
@@ -216,12 +221,13 @@ async def _prompt(backend: RpcBackend, request: Request) -> Any:
     behavior = request.get("streamingBehavior")
     session = await backend.session()
     # Answered at acceptance (pi 0.73.1): the run goes on and reports through events.
-    await session.submit(
+    _, seq = await session.submit_with_seq(
         message,
         images=images,
         streaming_behavior=behavior if behavior in ("steer", "followUp") else None,
         source="rpc",
     )
+    backend.events_before_response(request, session, seq)
     return MISSING
 
 

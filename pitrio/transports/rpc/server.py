@@ -132,6 +132,9 @@ class RpcServer:
         self._moved = trio.Event()
         # The prompt gate.
         self._open_prompts = 0
+        # A command's response barrier its handler learnt (by the request's id): see
+        # ``events_before_response``.
+        self._barriers: dict[int, tuple[SessionHandle, int]] = {}
         self._prompts_answered = trio.Event()
         self._at_gate = False
         self._writer_done = trio.Event()
@@ -145,6 +148,10 @@ class RpcServer:
         while self._replacing is not None:
             await self._replacing.wait()
         return self._runtime.current.session
+
+    def events_before_response(self, request: Request, session: SessionHandle, seq: int) -> None:
+        """Remember ``request``'s barrier (its handler learnt it with the command's answer)."""
+        self._barriers[id(request)] = (session, seq)
 
     async def _replace(self, action: Callable[[], Awaitable[T]]) -> T:
         while self._replacing is not None:
@@ -275,10 +282,12 @@ class RpcServer:
     async def _handle(self, request: Request) -> None:
         try:
             response = await execute(self, request)
+            known = self._barriers.pop(id(request), None)
             if request.type in EVENTFUL_COMMANDS:
-                await self._events_written(gate_ok=request.type == "prompt")
+                await self._events_written(gate_ok=request.type == "prompt", known=known)
             await self._send(dump_output(response))
         finally:
+            self._barriers.pop(id(request), None)
             if request.type == "prompt":
                 self._open_prompts -= 1
                 if self._open_prompts == 0:
@@ -329,16 +338,25 @@ class RpcServer:
         self._moved.set()
         self._moved = trio.Event()
 
-    async def _events_written(self, *, gate_ok: bool) -> None:
+    async def _events_written(
+        self, *, gate_ok: bool, known: tuple[SessionHandle, int] | None = None
+    ) -> None:
         """Wait until every event the current session emitted so far has been queued for
-        writing (or, for a prompt, until the forwarder holds its run's ``agent_start``)."""
+        writing (or, for a prompt, until the forwarder holds its run's ``agent_start``).
+
+        ``known``: the session and ``seq`` the command's own answer carried (a prompt's
+        acceptance), which saves asking the session (issue 7: a round trip per prompt).
+        """
         session = self._current_session()
         if session is None or self._replacing is not None:
             return
-        try:
-            target = await session.emitted_seq()
-        except PitrioError:
-            return
+        if known is not None and known[0] is session:
+            target = known[1]
+        else:
+            try:
+                target = await session.emitted_seq()
+            except PitrioError:
+                return
         if target == 0:
             return  # nothing emitted yet (a fresh session the forwarder may not know)
         with trio.move_on_after(BARRIER_SECONDS):

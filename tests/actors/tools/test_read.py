@@ -6,12 +6,14 @@ import base64
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
 
 from pitrio.actors.tool_executor.context import ToolCallContext, enter_call, leave_call
 from pitrio.actors.tool_executor.tools import images
+from pitrio.actors.tool_executor.tools import read as read_module
 from pitrio.actors.tool_executor.tools.read import ReadSettings, create_read_tool, format_text
 from pitrio.errors import ToolError
 from pitrio.messages.content import ImageContent, TextContent
@@ -85,6 +87,43 @@ async def test_a_huge_first_line(tmp_path: Path) -> None:
         "[Line 2 is 58.6KB, exceeds 50.0KB limit. Use bash: sed -n '2p' min.js | head -c 51200]"
     )
     assert details["truncation"]["firstLineExceedsLimit"] is True  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "size", [10, read_module.INLINE_READ_BYTES, read_module.INLINE_READ_BYTES + 1]
+)
+async def test_small_text_files_are_read_without_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    # The same text either way; only a file over the inline limit costs a thread's round trip.
+    line = "0123456789abcde\n"
+    (tmp_path / "f.txt").write_text((line * (size // len(line) + 1))[:size])
+    inline = await read(tmp_path, path="f.txt", limit=3000)
+    hops = 0
+    real = read_module.trio.to_thread.run_sync
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(read_module.trio.to_thread, "run_sync", counting)
+    assert await read(tmp_path, path="f.txt", limit=3000) == inline
+    assert hops == (1 if size > read_module.INLINE_READ_BYTES else 0)
+    monkeypatch.setattr(read_module, "INLINE_READ_BYTES", -1)  # every read in a thread
+    assert await read(tmp_path, path="f.txt", limit=3000) == inline
+
+
+async def test_unreadable_and_special_files_take_the_thread_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(read_module.os, "access", lambda *_args: False)
+    (tmp_path / "locked.txt").write_text("secret")
+    with pytest.raises(ToolError, match=r"^EACCES: permission denied, access '.*locked.txt'$"):
+        await read(tmp_path, path="locked.txt")
+    assert read_module.read_small_text(str(tmp_path), "locked.txt", None, None) is None
+    assert read_module.read_small_text(str(tmp_path), ".", None, None) is None  # a directory
+    assert read_module.read_small_text(str(tmp_path), "missing", None, None) is None
 
 
 def test_format_text_is_pure() -> None:

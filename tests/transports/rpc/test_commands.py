@@ -82,8 +82,9 @@ class FakeSession:
         self.model = MODELS["faux-1"]
         self.level = "off"
 
-    async def submit(self, text: str, **kwargs: Any) -> None:
+    async def submit_with_seq(self, text: str, **kwargs: Any) -> tuple[None, int]:
         self.calls.append(("submit", (text, kwargs)))
+        return None, 41
 
     async def steer(self, text: str, images: Any = ()) -> None:
         self.calls.append(("steer", (text, images)))
@@ -112,6 +113,7 @@ class FakeBackend:
     fake: FakeSession = attrs.field(factory=FakeSession)
     scope: tuple[ScopedModel, ...] = ()
     updates: UpdateFormat = "full"
+    barriers: list[tuple[Any, Any, int]] = attrs.field(factory=list)
 
     async def session(self) -> FakeSession:
         return self.fake
@@ -121,6 +123,9 @@ class FakeBackend:
 
     def set_update_format(self, updates: UpdateFormat) -> None:
         self.updates = updates
+
+    def events_before_response(self, request: Request, session: Any, seq: int) -> None:
+        self.barriers.append((request.id, session, seq))
 
 
 async def run(backend: Any, line: str | dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +201,8 @@ async def test_prompt_fields() -> None:
         "streaming_behavior": "steer",
         "source": "rpc",  # what an extension's input handler sees
     }
+    # The seq the acceptance carried is the response's barrier: no second question.
+    assert backend.barriers == [("p", backend.fake, 41)]
     bad = await run(backend, '{"id":"p2","type":"prompt"}')
     assert bad["success"] is False and bad["error"] == "prompt: message must be a string"
     bad_image = await run(backend, '{"id":"p3","type":"prompt","message":"x","images":[{}]}')
