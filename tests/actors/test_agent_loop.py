@@ -44,6 +44,7 @@ from pitrio.messages.events import (
     TurnEnd,
 )
 from pitrio.messages.model import LlmContext
+from pitrio.messages.snapshot import Snapshot
 
 from .conftest import FAUX_1, running_loop, shape
 
@@ -350,6 +351,47 @@ async def test_s14_custom_messages_are_dropped_by_the_default_converter() -> Non
     sent = fx.faux.last_request.context.messages
     assert [m.role for m in sent] == ["user"]
     assert user_texts(sent) == ["visible"]
+
+
+async def test_request_snapshots_say_what_they_extend_and_never_lie() -> None:
+    """Issue 10: each request's transcript is a snapshot made from the previous request's
+    when nothing of that one was replaced since (across tool turns and runs), so the
+    converter and the provider resume without comparing; any other change breaks the chain.
+    Whenever a snapshot says it follows the previous one, it does: the same objects first."""
+    seen: list[Any] = []
+
+    async def record(messages: Any) -> list[LlmMessage]:
+        seen.append(messages)
+        return convert_to_llm(messages)
+
+    def linked() -> bool:
+        current, previous = seen[-1], seen[-2]
+        follows = isinstance(current, Snapshot) and current.follows(previous)
+        if follows:  # never claimed falsely
+            assert all(a is b for a, b in zip(current, previous, strict=False))
+        return follows
+
+    call = FauxToolCall("echo", {"value": 1})
+    replies = [FauxReply(tool_calls=[call]), "after tool", "second", "third", "4", "5", "6"]
+    hooks = LoopHooks(convert_to_llm=record)
+    async with running_loop(*replies, tools=[echo_tool()], hooks=hooks) as fx:
+        await fx.loop.prompt("one")  # a tool turn: two requests
+        assert len(seen) == 2 and linked()
+        await fx.loop.prompt("two")  # a new run goes on from the last request
+        assert linked()
+        await fx.loop.append_message(user_message("appended while idle"))
+        await fx.loop.prompt("three")
+        assert linked()
+        earlier = seen[-1][1]  # the answer of the tool turn, long before the end
+        assert await fx.loop.replace_message(earlier, assistant("replaced"))
+        await fx.loop.prompt("four")
+        assert not linked()
+        await fx.loop.prompt("five")
+        assert linked()  # a new chain from there
+        await fx.loop.set_messages(list(seen[-1]))
+        await fx.loop.prompt("six")
+        assert not linked()
+    assert [type(m) for m in fx.faux.last_request.context.messages][-1] is UserMessage
 
 
 async def test_s15_transform_runs_before_convert() -> None:

@@ -284,16 +284,34 @@ def test_the_prefix_converter_converts_only_what_is_new() -> None:
     first = [user_message("a"), custom]
     converter = PrefixConverter()
     out1 = converter.convert(first)
-    assert out1 == convert_to_llm(first)
+    assert list(out1) == convert_to_llm(first)
     grown = [*first, user_message("b")]
     out2 = converter.convert(grown)
-    assert out2 == convert_to_llm(grown)
+    assert list(out2) == convert_to_llm(grown)
     assert out2[1] is out1[1]  # the custom message's conversion was reused, not redone
+    assert out2.follows(out1)  # and the provider is told so (no comparison there either)
     changed = [user_message("z"), *grown[1:]]
     out3 = converter.convert(changed)
-    assert out3 == convert_to_llm(changed) and out3[1] is not out1[1]
-    out3.clear()  # the caller's list is its own
-    assert converter.convert(changed) == convert_to_llm(changed)
+    assert list(out3) == convert_to_llm(changed) and out3[1] is not out1[1]
+    assert not out3.follows(out2)
+    assert isinstance(out3, tuple)  # immutable: the next call cannot change what it gave
+    assert converter.convert(changed) is out3  # nothing new: the same snapshot
+
+
+def test_the_prefix_converter_trusts_a_snapshot_made_from_its_last_input() -> None:
+    # Constant time: a snapshot that says it extends the previous input is not compared
+    # (here it lies, so the stale conversion of its first item shows that nothing looked).
+    from pitrio.messages.convert import PrefixConverter
+    from pitrio.messages.snapshot import Snapshot
+
+    a, b, z = (UserMessage(content=text, timestamp=1) for text in "abz")
+    converter = PrefixConverter()
+    first = Snapshot((a,))
+    converter.convert(first)
+    trusted = converter.convert(Snapshot((z, b), extends=first))
+    assert [m.content for m in trusted] == ["a", "b"]
+    compared = converter.convert((b, z))  # a plain tuple: compared, found different
+    assert [m.content for m in compared] == ["b", "z"]
 
 
 def test_extends_compares_a_prefix_by_value_with_identical_items_taken_at_once() -> None:

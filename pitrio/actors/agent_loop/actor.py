@@ -27,7 +27,13 @@ from pitrio.actors.agent_loop.decisions import (
 )
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.queues import MessageQueue
-from pitrio.actors.agent_loop.run import ExecuteCall, LoopRun, RunConfig, StreamCall
+from pitrio.actors.agent_loop.run import (
+    ExecuteCall,
+    LoopRun,
+    RunConfig,
+    StreamCall,
+    replace_last,
+)
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
@@ -52,6 +58,7 @@ from pitrio.messages.events import (
     TurnEnd,
 )
 from pitrio.messages.model import Model, ModelCost
+from pitrio.messages.snapshot import Snapshot
 
 PLACEHOLDER_MODEL = Model(
     id="unknown",
@@ -122,16 +129,6 @@ class AgentState:
         result = tuple(decoded)
         object.__setattr__(self, "_messages", result)
         return result
-
-
-def _replace_last(messages: list[AgentMessage], old: AgentMessage, new: AgentMessage) -> bool:
-    """Put ``new`` where ``old`` (the same object) last is; whether it was there. Searched
-    from the end: the message just finished is almost always the last one."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index] is old:
-            messages[index] = new
-            return True
-    return False
 
 
 class _Transcript(Sequence[AgentMessage]):
@@ -373,6 +370,11 @@ class AgentLoop(Actor[AgentCommand]):
             self._base, self._messages = messages, []
         self._options = options or LoopOptions()
         self._facts = Latest(LoopFacts(self._model, self._last_assistant()))
+        # The last run's last context snapshot while it still starts the transcript: the next
+        # run's snapshots are made from it (see ``LoopRun.shared``). Any change other than
+        # appending forgets it (and bumps the generation, for a run in progress).
+        self._shared: Snapshot[AgentMessage] | None = None
+        self._shared_generation = 0
         self.address.published = self._facts.reader()
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
@@ -397,6 +399,10 @@ class AgentLoop(Actor[AgentCommand]):
             await self._handle(command)
         finally:
             self._publish_facts()  # before the caller, woken by the reply, runs again
+
+    def _forget_shared(self) -> None:
+        self._shared = None
+        self._shared_generation += 1
 
     def _publish_facts(self) -> None:
         # After every command and every assistant message: whatever changed the model or the
@@ -463,16 +469,22 @@ class AgentLoop(Actor[AgentCommand]):
             case SetMessages(messages=messages, append=append, reply=reply):
                 if append:
                     self._messages.extend(messages)
+                    if self._live_run is not None:  # not in the run's context: they part
+                        self._forget_shared()
                 else:
                     self._base, self._messages = None, list(messages)
+                    self._forget_shared()
                 reply.set(None)
             case ReplaceMessage(old=old, new=new, reply=reply):
                 if self._live_run is not None:  # the request being built sees it too
-                    _replace_last(self._live_run.context, old, new)
-                    _replace_last(self._live_run.new_messages, old, new)
-                reply.set(_replace_last(self._transcript(), old, new))
+                    self._live_run.replace_message(old, new)
+                index = replace_last(self._transcript(), old, new)
+                if index >= 0:
+                    self._forget_shared()
+                reply.set(index >= 0)
             case Reset(reply=reply):
                 self._base, self._messages = None, []
+                self._forget_shared()
                 self._streaming_message = None
                 self._pending_tool_calls = frozenset()
                 self._error_message = None
@@ -561,6 +573,7 @@ class AgentLoop(Actor[AgentCommand]):
         reply: Reply[RunResult],
     ) -> None:
         run: LoopRun | None = None
+        generation = self._shared_generation
         try:
             tools: tuple[AgentTool, ...] = ()
             if self._tools is not None:
@@ -585,6 +598,7 @@ class AgentLoop(Actor[AgentCommand]):
                 poll_steering=self._steering.drain,
                 poll_follow_up=self._follow_up.drain,
                 abort=abort,
+                shared=self._shared,
             )
             self._live_run = run
             if isinstance(plan, RunPrompts):
@@ -594,6 +608,10 @@ class AgentLoop(Actor[AgentCommand]):
         except Exception as exc:
             await self._fail_run(unwrap_group(exc), abort)
         finally:
+            if run is not None and generation == self._shared_generation:
+                # The run's last snapshot starts the transcript: its messages went into
+                # the transcript in the same order (message_end), nothing replaced them.
+                self._shared = run.shared
             self._live_run = None
             self._abort = None
             self._streaming_message = None

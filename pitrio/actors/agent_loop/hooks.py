@@ -56,7 +56,7 @@ class TurnContext:
 
 
 TransformContext = Callable[[list[AgentMessage]], Awaitable[list[AgentMessage]]]
-ConvertToLlm = Callable[[Sequence[AgentMessage]], Awaitable[list[LlmMessage]]]
+ConvertToLlm = Callable[[Sequence[AgentMessage]], Awaitable[Sequence[LlmMessage]]]
 GetApiKey = Callable[[str], Awaitable[str | None]]
 ShouldStopAfterTurn = Callable[[TurnContext], Awaitable[bool]]
 

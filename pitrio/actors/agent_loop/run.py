@@ -43,6 +43,7 @@ from pitrio.messages.events import (
     TurnStart,
 )
 from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.snapshot import Snapshot
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError, StreamStart
 
 __all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
@@ -71,6 +72,16 @@ class RunConfig:
     hooks: LoopHooks
 
 
+def replace_last(messages: list[AgentMessage], old: AgentMessage, new: AgentMessage) -> int:
+    """Put ``new`` where ``old`` (the same object) last is; its index, or -1 if it was not
+    there. Searched from the end: the message just finished is almost always the last one."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is old:
+            messages[index] = new
+            return index
+    return -1
+
+
 class LoopRun:
     """The state of one run: its context, the messages it added, its abort."""
 
@@ -85,9 +96,14 @@ class LoopRun:
         poll_steering: Poll,
         poll_follow_up: Poll,
         abort: RunAbort,
+        shared: Snapshot[AgentMessage] | None = None,
     ) -> None:
         self.config = config
         self.context = context
+        # The last snapshot of the context handed out (``shared``: one whose items start the
+        # context, from an earlier run), while nothing of it has been replaced since: the next
+        # snapshot is made from it, so the converter and the provider need not compare.
+        self.shared = shared
         self.new_messages: list[AgentMessage] = []
         self._emit = emit
         self._stream = stream
@@ -168,6 +184,29 @@ class LoopRun:
             pending = follow_ups
         await self._end()
 
+    # -- the context and its snapshots ----------------------------------------------------
+
+    def _snapshot(self) -> Snapshot[AgentMessage]:
+        snapshot = Snapshot(self.context, extends=self.shared)
+        self.shared = snapshot
+        return snapshot
+
+    def _set_last(self, message: AgentMessage) -> None:
+        # The streamed message is appended after the request's snapshot, so replacing it
+        # leaves the snapshot's items alone; anything else breaks the chain.
+        index = len(self.context) - 1
+        if self.shared is not None and index < len(self.shared):
+            self.shared = None
+        self.context[index] = message
+
+    def replace_message(self, old: AgentMessage, new: AgentMessage) -> None:
+        """Replace the last occurrence of ``old`` (by identity) in the context and in the
+        run's new messages (the request being built sees it too)."""
+        replace_last(self.new_messages, old, new)
+        index = replace_last(self.context, old, new)
+        if self.shared is not None and 0 <= index < len(self.shared):
+            self.shared = None
+
     # -- the provider stream -------------------------------------------------------------
 
     async def _stream_response(self) -> AssistantMessage:
@@ -177,9 +216,10 @@ class LoopRun:
         final: AssistantMessage | None = None
         announced = False
         with self.abort.scope() as scope:
-            # A tuple unless a hook may change the list: a converter that keeps the previous
-            # request's messages then compares and keeps this one without more copies.
-            messages: Sequence[AgentMessage] = tuple(self.context)
+            # A snapshot made from the previous one (see ``shared``) unless a hook may change
+            # the list: a converter that keeps the previous request's messages then knows
+            # this one extends them without comparing (issue 10).
+            messages: Sequence[AgentMessage] = self._snapshot()
             if config.hooks.transform_context is not None:
                 messages = await config.hooks.transform_context(list(messages))
             if config.hooks.convert_to_llm is not None:
@@ -188,7 +228,7 @@ class LoopRun:
                 llm_messages = default_convert_to_llm(messages)
             llm_context = LlmContext(
                 system_prompt=config.system_prompt,
-                messages=tuple(llm_messages),
+                messages=llm_messages if isinstance(llm_messages, tuple) else tuple(llm_messages),
                 tools=tuple(tool.spec for tool in config.tools),
             )
             api_key = config.api_key
@@ -230,7 +270,7 @@ class LoopRun:
                             case _:
                                 partial = event.partial
                                 if announced:
-                                    self.context[-1] = partial
+                                    self._set_last(partial)
                                 else:
                                     self.context.append(partial)
                                     await self._emit(MessageStart(message=partial))
@@ -246,7 +286,7 @@ class LoopRun:
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
         if announced:
-            self.context[-1] = final
+            self._set_last(final)
         else:
             self.context.append(final)
             await self._emit(MessageStart(message=final))

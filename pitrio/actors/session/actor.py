@@ -421,7 +421,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         # converts the messages added since the last one, not the whole transcript.
         converter = PrefixConverter()
 
-        async def convert(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+        async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)
 
         hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))

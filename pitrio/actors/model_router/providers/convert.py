@@ -217,7 +217,9 @@ class PrefixCache(Generic[B]):
             builder = fresh()
         for message in messages[start:]:
             builder.feed(message)
-        self._entries[slot] = (tuple(messages), builder)
+        # A tuple is kept as it is: ``tuple()`` of a Snapshot would copy it (issue 10).
+        kept = messages if isinstance(messages, tuple) else tuple(messages)
+        self._entries[slot] = (kept, builder)
         while len(self._entries) > self.kept:
             self._entries.popitem(last=False)
         return builder
