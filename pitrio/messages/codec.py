@@ -25,6 +25,7 @@ Rules, applied to every attrs class in :mod:`pitrio.messages` by hook factories:
 
 from __future__ import annotations
 
+import collections.abc
 import re
 import types
 import typing
@@ -175,14 +176,15 @@ def _is_homogeneous_sequence(tp: Any) -> bool:
     origin = get_origin(tp)
     if origin is tuple:
         return len(args) == 2 and args[1] is Ellipsis
-    return origin is list and len(args) == 1
+    return origin in (list, collections.abc.Sequence) and len(args) == 1
 
 
 def _make_sequence_structure(tp: Any) -> Callable[[Any, Any], Any]:
     # cattrs would iterate any iterable (a string decodes as a tuple of characters); a JSON
     # array is required here. Errors keep cattrs' per-index notes so paths read ``$.x[2]``.
     elem = get_args(tp)[0]
-    make = tuple if get_origin(tp) is tuple else list
+    # A ``Sequence`` field holds an immutable sequence: decoded, a tuple.
+    make = list if get_origin(tp) is list else tuple
     hooks: list[Callable[[Any, Any], Any]] = []
 
     def structure(value: Any, _type: Any) -> Any:
@@ -232,6 +234,8 @@ def _unstructure_value(value: Any) -> Any:
     hook = _WIRE_HOOKS.get(cls)
     if hook is not None:
         return hook(value)
+    if isinstance(value, collections.abc.Sequence) and not isinstance(value, str | bytes):
+        return [_unstructure_value(item) for item in value]  # e.g. a transcript snapshot
     return converter.unstructure(value)
 
 

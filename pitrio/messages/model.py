@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
@@ -58,7 +59,9 @@ class LlmContext:
     """One provider request's context: system prompt, LLM messages, tools."""
 
     system_prompt: str
-    messages: tuple[LlmMessage, ...]
+    messages: Sequence[LlmMessage]
+    """Immutable: a tuple, or a :class:`~pitrio.messages.snapshot.Snapshot` of a session's
+    transcript (which shares its items with the previous request's)."""
     tools: tuple[ToolSpec, ...] = ()
 
 

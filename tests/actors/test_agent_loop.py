@@ -394,6 +394,26 @@ async def test_request_snapshots_say_what_they_extend_and_never_lie() -> None:
     assert [type(m) for m in fx.faux.last_request.context.messages][-1] is UserMessage
 
 
+def test_run_context_shares_its_start_and_unlinks_after_an_edit_inside_it() -> None:
+    from pitrio.actors.agent_loop.run import RunContext
+
+    a, b, c, d = (user_message(text) for text in "abcd")
+    start = Snapshot([a, b])
+    context = RunContext(start, [c])
+    assert list(context) == [a, b, c] and len(context) == 3 and context.last() is c
+    first = context.snapshot()
+    assert first.follows(start) and list(first) == [a, b, c]
+    context.append(d)
+    context.set_last(a)  # the streamed message replaced: only the part after the snapshot
+    second = context.snapshot()
+    assert second.follows(first) and list(second) == [a, b, c, a]
+    assert context.replace_last(d, b) is False  # not there any more
+    assert context.replace_last(b, d)  # the last b sits inside the shared part
+    third = context.snapshot()
+    assert list(third) == [a, d, c, a] and not third.follows(second)
+    assert list(second) == [a, b, c, a]  # a snapshot handed out never changes
+
+
 async def test_s15_transform_runs_before_convert() -> None:
     calls: list[str] = []
     seen_by_convert: list[int] = []
@@ -572,7 +592,7 @@ async def test_s18_steering_waits_for_the_batch_then_is_injected() -> None:
 
 async def test_s19_low_level_continue_without_messages() -> None:
     from pitrio.actors.agent_loop.abort import RunAbort
-    from pitrio.actors.agent_loop.run import LoopRun, RunConfig
+    from pitrio.actors.agent_loop.run import LoopRun, RunConfig, RunContext
 
     async def no_stream(*args: Any) -> None:
         raise AssertionError("must not be called")
@@ -592,7 +612,7 @@ async def test_s19_low_level_continue_without_messages() -> None:
     )
     run = LoopRun(
         config,
-        [],
+        RunContext(),
         emit=no_emit,
         stream=no_stream,
         execute=no_stream,

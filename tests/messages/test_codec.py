@@ -9,6 +9,7 @@ generated values and on hand-written examples.
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import re
 import types
@@ -123,6 +124,9 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
     if origin is tuple:
         elem, ellipsis = get_args(tp)
         assert ellipsis is Ellipsis, tp
+        return st.lists(strategy_for(elem), max_size=2).map(tuple)
+    if origin is collections.abc.Sequence:  # an immutable sequence: decoded as a tuple
+        (elem,) = get_args(tp)
         return st.lists(strategy_for(elem), max_size=2).map(tuple)
     if origin is dict:
         key, value = get_args(tp)

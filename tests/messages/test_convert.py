@@ -276,6 +276,7 @@ def test_bash_text_shape(command: str, output: str, cancelled: bool, exit_code: 
 
 def test_the_prefix_converter_converts_only_what_is_new() -> None:
     from pitrio.messages.convert import PrefixConverter, convert_to_llm
+    from pitrio.messages.snapshot import Snapshot
 
     def user_message(text: str) -> UserMessage:
         return UserMessage(content=text, timestamp=1)
@@ -294,7 +295,7 @@ def test_the_prefix_converter_converts_only_what_is_new() -> None:
     out3 = converter.convert(changed)
     assert list(out3) == convert_to_llm(changed) and out3[1] is not out1[1]
     assert not out3.follows(out2)
-    assert isinstance(out3, tuple)  # immutable: the next call cannot change what it gave
+    assert isinstance(out3, Snapshot) and not hasattr(out3, "append")  # immutable
     assert converter.convert(changed) is out3  # nothing new: the same snapshot
 
 
@@ -308,7 +309,9 @@ def test_the_prefix_converter_trusts_a_snapshot_made_from_its_last_input() -> No
     converter = PrefixConverter()
     first = Snapshot((a,))
     converter.convert(first)
-    trusted = converter.convert(Snapshot((z, b), extends=first))
+    liar = Snapshot((z, b))
+    liar.base, liar.base_len = first.token, len(first)
+    trusted = converter.convert(liar)
     assert [m.content for m in trusted] == ["a", "b"]
     compared = converter.convert((b, z))  # a plain tuple: compared, found different
     assert [m.content for m in compared] == ["b", "z"]

@@ -31,6 +31,7 @@ from pitrio.actors.agent_loop.run import (
     ExecuteCall,
     LoopRun,
     RunConfig,
+    RunContext,
     StreamCall,
     replace_last,
 )
@@ -371,8 +372,8 @@ class AgentLoop(Actor[AgentCommand]):
         self._options = options or LoopOptions()
         self._facts = Latest(LoopFacts(self._model, self._last_assistant()))
         # The last run's last context snapshot while it still starts the transcript: the next
-        # run's snapshots are made from it (see ``LoopRun.shared``). Any change other than
-        # appending forgets it (and bumps the generation, for a run in progress).
+        # run's context starts from it (see ``RunContext``). Any change other than appending
+        # forgets it (and bumps the generation, for a run in progress).
         self._shared: Snapshot[AgentMessage] | None = None
         self._shared_generation = 0
         self.address.published = self._facts.reader()
@@ -399,6 +400,15 @@ class AgentLoop(Actor[AgentCommand]):
             await self._handle(command)
         finally:
             self._publish_facts()  # before the caller, woken by the reply, runs again
+
+    def _run_context(self) -> RunContext:
+        """A new run's context: the shared snapshot and what the transcript has after it, or,
+        after a change other than appending, a snapshot of the whole transcript."""
+        transcript = self._transcript()
+        shared = self._shared
+        if shared is not None and len(transcript) >= len(shared):
+            return RunContext(shared, transcript[len(shared) :])
+        return RunContext(Snapshot(transcript))
 
     def _forget_shared(self) -> None:
         self._shared = None
@@ -591,14 +601,13 @@ class AgentLoop(Actor[AgentCommand]):
             )
             run = LoopRun(
                 config,
-                list(self._transcript()),
+                self._run_context(),
                 emit=self._emit,
                 stream=self._stream,
                 execute=self._execute_call(),
                 poll_steering=self._steering.drain,
                 poll_follow_up=self._follow_up.drain,
                 abort=abort,
-                shared=self._shared,
             )
             self._live_run = run
             if isinstance(plan, RunPrompts):
@@ -611,7 +620,7 @@ class AgentLoop(Actor[AgentCommand]):
             if run is not None and generation == self._shared_generation:
                 # The run's last snapshot starts the transcript: its messages went into
                 # the transcript in the same order (message_end), nothing replaced them.
-                self._shared = run.shared
+                self._shared = run.context.base
             self._live_run = None
             self._abort = None
             self._streaming_message = None

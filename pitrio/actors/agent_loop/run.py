@@ -8,7 +8,8 @@ reports the aborted response and tools exactly as pi does.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from itertools import chain
 
 import attrs
 import trio
@@ -72,6 +73,64 @@ class RunConfig:
     hooks: LoopHooks
 
 
+class RunContext:
+    """A run's transcript: a :class:`Snapshot` (its start, shared with the requests and the
+    agent) and the messages added since, in a list of the run's own.
+
+    Starting a run, taking a request's snapshot and ending the run then cost the messages
+    added, not the whole transcript (issue 10: a long session's turn). Replacing a message of
+    the snapshot part makes a new, unlinked snapshot (a rare path: a context edit).
+    """
+
+    __slots__ = ("base", "tail")
+
+    def __init__(
+        self, base: Snapshot[AgentMessage] | None = None, tail: Iterable[AgentMessage] = ()
+    ) -> None:
+        self.base: Snapshot[AgentMessage] = base if base is not None else Snapshot()
+        self.tail: list[AgentMessage] = list(tail)
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+    def __iter__(self) -> Iterator[AgentMessage]:
+        return chain(self.base, self.tail)
+
+    def last(self) -> AgentMessage:
+        """The last message (IndexError when there is none)."""
+        return self.tail[-1] if self.tail else self.base[-1]
+
+    def append(self, message: AgentMessage) -> None:
+        """Add a message at the end."""
+        self.tail.append(message)
+
+    def extend(self, messages: Iterable[AgentMessage]) -> None:
+        """Add messages at the end."""
+        self.tail.extend(messages)
+
+    def snapshot(self) -> Snapshot[AgentMessage]:
+        """Everything so far as a snapshot made from the previous one (which it becomes)."""
+        self.base, self.tail = self.base.extended(self.tail), []
+        return self.base
+
+    def set_last(self, message: AgentMessage) -> None:
+        """Replace the last message (the one being streamed)."""
+        if self.tail:
+            self.tail[-1] = message
+        else:
+            self.base, self.tail = Snapshot(self.base[:-1]), [message]
+
+    def replace_last(self, old: AgentMessage, new: AgentMessage) -> bool:
+        """Put ``new`` where ``old`` (the same object) last is; whether it was there."""
+        if replace_last(self.tail, old, new) >= 0:
+            return True
+        items = list(self.base)
+        if replace_last(items, old, new) < 0:
+            return False
+        self.base = Snapshot(items)  # an edit inside: the snapshots after it start afresh
+        return True
+
+
 def replace_last(messages: list[AgentMessage], old: AgentMessage, new: AgentMessage) -> int:
     """Put ``new`` where ``old`` (the same object) last is; its index, or -1 if it was not
     there. Searched from the end: the message just finished is almost always the last one."""
@@ -88,7 +147,7 @@ class LoopRun:
     def __init__(
         self,
         config: RunConfig,
-        context: list[AgentMessage],
+        context: RunContext,
         *,
         emit: Emit,
         stream: StreamCall,
@@ -96,14 +155,12 @@ class LoopRun:
         poll_steering: Poll,
         poll_follow_up: Poll,
         abort: RunAbort,
-        shared: Snapshot[AgentMessage] | None = None,
     ) -> None:
         self.config = config
+        # Its base is the last snapshot handed out (or one from an earlier run): the next
+        # request's snapshot is made from it, so the converter and the provider need not
+        # compare, and nothing copies the whole transcript.
         self.context = context
-        # The last snapshot of the context handed out (``shared``: one whose items start the
-        # context, from an earlier run), while nothing of it has been replaced since: the next
-        # snapshot is made from it, so the converter and the provider need not compare.
-        self.shared = shared
         self.new_messages: list[AgentMessage] = []
         self._emit = emit
         self._stream = stream
@@ -127,7 +184,7 @@ class LoopRun:
         """Continuation mode: answer the context as it is (it must not end with a response)."""
         if not self.context:
             raise ContinueError(NO_CONTEXT)
-        if isinstance(self.context[-1], AssistantMessage):
+        if isinstance(self.context.last(), AssistantMessage):
             raise ContinueError(continue_from_role("assistant"))
         await self._emit(AgentStart())
         await self._emit(TurnStart())
@@ -187,25 +244,16 @@ class LoopRun:
     # -- the context and its snapshots ----------------------------------------------------
 
     def _snapshot(self) -> Snapshot[AgentMessage]:
-        snapshot = Snapshot(self.context, extends=self.shared)
-        self.shared = snapshot
-        return snapshot
+        return self.context.snapshot()
 
     def _set_last(self, message: AgentMessage) -> None:
-        # The streamed message is appended after the request's snapshot, so replacing it
-        # leaves the snapshot's items alone; anything else breaks the chain.
-        index = len(self.context) - 1
-        if self.shared is not None and index < len(self.shared):
-            self.shared = None
-        self.context[index] = message
+        self.context.set_last(message)
 
     def replace_message(self, old: AgentMessage, new: AgentMessage) -> None:
         """Replace the last occurrence of ``old`` (by identity) in the context and in the
         run's new messages (the request being built sees it too)."""
         replace_last(self.new_messages, old, new)
-        index = replace_last(self.context, old, new)
-        if self.shared is not None and 0 <= index < len(self.shared):
-            self.shared = None
+        self.context.replace_last(old, new)
 
     # -- the provider stream -------------------------------------------------------------
 
@@ -228,7 +276,11 @@ class LoopRun:
                 llm_messages = default_convert_to_llm(messages)
             llm_context = LlmContext(
                 system_prompt=config.system_prompt,
-                messages=llm_messages if isinstance(llm_messages, tuple) else tuple(llm_messages),
+                messages=(
+                    llm_messages
+                    if isinstance(llm_messages, tuple | Snapshot)
+                    else tuple(llm_messages)
+                ),
                 tools=tuple(tool.spec for tool in config.tools),
             )
             api_key = config.api_key

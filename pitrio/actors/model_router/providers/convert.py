@@ -27,6 +27,7 @@ from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessag
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.convert import extends
 from pitrio.messages.model import Model
+from pitrio.messages.snapshot import Snapshot
 
 NO_RESULT_TEXT = "No result provided"
 """Text of the synthetic result of a tool call that has none."""
@@ -195,7 +196,7 @@ class PrefixCache(Generic[B]):
 
     def __init__(self, kept: int = 16) -> None:
         self.kept = kept
-        self._entries: collections.OrderedDict[Hashable, tuple[tuple[LlmMessage, ...], B]] = (
+        self._entries: collections.OrderedDict[Hashable, tuple[Sequence[LlmMessage], B]] = (
             collections.OrderedDict()
         )
 
@@ -217,14 +218,14 @@ class PrefixCache(Generic[B]):
             builder = fresh()
         for message in messages[start:]:
             builder.feed(message)
-        # A tuple is kept as it is: ``tuple()`` of a Snapshot would copy it (issue 10).
-        kept = messages if isinstance(messages, tuple) else tuple(messages)
+        # Immutable sequences are kept as they are (a snapshot shares its items; issue 10).
+        kept = messages if isinstance(messages, tuple | Snapshot) else tuple(messages)
         self._entries[slot] = (kept, builder)
         while len(self._entries) > self.kept:
             self._entries.popitem(last=False)
         return builder
 
-    def states(self) -> list[tuple[tuple[LlmMessage, ...], B]]:
+    def states(self) -> list[tuple[Sequence[LlmMessage], B]]:
         """The kept (messages, builder) pairs, oldest first (for tests)."""
         return list(self._entries.values())
 
