@@ -12,6 +12,10 @@ median of B's time over A's. The same build against itself gives 0.97-1.00 here.
     .venv/bin/python -m bench.ab_turns --a-src /tmp/before --b-src . --turns 100
     .venv/bin/python -m bench.ab_turns --a-src /tmp/before --b-src . --session-turns 10000
 
+``--a-session-turns``/``--b-session-turns`` give the two sides different lengths: the same
+build on a fresh and on a long session, turn by turn, is the flatness of a turn's cost
+without the phases of this VM in the way.
+
 ``--a-src``/``--b-src`` name a directory holding a ``pitrio`` package (e.g. ``git archive``
 of a commit) run with the project's interpreter; ``--a-cmd``/``--b-cmd`` take any agent
 command instead (``{agent_dir}`` is filled in, as the harness does). ``--session-turns N``
@@ -96,18 +100,18 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     try:
         config, prompt = _mock_config(tools, args.workload)
         harness.mock.reset(**config)
-        session: Path | None = None
-        for side in sides:
+        sessions: dict[int, Path] = {}
+        for side, turns in zip(sides, (args.a_session_turns, args.b_session_turns), strict=True):
             harness.agent_cmd_template = side.command
             sandbox = harness.sandbox(f"ab-{side.name}")
             extra: list[str] = []
-            if args.session_turns:
+            if turns:
                 copy = sandbox.root / "session.jsonl"
-                if session is None:
-                    harness.make_session_file(copy, sandbox.work, args.session_turns)
-                    session = copy
+                if turns not in sessions:
+                    harness.make_session_file(copy, sandbox.work, turns)
+                    sessions[turns] = copy
                 else:
-                    shutil.copyfile(session, copy)
+                    shutil.copyfile(sessions[turns], copy)
                 extra = ["--session", str(copy)]
             side.agent, _ = harness.start_ready(sandbox, extra, timeout=180.0)
         for side in sides:
@@ -171,8 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--session-turns", type=int, default=0)
+    parser.add_argument(
+        "--a-session-turns", type=int, help="A's session length (default: --session-turns)"
+    )
+    parser.add_argument(
+        "--b-session-turns", type=int, help="B's session length (default: --session-turns)"
+    )
     parser.add_argument("--pi-cli", help="pi's dist/cli.js, for a command naming {pi_cli}")
     args = parser.parse_args(argv)
+    for name in ("a_session_turns", "b_session_turns"):
+        if getattr(args, name) is None:
+            setattr(args, name, args.session_turns)
     if args.block < 3:
         parser.error("--block must be at least 3 (two turns of each block are not counted)")
     result = compare(args)
