@@ -18,7 +18,7 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.content import TextContent
-from pitrio.messages.snapshot import Snapshot
+from pitrio.messages.snapshot import Snapshot, immutable
 
 T = TypeVar("T")
 
@@ -139,7 +139,6 @@ class PrefixConverter:
             out = self._out.extended(m for m in converted if m is not None)
         else:
             out = Snapshot(m for m in map(convert_message, messages) if m is not None)
-        # Immutable inputs are kept as they are (a snapshot is not copied).
-        self._source = messages if isinstance(messages, tuple | Snapshot) else tuple(messages)
+        self._source = immutable(messages)
         self._out = out
         return out

@@ -118,3 +118,9 @@ class Snapshot(Sequence[T]):
 
     def __repr__(self) -> str:
         return f"Snapshot({list(self)!r})"
+
+
+def immutable(items: Sequence[T]) -> Sequence[T]:
+    """``items`` as an immutable sequence to keep: a tuple or a :class:`Snapshot` as it is
+    (copying a snapshot would undo its sharing), anything else as a tuple."""
+    return items if isinstance(items, tuple | Snapshot) else tuple(items)

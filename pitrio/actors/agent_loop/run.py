@@ -44,7 +44,7 @@ from pitrio.messages.events import (
     TurnStart,
 )
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.snapshot import Snapshot
+from pitrio.messages.snapshot import Snapshot, immutable
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError, StreamStart
 
 __all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
@@ -241,14 +241,6 @@ class LoopRun:
             pending = follow_ups
         await self._end()
 
-    # -- the context and its snapshots ----------------------------------------------------
-
-    def _snapshot(self) -> Snapshot[AgentMessage]:
-        return self.context.snapshot()
-
-    def _set_last(self, message: AgentMessage) -> None:
-        self.context.set_last(message)
-
     def replace_message(self, old: AgentMessage, new: AgentMessage) -> None:
         """Replace the last occurrence of ``old`` (by identity) in the context and in the
         run's new messages (the request being built sees it too)."""
@@ -264,10 +256,10 @@ class LoopRun:
         final: AssistantMessage | None = None
         announced = False
         with self.abort.scope() as scope:
-            # A snapshot made from the previous one (see ``shared``) unless a hook may change
-            # the list: a converter that keeps the previous request's messages then knows
-            # this one extends them without comparing (issue 10).
-            messages: Sequence[AgentMessage] = self._snapshot()
+            # A snapshot made from the previous one (see ``RunContext``) unless a hook may
+            # change the list: a converter that keeps the previous request's messages then
+            # knows this one extends them without comparing (issue 10).
+            messages: Sequence[AgentMessage] = self.context.snapshot()
             if config.hooks.transform_context is not None:
                 messages = await config.hooks.transform_context(list(messages))
             if config.hooks.convert_to_llm is not None:
@@ -276,11 +268,7 @@ class LoopRun:
                 llm_messages = default_convert_to_llm(messages)
             llm_context = LlmContext(
                 system_prompt=config.system_prompt,
-                messages=(
-                    llm_messages
-                    if isinstance(llm_messages, tuple | Snapshot)
-                    else tuple(llm_messages)
-                ),
+                messages=immutable(llm_messages),
                 tools=tuple(tool.spec for tool in config.tools),
             )
             api_key = config.api_key
@@ -322,7 +310,7 @@ class LoopRun:
                             case _:
                                 partial = event.partial
                                 if announced:
-                                    self._set_last(partial)
+                                    self.context.set_last(partial)
                                 else:
                                     self.context.append(partial)
                                     await self._emit(MessageStart(message=partial))
@@ -338,7 +326,7 @@ class LoopRun:
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
         if announced:
-            self._set_last(final)
+            self.context.set_last(final)
         else:
             self.context.append(final)
             await self._emit(MessageStart(message=final))

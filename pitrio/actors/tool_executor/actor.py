@@ -57,24 +57,10 @@ class SetActiveTools:
 
 
 @attrs.frozen
-class GetActiveTools:
-    """Ask for the active tools, in activation order."""
-
-    reply: Reply[tuple[AgentTool, ...]]
-
-
-@attrs.frozen
 class GetAllTools:
     """Ask for every registered tool, active or not, in registration order."""
 
     reply: Reply[tuple[AgentTool, ...]]
-
-
-@attrs.frozen
-class GetPromptEntries:
-    """Ask for the system-prompt lines (snippet, guidelines) of the active tools."""
-
-    reply: Reply[tuple[PromptEntry, ...]]
 
 
 @attrs.frozen
@@ -86,9 +72,7 @@ class ActiveTools:
     prompt_entries: tuple[PromptEntry, ...]
 
 
-ToolExecutorCommand = (
-    RegisterTools | SetActiveTools | GetActiveTools | GetAllTools | GetPromptEntries
-)
+ToolExecutorCommand = RegisterTools | SetActiveTools | GetAllTools
 
 
 class ToolExecutor(Actor[ToolExecutorCommand]):
@@ -175,12 +159,8 @@ class ToolExecutor(Actor[ToolExecutorCommand]):
                 else:
                     self._view.publish(self._snapshot())
                     reply.set(None)
-            case GetActiveTools(reply=reply):
-                reply.set(self._registry.active_tools())
             case GetAllTools(reply=reply):
                 reply.set(self._registry.all_tools())
-            case GetPromptEntries(reply=reply):
-                reply.set(self._registry.prompt_entries())
 
 
 class ToolExecutorHandle(Handle[ToolExecutorCommand]):

@@ -27,7 +27,7 @@ from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessag
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.convert import extends
 from pitrio.messages.model import Model
-from pitrio.messages.snapshot import Snapshot
+from pitrio.messages.snapshot import immutable
 
 NO_RESULT_TEXT = "No result provided"
 """Text of the synthetic result of a tool call that has none."""
@@ -218,9 +218,7 @@ class PrefixCache(Generic[B]):
             builder = fresh()
         for message in messages[start:]:
             builder.feed(message)
-        # Immutable sequences are kept as they are (a snapshot shares its items; issue 10).
-        kept = messages if isinstance(messages, tuple | Snapshot) else tuple(messages)
-        self._entries[slot] = (kept, builder)
+        self._entries[slot] = (immutable(messages), builder)
         while len(self._entries) > self.kept:
             self._entries.popitem(last=False)
         return builder
