@@ -12,7 +12,11 @@ import trio
 from trio._core._generated_run import wait_all_tasks_blocked
 
 
-async def until_idle(limit: float) -> None:
-    """Return once no other task can run, or after ``limit`` seconds if that comes first."""
-    with trio.move_on_after(limit):
+async def until_idle(limit: float, *, shield: bool = False) -> None:
+    """Return once no other task can run, or after ``limit`` seconds if that comes first.
+
+    ``shield``: not interrupted by a cancellation from outside either (one cancel scope for
+    both, which costs a few microseconds less than two: this runs before every append).
+    """
+    with trio.CancelScope(deadline=trio.current_time() + limit, shield=shield):
         await wait_all_tasks_blocked()

@@ -613,7 +613,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         except ReadOnlySessionError as exc:
             self._read_only(exc)
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(FINALIZE_SECONDS):
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + FINALIZE_SECONDS):
                 await self._finish_run(run)
 
     async def _system_patch(self) -> tuple[SystemMessage, ...]:

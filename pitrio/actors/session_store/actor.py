@@ -549,8 +549,11 @@ class SessionStore(Actor[StoreCommand]):
                 # Policy ``batch``: the first unsynced write sets a deadline; load after it
                 # does not push it back, and waking early for nothing does not sync early.
                 deadline = self._sync_deadline
-                with trio.move_on_at(deadline):
-                    await self._wake.wait()
+                if deadline == math.inf:
+                    await self._wake.wait()  # nothing unsynced: no deadline to keep
+                else:
+                    with trio.move_on_at(deadline):
+                        await self._wake.wait()
                 self._wake = trio.Event()
                 if not self._pending and self._dirty and trio.current_time() >= deadline:
                     try:
@@ -626,8 +629,7 @@ class SessionStore(Actor[StoreCommand]):
                     # can run (a user message's sync then overlaps the model request in flight
                     # instead of delaying it), for at most IDLE_SYNC_WAIT. Shielded: a batch
                     # taken is written, as it was before the wait.
-                    with trio.CancelScope(shield=True):
-                        await until_idle(IDLE_SYNC_WAIT)
+                    await until_idle(IDLE_SYNC_WAIT, shield=True)
                 self._write_batch(data, sync)
             self._needs_newline = False
             if sync:

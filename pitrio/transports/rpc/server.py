@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from pitrio.actors.direct_io import DirectReader
 from pitrio.actors.model_router import ModelRouterHandle, start_model_router
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions
@@ -245,10 +246,17 @@ class RpcServer:
 
     async def _read_loop(self, stdin: trio.abc.ReceiveStream, handlers: trio.Nursery) -> None:
         splitter = RecordSplitter(self._max_record)
+        # A pipe is read directly: trio's FdStream yields before every read, a task step per
+        # command (issue 7); see pitrio.actors.direct_io.
+        direct = (
+            DirectReader(stdin.fileno(), READ_SIZE)
+            if isinstance(stdin, trio.lowlevel.FdStream)
+            else None
+        )
         while True:
             try:
-                data = await stdin.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = await (stdin.receive_some(READ_SIZE) if direct is None else direct.read())
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:
                 for record in splitter.finish():
@@ -359,13 +367,19 @@ class RpcServer:
                 return
         if target == 0:
             return  # nothing emitted yet (a fresh session the forwarder may not know)
-        with trio.move_on_after(BARRIER_SECONDS):
-            while not (
+
+        def reached() -> bool:
+            return (
                 self._closing
                 or (self._owner is session and self._written_seq >= target)
                 or (gate_ok and self._at_gate)
                 or self._current_session() is not session
-            ):
+            )
+
+        if reached():
+            return  # the usual case: no cancel scope to open (issue 7)
+        with trio.move_on_after(BARRIER_SECONDS):
+            while not reached():
                 await self._moved.wait()
 
     async def _forward_events(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +14,12 @@ import httpx
 import pytest
 import trio
 
-from pitrio.actors.model_router.providers.transport import Http11Transport, Timeouts
+from pitrio.actors.direct_io import FAST_STREAK
+from pitrio.actors.model_router.providers.transport import (
+    Http11Transport,
+    Timeouts,
+    _Connection,
+)
 from tests.loopback_tcp import serving
 
 Responder = Callable[[int], bytes]
@@ -321,3 +327,85 @@ def test_the_pool_goes_through_httpx_when_a_proxy_is_configured(
     monkeypatch.setenv("https_proxy", "http://proxy.invalid:3128")
     assert HttpPool(HttpSettings()).direct() is None
     assert HttpPool(HttpSettings(trust_env=False)).direct() is not None
+
+
+def _plain_pair() -> tuple[_Connection, socket.socket]:
+    """A plain connection (as the pool makes for ``http://``) and its peer's socket."""
+    ours, peer = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+    return _Connection(("http", "peer", 80), stream, ours.fileno()), peer
+
+
+class _StepCounter(trio.abc.Instrument):
+    """Counts the scheduling steps of one task (each resumption after a yield is one)."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def test_a_plain_connection_reads_waiting_bytes_without_a_task_switch() -> None:
+    # trio's stream layer yields after a read that did not have to wait: a task step per read.
+    # The plain path does not, except once every FAST_STREAK reads in a row (fairness).
+    connection, peer = _plain_pair()
+    counter = _StepCounter(trio.lowlevel.current_task())
+    with peer:
+        peer.send(b"first")
+        await trio.lowlevel.wait_readable(connection.fd)
+        trio.lowlevel.add_instrument(counter)
+        try:
+            assert await connection.receive(5) == b"first"
+            assert counter.steps == 0  # no task switch
+            for count in range(2, FAST_STREAK + 1):
+                peer.send(b"x")
+                assert await connection.receive(5) == b"x"
+                # Only the streak's last read yields.
+                assert counter.steps == (1 if count == FAST_STREAK else 0)
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+        peer.close()
+        assert await connection.receive(5) == b""  # end of stream
+    await connection.close()
+
+
+async def test_a_plain_connection_sees_cancellation_before_reading_or_writing() -> None:
+    connection, peer = _plain_pair()
+    with peer:
+        peer.send(b"waiting")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await connection.receive(5)
+        assert scope.cancelled_caught
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await connection.send((b"never",), 5)
+        assert scope.cancelled_caught
+        assert await connection.receive(5) == b"waiting"  # nothing was taken
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(16)  # nothing was sent
+    await connection.close()
+
+
+async def test_a_plain_write_the_peer_does_not_take_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    connection, peer = _plain_pair()
+    started = trio.current_time()
+    with peer, pytest.raises(httpx.WriteTimeout):
+        await connection.send((b"x" * (1 << 20),) * 64, 30)  # 64 MB, never read
+    assert trio.current_time() - started == pytest.approx(30)
+    await connection.close()
+
+
+async def test_a_plain_read_with_nothing_coming_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    connection, peer = _plain_pair()
+    with peer, pytest.raises(httpx.ReadTimeout):
+        await connection.receive(12)
+    await connection.close()

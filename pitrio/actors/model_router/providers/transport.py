@@ -10,7 +10,8 @@ that layer cost ~0.5 ms of Python on loopback (a 1-delta response took ~1 ms thr
   kept for ``keepalive_expiry`` seconds); an idle connection the server has closed (readable
   while idle) is dropped before reuse, as httpcore does;
 * TLS through trio's ``SSLStream`` with httpx's own SSL context (certifi, ``SSL_CERT_FILE``);
-* the request written in one ``send_all``; the response head parsed at once, the body framed
+* the request written in one gathered write (plain TCP: straight to the socket, see
+  :class:`_Connection`); the response head parsed at once, the body framed
   by ``content-length``, ``chunked`` or the connection's end, handed over as it arrives;
 * httpx's timeouts (``connect``, ``read`` per receive, ``write``, ``pool``) and httpx's
   exception classes, with httpcore's texts where a caller could see them.
@@ -32,6 +33,8 @@ import attrs
 import httpx
 import trio
 
+from pitrio.actors.direct_io import DirectReader, write_all
+
 SEPARATE_BODY = 256 * 1024
 """Bodies larger than this are written after the request head instead of joined to it."""
 MAX_HEAD = 64 * 1024
@@ -52,15 +55,22 @@ def _timeout(extensions: dict[str, object], phase: str) -> float:
 
 
 class _Connection:
-    """One HTTP/1.1 connection: a byte stream and what was read past the last message."""
+    """One HTTP/1.1 connection: a byte stream and what was read past the last message.
+
+    Over plain TCP the socket is read and written directly (:mod:`pitrio.actors.direct_io`),
+    without the task step trio's stream layer spends after each operation that did not have
+    to wait: about two a request (issue 7).
+    """
 
     def __init__(self, origin: _Origin, stream: trio.abc.Stream, fd: int) -> None:
         self.origin = origin
         self.stream = stream
         self.fd = fd
+        self.plain = isinstance(stream, trio.SocketStream)
         self.buffer = bytearray()
         self.idle_since = 0.0
         self.closed = False
+        self._reader = DirectReader(fd, READ_SIZE)
 
     def alive_when_idle(self) -> bool:
         """An idle connection is usable if the server sent nothing meanwhile (no EOF)."""
@@ -74,14 +84,16 @@ class _Connection:
             return False
 
     async def receive(self, read_timeout: float) -> bytes:
+        """The next bytes from the server (``b""`` at its end), within ``read_timeout``."""
         try:
+            if self.plain:
+                return await self._reader.read(trio.current_time() + read_timeout)
             with trio.fail_after(read_timeout):
-                data = await self.stream.receive_some(READ_SIZE)
+                return bytes(await self.stream.receive_some(READ_SIZE))
         except trio.TooSlowError:
             raise httpx.ReadTimeout("timed out") from None
         except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
             raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-        return bytes(data)
 
     async def fill(self, read_timeout: float) -> bool:
         """Read more into the buffer; ``False`` at EOF."""
@@ -90,6 +102,20 @@ class _Connection:
             return False
         self.buffer += data
         return True
+
+    async def send(self, parts: Sequence[bytes], write_timeout: float) -> None:
+        """Write ``parts`` in order, within ``write_timeout`` seconds (httpx's exceptions)."""
+        try:
+            if self.plain:
+                await write_all(self.fd, parts, trio.current_time() + write_timeout)
+                return
+            with trio.fail_after(write_timeout):
+                for piece in parts:  # TLS: piece by piece, each encrypted on its own
+                    await self.stream.send_all(piece)
+        except trio.TooSlowError:
+            raise httpx.WriteTimeout("timed out") from None
+        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
+            raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
 
     async def close(self) -> None:
         if not self.closed:
@@ -511,15 +537,8 @@ class Http11Transport(httpx.AsyncBaseTransport):
         joined = _size(body) <= SEPARATE_BODY
         if joined:
             parts += pieces
-        try:
-            with trio.fail_after(write_timeout):
-                await connection.stream.send_all(b"".join(parts))
-                if not joined:
-                    await _send_pieces(connection.stream, pieces)
-        except trio.TooSlowError:
-            raise httpx.WriteTimeout("timed out") from None
-        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-            raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
+        head = b"".join(parts)
+        await connection.send((head,) if joined else (head, *pieces), write_timeout)
 
     async def _head(
         self, connection: _Connection, read_timeout: float
@@ -560,28 +579,3 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
 def _size(body: bytes | Sequence[bytes]) -> int:
     return len(body) if isinstance(body, bytes) else sum(map(len, body))
-
-
-GATHERED_PIECES = 512
-"""At most this many pieces per ``sendmsg`` (the kernel's limit, IOV_MAX, is 1024 here)."""
-
-
-async def _send_pieces(stream: trio.abc.Stream, pieces: Sequence[bytes]) -> None:
-    """Send ``pieces`` in order: over a plain socket gathered into as few ``sendmsg`` calls as
-    the socket buffer allows (the short pieces between segments cost no call of their own),
-    over TLS piece by piece."""
-    if not isinstance(stream, trio.SocketStream):
-        for piece in pieces:
-            await stream.send_all(piece)
-        return
-    views = [memoryview(piece) for piece in pieces if piece]
-    first = 0
-    while first < len(views):
-        sent = await stream.socket.sendmsg(views[first : first + GATHERED_PIECES])
-        while sent:
-            size = len(views[first])
-            if sent < size:
-                views[first] = views[first][sent:]
-                break
-            sent -= size
-            first += 1
