@@ -13,7 +13,6 @@ import codecs
 import os
 import re
 import secrets
-import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.actors.tool_executor.processes import terminate_group
+from pitrio.actors.tool_executor.processes import open_merged, terminate_group
 from pitrio.actors.tool_executor.tools.bash import shell_command
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
 
@@ -83,14 +82,7 @@ async def run_user_bash(
         if on_chunk is not None:
             await on_chunk(clean)
 
-    process = await trio.lowlevel.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        start_new_session=True,
-    )
+    process = await open_merged(argv, cwd=cwd)
     cancelled = False
     try:
         with scope:

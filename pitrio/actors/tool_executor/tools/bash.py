@@ -17,19 +17,26 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import attrs
 import trio
 
+from pitrio.actors.direct_io import DirectReader
 from pitrio.actors.tool_executor.context import current_call
 from pitrio.actors.tool_executor.jsvalues import js_number_to_string
 from pitrio.actors.tool_executor.ledger import OWNER_VARIABLE, ledger
-from pitrio.actors.tool_executor.processes import KILL_GRACE_S, ProcessGroups, terminate_group
+from pitrio.actors.tool_executor.processes import (
+    KILL_GRACE_S,
+    ProcessGroups,
+    SpawnedProcess,
+    open_merged,
+    terminate_group,
+)
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator, OutputSnapshot
 from pitrio.actors.tool_executor.tools.truncate import (
@@ -186,15 +193,23 @@ class _Run:
             self._writer = await trio.open_file(self.full_path, "wb")
         await self._writer.write(b"".join(chunks))
 
-    async def pump(self, process: trio.Process) -> None:
+    async def pump(self, process: SpawnedProcess | trio.Process) -> None:
         """Read the merged output until EOF (or shortly after exit), reporting as it goes."""
         stream = process.stdout
         assert stream is not None
         eof = trio.Event()
 
+        # Read directly (see pitrio.actors.direct_io): trio's FdStream yields before every
+        # read, a task step per chunk and one more for the end (issue 7: the bash turn).
+        receive: Callable[[], Awaitable[bytes | bytearray]]
+        if isinstance(stream, trio.lowlevel.FdStream):
+            receive = DirectReader(stream.fileno(), READ_CHUNK).read
+        else:
+            receive = partial(stream.receive_some, READ_CHUNK)
+
         async def read() -> None:
-            while chunk := await stream.receive_some(READ_CHUNK):
-                self.output.append(bytes(chunk))
+            while chunk := bytes(await receive()):
+                self.output.append(chunk)
                 await self._spill()
                 self.throttle.mark()
             eof.set()
@@ -244,15 +259,7 @@ def create_bash_tool(
         env = dict(settings.env) if settings.env is not None else dict(os.environ)
         if (record := ledger()) is not None:  # a killed daemon's successor finds it by this
             env.setdefault(OWNER_VARIABLE, record.owner)
-        process = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,  # its own process group: abort can end all of it
-        )
+        process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()
         groups.add(process.pid)
         try:
