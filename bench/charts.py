@@ -125,6 +125,23 @@ def per_turn_vs_length(agents: dict[str, Results], out: Path) -> Path | None:
                 alpha=1.0 if key == "turn_ms" else 0.6,
             )
             drawn = True
+        control = results.get("workloads", {}).get("session_length", {}).get("idle_control")
+        if control and "summary" in control:
+            # Drawn where it belongs: beside the largest size, whose waiting it copies.
+            xs, ys, err = _series(
+                [(float(control["like_turns_in_file"]), control["summary"].get("agent_ms", {}))]
+            )
+            if xs:
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=err,
+                    fmt="x",
+                    markersize=9,
+                    color=COLOURS.get(label),
+                    capsize=3,
+                    label=f"{label}: agent part, 1-turn session waiting as long",
+                )
     return _finish_axes(
         fig,
         ax,

@@ -3,19 +3,25 @@
 The shared harness's ``turns50`` workload starts every session empty, so it cannot show whether
 a turn's cost grows with the session. This driver reuses the harness's pieces (its mock LLM,
 sandboxes, agent process wrapper and synthetic pi v3 session files, imported from
-``../shared/tools/bench_rpc.py``) and, for each size N:
+``../shared/tools/bench_rpc.py``):
 
-1. writes a session file of N turns (every fifth with a bash tool call, as ``resume`` does);
-2. starts the agent with ``--session FILE`` and waits for its first ``get_state``;
-3. sends ``--warmup`` prompts that are not counted (the first turn of a process pays for
-   connections and lazy imports), then ``--turns`` timed prompts, each answered by the mock
-   with one delta and a fixed usage of 1,000 prompt tokens (so no agent compacts).
+1. for each size N, writes a session file of N turns (every fifth with a bash tool call, as
+   ``resume`` does) and starts the agent with ``--session FILE``: one process per size, all
+   alive at once, on one mock LLM;
+2. sends each ``--warmup`` prompts that are not counted (the first turn of a process pays for
+   connections and lazy imports);
+3. times prompts in rounds: each size in turn gets a block of ``--block`` prompts, the order
+   of the sizes reversed every other round, until every size has ``--turns`` timed ones. The
+   first prompt of a block (the caches still hold the previous size's process) is not
+   counted. This VM's speed drifts in phases of tens of seconds: measured one size after the
+   other, a 10% phase could pass for growth; taking turns, every size meets the same phases.
 
-Per turn it records prompt written → ``agent_end`` read (the harness's turn), the part the mock
-spent serving the request, the request's size, and the agent's CPU per timed turn. The model
-request of a long session is big (the whole context travels every turn, for both agents), so
-the mock's share and the transfer grow with N for any agent; ``agent_ms`` (turn minus mock
-server time) is what the agent itself adds.
+Each prompt is answered by the mock with one delta and a fixed usage of 1,000 prompt tokens (so
+no agent compacts). Per turn it records prompt written → ``agent_end`` read (the harness's
+turn), the part the mock spent serving the request, the request's size, and the agent's CPU
+per timed turn. The model request of a long session is big (the whole context travels every
+turn, for both agents), so the mock's share and the transfer grow with N for any agent;
+``agent_ms`` (turn minus mock server time) is what the agent itself adds.
 
     .venv/bin/python bench/session_length.py --label pitrio --out bench/results/raw/x.json
     PI_CLI=... .venv/bin/python bench/session_length.py --label pi --out ...
@@ -29,8 +35,10 @@ import argparse
 import importlib
 import json
 import os
+import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -50,30 +58,130 @@ def _harness_module() -> Any:
     return importlib.import_module("bench_rpc")
 
 
-def measure_size(harness: Any, tools: Any, size: int, warmup: int, turns: int) -> dict[str, Any]:
-    """Start the agent on an N-turn session and time ``turns`` prompts after ``warmup``."""
-    usage = {"prompt_tokens": 1000, "completion_tokens": 1}
-    harness.mock.reset(default=tools.text_spec(1, "ok", usage=usage))
-    sandbox = harness.sandbox(f"length{size}")
-    session = sandbox.root / "session.jsonl"
-    info = harness.make_session_file(session, sandbox.work, size)
-    agent, startup = harness.start_ready(sandbox, ["--session", str(session)], timeout=180.0)
+CONTROL_MARK = "[idle-control]"
+"""In the control agent's prompts: the mock's rule for them delays the answer."""
+
+
+@dataclass
+class Length:
+    """One size's agent process and what its timed turns gave."""
+
+    size: int
+    session: Path
+    info: dict[str, Any]
+    mark: str = ""  # appended to its prompts (the idle control's)
+    agent: Any = None
+    startup: float = 0.0
+    cpu: float = 0.0
+    turns: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (turn, log index)
+    error: str | None = None
+
+
+def _start(harness: Any, tools: Any, length: Length, sandbox: Any, warmup: int) -> None:
     try:
+        extra = ["--session", str(length.session)]
+        length.agent, length.startup = harness.start_ready(sandbox, extra, timeout=180.0)
         for index in range(warmup):
-            harness.prompt_turn(agent, f"warm-up {index + 1}", 120.0)
+            harness.prompt_turn(length.agent, f"warm-up {index + 1}{length.mark}", 120.0)
+    except tools.AgentError as exc:
+        length.error = str(exc)
+
+
+def measure_sizes(
+    harness: Any,
+    tools: Any,
+    sizes: list[int],
+    warmup: int,
+    turns: int,
+    block: int,
+    idle_control: bool = True,
+) -> dict[str, Any]:
+    """Time ``turns`` prompts per size, the sizes taking turns (see the module docstring).
+
+    With ``idle_control``, one more agent on a one-turn session takes part, whose mock answers
+    come only after the time the mock spent serving the largest size's warm-up requests:
+    what a turn costs after the process waited that long, with nothing else grown.
+    """
+    usage = {"prompt_tokens": 1000, "completion_tokens": 1}
+    answer = tools.text_spec(1, "ok", usage=usage)
+    harness.mock.reset(default=answer)
+    lengths: list[Length] = []
+    warmups: list[dict[str, Any]] = []
+    for size in sizes:
+        sandbox = harness.sandbox(f"length{size}")
+        session = sandbox.root / "session.jsonl"
+        length = Length(size, session, harness.make_session_file(session, sandbox.work, size))
+        lengths.append(length)
+        served = len(harness.mock.log())
+        _start(harness, tools, length, sandbox, warmup)
+        warmups = harness.mock.log(served)
+    control: Length | None = None
+    delay = 0.0
+    if idle_control and len(sizes) > 1 and warmups and lengths[-1].error is None:
+        # The largest size's warm-ups (the last ones made): the mock's median serving time,
+        # the first left out when there are others (it pays for the mock's first parse).
+        steady = warmups[1:] or warmups
+        delay = statistics.median(r["t_done"] - r["t_recv"] for r in steady)
+        rule = {"if": {"last_text_contains": CONTROL_MARK}, "then": {**answer}}
+        rule["then"]["first_delay"] = delay
+        harness.mock.config(rules=[rule])
+        sandbox = harness.sandbox("length-control")
+        session = sandbox.root / "session.jsonl"
+        info = harness.make_session_file(session, sandbox.work, 1)
+        control = Length(1, session, info, mark=f" {CONTROL_MARK}")
+        _start(harness, tools, control, sandbox, warmup)
+        lengths.append(control)
+    try:
+        requests = 0  # the mock log's length, counted: each prompt makes one request
         since = len(harness.mock.log())
-        cpu_before = agent.cpu_seconds()
-        timed = [harness.prompt_turn(agent, f"turn {i + 1}", 120.0) for i in range(turns)]
-        cpu_after = agent.cpu_seconds()
+        round_index = 0
+        while True:
+            live = [x for x in lengths if x.error is None and len(x.turns) < turns]
+            if not live:
+                break
+            for length in live if round_index % 2 == 0 else reversed(live):
+                before = length.agent.cpu_seconds()
+                for offset in range(min(block, turns - len(length.turns) + 1)):
+                    try:
+                        text = f"turn {offset + 1}{length.mark}"
+                        turn = harness.prompt_turn(length.agent, text, 120.0)
+                    except tools.AgentError as exc:
+                        length.error = str(exc)
+                        break
+                    requests += 1
+                    if offset > 0:  # the block's first prompt is not counted
+                        length.turns.append((turn, requests - 1))
+                length.cpu += length.agent.cpu_seconds() - before
+            round_index += 1
         log = harness.mock.log(since)
-        mem = agent.mem_stats()
+        checked = log if len(log) == requests else None
+        results: dict[str, Any] = {
+            str(x.size): _summary(tools, x, checked, block) for x in lengths if x is not control
+        }
+        if control is not None:
+            results["idle_control"] = {
+                **_summary(tools, control, checked, block),
+                "mock_delay_ms": round(delay * 1000, 2),
+                "like_turns_in_file": sizes[-1],
+            }
+        return results
     finally:
-        code = agent.close()
+        for length in lengths:
+            if length.agent is not None:
+                length.agent.close()
+
+
+def _summary(
+    tools: Any, length: Length, log: list[dict[str, Any]] | None, block: int
+) -> dict[str, Any]:
+    if length.error is not None:
+        return {"error": length.error}
+    mem = length.agent.mem_stats()
     rows: list[dict[str, float]] = []
-    for index, turn in enumerate(timed):
+    for turn, index in length.turns:
         total = turn["t_agent_end"] - turn["t_send"]
         row = {"turn_ms": total * 1000}
-        if len(log) == len(timed):
+        if log is not None:
             request = log[index]
             server = request["t_done"] - request["t_recv"]
             row["mock_ms"] = server * 1000
@@ -81,20 +189,20 @@ def measure_size(harness: Any, tools: Any, size: int, warmup: int, turns: int) -
             row["pre_llm_ms"] = (request["t_body"] - turn["t_send"]) * 1000
             row["request_mb"] = request["body_bytes"] / 1e6
         rows.append(row)
+    # CPU over every prompt of its blocks (the uncounted first ones too), per prompt.
+    prompts = len(rows) * block / max(1, block - 1)
     keys = ("turn_ms", "agent_ms", "mock_ms", "pre_llm_ms", "request_mb")
-    result: dict[str, Any] = {
-        "turns_in_file": size,
-        "file_mb": round(session.stat().st_size / 1e6, 2),
-        "entries": info.get("entries"),
-        "startup_ms": round(startup * 1000, 1),
-        "cpu_ms_per_turn": round((cpu_after - cpu_before) * 1000 / max(1, turns), 2),
-        "exit_code": code,
+    return {
+        "turns_in_file": length.size,
+        "file_mb": round(length.session.stat().st_size / 1e6, 2),
+        "entries": length.info.get("entries"),
+        "startup_ms": round(length.startup * 1000, 1),
+        "cpu_ms_per_turn": round(length.cpu * 1000 / max(1.0, prompts), 2),
         "turns": rows,
         # The harness's own summary (n, median, min, max, mean), as its workloads report.
         "summary": {k: tools.summarize([r[k] for r in rows if k in r]) for k in keys},
         **mem,
     }
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pi-cli", help="pi's dist/cli.js (else $PI_CLI)")
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=20, help="timed prompts per size")
+    parser.add_argument("--block", type=int, default=5, help="prompts per size in a row")
+    parser.add_argument(
+        "--no-idle-control",
+        dest="idle_control",
+        action="store_false",
+        help="leave out the one-turn session whose answers wait as long as the largest's",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     tools = _harness_module()
@@ -121,16 +236,18 @@ def main(argv: list[str] | None = None) -> int:
         pass_env=[],
         keep_tmp=False,
     )
+    if args.block < 2:
+        parser.error("--block must be at least 2 (a block's first prompt is not counted)")
     harness = tools.Harness(options)
-    sizes: dict[str, Any] = {}
     started = time.monotonic()
     try:
-        for size in args.sizes:
-            try:
-                sizes[str(size)] = measure_size(harness, tools, size, args.warmup, args.turns)
-            except tools.AgentError as exc:
-                sizes[str(size)] = {"error": str(exc)}
-            summary = sizes[str(size)].get("summary", {}).get("turn_ms", {})
+        results = measure_sizes(
+            harness, tools, args.sizes, args.warmup, args.turns, args.block, args.idle_control
+        )
+        control = results.pop("idle_control", None)
+        sizes: dict[str, Any] = results
+        for size, result in sizes.items():
+            summary = result.get("summary", {}).get("turn_ms", {})
             print(
                 f"  {args.label} {size} turns: "
                 + (f"{summary['median']:.2f} ms/turn" if summary.get("n") else "failed"),
@@ -141,8 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         harness.close()
     meta["elapsed_s"] = round(time.monotonic() - started, 1)
-    meta.update(warmup=args.warmup, timed_turns=args.turns, loadavg_end=os.getloadavg())
-    out = {"meta": meta, "workloads": {"session_length": {"sizes": sizes}}}
+    meta.update(
+        warmup=args.warmup,
+        timed_turns=args.turns,
+        block=args.block,
+        interleaved=True,
+        loadavg_end=os.getloadavg(),
+    )
+    workload: dict[str, Any] = {"sizes": sizes}
+    if control is not None:
+        workload["idle_control"] = control
+    out = {"meta": meta, "workloads": {"session_length": workload}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(harness.sanitize(json.dumps(out, indent=1)) + "\n")
     return 0 if all("error" not in v for v in sizes.values()) else 1

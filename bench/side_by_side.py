@@ -275,6 +275,26 @@ def length_rows(pi: dict[str, Any] | None, pitrio: dict[str, Any]) -> list[Row]:
                     verdict,
                 )
             )
+        control = data.get("workloads", {}).get("session_length", {}).get("idle_control")
+        p = _median(control.get("summary", {}).get("agent_ms")) if control else None
+        q = _median(last["summary"].get("agent_ms"))
+        if control and p is not None and q is not None:
+            # The same comparison with the waiting held equal: the short session's answers
+            # come after as long as the long session's mock took (see session_length.py).
+            growth = q / p
+            verdict = "-"
+            if label == "pitrio":
+                verdict = "met" if growth <= FLAT_BOUND else "NOT met"
+            rows.append(
+                (
+                    f"{label}: turn minus the mock's time, session of {large:,} turns against "
+                    f"{small:,} whose answers wait as long ({control['mock_delay_ms']:.1f} ms)",
+                    _fmt(p, " ms"),
+                    _fmt(q, " ms"),
+                    f"{growth:.2f}x " + (f"(target ≤{FLAT_BOUND}x)" if label == "pitrio" else ""),
+                    verdict,
+                )
+            )
     return rows
 
 
@@ -317,14 +337,20 @@ def length_table(agents: dict[str, dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, data in agents.items():
-        sizes = data.get("workloads", {}).get("session_length", {}).get("sizes", {})
-        for size, value in sorted(sizes.items(), key=lambda item: int(item[0])):
+        workload = data.get("workloads", {}).get("session_length", {})
+        sizes = workload.get("sizes", {})
+        rows = sorted(((int(k), f"{int(k):,}", v) for k, v in sizes.items()))
+        control = workload.get("idle_control")
+        if control is not None:
+            delay = control.get("mock_delay_ms", 0.0)
+            rows.append((0, f"1, answers after {delay:.1f} ms (idle control)", control))
+        for _, name, value in rows:
             if "summary" not in value:
-                lines.append(f"| {label} | {int(size):,} | failed: {value.get('error')} |||||| ")
+                lines.append(f"| {label} | {name} | failed: {value.get('error')} |||||| ")
                 continue
             s = value["summary"]
             lines.append(
-                f"| {label} | {int(size):,} | {value['file_mb']} | {_cell(s['turn_ms'])} "
+                f"| {label} | {name} | {value['file_mb']} | {_cell(s['turn_ms'])} "
                 f"| {_cell(s.get('agent_ms'))} | {_cell(s.get('request_mb'), 2, False)} "
                 f"| {value['cpu_ms_per_turn']} | {value.get('peak_rss_mb')} |"
             )
@@ -479,9 +505,13 @@ Points are medians, bars min-max.
 A session file of N turns (pi's v3 format, every fifth turn a bash tool call; written by the
 harness's generator) is resumed with `--session`; after the warm-up turns, each timed turn is
 prompt written → `agent_end` read, the mock answering one delta with a fixed usage (no
-compaction). The whole context travels in every model request, so the request (and the mock's
-time to read it) grows with N for both agents; "turn minus mock" takes the mock's own serving
-time out.
+compaction). One process per size, all alive at once, take turns in blocks of five prompts
+(the first of each block not counted), so every size meets the same phases of this VM. The
+whole context travels in every model request, so the request (and the mock's time to read it)
+grows with N for both agents; "turn minus mock" takes the mock's own serving time out. The
+idle control is one more process on a one-turn session whose answers the mock delays by the
+largest session's serving time: it shows what the same wait does to a turn with nothing else
+grown.
 
 {length_table(length_agents)}
 ## Daemon event latency against concurrent sessions (`bench/daemon_latency.py`, pitrio only)
