@@ -8,11 +8,11 @@ Timestamps are Unix milliseconds.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
-from pitrio.messages.codec import extra_field, tag
+from pitrio.messages.codec import extra_field, reuse_encodings, tag
 from pitrio.messages.content import (
     ImageContent,
     TextContent,
@@ -198,6 +198,8 @@ AgentMessage = (
     | SystemMessage
 )
 """Any message of an agent transcript."""
+
+reuse_encodings(*get_args(AgentMessage))
 
 
 @attrs.frozen(kw_only=True)

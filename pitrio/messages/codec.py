@@ -280,8 +280,55 @@ def _make_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     namespace: dict[str, Any] = {"hook": _unstructure_value}
     exec(compile("\n".join(lines), f"<unstructure {cls.__qualname__}>", "exec"), namespace)
     unstructure: Callable[[Any], dict[str, Any]] = namespace["unstructure"]
+    if cls in _REUSABLE:
+        unstructure = _reusing(unstructure)
     _WIRE_HOOKS[cls] = unstructure
     return unstructure
+
+
+# -- reusing a message's JSON while encoding -----------------------------------------------------
+# One message travels in several lines: a turn's answer in ``message_end``, its stored entry,
+# ``entry_appended``, ``turn_end`` and ``agent_end``. Inside :func:`encode_reusing` (whose
+# result goes straight to orjson, so no caller ever holds the shared value) the JSON value of
+# a message met in one of the last few encodings is taken again instead of being rebuilt
+# (issue 7). Messages are frozen; the value is keyed by the object itself, kept alive while
+# cached so its id cannot be reused.
+
+_REUSABLE: set[type] = set()
+_REUSE_LIMIT = 32
+_reused: dict[int, tuple[Any, dict[str, Any]]] = {}
+_reusing_now = False
+
+
+def reuse_encodings(*classes: type) -> None:
+    """Let :func:`encode_reusing` reuse the JSON of instances of ``classes`` (frozen ones)."""
+    _REUSABLE.update(classes)
+
+
+def _reusing(unstructure: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    def reusing(obj: Any) -> dict[str, Any]:
+        if not _reusing_now:
+            return unstructure(obj)
+        known = _reused.get(id(obj))
+        if known is not None and known[0] is obj:
+            return known[1]
+        value = unstructure(obj)
+        if len(_reused) >= _REUSE_LIMIT:
+            del _reused[next(iter(_reused))]  # the oldest
+        _reused[id(obj)] = (obj, value)
+        return value
+
+    return reusing
+
+
+def encode_reusing(obj: Any) -> bytes:
+    """:func:`encode`, reusing the JSON of messages encoded lately (see above)."""
+    global _reusing_now
+    _reusing_now = True
+    try:
+        return orjson.dumps(to_json(obj))
+    finally:
+        _reusing_now = False
 
 
 def _make_structure(cls: type) -> Callable[[Any, Any], Any]:

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pitrio.errors import DecodeError
-from pitrio.messages import agent, content, entries, events, model, stream
+from pitrio.messages import agent, codec, content, entries, events, model, stream
 from pitrio.messages.agent import (
     AgentMessage,
     AgentToolResult,
@@ -51,6 +51,7 @@ from pitrio.messages.entries import (
 from pitrio.messages.events import AgentSessionEvent, AgentStart, CompactionEnd, ToolExecutionEnd
 from pitrio.messages.model import LlmContext, Model, ModelCost, ToolSpec
 from pitrio.messages.stream import AssistantMessageEvent, PartialUpdate, TextDelta
+from tests.actors.providers.support import assistant
 
 WIRE_MODULES = (content, agent, model, stream, events, entries)
 
@@ -436,3 +437,32 @@ def test_optional_literal_fields_decode() -> None:
     assert decoded.reason == "overflow"
     assert to_json(decoded) == event
     assert from_json({"reasoning": "high"}, model.StreamOptions).reasoning == "high"
+
+
+def _answer(text: str) -> AssistantMessage:
+    return assistant(TextContent(text=text))
+
+
+def test_encode_reusing_writes_what_encode_writes_and_reuses_only_inside() -> None:
+    answer = _answer("hello")
+    end = events.MessageEnd(message=answer)
+    turn = events.TurnEnd(message=answer, tool_results=())
+    assert codec.encode_reusing(end) == encode(end)
+    assert codec.encode_reusing(turn) == encode(turn)
+    assert codec._reused[id(answer)][0] is answer  # met once, kept for the next line
+    # Outside encode_reusing a caller gets a value of its own: changing it changes nothing.
+    mine = to_json(answer)
+    assert mine is not codec._reused[id(answer)][1]
+    mine["content"][0]["text"] = "changed"
+    assert codec.encode_reusing(end) == encode(end)
+    assert b"changed" not in codec.encode_reusing(turn)
+
+
+def test_encode_reusing_keeps_a_bounded_number_of_messages() -> None:
+    answers = [_answer(f"answer {index}") for index in range(codec._REUSE_LIMIT * 3)]
+    for answer in answers:
+        line = codec.encode_reusing(events.MessageEnd(message=answer))
+        assert line == encode(events.MessageEnd(message=answer))
+    assert len(codec._reused) <= codec._REUSE_LIMIT
+    assert codec._reused[id(answers[-1])][0] is answers[-1]  # the latest stay
+    assert id(answers[0]) not in codec._reused or codec._reused[id(answers[0])][0] is not answers[0]

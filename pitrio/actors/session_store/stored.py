@@ -32,7 +32,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.messages.codec import converter, encode, from_json
+from pitrio.messages.codec import converter, encode_reusing, from_json
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -212,7 +212,7 @@ class StoredEntry:
             id=entry.id,
             parent_id=entry.parent_id,
             timestamp=entry.timestamp,
-            raw=encode(entry),
+            raw=encode_reusing(entry),  # its message was encoded for message_end just before
             role=role,
             origin=origin,
             entry=entry,

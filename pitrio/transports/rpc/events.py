@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import orjson
 
-from pitrio.messages.codec import to_json
+from pitrio.messages.codec import encode_reusing, to_json
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import (
     AgentSessionEvent,
@@ -134,7 +134,8 @@ def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> by
             if updates == "delta":
                 return orjson.dumps(delta_update(event)) + b"\n"
             return _full_update_line(event)
-        return orjson.dumps(to_json(event)) + b"\n"
+        # A message here is usually one just encoded for another line (see encode_reusing).
+        return encode_reusing(event) + b"\n"
     except TypeError:
         # A lone surrogate (orjson refuses them): the slow path escapes it as JavaScript does.
         if isinstance(event, MessageUpdate) and updates == "delta":
