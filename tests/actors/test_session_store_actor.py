@@ -776,3 +776,83 @@ async def test_an_inline_fsync_waits_for_the_loop_to_fall_idle(
         assert "sync" in log and log.index("sync") < 10  # not after the busy task's 50 steps
     written = lines(tmp_path / "s.jsonl")[2:]
     assert [line["message"]["content"][0]["text"] for line in written] == ["idle", "busy"]
+
+
+class RecordingFile(AppendFile):
+    """An append file that logs writes, writeback starts and fsyncs; ``fail_sync`` makes the
+    next fsync fail as a dying disk's does."""
+
+    log: list[str]
+    fail_sync = False
+
+    def write(self, data: bytes) -> None:
+        self.log.append(f"write {len(data)}")
+        super().write(data)
+
+    def start_writeback(self, offset: int, length: int) -> None:
+        self.log.append(f"writeback {offset}+{length}")
+        super().start_writeback(offset, length)
+
+    def sync(self) -> None:
+        self.log.append("sync")
+        if self.fail_sync:
+            raise OSError(5, "Input/output error")
+        super().sync()
+
+
+async def test_an_inline_sync_starts_the_writeback_before_waiting_and_a_failed_sync_cuts_off(
+    tmp_path: Path,
+) -> None:
+    # The batch is written and its writeback started at once, the fsync (which stops the
+    # loop) comes once the loop is idle and then waits for the journal only; if it fails,
+    # the batch is cut off again as a failed write's is.
+    files: list[RecordingFile] = []
+
+    def recording(path: Path) -> AppendFile:
+        file = RecordingFile(path)
+        file.log = []
+        files.append(file)
+        return file
+
+    path = tmp_path / "s.jsonl"
+    options = StoreOptions(sync_inline=True)
+    async with trio.open_nursery() as nursery:
+        opening = SessionStore.opening(path, file_class=recording, options=options)
+        store = await start_store(nursery, opening)
+        await store.append_message(assistant("creates the file"))
+        file = files[-1]
+        file.log.clear()
+        size = path.stat().st_size
+        async with trio.open_nursery() as inner:
+            inner.start_soon(store.append_message, user_message("hello", timestamp=1))
+            await trio.testing.wait_all_tasks_blocked()
+        written = path.stat().st_size - size
+        assert file.log == [f"write {written}", f"writeback {size}+{written}", "sync"]
+
+        # While the loop is busy the batch is already in the file (and on its way to the
+        # disk), its fsync not yet run: that waits for the loop to fall idle.
+        file.log.clear()
+        size = path.stat().st_size
+        seen: list[tuple[int, bool]] = []
+
+        async def busy() -> None:
+            for _ in range(5):
+                seen.append((path.stat().st_size, "sync" in file.log))
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(store.append_message, user_message("again", timestamp=2))
+            inner.start_soon(busy)
+        assert any(grown > size and not synced for grown, synced in seen)
+        assert file.log[-1] == "sync"
+
+        file.fail_sync = True
+        size = path.stat().st_size
+        with pytest.raises(ReadOnlySessionError, match="Input/output error"):
+            await store.append_message(user_message("lost", timestamp=3))
+        assert path.stat().st_size == size  # the written batch is cut off again
+        await store.aclose()
+    assert [line["message"]["content"][0]["text"] for line in lines(path)[2:]] == [
+        "hello",
+        "again",
+    ]

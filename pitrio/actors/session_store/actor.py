@@ -620,17 +620,20 @@ class SessionStore(Actor[StoreCommand]):
             # GIL while the event loop was busy (issue 7: per-turn latency).
             if sync and not self.options.sync_inline:
                 await trio.to_thread.run_sync(self._write_batch, data, True)
+            elif sync:
+                # Synced in a process that hosts this one session (``sync_inline``): written at
+                # once with its writeback started, then the fsync, which stops the whole
+                # event loop, waits until nothing else can run (a user message's sync then
+                # overlaps the model request in flight instead of delaying it), for at most
+                # IDLE_SYNC_WAIT; by then the data is on its way and the fsync waits for the
+                # journal only (issue 7). Shielded: a batch taken is synced.
+                start = self._write_batch(data, False, start_writeback=True)
+                await until_idle(IDLE_SYNC_WAIT, shield=True)
+                self._sync_batch(start)
             else:
-                # Page cache only (policies ``batch``/``never``), or synced in a process that
-                # hosts this one session (``sync_inline``): written inline, a thread hop costs
-                # more than the write (issue 7).
-                if sync:
-                    # An inline fsync stops the whole event loop: it waits until nothing else
-                    # can run (a user message's sync then overlaps the model request in flight
-                    # instead of delaying it), for at most IDLE_SYNC_WAIT. Shielded: a batch
-                    # taken is written, as it was before the wait.
-                    await until_idle(IDLE_SYNC_WAIT, shield=True)
-                self._write_batch(data, sync)
+                # Page cache only (policies ``batch``/``never``): a thread hop costs more
+                # than the write (issue 7).
+                self._write_batch(data, False)
             self._needs_newline = False
             if sync:
                 self._dirty = False
@@ -642,8 +645,9 @@ class SessionStore(Actor[StoreCommand]):
         elif force and self._dirty:
             await self._sync()
 
-    def _write_batch(self, data: bytes, sync: bool) -> None:
-        # Fence check, one write, maybe one fsync (in a worker thread when it syncs).
+    def _write_batch(self, data: bytes, sync: bool, *, start_writeback: bool = False) -> int:
+        # Fence check, one write, maybe one fsync (in a worker thread when it syncs); returns
+        # where the batch starts in the file.
         file = self._file
         assert file is not None
         if self._lease is not None:
@@ -651,11 +655,24 @@ class SessionStore(Actor[StoreCommand]):
         start = file.size()
         try:
             file.write(data)
+            if start_writeback:
+                file.start_writeback(start, len(data))
             if sync:
                 file.sync()
         except OSError:
             # A full disk may have taken part of the batch: cut it off, so the file holds
             # exactly the entries whose appends returned (shrinking needs no space).
+            file.truncate(start)
+            raise
+        return start
+
+    def _sync_batch(self, start: int) -> None:
+        # The fsync of a batch written before (see _write_batch): a failure cuts it off too.
+        file = self._file
+        assert file is not None
+        try:
+            file.sync()
+        except OSError:
             file.truncate(start)
             raise
 

@@ -157,6 +157,10 @@ class Tracer:
         """Append the records to ``path`` until :meth:`close` (run it as a task)."""
         handle = await trio.to_thread.run_sync(_open_append, path)
         written_drops = 0
+        # A batch taken from the channel but not written yet: a cancellation that arrives
+        # as its write starts (``to_thread`` checks for one before it starts the thread)
+        # must not lose it (a trace lost its last two events that way, under load).
+        unwritten = b""
         try:
             async for first in self._receive:
                 batch = [first]
@@ -165,11 +169,12 @@ class Tracer:
                         batch.append(self._receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                data = b"".join(encode_line(record) for record in batch)
+                unwritten = b"".join(encode_line(record) for record in batch)
                 if self.dropped != written_drops:
-                    data += self._drop_line(self.dropped - written_drops)
+                    unwritten += self._drop_line(self.dropped - written_drops)
                     written_drops = self.dropped
-                await trio.to_thread.run_sync(_write, handle, data)
+                await trio.to_thread.run_sync(_write, handle, unwritten)
+                unwritten = b""
         finally:
             with trio.CancelScope(shield=True):
                 rest: list[Record] = []
@@ -181,7 +186,7 @@ class Tracer:
                     async for record in self._receive:
                         rest.append(record)
                 self._receive.close()
-                data = b"".join(encode_line(record) for record in rest)
+                data = unwritten + b"".join(encode_line(record) for record in rest)
                 if self.dropped != written_drops:
                     data += self._drop_line(self.dropped - written_drops)
                 await trio.to_thread.run_sync(_finish, handle, data)
