@@ -101,3 +101,14 @@ async def test_a_failed_spawn_raises_and_leaves_no_descriptor(tmp_path: Path) ->
     with pytest.raises(FileNotFoundError):
         spawn_merged([str(tmp_path / "no-such-program")], cwd=str(tmp_path), env={})
     assert open_fds() == before
+
+
+async def test_a_process_reaped_by_returncode_can_still_be_waited_for(tmp_path: Path) -> None:
+    # terminate_group reads returncode (which reaps an exited child) and then waits.
+    process = spawn_merged(["true"], cwd=str(tmp_path), env=dict(os.environ))
+    assert await read_all(process) == b""
+    # Until it has exited, without reaping it; then returncode reaps it.
+    await trio.to_thread.run_sync(os.waitid, os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+    assert process.returncode == 0
+    with trio.fail_after(5):
+        assert await process.wait() == 0
