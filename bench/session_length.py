@@ -73,6 +73,7 @@ class Length:
     agent: Any = None
     startup: float = 0.0
     cpu: float = 0.0
+    prompts: int = 0  # timed-phase prompts made, the uncounted first of each block included
     turns: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (turn, log index)
     error: str | None = None
 
@@ -149,6 +150,7 @@ def measure_sizes(
                         length.error = str(exc)
                         break
                     requests += 1
+                    length.prompts += 1
                     if offset > 0:  # the block's first prompt is not counted
                         length.turns.append((turn, requests - 1))
                 length.cpu += length.agent.cpu_seconds() - before
@@ -189,15 +191,14 @@ def _summary(
             row["pre_llm_ms"] = (request["t_body"] - turn["t_send"]) * 1000
             row["request_mb"] = request["body_bytes"] / 1e6
         rows.append(row)
-    # CPU over every prompt of its blocks (the uncounted first ones too), per prompt.
-    prompts = len(rows) * block / max(1, block - 1)
     keys = ("turn_ms", "agent_ms", "mock_ms", "pre_llm_ms", "request_mb")
     return {
         "turns_in_file": length.size,
         "file_mb": round(length.session.stat().st_size / 1e6, 2),
         "entries": length.info.get("entries"),
         "startup_ms": round(length.startup * 1000, 1),
-        "cpu_ms_per_turn": round(length.cpu * 1000 / max(1.0, prompts), 2),
+        # CPU over every prompt of its blocks (the uncounted first ones too), per prompt.
+        "cpu_ms_per_turn": round(length.cpu * 1000 / max(1, length.prompts), 2),
         "turns": rows,
         # The harness's own summary (n, median, min, max, mean), as its workloads report.
         "summary": {k: tools.summarize([r[k] for r in rows if k in r]) for k in keys},

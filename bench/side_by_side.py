@@ -258,44 +258,34 @@ def length_rows(pi: dict[str, Any] | None, pitrio: dict[str, Any]) -> list[Row]:
         if len(measured) < 2:
             continue
         (small, first), (large, last) = measured[0], measured[-1]
+        ours = label == "pitrio"
+        against = f"session of {large:,} turns against {small:,}"
         for key, what in (("turn_ms", "turn"), ("agent_ms", "turn minus the mock's time")):
             p, q = _median(first["summary"].get(key)), _median(last["summary"].get(key))
-            if p is None or q is None:
-                continue
-            growth = q / p
-            verdict = "-"
-            if label == "pitrio" and key == "turn_ms":
-                verdict = "met" if growth <= FLAT_BOUND else "NOT met"
-            rows.append(
-                (
-                    f"{label}: {what}, session of {large:,} turns against {small:,} (flat)",
-                    _fmt(p, " ms"),
-                    _fmt(q, " ms"),
-                    f"{growth:.2f}x " + (f"(target ≤{FLAT_BOUND}x)" if label == "pitrio" else ""),
-                    verdict,
-                )
-            )
+            rows += _growth_row(f"{label}: {what}, {against} (flat)", p, q, ours, key == "turn_ms")
         control = data.get("workloads", {}).get("session_length", {}).get("idle_control")
-        p = _median(control.get("summary", {}).get("agent_ms")) if control else None
-        q = _median(last["summary"].get("agent_ms"))
-        if control and p is not None and q is not None:
+        if control:
             # The same comparison with the waiting held equal: the short session's answers
             # come after as long as the long session's mock took (see session_length.py).
-            growth = q / p
-            verdict = "-"
-            if label == "pitrio":
-                verdict = "met" if growth <= FLAT_BOUND else "NOT met"
-            rows.append(
-                (
-                    f"{label}: turn minus the mock's time, session of {large:,} turns against "
-                    f"{small:,} whose answers wait as long ({control['mock_delay_ms']:.1f} ms)",
-                    _fmt(p, " ms"),
-                    _fmt(q, " ms"),
-                    f"{growth:.2f}x " + (f"(target ≤{FLAT_BOUND}x)" if label == "pitrio" else ""),
-                    verdict,
-                )
+            rows += _growth_row(
+                f"{label}: turn minus the mock's time, {against} whose answers wait as long "
+                f"({control['mock_delay_ms']:.1f} ms)",
+                _median(control.get("summary", {}).get("agent_ms")),
+                _median(last["summary"].get("agent_ms")),
+                ours,
+                True,
             )
     return rows
+
+
+def _growth_row(what: str, p: float | None, q: float | None, ours: bool, judged: bool) -> list[Row]:
+    """One flatness row (none when a figure is missing); only pitrio's rows carry a verdict."""
+    if p is None or q is None:
+        return []
+    growth = q / p
+    verdict = ("met" if growth <= FLAT_BOUND else "NOT met") if ours and judged else "-"
+    target = f"(target ≤{FLAT_BOUND}x)" if ours else ""
+    return [(what, _fmt(p, " ms"), _fmt(q, " ms"), f"{growth:.2f}x {target}", verdict)]
 
 
 def daemon_rows(pitrio: dict[str, Any]) -> list[Row]:

@@ -657,17 +657,17 @@ class SessionStore(Actor[StoreCommand]):
             file.write(data)
             if start_writeback:
                 file.start_writeback(start, len(data))
-            if sync:
-                file.sync()
         except OSError:
             # A full disk may have taken part of the batch: cut it off, so the file holds
             # exactly the entries whose appends returned (shrinking needs no space).
             file.truncate(start)
             raise
+        if sync:
+            self._sync_batch(start)
         return start
 
     def _sync_batch(self, start: int) -> None:
-        # The fsync of a batch written before (see _write_batch): a failure cuts it off too.
+        # The fsync of the batch written from ``start``: a failure cuts it off as well.
         file = self._file
         assert file is not None
         try:

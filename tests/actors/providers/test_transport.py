@@ -19,7 +19,7 @@ from pitrio.actors.model_router.providers.transport import (
     Timeouts,
     _Connection,
 )
-from tests.actors.test_direct_io import StepCounter
+from tests.actors.test_direct_io import counting_steps
 from tests.loopback_tcp import serving
 
 Responder = Callable[[int], bytes]
@@ -340,15 +340,11 @@ async def test_a_plain_connection_reads_waiting_bytes_without_a_task_switch() ->
     # The plain path reads the socket directly (pitrio.actors.direct_io); trio's stream
     # layer would yield after the read.
     connection, peer = _plain_pair()
-    counter = StepCounter(trio.lowlevel.current_task())
     with peer:
         peer.send(b"first")
         await trio.lowlevel.wait_readable(connection.fd)
-        trio.lowlevel.add_instrument(counter)
-        try:
+        with counting_steps() as counter:
             assert await connection.receive(5) == b"first"
-        finally:
-            trio.lowlevel.remove_instrument(counter)
         assert counter.steps == 0
         peer.close()
         assert await connection.receive(5) == b""  # end of stream
