@@ -70,7 +70,8 @@ class _Connection:
         self.buffer = bytearray()
         self.idle_since = 0.0
         self.closed = False
-        self._reader = DirectReader(fd, READ_SIZE)
+        # TLS reads through ``SSLStream`` (the socket's bytes are not the body's).
+        self._reader = DirectReader(fd, READ_SIZE) if self.plain else None
 
     def alive_when_idle(self) -> bool:
         """An idle connection is usable if the server sent nothing meanwhile (no EOF)."""
@@ -86,7 +87,7 @@ class _Connection:
     async def receive(self, read_timeout: float) -> bytes:
         """The next bytes from the server (``b""`` at its end), within ``read_timeout``."""
         try:
-            if self.plain:
+            if self._reader is not None:
                 return await self._reader.read(trio.current_time() + read_timeout)
             with trio.fail_after(read_timeout):
                 return bytes(await self.stream.receive_some(READ_SIZE))
