@@ -11,9 +11,12 @@ cases reuse.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,40 @@ async def raw_upgrade(
     head, rest = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 101"), head
     return stream, rest
+
+
+@dataclass
+class SilentClientRun:
+    """A run streamed to two clients of one session: ``good`` reads (``frames``: what it got
+    up to the run's settling), ``silent`` is a raw client that never reads (``pending``: the
+    bytes read past its handshake)."""
+
+    daemon: Daemon
+    session_id: str
+    good: WebSocketConnection
+    frames: list[dict[str, Any]]
+    silent: trio.SocketStream
+    pending: bytes
+
+
+@contextlib.asynccontextmanager
+async def run_beside_a_silent_client(
+    agent: Path, faux: FauxProvider, config: dict[str, Any]
+) -> AsyncIterator[SilentClientRun]:
+    """A daemon (``config``) whose session streams ``faux``'s reply to a reading client and
+    to one that does not read (small socket buffers on both sides), until the run settles."""
+    async with running_daemon(agent, faux, daemon=config) as daemon:
+        session_id = await create_session(daemon)
+        path = f"/v1/sessions/{session_id}"
+        silent, pending = await raw_upgrade(daemon.port, path, receive_buffer=4096)
+        try:
+            async with connect(daemon, path) as good:
+                await receive(good)
+                await send(good, {"id": "p", "type": "prompt", "message": "a long one"})
+                frames = await until(good, settled, seconds=60)
+                yield SilentClientRun(daemon, session_id, good, frames, silent, pending)
+        finally:
+            await silent.aclose()
 
 
 def frame(opcode: int, payload: bytes, *, masked: bool = True, fin: bool = True) -> bytes:
@@ -293,6 +330,57 @@ async def test_frames_that_break_the_protocol_close_that_connection_only(agent: 
         assert daemon.server.counters["connection_errors"] == 0
         assert daemon.server.rejected["bad_request"] == 1
     assert_file_whole(hosted.path, [REPLY])
+
+
+async def test_a_refused_frame_is_counted_when_the_sender_meets_the_close_first(
+    agent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The order forced here: the daemon's sender is inside a send that cannot finish (the
+    # client does not read) when the websocket layer refuses an oversized message; the
+    # refusal's close frame then waits for that send, and once the client reads again the
+    # sender finishes it, meets the close on its next frame and ends the connection while
+    # the daemon's reader is still waiting for a message. The reader never sees the close,
+    # so the refusal must be read from the connection itself (found as a flaky run of the
+    # test above, where a streaming session made the same order possible).
+    refusing = trio.Event()
+    handle_message = WebSocketConnection._handle_message_event
+
+    async def watched(self: WebSocketConnection, event: Any) -> None:
+        # Observes only: set just before the layer refuses the message, with no checkpoint
+        # in between, so the refusal's close reason is set when the test goes on.
+        if self._message_size + len(event.data) > self._max_message_size:
+            refusing.set()
+        await handle_message(self, event)
+
+    monkeypatch.setattr(WebSocketConnection, "_handle_message_event", watched)
+    # A megabyte of text: whatever the fan-out merges, more than the buffers between the
+    # daemon and a client that does not read can hold.
+    reply = "".join(chr(97 + i % 26) for i in range(1_000_000))
+    faux = FauxProvider([FauxReply(text=reply, chunk_size=1_000)])
+    config = {
+        "max_message_size": 64 * 1024,
+        "ping_interval": None,  # a ping would wait for the stuck send too
+        "stall_seconds": 60.0,  # the stuck send is the point: no watchdog
+        "send_buffer": 8192,
+    }
+    async with run_beside_a_silent_client(agent, faux, config) as run:
+        # The sender to the silent client is stuck in a send, the rest of the run queued.
+        assert text_of_deltas(run.frames) == reply
+        # One byte over the limit: the layer has read all of it when it refuses, so the
+        # daemon's close leaves nothing unread (which would make it a reset).
+        await run.silent.send_all(frame(OPCODE_TEXT, b"x" * (64 * 1024 + 1)))
+        with trio.fail_after(10):
+            await refusing.wait()
+            ended = await read_until_end(run.silent, run.pending)
+        assert ended is None or ended[0] == 1009, ended
+        await run.silent.aclose()
+        counters = run.daemon.server.counters
+        await wait_clients(run.daemon, run.session_id, 1)
+        with trio.fail_after(5):
+            while counters["refused_frames"] != 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await still_served(run.good, "after")
+    assert counters["connection_errors"] == 0
 
 
 async def test_garbage_on_the_host_endpoint(agent: Path) -> None:

@@ -23,6 +23,7 @@ from tests.faults.test_daemon_garbage import (
     assert_file_whole,
     clients_of,
     raw_upgrade,
+    run_beside_a_silent_client,
     still_served,
     wait_clients,
 )
@@ -86,21 +87,14 @@ async def test_silent_peer_during_a_stream_is_cut_off_and_nothing_is_lost(agent:
         "send_buffer": 8192,
         "client_capacity": 64,
     }
-    async with running_daemon(agent, faux, daemon=config) as daemon:
-        session_id = await create_session(daemon)
-        path = f"/v1/sessions/{session_id}"
-        silent, _ = await raw_upgrade(daemon.port, path, receive_buffer=4096)
-        async with connect(daemon, path) as good:
-            await receive(good)
-            await send(good, {"id": "p", "type": "prompt", "message": "a long one"})
-            frames = await until(good, settled, seconds=60)
-            # The reader that kept up got every character, in order.
-            assert text_of_deltas(frames) == LONG_REPLY
-            await wait_clients(daemon, session_id, 1)
-            assert daemon.server.counters["slow_closes"] >= 1
-            await still_served(good, "s")
-        await silent.aclose()
-        hosted = await daemon.host.get(session_id)
+    async with run_beside_a_silent_client(agent, faux, config) as run:
+        # The reader that kept up got every character, in order.
+        assert text_of_deltas(run.frames) == LONG_REPLY
+        await wait_clients(run.daemon, run.session_id, 1)
+        assert run.daemon.server.counters["slow_closes"] >= 1
+        await still_served(run.good, "s")
+        await run.silent.aclose()
+        hosted = await run.daemon.host.get(run.session_id)
         assert hosted.path is not None
         # (It counts the events offered to the cut-off client until it is detached, not
         # clients: at least one.)

@@ -102,6 +102,7 @@ class _Socket:
             await self._close_done.wait()
             return
         self.closed = True
+        self._note_refused()
         try:
             with trio.move_on_after(self.server.config.close_timeout):
                 await self.ws.aclose(code, close_reason(reason))
@@ -143,9 +144,8 @@ class _Socket:
         while True:
             try:
                 message = await self.ws.get_message()
-            except ConnectionClosed as closed:
-                self._note_refused(closed)
-                return None
+            except ConnectionClosed:
+                return None  # counted by close() if a bad frame ended it
             if not self.allow():
                 push(self.rate_error())
                 continue
@@ -157,12 +157,16 @@ class _Socket:
                 return parsed
             push(parsed)
 
-    def _note_refused(self, closed: ConnectionClosed) -> None:
+    def _note_refused(self) -> None:
         """Count and log a connection the websocket layer ended over a bad frame: invalid UTF-8
         (1007), a protocol violation (1002), a message over the size limit (1009). For the
         first two trio-websocket drops the TCP connection without a close frame, so this log
-        line is the only place the reason shows."""
-        reason = closed.reason
+        line is the only place the reason shows.
+
+        Read from the connection's close reason when the socket closes, not where the reader
+        meets the close: the sender may meet it first and cancel the reader, which then never
+        sees it."""
+        reason = self.ws.closed
         if reason is not None and reason.code in REFUSED_FRAME_CODES:
             self.server.counters["refused_frames"] += 1
             log.info("closed a connection over a bad frame: %s %s", reason.code, reason.reason)
