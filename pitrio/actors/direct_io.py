@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -28,12 +28,14 @@ GATHERED_PIECES = 512
 class DirectReader:
     """Reads of one non-blocking descriptor (a pipe, a socket) by one task."""
 
-    __slots__ = ("_streak", "fd", "size")
+    __slots__ = ("_owner", "_streak", "fd", "size")
 
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, *, owner: object = None) -> None:
         self.fd = fd
         self.size = size
         self._streak = 0
+        # Kept alive with the reader: a stream closes its descriptor when it is collected.
+        self._owner = owner
 
     async def read(self, deadline: float = math.inf) -> bytes:
         """Up to ``size`` bytes (``b""`` at the end); ``trio.TooSlowError`` if nothing came
@@ -56,6 +58,18 @@ class DirectReader:
                 self._streak = 0
                 await trio.lowlevel.cancel_shielded_checkpoint()
         return data
+
+
+def receiver(stream: trio.abc.ReceiveStream, size: int) -> Callable[[], Awaitable[bytes]]:
+    """Reads of up to ``size`` bytes from ``stream``: directly (:class:`DirectReader`) when it
+    is a descriptor's ``FdStream`` (a pipe), else through the stream (its errors then)."""
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return DirectReader(stream.fileno(), size, owner=stream).read
+
+    async def receive_some() -> bytes:
+        return bytes(await stream.receive_some(size))
+
+    return receive_some
 
 
 async def write_all(fd: int, parts: Sequence[bytes], deadline: float = math.inf) -> None:

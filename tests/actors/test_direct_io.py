@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from pitrio.actors.direct_io import FAST_STREAK, DirectReader, write_all
+from pitrio.actors.direct_io import FAST_STREAK, DirectReader, receiver, write_all
 
 
 class StepCounter(trio.abc.Instrument):
@@ -140,3 +140,20 @@ async def test_a_write_nobody_takes_raises_too_slow_at_its_deadline(
     with pytest.raises(trio.TooSlowError):
         await write_all(pipe.write_fd, [b"x" * (1 << 20)] * 8, trio.current_time() + 30)
     assert trio.current_time() == pytest.approx(30)
+
+
+async def test_a_receiver_reads_a_pipe_directly_and_any_other_stream_through_the_stream(
+    pipe: Pipe,
+) -> None:
+    # Nothing else holds the stream: the receiver must (collected, it closes its descriptor).
+    direct = receiver(trio.lowlevel.FdStream(os.dup(pipe.read_fd)), 1024)
+    os.write(pipe.write_fd, b"waiting")
+    with counting_steps() as counter:
+        assert await direct() == b"waiting"
+    assert counter.steps == 0  # FdStream.receive_some would have yielded first
+
+    send, receive = trio.testing.memory_stream_pair()
+    through = receiver(receive, 4)
+    await send.send_all(b"abcdef")
+    assert await through() == b"abcd"  # the size holds, and bytes come back, not a bytearray
+    assert type(await through()) is bytes

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from pitrio.actors.direct_io import DirectReader
+from pitrio.actors.direct_io import receiver
 from pitrio.actors.model_router import ModelRouterHandle, start_model_router
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions
@@ -248,14 +248,10 @@ class RpcServer:
         splitter = RecordSplitter(self._max_record)
         # A pipe is read directly: trio's FdStream yields before every read, a task step per
         # command (issue 7); see pitrio.actors.direct_io.
-        direct = (
-            DirectReader(stdin.fileno(), READ_SIZE)
-            if isinstance(stdin, trio.lowlevel.FdStream)
-            else None
-        )
+        receive = receiver(stdin, READ_SIZE)
         while True:
             try:
-                data = await (stdin.receive_some(READ_SIZE) if direct is None else direct.read())
+                data = await receive()
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:

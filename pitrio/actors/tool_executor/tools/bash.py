@@ -20,13 +20,12 @@ import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
-from functools import partial
 from typing import Any
 
 import attrs
 import trio
 
-from pitrio.actors.direct_io import DirectReader
+from pitrio.actors.direct_io import receiver
 from pitrio.actors.tool_executor.context import current_call
 from pitrio.actors.tool_executor.jsvalues import js_number_to_string
 from pitrio.actors.tool_executor.ledger import OWNER_VARIABLE, ledger
@@ -201,14 +200,10 @@ class _Run:
 
         # Read directly (see pitrio.actors.direct_io): trio's FdStream yields before every
         # read, a task step per chunk and one more for the end (issue 7: the bash turn).
-        receive: Callable[[], Awaitable[bytes | bytearray]]
-        if isinstance(stream, trio.lowlevel.FdStream):
-            receive = DirectReader(stream.fileno(), READ_CHUNK).read
-        else:
-            receive = partial(stream.receive_some, READ_CHUNK)
+        receive = receiver(stream, READ_CHUNK)
 
         async def read() -> None:
-            while chunk := bytes(await receive()):
+            while chunk := await receive():
                 self.output.append(chunk)
                 await self._spill()
                 self.throttle.mark()
