@@ -140,6 +140,15 @@ class SessionFileError(SessionError, ValueError):
         self.problems = problems
 
 
+class SessionPathError(SessionFileError):
+    """A session path that cannot hold a session file: a device, FIFO, socket, directory, or a
+    symbolic link to one of them or to nothing. The message names the path and what it is."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, 0, reason)
+        self.reason = reason
+
+
 class EntryNotFoundError(SessionError, KeyError):
     """An entry id names no entry of the session (pi's ``Entry <id> not found``)."""
 

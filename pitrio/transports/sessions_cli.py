@@ -24,7 +24,7 @@ import orjson
 from pitrio.actors.session_store.catalog import SessionInfo, list_all_sessions, list_sessions
 from pitrio.actors.session_store.maintenance import check_file, repair_file
 from pitrio.actors.session_store.paths import agent_dir, session_dir
-from pitrio.errors import PitrioError, SessionError
+from pitrio.errors import PitrioError, SessionError, SessionPathError
 from pitrio.transports.db_cli import add_transfer_commands, export_command, import_command
 
 
@@ -118,6 +118,9 @@ def run_sessions_command(argv: list[str]) -> int:
         if args.command == "import":
             return import_command(args, out)
         return _list(args, out)
+    except SessionPathError as exc:  # not a file at all: the file could not be used
+        sys.stderr.write(f"Error: {exc}\n")
+        return 2
     except (SessionError, PitrioError) as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1

@@ -731,7 +731,7 @@ async def test_a_failed_open_releases_its_lease(
     def disk_full(target: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pitrio.actors.session_store.actor.replace_file", disk_full)
+    monkeypatch.setattr("pitrio.actors.session_store.maintenance.replace_file", disk_full)
     with pytest.raises(OSError, match="No space left"), collapse_groups():
         async with trio.open_nursery() as nursery:
             await open_store(nursery, path)

@@ -23,10 +23,31 @@ from pitrio.actors.session.extensions.events import (
 )
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionSeed
+from pitrio.actors.session_store.maintenance import probe_session_file
 from pitrio.errors import PitrioError
 
 FLUSH_SECONDS = 10.0
 EVENT_BUFFER = 4096
+
+
+def single_error(exc: BaseException) -> Exception:
+    """The error to report for a failed start: a :class:`PitrioError` inside the nursery's
+    exception group if there is one (a user never sees the group), else a plain one."""
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(reversed(current.exceptions))
+        else:
+            leaves.append(current)
+    for leaf in leaves:
+        if isinstance(leaf, PitrioError):
+            return leaf
+    first = leaves[0] if leaves else exc
+    if isinstance(first, OSError):
+        return PitrioError(str(first))
+    return PitrioError(f"{type(first).__name__}: {first}")
 
 
 class SessionReplacementCancelled(PitrioError):
@@ -68,11 +89,40 @@ class SessionRuntime:
         """Start (or replace the current session with) a session made from ``options``;
         the current one's extensions hear ``session_shutdown`` with ``options.start_reason``."""
         async with self._lock:
+            if options.path is not None:
+                # Refuse a path that is no session file before the current session stops.
+                path = options.path
+                await trio.to_thread.run_sync(probe_session_file, path)
+            previous = await self._reopen_options()
             await self._stop_current(options.start_reason, target)
-            slot: _Slot = await self._nursery.start(self._run_session, options)
+            try:
+                slot: _Slot = await self._nursery.start(self._run_session, options)
+            except Exception as exc:
+                error = single_error(exc)
+                if previous is not None:
+                    # The new one failed after the current one stopped: bring it back.
+                    with trio.CancelScope(shield=True):
+                        try:
+                            self._slot = await self._nursery.start(self._run_session, previous)
+                            self._options = previous
+                        except Exception:  # the first failure is the news
+                            pass
+                raise error from None
             self._slot = slot
             self._options = options
             return slot.started
+
+    async def _reopen_options(self) -> SessionOptions | None:
+        """How to start the current session again (its file if written, else like it)."""
+        if self._slot is None or self._options is None:
+            return None
+        base = attrs.evolve(
+            self._options, session=None, continue_recent=False, fork=None, seed=None
+        )
+        path = self._slot.started.store.path
+        if path is not None and await trio.to_thread.run_sync(path.exists):
+            return attrs.evolve(base, path=path, model=None, start_reason="resume")
+        return attrs.evolve(base, path=None)
 
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
         """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""

@@ -44,6 +44,7 @@ from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
 from pitrio.actors.session_store.lease import Lease
+from pitrio.actors.session_store.maintenance import rewrite_migrated
 from pitrio.actors.session_store.paths import session_dir, session_file_name
 from pitrio.actors.session_store.projection import (
     EMPTY_CONTEXT,
@@ -52,9 +53,9 @@ from pitrio.actors.session_store.projection import (
 )
 from pitrio.actors.session_store.storage import (
     AppendFile,
+    append_durably,
     create_file,
     read_session,
-    replace_file,
 )
 from pitrio.actors.session_store.stored import AnyEntry, StoredEntry
 from pitrio.actors.session_store.tree import (
@@ -163,6 +164,8 @@ class StoreStatus:
     problems: tuple[Problem, ...]
     write_error: str | None = None
     """Why the store turned read-only after a failed write, if it did."""
+    backup: Path | None = None
+    """Where opening kept the original of a file it migrated (``None``: none was migrated)."""
     location: str | None = None
     """Where a session that has no file is kept (a database store's ``postgresql:<id>``);
     ``None`` for files and for sessions kept in memory only."""
@@ -283,6 +286,8 @@ class SessionStore(Actor[StoreCommand]):
         self.projection = Projection()
         self.problems: tuple[Problem, ...] = ()
         self.migrated = False
+        self.backup: Path | None = None
+        """Where a migration kept the original file (``None``: no migration here)."""
         self._lease: Lease | None = None
         self._file: AppendFile | None = None
         self._needs_newline = False
@@ -370,7 +375,9 @@ class SessionStore(Actor[StoreCommand]):
             if not self.read_only:
                 await self._take_lease()
             if parsed is not None and not self.read_only:
-                await trio.to_thread.run_sync(replace_file, path, encode(self.header) + b"\n")
+                # Appended, not renamed over: the file (blank at most) stays the same inode,
+                # reached through a symbolic link if that is how it was named.
+                await trio.to_thread.run_sync(append_durably, path, encode(self.header) + b"\n")
                 self._file = await trio.to_thread.run_sync(self._file_class, path)
             self.cwd = self.cwd or self.header.cwd
             return
@@ -392,7 +399,17 @@ class SessionStore(Actor[StoreCommand]):
         if parsed.migrated:
             # The rewrite keeps torn lines (at the end) rather than losing them.
             data = self._whole_file(parsed.header_raw, parsed.torn)
-            await trio.to_thread.run_sync(replace_file, path, data)
+            version = parsed.version
+            self.backup = await trio.to_thread.run_sync(
+                lambda: rewrite_migrated(path, data, version)
+            )
+            log.warning(
+                "%s: migrated from session format version %d to %d; the original is kept in %s",
+                path,
+                version,
+                self.header.version,
+                self.backup,
+            )
         else:
             self._needs_newline = not parsed.ends_clean
         self._file = await trio.to_thread.run_sync(self._file_class, path)
@@ -704,6 +721,7 @@ class SessionStore(Actor[StoreCommand]):
             writes=0 if self._file is None else self._file.writes,
             syncs=0 if self._file is None else self._file.syncs,
             migrated=self.migrated,
+            backup=self.backup,
             problems=self.problems,
             write_error=None if self.failure is None else str(self.failure),
         )

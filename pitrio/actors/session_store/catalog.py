@@ -18,9 +18,15 @@ import attrs
 import orjson
 
 from pitrio.actors.session_store.file_format import parse_session_bytes
-from pitrio.actors.session_store.paths import agent_dir, session_dir, session_file_name
+from pitrio.actors.session_store.jsonline import loads_line, strip_bom
+from pitrio.actors.session_store.paths import (
+    agent_dir,
+    open_session_file,
+    session_dir,
+    session_file_name,
+)
 from pitrio.actors.session_store.storage import create_file
-from pitrio.errors import SessionFileError, SessionNotFoundError
+from pitrio.errors import SessionFileError, SessionNotFoundError, SessionPathError
 from pitrio.messages.codec import encode
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader, iso_now, new_session_id
 
@@ -99,8 +105,10 @@ def read_session_info(path: Path) -> SessionInfo | None:
     else the header time, else the file's mtime; the name is the latest ``session_info``.
     """
     try:
-        file = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except OSError:
+        file = open_session_file(path)  # a FIFO or device named *.jsonl is not read
+    except (OSError, SessionPathError):
+        return None
+    if file is None:
         return None
     with file:
         header: dict[str, Any] | None = None
@@ -113,7 +121,7 @@ def read_session_info(path: Path) -> SessionInfo | None:
             if not line.strip():
                 continue
             try:
-                value = orjson.loads(line)
+                value = loads_line(strip_bom(line) if header is None else line)
             except orjson.JSONDecodeError:
                 if header is None:
                     return None
@@ -198,13 +206,16 @@ def list_all_sessions(sessions_root: Path | None = None) -> list[SessionInfo]:
 def has_valid_header(path: Path) -> bool:
     """Whether the first line of a file (within its first 512 bytes) is a session header."""
     try:
-        with open(path, "rb") as file:
+        file = open_session_file(path)
+        if file is None:
+            return False
+        with file:
             probe = file.read(HEADER_PROBE)
-    except OSError:
+    except (OSError, SessionPathError):
         return False
-    first = probe.split(b"\n", 1)[0]
+    first = strip_bom(probe.split(b"\n", 1)[0])
     try:
-        return _valid_header(orjson.loads(first))
+        return _valid_header(loads_line(first))
     except orjson.JSONDecodeError:
         return False
 
@@ -267,7 +278,11 @@ def fork_from(source: Path, target_cwd: str, *, directory: Path | None = None) -
     written at once. Raises :class:`~pitrio.errors.SessionFileError` for an unusable source.
     """
     try:
-        data = source.read_bytes()
+        file = open_session_file(source)  # SessionPathError: a device, a FIFO, a directory
+        if file is None:
+            raise FileNotFoundError(source)
+        with file:
+            data = file.read()
     except OSError as exc:
         raise SessionFileError(
             str(source), 0, f"Cannot fork: source session file is empty or invalid: {source}"

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from pitrio.actors.session_store.jsonline import loads_line, strip_bom
 from pitrio.actors.session_store.migrations import migrate_to_current, session_version
 from pitrio.actors.session_store.stored import (
     ENTRY_CLASSES,
@@ -55,6 +56,8 @@ ProblemKind = Literal[
     "missing_parent",
     "missing_target",
     "newer_version",
+    "no_version",
+    "parent_cycle",
 ]
 
 
@@ -72,7 +75,9 @@ class Problem:
         return f"{origin}:{self.line}: {self.severity}: {self.message}"
 
 
-REJECTED_KINDS: frozenset[str] = frozenset({"malformed", "torn", "duplicate_id", "undecodable"})
+REJECTED_KINDS: frozenset[str] = frozenset(
+    {"malformed", "torn", "duplicate_id", "undecodable", "parent_cycle"}
+)
 """Problem kinds whose line ``repair`` moves to ``FILE.rejected``."""
 
 
@@ -163,9 +168,21 @@ class SessionParser:
         if not raw or raw.isspace():
             return
         self._empty = False
+        if not self._header_seen:
+            raw = strip_bom(raw)  # pi reads a header after a byte order mark
         try:
-            value = orjson.loads(raw)
+            value = loads_line(raw)
         except orjson.JSONDecodeError as exc:
+            if not self._header_seen:
+                # The first line is not JSON: whatever this file is, it is not a session.
+                self._header_seen = True
+                self._problem(
+                    line,
+                    "no_header",
+                    "error",
+                    f"not a pi session file: line {line} is not JSON ({exc.msg})",
+                )
+                return
             if not terminated:
                 self._problem(line, "torn", "warning", "torn last line (an interrupted write)")
                 self._torn.append(raw)
@@ -262,6 +279,14 @@ class SessionParser:
             return
         self._header_raw = raw
         self._version = session_version(value)
+        if "version" not in value:
+            self._problem(
+                line,
+                "no_version",
+                "warning",
+                "the session header has no version: read as a version 1 file (a flat list), "
+                "so opening it migrates it (new ids, one chain; the original is kept as a backup)",
+            )
         if self._version > CURRENT_SESSION_VERSION:
             self._problem(
                 line,
@@ -366,11 +391,37 @@ class SessionParser:
             self._take_entry(line, raw if value is original else orjson.dumps(value), value)
         return changed
 
+    def _check_cycles(self) -> None:
+        """An error for each loop of parents (an entry its own parent included): pi's walk
+        to the root never ends on one, and no leaf on or under it has a context."""
+        by_id = {stored.id: stored for stored in self._entries}
+        done: set[str] = set()
+        for start in self._entries:
+            walk: list[StoredEntry] = []
+            on_walk: dict[str, int] = {}
+            current: StoredEntry | None = start
+            while current is not None and current.id not in done:
+                if current.id in on_walk:
+                    loop = walk[on_walk[current.id] :]
+                    last = max(loop, key=lambda stored: stored.line)
+                    chain = " -> ".join(stored.id for stored in [*loop[:8], loop[0]])
+                    what = (
+                        "is its own parent" if len(loop) == 1 else f"is in a parent cycle ({chain})"
+                    )
+                    self._problem(last.line, "parent_cycle", "error", f"entry {last.id} {what}")
+                    break
+                on_walk[current.id] = len(walk)
+                walk.append(current)
+                parent = current.parent_id
+                current = by_id.get(parent) if parent is not None else None
+            done.update(on_walk)
+
     def _check_references(self) -> None:
+        self._check_cycles()
         ids = self._ids
         for stored in self._entries:
             parent = stored.parent_id
-            if parent is not None and parent != stored.id and parent not in ids:
+            if parent is not None and parent not in ids:
                 self._problem(
                     stored.line,
                     "missing_parent",

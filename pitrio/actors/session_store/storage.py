@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
+from pitrio.actors.session_store.paths import open_session_file
 
 
 @contextlib.contextmanager
@@ -39,10 +40,10 @@ def gc_paused() -> Iterator[None]:
 
 
 def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | None:
-    """Parse a session file; ``None`` if it does not exist."""
-    try:
-        file = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
-    except FileNotFoundError:
+    """Parse a session file; ``None`` if it does not exist. Raises
+    :class:`~pitrio.errors.SessionPathError` for a path that is not a regular file."""
+    file = open_session_file(path)
+    if file is None:
         return None
     with file, gc_paused():
         return parse_lines(file, origin=str(path), decode_all=decode_all)

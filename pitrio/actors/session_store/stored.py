@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import orjson
 
+from pitrio.actors.session_store.jsonline import loads_line
 from pitrio.errors import DecodeError, SessionFileError
 from pitrio.messages.agent import (
     AgentMessage,
@@ -255,7 +256,7 @@ class StoredEntry:
         """The typed entry (decoded on first use, then cached)."""
         entry = self._entry
         if entry is None:
-            entry = self._decode(orjson.loads(self.raw))
+            entry = self._decode(loads_line(self.raw))
             self._entry = entry
         return entry
 
@@ -269,7 +270,7 @@ class StoredEntry:
 
     def json(self) -> dict[str, Any]:
         """The entry's JSON object as stored (parsed from the raw line each time)."""
-        value: dict[str, Any] = orjson.loads(self.raw)
+        value: dict[str, Any] = loads_line(self.raw)
         return value
 
     def message(self) -> AgentMessage:
@@ -284,7 +285,7 @@ class StoredEntry:
         if self._entry is None and self.type == "message":
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
-            value = orjson.loads(self.raw)["message"]
+            value = loads_line(self.raw)["message"]
             if self.role == "assistant":
                 share_names(value)
             try:

@@ -1,0 +1,125 @@
+"""``switch_session`` to paths that are no session file, through a real ``pitrio --mode rpc``
+(issue 21, defects 1 and 13).
+
+Each test makes its own device node, FIFO, directory, text file or symbolic link in its
+temporary directory (never the machine's ``/dev/null``), asks the process to switch there,
+and checks: the answer is an error naming the path and what it is; the node is untouched (same
+type, inode, mtime, content); nothing new appeared beside it; the first session is still
+current and answers a prompt; an ``extension_ui_response`` afterwards does not end the process.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.transports.rpc.harness import Dirs, rpc_process
+
+Snapshot = tuple[int, int, int, bytes]
+
+
+def snapshot(path: Path) -> Snapshot:
+    """Type, inode, mtime and (for a regular file or a link) content of ``path`` itself."""
+    info = os.lstat(path)
+    if stat.S_ISREG(info.st_mode):
+        content = path.read_bytes()
+    elif stat.S_ISLNK(info.st_mode):
+        content = os.readlink(path).encode()
+    else:
+        content = b""
+    return (stat.S_IFMT(info.st_mode), info.st_ino, info.st_mtime_ns, content)
+
+
+def make_target(kind: str, where: Path) -> tuple[Path, str, list[Path]]:
+    """The hostile path, the words the error must hold, and every node to watch."""
+    where.mkdir()
+    target = where / "target.jsonl"
+    if kind == "device":
+        os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        return target, "a character device", [target]
+    if kind == "fifo":
+        os.mkfifo(target)
+        return target, "a FIFO", [target]
+    if kind == "directory":
+        target.mkdir()
+        return target, "a directory", [target]
+    if kind == "text":
+        target.write_text("hello\nthis is not a session\n")
+        return target, "not a pi session file", [target]
+    if kind == "link-to-device":
+        device = where / "device"
+        os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        target.symlink_to(device)
+        return target, "a symbolic link to a character device", [target, device]
+    if kind == "link-to-fifo":
+        fifo = where / "fifo"
+        os.mkfifo(fifo)
+        target.symlink_to(fifo)
+        return target, "a symbolic link to a FIFO", [target, fifo]
+    if kind == "dangling-link":
+        target.symlink_to(where / "nothing")
+        return target, "a symbolic link to nothing", [target]
+    raise AssertionError(kind)
+
+
+KINDS = [
+    "device",
+    "fifo",
+    "directory",
+    "text",
+    "link-to-device",
+    "link-to-fifo",
+    "dangling-link",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_switch_to_a_path_that_is_no_session_file(tmp_path: Path, kind: str) -> None:
+    dirs = Dirs.make(tmp_path)
+    target, reason, watched = make_target(kind, tmp_path / "hostile")
+    before = {path: snapshot(path) for path in watched}
+    listing = sorted(os.listdir(tmp_path / "hostile"))
+    async with rpc_process(dirs) as rpc:
+        await rpc.data({"type": "prompt", "message": "first"})
+        await rpc.event("agent_settled", 1)
+        state = await rpc.data({"type": "get_state"})
+
+        refused = await rpc.request({"type": "switch_session", "sessionPath": str(target)})
+        assert refused["success"] is False
+        assert str(target) in refused["error"] and reason in refused["error"], refused
+        assert "Exceptions from" not in refused["error"]
+
+        # Defect 13: an answer to no dialog after the failed switch is ignored, not fatal.
+        await rpc.send({"type": "extension_ui_response", "id": "none", "value": "x"})
+        after = await rpc.data({"type": "get_state"})
+        assert after["sessionFile"] == state["sessionFile"]
+        assert after["sessionId"] == state["sessionId"]
+        await rpc.data({"type": "prompt", "message": "still here"})
+        await rpc.event("agent_settled", 2)
+        messages = (await rpc.data({"type": "get_messages"}))["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+        assert rpc.process.returncode is None
+    assert {path: snapshot(path) for path in watched} == before
+    assert sorted(os.listdir(tmp_path / "hostile")) == listing
+
+
+async def test_switch_through_a_link_to_a_session_file_works(tmp_path: Path) -> None:
+    """A symbolic link is followed to a regular file: the session there opens, the link stays."""
+    dirs = Dirs.make(tmp_path)
+    async with rpc_process(dirs) as rpc:
+        await rpc.data({"type": "prompt", "message": "remember me"})
+        await rpc.event("agent_settled", 1)
+        first = Path((await rpc.data({"type": "get_state"}))["sessionFile"])
+        await rpc.data({"type": "new_session"})
+        link = tmp_path / "link.jsonl"
+        link.symlink_to(first)
+        await rpc.data({"type": "switch_session", "sessionPath": str(link)})
+        messages = (await rpc.data({"type": "get_messages"}))["messages"]
+        assert messages[0]["content"][0]["text"] == "remember me"
+        await rpc.data({"type": "prompt", "message": "again"})
+        await rpc.event("agent_settled", 2)
+    assert link.is_symlink() and link.resolve() == first
+    assert b"again" in snapshot(first)[3]
