@@ -17,15 +17,21 @@ from pathlib import Path
 import orjson
 
 from pitrio.actors.session_store.catalog import HEADER_PROBE, SessionInfo, read_session_info
+from pitrio.actors.session_store.jsonline import strip_bom
+from pitrio.actors.session_store.paths import open_session_file
+from pitrio.errors import SessionPathError
 
 
 def header_id(path: Path) -> str | None:
     """The ``id`` of a file's session header, if its first line is one."""
     try:
-        with open(path, "rb") as file:
+        file = open_session_file(path)  # a FIFO or device named *.jsonl: not a session
+        if file is None:
+            return None
+        with file:
             first = file.read(HEADER_PROBE).split(b"\n", 1)[0]
-        value = orjson.loads(first)
-    except (OSError, orjson.JSONDecodeError):
+        value = orjson.loads(strip_bom(first))
+    except (OSError, orjson.JSONDecodeError, SessionPathError):
         return None
     if isinstance(value, dict) and value.get("type") == "session":
         found = value.get("id")
