@@ -311,3 +311,21 @@ async def test_a_switch_that_fails_after_the_stop_brings_the_session_back(
     finally:
         lease.release()
     assert other.read_bytes() == file_of(HEADER, message("m1", None, "theirs"))
+
+
+async def test_resuming_a_migrated_file_gives_a_notice(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(file_of(HEADER.replace(b'"version":3,', b""), message("m1", None, "one")))
+    options = SessionOptions(
+        cwd=str(tmp_path), model="faux/faux-1", agent_dir=tmp_path / "agent", path=path
+    )
+    async with trio.open_nursery() as nursery:
+        router = await start_model_router(
+            nursery, FauxProvider(), config=RouterConfig(catalogue=False)
+        )
+        runtime = SessionRuntime(nursery, router)
+        started = await runtime.start(options)
+        backup = tmp_path / "old.jsonl.v1.bak"
+        assert any(str(backup) in notice for notice in started.notices), started.notices
+        await runtime.aclose()
+        nursery.cancel_scope.cancel()

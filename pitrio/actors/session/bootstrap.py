@@ -282,7 +282,13 @@ async def start_session(
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
     # all of its messages before the first command was answered (issue 7, resume).
-    empty = (await store.status()).entries == 0
+    status = await store.status()
+    empty = status.entries == 0
+    if status.backup is not None:
+        notices.append(
+            f"Warning: {status.path} was migrated to the current session format; "
+            f"the original is kept in {status.backup}"
+        )
     has_thinking_entry = await store.has_entry_type("thinking_level_change")
 
     pattern_level = None

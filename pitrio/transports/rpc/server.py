@@ -280,7 +280,10 @@ class RpcServer:
         handlers.start_soon(self._handle, parsed)
 
     async def _answer_dialog(self, request: Request) -> None:
-        session = await self.session()
+        try:
+            session = await self.session()
+        except PitrioError:
+            return  # no session, so no dialog to answer: ignored, as an unknown id is
         await session.respond_ui(UiResponse.from_json(request.fields))
 
     async def _handle(self, request: Request) -> None:
