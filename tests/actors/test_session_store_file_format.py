@@ -303,7 +303,7 @@ def test_version_1_files_get_ids_and_a_chain() -> None:
     ]
     parsed = parse(file_of(header, *lines))
     assert parsed.migrated
-    assert kinds(parsed) == [(1, "no_version", "warning"), (3, "malformed", "error")]
+    assert kinds(parsed) == [(3, "malformed", "error")]
     first, compaction = parsed.entries
     assert first.parent_id is None and compaction.parent_id == first.id
     assert orjson.loads(compaction.raw)["firstKeptEntryId"] == first.id

@@ -214,6 +214,10 @@ def test_check_reports_cycles_self_parents_and_a_missing_version() -> None:
     assert kinds(longer) == [(5, "parent_cycle", "error")]
     unversioned = HEADER.replace(b'"version":3,', b"")
     assert kinds(file_of(unversioned, message("m1", None, "one"))) == [(1, "no_version", "warning")]
+    genuine_v1 = (
+        b'{"type":"message","timestamp":"t","message":{"role":"user","content":"a","timestamp":1}}'
+    )
+    assert kinds(file_of(unversioned, genuine_v1)) == []  # pi's own v1 files: nothing to say
 
 
 def test_sessions_check_exits_1_on_a_cycle(

@@ -246,9 +246,13 @@ async def test_migration_rewrites_the_file_as_pi(name: str, tmp_path: Path) -> N
     # Opening the rewritten file again migrates nothing and gives the same tree.
     again = parse_session_bytes(ours, origin=str(target))
     assert not again.migrated and again.problems == []
+    # Issue 21: a migration keeps the original beside the file, byte for byte.
+    backup = tmp_path / f"{name}.jsonl.v{name[-1]}.bak"
+    assert backup.read_bytes() == fixture(name).read_bytes()
     assert sorted(path.name for path in os.scandir(tmp_path)) == [
         f"{name}.jsonl",
         f"{name}.jsonl.lock",
+        backup.name,
     ]
 
 

@@ -293,8 +293,9 @@ def fork_from(source: Path, target_cwd: str, *, directory: Path | None = None) -
             str(source), 0, f"Cannot fork: source session file is empty or invalid: {source}"
         )
     if parsed.header is None:
+        why = next((p.message for p in parsed.problems if p.kind == "no_header"), "")
         raise SessionFileError(
-            str(source), 1, f"Cannot fork: source session has no header: {source}"
+            str(source), 1, f"Cannot fork: source session has no header: {source} ({why})"
         )
     parsed.raise_for_errors()
     header = SessionHeader(

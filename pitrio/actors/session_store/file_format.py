@@ -154,6 +154,7 @@ class SessionParser:
         self._torn: list[bytes] = []
         # Version < 3 files: (line, JSON object, raw) of each entry, migrated in finish().
         self._legacy: list[tuple[int, dict[str, Any], bytes]] | None = None
+        self._no_version = False
 
     def _problem(self, line: int, kind: ProblemKind, severity: Severity, message: str) -> None:
         self._problems.append(Problem(line, kind, severity, message))
@@ -279,14 +280,7 @@ class SessionParser:
             return
         self._header_raw = raw
         self._version = session_version(value)
-        if "version" not in value:
-            self._problem(
-                line,
-                "no_version",
-                "warning",
-                "the session header has no version: read as a version 1 file (a flat list), "
-                "so opening it migrates it (new ids, one chain; the original is kept as a backup)",
-            )
+        self._no_version = "version" not in value
         if self._version > CURRENT_SESSION_VERSION:
             self._problem(
                 line,
@@ -359,6 +353,17 @@ class SessionParser:
         """Migrate if needed, check references between entries, and return the result."""
         migrated = False
         if self._legacy is not None and self._header is not None:
+            if self._no_version and any(type(v.get("id")) is str for _, v, _ in self._legacy):
+                # A genuine version-1 file has no entry ids; this one is a tree whose header
+                # lost its version, and pi's rule (no version: version 1) flattens it.
+                self._problem(
+                    1,
+                    "no_version",
+                    "warning",
+                    "the session header has no version but its entries have ids: read as a "
+                    "version 1 file, opening it gives them new ids in one chain (the tree is "
+                    "flattened; the original is kept as a backup)",
+                )
             migrated = self._migrate(self._legacy)
         self._check_references()
         reported = any(problem.kind == "no_header" for problem in self._problems)

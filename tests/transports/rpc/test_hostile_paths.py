@@ -123,3 +123,24 @@ async def test_switch_through_a_link_to_a_session_file_works(tmp_path: Path) -> 
         await rpc.event("agent_settled", 2)
     assert link.is_symlink() and link.resolve() == first
     assert b"again" in snapshot(first)[3]
+
+
+@pytest.mark.parametrize("flag", ["--session", "--fork"])
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory", "text", "link-to-fifo"])
+async def test_start_up_refuses_a_path_that_is_no_session_file(
+    tmp_path: Path, flag: str, kind: str
+) -> None:
+    """``--session PATH`` / ``--fork PATH``: the process says why and exits; nothing changes."""
+    dirs = Dirs.make(tmp_path)
+    target, reason, watched = make_target(kind, tmp_path / "hostile")
+    before = {path: snapshot(path) for path in watched}
+    listing = sorted(os.listdir(tmp_path / "hostile"))
+    async with rpc_process(dirs, flag, str(target)) as rpc:
+        assert await rpc.wait_exit() != 0
+        await rpc.wait_until(lambda lines: rpc.stdout_closed, seconds=5)
+    err = rpc.stderr.decode()
+    assert str(target) in err and reason in err, err
+    assert "Traceback" not in err and "Exceptions from" not in err
+    assert {path: snapshot(path) for path in watched} == before
+    assert sorted(os.listdir(tmp_path / "hostile")) == listing
+    assert not list((dirs.agent).glob("sessions/*/*.jsonl"))
