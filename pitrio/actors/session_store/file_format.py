@@ -385,7 +385,7 @@ class SessionParser:
 
     def _migrate(self, legacy: list[tuple[int, dict[str, Any], bytes]]) -> bool:
         assert self._header is not None
-        header_value: dict[str, Any] = orjson.loads(self._header_raw)
+        header_value: dict[str, Any] = loads_line(self._header_raw)
         values = [header_value, *(value for _, value, _ in legacy)]
         migrated, changed = migrate_to_current(values)
         header = migrated[0]
