@@ -49,6 +49,11 @@ def make_target(kind: str, where: Path) -> tuple[Path, str, list[Path]]:
     if kind == "text":
         target.write_text("hello\nthis is not a session\n")
         return target, "not a pi session file", [target]
+    if kind in ("cycle", "self-parent"):
+        first, second = ("m2", "m1") if kind == "cycle" else (None, "m2")
+        target.write_bytes(session_file(message_line("m1", first), message_line("m2", second)))
+        words = "is in a parent cycle" if kind == "cycle" else "is its own parent"
+        return target, f"{target}:3: entry m2 {words}", [target]
     if kind == "link-to-device":
         device = where / "device"
         os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 3))
@@ -65,7 +70,28 @@ def make_target(kind: str, where: Path) -> tuple[Path, str, list[Path]]:
     raise AssertionError(kind)
 
 
+HEADER = (
+    b'{"type":"session","version":3,"id":"abc","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}'
+)
+
+
+def message_line(entry_id: str, parent: str | None, text: str = "old") -> bytes:
+    """A user message entry as pi writes it; ``text`` goes in as written (JSON escapes too)."""
+    parent_json = "null" if parent is None else f'"{parent}"'
+    return (
+        f'{{"type":"message","id":"{entry_id}","parentId":{parent_json},'
+        f'"timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user",'
+        f'"content":[{{"type":"text","text":"{text}"}}],"timestamp":1}}}}'
+    ).encode()
+
+
+def session_file(*lines: bytes) -> bytes:
+    return b"".join(line + b"\n" for line in (HEADER, *lines))
+
+
 KINDS = [
+    "cycle",
+    "self-parent",
     "device",
     "fifo",
     "directory",
@@ -144,3 +170,22 @@ async def test_start_up_refuses_a_path_that_is_no_session_file(
     assert {path: snapshot(path) for path in watched} == before
     assert sorted(os.listdir(tmp_path / "hostile")) == listing
     assert not list((dirs.agent).glob("sessions/*/*.jsonl"))
+
+
+async def test_a_lone_surrogate_in_a_session_file_is_read_and_kept(tmp_path: Path) -> None:
+    """pi writes ``"\\ud83d"`` for half an emoji and reads it back; so does pitrio: the
+    session resumes, the context shows U+FFFD, and the line stays in the file as it was."""
+    dirs = Dirs.make(tmp_path)
+    line = message_line("m1", None, "half \\ud83d an emoji")
+    path = tmp_path / "surrogate.jsonl"
+    path.write_bytes(session_file(line))
+    async with rpc_process(dirs, "--session", str(path)) as rpc:
+        messages = (await rpc.data({"type": "get_messages"}))["messages"]
+        assert messages[0]["content"][0]["text"] == "half \ufffd an emoji"
+        await rpc.data({"type": "prompt", "message": "next"})
+        await rpc.event("agent_settled", 1)
+        await rpc.data({"type": "clone"})
+        cloned = Path((await rpc.data({"type": "get_state"}))["sessionFile"])
+    written = snapshot(path)[3].splitlines()
+    assert written[:2] == [HEADER, line]
+    assert line in snapshot(cloned)[3].splitlines()
