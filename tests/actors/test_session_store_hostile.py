@@ -7,6 +7,7 @@ Every hostile node is made here, in the test's temporary directory: a character 
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -333,3 +334,14 @@ async def test_resuming_a_migrated_file_gives_a_notice(tmp_path: Path) -> None:
         assert any(str(backup) in notice for notice in started.notices), started.notices
         await runtime.aclose()
         nursery.cancel_scope.cancel()
+
+
+def test_the_rule_refuses_a_socket(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        before = identity(path)
+        with pytest.raises(SessionPathError, match="a socket"):
+            check_session_path(path)
+        assert run_sessions_command(["check", str(path)]) == 2
+        assert identity(path) == before
