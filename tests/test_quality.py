@@ -201,3 +201,32 @@ def test_transports_reach_actors_only_through_the_sdk() -> None:
         if target == "pitrio.actors" or target.startswith("pitrio.actors.")
     )
     assert not reaching, "transports import actors directly: " + ", ".join(reaching)
+
+
+def test_nothing_imports_upward() -> None:
+    """``DESIGN.md`` §1, the layers around the SDK: actors import neither the SDK (``pitrio``,
+    ``pitrio.sdk``) nor a transport; the SDK imports no transport; ``messages`` imports nothing
+    of pitrio but itself and ``errors``, and ``errors`` nothing at all."""
+
+    def layer(module: str) -> str:
+        for prefix in ("pitrio.transports", "pitrio.sdk", "pitrio.actors", "pitrio.messages"):
+            if module == prefix or module.startswith(prefix + "."):
+                return prefix
+        return module
+
+    forbidden = {
+        "pitrio.actors": {"pitrio", "pitrio.sdk", "pitrio.transports"},
+        "pitrio.sdk": {"pitrio", "pitrio.transports"},
+    }
+    allowed_only = {
+        "pitrio.messages": {"pitrio.messages", "pitrio.errors"},
+        "pitrio.errors": set(),
+    }
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph(ROOT, "pitrio").items()
+        for target in targets
+        if layer(target) in forbidden.get(layer(module), set())
+        or layer(target) not in allowed_only.get(layer(module), {layer(target)})
+    )
+    assert not upward, "imports against the layers: " + ", ".join(upward)
