@@ -15,6 +15,7 @@ these re-exports follow.
 * :mod:`.postgres` and :mod:`.trace` load optional or rarely needed code: import them inside
   the function that needs them, as the transports do, so a plain start never pays for them.
 
-This package imports none of its modules itself: each transport loads only the actors' modules
-it loaded before the SDK existed.
+This package imports none of its modules itself, so a transport loads only the modules of the
+SDK it names (and through them about the same actors' modules as before it had an SDK:
+``DESIGN-NOTES.md``, issue 22).
 """
