@@ -2,11 +2,16 @@
 
 ``open_agent`` starts the actors of one agent (model router, tool executor, agent loop) and the
 session recorder in a nursery, and yields an :class:`Agent` handle. Leaving the ``async with``
-stops them all.
+stops them all. :func:`create_session` does the same for a whole session (pi's
+``AgentSession``) and yields an :class:`AgentSession`.
 
     async with pitrio.open_agent(model="faux/echo", persist=False) as agent:
         events = agent.subscribe()
         await agent.prompt("hello")
+
+The handles, options and errors the transports drive actors with (a session's handle, the
+daemon's host, the model router, the stores) are in :mod:`pitrio.sdk`, one small module per
+kind; transports import nothing of ``pitrio.actors`` (``DESIGN.md`` §1).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ __all__ = [
     "FauxReply",
     "FauxToolCall",
     "PitrioError",
+    "Sequenced",
     "SessionOptions",
     "create_session",
     "default_faux",

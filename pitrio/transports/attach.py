@@ -31,7 +31,7 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
+from pitrio.sdk.store import agent_dir as default_agent_dir
 from pitrio.transports.daemon.security import token_path
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

@@ -109,7 +109,7 @@ def _split_names(value: str | None) -> list[str]:
 
 def _rpc_mode(args: argparse.Namespace) -> int:
     """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
-    from pitrio.actors.session.bootstrap import SessionOptions
+    from pitrio import SessionOptions
     from pitrio.transports.rpc.server import run_rpc
 
     if any(message.startswith("@") for message in args.messages):

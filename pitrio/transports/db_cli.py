@@ -24,24 +24,28 @@ from typing import Any, TextIO, TypeVar
 
 import trio
 
-from pitrio.actors.session_store.catalog import resolve_session_arg
-from pitrio.actors.session_store.file_format import parse_session_bytes
-from pitrio.actors.session_store.paths import agent_dir, session_dir, session_file_name
 from pitrio.errors import PitrioError
+from pitrio.sdk.store import (
+    agent_dir,
+    parse_session_bytes,
+    resolve_session_arg,
+    session_dir,
+    session_file_name,
+)
 
 T = TypeVar("T")
 
 
 def store_url(flag: str | None) -> str | None:
     """``--store``, else the ``session.store`` setting, else ``None``."""
-    from pitrio.actors.session.resources.settings import configured_store
+    from pitrio.sdk.store import configured_store
 
     return configured_store(agent_dir(), flag)
 
 
 def _with_database(url: str, work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(database)`` on an open :class:`~.database.Database` (no schema check)."""
-    from pitrio.actors.session_store.postgres.database import Database
+    from pitrio.sdk.postgres import Database
 
     async def main() -> T:
         database = Database(url)
@@ -58,7 +62,7 @@ def _require_url(flag: str | None) -> str:
     url = store_url(flag)
     if not url:
         raise PitrioError("no database: give --store postgresql://... or set session.store")
-    from pitrio.actors.session_store.postgres.backend import is_postgres_url
+    from pitrio.sdk.postgres import is_postgres_url
 
     if not is_postgres_url(url):
         raise PitrioError(f"not a postgresql:// URL: {url}")
@@ -101,7 +105,7 @@ def _status(url: str, out: TextIO) -> int:
         )
         return version, int(count)
 
-    from pitrio.actors.session_store.postgres.schema import SCHEMA_VERSION
+    from pitrio.sdk.postgres import SCHEMA_VERSION
 
     version, sessions = _with_database(url, work)
     out.write(f"schema version {version} (this pitrio: {SCHEMA_VERSION}), {sessions} session(s)\n")
@@ -151,7 +155,7 @@ def export_command(args: argparse.Namespace, out: TextIO) -> int:
         url = _require_url(url)
 
         async def work(database: Any) -> bytes:
-            from pitrio.actors.session_store.postgres.backend import export_session
+            from pitrio.sdk.postgres import export_session
 
             data: bytes = await database.run(lambda conn: export_session(conn, args.session))
             return data
@@ -177,7 +181,7 @@ def import_command(args: argparse.Namespace, out: TextIO) -> int:
         url = _require_url(url)
 
         async def work(database: Any) -> str:
-            from pitrio.actors.session_store.postgres.backend import import_session
+            from pitrio.sdk.postgres import import_session
 
             await database.require_schema()
             session_id: str = await database.run(

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.messages.model import Model
+from pitrio.sdk.models import ModelRouter, RouterConfig
 
 
 def format_token_count(count: int) -> str:

@@ -17,7 +17,7 @@ import orjson
 import trio
 
 import pitrio
-from pitrio.actors.session.fanout import Sequenced
+from pitrio import Sequenced
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent

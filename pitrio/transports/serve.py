@@ -25,13 +25,12 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.actors.host import EvictionPolicy, HostConfig, HostHandle, start_host
-from pitrio.actors.model_router import FauxProvider, ModelRouterHandle, start_model_router
-from pitrio.actors.model_router.actor import RouterConfig
-from pitrio.actors.session.resources.settings import configured_store
-from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
-from pitrio.actors.tool_executor.ledger import reap_orphans, record_groups_in
 from pitrio.errors import PitrioError, collapse_groups
+from pitrio.sdk.host import EvictionPolicy, HostConfig, HostHandle, start_host
+from pitrio.sdk.models import FauxProvider, ModelRouterHandle, RouterConfig, start_model_router
+from pitrio.sdk.store import agent_dir as default_agent_dir
+from pitrio.sdk.store import configured_store
+from pitrio.sdk.tools import reap_orphans, record_groups_in
 from pitrio.transports.daemon.frames import delta_frame
 from pitrio.transports.daemon.security import load_or_create_token, token_path
 from pitrio.transports.daemon.server import DaemonConfig, DaemonServer
@@ -115,7 +114,7 @@ async def open_daemon(
 async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
     """Start the PostgreSQL store (imported here: psycopg is an optional dependency)."""
     try:
-        from pitrio.actors.session_store.postgres.backend import PgBackend, is_postgres_url
+        from pitrio.sdk.postgres import PgBackend, is_postgres_url
     except ImportError as exc:
         raise PitrioError(
             f"--store {url.split('@')[-1]}: PostgreSQL support is not installed "
@@ -123,7 +122,7 @@ async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
         ) from exc
     if not is_postgres_url(url):
         raise PitrioError("--store must be a postgresql:// URL (the default is session files)")
-    from pitrio.actors.session_store.postgres.lease import Owner
+    from pitrio.sdk.postgres import Owner
 
     backend = PgBackend(url, Owner.this_process(), options)
     await nursery.start(backend.run)
@@ -131,8 +130,7 @@ async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
 
 
 def _store_options(lease_seconds: float) -> Any:
-    from pitrio.actors.session_store.postgres.backend import BackendOptions
-    from pitrio.actors.session_store.postgres.lease import LeaseTerms
+    from pitrio.sdk.postgres import BackendOptions, LeaseTerms
 
     try:
         return BackendOptions(terms=LeaseTerms(duration=lease_seconds))

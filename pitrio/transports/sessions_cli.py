@@ -21,10 +21,16 @@ from typing import Any, TextIO
 
 import orjson
 
-from pitrio.actors.session_store.catalog import SessionInfo, list_all_sessions, list_sessions
-from pitrio.actors.session_store.maintenance import check_file, repair_file
-from pitrio.actors.session_store.paths import agent_dir, session_dir
 from pitrio.errors import PitrioError, SessionError, SessionPathError
+from pitrio.sdk.store import (
+    SessionInfo,
+    agent_dir,
+    check_file,
+    list_all_sessions,
+    list_sessions,
+    repair_file,
+    session_dir,
+)
 from pitrio.transports.db_cli import add_transfer_commands, export_command, import_command
 
 

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_trace_command(argv: Sequence[str]) -> int:
     """Entry point of ``pitrio trace``: exit 0 (a replay is identical), 1 (it diverged or
     stalled), 2 (unusable input)."""
-    from pitrio.actors.trace.replay import load_trace
+    from pitrio.sdk.trace import load_trace
 
     args = build_parser().parse_args(list(argv))
     try:
@@ -68,7 +68,7 @@ def run_trace_command(argv: Sequence[str]) -> int:
         sys.stderr.write(f"Error: {exc}\n")
         return 2
     if args.command == "summary":
-        from pitrio.actors.trace.summary import render_summary, summarise, summary_json
+        from pitrio.sdk.trace import render_summary, summarise, summary_json
 
         summary = summarise(records)
         if args.json:
@@ -77,7 +77,7 @@ def run_trace_command(argv: Sequence[str]) -> int:
             sys.stdout.write(render_summary(summary))
         sys.stdout.flush()
         return 0
-    from pitrio.actors.trace.replay import replay_records
+    from pitrio.sdk.trace import replay_records
 
     try:
         result = trio.run(
@@ -114,7 +114,7 @@ def recording_sessions(
     or into ``directory`` (one file per session); neither given: record nothing."""
     if file is None and directory is None:
         return nullcontext()
-    from pitrio.actors.trace.tap import record_to_directory, record_to_file, tracing_sessions
+    from pitrio.sdk.trace import record_to_directory, record_to_file, tracing_sessions
 
     if directory is not None:
         return tracing_sessions(record_to_directory(Path(directory), payloads=payloads))

@@ -6,18 +6,42 @@ being served while it runs: steering, follow-ups, abort and state queries are an
 
 Events go to subscribers over bounded channels; a full subscriber blocks the loop (the
 session actor is the one consumer and applies its own fan-out policy to clients).
+
+The rest of the package: the inbox's commands and the facts the loop reports
+(:mod:`.commands`), the state snapshot (:mod:`.state`), the handle (:mod:`.handle`), one run
+(:mod:`.run`) and its pure decisions (:mod:`.decisions`). Their names are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, cast, overload
+from collections.abc import Sequence
+from typing import Any
 
-import attrs
 import trio
 
-from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors._actor import Actor, Reply
 from pitrio.actors.agent_loop.abort import RunAbort
+from pitrio.actors.agent_loop.commands import (
+    Abort,
+    AgentCommand,
+    ClearQueues,
+    Configure,
+    Continue,
+    FollowUp,
+    GetRunFacts,
+    GetState,
+    LoopFacts,
+    Prompt,
+    ReplaceMessage,
+    Reset,
+    RunEndFacts,
+    RunFacts,
+    RunResult,
+    SetMessages,
+    Steer,
+    Subscribe,
+    WaitForIdle,
+)
 from pitrio.actors.agent_loop.decisions import (
     RunContinuation,
     RunPrompts,
@@ -25,6 +49,7 @@ from pitrio.actors.agent_loop.decisions import (
     failure_message,
     plan_continue,
 )
+from pitrio.actors.agent_loop.handle import AgentLoopHandle
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.queues import MessageQueue
 from pitrio.actors.agent_loop.run import (
@@ -35,19 +60,13 @@ from pitrio.actors.agent_loop.run import (
     StreamCall,
     replace_last,
 )
-from pitrio.actors.latest import Latest, LatestReader
+from pitrio.actors.agent_loop.state import AgentState, TranscriptView
+from pitrio.actors.latest import Latest
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.errors import PitrioError, unwrap_group
-from pitrio.messages.agent import (
-    AgentMessage,
-    AgentToolResult,
-    AssistantMessage,
-    ThinkingLevel,
-    user_message,
-)
-from pitrio.messages.content import ImageContent
+from pitrio.messages.agent import AgentMessage, AgentToolResult, AssistantMessage, ThinkingLevel
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -61,6 +80,18 @@ from pitrio.messages.events import (
 from pitrio.messages.model import Model, ModelCost
 from pitrio.messages.snapshot import Snapshot
 
+__all__ = [
+    "PLACEHOLDER_MODEL",
+    "AgentCommand",
+    "AgentLoop",
+    "AgentLoopHandle",
+    "AgentState",
+    "LoopFacts",
+    "RunEndFacts",
+    "RunFacts",
+    "RunResult",
+]
+
 PLACEHOLDER_MODEL = Model(
     id="unknown",
     name="unknown",
@@ -72,271 +103,6 @@ PLACEHOLDER_MODEL = Model(
     cost=ModelCost(),
     context_window=0,
     max_tokens=0,
-)
-
-
-@attrs.frozen(kw_only=True)
-class AgentState:
-    """A snapshot of the agent's state (spec §2.1)."""
-
-    system_prompt: str
-    model: Model
-    thinking_level: ThinkingLevel
-    tools: tuple[str, ...]
-    _messages: Sequence[AgentMessage] = attrs.field(
-        alias="messages", eq=attrs.cmp_using(eq=lambda a, b: tuple(a) == tuple(b))
-    )
-    """The transcript; a resumed session's is a lazy view until :attr:`messages` is read."""
-    is_streaming: bool
-    streaming_message: AgentMessage | None
-    pending_tool_calls: frozenset[str]
-    error_message: str | None
-    steering: tuple[AgentMessage, ...]
-    follow_up: tuple[AgentMessage, ...]
-    options: LoopOptions
-    runs: int = 0
-    """How many runs this agent has started (the number of the latest one)."""
-
-    @property
-    def messages(self) -> tuple[AgentMessage, ...]:
-        """The transcript. Read from a resumed session's file, it is decoded here, on first
-        access: opening a long session and answering ``get_state`` need not decode 48,000
-        messages (issue 7, resume)."""
-        messages = self._messages
-        if not isinstance(messages, tuple):
-            with gc_paused():  # tens of thousands of acyclic objects: see gc_paused
-                messages = tuple(messages)
-            object.__setattr__(self, "_messages", messages)  # a cache of the same value
-        return messages
-
-    @property
-    def message_count(self) -> int:
-        """``len(messages)`` without decoding anything."""
-        return len(self._messages)
-
-    async def load_messages(self, slice_size: int = 2000) -> tuple[AgentMessage, ...]:
-        """:attr:`messages`, decoding a lazy transcript in slices with a checkpoint between
-        them, so other tasks (a ``get_state`` sent with a ``get_messages``) are not held up
-        for the whole decode."""
-        messages = self._messages
-        if isinstance(messages, tuple):
-            return messages
-        decoded: list[AgentMessage] = []
-        total = len(messages)
-        for start in range(0, total, slice_size):
-            with gc_paused():
-                decoded.extend(messages[i] for i in range(start, min(start + slice_size, total)))
-            await trio.lowlevel.checkpoint()
-        result = tuple(decoded)
-        object.__setattr__(self, "_messages", result)
-        return result
-
-
-class _Transcript(Sequence[AgentMessage]):
-    """A lazily decoded transcript followed by messages added since (an immutable view)."""
-
-    __slots__ = ("_base", "_tail")
-
-    def __init__(self, base: Sequence[AgentMessage], tail: tuple[AgentMessage, ...]) -> None:
-        self._base = base
-        self._tail = tail
-
-    def __len__(self) -> int:
-        return len(self._base) + len(self._tail)
-
-    @overload
-    def __getitem__(self, index: int) -> AgentMessage: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[AgentMessage, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> AgentMessage | tuple[AgentMessage, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        size = len(self)
-        if index < 0:
-            index += size
-        if not 0 <= index < size:
-            raise IndexError("message index out of range")
-        base = len(self._base)
-        return self._base[index] if index < base else self._tail[index - base]
-
-    def __iter__(self) -> Iterator[AgentMessage]:
-        yield from self._base
-        yield from self._tail
-
-
-# -- commands ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class RunResult:
-    """How a run ended: its number (1, 2, ... per agent) and the messages it added."""
-
-    run: int
-    messages: tuple[AgentMessage, ...]
-
-
-@attrs.frozen
-class Prompt:
-    """Start a run with these prompts; answered with its :class:`RunResult` when it ends."""
-
-    messages: tuple[AgentMessage, ...]
-    reply: Reply[RunResult]
-
-
-@attrs.frozen
-class Continue:
-    """Continue from the transcript (spec §2.5); answered when the run ends."""
-
-    reply: Reply[RunResult]
-
-
-@attrs.frozen
-class Steer:
-    """Queue a steering message."""
-
-    message: AgentMessage
-    reply: Reply[None]
-
-
-@attrs.frozen
-class FollowUp:
-    """Queue a follow-up message."""
-
-    message: AgentMessage
-    reply: Reply[None]
-
-
-@attrs.frozen
-class ClearQueues:
-    """Empty the steering and/or follow-up queue; answered with what was removed."""
-
-    steering: bool
-    follow_up: bool
-    reply: Reply[tuple[AgentMessage, ...]]
-
-
-@attrs.frozen
-class Abort:
-    """Abort the active run (no-op when idle); answered once the agent is idle."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class WaitForIdle:
-    """Answered once no run is active."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class GetState:
-    """Ask for an :class:`AgentState` snapshot."""
-
-    reply: Reply[AgentState]
-
-
-@attrs.frozen
-class RunFacts:
-    """What the supervisor's checks read from the agent around a run, without the copy of
-    the transcript an :class:`AgentState` makes (twice a turn: per-turn cost stays flat)."""
-
-    model: Model
-    last_assistant: AssistantMessage | None
-    """The transcript's last assistant message."""
-    has_queued: bool
-    """Whether a steering or follow-up message waits."""
-
-
-@attrs.frozen
-class LoopFacts:
-    """What the loop publishes for its handles (see ``pitrio.actors.latest``): the model and
-    the transcript's last assistant message, which the check before every prompt reads."""
-
-    model: Model
-    last_assistant: AssistantMessage | None
-
-
-@attrs.frozen
-class GetRunFacts:
-    """Ask for the :class:`RunFacts`."""
-
-    reply: Reply[RunFacts]
-
-
-@attrs.frozen
-class RunEndFacts:
-    """Sent to a subscriber that asked for it right before each ``agent_end``: the
-    :class:`RunFacts` as the low-level run ended. The session decides what follows a run from
-    them without asking (a round trip before every ``agent_end``, issue 7)."""
-
-    facts: RunFacts
-
-
-@attrs.frozen(kw_only=True)
-class Configure:
-    """Change settings; ``None`` leaves a setting as it is. Takes effect at the next run."""
-
-    system_prompt: str | None = None
-    model: Model | None = None
-    thinking_level: ThinkingLevel | None = None
-    options: LoopOptions | None = None
-    hooks: LoopHooks | None = None
-    reply: Reply[None]
-
-
-@attrs.frozen
-class SetMessages:
-    """Replace the transcript (``append``: add to it instead)."""
-
-    messages: tuple[AgentMessage, ...]
-    append: bool
-    reply: Reply[None]
-
-
-@attrs.frozen
-class ReplaceMessage:
-    """Put ``new`` where ``old`` (the same object) is in the transcript (an extension's
-    ``message_end`` replacement); answered with whether it was found."""
-
-    old: AgentMessage
-    new: AgentMessage
-    reply: Reply[bool]
-
-
-@attrs.frozen
-class Reset:
-    """Clear transcript, streaming state, error and both queues."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class Subscribe:
-    """Open an event channel of ``capacity`` for a new subscriber (``run_facts``: with a
-    :class:`RunEndFacts` before each ``agent_end``)."""
-
-    capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[Any]]
-    run_facts: bool = False
-
-
-AgentCommand = (
-    Prompt
-    | Continue
-    | Steer
-    | FollowUp
-    | ClearQueues
-    | Abort
-    | WaitForIdle
-    | GetState
-    | GetRunFacts
-    | Configure
-    | SetMessages
-    | Reset
-    | ReplaceMessage
-    | Subscribe
 )
 
 
@@ -549,7 +315,7 @@ class AgentLoop(Actor[AgentCommand]):
     def _snapshot(self) -> AgentState:
         messages: Sequence[AgentMessage] = tuple(self._messages)
         if self._base is not None:
-            messages = _Transcript(self._base, tuple(self._messages))
+            messages = TranscriptView(self._base, tuple(self._messages))
         return AgentState(
             system_prompt=self._system_prompt,
             model=self._model,
@@ -695,129 +461,3 @@ async def _deliver(subscriber: trio.MemorySendChannel[Any], item: AgentEvent | R
         subscriber.send_nowait(item)
     except trio.WouldBlock:
         await subscriber.send(item)
-
-
-class AgentLoopHandle(Handle[AgentCommand]):
-    """Typed access to an :class:`AgentLoop`."""
-
-    async def prompt(
-        self,
-        prompt: str | AgentMessage | Sequence[AgentMessage],
-        images: Sequence[ImageContent] = (),
-    ) -> tuple[AgentMessage, ...]:
-        """Run the loop on a prompt; returns the run's new messages when it ends.
-
-        Raises :class:`~pitrio.errors.AgentBusyError` while another run is active.
-        """
-        if isinstance(prompt, str):
-            messages: tuple[AgentMessage, ...] = (user_message(prompt, tuple(images)),)
-        elif isinstance(prompt, list | tuple):
-            messages = tuple(cast("Sequence[AgentMessage]", prompt))
-        else:
-            messages = (cast("AgentMessage", prompt),)
-        return (await self.run_prompt(messages)).messages
-
-    async def run_prompt(self, messages: Sequence[AgentMessage]) -> RunResult:
-        """Like :meth:`prompt`, returning the run's number as well as its new messages."""
-        return await self.ask(lambda reply: Prompt(tuple(messages), reply))
-
-    async def continue_(self) -> tuple[AgentMessage, ...]:
-        """Continue from the current transcript (spec §2.5); returns the run's new messages."""
-        return (await self.run_continue()).messages
-
-    async def run_continue(self) -> RunResult:
-        """Like :meth:`continue_`, returning the run's number as well as its new messages."""
-        return await self.ask(Continue)
-
-    async def steer(self, message: str | AgentMessage) -> None:
-        """Queue a steering message (delivered after the current turn)."""
-        msg = user_message(message) if isinstance(message, str) else message
-        await self.ask(lambda reply: Steer(msg, reply))
-
-    async def follow_up(self, message: str | AgentMessage) -> None:
-        """Queue a follow-up message (delivered when the agent would stop)."""
-        msg = user_message(message) if isinstance(message, str) else message
-        await self.ask(lambda reply: FollowUp(msg, reply))
-
-    async def clear_queues(
-        self, *, steering: bool = True, follow_up: bool = True
-    ) -> tuple[AgentMessage, ...]:
-        """Empty the queues; returns the removed messages."""
-        return await self.ask(lambda reply: ClearQueues(steering, follow_up, reply))
-
-    async def abort(self) -> None:
-        """Abort the active run, if any, and return once the agent is idle."""
-        await self.ask(Abort)
-
-    async def wait_for_idle(self) -> None:
-        """Return once no run is active."""
-        await self.ask(WaitForIdle)
-
-    async def state(self) -> AgentState:
-        """A snapshot of the agent's state."""
-        return await self.ask(GetState)
-
-    async def run_facts(self) -> RunFacts:
-        """The model, the last assistant message and whether messages are queued."""
-        return await self.ask(GetRunFacts)
-
-    def facts(self) -> LoopFacts:
-        """The model and the last assistant message as the loop last published them: no
-        round trip (a change made by a command the caller awaited is included)."""
-        self._check_alive()
-        reader: LatestReader[LoopFacts] = self._address.published
-        return reader.get()
-
-    async def configure(
-        self,
-        *,
-        system_prompt: str | None = None,
-        model: Model | None = None,
-        thinking_level: ThinkingLevel | None = None,
-        options: LoopOptions | None = None,
-        hooks: LoopHooks | None = None,
-    ) -> None:
-        """Change settings; the next run uses them."""
-        await self.ask(
-            lambda reply: Configure(
-                system_prompt=system_prompt,
-                model=model,
-                thinking_level=thinking_level,
-                options=options,
-                hooks=hooks,
-                reply=reply,
-            )
-        )
-
-    async def set_messages(self, messages: Sequence[AgentMessage]) -> None:
-        """Replace the transcript with a copy of ``messages``."""
-        await self.ask(lambda reply: SetMessages(tuple(messages), False, reply))
-
-    async def replace_message(self, old: AgentMessage, new: AgentMessage) -> bool:
-        """Replace ``old`` (by identity) with ``new`` in the transcript; whether it was there."""
-        found: bool = await self.ask(lambda reply: ReplaceMessage(old, new, reply))
-        return found
-
-    async def append_message(self, message: AgentMessage) -> None:
-        """Append one message to the transcript."""
-        await self.ask(lambda reply: SetMessages((message,), True, reply))
-
-    async def reset(self) -> None:
-        """Clear transcript, error, streaming state and queues."""
-        await self.ask(Reset)
-
-    async def subscribe(self, capacity: int = 256) -> trio.MemoryReceiveChannel[AgentEvent]:
-        """A channel receiving every event from now on; a full channel blocks the loop."""
-        channel: trio.MemoryReceiveChannel[AgentEvent] = await self.ask(
-            lambda reply: Subscribe(capacity, reply)
-        )
-        return channel
-
-    async def subscribe_with_facts(
-        self, capacity: int = 256
-    ) -> trio.MemoryReceiveChannel[AgentEvent | RunEndFacts]:
-        """Like :meth:`subscribe`, with a :class:`RunEndFacts` right before each ``agent_end``."""
-        channel: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts] = await self.ask(
-            lambda reply: Subscribe(capacity, reply, run_facts=True)
-        )
-        return channel

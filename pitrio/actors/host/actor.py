@@ -16,70 +16,25 @@ from __future__ import annotations
 import datetime
 import logging
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
-import orjson
 import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.host.backend import SessionBackend
-from pitrio.actors.host.hosted import (
-    FrameEncoder,
-    HostedSession,
-    SessionStub,
-)
+from pitrio.actors.host.context import HostConfig, HostContext, HostEvent
+from pitrio.actors.host.hosted import HostedSession, SessionStub
 from pitrio.actors.host.index import SessionIndex
-from pitrio.actors.host.policy import EvictionPolicy, RestartPolicy, validate_session_id
+from pitrio.actors.host.policy import validate_session_id
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import absolute_cwd
 from pitrio.actors.session_store import SessionInfo, new_header
 from pitrio.actors.session_store.paths import session_dir, session_file_name
 from pitrio.errors import PitrioError, SessionNotFoundError
-from pitrio.messages.codec import to_json
-from pitrio.messages.events import AgentSessionEvent
 
 log = logging.getLogger("pitrio.host")
-
-HostEvent = dict[str, Any]
-
-
-def codec_frame(seq: int, event: AgentSessionEvent) -> bytes:
-    """The default frame: the event's JSON (pi's shape) with ``seq`` added last."""
-    return orjson.dumps({**to_json(event), "seq": seq})
-
-
-@attrs.frozen(kw_only=True)
-class HostConfig:
-    """How the host keeps sessions."""
-
-    agent_dir: Path
-    session_dir: str | None = None
-    """One flat directory for every session file (``--session-dir``); default: per cwd."""
-    default_cwd: str | None = None
-    default_model: str | None = None
-    eviction: EvictionPolicy = attrs.field(factory=EvictionPolicy)
-    restart: RestartPolicy = attrs.field(factory=RestartPolicy)
-    replay_frames: int = 4096
-    replay_bytes: int = 4 << 20
-    encode_frame: FrameEncoder = codec_frame
-    host_event_capacity: int = 1024
-    store: SessionBackend | None = None
-    """A store shared by several daemons (PostgreSQL) instead of session files."""
-
-
-@attrs.define
-class HostContext:
-    """What hosted sessions share with their host."""
-
-    config: HostConfig
-    router: ModelRouterHandle
-    nursery: trio.Nursery
-    emit: Callable[[HostEvent], None]
-    shutting_down: bool = False
-    restarts_total: int = 0
 
 
 @attrs.frozen(kw_only=True)

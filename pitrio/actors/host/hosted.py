@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,8 +42,8 @@ from pitrio.messages.entries import SessionHeader
 from pitrio.messages.events import AgentSessionEvent, AgentSettled, AgentStart, QueueUpdate
 
 if TYPE_CHECKING:
-    from pitrio.actors.host.actor import HostContext
     from pitrio.actors.host.backend import SessionBackend
+    from pitrio.actors.host.context import HostContext
 
 log = logging.getLogger("pitrio.host")
 
@@ -566,7 +565,3 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
-
-
-FrameEncoder = Callable[[int, AgentSessionEvent], bytes]
-"""Encodes one event with its seq as the frame clients get (kept by the replay buffer)."""

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 import orjson
 import trio
 
-from pitrio.actors.host.backend import SessionOwnedElsewhereError
-from pitrio.actors.host.hosted import HostedSession
 from pitrio.errors import PitrioError
+from pitrio.sdk.host import HostedSession, SessionOwnedElsewhereError
 from pitrio.transports.rpc.protocol import MISSING
 
 if TYPE_CHECKING:

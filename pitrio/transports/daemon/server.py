@@ -25,10 +25,9 @@ import orjson
 import trio
 from trio_websocket import wrap_server_stream
 
-from pitrio.actors.host import HostHandle, validate_session_id
-from pitrio.actors.host.policy import InvalidSessionIdError
-from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.sdk.host import HostHandle, InvalidSessionIdError, validate_session_id
+from pitrio.sdk.models import ModelRouterHandle
 from pitrio.transports.daemon import metrics
 from pitrio.transports.daemon.http import (
     BadRequest,

@@ -31,14 +31,11 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from pitrio.actors.host import AttachedClient, HostedSession, Outgoing
-from pitrio.actors.session.actor import SessionHandle
-from pitrio.actors.session.extensions.ui import UiResponse
-from pitrio.actors.session.fanout import Sequenced
-from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import PitrioError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
+from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
+from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
 from pitrio.transports.daemon.frames import event_frame, json_frame
 from pitrio.transports.daemon.security import RateLimiter
 from pitrio.transports.rpc.commands import (

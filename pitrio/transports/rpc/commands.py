@@ -21,14 +21,17 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
-from pitrio.actors.session.actor import SessionHandle, SessionState
-from pitrio.actors.session.operations import CycleResult
-from pitrio.actors.session.runtime import SessionReplacementCancelled
-from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
+from pitrio.sdk.session import (
+    BashResult,
+    CycleResult,
+    SessionHandle,
+    SessionReplacementCancelled,
+    SessionState,
+)
 from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
 from pitrio.transports.rpc.protocol import (
     MISSING,

@@ -41,16 +41,18 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from pitrio.actors.direct_io import receiver
-from pitrio.actors.model_router import ModelRouterHandle, start_model_router
-from pitrio.actors.session.actor import SessionHandle
-from pitrio.actors.session.bootstrap import SessionOptions
-from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
-from pitrio.actors.session.extensions.ui import UiResponse
-from pitrio.actors.session.runtime import SessionRuntime
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.messages.events import AgentStart
 from pitrio.messages.model import Model
+from pitrio.sdk.models import ModelRouterHandle, start_model_router
+from pitrio.sdk.session import (
+    SessionBeforeSwitchEvent,
+    SessionHandle,
+    SessionOptions,
+    SessionRuntime,
+    UiResponse,
+)
+from pitrio.sdk.streams import receiver
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,

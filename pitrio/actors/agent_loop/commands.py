@@ -1,0 +1,192 @@
+"""The agent loop's commands and the facts it reports (typed messages of its inbox).
+
+:class:`AgentCommand` is everything the inbox takes; each command carries the
+:class:`~pitrio.actors._actor.Reply` it is answered on. :class:`RunFacts`, :class:`LoopFacts`
+and :class:`RunEndFacts` are what the loop tells the session about a run without a copy of the
+transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
+from pitrio.actors.agent_loop.state import AgentState
+from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel
+from pitrio.messages.model import Model
+
+
+@attrs.frozen
+class RunResult:
+    """How a run ended: its number (1, 2, ... per agent) and the messages it added."""
+
+    run: int
+    messages: tuple[AgentMessage, ...]
+
+
+@attrs.frozen
+class Prompt:
+    """Start a run with these prompts; answered with its :class:`RunResult` when it ends."""
+
+    messages: tuple[AgentMessage, ...]
+    reply: Reply[RunResult]
+
+
+@attrs.frozen
+class Continue:
+    """Continue from the transcript (spec §2.5); answered when the run ends."""
+
+    reply: Reply[RunResult]
+
+
+@attrs.frozen
+class Steer:
+    """Queue a steering message."""
+
+    message: AgentMessage
+    reply: Reply[None]
+
+
+@attrs.frozen
+class FollowUp:
+    """Queue a follow-up message."""
+
+    message: AgentMessage
+    reply: Reply[None]
+
+
+@attrs.frozen
+class ClearQueues:
+    """Empty the steering and/or follow-up queue; answered with what was removed."""
+
+    steering: bool
+    follow_up: bool
+    reply: Reply[tuple[AgentMessage, ...]]
+
+
+@attrs.frozen
+class Abort:
+    """Abort the active run (no-op when idle); answered once the agent is idle."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class WaitForIdle:
+    """Answered once no run is active."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class GetState:
+    """Ask for an :class:`AgentState` snapshot."""
+
+    reply: Reply[AgentState]
+
+
+@attrs.frozen
+class RunFacts:
+    """What the supervisor's checks read from the agent around a run, without the copy of
+    the transcript an :class:`AgentState` makes (twice a turn: per-turn cost stays flat)."""
+
+    model: Model
+    last_assistant: AssistantMessage | None
+    """The transcript's last assistant message."""
+    has_queued: bool
+    """Whether a steering or follow-up message waits."""
+
+
+@attrs.frozen
+class LoopFacts:
+    """What the loop publishes for its handles (see ``pitrio.actors.latest``): the model and
+    the transcript's last assistant message, which the check before every prompt reads."""
+
+    model: Model
+    last_assistant: AssistantMessage | None
+
+
+@attrs.frozen
+class GetRunFacts:
+    """Ask for the :class:`RunFacts`."""
+
+    reply: Reply[RunFacts]
+
+
+@attrs.frozen
+class RunEndFacts:
+    """Sent to a subscriber that asked for it right before each ``agent_end``: the
+    :class:`RunFacts` as the low-level run ended. The session decides what follows a run from
+    them without asking (a round trip before every ``agent_end``, issue 7)."""
+
+    facts: RunFacts
+
+
+@attrs.frozen(kw_only=True)
+class Configure:
+    """Change settings; ``None`` leaves a setting as it is. Takes effect at the next run."""
+
+    system_prompt: str | None = None
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+    options: LoopOptions | None = None
+    hooks: LoopHooks | None = None
+    reply: Reply[None]
+
+
+@attrs.frozen
+class SetMessages:
+    """Replace the transcript (``append``: add to it instead)."""
+
+    messages: tuple[AgentMessage, ...]
+    append: bool
+    reply: Reply[None]
+
+
+@attrs.frozen
+class ReplaceMessage:
+    """Put ``new`` where ``old`` (the same object) is in the transcript (an extension's
+    ``message_end`` replacement); answered with whether it was found."""
+
+    old: AgentMessage
+    new: AgentMessage
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class Reset:
+    """Clear transcript, streaming state, error and both queues."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class Subscribe:
+    """Open an event channel of ``capacity`` for a new subscriber (``run_facts``: with a
+    :class:`RunEndFacts` before each ``agent_end``)."""
+
+    capacity: int
+    reply: Reply[trio.MemoryReceiveChannel[Any]]
+    run_facts: bool = False
+
+
+AgentCommand = (
+    Prompt
+    | Continue
+    | Steer
+    | FollowUp
+    | ClearQueues
+    | Abort
+    | WaitForIdle
+    | GetState
+    | GetRunFacts
+    | Configure
+    | SetMessages
+    | Reset
+    | ReplaceMessage
+    | Subscribe
+)

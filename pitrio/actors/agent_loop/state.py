@@ -1,0 +1,105 @@
+"""The agent's state as its handles see it: the :class:`AgentState` snapshot and the lazy
+transcript view a resumed session's snapshot holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import attrs
+import trio
+
+from pitrio.actors.agent_loop.hooks import LoopOptions
+from pitrio.actors.session_store.storage import gc_paused
+from pitrio.messages.agent import AgentMessage, ThinkingLevel
+from pitrio.messages.model import Model
+
+
+@attrs.frozen(kw_only=True)
+class AgentState:
+    """A snapshot of the agent's state (spec §2.1)."""
+
+    system_prompt: str
+    model: Model
+    thinking_level: ThinkingLevel
+    tools: tuple[str, ...]
+    _messages: Sequence[AgentMessage] = attrs.field(
+        alias="messages", eq=attrs.cmp_using(eq=lambda a, b: tuple(a) == tuple(b))
+    )
+    """The transcript; a resumed session's is a lazy view until :attr:`messages` is read."""
+    is_streaming: bool
+    streaming_message: AgentMessage | None
+    pending_tool_calls: frozenset[str]
+    error_message: str | None
+    steering: tuple[AgentMessage, ...]
+    follow_up: tuple[AgentMessage, ...]
+    options: LoopOptions
+    runs: int = 0
+    """How many runs this agent has started (the number of the latest one)."""
+
+    @property
+    def messages(self) -> tuple[AgentMessage, ...]:
+        """The transcript. Read from a resumed session's file, it is decoded here, on first
+        access: opening a long session and answering ``get_state`` need not decode 48,000
+        messages (issue 7, resume)."""
+        messages = self._messages
+        if not isinstance(messages, tuple):
+            with gc_paused():  # tens of thousands of acyclic objects: see gc_paused
+                messages = tuple(messages)
+            object.__setattr__(self, "_messages", messages)  # a cache of the same value
+        return messages
+
+    @property
+    def message_count(self) -> int:
+        """``len(messages)`` without decoding anything."""
+        return len(self._messages)
+
+    async def load_messages(self, slice_size: int = 2000) -> tuple[AgentMessage, ...]:
+        """:attr:`messages`, decoding a lazy transcript in slices with a checkpoint between
+        them, so other tasks (a ``get_state`` sent with a ``get_messages``) are not held up
+        for the whole decode."""
+        messages = self._messages
+        if isinstance(messages, tuple):
+            return messages
+        decoded: list[AgentMessage] = []
+        total = len(messages)
+        for start in range(0, total, slice_size):
+            with gc_paused():
+                decoded.extend(messages[i] for i in range(start, min(start + slice_size, total)))
+            await trio.lowlevel.checkpoint()
+        result = tuple(decoded)
+        object.__setattr__(self, "_messages", result)
+        return result
+
+
+class TranscriptView(Sequence[AgentMessage]):
+    """A lazily decoded transcript followed by messages added since (an immutable view)."""
+
+    __slots__ = ("_base", "_tail")
+
+    def __init__(self, base: Sequence[AgentMessage], tail: tuple[AgentMessage, ...]) -> None:
+        self._base = base
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> AgentMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[AgentMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> AgentMessage | tuple[AgentMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        base = len(self._base)
+        return self._base[index] if index < base else self._tail[index - base]
+
+    def __iter__(self) -> Iterator[AgentMessage]:
+        yield from self._base
+        yield from self._tail

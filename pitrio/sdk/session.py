@@ -1,0 +1,31 @@
+"""One session as a transport drives it: handle, options, command replies, errors, events.
+
+A transport starts sessions with :class:`SessionOptions` (through :class:`SessionRuntime` in RPC
+mode, or through the host in the daemon), sends commands through :class:`SessionHandle` and
+forwards its :class:`Sequenced` events.
+"""
+
+from __future__ import annotations
+
+from pitrio.actors.session.actor import SessionHandle, SessionState, StreamingBehavior
+from pitrio.actors.session.bootstrap import SessionOptions
+from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+from pitrio.actors.session.extensions.ui import UiResponse
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.operations import CycleResult
+from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
+from pitrio.actors.session.user_bash import BashResult
+
+__all__ = [
+    "BashResult",
+    "CycleResult",
+    "Sequenced",
+    "SessionBeforeSwitchEvent",
+    "SessionHandle",
+    "SessionOptions",
+    "SessionReplacementCancelled",
+    "SessionRuntime",
+    "SessionState",
+    "StreamingBehavior",
+    "UiResponse",
+]

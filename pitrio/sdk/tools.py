@@ -1,0 +1,12 @@
+"""The tool executor's ledger of the process groups its tools start.
+
+A daemon records the groups of its bash tools in a directory; at start it kills the groups left
+by a daemon that died without reaping them (:func:`reap_orphans`) and then records its own
+(:func:`record_groups_in`).
+"""
+
+from __future__ import annotations
+
+from pitrio.actors.tool_executor.ledger import reap_orphans, record_groups_in
+
+__all__ = ["reap_orphans", "record_groups_in"]
