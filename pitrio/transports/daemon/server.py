@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 import orjson
 import trio
-from trio_websocket import wrap_server_stream
 
 from pitrio.actors.host import HostHandle, validate_session_id
 from pitrio.actors.host.policy import InvalidSessionIdError
@@ -46,6 +45,7 @@ from pitrio.transports.daemon.security import (
     token_matches,
 )
 from pitrio.transports.daemon.sockets import HostSocket, SessionSocket
+from pitrio.transports.daemon.websocket import wrap_server_stream
 from pitrio.transports.rpc.events import UpdateFormat
 
 log = logging.getLogger("pitrio.daemon")

@@ -41,6 +41,7 @@ from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
 from pitrio.transports.daemon.frames import event_frame, json_frame
 from pitrio.transports.daemon.security import RateLimiter
+from pitrio.transports.daemon.websocket import close_reason
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -65,12 +66,6 @@ SHUTDOWN_FLUSH_SECONDS = 1.5
 """How long a connection may keep sending queued frames once the daemon shuts down."""
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
-
-
-def close_reason(text: str) -> str:
-    """A close frame's reason: at most 123 bytes of UTF-8."""
-    data = text.encode("utf-8")[:123]
-    return data.decode("utf-8", errors="ignore")
 
 
 def parse_error(message: str) -> dict[str, Any]:
@@ -159,9 +154,8 @@ class _Socket:
 
     def _note_refused(self) -> None:
         """Count and log a connection the websocket layer ended over a bad frame: invalid UTF-8
-        (1007), a protocol violation (1002), a message over the size limit (1009). For the
-        first two trio-websocket drops the TCP connection without a close frame, so this log
-        line is the only place the reason shows.
+        (1007), a protocol violation (1002), a message over the size limit (1009); the client
+        got a close frame with the code and reason (:mod:`.websocket`).
 
         Read from the connection's close reason when the socket closes, not where the reader
         meets the close: the sender may meet it first and cancel the reader, which then never
