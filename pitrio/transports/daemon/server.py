@@ -20,7 +20,6 @@ from collections.abc import Awaitable
 from importlib import resources
 from typing import Any
 
-import attrs
 import orjson
 import trio
 
@@ -29,6 +28,7 @@ from pitrio.actors.host.policy import InvalidSessionIdError
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.transports.daemon import metrics
+from pitrio.transports.daemon.context import DaemonConfig as DaemonConfig  # re-exported
 from pitrio.transports.daemon.http import (
     BadRequest,
     PrefixedStream,
@@ -63,34 +63,6 @@ PAGE_POLICY = (
     "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; "
     "style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 )
-
-
-@attrs.frozen(kw_only=True)
-class DaemonConfig:
-    """How the daemon listens and what it allows."""
-
-    host: str = "127.0.0.1"
-    port: int = 8321
-    token: str | None = None
-    """``None``: no authentication (refused unless ``host`` is a loopback address)."""
-    allowed_origins: tuple[str, ...] = ()
-    max_message_size: int = 16 << 20
-    """Largest incoming message (bytes); a larger one closes the connection with 1009."""
-    message_rate: float = 50.0
-    message_burst: int = 200
-    client_capacity: int = 512
-    stall_seconds: float = 15.0
-    close_timeout: float = 5.0
-    ping_interval: float | None = 20.0
-    """Seconds between pings to each client (``None``: none). A peer gone without closing (a
-    half-open connection) is otherwise noticed only once a send to it stalls."""
-    ping_timeout: float = 20.0
-    """A ping unanswered this long closes the connection (1011)."""
-    handshake_timeout: float = 10.0
-    max_inflight: int = 64
-    host_queue: int = 1024
-    send_buffer: int | None = None
-    """``SO_SNDBUF`` of accepted sockets (``None``: the kernel's default and autotuning)."""
 
 
 class UnsafeBindError(PitrioError):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import trio
@@ -39,6 +39,8 @@ from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereErr
 from pitrio.errors import PitrioError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
+from pitrio.transports.daemon.context import DaemonContext
+from pitrio.transports.daemon.follower import follow_elsewhere
 from pitrio.transports.daemon.frames import event_frame, json_frame
 from pitrio.transports.daemon.security import RateLimiter
 from pitrio.transports.daemon.websocket import close_reason
@@ -51,9 +53,6 @@ from pitrio.transports.rpc.commands import (
 )
 from pitrio.transports.rpc.events import UpdateFormat
 from pitrio.transports.rpc.protocol import MISSING, Request, failure, parse_record, success
-
-if TYPE_CHECKING:
-    from pitrio.transports.daemon.server import DaemonServer
 
 log = logging.getLogger("pitrio.daemon")
 
@@ -81,7 +80,7 @@ def parse_error(message: str) -> dict[str, Any]:
 class _Socket:
     """What both endpoints share: the websocket, a cancel scope, rate limit, close."""
 
-    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
         self.server = server
         self.ws = ws
         config = server.config
@@ -181,7 +180,7 @@ class SessionSocket(_Socket):
 
     def __init__(
         self,
-        server: DaemonServer,
+        server: DaemonContext,
         ws: WebSocketConnection,
         hosted: HostedSession,
         *,
@@ -249,8 +248,6 @@ class SessionSocket(_Socket):
             await hosted.session()
         except SessionOwnedElsewhereError as exc:
             # Another daemon runs it (shared store): say which, then follow its entries.
-            from pitrio.transports.daemon.follower import follow_elsewhere
-
             await follow_elsewhere(self, hosted, exc)
             return
         except PitrioError as exc:
@@ -441,7 +438,7 @@ _NO_SWITCH = (
 class HostSocket(_Socket):
     """One client of ``/v1/host``."""
 
-    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
         super().__init__(server, ws)
         self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
 
