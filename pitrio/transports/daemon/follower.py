@@ -22,6 +22,7 @@ from trio_websocket import WebSocketConnection
 from pitrio.actors.host.backend import SessionOwnedElsewhereError
 from pitrio.actors.host.hosted import HostedSession
 from pitrio.errors import PitrioError
+from pitrio.transports.daemon.frames import safe_json_frame
 from pitrio.transports.rpc.protocol import MISSING, Request
 
 log = logging.getLogger("pitrio.daemon")
@@ -88,7 +89,7 @@ async def follow_elsewhere(
         def push(payload: dict[str, object]) -> None:
             # A client that does not read loses its own answers, nothing else.
             with contextlib.suppress(trio.WouldBlock):
-                send.send_nowait(orjson.dumps(payload).decode())
+                send.send_nowait(safe_json_frame(payload).decode())
 
         while (request := await socket.next_request(push)) is not None:
             push(

@@ -269,9 +269,8 @@ class DaemonServer:
             try:
                 if hosted is not None:
                     updates: UpdateFormat = "full" if head.param("updates") == "full" else "delta"
-                    since = head.param("since")
                     await SessionSocket(self, ws, hosted, updates=updates).run(
-                        since=int(since) if since is not None and since.isdigit() else None,
+                        since=since_param(head.param("since")),
                         stream=head.param("stream"),
                     )
                 else:
@@ -361,6 +360,14 @@ class DaemonServer:
             for name, kind, text, value in stats.store_metrics
         )
         return families
+
+
+def since_param(text: str | None) -> int | None:
+    """The ``?since=`` of a session URL: a sequence number (ASCII digits, at most 18 of them,
+    so no conversion can fail), else ``None`` (no resume)."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)
 
 
 def _parse(head: bytes) -> RequestHead:
