@@ -17,7 +17,7 @@ OPCODE_CLOSE, OPCODE_PING, OPCODE_PONG = 0x8, 0x9, 0xA
 
 
 async def raw_upgrade(
-    port: int, path: str, *, receive_buffer: int | None = None
+    port: int, path: str, *, receive_buffer: int | None = None, token: str = TOKEN
 ) -> tuple[trio.SocketStream, bytes]:
     """A TCP connection upgraded to a websocket by hand; the bytes read past the handshake."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
@@ -27,7 +27,7 @@ async def raw_upgrade(
     request = (
         f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-        f"Authorization: Bearer {TOKEN}\r\n\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
     )
     await stream.send_all(request.encode("ascii"))
     data = b""
