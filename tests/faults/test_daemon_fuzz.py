@@ -283,6 +283,14 @@ def violation_cases(rng: random.Random, count: int) -> list[Violation]:
             return Violation(frame(OPCODE_CLOSE, code.to_bytes(2, "big")), 1002, "close code")
         return Violation(frame(OPCODE_CLOSE, b"\x03\xe8" + b"\xff\xfe"), 1007, "close reason")
 
+    def bad_length() -> Violation:
+        if rng.random() < 0.5:  # the 64-bit length's top bit set
+            size = (1 << 63) | rng.getrandbits(63)
+            return Violation(bytes([0x81, 0xFF]) + size.to_bytes(8, "big"), 1002, "length MSB")
+        size = rng.randint(0, 125)  # a 2-byte length where 1 byte would do
+        data = bytes([0x82, 0xFE]) + size.to_bytes(2, "big") + b"mask" + b"z" * size
+        return Violation(data, 1002, "long length form")
+
     def oversize() -> Violation:
         extra = rng.randint(1, 5000)
         if rng.random() < 0.5:
@@ -304,6 +312,7 @@ def violation_cases(rng: random.Random, count: int) -> list[Violation]:
         stray_continuation,
         interleaved,
         bad_close,
+        bad_length,
         oversize,
     ]
     return [rng.choice(makers)() for _ in range(count)]

@@ -57,6 +57,8 @@ VIOLATIONS: list[tuple[str, bytes, int]] = [
         frame(OPCODE_TEXT, b"{", fin=False) + frame(OPCODE_TEXT, b"}"),
         1002,
     ),
+    ("8-byte length with the top bit set", bytes([0x81, 0xFF]) + b"\x80" + b"\0" * 7, 1002),
+    ("2-byte length for a small payload", bytes([0x81, 0xFE, 0, 5]) + b"mask" + b"hello", 1002),
     ("close with a one-byte body", frame(OPCODE_CLOSE, b"\x03"), 1002),
     ("close with a reserved code", frame(OPCODE_CLOSE, (1005).to_bytes(2, "big")), 1002),
     ("close with an invalid reason", frame(OPCODE_CLOSE, b"\x03\xe8\xff\xfe"), 1007),
