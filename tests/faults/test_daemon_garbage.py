@@ -311,6 +311,32 @@ async def test_a_refused_frame_is_counted_when_the_sender_meets_the_close_first(
     assert counters["connection_errors"] == 0
 
 
+async def test_a_bad_frame_from_a_client_that_does_not_read_ends_its_connection(
+    agent: Path,
+) -> None:
+    # The daemon's sender is stuck in a send to a client that does not read when that client
+    # sends a frame the websocket layer refuses. The close frame waits behind the stuck send;
+    # it is given up after close_timeout and the connection ends, long before the watchdog
+    # (60 s here) would end it.
+    reply = "".join(chr(97 + i % 26) for i in range(1_000_000))
+    faux = FauxProvider([FauxReply(text=reply, chunk_size=1_000)])
+    config = {
+        "ping_interval": None,
+        "stall_seconds": 60.0,
+        "close_timeout": 0.5,
+        "send_buffer": 8192,
+    }
+    async with run_beside_a_silent_client(agent, faux, config) as run:
+        assert text_of_deltas(run.frames) == reply
+        assert await clients_of(run.daemon, run.session_id) == 2
+        await run.silent.send_all(frame(0x3, b"??"))  # a reserved opcode
+        await wait_clients(run.daemon, run.session_id, 1)
+        counters = run.daemon.server.counters
+        assert counters["refused_frames"] == 1 and counters["slow_closes"] == 0
+        await still_served(run.good, "after")
+    assert counters["connection_errors"] == 0
+
+
 async def test_garbage_on_the_host_endpoint(agent: Path) -> None:
     async with running_daemon(agent) as daemon, connect(daemon, "/v1/host") as host:
         assert (await receive(host))["type"] == "host_attached"

@@ -263,6 +263,7 @@ class DaemonServer:
                 nursery,
                 PrefixedStream(stream, raw),
                 max_message_size=self.config.max_message_size,
+                close_timeout=self.config.close_timeout,
             )
             ws = await request.accept(subprotocol=chosen)
             self._socket_opened()

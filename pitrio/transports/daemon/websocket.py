@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Any
 
 import trio
 from trio_websocket import (
@@ -40,7 +41,12 @@ def close_reason(text: str) -> str:
 
 
 class DaemonWebSocket(WebSocketConnection):
-    """A server-side websocket that answers a frame wsproto refuses with a close frame."""
+    """A server-side websocket that answers a frame wsproto refuses with a close frame, giving
+    up on it after ``close_timeout`` seconds (a peer that does not read)."""
+
+    def __init__(self, *args: Any, close_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.close_timeout = close_timeout
 
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:
@@ -50,7 +56,9 @@ class DaemonWebSocket(WebSocketConnection):
         reason = close_reason(event.reason or "")
         # Set first: a send racing this one meets ConnectionClosed, not a wsproto error.
         self._close_reason = CloseReason(event.code, reason or None)
-        with contextlib.suppress(ConnectionClosed):
+        # Bounded: behind a send stuck on a peer that does not read, the close frame would
+        # wait for ever, and with it the end of the connection.
+        with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.close_timeout):
             await self._send(CloseConnection(code=event.code, reason=reason))
         await self._close_web_socket(event.code, reason or None)
         self._close_handshake.set()
@@ -58,11 +66,18 @@ class DaemonWebSocket(WebSocketConnection):
 
 
 async def wrap_server_stream(
-    nursery: trio.Nursery, stream: trio.abc.Stream, *, max_message_size: int
+    nursery: trio.Nursery,
+    stream: trio.abc.Stream,
+    *,
+    max_message_size: int,
+    close_timeout: float,
 ) -> WebSocketRequest:
     """trio-websocket's ``wrap_server_stream`` with a :class:`DaemonWebSocket`."""
     connection = DaemonWebSocket(
-        stream, WSConnection(ConnectionType.SERVER), max_message_size=max_message_size
+        stream,
+        WSConnection(ConnectionType.SERVER),
+        max_message_size=max_message_size,
+        close_timeout=close_timeout,
     )
     nursery.start_soon(connection._reader_task)
     return await connection._get_request()
