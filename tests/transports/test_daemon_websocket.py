@@ -3,6 +3,7 @@ item 17): the connection is failed as §7.1.7 says, not dropped; other clients g
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ from tests.transports.raw_websocket import (
     OPCODE_CLOSE,
     OPCODE_CONTINUATION,
     OPCODE_PING,
+    OPCODE_PONG,
     OPCODE_TEXT,
+    ServerFrames,
     frame,
     raw_upgrade,
     read_until_end,
@@ -90,3 +93,34 @@ async def test_protocol_violations_get_a_close_frame_with_code_and_reason(
                 while daemon.server.counters["refused_frames"] != len(VIOLATIONS):  # noqa: ASYNC110
                     await trio.sleep(0.01)
         assert daemon.server.counters["connection_errors"] == 0
+
+
+async def test_a_message_in_tiny_fragments_costs_about_its_size(tmp_path: Path) -> None:
+    # 120,000 two-byte fragments of one text message (just under the limit of the daemon in
+    # tests/faults/test_daemon_fuzz.py): kept as one object each they held ~7 MiB until the
+    # last one came; joined as they come, a few hundred KiB.
+    from tests.faults.test_daemon_fuzz import serve
+
+    pad = "x" * (240_000 - 40)
+    text = json.dumps({"id": "frag", "type": "list", "pad": pad}).encode()
+    pieces = [text[i : i + 2] for i in range(0, len(text), 2)]
+    data = frame(OPCODE_TEXT, pieces[0], fin=False)
+    data += b"".join(frame(OPCODE_CONTINUATION, piece, fin=False) for piece in pieces[1:-1])
+    async with serve(tmp_path) as served:
+        stream, pending = await raw_upgrade(served.port, "/v1/host", token=served.token)
+        frames = ServerFrames(stream, pending)
+        assert (await frames.next()) is not None  # host_attached
+        before = served.rss()
+        # A ping between fragments (allowed): its pong says everything before it was read.
+        await stream.send_all(data + frame(OPCODE_PING, b"sync"))
+        with trio.fail_after(30):
+            while (item := await frames.next()) != (OPCODE_PONG, b"sync"):
+                assert item is not None
+        growth = served.rss() - before
+        await stream.send_all(frame(OPCODE_CONTINUATION, pieces[-1]))
+        with trio.fail_after(10):
+            while (item := await frames.next()) is not None and b'"id":"frag"' not in item[1]:
+                pass
+        assert item is not None and json.loads(item[1])["success"], item
+        await stream.aclose()
+    assert growth < 3 << 20, f"{growth / 2**20:.1f} MiB held for one 240 kB message"

@@ -28,9 +28,12 @@ from trio_websocket import (
 )
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
-from wsproto.events import CloseConnection
+from wsproto.events import BytesMessage, CloseConnection, TextMessage
 
 log = logging.getLogger("pitrio.daemon")
+
+MERGE_PARTS = 256
+"""Fragments of one incoming message kept apart before they are joined into one piece."""
 
 
 def close_reason(text: str) -> str:
@@ -47,6 +50,23 @@ class DaemonWebSocket(WebSocketConnection):
     def __init__(self, *args: Any, close_timeout: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.close_timeout = close_timeout
+        self._merged: list[Any] = []
+
+    async def _handle_message_event(self, event: BytesMessage | TextMessage) -> None:
+        # trio-websocket keeps each fragment of a message as its own object until the last
+        # one: a 16 MiB message in two-byte fragments would hold 8 million strings (~500 MB).
+        # Every MERGE_PARTS fragments are joined into one piece, so a message costs about
+        # its size whatever its fragmentation (the size limit is still counted by the library).
+        if event.message_finished and self._merged:
+            self._message_parts[:0] = self._merged
+            self._merged = []
+        await super()._handle_message_event(event)
+        if event.message_finished or self._close_reason is not None:
+            self._merged = []
+        elif len(self._message_parts) >= MERGE_PARTS:
+            joiner: Any = b"" if isinstance(event, BytesMessage) else ""
+            self._merged.append(joiner.join(self._message_parts))
+            self._message_parts = []
 
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:
