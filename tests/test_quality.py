@@ -50,13 +50,6 @@ KNOWN_CIRCLES: dict[str, frozenset[str]] = {
             }
         )
     ),
-    "daemon server -> sockets -> follower -> sockets -> server (helper ws)": frozenset(
-        {
-            "pitrio.transports.daemon.follower",
-            "pitrio.transports.daemon.server",
-            "pitrio.transports.daemon.sockets",
-        }
-    ),
 }
 
 

@@ -4,17 +4,14 @@ are unaffected.
 
 Frames a websocket library would refuse to produce (invalid UTF-8 in a text frame, an unmasked
 client frame, a reserved opcode, bytes that are not HTTP at all) go out through a raw TCP
-client with a hand-made handshake (:func:`raw_upgrade`, :func:`frame`), which the half-open
-cases reuse.
+client with a hand-made handshake (:mod:`tests.transports.raw_websocket`), which the
+half-open cases reuse.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import os
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,6 @@ from pitrio.actors.session_store.maintenance import check_file
 from pitrio.transports.serve import Daemon
 from tests.faults.support import file_lines
 from tests.transports.daemon_harness import (
-    TOKEN,
     connect,
     create_session,
     is_response,
@@ -40,11 +36,10 @@ from tests.transports.daemon_harness import (
     text_of_deltas,
     until,
 )
+from tests.transports.raw_websocket import OPCODE_TEXT, frame, raw_upgrade, read_until_end
 
 REPLY = "".join(chr(97 + i % 26) for i in range(400))
 """The reply streamed while garbage arrives: 200 chunks of 2 characters."""
-
-OPCODE_TEXT, OPCODE_BINARY, OPCODE_CLOSE = 0x1, 0x2, 0x8
 
 
 @pytest.fixture
@@ -56,31 +51,6 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # -- a raw websocket client -------------------------------------------------------------------
-
-
-async def raw_upgrade(
-    port: int, path: str, *, receive_buffer: int | None = None
-) -> tuple[trio.SocketStream, bytes]:
-    """A TCP connection upgraded to a websocket by hand; the bytes read past the handshake."""
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    if receive_buffer is not None:
-        stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-    key = base64.b64encode(os.urandom(16)).decode("ascii")
-    request = (
-        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-        f"Authorization: Bearer {TOKEN}\r\n\r\n"
-    )
-    await stream.send_all(request.encode("ascii"))
-    data = b""
-    with trio.fail_after(10):
-        while b"\r\n\r\n" not in data:
-            chunk = await stream.receive_some(4096)
-            assert chunk, f"closed during the handshake: {data!r}"
-            data += chunk
-    head, rest = data.split(b"\r\n\r\n", 1)
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return stream, rest
 
 
 @dataclass
@@ -115,47 +85,6 @@ async def run_beside_a_silent_client(
                 yield SilentClientRun(daemon, session_id, good, frames, silent, pending)
         finally:
             await silent.aclose()
-
-
-def frame(opcode: int, payload: bytes, *, masked: bool = True, fin: bool = True) -> bytes:
-    """One websocket frame as a client sends it (masked unless told otherwise)."""
-    first = (0x80 if fin else 0) | opcode
-    mask_bit = 0x80 if masked else 0
-    size = len(payload)
-    if size < 126:
-        header = bytes([first, mask_bit | size])
-    elif size < 1 << 16:
-        header = bytes([first, mask_bit | 126]) + size.to_bytes(2, "big")
-    else:
-        header = bytes([first, mask_bit | 127]) + size.to_bytes(8, "big")
-    if not masked:
-        return header + payload
-    key = os.urandom(4)
-    return header + key + bytes(byte ^ key[i % 4] for i, byte in enumerate(payload))
-
-
-async def read_until_end(stream: trio.SocketStream, pending: bytes) -> tuple[int, str] | None:
-    """Read the server's (unmasked) frames until the connection ends: the close frame's code
-    and reason, or ``None`` when the server dropped the connection without one."""
-    buffer = pending
-    while True:
-        while True:
-            if len(buffer) >= 2:
-                opcode, size, start = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
-                if size == 126 and len(buffer) >= 4:
-                    size, start = int.from_bytes(buffer[2:4], "big"), 4
-                elif size == 127 and len(buffer) >= 10:
-                    size, start = int.from_bytes(buffer[2:10], "big"), 10
-                if (size < 126 or start > 2) and len(buffer) >= start + size:
-                    break
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return None
-            buffer += chunk
-        payload, buffer = buffer[start : start + size], buffer[start + size :]
-        if opcode == OPCODE_CLOSE:
-            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
-            return code, payload[2:].decode("utf-8", "replace")
 
 
 # -- checks shared by the cases ---------------------------------------------------------------
@@ -197,7 +126,7 @@ GARBAGE: list[tuple[str | bytes, str]] = [
     (b"\x00\x01binary\xff", "binary frames are not supported"),
     ("{not json", "Failed to parse command"),
     ("", "Failed to parse command"),
-    ('"\\ud800 lone surrogate"', "Failed to parse command"),
+    ('"\\ud800 lone surrogate"', "Unknown command: undefined"),  # read as pi reads it
     ("[" * 5000 + "]" * 5000, "Failed to parse command"),
     ("[1, 2, 3]", "Unknown command: undefined"),
     ("null", "Unknown command: undefined"),
@@ -288,9 +217,8 @@ async def test_frames_that_break_the_protocol_close_that_connection_only(agent: 
                     await trio.sleep(0.01)
 
             # Frames the websocket layer refuses: invalid UTF-8 in a text frame (1007), a client
-            # frame without a mask, a reserved opcode (1002). trio-websocket ends these
-            # connections without a close frame (it treats its own parse failure as the peer's
-            # close), so the reason is only in the daemon's log and counter.
+            # frame without a mask, a reserved opcode (1002): a close frame with the code (the
+            # full list: tests/transports/test_daemon_websocket.py).
             cases = [
                 (frame(OPCODE_TEXT, b'{"type": "get_state", "x": "\xc3\x28"}'), 1007),
                 (frame(OPCODE_TEXT, b'{"type": "get_state"}', masked=False), 1002),
@@ -301,7 +229,7 @@ async def test_frames_that_break_the_protocol_close_that_connection_only(agent: 
                 await stream.send_all(data)
                 with trio.fail_after(10):
                     ended = await read_until_end(stream, pending)
-                assert ended is None or ended[0] == code, (ended, data[:8])
+                assert ended is not None and ended[0] == code, (ended, data[:8])
                 await stream.aclose()
                 # One more refused frame counted (the 1009 above was the first). The daemon's
                 # reader counts it when trio-websocket hands it the close, which may come
@@ -379,6 +307,32 @@ async def test_a_refused_frame_is_counted_when_the_sender_meets_the_close_first(
         with trio.fail_after(5):
             while counters["refused_frames"] != 1:  # noqa: ASYNC110
                 await trio.sleep(0.01)
+        await still_served(run.good, "after")
+    assert counters["connection_errors"] == 0
+
+
+async def test_a_bad_frame_from_a_client_that_does_not_read_ends_its_connection(
+    agent: Path,
+) -> None:
+    # The daemon's sender is stuck in a send to a client that does not read when that client
+    # sends a frame the websocket layer refuses. The close frame waits behind the stuck send;
+    # it is given up after close_timeout and the connection ends, long before the watchdog
+    # (60 s here) would end it.
+    reply = "".join(chr(97 + i % 26) for i in range(1_000_000))
+    faux = FauxProvider([FauxReply(text=reply, chunk_size=1_000)])
+    config = {
+        "ping_interval": None,
+        "stall_seconds": 60.0,
+        "close_timeout": 0.5,
+        "send_buffer": 8192,
+    }
+    async with run_beside_a_silent_client(agent, faux, config) as run:
+        assert text_of_deltas(run.frames) == reply
+        assert await clients_of(run.daemon, run.session_id) == 2
+        await run.silent.send_all(frame(0x3, b"??"))  # a reserved opcode
+        await wait_clients(run.daemon, run.session_id, 1)
+        counters = run.daemon.server.counters
+        assert counters["refused_frames"] == 1 and counters["slow_closes"] == 0
         await still_served(run.good, "after")
     assert counters["connection_errors"] == 0
 

@@ -22,7 +22,6 @@ from pitrio.actors.model_router import FauxProvider, FauxReply
 from tests.faults.test_daemon_garbage import (
     assert_file_whole,
     clients_of,
-    raw_upgrade,
     run_beside_a_silent_client,
     still_served,
     wait_clients,
@@ -37,6 +36,7 @@ from tests.transports.daemon_harness import (
     text_of_deltas,
     until,
 )
+from tests.transports.raw_websocket import raw_upgrade
 
 LONG_REPLY = "".join(chr(97 + i % 26) for i in range(5_000))
 QUICK = {"ping_interval": 0.3, "ping_timeout": 1.0, "close_timeout": 0.3}

@@ -12,21 +12,37 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import orjson
 import trio
+from trio_websocket import WebSocketConnection
 
 from pitrio.errors import PitrioError
 from pitrio.sdk.host import HostedSession, SessionOwnedElsewhereError
-from pitrio.transports.rpc.protocol import MISSING
-
-if TYPE_CHECKING:
-    from pitrio.transports.daemon.sockets import _Socket
+from pitrio.transports.daemon.frames import safe_json_frame
+from pitrio.transports.rpc.protocol import MISSING, Request
 
 log = logging.getLogger("pitrio.daemon")
 
 OUTGOING = 256
+
+
+class FollowingSocket(Protocol):
+    """What the follower needs of a connection (a ``sockets`` endpoint is one)."""
+
+    ws: WebSocketConnection
+    scope: trio.CancelScope
+    """Cancelled when the connection ends."""
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the websocket with ``code`` and ``reason``."""
+        ...
+
+    async def next_request(self, push: Callable[[dict[str, Any]], None]) -> Request | None:
+        """The next well-formed command, or ``None`` once the socket closed."""
+        ...
 
 
 def entry_frame(session_id: str, seq: int, raw: bytes) -> str:
@@ -36,7 +52,7 @@ def entry_frame(session_id: str, seq: int, raw: bytes) -> str:
 
 
 async def follow_elsewhere(
-    socket: _Socket, hosted: HostedSession, moved: SessionOwnedElsewhereError
+    socket: FollowingSocket, hosted: HostedSession, moved: SessionOwnedElsewhereError
 ) -> None:
     """Serve ``socket`` as a follower of ``hosted`` (see the module doc) until it closes."""
     store = hosted.store
@@ -72,7 +88,7 @@ async def follow_elsewhere(
         def push(payload: dict[str, object]) -> None:
             # A client that does not read loses its own answers, nothing else.
             with contextlib.suppress(trio.WouldBlock):
-                send.send_nowait(orjson.dumps(payload).decode())
+                send.send_nowait(safe_json_frame(payload).decode())
 
         while (request := await socket.next_request(push)) is not None:
             push(

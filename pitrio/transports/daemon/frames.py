@@ -34,3 +34,47 @@ def delta_frame(seq: int, event: AgentSessionEvent) -> bytes:
 def json_frame(value: Any) -> bytes:
     """Any JSON value as one frame (compact, non-ASCII raw)."""
     return dump_line(value).rstrip(b"\n")
+
+
+def problem_of(error: BaseException) -> str:
+    """What an error while reading or writing a frame says to the client."""
+    if isinstance(error, RecursionError):
+        return "the value is nested too deeply"
+    return str(error) or type(error).__name__
+
+
+def safe_json_frame(value: dict[str, Any]) -> bytes:
+    """:func:`json_frame` of ``value``; when it cannot be encoded (nested too deeply for the
+    encoder, a value JSON cannot hold), the error response saying so in its place, keeping
+    the ``id`` and ``command`` that can be written. Never raises: one bad frame must not end
+    the connection (issue 21)."""
+    try:
+        return json_frame(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = problem_of(exc)
+    kind = value.get("type")
+    response: dict[str, Any] = {}
+    for key in ("id", "command"):
+        if key in value and _encodable(value[key]):
+            response[key] = value[key]
+    if kind == "response":
+        error = f"Failed to encode the response: {problem}"
+    else:
+        error = f"Failed to encode a {kind if isinstance(kind, str) else 'JSON'} frame: {problem}"
+    return json_frame(
+        {
+            **({"id": response["id"]} if "id" in response else {}),
+            "type": "response",
+            "command": response.get("command", "encode"),
+            "success": False,
+            "error": error,
+        }
+    )
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        json_frame(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True

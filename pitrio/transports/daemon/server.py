@@ -20,15 +20,14 @@ from collections.abc import Awaitable
 from importlib import resources
 from typing import Any
 
-import attrs
 import orjson
 import trio
-from trio_websocket import wrap_server_stream
 
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.sdk.host import HostHandle, InvalidSessionIdError, validate_session_id
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.transports.daemon import metrics
+from pitrio.transports.daemon.context import DaemonConfig as DaemonConfig  # re-exported
 from pitrio.transports.daemon.http import (
     BadRequest,
     PrefixedStream,
@@ -45,6 +44,7 @@ from pitrio.transports.daemon.security import (
     token_matches,
 )
 from pitrio.transports.daemon.sockets import HostSocket, SessionSocket
+from pitrio.transports.daemon.websocket import wrap_server_stream
 from pitrio.transports.rpc.events import UpdateFormat
 
 log = logging.getLogger("pitrio.daemon")
@@ -62,34 +62,6 @@ PAGE_POLICY = (
     "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; "
     "style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 )
-
-
-@attrs.frozen(kw_only=True)
-class DaemonConfig:
-    """How the daemon listens and what it allows."""
-
-    host: str = "127.0.0.1"
-    port: int = 8321
-    token: str | None = None
-    """``None``: no authentication (refused unless ``host`` is a loopback address)."""
-    allowed_origins: tuple[str, ...] = ()
-    max_message_size: int = 16 << 20
-    """Largest incoming message (bytes); a larger one closes the connection with 1009."""
-    message_rate: float = 50.0
-    message_burst: int = 200
-    client_capacity: int = 512
-    stall_seconds: float = 15.0
-    close_timeout: float = 5.0
-    ping_interval: float | None = 20.0
-    """Seconds between pings to each client (``None``: none). A peer gone without closing (a
-    half-open connection) is otherwise noticed only once a send to it stalls."""
-    ping_timeout: float = 20.0
-    """A ping unanswered this long closes the connection (1011)."""
-    handshake_timeout: float = 10.0
-    max_inflight: int = 64
-    host_queue: int = 1024
-    send_buffer: int | None = None
-    """``SO_SNDBUF`` of accepted sockets (``None``: the kernel's default and autotuning)."""
 
 
 class UnsafeBindError(PitrioError):
@@ -290,15 +262,15 @@ class DaemonServer:
                 nursery,
                 PrefixedStream(stream, raw),
                 max_message_size=self.config.max_message_size,
+                close_timeout=self.config.close_timeout,
             )
             ws = await request.accept(subprotocol=chosen)
             self._socket_opened()
             try:
                 if hosted is not None:
                     updates: UpdateFormat = "full" if head.param("updates") == "full" else "delta"
-                    since = head.param("since")
                     await SessionSocket(self, ws, hosted, updates=updates).run(
-                        since=int(since) if since is not None and since.isdigit() else None,
+                        since=since_param(head.param("since")),
                         stream=head.param("stream"),
                     )
                 else:
@@ -388,6 +360,14 @@ class DaemonServer:
             for name, kind, text, value in stats.store_metrics
         )
         return families
+
+
+def since_param(text: str | None) -> int | None:
+    """The ``?since=`` of a session URL: a sequence number (ASCII digits, at most 18 of them,
+    so no conversion can fail), else ``None`` (no resume)."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)
 
 
 def _parse(head: bytes) -> RequestHead:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import trio
@@ -36,8 +36,11 @@ from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
 from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
 from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
-from pitrio.transports.daemon.frames import event_frame, json_frame
+from pitrio.transports.daemon.context import DaemonContext
+from pitrio.transports.daemon.follower import follow_elsewhere
+from pitrio.transports.daemon.frames import event_frame, problem_of, safe_json_frame
 from pitrio.transports.daemon.security import RateLimiter
+from pitrio.transports.daemon.websocket import close_reason
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -47,9 +50,6 @@ from pitrio.transports.rpc.commands import (
 )
 from pitrio.transports.rpc.events import UpdateFormat
 from pitrio.transports.rpc.protocol import MISSING, Request, failure, parse_record, success
-
-if TYPE_CHECKING:
-    from pitrio.transports.daemon.server import DaemonServer
 
 log = logging.getLogger("pitrio.daemon")
 
@@ -62,12 +62,6 @@ SHUTDOWN_FLUSH_SECONDS = 1.5
 """How long a connection may keep sending queued frames once the daemon shuts down."""
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
-
-
-def close_reason(text: str) -> str:
-    """A close frame's reason: at most 123 bytes of UTF-8."""
-    data = text.encode("utf-8")[:123]
-    return data.decode("utf-8", errors="ignore")
 
 
 def parse_error(message: str) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def parse_error(message: str) -> dict[str, Any]:
 class _Socket:
     """What both endpoints share: the websocket, a cancel scope, rate limit, close."""
 
-    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
         self.server = server
         self.ws = ws
         config = server.config
@@ -136,7 +130,8 @@ class _Socket:
         """The next well-formed command frame, or ``None`` once the socket closed.
 
         Frames over the rate limit, binary frames and records that do not parse are answered
-        through ``push`` with an error and skipped.
+        through ``push`` with an error and skipped; so is a record whose reading fails in any
+        other way (the connection outlives every frame).
         """
         while True:
             try:
@@ -149,16 +144,19 @@ class _Socket:
             if isinstance(message, bytes):
                 push(parse_error("binary frames are not supported; send JSON text"))
                 continue
-            parsed = parse_record(message)
+            try:
+                parsed = parse_record(message)
+            except Exception as exc:  # e.g. RecursionError writing the error about it
+                log.info("a frame that failed to parse: %r", exc)
+                parsed = parse_error(problem_of(exc))
             if isinstance(parsed, Request):
                 return parsed
             push(parsed)
 
     def _note_refused(self) -> None:
         """Count and log a connection the websocket layer ended over a bad frame: invalid UTF-8
-        (1007), a protocol violation (1002), a message over the size limit (1009). For the
-        first two trio-websocket drops the TCP connection without a close frame, so this log
-        line is the only place the reason shows.
+        (1007), a protocol violation (1002), a message over the size limit (1009); the client
+        got a close frame with the code and reason (:mod:`.websocket`).
 
         Read from the connection's close reason when the socket closes, not where the reader
         meets the close: the sender may meet it first and cancel the reader, which then never
@@ -184,7 +182,7 @@ class SessionSocket(_Socket):
 
     def __init__(
         self,
-        server: DaemonServer,
+        server: DaemonContext,
         ws: WebSocketConnection,
         hosted: HostedSession,
         *,
@@ -209,7 +207,10 @@ class SessionSocket(_Socket):
         """Unused here: the hosted session's own barrier orders responses (``_handle``)."""
 
     async def _answer_dialog(self, response: UiResponse) -> None:
-        await (await self.session()).respond_ui(response)
+        try:
+            await (await self.session()).respond_ui(response)
+        except PitrioError as exc:  # never answered (pi's rule), so only logged
+            log.info("session %s: a dialog answer was lost: %s", self.hosted.id, exc)
 
     async def new_session(self, parent_session: str | None) -> None:
         """Answered by :meth:`_branching` (never through ``execute``)."""
@@ -252,8 +253,6 @@ class SessionSocket(_Socket):
             await hosted.session()
         except SessionOwnedElsewhereError as exc:
             # Another daemon runs it (shared store): say which, then follow its entries.
-            from pitrio.transports.daemon.follower import follow_elsewhere
-
             await follow_elsewhere(self, hosted, exc)
             return
         except PitrioError as exc:
@@ -281,26 +280,34 @@ class SessionSocket(_Socket):
     async def _read_loop(self, client: AttachedClient, nursery: trio.Nursery) -> None:
         while (parsed := await self.next_request(client.push)) is not None:
             self.hosted.touch()
-            if parsed.type == "resume":
-                self._resume(client, parsed.get("since"), parsed.get("stream"), parsed)
-            elif parsed.type == "extension_ui_response":
-                # To the dialog with that id (any client of the session may answer; unknown
-                # ids are ignored, as in pi); never answered itself.
-                response = UiResponse.from_json(parsed.fields)
-                nursery.start_soon(self._answer_dialog, response)
-            elif parsed.type not in HANDLERS and parsed.type not in BRANCHING_COMMANDS:
-                client.push(unknown_command(parsed))
-            elif self._inflight >= self.server.config.max_inflight:
-                limit = self.server.config.max_inflight
-                client.push(failure(parsed, f"Too many commands in flight (limit {limit})"))
+            try:
+                self._dispatch(client, nursery, parsed)
+            except Exception as exc:  # one bad frame must not end the connection
+                log.info("session %s: a frame failed: %r", self.hosted.id, exc)
+                client.push(failure(parsed, problem_of(exc)))
+
+    def _dispatch(self, client: AttachedClient, nursery: trio.Nursery, parsed: Request) -> None:
+        """Act on one command frame: answer it now or start the task that will."""
+        if parsed.type == "resume":
+            self._resume(client, parsed.get("since"), parsed.get("stream"), parsed)
+        elif parsed.type == "extension_ui_response":
+            # To the dialog with that id (any client of the session may answer; unknown
+            # ids are ignored, as in pi); never answered itself.
+            response = UiResponse.from_json(parsed.fields)
+            nursery.start_soon(self._answer_dialog, response)
+        elif parsed.type not in HANDLERS and parsed.type not in BRANCHING_COMMANDS:
+            client.push(unknown_command(parsed))
+        elif self._inflight >= self.server.config.max_inflight:
+            limit = self.server.config.max_inflight
+            client.push(failure(parsed, f"Too many commands in flight (limit {limit})"))
+        else:
+            self._inflight += 1
+            if parsed.type == "prompt":
+                # Counted now: the run's agent_start must not overtake the response.
+                client.feed.open_gate(self.hosted.seq)
+                nursery.start_soon(self._handle, client, parsed, self.hosted.seq)
             else:
-                self._inflight += 1
-                if parsed.type == "prompt":
-                    # Counted now: the run's agent_start must not overtake the response.
-                    client.feed.open_gate(self.hosted.seq)
-                    nursery.start_soon(self._handle, client, parsed, self.hosted.seq)
-                else:
-                    nursery.start_soon(self._handle, client, parsed, None)
+                nursery.start_soon(self._handle, client, parsed, None)
 
     def _resume(
         self, client: AttachedClient, since: Any, stream: Any, request: Request | None
@@ -332,10 +339,14 @@ class SessionSocket(_Socket):
 
     async def _handle(self, client: AttachedClient, request: Request, gate: int | None) -> None:
         try:
-            if request.type in BRANCHING_COMMANDS:
-                response = await self._branching(request)
-            else:
-                response = await execute(self, request)
+            try:
+                if request.type in BRANCHING_COMMANDS:
+                    response = await self._branching(request)
+                else:
+                    response = await execute(self, request)
+            except Exception as exc:  # a bug answering one command: answered, not fatal
+                log.exception("session %s: %s failed", self.hosted.id, request.type)
+                response = failure(request, problem_of(exc))
             after = self.hosted.seq
             started = self.hosted.started
             if request.type in EVENTFUL_COMMANDS and started is not None:
@@ -376,7 +387,7 @@ class SessionSocket(_Socket):
         if isinstance(item, bytes):
             return item.decode("utf-8")
         if isinstance(item, Outgoing):
-            return json_frame(item.payload).decode("utf-8")
+            return safe_json_frame(item.payload).decode("utf-8")
         if not isinstance(item.event, MessageUpdate):
             # Every other event has one form: the replay buffer's frame is it.
             cached = self.hosted.replay.get(item.seq)
@@ -398,7 +409,12 @@ class SessionSocket(_Socket):
                     self._drained.set()
                 await client.wait()
                 continue
-            frame = self._encode(item)
+            try:
+                frame = self._encode(item)
+            except Exception as exc:  # an event the encoder cannot write: skipped, not fatal
+                self.server.counters["encode_errors"] += 1
+                log.warning("session %s: an event could not be encoded: %r", self.hosted.id, exc)
+                continue
             self._sending_since = trio.current_time()
             try:
                 await self.ws.send_message(frame)
@@ -444,13 +460,13 @@ _NO_SWITCH = (
 class HostSocket(_Socket):
     """One client of ``/v1/host``."""
 
-    def __init__(self, server: DaemonServer, ws: WebSocketConnection) -> None:
+    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
         super().__init__(server, ws)
         self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
 
     def _push(self, value: Any) -> None:
         try:
-            self._out.send_nowait(json_frame(value))
+            self._out.send_nowait(safe_json_frame(value))
         except trio.WouldBlock:
             self.server.counters["slow_closes"] += 1
             self.server.spawn(self.close(CLOSE_POLICY, "client too slow: host events queued"))
@@ -502,6 +518,10 @@ class HostSocket(_Socket):
             data = await self._command(request)
         except PitrioError as exc:
             self._push(failure(request, str(exc)))
+            return
+        except Exception as exc:  # a bug answering one command: answered, not fatal
+            log.exception("host command %s failed", request.type)
+            self._push(failure(request, problem_of(exc)))
             return
         if data is None:
             self._push(unknown_command(request))

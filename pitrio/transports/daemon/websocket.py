@@ -1,0 +1,103 @@
+"""The daemon's websocket connection: trio-websocket's, failing a connection as RFC 6455 says.
+
+wsproto reports a frame it cannot accept (invalid UTF-8 in a text message or a close reason,
+an unmasked client frame, a reserved opcode, RSV bits without an extension, a control frame
+over 125 bytes or fragmented, a continuation with no message to continue, a bad close code)
+as a ``CloseConnection`` event carrying the close code (1002 or 1007) and its reason, as if
+the peer had sent it. trio-websocket 0.12 takes that event for the peer's close and drops the
+TCP connection without a close frame, so the client learns nothing (issue 21, item 17).
+
+:class:`DaemonWebSocket` tells the two apart by wsproto's state (a real close frame from the
+peer moves it to ``REMOTE_CLOSING``; a parse failure leaves it ``OPEN``) and, for a parse
+failure, sends the close frame with that code and reason before closing the connection
+(RFC 6455 §7.1.7, "Fail the WebSocket Connection").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import trio
+from trio_websocket import (
+    CloseReason,
+    ConnectionClosed,
+    WebSocketConnection,
+    WebSocketRequest,
+)
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import BytesMessage, CloseConnection, TextMessage
+
+log = logging.getLogger("pitrio.daemon")
+
+MERGE_PARTS = 256
+"""Fragments of one incoming message kept apart before they are joined into one piece."""
+
+
+def close_reason(text: str) -> str:
+    """A close frame's reason: at most 123 bytes of UTF-8 (the frame's payload limit less the
+    code), cut on a character boundary."""
+    data = text.encode("utf-8")[:123]
+    return data.decode("utf-8", errors="ignore")
+
+
+class DaemonWebSocket(WebSocketConnection):
+    """A server-side websocket that answers a frame wsproto refuses with a close frame, giving
+    up on it after ``close_timeout`` seconds (a peer that does not read)."""
+
+    def __init__(self, *args: Any, close_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.close_timeout = close_timeout
+        self._merged: list[Any] = []
+
+    async def _handle_message_event(self, event: BytesMessage | TextMessage) -> None:
+        # trio-websocket keeps each fragment of a message as its own object until the last
+        # one: a 16 MiB message in two-byte fragments would hold 8 million strings (~500 MB).
+        # Every MERGE_PARTS fragments are joined into one piece, so a message costs about
+        # its size whatever its fragmentation (the size limit is still counted by the library).
+        if event.message_finished and self._merged:
+            self._message_parts[:0] = self._merged
+            self._merged = []
+        await super()._handle_message_event(event)
+        if event.message_finished or self._close_reason is not None:
+            self._merged = []
+        elif len(self._message_parts) >= MERGE_PARTS:
+            joiner: Any = b"" if isinstance(event, BytesMessage) else ""
+            self._merged.append(joiner.join(self._message_parts))
+            self._message_parts = []
+
+    async def _handle_close_connection_event(self, event: CloseConnection) -> None:
+        if self._wsproto.state is not ConnectionState.OPEN:
+            # The peer's own close frame (or one after ours): the library's handshake.
+            await super()._handle_close_connection_event(event)
+            return
+        reason = close_reason(event.reason or "")
+        # Set first: a send racing this one meets ConnectionClosed, not a wsproto error.
+        self._close_reason = CloseReason(event.code, reason or None)
+        # Bounded: behind a send stuck on a peer that does not read, the close frame would
+        # wait for ever, and with it the end of the connection.
+        with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.close_timeout):
+            await self._send(CloseConnection(code=event.code, reason=reason))
+        await self._close_web_socket(event.code, reason or None)
+        self._close_handshake.set()
+        await self._close_stream()
+
+
+async def wrap_server_stream(
+    nursery: trio.Nursery,
+    stream: trio.abc.Stream,
+    *,
+    max_message_size: int,
+    close_timeout: float,
+) -> WebSocketRequest:
+    """trio-websocket's ``wrap_server_stream`` with a :class:`DaemonWebSocket`."""
+    connection = DaemonWebSocket(
+        stream,
+        WSConnection(ConnectionType.SERVER),
+        max_message_size=max_message_size,
+        close_timeout=close_timeout,
+    )
+    nursery.start_soon(connection._reader_task)
+    return await connection._get_request()
