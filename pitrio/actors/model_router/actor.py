@@ -65,6 +65,8 @@ from pitrio.messages.stream import StreamError
 MODELS_FILE_NAME = "models.json"
 SETTINGS_FILE_NAME = "settings.json"
 CACHE_RETENTION_ENV = "PITRIO_CACHE_RETENTION"
+DIAGNOSTICS_ENV = "PITRIO_PROVIDER_DIAGNOSTICS"
+"""``1`` asks for a ``diagnostics`` entry on failed responses (pi's messages have none)."""
 CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
 
 
@@ -90,7 +92,9 @@ class RouterConfig:
         Without ``settings``, the agent dir's ``settings.json`` gives them
         (``retry.provider.timeoutMs`` / ``maxRetries`` / ``maxRetryDelayMs``,
         ``thinkingBudgets``: :func:`provider_settings`). ``$PITRIO_CACHE_RETENTION``
-        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``.
+        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``;
+        ``$PITRIO_PROVIDER_DIAGNOSTICS=1`` puts status, retry-after and the failure's class on
+        failed messages as ``diagnostics`` (off: pi's messages carry none).
         """
         env = dict(os.environ) if env is None else dict(env)
         directory = agent_dir(env)
@@ -99,6 +103,8 @@ class RouterConfig:
         for choice in CACHE_RETENTIONS:
             if retention == choice:
                 settings = attrs.evolve(settings, cache_retention=choice)
+        if env.get(DIAGNOSTICS_ENV) == "1":
+            settings = attrs.evolve(settings, diagnostics=True)
         return cls(agent_dir=directory, env=env, settings=settings)
 
 

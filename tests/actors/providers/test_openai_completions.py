@@ -420,7 +420,7 @@ def test_parse_error_chunk_and_bad_json() -> None:
         "message", '{"error":{"message":"Provider returned error","code":502,"metadata":{}}}'
     )
     message = final(events)
-    assert message.error_message == "502: Provider returned error"
+    assert message.error_message == "Provider returned error"  # the SDK's text: no status
     assert message.content == (TextContent(text="part"),)
     assert parser.feed("message", '{"choices":[]}') == []  # nothing after the end
 

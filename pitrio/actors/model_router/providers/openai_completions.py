@@ -420,7 +420,7 @@ class OpenAICompletionsParser(SseParser):
         if not isinstance(chunk, dict):
             raise MalformedStreamError(f"expected a JSON object, got {data[:80]!r}")
         if chunk.get("error"):
-            message, kind = stream_error_message(chunk)
+            message, kind = stream_error_message(chunk, "openai-completions")
             return [self.fail(message, name="StreamError", code=kind)]
         out: list[AssistantMessageEvent] = []
         self.ensure_started(out)
@@ -590,6 +590,7 @@ class OpenAICompletionsProvider(HttpProvider):
     """The ``openai-completions`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    error_style = "openai-completions"
 
     def build_request(
         self,
