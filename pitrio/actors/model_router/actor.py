@@ -53,7 +53,12 @@ from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
-from pitrio.actors.model_router.registry import FAUX_MODELS, FAUX_PROVIDER, ModelRegistry
+from pitrio.actors.model_router.registry import (
+    FAUX_MODELS,
+    FAUX_PROVIDER,
+    ModelRegistry,
+    offered,
+)
 from pitrio.actors.model_router.stream_builder import failure_message
 from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult, route
 from pitrio.actors.session_store.paths import agent_dir
@@ -393,7 +398,8 @@ class ModelRouter(Actor[RouterCommand]):
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
-                    reply.set(tuple(m for m in registry.list() if self.availability(m) is None))
+                    usable = (m for m in registry.list() if self.availability(m) is None)
+                    reply.set(offered(usable))
                 case RegisterProvider(name=name, config=config, source=source, reply=reply):
                     reply.set(self._register_provider(name, config, source))
                 case UnregisterProvider(name=name, reply=reply):
@@ -486,7 +492,8 @@ class ModelRouterHandle(Handle[RouterCommand]):
         return await self.ask(ListModels)
 
     async def available_models(self) -> tuple[Model, ...]:
-        """The models usable now (credentials configured), in registration order."""
+        """The models usable now (credentials configured), in registration order; the faux
+        models only when no other is (:func:`~.registry.offered`)."""
         return await self.ask(ListAvailable)
 
     async def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
