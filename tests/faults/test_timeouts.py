@@ -85,8 +85,11 @@ async def test_a_provider_silent_before_the_first_byte_times_out_and_is_retried(
         e.message for e in events.of("message_end") if e.message.role == "assistant"
     ]
     assert isinstance(failed, AssistantMessage) and failed.stop_reason == "error"
-    assert failed.error_message == "Request timed out waiting for the provider: no response in 20 s"
+    assert failed.error_message == "Request timed out."  # pi's text (the SDKs')
     assert failed.content == () and error_name(failed) == "TimeoutError"
+    assert failed.diagnostics is not None and failed.diagnostics[0].details == {
+        "cause": "Request timed out waiting for the provider: no response in 20 s"
+    }
     # Retried after the default back-off, and the retry is answered.
     (start,) = events.of("auto_retry_start")
     assert (start.attempt, start.delay_ms, start.error_message) == (1, 2000, failed.error_message)

@@ -299,8 +299,10 @@ async def test_connection_refused(api: str, pool: HttpPool) -> None:
     provider = make_provider(api, pool, settings=DIAGNOSING)
     events = await collect(provider, make_model(api, f"http://127.0.0.1:{port}"))
     message = final(events)
-    assert (message.error_message or "").startswith("Connection error: ")
+    assert message.error_message == "Connection error."  # pi's (the SDKs') text
     assert error_name(message) == "ConnectionError"
+    assert message.diagnostics is not None and message.diagnostics[0].details is not None
+    assert message.diagnostics[0].details["cause"].startswith("Connection error: ")
 
 
 @pytest.mark.parametrize("api", APIS)

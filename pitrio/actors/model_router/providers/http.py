@@ -9,8 +9,11 @@ the events :class:`SseDecoder` decodes, and turn every way a request can fail in
 
 * a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
   (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
-* a connection failure (refused, reset, closed mid-body): ``"Connection error: ..."``;
-* a timeout: ``"Request timed out ..."``;
+* no response at all (refused, reset or timed out before the response head), after the
+  retries: pi's (the SDKs') ``"Connection error."`` / ``"Request timed out."``, the cause in
+  the diagnostics when they are asked for;
+* a connection failure after the response began (reset, closed mid-body):
+  ``"Connection error: ..."``; a stream that stalled: ``"Request timed out ..."``;
 * a stream that is not SSE, has bad JSON, or ends before its final event: an error naming the
   problem (``"... ended without ..."`` for the last, which the retry rules match).
 
@@ -389,6 +392,7 @@ class SseParser(abc.ABC):
         status: int | None = None,
         code: str | None = None,
         retry_after_ms: int | None = None,
+        cause: str | None = None,
     ) -> StreamError:
         """The final error event: the content so far, ``message``, and its diagnostic when
         :attr:`diagnostics` asks for one."""
@@ -397,7 +401,12 @@ class SseParser(abc.ABC):
         if self.diagnostics:
             diagnostics = (
                 error_diagnostic(
-                    message, name=name, status=status, code=code, retry_after_ms=retry_after_ms
+                    message,
+                    name=name,
+                    status=status,
+                    code=code,
+                    retry_after_ms=retry_after_ms,
+                    cause=None if cause is None else self.redact(cause),
                 ),
             )
         error = self.builder.error("error", message, diagnostics=diagnostics)
@@ -591,8 +600,13 @@ class HttpProvider(abc.ABC):
                 exc, streaming=parser.builder.started, read_timeout=settings.read_timeout
             )
             if not headed:
-                # No response yet: the SDKs repeat a connection that failed or timed out.
-                return _Failure(text=text, diagnostic={"name": name})
+                # No response yet: the SDKs repeat a connection that failed or timed out, and
+                # then say only which of the two it was (the cause goes to the diagnostics).
+                timed_out = isinstance(exc, httpx.TimeoutException)
+                return _Failure(
+                    text="Request timed out." if timed_out else "Connection error.",
+                    diagnostic={"name": name, "cause": text},
+                )
             await _send_all(send, [parser.fail(text, name=name)])
             return None
 
