@@ -75,3 +75,25 @@ async def test_over_rpc_a_configured_model_hides_faux_and_cycling_never_saves_it
     assert seen == [("vendor", "m2"), ("vendor", "m1"), ("vendor", "m2")]
     saved = orjson.loads((dirs.agent / "settings.json").read_bytes())
     assert (saved["defaultProvider"], saved["defaultModel"]) == ("vendor", "m2")
+
+
+async def test_without_a_saved_model_a_session_starts_on_the_first_configured_one(
+    tmp_path: Path,
+) -> None:
+    """pi 0.73.1 with this models.json and no settings starts on vendor/m1 (checked)."""
+    dirs = Dirs.make(tmp_path, settings={})
+    (dirs.agent / "models.json").write_bytes(orjson.dumps(VENDOR))
+    async with rpc_process(dirs, model="") as rpc:
+        state = await rpc.data({"type": "get_state"})
+        await rpc.close_stdin()
+        assert await rpc.wait_exit() == 0, rpc.stderr.decode()
+    assert (state["model"]["provider"], state["model"]["id"]) == ("vendor", "m1")
+
+
+async def test_without_any_configured_model_the_offline_default_remains(tmp_path: Path) -> None:
+    dirs = Dirs.make(tmp_path, settings={})
+    async with rpc_process(dirs, model="") as rpc:
+        state = await rpc.data({"type": "get_state"})
+        await rpc.close_stdin()
+        assert await rpc.wait_exit() == 0, rpc.stderr.decode()
+    assert (state["model"]["provider"], state["model"]["id"]) == ("faux", "echo")

@@ -496,6 +496,14 @@ class ModelRouterHandle(Handle[RouterCommand]):
         models only when no other is (:func:`~.registry.offered`)."""
         return await self.ask(ListAvailable)
 
+    async def first_configured(self) -> Model | None:
+        """The first usable model that is not a faux one (what a session starts on when no
+        model is named or saved, as pi starts on its first available model), or ``None``."""
+        for model in await self.available_models():
+            if model.provider != FAUX_PROVIDER:
+                return model
+        return None
+
     async def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Register ``model`` (and, if given, the stream function of its API)."""
         await self.ask(lambda reply: Register(model, stream_fn, reply))
