@@ -150,7 +150,8 @@ async def test_end_to_end_custom_provider_with_auth_json_key(tmp_path: Path) -> 
         )
         events = await collect(router, model)
         assert events[-1].error.error_message == (  # type: ignore[union-attr]
-            "authentication_error: bad key ***"
+            # pi's text: the Anthropic SDK shows the whole event as JSON
+            '{"type":"error","error":{"type":"authentication_error","message":"bad key ***"}}'
         )
         assert "sk-proxy-secret-42" not in repr(events)  # diagnostics included
         await router.aclose()

@@ -1,11 +1,14 @@
 """429 storms: the vendor refuses with ``retry-after``; retries honour it, capped.
 
-The supervisor waits ``baseDelayMs * 2^(n-1)``, capped by ``maxDelayMs``, raised to the
-vendor's ``retry-after`` / ``retry-after-ms``; a retry-after beyond the cap ends the sequence
-instead of sleeping (DESIGN §5.4). Every failed attempt stays in the file and leaves the
-projection; exhausted retries end with ``auto_retry_end`` success false naming the last attempt
-(§5.8). Run on an autojumping ``MockClock`` with the vendor in-process, so the times between
-requests are exactly the back-off sleeps.
+Each request is first repeated twice inside the provider, after the vendor's ``retry-after``
+(as the vendor SDKs pi uses do): only every third refusal reaches the session. The supervisor
+then waits ``baseDelayMs * 2^(n-1)``, capped by ``maxDelayMs``, raised to the last refusal's
+``retry-after`` / ``retry-after-ms`` (read from the message's diagnostics, which these cases
+ask for); a retry-after beyond the cap ends the sequence instead of sleeping (DESIGN §5.4).
+Every failed attempt stays in the file and leaves the projection; exhausted retries end with
+``auto_retry_end`` success false naming the last attempt (§5.8). Run on an autojumping
+``MockClock`` with the vendor in-process, so the times between requests are exactly the
+back-off sleeps.
 """
 
 from __future__ import annotations
@@ -49,6 +52,24 @@ def error_text(attempt: int) -> str:
     return f"429 Rate limit reached for requests (attempt {attempt})"
 
 
+@pytest.fixture(autouse=True)
+def diagnostics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor reads retry-after from diagnostics, which a client asks for."""
+    monkeypatch.setenv("PITRIO_PROVIDER_DIAGNOSTICS", "1")
+
+
+def session_attempt(attempt: int, *headers: tuple[str, str]) -> list[Act]:
+    """The three refusals of one attempt the session sees: two the provider repeats after a
+    second, then the one that reaches the session (with ``headers``); the texts count every
+    request."""
+    first = 3 * attempt - 2
+    return [
+        rate_limited(first, ("retry-after", "1")),
+        rate_limited(first + 1, ("retry-after", "1")),
+        rate_limited(first + 2, *headers),
+    ]
+
+
 def gaps(arrivals: list[float]) -> list[float]:
     return [later - earlier for earlier, later in itertools.pairwise(arrivals)]
 
@@ -66,11 +87,11 @@ async def test_a_storm_of_429s_is_ridden_out_honouring_retry_after_and_the_cap(
 ) -> None:
     settings = {"retry": {"maxRetries": 5, "baseDelayMs": 1000, "maxDelayMs": 10000}}
     storm = [
-        rate_limited(1, ("retry-after", "3")),  # back-off 1 s, raised to 3 s
-        rate_limited(2, ("retry-after-ms", "7500")),  # back-off 2 s, raised to 7.5 s
-        rate_limited(3, ("retry-after", "1")),  # back-off 4 s is longer: 4 s
-        rate_limited(4),  # no header: back-off 8 s
-        rate_limited(5),  # back-off 16 s, capped to 10 s
+        *session_attempt(1, ("retry-after", "3")),  # back-off 1 s, raised to 3 s
+        *session_attempt(2, ("retry-after-ms", "7500")),  # back-off 2 s, raised to 7.5 s
+        *session_attempt(3, ("retry-after", "1")),  # back-off 4 s is longer: 4 s
+        *session_attempt(4),  # no header: back-off 8 s
+        *session_attempt(5),  # back-off 16 s, capped to 10 s
     ]
     async with running_vendor() as vendor:
         vendor.push(*storm, answer("Finally through"))
@@ -88,10 +109,10 @@ async def test_a_storm_of_429s_is_ridden_out_honouring_retry_after_and_the_cap(
         (4, 5, 8000),
         (5, 5, 10000),
     ]
-    assert [s.error_message for s in starts] == [error_text(n) for n in range(1, 6)]
-    # The requests were spaced by exactly those sleeps.
+    assert [s.error_message for s in starts] == [error_text(3 * n) for n in range(1, 6)]
+    # The requests were spaced by exactly those sleeps, each after the provider's two repeats.
     assert gaps([r.arrived_at for r in vendor.requests]) == pytest.approx(
-        [3.0, 7.5, 4.0, 8.0, 10.0]
+        [1.0, 1.0, 3.0, 1.0, 1.0, 7.5, 1.0, 1.0, 4.0, 1.0, 1.0, 8.0, 1.0, 1.0, 10.0]
     )
     (end,) = events.of("auto_retry_end")
     assert end.success and end.attempt == 5
@@ -103,7 +124,7 @@ async def test_a_storm_of_429s_is_ridden_out_honouring_retry_after_and_the_cap(
     assert path is not None
     entries = message_entries(path, "assistant")
     assert [e["message"].get("errorMessage") for e in entries] == [
-        *(error_text(n) for n in range(1, 6)),
+        *(error_text(3 * n) for n in range(1, 6)),
         None,
     ]
     assert omitted_ids(path) == {e["id"] for e in entries[:5]}
@@ -119,31 +140,32 @@ async def test_exhausted_retries_end_unsuccessfully_with_the_last_attempt(
 ) -> None:
     settings = {"retry": {"maxRetries": 2, "baseDelayMs": 1000}}
     async with running_vendor() as vendor:
-        vendor.push(*(rate_limited(n, ("retry-after", "2")) for n in (1, 2, 3)))
+        vendor.push(*(rate_limited(n, ("retry-after", "2")) for n in range(1, 10)))
         async with fault_session(tmp_path, monkeypatch, vendor.base_url, settings) as faulted:
             await faulted.session.prompt("question")  # returns: a failed run is not an error
             await faulted.recorder.wait_for("agent_settled")
             live = await faulted.session.messages()
             path = faulted.session.session_file
     events = faulted.recorder
-    assert len(vendor.requests) == 3  # the first try and two retries, no more
-    assert gaps([r.arrived_at for r in vendor.requests]) == pytest.approx([2.0, 2.0])
+    # The first try and two retries, no more; each of them a request and two repeats.
+    assert len(vendor.requests) == 9
+    assert gaps([r.arrived_at for r in vendor.requests]) == pytest.approx([2.0] * 8)
     assert [(s.attempt, s.delay_ms) for s in events.of("auto_retry_start")] == [
         (1, 2000),
         (2, 2000),
     ]
     (end,) = events.of("auto_retry_end")
-    assert (end.success, end.attempt, end.final_error) == (False, 2, error_text(3))
+    assert (end.success, end.attempt, end.final_error) == (False, 2, error_text(9))
     assert [e.will_retry for e in events.of("agent_end")] == [True, True, False]
     assert events.types()[-1] == "agent_settled"
     # Kept: three failures in the file; the last one stays in the context (it is the answer).
     assert path is not None
     entries = message_entries(path, "assistant")
-    assert [e["message"]["errorMessage"] for e in entries] == [error_text(n) for n in (1, 2, 3)]
+    assert [e["message"]["errorMessage"] for e in entries] == [error_text(n) for n in (3, 6, 9)]
     assert omitted_ids(path) == {entries[0]["id"], entries[1]["id"]}
     assert await reopen(path, faulted.project) == live
     (last,) = [m for m in live if isinstance(m, AssistantMessage)]
-    assert last.error_message == error_text(3)
+    assert last.error_message == error_text(9)
 
 
 async def test_a_retry_after_beyond_the_cap_ends_the_sequence_without_waiting(
@@ -151,16 +173,41 @@ async def test_a_retry_after_beyond_the_cap_ends_the_sequence_without_waiting(
 ) -> None:
     settings = {"retry": {"maxRetries": 5, "baseDelayMs": 1000, "maxDelayMs": 5000}}
     async with running_vendor() as vendor:
-        vendor.push(rate_limited(1, ("retry-after", "2")), rate_limited(2, ("retry-after", "120")))
+        vendor.push(
+            *session_attempt(1, ("retry-after", "2")), *session_attempt(2, ("retry-after", "120"))
+        )
         async with fault_session(tmp_path, monkeypatch, vendor.base_url, settings) as faulted:
             started = trio.current_time()
             await faulted.session.prompt("question")
             finished = trio.current_time()
             await faulted.recorder.wait_for("agent_settled")
     events = faulted.recorder
-    assert len(vendor.requests) == 2
+    assert len(vendor.requests) == 6
     assert [(s.attempt, s.delay_ms) for s in events.of("auto_retry_start")] == [(1, 2000)]
     (end,) = events.of("auto_retry_end")
-    assert (end.success, end.attempt, end.final_error) == (False, 1, error_text(2))
-    assert finished - started == pytest.approx(2.0)  # the 120 s were never slept
+    assert (end.success, end.attempt, end.final_error) == (False, 1, error_text(6))
+    # Two repeats of a second in each attempt and the 2 s between them: the 120 s were never
+    # slept.
+    assert finished - started == pytest.approx(1.0 + 1.0 + 2.0 + 1.0 + 1.0)
     assert retry_after_ms(failures(faulted)[-1]) == 120000
+
+
+async def test_a_single_500_is_absorbed_by_the_provider_and_the_client_sees_one_clean_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    busy = {"error": {"message": "The server had an error", "type": "server_error"}}
+    async with running_vendor() as vendor:
+        vendor.push(http_error(500, busy), answer("Through at once"))
+        async with fault_session(tmp_path, monkeypatch, vendor.base_url, {}) as faulted:
+            await faulted.session.prompt("question")
+            await faulted.recorder.wait_for("agent_settled")
+            path = faulted.session.session_file
+    events = faulted.recorder
+    (gap,) = gaps([r.arrived_at for r in vendor.requests])
+    assert 0.375 <= gap <= 0.5  # the SDKs' first back-off, 0.5 s less up to a quarter
+    assert failures(faulted) == []
+    assert events.of("auto_retry_start") == [] and events.of("auto_retry_end") == []
+    assert [e.will_retry for e in events.of("agent_end")] == [False]
+    assert vendor.requests[0].body == vendor.requests[1].body  # the same request again
+    assert path is not None
+    assert [e["message"]["stopReason"] for e in message_entries(path, "assistant")] == ["stop"]

@@ -39,6 +39,12 @@ from tests.faults.vendor import (
 QUICK_RETRY = {"retry": {"baseDelayMs": 1}}
 
 
+@pytest.fixture(autouse=True)
+def diagnostics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases read the failure's class from its diagnostics, which a client asks for."""
+    monkeypatch.setenv("PITRIO_PROVIDER_DIAGNOSTICS", "1")
+
+
 def _shows(text: str) -> Callable[[object], bool]:
     """A predicate: a ``message_update`` whose partial answer reads ``text``."""
 

@@ -1,5 +1,7 @@
 """A provider that hangs: before the first byte, and mid-stream. The read timeout fires, the
-supervisor retries, the retry succeeds.
+supervisor retries, the retry succeeds. Silence before the response head is first repeated
+inside the provider (twice, after 0.5 s and 1 s less jitter, as the vendor SDKs do): only a
+third silent try reaches the supervisor.
 
 httpx has one limit on silence, its read timeout (``retry.provider.timeoutMs`` in the agent
 dir's ``settings.json``): it bounds the wait for the response and every wait between two
@@ -31,7 +33,13 @@ from tests.faults.vendor import Act, answer, chunk, running_vendor, text_parts
 SETTINGS = {"retry": {"provider": {"timeoutMs": 20000}}}  # retry.baseDelayMs: default 2000
 
 
-async def test_a_provider_silent_before_the_first_byte_times_out_and_is_retried(
+@pytest.fixture(autouse=True)
+def diagnostics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases read the failure's class from its diagnostics, which a client asks for."""
+    monkeypatch.setenv("PITRIO_PROVIDER_DIAGNOSTICS", "1")
+
+
+async def test_one_silent_try_is_repeated_inside_the_provider_unseen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with running_vendor() as vendor:
@@ -40,18 +48,48 @@ async def test_a_provider_silent_before_the_first_byte_times_out_and_is_retried(
             await faulted.session.prompt("question")
             await faulted.recorder.wait_for("agent_settled")
             live = await faulted.session.messages()
-            path = faulted.session.session_file
-        first, retry = vendor.requests
+        first, repeat = vendor.requests
     events = faulted.recorder
-    # The configured 20 s, from the request to the client giving up (the server saw it go).
-    assert first.gone_at is not None
     assert first.gone_at == pytest.approx(first.arrived_at + 20.0)
+    assert 0.375 <= repeat.arrived_at - first.gone_at <= 0.5  # 0.5 s less jitter
+    (answered,) = [e.message for e in events.of("message_end") if e.message.role == "assistant"]
+    assert isinstance(answered, AssistantMessage) and answered.stop_reason == "stop"
+    assert events.of("auto_retry_start") == [] and events.of("auto_retry_end") == []
+    assert [e.will_retry for e in events.of("agent_end")] == [False]
+    assert [m.role for m in live] == ["user", "assistant"]
+
+
+async def test_a_provider_silent_before_the_first_byte_times_out_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    silent = Act(ending="silent")
+    async with running_vendor() as vendor:
+        vendor.push(silent, silent, silent, answer("Recovered answer"))
+        async with fault_session(tmp_path, monkeypatch, vendor.base_url, SETTINGS) as faulted:
+            await faulted.session.prompt("question")
+            await faulted.recorder.wait_for("agent_settled")
+            live = await faulted.session.messages()
+            path = faulted.session.session_file
+        *tries, retry = vendor.requests
+    events = faulted.recorder
+    # The configured 20 s, from the request to the client giving up (the server saw it go);
+    # the provider repeats it twice after its back-off (0.5 s, 1 s, less jitter).
+    assert len(tries) == 3
+    for one_try in tries:
+        assert one_try.gone_at is not None
+        assert one_try.gone_at == pytest.approx(one_try.arrived_at + 20.0)
+    assert 0.375 <= tries[1].arrived_at - (tries[0].gone_at or 0) <= 0.5
+    assert 0.75 <= tries[2].arrived_at - (tries[1].gone_at or 0) <= 1.0
+    first = tries[-1]
     failed, recovered = [
         e.message for e in events.of("message_end") if e.message.role == "assistant"
     ]
     assert isinstance(failed, AssistantMessage) and failed.stop_reason == "error"
-    assert failed.error_message == "Request timed out waiting for the provider: no response in 20 s"
+    assert failed.error_message == "Request timed out."  # pi's text (the SDKs')
     assert failed.content == () and error_name(failed) == "TimeoutError"
+    assert failed.diagnostics is not None and failed.diagnostics[0].details == {
+        "cause": "Request timed out waiting for the provider: no response in 20 s"
+    }
     # Retried after the default back-off, and the retry is answered.
     (start,) = events.of("auto_retry_start")
     assert (start.attempt, start.delay_ms, start.error_message) == (1, 2000, failed.error_message)

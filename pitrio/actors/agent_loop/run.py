@@ -23,6 +23,7 @@ from pitrio.actors.agent_loop.decisions import (
     end_response,
 )
 from pitrio.actors.agent_loop.hooks import LoopHooks, ToolExecutionMode, TurnContext
+from pitrio.actors.model_router.stream_builder import abort_block_ends
 from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
 from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.errors import ContinueError, unwrap_group
@@ -45,7 +46,18 @@ from pitrio.messages.events import (
 )
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.snapshot import Snapshot, immutable
-from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError, StreamStart
+from pitrio.messages.stream import (
+    AssistantMessageEvent,
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextEnd,
+    TextStart,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallEnd,
+    ToolCallStart,
+)
 
 __all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
 
@@ -255,6 +267,7 @@ class LoopRun:
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None
         announced = False
+        open_blocks: set[int] = set()  # started, not ended: some providers end them on abort
         with self.abort.scope() as scope:
             # A snapshot made from the previous one (see ``RunContext``) unless a hook may
             # change the list: a converter that keeps the previous request's messages then
@@ -309,6 +322,7 @@ class LoopRun:
                                 break
                             case _:
                                 partial = event.partial
+                                _track_blocks(open_blocks, event)
                                 if announced:
                                     self.context.set_last(partial)
                                 else:
@@ -322,6 +336,9 @@ class LoopRun:
         if final is None:
             base = partial or empty_response(config.model)
             if scope.cancelled_caught or self.abort.aborted:
+                if announced:  # pi's order: the blocks' ends, then the aborted message
+                    for end in abort_block_ends(config.model.api, base, open_blocks):
+                        await self._emit(MessageUpdate(assistant_message_event=end, message=base))
                 final = end_response(base, "aborted", ABORTED_TEXT)
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
@@ -373,3 +390,11 @@ class LoopRun:
             batch, emit=self._emit, abort=self.abort, execute=self._execute
         )
         return result.messages, result.terminate
+
+
+def _track_blocks(open_blocks: set[int], event: AssistantMessageEvent) -> None:
+    """Keep ``open_blocks`` (content indexes started and not ended) up to date."""
+    if isinstance(event, TextStart | ThinkingStart | ToolCallStart):
+        open_blocks.add(event.content_index)
+    elif isinstance(event, TextEnd | ThinkingEnd | ToolCallEnd):
+        open_blocks.discard(event.content_index)

@@ -53,7 +53,12 @@ from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
-from pitrio.actors.model_router.registry import FAUX_MODELS, FAUX_PROVIDER, ModelRegistry
+from pitrio.actors.model_router.registry import (
+    FAUX_MODELS,
+    FAUX_PROVIDER,
+    ModelRegistry,
+    offered,
+)
 from pitrio.actors.model_router.stream_builder import failure_message
 from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult, route
 from pitrio.actors.session_store.paths import agent_dir
@@ -65,6 +70,8 @@ from pitrio.messages.stream import StreamError
 MODELS_FILE_NAME = "models.json"
 SETTINGS_FILE_NAME = "settings.json"
 CACHE_RETENTION_ENV = "PITRIO_CACHE_RETENTION"
+DIAGNOSTICS_ENV = "PITRIO_PROVIDER_DIAGNOSTICS"
+"""``1`` asks for a ``diagnostics`` entry on failed responses (pi's messages have none)."""
 CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
 
 
@@ -90,7 +97,9 @@ class RouterConfig:
         Without ``settings``, the agent dir's ``settings.json`` gives them
         (``retry.provider.timeoutMs`` / ``maxRetries`` / ``maxRetryDelayMs``,
         ``thinkingBudgets``: :func:`provider_settings`). ``$PITRIO_CACHE_RETENTION``
-        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``.
+        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``;
+        ``$PITRIO_PROVIDER_DIAGNOSTICS=1`` puts status, retry-after and the failure's class on
+        failed messages as ``diagnostics`` (off: pi's messages carry none).
         """
         env = dict(os.environ) if env is None else dict(env)
         directory = agent_dir(env)
@@ -99,6 +108,8 @@ class RouterConfig:
         for choice in CACHE_RETENTIONS:
             if retention == choice:
                 settings = attrs.evolve(settings, cache_retention=choice)
+        if env.get(DIAGNOSTICS_ENV) == "1":
+            settings = attrs.evolve(settings, diagnostics=True)
         return cls(agent_dir=directory, env=env, settings=settings)
 
 
@@ -387,7 +398,8 @@ class ModelRouter(Actor[RouterCommand]):
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
-                    reply.set(tuple(m for m in registry.list() if self.availability(m) is None))
+                    usable = (m for m in registry.list() if self.availability(m) is None)
+                    reply.set(offered(usable))
                 case RegisterProvider(name=name, config=config, source=source, reply=reply):
                     reply.set(self._register_provider(name, config, source))
                 case UnregisterProvider(name=name, reply=reply):
@@ -480,8 +492,17 @@ class ModelRouterHandle(Handle[RouterCommand]):
         return await self.ask(ListModels)
 
     async def available_models(self) -> tuple[Model, ...]:
-        """The models usable now (credentials configured), in registration order."""
+        """The models usable now (credentials configured), in registration order; the faux
+        models only when no other is (:func:`~.registry.offered`)."""
         return await self.ask(ListAvailable)
+
+    async def first_configured(self) -> Model | None:
+        """The first usable model that is not a faux one (what a session starts on when no
+        model is named or saved, as pi starts on its first available model), or ``None``."""
+        for model in await self.available_models():
+            if model.provider != FAUX_PROVIDER:
+                return model
+        return None
 
     async def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Register ``model`` (and, if given, the stream function of its API)."""

@@ -5,8 +5,10 @@ A provider failure becomes an assistant message with ``stopReason: "error"`` who
 §3.7.1, and overflow detection, §3.8.3, are regexes over it). The machine-readable parts ride
 in the message's ``diagnostics`` (a field pi's assistant messages have, persisted with them):
 one entry of type :data:`PROVIDER_ERROR` with ``error = {name, message, code}`` and
-``details = {"status": 429, "retryAfterMs": 1500}``. The supervisor reads them with
-:func:`retry_after_ms` and :func:`http_status`; a diagnostic never holds a key.
+``details = {"status": 429, "retryAfterMs": 1500}`` (``cause`` for a connection that failed
+before any response). Providers attach it only when a client asks (pi's messages have
+none). The supervisor reads them with :func:`retry_after_ms` and :func:`http_status`; a
+diagnostic never holds a key.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def error_diagnostic(
     status: int | None = None,
     code: str | None = None,
     retry_after_ms: int | None = None,
+    cause: str | None = None,
     timestamp: int | None = None,
 ) -> Diagnostic:
     """The diagnostic of a failed request.
@@ -46,6 +49,8 @@ def error_diagnostic(
         details["status"] = status
     if retry_after_ms is not None:
         details["retryAfterMs"] = retry_after_ms
+    if cause is not None:
+        details["cause"] = cause  # what a terse text ("Connection error.") leaves out
     return Diagnostic(
         type=PROVIDER_ERROR,
         timestamp=now_ms() if timestamp is None else timestamp,

@@ -73,6 +73,15 @@ FAUX_MODELS: tuple[Model, ...] = (
 """The built-in faux models (provider ``faux``, api ``faux-api``, all prices 0)."""
 
 
+def offered(models: Iterable[Model]) -> tuple[Model, ...]:
+    """The usable models a user is offered (``get_available_models``, ``cycle_model``,
+    ``set_model``): the faux models only when nothing else is usable. They are offline test
+    doubles pi does not have; a session still runs on one named explicitly (``--model``)."""
+    usable = tuple(models)
+    real = tuple(m for m in usable if m.provider != FAUX_PROVIDER)
+    return real or usable
+
+
 class ModelRegistry:
     """Registered models (by ``provider/id``) and stream functions (by API name)."""
 

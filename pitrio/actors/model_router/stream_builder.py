@@ -13,6 +13,7 @@ never a copy of the whole message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
@@ -397,3 +398,31 @@ def aborted_message(partial: AssistantMessage, message: str = ABORTED_MESSAGE) -
     checkpoint and sends nothing more).
     """
     return attrs.evolve(partial, stop_reason="aborted", error_message=message, timestamp=now_ms())
+
+
+ENDS_BLOCKS_ON_ABORT = frozenset({"openai-completions"})
+"""APIs whose pi provider ends its open blocks when a request is aborted: pi's Chat
+Completions provider ends every block when its stream stops, an abort included, before the
+aborted message; its Anthropic and Responses providers end none then."""
+
+
+def abort_block_ends(
+    api: str, partial: AssistantMessage, open_indexes: Iterable[int]
+) -> tuple[TextEnd | ThinkingEnd | ToolCallEnd, ...]:
+    """The end events pi sends for the blocks still open when a response of ``api`` is
+    aborted, in content order (none for most APIs). Pure: ``partial`` is the message as the
+    abort found it, ``open_indexes`` the blocks started and not yet ended."""
+    if api not in ENDS_BLOCKS_ON_ABORT:
+        return ()
+    out: list[TextEnd | ThinkingEnd | ToolCallEnd] = []
+    for index in sorted(open_indexes):
+        if not 0 <= index < len(partial.content):
+            continue
+        block = partial.content[index]
+        if isinstance(block, TextContent):
+            out.append(TextEnd(content_index=index, content=block.text, partial=partial))
+        elif isinstance(block, ThinkingContent):
+            out.append(ThinkingEnd(content_index=index, content=block.thinking, partial=partial))
+        else:
+            out.append(ToolCallEnd(content_index=index, tool_call=block, partial=partial))
+    return tuple(out)

@@ -303,10 +303,14 @@ async def start_session(
             notices.append(f"Could not restore model {wanted}")
     if model is None:
         provider, model_id = settings.text("defaultProvider"), settings.text("defaultModel")
-        fallback = f"{provider}/{model_id}" if provider and model_id else DEFAULT_MODEL
-        try:
-            model, _ = await router.resolve_pattern(fallback)
-        except PitrioError:
+        if provider and model_id:
+            try:
+                model, _ = await router.resolve_pattern(f"{provider}/{model_id}")
+            except PitrioError:
+                model = None
+        if model is None:  # pi's first available model; the offline one only without any
+            model = await router.first_configured()
+        if model is None:
             model, _ = await router.resolve_pattern(DEFAULT_MODEL)
 
     requested = (

@@ -20,8 +20,9 @@ async def server() -> AsyncIterator[LoopbackServer]:
 
 @pytest.fixture
 async def pool() -> AsyncIterator[HttpPool]:
-    """A connection pool (proxies from the environment are ignored: tests stay on loopback)."""
-    shared = HttpPool(HttpSettings(trust_env=False))
+    """A connection pool (proxies from the environment are ignored: tests stay on loopback)
+    making one try per request: the tests of provider-level retries make their own."""
+    shared = HttpPool(HttpSettings(trust_env=False, max_retries=0))
     try:
         yield shared
     finally:

@@ -277,7 +277,10 @@ def test_parse_error_event_mid_stream() -> None:
     )
     message = final(parse_all(AnthropicParser(MODEL), cut))
     assert message.stop_reason == "error"
-    assert message.error_message == "overloaded_error: Overloaded"
+    # pi's text: the Anthropic SDK shows the whole event as JSON
+    assert message.error_message == (
+        '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+    )
     assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
 
 

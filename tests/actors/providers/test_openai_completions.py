@@ -302,13 +302,14 @@ def test_assistant_message_keys_in_the_order_pi_writes_them() -> None:
 
 def test_parse_reasoning_content() -> None:
     events = parse_all(OpenAICompletionsParser(MODEL), recording("openai_completions_thinking.sse"))
+    # As pi: every block stays open until the response ends, then all end in content order.
     assert kinds(events) == [
         "start",
         "thinking_start",
         "thinking_delta",
-        "thinking_end",
         "text_start",
         "text_delta",
+        "thinking_end",
         "text_end",
         "done",
     ]
@@ -321,6 +322,66 @@ def test_parse_reasoning_content() -> None:
     )
     # DeepSeek's prompt_cache_hit_tokens count as cache reads.
     assert (message.usage.input, message.usage.cache_read, message.usage.output) == (30, 20, 30)
+
+
+def test_blocks_end_with_the_response_and_alternating_deltas_share_one_block() -> None:
+    """pi's order (seen with pi 0.73.1 against the shared mock): a text block stays open
+    while a tool call streams and ends just before it; text after reasoning after text goes
+    on in the first text block; content comes before reasoning within one chunk."""
+    parser = OpenAICompletionsParser(MODEL)
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": "Let me "}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "run it.", "reasoning_content": "!"}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "function": {"name": "bash", "arguments": '{"command"'},
+                            }
+                        ]
+                    },
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ': "ls"}'}}]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+    ]
+    events = [e for c in chunks for e in parser.feed("message", json.dumps(c))]
+    events += parser.feed("message", "[DONE]")
+    assert [(e.type, getattr(e, "content_index", None)) for e in events] == [
+        ("start", None),
+        ("text_start", 0),
+        ("text_delta", 0),
+        ("thinking_start", 1),
+        ("thinking_delta", 1),
+        ("text_delta", 0),
+        ("thinking_delta", 1),
+        ("toolcall_start", 2),
+        ("toolcall_delta", 2),
+        ("toolcall_delta", 2),
+        ("text_end", 0),
+        ("thinking_end", 1),
+        ("toolcall_end", 2),
+        ("done", None),
+    ]
+    message = final(events)
+    assert message.content[:2] == (
+        TextContent(text="Let me run it."),
+        ThinkingContent(thinking="hmm!", thinking_signature="reasoning_content"),
+    )
 
 
 def test_parse_parallel_tool_calls_with_split_arguments() -> None:
@@ -420,7 +481,7 @@ def test_parse_error_chunk_and_bad_json() -> None:
         "message", '{"error":{"message":"Provider returned error","code":502,"metadata":{}}}'
     )
     message = final(events)
-    assert message.error_message == "502: Provider returned error"
+    assert message.error_message == "Provider returned error"  # the SDK's text: no status
     assert message.content == (TextContent(text="part"),)
     assert parser.feed("message", '{"choices":[]}') == []  # nothing after the end
 

@@ -200,7 +200,7 @@ def test_parse_error_event_and_cut_short() -> None:
             '"param":null}',
         )
     )
-    assert message.error_message == "rate_limit_exceeded: Rate limit reached"
+    assert message.error_message == "Error Code rate_limit_exceeded: Rate limit reached"
     raw = recording("openai_responses_text.sse")
     cut = raw[: raw.index(b"event: response.completed")]
     message = final(parse_all(OpenAIResponsesParser(MODEL), cut))

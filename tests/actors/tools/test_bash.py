@@ -102,7 +102,7 @@ async def test_line_truncation_saves_the_full_output(tmp_path: Path) -> None:
     match = re.fullmatch(r"\[Showing lines 1002-3001 of 3001\. Full output: (.+)\]", notice)
     assert match is not None
     path = match.group(1)
-    assert re.fullmatch(re.escape(str(tmp_path)) + r"/pitrio-bash-[0-9a-f]{16}\.log", path)
+    assert re.fullmatch(re.escape(str(tmp_path)) + r"/pi-bash-[0-9a-f]{16}\.log", path)
     expected = "".join(f"{i}\n" for i in range(1, 3001))
     assert read_text(path) == expected
     assert result.details["fullOutputPath"] == path

@@ -332,7 +332,7 @@ class AnthropicParser(SseParser):
         kind = payload.get("type", event)
         out: list[AssistantMessageEvent] = []
         if kind == "error":
-            message, code = stream_error_message(payload)
+            message, code = stream_error_message(payload, "anthropic")
             return [self.fail(message, name="StreamError", code=code)]
         if kind == "ping":
             return out
@@ -502,6 +502,7 @@ class AnthropicProvider(HttpProvider):
     """The ``anthropic-messages`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    error_style = "anthropic"
 
     def build_request(
         self,

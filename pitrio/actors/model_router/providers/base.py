@@ -16,6 +16,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
 
@@ -32,11 +33,13 @@ CacheRetention = Literal["none", "short", "long"]
 class HttpSettings:
     """Timeouts, pool size and provider-level retries of the shared HTTP client.
 
-    Provider-level retries are off (``max_retries=0``): the supervisor retries, and every retry
-    it makes is visible as events. When turned on they only repeat a request that failed
-    before anything streamed (a retryable status or a failed connection), honouring
-    ``retry-after`` up to ``max_retry_delay_ms`` (``0`` = no cap); a longer requested delay
-    fails at once with the delay in the error text, as pi does.
+    Provider-level retries follow the vendor SDKs pi's providers use (OpenAI's, Anthropic's):
+    a request that failed before anything streamed (a connection failure, or a status those
+    SDKs repeat) is sent again up to ``max_retries`` times, after the server's ``retry-after``
+    or ``initial_retry_delay * 2**n`` capped at ``max_retry_backoff`` with jitter
+    (:mod:`~pitrio.actors.model_router.providers.retry`). Nothing of a repeated try is sent
+    on; only a failure that outlives them reaches the session's auto-retry. A requested delay
+    beyond ``max_retry_delay_ms`` (``0`` = no cap) fails at once, the delay in the error text.
     """
 
     connect_timeout: float = 30.0
@@ -48,13 +51,23 @@ class HttpSettings:
     max_keepalive: int = 20
     trust_env: bool = True
     """Honour ``HTTP(S)_PROXY``/``NO_PROXY`` and friends."""
-    max_retries: int = 0
-    base_retry_delay_ms: int = 2000
+    max_retries: int = 2
+    initial_retry_delay: float = 0.5
+    max_retry_backoff: float = 8.0
     max_retry_delay_ms: int = 60000
     max_error_body: int = 65536
     """Bytes of an error response read for the error message."""
     drain_timeout: float = 1.0
     """After the final event, how long to wait for the body's end (so the connection is reused)."""
+
+    def retry_policy(self) -> RetryPolicy:
+        """The retry rules these settings describe."""
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            initial_delay=self.initial_retry_delay,
+            max_delay=self.max_retry_backoff,
+            max_retry_delay_ms=self.max_retry_delay_ms,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -64,6 +77,9 @@ class ProviderSettings:
     thinking_budgets: dict[str, int] | None = None
     cache_retention: CacheRetention = "short"
     http: HttpSettings = attrs.field(factory=HttpSettings)
+    diagnostics: bool = False
+    """Attach a ``diagnostics`` entry (status, retry-after, error class) to failed messages.
+    pi's messages have none; a client asks for them (``$PITRIO_PROVIDER_DIAGNOSTICS=1``)."""
 
 
 def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:

@@ -9,8 +9,11 @@ the events :class:`SseDecoder` decodes, and turn every way a request can fail in
 
 * a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
   (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
-* a connection failure (refused, reset, closed mid-body): ``"Connection error: ..."``;
-* a timeout: ``"Request timed out ..."``;
+* no response at all (refused, reset or timed out before the response head), after the
+  retries: pi's (the SDKs') ``"Connection error."`` / ``"Request timed out."``, the cause in
+  the diagnostics when they are asked for;
+* a connection failure after the response began (reset, closed mid-body):
+  ``"Connection error: ..."``; a stream that stalled: ``"Request timed out ..."``;
 * a stream that is not SSE, has bad JSON, or ends before its final event: an error naming the
   problem (``"... ended without ..."`` for the last, which the retry rules match).
 
@@ -26,9 +29,10 @@ import abc
 import codecs
 import contextlib
 import os
+import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import orjson
@@ -36,6 +40,7 @@ import trio
 
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import error_diagnostic, parse_retry_after
+from pitrio.actors.model_router.providers import retry
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.stream_builder import StreamBuilder
@@ -52,9 +57,6 @@ if TYPE_CHECKING:
 # httpx (~35 ms to import) is imported by the first request, not at start-up: a process
 # answers its first command sooner, and one that never calls an HTTP provider never pays it
 # (issue 7, cold start). The functions below import it locally (a dict lookup once loaded).
-
-RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-"""Statuses provider-level retries (off by default) repeat."""
 
 _MAX_TEXT = 2000  # characters of a non-JSON error body kept in the message
 _MAX_AFTER_FINAL = 64  # events read after the final one before giving up on draining
@@ -219,23 +221,90 @@ def describe_error_body(body: bytes) -> tuple[str | None, str]:
     return kind, message
 
 
-def http_error_message(status: int, body: bytes) -> tuple[str, str | None]:
-    """The ``errorMessage`` of a non-2xx answer, and the vendor's error type if it gave one."""
-    kind, text = describe_error_body(body)
-    if not text:
-        return f"{status} status code (no body)", kind
-    if kind and kind not in text:
-        return f"{status} {kind}: {text}", kind
-    return f"{status} {text}", kind
+ErrorStyle = Literal["openai", "openai-completions", "anthropic"]
+"""Whose SDK's error texts a provider reproduces: pi's providers show the SDK's message as is
+(OpenAI's reads the body's ``error`` member, Anthropic's the whole body; pi's completions
+provider appends an OpenRouter ``metadata.raw`` on a line of its own)."""
 
 
-def stream_error_message(document: Any) -> tuple[str, str | None]:
-    """The ``errorMessage`` of an error event inside a stream (no HTTP status there)."""
-    kind, message = _vendor_error(document)
-    text = message or orjson.dumps(document).decode()[:_MAX_TEXT]
-    if kind and kind not in text:
-        return f"{kind}: {text}", kind
-    return text, kind
+def _js_truthy(value: Any) -> bool:
+    # JavaScript's truthiness, which the SDKs' checks use: objects and arrays are always true.
+    if isinstance(value, dict | list):
+        return True
+    return bool(value)
+
+
+def _js_json(value: Any) -> str:
+    """``JSON.stringify``'s compact form."""
+    return orjson.dumps(value).decode()
+
+
+def _sdk_text(error: Any, fallback: str | None) -> str | None:
+    """The text the SDKs' ``APIError`` builds from a parsed error: its string ``message``, a
+    non-string one as JSON, else the whole error as JSON, else ``fallback``."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if _js_truthy(message):
+        return message if isinstance(message, str) else _js_json(message)
+    if _js_truthy(error):
+        return _js_json(error)
+    return fallback
+
+
+def _raw_metadata(error: Any) -> str | None:
+    metadata = error.get("metadata") if isinstance(error, dict) else None
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
+    if not _js_truthy(raw):
+        return None
+    return raw if isinstance(raw, str) else _js_json(raw)
+
+
+def _parse_json(body: bytes) -> tuple[bool, Any]:
+    try:
+        return True, orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False, None
+
+
+def http_error_message(
+    status: int, body: bytes, style: ErrorStyle = "openai"
+) -> tuple[str, str | None]:
+    """The ``errorMessage`` of a non-2xx answer, as pi shows it (the SDK's text), and the
+    vendor's error type if it gave one (for diagnostics).
+
+    OpenAI-style: ``"<status> <error.message>"``; Anthropic-style: ``"<status> <the body as
+    JSON>"`` (its SDK finds no top-level message); a body that is not JSON: ``"<status>
+    <text>"``; nothing usable: ``"<status> status code (no body)"``.
+    """
+    kind, _ = _vendor_error(_parse_json(body)[1])
+    text = body.decode("utf-8", errors="replace")
+    parsed_ok, parsed = _parse_json(body)
+    fallback = None if parsed_ok and _js_truthy(parsed) else text
+    if style == "anthropic":
+        error = parsed if parsed_ok else None
+    else:
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+    message = _sdk_text(error, fallback)
+    result = f"{status} {message}" if message else f"{status} status code (no body)"
+    raw = _raw_metadata(error) if style == "openai-completions" else None
+    if raw:
+        result += "\n" + raw
+    return result, kind
+
+
+def stream_error_message(document: Any, style: ErrorStyle = "openai") -> tuple[str, str | None]:
+    """The ``errorMessage`` of an error event inside a stream (no HTTP status there): the
+    SDK's text of the event's ``error`` member (OpenAI) or of the whole event (Anthropic)."""
+    kind, _ = _vendor_error(document)
+    error = (
+        document
+        if style == "anthropic"
+        else (document.get("error") if isinstance(document, dict) else None)
+    )
+    message = _sdk_text(error, None) or "(no status code or body)"
+    raw = _raw_metadata(error) if style == "openai-completions" else None
+    if raw:
+        message += "\n" + raw
+    return message, kind
 
 
 def _describe_transport_error(
@@ -287,6 +356,8 @@ class SseParser(abc.ABC):
         self.final: StreamDone | StreamError | None = None
         # Error texts come from the vendor and may echo a key back: scrubbed at the source.
         self.redact: Callable[[str], str] = redact or (lambda text: text)
+        self.diagnostics = False
+        """Whether a failure carries a ``diagnostics`` entry (pi's messages carry none)."""
 
     @property
     def finished(self) -> bool:
@@ -321,13 +392,24 @@ class SseParser(abc.ABC):
         status: int | None = None,
         code: str | None = None,
         retry_after_ms: int | None = None,
+        cause: str | None = None,
     ) -> StreamError:
-        """The final error event: the content so far, ``message`` and its diagnostic."""
+        """The final error event: the content so far, ``message``, and its diagnostic when
+        :attr:`diagnostics` asks for one."""
         message = self.redact(message)
-        diagnostic: Diagnostic = error_diagnostic(
-            message, name=name, status=status, code=code, retry_after_ms=retry_after_ms
-        )
-        error = self.builder.error("error", message, diagnostics=(diagnostic,))
+        diagnostics: tuple[Diagnostic, ...] | None = None
+        if self.diagnostics:
+            diagnostics = (
+                error_diagnostic(
+                    message,
+                    name=name,
+                    status=status,
+                    code=code,
+                    retry_after_ms=retry_after_ms,
+                    cause=None if cause is None else self.redact(cause),
+                ),
+            )
+        error = self.builder.error("error", message, diagnostics=diagnostics)
         self.final = error
         return error
 
@@ -371,10 +453,23 @@ class SseParser(abc.ABC):
 # -- the transport ---------------------------------------------------------------------------
 
 
+@attrs.frozen(kw_only=True)
+class _Failure:
+    """A try that failed before anything streamed: its error text, what decides a repeat
+    (status and headers of a response; neither for a failed connection), and the details of
+    its diagnostic."""
+
+    text: str
+    status: int | None = None
+    headers: dict[str, str] = attrs.field(factory=dict)
+    diagnostic: dict[str, Any] = attrs.field(factory=dict)
+
+
 class HttpProvider(abc.ABC):
     """A provider reached over HTTP with an SSE response; :meth:`stream` is its StreamFn."""
 
     api_label = "provider"
+    error_style: ErrorStyle = "openai"
 
     def __init__(
         self, pool: HttpPool, credentials: Credentials, settings: ProviderSettings | None = None
@@ -382,7 +477,7 @@ class HttpProvider(abc.ABC):
         self.pool = pool
         self.credentials = credentials
         self.settings = settings or ProviderSettings()
-        self.sleep = trio.sleep  # between provider-level retries; tests substitute it
+        self.random: Callable[[], float] = random.random  # the retry jitter; tests fix it
 
     @abc.abstractmethod
     def build_request(
@@ -419,6 +514,7 @@ class HttpProvider(abc.ABC):
         """Stream one response of ``model`` as events on ``send`` (a StreamFn)."""
         parser = self.new_parser(model)
         parser.redact = self.credentials.redact
+        parser.diagnostics = self.settings.diagnostics
         try:
             request = await self.prepare(model, context, options)
         except CredentialError as exc:
@@ -429,19 +525,33 @@ class HttpProvider(abc.ABC):
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
     ) -> None:
-        """POST ``request`` and stream the parsed answer; retries only if configured."""
-        attempt = 0
+        """POST ``request`` and stream the parsed answer, repeating a try that failed before
+        anything streamed as the vendor SDKs do (:mod:`.retry`). The waits are plain trio
+        sleeps: an abort cancels them at once."""
+        policy = self.pool.settings.retry_policy()
+        retries = 0
         while True:
-            retry_after = await self._attempt(request, parser, send, attempt)
-            if retry_after is None:
+            failure = await self._attempt(request, parser, send)
+            if failure is None:
                 return
-            attempt += 1
-            await self.sleep(retry_after / 1000)
+            verdict = retry.decide(
+                retries, policy, self.random, status=failure.status, headers=failure.headers
+            )
+            if isinstance(verdict, retry.Wait):
+                retries += 1
+                await trio.sleep(verdict.seconds)
+                continue
+            text = failure.text
+            if isinstance(verdict, retry.TooLong):
+                text = f"{text} ({verdict.note})"
+            await _send_all(send, [parser.fail(text, **failure.diagnostic)])
+            return
 
     async def _attempt(
-        self, request: HttpRequest, parser: SseParser, send: EventSender, attempt: int
-    ) -> int | None:
-        """One try; returns a delay in ms when it should be repeated, else ``None``."""
+        self, request: HttpRequest, parser: SseParser, send: EventSender
+    ) -> _Failure | None:
+        """One try: ``None`` when its outcome was sent, else the failure that ended it before
+        anything streamed (the caller repeats it or reports it)."""
         import httpx
 
         settings = self.pool.settings
@@ -462,60 +572,43 @@ class HttpProvider(abc.ABC):
             exchange = self.pool.client.stream(
                 "POST", request.url, headers=headers, content=request.content()
             )
+        headed = False
         try:
             async with exchange as response:
+                headed = True
                 if response.status_code >= 300:
                     body = await _read_limited(response, settings.max_error_body)
-                    message, kind = http_error_message(response.status_code, body)
-                    retry_after = parse_retry_after(response.headers)
-                    delay = self._retry_delay(response.status_code, retry_after, attempt)
-                    if isinstance(delay, int):
-                        return delay
-                    if isinstance(delay, str):
-                        message = f"{message} ({delay})"
-                    await send.send(
-                        parser.fail(
-                            message,
-                            name="HttpError",
-                            status=response.status_code,
-                            code=kind,
-                            retry_after_ms=retry_after,
-                        )
+                    message, kind = http_error_message(response.status_code, body, self.error_style)
+                    return _Failure(
+                        text=message,
+                        status=response.status_code,
+                        headers=dict(response.headers.items()),
+                        diagnostic={
+                            "name": "HttpError",
+                            "status": response.status_code,
+                            "code": kind,
+                            "retry_after_ms": parse_retry_after(response.headers),
+                        },
                     )
-                    return None
                 await self._read_events(response, parser, send)
                 return None
         except httpx.TransportError as exc:
             if parser.finished:
                 return None  # the body broke after the final event: the answer is complete
-            if not parser.builder.started and isinstance(exc, httpx.ConnectError):
-                delay = self._retry_delay(None, None, attempt)
-                if isinstance(delay, int):
-                    return delay
             name = "TimeoutError" if isinstance(exc, httpx.TimeoutException) else "ConnectionError"
             text = _describe_transport_error(
                 exc, streaming=parser.builder.started, read_timeout=settings.read_timeout
             )
+            if not headed:
+                # No response yet: the SDKs repeat a connection that failed or timed out, and
+                # then say only which of the two it was (the cause goes to the diagnostics).
+                timed_out = isinstance(exc, httpx.TimeoutException)
+                return _Failure(
+                    text="Request timed out." if timed_out else "Connection error.",
+                    diagnostic={"name": name, "cause": text},
+                )
             await _send_all(send, [parser.fail(text, name=name)])
             return None
-
-    def _retry_delay(
-        self, status: int | None, retry_after: int | None, attempt: int
-    ) -> int | str | None:
-        """Delay before repeating a failed try; a string says why a long delay was refused."""
-        settings = self.pool.settings
-        if attempt >= settings.max_retries:
-            return None
-        if status is not None and status not in RETRYABLE_STATUSES:
-            return None
-        if retry_after is not None:
-            delay = retry_after
-        else:
-            delay = settings.base_retry_delay_ms * 2**attempt
-        cap = settings.max_retry_delay_ms
-        if cap and delay > cap:
-            return f"retry delay {delay} ms exceeds the {cap} ms limit"
-        return delay
 
     async def _read_events(
         self, response: httpx.Response | DirectResponse, parser: SseParser, send: EventSender
@@ -679,7 +772,6 @@ async def _send_all(send: EventSender, events: list[AssistantMessageEvent]) -> N
 
 
 __all__ = [
-    "RETRYABLE_STATUSES",
     "HttpPool",
     "HttpProvider",
     "HttpRequest",

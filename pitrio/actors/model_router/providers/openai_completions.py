@@ -403,7 +403,10 @@ class OpenAICompletionsParser(SseParser):
     def __init__(self, model: Model) -> None:
         super().__init__(model)
         self._kinds: dict[int, str] = {}  # content index -> "text" | "thinking" | "toolCall"
-        self._current: int | None = None  # open text or thinking block
+        # As pi: one text and one thinking block per response, however the deltas alternate;
+        # every block stays open until the response ends.
+        self._text: int | None = None
+        self._thinking: int | None = None
         self._calls: dict[int, int] = {}  # the server's tool-call index -> content index
         self._reasoning_field: dict[int, str] = {}
         self._finish_reason: str | None = None
@@ -420,7 +423,7 @@ class OpenAICompletionsParser(SseParser):
         if not isinstance(chunk, dict):
             raise MalformedStreamError(f"expected a JSON object, got {data[:80]!r}")
         if chunk.get("error"):
-            message, kind = stream_error_message(chunk)
+            message, kind = stream_error_message(chunk, "openai-completions")
             return [self.fail(message, name="StreamError", code=kind)]
         out: list[AssistantMessageEvent] = []
         self.ensure_started(out)
@@ -468,8 +471,6 @@ class OpenAICompletionsParser(SseParser):
     def close_block(self, index: int) -> AssistantMessageEvent:
         """End event of the block at ``index``."""
         kind = self._kinds[index]
-        if index == self._current:
-            self._current = None
         if kind == "text":
             return self.builder.text_end(index)
         if kind == "thinking":
@@ -479,6 +480,11 @@ class OpenAICompletionsParser(SseParser):
     # -- internals -------------------------------------------------------------------------
 
     def _delta(self, delta: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        # pi's order within one chunk: content, then reasoning, then tool calls.
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            index = self._open("text", out)
+            out.append(self.builder.text_delta(content, index))
         for field in REASONING_FIELDS:
             value = delta.get(field)
             if isinstance(value, str) and value:
@@ -486,10 +492,6 @@ class OpenAICompletionsParser(SseParser):
                 self._reasoning_field.setdefault(index, field)
                 out.append(self.builder.thinking_delta(value, index))
                 break
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            index = self._open("text", out)
-            out.append(self.builder.text_delta(content, index))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
@@ -497,16 +499,20 @@ class OpenAICompletionsParser(SseParser):
                     self._tool_call_delta(call, position, out)
 
     def _open(self, kind: str, out: list[AssistantMessageEvent]) -> int:
-        """The open block of ``kind`` (text/thinking), opening it (closing the other) if needed."""
-        if self._current is not None:
-            if self._kinds[self._current] == kind:
-                return self._current
-            out.append(self.close_block(self._current))
+        """The response's text or thinking block, opened on its first delta (the other blocks
+        stay open: pi ends them all when the response ends)."""
+        current = self._text if kind == "text" else self._thinking
+        if current is not None:
+            return current
         start = self.builder.text_start() if kind == "text" else self.builder.thinking_start()
         out.append(start)
-        self._current = start.content_index
-        self._kinds[start.content_index] = kind
-        return start.content_index
+        index = start.content_index
+        self._kinds[index] = kind
+        if kind == "text":
+            self._text = index
+        else:
+            self._thinking = index
+        return index
 
     def _tool_call_delta(
         self, call: dict[str, Any], position: int, out: list[AssistantMessageEvent]
@@ -518,8 +524,6 @@ class OpenAICompletionsParser(SseParser):
         assert isinstance(function, dict)
         index = self._calls.get(key)
         if index is None:
-            if self._current is not None:
-                out.append(self.close_block(self._current))
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
                 self._generated_ids += 1
@@ -590,6 +594,7 @@ class OpenAICompletionsProvider(HttpProvider):
     """The ``openai-completions`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    error_style = "openai-completions"
 
     def build_request(
         self,

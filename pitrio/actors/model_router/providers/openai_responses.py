@@ -38,7 +38,6 @@ from pitrio.actors.model_router.providers.http import (
     SseParser,
     bearer_json_request,
     join_url,
-    stream_error_message,
 )
 from pitrio.actors.model_router.stream_builder import parse_arguments
 from pitrio.actors.model_router.thinking import reasoning_effort
@@ -304,8 +303,10 @@ class OpenAIResponsesParser(SseParser):
             raise MalformedStreamError(f"expected a JSON object in a {event!r} event")
         kind = payload.get("type", event)
         if kind == "error":
-            message, code = stream_error_message(payload)
-            return [self.fail(message, name="StreamError", code=code)]
+            # pi's own text for this event (the SDK passes it through).
+            code = payload.get("code")
+            message = f"Error Code {_js_text(code)}: {_js_text(payload.get('message'))}"
+            return [self.fail(message, name="StreamError", code=_code(code))]
         out: list[AssistantMessageEvent] = []
         self.ensure_started(out)
         response = payload.get("response")
@@ -435,8 +436,18 @@ class OpenAIResponsesParser(SseParser):
         self.close_open_blocks(out)
         if kind == "response.failed":
             error = response.get("error")
-            message, code = stream_error_message({"error": error} if error else response)
-            out.append(self.fail(message, name="StreamError", code=code))
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            code = None
+            if isinstance(error, dict):
+                code = error.get("code") or None
+                said = error.get("message") or "no message"
+                text = f"{_js_text(code or 'unknown')}: {_js_text(said)}"
+            elif reason:
+                text = f"incomplete: {_js_text(reason)}"
+            else:
+                text = "Unknown error (no error details in response)"
+            out.append(self.fail(text, name="StreamError", code=_code(code)))
         elif kind == "response.incomplete":
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
@@ -453,6 +464,21 @@ class OpenAIResponsesParser(SseParser):
         else:
             out.append(self.builder.done())
         return out
+
+
+def _js_text(value: Any) -> str:
+    """``value`` as a JavaScript template literal shows it (pi builds these texts so)."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "[object Object]"
+    return str(value)
+
+
+def _code(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _delta(payload: dict[str, Any]) -> str:

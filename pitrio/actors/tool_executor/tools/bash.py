@@ -4,7 +4,7 @@
   process group); stdout and stderr are one pipe, in the order the command wrote them.
 * Output is reported as ``tool_execution_update``\\ s: an empty one first, then at most one
   every 100 ms with the current tail. Past 50 KB or 2000 lines the full raw output is saved
-  to ``<tmp>/pitrio-bash-<16 hex>.log`` and the result shows the tail with a notice naming it.
+  to ``<tmp>/pi-bash-<16 hex>.log`` and the result shows the tail with a notice naming it.
 * A non-zero exit is an error (``Command exited with code N``); a timeout or an abort ends
   the whole process group — ``SIGTERM``, then ``SIGKILL`` after a short grace — and reaps it
   before the tool reports ``Command timed out after N seconds`` / ``Command aborted``.
@@ -196,7 +196,7 @@ class _Run:
             return
         if self._writer is None:
             directory = self.settings.temp_dir or tempfile.gettempdir()
-            self.full_path = os.path.join(directory, f"pitrio-bash-{secrets.token_hex(8)}.log")
+            self.full_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
             self._writer = await trio.open_file(self.full_path, "wb")
         await self._writer.write(b"".join(chunks))
 
