@@ -15,9 +15,15 @@ one gathers, so concurrent appends share fsyncs (group commit). ``session.fsync`
   unsynced data, on :meth:`SessionStoreHandle.flush` and when the store closes;
 * ``never``: written to the OS, never fsynced except on ``flush``.
 
-Lazy creation (§4.6): a session's file appears only once an assistant message exists; then
-the header and every entry so far are written at once (atomically: temp file, fsync, link).
-Until then appends return as soon as they are recorded in memory.
+Lazy creation (§4.6, issue 21): a new session's file appears with the first entry whose append
+is *acknowledged*: the header and every entry so far are written at once (atomically: temp
+file, fsync, link) before that append returns, so an append that returned is durable from the
+session's first entry on (its caller may announce it: ``entry_appended``). An append marked
+``lazy`` (the model and thinking level a new session starts with, which nobody is told about)
+returns once recorded in memory and waits there for the first acknowledged one, so a session
+that is opened and closed without anything happening leaves no file, as in pi. pi itself
+writes the file only at the first assistant message: pitrio writes it one step earlier, at
+the first prompt, rather than acknowledge a prompt a crash would lose.
 
 Failure. If the disk refuses a batch (a write or an fsync raises ``OSError``: ENOSPC, EFBIG,
 EIO, ...), the file is cut back to where the batch began (so it holds exactly the entries whose
@@ -178,6 +184,8 @@ class Append:
     entry: SessionEntry
     fence: int | None
     reply: Reply[SessionEntry]
+    lazy: bool = False
+    """May wait in memory for the file's creation (see the module doc): nobody is told."""
 
 
 @attrs.frozen
@@ -286,12 +294,15 @@ class SessionStore(Actor[StoreCommand]):
         self._lease: Lease | None = None
         self._file: AppendFile | None = None
         self._needs_newline = False
-        self._has_assistant = False
+        self._wants_file = False
+        """An entry that needs the file exists: an acknowledged append, or an assistant
+        message among the entries a store starts with (a fork's, as pi writes its file)."""
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
         self._dirty = False  # written to the OS but not fsynced yet
         self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
         self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
+        self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
 
@@ -354,8 +365,8 @@ class SessionStore(Actor[StoreCommand]):
             origin = str(self.path) if self.path else "<memory>"
             entries = [_rehome(stored, origin) for stored in source.entries]
             self.tree = SessionTree(self.header, entries, new_id=self._new_id)
-            self._has_assistant = self.tree.has_assistant()
-            if self.path is not None and (self._has_assistant or not self.options.lazy_create):
+            self._wants_file = self.tree.has_assistant()
+            if self.path is not None and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()
         self.projection = Projection(self.tree.path())
         self.nursery.start_soon(self._writer)
@@ -384,7 +395,7 @@ class SessionStore(Actor[StoreCommand]):
         self.header = parsed.header
         self.cwd = self.cwd or parsed.header.cwd
         self.tree = SessionTree(parsed.header, parsed.entries, new_id=self._new_id)
-        self._has_assistant = self.tree.has_assistant()
+        self._wants_file = self.tree.has_assistant()
         self.migrated = parsed.migrated
         if self.read_only:
             return
@@ -417,10 +428,23 @@ class SessionStore(Actor[StoreCommand]):
         # The entries so far, taken before the first await: one appended while the lease is
         # taken is written by its own batch, after them (taken later, it was written twice).
         data = self._whole_file()
+        if self.options.sync_inline:
+            # One session per process (RPC mode): inline, as its fsyncs are. The first
+            # prompt's append waits for this (issue 21); through worker threads the event
+            # loop would go on streaming the answer meanwhile and then deliver it in a burst.
+            self._create_file_now(data)
+            return
         if self._lease is None:
             await self._take_lease()
         await trio.to_thread.run_sync(create_file, self.path, data)
         self._file = await trio.to_thread.run_sync(self._file_class, self.path)
+
+    def _create_file_now(self, data: bytes) -> None:
+        assert self.path is not None
+        if self._lease is None:
+            self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
+        create_file(self.path, data)
+        self._file = self._file_class(self.path)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -464,10 +488,10 @@ class SessionStore(Actor[StoreCommand]):
     async def handle(self, command: StoreCommand) -> None:
         """Apply one command (appends are answered by the writer once written)."""
         match command:
-            case Append(entry=entry, fence=fence, reply=reply):
+            case Append(entry=entry, fence=fence, reply=reply, lazy=lazy):
                 try:
                     self._check_fence(fence)
-                    self._append(entry, reply)
+                    self._append(entry, reply, lazy=lazy)
                 except SessionError as exc:
                     reply.fail(exc)
             case BranchWithSummary(from_id=from_id, entry=entry, reply=reply):
@@ -524,7 +548,9 @@ class SessionStore(Actor[StoreCommand]):
             self.tree.branch(entry_id)
         self.projection.reset(self.tree.path())
 
-    def _append(self, draft: SessionEntry, reply: Reply[SessionEntry]) -> None:
+    def _append(
+        self, draft: SessionEntry, reply: Reply[SessionEntry], *, lazy: bool = False
+    ) -> None:
         self._check_writable()
         tree = self.tree
         if isinstance(draft, LabelEntry | ContextEditEntry):
@@ -535,8 +561,8 @@ class SessionStore(Actor[StoreCommand]):
         stored = StoredEntry.from_entry(entry, origin=str(self.path) if self.path else "<memory>")
         tree.add(stored)
         self.projection.append(stored)
-        if stored.is_assistant_message:
-            self._has_assistant = True
+        if not lazy or stored.is_assistant_message:
+            self._wants_file = True  # this append returns once the file holds it
         self._pending.append(_Pending(stored, reply, entry))
         self._wake.set()
 
@@ -584,9 +610,19 @@ class SessionStore(Actor[StoreCommand]):
                 raise
             for item in batch:
                 item.reply.set(item.result)
-            for item in batch:
-                if item.stored is not None:
-                    await self._emit(EntryAppended(entry=item.result))
+            appended = [
+                EntryAppended(entry=item.result) for item in batch if item.stored is not None
+            ]
+            if not self._written():
+                self._unannounced.extend(appended)  # ``entry_appended`` means durable
+                continue
+            appended, self._unannounced = self._unannounced + appended, []
+            for event in appended:
+                await self._emit(event)
+
+    def _written(self) -> bool:
+        """Whether an entry committed now is stored (or never will be: a store in memory)."""
+        return self._file is not None or self.path is None
 
     def _turn_read_only(self, exc: OSError) -> ReadOnlySessionError:
         """Record a failed write: from now on the store refuses appends (see the module doc)."""
@@ -604,7 +640,7 @@ class SessionStore(Actor[StoreCommand]):
         force = any(item.force_sync for item in batch)
         if self._file is None:
             creatable = self.path is not None and not self.read_only
-            if lines and creatable and (self._has_assistant or not self.options.lazy_create):
+            if lines and creatable and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()  # every entry so far, synced
             return
         if lines:
@@ -832,14 +868,16 @@ class SessionStoreHandle(Handle[StoreCommand]):
 
     # -- appends ------------------------------------------------------------------------------
 
-    async def append(self, entry: E, *, fence: int | None = None) -> E:
+    async def append(self, entry: E, *, fence: int | None = None, lazy: bool = False) -> E:
         """Append an entry at the leaf; its ``id``, ``parent_id`` and ``timestamp`` are replaced.
 
-        Returns once durable (per the fsync policy; before the file exists: once recorded).
+        Returns once durable (per the fsync policy), creating a new session's file if need
+        be; with ``lazy``, before the file exists, once recorded in memory (the entry is
+        written with the first append that is not lazy: never announce a lazy entry).
         With ``fence``, the append is refused (:class:`StaleFenceError`) unless it is the
         store's current lease fence.
         """
-        written: SessionEntry = await self.ask(lambda reply: Append(entry, fence, reply))
+        written: SessionEntry = await self.ask(lambda reply: Append(entry, fence, reply, lazy))
         assert isinstance(written, type(entry))
         return written
 
@@ -849,20 +887,26 @@ class SessionStoreHandle(Handle[StoreCommand]):
             MessageEntry(id=_DRAFT, parent_id=None, timestamp=_DRAFT, message=message)
         )
 
-    async def append_thinking_level_change(self, level: str) -> ThinkingLevelChangeEntry:
-        """Append a ``thinking_level_change`` entry."""
+    async def append_thinking_level_change(
+        self, level: str, *, lazy: bool = False
+    ) -> ThinkingLevelChangeEntry:
+        """Append a ``thinking_level_change`` entry (``lazy``: see :meth:`append`)."""
         return await self.append(
             ThinkingLevelChangeEntry(
                 id=_DRAFT, parent_id=None, timestamp=_DRAFT, thinking_level=level
-            )
+            ),
+            lazy=lazy,
         )
 
-    async def append_model_change(self, provider: str, model_id: str) -> ModelChangeEntry:
-        """Append a ``model_change`` entry."""
+    async def append_model_change(
+        self, provider: str, model_id: str, *, lazy: bool = False
+    ) -> ModelChangeEntry:
+        """Append a ``model_change`` entry (``lazy``: see :meth:`append`)."""
         return await self.append(
             ModelChangeEntry(
                 id=_DRAFT, parent_id=None, timestamp=_DRAFT, provider=provider, model_id=model_id
-            )
+            ),
+            lazy=lazy,
         )
 
     async def append_compaction(
@@ -872,8 +916,10 @@ class SessionStoreHandle(Handle[StoreCommand]):
         tokens_before: int,
         details: Any = None,
         from_hook: bool | None = None,
+        *,
+        lazy: bool = False,
     ) -> CompactionEntry:
-        """Append a ``compaction`` entry."""
+        """Append a ``compaction`` entry (``lazy``: see :meth:`append`)."""
         return await self.append(
             CompactionEntry(
                 id=_DRAFT,
@@ -884,7 +930,8 @@ class SessionStoreHandle(Handle[StoreCommand]):
                 tokens_before=tokens_before,
                 details=details,
                 from_hook=from_hook,
-            )
+            ),
+            lazy=lazy,
         )
 
     async def append_custom_entry(self, custom_type: str, data: Any = None) -> CustomEntry:
@@ -1132,8 +1179,8 @@ async def create_store(
 ) -> SessionStoreHandle:
     """pi's ``SessionManager.create`` / ``newSession`` (``persist=False``: ``inMemory``).
 
-    The file goes in the session dir of ``cwd`` and is written once an assistant message
-    exists.
+    The file goes in the session dir of ``cwd`` and is written with the first append that
+    is not ``lazy``.
     """
     header = new_header(cwd, session_id=session_id, parent_session=parent_session)
     path = None
