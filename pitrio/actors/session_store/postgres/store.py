@@ -33,17 +33,16 @@ from typing import Any
 
 import trio
 
-from pitrio.actors.session_store.actor import (
+from pitrio.actors.session_store.actor import SessionStore
+from pitrio.actors.session_store.commands import (
     SessionSeed,
-    SessionStore,
-    SessionStoreHandle,
     StoreOptions,
     StoreStatus,
     _Pending,
     _Source,
-    start_store,
 )
 from pitrio.actors.session_store.file_format import parse_session_bytes
+from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.postgres import sql
 from pitrio.actors.session_store.postgres.database import Connection, Database
 from pitrio.actors.session_store.postgres.errors import (
@@ -53,6 +52,7 @@ from pitrio.actors.session_store.postgres.errors import (
 from pitrio.actors.session_store.postgres.lease import LeaseCounters, LeaseTerms, Owner
 from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, session_bytes
 from pitrio.actors.session_store.projection import Projection
+from pitrio.actors.session_store.start import start_store
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import SessionError, StaleFenceError
