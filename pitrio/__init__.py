@@ -117,7 +117,8 @@ class AgentSession:
 
     @property
     def session_file(self) -> Path | None:
-        """The session file (it exists once the first assistant message does), if persisted."""
+        """The session file (it exists once the first prompt, or another acknowledged entry,
+        is recorded), if persisted."""
         return self.store.path
 
     async def prompt(

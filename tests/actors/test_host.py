@@ -153,13 +153,18 @@ async def test_unwritten_session_survives_eviction(
     agent_dir: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     async with running_host(agent_dir, eviction=EvictionPolicy(idle_seconds=60)) as host:
-        hosted = await host.create(model="faux/faux-think", thinking_level="high", name="draft")
+        hosted = await host.create(model="faux/faux-think", thinking_level="high")
+        named = await host.create(name="draft")
         assert not hosted.persisted
+        # Issue 21: a name is acknowledged, so it is written at once (a file of its own).
+        assert named.persisted
         mock_clock.jump(120)
-        await wait_for(lambda: hosted.status == "evicted")
+        await wait_for(lambda: hosted.status == "evicted" and named.status == "evicted")
         state = await (await hosted.session()).state()
         assert (state.agent.model.id, state.agent.thinking_level) == ("faux-think", "high")
-        assert state.session_name == "draft" and state.session_id == hosted.id
+        assert state.session_id == hosted.id
+        state = await (await named.session()).state()
+        assert state.session_name == "draft" and state.session_id == named.id
 
 
 async def test_crash_restarts_then_fails(

@@ -94,25 +94,40 @@ async def new_store(tmp_path: Path, **options: Any) -> Any:
 # -- lazy creation and appends --------------------------------------------------------------------
 
 
-async def test_file_appears_with_the_first_assistant_message(tmp_path: Path) -> None:
+async def test_file_appears_with_the_first_acknowledged_append(tmp_path: Path) -> None:
+    # Issue 21: an append that returned is durable from the first entry on; only ``lazy``
+    # ones (a new session's model and thinking level) wait in memory, as pi's all do.
     async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
         path = store.path
         assert path is not None and path.parent == tmp_path
         assert path.name.endswith(f"_{store.header.id}.jsonl")
-        model = await store.append_model_change("faux", "faux-1")
-        level = await store.append_thinking_level_change("off")
-        first = await store.append_message(user_message("hello", timestamp=1))
-        assert not path.exists()  # only user messages so far: nothing on disk (§4.6)
+        events = await store.subscribe()
+        model = await store.append_model_change("faux", "faux-1", lazy=True)
+        level = await store.append_thinking_level_change("off", lazy=True)
+        assert not path.exists()  # lazy entries only: nothing on disk (§4.6)
         assert (await store.status()).persisted is False
-        answer = await store.append_message(assistant())
-        assert path.exists()
+        with pytest.raises(trio.WouldBlock):
+            events.receive_nowait()  # nor announced: they are not durable
+        first = await store.append_message(user_message("hello", timestamp=1))
+        assert path.exists()  # the first prompt is on disk before its append returns
+        assert [(await events.receive()).entry for _ in range(3)] == [model, level, first]
         written = lines(path)
         assert written[0]["type"] == "session" and written[0]["id"] == store.header.id
-        assert [line["id"] for line in written[1:]] == [model.id, level.id, first.id, answer.id]
-        assert [line["parentId"] for line in written[1:]] == [None, model.id, level.id, first.id]
+        assert [line["id"] for line in written[1:]] == [model.id, level.id, first.id]
+        assert [line["parentId"] for line in written[1:]] == [None, model.id, level.id]
+        answer = await store.append_message(assistant())
+        assert lines(path)[-1]["id"] == answer.id
         await store.append_session_info("  named  ")
         assert lines(path)[-1]["name"] == "named"
         assert await store.session_name() == "named"
+
+
+async def test_a_session_with_only_lazy_entries_leaves_no_file(tmp_path: Path) -> None:
+    async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
+        await store.append_model_change("faux", "faux-1", lazy=True)
+        await store.append_thinking_level_change("off", lazy=True)
+        await store.flush()
+    assert os.listdir(tmp_path) == []
 
 
 async def test_an_append_arriving_while_the_file_is_created_is_written_once(
@@ -132,7 +147,8 @@ async def test_an_append_arriving_while_the_file_is_created_is_written_once(
     async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
         path = store.path
         assert path is not None
-        first = await store.append_message(user_message("hello", timestamp=1))
+        # Lazy: kept in memory, so the next append is the one that creates the file.
+        first = await store.append_model_change("faux", "faux-1", lazy=True)
         entries: list[MessageEntry] = []
 
         async def append(message: Any) -> None:
@@ -350,6 +366,14 @@ def test_unknown_fsync_policy_is_refused() -> None:
 # -- the lease ------------------------------------------------------------------------------------
 
 
+def assert_released(path: Path) -> None:
+    """The store's lease was given back: no lock file is left beside the session (issue 21),
+    and a new writer takes the session at once."""
+    assert read_lease(path) is None
+    assert not path.with_name(path.name + ".lock").exists()
+    Lease.acquire(path).release()
+
+
 async def test_a_second_writer_is_refused_and_a_reader_is_fine(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     async with running(open_store, path) as store:
@@ -363,10 +387,9 @@ async def test_a_second_writer_is_refused_and_a_reader_is_fine(tmp_path: Path) -
             with pytest.raises(ReadOnlySessionError):
                 await reader.append_message(assistant())
             await reader.aclose()
-    record = read_lease(path)
-    assert record is not None and record.released and record.fence == 1
-    async with running(open_store, path) as again:
-        assert (await again.status()).fence == 2
+    assert_released(path)
+    async with running(open_store, path) as again:  # a fresh lock file: the fence starts again
+        assert (await again.status()).fence == 1
 
 
 async def test_an_append_with_a_stale_fence_is_refused(tmp_path: Path) -> None:
@@ -448,8 +471,7 @@ async def test_a_failed_write_turns_the_store_read_only_and_keeps_the_file_whole
         await store.flush()  # nothing unsynced: no error
         await store.aclose()  # a clean close, the lease released
     assert [line.get("id") for line in lines(path)[1:]] == [first.id, kept.id]
-    record = read_lease(path)
-    assert record is not None and record.released
+    assert_released(path)
 
 
 class FailingOnceFile(GatedFile):
@@ -506,8 +528,8 @@ async def test_missing_file_is_a_new_session_at_that_path(tmp_path: Path) -> Non
     path = tmp_path / "deep" / "new.jsonl"
     async with running(open_store, path, cwd="/elsewhere") as store:
         assert store.path == path and store.header.cwd == "/elsewhere"
-        await store.append_message(user_message("u", timestamp=1))
-        assert not path.exists()
+        first = await store.append_message(user_message("u", timestamp=1))
+        assert [line["id"] for line in lines(path)[1:]] == [first.id]  # durable once returned
         await store.append_message(assistant())
     assert lines(path)[0]["id"] == store.header.id
 
@@ -699,8 +721,7 @@ async def test_stopping_releases_and_syncs(tmp_path: Path) -> None:
         await store.append_message(assistant())
         await store.append_message(user_message("unsynced", timestamp=1))
         assert (await store.status()).syncs == 0
-    record = read_lease(path)
-    assert record is not None and record.released
+    assert_released(path)
     assert lines(path)[-1]["message"]["content"][0]["text"] == "unsynced"
 
 
@@ -717,8 +738,7 @@ async def test_a_cancelled_store_releases_its_lease(tmp_path: Path) -> None:
         store = await open_store(nursery, path)
         await store.append_message(assistant())
         nursery.cancel_scope.cancel()
-    record = read_lease(path)
-    assert record is not None and record.released
+    assert_released(path)
 
 
 async def test_a_failed_open_releases_its_lease(
@@ -735,8 +755,7 @@ async def test_a_failed_open_releases_its_lease(
     with pytest.raises(OSError, match="No space left"), collapse_groups():
         async with trio.open_nursery() as nursery:
             await open_store(nursery, path)
-    record = read_lease(path)
-    assert record is not None and record.released and record.fence == 1
+    assert_released(path)
     assert path.read_bytes() == b'{"type":"session","id":"s","timestamp":"t","cwd":"/"}\n'
 
 

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
 from pitrio.actors.procfs import start_time
+from pitrio.actors.session_store import lease as lease_module
 from pitrio.actors.session_store.lease import (
     Lease,
     LeaseRecord,
@@ -66,20 +66,70 @@ def test_acquire_release_and_the_counter(session: Path) -> None:
     assert record is not None and not record.released
     assert record.pid == os.getpid() and record.host == socket.gethostname()
     assert record.started == start_time(os.getpid())
+    assert lock_path(session).name == "s.jsonl.lock"
     lease.check()
-    lease.release()
-    assert read_lease(session) == LeaseRecord(
-        pid=os.getpid(),
-        host=socket.gethostname(),
-        fence=1,
-        acquired_at=record.acquired_at,
-        released=True,
-        started=record.started,
-    )
-    again = Lease.acquire(session)
+    lease.close()  # what a crash does: the record stays, unreleased
+    assert read_lease(session) == record
+    again = Lease.acquire(session)  # taken over from the dead holder: the counter goes on
     assert again.fence == 2
     again.release()
-    assert lock_path(session).name == "s.jsonl.lock"
+
+
+def test_a_clean_release_removes_the_lock_file(session: Path) -> None:
+    # Issue 21: pi's users see the session directory; a writer that closed leaves nothing.
+    lease = Lease.acquire(session)
+    assert lock_path(session).exists()
+    lease.release()
+    assert not lock_path(session).exists() and read_lease(session) is None
+    assert list(session.parent.iterdir()) == []
+    again = Lease.acquire(session)  # a fresh lock file: the counter starts again
+    assert again.fence == 1
+    again.release()
+    assert not lock_path(session).exists()
+
+
+def test_a_lock_file_removed_under_its_writer_makes_the_writer_stale(session: Path) -> None:
+    # Someone deletes the lock file of a live writer: the next writer gets a new file (fence 1
+    # again); the old one must not go on writing beside it with its equal fence.
+    old = Lease.acquire(session)
+    lock_path(session).unlink()
+    new = Lease.acquire(session)
+    assert new.fence == old.fence == 1
+    new.check()
+    with pytest.raises(StaleFenceError, match="lock file was removed or replaced"):
+        old.check()
+    old.release()  # not its file any more: the new holder's stays
+    assert read_lease(session) is not None
+    new.check()
+    new.release()
+    assert not lock_path(session).exists()
+
+
+def test_a_file_removed_between_open_and_lock_is_not_a_lease(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The holder closes cleanly (removes the file) just after a newcomer opened it: the
+    # newcomer's lock on the removed file must not count, or a third writer could create a
+    # new file and lock that too.
+    first = Lease.acquire(session)
+    real_flock = lease_module.fcntl.flock
+    calls = 0
+
+    def flock(fd: int, operation: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            first.release()  # its own flock calls happen inside: count only this one
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(lease_module.fcntl, "flock", flock)
+    second = Lease.acquire(session)
+    monkeypatch.undo()
+    second.check()  # the lock file at the name is the one it locked
+    with pytest.raises(SessionLockedError, match=f"pid {os.getpid()} "):
+        Lease.acquire(session)
+    second.release()
+    assert not lock_path(session).exists()
 
 
 def test_a_second_writer_is_told_who_holds_it(session: Path) -> None:
@@ -105,8 +155,9 @@ def test_another_process_holding_it_is_refused(
     assert process.stdin is not None
     process.stdin.close()
     assert process.wait() == 0
-    lease = Lease.acquire(session)  # released cleanly: taken, counter up
-    assert lease.fence == fence + 1
+    assert not lock_path(session).exists()  # released cleanly: nothing left behind
+    lease = Lease.acquire(session)
+    assert lease.fence == fence == 1
     lease.release()
 
 
@@ -176,4 +227,4 @@ def test_an_unreadable_record_counts_as_released(session: Path) -> None:
     lease = Lease.acquire(session)
     assert lease.fence == 1
     lease.release()
-    assert orjson.loads(lock_path(session).read_bytes())["released"] is True
+    assert not lock_path(session).exists()

@@ -164,11 +164,11 @@ async def persisted(store: SessionStoreHandle) -> bool:
 
 async def test_appends_chain_and_survive_a_reopen(store_backend: Backend) -> None:
     async with running(store_backend.new()) as store:
-        model = await store.append_model_change("faux", "faux-1")
+        model = await store.append_model_change("faux", "faux-1", lazy=True)
+        assert not await persisted(store)  # lazy: kept in memory until an acknowledged append
         first = await store.append_message(user_message("hello", timestamp=1))
-        assert not await persisted(store)  # lazy: no assistant message yet
+        assert await persisted(store)  # issue 21: stored before its append returns
         answer = await store.append_message(assistant())
-        assert await persisted(store)
         assert isinstance(answer, MessageEntry) and len(answer.id) == 8
         assert [first.parent_id, answer.parent_id] == [model.id, first.id]
         await store.append_session_info("  named  ")
@@ -182,17 +182,28 @@ async def test_appends_chain_and_survive_a_reopen(store_backend: Backend) -> Non
         assert reopened.model == context.model
 
 
-async def test_a_session_without_an_assistant_message_is_not_stored(
-    store_backend: Backend,
-) -> None:
+async def test_a_session_with_only_lazy_entries_is_not_stored(store_backend: Backend) -> None:
     async with running(store_backend.new()) as store:
-        await store.append_message(user_message("only a question", timestamp=1))
+        await store.append_model_change("faux", "faux-1", lazy=True)
+        await store.append_thinking_level_change("off", lazy=True)
     try:
         async with running(store_backend.reopen(store)) as again:
             assert await again.entries() == []  # the file store: a new session at that path
         assert store_backend.name == "file"
     except SessionNotFoundError:
         assert store_backend.name == "postgres"  # the database: no such session
+
+
+async def test_a_first_prompt_is_stored_once_acknowledged(store_backend: Backend) -> None:
+    # Issue 21: without an assistant message (pi's moment for the file), the prompt whose
+    # append returned (and was announced) is stored, with the lazy entries before it.
+    async with running(store_backend.new()) as store:
+        events = await store.subscribe()
+        model = await store.append_model_change("faux", "faux-1", lazy=True)
+        first = await store.append_message(user_message("only a question", timestamp=1))
+        assert [(await events.receive()).entry for _ in range(2)] == [model, first]
+    async with running(store_backend.reopen(store)) as again:
+        assert [entry.id for entry in await again.entries()] == [model.id, first.id]
 
 
 async def test_not_lazy_stores_at_the_first_append(store_backend: Backend) -> None:

@@ -321,11 +321,13 @@ async def start_session(
         or DEFAULT_THINKING_LEVEL
     )
     level = clamp_thinking_level(model, requested)
+    # Lazy: nobody is told about these, so they need no file of their own; they are written
+    # with the session's first acknowledged entry (a session left unused leaves none, as pi).
     if empty:
-        await store.append_model_change(model.provider, model.id)
-        await store.append_thinking_level_change(level)
+        await store.append_model_change(model.provider, model.id, lazy=True)
+        await store.append_thinking_level_change(level, lazy=True)
     elif not has_thinking_entry or level != context.thinking_level:
-        await store.append_thinking_level_change(level)
+        await store.append_thinking_level_change(level, lazy=True)
 
     tap = _session_tap(options, store.header.id)
     if tap is not None:  # the shared router's inbox is traced per session, sends only

@@ -72,8 +72,10 @@ class CompactionStore(Protocol):
         tokens_before: int,
         details: Any = None,
         from_hook: bool | None = None,
+        *,
+        lazy: bool = False,
     ) -> CompactionEntry:
-        """Append a ``compaction`` entry."""
+        """Append a ``compaction`` entry (``lazy``: kept in memory until the file exists)."""
         ...
 
 
@@ -187,7 +189,13 @@ async def compact(
         result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.
+        # Lazy: no ``entry_appended`` announces it, so a session holding nothing else (pi:
+        # "Nothing to export yet") still gets no file for it (issue 21).
         entry = await store.append_compaction(
-            result.summary, result.first_kept_entry_id, result.tokens_before, result.details
+            result.summary,
+            result.first_kept_entry_id,
+            result.tokens_before,
+            result.details,
+            lazy=True,
         )
     return result, entry, isinstance(supplied, CompactionResult)

@@ -3,23 +3,11 @@
 Pure cores: :mod:`.file_format` (lines and their problems), :mod:`.tree` (ids, parents, leaf,
 labels), :mod:`.projection` (the model's context, kept incrementally), :mod:`.migrations`.
 I/O: :mod:`.storage`, :mod:`.lease` (one live writer), :mod:`.catalog` (listing, resolution),
-:mod:`.maintenance` (check, repair). The actor: :mod:`.actor`.
+:mod:`.maintenance` (check, repair). The actor: :mod:`.actor`, its data :mod:`.commands`, its
+read-only functions :mod:`.queries`, its handle :mod:`.handle`, started by :mod:`.start`.
 """
 
-from pitrio.actors.session_store.actor import (
-    ForkResult,
-    FsyncPolicy,
-    SessionSeed,
-    SessionStore,
-    SessionStoreHandle,
-    StoreOptions,
-    StoreStatus,
-    create_store,
-    new_header,
-    open_store,
-    start_seeded_store,
-    start_store,
-)
+from pitrio.actors.session_store.actor import SessionStore
 from pitrio.actors.session_store.catalog import (
     ResolvedSession,
     SessionInfo,
@@ -29,8 +17,23 @@ from pitrio.actors.session_store.catalog import (
     most_recent_session,
     resolve_session_arg,
 )
+from pitrio.actors.session_store.commands import (
+    ForkResult,
+    FsyncPolicy,
+    SessionSeed,
+    StoreOptions,
+    StoreStatus,
+    new_header,
+)
 from pitrio.actors.session_store.file_format import Problem
+from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.projection import ContextMessages, ModelRef, SessionContext
+from pitrio.actors.session_store.start import (
+    create_store,
+    open_store,
+    start_seeded_store,
+    start_store,
+)
 from pitrio.actors.session_store.stored import StoredEntry, UnknownEntry
 from pitrio.actors.session_store.tree import ForkMessage, TreeNode
 

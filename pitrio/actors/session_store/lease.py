@@ -2,17 +2,22 @@
 
 The lock file ``<session>.jsonl.lock`` holds a small JSON record: the holder's ``pid`` and
 ``host``, a ``fence`` counter that grows by one with every acquisition, when it was acquired and
-whether it was released. The file is never deleted, so the counter survives its holders.
+whether it was released. It exists only while the session has a writer, or after one that died:
+a clean release removes it (issue 21: pi's users see the session directory), so the counter
+lives as long as a run of writers that did not close cleanly, and a fresh file starts it again.
 
 Mutual exclusion comes from an exclusive ``flock`` on the lock file, held for as long as the
 lease: the kernel drops it when the holder dies, however it dies, so a dead holder's lease is
 taken over at once (with the counter increased) and a live holder's is refused with an error
 naming it. A record left unreleased by a process on *another* host is not taken over unless
-the caller insists (``take_over``): its liveness cannot be checked from here.
+the caller insists (``take_over``): its liveness cannot be checked from here. The file is
+removed only by the holder of its ``flock``; one who locks a file that was removed meanwhile
+(its name now points at another file, or at none) drops it and starts again on the new one.
 
 The fence guards against a writer that lost its lease without knowing (a forced take-over, a
-shared file system): before each write the store re-reads the record and refuses to write if
-the fence is no longer its own (:class:`~pitrio.errors.StaleFenceError`).
+shared file system): before each write the store re-reads the record through its own
+descriptor and refuses to write if the fence is no longer its own, or if the lock file's name
+no longer leads to that descriptor's file (:class:`~pitrio.errors.StaleFenceError`).
 
 Everything here is blocking file I/O: the store calls it through ``trio.to_thread``.
 """
@@ -39,6 +44,7 @@ LOCK_SUFFIX = ".lock"
 _RECORD_MAX = 4096
 _HOLDER_WAIT_TRIES = 50
 _HOLDER_WAIT_S = 0.002
+_REOPEN_TRIES = 100  # a file removed under us each time by as many clean closes: give up
 
 
 def lock_path(session_path: Path) -> Path:
@@ -150,15 +156,8 @@ class Lease:
         path = lock_path(session_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         me = host or socket.gethostname()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, locked = _open_locked(path)
         try:
-            locked = True
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                locked = False
             record = _read_record(fd)
             if not take_over:
                 if not locked:
@@ -197,22 +196,38 @@ class Lease:
         return _read_record(self._fd)
 
     def check(self) -> None:
-        """Raise :class:`StaleFenceError` unless the lock file still carries our fence."""
+        """Raise :class:`StaleFenceError` unless the lock file still carries our fence and
+        is still the file at the lock file's name."""
         record = self.current()
         if record.fence != self.fence:
             raise StaleFenceError(
                 f"{self.path}: lease {self.fence} is stale: {record.holder()} "
                 f"holds lease {record.fence}; this writer must stop"
             )
+        assert self._fd is not None
+        if not _names(self.path, self._fd):
+            raise StaleFenceError(
+                f"{self.path}: lease {self.fence} is stale: the lock file was removed or "
+                "replaced; this writer must stop"
+            )
 
     def release(self) -> None:
-        """Mark the record released (if it is still ours) and drop the lock."""
+        """End the lease: remove the lock file if it is still ours (else leave the record of
+        whoever holds it now), and drop the lock.
+
+        Only the holder of the ``flock`` removes the file: then nobody else can be writing
+        under it, except a forced take-over, whose record (unreleased) is left alone. A
+        holder without the lock (that take-over) marks its record released instead.
+        """
         fd = self._fd
         if fd is None:
             return
         try:
             record = _read_record(fd)
-            if record.fence == self.fence:
+            ours = record.fence == self.fence
+            if self._locked and (ours or record.released) and _names(self.path, fd):
+                self.path.unlink()
+            elif ours:
                 _write_record(fd, attrs.evolve(record, released=True))
         finally:
             self.close()
@@ -227,6 +242,38 @@ class Lease:
             os.close(fd)
 
 
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still leads to the file open as ``fd`` (not removed, not replaced)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _open_locked(path: Path) -> tuple[int, bool]:
+    """Open (or create) the lock file and try its ``flock``: the descriptor, and whether it is
+    locked. A file removed between the open and the lock (its holder closed cleanly) is
+    dropped for the one now at that name: a lock on a removed file excludes nobody."""
+    for _ in range(_REOPEN_TRIES):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            return fd, False  # held: the caller reads whose it is
+        except BaseException:
+            os.close(fd)
+            raise
+        if _names(path, fd):
+            return fd, True
+        os.close(fd)
+    raise OSError(errno.EAGAIN, f"{path}: the lock file keeps being removed; try again")
+
+
 def _holder_record(fd: int, record: LeaseRecord) -> LeaseRecord:
     """The record of a holder that has the lock; it may be a moment from writing it."""
     for _ in range(_HOLDER_WAIT_TRIES):
@@ -238,7 +285,8 @@ def _holder_record(fd: int, record: LeaseRecord) -> LeaseRecord:
 
 
 def read_lease(session_path: Path) -> LeaseRecord | None:
-    """The lock record of a session file, if it has one (for status and errors)."""
+    """The lock record of a session file, if it has one (for status and errors; a session
+    nobody writes has none)."""
     try:
         return LeaseRecord.parse(lock_path(session_path).read_bytes())
     except FileNotFoundError:

@@ -18,7 +18,8 @@ host use it unchanged. What differs is where a batch goes and how one writer is 
   run that appends simply waits, see :mod:`.database`). If the connection broke during the
   commit, the retry first reads the session's sequence number to learn whether it committed.
 * **New sessions** are written lazily as files are: the row and every entry so far appear with
-  the first assistant message (one transaction), and the lease is taken then.
+  the first append that is not ``lazy`` (one transaction, before that append returns), and
+  the lease is taken then.
 * **The lease** is renewed every :attr:`LeaseTerms.renew_interval`; a renewal that finds the
   fence moved stops the actor. Closing releases it.
 """
@@ -32,17 +33,16 @@ from typing import Any
 
 import trio
 
-from pitrio.actors.session_store.actor import (
+from pitrio.actors.session_store.actor import SessionStore
+from pitrio.actors.session_store.commands import (
     SessionSeed,
-    SessionStore,
-    SessionStoreHandle,
     StoreOptions,
     StoreStatus,
     _Pending,
     _Source,
-    start_store,
 )
 from pitrio.actors.session_store.file_format import parse_session_bytes
+from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.postgres import sql
 from pitrio.actors.session_store.postgres.database import Connection, Database
 from pitrio.actors.session_store.postgres.errors import (
@@ -52,6 +52,7 @@ from pitrio.actors.session_store.postgres.errors import (
 from pitrio.actors.session_store.postgres.lease import LeaseCounters, LeaseTerms, Owner
 from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, session_bytes
 from pitrio.actors.session_store.projection import Projection
+from pitrio.actors.session_store.start import start_store
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import SessionError, StaleFenceError
@@ -115,6 +116,9 @@ class PgSessionStore(SessionStore):
         """Whether the session's row exists (lazy creation, as a file)."""
         return self._persisted
 
+    def _written(self) -> bool:
+        return self._persisted
+
     # -- start ---------------------------------------------------------------------------------
 
     async def started(self) -> None:
@@ -124,8 +128,8 @@ class PgSessionStore(SessionStore):
             if self._seed is None:
                 raise PgSessionNotFoundError(f"Session not found: {self.session_id}")
             self.tree = SessionTree(self.header, self._seed.entries, new_id=self._new_id)
-            self._has_assistant = self.tree.has_assistant()
-            if not self.read_only and (self._has_assistant or not self.options.lazy_create):
+            self._wants_file = self.tree.has_assistant()
+            if not self.read_only and (self._wants_file or not self.options.lazy_create):
                 await self._create_row()
         self.projection = Projection(self.tree.path())
         self.nursery.start_soon(self._writer)
@@ -154,7 +158,7 @@ class PgSessionStore(SessionStore):
         self.header = parsed.header
         self.cwd = self.cwd or parsed.header.cwd
         self.tree = SessionTree(parsed.header, parsed.entries, new_id=self._new_id)
-        self._has_assistant = self.tree.has_assistant()
+        self._wants_file = self.tree.has_assistant()
         self._seq = last_seq
         self._persisted = True
         return True
@@ -253,7 +257,7 @@ class PgSessionStore(SessionStore):
             if (
                 entries
                 and not self.read_only
-                and (self._has_assistant or not self.options.lazy_create)
+                and (self._wants_file or not self.options.lazy_create)
             ):
                 await self._create_row()
             return
@@ -372,7 +376,7 @@ async def open_pg_store(
     counters: LeaseCounters | None = None,
 ) -> SessionStoreHandle:
     """Start the store of session ``session_id``: the stored session (its lease taken unless
-    ``read_only``), else a new one from ``seed`` (written with its first assistant message),
+    ``read_only``), else a new one from ``seed`` (written with its first acknowledged append),
     else :class:`PgSessionNotFoundError`."""
     store = PgSessionStore(
         database,

@@ -1,0 +1,81 @@
+"""Read-only functions of a store's state, run inside the actor (a handle's ``Query``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pitrio.actors.session_store.commands import ForkResult, SessionSeed, new_header
+from pitrio.actors.session_store.paths import session_file_name
+from pitrio.actors.session_store.projection import EMPTY_CONTEXT, Projection, SessionContext
+from pitrio.actors.session_store.stored import AnyEntry, StoredEntry
+from pitrio.errors import EntryNotFoundError, SessionError
+from pitrio.messages.agent import UserMessage
+from pitrio.messages.content import text_of
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.actor import SessionStore
+
+
+def entry(entry_id: str) -> Callable[[SessionStore], AnyEntry | None]:
+    """The query of the entry with that id (``None`` if there is none)."""
+
+    def run(store: SessionStore) -> AnyEntry | None:
+        stored = store.tree.get(entry_id)
+        return None if stored is None else stored.entry()
+
+    return run
+
+
+def entries(stored: Sequence[StoredEntry]) -> list[AnyEntry]:
+    """The entries of stored lines, decoded."""
+    return [item.entry() for item in stored]
+
+
+def context_at(store: SessionStore, leaf_id: str | None) -> SessionContext:
+    """pi's ``buildSessionContext(entries, leaf_id)``: an unknown id means the last entry."""
+    tree = store.tree
+    if leaf_id is None:
+        return EMPTY_CONTEXT
+    if leaf_id == tree.leaf_id:
+        return store.projection.context()
+    if leaf_id not in tree:
+        if not tree.entries:
+            return EMPTY_CONTEXT
+        leaf_id = tree.entries[-1].id
+    return Projection(tree.path(leaf_id)).context()
+
+
+def fork(store: SessionStore, entry_id: str, position: Literal["before", "at"]) -> ForkResult:
+    """The new session of pi's fork (``before`` a user message) or clone (``at`` an entry)."""
+    tree = store.tree
+    stored = tree.get(entry_id)
+    selected: str | None = None
+    if position == "before":
+        if stored is None or stored.type != "message" or stored.role != "user":
+            raise SessionError("Invalid entry ID for forking")
+        message = stored.message()
+        assert isinstance(message, UserMessage)
+        selected = text_of(message.content)
+        target = stored.parent_id
+    else:
+        if stored is None:
+            raise EntryNotFoundError(f"Entry {entry_id} not found")
+        target = entry_id
+    return ForkResult(seed(store, target), selected)
+
+
+def seed(store: SessionStore, leaf_id: str | None) -> SessionSeed:
+    """pi's ``createBranchedSession(leaf_id)`` as a new session beside this one
+    (``None``: an empty session), with ``parentSession`` = this file."""
+    header = new_header(store.header.cwd, parent_session=_parent_ref(store.path))
+    entries = () if leaf_id is None else tuple(store.tree.branched_entries(leaf_id))
+    path = None
+    if store.path is not None:
+        path = store.path.parent / session_file_name(header.timestamp, header.id)
+    return SessionSeed(header=header, entries=entries, path=path)
+
+
+def _parent_ref(path: Path | None) -> str | None:
+    return None if path is None else str(path)
