@@ -26,6 +26,7 @@ Rules, applied to every attrs class in :mod:`pitrio.messages` by hook factories:
 from __future__ import annotations
 
 import collections.abc
+import json
 import re
 import types
 import typing
@@ -104,10 +105,23 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def dumps(value: Any) -> bytes:
+    """Compact JSON of a plain value (orjson's). A string holding a lone surrogate, which orjson
+    refuses, is written with it escaped (``\\ud800``), as JavaScript's ``JSON.stringify`` does:
+    pi takes such strings from its clients and writes them back unchanged (issue 21)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8", errors="backslashreplace")
+
+
 def _show(value: Any) -> str:
     """A decoded value for an error message: scalars as JSON text, containers by kind."""
     if value is None or isinstance(value, bool | int | float | str):
-        text = orjson.dumps(value).decode()
+        text = dumps(value).decode()
         return text if len(text) <= 40 else text[:37] + "..."
     return f"an {_json_type(value)}" if isinstance(value, list | tuple) else "an object"
 
@@ -326,7 +340,7 @@ def encode_reusing(obj: Any) -> bytes:
     global _reusing_now
     _reusing_now = True
     try:
-        return orjson.dumps(to_json(obj))
+        return dumps(to_json(obj))
     finally:
         _reusing_now = False
 
@@ -506,7 +520,7 @@ def from_json(value: Any, cls: Any) -> Any:
 
 def encode(obj: Any) -> bytes:
     """Serialise ``obj`` to compact JSON bytes, exactly as pi would."""
-    return orjson.dumps(converter.unstructure(obj))
+    return dumps(converter.unstructure(obj))
 
 
 @overload

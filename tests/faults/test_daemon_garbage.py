@@ -197,7 +197,8 @@ GARBAGE: list[tuple[str | bytes, str]] = [
     (b"\x00\x01binary\xff", "binary frames are not supported"),
     ("{not json", "Failed to parse command"),
     ("", "Failed to parse command"),
-    ('"\\ud800 lone surrogate"', "Failed to parse command"),
+    # A lone surrogate is valid input, as for pi (issue 21): a string is not a command.
+    ('"\\ud800 lone surrogate"', "Unknown command: undefined"),
     ("[" * 5000 + "]" * 5000, "Failed to parse command"),
     ("[1, 2, 3]", "Unknown command: undefined"),
     ("null", "Unknown command: undefined"),

@@ -21,8 +21,9 @@ import attrs
 import trio
 
 from pitrio.actors.tool_executor.processes import open_merged, terminate_group
-from pitrio.actors.tool_executor.tools.bash import shell_command
+from pitrio.actors.tool_executor.tools.bash import nul_problem, shell_command
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
+from pitrio.errors import PitrioError
 
 READ_CHUNK = 65536
 
@@ -42,6 +43,10 @@ class BashResult:
     full_output_path: str | None = None
 
 
+class BashCommandError(PitrioError):
+    """A user command that cannot be run at all (the message says why)."""
+
+
 def sanitize(text: str) -> str:
     """Drop terminal escapes, control characters (tab and newline kept) and carriage returns."""
     return _CONTROL.sub("", _ANSI.sub("", text).replace("\r", ""))
@@ -57,7 +62,13 @@ async def run_user_bash(
     temp_dir: str | None = None,
     scope: trio.CancelScope | None = None,
 ) -> BashResult:
-    """Run ``command``; cancelling ``scope`` ends it and gives a cancelled result."""
+    """Run ``command``; cancelling ``scope`` ends it and gives a cancelled result.
+
+    Raises :class:`BashCommandError` for a command no shell can be given (a NUL in it).
+    """
+    problem = nul_problem(command) or (nul_problem(command_prefix) if command_prefix else None)
+    if problem is not None:
+        raise BashCommandError(problem)  # the spawn would fail with a bare ValueError
     scope = scope or trio.CancelScope()
     resolved = f"{command_prefix}\n{command}" if command_prefix else command
     argv = [*shell_command(shell_path), resolved]

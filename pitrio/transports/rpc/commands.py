@@ -13,6 +13,7 @@ response keeps the command's ``id`` (pi drops it, which leaves its own client wa
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ from pitrio.actors.session.actor import SessionHandle, SessionState
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled
 from pitrio.actors.session.user_bash import BashResult
-from pitrio.errors import PitrioError
+from pitrio.errors import PitrioError, unwrap_group
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
@@ -37,6 +38,7 @@ from pitrio.transports.rpc.protocol import (
     array_pieces,
     failure,
     success,
+    too_deep,
 )
 
 
@@ -149,8 +151,11 @@ def _images(request: Request) -> tuple[ImageContent, ...]:
 
 
 def _flag(request: Request, name: str) -> bool:
-    # pi passes the value through unchecked; JavaScript truthiness is the closest reading.
-    return bool(request.get(name))
+    # pi stores whatever it gets (an absent field saves false); a setting is a boolean here.
+    value = request.get(name)
+    if not isinstance(value, bool):
+        raise CommandError(f"{request.type}: {name} must be a boolean")
+    return value
 
 
 # -- data shapes ---------------------------------------------------------------------------
@@ -319,9 +324,28 @@ async def _cycle_thinking_level(backend: RpcBackend, request: Request) -> Any:
     return None if level is None else {"level": level}
 
 
+QUEUE_MODES: tuple[Literal["all", "one-at-a-time"], ...] = ("all", "one-at-a-time")
+
+
 def _queue_mode(request: Request) -> Literal["all", "one-at-a-time"]:
-    # pi stores whatever it gets and treats anything but "all" as one at a time.
-    return "all" if request.get("mode") == "all" else "one-at-a-time"
+    # pi stores whatever it gets (and reports it in get_state); refused here, naming it.
+    mode = request.get("mode")
+    for choice in QUEUE_MODES:
+        if mode == choice:
+            return choice
+    raise CommandError(
+        f'{request.type}: unknown mode {_shown(mode)} (use "all" or "one-at-a-time")'
+    )
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A field's value for an error text: JSON, cut to ``limit`` characters."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit]  # a 100 MB string is not copied to be cut
+    text = json.dumps(value, ensure_ascii=False) if not too_deep(value) else "(deeply nested)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def _set_steering_mode(backend: RpcBackend, request: Request) -> Any:
@@ -420,7 +444,7 @@ async def _set_event_format(backend: RpcBackend, request: Request) -> Any:
         if updates == choice:
             backend.set_update_format(choice)
             return {"updates": choice}
-    raise CommandError(f'Unknown event format: {updates!r} (use "full" or "delta")')
+    raise CommandError(f'Unknown event format: {_shown(updates)} (use "full" or "delta")')
 
 
 HANDLERS: dict[str, Handler] = {
@@ -470,10 +494,24 @@ async def execute(backend: RpcBackend, request: Request) -> dict[str, Any]:
         return unknown_command(request)
     try:
         data = await handler(backend, request)
-    except PitrioError as exc:
-        return failure(request, str(exc))
     except Exception as exc:
+        leaf = unwrap_group(exc)  # a nursery's group says nothing: the error inside it does
+        if isinstance(leaf, PitrioError):
+            return failure(request, str(leaf) or type(leaf).__name__)
         # A bug, not a refusal: keep serving, answer the command, leave a trace on stderr.
         traceback.print_exc(file=sys.stderr)
-        return failure(request, str(exc) or type(exc).__name__)
+        return failure(request, describe(leaf, bare=True))
     return success(request, data)
+
+
+def describe(exc: BaseException, *, bare: bool = False) -> str:
+    """One line naming an unexpected error: its message (``bare``) or type and message; for
+    a nursery's group the error inside it, never the group's own text."""
+    leaf = unwrap_group(exc)
+    if isinstance(leaf, BaseExceptionGroup):
+        parts = "; ".join(describe(member) for member in leaf.exceptions[:3])
+        return f"{len(leaf.exceptions)} errors: {parts}"
+    message = str(leaf)
+    if not message:
+        return type(leaf).__name__
+    return message if bare else f"{type(leaf).__name__}: {message}"

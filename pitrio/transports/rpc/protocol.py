@@ -20,6 +20,11 @@ from pitrio.transports.rpc.framing import Oversize, Record
 MISSING: Any = object()
 """Marks an absent ``id`` (any JSON value, ``null`` included, is a present id)."""
 
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects a command may have. No command of pi's needs more
+than a few levels; without a limit a value nested ~1,000 deep parses but cannot be written back
+(orjson stops at 255 levels, the stdlib encoder meets Python's recursion limit: issue 21)."""
+
 
 @attrs.frozen
 class Request:
@@ -41,25 +46,67 @@ def parse_error_text(record: str, error: Exception) -> str:
     return str(error)
 
 
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` levels (no recursion:
+    the value may be as deep as the parser allows)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _loads(record: str) -> Any:
+    """The JSON value of ``record``. orjson refuses a lone surrogate escape (``"\\ud800"``,
+    which JavaScript's ``JSON.stringify`` writes for a broken pair) where pi accepts it: such
+    a record is read by the standard library's parser instead, surrogates kept."""
+    try:
+        return orjson.loads(record)
+    except orjson.JSONDecodeError as exc:
+        if "surrogate" not in str(exc):
+            raise
+        try:
+            return json.loads(record)
+        except RecursionError:
+            raise exc from None
+        except ValueError:
+            raise exc from None
+
+
+def _parse_failure(error: str, command: str = "parse", request_id: Any = MISSING) -> dict[str, Any]:
+    response: dict[str, Any] = {} if request_id is MISSING else {"id": request_id}
+    response.update(type="response", command=command, success=False)
+    response["error"] = f"Failed to parse command: {error}"
+    return response
+
+
 def parse_record(record: Record) -> Request | dict[str, Any]:
     """Parse one record: a :class:`Request`, or the error response to write for it."""
     if isinstance(record, Oversize):
-        return {
-            "type": "response",
-            "command": "parse",
-            "success": False,
-            "error": f"Failed to parse command: record of {record.size} bytes exceeds the "
-            f"limit of {record.limit} bytes",
-        }
+        return _parse_failure(
+            f"record of {record.size} bytes exceeds the limit of {record.limit} bytes"
+        )
     try:
-        value = orjson.loads(record)
+        value = _loads(record)
     except orjson.JSONDecodeError as exc:
-        return {
-            "type": "response",
-            "command": "parse",
-            "success": False,
-            "error": f"Failed to parse command: {parse_error_text(record, exc)}",
-        }
+        return _parse_failure(parse_error_text(record, exc))
+    if too_deep(value):
+        # Answered with the id and type where they are shallow enough to write back.
+        request_id, command = MISSING, "parse"
+        if isinstance(value, dict):
+            if "id" in value and not too_deep(value["id"], MAX_DEPTH - 1):
+                request_id = value["id"]
+            if isinstance(value.get("type"), str):
+                command = value["type"]
+        return _parse_failure(f"nested deeper than {MAX_DEPTH} levels", command, request_id)
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         kind = value.get("type") if isinstance(value, dict) else None
         response: dict[str, Any] = {"type": "response"}

@@ -9,6 +9,7 @@ the output line by line in the background and offers waits on what arrived.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +84,15 @@ def environment(dirs: Dirs, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
+def loads(line: bytes) -> Any:
+    """One output line's value; lone surrogates (which orjson refuses) kept, as pi's
+    clients read them."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 class RpcClient:
     """One side of an RPC conversation: writes commands, collects every line written back."""
 
@@ -106,7 +116,7 @@ class RpcClient:
             pending += chunk
             *complete, pending = pending.split(b"\n")
             for line in complete:
-                value = orjson.loads(line)
+                value = loads(line)
                 self.lines.append(value)
                 self.by_type[value.get("type")].append(value)
                 if value.get("type") == "response" and "id" in value:

@@ -85,6 +85,14 @@ class BashSettings:
     temp_dir: str | None = None
 
 
+def nul_problem(command: str) -> str | None:
+    """Why ``command`` cannot be given to a shell (it holds a NUL character), or ``None``."""
+    where = command.find("\0")
+    if where < 0:
+        return None
+    return f"The command contains a NUL character (at offset {where}): no command line can hold one"
+
+
 def shell_command(shell_path: str | None) -> list[str]:
     """The shell and its ``-c`` flag: the configured shell, ``/bin/bash``, ``bash``, ``sh``."""
     if shell_path:
@@ -242,6 +250,9 @@ def create_bash_tool(
     async def execute(_call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
         command: str = args["command"]
         timeout = args.get("timeout")
+        problem = nul_problem(command)
+        if problem is not None:  # the spawn would fail with a bare ValueError
+            raise ToolError(problem)
         if settings.command_prefix:
             command = f"{settings.command_prefix}\n{command}"
         argv = [*shell_command(settings.shell_path), command]
