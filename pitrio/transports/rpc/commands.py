@@ -26,6 +26,7 @@ from pitrio.actors.session.actor import SessionHandle, SessionState
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled
 from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.tool_executor.tools.bash import nul_problem
 from pitrio.errors import PitrioError, unwrap_group
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
@@ -147,7 +148,13 @@ def _images(request: Request) -> tuple[ImageContent, ...]:
         return ()
     if not isinstance(value, list):
         raise CommandError(f"{request.type}: images must be an array")
-    return tuple(from_json(item, ImageContent) for item in value)
+    images = []
+    for index, item in enumerate(value):
+        try:
+            images.append(from_json(item, ImageContent))
+        except PitrioError as exc:
+            raise CommandError(f"{request.type}: images[{index}]: {exc}") from None
+    return tuple(images)
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -313,9 +320,10 @@ async def _get_available_models(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _set_thinking_level(backend: RpcBackend, request: Request) -> Any:
-    level = request.get("level")
-    # pi clamps whatever it gets: an unknown level becomes the model's lowest one.
-    await (await backend.session()).set_thinking_level(level if isinstance(level, str) else "")
+    # pi clamps whatever string it gets (an unknown level becomes the model's lowest one);
+    # anything but a string is a field error here.
+    level = _text(request, "level")
+    await (await backend.session()).set_thinking_level(level)
     return MISSING
 
 
@@ -380,6 +388,9 @@ async def _abort_retry(backend: RpcBackend, request: Request) -> Any:
 
 async def _bash(backend: RpcBackend, request: Request) -> Any:
     command = _text(request, "command")
+    problem = nul_problem(command)
+    if problem is not None:  # refused before it meets a running command's "already running"
+        raise CommandError(problem)
     return bash_data(await (await backend.session()).bash(command))
 
 
