@@ -118,6 +118,21 @@ def dumps(value: Any) -> bytes:
         return text.encode("utf-8", errors="backslashreplace")
 
 
+def loads(data: bytes | str) -> Any:
+    """orjson's parse; a text orjson refuses for a lone surrogate escape (``"\\ud800"``, which
+    :func:`dumps` and JavaScript write) is parsed by the standard library, which keeps it.
+    Raises ``orjson.JSONDecodeError`` like orjson for anything else."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "surrogate" not in str(exc):
+            raise
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError):
+            raise exc from None
+
+
 def _show(value: Any) -> str:
     """A decoded value for an error message: scalars as JSON text, containers by kind."""
     if value is None or isinstance(value, bool | int | float | str):

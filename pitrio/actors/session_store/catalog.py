@@ -22,6 +22,7 @@ from pitrio.actors.session_store.paths import agent_dir, session_dir, session_fi
 from pitrio.actors.session_store.storage import create_file
 from pitrio.errors import SessionFileError, SessionNotFoundError
 from pitrio.messages.codec import encode
+from pitrio.messages.codec import loads as json_loads
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader, iso_now, new_session_id
 
 HEADER_PROBE = 512
@@ -113,7 +114,7 @@ def read_session_info(path: Path) -> SessionInfo | None:
             if not line.strip():
                 continue
             try:
-                value = orjson.loads(line)
+                value = json_loads(line)
             except orjson.JSONDecodeError:
                 if header is None:
                     return None
@@ -204,7 +205,7 @@ def has_valid_header(path: Path) -> bool:
         return False
     first = probe.split(b"\n", 1)[0]
     try:
-        return _valid_header(orjson.loads(first))
+        return _valid_header(json_loads(first))
     except orjson.JSONDecodeError:
         return False
 

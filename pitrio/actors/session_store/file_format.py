@@ -41,6 +41,7 @@ from pitrio.actors.session_store.stored import (
 )
 from pitrio.errors import DecodeError, SessionFileError
 from pitrio.messages.codec import from_json
+from pitrio.messages.codec import loads as json_loads
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
 
 Severity = Literal["error", "warning"]
@@ -164,7 +165,7 @@ class SessionParser:
             return
         self._empty = False
         try:
-            value = orjson.loads(raw)
+            value = json_loads(raw)  # lone surrogate escapes too (issue 21)
         except orjson.JSONDecodeError as exc:
             if not terminated:
                 self._problem(line, "torn", "warning", "torn last line (an interrupted write)")

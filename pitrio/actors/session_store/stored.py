@@ -33,6 +33,7 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.codec import converter, encode_reusing, from_json
+from pitrio.messages.codec import loads as json_loads
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -255,7 +256,7 @@ class StoredEntry:
         """The typed entry (decoded on first use, then cached)."""
         entry = self._entry
         if entry is None:
-            entry = self._decode(orjson.loads(self.raw))
+            entry = self._decode(json_loads(self.raw))
             self._entry = entry
         return entry
 
@@ -269,7 +270,7 @@ class StoredEntry:
 
     def json(self) -> dict[str, Any]:
         """The entry's JSON object as stored (parsed from the raw line each time)."""
-        value: dict[str, Any] = orjson.loads(self.raw)
+        value: dict[str, Any] = json_loads(self.raw)
         return value
 
     def message(self) -> AgentMessage:
@@ -284,7 +285,7 @@ class StoredEntry:
         if self._entry is None and self.type == "message":
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
-            value = orjson.loads(self.raw)["message"]
+            value = json_loads(self.raw)["message"]
             if self.role == "assistant":
                 share_names(value)
             try:

@@ -27,6 +27,7 @@ import trio.testing
 from pitrio.actors.model_router import FauxProvider, FixtureRules, RouterConfig, start_model_router
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.runtime import SessionRuntime
+from pitrio.messages.codec import dumps
 from pitrio.transports.rpc.server import RpcServer
 
 WAIT_SECONDS = 15.0
@@ -132,7 +133,7 @@ class RpcClient:
 
     async def send(self, command: Mapping[str, Any]) -> None:
         """Write one command line."""
-        await self.send_raw(orjson.dumps(command) + b"\n")
+        await self.send_raw(dumps(dict(command)) + b"\n")  # lone surrogates escaped
 
     async def wait_until(
         self, condition: Callable[[list[dict[str, Any]]], bool], seconds: float = WAIT_SECONDS

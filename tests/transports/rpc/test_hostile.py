@@ -100,7 +100,17 @@ async def test_lone_surrogates_are_taken_and_written_back(dirs: Dirs) -> None:
         assert (await rpc.response("n"))["success"] is True
         state = await rpc.data({"type": "get_state"})
         assert state["sessionName"] == "half \udc00 pair"
+        await rpc.data({"type": "prompt", "message": "one \ud83d of a pair"})
+        await rpc.event("agent_settled")
         await still_serving(rpc)
+    # The session file holds them as escapes (as pi writes them) and opens again.
+    async with rpc_process(dirs, "-c") as again:
+        state = await again.data({"type": "get_state"})
+        assert state["sessionName"] == "half \udc00 pair"
+        messages = (await again.data({"type": "get_messages"}))["messages"]
+        assert messages[0]["content"][0]["text"] == "one \ud83d of a pair"
+        assert messages[1]["content"][0]["text"] == "You said: one \ud83d of a pair"
+        await still_serving(again)
 
 
 async def test_export_errors_are_the_commands_errors(dirs: Dirs) -> None:
