@@ -18,6 +18,7 @@ import trio
 
 import pitrio
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.errors import unwrap_group
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent
@@ -183,15 +184,19 @@ async def run_print_mode(
                 await writer.wait_seen(last)
             messages = await session.messages()
             nursery.cancel_scope.cancel()
-    except pitrio.PitrioError as exc:
-        err.write(f"Error: {exc}\n")
+    except Exception as exc:
+        leaf = unwrap_group(exc)  # a nursery's group: the error inside it (issue 21)
+        if isinstance(leaf, BrokenPipeError):
+            # The reader went away (``pitrio --mode json ... | head``): stop quietly, and
+            # point stdout at /dev/null so the interpreter's final flush does not complain.
+            _silence_stdout()
+            return 0
+        if isinstance(leaf, pitrio.PitrioError):
+            err.write(f"Error: {leaf}\n")
+        else:
+            err.write(f"Error: internal error: {type(leaf).__name__}: {leaf}\n")
         err.flush()
         return 1
-    except BrokenPipeError:
-        # The reader went away (``pitrio --mode json ... | head``): stop quietly, and point
-        # stdout at /dev/null so the interpreter's final flush does not complain either.
-        _silence_stdout()
-        return 0
     if json_mode:
         return 0
     lines, error = final_reply(messages)

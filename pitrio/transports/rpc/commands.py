@@ -14,6 +14,7 @@ response keeps the command's ``id`` (pi drops it, which leaves its own client wa
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -509,8 +510,11 @@ async def execute(backend: RpcBackend, request: Request) -> dict[str, Any]:
         leaf = unwrap_group(exc)  # a nursery's group says nothing: the error inside it does
         if isinstance(leaf, PitrioError):
             return failure(request, str(leaf) or type(leaf).__name__)
-        # A bug, not a refusal: keep serving, answer the command, leave a trace on stderr.
-        traceback.print_exc(file=sys.stderr)
+        # A bug, not a refusal: keep serving, answer the command, leave one line on stderr
+        # (the traceback too when PITRIO_DEBUG is set: no user sees one otherwise).
+        sys.stderr.write(f"pitrio: internal error in {request.type}: {describe(leaf)}\n")
+        if os.environ.get("PITRIO_DEBUG"):
+            traceback.print_exception(leaf, file=sys.stderr)
         return failure(request, describe(leaf, bare=True))
     return success(request, data)
 

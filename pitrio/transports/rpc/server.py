@@ -56,6 +56,7 @@ from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
     ScopedModel,
+    describe,
     execute,
     unknown_command,
 )
@@ -663,4 +664,10 @@ def run_rpc(
             )
     except NoStdioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
+        return 1
+    except Exception as exc:
+        # A bug that escaped every handler: one line naming the error inside the nursery's
+        # group, not the group's traceback (issue 21).
+        sys.stderr.write(f"Error: internal error: {describe(exc)}\n")
+        sys.stderr.flush()
         return 1

@@ -276,7 +276,9 @@ async def test_a_bug_in_a_handler_is_answered_not_fatal(capsys: pytest.CaptureFi
 
     response = await run(Broken(), '{"id":"x","type":"get_state"}')
     assert response["error"] == "boom" and response["id"] == "x"
-    assert "RuntimeError: boom" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom" in err
+    assert "Traceback" not in err  # one line for a user's log (issue 21)
 
 
 async def test_a_nursery_group_is_answered_with_the_error_inside_it() -> None:
