@@ -111,7 +111,11 @@ def garbage_cases(rng: random.Random, count: int) -> list[tuple[bytes, str | Non
             "nested deeper than 64 levels",
         ),
         lambda i: (b"[" * 3000, None, "Failed to parse command"),
-        lambda i: (b'{"id":"g%d","type":"get_state","n":1e400}' % i, None, "Failed"),
+        lambda i: (
+            b'{"id":"g%d","type":"set_auto_retry","enabled":-1e400}' % i,
+            f"g{i}",
+            "enabled must be a boolean",
+        ),
         lambda i: (b'{"id":"g%d","type":"get\\u0000state"}' % i, f"g{i}", "Unknown command"),
         lambda i: (b'{"id":"g%d","type":"a\x00b"}' % i, None, "Failed to parse command"),
         lambda i: (b'{"id":"g%d","type":"%s"}' % (i, HUGE.encode()), f"g{i}", "Unknown command"),

@@ -136,3 +136,13 @@ def test_lone_surrogates_parse_and_are_written_back_as_escapes() -> None:
     # Other parse errors keep orjson's text; a broken surrogate line that is also bad JSON too.
     broken = parse_record('{"id":"\\ud800","type":')
     assert isinstance(broken, dict) and broken["error"].startswith("Failed to parse command: ")
+
+
+def test_numbers_beyond_a_double_are_read_as_javascript_reads_them() -> None:
+    # JSON.parse gives Infinity (JSON.stringify writes it back as null); orjson refused it.
+    request = parse_record('{"id":1e400,"type":"get_state","n":-1e999}')
+    assert isinstance(request, Request)
+    assert request.get("n") == float("-inf")
+    assert dump_line(success(request)) == (
+        b'{"id":null,"type":"response","command":"get_state","success":true}\n'
+    )
