@@ -51,7 +51,7 @@ import attrs
 import outcome
 import trio
 
-from pitrio.errors import ActorStoppedError, ReplyTimeoutError
+from pitrio.errors import ActorStoppedError, ReplyTimeoutError, unwrap_group
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -303,7 +303,12 @@ class Actor(Generic[C]):
                 await self.stopping()
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
-            stop_reason = ActorStoppedError(f"actor {self.name} failed: {exc!r}")
+            # The error inside a nursery's group, by type and message: no group text or repr
+            # reaches a response (issue 21).
+            leaf = unwrap_group(exc)
+            stop_reason = ActorStoppedError(
+                f"actor {self.name} failed: {type(leaf).__name__}: {leaf}".rstrip(": ")
+            )
             stop_reason.__cause__ = exc
             raise
         finally:

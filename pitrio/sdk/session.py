@@ -11,7 +11,7 @@ from pitrio.actors.session.actor import SessionHandle, SessionState, StreamingBe
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 from pitrio.actors.session.extensions.ui import UiResponse
-from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
 from pitrio.actors.session.user_bash import BashResult
@@ -28,4 +28,5 @@ __all__ = [
     "SessionState",
     "StreamingBehavior",
     "UiResponse",
+    "event_weight",
 ]

@@ -8,5 +8,6 @@ by a daemon that died without reaping them (:func:`reap_orphans`) and then recor
 from __future__ import annotations
 
 from pitrio.actors.tool_executor.ledger import reap_orphans, record_groups_in
+from pitrio.actors.tool_executor.tools.bash import nul_problem
 
-__all__ = ["reap_orphans", "record_groups_in"]
+__all__ = ["nul_problem", "reap_orphans", "record_groups_in"]

@@ -18,6 +18,7 @@ import trio
 
 import pitrio
 from pitrio import Sequenced
+from pitrio.errors import unwrap_group
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent
@@ -110,6 +111,7 @@ class _JsonLines:
         self.err = err
         self.json = json
         self.settled = 0
+        self.seen = 0  # the seq of the last event taken
         self._advanced = trio.Event()
 
     async def write_all(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
@@ -123,11 +125,13 @@ class _JsonLines:
                     self.out.flush()
                 if isinstance(item.event, AgentSettled):
                     self.settled += 1
-                    self._advanced.set()
-                    self._advanced = trio.Event()
+                self.seen = item.seq
+                self._advanced.set()
+                self._advanced = trio.Event()
 
-    async def wait_settled(self, count: int) -> None:
-        while self.settled < count:
+    async def wait_seen(self, seq: int) -> None:
+        """Return once the event numbered ``seq`` (and every one before it) was written."""
+        while self.seen < seq:
             await self._advanced.wait()
 
 
@@ -170,20 +174,29 @@ async def run_print_mode(
                 out.flush()
             # Text mode reads the stream too: extension errors go to stderr in both modes.
             nursery.start_soon(writer.write_all, await session.subscribe())
+            subscribed = await session.handle.emitted_seq()  # the stream has all after this
             for prompt in prompts:
-                await session.prompt(prompt)
-            await writer.wait_settled(len(prompts))
+                await session.prompt(prompt)  # returns once its run (if it made one) settled
+            # Wait for the events emitted so far, not for one agent_settled a prompt: an
+            # extension command (``/stats``) runs no agent, so none would come (issue 21).
+            last = await session.handle.emitted_seq()
+            if last > subscribed:
+                await writer.wait_seen(last)
             messages = await session.messages()
             nursery.cancel_scope.cancel()
-    except pitrio.PitrioError as exc:
-        err.write(f"Error: {exc}\n")
+    except Exception as exc:
+        leaf = unwrap_group(exc)  # a nursery's group: the error inside it (issue 21)
+        if isinstance(leaf, BrokenPipeError):
+            # The reader went away (``pitrio --mode json ... | head``): stop quietly, and
+            # point stdout at /dev/null so the interpreter's final flush does not complain.
+            _silence_stdout()
+            return 0
+        if isinstance(leaf, pitrio.PitrioError):
+            err.write(f"Error: {leaf}\n")
+        else:
+            err.write(f"Error: internal error: {type(leaf).__name__}: {leaf}\n")
         err.flush()
         return 1
-    except BrokenPipeError:
-        # The reader went away (``pitrio --mode json ... | head``): stop quietly, and point
-        # stdout at /dev/null so the interpreter's final flush does not complain either.
-        _silence_stdout()
-        return 0
     if json_mode:
         return 0
     lines, error = final_reply(messages)

@@ -96,3 +96,37 @@ def test_overflow_disconnects_with_a_reason() -> None:
     assert "event 3 (agent_start)" in (buffer.closed_reason or "")
     assert len(buffer) == 0
     assert buffer.offer(Sequenced(4, TurnStart())) is Offer.OVERFLOW
+
+
+def test_a_buffer_is_bounded_by_bytes_as_well_as_by_count() -> None:
+    # issue 21: each update holds its whole partial message; 4,096 of a long reply are GBs.
+    from pitrio.actors.session.fanout import EVENT_OVERHEAD, event_weight
+
+    assert event_weight(AgentStart()) == EVENT_OVERHEAD
+    assert event_weight(text_delta("x" * 1000, "x")) == EVENT_OVERHEAD + 1001
+    assert event_weight(tool_update("c", "y" * 500)) == EVENT_OVERHEAD + 500
+    buffer = SubscriberBuffer(4096, max_bytes=100_000)
+    buffer.offer(Sequenced(1, AgentStart()))
+    text = ""
+    for seq in range(2, 2002):
+        text += "0123456789"
+        assert buffer.offer(Sequenced(seq, text_delta(text, "0123456789"))) is not Offer.OVERFLOW
+        # Past the bound new updates merge into the last one: its partial and joined deltas.
+        assert buffer.queued_bytes <= 100_000 + 2 * event_weight(text_delta(text, ""))
+    # Far fewer than 2,000 updates are queued; together they still say the whole text.
+    assert len(buffer) < 200
+    taken = [buffer.take() for _ in range(len(buffer))]
+    assert buffer.queued_bytes == 0
+    updates = [item.event for item in taken if item is not None]
+    assert isinstance(updates[0], AgentStart)
+    deltas = "".join(u.assistant_message_event.delta for u in updates[1:])  # type: ignore[union-attr]
+    assert deltas == text
+    assert taken[-1] is not None and taken[-1].seq == 2001
+
+
+def test_heavy_events_that_merge_with_nothing_are_kept_within_the_count() -> None:
+    buffer = SubscriberBuffer(3, max_bytes=10)
+    for seq in range(1, 4):
+        assert buffer.offer(Sequenced(seq, tool_update(f"c{seq}", "x" * 100))) is Offer.COALESCED
+    assert len(buffer) == 3
+    assert buffer.offer(Sequenced(4, tool_update("c4", "x"))) is Offer.OVERFLOW

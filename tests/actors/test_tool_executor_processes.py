@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from pitrio.actors.direct_io import DirectReader
-from pitrio.actors.session.user_bash import run_user_bash
+from pitrio.actors.session.user_bash import BashCommandError, run_user_bash
 from pitrio.actors.tool_executor.processes import (
     SpawnedProcess,
     can_spawn_inline,
@@ -19,6 +19,7 @@ from pitrio.actors.tool_executor.processes import (
     terminate_group,
 )
 from pitrio.actors.tool_executor.tools.bash import create_bash_tool
+from pitrio.errors import ToolError
 
 from .tools.support import run_one, text
 
@@ -112,3 +113,19 @@ async def test_a_process_reaped_by_returncode_can_still_be_waited_for(tmp_path: 
     assert process.returncode == 0
     with trio.fail_after(5):
         assert await process.wait() == 0
+
+
+async def test_a_nul_in_a_command_is_refused_before_spawning(tmp_path: Path) -> None:
+    # issue 21: the spawn's bare ValueError killed the session (user command and bash tool).
+    message = "The command contains a NUL character (at offset 4): no command line can hold one"
+    with pytest.raises(BashCommandError, match=r"^The command contains a NUL") as caught:
+        await run_user_bash("echo\0x", str(tmp_path))
+    assert str(caught.value) == message
+    tool = create_bash_tool(str(tmp_path))
+
+    async def ignore(_result: object) -> None:
+        pass
+
+    with pytest.raises(ToolError) as refused:
+        await tool.execute("call-1", {"command": "echo\0x"}, ignore)
+    assert str(refused.value) == message

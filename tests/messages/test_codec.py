@@ -466,3 +466,12 @@ def test_encode_reusing_keeps_a_bounded_number_of_messages() -> None:
     assert len(codec._reused) <= codec._REUSE_LIMIT
     assert codec._reused[id(answers[-1])][0] is answers[-1]  # the latest stay
     assert id(answers[0]) not in codec._reused or codec._reused[id(answers[0])][0] is not answers[0]
+
+
+def test_lone_surrogates_are_encoded_as_javascript_escapes() -> None:
+    from pitrio.messages.agent import user_message
+    from pitrio.messages.codec import dumps, encode
+
+    assert dumps({"a": "x\ud800y", "b": 1.5}) == b'{"a":"x\\ud800y","b":1.5}'
+    assert b'"text":"half \\udc00"' in encode(user_message("half \udc00", timestamp=1))
+    assert dumps({"ok": "\u00e9"}) == '{"ok":"\u00e9"}'.encode()

@@ -451,3 +451,27 @@ def test_extension_flags_on_the_command_line(dirs: Dirs) -> None:
     missing_value = pitrio(dirs, *base, "--suffix", "-p", "hello")
     assert missing_value.returncode == 1
     assert b"unrecognized arguments: --suffix" in missing_value.stderr
+
+
+STATS = str(Path(__file__).resolve().parents[2] / "examples" / "extensions" / "stats_command.py")
+
+
+@pytest.mark.parametrize("mode", [("-p",), ("--mode", "json")])
+def test_an_extension_command_finishes_print_and_json_mode(dirs: Dirs, mode: tuple[str]) -> None:
+    # issue 21: the command runs no agent, so no agent_settled came and the mode never ended
+    # (subprocess.run's timeout is the guard).
+    base = ("--model", "faux/echo", "-e", STATS)
+    result = pitrio(dirs, *base, *mode, "/stats")
+    assert result.returncode == 0, result.stderr
+    if mode == ("-p",):
+        assert result.stdout == b""  # no reply to print (pi's print mode shows no UI)
+    else:
+        assert [line["type"] for line in json_lines(result.stdout)] == ["session"]
+    # A command between prompts: every prompt still runs, in order, and the command ran.
+    both = pitrio(dirs, *base, *mode, "one", "/stats", "two")
+    assert both.returncode == 0, both.stderr
+    if mode == ("-p",):
+        assert both.stdout == b"two\n"
+    (session,) = files_under(default_session_dir(dirs))
+    kinds = [(line["type"], line.get("customType")) for line in json_lines(session.read_bytes())]
+    assert ("custom", "stats") in kinds

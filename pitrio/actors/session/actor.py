@@ -35,6 +35,7 @@ from pitrio.actors.session.export import (
     default_jsonl_name,
     export_html,
     export_jsonl,
+    write_export,
 )
 from pitrio.actors.session.extension_glue import (
     ExtensionGlue,
@@ -858,16 +859,16 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             system_prompt=state.system_prompt,
             tools=[],
         )
-        target = await trio.Path(output_path or default_html_name(name)).absolute()
-        await target.write_bytes(page)
-        return str(target)
+        target = output_path or default_html_name(name)  # answered as given (pi: relative)
+        await write_export(target, page)
+        return target
 
     async def export_jsonl(self, output_path: str | None) -> str:
         """Write the current branch as a new linear session file; returns its path."""
         branch = known_entries(await self._store.branch_entries())
         data = export_jsonl(self._store.header, branch)
         target = await trio.Path(output_path or default_jsonl_name()).absolute()
-        await target.write_bytes(data)
+        await write_export(str(target), data)
         return str(target)
 
     def _stream_call(self) -> StreamCall:

@@ -8,18 +8,78 @@ few lines of script, so it opens offline in any browser.
 from __future__ import annotations
 
 import html
+import os
+import stat
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import orjson
+import trio
 
 from pitrio.actors.session_store.stored import UnknownEntry
+from pitrio.errors import PitrioError
 from pitrio.messages.codec import to_json
 from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
 
 EMPTY_EXPORT = "Nothing to export yet - start a conversation first"
 IN_MEMORY_EXPORT = "Cannot export in-memory session to HTML"
+
+
+class ExportError(PitrioError):
+    """An export could not be written; the message names the path and the reason."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def write_export_sync(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path``: a new or existing regular file only.
+
+    The file is opened without truncation and without blocking (a FIFO with no reader is
+    refused at once instead of hanging), then checked: a device, FIFO or socket is refused,
+    untouched, with an error naming it; only a regular file is cut to the new contents. Every
+    ``OSError`` becomes an :class:`ExportError` naming the path.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        try:
+            mode = os.stat(path).st_mode  # a FIFO without a reader fails with ENXIO: say so
+        except OSError:
+            mode = stat.S_IFREG
+        reason = exc.strerror or str(exc) if stat.S_ISREG(mode) else f"it is {_kind(mode)}"
+        raise ExportError(f"Cannot export to {path}: {reason}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ExportError(f"Cannot export to {path}: it is {_kind(mode)}")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise ExportError(f"Cannot export to {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+async def write_export(path: str, data: bytes) -> None:
+    """:func:`write_export_sync` in a worker thread (a slow disk never holds the actor's
+    loop)."""
+    await trio.to_thread.run_sync(write_export_sync, path, data)
 
 
 def default_jsonl_name(timestamp: str | None = None) -> str:

@@ -7,6 +7,13 @@ make room. Mergeable: consecutive ``text_delta`` / ``thinking_delta`` / ``toolca
 updates of one content block (deltas concatenated, latest partial kept) and
 ``tool_execution_update``s of one call (the latest accumulated result kept). If nothing can be
 merged, the subscriber is cut off with a reason and its buffer is dropped.
+
+The buffer is bounded by bytes too (issue 21): a ``message_update`` holds the whole partial
+message as it was at that event, so 4,096 of them from a 1 MB reply are gigabytes. Each event
+is weighed (:func:`event_weight`: the text its partial message or partial tool result holds,
+plus a fixed overhead); once the queued weight passes ``max_bytes`` the queue is merged as
+when it is full, which keeps one partial per merged run. Events that merge with nothing are
+few per content block and are kept (the count bound still applies to them).
 """
 
 from __future__ import annotations
@@ -20,6 +27,40 @@ from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecuti
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallDelta)
+
+EVENT_OVERHEAD = 256
+"""Weight of any event: the bytes its object graph costs besides shared messages (a guess)."""
+DEFAULT_MAX_BYTES = 8 << 20
+"""Queued weight past which a subscriber's buffer is merged (see the module docstring)."""
+
+
+def _content_bytes(content: object) -> int:
+    """Characters of text held by a message's or tool result's content blocks."""
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    for block in content if isinstance(content, tuple | list) else ():
+        for name in ("text", "thinking", "data"):
+            value = getattr(block, name, None)
+            if isinstance(value, str):
+                total += len(value)
+        arguments = getattr(block, "arguments", None)
+        if isinstance(arguments, dict):
+            total += sum(len(v) for v in arguments.values() if isinstance(v, str))
+    return total
+
+
+def event_weight(event: AgentSessionEvent) -> int:
+    """About how many bytes queueing ``event`` keeps alive that nothing else holds: the
+    partial message of a ``message_update`` (a fresh snapshot per event) or the partial
+    result of a ``tool_execution_update``; other events point at shared messages."""
+    if isinstance(event, MessageUpdate):
+        delta = getattr(event.assistant_message_event, "delta", None)
+        extra = len(delta) if isinstance(delta, str) else 0
+        return EVENT_OVERHEAD + extra + _content_bytes(getattr(event.message, "content", ()))
+    if isinstance(event, ToolExecutionUpdate):
+        return EVENT_OVERHEAD + _content_bytes(event.partial_result.content)
+    return EVENT_OVERHEAD
 
 
 class Offer(Enum):
@@ -58,16 +99,31 @@ def merge(older: AgentSessionEvent, newer: AgentSessionEvent) -> AgentSessionEve
 class SubscriberBuffer:
     """The bounded queue of one subscriber."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._items: deque[Sequenced] = deque()
+        self._weights: deque[int] = deque()  # event_weight of each queued item
+        self.queued_bytes = 0
         self.closed_reason: str | None = None
         self.coalesced = 0
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def _append(self, item: Sequenced) -> None:
+        weight = event_weight(item.event)
+        self._items.append(item)
+        self._weights.append(weight)
+        self.queued_bytes += weight
+
+    def _replace_last(self, item: Sequenced) -> None:
+        weight = event_weight(item.event)
+        self.queued_bytes += weight - self._weights[-1]
+        self._items[-1] = item
+        self._weights[-1] = weight
 
     @property
     def closed(self) -> bool:
@@ -78,20 +134,25 @@ class SubscriberBuffer:
         """Queue ``item``; merge it into the last one or disconnect when the buffer is full."""
         if self.closed:
             return Offer.OVERFLOW
-        if len(self._items) < self.capacity:
-            self._items.append(item)
+        heavy = self.queued_bytes + event_weight(item.event) > self.max_bytes
+        if len(self._items) < self.capacity and not heavy:
+            self._append(item)
             return Offer.QUEUED
-        last = self._items[-1]
-        merged = merge(last.event, item.event)
-        if merged is not None:
-            # The merged event takes the newer seq: a client resuming after it has seen both.
-            self._items[-1] = Sequenced(item.seq, merged)
-            self.coalesced += 1
-            return Offer.COALESCED
-        if self._compact():
-            self._items.append(item)
+        if self._items:
+            merged = merge(self._items[-1].event, item.event)
+            if merged is not None:
+                # The merged event takes the newer seq: a client resuming after it has seen
+                # both.
+                self._replace_last(Sequenced(item.seq, merged))
+                self.coalesced += 1
+                return Offer.COALESCED
+        if self._compact() or len(self._items) < self.capacity:
+            # Room by count; by bytes as far as merging could make it (see the docstring).
+            self._append(item)
             return Offer.COALESCED
         self._items.clear()
+        self._weights.clear()
+        self.queued_bytes = 0
         self.closed_reason = (
             f"subscriber too slow: {self.capacity} events queued and event {item.seq} "
             f"({item.event.type}) could not be merged"
@@ -109,10 +170,17 @@ class SubscriberBuffer:
                     compacted[-1] = Sequenced(item.seq, merged)
                     continue
             compacted.append(item)
+        if len(compacted) == before:
+            return False
         self._items = compacted
+        self._weights = deque(event_weight(item.event) for item in compacted)
+        self.queued_bytes = sum(self._weights)
         self.coalesced += before - len(compacted)
-        return len(compacted) < before
+        return True
 
     def take(self) -> Sequenced | None:
         """The oldest queued event, or ``None`` when empty."""
-        return self._items.popleft() if self._items else None
+        if not self._items:
+            return None
+        self.queued_bytes -= self._weights.popleft()
+        return self._items.popleft()

@@ -27,7 +27,10 @@ from pitrio.actors.session_store.maintenance import probe_session_file
 from pitrio.errors import PitrioError
 
 FLUSH_SECONDS = 10.0
-EVENT_BUFFER = 4096
+EVENT_BUFFER = 16
+"""Events the output channel holds. Few: behind it each session's subscriber buffer merges a
+backlog within a byte bound (fanout.py), while events in this channel are never merged; 4,096
+``message_update``s of a 1 MB reply held 7.5 GB for a client that stopped reading (issue 21)."""
 
 
 def single_error(exc: BaseException) -> Exception:

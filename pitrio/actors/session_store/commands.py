@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 import trio
@@ -28,7 +28,26 @@ from pitrio.messages.entries import (
 from pitrio.messages.events import EntryAppended
 
 if TYPE_CHECKING:
-    from pitrio.actors.session_store.actor import SessionStore
+    from pitrio.actors.session_store.projection import Projection
+    from pitrio.actors.session_store.tree import SessionTree
+
+
+class StoreView(Protocol):
+    """What a ``Query`` run inside the store reads of it: the actor's state, read-only.
+
+    Named here, not as the actor class, so that the commands, the handle and the queries need
+    not import the actor that imports them."""
+
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def header(self) -> SessionHeader: ...
+    @property
+    def tree(self) -> SessionTree: ...
+    @property
+    def projection(self) -> Projection: ...
+    def status(self) -> StoreStatus: ...
+
 
 FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "batch", "never")
@@ -132,7 +151,7 @@ class BranchWithSummary:
 class Query:
     """Run a read-only function of this module over the store's state and answer its result."""
 
-    run: Callable[[SessionStore], Any]
+    run: Callable[[StoreView], Any]
     reply: Reply[Any]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import trio
 
@@ -20,6 +20,7 @@ from pitrio.actors.session_store.commands import (
     Query,
     StoreCommand,
     StoreStatus,
+    StoreView,
     Subscribe,
 )
 from pitrio.actors.session_store.projection import SessionContext
@@ -43,9 +44,6 @@ from pitrio.messages.entries import (
     ThinkingLevelChangeEntry,
 )
 from pitrio.messages.events import EntryAppended
-
-if TYPE_CHECKING:
-    from pitrio.actors.session_store.actor import SessionStore
 
 T = TypeVar("T")
 E = TypeVar("E", bound=SessionEntry)
@@ -88,7 +86,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
         """Whether the store refuses appends."""
         return self._read_only
 
-    async def _query(self, run: Callable[[SessionStore], T]) -> T:
+    async def _query(self, run: Callable[[StoreView], T]) -> T:
         result: T = await self.ask(lambda reply: Query(run, reply))
         return result
 
@@ -251,7 +249,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
     async def leaf_entry(self) -> AnyEntry | None:
         """The entry at the leaf."""
 
-        def run(store: SessionStore) -> AnyEntry | None:
+        def run(store: StoreView) -> AnyEntry | None:
             leaf = store.tree.leaf
             return None if leaf is None else leaf.entry()
 

@@ -4,9 +4,10 @@ orjson refuses two things pi's files can hold and pi itself reads:
 
 * a **lone surrogate** escape (``"\\ud800"``): ``JSON.stringify`` writes one for a string
   holding half of a UTF-16 pair (a cut emoji, say). Such a line is parsed again with the
-  standard library's parser, which accepts it, and each lone surrogate becomes U+FFFD in the
-  parsed value: a Python string holding one cannot be encoded as UTF-8, so no response, event
-  or request could carry it. The line itself stays as it was: the file keeps its bytes;
+  standard library's parser, which accepts it and keeps the surrogate in the parsed string.
+  Every encoder of pitrio's (the codec's ``dumps``, the providers' request bodies) writes such a
+  string back with the surrogate escaped, as ``JSON.stringify`` does, so the value travels on to
+  responses, events and requests unchanged, as in pi. The line itself stays as it was;
 * a **byte order mark** before the header: stripped by :func:`strip_bom` (the first line only).
 """
 
@@ -20,7 +21,6 @@ import orjson
 
 BOM = b"\xef\xbb\xbf"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def strip_bom(raw: bytes) -> bytes:
@@ -31,17 +31,6 @@ def strip_bom(raw: bytes) -> bytes:
 def _refuse_constant(name: str) -> Any:
     # orjson refuses NaN and Infinity; the fallback must not accept more than it.
     raise ValueError(f"invalid JSON constant {name}")
-
-
-def _clean(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_clean(item) for item in value]
-    if isinstance(value, dict):
-        return {_clean(key): _clean(item) for key, item in value.items()}
-    return value
 
 
 def loads_line(raw: bytes) -> Any:
@@ -57,4 +46,4 @@ def loads_line(raw: bytes) -> Any:
             value = json.loads(raw, parse_constant=_refuse_constant)
         except (ValueError, RecursionError):
             raise refused from None
-        return _clean(value)
+        return value

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from pitrio.actors.session_store.commands import ForkResult, SessionSeed, new_header
+from pitrio.actors.session_store.commands import ForkResult, SessionSeed, StoreView, new_header
 from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.session_store.projection import EMPTY_CONTEXT, Projection, SessionContext
 from pitrio.actors.session_store.stored import AnyEntry, StoredEntry
@@ -14,14 +14,11 @@ from pitrio.errors import EntryNotFoundError, SessionError
 from pitrio.messages.agent import UserMessage
 from pitrio.messages.content import text_of
 
-if TYPE_CHECKING:
-    from pitrio.actors.session_store.actor import SessionStore
 
-
-def entry(entry_id: str) -> Callable[[SessionStore], AnyEntry | None]:
+def entry(entry_id: str) -> Callable[[StoreView], AnyEntry | None]:
     """The query of the entry with that id (``None`` if there is none)."""
 
-    def run(store: SessionStore) -> AnyEntry | None:
+    def run(store: StoreView) -> AnyEntry | None:
         stored = store.tree.get(entry_id)
         return None if stored is None else stored.entry()
 
@@ -33,7 +30,7 @@ def entries(stored: Sequence[StoredEntry]) -> list[AnyEntry]:
     return [item.entry() for item in stored]
 
 
-def context_at(store: SessionStore, leaf_id: str | None) -> SessionContext:
+def context_at(store: StoreView, leaf_id: str | None) -> SessionContext:
     """pi's ``buildSessionContext(entries, leaf_id)``: an unknown id means the last entry."""
     tree = store.tree
     if leaf_id is None:
@@ -47,7 +44,7 @@ def context_at(store: SessionStore, leaf_id: str | None) -> SessionContext:
     return Projection(tree.path(leaf_id)).context()
 
 
-def fork(store: SessionStore, entry_id: str, position: Literal["before", "at"]) -> ForkResult:
+def fork(store: StoreView, entry_id: str, position: Literal["before", "at"]) -> ForkResult:
     """The new session of pi's fork (``before`` a user message) or clone (``at`` an entry)."""
     tree = store.tree
     stored = tree.get(entry_id)
@@ -66,7 +63,7 @@ def fork(store: SessionStore, entry_id: str, position: Literal["before", "at"]) 
     return ForkResult(seed(store, target), selected)
 
 
-def seed(store: SessionStore, leaf_id: str | None) -> SessionSeed:
+def seed(store: StoreView, leaf_id: str | None) -> SessionSeed:
     """pi's ``createBranchedSession(leaf_id)`` as a new session beside this one
     (``None``: an empty session), with ``parentSession`` = this file."""
     header = new_header(store.header.cwd, parent_session=_parent_ref(store.path))

@@ -13,6 +13,8 @@ response keeps the command's ``id`` (pi drops it, which leaves its own client wa
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -21,7 +23,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
-from pitrio.errors import PitrioError
+from pitrio.errors import PitrioError, unwrap_group
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
@@ -32,6 +34,7 @@ from pitrio.sdk.session import (
     SessionReplacementCancelled,
     SessionState,
 )
+from pitrio.sdk.tools import nul_problem
 from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
 from pitrio.transports.rpc.protocol import (
     MISSING,
@@ -40,6 +43,7 @@ from pitrio.transports.rpc.protocol import (
     array_pieces,
     failure,
     success,
+    too_deep,
 )
 
 
@@ -148,12 +152,21 @@ def _images(request: Request) -> tuple[ImageContent, ...]:
         return ()
     if not isinstance(value, list):
         raise CommandError(f"{request.type}: images must be an array")
-    return tuple(from_json(item, ImageContent) for item in value)
+    images = []
+    for index, item in enumerate(value):
+        try:
+            images.append(from_json(item, ImageContent))
+        except PitrioError as exc:
+            raise CommandError(f"{request.type}: images[{index}]: {exc}") from None
+    return tuple(images)
 
 
 def _flag(request: Request, name: str) -> bool:
-    # pi passes the value through unchecked; JavaScript truthiness is the closest reading.
-    return bool(request.get(name))
+    # pi stores whatever it gets (an absent field saves false); a setting is a boolean here.
+    value = request.get(name)
+    if not isinstance(value, bool):
+        raise CommandError(f"{request.type}: {name} must be a boolean")
+    return value
 
 
 # -- data shapes ---------------------------------------------------------------------------
@@ -311,9 +324,10 @@ async def _get_available_models(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _set_thinking_level(backend: RpcBackend, request: Request) -> Any:
-    level = request.get("level")
-    # pi clamps whatever it gets: an unknown level becomes the model's lowest one.
-    await (await backend.session()).set_thinking_level(level if isinstance(level, str) else "")
+    # pi clamps whatever string it gets (an unknown level becomes the model's lowest one);
+    # anything but a string is a field error here.
+    level = _text(request, "level")
+    await (await backend.session()).set_thinking_level(level)
     return MISSING
 
 
@@ -322,9 +336,28 @@ async def _cycle_thinking_level(backend: RpcBackend, request: Request) -> Any:
     return None if level is None else {"level": level}
 
 
+QUEUE_MODES: tuple[Literal["all", "one-at-a-time"], ...] = ("all", "one-at-a-time")
+
+
 def _queue_mode(request: Request) -> Literal["all", "one-at-a-time"]:
-    # pi stores whatever it gets and treats anything but "all" as one at a time.
-    return "all" if request.get("mode") == "all" else "one-at-a-time"
+    # pi stores whatever it gets (and reports it in get_state); refused here, naming it.
+    mode = request.get("mode")
+    for choice in QUEUE_MODES:
+        if mode == choice:
+            return choice
+    raise CommandError(
+        f'{request.type}: unknown mode {_shown(mode)} (use "all" or "one-at-a-time")'
+    )
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A field's value for an error text: JSON, cut to ``limit`` characters."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit]  # a 100 MB string is not copied to be cut
+    text = json.dumps(value, ensure_ascii=False) if not too_deep(value) else "(deeply nested)"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def _set_steering_mode(backend: RpcBackend, request: Request) -> Any:
@@ -359,6 +392,9 @@ async def _abort_retry(backend: RpcBackend, request: Request) -> Any:
 
 async def _bash(backend: RpcBackend, request: Request) -> Any:
     command = _text(request, "command")
+    problem = nul_problem(command)
+    if problem is not None:  # refused before it meets a running command's "already running"
+        raise CommandError(problem)
     return bash_data(await (await backend.session()).bash(command))
 
 
@@ -423,7 +459,7 @@ async def _set_event_format(backend: RpcBackend, request: Request) -> Any:
         if updates == choice:
             backend.set_update_format(choice)
             return {"updates": choice}
-    raise CommandError(f'Unknown event format: {updates!r} (use "full" or "delta")')
+    raise CommandError(f'Unknown event format: {_shown(updates)} (use "full" or "delta")')
 
 
 HANDLERS: dict[str, Handler] = {
@@ -473,10 +509,27 @@ async def execute(backend: RpcBackend, request: Request) -> dict[str, Any]:
         return unknown_command(request)
     try:
         data = await handler(backend, request)
-    except PitrioError as exc:
-        return failure(request, str(exc))
     except Exception as exc:
-        # A bug, not a refusal: keep serving, answer the command, leave a trace on stderr.
-        traceback.print_exc(file=sys.stderr)
-        return failure(request, str(exc) or type(exc).__name__)
+        leaf = unwrap_group(exc)  # a nursery's group says nothing: the error inside it does
+        if isinstance(leaf, PitrioError):
+            return failure(request, str(leaf) or type(leaf).__name__)
+        # A bug, not a refusal: keep serving, answer the command, leave one line on stderr
+        # (the traceback too when PITRIO_DEBUG is set: no user sees one otherwise).
+        sys.stderr.write(f"pitrio: internal error in {request.type}: {describe(leaf)}\n")
+        if os.environ.get("PITRIO_DEBUG"):
+            traceback.print_exception(leaf, file=sys.stderr)
+        return failure(request, describe(leaf, bare=True))
     return success(request, data)
+
+
+def describe(exc: BaseException, *, bare: bool = False) -> str:
+    """One line naming an unexpected error: its message (``bare``) or type and message; for
+    a nursery's group the error inside it, never the group's own text."""
+    leaf = unwrap_group(exc)
+    if isinstance(leaf, BaseExceptionGroup):
+        parts = "; ".join(describe(member) for member in leaf.exceptions[:3])
+        return f"{len(leaf.exceptions)} errors: {parts}"
+    message = str(leaf)
+    if not message:
+        return type(leaf).__name__
+    return message if bare else f"{type(leaf).__name__}: {message}"

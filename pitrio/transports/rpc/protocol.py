@@ -66,12 +66,14 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 def _loads(record: str) -> Any:
     """The JSON value of ``record``. orjson refuses a lone surrogate escape (``"\\ud800"``,
-    which JavaScript's ``JSON.stringify`` writes for a broken pair) where pi accepts it: such
-    a record is read by the standard library's parser instead, surrogates kept."""
+    which JavaScript's ``JSON.stringify`` writes for a broken pair) and a number too large for
+    a double (``1e400``), where pi accepts both (JavaScript reads ``Infinity``): such a record
+    is read by the standard library's parser instead, surrogates kept, ``inf`` for the number
+    (written back as ``null``, as ``JSON.stringify`` writes ``Infinity``)."""
     try:
         return orjson.loads(record)
     except orjson.JSONDecodeError as exc:
-        if "surrogate" not in str(exc):
+        if "surrogate" not in str(exc) and "infinity" not in str(exc):
             raise
         try:
             return json.loads(record)

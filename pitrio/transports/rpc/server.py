@@ -51,12 +51,14 @@ from pitrio.sdk.session import (
     SessionOptions,
     SessionRuntime,
     UiResponse,
+    event_weight,
 )
 from pitrio.sdk.streams import receiver
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
     ScopedModel,
+    describe,
     execute,
     unknown_command,
 )
@@ -81,7 +83,13 @@ WRITE_BATCH = 1 << 20
 """Bytes the writer joins into one write when lines are waiting."""
 READ_SIZE = 1 << 16
 FORWARD_BATCH = 256
-"""Events the forwarder takes at once when they are waiting."""
+"""Events the forwarder takes at once when they are waiting (fewer when they weigh more than
+:data:`WRITE_BATCH` together: each holds its partial message)."""
+MAX_IN_FLIGHT = 256
+"""Commands read but not yet answered. At this many the reader stops reading stdin until one
+is answered: a client that sends without reading its answers fills the pipe and waits, instead
+of growing pitrio by a task and a response per line (issue 21: 100,000 ``get_state`` lines
+grew the process to 542 MB). Answers to dialogs (``extension_ui_response``) need no slot."""
 BARRIER_SECONDS = 10.0
 """A safety net: a response never waits longer than this for its events."""
 EOF_GRACE_SECONDS = 5.0
@@ -143,6 +151,7 @@ class RpcServer:
         self._writer_done = trio.Event()
         # The writer waits on an empty queue and holds no line: a sender may write itself.
         self._writer_idle = False
+        self._in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
 
     # -- RpcBackend ----------------------------------------------------------------------
 
@@ -276,6 +285,11 @@ class RpcServer:
             # Answered in input order, like the parse errors around it.
             await self._send(dump_line(unknown_command(parsed)))
             return
+        # Back-pressure on stdin: no more reading while MAX_IN_FLIGHT commands are unanswered.
+        try:
+            self._in_flight.acquire_on_behalf_of_nowait(id(parsed))  # no task switch (issue 7)
+        except trio.WouldBlock:
+            await self._in_flight.acquire_on_behalf_of(id(parsed))
         if parsed.type == "prompt":
             # Counted now, before anything of its run can reach the forwarder.
             self._open_prompts += 1
@@ -296,6 +310,7 @@ class RpcServer:
                 await self._events_written(gate_ok=request.type == "prompt", known=known)
             await self._send(dump_output(response))
         finally:
+            self._in_flight.release_on_behalf_of(id(request))
             self._barriers.pop(id(request), None)
             if request.type == "prompt":
                 self._open_prompts -= 1
@@ -389,11 +404,13 @@ class RpcServer:
         async for first in events:
             # Take what else is waiting: one channel hand-over for many lines.
             batch = [first]
-            while len(batch) < FORWARD_BATCH:
+            weight = event_weight(first.event)
+            while len(batch) < FORWARD_BATCH and weight < WRITE_BATCH:
                 try:
                     batch.append(events.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+                weight += event_weight(batch[-1].event)
             lines: list[bytes] = []
             pending = 0  # bytes in ``lines``
             seen = self._written_seq
@@ -652,4 +669,10 @@ def run_rpc(
             )
     except NoStdioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
+        return 1
+    except Exception as exc:
+        # A bug that escaped every handler: one line naming the error inside the nursery's
+        # group, not the group's traceback (issue 21).
+        sys.stderr.write(f"Error: internal error: {describe(exc)}\n")
+        sys.stderr.flush()
         return 1

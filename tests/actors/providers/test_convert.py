@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -153,3 +154,23 @@ def test_only_frozen_segments_are_encoded_beyond_json() -> None:
 
     with pytest.raises(TypeError, match="object"):
         convert.encode_json_pieces({"a": object()})
+
+
+def test_a_lone_surrogate_reaches_the_request_body_escaped() -> None:
+    """A broken pair (``"\\ud83d"``, which pi's sessions and clients may carry) is sent as
+    ``JSON.stringify`` writes it, in plain values and in encoded transcript segments alike;
+    orjson alone refuses such a string (issue 21)."""
+    from pitrio.actors.model_router.providers import convert
+
+    items = convert.EncodedItems(encoded=True)
+    items.append({"role": "user", "content": "half \ud83d an emoji"})
+    items.append({"role": "user", "content": "x" * (convert.SEGMENT_BYTES + 1)})  # a segment
+    items.append({"role": "user", "content": "tail \udc00"})
+    value = {"messages": items.items(), "note": "\ud800"}
+    body = convert.body_bytes(convert.encode_json_pieces(value))
+    assert b'"half \\ud83d an emoji"' in body
+    assert b'"tail \\udc00"' in body
+    assert body.endswith(b'"note":"\\ud800"}')
+    decoded = json.loads(body)
+    assert decoded["messages"][0]["content"] == "half \ud83d an emoji"
+    assert len(decoded["messages"]) == 3

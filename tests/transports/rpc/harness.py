@@ -9,6 +9,7 @@ the output line by line in the background and offers waits on what arrived.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import trio.testing
 from pitrio.actors.model_router import FauxProvider, FixtureRules, RouterConfig, start_model_router
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.runtime import SessionRuntime
+from pitrio.messages.codec import dumps
 from pitrio.transports.rpc.server import RpcServer
 
 WAIT_SECONDS = 15.0
@@ -83,6 +85,15 @@ def environment(dirs: Dirs, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
+def loads(line: bytes) -> Any:
+    """One output line's value; lone surrogates (which orjson refuses) kept, as pi's
+    clients read them."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 class RpcClient:
     """One side of an RPC conversation: writes commands, collects every line written back."""
 
@@ -106,7 +117,7 @@ class RpcClient:
             pending += chunk
             *complete, pending = pending.split(b"\n")
             for line in complete:
-                value = orjson.loads(line)
+                value = loads(line)
                 self.lines.append(value)
                 self.by_type[value.get("type")].append(value)
                 if value.get("type") == "response" and "id" in value:
@@ -122,7 +133,7 @@ class RpcClient:
 
     async def send(self, command: Mapping[str, Any]) -> None:
         """Write one command line."""
-        await self.send_raw(orjson.dumps(command) + b"\n")
+        await self.send_raw(dumps(dict(command)) + b"\n")  # lone surrogates escaped
 
     async def wait_until(
         self, condition: Callable[[list[dict[str, Any]]], bool], seconds: float = WAIT_SECONDS

@@ -19,6 +19,7 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
 from pitrio.transports.rpc.commands import (
     HANDLERS,
+    CommandError,
     ScopedModel,
     bash_data,
     cycle_model_data,
@@ -223,7 +224,12 @@ async def test_errors_of_the_session_become_failures() -> None:
 async def test_queue_modes_read_like_pi() -> None:
     backend = FakeBackend()
     await run(backend, '{"type":"set_steering_mode","mode":"all"}')
-    await run(backend, '{"type":"set_follow_up_mode","mode":"whatever"}')
+    await run(backend, '{"type":"set_follow_up_mode","mode":"one-at-a-time"}')
+    # issue 21: pi stores an unknown mode silently; refused here, naming the value.
+    refused = await run(backend, '{"type":"set_follow_up_mode","mode":"whatever"}')
+    assert refused["error"] == (
+        'set_follow_up_mode: unknown mode "whatever" (use "all" or "one-at-a-time")'
+    )
     assert backend.fake.calls == [
         ("queue_mode", ("steering", "all")),
         ("queue_mode", ("followUp", "one-at-a-time")),
@@ -270,4 +276,21 @@ async def test_a_bug_in_a_handler_is_answered_not_fatal(capsys: pytest.CaptureFi
 
     response = await run(Broken(), '{"id":"x","type":"get_state"}')
     assert response["error"] == "boom" and response["id"] == "x"
-    assert "RuntimeError: boom" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom" in err
+    assert "Traceback" not in err  # one line for a user's log (issue 21)
+
+
+async def test_a_nursery_group_is_answered_with_the_error_inside_it() -> None:
+    class Grouped(FakeBackend):
+        async def session(self) -> FakeSession:
+            raise ExceptionGroup("Exceptions from Trio nursery", [ValueError("the real cause")])
+
+    class GroupedRefusal(FakeBackend):
+        async def session(self) -> FakeSession:
+            raise BaseExceptionGroup("outer", [ExceptionGroup("inner", [CommandError("no")])])
+
+    response = await run(Grouped(), '{"id":"g","type":"get_state"}')
+    assert response["error"] == "the real cause"
+    refusal = await run(GroupedRefusal(), '{"id":"h","type":"get_state"}')
+    assert refusal["error"] == "no"

@@ -174,14 +174,15 @@ async def test_start_up_refuses_a_path_that_is_no_session_file(
 
 async def test_a_lone_surrogate_in_a_session_file_is_read_and_kept(tmp_path: Path) -> None:
     """pi writes ``"\\ud83d"`` for half an emoji and reads it back; so does pitrio: the
-    session resumes, the context shows U+FFFD, and the line stays in the file as it was."""
+    session resumes, the context holds the surrogate (written back escaped, as pi writes it),
+    and the line stays in the file as it was."""
     dirs = Dirs.make(tmp_path)
     line = message_line("m1", None, "half \\ud83d an emoji")
     path = tmp_path / "surrogate.jsonl"
     path.write_bytes(session_file(line))
     async with rpc_process(dirs, "--session", str(path)) as rpc:
         messages = (await rpc.data({"type": "get_messages"}))["messages"]
-        assert messages[0]["content"][0]["text"] == "half \ufffd an emoji"
+        assert messages[0]["content"][0]["text"] == "half \ud83d an emoji"
         await rpc.data({"type": "prompt", "message": "next"})
         await rpc.event("agent_settled", 1)
         await rpc.data({"type": "clone"})

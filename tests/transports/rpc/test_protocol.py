@@ -105,3 +105,44 @@ def test_a_response_with_encoded_data_is_written_in_its_pieces() -> None:
     assert b"".join(pieces) == dump_line(success(request, data)) == dump_line(response)
     plain = success(request, {"x": 1})
     assert dump_output(plain) == dump_line(plain)  # other responses stay one bytes object
+
+
+def test_deep_nesting_is_refused_before_it_can_break_the_encoder() -> None:
+    deep = "[" * 1000 + "]" * 1000
+    refused = parse_record(f'{{"id":"a","type":"prompt","message":{deep}}}')
+    assert refused == {
+        "id": "a",
+        "type": "response",
+        "command": "prompt",
+        "success": False,
+        "error": "Failed to parse command: nested deeper than 64 levels",
+    }
+    assert dump_line(refused).endswith(b'levels"}\n')
+    anonymous = parse_record(f'{{"id":{deep},"type":{deep}}}')
+    assert isinstance(anonymous, dict) and "id" not in anonymous
+    assert anonymous["command"] == "parse"
+    # 64 levels (the command object counts as one) are fine.
+    fine = parse_record('{"id":"b","type":"x","v":%s}' % ("[" * 63 + "]" * 63))
+    assert isinstance(fine, Request) and fine.id == "b"
+
+
+def test_lone_surrogates_parse_and_are_written_back_as_escapes() -> None:
+    request = parse_record('{"id":"\\ud800","type":"get_state","name":"a\\udfffb"}')
+    assert isinstance(request, Request)
+    assert (request.id, request.get("name")) == ("\ud800", "a\udfffb")
+    assert dump_line(success(request)) == (
+        b'{"id":"\\ud800","type":"response","command":"get_state","success":true}\n'
+    )
+    # Other parse errors keep orjson's text; a broken surrogate line that is also bad JSON too.
+    broken = parse_record('{"id":"\\ud800","type":')
+    assert isinstance(broken, dict) and broken["error"].startswith("Failed to parse command: ")
+
+
+def test_numbers_beyond_a_double_are_read_as_javascript_reads_them() -> None:
+    # JSON.parse gives Infinity (JSON.stringify writes it back as null); orjson refused it.
+    request = parse_record('{"id":1e400,"type":"get_state","n":-1e999}')
+    assert isinstance(request, Request)
+    assert request.get("n") == float("-inf")
+    assert dump_line(success(request)) == (
+        b'{"id":null,"type":"response","command":"get_state","success":true}\n'
+    )

@@ -24,6 +24,7 @@ import attrs
 import orjson
 
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.convert import extends
 from pitrio.messages.model import Model
@@ -269,7 +270,7 @@ class EncodedItems:
             return
         if self._open:
             self._open += b","
-        self._open += orjson.dumps(value)
+        self._open += _dumps_any(value)
         if len(self._open) >= SEGMENT_BYTES:
             self._frozen.append(FrozenSegment(bytes(self._open)))
             self._open = bytearray()
@@ -311,6 +312,34 @@ PIECE_BYTES = 16 * 1024
 _PLACEHOLDER = orjson.Fragment(b"\x00")
 
 
+def escape_surrogates(value: Any) -> Any:
+    """``value`` with each string that holds a lone surrogate (a broken pair, which pi's
+    sessions and clients may carry) replaced by its JSON, the surrogate escaped as
+    ``JSON.stringify`` writes it (``\\ud800``); orjson refuses to encode such a string. Rare:
+    called only once orjson has refused a value."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return orjson.Fragment(dumps(value))
+        return value
+    if isinstance(value, dict):
+        return {key: escape_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_surrogates(item) for item in value]
+    return value
+
+
+def _dumps_any(value: Any) -> bytes:
+    """orjson's encoding, lone surrogates escaped (see :func:`escape_surrogates`)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as refused:
+        if "surrogates" not in str(refused):
+            raise
+        return orjson.dumps(escape_surrogates(value))
+
+
 def encode_json_pieces(value: Any) -> bytes | tuple[bytes, ...]:
     """``value`` as compact JSON, :class:`FrozenSegment` items included. A value holding
     frozen segments comes back as the pieces of those bytes in order, each segment a piece of
@@ -324,7 +353,13 @@ def encode_json_pieces(value: Any) -> bytes | tuple[bytes, ...]:
             return _PLACEHOLDER
         raise TypeError(f"Type is not JSON serializable: {type(item).__name__}")
 
-    out = orjson.dumps(value, default=placeholder)
+    try:
+        out = orjson.dumps(value, default=placeholder)
+    except orjson.JSONEncodeError as refused:
+        if "surrogates" not in str(refused):
+            raise
+        segments.clear()  # the refused pass met some of them already
+        out = orjson.dumps(escape_surrogates(value), default=placeholder)
     if not segments:
         return out
     parts = out.split(b"\x00")

@@ -50,9 +50,9 @@ class ToolStep:
 
 def js_prefix(text: str, length: int) -> str:
     """The first ``length`` characters of ``text`` as JavaScript counts them (UTF-16 units)."""
-    if text.isascii() or len(text.encode("utf-16-le")) == 2 * len(text):
+    if text.isascii() or len(text.encode("utf-16-le", "surrogatepass")) == 2 * len(text):
         return text[:length]
-    units = text.encode("utf-16-le")[: 2 * length]
+    units = text.encode("utf-16-le", "surrogatepass")[: 2 * length]
     # A cut through a surrogate pair leaves a lone surrogate, as JavaScript's slice does.
     return units.decode("utf-16-le", errors="surrogatepass")
 
