@@ -342,11 +342,13 @@ async def test_tool_retry_and_compaction_replay_identically(tmp_path: Path) -> N
     assert thinking["args"] == {"level": "off"}
     # Every actor that received a message. The tool executor and the model router receive
     # none here: the active tools and the stream functions are read from what those actors
-    # publish, and tool calls and model requests run in the agent loop's tasks.
+    # publish, and tool calls and model requests run in the agent loop's tasks. The
+    # supervisor (issue 22) receives the retry and the compactions.
     assert {r["actor"] for r in records if r["k"] == "msg"} == {
         "session",
         "agent-loop",
         "session-store",
+        "supervisor",
     }
 
     result = await replay_records(records)

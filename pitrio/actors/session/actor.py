@@ -17,6 +17,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -27,7 +28,6 @@ from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, AgentState, LoopHooks
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts, RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
-from pitrio.actors.session.compactor import StreamCall, known_entries
 from pitrio.actors.session.export import (
     EMPTY_EXPORT,
     IN_MEMORY_EXPORT,
@@ -75,12 +75,19 @@ from pitrio.actors.session.resources.system_prompt import (
 )
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
 from pitrio.actors.session_store.paths import session_file_name
-from pitrio.actors.supervisor._entries import iso_to_ms
-from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
+from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
+from pitrio.actors.supervisor.actor.shell import (
+    CompactionCancelled,
+    Lent,
+    Supervisor,
+    SupervisorHandle,
+    SupervisorSettings,
+)
+from pitrio.actors.supervisor.branch_summary import BranchSummaryResult, BranchSummarySettings
 from pitrio.actors.supervisor.compaction import (
+    COMPACTION_CANCELLED,
     CompactionCheck,
     CompactionSettings,
-    CompactNow,
     is_same_model,
 )
 from pitrio.actors.supervisor.decisions import (
@@ -90,13 +97,7 @@ from pitrio.actors.supervisor.decisions import (
     PostRunDecision,
     Retry,
     RunEnded,
-    SupervisorState,
     decide_after_boundary,
-    decide_after_compaction,
-    decide_after_run,
-    decide_before_prompt,
-    prompt_needs_branch_inputs,
-    run_needs_branch_inputs,
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
 from pitrio.actors.supervisor.retry import RetrySettings
@@ -139,9 +140,12 @@ if TYPE_CHECKING:
 
 StreamingBehavior = Literal["steer", "followUp"]
 T = TypeVar("T")
-CheckT = TypeVar("CheckT", CompactionCheck, RunEnded)
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
+DECISION_CAPACITY = 16
+"""Post-run decisions the pump has made and the run has not taken yet. One per low-level run,
+and the loop starts the next low-level run only after the run took the last decision, so at
+most one waits; when full the pump would wait (back-pressure), which cannot happen."""
 DEFAULT_SUBSCRIBER_CAPACITY = 4096
 
 
@@ -348,6 +352,18 @@ class _Run:
     # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
     # then (a client that reacts to agent_end) waits for the settle instead of being refused.
     closing: bool = False
+    # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
+    # with a nursery for it: abort cancels it together with the run's scope.
+    work: trio.CancelScope | None = None
+
+
+@attrs.define
+class _Maintenance:
+    """A manual compaction or a navigation in progress (no run then): prompts, compactions
+    and navigations are refused meanwhile."""
+
+    # The supervisor's step in progress (the summary), as in :class:`_Run`: abort cancels it.
+    work: trio.CancelScope | None = None
 
 
 class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[SessionCommand]):
@@ -380,15 +396,12 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
         self._resources = resources
-        self._compaction_scope: trio.CancelScope | None = None
-        self._retry_scope: trio.CancelScope | None = None
         self._bash_scope: trio.CancelScope | None = None
         self._pending_bash: list[BashExecutionMessage] = []
         self._next_turn: list[CustomMessage] = []
         self._cwd = store.header.cwd
-        self._manual_compaction = False
+        self._maintenance: _Maintenance | None = None
         self._settings = settings or SessionSettings()
-        self._branch_summary_settings = self._settings.branch_summary
         self._steering: list[str] = []
         self._follow_up: list[str] = []
         self._steering_ids: list[str] = []
@@ -400,10 +413,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._settling = False
         self._deferred: deque[SessionCommand] = deque()
         self._idle_waiters: list[Reply[None]] = []
-        self._low_runs_done = 0  # low-level runs whose agent_end the pump has processed
-        self._low_run_done = trio.Event()
-        self._supervisor = SupervisorState()
-        self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
+        self._agent_ends = 0  # low-level runs whose agent_end the pump has processed
+        self._decisions_taken = 0  # the number of the last low-level run the run has taken
+        self._decided_send, self._decided = trio.open_memory_channel[tuple[int, PostRunDecision]](
+            DECISION_CAPACITY
+        )
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
         self._end_facts: RunFacts | None = None  # sent by the loop before each agent_end
         self._write_failure: ReadOnlySessionError | None = None
@@ -424,6 +438,20 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)
 
+        supervisor = Supervisor(
+            loop=self._loop,
+            store=self._store,
+            stream=self._stream,
+            emit=self._emit,
+            settings=SupervisorSettings(
+                retry=self._settings.retry,
+                compaction=self._settings.compaction,
+                branch_summary=self._settings.branch_summary,
+            ),
+            before_compact=self._before_compact,
+            after_compact=self._after_compact,
+        )
+        self.supervisor = SupervisorHandle(await self.nursery.start(supervisor.run))
         hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))
         await self._loop.configure(hooks=hooks)
         events = await self._loop.subscribe_with_facts(capacity=1024)
@@ -451,7 +479,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             return
         match command:
             case Prompt():
-                if self._manual_compaction:
+                if self._maintenance is not None:
                     command.accepted.fail(PitrioError(COMPACTION_RUNNING))
                     command.settled.fail(PitrioError(COMPACTION_RUNNING))
                     return
@@ -471,16 +499,16 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 self._bash_scope = trio.CancelScope()
                 self.nursery.start_soon(self._bash_command, text, exclude, reply)
             case Navigate(reply=reply):
-                if self._run is not None or self._manual_compaction:
+                if self._run is not None or self._maintenance is not None:
                     reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
                     return
-                self._manual_compaction = True  # nothing else may change the tree meanwhile
+                self._maintenance = _Maintenance()  # nothing else may change the tree meanwhile
                 self.nursery.start_soon(self._navigate_command, command)
             case Compact(custom_instructions=instructions, reply=reply):
-                if self._manual_compaction:
+                if self._maintenance is not None:
                     reply.fail(PitrioError(COMPACTION_RUNNING))
                     return
-                self._manual_compaction = True
+                self._maintenance = _Maintenance()
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
                 extension_command = self._extension_command_name(text)
@@ -498,8 +526,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
             case Abort(reply=reply):
-                if self._compaction_scope is not None:
-                    self._compaction_scope.cancel()
+                for busy in (self._maintenance, self._run):
+                    if busy is not None and busy.work is not None:
+                        busy.work.cancel()  # the supervisor's step in progress, at once
                 if self._run is None:
                     reply.set(None)
                 else:
@@ -581,7 +610,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
         async def start() -> RunResult:
             await self._flush_pending_bash()
-            await self._before_prompt()
+            await self._before_prompt(run)
             next_turn, self._next_turn = self._next_turn, []
             patch = await self._system_patch()
             added = await self._before_agent_start(
@@ -601,8 +630,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             with run.scope:
                 result = await start()
                 while True:
-                    await self._wait_low_run(result.run)
-                    follow = await self._after_low_run(result.run)
+                    decision = await self._take_decision(result.run)
+                    follow = await self._after_low_run(run, decision)
                     if follow is None and self._queued() and not run.scope.cancel_called:
                         # Queued after the loop's last poll (e.g. a steer sent on agent_end):
                         # the accepted run delivers it before settling.
@@ -646,31 +675,80 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     def _queued(self) -> bool:
         return bool(self._steering or self._follow_up)
 
-    async def _before_prompt(self) -> None:
-        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""
+    async def _before_prompt(self, run: _Run) -> None:
+        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7):
+        the supervisor's, which compacts in a nursery the run lends when it must."""
         facts = self._loop.facts()  # what the loop published: no round trip before each prompt
         last = facts.last_assistant
-        if last is None or not self._settings.compaction.enabled:
+        if last is None:
             return
         check = CompactionCheck(
             message=last,
             context_window=facts.model.context_window,
             same_model=is_same_model(last, facts.model),
-            settings=self._settings.compaction,
-            overflow_recovery_attempted=self._supervisor.overflow_recovery_attempted,
+            settings=self.supervisor.view().settings.compaction,
         )
-        if prompt_needs_branch_inputs(check):
-            check = await self._with_branch_inputs(check)
-        decision = decide_before_prompt(check)
-        if isinstance(decision, CompactNow):
-            if decision.failed is not None:
-                await self._omit(decision.failed)
-            await self.run_auto_compaction(decision.reason, False)
+        if self.supervisor.wants_before_prompt(check):
+            last_id = self._entry_id_of(last)
+            await self._lent(
+                run,
+                lambda lent: self.supervisor.before_prompt(check, last_entry_id=last_id, lent=lent),
+            )
+
+    async def _lent(
+        self, busy: _Run | _Maintenance, call: Callable[[Lent], Awaitable[T]]
+    ) -> T | None:
+        """``call`` with a nursery lent to the supervisor, in a scope abort cancels (``busy``'s
+        ``work``); ``None`` when abort cancelled it. An error of the call is raised here, not
+        as a group out of the nursery."""
+        result: T | None = None
+        error: Exception | None = None
+        with trio.CancelScope() as scope:
+            busy.work = scope
+            try:
+                async with trio.open_nursery() as nursery:
+                    try:
+                        result = await call(Lent(nursery, scope))
+                    except Exception as exc:
+                        error = exc
+            finally:
+                busy.work = None
+        if error is not None:
+            raise error
+        return result
+
+    async def _lent_summary(
+        self,
+        entries: tuple[SessionEntry, ...],
+        model: Model,
+        custom_instructions: str | None,
+        replace_instructions: bool,
+    ) -> BranchSummaryResult | None:
+        """A navigation's branch summary, the supervisor's; ``None`` when aborted."""
+        maintenance = self._maintenance
+        assert maintenance is not None  # navigations run as maintenance
+        return await self._lent(
+            maintenance,
+            lambda lent: self.supervisor.summarize_branch(
+                entries,
+                model,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+                lent=lent,
+            ),
+        )
+
+    def _entry_id_of(self, message: AgentMessage | None) -> str | None:
+        """The id of the entry ``message`` was recorded as in this process, if it was."""
+        known = None if message is None else self._entry_ids.get(id(message))
+        return None if known is None else known[1]
 
     async def _compact_command(
         self, instructions: str | None, reply: Reply[CompactionResult]
     ) -> None:
         """Manual compaction: a run in progress is aborted first (pi)."""
+        maintenance = self._maintenance
+        assert maintenance is not None
         try:
             run = self._run
             if run is not None:
@@ -678,13 +756,17 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 run.abort_waiters.append(waiter)
                 run.scope.cancel()
                 await waiter.wait()
-            result = await self.run_manual_compaction(instructions)
+            result = await self._lent(
+                maintenance, lambda lent: self.supervisor.compact(instructions, lent)
+            )
+            if result is None:
+                raise CompactionCancelled(COMPACTION_CANCELLED)
         except PitrioError as exc:
             reply.fail(exc)
         else:
             reply.set(result)
         finally:
-            self._manual_compaction = False
+            self._maintenance = None
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event this session emitted (0 before any)."""
@@ -692,10 +774,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         return self._seq
 
     async def abort_retry(self) -> None:
-        """Cancel a pending retry sleep."""
-        await trio.lowlevel.checkpoint()
-        if self._retry_scope is not None:
-            self._retry_scope.cancel()
+        """Cancel a pending retry sleep (the supervisor's)."""
+        await self.supervisor.abort_retry()
 
     async def _bash_command(self, command: str, exclude: bool, reply: Reply[BashResult]) -> None:
         scope = self._bash_scope
@@ -793,7 +873,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         else:
             command.reply.set(result)
         finally:
-            self._manual_compaction = False
+            self._maintenance = None
 
     async def _record_bash(self, message: BashExecutionMessage) -> None:
         await self._loop.append_message(message)
@@ -875,23 +955,19 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             raise PitrioError("No model router: this session cannot make model requests")
         return self._stream
 
-    async def _after_low_run(self, number: int) -> RunResult | None:
+    async def _after_low_run(self, run: _Run, decision: PostRunDecision) -> RunResult | None:
         """Carry out the supervisor's decision for a low-level run; the next run's result."""
-        decision = self._decisions.pop(number)
         match decision.action:
-            case Retry(delay_ms=delay_ms, failed=failed, event=event):
-                await self._omit(failed)
-                self._emit(event)
-                with trio.CancelScope() as sleep:
-                    self._retry_scope = sleep
-                    await trio.sleep(delay_ms / 1000)
-                self._retry_scope = None
-                if sleep.cancelled_caught:  # abort_retry: give up this sequence, settle
-                    self._supervisor, cancelled = self._supervisor.on_abort()
-                    if cancelled is not None:
-                        self._emit(cancelled)
-                    return None
-                return await self._continue()
+            case Retry() | CompactAction() as action:
+                failed_id = self._entry_id_of(action.failed)
+                step = await self._lent(
+                    run,
+                    lambda lent: self.supervisor.carry_out(
+                        action, failed_entry_id=failed_id, run_scope=run.scope, lent=lent
+                    ),
+                )
+                # After a compaction the boundary does not run (pi): only a continuation.
+                return await self._continue() if isinstance(step, Continue) else None
             case Continue():
                 return await self._continue()
             case BeforeSettle():
@@ -906,23 +982,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 # this run; one whose display entry is not in yet is delivered by the next
                 # run, as one sent after the settle would be (issue 7: a round trip less
                 # between agent_end and the settle, which a prompt sent on agent_end awaits).
-                after: End | Continue | BeforeSettle = decide_after_boundary(
+                after: End | Continue = decide_after_boundary(
                     abort_requested=self._run is None or self._run.scope.cancel_called,
                     continue_requested=requested,
                     has_queued_messages=self._queued(),
                     can_continue=can_continue,
-                )
-                return await self._continue() if isinstance(after, Continue) else None
-            case CompactAction(reason=reason, will_retry=will_retry, failed=failed):
-                if failed is not None and will_retry:
-                    await self._omit(failed)
-                succeeded = await self.run_auto_compaction(reason, will_retry)
-                facts = await self._loop.run_facts()
-                after = decide_after_compaction(
-                    decision.action,
-                    succeeded=succeeded,
-                    abort_requested=self._run is None or self._run.scope.cancel_called,
-                    has_queued_messages=facts.has_queued,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
             case End():
@@ -934,28 +998,29 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         await self._loop.set_messages(await self._log.context_messages())
         return await self._loop.run_continue()
 
-    async def _omit(self, message: AgentMessage) -> None:
-        """Take a failed response out of the projection; the file keeps it (a context_edit)."""
-        known = self._entry_ids.get(id(message))
-        if known is None:
-            return
-        entry = await self._log.append_context_edit(known[1], None)
-        self._emit(EntryAppended(entry=entry))
+    async def _take_decision(self, number: int) -> PostRunDecision:
+        """The pump's decision for low-level run ``number`` (it has processed that run)."""
+        while True:
+            taken, decision = await self._decided.receive()
+            self._decisions_taken = taken
+            if taken >= number:
+                return decision
 
-    async def _wait_low_run(self, run: int) -> None:
-        while self._low_runs_done < run:
-            await self._low_run_done.wait()
+    async def _drop_decisions(self, number: int) -> None:
+        """Wait until the pump has processed low-level run ``number``; drop its decisions."""
+        while self._decisions_taken < number:
+            self._decisions_taken, _ = await self._decided.receive()
+        with suppress(trio.WouldBlock):
+            while True:
+                self._decisions_taken, _ = self._decided.receive_nowait()
 
     async def _finish_run(self, run: _Run) -> None:
         """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
         if run.scope.cancelled_caught or run.abort_waiters:
             await self._loop.abort()
             state = await self._loop.state()
-            await self._wait_low_run(state.runs)
-            self._supervisor, cancelled = self._supervisor.on_abort()
-            if cancelled is not None:
-                self._emit(cancelled)
-        self._decisions.clear()
+            await self._drop_decisions(state.runs)
+            await self.supervisor.run_aborted()
         await self._flush_pending_bash()
         self._settling = True
         settled = AgentSettled()
@@ -998,7 +1063,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._end_facts = event.facts  # for the agent_end that follows
             return
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
-            self._supervisor = self._supervisor.on_user_message_start()
+            await self.supervisor.user_message_started()
             queue_id = self._take_from_display(text_of(event.message.content))
             if queue_id is not None:
                 event = attrs.evolve(event, queue_id=queue_id)
@@ -1024,18 +1089,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             except ReadOnlySessionError as exc:
                 self._read_only(exc)  # the pump goes on; the run stops, the session stays up
             if isinstance(event.message, AssistantMessage):
-                self._supervisor, succeeded = self._supervisor.on_assistant_message_end(
-                    event.message
-                )
+                succeeded = await self.supervisor.assistant_message_ended(event.message)
                 if succeeded is not None:
                     self._emit(succeeded)
         elif decision is not None:
             for follow in decision.events:
                 self._emit(follow)
-            self._low_runs_done += 1
-            self._decisions[self._low_runs_done] = decision
-            self._low_run_done.set()
-            self._low_run_done = trio.Event()
+            self._agent_ends += 1
+            await self._decided_send.send((self._agent_ends, decision))
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
         # The loop sent its facts right before this agent_end: no round trip before it goes
@@ -1051,32 +1112,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             has_queued_messages=facts.has_queued,
             context_window=facts.model.context_window,
             same_model=last is not None and is_same_model(last, facts.model),
-            retry_settings=self._settings.retry,
-            compaction_settings=self._settings.compaction,
             retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
-        if run_needs_branch_inputs(self._supervisor, ended):
-            ended = await self._with_branch_inputs(ended)
-        decision = decide_after_run(self._supervisor, ended)
-        self._supervisor = decision.state
-        return decision
-
-    async def _with_branch_inputs(self, check: CheckT) -> CheckT:
-        """``check`` (a compaction check or a run's end) with the branch's context and latest
-        compaction filled in from the store."""
-        context_messages, latest_compaction = await self._compaction_inputs()
-        return attrs.evolve(
-            check, context_messages=context_messages, latest_compaction_ms=latest_compaction
-        )
-
-    async def _compaction_inputs(self) -> tuple[Sequence[AgentMessage], int | None]:
-        """The projected context and when the branch's latest compaction was appended (the
-        ``latest_compaction_ms`` of the branch), for the compaction checks. Per turn this used
-        to decode and walk the whole branch and materialise the context; now it is one O(1)
-        query: the projection knows its last compaction, and the checks read the context's
-        lazy view, which they index only after a failed response (issue 7)."""
-        context, timestamp = await self._store.context_and_latest_compaction()
-        return context.messages, None if timestamp is None else iso_to_ms(timestamp)
+        return await self.supervisor.decide(ended)
 
     def _take_from_display(self, text: str) -> str | None:
         """Remove a delivered text from the display queues; its queue id, if it was queued."""
@@ -1182,19 +1220,20 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             subscriber.wake.set()
 
     async def _snapshot(self) -> SessionState:
+        supervisor = self.supervisor.view()
         return SessionState(
             agent=await self._loop.state(),
             is_running=self._run is not None,
             is_settling=self._run is not None and self._run.closing,
-            is_retrying=self._supervisor.retry.retrying,
-            retry_attempt=self._supervisor.retry.attempt,
+            is_retrying=supervisor.state.retry.retrying,
+            retry_attempt=supervisor.state.retry.attempt,
             steering=tuple(self._steering),
             follow_up=tuple(self._follow_up),
             session_id=self._log.header.id,
             session_file=str(self._log.path) if self._log.path else None,
-            is_compacting=self._compaction_scope is not None,
-            auto_compaction_enabled=self._settings.compaction.enabled,
-            auto_retry_enabled=self._settings.retry.enabled,
+            is_compacting=supervisor.compacting,
+            auto_compaction_enabled=supervisor.settings.compaction.enabled,
+            auto_retry_enabled=supervisor.settings.retry.enabled,
             session_name=await self._store.session_name(),
             write_error=None if self._write_failure is None else str(self._write_failure),
         )
