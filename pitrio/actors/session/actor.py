@@ -15,7 +15,6 @@ decisions always see persisted state.
 from __future__ import annotations
 
 import secrets
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -147,6 +146,9 @@ DECISION_CAPACITY = 16
 and the loop starts the next low-level run only after the run took the last decision, so at
 most one waits; when full the pump would wait (back-pressure), which cannot happen."""
 DEFAULT_SUBSCRIBER_CAPACITY = 4096
+DEFERRED_CAPACITY = 64
+"""Plain prompts waiting for a settling run; one more is refused (``TOO_MANY_DEFERRED``)."""
+TOO_MANY_DEFERRED = "Too many prompts are waiting for the current run to settle"
 
 
 class SessionBusyError(PitrioError):
@@ -347,6 +349,7 @@ class _Run:
     scope: trio.CancelScope
     settled: list[Reply[None]]
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
+    idle_waiters: list[Reply[None]] = attrs.field(factory=list)  # wait_for_idle, set at settle
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
     # Set by the pump from an agent_end after which the run only settles (no retry, no
     # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
@@ -410,9 +413,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._seq = 0
         self._run: _Run | None = None
         self._runs = 0
-        self._settling = False
-        self._deferred: deque[SessionCommand] = deque()
-        self._idle_waiters: list[Reply[None]] = []
+        # Plain prompts sent while a run only settles: taken, in order, right after its
+        # agent_settled (see _finish_run).
+        self._defer, self._deferred = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
         self._agent_ends = 0  # low-level runs whose agent_end the pump has processed
         self._decisions_taken = 0  # the number of the last low-level run the run has taken
         self._decided_send, self._decided = trio.open_memory_channel[tuple[int, PostRunDecision]](
@@ -466,16 +469,13 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     # -- inbox -----------------------------------------------------------------------------
 
     async def handle(self, command: SessionCommand) -> None:
-        if self._settling and isinstance(command, Prompt | Compact):
-            self._deferred.append(command)  # answered right after agent_settled, in order
-            return
         if (
             isinstance(command, Prompt)
             and command.streaming_behavior is None
             and self._run is not None
             and self._run.closing
         ):
-            self._deferred.append(command)  # the run only settles now: next, not refused
+            self._defer_prompt(command)  # the run only settles now: next, not refused
             return
         match command:
             case Prompt():
@@ -538,7 +538,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 if self._run is None:
                     reply.set(None)
                 else:
-                    self._idle_waiters.append(reply)
+                    self._run.idle_waiters.append(reply)  # woken by its settle
             case GetState(reply=reply):
                 reply.set(await self._snapshot())
             case Subscribe(capacity=capacity, reply=reply):
@@ -1022,24 +1022,33 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             await self._drop_decisions(state.runs)
             await self.supervisor.run_aborted()
         await self._flush_pending_bash()
-        self._settling = True
         settled = AgentSettled()
         self._emit(settled)
         self._notify_extensions("agent_settled", settled)
         self._run = None
-        self._settling = False
         for reply in run.settled:
             if run.failure is not None:
                 reply.fail(run.failure)
             else:
                 reply.set(None)
-        for reply in run.abort_waiters:
+        for reply in (*run.abort_waiters, *run.idle_waiters):
             reply.set(None)
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            waiter.set(None)
-        while self._deferred and self._run is None:
-            await self.handle(self._deferred.popleft())
+        # The deferred channel, drained in arrival order until one of them starts a run (the
+        # rest then wait for that run's settle).
+        while self._run is None:
+            try:
+                deferred = self._deferred.receive_nowait()
+            except trio.WouldBlock:
+                break
+            await self.handle(deferred)
+
+    def _defer_prompt(self, command: Prompt) -> None:
+        try:
+            self._defer.send_nowait(command)
+        except trio.WouldBlock:  # overflow policy: refuse, saying why (nothing is dropped)
+            refused = SessionBusyError(TOO_MANY_DEFERRED)
+            command.accepted.fail(refused)
+            command.settled.fail(refused)
 
     # -- the event pump ----------------------------------------------------------------------
 
