@@ -23,10 +23,30 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 import trio
 
-from pitrio.actors._actor import Actor, Handle, Reply
-from pitrio.actors.agent_loop import AgentLoopHandle, AgentState, LoopHooks
+from pitrio.actors._actor import Actor, Reply
+from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts, RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
+from pitrio.actors.session.commands import (
+    Abort,
+    Bash,
+    ClearQueue,
+    Compact,
+    GetState,
+    Invoke,
+    Navigate,
+    Prompt,
+    Queue,
+    SessionBusyError,
+    SessionCommand,
+    SessionSettings,
+    SessionState,
+    StreamingBehavior,
+    Subscribe,
+    SubscribeInto,
+    WaitForIdle,
+)
+from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import (
     EMPTY_EXPORT,
     IN_MEMORY_EXPORT,
@@ -45,17 +65,14 @@ from pitrio.actors.session.extension_glue import (
     UiForget,
     queued_command_error,
 )
-from pitrio.actors.session.extensions.events import InputSource, SessionStartEvent
+from pitrio.actors.session.extensions.events import SessionStartEvent
 from pitrio.actors.session.extensions.runner import ExtensionRunner
-from pitrio.actors.session.extensions.ui import UiResponse
-from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.handle import DEFAULT_SUBSCRIBER_CAPACITY, SessionHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
-    CycleResult,
-    NavigationResult,
     SessionOperations,
-    SessionStats,
     TreeNavigation,
     last_assistant_text,
 )
@@ -82,11 +99,10 @@ from pitrio.actors.supervisor.actor.shell import (
     SupervisorHandle,
     SupervisorSettings,
 )
-from pitrio.actors.supervisor.branch_summary import BranchSummaryResult, BranchSummarySettings
+from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
 from pitrio.actors.supervisor.compaction import (
     COMPACTION_CANCELLED,
     CompactionCheck,
-    CompactionSettings,
     is_same_model,
 )
 from pitrio.actors.supervisor.decisions import (
@@ -99,7 +115,6 @@ from pitrio.actors.supervisor.decisions import (
     decide_after_boundary,
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
-from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import ToolExecutorHandle
 from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
@@ -109,7 +124,6 @@ from pitrio.messages.agent import (
     CustomMessage,
     LlmMessage,
     SystemMessage,
-    ThinkingLevel,
     UserMessage,
     now_ms,
     user_message,
@@ -133,11 +147,33 @@ from pitrio.messages.events import (
 )
 from pitrio.messages.model import Model
 
+__all__ = [  # the commands and the handle moved out; imported from here by many modules
+    "DEFAULT_SUBSCRIBER_CAPACITY",
+    "Abort",
+    "Bash",
+    "ClearQueue",
+    "Compact",
+    "GetState",
+    "Invoke",
+    "Navigate",
+    "Prompt",
+    "Queue",
+    "SessionActor",
+    "SessionBusyError",
+    "SessionCommand",
+    "SessionHandle",
+    "SessionSettings",
+    "SessionState",
+    "StreamingBehavior",
+    "Subscribe",
+    "SubscribeInto",
+    "WaitForIdle",
+]
+
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
-StreamingBehavior = Literal["steer", "followUp"]
 T = TypeVar("T")
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
@@ -145,200 +181,9 @@ DECISION_CAPACITY = 16
 """Post-run decisions the pump has made and the run has not taken yet. One per low-level run,
 and the loop starts the next low-level run only after the run took the last decision, so at
 most one waits; when full the pump would wait (back-pressure), which cannot happen."""
-DEFAULT_SUBSCRIBER_CAPACITY = 4096
 DEFERRED_CAPACITY = 64
 """Plain prompts waiting for a settling run; one more is refused (``TOO_MANY_DEFERRED``)."""
 TOO_MANY_DEFERRED = "Too many prompts are waiting for the current run to settle"
-
-
-class SessionBusyError(PitrioError):
-    """A prompt arrived while a run is active and said neither steer nor follow-up."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionSettings:
-    """Settings the session layer reads (spec §8.2)."""
-
-    retry: RetrySettings = attrs.field(factory=RetrySettings)
-    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
-    branch_summary: BranchSummarySettings = attrs.field(factory=BranchSummarySettings)
-    default_thinking_level: str | None = None
-    shell_path: str | None = None
-    shell_command_prefix: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class SessionState:
-    """A snapshot of the session (``get_state``)."""
-
-    agent: AgentState
-    is_running: bool
-    is_retrying: bool
-    retry_attempt: int
-    steering: tuple[str, ...]
-    follow_up: tuple[str, ...]
-    session_id: str
-    session_file: str | None
-    is_compacting: bool = False
-    auto_compaction_enabled: bool = True
-    auto_retry_enabled: bool = True
-    session_name: str | None = None
-    write_error: str | None = None
-    """Why the session turned read-only (its file could not be written), if it did."""
-    is_settling: bool = False
-    """The run's last ``agent_end`` is out and it only settles now: a plain prompt sent now
-    runs right after the settle instead of being refused."""
-
-    @property
-    def pending_message_count(self) -> int:
-        """Queued steer plus follow-up messages."""
-        return len(self.steering) + len(self.follow_up)
-
-
-# -- commands ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Prompt:
-    """A user prompt. ``accepted`` is answered when it is accepted (queued or started), with
-    the ``seq`` of the last event emitted by then (a transport's response barrier);
-    ``settled`` when its run settles (or at once, when it was only queued)."""
-
-    text: str
-    images: tuple[ImageContent, ...]
-    streaming_behavior: StreamingBehavior | None
-    accepted: Reply[int]
-    settled: Reply[None]
-    expand: bool = True
-    """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
-    ``send_user_message``)."""
-    source: InputSource = "interactive"
-
-
-@attrs.frozen
-class Queue:
-    """Queue a steering or follow-up message (works while idle too); answered with its id,
-    which the ``message_start`` delivering it carries as ``queueId``."""
-
-    text: str
-    images: tuple[ImageContent, ...]
-    kind: StreamingBehavior
-    reply: Reply[str]
-
-
-@attrs.frozen
-class ClearQueue:
-    """Empty both queues; answered with the removed texts (steering, follow-up)."""
-
-    reply: Reply[tuple[tuple[str, ...], tuple[str, ...]]]
-
-
-@attrs.frozen
-class Abort:
-    """Abort the active run; answered once the session is idle."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class WaitForIdle:
-    """Answered once no run is active."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class GetState:
-    """Ask for a :class:`SessionState`."""
-
-    reply: Reply[SessionState]
-
-
-@attrs.frozen
-class Subscribe:
-    """Open an event stream (each event with its ``seq``)."""
-
-    capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[Sequenced]]
-
-
-@attrs.frozen
-class SubscribeInto:
-    """Deliver every event from now on into the caller's channel (closed when delivery ends)."""
-
-    capacity: int
-    send: trio.MemorySendChannel[Sequenced]
-    reply: Reply[None]
-
-
-@attrs.frozen
-class Invoke:
-    """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
-
-    The typed handle methods build these: each is one of the actor's own methods, so the
-    actor's state is still touched only by the actor."""
-
-    operation: Callable[[SessionActor], Awaitable[Any]]
-    reply: Reply[Any]
-
-
-@attrs.frozen
-class Bash:
-    """Run a user shell command (one at a time); answered with its :class:`BashResult`."""
-
-    command: str
-    exclude_from_context: bool
-    reply: Reply[BashResult]
-
-
-@attrs.frozen
-class Navigate:
-    """Tree navigation (refused while a run or a compaction is active)."""
-
-    target_id: str
-    summarize: bool
-    custom_instructions: str | None
-    replace_instructions: bool
-    label: str | None
-    reply: Reply[NavigationResult]
-
-
-@attrs.frozen
-class Compact:
-    """Manual compaction: abort a run first, then summarize; answered with the result."""
-
-    custom_instructions: str | None
-    reply: Reply[CompactionResult]
-
-
-SessionCommand = (
-    Prompt
-    | Queue
-    | ClearQueue
-    | Abort
-    | WaitForIdle
-    | GetState
-    | Subscribe
-    | SubscribeInto
-    | Invoke
-    | Compact
-    | Bash
-    | Navigate
-    | UiAsk
-    | UiAnswer
-    | UiForget
-    | PumpBarrier
-    | Lifecycle
-    | TurnBoundary
-)
-
-
-@attrs.define
-class _Subscriber:
-    buffer: SubscriberBuffer
-    send: trio.MemorySendChannel[Sequenced]
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    sending: bool = False  # the feeder holds an event it has not handed over yet
 
 
 @attrs.define
@@ -409,8 +254,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._follow_up: list[str] = []
         self._steering_ids: list[str] = []
         self._follow_up_ids: list[str] = []
-        self._subscribers: list[_Subscriber] = []
-        self._seq = 0
+        self._outlet = EventOutlet()
         self._run: _Run | None = None
         self._runs = 0
         # Plain prompts sent while a run only settles: taken, in order, right after its
@@ -445,7 +289,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             loop=self._loop,
             store=self._store,
             stream=self._stream,
-            emit=self._emit,
+            emit=self._outlet.emit,
             settings=SupervisorSettings(
                 retry=self._settings.retry,
                 compaction=self._settings.compaction,
@@ -1155,78 +999,19 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
 
-    # -- subscribers -------------------------------------------------------------------------
-
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
-        # The channel itself is unbuffered: the per-subscriber buffer holds the backlog and
-        # applies the coalesce-then-disconnect policy, and a feeder task drains it.
-        send, receive = trio.open_memory_channel[Sequenced](0)
-        self._add_subscriber(capacity, send)
-        return receive
+        return self._outlet.subscribe(capacity, self.nursery)
 
     def _add_subscriber(self, capacity: int, send: trio.MemorySendChannel[Sequenced]) -> None:
-        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
-        self._subscribers.append(subscriber)
-        self.nursery.start_soon(self._feed, subscriber)
-
-    async def _feed(self, subscriber: _Subscriber) -> None:
-        async with subscriber.send:
-            item: Sequenced | None = None
-            try:
-                while True:
-                    item = subscriber.buffer.take()
-                    if item is None:
-                        if subscriber.buffer.closed:
-                            return
-                        await subscriber.wake.wait()
-                        subscriber.wake = trio.Event()
-                        continue
-                    subscriber.sending = True
-                    try:
-                        await subscriber.send.send(item)
-                        item = None
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        item = None
-                        if subscriber in self._subscribers:
-                            self._subscribers.remove(subscriber)
-                        return
-                    finally:
-                        subscriber.sending = False
-            finally:
-                # The session is stopping: hand what is still buffered to a channel that has
-                # room (a recorder's), without waiting, so events emitted before the end are
-                # not lost on their way; the one being sent when cancelled goes first.
-                if item is None:
-                    item = subscriber.buffer.take()
-                while item is not None:
-                    try:
-                        subscriber.send.send_nowait(item)
-                    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                        break
-                    item = subscriber.buffer.take()
+        self._outlet.add(capacity, send, self.nursery)
 
     def _emit(self, event: AgentSessionEvent) -> None:
-        self._seq += 1
-        item = Sequenced(self._seq, event)
-        for subscriber in list(self._subscribers):
-            if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
-                # Nothing queued before it and the channel takes it now (a receiver waits, or
-                # buffer room): hand it over directly. The feeder task is only for a backlog;
-                # waking it for every event cost a task switch per event per subscriber
-                # (issue 7: streams and turns). Order and the coalesce policy are unchanged.
-                try:
-                    subscriber.send.send_nowait(item)
-                    continue
-                except trio.WouldBlock:
-                    pass
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._subscribers.remove(subscriber)
-                    subscriber.buffer.closed_reason = "subscriber closed its channel"
-                    subscriber.wake.set()
-                    continue
-            if subscriber.buffer.offer(item) is Offer.OVERFLOW:
-                self._subscribers.remove(subscriber)
-            subscriber.wake.set()
+        self._outlet.emit(event)
+
+    @property
+    def _seq(self) -> int:
+        """The ``seq`` of the last event emitted (0 before any)."""
+        return self._outlet.seq
 
     async def _snapshot(self) -> SessionState:
         supervisor = self.supervisor.view()
@@ -1267,223 +1052,3 @@ def _last_assistant(messages: Sequence[AgentMessage]) -> AssistantMessage | None
         if isinstance(message, AssistantMessage):
             return message
     return None
-
-
-class SessionHandle(Handle[SessionCommand]):
-    """Typed access to a :class:`SessionActor`."""
-
-    async def prompt(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> None:
-        """Send a prompt and return once its run settles (at once if it was only queued)."""
-        settled, _ = await self.submit_with_seq(
-            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
-        )
-        await settled.wait()
-
-    async def submit(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> Reply[None]:
-        """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
-        settled, _ = await self.submit_with_seq(
-            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
-        )
-        return settled
-
-    async def submit_with_seq(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> tuple[Reply[None], int]:
-        """Like :meth:`submit`, also returning the ``seq`` of the last event emitted before
-        the prompt was accepted: what a transport writes before the prompt's response."""
-        accepted: Reply[int] = self.new_reply()
-        settled: Reply[None] = self.new_reply()
-        await self.tell(
-            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
-        )
-        seq = await accepted.wait()
-        return settled, seq
-
-    async def extension_lifecycle(self, event: str, payload: Any) -> bool:
-        """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or
-        ``session_shutdown`` handlers (``False`` once they ran)."""
-        cancelled: bool = await self.ask(lambda reply: Lifecycle(event, payload, reply))
-        return cancelled
-
-    async def respond_ui(self, response: UiResponse) -> None:
-        """Answer an extension's dialog (an ``extension_ui_request``); unknown ids are
-        ignored."""
-        await self.tell(UiAnswer(response))
-
-    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
-
-    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
-
-    async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Empty both queues; returns the removed (steering, follow-up) texts."""
-        return await self.ask(ClearQueue)
-
-    async def abort(self) -> None:
-        """Abort the active run and return once the session is idle."""
-        await self.ask(Abort)
-
-    async def wait_for_idle(self) -> None:
-        """Return once no run is active."""
-        await self.ask(WaitForIdle)
-
-    async def state(self) -> SessionState:
-        """A snapshot of the session."""
-        return await self.ask(GetState)
-
-    async def invoke(self, operation: Callable[[SessionActor], Awaitable[T]]) -> T:
-        """Run one of the actor's operations in its task and return the result."""
-        result: T = await self.ask(lambda reply: Invoke(operation, reply))
-        return result
-
-    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
-        """Compact now (aborting a run first); raises pi's errors when there is nothing to do."""
-        return await self.ask(lambda reply: Compact(custom_instructions, reply))
-
-    async def set_model(self, provider: str, model_id: str) -> Model:
-        """Switch to an available model; raises ``Model not found: p/id``."""
-        return await self.invoke(lambda actor: actor.set_model(provider, model_id))
-
-    async def cycle_model(self) -> CycleResult | None:
-        """Switch to the next model; ``None`` when there is only one."""
-        return await self.invoke(lambda actor: actor.cycle_model())
-
-    async def set_thinking_level(self, level: str) -> ThinkingLevel:
-        """Set the thinking level (clamped to the model); returns the effective level."""
-        return await self.invoke(lambda actor: actor.set_thinking_level(level))
-
-    async def cycle_thinking_level(self) -> ThinkingLevel | None:
-        """The next thinking level; ``None`` when the model does not reason."""
-        return await self.invoke(lambda actor: actor.cycle_thinking_level())
-
-    async def set_queue_mode(
-        self, kind: Literal["steering", "followUp"], mode: Literal["all", "one-at-a-time"]
-    ) -> None:
-        """Set the steering or follow-up delivery mode (persisted)."""
-        await self.invoke(lambda actor: actor.set_queue_mode(kind, mode))
-
-    async def set_auto_compaction(self, enabled: bool) -> None:
-        """Turn automatic compaction on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_compaction(enabled))
-
-    async def set_auto_retry(self, enabled: bool) -> None:
-        """Turn automatic retry on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_retry(enabled))
-
-    async def abort_retry(self) -> None:
-        """Cancel a pending retry sleep (no-op when not retrying)."""
-        await self.invoke(lambda actor: actor.abort_retry())
-
-    async def set_session_name(self, name: str) -> str:
-        """Name the session; raises ``Session name cannot be empty``."""
-        return await self.invoke(lambda actor: actor.set_session_name(name))
-
-    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
-        """Run a user shell command; its output reaches the model with the next request."""
-        return await self.ask(lambda reply: Bash(command, exclude_from_context, reply))
-
-    async def abort_bash(self) -> None:
-        """Cancel the running user command (its result then says ``cancelled``)."""
-        await self.invoke(lambda actor: actor.abort_bash())
-
-    async def export_html(self, output_path: str | None = None) -> str:
-        """Export the session as an HTML page; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_html(output_path))
-
-    async def export_jsonl(self, output_path: str | None = None) -> str:
-        """Export the current branch as a JSONL file; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_jsonl(output_path))
-
-    async def fork_messages(self) -> list[tuple[str, str]]:
-        """The user messages a fork may start before: (entry id, text)."""
-        return await self.invoke(lambda actor: actor.fork_messages())
-
-    async def navigate_tree(
-        self,
-        target_id: str,
-        *,
-        summarize: bool = False,
-        custom_instructions: str | None = None,
-        replace_instructions: bool = False,
-        label: str | None = None,
-    ) -> NavigationResult:
-        """Move to another point of the session tree, optionally summarizing the branch left."""
-        return await self.ask(
-            lambda reply: Navigate(
-                target_id, summarize, custom_instructions, replace_instructions, label, reply
-            )
-        )
-
-    async def send_custom_message(
-        self,
-        message: CustomMessage,
-        *,
-        trigger_turn: bool = False,
-        deliver_as: Literal["steer", "followUp", "nextTurn"] | None = None,
-    ) -> None:
-        """Send an extension's custom message (it reaches the model as a user message)."""
-        await self.invoke(
-            lambda actor: actor.send_custom_message(
-                message, trigger_turn=trigger_turn, deliver_as=deliver_as
-            )
-        )
-
-    async def commands(self) -> list[dict[str, Any]]:
-        """The prompt templates and skills a prompt can invoke (``get_commands``)."""
-        return await self.invoke(lambda actor: actor.commands())
-
-    async def last_assistant_text(self) -> str | None:
-        """The last assistant reply's text, or ``None``."""
-        return await self.invoke(lambda actor: actor.last_assistant_text())
-
-    async def emitted_seq(self) -> int:
-        """The ``seq`` of the last event emitted so far: a response barrier for transports."""
-        return await self.invoke(lambda actor: actor.emitted_seq())
-
-    async def session_stats(self) -> SessionStats:
-        """Counts, tokens and cost over the current context."""
-        return await self.invoke(lambda actor: actor.stats())
-
-    async def messages(self) -> tuple[AgentMessage, ...]:
-        """The agent's current messages (the context, custom roles included)."""
-        return await (await self.state()).agent.load_messages()
-
-    async def subscribe(
-        self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
-    ) -> trio.MemoryReceiveChannel[Sequenced]:
-        """Every event from now on with its ``seq``; a subscriber that falls too far behind
-        is coalesced, then disconnected (its channel closes)."""
-        return await self.ask(lambda reply: Subscribe(capacity, reply))
-
-    async def subscribe_into(
-        self, send: trio.MemorySendChannel[Sequenced], capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
-    ) -> None:
-        """Like :meth:`subscribe`, delivering into ``send`` (e.g. a clone of a channel that
-        outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
-        caller would otherwise run between the two channels."""
-        await self.ask(lambda reply: SubscribeInto(capacity, send, reply))
