@@ -356,6 +356,28 @@ async def test_tool_retry_and_compaction_replay_identically(tmp_path: Path) -> N
     assert result.replayed_events == result.recorded_events == len(events)
 
 
+async def test_the_summary_lists_the_supervisor_with_its_messages_and_waits(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: a run with a tool call, a retry and a compaction shows the supervisor in
+    ``pitrio trace summary``: the retry and the compactions it carried out, each received
+    command paired with its send (a wait)."""
+    records = await record_tool_retry_compaction(tmp_path)
+    summary = summarise(records)
+    (supervisor,) = [a for a in summary.actors if a.name == "supervisor"]
+    by_type = dict(supervisor.by_type)
+    assert by_type["CarryOut"] == 1  # the retry
+    assert by_type["ManualCompact"] == 1
+    assert supervisor.sent == supervisor.received >= 3
+    # Its waits: every command it received is paired with its send.
+    own = [r for r in records if r["k"] == "header" or r.get("actor") == "supervisor"]
+    waits = summarise(own).longest_waits
+    assert len(waits) == min(supervisor.received, 10)
+    assert {"CarryOut", "ManualCompact"} <= {w.type for w in waits}
+    text = render_summary(summary)
+    assert "supervisor" in text and "CarryOut" in text
+
+
 async def test_an_altered_tool_output_reports_the_first_divergence(tmp_path: Path) -> None:
     records = await record_tool_retry_compaction(tmp_path)
     (tool,) = [r for r in records if r["k"] == "tool"]
