@@ -342,16 +342,40 @@ async def test_tool_retry_and_compaction_replay_identically(tmp_path: Path) -> N
     assert thinking["args"] == {"level": "off"}
     # Every actor that received a message. The tool executor and the model router receive
     # none here: the active tools and the stream functions are read from what those actors
-    # publish, and tool calls and model requests run in the agent loop's tasks.
+    # publish, and tool calls and model requests run in the agent loop's tasks. The
+    # supervisor (issue 22) receives the retry and the compactions.
     assert {r["actor"] for r in records if r["k"] == "msg"} == {
         "session",
         "agent-loop",
         "session-store",
+        "supervisor",
     }
 
     result = await replay_records(records)
     assert result.identical, result.describe()
     assert result.replayed_events == result.recorded_events == len(events)
+
+
+async def test_the_summary_lists_the_supervisor_with_its_messages_and_waits(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: a run with a tool call, a retry and a compaction shows the supervisor in
+    ``pitrio trace summary``: the retry and the compactions it carried out, each received
+    command paired with its send (a wait)."""
+    records = await record_tool_retry_compaction(tmp_path)
+    summary = summarise(records)
+    (supervisor,) = [a for a in summary.actors if a.name == "supervisor"]
+    by_type = dict(supervisor.by_type)
+    assert by_type["CarryOut"] == 1  # the retry
+    assert by_type["ManualCompact"] == 1
+    assert supervisor.sent == supervisor.received >= 3
+    # Its waits: every command it received is paired with its send.
+    own = [r for r in records if r["k"] == "header" or r.get("actor") == "supervisor"]
+    waits = summarise(own).longest_waits
+    assert len(waits) == min(supervisor.received, 10)
+    assert {"CarryOut", "ManualCompact"} <= {w.type for w in waits}
+    text = render_summary(summary)
+    assert "supervisor" in text and "CarryOut" in text
 
 
 async def test_an_altered_tool_output_reports_the_first_divergence(tmp_path: Path) -> None:

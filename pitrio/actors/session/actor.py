@@ -15,19 +15,38 @@ decisions always see persisted state.
 from __future__ import annotations
 
 import secrets
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
 
-from pitrio.actors._actor import Actor, Handle, Reply
-from pitrio.actors.agent_loop import AgentLoopHandle, AgentState, LoopHooks
+from pitrio.actors._actor import Actor, Reply
+from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts, RunResult
 from pitrio.actors.model_router.diagnostics import retry_after_ms
-from pitrio.actors.session.compactor import StreamCall, known_entries
+from pitrio.actors.session.commands import (
+    Abort,
+    Bash,
+    ClearQueue,
+    Compact,
+    GetState,
+    Invoke,
+    Navigate,
+    Prompt,
+    Queue,
+    SessionBusyError,
+    SessionCommand,
+    SessionSettings,
+    SessionState,
+    StreamingBehavior,
+    Subscribe,
+    SubscribeInto,
+    WaitForIdle,
+)
+from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import (
     EMPTY_EXPORT,
     IN_MEMORY_EXPORT,
@@ -47,17 +66,14 @@ from pitrio.actors.session.extension_glue import (
     UiForget,
     queued_command_error,
 )
-from pitrio.actors.session.extensions.events import InputSource, SessionStartEvent
+from pitrio.actors.session.extensions.events import SessionStartEvent
 from pitrio.actors.session.extensions.runner import ExtensionRunner
-from pitrio.actors.session.extensions.ui import UiResponse
-from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.handle import DEFAULT_SUBSCRIBER_CAPACITY, SessionHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
-    CycleResult,
-    NavigationResult,
     SessionOperations,
-    SessionStats,
     TreeNavigation,
     last_assistant_text,
 )
@@ -74,14 +90,20 @@ from pitrio.actors.session.resources.system_prompt import (
     system_prompt_patch,
     today,
 )
-from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.session.shell import UserShell
 from pitrio.actors.session_store.paths import session_file_name
-from pitrio.actors.supervisor._entries import iso_to_ms
-from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
+from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
+from pitrio.actors.supervisor.actor.shell import (
+    CompactionCancelled,
+    Lent,
+    Supervisor,
+    SupervisorHandle,
+    SupervisorSettings,
+)
+from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
 from pitrio.actors.supervisor.compaction import (
+    COMPACTION_CANCELLED,
     CompactionCheck,
-    CompactionSettings,
-    CompactNow,
     is_same_model,
 )
 from pitrio.actors.supervisor.decisions import (
@@ -91,26 +113,17 @@ from pitrio.actors.supervisor.decisions import (
     PostRunDecision,
     Retry,
     RunEnded,
-    SupervisorState,
     decide_after_boundary,
-    decide_after_compaction,
-    decide_after_run,
-    decide_before_prompt,
-    prompt_needs_branch_inputs,
-    run_needs_branch_inputs,
 )
 from pitrio.actors.supervisor.decisions import Compact as CompactAction
-from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import ToolExecutorHandle
 from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
-    BashExecutionMessage,
     CustomMessage,
     LlmMessage,
     SystemMessage,
-    ThinkingLevel,
     UserMessage,
     now_ms,
     user_message,
@@ -124,7 +137,6 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
     AgentStart,
-    BashExecutionUpdate,
     EntryAppended,
     MessageEnd,
     MessageStart,
@@ -134,206 +146,43 @@ from pitrio.messages.events import (
 )
 from pitrio.messages.model import Model
 
+__all__ = [  # the commands and the handle moved out; imported from here by many modules
+    "DEFAULT_SUBSCRIBER_CAPACITY",
+    "Abort",
+    "Bash",
+    "ClearQueue",
+    "Compact",
+    "GetState",
+    "Invoke",
+    "Navigate",
+    "Prompt",
+    "Queue",
+    "SessionActor",
+    "SessionBusyError",
+    "SessionCommand",
+    "SessionHandle",
+    "SessionSettings",
+    "SessionState",
+    "StreamingBehavior",
+    "Subscribe",
+    "SubscribeInto",
+    "WaitForIdle",
+]
+
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
-StreamingBehavior = Literal["steer", "followUp"]
 T = TypeVar("T")
-CheckT = TypeVar("CheckT", CompactionCheck, RunEnded)
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
-DEFAULT_SUBSCRIBER_CAPACITY = 4096
-
-
-class SessionBusyError(PitrioError):
-    """A prompt arrived while a run is active and said neither steer nor follow-up."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionSettings:
-    """Settings the session layer reads (spec §8.2)."""
-
-    retry: RetrySettings = attrs.field(factory=RetrySettings)
-    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
-    branch_summary: BranchSummarySettings = attrs.field(factory=BranchSummarySettings)
-    default_thinking_level: str | None = None
-    shell_path: str | None = None
-    shell_command_prefix: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class SessionState:
-    """A snapshot of the session (``get_state``)."""
-
-    agent: AgentState
-    is_running: bool
-    is_retrying: bool
-    retry_attempt: int
-    steering: tuple[str, ...]
-    follow_up: tuple[str, ...]
-    session_id: str
-    session_file: str | None
-    is_compacting: bool = False
-    auto_compaction_enabled: bool = True
-    auto_retry_enabled: bool = True
-    session_name: str | None = None
-    write_error: str | None = None
-    """Why the session turned read-only (its file could not be written), if it did."""
-    is_settling: bool = False
-    """The run's last ``agent_end`` is out and it only settles now: a plain prompt sent now
-    runs right after the settle instead of being refused."""
-
-    @property
-    def pending_message_count(self) -> int:
-        """Queued steer plus follow-up messages."""
-        return len(self.steering) + len(self.follow_up)
-
-
-# -- commands ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Prompt:
-    """A user prompt. ``accepted`` is answered when it is accepted (queued or started), with
-    the ``seq`` of the last event emitted by then (a transport's response barrier);
-    ``settled`` when its run settles (or at once, when it was only queued)."""
-
-    text: str
-    images: tuple[ImageContent, ...]
-    streaming_behavior: StreamingBehavior | None
-    accepted: Reply[int]
-    settled: Reply[None]
-    expand: bool = True
-    """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
-    ``send_user_message``)."""
-    source: InputSource = "interactive"
-
-
-@attrs.frozen
-class Queue:
-    """Queue a steering or follow-up message (works while idle too); answered with its id,
-    which the ``message_start`` delivering it carries as ``queueId``."""
-
-    text: str
-    images: tuple[ImageContent, ...]
-    kind: StreamingBehavior
-    reply: Reply[str]
-
-
-@attrs.frozen
-class ClearQueue:
-    """Empty both queues; answered with the removed texts (steering, follow-up)."""
-
-    reply: Reply[tuple[tuple[str, ...], tuple[str, ...]]]
-
-
-@attrs.frozen
-class Abort:
-    """Abort the active run; answered once the session is idle."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class WaitForIdle:
-    """Answered once no run is active."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class GetState:
-    """Ask for a :class:`SessionState`."""
-
-    reply: Reply[SessionState]
-
-
-@attrs.frozen
-class Subscribe:
-    """Open an event stream (each event with its ``seq``)."""
-
-    capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[Sequenced]]
-
-
-@attrs.frozen
-class SubscribeInto:
-    """Deliver every event from now on into the caller's channel (closed when delivery ends)."""
-
-    capacity: int
-    send: trio.MemorySendChannel[Sequenced]
-    reply: Reply[None]
-
-
-@attrs.frozen
-class Invoke:
-    """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
-
-    The typed handle methods build these: each is one of the actor's own methods, so the
-    actor's state is still touched only by the actor."""
-
-    operation: Callable[[SessionActor], Awaitable[Any]]
-    reply: Reply[Any]
-
-
-@attrs.frozen
-class Bash:
-    """Run a user shell command (one at a time); answered with its :class:`BashResult`."""
-
-    command: str
-    exclude_from_context: bool
-    reply: Reply[BashResult]
-
-
-@attrs.frozen
-class Navigate:
-    """Tree navigation (refused while a run or a compaction is active)."""
-
-    target_id: str
-    summarize: bool
-    custom_instructions: str | None
-    replace_instructions: bool
-    label: str | None
-    reply: Reply[NavigationResult]
-
-
-@attrs.frozen
-class Compact:
-    """Manual compaction: abort a run first, then summarize; answered with the result."""
-
-    custom_instructions: str | None
-    reply: Reply[CompactionResult]
-
-
-SessionCommand = (
-    Prompt
-    | Queue
-    | ClearQueue
-    | Abort
-    | WaitForIdle
-    | GetState
-    | Subscribe
-    | SubscribeInto
-    | Invoke
-    | Compact
-    | Bash
-    | Navigate
-    | UiAsk
-    | UiAnswer
-    | UiForget
-    | PumpBarrier
-    | Lifecycle
-    | TurnBoundary
-)
-
-
-@attrs.define
-class _Subscriber:
-    buffer: SubscriberBuffer
-    send: trio.MemorySendChannel[Sequenced]
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    sending: bool = False  # the feeder holds an event it has not handed over yet
+DECISION_CAPACITY = 16
+"""Post-run decisions the pump has made and the run has not taken yet. One per low-level run,
+and the loop starts the next low-level run only after the run took the last decision, so at
+most one waits; when full the pump would wait (back-pressure), which cannot happen."""
+DEFERRED_CAPACITY = 64
+"""Plain prompts waiting for a settling run; one more is refused (``TOO_MANY_DEFERRED``)."""
+TOO_MANY_DEFERRED = "Too many prompts are waiting for the current run to settle"
 
 
 @attrs.define
@@ -344,11 +193,24 @@ class _Run:
     scope: trio.CancelScope
     settled: list[Reply[None]]
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
+    idle_waiters: list[Reply[None]] = attrs.field(factory=list)  # wait_for_idle, set at settle
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
     # Set by the pump from an agent_end after which the run only settles (no retry, no
     # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
     # then (a client that reacts to agent_end) waits for the settle instead of being refused.
     closing: bool = False
+    # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
+    # with a nursery for it: abort cancels it together with the run's scope.
+    work: trio.CancelScope | None = None
+
+
+@attrs.define
+class _Maintenance:
+    """A manual compaction or a navigation in progress (no run then): prompts, compactions
+    and navigations are refused meanwhile."""
+
+    # The supervisor's step in progress (the summary), as in :class:`_Run`: abort cancels it.
+    work: trio.CancelScope | None = None
 
 
 class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[SessionCommand]):
@@ -381,30 +243,33 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
         self._resources = resources
-        self._compaction_scope: trio.CancelScope | None = None
-        self._retry_scope: trio.CancelScope | None = None
-        self._bash_scope: trio.CancelScope | None = None
-        self._pending_bash: list[BashExecutionMessage] = []
         self._next_turn: list[CustomMessage] = []
         self._cwd = store.header.cwd
-        self._manual_compaction = False
+        self._maintenance: _Maintenance | None = None
         self._settings = settings or SessionSettings()
-        self._branch_summary_settings = self._settings.branch_summary
+        self._shell = UserShell(
+            loop=loop,
+            store=store,
+            emit=self._emit,
+            cwd=self._cwd,
+            shell_path=self._settings.shell_path,
+            command_prefix=self._settings.shell_command_prefix,
+        )
         self._steering: list[str] = []
         self._follow_up: list[str] = []
         self._steering_ids: list[str] = []
         self._follow_up_ids: list[str] = []
-        self._subscribers: list[_Subscriber] = []
-        self._seq = 0
+        self._outlet = EventOutlet()
         self._run: _Run | None = None
         self._runs = 0
-        self._settling = False
-        self._deferred: deque[SessionCommand] = deque()
-        self._idle_waiters: list[Reply[None]] = []
-        self._low_runs_done = 0  # low-level runs whose agent_end the pump has processed
-        self._low_run_done = trio.Event()
-        self._supervisor = SupervisorState()
-        self._decisions: dict[int, PostRunDecision] = {}  # by low-level run number
+        # Plain prompts sent while a run only settles: taken, in order, right after its
+        # agent_settled (see _finish_run).
+        self._defer, self._deferred = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
+        self._agent_ends = 0  # low-level runs whose agent_end the pump has processed
+        self._decisions_taken = 0  # the number of the last low-level run the run has taken
+        self._decided_send, self._decided = trio.open_memory_channel[tuple[int, PostRunDecision]](
+            DECISION_CAPACITY
+        )
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
         self._end_facts: RunFacts | None = None  # sent by the loop before each agent_end
         self._write_failure: ReadOnlySessionError | None = None
@@ -425,6 +290,20 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)
 
+        supervisor = Supervisor(
+            loop=self._loop,
+            store=self._store,
+            stream=self._stream,
+            emit=self._outlet.emit,
+            settings=SupervisorSettings(
+                retry=self._settings.retry,
+                compaction=self._settings.compaction,
+                branch_summary=self._settings.branch_summary,
+            ),
+            before_compact=self._before_compact,
+            after_compact=self._after_compact,
+        )
+        self.supervisor = SupervisorHandle(await self.nursery.start(supervisor.run))
         hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))
         await self._loop.configure(hooks=hooks)
         events = await self._loop.subscribe_with_facts(capacity=1024)
@@ -439,20 +318,17 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     # -- inbox -----------------------------------------------------------------------------
 
     async def handle(self, command: SessionCommand) -> None:
-        if self._settling and isinstance(command, Prompt | Compact):
-            self._deferred.append(command)  # answered right after agent_settled, in order
-            return
         if (
             isinstance(command, Prompt)
             and command.streaming_behavior is None
             and self._run is not None
             and self._run.closing
         ):
-            self._deferred.append(command)  # the run only settles now: next, not refused
+            self._defer_prompt(command)  # the run only settles now: next, not refused
             return
         match command:
             case Prompt():
-                if self._manual_compaction:
+                if self._maintenance is not None:
                     command.accepted.fail(PitrioError(COMPACTION_RUNNING))
                     command.settled.fail(PitrioError(COMPACTION_RUNNING))
                     return
@@ -466,22 +342,18 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 except PitrioError as exc:
                     reply.fail(exc)
             case Bash(command=text, exclude_from_context=exclude, reply=reply):
-                if self._bash_scope is not None:
-                    reply.fail(PitrioError("A bash command is already running"))
-                    return
-                self._bash_scope = trio.CancelScope()
-                self.nursery.start_soon(self._bash_command, text, exclude, reply)
+                self._shell.start(self.nursery, text, exclude, reply, lambda: self._run is not None)
             case Navigate(reply=reply):
-                if self._run is not None or self._manual_compaction:
+                if self._run is not None or self._maintenance is not None:
                     reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
                     return
-                self._manual_compaction = True  # nothing else may change the tree meanwhile
+                self._maintenance = _Maintenance()  # nothing else may change the tree meanwhile
                 self.nursery.start_soon(self._navigate_command, command)
             case Compact(custom_instructions=instructions, reply=reply):
-                if self._manual_compaction:
+                if self._maintenance is not None:
                     reply.fail(PitrioError(COMPACTION_RUNNING))
                     return
-                self._manual_compaction = True
+                self._maintenance = _Maintenance()
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
                 extension_command = self._extension_command_name(text)
@@ -499,8 +371,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
             case Abort(reply=reply):
-                if self._compaction_scope is not None:
-                    self._compaction_scope.cancel()
+                for busy in (self._maintenance, self._run):
+                    if busy is not None and busy.work is not None:
+                        busy.work.cancel()  # the supervisor's step in progress, at once
                 if self._run is None:
                     reply.set(None)
                 else:
@@ -510,7 +383,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 if self._run is None:
                     reply.set(None)
                 else:
-                    self._idle_waiters.append(reply)
+                    self._run.idle_waiters.append(reply)  # woken by its settle
             case GetState(reply=reply):
                 reply.set(await self._snapshot())
             case Subscribe(capacity=capacity, reply=reply):
@@ -582,7 +455,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
         async def start() -> RunResult:
             await self._flush_pending_bash()
-            await self._before_prompt()
+            await self._before_prompt(run)
             next_turn, self._next_turn = self._next_turn, []
             patch = await self._system_patch()
             added = await self._before_agent_start(
@@ -602,8 +475,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             with run.scope:
                 result = await start()
                 while True:
-                    await self._wait_low_run(result.run)
-                    follow = await self._after_low_run(result.run)
+                    decision = await self._take_decision(result.run)
+                    follow = await self._after_low_run(run, decision)
                     if follow is None and self._queued() and not run.scope.cancel_called:
                         # Queued after the loop's last poll (e.g. a steer sent on agent_end):
                         # the accepted run delivers it before settling.
@@ -647,31 +520,80 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     def _queued(self) -> bool:
         return bool(self._steering or self._follow_up)
 
-    async def _before_prompt(self) -> None:
-        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7)."""
+    async def _before_prompt(self, run: _Run) -> None:
+        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7):
+        the supervisor's, which compacts in a nursery the run lends when it must."""
         facts = self._loop.facts()  # what the loop published: no round trip before each prompt
         last = facts.last_assistant
-        if last is None or not self._settings.compaction.enabled:
+        if last is None:
             return
         check = CompactionCheck(
             message=last,
             context_window=facts.model.context_window,
             same_model=is_same_model(last, facts.model),
-            settings=self._settings.compaction,
-            overflow_recovery_attempted=self._supervisor.overflow_recovery_attempted,
+            settings=self.supervisor.view().settings.compaction,
         )
-        if prompt_needs_branch_inputs(check):
-            check = await self._with_branch_inputs(check)
-        decision = decide_before_prompt(check)
-        if isinstance(decision, CompactNow):
-            if decision.failed is not None:
-                await self._omit(decision.failed)
-            await self.run_auto_compaction(decision.reason, False)
+        if self.supervisor.wants_before_prompt(check):
+            last_id = self._entry_id_of(last)
+            await self._lent(
+                run,
+                lambda lent: self.supervisor.before_prompt(check, last_entry_id=last_id, lent=lent),
+            )
+
+    async def _lent(
+        self, busy: _Run | _Maintenance, call: Callable[[Lent], Awaitable[T]]
+    ) -> T | None:
+        """``call`` with a nursery lent to the supervisor, in a scope abort cancels (``busy``'s
+        ``work``); ``None`` when abort cancelled it. An error of the call is raised here, not
+        as a group out of the nursery."""
+        result: T | None = None
+        error: Exception | None = None
+        with trio.CancelScope() as scope:
+            busy.work = scope
+            try:
+                async with trio.open_nursery() as nursery:
+                    try:
+                        result = await call(Lent(nursery, scope))
+                    except Exception as exc:
+                        error = exc
+            finally:
+                busy.work = None
+        if error is not None:
+            raise error
+        return result
+
+    async def _lent_summary(
+        self,
+        entries: tuple[SessionEntry, ...],
+        model: Model,
+        custom_instructions: str | None,
+        replace_instructions: bool,
+    ) -> BranchSummaryResult | None:
+        """A navigation's branch summary, the supervisor's; ``None`` when aborted."""
+        maintenance = self._maintenance
+        assert maintenance is not None  # navigations run as maintenance
+        return await self._lent(
+            maintenance,
+            lambda lent: self.supervisor.summarize_branch(
+                entries,
+                model,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+                lent=lent,
+            ),
+        )
+
+    def _entry_id_of(self, message: AgentMessage | None) -> str | None:
+        """The id of the entry ``message`` was recorded as in this process, if it was."""
+        known = None if message is None else self._entry_ids.get(id(message))
+        return None if known is None else known[1]
 
     async def _compact_command(
         self, instructions: str | None, reply: Reply[CompactionResult]
     ) -> None:
         """Manual compaction: a run in progress is aborted first (pi)."""
+        maintenance = self._maintenance
+        assert maintenance is not None
         try:
             run = self._run
             if run is not None:
@@ -679,13 +601,17 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 run.abort_waiters.append(waiter)
                 run.scope.cancel()
                 await waiter.wait()
-            result = await self.run_manual_compaction(instructions)
+            result = await self._lent(
+                maintenance, lambda lent: self.supervisor.compact(instructions, lent)
+            )
+            if result is None:
+                raise CompactionCancelled(COMPACTION_CANCELLED)
         except PitrioError as exc:
             reply.fail(exc)
         else:
             reply.set(result)
         finally:
-            self._manual_compaction = False
+            self._maintenance = None
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event this session emitted (0 before any)."""
@@ -693,49 +619,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         return self._seq
 
     async def abort_retry(self) -> None:
-        """Cancel a pending retry sleep."""
-        await trio.lowlevel.checkpoint()
-        if self._retry_scope is not None:
-            self._retry_scope.cancel()
-
-    async def _bash_command(self, command: str, exclude: bool, reply: Reply[BashResult]) -> None:
-        scope = self._bash_scope
-        assert scope is not None
-        try:
-
-            async def stream(delta: str) -> None:
-                await trio.lowlevel.checkpoint()
-                self._emit(BashExecutionUpdate(delta=delta))
-
-            result = await run_user_bash(
-                command,
-                self._cwd,
-                shell_path=self._settings.shell_path,
-                command_prefix=self._settings.shell_command_prefix,
-                on_chunk=stream,
-                scope=scope,
-            )
-            message = BashExecutionMessage(
-                command=command,
-                output=result.output,
-                exit_code=result.exit_code,
-                cancelled=result.cancelled,
-                truncated=result.truncated,
-                full_output_path=result.full_output_path,
-                timestamp=now_ms(),
-                exclude_from_context=True if exclude else None,
-            )
-            if self._run is not None:
-                # Recorded when the run ends: never between a tool call and its result.
-                self._pending_bash.append(message)
-            else:
-                await self._record_bash(message)
-        except (PitrioError, OSError) as exc:
-            reply.fail(exc if isinstance(exc, PitrioError) else PitrioError(str(exc)))
-        else:
-            reply.set(result)
-        finally:
-            self._bash_scope = None
+        """Cancel a pending retry sleep (the supervisor's)."""
+        await self.supervisor.abort_retry()
 
     async def send_custom_message(
         self,
@@ -794,18 +679,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         else:
             command.reply.set(result)
         finally:
-            self._manual_compaction = False
-
-    async def _record_bash(self, message: BashExecutionMessage) -> None:
-        await self._loop.append_message(message)
-        entry = await self._store.append_message(message)
-        self._emit(EntryAppended(entry=entry))
+            self._maintenance = None
 
     async def _flush_pending_bash(self) -> None:
-        pending, self._pending_bash = self._pending_bash, []
         try:
-            for message in pending:
-                await self._record_bash(message)
+            await self._shell.flush()
         except ReadOnlySessionError as exc:
             self._read_only(exc)
 
@@ -824,8 +702,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
         await trio.lowlevel.checkpoint()
-        if self._bash_scope is not None:
-            self._bash_scope.cancel()
+        self._shell.abort()
 
     async def fork_messages(self) -> list[tuple[str, str]]:
         """Every user message of the file (all branches) with text: (entry id, text)."""
@@ -876,23 +753,19 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             raise PitrioError("No model router: this session cannot make model requests")
         return self._stream
 
-    async def _after_low_run(self, number: int) -> RunResult | None:
+    async def _after_low_run(self, run: _Run, decision: PostRunDecision) -> RunResult | None:
         """Carry out the supervisor's decision for a low-level run; the next run's result."""
-        decision = self._decisions.pop(number)
         match decision.action:
-            case Retry(delay_ms=delay_ms, failed=failed, event=event):
-                await self._omit(failed)
-                self._emit(event)
-                with trio.CancelScope() as sleep:
-                    self._retry_scope = sleep
-                    await trio.sleep(delay_ms / 1000)
-                self._retry_scope = None
-                if sleep.cancelled_caught:  # abort_retry: give up this sequence, settle
-                    self._supervisor, cancelled = self._supervisor.on_abort()
-                    if cancelled is not None:
-                        self._emit(cancelled)
-                    return None
-                return await self._continue()
+            case Retry() | CompactAction() as action:
+                failed_id = self._entry_id_of(action.failed)
+                step = await self._lent(
+                    run,
+                    lambda lent: self.supervisor.carry_out(
+                        action, failed_entry_id=failed_id, run_scope=run.scope, lent=lent
+                    ),
+                )
+                # After a compaction the boundary does not run (pi): only a continuation.
+                return await self._continue() if isinstance(step, Continue) else None
             case Continue():
                 return await self._continue()
             case BeforeSettle():
@@ -907,23 +780,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 # this run; one whose display entry is not in yet is delivered by the next
                 # run, as one sent after the settle would be (issue 7: a round trip less
                 # between agent_end and the settle, which a prompt sent on agent_end awaits).
-                after: End | Continue | BeforeSettle = decide_after_boundary(
+                after: End | Continue = decide_after_boundary(
                     abort_requested=self._run is None or self._run.scope.cancel_called,
                     continue_requested=requested,
                     has_queued_messages=self._queued(),
                     can_continue=can_continue,
-                )
-                return await self._continue() if isinstance(after, Continue) else None
-            case CompactAction(reason=reason, will_retry=will_retry, failed=failed):
-                if failed is not None and will_retry:
-                    await self._omit(failed)
-                succeeded = await self.run_auto_compaction(reason, will_retry)
-                facts = await self._loop.run_facts()
-                after = decide_after_compaction(
-                    decision.action,
-                    succeeded=succeeded,
-                    abort_requested=self._run is None or self._run.scope.cancel_called,
-                    has_queued_messages=facts.has_queued,
                 )
                 return await self._continue() if isinstance(after, Continue) else None
             case End():
@@ -935,47 +796,60 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         await self._loop.set_messages(await self._log.context_messages())
         return await self._loop.run_continue()
 
-    async def _omit(self, message: AgentMessage) -> None:
-        """Take a failed response out of the projection; the file keeps it (a context_edit)."""
-        known = self._entry_ids.get(id(message))
-        if known is None:
-            return
-        entry = await self._log.append_context_edit(known[1], None)
-        self._emit(EntryAppended(entry=entry))
+    async def _take_decision(self, number: int) -> PostRunDecision:
+        """The pump's decision for low-level run ``number`` (it has processed that run)."""
+        while True:
+            try:  # the pump is usually done with the run already: no task switch then
+                taken, decision = self._decided.receive_nowait()
+            except trio.WouldBlock:
+                taken, decision = await self._decided.receive()
+            self._decisions_taken = taken
+            if taken >= number:
+                return decision
 
-    async def _wait_low_run(self, run: int) -> None:
-        while self._low_runs_done < run:
-            await self._low_run_done.wait()
+    async def _drop_decisions(self, number: int) -> None:
+        """Wait until the pump has processed low-level run ``number``; drop its decisions."""
+        while self._decisions_taken < number:
+            self._decisions_taken, _ = await self._decided.receive()
+        with suppress(trio.WouldBlock):
+            while True:
+                self._decisions_taken, _ = self._decided.receive_nowait()
 
     async def _finish_run(self, run: _Run) -> None:
         """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
         if run.scope.cancelled_caught or run.abort_waiters:
             await self._loop.abort()
             state = await self._loop.state()
-            await self._wait_low_run(state.runs)
-            self._supervisor, cancelled = self._supervisor.on_abort()
-            if cancelled is not None:
-                self._emit(cancelled)
-        self._decisions.clear()
+            await self._drop_decisions(state.runs)
+            await self.supervisor.run_aborted()
         await self._flush_pending_bash()
-        self._settling = True
         settled = AgentSettled()
         self._emit(settled)
         self._notify_extensions("agent_settled", settled)
         self._run = None
-        self._settling = False
         for reply in run.settled:
             if run.failure is not None:
                 reply.fail(run.failure)
             else:
                 reply.set(None)
-        for reply in run.abort_waiters:
+        for reply in (*run.abort_waiters, *run.idle_waiters):
             reply.set(None)
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            waiter.set(None)
-        while self._deferred and self._run is None:
-            await self.handle(self._deferred.popleft())
+        # The deferred channel, drained in arrival order until one of them starts a run (the
+        # rest then wait for that run's settle).
+        while self._run is None:
+            try:
+                deferred = self._deferred.receive_nowait()
+            except trio.WouldBlock:
+                break
+            await self.handle(deferred)
+
+    def _defer_prompt(self, command: Prompt) -> None:
+        try:
+            self._defer.send_nowait(command)
+        except trio.WouldBlock:  # overflow policy: refuse, saying why (nothing is dropped)
+            refused = SessionBusyError(TOO_MANY_DEFERRED)
+            command.accepted.fail(refused)
+            command.settled.fail(refused)
 
     # -- the event pump ----------------------------------------------------------------------
 
@@ -999,7 +873,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             self._end_facts = event.facts  # for the agent_end that follows
             return
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
-            self._supervisor = self._supervisor.on_user_message_start()
+            await self.supervisor.user_message_started()
             queue_id = self._take_from_display(text_of(event.message.content))
             if queue_id is not None:
                 event = attrs.evolve(event, queue_id=queue_id)
@@ -1025,18 +899,17 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             except ReadOnlySessionError as exc:
                 self._read_only(exc)  # the pump goes on; the run stops, the session stays up
             if isinstance(event.message, AssistantMessage):
-                self._supervisor, succeeded = self._supervisor.on_assistant_message_end(
-                    event.message
-                )
+                succeeded = await self.supervisor.assistant_message_ended(event.message)
                 if succeeded is not None:
                     self._emit(succeeded)
         elif decision is not None:
             for follow in decision.events:
                 self._emit(follow)
-            self._low_runs_done += 1
-            self._decisions[self._low_runs_done] = decision
-            self._low_run_done.set()
-            self._low_run_done = trio.Event()
+            self._agent_ends += 1
+            try:  # without a task switch (there is room: see DECISION_CAPACITY)
+                self._decided_send.send_nowait((self._agent_ends, decision))
+            except trio.WouldBlock:
+                await self._decided_send.send((self._agent_ends, decision))
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
         # The loop sent its facts right before this agent_end: no round trip before it goes
@@ -1046,38 +919,18 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             facts = await self._loop.run_facts()
         last = _last_assistant(event.messages)
         run = self._run
+        settings = self.supervisor.view().settings
         ended = RunEnded(
+            retry_settings=settings.retry,
+            compaction_settings=settings.compaction,
             last_assistant=last,
             abort_requested=run is None or run.scope.cancel_called,
             has_queued_messages=facts.has_queued,
             context_window=facts.model.context_window,
             same_model=last is not None and is_same_model(last, facts.model),
-            retry_settings=self._settings.retry,
-            compaction_settings=self._settings.compaction,
             retry_after_ms=retry_after_ms(last) if last is not None else None,
         )
-        if run_needs_branch_inputs(self._supervisor, ended):
-            ended = await self._with_branch_inputs(ended)
-        decision = decide_after_run(self._supervisor, ended)
-        self._supervisor = decision.state
-        return decision
-
-    async def _with_branch_inputs(self, check: CheckT) -> CheckT:
-        """``check`` (a compaction check or a run's end) with the branch's context and latest
-        compaction filled in from the store."""
-        context_messages, latest_compaction = await self._compaction_inputs()
-        return attrs.evolve(
-            check, context_messages=context_messages, latest_compaction_ms=latest_compaction
-        )
-
-    async def _compaction_inputs(self) -> tuple[Sequence[AgentMessage], int | None]:
-        """The projected context and when the branch's latest compaction was appended (the
-        ``latest_compaction_ms`` of the branch), for the compaction checks. Per turn this used
-        to decode and walk the whole branch and materialise the context; now it is one O(1)
-        query: the projection knows its last compaction, and the checks read the context's
-        lazy view, which they index only after a failed response (issue 7)."""
-        context, timestamp = await self._store.context_and_latest_compaction()
-        return context.messages, None if timestamp is None else iso_to_ms(timestamp)
+        return await self.supervisor.decide(ended)
 
     def _take_from_display(self, text: str) -> str | None:
         """Remove a delivered text from the display queues; its queue id, if it was queued."""
@@ -1109,93 +962,35 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
 
-    # -- subscribers -------------------------------------------------------------------------
-
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
-        # The channel itself is unbuffered: the per-subscriber buffer holds the backlog and
-        # applies the coalesce-then-disconnect policy, and a feeder task drains it.
-        send, receive = trio.open_memory_channel[Sequenced](0)
-        self._add_subscriber(capacity, send)
-        return receive
+        return self._outlet.subscribe(capacity, self.nursery)
 
     def _add_subscriber(self, capacity: int, send: trio.MemorySendChannel[Sequenced]) -> None:
-        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
-        self._subscribers.append(subscriber)
-        self.nursery.start_soon(self._feed, subscriber)
-
-    async def _feed(self, subscriber: _Subscriber) -> None:
-        async with subscriber.send:
-            item: Sequenced | None = None
-            try:
-                while True:
-                    item = subscriber.buffer.take()
-                    if item is None:
-                        if subscriber.buffer.closed:
-                            return
-                        await subscriber.wake.wait()
-                        subscriber.wake = trio.Event()
-                        continue
-                    subscriber.sending = True
-                    try:
-                        await subscriber.send.send(item)
-                        item = None
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        item = None
-                        if subscriber in self._subscribers:
-                            self._subscribers.remove(subscriber)
-                        return
-                    finally:
-                        subscriber.sending = False
-            finally:
-                # The session is stopping: hand what is still buffered to a channel that has
-                # room (a recorder's), without waiting, so events emitted before the end are
-                # not lost on their way; the one being sent when cancelled goes first.
-                if item is None:
-                    item = subscriber.buffer.take()
-                while item is not None:
-                    try:
-                        subscriber.send.send_nowait(item)
-                    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                        break
-                    item = subscriber.buffer.take()
+        self._outlet.add(capacity, send, self.nursery)
 
     def _emit(self, event: AgentSessionEvent) -> None:
-        self._seq += 1
-        item = Sequenced(self._seq, event)
-        for subscriber in list(self._subscribers):
-            if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
-                # Nothing queued before it and the channel takes it now (a receiver waits, or
-                # buffer room): hand it over directly. The feeder task is only for a backlog;
-                # waking it for every event cost a task switch per event per subscriber
-                # (issue 7: streams and turns). Order and the coalesce policy are unchanged.
-                try:
-                    subscriber.send.send_nowait(item)
-                    continue
-                except trio.WouldBlock:
-                    pass
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._subscribers.remove(subscriber)
-                    subscriber.buffer.closed_reason = "subscriber closed its channel"
-                    subscriber.wake.set()
-                    continue
-            if subscriber.buffer.offer(item) is Offer.OVERFLOW:
-                self._subscribers.remove(subscriber)
-            subscriber.wake.set()
+        self._outlet.emit(event)
+
+    @property
+    def _seq(self) -> int:
+        """The ``seq`` of the last event emitted (0 before any)."""
+        return self._outlet.seq
 
     async def _snapshot(self) -> SessionState:
+        supervisor = self.supervisor.view()
         return SessionState(
             agent=await self._loop.state(),
             is_running=self._run is not None,
             is_settling=self._run is not None and self._run.closing,
-            is_retrying=self._supervisor.retry.retrying,
-            retry_attempt=self._supervisor.retry.attempt,
+            is_retrying=supervisor.state.retry.retrying,
+            retry_attempt=supervisor.state.retry.attempt,
             steering=tuple(self._steering),
             follow_up=tuple(self._follow_up),
             session_id=self._log.header.id,
             session_file=str(self._log.path) if self._log.path else None,
-            is_compacting=self._compaction_scope is not None,
-            auto_compaction_enabled=self._settings.compaction.enabled,
-            auto_retry_enabled=self._settings.retry.enabled,
+            is_compacting=supervisor.compacting,
+            auto_compaction_enabled=supervisor.settings.compaction.enabled,
+            auto_retry_enabled=supervisor.settings.retry.enabled,
             session_name=await self._store.session_name(),
             write_error=None if self._write_failure is None else str(self._write_failure),
         )
@@ -1220,223 +1015,3 @@ def _last_assistant(messages: Sequence[AgentMessage]) -> AssistantMessage | None
         if isinstance(message, AssistantMessage):
             return message
     return None
-
-
-class SessionHandle(Handle[SessionCommand]):
-    """Typed access to a :class:`SessionActor`."""
-
-    async def prompt(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> None:
-        """Send a prompt and return once its run settles (at once if it was only queued)."""
-        settled, _ = await self.submit_with_seq(
-            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
-        )
-        await settled.wait()
-
-    async def submit(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> Reply[None]:
-        """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
-        settled, _ = await self.submit_with_seq(
-            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
-        )
-        return settled
-
-    async def submit_with_seq(
-        self,
-        text: str,
-        *,
-        images: Sequence[ImageContent] = (),
-        streaming_behavior: StreamingBehavior | None = None,
-        expand: bool = True,
-        source: InputSource = "interactive",
-    ) -> tuple[Reply[None], int]:
-        """Like :meth:`submit`, also returning the ``seq`` of the last event emitted before
-        the prompt was accepted: what a transport writes before the prompt's response."""
-        accepted: Reply[int] = self.new_reply()
-        settled: Reply[None] = self.new_reply()
-        await self.tell(
-            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
-        )
-        seq = await accepted.wait()
-        return settled, seq
-
-    async def extension_lifecycle(self, event: str, payload: Any) -> bool:
-        """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or
-        ``session_shutdown`` handlers (``False`` once they ran)."""
-        cancelled: bool = await self.ask(lambda reply: Lifecycle(event, payload, reply))
-        return cancelled
-
-    async def respond_ui(self, response: UiResponse) -> None:
-        """Answer an extension's dialog (an ``extension_ui_request``); unknown ids are
-        ignored."""
-        await self.tell(UiAnswer(response))
-
-    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
-
-    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
-
-    async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Empty both queues; returns the removed (steering, follow-up) texts."""
-        return await self.ask(ClearQueue)
-
-    async def abort(self) -> None:
-        """Abort the active run and return once the session is idle."""
-        await self.ask(Abort)
-
-    async def wait_for_idle(self) -> None:
-        """Return once no run is active."""
-        await self.ask(WaitForIdle)
-
-    async def state(self) -> SessionState:
-        """A snapshot of the session."""
-        return await self.ask(GetState)
-
-    async def invoke(self, operation: Callable[[SessionActor], Awaitable[T]]) -> T:
-        """Run one of the actor's operations in its task and return the result."""
-        result: T = await self.ask(lambda reply: Invoke(operation, reply))
-        return result
-
-    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
-        """Compact now (aborting a run first); raises pi's errors when there is nothing to do."""
-        return await self.ask(lambda reply: Compact(custom_instructions, reply))
-
-    async def set_model(self, provider: str, model_id: str) -> Model:
-        """Switch to an available model; raises ``Model not found: p/id``."""
-        return await self.invoke(lambda actor: actor.set_model(provider, model_id))
-
-    async def cycle_model(self) -> CycleResult | None:
-        """Switch to the next model; ``None`` when there is only one."""
-        return await self.invoke(lambda actor: actor.cycle_model())
-
-    async def set_thinking_level(self, level: str) -> ThinkingLevel:
-        """Set the thinking level (clamped to the model); returns the effective level."""
-        return await self.invoke(lambda actor: actor.set_thinking_level(level))
-
-    async def cycle_thinking_level(self) -> ThinkingLevel | None:
-        """The next thinking level; ``None`` when the model does not reason."""
-        return await self.invoke(lambda actor: actor.cycle_thinking_level())
-
-    async def set_queue_mode(
-        self, kind: Literal["steering", "followUp"], mode: Literal["all", "one-at-a-time"]
-    ) -> None:
-        """Set the steering or follow-up delivery mode (persisted)."""
-        await self.invoke(lambda actor: actor.set_queue_mode(kind, mode))
-
-    async def set_auto_compaction(self, enabled: bool) -> None:
-        """Turn automatic compaction on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_compaction(enabled))
-
-    async def set_auto_retry(self, enabled: bool) -> None:
-        """Turn automatic retry on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_retry(enabled))
-
-    async def abort_retry(self) -> None:
-        """Cancel a pending retry sleep (no-op when not retrying)."""
-        await self.invoke(lambda actor: actor.abort_retry())
-
-    async def set_session_name(self, name: str) -> str:
-        """Name the session; raises ``Session name cannot be empty``."""
-        return await self.invoke(lambda actor: actor.set_session_name(name))
-
-    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
-        """Run a user shell command; its output reaches the model with the next request."""
-        return await self.ask(lambda reply: Bash(command, exclude_from_context, reply))
-
-    async def abort_bash(self) -> None:
-        """Cancel the running user command (its result then says ``cancelled``)."""
-        await self.invoke(lambda actor: actor.abort_bash())
-
-    async def export_html(self, output_path: str | None = None) -> str:
-        """Export the session as an HTML page; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_html(output_path))
-
-    async def export_jsonl(self, output_path: str | None = None) -> str:
-        """Export the current branch as a JSONL file; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_jsonl(output_path))
-
-    async def fork_messages(self) -> list[tuple[str, str]]:
-        """The user messages a fork may start before: (entry id, text)."""
-        return await self.invoke(lambda actor: actor.fork_messages())
-
-    async def navigate_tree(
-        self,
-        target_id: str,
-        *,
-        summarize: bool = False,
-        custom_instructions: str | None = None,
-        replace_instructions: bool = False,
-        label: str | None = None,
-    ) -> NavigationResult:
-        """Move to another point of the session tree, optionally summarizing the branch left."""
-        return await self.ask(
-            lambda reply: Navigate(
-                target_id, summarize, custom_instructions, replace_instructions, label, reply
-            )
-        )
-
-    async def send_custom_message(
-        self,
-        message: CustomMessage,
-        *,
-        trigger_turn: bool = False,
-        deliver_as: Literal["steer", "followUp", "nextTurn"] | None = None,
-    ) -> None:
-        """Send an extension's custom message (it reaches the model as a user message)."""
-        await self.invoke(
-            lambda actor: actor.send_custom_message(
-                message, trigger_turn=trigger_turn, deliver_as=deliver_as
-            )
-        )
-
-    async def commands(self) -> list[dict[str, Any]]:
-        """The prompt templates and skills a prompt can invoke (``get_commands``)."""
-        return await self.invoke(lambda actor: actor.commands())
-
-    async def last_assistant_text(self) -> str | None:
-        """The last assistant reply's text, or ``None``."""
-        return await self.invoke(lambda actor: actor.last_assistant_text())
-
-    async def emitted_seq(self) -> int:
-        """The ``seq`` of the last event emitted so far: a response barrier for transports."""
-        return await self.invoke(lambda actor: actor.emitted_seq())
-
-    async def session_stats(self) -> SessionStats:
-        """Counts, tokens and cost over the current context."""
-        return await self.invoke(lambda actor: actor.stats())
-
-    async def messages(self) -> tuple[AgentMessage, ...]:
-        """The agent's current messages (the context, custom roles included)."""
-        return await (await self.state()).agent.load_messages()
-
-    async def subscribe(
-        self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
-    ) -> trio.MemoryReceiveChannel[Sequenced]:
-        """Every event from now on with its ``seq``; a subscriber that falls too far behind
-        is coalesced, then disconnected (its channel closes)."""
-        return await self.ask(lambda reply: Subscribe(capacity, reply))
-
-    async def subscribe_into(
-        self, send: trio.MemorySendChannel[Sequenced], capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
-    ) -> None:
-        """Like :meth:`subscribe`, delivering into ``send`` (e.g. a clone of a channel that
-        outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
-        caller would otherwise run between the two channels."""
-        await self.ask(lambda reply: SubscribeInto(capacity, send, reply))

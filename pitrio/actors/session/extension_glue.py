@@ -155,7 +155,10 @@ class ExtensionGlue:
     _extensions: ExtensionRunner | None
     _ui_clients: bool
     _entry_ids: dict[int, tuple[AgentMessage, str]]
-    _seq: int  # the seq of the last event emitted
+
+    @property
+    def _seq(self) -> int:  # the seq of the last event emitted
+        raise NotImplementedError
 
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError

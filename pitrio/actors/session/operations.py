@@ -7,7 +7,7 @@ Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,32 +21,17 @@ from pitrio.actors.model_router.thinking import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from pitrio.actors.session.compactor import (
-    BeforeCompact,
-    CompactionCancelledByHook,
-    CompactionRefused,
-    StreamCall,
-    compact,
-    complete,
-    known_entries,
-)
 from pitrio.actors.session.extensions.events import ModelSelectEvent, ThinkingLevelSelectEvent
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
+from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
+from pitrio.actors.supervisor.actor.shell import CompactionCancelled, SupervisorHandle
 from pitrio.actors.supervisor.branch_summary import (
-    BranchSummarySettings,
-    branch_response_text,
-    build_branch_summary_request,
+    BranchSummaryResult,
     collect_entries_for_branch_summary,
-    finish_branch_summary,
     navigation_target,
-    prepare_branch_entries,
-    token_budget,
 )
-from pitrio.actors.supervisor.compaction import (
-    compaction_failure_message,
-    context_usage,
-)
+from pitrio.actors.supervisor.compaction import COMPACTION_CANCELLED, context_usage
 from pitrio.errors import EntryNotFoundError, PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
@@ -56,11 +41,9 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.content import TextContent, ToolCall
-from pitrio.messages.entries import BranchSummaryEntry, CompactionEntry, CompactionResult
+from pitrio.messages.entries import BranchSummaryEntry, SessionEntry
 from pitrio.messages.events import (
     AgentSessionEvent,
-    CompactionEnd,
-    CompactionStart,
     EntryAppended,
     SessionInfoChanged,
     ThinkingLevelChanged,
@@ -72,13 +55,10 @@ if TYPE_CHECKING:
     from pitrio.actors.session.actor import SessionSettings
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
-COMPACTION_CANCELLED = "Compaction cancelled"
+__all__ = ["COMPACTION_CANCELLED", "CompactionCancelled"]  # re-exported: they moved
+
 COMPACTION_RUNNING = "A compaction is running. Wait for it to finish or abort it."
 EMPTY_SESSION_NAME = "Session name cannot be empty"
-
-
-class CompactionCancelled(PitrioError):
-    """A manual compaction was aborted."""
 
 
 class ModelNotFoundError(PitrioError):
@@ -173,19 +153,14 @@ class SessionOperations:
     _router: ModelRouterHandle | None
     _settings: SessionSettings
     _agent_dir: Path | None
-    _compaction_scope: trio.CancelScope | None
     _scoped_models: tuple[Model, ...]
+    supervisor: SupervisorHandle
     nursery: trio.Nursery
 
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
-    def _stream_call(self) -> StreamCall:
-        raise NotImplementedError
-
     # Provided by the extension glue (annotations only: a stub here would shadow it).
-    _before_compact: BeforeCompact
-    _after_compact: Callable[[CompactionEntry, bool], Awaitable[None]]
     _notify_extensions: Callable[[str, Any], None]
 
     # -- settings ------------------------------------------------------------------------
@@ -209,15 +184,13 @@ class SessionOperations:
         await self._loop.configure(options=options)
 
     async def set_auto_compaction(self, enabled: bool) -> None:
-        """``set_auto_compaction``."""
-        compaction = attrs.evolve(self._settings.compaction, enabled=enabled)
-        self._settings = attrs.evolve(self._settings, compaction=compaction)
+        """``set_auto_compaction`` (the supervisor's setting)."""
+        await self.supervisor.configure(compaction_enabled=enabled)
         await self._persist_settings({"compaction.enabled": enabled})
 
     async def set_auto_retry(self, enabled: bool) -> None:
-        """``set_auto_retry``."""
-        retry = attrs.evolve(self._settings.retry, enabled=enabled)
-        self._settings = attrs.evolve(self._settings, retry=retry)
+        """``set_auto_retry`` (the supervisor's setting)."""
+        await self.supervisor.configure(retry_enabled=enabled)
         await self._persist_settings({"retry.enabled": enabled})
 
     # -- model and thinking (§3.10) ------------------------------------------------------
@@ -339,96 +312,6 @@ class SessionOperations:
             usage=usage_json,
         )
 
-    # -- compaction (§3.8) ---------------------------------------------------------------
-
-    async def _compact_now(
-        self, *, custom_instructions: str | None, manual: bool
-    ) -> tuple[CompactionResult, CompactionEntry] | None:
-        state = await self._loop.state()
-        try:
-            done = await compact(
-                self._store,
-                self._stream_call(),
-                state.model,
-                self._settings.compaction,
-                state.thinking_level,
-                custom_instructions=custom_instructions,
-                manual=manual,
-                before=self._before_compact,
-            )
-        except CompactionCancelledByHook:
-            raise CompactionCancelled(COMPACTION_CANCELLED) from None
-        if done is None:
-            return None
-        result, entry, from_extension = done
-        self._emit(EntryAppended(entry=entry))
-        await self._loop.set_messages(await self._store.context_messages())
-        await self._after_compact(entry, from_extension)
-        return result, entry
-
-    async def run_manual_compaction(self, custom_instructions: str | None) -> CompactionResult:
-        """``compact``: summarize the branch now (the caller made sure no run is active)."""
-        scope = trio.CancelScope()
-        self._compaction_scope = scope
-        self._emit(CompactionStart(reason="manual"))
-        try:
-            done: tuple[CompactionResult, CompactionEntry] | None = None
-            with scope:
-                done = await self._compact_now(custom_instructions=custom_instructions, manual=True)
-            if done is None:
-                raise CompactionCancelled(COMPACTION_CANCELLED)
-        except (PitrioError, CompactionRefused) as exc:
-            aborted = isinstance(exc, CompactionCancelled)
-            self._emit(
-                CompactionEnd(
-                    reason="manual",
-                    aborted=aborted,
-                    will_retry=False,
-                    error_message=None
-                    if aborted
-                    else compaction_failure_message("manual", str(exc)),
-                )
-            )
-            raise
-        finally:
-            self._compaction_scope = None
-        result = done[0]
-        self._emit(CompactionEnd(reason="manual", result=result, aborted=False, will_retry=False))
-        return result
-
-    async def run_auto_compaction(
-        self, reason: Literal["threshold", "overflow"], will_retry: bool
-    ) -> bool:
-        """An automatic compaction inside a run; ``True`` if it compacted."""
-        self._emit(CompactionStart(reason=reason))
-        scope = trio.CancelScope()
-        self._compaction_scope = scope
-        try:
-            with scope:
-                done = await self._compact_now(custom_instructions=None, manual=False)
-        except PitrioError as exc:
-            self._emit(
-                CompactionEnd(
-                    reason=reason,
-                    aborted=False,
-                    will_retry=False,
-                    error_message=compaction_failure_message(reason, str(exc)),
-                )
-            )
-            return False
-        finally:
-            self._compaction_scope = None
-        if scope.cancelled_caught:
-            self._emit(CompactionEnd(reason=reason, aborted=True, will_retry=False))
-            return False
-        if done is None:
-            self._emit(CompactionEnd(reason=reason, aborted=False, will_retry=False))
-            return False
-        self._emit(
-            CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
-        )
-        return True
-
 
 @attrs.frozen(kw_only=True)
 class NavigationResult:
@@ -445,13 +328,21 @@ class TreeNavigation:
 
     _loop: AgentLoopHandle
     _store: SessionStoreHandle
-    _compaction_scope: trio.CancelScope | None
-    _branch_summary_settings: BranchSummarySettings
+    supervisor: SupervisorHandle
 
     def _emit(self, event: AgentSessionEvent) -> None:
         raise NotImplementedError
 
     def _stream_call(self) -> StreamCall:
+        raise NotImplementedError
+
+    async def _lent_summary(
+        self,
+        entries: tuple[SessionEntry, ...],
+        model: Model,
+        custom_instructions: str | None,
+        replace_instructions: bool,
+    ) -> BranchSummaryResult | None:
         raise NotImplementedError
 
     async def navigate_tree(
@@ -478,24 +369,12 @@ class TreeNavigation:
         summary_entry: BranchSummaryEntry | None = None
         if stream is not None and collected.entries:
             state = await self._loop.state()
-            budget = token_budget(state.model.context_window, self._branch_summary_settings)
-            preparation = prepare_branch_entries(collected.entries, budget)
-            request = build_branch_summary_request(
-                preparation, custom_instructions, replace_instructions
+            # The supervisor's: made in a nursery lent in a scope abort cancels.
+            result = await self._lent_summary(
+                tuple(collected.entries), state.model, custom_instructions, replace_instructions
             )
-            scope = trio.CancelScope()
-            self._compaction_scope = scope
-            text: str | None = None
-            try:
-                with scope:
-                    if request is not None:
-                        reply = await complete(stream, state.model, request, None)
-                        text = branch_response_text(reply)
-            finally:
-                self._compaction_scope = None
-            if scope.cancelled_caught:
+            if result is None:
                 return NavigationResult(cancelled=True, aborted=True)
-            result = finish_branch_summary(preparation, text)
             summary_entry = await store.branch_with_summary(
                 where.new_leaf_id, result.summary, result.details()
             )

@@ -358,7 +358,7 @@ class TapBase:
                 "payloads": tracer.payloads,
             }
         )
-        for handle in (start.session, start.loop, start.store, start.tools):
+        for handle in (start.session, start.loop, start.store, start.tools, actor.supervisor):
             handle.trace(tracer)
         # Our own buffered channel: the session hands each event straight into it when it
         # emits (nothing waits on this task), so events emitted before a cancellation are

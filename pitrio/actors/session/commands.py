@@ -1,0 +1,222 @@
+"""The session actor's commands and the values they answer with (``DESIGN.md`` §2).
+
+Typed messages of :class:`~pitrio.actors.session.actor.SessionActor`'s inbox; the typed
+:class:`~pitrio.actors.session.handle.SessionHandle` builds them. The extension glue's commands
+(``UiAsk``, ``PumpBarrier``, ...) live with the glue and are part of :data:`SessionCommand`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.agent_loop import AgentState
+from pitrio.actors.session.extension_glue import (
+    Lifecycle,
+    PumpBarrier,
+    TurnBoundary,
+    UiAnswer,
+    UiAsk,
+    UiForget,
+)
+from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.operations import NavigationResult
+from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
+from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.errors import PitrioError
+from pitrio.messages.content import ImageContent
+from pitrio.messages.entries import CompactionResult
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.actor import SessionActor
+
+StreamingBehavior = Literal["steer", "followUp"]
+
+
+class SessionBusyError(PitrioError):
+    """A prompt arrived while a run is active and said neither steer nor follow-up."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionSettings:
+    """Settings the session layer reads (spec §8.2)."""
+
+    retry: RetrySettings = attrs.field(factory=RetrySettings)
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    branch_summary: BranchSummarySettings = attrs.field(factory=BranchSummarySettings)
+    default_thinking_level: str | None = None
+    shell_path: str | None = None
+    shell_command_prefix: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionState:
+    """A snapshot of the session (``get_state``)."""
+
+    agent: AgentState
+    is_running: bool
+    is_retrying: bool
+    retry_attempt: int
+    steering: tuple[str, ...]
+    follow_up: tuple[str, ...]
+    session_id: str
+    session_file: str | None
+    is_compacting: bool = False
+    auto_compaction_enabled: bool = True
+    auto_retry_enabled: bool = True
+    session_name: str | None = None
+    write_error: str | None = None
+    """Why the session turned read-only (its file could not be written), if it did."""
+    is_settling: bool = False
+    """The run's last ``agent_end`` is out and it only settles now: a plain prompt sent now
+    runs right after the settle instead of being refused."""
+
+    @property
+    def pending_message_count(self) -> int:
+        """Queued steer plus follow-up messages."""
+        return len(self.steering) + len(self.follow_up)
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Prompt:
+    """A user prompt. ``accepted`` is answered when it is accepted (queued or started), with
+    the ``seq`` of the last event emitted by then (a transport's response barrier);
+    ``settled`` when its run settles (or at once, when it was only queued)."""
+
+    text: str
+    images: tuple[ImageContent, ...]
+    streaming_behavior: StreamingBehavior | None
+    accepted: Reply[int]
+    settled: Reply[None]
+    expand: bool = True
+    """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
+    ``send_user_message``)."""
+    source: InputSource = "interactive"
+
+
+@attrs.frozen
+class Queue:
+    """Queue a steering or follow-up message (works while idle too); answered with its id,
+    which the ``message_start`` delivering it carries as ``queueId``."""
+
+    text: str
+    images: tuple[ImageContent, ...]
+    kind: StreamingBehavior
+    reply: Reply[str]
+
+
+@attrs.frozen
+class ClearQueue:
+    """Empty both queues; answered with the removed texts (steering, follow-up)."""
+
+    reply: Reply[tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+@attrs.frozen
+class Abort:
+    """Abort the active run; answered once the session is idle."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class WaitForIdle:
+    """Answered once no run is active."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class GetState:
+    """Ask for a :class:`SessionState`."""
+
+    reply: Reply[SessionState]
+
+
+@attrs.frozen
+class Subscribe:
+    """Open an event stream (each event with its ``seq``)."""
+
+    capacity: int
+    reply: Reply[trio.MemoryReceiveChannel[Sequenced]]
+
+
+@attrs.frozen
+class SubscribeInto:
+    """Deliver every event from now on into the caller's channel (closed when delivery ends)."""
+
+    capacity: int
+    send: trio.MemorySendChannel[Sequenced]
+    reply: Reply[None]
+
+
+@attrs.frozen
+class Invoke:
+    """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
+
+    The typed handle methods build these: each is one of the actor's own methods, so the
+    actor's state is still touched only by the actor."""
+
+    operation: Callable[[SessionActor], Awaitable[Any]]
+    reply: Reply[Any]
+
+
+@attrs.frozen
+class Bash:
+    """Run a user shell command (one at a time); answered with its :class:`BashResult`."""
+
+    command: str
+    exclude_from_context: bool
+    reply: Reply[BashResult]
+
+
+@attrs.frozen
+class Navigate:
+    """Tree navigation (refused while a run or a compaction is active)."""
+
+    target_id: str
+    summarize: bool
+    custom_instructions: str | None
+    replace_instructions: bool
+    label: str | None
+    reply: Reply[NavigationResult]
+
+
+@attrs.frozen
+class Compact:
+    """Manual compaction: abort a run first, then summarize; answered with the result."""
+
+    custom_instructions: str | None
+    reply: Reply[CompactionResult]
+
+
+SessionCommand = (
+    Prompt
+    | Queue
+    | ClearQueue
+    | Abort
+    | WaitForIdle
+    | GetState
+    | Subscribe
+    | SubscribeInto
+    | Invoke
+    | Compact
+    | Bash
+    | Navigate
+    | UiAsk
+    | UiAnswer
+    | UiForget
+    | PumpBarrier
+    | Lifecycle
+    | TurnBoundary
+)

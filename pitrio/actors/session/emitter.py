@@ -1,0 +1,112 @@
+"""The session's event outlet: the ``seq`` counter and the subscribers (``DESIGN.md`` §2).
+
+Every event of a session goes out through :meth:`EventOutlet.emit`, a synchronous call that
+numbers it and hands it to each subscriber: directly when the subscriber's channel takes it,
+else into the subscriber's :class:`~pitrio.actors.session.fanout.SubscriberBuffer` (coalesce,
+then disconnect), which a feeder task drains. The session actor owns the outlet; it lends
+``emit`` to its supervisor as its event port, so the supervisor's events take their place in
+the one ``seq`` order (a call, never a wait).
+"""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
+from pitrio.messages.events import AgentSessionEvent
+
+
+@attrs.define
+class _Subscriber:
+    buffer: SubscriberBuffer
+    send: trio.MemorySendChannel[Sequenced]
+    wake: trio.Event = attrs.field(factory=trio.Event)
+    sending: bool = False  # the feeder holds an event it has not handed over yet
+
+
+class EventOutlet:
+    """Numbers a session's events and delivers them to its subscribers."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        """The ``seq`` of the last event emitted (0 before any)."""
+        self._subscribers: list[_Subscriber] = []
+
+    def subscribe(
+        self, capacity: int, nursery: trio.Nursery
+    ) -> trio.MemoryReceiveChannel[Sequenced]:
+        """A new subscriber's channel (its feeder task runs in ``nursery``)."""
+        # The channel itself is unbuffered: the per-subscriber buffer holds the backlog and
+        # applies the coalesce-then-disconnect policy, and a feeder task drains it.
+        send, receive = trio.open_memory_channel[Sequenced](0)
+        self.add(capacity, send, nursery)
+        return receive
+
+    def add(
+        self, capacity: int, send: trio.MemorySendChannel[Sequenced], nursery: trio.Nursery
+    ) -> None:
+        """Deliver every event from now on into ``send`` (closed when delivery ends)."""
+        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
+        self._subscribers.append(subscriber)
+        nursery.start_soon(self._feed, subscriber)
+
+    async def _feed(self, subscriber: _Subscriber) -> None:
+        async with subscriber.send:
+            item: Sequenced | None = None
+            try:
+                while True:
+                    item = subscriber.buffer.take()
+                    if item is None:
+                        if subscriber.buffer.closed:
+                            return
+                        await subscriber.wake.wait()
+                        subscriber.wake = trio.Event()
+                        continue
+                    subscriber.sending = True
+                    try:
+                        await subscriber.send.send(item)
+                        item = None
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        item = None
+                        if subscriber in self._subscribers:
+                            self._subscribers.remove(subscriber)
+                        return
+                    finally:
+                        subscriber.sending = False
+            finally:
+                # The session is stopping: hand what is still buffered to a channel that has
+                # room (a recorder's), without waiting, so events emitted before the end are
+                # not lost on their way; the one being sent when cancelled goes first.
+                if item is None:
+                    item = subscriber.buffer.take()
+                while item is not None:
+                    try:
+                        subscriber.send.send_nowait(item)
+                    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                        break
+                    item = subscriber.buffer.take()
+
+    def emit(self, event: AgentSessionEvent) -> None:
+        """Give ``event`` the next ``seq`` and hand it to every subscriber (never blocks)."""
+        self.seq += 1
+        item = Sequenced(self.seq, event)
+        for subscriber in list(self._subscribers):
+            if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
+                # Nothing queued before it and the channel takes it now (a receiver waits, or
+                # buffer room): hand it over directly. The feeder task is only for a backlog;
+                # waking it for every event cost a task switch per event per subscriber
+                # (issue 7: streams and turns). Order and the coalesce policy are unchanged.
+                try:
+                    subscriber.send.send_nowait(item)
+                    continue
+                except trio.WouldBlock:
+                    pass
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._subscribers.remove(subscriber)
+                    subscriber.buffer.closed_reason = "subscriber closed its channel"
+                    subscriber.wake.set()
+                    continue
+            if subscriber.buffer.offer(item) is Offer.OVERFLOW:
+                self._subscribers.remove(subscriber)
+            subscriber.wake.set()

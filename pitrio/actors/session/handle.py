@@ -1,0 +1,264 @@
+"""Typed access to a session actor: one async method per command (``DESIGN.md`` §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import trio
+
+from pitrio.actors._actor import Handle, Reply
+from pitrio.actors.session.commands import (
+    Abort,
+    Bash,
+    ClearQueue,
+    Compact,
+    GetState,
+    Invoke,
+    Navigate,
+    Prompt,
+    Queue,
+    SessionCommand,
+    SessionState,
+    StreamingBehavior,
+    Subscribe,
+    SubscribeInto,
+    WaitForIdle,
+)
+from pitrio.actors.session.extension_glue import Lifecycle, UiAnswer
+from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.ui import UiResponse
+from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
+from pitrio.actors.session.user_bash import BashResult
+from pitrio.messages.agent import AgentMessage, CustomMessage, ThinkingLevel
+from pitrio.messages.content import ImageContent
+from pitrio.messages.entries import CompactionResult
+from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.actor import SessionActor
+
+T = TypeVar("T")
+
+DEFAULT_SUBSCRIBER_CAPACITY = 4096
+
+
+class SessionHandle(Handle[SessionCommand]):
+    """Typed access to a :class:`SessionActor`."""
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
+    ) -> None:
+        """Send a prompt and return once its run settles (at once if it was only queued)."""
+        settled, _ = await self.submit_with_seq(
+            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
+        )
+        await settled.wait()
+
+    async def submit(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
+    ) -> Reply[None]:
+        """Send a prompt, return once it is accepted; the returned reply resolves at settle."""
+        settled, _ = await self.submit_with_seq(
+            text, images=images, streaming_behavior=streaming_behavior, expand=expand, source=source
+        )
+        return settled
+
+    async def submit_with_seq(
+        self,
+        text: str,
+        *,
+        images: Sequence[ImageContent] = (),
+        streaming_behavior: StreamingBehavior | None = None,
+        expand: bool = True,
+        source: InputSource = "interactive",
+    ) -> tuple[Reply[None], int]:
+        """Like :meth:`submit`, also returning the ``seq`` of the last event emitted before
+        the prompt was accepted: what a transport writes before the prompt's response."""
+        accepted: Reply[int] = self.new_reply()
+        settled: Reply[None] = self.new_reply()
+        await self.tell(
+            Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
+        )
+        seq = await accepted.wait()
+        return settled, seq
+
+    async def extension_lifecycle(self, event: str, payload: Any) -> bool:
+        """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or
+        ``session_shutdown`` handlers (``False`` once they ran)."""
+        cancelled: bool = await self.ask(lambda reply: Lifecycle(event, payload, reply))
+        return cancelled
+
+    async def respond_ui(self, response: UiResponse) -> None:
+        """Answer an extension's dialog (an ``extension_ui_request``); unknown ids are
+        ignored."""
+        await self.tell(UiAnswer(response))
+
+    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
+        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
+
+    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
+        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
+
+    async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Empty both queues; returns the removed (steering, follow-up) texts."""
+        return await self.ask(ClearQueue)
+
+    async def abort(self) -> None:
+        """Abort the active run and return once the session is idle."""
+        await self.ask(Abort)
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active."""
+        await self.ask(WaitForIdle)
+
+    async def state(self) -> SessionState:
+        """A snapshot of the session."""
+        return await self.ask(GetState)
+
+    async def invoke(self, operation: Callable[[SessionActor], Awaitable[T]]) -> T:
+        """Run one of the actor's operations in its task and return the result."""
+        result: T = await self.ask(lambda reply: Invoke(operation, reply))
+        return result
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionResult:
+        """Compact now (aborting a run first); raises pi's errors when there is nothing to do."""
+        return await self.ask(lambda reply: Compact(custom_instructions, reply))
+
+    async def set_model(self, provider: str, model_id: str) -> Model:
+        """Switch to an available model; raises ``Model not found: p/id``."""
+        return await self.invoke(lambda actor: actor.set_model(provider, model_id))
+
+    async def cycle_model(self) -> CycleResult | None:
+        """Switch to the next model; ``None`` when there is only one."""
+        return await self.invoke(lambda actor: actor.cycle_model())
+
+    async def set_thinking_level(self, level: str) -> ThinkingLevel:
+        """Set the thinking level (clamped to the model); returns the effective level."""
+        return await self.invoke(lambda actor: actor.set_thinking_level(level))
+
+    async def cycle_thinking_level(self) -> ThinkingLevel | None:
+        """The next thinking level; ``None`` when the model does not reason."""
+        return await self.invoke(lambda actor: actor.cycle_thinking_level())
+
+    async def set_queue_mode(
+        self, kind: Literal["steering", "followUp"], mode: Literal["all", "one-at-a-time"]
+    ) -> None:
+        """Set the steering or follow-up delivery mode (persisted)."""
+        await self.invoke(lambda actor: actor.set_queue_mode(kind, mode))
+
+    async def set_auto_compaction(self, enabled: bool) -> None:
+        """Turn automatic compaction on or off (persisted)."""
+        await self.invoke(lambda actor: actor.set_auto_compaction(enabled))
+
+    async def set_auto_retry(self, enabled: bool) -> None:
+        """Turn automatic retry on or off (persisted)."""
+        await self.invoke(lambda actor: actor.set_auto_retry(enabled))
+
+    async def abort_retry(self) -> None:
+        """Cancel a pending retry sleep (no-op when not retrying)."""
+        await self.invoke(lambda actor: actor.abort_retry())
+
+    async def set_session_name(self, name: str) -> str:
+        """Name the session; raises ``Session name cannot be empty``."""
+        return await self.invoke(lambda actor: actor.set_session_name(name))
+
+    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
+        """Run a user shell command; its output reaches the model with the next request."""
+        return await self.ask(lambda reply: Bash(command, exclude_from_context, reply))
+
+    async def abort_bash(self) -> None:
+        """Cancel the running user command (its result then says ``cancelled``)."""
+        await self.invoke(lambda actor: actor.abort_bash())
+
+    async def export_html(self, output_path: str | None = None) -> str:
+        """Export the session as an HTML page; returns the path written."""
+        return await self.invoke(lambda actor: actor.export_html(output_path))
+
+    async def export_jsonl(self, output_path: str | None = None) -> str:
+        """Export the current branch as a JSONL file; returns the path written."""
+        return await self.invoke(lambda actor: actor.export_jsonl(output_path))
+
+    async def fork_messages(self) -> list[tuple[str, str]]:
+        """The user messages a fork may start before: (entry id, text)."""
+        return await self.invoke(lambda actor: actor.fork_messages())
+
+    async def navigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+    ) -> NavigationResult:
+        """Move to another point of the session tree, optionally summarizing the branch left."""
+        return await self.ask(
+            lambda reply: Navigate(
+                target_id, summarize, custom_instructions, replace_instructions, label, reply
+            )
+        )
+
+    async def send_custom_message(
+        self,
+        message: CustomMessage,
+        *,
+        trigger_turn: bool = False,
+        deliver_as: Literal["steer", "followUp", "nextTurn"] | None = None,
+    ) -> None:
+        """Send an extension's custom message (it reaches the model as a user message)."""
+        await self.invoke(
+            lambda actor: actor.send_custom_message(
+                message, trigger_turn=trigger_turn, deliver_as=deliver_as
+            )
+        )
+
+    async def commands(self) -> list[dict[str, Any]]:
+        """The prompt templates and skills a prompt can invoke (``get_commands``)."""
+        return await self.invoke(lambda actor: actor.commands())
+
+    async def last_assistant_text(self) -> str | None:
+        """The last assistant reply's text, or ``None``."""
+        return await self.invoke(lambda actor: actor.last_assistant_text())
+
+    async def emitted_seq(self) -> int:
+        """The ``seq`` of the last event emitted so far: a response barrier for transports."""
+        return await self.invoke(lambda actor: actor.emitted_seq())
+
+    async def session_stats(self) -> SessionStats:
+        """Counts, tokens and cost over the current context."""
+        return await self.invoke(lambda actor: actor.stats())
+
+    async def messages(self) -> tuple[AgentMessage, ...]:
+        """The agent's current messages (the context, custom roles included)."""
+        return await (await self.state()).agent.load_messages()
+
+    async def subscribe(
+        self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
+    ) -> trio.MemoryReceiveChannel[Sequenced]:
+        """Every event from now on with its ``seq``; a subscriber that falls too far behind
+        is coalesced, then disconnected (its channel closes)."""
+        return await self.ask(lambda reply: Subscribe(capacity, reply))
+
+    async def subscribe_into(
+        self, send: trio.MemorySendChannel[Sequenced], capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
+    ) -> None:
+        """Like :meth:`subscribe`, delivering into ``send`` (e.g. a clone of a channel that
+        outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
+        caller would otherwise run between the two channels."""
+        await self.ask(lambda reply: SubscribeInto(capacity, send, reply))

@@ -1,0 +1,621 @@
+"""The Supervisor actor: retry, overflow recovery, compaction and branch summaries (DESIGN §2).
+
+One per session, started in the session's nursery. The policy stays pure in the sibling
+modules (:mod:`~pitrio.actors.supervisor.decisions`, ``retry``, ``compaction``,
+``branch_summary``); this actor is its shell: it holds the :class:`SupervisorState` (the retry
+attempt, the overflow-recovery latch) and its settings, takes the session's low-level run
+results and the commands that concern it, calls the policy, does the I/O (the retry back-off,
+the summary requests, the ``compaction`` and ``context_edit`` entries) and emits the retry and
+compaction events.
+
+**How its work meets abort.** A step that takes time (a retry back-off, a compaction, a branch
+summary) runs in a nursery the requester *lends* (:class:`Lent`): the session opens a cancel
+scope with a nursery in it, inside the run's own scope, and hands both over; the step is a task
+of this actor started in that nursery. Cancelling the run (abort) therefore reaches the step at
+once, as it reached the same code when it ran in the run's task, and the step emits its
+``aborted`` event on its way out.
+
+**What goes without a message.** The actor publishes a :class:`SupervisorView` (a
+:class:`~pitrio.actors.latest.Latest`): the handle runs the pure policy over it in the
+caller's task and sends a command only when the state would change or I/O is needed. A plain
+turn (success, no retry, no compaction near) therefore costs no round trip (issue 7). This is
+sound because the commands that change the state are asks awaited by the session's pump and
+run tasks one after another, so the published view is never behind a command in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors.latest import Latest, LatestReader
+from pitrio.actors.supervisor._entries import iso_to_ms
+from pitrio.actors.supervisor.actor.compactor import (
+    BeforeCompact,
+    CompactionCancelledByHook,
+    StreamCall,
+    compact,
+    complete,
+)
+from pitrio.actors.supervisor.branch_summary import (
+    BranchSummaryResult,
+    BranchSummarySettings,
+    branch_response_text,
+    build_branch_summary_request,
+    finish_branch_summary,
+    prepare_branch_entries,
+    token_budget,
+)
+from pitrio.actors.supervisor.compaction import (
+    COMPACTION_CANCELLED,
+    CompactionCheck,
+    CompactionSettings,
+    CompactNow,
+    compaction_failure_message,
+)
+from pitrio.actors.supervisor.decisions import (
+    BeforeSettle,
+    Compact,
+    Continue,
+    End,
+    PostRunDecision,
+    Retry,
+    RunEnded,
+    SupervisorState,
+    decide_after_compaction,
+    decide_after_run,
+    decide_before_prompt,
+    prompt_needs_branch_inputs,
+    run_needs_branch_inputs,
+)
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AgentMessage, AssistantMessage
+from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    AutoRetryEnd,
+    CompactionEnd,
+    CompactionStart,
+    EntryAppended,
+)
+from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.agent_loop import AgentLoopHandle
+    from pitrio.actors.session_store.actor import SessionStoreHandle
+
+Emit = Callable[[AgentSessionEvent], None]
+"""The session's event port: a synchronous call that gives the event its ``seq`` in the
+session's stream, so the supervisor's events keep their place among the agent's."""
+
+AfterCompact = Callable[[CompactionEntry, bool], Awaitable[None]]
+"""Called once a compaction entry is written (extensions' ``session_compact``)."""
+
+Step = End | Continue | BeforeSettle
+"""What the session does after a step: settle, continue the loop, or run the boundary."""
+
+NO_ROUTER = "No model router: this session cannot make model requests"
+
+
+class CompactionCancelled(PitrioError):
+    """A manual compaction was aborted (or an extension cancelled it)."""
+
+
+@attrs.frozen(kw_only=True)
+class SupervisorSettings:
+    """The settings the supervisor decides with (spec §8.2)."""
+
+    retry: RetrySettings = attrs.field(factory=RetrySettings)
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    branch_summary: BranchSummarySettings = attrs.field(factory=BranchSummarySettings)
+
+
+@attrs.frozen(kw_only=True)
+class SupervisorView:
+    """What the supervisor publishes: its state, its settings, whether it is compacting."""
+
+    state: SupervisorState
+    settings: SupervisorSettings
+    compacting: bool = False
+
+
+@attrs.frozen
+class Lent:
+    """A nursery the requester lends for a step, and the cancel scope it sits in (abort
+    cancels that scope; the step then emits its ``aborted`` event)."""
+
+    nursery: trio.Nursery
+    scope: trio.CancelScope
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Decide:
+    """A low-level run ended: decide what follows (the decision's events are the caller's to
+    emit, after its ``agent_end``)."""
+
+    ended: RunEnded
+    reply: Reply[PostRunDecision]
+
+
+@attrs.frozen
+class Observe:
+    """A user message started (``message is None``) or an assistant message ended; answered
+    with the event to emit after it (a retry sequence's success), if any."""
+
+    message: AssistantMessage | None
+    reply: Reply[AutoRetryEnd | None]
+
+
+@attrs.frozen
+class CarryOut:
+    """Carry out a retry or an automatic compaction decided after a low-level run."""
+
+    action: Retry | Compact
+    failed_entry_id: str | None
+    """The entry of the failed response to omit from the context, if it was recorded."""
+    run_scope: trio.CancelScope
+    lent: Lent
+    reply: Reply[Step]
+
+
+@attrs.frozen
+class BeforePrompt:
+    """The compaction check before a prompt runs (pi's preflight), compacting if needed."""
+
+    check: CompactionCheck
+    last_entry_id: str | None
+    lent: Lent
+    reply: Reply[None]
+
+
+@attrs.frozen
+class RunAborted:
+    """The run was aborted: a started retry sequence ends as cancelled."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class AbortRetry:
+    """Cancel a pending retry back-off (the run then settles)."""
+
+    reply: Reply[None]
+
+
+@attrs.frozen
+class ManualCompact:
+    """``compact``: summarize the branch now (no run is active)."""
+
+    custom_instructions: str | None
+    lent: Lent
+    reply: Reply[CompactionResult]
+
+
+@attrs.frozen
+class SummarizeBranch:
+    """Summarize the entries a navigation leaves (no run is active)."""
+
+    entries: tuple[SessionEntry, ...]
+    model: Model
+    custom_instructions: str | None
+    replace_instructions: bool
+    lent: Lent
+    reply: Reply[BranchSummaryResult]
+
+
+@attrs.frozen
+class Configure:
+    """Turn automatic retry or compaction on or off (``None``: unchanged)."""
+
+    retry_enabled: bool | None
+    compaction_enabled: bool | None
+    reply: Reply[None]
+
+
+SupervisorCommand = (
+    Decide
+    | Observe
+    | CarryOut
+    | BeforePrompt
+    | RunAborted
+    | AbortRetry
+    | ManualCompact
+    | SummarizeBranch
+    | Configure
+)
+
+
+class Supervisor(Actor[SupervisorCommand]):
+    """One session's retry, overflow recovery, compaction and branch summaries."""
+
+    def __init__(
+        self,
+        *,
+        loop: AgentLoopHandle,
+        store: SessionStoreHandle,
+        stream: StreamCall | None,
+        emit: Emit,
+        settings: SupervisorSettings | None = None,
+        before_compact: BeforeCompact | None = None,
+        after_compact: AfterCompact | None = None,
+        capacity: int = 64,
+    ) -> None:
+        super().__init__(name="supervisor", capacity=capacity)
+        self._loop = loop
+        self._store = store
+        self._stream = stream
+        self._emit = emit
+        self._before_compact = before_compact
+        self._after_compact = after_compact
+        self._state = SupervisorState()
+        self._settings = settings or SupervisorSettings()
+        self._compactions = 0  # compaction or summary steps in progress
+        self._retry_sleep: trio.CancelScope | None = None  # the back-off abort_retry cancels
+        self._view = Latest(self._snapshot())
+        self.address.published = self._view.reader()
+
+    def _snapshot(self) -> SupervisorView:
+        return SupervisorView(
+            state=self._state, settings=self._settings, compacting=self._compactions > 0
+        )
+
+    def _publish(self) -> None:
+        self._view.publish(self._snapshot())
+
+    async def handle(self, command: SupervisorCommand) -> None:
+        match command:
+            case Decide(ended=ended, reply=reply):
+                reply.set(await self._decide(ended))
+            case Observe(message=message, reply=reply):
+                event: AutoRetryEnd | None = None
+                if message is None:
+                    self._state = self._state.on_user_message_start()
+                else:
+                    self._state, event = self._state.on_assistant_message_end(message)
+                self._publish()
+                reply.set(event)
+            case CarryOut(lent=lent, reply=reply):
+                lent.nursery.start_soon(self._answer, reply, self._carry_out, command)
+            case BeforePrompt(lent=lent, reply=reply):
+                lent.nursery.start_soon(self._answer, reply, self._before_prompt, command)
+            case ManualCompact(lent=lent, reply=reply):
+                lent.nursery.start_soon(self._answer, reply, self._manual, command)
+            case SummarizeBranch(lent=lent, reply=reply):
+                lent.nursery.start_soon(self._answer, reply, self._summarize_branch, command)
+            case RunAborted(reply=reply):
+                self._on_abort()
+                reply.set(None)
+            case AbortRetry(reply=reply):
+                if self._retry_sleep is not None:
+                    self._retry_sleep.cancel()
+                reply.set(None)
+            case Configure(retry_enabled=retry, compaction_enabled=compaction, reply=reply):
+                settings = self._settings
+                if retry is not None:
+                    settings = attrs.evolve(
+                        settings, retry=attrs.evolve(settings.retry, enabled=retry)
+                    )
+                if compaction is not None:
+                    settings = attrs.evolve(
+                        settings, compaction=attrs.evolve(settings.compaction, enabled=compaction)
+                    )
+                self._settings = settings
+                self._publish()
+                reply.set(None)
+
+    async def _answer(
+        self, reply: Reply[Any], step: Callable[[Any], Awaitable[Any]], command: object
+    ) -> None:
+        """A step in a lent nursery: its result or its error is the reply (an error must not
+        reach the lender's nursery as a group); cancellation passes through."""
+        try:
+            reply.set(await step(command))
+        except PitrioError as exc:
+            reply.fail(exc)
+
+    def _on_abort(self) -> None:
+        self._state, cancelled = self._state.on_abort()
+        self._publish()
+        if cancelled is not None:
+            self._emit(cancelled)
+
+    @contextmanager
+    def _compacting(self) -> Iterator[None]:
+        self._compactions += 1
+        self._publish()
+        try:
+            yield
+        finally:
+            self._compactions -= 1
+            self._publish()
+
+    # -- the post-run decision ---------------------------------------------------------------
+
+    async def _decide(self, ended: RunEnded) -> PostRunDecision:
+        settings = self._settings
+        ended = attrs.evolve(
+            ended, retry_settings=settings.retry, compaction_settings=settings.compaction
+        )
+        if run_needs_branch_inputs(self._state, ended):
+            context, latest = await self._branch_inputs()
+            ended = attrs.evolve(ended, context_messages=context, latest_compaction_ms=latest)
+        decision = decide_after_run(self._state, ended)
+        self._state = decision.state
+        self._publish()
+        return decision
+
+    async def _branch_inputs(self) -> tuple[Sequence[AgentMessage], int | None]:
+        """The projected context and when the branch's latest compaction was appended. One
+        O(1) query: the projection knows its last compaction, and the checks read the
+        context's lazy view, which they index only after a failed response (issue 7)."""
+        context, timestamp = await self._store.context_and_latest_compaction()
+        return context.messages, None if timestamp is None else iso_to_ms(timestamp)
+
+    async def _carry_out(self, command: CarryOut) -> Step:
+        match command.action:
+            case Retry(delay_ms=delay_ms, event=event):
+                await self._omit(command.failed_entry_id)
+                self._emit(event)
+                try:
+                    with trio.CancelScope() as sleep:
+                        self._retry_sleep = sleep
+                        await trio.sleep(delay_ms / 1000)
+                finally:
+                    self._retry_sleep = None
+                if sleep.cancelled_caught:  # abort_retry: give up this sequence, settle
+                    self._on_abort()
+                    return End("settled")
+                return Continue("recovery")
+            case Compact(reason=reason, will_retry=will_retry, failed=failed) as action:
+                if failed is not None and will_retry:
+                    await self._omit(command.failed_entry_id)
+                succeeded = await self._auto_compaction(reason, will_retry, command.lent)
+                facts = await self._loop.run_facts()
+                return decide_after_compaction(
+                    action,
+                    succeeded=succeeded,
+                    abort_requested=command.run_scope.cancel_called,
+                    has_queued_messages=facts.has_queued,
+                )
+        raise AssertionError(command.action)  # pragma: no cover - the match is exhaustive
+
+    async def _before_prompt(self, command: BeforePrompt) -> None:
+        check = attrs.evolve(
+            command.check,
+            settings=self._settings.compaction,
+            overflow_recovery_attempted=self._state.overflow_recovery_attempted,
+        )
+        if prompt_needs_branch_inputs(check):
+            context, latest = await self._branch_inputs()
+            check = attrs.evolve(check, context_messages=context, latest_compaction_ms=latest)
+        decision = decide_before_prompt(check)
+        if isinstance(decision, CompactNow):
+            if decision.failed is not None:
+                await self._omit(command.last_entry_id)
+            await self._auto_compaction(decision.reason, False, command.lent)
+
+    async def _omit(self, entry_id: str | None) -> None:
+        """Take a failed response out of the projection; the file keeps it (a context_edit)."""
+        if entry_id is None:
+            return
+        entry = await self._store.append_context_edit(entry_id, None)
+        self._emit(EntryAppended(entry=entry))
+
+    # -- compaction (§3.8) -------------------------------------------------------------------
+
+    async def _compact_now(
+        self, *, custom_instructions: str | None, manual: bool
+    ) -> tuple[CompactionResult, CompactionEntry] | None:
+        if self._stream is None:
+            raise PitrioError(NO_ROUTER)
+        state = await self._loop.state()
+        try:
+            done = await compact(
+                self._store,
+                self._stream,
+                state.model,
+                self._settings.compaction,
+                state.thinking_level,
+                custom_instructions=custom_instructions,
+                manual=manual,
+                before=self._before_compact,
+            )
+        except CompactionCancelledByHook:
+            raise CompactionCancelled(COMPACTION_CANCELLED) from None
+        if done is None:
+            return None
+        result, entry, from_extension = done
+        self._emit(EntryAppended(entry=entry))
+        await self._loop.set_messages(await self._store.context_messages())
+        if self._after_compact is not None:
+            await self._after_compact(entry, from_extension)
+        return result, entry
+
+    async def _manual(self, command: ManualCompact) -> CompactionResult:
+        self._emit(CompactionStart(reason="manual"))
+        try:
+            with self._compacting():
+                done = await self._compact_now(
+                    custom_instructions=command.custom_instructions, manual=True
+                )
+            if done is None:
+                raise CompactionCancelled(COMPACTION_CANCELLED)
+        except PitrioError as exc:
+            aborted = isinstance(exc, CompactionCancelled)
+            error = None if aborted else compaction_failure_message("manual", str(exc))
+            self._emit(
+                CompactionEnd(
+                    reason="manual", aborted=aborted, will_retry=False, error_message=error
+                )
+            )
+            raise
+        except BaseException:  # Cancelled, alone or in a summary call's group
+            if command.lent.scope.cancel_called:  # aborted (not the session stopping)
+                self._emit(CompactionEnd(reason="manual", aborted=True, will_retry=False))
+            raise
+        result = done[0]
+        self._emit(CompactionEnd(reason="manual", result=result, aborted=False, will_retry=False))
+        return result
+
+    async def _auto_compaction(
+        self, reason: Literal["threshold", "overflow"], will_retry: bool, lent: Lent
+    ) -> bool:
+        """An automatic compaction inside a run; ``True`` if it compacted."""
+        self._emit(CompactionStart(reason=reason))
+        try:
+            with self._compacting():
+                done = await self._compact_now(custom_instructions=None, manual=False)
+        except PitrioError as exc:
+            self._emit(
+                CompactionEnd(
+                    reason=reason,
+                    aborted=False,
+                    will_retry=False,
+                    error_message=compaction_failure_message(reason, str(exc)),
+                )
+            )
+            return False
+        except BaseException:  # Cancelled, alone or in a summary call's group
+            if lent.scope.cancel_called:  # aborted: the lender's scope takes the cancellation
+                self._emit(CompactionEnd(reason=reason, aborted=True, will_retry=False))
+            raise
+        if done is None:
+            self._emit(CompactionEnd(reason=reason, aborted=False, will_retry=False))
+            return False
+        self._emit(
+            CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
+        )
+        return True
+
+    # -- branch summaries (§3.9) -------------------------------------------------------------
+
+    async def _summarize_branch(self, command: SummarizeBranch) -> BranchSummaryResult:
+        if self._stream is None:
+            raise PitrioError(NO_ROUTER)
+        budget = token_budget(command.model.context_window, self._settings.branch_summary)
+        preparation = prepare_branch_entries(list(command.entries), budget)
+        request = build_branch_summary_request(
+            preparation, command.custom_instructions, command.replace_instructions
+        )
+        text: str | None = None
+        with self._compacting():
+            if request is not None:
+                reply = await complete(self._stream, command.model, request, None)
+                text = branch_response_text(reply)
+        return finish_branch_summary(preparation, text)
+
+
+class SupervisorHandle(Handle[SupervisorCommand]):
+    """Typed access to a :class:`Supervisor`; the pure policy runs here, over the published
+    view, when no message is needed (see the module docstring)."""
+
+    def view(self) -> SupervisorView:
+        """What the supervisor published last."""
+        reader: LatestReader[SupervisorView] = self._address.published
+        return reader.get()
+
+    async def decide(self, ended: RunEnded) -> PostRunDecision:
+        """The post-run decision for a low-level run (seed priority)."""
+        view = self.view()
+        settings = view.settings
+        if (
+            ended.retry_settings is not settings.retry
+            or ended.compaction_settings is not settings.compaction
+        ):  # the caller passes the published ones as a rule: no copy then
+            ended = attrs.evolve(
+                ended, retry_settings=settings.retry, compaction_settings=settings.compaction
+            )
+        if not run_needs_branch_inputs(view.state, ended):
+            decision = decide_after_run(view.state, ended)
+            if decision.state == view.state:
+                return decision  # nothing for the supervisor to remember
+        return await self.ask(lambda reply: Decide(ended, reply))
+
+    async def user_message_started(self) -> None:
+        """A user message entered the context (overflow recovery may be tried again)."""
+        state = self.view().state
+        if state.on_user_message_start() != state:
+            await self.ask(lambda reply: Observe(None, reply))
+
+    async def assistant_message_ended(self, message: AssistantMessage) -> AutoRetryEnd | None:
+        """An assistant response ended; the event to emit after it, if any."""
+        state = self.view().state
+        changed, event = state.on_assistant_message_end(message)
+        if changed == state and event is None:
+            return None
+        return await self.ask(lambda reply: Observe(message, reply))
+
+    async def carry_out(
+        self,
+        action: Retry | Compact,
+        *,
+        failed_entry_id: str | None,
+        run_scope: trio.CancelScope,
+        lent: Lent,
+    ) -> Step:
+        """Retry after the back-off, or compact; what the run does next."""
+        return await self.ask(
+            lambda reply: CarryOut(action, failed_entry_id, run_scope, lent, reply)
+        )
+
+    def wants_before_prompt(self, check: CompactionCheck) -> bool:
+        """Whether the check before a prompt may compact (else :meth:`before_prompt` would
+        do nothing: the caller need not lend a nursery for it)."""
+        view = self.view()
+        if not view.settings.compaction.enabled:
+            return False
+        check = attrs.evolve(check, settings=view.settings.compaction)
+        return prompt_needs_branch_inputs(check) or isinstance(
+            decide_before_prompt(check), CompactNow
+        )
+
+    async def before_prompt(
+        self, check: CompactionCheck, *, last_entry_id: str | None, lent: Lent
+    ) -> None:
+        """The compaction check before a prompt runs; compacts (in ``lent``) when needed."""
+        await self.ask(lambda reply: BeforePrompt(check, last_entry_id, lent, reply))
+
+    async def run_aborted(self) -> None:
+        """The run was aborted (a retry sequence in progress ends as cancelled)."""
+        state = self.view().state
+        if state.on_abort()[0] != state:
+            await self.ask(RunAborted)
+
+    async def abort_retry(self) -> None:
+        """Cancel a pending retry back-off (no-op when none is pending)."""
+        await self.ask(AbortRetry)
+
+    async def compact(self, custom_instructions: str | None, lent: Lent) -> CompactionResult:
+        """A manual compaction, run in ``lent``."""
+        return await self.ask(lambda reply: ManualCompact(custom_instructions, lent, reply))
+
+    async def summarize_branch(
+        self,
+        entries: tuple[SessionEntry, ...],
+        model: Model,
+        *,
+        custom_instructions: str | None,
+        replace_instructions: bool,
+        lent: Lent,
+    ) -> BranchSummaryResult:
+        """The summary of the entries a navigation leaves, made in ``lent``."""
+        return await self.ask(
+            lambda reply: SummarizeBranch(
+                entries, model, custom_instructions, replace_instructions, lent, reply
+            )
+        )
+
+    async def configure(
+        self, *, retry_enabled: bool | None = None, compaction_enabled: bool | None = None
+    ) -> None:
+        """Turn automatic retry or compaction on or off."""
+        await self.ask(lambda reply: Configure(retry_enabled, compaction_enabled, reply))

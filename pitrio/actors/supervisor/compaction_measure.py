@@ -1,0 +1,237 @@
+"""Compaction policy, measuring (spec §3.8.2): the settings, the texts pi reports, the token
+estimates of messages and of a context, the threshold test and the context usage. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from pitrio.actors.supervisor._text import (
+    estimate_text_tokens,
+    js_length,
+    js_stringify,
+)
+from pitrio.messages.agent import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.entries import (
+    CompactionEntry,
+    MessageEntry,
+    SessionEntry,
+)
+
+# --- settings -------------------------------------------------------------------------------
+
+DEFAULT_RESERVE_TOKENS = 16384
+DEFAULT_KEEP_RECENT_TOKENS = 20000
+
+# An image's share of the estimate, in characters (so 1200 tokens), as pi counts it.
+IMAGE_CHARS = 4800
+# Tool results longer than this are cut in the text sent to the summarizer.
+TOOL_RESULT_MAX_CHARS = 2000
+
+NO_PRIOR_HISTORY = "No prior history."
+TURN_CONTEXT_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+ADDITIONAL_FOCUS = "\n\nAdditional focus: "
+UNKNOWN_ERROR = "Unknown error"
+
+ALREADY_COMPACTED = "Already compacted"
+NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
+COMPACTION_CANCELLED = "Compaction cancelled"
+OVERFLOW_RECOVERY_FAILED = (
+    "Context overflow recovery failed after one compact-and-retry attempt. "
+    "Try reducing context or switching to a larger-context model."
+)
+TRUNCATION_RECOVERY_FAILED = (
+    "Truncated response recovery failed after one compact-and-retry attempt."
+)
+
+
+def _int_setting(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+@attrs.frozen(kw_only=True)
+class CompactionSettings:
+    """The ``compaction.*`` settings (spec §3.8.1)."""
+
+    enabled: bool = True
+    """Automatic compaction on or off; manual compaction is always allowed."""
+    reserve_tokens: int = DEFAULT_RESERVE_TOKENS
+    """Room kept free for the response; also sizes the summary requests."""
+    keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
+    """Roughly how many recent tokens stay verbatim after a compaction."""
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> CompactionSettings:
+        """Read the ``compaction`` object of settings.json; bad or missing keys keep defaults."""
+        if not value:
+            return cls()
+        defaults = cls()
+        enabled = value.get("enabled", defaults.enabled)
+        return cls(
+            enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
+            reserve_tokens=_int_setting(value.get("reserveTokens"), defaults.reserve_tokens),
+            keep_recent_tokens=_int_setting(
+                value.get("keepRecentTokens"), defaults.keep_recent_tokens
+            ),
+        )
+
+
+# --- token estimation (§3.8.2) ---------------------------------------------------------------
+
+
+def _content_chars(content: str | Sequence[Any], *, images: bool) -> int:
+    if isinstance(content, str):
+        return js_length(content)
+    chars = 0
+    for block in content:
+        if isinstance(block, TextContent):
+            chars += js_length(block.text)
+        elif images and isinstance(block, ImageContent):
+            chars += IMAGE_CHARS
+    return chars
+
+
+def estimate_tokens(message: AgentMessage) -> int:
+    """pi's rough token count of one message: characters / 4, rounded up.
+
+    Users count their text (images are ignored); assistants their text, thinking and tool
+    calls (name plus JSON arguments); custom messages and tool results their text plus 4800
+    characters per image; bash executions command plus output; summaries their text.
+    """
+    match message:
+        case UserMessage():
+            chars = _content_chars(message.content, images=False)
+        case AssistantMessage():
+            chars = 0
+            for block in message.content:
+                if isinstance(block, TextContent):
+                    chars += js_length(block.text)
+                elif isinstance(block, ThinkingContent):
+                    chars += js_length(block.thinking)
+                elif isinstance(block, ToolCall):
+                    chars += js_length(block.name) + js_length(js_stringify(block.arguments))
+        case CustomMessage() | ToolResultMessage():
+            chars = _content_chars(message.content, images=True)
+        case BashExecutionMessage():
+            chars = js_length(message.command) + js_length(message.output)
+        case BranchSummaryMessage() | CompactionSummaryMessage():
+            chars = js_length(message.summary)
+        case _:
+            return 0
+    return estimate_text_tokens(chars)
+
+
+def calculate_context_tokens(usage: Usage) -> int:
+    """Tokens a response occupied: ``total_tokens``, else the sum of the four counts."""
+    return usage.context_tokens
+
+
+def _usage_of(message: AgentMessage) -> Usage | None:
+    # Failed and aborted responses carry unreliable usage; they never anchor an estimate.
+    if isinstance(message, AssistantMessage) and message.stop_reason not in ("aborted", "error"):
+        return message.usage
+    return None
+
+
+def last_assistant_usage(entries: Sequence[SessionEntry]) -> Usage | None:
+    """The usage of the last assistant ``message`` entry that neither failed nor was aborted."""
+    for entry in reversed(entries):
+        if isinstance(entry, MessageEntry):
+            usage = _usage_of(entry.message)
+            if usage is not None:
+                return usage
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class ContextEstimate:
+    """How full the context is: the last response's usage plus estimates for what followed."""
+
+    tokens: int
+    usage_tokens: int
+    trailing_tokens: int
+    last_usage_index: int | None
+    """Index of the message whose usage anchors the estimate; ``None`` if all is estimated."""
+
+
+def estimate_context_tokens(messages: Sequence[AgentMessage]) -> ContextEstimate:
+    """Estimate the context size of ``messages`` (pi's ``estimateContextTokens``).
+
+    The last successful assistant response's usage counts what came up to it; the messages
+    after it are estimated. Without any usable usage everything is estimated.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        usage = _usage_of(messages[index])
+        if usage is not None:
+            usage_tokens = calculate_context_tokens(usage)
+            trailing = sum(estimate_tokens(m) for m in messages[index + 1 :])
+            return ContextEstimate(
+                tokens=usage_tokens + trailing,
+                usage_tokens=usage_tokens,
+                trailing_tokens=trailing,
+                last_usage_index=index,
+            )
+    total = sum(estimate_tokens(m) for m in messages)
+    return ContextEstimate(
+        tokens=total, usage_tokens=0, trailing_tokens=total, last_usage_index=None
+    )
+
+
+def should_compact(context_tokens: int, context_window: int, settings: CompactionSettings) -> bool:
+    """Whether a context of ``context_tokens`` leaves less than the reserve free.
+
+    An unknown window (``<= 0``) never triggers (DESIGN §5.2): pi's formula would compact
+    on every turn there.
+    """
+    if not settings.enabled or context_window <= 0:
+        return False
+    return context_tokens > context_window - settings.reserve_tokens
+
+
+@attrs.frozen(kw_only=True)
+class ContextUsage:
+    """How full the model's context is (``get_context_usage``); unknown after a compaction."""
+
+    tokens: int | None
+    context_window: int
+    percent: float | None
+
+
+def context_usage(
+    path_entries: Sequence[SessionEntry],
+    context_messages: Sequence[AgentMessage],
+    context_window: int,
+) -> ContextUsage | None:
+    """The context usage report (spec §3.13); ``None`` when the window is unknown.
+
+    Right after a compaction no response has measured the new context yet, so tokens and
+    percent are unknown until one does.
+    """
+    if context_window <= 0:
+        return None
+    for entry in reversed(path_entries):
+        if isinstance(entry, CompactionEntry):
+            return ContextUsage(tokens=None, context_window=context_window, percent=None)
+        if isinstance(entry, MessageEntry):
+            usage = _usage_of(entry.message)
+            if usage is not None and calculate_context_tokens(usage) > 0:
+                break
+    tokens = estimate_context_tokens(context_messages).tokens
+    return ContextUsage(
+        tokens=tokens, context_window=context_window, percent=tokens / context_window * 100
+    )
