@@ -17,6 +17,8 @@ from pitrio.actors.session.commands import (
     Invoke,
     Navigate,
     Prompt,
+    PumpBarrier,
+    PumpState,
     Queue,
     SessionCommand,
     SessionState,
@@ -25,8 +27,8 @@ from pitrio.actors.session.commands import (
     SubscribeInto,
     WaitForIdle,
 )
-from pitrio.actors.session.extension_glue import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
@@ -106,6 +108,11 @@ class SessionHandle(Handle[SessionCommand]):
         """Answer an extension's dialog (an ``extension_ui_request``); unknown ids are
         ignored."""
         await self.tell(UiAnswer(response))
+
+    async def pump_barrier(self, messages: Sequence[AgentMessage]) -> PumpState:
+        """Return once the session's event pump has processed every agent event sent so far,
+        with the entry ids ``messages`` were recorded as (the extension host's hooks)."""
+        return await self.ask(lambda reply: PumpBarrier(tuple(messages), reply))
 
     async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
         """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
