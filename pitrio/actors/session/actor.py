@@ -875,7 +875,10 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
     async def _take_decision(self, number: int) -> PostRunDecision:
         """The pump's decision for low-level run ``number`` (it has processed that run)."""
         while True:
-            taken, decision = await self._decided.receive()
+            try:  # the pump is usually done with the run already: no task switch then
+                taken, decision = self._decided.receive_nowait()
+            except trio.WouldBlock:
+                taken, decision = await self._decided.receive()
             self._decisions_taken = taken
             if taken >= number:
                 return decision
@@ -979,7 +982,10 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             for follow in decision.events:
                 self._emit(follow)
             self._agent_ends += 1
-            await self._decided_send.send((self._agent_ends, decision))
+            try:  # without a task switch (there is room: see DECISION_CAPACITY)
+                self._decided_send.send_nowait((self._agent_ends, decision))
+            except trio.WouldBlock:
+                await self._decided_send.send((self._agent_ends, decision))
 
     async def _decide(self, event: AgentEnd) -> PostRunDecision:
         # The loop sent its facts right before this agent_end: no round trip before it goes
@@ -989,7 +995,10 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             facts = await self._loop.run_facts()
         last = _last_assistant(event.messages)
         run = self._run
+        settings = self.supervisor.view().settings
         ended = RunEnded(
+            retry_settings=settings.retry,
+            compaction_settings=settings.compaction,
             last_assistant=last,
             abort_requested=run is None or run.scope.cancel_called,
             has_queued_messages=facts.has_queued,

@@ -527,9 +527,13 @@ class SupervisorHandle(Handle[SupervisorCommand]):
         """The post-run decision for a low-level run (seed priority)."""
         view = self.view()
         settings = view.settings
-        ended = attrs.evolve(
-            ended, retry_settings=settings.retry, compaction_settings=settings.compaction
-        )
+        if (
+            ended.retry_settings is not settings.retry
+            or ended.compaction_settings is not settings.compaction
+        ):  # the caller passes the published ones as a rule: no copy then
+            ended = attrs.evolve(
+                ended, retry_settings=settings.retry, compaction_settings=settings.compaction
+            )
         if not run_needs_branch_inputs(view.state, ended):
             decision = decide_after_run(view.state, ended)
             if decision.state == view.state:
