@@ -69,8 +69,9 @@ from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     SessionOperations,
-    TreeNavigation,
+    SummarizeBranch,
     last_assistant_text,
+    navigate_tree,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.resources.loader import (
@@ -210,7 +211,7 @@ class _Maintenance:
     work: trio.CancelScope | None = None
 
 
-class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
+class SessionActor(Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
     def __init__(
@@ -313,6 +314,17 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
             after_compact=None if self._host is None else self._host.after_compact,
         )
         self.supervisor = SupervisorHandle(await self.nursery.start(supervisor.run))
+        self.operations = SessionOperations(
+            loop=self._loop,
+            store=self._store,
+            supervisor=self.supervisor,
+            emit=self._emit,
+            notify=self._notify_extensions,
+            router=self._router,
+            agent_dir=self._agent_dir,
+            scoped_models=self._scoped_models,
+            default_thinking_level=self._settings.default_thinking_level,
+        )
         hooks = LoopHooks(convert_to_llm=convert)
         if self._host is not None:
             hooks = self._host.hooks(hooks)
@@ -736,9 +748,12 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
 
     async def _navigate_command(self, command: Navigate) -> None:
         try:
-            result = await self.navigate_tree(
+            result = await navigate_tree(
                 command.target_id,
-                summarize=command.summarize,
+                store=self._store,
+                loop=self._loop,
+                emit=self._emit,
+                summarize=self._summarizer if command.summarize else None,
                 custom_instructions=command.custom_instructions,
                 replace_instructions=command.replace_instructions,
                 label=command.label,
@@ -824,6 +839,11 @@ class SessionActor(SessionOperations, TreeNavigation, Actor[SessionCommand]):
         target = await trio.Path(output_path or default_jsonl_name()).absolute()
         await target.write_bytes(data)
         return str(target)
+
+    def _summarizer(self) -> SummarizeBranch:
+        """A navigation's summary call (raises when this session cannot make requests)."""
+        self._stream_call()
+        return self._lent_summary
 
     def _stream_call(self) -> StreamCall:
         if self._stream is None:

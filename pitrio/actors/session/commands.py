@@ -29,7 +29,7 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionResult
 
 if TYPE_CHECKING:
-    from pitrio.actors.session.actor import SessionActor
+    from pitrio.actors.session.target import SessionTarget
 
 StreamingBehavior = Literal["steer", "followUp"]
 
@@ -161,7 +161,7 @@ class Invoke:
     The typed handle methods build these: each is one of the actor's own methods, so the
     actor's state is still touched only by the actor."""
 
-    operation: Callable[[SessionActor], Awaitable[Any]]
+    operation: Callable[[SessionTarget], Awaitable[Any]]
     reply: Reply[Any]
 
 
