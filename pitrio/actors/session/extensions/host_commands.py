@@ -20,7 +20,7 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallContext,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import InputResult, InputSource
+from pitrio.actors.session.extensions.events import InputSource
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.supervisor.compaction import CompactionPreparation
 from pitrio.messages.agent import AgentMessage
@@ -219,7 +219,6 @@ __all__ = [
     "Emit",
     "HostCommand",
     "Input",
-    "InputResult",
     "Lifecycle",
     "RunCommand",
     "SetBasePrompt",
