@@ -238,6 +238,43 @@ async def test_tool_call_sees_the_persisted_turn_and_can_block(
     assert persisted[1] == ["user", "assistant", "toolResult", "assistant"]
 
 
+async def test_abort_cancels_a_hook_handler_and_returns_once_it_unwound(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    # Handlers run in the extension host's tasks: an abort reaching the loop's hook must still
+    # cancel the handler it awaits (here waiting for a dialog) and let it unwind first.
+    trail: list[str] = []
+
+    def setup(api: Any) -> None:
+        api.register_tool(_echo_tool())
+
+        async def gate(event: Any, ctx: Any) -> Any:
+            try:
+                await ctx.ui.confirm("Run it?", event.tool_name)
+            except trio.Cancelled:
+                trail.append("cancelled")
+                raise
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.lowlevel.checkpoint()
+                    trail.append("unwound")
+            return None
+
+        api.on("tool_call", gate)
+
+    replies = (_tool_reply("echo", {"text": "x"}), FauxReply(text="never"))
+    async with session_with(tmp_path, setup, replies=replies) as h:
+        await h.session.handle.submit("go")
+        await h.next_of(ExtensionUiRequest)
+        with trio.fail_after(5):
+            await h.session.handle.abort()
+        assert trail == ["cancelled", "unwound"]  # before abort returned
+        messages = await h.session.messages()
+    results = [text_of(m.content) for m in messages if isinstance(m, ToolResultMessage)]
+    assert "echo x" not in results, results  # the tool never ran
+    assert len(h.faux.requests) == 1
+
+
 async def test_tool_result_patch_and_message_end_replacement_are_persisted(
     tmp_path: Path, agent_dir: Path
 ) -> None:

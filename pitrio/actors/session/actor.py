@@ -36,6 +36,8 @@ from pitrio.actors.session.commands import (
     Invoke,
     Navigate,
     Prompt,
+    PumpBarrier,
+    PumpState,
     Queue,
     SessionBusyError,
     SessionCommand,
@@ -56,26 +58,21 @@ from pitrio.actors.session.export import (
     export_jsonl,
     write_export,
 )
-from pitrio.actors.session.extension_glue import (
-    ExtensionGlue,
-    Lifecycle,
-    PumpBarrier,
-    TurnBoundary,
-    UiAnswer,
-    UiAsk,
-    UiForget,
-    queued_command_error,
-)
 from pitrio.actors.session.extensions.events import SessionStartEvent
+from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
+from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
+from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle, queued_command_error
 from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.funnel import PromptFunnel
 from pitrio.actors.session.handle import DEFAULT_SUBSCRIBER_CAPACITY, SessionHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     SessionOperations,
-    TreeNavigation,
+    SummarizeBranch,
     last_assistant_text,
+    navigate_tree,
 )
 from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.resources.loader import (
@@ -213,7 +210,7 @@ class _Maintenance:
     work: trio.CancelScope | None = None
 
 
-class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[SessionCommand]):
+class SessionActor(Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
     def __init__(
@@ -279,7 +276,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._tools = tools
         self._sent_sections = prompt_sections  # the system prompt as the transcript last saw it
         self._section_inputs: tuple[object, str] | None = None
-        self._init_extensions()
+        # The extension host (with extensions only) and what the session keeps of them: the
+        # funnel's order, the pump's barriers and the turn index the pump counts.
+        self._host: ExtensionHostHandle | None = None
+        self._funnel: PromptFunnel | None = None
+        self._barriers: list[PumpBarrier] = []
+        self._pump_busy = False
+        self._events: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts] | None = None
+        self._turn_index = -1
 
     async def started(self) -> None:
         # The session decides what reaches the model: custom, bash and summary messages too.
@@ -290,6 +294,17 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)
 
+        host = None
+        if self._extensions is not None:
+            host = ExtensionHost(
+                settings=HostSettings(runner=self._extensions, ui_clients=self._ui_clients),
+                session=self._self_handle(),
+                loop=self._loop,
+                store=self._store,
+                outlet=self._outlet,
+            )
+            self._host = ExtensionHostHandle(host.address)  # started below, as before
+            self._funnel = PromptFunnel(self._host, self._prompt, lambda: self._seq, self.nursery)
         supervisor = Supervisor(
             loop=self._loop,
             store=self._store,
@@ -300,17 +315,38 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 compaction=self._settings.compaction,
                 branch_summary=self._settings.branch_summary,
             ),
-            before_compact=self._before_compact,
-            after_compact=self._after_compact,
+            before_compact=None if self._host is None else self._host.before_compact,
+            after_compact=None if self._host is None else self._host.after_compact,
         )
         self.supervisor = SupervisorHandle(await self.nursery.start(supervisor.run))
-        hooks = self._loop_hooks(LoopHooks(convert_to_llm=convert))
+        self.operations = SessionOperations(
+            loop=self._loop,
+            store=self._store,
+            supervisor=self.supervisor,
+            emit=self._emit,
+            notify=self._notify_extensions,
+            router=self._router,
+            agent_dir=self._agent_dir,
+            scoped_models=self._scoped_models,
+            default_thinking_level=self._settings.default_thinking_level,
+        )
+        hooks = LoopHooks(convert_to_llm=convert)
+        if self._host is not None:
+            hooks = self._host.hooks(hooks)
         await self._loop.configure(hooks=hooks)
         events = await self._loop.subscribe_with_facts(capacity=1024)
         self._events = events
         self.nursery.start_soon(self._pump, events)
-        await self._start_extensions()
+        if host is not None:
+            # Not awaited: its handlers run once the session's handle is out (an extension's
+            # late registrations need the session's port, set by whoever started the session).
+            self.nursery.start_soon(host.run)
         self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+
+    def _notify_extensions(self, event: str, payload: Any) -> None:
+        """Queue a notification-only event for the extensions (never waits)."""
+        if self._host is not None:
+            self._host.notify(event, payload)
 
     def _self_handle(self) -> SessionHandle:
         return SessionHandle(self.address)
@@ -332,8 +368,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                     command.accepted.fail(PitrioError(COMPACTION_RUNNING))
                     command.settled.fail(PitrioError(COMPACTION_RUNNING))
                     return
-                if self._needs_funnel(command):
-                    self._enter_funnel(command)  # extension handlers run outside the inbox
+                if self._funnel is not None and self._funnel.needs(command):
+                    self._funnel.enter(command)  # extension handlers run outside the inbox
                     return
                 await self._prompt(command)
             case Invoke(operation=operation, reply=reply):
@@ -356,7 +392,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 self._maintenance = _Maintenance()
                 self.nursery.start_soon(self._compact_command, instructions, reply)
             case Queue(text=text, images=images, kind=kind, reply=reply):
-                extension_command = self._extension_command_name(text)
+                extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
                     reply.fail(PitrioError(queued_command_error(extension_command)))
                     return
@@ -391,8 +427,14 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             case SubscribeInto(capacity=capacity, send=send, reply=reply):
                 self._add_subscriber(capacity, send)
                 reply.set(None)
-            case UiAsk() | UiAnswer() | UiForget() | PumpBarrier() | Lifecycle() | TurnBoundary():
-                self._handle_extension_command(command)
+            case PumpBarrier():
+                self._barriers.append(command)
+                self._release_barriers()
+            case UiAnswer() | Lifecycle():
+                if self._host is not None:
+                    await self._host.tell(command)  # the host's inbox never waits for ours
+                elif isinstance(command, Lifecycle):
+                    command.reply.set(False)
 
     async def _expand(self, text: str) -> str:
         """``/skill:`` and prompt-template expansion (file reads happen in a thread)."""
@@ -404,7 +446,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def commands(self) -> list[dict[str, Any]]:
         """``get_commands``: prompt templates and skills (extension commands come first)."""
         await trio.lowlevel.checkpoint()
-        listed = self.extension_commands()
+        listed = [] if self._host is None else self._host.commands()
         return listed + (commands(self._resources) if self._resources is not None else [])
 
     async def _prompt(self, command: Prompt) -> None:
@@ -458,8 +500,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             await self._before_prompt(run)
             next_turn, self._next_turn = self._next_turn, []
             patch = await self._system_patch()
-            added = await self._before_agent_start(
-                prompt, text_of(prompt.content), _images_of(prompt)
+            added = () if self._host is None else await self._host.before_agent_start(
+                text_of(prompt.content), _images_of(prompt)
             )
             accepted.set(self._seq)  # pi answers a prompt after its preflight
             return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
@@ -512,7 +554,8 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._sent_sections = current
         if (await self._loop.state()).message_count == 0:
             rendered = render_sections(current)
-            self._base_system_prompt = rendered
+            if self._host is not None:
+                await self._host.set_base_prompt(rendered)
             await self._loop.configure(system_prompt=rendered)
             return ()
         return (SystemMessage(content=patch.render(), timestamp=now_ms()),)
@@ -667,9 +710,12 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
 
     async def _navigate_command(self, command: Navigate) -> None:
         try:
-            result = await self.navigate_tree(
+            result = await navigate_tree(
                 command.target_id,
-                summarize=command.summarize,
+                store=self._store,
+                loop=self._loop,
+                emit=self._emit,
+                summarize=self._summarizer if command.summarize else None,
                 custom_instructions=command.custom_instructions,
                 replace_instructions=command.replace_instructions,
                 label=command.label,
@@ -748,6 +794,11 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         await write_export(str(target), data)
         return str(target)
 
+    def _summarizer(self) -> SummarizeBranch:
+        """A navigation's summary call (raises when this session cannot make requests)."""
+        self._stream_call()
+        return self._lent_summary
+
     def _stream_call(self) -> StreamCall:
         if self._stream is None:
             raise PitrioError("No model router: this session cannot make model requests")
@@ -770,11 +821,10 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 return await self._continue()
             case BeforeSettle():
                 requested, can_continue = False, True
-                if self._extensions is not None and (
-                    self._boundary_continue or self._extensions.has("agent_before_settle")
-                ):
+                if self._host is not None and self._host.wants_settle_boundary():
                     last = (await self._loop.run_facts()).last_assistant
-                    requested, can_continue = await self._settle_boundary(_outcome(last, self._run))
+                    outcome = _outcome(last, self._run)
+                    requested, can_continue = await self._host.settle_boundary(outcome)
                 # The display queues, not a round trip to the loop: the loop holds a queued
                 # message before the display does, and the pump has seen every delivery of
                 # this run; one whose display entry is not in yet is delivered by the next
@@ -877,12 +927,12 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
             queue_id = self._take_from_display(text_of(event.message.content))
             if queue_id is not None:
                 event = attrs.evolve(event, queue_id=queue_id)
-        if self._extensions is not None:
+        if self._host is not None:
             if isinstance(event, AgentStart):
                 self._turn_index = -1
             elif isinstance(event, TurnStart):
                 self._turn_index += 1
-            event = await self._extension_event(event)  # extensions first, then subscribers
+            event = await self._host.agent_event(event)  # extensions first, then subscribers
         decision: PostRunDecision | None = None
         if isinstance(event, AgentEnd):
             # Decide now, so agent_end can say whether a retry follows (seed willRetry).
@@ -961,6 +1011,19 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryAppended(entry=entry))
+
+    def _pump_caught_up(self) -> bool:
+        events = self._events
+        return not self._pump_busy and (
+            events is None or events.statistics().current_buffer_used == 0
+        )
+
+    def _release_barriers(self) -> None:
+        if self._barriers and self._pump_caught_up():
+            barriers, self._barriers = self._barriers, []
+            for barrier in barriers:
+                ids = tuple(self._entry_id_of(message) for message in barrier.messages)
+                barrier.reply.set(PumpState(self._turn_index, ids))
 
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
         return self._outlet.subscribe(capacity, self.nursery)

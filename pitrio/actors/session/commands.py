@@ -1,8 +1,8 @@
 """The session actor's commands and the values they answer with (``DESIGN.md`` §2).
 
 Typed messages of :class:`~pitrio.actors.session.actor.SessionActor`'s inbox; the typed
-:class:`~pitrio.actors.session.handle.SessionHandle` builds them. The extension glue's commands
-(``UiAsk``, ``PumpBarrier``, ...) live with the glue and are part of :data:`SessionCommand`.
+:class:`~pitrio.actors.session.handle.SessionHandle` builds them. Two of the extension host's
+commands (``UiAnswer``, ``Lifecycle``) come to the session, which hands them to its host.
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
-from pitrio.actors.session.extension_glue import (
-    Lifecycle,
-    PumpBarrier,
-    TurnBoundary,
-    UiAnswer,
-    UiAsk,
-    UiForget,
-)
 from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import NavigationResult
 from pitrio.actors.session.user_bash import BashResult
@@ -31,11 +24,12 @@ from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
+from pitrio.messages.agent import AgentMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionResult
 
 if TYPE_CHECKING:
-    from pitrio.actors.session.actor import SessionActor
+    from pitrio.actors.session.target import SessionTarget
 
 StreamingBehavior = Literal["steer", "followUp"]
 
@@ -167,7 +161,7 @@ class Invoke:
     The typed handle methods build these: each is one of the actor's own methods, so the
     actor's state is still touched only by the actor."""
 
-    operation: Callable[[SessionActor], Awaitable[Any]]
+    operation: Callable[[SessionTarget], Awaitable[Any]]
     reply: Reply[Any]
 
 
@@ -200,6 +194,24 @@ class Compact:
     reply: Reply[CompactionResult]
 
 
+@attrs.frozen
+class PumpState:
+    """What the event pump has processed: the index of the turn in progress (-1 before the
+    first) and the entry ids asked for (``None`` for a message not recorded)."""
+
+    turn_index: int
+    entry_ids: tuple[str | None, ...]
+
+
+@attrs.frozen
+class PumpBarrier:
+    """Answered once the event pump has processed every agent event sent so far, with the
+    entry ids ``messages`` were recorded as (what the extension host's hooks wait for)."""
+
+    messages: tuple[AgentMessage, ...]
+    reply: Reply[PumpState]
+
+
 SessionCommand = (
     Prompt
     | Queue
@@ -213,10 +225,7 @@ SessionCommand = (
     | Compact
     | Bash
     | Navigate
-    | UiAsk
     | UiAnswer
-    | UiForget
     | PumpBarrier
     | Lifecycle
-    | TurnBoundary
 )

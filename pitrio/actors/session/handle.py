@@ -17,6 +17,8 @@ from pitrio.actors.session.commands import (
     Invoke,
     Navigate,
     Prompt,
+    PumpBarrier,
+    PumpState,
     Queue,
     SessionCommand,
     SessionState,
@@ -25,8 +27,8 @@ from pitrio.actors.session.commands import (
     SubscribeInto,
     WaitForIdle,
 )
-from pitrio.actors.session.extension_glue import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
@@ -37,7 +39,7 @@ from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
-    from pitrio.actors.session.actor import SessionActor
+    from pitrio.actors.session.target import SessionTarget
 
 T = TypeVar("T")
 
@@ -45,7 +47,7 @@ DEFAULT_SUBSCRIBER_CAPACITY = 4096
 
 
 class SessionHandle(Handle[SessionCommand]):
-    """Typed access to a :class:`SessionActor`."""
+    """Typed access to a :class:`~pitrio.actors.session.actor.SessionActor`."""
 
     async def prompt(
         self,
@@ -107,6 +109,11 @@ class SessionHandle(Handle[SessionCommand]):
         ignored."""
         await self.tell(UiAnswer(response))
 
+    async def pump_barrier(self, messages: Sequence[AgentMessage]) -> PumpState:
+        """Return once the session's event pump has processed every agent event sent so far,
+        with the entry ids ``messages`` were recorded as (the extension host's hooks)."""
+        return await self.ask(lambda reply: PumpBarrier(tuple(messages), reply))
+
     async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
         """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
         return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
@@ -131,7 +138,7 @@ class SessionHandle(Handle[SessionCommand]):
         """A snapshot of the session."""
         return await self.ask(GetState)
 
-    async def invoke(self, operation: Callable[[SessionActor], Awaitable[T]]) -> T:
+    async def invoke(self, operation: Callable[[SessionTarget], Awaitable[T]]) -> T:
         """Run one of the actor's operations in its task and return the result."""
         result: T = await self.ask(lambda reply: Invoke(operation, reply))
         return result
@@ -142,33 +149,33 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def set_model(self, provider: str, model_id: str) -> Model:
         """Switch to an available model; raises ``Model not found: p/id``."""
-        return await self.invoke(lambda actor: actor.set_model(provider, model_id))
+        return await self.invoke(lambda actor: actor.operations.set_model(provider, model_id))
 
     async def cycle_model(self) -> CycleResult | None:
         """Switch to the next model; ``None`` when there is only one."""
-        return await self.invoke(lambda actor: actor.cycle_model())
+        return await self.invoke(lambda actor: actor.operations.cycle_model())
 
     async def set_thinking_level(self, level: str) -> ThinkingLevel:
         """Set the thinking level (clamped to the model); returns the effective level."""
-        return await self.invoke(lambda actor: actor.set_thinking_level(level))
+        return await self.invoke(lambda actor: actor.operations.set_thinking_level(level))
 
     async def cycle_thinking_level(self) -> ThinkingLevel | None:
         """The next thinking level; ``None`` when the model does not reason."""
-        return await self.invoke(lambda actor: actor.cycle_thinking_level())
+        return await self.invoke(lambda actor: actor.operations.cycle_thinking_level())
 
     async def set_queue_mode(
         self, kind: Literal["steering", "followUp"], mode: Literal["all", "one-at-a-time"]
     ) -> None:
         """Set the steering or follow-up delivery mode (persisted)."""
-        await self.invoke(lambda actor: actor.set_queue_mode(kind, mode))
+        await self.invoke(lambda actor: actor.operations.set_queue_mode(kind, mode))
 
     async def set_auto_compaction(self, enabled: bool) -> None:
         """Turn automatic compaction on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_compaction(enabled))
+        await self.invoke(lambda actor: actor.operations.set_auto_compaction(enabled))
 
     async def set_auto_retry(self, enabled: bool) -> None:
         """Turn automatic retry on or off (persisted)."""
-        await self.invoke(lambda actor: actor.set_auto_retry(enabled))
+        await self.invoke(lambda actor: actor.operations.set_auto_retry(enabled))
 
     async def abort_retry(self) -> None:
         """Cancel a pending retry sleep (no-op when not retrying)."""
@@ -176,7 +183,7 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def set_session_name(self, name: str) -> str:
         """Name the session; raises ``Session name cannot be empty``."""
-        return await self.invoke(lambda actor: actor.set_session_name(name))
+        return await self.invoke(lambda actor: actor.operations.set_session_name(name))
 
     async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
         """Run a user shell command; its output reaches the model with the next request."""
@@ -242,7 +249,7 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def session_stats(self) -> SessionStats:
         """Counts, tokens and cost over the current context."""
-        return await self.invoke(lambda actor: actor.stats())
+        return await self.invoke(lambda actor: actor.operations.stats())
 
     async def messages(self) -> tuple[AgentMessage, ...]:
         """The agent's current messages (the context, custom roles included)."""

@@ -1,13 +1,15 @@
 """The session's commands beyond prompting: compaction, model and thinking, settings, reads.
 
-A mixin of :class:`~pitrio.actors.session.actor.SessionActor`: each method runs in the actor's
-own task (the inbox loop or a task in the actor's nursery), so it may touch the actor's state.
+:class:`SessionOperations` is a small object the session actor owns (not a mixin: it shares no
+fields with the actor, it is handed the handles and ports it uses); its methods run in the
+actor's own tasks (the inbox loop, through ``Invoke``). :func:`navigate_tree` is a function the
+actor calls with what a navigation needs.
 Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,7 +26,7 @@ from pitrio.actors.model_router.thinking import (
 from pitrio.actors.session.extensions.events import ModelSelectEvent, ThinkingLevelSelectEvent
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
-from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
+from pitrio.actors.supervisor.actor.compactor import known_entries
 from pitrio.actors.supervisor.actor.shell import CompactionCancelled, SupervisorHandle
 from pitrio.actors.supervisor.branch_summary import (
     BranchSummaryResult,
@@ -52,7 +54,6 @@ from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
-    from pitrio.actors.session.actor import SessionSettings
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 __all__ = ["COMPACTION_CANCELLED", "CompactionCancelled"]  # re-exported: they moved
@@ -144,24 +145,38 @@ def session_stats(
     )
 
 
+Emit = Callable[[AgentSessionEvent], None]
+"""The session's event port (the event gets its ``seq`` in the session's stream)."""
+
+Notify = Callable[[str, Any], None]
+"""Queues a notification-only event for the session's extensions (never waits)."""
+
+
 class SessionOperations:
-    """Mixin: the session actor's non-prompt commands."""
+    """The session actor's non-prompt commands: settings, model and thinking, name, stats."""
 
-    # Provided by SessionActor.
-    _loop: AgentLoopHandle
-    _store: SessionStoreHandle
-    _router: ModelRouterHandle | None
-    _settings: SessionSettings
-    _agent_dir: Path | None
-    _scoped_models: tuple[Model, ...]
-    supervisor: SupervisorHandle
-    nursery: trio.Nursery
-
-    def _emit(self, event: AgentSessionEvent) -> None:
-        raise NotImplementedError
-
-    # Provided by the extension glue (annotations only: a stub here would shadow it).
-    _notify_extensions: Callable[[str, Any], None]
+    def __init__(
+        self,
+        *,
+        loop: AgentLoopHandle,
+        store: SessionStoreHandle,
+        supervisor: SupervisorHandle,
+        emit: Emit,
+        notify: Notify,
+        router: ModelRouterHandle | None = None,
+        agent_dir: Path | None = None,
+        scoped_models: tuple[Model, ...] = (),
+        default_thinking_level: str | None = None,
+    ) -> None:
+        self._loop = loop
+        self._store = store
+        self.supervisor = supervisor
+        self._emit = emit
+        self._notify_extensions = notify
+        self._router = router
+        self._agent_dir = agent_dir
+        self._scoped_models = scoped_models
+        self._default_thinking_level = default_thinking_level
 
     # -- settings ------------------------------------------------------------------------
 
@@ -223,7 +238,7 @@ class SessionOperations:
         elif state.model.reasoning:
             wanted = state.thinking_level
         else:
-            wanted = self._settings.default_thinking_level or DEFAULT_THINKING_LEVEL
+            wanted = self._default_thinking_level or DEFAULT_THINKING_LEVEL
         await self._loop.configure(model=model)
         entry = await self._store.append_model_change(model.provider, model.id)
         self._emit(EntryAppended(entry=entry))
@@ -323,72 +338,59 @@ class NavigationResult:
     summary_entry: BranchSummaryEntry | None = None
 
 
-class TreeNavigation:
-    """Mixin: ``navigate_tree`` (spec §3.9), with an optional summary of the branch left."""
+SummarizeBranch = Callable[
+    [tuple[SessionEntry, ...], Model, str | None, bool], Awaitable[BranchSummaryResult | None]
+]
+"""Summarises the branch left (entries, model, custom instructions, replace them): the
+supervisor's, in a nursery lent in a scope abort cancels; ``None`` when aborted."""
 
-    _loop: AgentLoopHandle
-    _store: SessionStoreHandle
-    supervisor: SupervisorHandle
 
-    def _emit(self, event: AgentSessionEvent) -> None:
-        raise NotImplementedError
-
-    def _stream_call(self) -> StreamCall:
-        raise NotImplementedError
-
-    async def _lent_summary(
-        self,
-        entries: tuple[SessionEntry, ...],
-        model: Model,
-        custom_instructions: str | None,
-        replace_instructions: bool,
-    ) -> BranchSummaryResult | None:
-        raise NotImplementedError
-
-    async def navigate_tree(
-        self,
-        target_id: str,
-        *,
-        summarize: bool = False,
-        custom_instructions: str | None = None,
-        replace_instructions: bool = False,
-        label: str | None = None,
-    ) -> NavigationResult:
-        """Move the session to another point of its tree (the caller made sure it is idle)."""
-        store = self._store
-        old_leaf = await store.leaf_id()
-        if target_id == old_leaf:
-            return NavigationResult()
-        stream = self._stream_call() if summarize else None
-        target = await store.get_entry(target_id)
-        if target is None or isinstance(target, UnknownEntry):
-            raise EntryNotFoundError(f"Entry {target_id} not found")
-        by_id = {e.id: e for e in known_entries(await store.entries())}
-        collected = collect_entries_for_branch_summary(by_id, old_leaf, target_id)
-        where = navigation_target(target)
-        summary_entry: BranchSummaryEntry | None = None
-        if stream is not None and collected.entries:
-            state = await self._loop.state()
-            # The supervisor's: made in a nursery lent in a scope abort cancels.
-            result = await self._lent_summary(
-                tuple(collected.entries), state.model, custom_instructions, replace_instructions
+async def navigate_tree(
+    target_id: str,
+    *,
+    store: SessionStoreHandle,
+    loop: AgentLoopHandle,
+    emit: Emit,
+    summarize: Callable[[], SummarizeBranch] | None = None,
+    custom_instructions: str | None = None,
+    replace_instructions: bool = False,
+    label: str | None = None,
+) -> NavigationResult:
+    """Move the session to another point of its tree (the caller made sure it is idle);
+    ``summarize`` gives the summary call (it raises when the session cannot summarise)."""
+    old_leaf = await store.leaf_id()
+    if target_id == old_leaf:
+        return NavigationResult()
+    summary = summarize() if summarize is not None else None
+    target = await store.get_entry(target_id)
+    if target is None or isinstance(target, UnknownEntry):
+        raise EntryNotFoundError(f"Entry {target_id} not found")
+    by_id = {e.id: e for e in known_entries(await store.entries())}
+    collected = collect_entries_for_branch_summary(by_id, old_leaf, target_id)
+    where = navigation_target(target)
+    summary_entry: BranchSummaryEntry | None = None
+    if summary is not None and collected.entries:
+        state = await loop.state()
+        # The supervisor's: made in a nursery lent in a scope abort cancels.
+        result = await summary(
+            tuple(collected.entries), state.model, custom_instructions, replace_instructions
+        )
+        if result is None:
+            return NavigationResult(cancelled=True, aborted=True)
+        summary_entry = await store.branch_with_summary(
+            where.new_leaf_id, result.summary, result.details()
+        )
+        emit(EntryAppended(entry=summary_entry))
+        if label:
+            emit(
+                EntryAppended(entry=await store.append_label_change(summary_entry.id, label))
             )
-            if result is None:
-                return NavigationResult(cancelled=True, aborted=True)
-            summary_entry = await store.branch_with_summary(
-                where.new_leaf_id, result.summary, result.details()
-            )
-            self._emit(EntryAppended(entry=summary_entry))
-            if label:
-                self._emit(
-                    EntryAppended(entry=await store.append_label_change(summary_entry.id, label))
-                )
+    else:
+        if where.new_leaf_id is None:
+            await store.reset_leaf()
         else:
-            if where.new_leaf_id is None:
-                await store.reset_leaf()
-            else:
-                await store.branch(where.new_leaf_id)
-            if label:
-                self._emit(EntryAppended(entry=await store.append_label_change(target_id, label)))
-        await self._loop.set_messages(await store.context_messages())
-        return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)
+            await store.branch(where.new_leaf_id)
+        if label:
+            emit(EntryAppended(entry=await store.append_label_change(target_id, label)))
+    await loop.set_messages(await store.context_messages())
+    return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)

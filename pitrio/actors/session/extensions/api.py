@@ -32,8 +32,8 @@ from pitrio.messages.content import ImageContent, TextContent
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
-    from pitrio.actors.session.actor import SessionHandle
     from pitrio.actors.session.extensions.runner import ExtensionRunner
+    from pitrio.actors.session.handle import SessionHandle
     from pitrio.actors.tool_executor import ToolExecutorHandle
 
 DeliverAs = Literal["steer", "followUp", "nextTurn"]

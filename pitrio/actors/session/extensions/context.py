@@ -15,7 +15,7 @@ from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
 from pitrio.messages.entries import CompactionResult
 
 if TYPE_CHECKING:
-    from pitrio.actors.session.actor import SessionHandle
+    from pitrio.actors.session.handle import SessionHandle
     from pitrio.actors.session.operations import NavigationResult
     from pitrio.actors.session_store.actor import SessionStoreHandle
     from pitrio.messages.model import Model

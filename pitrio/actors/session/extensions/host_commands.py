@@ -1,0 +1,235 @@
+"""The extension host's commands (``DESIGN.md`` §2: ``Emit``, ``RunCommand``, ``Ask``/``Answer``).
+
+Typed messages of :class:`~pitrio.actors.session.extensions.host.ExtensionHost`'s inbox. A
+command that runs handlers carries the cancel scope its task runs in (see
+:meth:`~pitrio.actors.session.extensions.host_handle.ExtensionHostHandle`): the caller cancels it
+when the caller itself is cancelled, so handlers are cancelled with the run that awaited them,
+as they were when they ran in the caller's task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.agent_loop.hooks import (
+    AfterToolCallContext,
+    BeforeToolCallContext,
+    TurnContext,
+)
+from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.ui import UiResponse
+from pitrio.actors.supervisor.compaction import CompactionPreparation
+from pitrio.messages.agent import AgentMessage
+from pitrio.messages.content import ImageContent
+from pitrio.messages.entries import CompactionEntry, SessionEntry
+from pitrio.messages.events import AgentEvent, ExtensionUiRequest
+
+
+@attrs.frozen
+class UiAsk:
+    """Emit a dialog request; ``reply`` gets the client's answer."""
+
+    request: ExtensionUiRequest
+    reply: Reply[UiResponse]
+
+
+@attrs.frozen
+class UiAnswer:
+    """A client's ``extension_ui_response`` (an unknown id is dropped, as in pi). Sent to the
+    session, which hands it to its host."""
+
+    response: UiResponse
+
+
+@attrs.frozen
+class UiForget:
+    """A dialog timed out: a late answer is to be ignored."""
+
+    id: str
+
+
+@attrs.frozen
+class Lifecycle:
+    """Ask the extensions about the session's replacement or end: a ``session_before_*``
+    event (answered with whether a handler cancelled) or ``session_shutdown`` (answered once
+    every handler ran). Sent to the session, which hands it to its host."""
+
+    event: str
+    payload: Any
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class Work:
+    """What a handler-running command shares: its answer and the scope its task runs in."""
+
+    reply: Reply[Any]
+    scope: trio.CancelScope
+
+
+@attrs.frozen
+class Emit:
+    """An agent event for the handlers (before subscribers); answered with the event to emit
+    (a ``message_end`` may carry a replacement message)."""
+
+    event: AgentEvent
+    work: Work
+
+
+@attrs.frozen
+class Input:
+    """The ``input`` handlers for a prompt in the funnel."""
+
+    text: str
+    images: tuple[ImageContent, ...]
+    source: InputSource
+    work: Work
+
+
+@attrs.frozen
+class RunCommand:
+    """Run the extension command ``/name args`` beside everything else; ``accepted`` and
+    ``settled`` (the prompt's) are answered when its handler returns."""
+
+    name: str
+    args: str
+    accepted: Reply[int]
+    settled: Reply[None]
+
+
+@attrs.frozen
+class BeforeAgentStart:
+    """``before_agent_start``: answered with the custom messages handlers added."""
+
+    text: str
+    images: tuple[Any, ...]
+    work: Work
+
+
+@attrs.frozen
+class BeforeCompact:
+    """``session_before_compact``: ``True`` cancels, a result replaces the summary."""
+
+    preparation: CompactionPreparation
+    path: tuple[SessionEntry, ...]
+    instructions: str | None
+    work: Work
+
+
+@attrs.frozen
+class AfterCompact:
+    """``session_compact``, once the entry is in the file."""
+
+    entry: CompactionEntry
+    from_extension: bool
+    work: Work
+
+
+@attrs.frozen
+class TransformContext:
+    """The ``context`` handlers over the messages of a request."""
+
+    messages: list[AgentMessage]
+    work: Work
+
+
+@attrs.frozen
+class ToolCall:
+    """The ``tool_call`` handlers, once the session's pump has caught up."""
+
+    context: BeforeToolCallContext
+    work: Work
+
+
+@attrs.frozen
+class ToolResult:
+    """The ``tool_result`` handlers."""
+
+    context: AfterToolCallContext
+    work: Work
+
+
+@attrs.frozen
+class TurnBoundary:
+    """The loop is between turns: the ``turn_end`` boundary; answered with whether the loop
+    should stop (the session then continues from the re-projected context)."""
+
+    context: TurnContext
+    work: Work
+
+
+@attrs.frozen
+class SettleBoundary:
+    """``agent_before_settle`` for a run ending with ``outcome``: answered with (continue
+    requested, can continue)."""
+
+    outcome: str
+    work: Work
+
+
+@attrs.frozen
+class SetBasePrompt:
+    """The session rebuilt the system prompt before any message: the base that
+    ``before_agent_start`` handlers chain from."""
+
+    prompt: str
+
+
+HostCommand = (
+    UiAsk
+    | UiAnswer
+    | UiForget
+    | Lifecycle
+    | Emit
+    | Input
+    | RunCommand
+    | BeforeAgentStart
+    | BeforeCompact
+    | AfterCompact
+    | TransformContext
+    | ToolCall
+    | ToolResult
+    | TurnBoundary
+    | SettleBoundary
+    | SetBasePrompt
+)
+
+WorkCommand = (
+    Emit
+    | Input
+    | BeforeAgentStart
+    | BeforeCompact
+    | AfterCompact
+    | TransformContext
+    | ToolCall
+    | ToolResult
+    | TurnBoundary
+    | SettleBoundary
+)
+"""The commands whose handlers run in a task of the host, answered through their ``work``."""
+
+__all__ = [
+    "AfterCompact",
+    "BeforeAgentStart",
+    "BeforeCompact",
+    "Emit",
+    "HostCommand",
+    "Input",
+    "Lifecycle",
+    "RunCommand",
+    "SetBasePrompt",
+    "SettleBoundary",
+    "ToolCall",
+    "ToolResult",
+    "TransformContext",
+    "TurnBoundary",
+    "UiAnswer",
+    "UiAsk",
+    "UiForget",
+    "Work",
+    "WorkCommand",
+]
