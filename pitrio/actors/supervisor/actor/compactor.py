@@ -185,9 +185,15 @@ async def compact(
         result = supplied
     else:
         result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+    from_extension = isinstance(supplied, CompactionResult)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.
+        # pi writes fromHook on every compaction entry: whether an extension supplied it.
         entry = await store.append_compaction(
-            result.summary, result.first_kept_entry_id, result.tokens_before, result.details
+            result.summary,
+            result.first_kept_entry_id,
+            result.tokens_before,
+            result.details,
+            from_hook=from_extension,
         )
-    return result, entry, isinstance(supplied, CompactionResult)
+    return result, entry, from_extension
