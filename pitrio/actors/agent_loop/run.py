@@ -16,8 +16,8 @@ import trio
 
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
-    ABORTED_TEXT,
     NO_CONTEXT,
+    aborted_text,
     continue_from_role,
     empty_response,
     end_response,
@@ -322,7 +322,8 @@ class LoopRun:
         if final is None:
             base = partial or empty_response(config.model)
             if scope.cancelled_caught or self.abort.aborted:
-                final = end_response(base, "aborted", ABORTED_TEXT)
+                text = aborted_text(config.model.api, responded=partial is not None)
+                final = end_response(base, "aborted", text)
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
         if announced:
