@@ -89,7 +89,7 @@ from pitrio.actors.session.resources.system_prompt import (
     system_prompt_patch,
     today,
 )
-from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.session.shell import UserShell
 from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
 from pitrio.actors.supervisor.actor.shell import (
@@ -120,7 +120,6 @@ from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
-    BashExecutionMessage,
     CustomMessage,
     LlmMessage,
     SystemMessage,
@@ -137,7 +136,6 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
     AgentStart,
-    BashExecutionUpdate,
     EntryAppended,
     MessageEnd,
     MessageStart,
@@ -247,12 +245,18 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
         self._resources = resources
-        self._bash_scope: trio.CancelScope | None = None
-        self._pending_bash: list[BashExecutionMessage] = []
         self._next_turn: list[CustomMessage] = []
         self._cwd = store.header.cwd
         self._maintenance: _Maintenance | None = None
         self._settings = settings or SessionSettings()
+        self._shell = UserShell(
+            loop=loop,
+            store=store,
+            emit=self._emit,
+            cwd=self._cwd,
+            shell_path=self._settings.shell_path,
+            command_prefix=self._settings.shell_command_prefix,
+        )
         self._steering: list[str] = []
         self._follow_up: list[str] = []
         self._steering_ids: list[str] = []
@@ -340,11 +344,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
                 except PitrioError as exc:
                     reply.fail(exc)
             case Bash(command=text, exclude_from_context=exclude, reply=reply):
-                if self._bash_scope is not None:
-                    reply.fail(PitrioError("A bash command is already running"))
-                    return
-                self._bash_scope = trio.CancelScope()
-                self.nursery.start_soon(self._bash_command, text, exclude, reply)
+                self._shell.start(self.nursery, text, exclude, reply, lambda: self._run is not None)
             case Navigate(reply=reply):
                 if self._run is not None or self._maintenance is not None:
                     reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
@@ -627,47 +627,6 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         """Cancel a pending retry sleep (the supervisor's)."""
         await self.supervisor.abort_retry()
 
-    async def _bash_command(self, command: str, exclude: bool, reply: Reply[BashResult]) -> None:
-        scope = self._bash_scope
-        assert scope is not None
-        try:
-
-            async def stream(delta: str) -> None:
-                await trio.lowlevel.checkpoint()
-                self._emit(BashExecutionUpdate(delta=delta))
-
-            result = await run_user_bash(
-                command,
-                self._cwd,
-                shell_path=self._settings.shell_path,
-                command_prefix=self._settings.shell_command_prefix,
-                on_chunk=stream,
-                scope=scope,
-            )
-            message = BashExecutionMessage(
-                command=command,
-                output=result.output,
-                exit_code=result.exit_code,
-                cancelled=result.cancelled,
-                truncated=result.truncated,
-                full_output_path=result.full_output_path,
-                timestamp=now_ms(),
-                exclude_from_context=True if exclude else None,
-            )
-            if self._run is not None:
-                # Recorded before the next prompt (pi): never between a tool call and its
-                # result, and not in the context of the run's own continuations.
-                self._pending_bash.append(message)
-            else:
-                await self._flush_pending_bash()  # an earlier command's first: file order
-                await self._record_bash(message)
-        except (PitrioError, OSError) as exc:
-            reply.fail(exc if isinstance(exc, PitrioError) else PitrioError(str(exc)))
-        else:
-            reply.set(result)
-        finally:
-            self._bash_scope = None
-
     async def send_custom_message(
         self,
         message: CustomMessage,
@@ -727,16 +686,9 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
         finally:
             self._maintenance = None
 
-    async def _record_bash(self, message: BashExecutionMessage) -> None:
-        await self._loop.append_message(message)
-        entry = await self._store.append_message(message)
-        self._emit(EntryAppended(entry=entry))
-
     async def _flush_pending_bash(self) -> None:
-        pending, self._pending_bash = self._pending_bash, []
         try:
-            for message in pending:
-                await self._record_bash(message)
+            await self._shell.flush()
         except ReadOnlySessionError as exc:
             self._read_only(exc)
 
@@ -755,8 +707,7 @@ class SessionActor(ExtensionGlue, SessionOperations, TreeNavigation, Actor[Sessi
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
         await trio.lowlevel.checkpoint()
-        if self._bash_scope is not None:
-            self._bash_scope.cancel()
+        self._shell.abort()
 
     async def fork_messages(self) -> list[tuple[str, str]]:
         """Every user message of the file (all branches) with text: (entry id, text)."""
