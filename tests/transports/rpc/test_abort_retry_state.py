@@ -118,11 +118,14 @@ async def test_new_session_while_streaming_drops_the_aborted_reply(tmp_path: Pat
 async def test_bash_during_a_run_is_recorded_at_the_next_prompt(tmp_path: Path) -> None:
     """pi keeps a bash run during a run aside until the next prompt: not in the context or
     the file when the run ends, then recorded just before the new prompt."""
-    faux = FauxProvider([FauxReply(text="word " * 60), "second answer"], tokens_per_second=PACED)
+    faux = FauxProvider([FauxReply(text="word " * 200), "second answer"], tokens_per_second=PACED)
     async with served(tmp_path, faux) as client:
         await client.send({"id": "p", "type": "prompt", "message": "first"})
         await client.event("message_update")
-        await client.data({"type": "bash", "command": "echo during"})
+        await client.send({"id": "b", "type": "bash", "command": "echo during"})
+        assert (await client.response("b"))["success"] is True
+        # The command finished while the run streamed (else this test proves nothing).
+        assert events_of(client.lines, "agent_end") == []
         await client.event("agent_settled")
         after_run = await message_roles(client)
         state = await client.data({"type": "get_state"})
