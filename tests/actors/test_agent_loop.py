@@ -18,6 +18,7 @@ from pitrio.actors.agent_loop import (
     LoopOptions,
 )
 from pitrio.actors.agent_loop.actor import PLACEHOLDER_MODEL, LoopFacts, RunEndFacts
+from pitrio.actors.agent_loop.decisions import aborted_text
 from pitrio.actors.model_router import FauxReply, FauxToolCall
 from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
 from pitrio.errors import AgentBusyError, ContinueError
@@ -824,6 +825,38 @@ async def test_abort_before_the_first_chunk(autojump_clock: trio.testing.MockClo
     assert final.message.stop_reason == "aborted"
     assert final.message.error_message == "Request was aborted"
     assert final.message.content == ()
+
+
+@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages"])
+async def test_abort_before_a_vendor_answers_has_the_sdks_wording(
+    autojump_clock: trio.testing.MockClock, api: str
+) -> None:
+    """pi 0.73.1 against a vendor API: an abort that lands before the response begins ends
+    with the vendor SDK's sentence (with a full stop); once the stream runs, pi-ai's own."""
+
+    async def stall(messages: list[AgentMessage]) -> list[AgentMessage]:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    model = attrs.evolve(FAUX_1, api=api)
+    async with running_loop("never", model=model, hooks=LoopHooks(transform_context=stall)) as fx:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.loop.prompt, "go")
+            await trio.sleep(1)
+            await fx.loop.abort()
+        events = fx.drain()
+    final = events[-3]
+    assert isinstance(final, MessageEnd) and isinstance(final.message, AssistantMessage)
+    assert (final.message.stop_reason, final.message.error_message) == (
+        "aborted",
+        "Request was aborted.",
+    )
+
+
+def test_aborted_text_by_api_and_progress() -> None:
+    assert aborted_text("openai-responses", responded=False) == "Request was aborted."
+    assert aborted_text("openai-responses", responded=True) == "Request was aborted"
+    assert aborted_text("faux-api", responded=False) == "Request was aborted"
 
 
 async def test_abort_mid_stream_keeps_the_partial(autojump_clock: trio.testing.MockClock) -> None:

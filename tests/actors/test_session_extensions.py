@@ -679,6 +679,8 @@ async def test_replacements_ask_and_tell_the_extensions(tmp_path: Path, agent_di
         refuse.update(switch=False, fork=False)
         await runtime.new_session()
         await trio.testing.wait_all_tasks_blocked()
+        # pi refuses to clone a session without messages: give the new one a turn.
+        await runtime.current.session.prompt("hello again")
         await runtime.clone()
         await trio.testing.wait_all_tasks_blocked()
         await runtime.aclose()

@@ -26,6 +26,21 @@ CONTINUE_BUSY = "Agent is already processing. Wait for completion before continu
 NO_MESSAGES = "No messages to continue from"
 NO_CONTEXT = "Cannot continue: no messages in context"
 ABORTED_TEXT = "Request was aborted"
+ABORTED_BEFORE_RESPONSE_TEXT = "Request was aborted."
+# The APIs whose vendor SDK pi 0.73.1 calls through (OpenAI's and Anthropic's): their abort
+# error, raised while no response has begun, carries the full stop.
+SDK_APIS = frozenset(
+    {"openai-completions", "openai-responses", "azure-openai-responses", "anthropic-messages"}
+)
+
+
+def aborted_text(api: str, *, responded: bool) -> str:
+    """The ``errorMessage`` of a response cut short by an abort, as pi words it: the vendor
+    SDK's sentence when the abort came before the response began, pi's own (no full stop)
+    once it streams, and always for the faux provider."""
+    if not responded and api in SDK_APIS:
+        return ABORTED_BEFORE_RESPONSE_TEXT
+    return ABORTED_TEXT
 
 
 def continue_from_role(role: str) -> str:

@@ -16,8 +16,8 @@ import trio
 
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
-    ABORTED_TEXT,
     NO_CONTEXT,
+    aborted_text,
     continue_from_role,
     empty_response,
     end_response,
@@ -339,7 +339,8 @@ class LoopRun:
                 if announced:  # pi's order: the blocks' ends, then the aborted message
                     for end in abort_block_ends(config.model.api, base, open_blocks):
                         await self._emit(MessageUpdate(assistant_message_event=end, message=base))
-                final = end_response(base, "aborted", ABORTED_TEXT)
+                text = aborted_text(config.model.api, responded=partial is not None)
+                final = end_response(base, "aborted", text)
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
         if announced:

@@ -199,6 +199,9 @@ class _Run:
     # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
     # with a nursery for it: abort cancels it together with the run's scope.
     work: trio.CancelScope | None = None
+    # Aborted by a command that replaces what it did (compact, new_session, a switch): the
+    # pump neither reports nor records its remaining events (pi stops listening first).
+    detached: bool = False
 
 
 @attrs.define
@@ -406,7 +409,9 @@ class SessionActor(Actor[SessionCommand]):
                 await self._loop.clear_queues()
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
-            case Abort(reply=reply):
+            case Abort(reply=reply, detach=detach):
+                if detach and self._run is not None:
+                    self._run.detached = True
                 for busy in (self._maintenance, self._run):
                     if busy is not None and busy.work is not None:
                         busy.work.cancel()  # the supervisor's step in progress, at once
@@ -641,6 +646,7 @@ class SessionActor(Actor[SessionCommand]):
             run = self._run
             if run is not None:
                 waiter: Reply[None] = Reply()
+                run.detached = True  # pi: the aborted reply is neither reported nor kept
                 run.abort_waiters.append(waiter)
                 run.scope.cancel()
                 await waiter.wait()
@@ -872,7 +878,6 @@ class SessionActor(Actor[SessionCommand]):
             state = await self._loop.state()
             await self._drop_decisions(state.runs)
             await self.supervisor.run_aborted()
-        await self._flush_pending_bash()
         settled = AgentSettled()
         self._emit(settled)
         self._notify_extensions("agent_settled", settled)
@@ -922,6 +927,9 @@ class SessionActor(Actor[SessionCommand]):
         if isinstance(event, RunEndFacts):
             self._end_facts = event.facts  # for the agent_end that follows
             return
+        if self._run is not None and self._run.detached:
+            await self._on_detached_event(event)
+            return
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
             await self.supervisor.user_message_started()
             queue_id = self._take_from_display(text_of(event.message.content))
@@ -957,6 +965,18 @@ class SessionActor(Actor[SessionCommand]):
                 self._emit(follow)
             self._agent_ends += 1
             try:  # without a task switch (there is room: see DECISION_CAPACITY)
+                self._decided_send.send_nowait((self._agent_ends, decision))
+            except trio.WouldBlock:
+                await self._decided_send.send((self._agent_ends, decision))
+
+    async def _on_detached_event(self, event: AgentEvent) -> None:
+        """An event of a run a replacing command aborted: not reported, not recorded, not
+        shown to extensions; its ``agent_end`` still goes through the decision channel the
+        run's finaliser drains."""
+        if isinstance(event, AgentEnd):
+            decision = await self._decide(event)
+            self._agent_ends += 1
+            try:
                 self._decided_send.send_nowait((self._agent_ends, decision))
             except trio.WouldBlock:
                 await self._decided_send.send((self._agent_ends, decision))

@@ -118,9 +118,12 @@ class ClearQueue:
 
 @attrs.frozen
 class Abort:
-    """Abort the active run; answered once the session is idle."""
+    """Abort the active run; answered once the session is idle. ``detach``: what the run
+    still does is neither reported nor recorded (pi's new_session and session switches
+    stop listening to the agent before they abort it)."""
 
     reply: Reply[None]
+    detach: bool = False
 
 
 @attrs.frozen

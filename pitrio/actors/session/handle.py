@@ -126,9 +126,10 @@ class SessionHandle(Handle[SessionCommand]):
         """Empty both queues; returns the removed (steering, follow-up) texts."""
         return await self.ask(ClearQueue)
 
-    async def abort(self) -> None:
-        """Abort the active run and return once the session is idle."""
-        await self.ask(Abort)
+    async def abort(self, *, detach: bool = False) -> None:
+        """Abort the active run and return once the session is idle; with ``detach`` the
+        rest of the run (its aborted reply, its ``agent_end``) is not reported or recorded."""
+        await self.ask(lambda reply: Abort(reply, detach=detach))
 
     async def wait_for_idle(self) -> None:
         """Return once no run is active."""

@@ -25,6 +25,7 @@ from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionSeed
 from pitrio.actors.session_store.maintenance import probe_session_file
 from pitrio.errors import PitrioError
+from pitrio.messages.entries import MessageEntry
 
 FLUSH_SECONDS = 10.0
 EVENT_BUFFER = 16
@@ -51,6 +52,8 @@ def single_error(exc: BaseException) -> Exception:
     if isinstance(first, OSError):
         return PitrioError(str(first))
     return PitrioError(f"{type(first).__name__}: {first}")
+
+NOTHING_TO_CLONE = "Cannot clone: the session has no messages yet"
 
 
 class SessionReplacementCancelled(PitrioError):
@@ -184,8 +187,12 @@ class SessionRuntime:
         return result.selected_text
 
     async def clone(self) -> None:
-        """A new session holding the whole current branch (pi's ``clone``)."""
-        leaf = await self.current.store.leaf_id()
+        """A new session holding the whole current branch (pi's ``clone``); refused while
+        the branch holds no message (pi fails then: it has no file to branch from)."""
+        store = self.current.store
+        if not any(isinstance(entry, MessageEntry) for entry in await store.branch_entries()):
+            raise PitrioError(NOTHING_TO_CLONE)
+        leaf = await store.leaf_id()
         if leaf is not None:
             await self.gate(
                 "session_before_fork", SessionBeforeForkEvent(entry_id=leaf, position="at")
@@ -222,7 +229,9 @@ class SessionRuntime:
         with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
             shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
             await slot.started.session.extension_lifecycle("session_shutdown", shutdown)
-            await slot.started.session.abort()
+            # A replacement stops listening to the old session first (pi: its aborted reply
+            # and agent_end are neither sent nor recorded); quitting keeps what it streamed.
+            await slot.started.session.abort(detach=reason != "quit")
             await slot.started.store.flush()
         slot.scope.cancel()
         await slot.stopped.wait()

@@ -1,8 +1,9 @@
 """The session's user shell commands (``bash``, ``abort_bash``; spec §3.12).
 
 One command at a time, streamed as ``bash_execution_update`` events. Its result is recorded
-at once when no run is active, else held and recorded when the run ends (never between a
-tool call and its result). Owned by the session actor, whose tasks alone call it.
+at once when no run is active, else held and recorded before the next prompt, as pi does
+(never between a tool call and its result, nor in the run's own continuations). Owned by
+the session actor, whose tasks alone call it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class UserShell:
         self._shell_path = shell_path
         self._command_prefix = command_prefix
         self._scope: trio.CancelScope | None = None  # the running command's (abort_bash)
-        self._held: list[BashExecutionMessage] = []  # results waiting for the run's end
+        self._held: list[BashExecutionMessage] = []  # results waiting for the next prompt
 
     def start(
         self,
@@ -101,9 +102,9 @@ class UserShell:
                 exclude_from_context=True if exclude else None,
             )
             if run_active():
-                # Recorded when the run ends: never between a tool call and its result.
-                self._held.append(message)
+                self._held.append(message)  # until the next prompt's preflight
             else:
+                await self.flush()  # an earlier command's result first: file order
                 await self._record(message)
         except (PitrioError, OSError) as exc:
             reply.fail(exc if isinstance(exc, PitrioError) else PitrioError(str(exc)))

@@ -179,7 +179,9 @@ def state_data(state: SessionState) -> dict[str, Any]:
         "model": to_json(agent.model),
         "thinkingLevel": agent.thinking_level,
         # pi's flag is false from agent_end on; a settling run takes prompts (they run next).
-        "isStreaming": (state.is_running and not state.is_settling) or agent.is_streaming,
+        # Not during a retry's back-off (pi: the agent is idle then, the retry pending).
+        "isStreaming": (state.is_running and not state.is_settling and not state.is_retrying)
+        or agent.is_streaming,
         "isCompacting": state.is_compacting,
         "steeringMode": agent.options.steering_mode,
         "followUpMode": agent.options.follow_up_mode,

@@ -187,15 +187,18 @@ async def compact(
         result = supplied
     else:
         result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+    from_extension = isinstance(supplied, CompactionResult)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.
         # Lazy: no ``entry_appended`` announces it, so a session holding nothing else (pi:
         # "Nothing to export yet") still gets no file for it (issue 21).
+        # pi writes fromHook on every compaction entry: whether an extension supplied it.
         entry = await store.append_compaction(
             result.summary,
             result.first_kept_entry_id,
             result.tokens_before,
             result.details,
             lazy=True,
+            from_hook=from_extension,
         )
-    return result, entry, isinstance(supplied, CompactionResult)
+    return result, entry, from_extension

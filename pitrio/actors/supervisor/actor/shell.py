@@ -364,6 +364,10 @@ class Supervisor(Actor[SupervisorCommand]):
         match command.action:
             case Retry(delay_ms=delay_ms, event=event):
                 await self._omit(command.failed_entry_id)
+                # pi drops the failed attempt from the agent's messages when the back-off
+                # starts: messageCount and get_messages during and after it (an abort or
+                # abort_retry ends the run here) show the context without it.
+                await self._loop.set_messages(await self._store.context_messages())
                 self._emit(event)
                 try:
                     with trio.CancelScope() as sleep:

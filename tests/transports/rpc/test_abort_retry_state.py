@@ -1,0 +1,169 @@
+"""Issue 21 item 8 and part of 9: what the state, the events and the file say after an abort
+of a retry's back-off, a compaction or a new session during a stream, a bash run during a
+run, a clone of an empty session; each checked against pi 0.73.1's answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pitrio.actors.model_router import FauxProvider, FauxReply, FixtureRules
+from tests.transports.rpc.harness import RpcClient, events_of, served
+
+PACED = 200.0  # tokens per second: a SLOW reply of the fixture rules streams for ~1.3 s
+FAILED = "503 Service Unavailable (scripted)"
+# A back-off no test waits for: only an abort ends it.
+LONG_BACKOFF = {"retry": {"enabled": True, "maxRetries": 3, "baseDelayMs": 600_000}}
+
+
+def file_entries(path: str, *, missing_ok: bool = False) -> list[dict[str, Any]]:
+    file = Path(path)
+    if missing_ok and not file.exists():
+        return []
+    return [orjson.loads(line) for line in file.read_bytes().splitlines() if line]
+
+
+def roles(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m["role"]) for m in messages]
+
+
+async def message_roles(client: RpcClient) -> list[str]:
+    return roles((await client.data({"type": "get_messages"}))["messages"])
+
+
+@pytest.mark.parametrize("command", ["abort_retry", "abort"])
+async def test_the_failed_attempt_leaves_the_state_when_the_back_off_starts(
+    tmp_path: Path, command: str
+) -> None:
+    """pi: during the back-off and after it is cut short, messageCount is 1 (the prompt),
+    isStreaming is false; the failed response stays in the file (here with the context_edit
+    that takes it out of the projection, DESIGN §5.6)."""
+    faux = FauxProvider([FauxReply(error=FAILED)], default="not asked")
+    async with served(tmp_path, faux, settings=LONG_BACKOFF) as client:
+        await client.send({"id": "p", "type": "prompt", "message": "flaky"})
+        await client.event("auto_retry_start")
+        during = await client.data({"type": "get_state"})
+        during_roles = await message_roles(client)
+        await client.data({"type": command})
+        await client.event("agent_settled")
+        after = await client.data({"type": "get_state"})
+        after_roles = await message_roles(client)
+    assert (during["isStreaming"], during["messageCount"]) == (False, 1)
+    assert during_roles == ["user"]
+    assert (after["isStreaming"], after["messageCount"]) == (False, 1)
+    assert after_roles == ["user"]
+    [retry_end] = events_of(client.lines, "auto_retry_end")
+    assert (retry_end["success"], retry_end["finalError"]) == (False, "Retry cancelled")
+    entries = file_entries(after["sessionFile"])
+    failed = [e for e in entries if e["type"] == "message" and e["message"]["role"] == "assistant"]
+    assert [e["message"]["stopReason"] for e in failed] == ["error"]
+    edits = [e for e in entries if e["type"] == "context_edit"]
+    assert [e["targetId"] for e in edits] == [failed[0]["id"]]
+    assert len(faux.requests) == 1
+
+
+async def test_compact_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
+    """pi stops listening to the agent before it aborts it for a compaction: no message_end
+    of the aborted reply, no agent_end, and the reply is neither in the context nor in the
+    file. The compaction entry says fromHook false (no extension supplied it)."""
+    faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED)
+    async with served(tmp_path, faux) as client:
+        await client.send({"id": "p", "type": "prompt", "message": "SLOW please"})
+        await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= 3)
+        await client.data({"type": "compact"})
+        state = await client.data({"type": "get_state"})
+        after_roles = await message_roles(client)
+        ends_before_next = len(events_of(client.lines, "message_end"))
+        await client.data({"type": "prompt", "message": "hello"})
+        await client.event("agent_settled", 2)
+    assert events_of(client.lines, "agent_end")[0]["messages"][-1]["stopReason"] == "stop"
+    assert len(events_of(client.lines, "agent_end")) == 1  # the next prompt's only
+    ends = events_of(client.lines, "message_end")[:ends_before_next]
+    assert roles([e["message"] for e in ends]) == ["user"]
+    assert after_roles == ["compactionSummary", "user"]
+    assert state["messageCount"] == 2
+    entries = file_entries(state["sessionFile"])
+    recorded = [e["message"] for e in entries if e["type"] == "message"]
+    assert [(m["role"], m.get("stopReason")) for m in recorded] == [
+        ("user", None),
+        ("user", None),
+        ("assistant", "stop"),
+    ]
+    [compaction] = [e for e in entries if e["type"] == "compaction"]
+    assert compaction["fromHook"] is False
+
+
+async def test_new_session_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
+    """pi tears the old session down without listening to its agent: no agent_end, and the
+    old file does not get the aborted reply."""
+    faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED)
+    async with served(tmp_path, faux) as client:
+        old = (await client.data({"type": "get_state"}))["sessionFile"]
+        await client.send({"id": "p", "type": "prompt", "message": "SLOW please"})
+        await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= 3)
+        await client.data({"type": "new_session"})
+        state = await client.data({"type": "get_state"})
+    assert events_of(client.lines, "agent_end") == []
+    assert roles([e["message"] for e in events_of(client.lines, "message_end")]) == ["user"]
+    assert state["messageCount"] == 0 and state["sessionFile"] != old
+    # The old file holds the prompt at most (pitrio, like pi, writes a file once it has a
+    # reply to keep; before the fix it had the aborted reply).
+    old_entries = file_entries(old, missing_ok=True)
+    assert [e["message"]["role"] for e in old_entries if e["type"] == "message"] in ([], ["user"])
+
+
+async def test_bash_during_a_run_is_recorded_at_the_next_prompt(tmp_path: Path) -> None:
+    """pi keeps a bash run during a run aside until the next prompt: not in the context or
+    the file when the run ends, then recorded just before the new prompt."""
+    faux = FauxProvider([FauxReply(text="word " * 200), "second answer"], tokens_per_second=PACED)
+    async with served(tmp_path, faux) as client:
+        await client.send({"id": "p", "type": "prompt", "message": "first"})
+        await client.event("message_update")
+        await client.send({"id": "b", "type": "bash", "command": "echo during"})
+        assert (await client.response("b"))["success"] is True
+        # The command finished while the run streamed (else this test proves nothing).
+        assert events_of(client.lines, "agent_end") == []
+        await client.event("agent_settled")
+        after_run = await message_roles(client)
+        state = await client.data({"type": "get_state"})
+        file_after_run = file_entries(state["sessionFile"])
+        await client.data({"type": "prompt", "message": "second"})
+        await client.event("agent_settled", 2)
+    assert after_run == ["user", "assistant"]
+    assert [e["message"]["role"] for e in file_after_run if e["type"] == "message"] == [
+        "user",
+        "assistant",
+    ]
+    recorded = [e["message"] for e in file_entries(state["sessionFile"]) if e["type"] == "message"]
+    assert roles(recorded) == ["user", "assistant", "bashExecution", "user", "assistant"]
+    assert recorded[2]["command"] == "echo during"
+
+
+async def test_clone_of_a_session_without_messages_fails(tmp_path: Path) -> None:
+    """pi refuses (it has no file to branch from yet); the session stays as it was."""
+    async with served(tmp_path) as client:
+        before = await client.data({"type": "get_state"})
+        refused = await client.request({"type": "clone"})
+        after = await client.data({"type": "get_state"})
+        await client.data({"type": "prompt", "message": "hello"})
+        await client.event("agent_settled")
+        cloned = await client.data({"type": "clone"})
+    assert refused["success"] is False
+    assert refused["error"] == "Cannot clone: the session has no messages yet"
+    assert after["sessionFile"] == before["sessionFile"]
+    assert cloned == {"cancelled": False}
+
+
+async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path: Path) -> None:
+    """pi writes fromHook on every compaction entry: false for its own summary."""
+    async with served(tmp_path) as client:
+        for text in ("first question", "second question"):
+            await client.data({"type": "prompt", "message": text})
+            await client.event("agent_settled", 1 if text.startswith("first") else 2)
+        await client.data({"type": "compact"})
+        state = await client.data({"type": "get_state"})
+    [compaction] = [e for e in file_entries(state["sessionFile"]) if e["type"] == "compaction"]
+    assert compaction["fromHook"] is False
