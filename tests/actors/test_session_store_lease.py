@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pitrio.actors.session_store.lease import (
     lock_path,
     read_lease,
 )
-from pitrio.errors import SessionLockedError, StaleFenceError
+from pitrio.errors import SessionLockedError, SessionPathError, StaleFenceError
 
 HOLDER = """
 import sys
@@ -228,3 +229,43 @@ def test_an_unreadable_record_counts_as_released(session: Path) -> None:
     assert lease.fence == 1
     lease.release()
     assert not lock_path(session).exists()
+
+
+def _untouched(path: Path) -> tuple[int, int, int, int]:
+    seen = os.lstat(path)
+    return seen.st_mode, seen.st_ino, seen.st_size, seen.st_mtime_ns
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "device", "directory", "socket"])
+def test_a_lock_name_that_is_not_a_regular_file_is_refused_untouched(
+    session: Path, tmp_path: Path, kind: str
+) -> None:
+    """The record is written into whatever the lock name opens: as root, a lock name linked
+    to a file elsewhere would have that file overwritten. Every such name is refused, naming
+    the path, and nothing is written or left blocking (issue 21). The nodes are the test's
+    own, made in a temporary directory."""
+    lock = lock_path(session)
+    target = tmp_path / "elsewhere.txt"
+    target.write_bytes(b"precious\n")
+    holder = None
+    if kind == "symlink":
+        lock.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "device":
+        os.mknod(lock, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    elif kind == "directory":
+        lock.mkdir()
+    else:
+        holder = socket.socket(socket.AF_UNIX)
+        holder.bind(str(lock))
+    before = _untouched(lock), _untouched(target)
+    try:
+        with pytest.raises(SessionPathError) as refused:
+            Lease.acquire(session)
+    finally:
+        if holder is not None:
+            holder.close()
+    assert str(lock) in str(refused.value) and "not a lock file" in str(refused.value)
+    assert (_untouched(lock), _untouched(target)) == before
+    assert target.read_bytes() == b"precious\n"

@@ -29,6 +29,7 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ import attrs
 import orjson
 
 from pitrio.actors.procfs import start_time
-from pitrio.errors import SessionLockedError, StaleFenceError
+from pitrio.actors.session_store.paths import file_kind
+from pitrio.errors import SessionLockedError, SessionPathError, StaleFenceError
 from pitrio.messages.entries import iso_now
 
 LOCK_SUFFIX = ".lock"
@@ -252,12 +254,35 @@ def _names(path: Path, fd: int) -> bool:
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
+def _open_lock_file(path: Path) -> int:
+    """Open (or create) a lock file that is a regular file of its own, never through a link.
+
+    The record is written into whatever the name opens, so a lock name that is a symbolic link
+    (to ``/etc/passwd``, say, as root), a device or a FIFO is refused, naming the path, before
+    a byte is written or a read could block (issue 21)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SessionPathError(str(path), "not a lock file: a symbolic link") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO):
+            kind = file_kind(os.lstat(path).st_mode)
+            raise SessionPathError(str(path), f"not a lock file: {kind}") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise SessionPathError(str(path), f"not a lock file: {file_kind(mode)}")
+    return fd
+
+
 def _open_locked(path: Path) -> tuple[int, bool]:
     """Open (or create) the lock file and try its ``flock``: the descriptor, and whether it is
     locked. A file removed between the open and the lock (its holder closed cleanly) is
     dropped for the one now at that name: a lock on a removed file excludes nobody."""
     for _ in range(_REOPEN_TRIES):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
