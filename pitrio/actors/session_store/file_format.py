@@ -41,7 +41,7 @@ from pitrio.actors.session_store.stored import (
     ROLE_OBJECTS as _ROLE_OBJECTS,
 )
 from pitrio.errors import DecodeError, SessionFileError
-from pitrio.messages.codec import from_json
+from pitrio.messages.codec import dumps, from_json
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
 
 Severity = Literal["error", "warning"]
@@ -390,10 +390,10 @@ class SessionParser:
         migrated, changed = migrate_to_current(values)
         header = migrated[0]
         self._header = from_json(header, SessionHeader)
-        self._header_raw = orjson.dumps(header) if header is not header_value else self._header_raw
+        self._header_raw = dumps(header) if header is not header_value else self._header_raw
         for (line, original, raw), value in zip(legacy, migrated[1:], strict=True):
             # Unchanged objects keep pi's exact bytes; changed ones are written in key order.
-            self._take_entry(line, raw if value is original else orjson.dumps(value), value)
+            self._take_entry(line, raw if value is original else dumps(value), value)
         return changed
 
     def _check_cycles(self) -> None:

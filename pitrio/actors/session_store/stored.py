@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import orjson
 
 from pitrio.actors.session_store.jsonline import loads_line
 from pitrio.errors import DecodeError, SessionFileError
@@ -33,7 +32,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.messages.codec import converter, encode_reusing, from_json
+from pitrio.messages.codec import converter, dumps, encode_reusing, from_json
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -231,7 +230,7 @@ class StoredEntry:
             id=self.id,
             parent_id=parent_id,
             timestamp=self.timestamp,
-            raw=orjson.dumps(value),
+            raw=dumps(value),  # a lone surrogate escaped, as read
             role=self.role,
             line=self.line,
             origin=self.origin,

@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import orjson
-
 from pitrio.messages.agent import AgentMessage, AssistantMessage
-from pitrio.messages.codec import to_json
+from pitrio.messages.codec import dumps, to_json
 from pitrio.messages.entries import (
     CURRENT_SESSION_VERSION,
     MessageEntry,
@@ -104,7 +102,7 @@ class SessionWriter:
 
     def _write(self, lines: list[SessionHeader | SessionEntry], *, mode: str) -> None:
         assert self.path is not None
-        data = b"".join(orjson.dumps(to_json(line)) + b"\n" for line in lines)
+        data = b"".join(dumps(to_json(line)) + b"\n" for line in lines)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, mode) as file:
             file.write(data)

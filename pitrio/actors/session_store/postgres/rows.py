@@ -9,12 +9,12 @@ parser (:func:`session_bytes`), and an export is that text.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-import orjson
 
 from pitrio.actors.session_store.catalog import (
     NO_MESSAGES,
@@ -23,6 +23,7 @@ from pitrio.actors.session_store.catalog import (
     parse_time,
     time_from_ms,
 )
+from pitrio.actors.session_store.jsonline import loads_line
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.messages.entries import SessionHeader
 
@@ -88,14 +89,14 @@ class ListingDelta:
         modified: datetime.datetime | None = None
         for stored in entries:
             if stored.type == "session_info":
-                value = orjson.loads(stored.raw).get("name")
+                value = loads_line(stored.raw).get("name")
                 name_set = True
                 name = value.strip() or None if isinstance(value, str) else None
             elif stored.type == "message":
                 messages += 1
                 if stored.role not in ("user", "assistant"):
                     continue
-                message = orjson.loads(stored.raw).get("message") or {}
+                message = loads_line(stored.raw).get("message") or {}
                 text = content_text(message.get("content"))
                 if stored.role == "user" and first is None and text:
                     first = text
@@ -103,8 +104,21 @@ class ListingDelta:
                 if when is not None and (modified is None or when > modified):
                     modified = when
         return cls(
-            messages=messages, first_message=first, name_set=name_set, name=name, modified=modified
+            messages=messages,
+            first_message=_text_column(first),
+            name_set=name_set,
+            name=_text_column(name),
+            modified=modified,
         )
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_column(value: str | None) -> str | None:
+    """A listing string fit for a PostgreSQL text column, which cannot hold the lone
+    surrogate a session line may carry (its raw line keeps it, escaped): U+FFFD instead."""
+    return None if value is None else _LONE_SURROGATE.sub("\ufffd", value)
 
 
 def append_params(
