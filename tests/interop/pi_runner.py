@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tests.interop.pi_scenarios import (
+from tests.interop.pi_steps import (
     USAGE,
     CloseStdin,
     Cmd,

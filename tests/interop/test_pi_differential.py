@@ -27,7 +27,8 @@ import pytest
 from tests.interop.pi_allowances import DOCUMENTED, PENDING_FIX, classify
 from tests.interop.pi_compare import Diff, compare
 from tests.interop.pi_runner import find_pi_cli, run_both
-from tests.interop.pi_scenarios import BY_NAME, SCENARIOS, Scenario
+from tests.interop.pi_scenarios import BY_NAME, SCENARIOS
+from tests.interop.pi_steps import Scenario
 from tests.shared_dir import ROOT
 
 PI_CLI, SKIP_REASON = find_pi_cli()
