@@ -22,7 +22,7 @@ R_PARTIAL = "a `message_update`'s `partial` is the message as it was at that eve
 R_UNKNOWN = "the response to an unknown command keeps the command's `id`"
 R_PARSE = "a parse error's text after `Failed to parse command: ` is Python's JSON parser's"
 R_FIELD = "a missing or mistyped required field is an error such as"
-R_PROMPT = "the system prompt and the tools' descriptions are pitrio's own words"
+R_PROMPT = "the system prompt, the summarisation prompts and the tools' descriptions are"
 R_ERRORKEY = (
     "an assistant message from an HTTP provider that failed has `errorMessage` before `timestamp`"
 )
@@ -52,9 +52,12 @@ DOCUMENTED: list[Entry] = [
     ("request_defaults", "request.tools[].function.strict", R_COMPAT),
     ("request_defaults", "request.messages[].role", R_COMPAT),
     ("*", "session:only-pitrio:context_edit", R_CTXEDIT),
-    ("retry_*", "session:*.parentId", R_CTXEDIT),
-    ("overflow_*", "session:*.parentId", R_CTXEDIT),
-    ("resume_*_retried", "session:*.parentId", R_CTXEDIT),
+    ("resume_pitrio_retried", "out:response:get_messages:*", R_CTXEDIT),
+    ("resume_pitrio_retried", "out:response:get_state:ok.data.messageCount", R_CTXEDIT),
+    ("resume_pitrio_retried", "out:response:get_session_stats:*", R_CTXEDIT),
+    ("resume_pitrio_retried", "request.messages[]*", R_CTXEDIT),
+    ("*compact*", "request.messages[].content[].text", R_PROMPT),
+    ("overflow_*", "request.messages[].content[].text", R_PROMPT),
     ("fork_ok", "out:response:get_state:ok.data.sessionId", R_FORKNAME),
     ("bash_missing_command", "out:response:bash:ok->response:bash:error", R_FIELD),
 ]
@@ -81,8 +84,9 @@ PENDING_FIX: list[Entry] = [
     ("*", "*.finalError", P_ERRTEXT),
     ("*", "*.diagnostics", P_ERRTEXT),
     ("retry_provider_default", "*", P_QUIET),
-    ("get_available_models", "out:response:get_available_models:*", P_FAUX),
-    ("cycle_model_two", "*", P_FAUX),
+    ("models", "out:response:get_available_models:*", P_FAUX),
+    ("models", "out:response:cycle_model:*", P_FAUX),
+    ("models", "settings.*", P_FAUX),
     ("retry_aborted", "out:response:get_state:ok.data.messageCount", P_ABORTRETRY),
     ("compact_while_streaming", "*", P_STREAMCMD),
     ("new_session_while_streaming", "*", P_STREAMCMD),
@@ -97,6 +101,35 @@ PENDING_FIX: list[Entry] = [
 ]
 
 
+# Differences this harness found that are neither documented nor being fixed yet: reported to
+# their owners (see the report of issue 21). Each is an undocumented difference (the counts say
+# so); listed here so that the suite stays usable until it is fixed or documented.
+F_USERPARTS = "user message content is sent as a string; pi sends an array of text parts"
+F_BODYORDER = "request body key order: pi puts store before max_completion_tokens"
+F_TOOLMSG = "tool result messages: pi's key order is role, content, tool_call_id"
+F_BASHSCHEMA = "bash tool schema key order: pi's is type, required, properties (tools/bash.py)"
+F_EXPORT = "export_html answers the absolute path; pi answers outputPath as given"
+F_SWITCH = "switch_session keeps a relative sessionPath; pi resolves it against the cwd"
+F_THRESHOLD = "a prompt during the post-run threshold compaction is refused; pi accepts it"
+F_SIGINT = "SIGINT: pitrio neither exits nor dies (pi is killed by the signal)"
+F_STOPPED = (
+    "stopped mid-stream (SIGTERM, EOF): pitrio writes the session file; pi, no reply yet, none"
+)
+
+FOUND_UNFIXED: list[Entry] = [
+    ("*", "request.messages[].content:type(list/str)", F_USERPARTS),
+    ("*", "request:key-order(store/max_completion_tokens)", F_BODYORDER),
+    ("*", "request.messages[]:key-order(content/tool_call_id)", F_TOOLMSG),
+    ("*", "request.tools[].function.parameters:key-order(required/properties)", F_BASHSCHEMA),
+    ("export_html", "out:response:export_html:ok.data.path", F_EXPORT),
+    ("switch_session_missing", "out:response:get_state:ok.data.sessionFile", F_SWITCH),
+    ("prompt_during_threshold_compaction", "*", F_THRESHOLD),
+    ("sigint_idle", "*", F_SIGINT),
+    ("sigterm_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
+    ("eof_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
+]
+
+
 def _matches(entries: list[Entry], scenario: str, diff: Diff) -> Entry | None:
     for entry in entries:
         if fnmatchcase(scenario, entry[0]) and fnmatchcase(diff.path, entry[1]):
@@ -104,14 +137,21 @@ def _matches(entries: list[Entry], scenario: str, diff: Diff) -> Entry | None:
     return None
 
 
-def classify(scenario: str, diffs: list[Diff]) -> tuple[list[Diff], list[Diff], list[Diff]]:
-    """``diffs`` split into documented, pending-fix and undocumented ones."""
-    documented, pending, undocumented = [], [], []
+def classify(
+    scenario: str, diffs: list[Diff]
+) -> tuple[list[Diff], list[Diff], list[Diff], list[Diff]]:
+    """``diffs`` split into documented, pending-fix, found-unfixed and unknown ones."""
+    documented: list[Diff] = []
+    pending: list[Diff] = []
+    found: list[Diff] = []
+    unknown: list[Diff] = []
     for d in diffs:
         if _matches(DOCUMENTED, scenario, d):
             documented.append(d)
         elif _matches(PENDING_FIX, scenario, d):
             pending.append(d)
+        elif _matches(FOUND_UNFIXED, scenario, d):
+            found.append(d)
         else:
-            undocumented.append(d)
-    return documented, pending, undocumented
+            unknown.append(d)
+    return documented, pending, found, unknown

@@ -131,7 +131,10 @@ def deep(a: Any, b: Any, path: str, where: str, out: list[Diff]) -> None:
             )
         for i, (x, y) in enumerate(zip(a, b, strict=False)):
             deep(x, y, f"{path}[]", f"{where}[{i}]", out)
-    elif a != b or type(a) is not type(b):
+    elif type(a) is not type(b):
+        kinds = f"{type(a).__name__}/{type(b).__name__}"
+        out.append(Diff(f"{path}:type({kinds})", f"{where}: pi {_short(a)} vs pitrio {_short(b)}"))
+    elif a != b:
         out.append(Diff(path, f"{where}: pi {_short(a)} vs pitrio {_short(b)}"))
 
 
@@ -254,7 +257,10 @@ def compare(pi: Run, pitrio: Run) -> list[Diff]:
     for f in pitrio.failures:
         out.append(Diff("harness:pitrio-failure", f"pitrio: {f}"))
     # Session files first: their order numbers the ids (the events may mention them earlier).
-    files_a = {na.text(k): [na.value(x) for x in v] for k, v in sorted(pi.sessions.items())}
+    files_a = {
+        na.text(k): _entries_last(na, v, PITRIO_ONLY_ENTRIES)
+        for k, v in sorted(pi.sessions.items())
+    }
     files_b = {
         nb.text(k): _entries_last(nb, v, PITRIO_ONLY_ENTRIES)
         for k, v in sorted(pitrio.sessions.items())
@@ -288,13 +294,31 @@ def compare(pi: Run, pitrio: Run) -> list[Diff]:
 
 
 def _entries_last(norm: Normaliser, entries: list[Any], kinds: set[str]) -> list[Any]:
-    """``entries`` normalised, those of ``kinds`` after the others (they number no ids first)."""
+    """``entries`` normalised, those of ``kinds`` after the others (they number no ids first).
+
+    An entry whose parent is one of ``kinds`` gets that entry's parent instead, so the chain
+    reads as pi's would without it (the extra entry itself is still reported).
+    """
     late = [isinstance(e, dict) and e.get("type") in kinds for e in entries]
+    parents = {e.get("id"): e.get("parentId") for e, x in zip(entries, late, strict=True) if x}
+    if parents:
+        entries = [
+            dict(e, parentId=_skip(parents, e.get("parentId")))
+            if isinstance(e, dict) and "parentId" in e
+            else e
+            for e in entries
+        ]
     out: list[Any] = [None if x else norm.value(e) for e, x in zip(entries, late, strict=True)]
     for i, (e, x) in enumerate(zip(entries, late, strict=True)):
         if x:
             out[i] = norm.value(e)
     return out
+
+
+def _skip(parents: dict[Any, Any], parent: Any) -> Any:
+    while parent in parents:
+        parent = parents[parent]
+    return parent
 
 
 def _system_prompt(request: Any) -> Any:

@@ -527,6 +527,10 @@ def run_scenario(agent: str, scenario: Scenario, pi_cli: Path, base: Path) -> Ru
             driver.step = len(scenario.steps)
             driver.quiet(scenario.settle)
         driver.finish()
+        # A request the agent gave up on is logged once the mock notices (its next write).
+        deadline = time.monotonic() + 3
+        while len(mock.log()) < len(mock.captured()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         run.requests = mock.captured()
         run.statuses = [int(e["status"] or 0) for e in mock.log()]
         _collect_files(sandbox, run)

@@ -440,7 +440,8 @@ def _streaming() -> list[Scenario]:
         Scenario(
             "abort_streaming",
             [
-                Mock({"default": text("a b c d e f g h", deltas=8, delay=0.2)}),
+                # One delta, then a pause the abort surely falls into.
+                Mock({"default": text("a b", deltas=2, delay=3.0)}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("abort"),

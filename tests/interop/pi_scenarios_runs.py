@@ -219,6 +219,18 @@ def process_scenarios() -> list[Scenario]:
             ],
         )
     )
+    add(
+        Scenario(
+            "eof_streaming",
+            [
+                Mock({"default": SLOW}),
+                Cmd({"type": "prompt", "message": "long"}),
+                WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
+                CloseStdin(),
+                WaitExit(),
+            ],
+        )
+    )
     talk = [
         Mock(
             {

@@ -20,11 +20,21 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
 
-from tests.interop.pi_allowances import DOCUMENTED, PENDING_FIX, classify
+from tests.interop.pi_allowances import (
+    DOCUMENTED,
+    F_BASHSCHEMA,
+    F_BODYORDER,
+    F_TOOLMSG,
+    F_USERPARTS,
+    FOUND_UNFIXED,
+    PENDING_FIX,
+    classify,
+)
 from tests.interop.pi_compare import Diff, compare
 from tests.interop.pi_runner import find_pi_cli, run_both
 from tests.interop.pi_scenarios import BY_NAME, SCENARIOS
@@ -59,7 +69,9 @@ def differences() -> Iterator[dict[str, list[Diff]]]:
         pytest.skip(SKIP_REASON)
     base = Path(tempfile.mkdtemp(prefix="pitrio-interop-"))
     try:
+        t0 = time.monotonic()
         RESULTS.update(run_all(SCENARIOS, base))
+        TIMES["<all>"] = time.monotonic() - t0
         yield RESULTS
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -67,8 +79,10 @@ def differences() -> Iterator[dict[str, list[Diff]]]:
 
 @pytest.mark.parametrize("name", [sc.name for sc in SCENARIOS])
 def test_scenario(name: str, differences: dict[str, list[Diff]]) -> None:
-    _, pending, undocumented = classify(name, differences[name])
-    assert not undocumented, "\n".join(f"{d.path}  |  {d.detail}" for d in undocumented)
+    _, pending, found, unknown = classify(name, differences[name])
+    assert not unknown, "\n".join(f"{d.path}  |  {d.detail}" for d in unknown)
+    if found:
+        pytest.xfail("undocumented, reported: " + "; ".join(sorted({d.path for d in found})))
     if pending:
         pytest.xfail("pending fix: " + "; ".join(sorted({d.path for d in pending})))
 
@@ -80,23 +94,25 @@ def test_documented_differences_are_in_the_readme() -> None:
 
 
 def test_allowances_have_reasons() -> None:
-    for scenario, path, reason in [*DOCUMENTED, *PENDING_FIX]:
+    for scenario, path, reason in [*DOCUMENTED, *PENDING_FIX, *FOUND_UNFIXED]:
         assert scenario and path and len(reason) > 10, (scenario, path, reason)
 
 
+REQUEST_FORMS = {F_USERPARTS, F_BODYORDER, F_TOOLMSG, F_BASHSCHEMA}
+
+
 def counts(results: dict[str, list[Diff]]) -> dict[str, int]:
-    """Scenarios, identical, documented only, pending-fix, undocumented."""
-    c = {
-        "scenarios": len(results),
-        "identical": 0,
-        "documented": 0,
-        "pending-fix": 0,
-        "undocumented": 0,
-    }
+    """Scenarios, identical, documented only, pending-fix, undocumented; and how many are
+    undocumented for more than the four request-body findings every request shows."""
+    c = dict.fromkeys(("scenarios", "identical", "documented", "pending-fix", "undocumented"), 0)
+    c["scenarios"] = len(results)
+    c["undocumented-beyond-request-forms"] = 0
     for name, diffs in results.items():
-        documented, pending, undocumented = classify(name, diffs)
-        if undocumented:
+        documented, pending, found, unknown = classify(name, diffs)
+        if unknown or found:
             c["undocumented"] += 1
+            if unknown or any(_reason(name, d) not in REQUEST_FORMS for d in found):
+                c["undocumented-beyond-request-forms"] += 1
         elif pending:
             c["pending-fix"] += 1
         elif documented:
@@ -104,6 +120,13 @@ def counts(results: dict[str, list[Diff]]) -> dict[str, int]:
         else:
             c["identical"] += 1
     return c
+
+
+def _reason(scenario: str, diff: Diff) -> str:
+    for sc, path, reason in FOUND_UNFIXED:
+        if fnmatchcase(scenario, sc) and fnmatchcase(diff.path, path):
+            return reason
+    return ""
 
 
 def main(argv: list[str]) -> int:
@@ -118,10 +141,10 @@ def main(argv: list[str]) -> int:
     shutil.rmtree(base, ignore_errors=True)
     show_all = bool(os.environ.get("SHOW_ALL"))
     for sc in chosen:
-        documented, pending, undocumented = classify(sc.name, results[sc.name])
+        documented, pending, found, undocumented = classify(sc.name, results[sc.name])
         print(
             f"== {sc.name} ({TIMES[sc.name]:.1f} s): {len(documented)} documented, "
-            f"{len(pending)} pending, {len(undocumented)} undocumented"
+            f"{len(pending)} pending, {len(found)} found, {len(undocumented)} undocumented"
         )
         for label, group in (
             ("UNDOC", undocumented),
