@@ -112,6 +112,7 @@ F_EXPORT = "export_html answers the absolute path; pi answers outputPath as give
 F_SWITCH = "switch_session keeps a relative sessionPath; pi resolves it against the cwd"
 F_THRESHOLD = "a prompt during the post-run threshold compaction is refused; pi accepts it"
 F_SIGINT = "SIGINT: pitrio neither exits nor dies (pi is killed by the signal)"
+F_ABORTBASH = "abort_bash before the command has started (0.4 s after bash, loaded box) is lost"
 F_STOPPED = (
     "stopped mid-stream (SIGTERM, EOF): pitrio writes the session file; pi, no reply yet, none"
 )
@@ -125,6 +126,7 @@ FOUND_UNFIXED: list[Entry] = [
     ("switch_session_missing", "out:response:get_state:ok.data.sessionFile", F_SWITCH),
     ("prompt_during_threshold_compaction", "*", F_THRESHOLD),
     ("sigint_idle", "*", F_SIGINT),
+    ("abort_bash_running", "out:response:bash:ok.data.*", F_ABORTBASH),
     ("sigterm_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
     ("eof_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
 ]
