@@ -91,7 +91,7 @@ PENDING_FIX: list[Entry] = [
     ("compact_while_streaming", "*", P_STREAMCMD),
     ("new_session_while_streaming", "*", P_STREAMCMD),
     ("clone_empty", "*", P_CLONE),
-    ("*", "*.message.content[].text", P_ABORTTEXT),
+    ("abort_*", "*.errorMessage", P_ABORTTEXT),
     ("bash_while_streaming", "*", P_BASHREC),
     ("*", "session:compaction.fromHook", P_FROMHOOK),
     ("abort_*", "out:only-pi:message_update/text_end", P_TEXTEND),
