@@ -33,6 +33,7 @@ from pitrio.messages.content import TextContent
 
 _EDIT_ITEM: dict[str, Any] = {
     "type": "object",
+    "required": ["oldText", "newText"],
     "properties": {
         "oldText": {
             "type": "string",
@@ -41,12 +42,12 @@ _EDIT_ITEM: dict[str, Any] = {
         },
         "newText": {"type": "string", "description": "The text that replaces oldText"},
     },
-    "required": ["oldText", "newText"],
     "additionalProperties": False,
 }
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["path", "edits"],
     "properties": {
         "path": {
             "type": "string",
@@ -60,7 +61,6 @@ PARAMETERS: dict[str, Any] = {
             "same or neighbouring lines into one edit.",
         },
     },
-    "required": ["path", "edits"],
     "additionalProperties": False,
 }
 

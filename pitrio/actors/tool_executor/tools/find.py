@@ -34,6 +34,7 @@ DEFAULT_LIMIT = 1000
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["pattern"],
     "properties": {
         "pattern": {
             "type": "string",
@@ -48,7 +49,6 @@ PARAMETERS: dict[str, Any] = {
             "description": f"Stop after this many results (default: {DEFAULT_LIMIT})",
         },
     },
-    "required": ["pattern"],
 }
 
 DESCRIPTION = (

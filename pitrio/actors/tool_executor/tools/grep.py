@@ -41,6 +41,7 @@ BINARY_SNIFF_BYTES = 8192
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["pattern"],
     "properties": {
         "pattern": {
             "type": "string",
@@ -71,7 +72,6 @@ PARAMETERS: dict[str, Any] = {
             "description": f"Stop after this many matches (default: {DEFAULT_LIMIT})",
         },
     },
-    "required": ["pattern"],
 }
 
 DESCRIPTION = (

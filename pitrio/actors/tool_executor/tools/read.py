@@ -42,6 +42,7 @@ from pitrio.messages.model import Model
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["path"],
     "properties": {
         "path": {
             "type": "string",
@@ -50,7 +51,6 @@ PARAMETERS: dict[str, Any] = {
         "offset": {"type": "number", "description": "First line to return, counting from 1"},
         "limit": {"type": "number", "description": "How many lines to return at most"},
     },
-    "required": ["path"],
 }
 
 DESCRIPTION = (

@@ -20,6 +20,7 @@ from pitrio.messages.agent import AgentToolResult
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["path", "content"],
     "properties": {
         "path": {
             "type": "string",
@@ -27,7 +28,6 @@ PARAMETERS: dict[str, Any] = {
         },
         "content": {"type": "string", "description": "The complete new content of the file"},
     },
-    "required": ["path", "content"],
 }
 
 DESCRIPTION = (

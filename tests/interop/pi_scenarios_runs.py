@@ -1,0 +1,286 @@
+"""The differential harness's scenarios of retries, compaction, signals, EOF and resume."""
+
+from __future__ import annotations
+
+import signal
+
+from tests.interop.pi_steps import (
+    DEFAULT,
+    NO_PROVIDER_RETRY,
+    SLOW,
+    CloseStdin,
+    Cmd,
+    Mock,
+    Quiet,
+    Scenario,
+    Signal,
+    Step,
+    WaitEvent,
+    WaitExit,
+    cmd,
+    error,
+    prompt,
+    text,
+    tool,
+)
+
+
+def retry_scenarios() -> list[Scenario]:
+    """HTTP 500/429, exhausted, disabled, aborted; overflow and threshold compaction."""
+    s: list[Scenario] = []
+    add = s.append
+    st = NO_PROVIDER_RETRY
+    add(
+        Scenario(
+            "retry_500_then_ok",
+            [
+                Mock({"queue": [error("server_error"), error("server_error"), text("ok")]}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitEvent("auto_retry_end"),
+                WaitEvent("agent_end", n=3),
+                cmd("get_messages"),
+            ],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            "retry_429_then_ok",
+            [
+                Mock({"queue": [error("rate_limit"), text("ok")]}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitEvent("auto_retry_end"),
+                WaitEvent("agent_end", n=2),
+            ],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            "retry_exhausted",
+            [
+                Mock({"default": error("server_error")}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitEvent("auto_retry_end"),
+                Quiet(0.3),
+                cmd("get_messages"),
+            ],
+            settings={"retry": {"provider": {"maxRetries": 0}, "baseDelayMs": 20, "maxRetries": 2}},
+        )
+    )
+    add(
+        Scenario(
+            "retry_disabled",
+            [Mock({"default": error("server_error")}), *prompt("go"), Quiet(0.3)],
+            settings={"retry": {"enabled": False, "provider": {"maxRetries": 0}}},
+        )
+    )
+    add(
+        Scenario(
+            "retry_aborted",
+            [
+                Mock({"default": error("server_error")}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitEvent("auto_retry_start"),
+                cmd("abort_retry"),
+                WaitEvent("auto_retry_end"),
+                Quiet(0.3),
+                cmd("get_state"),
+            ],
+            settings={"retry": {"provider": {"maxRetries": 0}, "baseDelayMs": 3000}},
+        )
+    )
+    add(
+        Scenario(
+            "retry_abort_command",
+            [
+                Mock({"default": error("server_error")}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitEvent("auto_retry_start"),
+                cmd("abort"),
+                Quiet(0.3),
+            ],
+            settings={"retry": {"provider": {"maxRetries": 0}, "baseDelayMs": 3000}},
+        )
+    )
+    add(
+        Scenario(
+            "retry_provider_default",
+            [
+                Mock({"queue": [error("server_error"), error("server_error"), text("ok")]}),
+                *prompt("go"),
+                Quiet(0.3),
+            ],
+        )
+    )
+    add(
+        Scenario(
+            "error_400",
+            [Mock({"default": error("bad_request")}), *prompt("go"), Quiet(0.3)],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            "overflow_compaction",
+            [
+                DEFAULT,
+                *prompt("one"),
+                *prompt("two"),
+                Mock({"queue": [error("context_length"), text("SUMMARY"), text("after")]}),
+                Cmd({"type": "prompt", "message": "three"}),
+                WaitEvent("compaction_end"),
+                WaitEvent("agent_end", n=2),
+                cmd("get_messages"),
+            ],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            "overflow_repeated",
+            [
+                DEFAULT,
+                *prompt("one"),
+                *prompt("two"),
+                Mock(
+                    {"queue": [error("context_length"), text("SUMMARY"), error("context_length")]}
+                ),
+                Cmd({"type": "prompt", "message": "three"}),
+                WaitEvent("compaction_end", n=2),
+                Quiet(0.3),
+            ],
+            settings=st,
+        )
+    )
+    big = {"prompt_tokens": 120000, "completion_tokens": 10}
+    add(
+        Scenario(
+            "threshold_compaction",
+            [
+                Mock({"default": text("ok"), "queue": [text("ok", usage=big), text("SUMMARY")]}),
+                Cmd({"type": "prompt", "message": "one"}),
+                WaitEvent("compaction_end"),
+                Quiet(0.3),
+                *prompt("two"),
+                cmd("get_messages"),
+                cmd("get_session_stats"),
+            ],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            "prompt_during_threshold_compaction",
+            [
+                Mock(
+                    {
+                        "default": text("ok"),
+                        "queue": [text("ok", usage=big), text("SUMMARY", first_delay=1.0)],
+                    }
+                ),
+                Cmd({"type": "prompt", "message": "one"}),
+                WaitEvent("compaction_start"),
+                cmd("prompt", message="two"),
+                WaitEvent("compaction_end"),
+                Quiet(0.5),
+            ],
+            settings=st,
+        )
+    )
+    return s
+
+
+def process_scenarios() -> list[Scenario]:
+    """Signals, EOF, and the resume of each agent's files by the other."""
+    s: list[Scenario] = []
+    add = s.append
+    add(Scenario("eof_idle", [DEFAULT, cmd("get_state"), CloseStdin(), WaitExit()]))
+    add(
+        Scenario(
+            "sigterm_idle", [DEFAULT, cmd("get_state"), Signal(int(signal.SIGTERM)), WaitExit()]
+        )
+    )
+    add(
+        Scenario("sighup_idle", [DEFAULT, cmd("get_state"), Signal(int(signal.SIGHUP)), WaitExit()])
+    )
+    add(
+        Scenario("sigint_idle", [DEFAULT, cmd("get_state"), Signal(int(signal.SIGINT)), WaitExit()])
+    )
+    add(
+        Scenario(
+            "sigterm_streaming",
+            [
+                Mock({"default": SLOW}),
+                Cmd({"type": "prompt", "message": "long"}),
+                WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
+                Signal(int(signal.SIGTERM)),
+                WaitExit(),
+            ],
+        )
+    )
+    add(
+        Scenario(
+            "eof_streaming",
+            [
+                Mock({"default": SLOW}),
+                Cmd({"type": "prompt", "message": "long"}),
+                WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
+                CloseStdin(),
+                WaitExit(),
+            ],
+        )
+    )
+    talk = [
+        Mock(
+            {
+                "queue": [
+                    text("first answer"),
+                    tool("read", {"path": "hello.txt"}),
+                    text("read done"),
+                ]
+            }
+        ),
+        *prompt("one"),
+        *prompt("two"),
+        cmd("set_session_name", name="resumed"),
+        cmd("set_thinking_level", level="off"),
+    ]
+    after = [
+        DEFAULT,
+        cmd("get_state"),
+        cmd("get_messages"),
+        cmd("get_fork_messages"),
+        *prompt("three"),
+        cmd("get_session_stats"),
+    ]
+    add(Scenario("resume_pi_file", after, prelude=talk, prelude_agent="pi"))
+    add(Scenario("resume_pitrio_file", after, prelude=talk, prelude_agent="pitrio"))
+    compacted = [*talk, Mock({"queue": [text("SUMMARY")]}), cmd("compact")]
+    retried: list[Step] = [
+        Mock({"queue": [error("server_error"), text("after retry")]}),
+        Cmd({"type": "prompt", "message": "one"}),
+        WaitEvent("auto_retry_end"),
+        WaitEvent("agent_end", n=2),
+    ]
+    add(
+        Scenario(
+            "resume_pi_retried",
+            after,
+            prelude=retried,
+            prelude_agent="pi",
+            settings=NO_PROVIDER_RETRY,
+        )
+    )
+    add(
+        Scenario(
+            "resume_pitrio_retried",
+            after,
+            prelude=retried,
+            prelude_agent="pitrio",
+            settings=NO_PROVIDER_RETRY,
+        )
+    )
+    add(Scenario("resume_pi_compacted", after, prelude=compacted, prelude_agent="pi"))
+    add(Scenario("resume_pitrio_compacted", after, prelude=compacted, prelude_agent="pitrio"))
+    return s
