@@ -63,10 +63,35 @@ BASE_CONFIG: dict[str, Any] = {
 
 
 def pi_install_dir(env: dict[str, str] | None = None) -> Path:
-    """Where ``.ci/run`` installs pi: ``${XDG_CACHE_HOME:-~/.cache}/pitrio-interop/pi-0.73.1``."""
+    """Where the harness installs pi: ``${XDG_CACHE_HOME:-~/.cache}/pitrio-interop/pi-0.73.1``."""
     env = dict(os.environ) if env is None else env
     cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "pitrio-interop" / f"pi-{PI_VERSION}"
+
+
+def install_pi(base: Path) -> str:
+    """Install pi from the npm registry into ``base`` (a cache folder outside the repository,
+    once per machine: the test command itself does it, so a fresh machine needs nothing by
+    hand); ``""``, or why it could not be installed."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return f"npm is not installed: pi {PI_VERSION} cannot be installed"
+    base.mkdir(parents=True, exist_ok=True)
+    command = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
+    try:
+        done = subprocess.run(
+            [*command, f"@mariozechner/pi-coding-agent@{PI_VERSION}"],
+            cwd=base,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired:
+        return f"npm install of pi {PI_VERSION} took over 600 s"
+    if done.returncode != 0:
+        return f"npm install of pi {PI_VERSION} failed: {done.stderr.strip()[-300:]}"
+    return ""
 
 
 def find_pi_cli() -> tuple[Path | None, str]:
@@ -88,11 +113,12 @@ def find_pi_cli() -> tuple[Path | None, str]:
         if base.suffix == ".js"
         else base / "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
     )
+    if not cli.is_file() and not configured:
+        failure = install_pi(base)
+        if failure:
+            return None, failure
     if not cli.is_file():
-        return (
-            None,
-            f"pi {PI_VERSION} is not installed at {cli} (.ci/run installs it; or set {PI_ENV})",
-        )
+        return None, f"pi {PI_VERSION} is not installed at {cli} (set {PI_ENV} to where it is)"
     pkg = json.loads((cli.parent.parent / "package.json").read_text())
     if pkg.get("version") != PI_VERSION:
         return None, f"{cli} is pi {pkg.get('version')}, not {PI_VERSION}"
