@@ -1,4 +1,5 @@
-"""``pitrio trace summary|graph|replay FILE`` and the ``--trace`` options of the other commands.
+"""``pitrio trace summary|timeline|graph|replay FILE`` and the ``--trace`` options of the
+other commands.
 
 ``--trace FILE`` (print, json and rpc modes) records every session the command starts into
 FILE; ``pitrio serve --trace DIR`` records each hosted session into ``DIR/<session id>.jsonl``.
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     summary = commands.add_parser("summary", help="per-actor counts, queue depths, longest waits")
     summary.add_argument("file", help="a trace written with --trace")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    timeline = commands.add_parser("timeline", help="the trace one line per record, in order")
+    timeline.add_argument("file", help="a trace written with --trace")
     graph = commands.add_parser(
         "graph", help="the actors and the messages between them, as Mermaid or Graphviz dot"
     )
@@ -82,6 +85,12 @@ def run_trace_command(argv: Sequence[str]) -> int:
             sys.stdout.buffer.write(orjson.dumps(summary_json(summary)) + b"\n")
         else:
             sys.stdout.write(render_summary(summary))
+        sys.stdout.flush()
+        return 0
+    if args.command == "timeline":
+        from pitrio.sdk.trace import render_timeline
+
+        sys.stdout.write(render_timeline(records))
         sys.stdout.flush()
         return 0
     if args.command == "graph":

@@ -34,7 +34,7 @@ from pitrio.actors.trace.records import (
     patch,
 )
 from pitrio.actors.trace.replay import ReplayError, load_trace, replay_records
-from pitrio.actors.trace.summary import render_summary, summarise
+from pitrio.actors.trace.summary import render_summary, render_timeline, summarise
 from pitrio.actors.trace.tap import classify_input, record_to_file
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentToolResult
@@ -516,6 +516,13 @@ async def test_a_prompt_during_a_compaction_is_refused_and_replays_so(tmp_path: 
         and r["type"] == "Prompt"
     ]
     assert len(starts) == 2 and starts[1] > end  # the second run is "again", after the end
+    # The timeline tells the same story, one line per record.
+    timeline = [line[11:] for line in render_timeline(records).splitlines()]  # no times
+    start, end_seq = seq["compaction_start"], seq["compaction_end"]
+    refused = timeline.index(f"input prompt(text='during the compaction') after event {start}")
+    assert timeline.index(f"event {start} compaction_start") < refused
+    assert refused < timeline.index("model request 2 by supervisor: done")
+    assert refused < timeline.index(f"event {end_seq} compaction_end")
 
     result = await replay_records(records)
     assert result.identical, result.describe()
