@@ -78,6 +78,14 @@ def test_json_mode_trace_summarises_and_replays_identically(tmp_path: Path) -> N
     assert "supervisor -.->|" in graph.stdout  # the compaction's summary request
     dot = pitrio(["trace", "graph", "--format", "dot", str(trace)], cwd=work, env=env)
     assert dot.returncode == 0 and dot.stdout.startswith("digraph actors {")
+    timeline = pitrio(["trace", "timeline", str(trace)], cwd=work, env=env)
+    assert timeline.returncode == 0, timeline.stderr
+    lines = [line[11:] for line in timeline.stdout.splitlines()]
+    assert lines[1] == "send SubscribeInto #1: outside -> session (depth 0)"
+    assert "tool read by agent-loop: result" in lines
+    assert lines.index("input prompt(text='FAILONCE hello') after event 0") < lines.index(
+        "model request 1 by agent-loop: done"
+    )
     bad = pitrio(["trace", "graph", "--format", "svg", str(trace)], cwd=work, env=env)
     assert bad.returncode == 2 and "invalid choice: 'svg'" in bad.stderr
 
