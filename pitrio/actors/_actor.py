@@ -38,11 +38,14 @@ its own nursery (:attr:`Actor.nursery`); such tasks belong to the actor and may 
 
 Tracing (issue 10, ``pitrio.actors.trace``): an :class:`InboxTracer` attached with
 :meth:`Handle.trace` is told of every command put into and taken out of the inbox. With no
-tracer attached the cost is one attribute test per send and per receive.
+tracer attached the cost is one attribute test per send and per receive. :func:`current_actor`
+names the actor whose task is running (an actor's tasks inherit it), so a tracer can say who
+sent a command.
 """
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -55,6 +58,19 @@ from pitrio.errors import ActorStoppedError, ReplyTimeoutError, unwrap_group
 
 C = TypeVar("C")
 T = TypeVar("T")
+
+_CURRENT_ACTOR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "pitrio_actor", default=None
+)
+
+
+def current_actor() -> str | None:
+    """The name of the actor whose task calls this (``None`` outside every actor).
+
+    :meth:`Actor.run` sets it in its own task; trio hands a copy of the spawning task's context
+    to each task it starts, so the tasks an actor starts carry its name too.
+    """
+    return _CURRENT_ACTOR.get()
 
 
 class Reply(Generic[T]):
@@ -284,6 +300,7 @@ class Actor(Generic[C]):
     ) -> None:
         """Run the actor until its inbox closes; pass this to ``nursery.start``."""
         stop_reason: BaseException = ActorStoppedError(f"actor {self.name} has stopped")
+        _CURRENT_ACTOR.set(self.name)  # this task's own context: no reset needed
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery

@@ -1,4 +1,5 @@
-"""``pitrio trace summary|replay FILE`` and the ``--trace`` options of the other commands.
+"""``pitrio trace summary|timeline|graph|replay FILE`` and the ``--trace`` options of the
+other commands.
 
 ``--trace FILE`` (print, json and rpc modes) records every session the command starts into
 FILE; ``pitrio serve --trace DIR`` records each hosted session into ``DIR/<session id>.jsonl``.
@@ -33,11 +34,20 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``pitrio trace``."""
-    parser = _Parser(prog="pitrio trace", description="Summarise or replay a session trace.")
+    parser = _Parser(prog="pitrio trace", description="Summarise, draw or replay a session trace.")
     commands = parser.add_subparsers(dest="command", required=True)
     summary = commands.add_parser("summary", help="per-actor counts, queue depths, longest waits")
     summary.add_argument("file", help="a trace written with --trace")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    timeline = commands.add_parser("timeline", help="the trace one line per record, in order")
+    timeline.add_argument("file", help="a trace written with --trace")
+    graph = commands.add_parser(
+        "graph", help="the actors and the messages between them, as Mermaid or Graphviz dot"
+    )
+    graph.add_argument("file", help="a trace written with --trace")
+    graph.add_argument(
+        "--format", choices=("mermaid", "dot"), default="mermaid", help="default: mermaid"
+    )
     replay = commands.add_parser(
         "replay", help="re-run the session with the recorded outputs and compare its events"
     )
@@ -75,6 +85,18 @@ def run_trace_command(argv: Sequence[str]) -> int:
             sys.stdout.buffer.write(orjson.dumps(summary_json(summary)) + b"\n")
         else:
             sys.stdout.write(render_summary(summary))
+        sys.stdout.flush()
+        return 0
+    if args.command == "timeline":
+        from pitrio.sdk.trace import render_timeline
+
+        sys.stdout.write(render_timeline(records))
+        sys.stdout.flush()
+        return 0
+    if args.command == "graph":
+        from pitrio.sdk.trace import actor_graph, render_graph
+
+        sys.stdout.write(render_graph(actor_graph(records), args.format))
         sys.stdout.flush()
         return 0
     from pitrio.sdk.trace import replay_records

@@ -23,6 +23,7 @@ from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, star
 from pitrio.actors.tool_executor import AgentTool
 from pitrio.actors.tool_executor.tool import UpdateFn, text_result
 from pitrio.actors.trace.compare import first_divergence
+from pitrio.actors.trace.graph import OUTSIDE, actor_graph, render_graph
 from pitrio.actors.trace.recorder import Tracer
 from pitrio.actors.trace.records import (
     TraceFormatError,
@@ -33,8 +34,9 @@ from pitrio.actors.trace.records import (
     patch,
 )
 from pitrio.actors.trace.replay import ReplayError, load_trace, replay_records
-from pitrio.actors.trace.summary import render_summary, summarise
+from pitrio.actors.trace.summary import render_summary, render_timeline, summarise
 from pitrio.actors.trace.tap import classify_input, record_to_file
+from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentToolResult
 
 # -- the actor base's hook ---------------------------------------------------------------------
@@ -376,6 +378,154 @@ async def test_the_summary_lists_the_supervisor_with_its_messages_and_waits(
     assert {"CarryOut", "ManualCompact"} <= {w.type for w in waits}
     text = render_summary(summary)
     assert "supervisor" in text and "CarryOut" in text
+
+
+async def test_the_graph_draws_who_sent_what_to_whom(tmp_path: Path) -> None:
+    """Issue 22: ``pitrio trace graph`` of a run with a tool call, a retry and a compaction
+    draws the supervisor, the agent loop, the store, the tool executor and the model router,
+    each edge from the actor whose task sent (or called) to the one that took it."""
+    records = await record_tool_retry_compaction(tmp_path)
+    graph = actor_graph(records)
+    assert set(graph.actors) == {
+        OUTSIDE,
+        "session",
+        "agent-loop",
+        "session-store",
+        "supervisor",
+        "tool-executor",
+        "model-router",
+    }
+
+    def kinds(source: str, target: str) -> dict[str, int]:
+        edge = graph.edge(source, target)
+        assert edge is not None, f"no edge {source} -> {target}"
+        return dict(edge.kinds)
+
+    # From outside (the test calling the handle): the inputs only, all to the session.
+    outside = kinds(OUTSIDE, "session")
+    assert outside["Prompt"] == 2 and outside["Compact"] == 1 and outside["Invoke"] == 1
+    assert graph.edge(OUTSIDE, "agent-loop") is None and graph.edge(OUTSIDE, "supervisor") is None
+    # The session starts the runs and hands the retry and the manual compaction over.
+    assert kinds("session", "agent-loop")["Prompt"] == 2
+    to_supervisor = kinds("session", "supervisor")
+    assert to_supervisor["CarryOut"] == 1 and to_supervisor["ManualCompact"] == 1
+    # The supervisor reads the branch, writes the compaction, resets the loop's messages and
+    # asks the model for the summary in its own task.
+    supervisor_store = kinds("supervisor", "session-store")
+    assert supervisor_store["Query"] >= 1 and supervisor_store["Append"] >= 1
+    assert kinds("supervisor", "agent-loop")["SetMessages"] >= 1
+    assert kinds("supervisor", "model-router") == {"model request": 1}
+    # The agent loop makes the other four requests (tool call, 503, retried, after the
+    # compaction) and runs the tool body; both are calls in its task, not inbox messages.
+    assert kinds("agent-loop", "model-router") == {"model request": 4}
+    assert kinds("agent-loop", "tool-executor") == {"tool read": 1}
+    calls = {(e.source, e.target) for e in graph.edges if e.call}
+    assert calls == {
+        ("agent-loop", "model-router"),
+        ("agent-loop", "tool-executor"),
+        ("supervisor", "model-router"),
+    }
+
+    mermaid = render_graph(graph)
+    assert mermaid.startswith("flowchart LR\n")
+    assert '    supervisor -.->|"model request 1"| model_router\n' in mermaid
+    assert '    agent_loop -.->|"tool read 1"| tool_executor\n' in mermaid
+    dot = render_graph(graph, "dot")
+    assert '"agent-loop" -> "tool-executor" [label="tool read 1", style=dashed];' in dot
+    with pytest.raises(ValueError, match="unknown graph format"):
+        render_graph(graph, "svg")
+
+
+class GatedFaux(FauxProvider):
+    """The faux provider, with one request (by number) held until :attr:`release` is set."""
+
+    def __init__(self, gated: int) -> None:
+        super().__init__()
+        self.gated = gated
+        self.calls = 0
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def stream(self, model: Any, context: Any, options: Any, send: Any) -> None:
+        self.calls += 1
+        if self.calls == self.gated:
+            self.entered.set()
+            await self.release.wait()
+        await super().stream(model, context, options, send)
+
+
+async def record_prompt_during_compaction(tmp_path: Path) -> list[dict[str, Any]]:
+    """A reply, then a manual compaction whose summary request is held while a prompt is
+    sent (refused), then a prompt after the compaction. No timing: the request is gated."""
+    faux = GatedFaux(gated=2)  # the second request is the compaction's summary
+    faux.push(
+        FauxReply(text="first answer"),
+        FauxReply(text="## Goal\nsay hello"),
+        FauxReply(text="after compaction"),
+    )
+    async with traced_session(tmp_path, faux) as started:
+        session = started.session
+        await session.prompt("hello")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.compact)
+            await faux.entered.wait()
+            with pytest.raises(PitrioError, match="A compaction is running"):
+                await session.prompt("during the compaction")
+            faux.release.set()
+        await session.prompt("again")
+    return load_trace(tmp_path / "trace.jsonl")
+
+
+async def test_a_prompt_during_a_compaction_is_refused_and_replays_so(tmp_path: Path) -> None:
+    """The worked race of docs/research.md: a prompt that reaches the session while the
+    supervisor compacts is refused. The trace shows it between ``compaction_start`` and
+    ``compaction_end``, with nothing sent on its account, and the replay refuses it again."""
+    records = await record_prompt_during_compaction(tmp_path)
+    seq = {r["type"]: r["seq"] for r in records if r["k"] == "event"}  # last of each type
+    (during,) = [
+        r for r in records if r["k"] == "input" and r["args"].get("text") == "during the compaction"
+    ]
+    assert seq["compaction_start"] <= during["seq"] < seq["compaction_end"]
+    # Between its receipt and compaction_end the session sends nothing: the messages that
+    # cross are the supervisor's (summary written, loop's messages reset).
+    index = records.index(during)
+    end = next(
+        i for i, r in enumerate(records) if r["k"] == "event" and r["type"] == "compaction_end"
+    )
+    between = [r for r in records[index:end] if r["k"] == "msg" and r["dir"] == "send"]
+    assert between and {r.get("from") for r in between} == {"supervisor"}
+    # The summary request was made by the supervisor; no run took the refused text.
+    assert [r.get("from") for r in records if r["k"] == "model"] == [
+        "agent-loop",
+        "supervisor",
+        "agent-loop",
+    ]
+    users = [
+        orjson.dumps(r["event"]).decode()
+        for r in records
+        if r["k"] == "event" and r["type"] == "message_start"
+    ]
+    assert not any("during the compaction" in text for text in users)
+    assert any('"again"' in text for text in users)
+    starts = [
+        i
+        for i, r in enumerate(records)
+        if r["k"] == "msg"
+        and r["dir"] == "send"
+        and r["actor"] == "agent-loop"
+        and r["type"] == "Prompt"
+    ]
+    assert len(starts) == 2 and starts[1] > end  # the second run is "again", after the end
+    # The timeline tells the same story, one line per record.
+    timeline = [line[11:] for line in render_timeline(records).splitlines()]  # no times
+    start, end_seq = seq["compaction_start"], seq["compaction_end"]
+    refused = timeline.index(f"input prompt(text='during the compaction') after event {start}")
+    assert timeline.index(f"event {start} compaction_start") < refused
+    assert refused < timeline.index("model request 2 by supervisor: done")
+    assert refused < timeline.index(f"event {end_seq} compaction_end")
+
+    result = await replay_records(records)
+    assert result.identical, result.describe()
 
 
 async def test_an_altered_tool_output_reports_the_first_divergence(tmp_path: Path) -> None:

@@ -69,6 +69,26 @@ def test_json_mode_trace_summarises_and_replays_identically(tmp_path: Path) -> N
     assert "longest waits" in summary.stdout
     assert "session-store" in summary.stdout
 
+    # The picture of the actors (issue 22), drawn from the same file by a process.
+    graph = pitrio(["trace", "graph", str(trace)], cwd=work, env=env)
+    assert graph.returncode == 0, graph.stderr
+    assert graph.stdout.startswith("flowchart LR\n")
+    assert '    agent_loop -.->|"tool read 1"| tool_executor\n' in graph.stdout
+    assert "    session -->|" in graph.stdout and "| supervisor\n" in graph.stdout
+    assert "supervisor -.->|" in graph.stdout  # the compaction's summary request
+    dot = pitrio(["trace", "graph", "--format", "dot", str(trace)], cwd=work, env=env)
+    assert dot.returncode == 0 and dot.stdout.startswith("digraph actors {")
+    timeline = pitrio(["trace", "timeline", str(trace)], cwd=work, env=env)
+    assert timeline.returncode == 0, timeline.stderr
+    lines = [line[11:] for line in timeline.stdout.splitlines()]
+    assert lines[1] == "send SubscribeInto #1: outside -> session (depth 0)"
+    assert "tool read by agent-loop: result" in lines
+    assert lines.index("input prompt(text='FAILONCE hello') after event 0") < lines.index(
+        "model request 1 by agent-loop: done"
+    )
+    bad = pitrio(["trace", "graph", "--format", "svg", str(trace)], cwd=work, env=env)
+    assert bad.returncode == 2 and "invalid choice: 'svg'" in bad.stderr
+
     replay = pitrio(["trace", "replay", str(trace)], cwd=work, env=env)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "identical" in replay.stdout

@@ -28,6 +28,7 @@ import attrs
 import orjson
 import trio
 
+from pitrio.actors._actor import current_actor
 from pitrio.actors.trace.records import Record, encode_line
 from pitrio.messages.codec import to_json
 
@@ -117,6 +118,9 @@ class Tracer:
             "depth": depth,
             "n": self._numbers,
         }
+        sender = current_actor()
+        if sender is not None:
+            record["from"] = sender
         if self.payloads:
             record["payload"] = describe(command)
         self.record(record)

@@ -11,8 +11,9 @@ monotonic, comparable only within one trace segment). Kinds:
 ``msg``
     a command crossing an actor's inbox: ``actor``, ``dir`` (``send``: offered to the inbox,
     ``recv``: taken by the actor), ``type`` (the command's class), ``depth`` (commands queued
-    before it / still queued after it), ``n`` (pairs a send with its receive), ``run``, and
-    ``payload`` when payloads are on.
+    before it / still queued after it), ``n`` (pairs a send with its receive), ``run``,
+    ``payload`` when payloads are on, and on a send ``from``: the actor whose task sent it
+    (absent when no actor's did: a transport, a test).
 ``event``
     a session event as subscribers saw it: ``seq``, ``type``, ``run``, ``event`` (its JSON;
     a ``message_update`` without ``message`` and ``partial``, the delta form).
@@ -24,10 +25,12 @@ monotonic, comparable only within one trace segment). Kinds:
     one model request's output: ``call`` (1, 2, ...), ``key`` (a digest of the request's
     messages with timestamps removed, to match requests on replay), ``events`` (each
     ``{"e": event without its message, "m": message as a :func:`diff` of the previous one,
-    "tick": n}``) and ``end``: ``done`` (a final event was sent), ``cancelled`` or ``raised``.
+    "tick": n}``), ``end``: ``done`` (a final event was sent), ``cancelled`` or ``raised``, and
+    ``from``: the actor whose task made the request.
 ``tool``
     one tool body's output: ``id`` (tool call id), ``name``, ``updates`` (``{"r": partial
-    result, "tick": n}``), then ``result`` or ``error`` (its text) or ``cancelled``; ``tick``.
+    result, "tick": n}``), then ``result`` or ``error`` (its text) or ``cancelled``; ``tick``;
+    ``from``: the actor whose task ran the body.
 ``dropped``
     ``count`` records were lost because the writer fell behind (see the overflow policy in
     :mod:`pitrio.actors.trace.recorder`).

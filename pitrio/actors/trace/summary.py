@@ -209,10 +209,52 @@ def render_summary(summary: TraceSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_timeline(records: Iterable[Record]) -> str:
+    """The trace one line per record, in order, times from each segment's start (``pitrio
+    trace timeline``): what to read when following a race through the actors."""
+    lines: list[str] = []
+    start: float | None = None
+    for record in records:
+        kind = record["k"]
+        t = record.get("t")
+        if kind == "header" or start is None:
+            start = float(t) if isinstance(t, int | float) else 0.0
+        at = f"+{float(t) - start:8.4f}" if isinstance(t, int | float) else " " * 9
+        if kind == "header":
+            text = f"session {record.get('session')} ({record.get('model')})"
+        elif kind == "msg":
+            head = f"{record.get('dir')} {record.get('type')} #{record.get('n')}: "
+            if record.get("dir") == "send":
+                head += f"{record.get('from', 'outside')} -> {record.get('actor')}"
+            else:
+                head += f"taken by {record.get('actor')}"
+            text = f"{head} (depth {record.get('depth')})"
+        elif kind == "event":
+            text = f"event {record.get('seq')} {record.get('type')}"
+        elif kind == "input":
+            text = f"input {_describe_input(record)}"
+        elif kind == "model":
+            text = f"model request {record.get('call')} by {record.get('from', '?')}: "
+            text += str(record.get("end"))
+        elif kind == "tool":
+            outcome = next((k for k in ("result", "error", "cancelled") if k in record), "?")
+            text = f"tool {record.get('name')} by {record.get('from', '?')}: {outcome}"
+        else:
+            text = f"{kind} {_short({k: v for k, v in record.items() if k not in ('k', 't')})}"
+        lines.append(f"{at}  {text}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def summary_json(summary: TraceSummary) -> dict[str, Any]:
     """The summary as JSON (``pitrio trace summary --json``)."""
     value: dict[str, Any] = attrs.asdict(summary, recurse=True, retain_collection_types=False)
     return value
 
 
-__all__: Sequence[str] = ("TraceSummary", "render_summary", "summarise", "summary_json")
+__all__: Sequence[str] = (
+    "TraceSummary",
+    "render_summary",
+    "render_timeline",
+    "summarise",
+    "summary_json",
+)

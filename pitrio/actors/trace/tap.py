@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import attrs
 import trio
 
-from pitrio.actors._actor import Address
+from pitrio.actors._actor import Address, current_actor
 from pitrio.actors.agent_loop.run import StreamCall
 from pitrio.actors.session.actor import (
     Abort,
@@ -232,6 +232,7 @@ def recording_stream(inner: StreamCall, tracer: Tracer) -> StreamCall:
         send: trio.MemorySendChannel[AssistantMessageEvent],
     ) -> None:
         call = next(calls)
+        caller = current_actor()  # the actor whose task makes the request
         key = request_key([to_json(message) for message in context.messages])
         sender = _RecordingSender(send, tracer)
         error: str | None = None
@@ -257,6 +258,8 @@ def recording_stream(inner: StreamCall, tracer: Tracer) -> StreamCall:
                 "events": items,
                 "end": end,
             }
+            if caller is not None:
+                record["from"] = caller
             if error is not None:
                 record["error"] = error
             tracer.record(record)
@@ -283,6 +286,9 @@ class RecordingToolHandle(ToolExecutorHandle):
             await on_update(partial)
 
         record: Record = {"k": "tool", "id": tool_call_id, "name": tool.name, "updates": updates}
+        caller = current_actor()  # the actor whose task runs the body
+        if caller is not None:
+            record["from"] = caller
         try:
             result = await super().execute(tool, tool_call_id, args, update)
         except Exception as exc:
