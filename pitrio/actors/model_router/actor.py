@@ -9,7 +9,8 @@ tool bodies belong to the run.
 
 :func:`start_model_router` builds the registry from a :class:`RouterConfig`: the faux models,
 the built-in catalogue, and the user's ``models.json`` (a broken file is reported by
-:meth:`ModelRouterHandle.problems` and leaves the built-in models usable, as pi does).
+:meth:`ModelRouterHandle.problems` and leaves the built-in models usable, as pi does). The
+commands the actor takes are in :mod:`.commands` (re-exported here).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import attrs
 import orjson
 import trio
 
-from pitrio.actors._actor import Actor, Address, Handle, Reply
+from pitrio.actors._actor import Actor, Address, Handle
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
@@ -32,6 +33,20 @@ from pitrio.actors.model_router.catalogue import (
     OPENAI_COMPLETIONS,
     OPENAI_RESPONSES,
     VIRTUAL_API,
+)
+from pitrio.actors.model_router.commands import (
+    Availability,
+    GetStreamFn,
+    ListAvailable,
+    ListModels,
+    Problems,
+    Register,
+    RegisterProvider,
+    Resolve,
+    ResolvePattern,
+    Route,
+    RouterCommand,
+    UnregisterProvider,
 )
 from pitrio.actors.model_router.credentials import AUTH_FILE_NAME, Credentials
 from pitrio.actors.model_router.models_json import (
@@ -125,115 +140,6 @@ def _agent_provider_settings(directory: Path) -> ProviderSettings:
     except (OSError, orjson.JSONDecodeError):
         return ProviderSettings()
     return provider_settings(document) if isinstance(document, dict) else ProviderSettings()
-
-
-# -- commands --------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Resolve:
-    """Find the model named ``ref`` (``provider/id`` or an unambiguous bare id)."""
-
-    ref: str
-    reply: Reply[Model]
-
-
-@attrs.frozen
-class ResolvePattern:
-    """Find the model and thinking level named by ``provider/id[:thinking]``."""
-
-    pattern: str
-    reply: Reply[tuple[Model, ThinkingLevel | None]]
-
-
-@attrs.frozen
-class ListModels:
-    """List every registered model, in registration order."""
-
-    reply: Reply[tuple[Model, ...]]
-
-
-@attrs.frozen
-class ListAvailable:
-    """List the models that can be used now (their provider has credentials)."""
-
-    reply: Reply[tuple[Model, ...]]
-
-
-@attrs.frozen
-class Register:
-    """Register ``model``; ``stream_fn``, if given, serves its API from now on."""
-
-    model: Model
-    stream_fn: StreamFn | None
-    reply: Reply[None]
-
-
-@attrs.frozen
-class GetStreamFn:
-    """Get the stream function serving ``model``'s API."""
-
-    model: Model
-    reply: Reply[StreamFn]
-
-
-@attrs.frozen
-class Availability:
-    """Why ``model`` cannot be used now (``None``: it can)."""
-
-    model: Model
-    reply: Reply[str | None]
-
-
-@attrs.frozen
-class Route:
-    """Route one request of virtual ``model`` to a physical model."""
-
-    model: Model
-    request: RouteRequest
-    reply: Reply[RouteResult]
-
-
-@attrs.frozen
-class Problems:
-    """Configuration problems found so far (bad ``models.json``, refused ``auth.json``)."""
-
-    reply: Reply[tuple[str, ...]]
-
-
-@attrs.frozen
-class RegisterProvider:
-    """Add a provider and its models from a ``models.json`` provider block (an extension's
-    ``register_provider``); answered with the refs of the models it added."""
-
-    name: str
-    config: dict[str, Any]
-    source: str
-    reply: Reply[tuple[str, ...]]
-
-
-@attrs.frozen
-class UnregisterProvider:
-    """Remove a provider's models; answered with their refs."""
-
-    name: str
-    reply: Reply[tuple[str, ...]]
-
-
-RouterCommand = (
-    RegisterProvider
-    | UnregisterProvider
-    | Resolve
-    | ResolvePattern
-    | ListModels
-    | ListAvailable
-    | Register
-    | GetStreamFn
-    | Availability
-    | Route
-    | Problems
-)
-"""Every command the ModelRouter accepts."""
 
 
 class ModelRouter(Actor[RouterCommand]):
@@ -617,3 +523,29 @@ async def start_model_router(
     router = ModelRouter.from_config(config or RouterConfig.from_environment(), faux)
     address = await nursery.start(router.run)
     return ModelRouterHandle(address)
+
+
+__all__ = [
+    "CACHE_RETENTION_ENV",
+    "DIAGNOSTICS_ENV",
+    "MODELS_FILE_NAME",
+    "SETTINGS_FILE_NAME",
+    "Availability",
+    "GetStreamFn",
+    "ListAvailable",
+    "ListModels",
+    "ModelRouter",
+    "ModelRouterHandle",
+    "Problems",
+    "Register",
+    "RegisterProvider",
+    "Resolve",
+    "ResolvePattern",
+    "Route",
+    "RouterCommand",
+    "RouterConfig",
+    "UnregisterProvider",
+    "infer_reason",
+    "previous_response",
+    "start_model_router",
+]

@@ -75,6 +75,8 @@ from pitrio.actors.session_store.storage import (
     append_durably,
     create_file,
     read_session,
+    sync_batch,
+    write_batch,
 )
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
@@ -502,6 +504,7 @@ class SessionStore(Actor[StoreCommand]):
                 await self._create_file()  # every entry so far, synced
             return
         if lines:
+            file, lease = self._file, self._lease
             data = b"\n".join(lines) + b"\n"
             if self._needs_newline:
                 data = b"\n" + data  # start after a torn last line, never inside it
@@ -513,7 +516,7 @@ class SessionStore(Actor[StoreCommand]):
             # a thread hop per append even without a sync, and its Python code waited for the
             # GIL while the event loop was busy (issue 7: per-turn latency).
             if sync and not self.options.sync_inline:
-                await trio.to_thread.run_sync(self._write_batch, data, True)
+                await trio.to_thread.run_sync(write_batch, file, lease, data, True)
             elif sync:
                 # Synced in a process that hosts this one session (``sync_inline``): written at
                 # once with its writeback started, then the fsync, which stops the whole
@@ -521,13 +524,13 @@ class SessionStore(Actor[StoreCommand]):
                 # overlaps the model request in flight instead of delaying it), for at most
                 # IDLE_SYNC_WAIT; by then the data is on its way and the fsync waits for the
                 # journal only (issue 7). Shielded: a batch taken is synced.
-                start = self._write_batch(data, False, start_writeback=True)
+                start = write_batch(file, lease, data, False, start_writeback=True)
                 await until_idle(IDLE_SYNC_WAIT, shield=True)
-                self._sync_batch(start)
+                sync_batch(file, start)
             else:
                 # Page cache only (policies ``batch``/``never``): a thread hop costs more
                 # than the write (issue 7).
-                self._write_batch(data, False)
+                write_batch(file, lease, data, False)
             self._needs_newline = False
             if sync:
                 self._dirty = False
@@ -538,37 +541,6 @@ class SessionStore(Actor[StoreCommand]):
                     self._sync_deadline = trio.current_time() + self.options.batch_interval
         elif force and self._dirty:
             await self._sync()
-
-    def _write_batch(self, data: bytes, sync: bool, *, start_writeback: bool = False) -> int:
-        # Fence check, one write, maybe one fsync (in a worker thread when it syncs); returns
-        # where the batch starts in the file.
-        file = self._file
-        assert file is not None
-        if self._lease is not None:
-            self._lease.check()
-        start = file.size()
-        try:
-            file.write(data)
-            if start_writeback:
-                file.start_writeback(start, len(data))
-        except OSError:
-            # A full disk may have taken part of the batch: cut it off, so the file holds
-            # exactly the entries whose appends returned (shrinking needs no space).
-            file.truncate(start)
-            raise
-        if sync:
-            self._sync_batch(start)
-        return start
-
-    def _sync_batch(self, start: int) -> None:
-        # The fsync of the batch written from ``start``: a failure cuts it off as well.
-        file = self._file
-        assert file is not None
-        try:
-            file.sync()
-        except OSError:
-            file.truncate(start)
-            raise
 
     async def _sync(self) -> None:
         file = self._file

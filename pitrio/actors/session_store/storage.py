@@ -22,9 +22,13 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
 from pitrio.actors.session_store.paths import open_session_file
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.lease import Lease
 
 
 @contextlib.contextmanager
@@ -194,3 +198,39 @@ class AppendFile:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+
+
+def write_batch(
+    file: AppendFile,
+    lease: Lease | None,
+    data: bytes,
+    sync: bool,
+    *,
+    start_writeback: bool = False,
+) -> int:
+    """Append one batch of lines: the lease's fence checked, one write, maybe one fsync.
+    Returns where the batch starts in the file. A failed write or fsync cuts the batch off
+    again, so the file holds exactly the entries whose appends returned."""
+    if lease is not None:
+        lease.check()
+    start = file.size()
+    try:
+        file.write(data)
+        if start_writeback:
+            file.start_writeback(start, len(data))
+    except OSError:
+        # A full disk may have taken part of the batch: cut it off (shrinking needs no space).
+        file.truncate(start)
+        raise
+    if sync:
+        sync_batch(file, start)
+    return start
+
+
+def sync_batch(file: AppendFile, start: int) -> None:
+    """The fsync of the batch written from ``start``: a failure cuts the batch off as well."""
+    try:
+        file.sync()
+    except OSError:
+        file.truncate(start)
+        raise

@@ -7,9 +7,9 @@ Tasks of one server (:meth:`RpcServer.serve`):
   every command gets exactly one response, correlated by its ``id``;
 * the **forwarder** turns the session runtime's event stream (which spans session
   replacements) into lines;
-* the **writer** is the only task writing stdout: it takes whole lines from one bounded
-  channel, so lines never interleave and a client that stops reading slows the producers down
-  instead of growing memory.
+* the **writer** (:class:`.output.RpcOutput`) is the only task writing stdout: it takes whole
+  lines from one bounded channel, so lines never interleave and a client that stops reading
+  slows the producers down instead of growing memory.
 
 Ordering as pi writes it (pi-rpc.md §6.2): pi emits events synchronously, so a command's
 events precede its response. Here events travel through a few tasks, so before writing the
@@ -64,8 +64,8 @@ from pitrio.transports.rpc.commands import (
 )
 from pitrio.transports.rpc.events import UpdateFormat, encode_event
 from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
+from pitrio.transports.rpc.output import WRITE_BATCH, RpcOutput
 from pitrio.transports.rpc.protocol import (
-    OutputLine,
     Request,
     dump_line,
     dump_output,
@@ -74,13 +74,6 @@ from pitrio.transports.rpc.protocol import (
 
 T = TypeVar("T")
 
-OUTPUT_LINES = 16
-"""Items the writer may have queued before producers wait (back-pressure). An item is a line
-or the forwarder's lines joined up to about :data:`WRITE_BATCH` bytes, so at most ~16 MB of
-output waits for a slow client (1024 items of whole batches let a 20,000-delta full-form reply
-queue gigabytes)."""
-WRITE_BATCH = 1 << 20
-"""Bytes the writer joins into one write when lines are waiting."""
 READ_SIZE = 1 << 16
 FORWARD_BATCH = 256
 """Events the forwarder takes at once when they are waiting (fewer when they weigh more than
@@ -128,14 +121,13 @@ class RpcServer:
         self._runtime = runtime
         self._startup = runtime.options
         self._router = router
-        self._output = output
         self._scoped = tuple(scoped_models)
         self._max_record = max_record
         self._updates: UpdateFormat = "full"
-        self._lines, self._lines_out = trio.open_memory_channel[OutputLine](OUTPUT_LINES)
+        self._out = RpcOutput(output)
+        self._send = self._out.send  # bound once: it runs for every line
         self._replacing: trio.Event | None = None
         self._closing = False
-        self._output_broken = trio.Event()
         # Where the forwarder is: the session whose events it is writing, and the sequence
         # number of the last event it handed to the writer.
         self._owner: SessionHandle | None = None
@@ -148,9 +140,6 @@ class RpcServer:
         self._barriers: dict[int, tuple[SessionHandle, int]] = {}
         self._prompts_answered = trio.Event()
         self._at_gate = False
-        self._writer_done = trio.Event()
-        # The writer waits on an empty queue and holds no line: a sender may write itself.
-        self._writer_idle = False
         self._in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
 
     # -- RpcBackend ----------------------------------------------------------------------
@@ -224,7 +213,7 @@ class RpcServer:
     async def serve(self, stdin: trio.abc.ReceiveStream) -> None:
         """Serve until ``stdin`` ends (or stdout breaks); returns after the last response."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_loop)
+            nursery.start_soon(self._out.run)
             nursery.start_soon(self._forward_events)
             async with trio.open_nursery() as handlers:
                 with trio.CancelScope() as reading:
@@ -236,14 +225,13 @@ class RpcServer:
                 self._wake()
                 handlers.cancel_scope.deadline = trio.current_time() + EOF_GRACE_SECONDS
                 await self._abort_activity()
-            self._writer_idle = False  # from here on, nothing new is written
-            await self._lines.aclose()  # the writer ends once it wrote what is queued
+            await self._out.close()  # the writer ends once it wrote what is queued
             with trio.move_on_after(EOF_GRACE_SECONDS):
-                await self._writer_done.wait()
+                await self._out.done.wait()
             nursery.cancel_scope.cancel()
 
     async def _stop_reading_when_broken(self, reading: trio.CancelScope) -> None:
-        await self._output_broken.wait()
+        await self._out.broken.wait()
         reading.cancel()
 
     async def _abort_activity(self) -> None:
@@ -317,38 +305,6 @@ class RpcServer:
                 if self._open_prompts == 0:
                     self._prompts_answered.set()
                     self._prompts_answered = trio.Event()
-
-    async def _send(self, line: OutputLine) -> None:
-        # Closed: shutting down, or nobody reads stdout any more.
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            # No task switch when the writer's queue has room (issue 7); a full queue blocks.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if self._writer_idle and isinstance(line, bytes) and not self._output_broken.is_set():
-                # Nothing is queued before this line and the writer is not writing: write it
-                # here, saving the writer's task switch (issue 7: several batches a turn);
-                # what the pipe does not take now goes to the writer, still first in line.
-                line = self._write_now(line)
-                if not line:
-                    return
-            self._writer_idle = False  # the writer holds a line from here on
-            try:
-                self._lines.send_nowait(line)
-            except trio.WouldBlock:
-                await self._lines.send(line)
-
-    def _write_now(self, data: bytes) -> bytes:
-        """Write what the output takes without blocking; returns the rest."""
-        output = self._output
-        if not isinstance(output, trio.lowlevel.FdStream):
-            return data
-        try:
-            written = os.write(output.fileno(), data)
-        except BlockingIOError:
-            return data
-        except OSError:
-            self._output_broken.set()  # as a failed write of the writer's
-            return b""
-        return data[written:]
 
     # -- events --------------------------------------------------------------------------
 
@@ -436,7 +392,7 @@ class RpcServer:
                 seen = item.seq
                 if pending >= WRITE_BATCH:
                     # Hand over about a write's worth at a time: the queue to the writer is
-                    # bounded in bytes, not only in items (see OUTPUT_LINES).
+                    # bounded in bytes, not only in items (see output.OUTPUT_LINES).
                     await self._flush(lines, seen)
                     pending = 0
             await self._flush(lines, seen)
@@ -448,72 +404,6 @@ class RpcServer:
             lines.clear()
         self._written_seq = seq
         self._wake()
-
-    # -- output --------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        try:
-            async with self._lines_out:
-                while True:
-                    # Idle only on an empty queue: a line in it is older than any new one.
-                    self._writer_idle = self._lines_out.statistics().current_buffer_used == 0
-                    try:
-                        line = await self._lines_out.receive()
-                    except trio.EndOfChannel:
-                        break
-                    self._writer_idle = False
-                    # Lines given as pieces are written piece by piece (never joined: they
-                    # are the long ones); plain lines are joined into writes of about
-                    # WRITE_BATCH.
-                    writes: list[bytes] = []
-                    batch: list[bytes] = []
-                    size = 0
-                    while True:
-                        if isinstance(line, tuple):
-                            if batch:
-                                writes.append(b"".join(batch))
-                                batch, size = [], 0
-                            writes.extend(line)
-                        else:
-                            batch.append(line)
-                            size += len(line)
-                        if size >= WRITE_BATCH:
-                            break
-                        try:
-                            line = self._lines_out.receive_nowait()
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    if batch:
-                        writes.append(b"".join(batch))
-                    if self._output_broken.is_set():
-                        continue  # drain, so producers never block on a dead client
-                    try:
-                        for data in writes:
-                            await self._write(data)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self._output_broken.set()
-        finally:
-            self._writer_idle = False  # stopped: nothing is written any more
-            self._writer_done.set()
-
-    async def _write(self, data: bytes) -> None:
-        """``send_all`` on the output, trying one plain ``write`` first on a file descriptor:
-        while the writer writes it is the output's only user, and a pipe with room takes a
-        line at once, without the task switch ``FdStream.send_all`` starts with (issue 7:
-        several writes a turn)."""
-        output = self._output
-        if isinstance(output, trio.lowlevel.FdStream):
-            try:
-                written = os.write(output.fileno(), data)
-            except BlockingIOError:
-                written = 0
-            except OSError as exc:
-                raise trio.BrokenResourceError(str(exc)) from exc
-            if written == len(data):
-                return
-            await output.send_all(memoryview(data)[written:])  # the rest, not a copy of it
-            return
-        await output.send_all(data)
 
 
 # -- the process ---------------------------------------------------------------------------

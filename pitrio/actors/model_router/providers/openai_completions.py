@@ -7,17 +7,16 @@ Request: ``POST {baseUrl}/chat/completions`` with ``stream: true`` (and ``stream
 depending on the server) and ``tool_calls`` deltas keyed by ``index``; ``finish_reason``
 comes on the last choice chunk and ``data: [DONE]`` ends the stream.
 
-OpenAI-compatible servers differ; :class:`OpenAICompat` holds the differences, detected from
-the provider and base URL and overridden by the model's ``compat`` (pi's field names).
+OpenAI-compatible servers differ; :class:`~.openai_compat.OpenAICompat` holds the differences,
+detected from the provider and base URL and overridden by the model's ``compat`` (pi's field
+names; :mod:`.openai_compat`, re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
-from urllib.parse import urlparse
+from collections.abc import Mapping
+from typing import Any
 
-import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.base import output_limit
@@ -26,7 +25,6 @@ from pitrio.actors.model_router.providers.convert import (
     PrefixCache,
     TranscriptPreparer,
     data_url,
-    short_hash,
     tool_result_text,
 )
 from pitrio.actors.model_router.providers.http import (
@@ -37,6 +35,12 @@ from pitrio.actors.model_router.providers.http import (
     bearer_json_request,
     join_url,
     stream_error_message,
+)
+from pitrio.actors.model_router.providers.openai_compat import (
+    OpenAICompat,
+    ThinkingFormat,
+    detect_compat,
+    normalize_tool_id,
 )
 from pitrio.actors.model_router.thinking import reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
@@ -53,103 +57,6 @@ from pitrio.messages.stream import AssistantMessageEvent
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 """Where servers put reasoning text in a delta (DeepSeek/vLLM, OpenRouter/Ollama, others)."""
-
-ThinkingFormat = Literal["openai", "openrouter", "zai", "qwen"]
-
-
-@attrs.frozen(kw_only=True)
-class OpenAICompat:
-    """How far a server follows OpenAI's Chat Completions (pi's ``compat`` flags)."""
-
-    supports_store: bool = False
-    supports_developer_role: bool = False
-    supports_reasoning_effort: bool = True
-    supports_usage_in_streaming: bool = True
-    supports_strict_mode: bool = False
-    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
-    requires_tool_result_name: bool = False
-    requires_assistant_after_tool_result: bool = False
-    requires_thinking_as_text: bool = False
-    requires_mistral_tool_ids: bool = False
-    thinking_format: ThinkingFormat = "openai"
-    reasoning_effort_map: dict[str, str] = attrs.field(factory=dict)
-    open_router_routing: dict[str, Any] | None = None
-    vercel_gateway_routing: dict[str, Any] | None = None
-
-
-_COMPAT_KEYS = {
-    "supportsStore": "supports_store",
-    "supportsDeveloperRole": "supports_developer_role",
-    "supportsReasoningEffort": "supports_reasoning_effort",
-    "supportsUsageInStreaming": "supports_usage_in_streaming",
-    "supportsStrictMode": "supports_strict_mode",
-    "maxTokensField": "max_tokens_field",
-    "requiresToolResultName": "requires_tool_result_name",
-    "requiresAssistantAfterToolResult": "requires_assistant_after_tool_result",
-    "requiresThinkingAsText": "requires_thinking_as_text",
-    "requiresMistralToolIds": "requires_mistral_tool_ids",
-    "thinkingFormat": "thinking_format",
-    "reasoningEffortMap": "reasoning_effort_map",
-    "openRouterRouting": "open_router_routing",
-    "vercelGatewayRouting": "vercel_gateway_routing",
-}
-
-
-def detect_compat(model: Model) -> OpenAICompat:
-    """The compat flags of ``model``: defaults for its server, then its own ``compat``.
-
-    Only OpenAI itself gets ``store``, the ``developer`` role, ``strict`` on tools and
-    ``max_completion_tokens``;
-    other servers get the forms every compatible server understands (``system``,
-    ``max_tokens``). Mistral, OpenRouter and Z.ai get their known differences.
-    """
-    host = (urlparse(model.base_url).hostname or "").lower()
-
-    def on(name: str, domain: str) -> bool:
-        return model.provider == name or host == domain or host.endswith("." + domain)
-
-    flags: dict[str, Any] = {}
-    if on("openai", "openai.com"):
-        flags.update(
-            supports_store=True,
-            supports_developer_role=True,
-            supports_strict_mode=True,
-            max_tokens_field="max_completion_tokens",
-        )
-    if on("openrouter", "openrouter.ai"):
-        flags["thinking_format"] = "openrouter"
-    if on("zai", "z.ai") or on("zai", "bigmodel.cn"):
-        flags["thinking_format"] = "zai"
-    if on("mistral", "mistral.ai"):
-        flags.update(
-            requires_tool_result_name=True,
-            requires_thinking_as_text=True,
-            requires_mistral_tool_ids=True,
-        )
-    if isinstance(model.compat, Mapping):
-        for key, value in model.compat.items():
-            attribute = _COMPAT_KEYS.get(key)
-            if attribute is not None:
-                flags[attribute] = value
-    return OpenAICompat(**flags)
-
-
-def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
-    """The tool-call id rewrite for a server: Mistral wants 9 alphanumerics, OpenAI <= 40."""
-
-    def normalize(value: str) -> str:
-        if compat.requires_mistral_tool_ids:
-            if len(value) == 9 and value.isalnum():
-                return value
-            return short_hash(value, 9)
-        # Responses-API ids are "<call id>|<item id>": the call id is the tool-call id.
-        call_id = value.split("|", 1)[0] or value
-        if len(call_id) > 40:
-            return "call_" + short_hash(call_id, 24)
-        return call_id
-
-    return normalize
-
 
 # -- the request -----------------------------------------------------------------------------
 
@@ -611,3 +518,20 @@ class OpenAICompletionsProvider(HttpProvider):
     def new_parser(self, model: Model) -> OpenAICompletionsParser:
         """A parser for one response of ``model``."""
         return OpenAICompletionsParser(model)
+
+
+__all__ = [
+    "API",
+    "REASONING_FIELDS",
+    "ChatMessages",
+    "OpenAICompat",
+    "OpenAICompletionsParser",
+    "OpenAICompletionsProvider",
+    "ThinkingFormat",
+    "build_body",
+    "build_messages",
+    "build_request",
+    "detect_compat",
+    "encoded_messages",
+    "normalize_tool_id",
+]

@@ -6,7 +6,7 @@ modules (:mod:`~pitrio.actors.supervisor.decisions`, ``retry``, ``compaction``,
 attempt, the overflow-recovery latch) and its settings, takes the session's low-level run
 results and the commands that concern it, calls the policy, does the I/O (the retry back-off,
 the summary requests, the ``compaction`` and ``context_edit`` entries) and emits the retry and
-compaction events.
+compaction events. Its commands (typed messages) are in :mod:`.commands`.
 
 **How its work meets abort.** A step that takes time (a retry back-off, a compaction, a branch
 summary) runs in a nursery the requester *lends* (:class:`Lent`): the session opens a cancel
@@ -35,6 +35,20 @@ import trio
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.supervisor._entries import iso_to_ms
+from pitrio.actors.supervisor.actor.commands import (
+    AbortRetry,
+    BeforePrompt,
+    CarryOut,
+    Configure,
+    Decide,
+    Lent,
+    ManualCompact,
+    Observe,
+    RunAborted,
+    Step,
+    SummarizeBranch,
+    SupervisorCommand,
+)
 from pitrio.actors.supervisor.actor.compactor import (
     BeforeCompact,
     CompactionCancelledByHook,
@@ -59,7 +73,6 @@ from pitrio.actors.supervisor.compaction import (
     compaction_failure_message,
 )
 from pitrio.actors.supervisor.decisions import (
-    BeforeSettle,
     Compact,
     Continue,
     End,
@@ -97,9 +110,6 @@ session's stream, so the supervisor's events keep their place among the agent's.
 AfterCompact = Callable[[CompactionEntry, bool], Awaitable[None]]
 """Called once a compaction entry is written (extensions' ``session_compact``)."""
 
-Step = End | Continue | BeforeSettle
-"""What the session does after a step: settle, continue the loop, or run the boundary."""
-
 NO_ROUTER = "No model router: this session cannot make model requests"
 
 
@@ -123,115 +133,6 @@ class SupervisorView:
     state: SupervisorState
     settings: SupervisorSettings
     compacting: bool = False
-
-
-@attrs.frozen
-class Lent:
-    """A nursery the requester lends for a step, and the cancel scope it sits in (abort
-    cancels that scope; the step then emits its ``aborted`` event)."""
-
-    nursery: trio.Nursery
-    scope: trio.CancelScope
-
-
-# -- commands ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Decide:
-    """A low-level run ended: decide what follows (the decision's events are the caller's to
-    emit, after its ``agent_end``)."""
-
-    ended: RunEnded
-    reply: Reply[PostRunDecision]
-
-
-@attrs.frozen
-class Observe:
-    """A user message started (``message is None``) or an assistant message ended; answered
-    with the event to emit after it (a retry sequence's success), if any."""
-
-    message: AssistantMessage | None
-    reply: Reply[AutoRetryEnd | None]
-
-
-@attrs.frozen
-class CarryOut:
-    """Carry out a retry or an automatic compaction decided after a low-level run."""
-
-    action: Retry | Compact
-    failed_entry_id: str | None
-    """The entry of the failed response to omit from the context, if it was recorded."""
-    run_scope: trio.CancelScope
-    lent: Lent
-    reply: Reply[Step]
-
-
-@attrs.frozen
-class BeforePrompt:
-    """The compaction check before a prompt runs (pi's preflight), compacting if needed."""
-
-    check: CompactionCheck
-    last_entry_id: str | None
-    lent: Lent
-    reply: Reply[None]
-
-
-@attrs.frozen
-class RunAborted:
-    """The run was aborted: a started retry sequence ends as cancelled."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class AbortRetry:
-    """Cancel a pending retry back-off (the run then settles)."""
-
-    reply: Reply[None]
-
-
-@attrs.frozen
-class ManualCompact:
-    """``compact``: summarize the branch now (no run is active)."""
-
-    custom_instructions: str | None
-    lent: Lent
-    reply: Reply[CompactionResult]
-
-
-@attrs.frozen
-class SummarizeBranch:
-    """Summarize the entries a navigation leaves (no run is active)."""
-
-    entries: tuple[SessionEntry, ...]
-    model: Model
-    custom_instructions: str | None
-    replace_instructions: bool
-    lent: Lent
-    reply: Reply[BranchSummaryResult]
-
-
-@attrs.frozen
-class Configure:
-    """Turn automatic retry or compaction on or off (``None``: unchanged)."""
-
-    retry_enabled: bool | None
-    compaction_enabled: bool | None
-    reply: Reply[None]
-
-
-SupervisorCommand = (
-    Decide
-    | Observe
-    | CarryOut
-    | BeforePrompt
-    | RunAborted
-    | AbortRetry
-    | ManualCompact
-    | SummarizeBranch
-    | Configure
-)
 
 
 class Supervisor(Actor[SupervisorCommand]):
@@ -623,3 +524,16 @@ class SupervisorHandle(Handle[SupervisorCommand]):
     ) -> None:
         """Turn automatic retry or compaction on or off."""
         await self.ask(lambda reply: Configure(retry_enabled, compaction_enabled, reply))
+
+
+__all__ = [
+    "NO_ROUTER",
+    "AfterCompact",
+    "CompactionCancelled",
+    "Emit",
+    "Lent",
+    "Supervisor",
+    "SupervisorHandle",
+    "SupervisorSettings",
+    "SupervisorView",
+]
