@@ -48,15 +48,7 @@ from pitrio.actors.session.commands import (
 )
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
-from pitrio.actors.session.export import (
-    EMPTY_EXPORT,
-    IN_MEMORY_EXPORT,
-    default_html_name,
-    default_jsonl_name,
-    export_html,
-    export_jsonl,
-    write_export,
-)
+from pitrio.actors.session.export import write_session_html, write_session_jsonl
 from pitrio.actors.session.extensions.events import SessionStartEvent
 from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
@@ -86,8 +78,7 @@ from pitrio.actors.session.resources.system_prompt import (
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
-from pitrio.actors.session_store.paths import session_file_name
-from pitrio.actors.supervisor.actor.compactor import StreamCall, known_entries
+from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import (
     CompactionCancelled,
     Supervisor,
@@ -544,40 +535,12 @@ class SessionActor(Actor[SessionCommand]):
         return last_assistant_text((await self._loop.state()).messages)
 
     async def export_html(self, output_path: str | None) -> str:
-        """Write the session as a self-contained HTML page; returns its path. A session kept
-        in a database exports like a file's (its default name is the file name it would have)."""
-        path = self._store.path
-        if path is None:
-            status = await self._store.status()
-            if status.location is None:
-                raise PitrioError(IN_MEMORY_EXPORT)
-            if not status.persisted:
-                raise PitrioError(EMPTY_EXPORT)
-            header = self._store.header
-            name = session_file_name(header.timestamp, header.id)
-        elif not await trio.Path(path).exists():
-            raise PitrioError(EMPTY_EXPORT)
-        else:
-            name = path.name
-        state = await self._loop.state()
-        page = export_html(
-            self._store.header,
-            await self._store.entries(),
-            await self._store.leaf_id(),
-            system_prompt=state.system_prompt,
-            tools=[],
-        )
-        target = output_path or default_html_name(name)  # answered as given (pi: relative)
-        await write_export(target, page)
-        return target
+        """Write the session as a self-contained HTML page; returns its path."""
+        return await write_session_html(self._store, self._loop, output_path)
 
     async def export_jsonl(self, output_path: str | None) -> str:
         """Write the current branch as a new linear session file; returns its path."""
-        branch = known_entries(await self._store.branch_entries())
-        data = export_jsonl(self._store.header, branch)
-        target = await trio.Path(output_path or default_jsonl_name()).absolute()
-        await write_export(str(target), data)
-        return str(target)
+        return await write_session_jsonl(self._store, output_path)
 
     def _summarizer(self) -> SummarizeBranch:
         """A navigation's summary call (raises when this session cannot make requests)."""
