@@ -321,8 +321,9 @@ class SessionActor(Actor[SessionCommand]):
                 except PitrioError as exc:
                     reply.fail(exc)
             case Bash(command=text, exclude_from_context=exclude, reply=reply):
-                running = lambda: self._driver.current is not None  # noqa: E731
-                self._shell.start(self.nursery, text, exclude, reply, running)
+                self._shell.start(
+                    self.nursery, text, exclude, reply, lambda: self._driver.current is not None
+                )
             case Navigate(reply=reply):
                 if self._driver.current is not None or self._maintenance is not None:
                     reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
