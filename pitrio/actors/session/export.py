@@ -1,6 +1,7 @@
 """Exporting a session: a linear JSONL copy of the branch, or one self-contained HTML page.
 
-Pure builders (bytes out); the session actor writes them. The HTML page embeds the session as
+Pure builders (bytes out), and the two exports the session actor calls, which read the store and
+write what the builders made. The HTML page embeds the session as
 JSON (header, every entry, the leaf, the system prompt, the tool schemas) and renders it with a
 few lines of script, so it opens offline in any browser.
 """
@@ -11,16 +12,22 @@ import html
 import os
 import stat
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 import trio
 
+from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.session_store.stored import UnknownEntry
+from pitrio.actors.supervisor.actor.compactor import known_entries
 from pitrio.errors import PitrioError
 from pitrio.messages.codec import to_json
 from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
+
+if TYPE_CHECKING:
+    from pitrio.actors.agent_loop import AgentLoopHandle
+    from pitrio.actors.session_store.actor import SessionStoreHandle
 
 EMPTY_EXPORT = "Nothing to export yet - start a conversation first"
 IN_MEMORY_EXPORT = "Cannot export in-memory session to HTML"
@@ -183,3 +190,43 @@ def export_html(
     data = orjson.dumps(payload).decode().replace("</", "<\\/")
     name = title or f"Session {header.id}"
     return _PAGE.format(title=html.escape(name), data=data).encode()
+
+
+async def write_session_html(
+    store: SessionStoreHandle, loop: AgentLoopHandle, output_path: str | None
+) -> str:
+    """Write the session as a self-contained HTML page; returns its path. A session kept in a
+    database exports like a file's (its default name is the file name it would have)."""
+    path = store.path
+    if path is None:
+        status = await store.status()
+        if status.location is None:
+            raise PitrioError(IN_MEMORY_EXPORT)
+        if not status.persisted:
+            raise PitrioError(EMPTY_EXPORT)
+        header = store.header
+        name = session_file_name(header.timestamp, header.id)
+    elif not await trio.Path(path).exists():
+        raise PitrioError(EMPTY_EXPORT)
+    else:
+        name = path.name
+    state = await loop.state()
+    page = export_html(
+        store.header,
+        await store.entries(),
+        await store.leaf_id(),
+        system_prompt=state.system_prompt,
+        tools=[],
+    )
+    target = output_path or default_html_name(name)  # answered as given (pi: relative)
+    await write_export(target, page)
+    return target
+
+
+async def write_session_jsonl(store: SessionStoreHandle, output_path: str | None) -> str:
+    """Write the current branch as a new linear session file; returns its path."""
+    branch = known_entries(await store.branch_entries())
+    data = export_jsonl(store.header, branch)
+    target = await trio.Path(output_path or default_jsonl_name()).absolute()
+    await write_export(str(target), data)
+    return str(target)

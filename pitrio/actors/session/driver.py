@@ -1,0 +1,386 @@
+"""The session's run driver: an accepted run from its preflight to its settle.
+
+Owned by the session actor; its runs are tasks in the actor's nursery. A run is one accepted
+prompt: the preflight (a held bash result, the compaction check, the system prompt's patch),
+the low-level runs of the agent loop, and after each the supervisor's decision, taken from the
+event pump by low-level run number (so every decision sees persisted state); then the shielded
+finaliser that settles it and takes the prompts deferred meanwhile. Its state is its own: the
+current run and their count, the session file's failure, the messages for the next turn, the
+deferred prompts and the system prompt as the transcript last saw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+import attrs
+import trio
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.agent_loop import AgentLoopHandle
+from pitrio.actors.agent_loop.actor import RunResult
+from pitrio.actors.session.commands import Prompt, SessionBusyError
+from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
+from pitrio.actors.session.log import SessionLog
+from pitrio.actors.session.pump import Decided
+from pitrio.actors.session.queues import DisplayQueues
+from pitrio.actors.session.resources.loader import Resources, system_prompt_sections
+from pitrio.actors.session.resources.system_prompt import (
+    PromptSection,
+    render_sections,
+    system_prompt_patch,
+    today,
+)
+from pitrio.actors.session.run import Run, lend, outcome
+from pitrio.actors.session.shell import UserShell
+from pitrio.actors.supervisor.actor.shell import SupervisorHandle
+from pitrio.actors.supervisor.compaction import CompactionCheck, is_same_model
+from pitrio.actors.supervisor.decisions import (
+    BeforeSettle,
+    Continue,
+    End,
+    PostRunDecision,
+    Retry,
+    decide_after_boundary,
+)
+from pitrio.actors.supervisor.decisions import Compact as CompactAction
+from pitrio.actors.tool_executor import ToolExecutorHandle
+from pitrio.errors import ReadOnlySessionError
+from pitrio.messages.agent import AgentMessage, CustomMessage, SystemMessage, UserMessage, now_ms
+from pitrio.messages.content import ImageContent, text_of
+from pitrio.messages.events import AgentSessionEvent, AgentSettled, SessionReadOnly
+
+FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
+DEFERRED_CAPACITY = 64
+"""Plain prompts waiting for a settling run; one more is refused (``TOO_MANY_DEFERRED``)."""
+TOO_MANY_DEFERRED = "Too many prompts are waiting for the current run to settle"
+
+
+@attrs.define
+class DriverSettings:
+    """What the driver's preflight reads: the resources and tools the system prompt is
+    built from, and its sections as the transcript first saw them."""
+
+    resources: Resources | None = None
+    tools: ToolExecutorHandle | None = None
+    prompt_sections: tuple[PromptSection, ...] = ()
+
+
+class RunDriver:
+    """Starts, drives, aborts and settles the session's runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        loop: AgentLoopHandle,
+        log: SessionLog,
+        supervisor: SupervisorHandle,
+        host: ExtensionHostHandle | None,
+        shell: UserShell,
+        queues: DisplayQueues,
+        entry_id_of: Callable[[AgentMessage | None], str | None],
+        decisions: trio.MemoryReceiveChannel[Decided],
+        emit: Callable[[AgentSessionEvent], None],
+        notify: Callable[[str, object], None],
+        seq: Callable[[], int],
+        handle_deferred: Callable[[Prompt], Awaitable[None]],
+        nursery: trio.Nursery,
+        settings: DriverSettings,
+    ) -> None:
+        self._loop = loop
+        self._log = log
+        self._supervisor = supervisor
+        self._host = host
+        self._shell = shell
+        self._queues = queues
+        self._entry_id_of = entry_id_of
+        self._decisions = decisions
+        self._emit = emit
+        self._notify = notify
+        self._seq = seq
+        self._handle_deferred = handle_deferred  # the session's inbox path, in its task
+        self._nursery = nursery
+        self._resources = settings.resources
+        self._tools = settings.tools
+        self.current: Run | None = None
+        self.count = 0  # runs accepted so far (the latest run's number)
+        self.write_failure: ReadOnlySessionError | None = None
+        self._next_turn: list[CustomMessage] = []
+        # Plain prompts sent while a run only settles: taken, in order, right after its
+        # agent_settled (see _finish).
+        self._defer, self._deferred = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
+        self._decisions_taken = 0  # the number of the last low-level run the run has taken
+        self._sent_sections = settings.prompt_sections  # the prompt as the transcript saw it
+        self._section_inputs: tuple[object, str] | None = None
+
+    # -- starting, deferring, aborting ---------------------------------------------------------
+
+    def start_prompt(
+        self, message: UserMessage, accepted: Reply[int], settled: Reply[None]
+    ) -> None:
+        """Accept a user prompt's run (the session is idle): its task starts now."""
+        run = self._open([settled])
+        self._nursery.start_soon(self._run_one, run, message, accepted)
+
+    def start_custom(self, message: CustomMessage) -> None:
+        """Accept a run whose prompt is a custom message (no preflight, as in pi)."""
+        run = self._open([])
+        self._nursery.start_soon(self._drive, run, lambda: self._loop.run_prompt((message,)))
+
+    def add_next_turn(self, message: CustomMessage) -> None:
+        """Hold ``message`` for the next prompt's run (``deliverAs: nextTurn``)."""
+        self._next_turn.append(message)
+
+    def defer(self, command: Prompt) -> None:
+        """Hold a plain prompt sent while the run only settles; it is handled after the settle."""
+        try:
+            self._defer.send_nowait(command)
+        except trio.WouldBlock:  # overflow policy: refuse, saying why (nothing is dropped)
+            refused = SessionBusyError(TOO_MANY_DEFERRED)
+            command.accepted.fail(refused)
+            command.settled.fail(refused)
+
+    def abort(self, reply: Reply[None], *, detach: bool) -> None:
+        """Abort the current run (``detach``: its remaining events go unreported); ``reply``
+        is answered at its settle, at once when there is no run."""
+        run = self.current
+        if run is None:
+            reply.set(None)
+            return
+        if detach:
+            run.detached = True
+        if run.work is not None:
+            run.work.cancel()  # the supervisor's step in progress, at once
+        run.abort_waiters.append(reply)
+        run.scope.cancel()
+
+    async def abort_detached(self) -> None:
+        """Abort the current run for a command that replaces what it did, and wait for its
+        settle (pi: the aborted reply is neither reported nor kept)."""
+        run = self.current
+        if run is not None:
+            waiter: Reply[None] = Reply()
+            run.detached = True
+            run.abort_waiters.append(waiter)
+            run.scope.cancel()
+            await waiter.wait()
+
+    def wait_for_idle(self, reply: Reply[None]) -> None:
+        """Answer ``reply`` when no run is in progress (at the current run's settle)."""
+        if self.current is None:
+            reply.set(None)
+        else:
+            self.current.idle_waiters.append(reply)
+
+    def read_only(self, failure: ReadOnlySessionError) -> None:
+        """The session file cannot be written: stop the run (nothing it did could be recorded)
+        and refuse prompts from now on; the run's ``prompt()`` raises ``failure``."""
+        if self.write_failure is None:
+            self.write_failure = failure
+            self._emit(SessionReadOnly(error=str(failure)))  # clients learn it once, at once
+        run = self.current
+        if run is not None:
+            if run.failure is None:
+                run.failure = failure
+            run.scope.cancel()
+
+    def _open(self, settled: list[Reply[None]]) -> Run:
+        self.count += 1
+        run = Run(number=self.count, scope=trio.CancelScope(), settled=settled)
+        self.current = run
+        return run
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def _run_one(self, run: Run, prompt: UserMessage, accepted: Reply[int]) -> None:
+        """A user prompt's run: preflight (pending bash, compaction check), then the run."""
+
+        async def start() -> RunResult:
+            await self._flush_pending_bash()
+            await self._before_prompt(run)
+            next_turn, self._next_turn = self._next_turn, []
+            patch = await self._system_patch()
+            added = (
+                ()
+                if self._host is None
+                else await self._host.before_agent_start(
+                    text_of(prompt.content), _images_of(prompt)
+                )
+            )
+            accepted.set(self._seq())  # pi answers a prompt after its preflight
+            return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
+
+        await self._drive(run, start)
+        if run.failure is not None:
+            accepted.fail(run.failure)  # failed in its preflight (an answer set before stays)
+
+    async def _drive(self, run: Run, start: Callable[[], Awaitable[RunResult]]) -> None:
+        """Run an accepted run to its settle: the low-level runs and what the supervisor
+        decides after each, inside the run's cancel scope; then the shielded finaliser."""
+        try:
+            with run.scope:
+                result = await start()
+                while True:
+                    decision = await self._take_decision(result.run)
+                    follow = await self._after_low_run(run, decision)
+                    if follow is None and self._queues.queued() and not run.scope.cancel_called:
+                        # Queued after the loop's last poll (e.g. a steer sent on agent_end):
+                        # the accepted run delivers it before settling.
+                        follow = await self._continue()
+                    if follow is None:
+                        break
+                    result = follow
+        except ReadOnlySessionError as exc:
+            self.read_only(exc)
+        finally:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + FINALIZE_SECONDS):
+                await self._finish(run)
+
+    async def _flush_pending_bash(self) -> None:
+        try:
+            await self._shell.flush()
+        except ReadOnlySessionError as exc:
+            self.read_only(exc)
+
+    async def _before_prompt(self, run: Run) -> None:
+        """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7):
+        the supervisor's, which compacts in a nursery the run lends when it must."""
+        facts = self._loop.facts()  # what the loop published: no round trip before each prompt
+        last = facts.last_assistant
+        if last is None:
+            return
+        check = CompactionCheck(
+            message=last,
+            context_window=facts.model.context_window,
+            same_model=is_same_model(last, facts.model),
+            settings=self._supervisor.view().settings.compaction,
+        )
+        if self._supervisor.wants_before_prompt(check):
+            last_id = self._entry_id_of(last)
+            before = self._supervisor.before_prompt
+            await lend(run, lambda lent: before(check, last_entry_id=last_id, lent=lent))
+
+    async def _system_patch(self) -> tuple[SystemMessage, ...]:
+        """A ``system`` message for the sections that changed since the transcript last saw
+        the system prompt (tools activated, skills, the date); the prompt itself stays, so a
+        provider's prompt cache does too. Before any message, the prompt is simply rebuilt."""
+        if self._resources is None or self._tools is None or not self._sent_sections:
+            return ()
+        # The sections depend on the resources (fixed for the session), the tools and the date:
+        # rebuild them only when one of the last two changed (this runs before every prompt).
+        inputs = (await self._tools.prompt_entries(), today())
+        if inputs == self._section_inputs:
+            return ()
+        first_look = self._section_inputs is None
+        self._section_inputs = inputs
+        current = system_prompt_sections(self._resources, inputs[0], date=inputs[1])
+        if first_look and current == self._sent_sections:
+            return ()
+        patch = system_prompt_patch(self._sent_sections, current)
+        if patch is None:
+            return ()
+        self._sent_sections = current
+        if (await self._loop.state()).message_count == 0:
+            rendered = render_sections(current)
+            if self._host is not None:
+                await self._host.set_base_prompt(rendered)
+            await self._loop.configure(system_prompt=rendered)
+            return ()
+        return (SystemMessage(content=patch.render(), timestamp=now_ms()),)
+
+    async def _after_low_run(self, run: Run, decision: PostRunDecision) -> RunResult | None:
+        """Carry out the supervisor's decision for a low-level run; the next run's result."""
+        match decision.action:
+            case Retry() | CompactAction() as action:
+                failed_id = self._entry_id_of(action.failed)
+                step = await lend(
+                    run,
+                    lambda lent: self._supervisor.carry_out(
+                        action, failed_entry_id=failed_id, run_scope=run.scope, lent=lent
+                    ),
+                )
+                # After a compaction the boundary does not run (pi): only a continuation.
+                return await self._continue() if isinstance(step, Continue) else None
+            case Continue():
+                return await self._continue()
+            case BeforeSettle():
+                requested, can_continue = False, True
+                if self._host is not None and self._host.wants_settle_boundary():
+                    last = (await self._loop.run_facts()).last_assistant
+                    requested, can_continue = await self._host.settle_boundary(
+                        outcome(last, self.current)
+                    )
+                # The display queues, not a round trip to the loop: the loop holds a queued
+                # message before the display does, and the pump has seen every delivery of
+                # this run; one whose display entry is not in yet is delivered by the next
+                # run, as one sent after the settle would be (issue 7: a round trip less
+                # between agent_end and the settle, which a prompt sent on agent_end awaits).
+                after: End | Continue = decide_after_boundary(
+                    abort_requested=self.current is None or self.current.scope.cancel_called,
+                    continue_requested=requested,
+                    has_queued_messages=self._queues.queued(),
+                    can_continue=can_continue,
+                )
+                return await self._continue() if isinstance(after, Continue) else None
+            case End():
+                return None
+        return None
+
+    async def _continue(self) -> RunResult:
+        """Continue the agent loop from the projected context."""
+        await self._loop.set_messages(await self._log.context_messages())
+        return await self._loop.run_continue()
+
+    async def _take_decision(self, number: int) -> PostRunDecision:
+        """The pump's decision for low-level run ``number`` (it has processed that run)."""
+        while True:
+            try:  # the pump is usually done with the run already: no task switch then
+                taken, decision = self._decisions.receive_nowait()
+            except trio.WouldBlock:
+                taken, decision = await self._decisions.receive()
+            self._decisions_taken = taken
+            if taken >= number:
+                return decision
+
+    async def _drop_decisions(self, number: int) -> None:
+        """Wait until the pump has processed low-level run ``number``; drop its decisions."""
+        while self._decisions_taken < number:
+            self._decisions_taken, _ = await self._decisions.receive()
+        with suppress(trio.WouldBlock):
+            while True:
+                self._decisions_taken, _ = self._decisions.receive_nowait()
+
+    async def _finish(self, run: Run) -> None:
+        """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
+        if run.scope.cancelled_caught or run.abort_waiters:
+            await self._loop.abort()
+            state = await self._loop.state()
+            await self._drop_decisions(state.runs)
+            await self._supervisor.run_aborted()
+        settled = AgentSettled()
+        self._emit(settled)
+        self._notify("agent_settled", settled)
+        self.current = None
+        for reply in run.settled:
+            if run.failure is not None:
+                reply.fail(run.failure)
+            else:
+                reply.set(None)
+        for reply in (*run.abort_waiters, *run.idle_waiters):
+            reply.set(None)
+        # The deferred channel, drained in arrival order until one of them starts a run (the
+        # rest then wait for that run's settle).
+        while self.current is None:
+            try:
+                deferred = self._deferred.receive_nowait()
+            except trio.WouldBlock:
+                break
+            await self._handle_deferred(deferred)
+
+
+def _images_of(message: UserMessage) -> tuple[ImageContent, ...]:
+    content = message.content
+    if isinstance(content, str):
+        return ()
+    return tuple(part for part in content if isinstance(part, ImageContent))
