@@ -21,8 +21,8 @@ while a prompt's response is pending, the forwarder holds ``agent_start`` back (
 Process behaviour (:func:`run_rpc`): protocol lines go to the real stdout, everything else
 printed (``print``, C libraries, child processes) goes to stderr; stdin EOF aborts the run,
 answers the commands already read, flushes the session and exits 0; SIGTERM / SIGHUP do the
-same without waiting for commands and exit 143 / 129; start-up errors go to stderr with exit
-code 1 before any JSON is written.
+same without waiting for commands and exit 143 / 129; SIGINT too, then the process dies of it
+(as pi); start-up errors go to stderr with exit code 1 before any JSON is written.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from pitrio.sdk.session import (
     event_weight,
 )
 from pitrio.sdk.streams import receiver
+from pitrio.transports.interrupt import INTERRUPTED, exit_code
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -97,7 +98,8 @@ EOF_GRACE_SECONDS = 5.0
 SHUTDOWN_SECONDS = 15.0
 HIDDEN_MODELS = frozenset({("faux", "echo")})
 """pitrio's offline default model: usable, but not listed (pi lists only configured models)."""
-EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129}
+EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: INTERRUPTED}
+"""SIGINT: as pi, the process dies of it (after the same clean shutdown; see interrupt.py)."""
 
 
 def fresh_session_options(startup: SessionOptions, parent_session: str | None) -> SessionOptions:
@@ -612,7 +614,7 @@ async def serve_process(
                 nonlocal code
                 async for signum in signals:
                     if code in EXIT_SIGNALS.values():
-                        os._exit(code)  # a second request while shutting down: leave now
+                        os._exit(exit_code(code))  # a second request while shutting down
                     code = EXIT_SIGNALS[signal.Signals(signum)]
                     main.cancel()
 
