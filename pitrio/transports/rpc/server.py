@@ -102,6 +102,10 @@ EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: INTERRUP
 """SIGINT: as pi, the process dies of it (after the same clean shutdown; see interrupt.py)."""
 
 
+def _nothing() -> None:
+    """A ``bash_accepted`` for a request no abort waits on."""
+
+
 def fresh_session_options(startup: SessionOptions, parent_session: str | None) -> SessionOptions:
     """The options of a ``new_session``: the process's start-up options, no session to open."""
     return attrs.evolve(
@@ -136,6 +140,10 @@ class RpcServer:
         self._updates: UpdateFormat = "full"
         self._lines, self._lines_out = trio.open_memory_channel[OutputLine](OUTPUT_LINES)
         self._replacing: trio.Event | None = None
+        # ``bash`` commands read but not yet in the session's inbox, by request; an
+        # ``abort_bash`` read after them waits for these (handlers run in any order).
+        self._bash_unaccepted: dict[int, trio.Event] = {}
+        self._abort_waits: dict[int, list[trio.Event]] = {}
         self._closing = False
         self._output_broken = trio.Event()
         # Where the forwarder is: the session whose events it is writing, and the sequence
@@ -191,6 +199,16 @@ class RpcServer:
             await self._runtime.start(options)
 
         await self._replace(replace)
+
+    def bash_accepted(self, request: Request) -> Callable[[], None]:
+        """Release the ``abort_bash`` commands read after ``request`` (a ``bash``)."""
+        event = self._bash_unaccepted.pop(id(request), None)
+        return event.set if event is not None else _nothing
+
+    async def earlier_bash_accepted(self, request: Request) -> None:
+        """Wait until every ``bash`` read before ``request`` is in the session's inbox."""
+        for event in self._abort_waits.pop(id(request), ()):
+            await event.wait()
 
     async def switch_session(self, path: str) -> None:
         """``switch_session``."""
@@ -295,6 +313,10 @@ class RpcServer:
         if parsed.type == "prompt":
             # Counted now, before anything of its run can reach the forwarder.
             self._open_prompts += 1
+        elif parsed.type == "bash":
+            self._bash_unaccepted[id(parsed)] = trio.Event()
+        elif parsed.type == "abort_bash":
+            self._abort_waits[id(parsed)] = list(self._bash_unaccepted.values())
         handlers.start_soon(self._handle, parsed)
 
     async def _answer_dialog(self, request: Request) -> None:
@@ -314,6 +336,8 @@ class RpcServer:
         finally:
             self._in_flight.release_on_behalf_of(id(request))
             self._barriers.pop(id(request), None)
+            self.bash_accepted(request)()  # answered (maybe refused): no abort waits on it
+            self._abort_waits.pop(id(request), None)
             if request.type == "prompt":
                 self._open_prompts -= 1
                 if self._open_prompts == 0:
