@@ -11,6 +11,7 @@ from typing import NoReturn
 import trio
 
 from pitrio.messages.agent import THINKING_LEVELS
+from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
 
@@ -177,8 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pitrio.transports.models_cli import list_models_command
 
         return list_models_command(args.list_models or None)
+    default_sigint()  # no KeyboardInterrupt: SIGINT kills, or ends the session cleanly
     if args.mode == "rpc":
-        return _rpc_mode(args)
+        return exit_code(_rpc_mode(args))
     json_mode = args.mode == "json"
     prompts = build_prompts(args.messages, _read_stdin())
     code = trio.run(
@@ -197,9 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no_extensions": args.no_extensions,
                 "extension_args": args.extension_args,
             },
+            sigint=True,
         )
     )
-    return code
+    return exit_code(code)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ header, then every event as one JSON line, and exits 0 whatever the reply.
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, BinaryIO, TextIO
 
 import attrs
@@ -36,6 +37,7 @@ from pitrio.messages.events import (
     SummarizationRetryFinished,
     SummarizationRetryScheduled,
 )
+from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 
 EXTENSION_RECORDS = (ExtensionError, ExtensionUiRequest)
 """RPC-only records: JSON mode leaves them out; extension errors go to stderr instead."""
@@ -147,23 +149,44 @@ async def run_print_mode(
     stderr: TextIO | None = None,
     faux: pitrio.FauxProvider | None = None,
     session_options: dict[str, Any] | None = None,
+    sigint: bool = False,
 ) -> int:
     """Run ``prompts`` one after another; returns the process exit code.
 
     ``faux`` scripts the replies of the built-in ``faux/*`` models (default: they echo).
+    With ``sigint``, SIGINT stops the prompts, the session shuts down cleanly (run aborted,
+    store flushed) and :data:`~pitrio.transports.interrupt.INTERRUPTED` is returned.
     """
     out = stdout or sys.stdout.buffer
     err = stderr or sys.stderr
+    options: dict[str, Any] = {
+        "model": model,
+        "persist": persist,
+        "session_dir": session_dir,
+        "thinking_level": thinking_level,
+        "faux": faux,
+        **(session_options or {}),
+    }
+    if not sigint:
+        return await _print_mode(prompts, json_mode, out, err, options, None)
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        return await _print_mode(prompts, json_mode, out, err, options, signals)
+
+
+async def _print_mode(
+    prompts: Sequence[str],
+    json_mode: bool,
+    out: BinaryIO,
+    err: TextIO,
+    options: dict[str, Any],
+    signals: AsyncIterator[int] | None,
+) -> int:
+    """:func:`run_print_mode`'s work: ``options`` for the session; ``signals`` (SIGINT)
+    cancel the prompts, never the session's actors (they abort the run and flush)."""
+    work = trio.CancelScope()
     try:
         async with (
-            pitrio.create_session(
-                model=model,
-                persist=persist,
-                session_dir=session_dir,
-                thinking_level=thinking_level,
-                faux=faux,
-                **(session_options or {}),
-            ) as session,
+            pitrio.create_session(**options) as session,
             trio.open_nursery() as nursery,
         ):
             for notice in session.notices:
@@ -174,15 +197,18 @@ async def run_print_mode(
                 out.flush()
             # Text mode reads the stream too: extension errors go to stderr in both modes.
             nursery.start_soon(writer.write_all, await session.subscribe())
-            subscribed = await session.handle.emitted_seq()  # the stream has all after this
-            for prompt in prompts:
-                await session.prompt(prompt)  # returns once its run (if it made one) settled
-            # Wait for the events emitted so far, not for one agent_settled a prompt: an
-            # extension command (``/stats``) runs no agent, so none would come (issue 21).
-            last = await session.handle.emitted_seq()
-            if last > subscribed:
-                await writer.wait_seen(last)
-            messages = await session.messages()
+            if signals is not None:
+                nursery.start_soon(cancel_on_signal, signals, work)
+            with work:
+                subscribed = await session.handle.emitted_seq()  # the stream has all after
+                for prompt in prompts:
+                    await session.prompt(prompt)  # returns once its run (if any) settled
+                # Wait for the events emitted so far, not for one agent_settled a prompt: an
+                # extension command (``/stats``) runs no agent, so none would come (issue 21).
+                last = await session.handle.emitted_seq()
+                if last > subscribed:
+                    await writer.wait_seen(last)
+                messages = await session.messages()
             nursery.cancel_scope.cancel()
     except Exception as exc:
         leaf = unwrap_group(exc)  # a nursery's group: the error inside it (issue 21)
@@ -197,6 +223,8 @@ async def run_print_mode(
             err.write(f"Error: internal error: {type(leaf).__name__}: {leaf}\n")
         err.flush()
         return 1
+    if work.cancelled_caught:
+        return INTERRUPTED  # the session is closed and flushed by now
     if json_mode:
         return 0
     lines, error = final_reply(messages)

@@ -478,3 +478,34 @@ def test_an_extension_command_finishes_print_and_json_mode(dirs: Dirs, mode: tup
     for path in (first, session):
         kinds = [(line["type"], line.get("customType")) for line in json_lines(path.read_bytes())]
         assert ("custom", "stats") in kinds
+
+
+def test_sigint_mid_run_kills_it_as_pi_after_flushing(dirs: Dirs) -> None:
+    """SIGINT while a reply streams (JSON mode; text mode runs the same code): the process dies
+    of the signal (pi's exit), the session file holds the prompt, stderr stays empty (no
+    KeyboardInterrupt traceback, no group)."""
+    import signal
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
+    environment.update(HOME=str(dirs.home), PITRIO_AGENT_DIR=str(dirs.agent))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pitrio.transports.cli", "--mode", "json", "SLOW: stop me"],
+        cwd=dirs.cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:  # blocks on the pipe; the first delta proves a live run
+            if b'"message_update"' in line:
+                break
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert (process.returncode, stderr) == (-signal.SIGINT, b"")
+    [session] = files_under(default_session_dir(dirs))
+    assert b"stop me" in session.read_bytes()

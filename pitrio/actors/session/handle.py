@@ -186,9 +186,22 @@ class SessionHandle(Handle[SessionCommand]):
         """Name the session; raises ``Session name cannot be empty``."""
         return await self.invoke(lambda actor: actor.operations.set_session_name(name))
 
-    async def bash(self, command: str, *, exclude_from_context: bool = False) -> BashResult:
-        """Run a user shell command; its output reaches the model with the next request."""
-        return await self.ask(lambda reply: Bash(command, exclude_from_context, reply))
+    async def bash(
+        self,
+        command: str,
+        *,
+        exclude_from_context: bool = False,
+        accepted: Callable[[], None] | None = None,
+    ) -> BashResult:
+        """Run a user shell command; its output reaches the model with the next request.
+
+        ``accepted`` is called once the command is in the session's inbox: an
+        :meth:`abort_bash` sent after that is handled after it, so it cancels it."""
+        reply: Reply[BashResult] = self.new_reply()
+        await self.tell(Bash(command, exclude_from_context, reply))
+        if accepted is not None:
+            accepted()
+        return await reply.wait()
 
     async def abort_bash(self) -> None:
         """Cancel the running user command (its result then says ``cancelled``)."""

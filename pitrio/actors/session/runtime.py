@@ -9,6 +9,7 @@ run, flushes the old store, stops the old session's actors, then starts the new 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
@@ -55,6 +56,12 @@ def single_error(exc: BaseException) -> Exception:
 
 NOTHING_TO_CLONE = "Cannot clone: the session has no messages yet"
 
+
+
+def resolve_session_path(cwd: str | None, path: str) -> str:
+    """``path`` made absolute against ``cwd`` (the process's when None) and normalized
+    lexically, ``..`` included, as Node's ``path.resolve``; nothing is touched on disk."""
+    return os.path.normpath(os.path.join(cwd or os.getcwd(), path))
 
 class SessionReplacementCancelled(PitrioError):
     """An extension's ``session_before_switch`` / ``session_before_fork`` said no."""
@@ -156,8 +163,13 @@ class SessionRuntime:
             raise SessionReplacementCancelled(f"{event} was cancelled by an extension")
 
     async def switch_session(self, path: str) -> StartedSession:
-        """Open another session file (a missing one becomes a new session at that path)."""
+        """Open another session file (a missing one becomes a new session at that path).
+
+        A relative ``path`` is resolved against the session's working directory and
+        normalized lexically, as pi does, so ``sessionFile`` reads absolute; the extensions'
+        gate sees it as given (pi's ``session_before_switch`` does too)."""
         base = self.options
+        resolved = resolve_session_path(base.cwd, path)
         await self.gate(
             "session_before_switch",
             SessionBeforeSwitchEvent(reason="resume", target_session_file=path),
@@ -170,11 +182,11 @@ class SessionRuntime:
                 continue_recent=False,
                 fork=None,
                 seed=None,
-                path=Path(path),
+                path=Path(resolved),
                 parent_session=None,
                 start_reason="resume",
             ),
-            target=path,
+            target=resolved,
         )
 
     async def fork(self, entry_id: str) -> str | None:

@@ -74,6 +74,10 @@ def parse_error(message: str) -> dict[str, Any]:
     }
 
 
+def _nothing() -> None:
+    """A no-op ``bash_accepted``."""
+
+
 class _Socket:
     """What both endpoints share: the websocket, a cancel scope, rate limit, close."""
 
@@ -197,6 +201,14 @@ class SessionSocket(_Socket):
         self._drained = trio.Event()
 
     # -- RpcBackend ----------------------------------------------------------------------
+
+    def bash_accepted(self, request: Request) -> Callable[[], None]:
+        """Nothing to release: this socket does not order ``abort_bash`` after ``bash``."""
+        return _nothing
+
+    async def earlier_bash_accepted(self, request: Request) -> None:
+        """Returns at once (the stdio server's ordering is not wired into sockets yet)."""
+        await trio.lowlevel.checkpoint()
 
     async def session(self) -> SessionHandle:
         """The hosted session (reopened when it was evicted)."""

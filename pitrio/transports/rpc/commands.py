@@ -71,6 +71,15 @@ class RpcBackend(Protocol):
         command learnt without asking the session again); optional for a backend."""
         ...
 
+    def bash_accepted(self, request: Request) -> Callable[[], None]:
+        """What ``bash`` calls once the session holds ``request``'s command."""
+        ...
+
+    async def earlier_bash_accepted(self, request: Request) -> None:
+        """Return once every ``bash`` read before ``request`` is held by the session, or
+        answered (pi handles commands in input order: its abort_bash always sees them)."""
+        ...
+
     async def new_session(self, parent_session: str | None) -> None:
         """Replace the current session with a fresh one."""
         ...
@@ -397,10 +406,12 @@ async def _bash(backend: RpcBackend, request: Request) -> Any:
     problem = nul_problem(command)
     if problem is not None:  # refused before it meets a running command's "already running"
         raise CommandError(problem)
-    return bash_data(await (await backend.session()).bash(command))
+    session = await backend.session()
+    return bash_data(await session.bash(command, accepted=backend.bash_accepted(request)))
 
 
 async def _abort_bash(backend: RpcBackend, request: Request) -> Any:
+    await backend.earlier_bash_accepted(request)  # a bash read before it is cancelled too
     await (await backend.session()).abort_bash()
     return MISSING
 

@@ -21,8 +21,8 @@ while a prompt's response is pending, the forwarder holds ``agent_start`` back (
 Process behaviour (:func:`run_rpc`): protocol lines go to the real stdout, everything else
 printed (``print``, C libraries, child processes) goes to stderr; stdin EOF aborts the run,
 answers the commands already read, flushes the session and exits 0; SIGTERM / SIGHUP do the
-same without waiting for commands and exit 143 / 129; start-up errors go to stderr with exit
-code 1 before any JSON is written.
+same without waiting for commands and exit 143 / 129; SIGINT too, then the process dies of it
+(as pi); start-up errors go to stderr with exit code 1 before any JSON is written.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from pitrio.sdk.session import (
     event_weight,
 )
 from pitrio.sdk.streams import receiver
+from pitrio.transports.interrupt import INTERRUPTED, exit_code
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -90,7 +91,12 @@ EOF_GRACE_SECONDS = 5.0
 SHUTDOWN_SECONDS = 15.0
 HIDDEN_MODELS = frozenset({("faux", "echo")})
 """pitrio's offline default model: usable, but not listed (pi lists only configured models)."""
-EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129}
+EXIT_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: INTERRUPTED}
+"""SIGINT: as pi, the process dies of it (after the same clean shutdown; see interrupt.py)."""
+
+
+def _nothing() -> None:
+    """A ``bash_accepted`` for a request no abort waits on."""
 
 
 def fresh_session_options(startup: SessionOptions, parent_session: str | None) -> SessionOptions:
@@ -127,6 +133,10 @@ class RpcServer:
         self._out = RpcOutput(output)
         self._send = self._out.send  # bound once: it runs for every line
         self._replacing: trio.Event | None = None
+        # ``bash`` commands read but not yet in the session's inbox, by request; an
+        # ``abort_bash`` read after them waits for these (handlers run in any order).
+        self._bash_unaccepted: dict[int, trio.Event] = {}
+        self._abort_waits: dict[int, list[trio.Event]] = {}
         self._closing = False
         # Where the forwarder is: the session whose events it is writing, and the sequence
         # number of the last event it handed to the writer.
@@ -178,6 +188,16 @@ class RpcServer:
             await self._runtime.start(options)
 
         await self._replace(replace)
+
+    def bash_accepted(self, request: Request) -> Callable[[], None]:
+        """Release the ``abort_bash`` commands read after ``request`` (a ``bash``)."""
+        event = self._bash_unaccepted.pop(id(request), None)
+        return event.set if event is not None else _nothing
+
+    async def earlier_bash_accepted(self, request: Request) -> None:
+        """Wait until every ``bash`` read before ``request`` is in the session's inbox."""
+        for event in self._abort_waits.pop(id(request), ()):
+            await event.wait()
 
     async def switch_session(self, path: str) -> None:
         """``switch_session``."""
@@ -281,6 +301,10 @@ class RpcServer:
         if parsed.type == "prompt":
             # Counted now, before anything of its run can reach the forwarder.
             self._open_prompts += 1
+        elif parsed.type == "bash":
+            self._bash_unaccepted[id(parsed)] = trio.Event()
+        elif parsed.type == "abort_bash":
+            self._abort_waits[id(parsed)] = list(self._bash_unaccepted.values())
         handlers.start_soon(self._handle, parsed)
 
     async def _answer_dialog(self, request: Request) -> None:
@@ -300,6 +324,8 @@ class RpcServer:
         finally:
             self._in_flight.release_on_behalf_of(id(request))
             self._barriers.pop(id(request), None)
+            self.bash_accepted(request)()  # answered (maybe refused): no abort waits on it
+            self._abort_waits.pop(id(request), None)
             if request.type == "prompt":
                 self._open_prompts -= 1
                 if self._open_prompts == 0:
@@ -502,7 +528,7 @@ async def serve_process(
                 nonlocal code
                 async for signum in signals:
                     if code in EXIT_SIGNALS.values():
-                        os._exit(code)  # a second request while shutting down: leave now
+                        os._exit(exit_code(code))  # a second request while shutting down
                     code = EXIT_SIGNALS[signal.Signals(signum)]
                     main.cancel()
 

@@ -252,8 +252,10 @@ async def served(
     *,
     model: str = "faux/faux-1",
     settings: Mapping[str, Any] | None = None,
+    server_type: type[RpcServer] = RpcServer,
 ) -> AsyncIterator[RpcClient]:
-    """An :class:`RpcServer` in this process, over memory streams (no pacing by default)."""
+    """An :class:`RpcServer` (or ``server_type``) in this process, over memory streams (no
+    pacing by default)."""
     dirs = Dirs.make(root, settings=settings)
     async with trio.open_nursery() as nursery:
         router = await start_model_router(
@@ -272,7 +274,7 @@ async def served(
         )
         client_send, server_receive = trio.testing.memory_stream_one_way_pair()
         server_send, client_receive = trio.testing.memory_stream_one_way_pair()
-        server = RpcServer(runtime, router, server_send)
+        server = server_type(runtime, router, server_send)
         client = RpcClient(client_send, client_receive)
         served_all = trio.Event()
 

@@ -135,6 +135,9 @@ async def test_export_errors_are_the_commands_errors(dirs: Dirs) -> None:
         # Relative paths are answered as given, the default name in pi's form (relative).
         named = await rpc.data({"type": "export_html", "outputPath": "page.html"})
         assert named == {"path": "page.html"}
+        absolute = str(cwd / "page2.html")  # an absolute path is answered as given too
+        assert await rpc.data({"type": "export_html", "outputPath": absolute}) == {"path": absolute}
+        assert (cwd / "page2.html").read_bytes().startswith(b"<!doctype html>")
         default = (await rpc.data({"type": "export_html"}))["path"]
         assert "/" not in default and default.startswith("pitrio-session-")
         assert (cwd / default).read_bytes().startswith(b"<!doctype html>")

@@ -190,3 +190,19 @@ async def test_a_lone_surrogate_in_a_session_file_is_read_and_kept(tmp_path: Pat
     written = snapshot(path)[3].splitlines()
     assert written[:2] == [HEADER, line]
     assert line in snapshot(cloned)[3].splitlines()
+
+
+async def test_switch_to_a_relative_path_resolves_it_against_the_cwd(tmp_path: Path) -> None:
+    """``sessionPath`` relative: pi resolves it against the working directory, so the state's
+    ``sessionFile`` is absolute; a relative hostile path is still refused, named as given."""
+    dirs = Dirs.make(tmp_path)
+    (dirs.cwd / "adir").mkdir()
+    async with rpc_process(dirs) as rpc:
+        refused = await rpc.request({"type": "switch_session", "sessionPath": "adir"})
+        assert refused["success"] is False and "directory" in refused["error"]
+        await rpc.data({"type": "switch_session", "sessionPath": "sub/../nothere.jsonl"})
+        state = await rpc.data({"type": "get_state"})
+        assert state["sessionFile"] == str(dirs.cwd / "nothere.jsonl")
+        await rpc.data({"type": "prompt", "message": "kept here"})
+        await rpc.event("agent_settled", 1)
+    assert b"kept here" in (dirs.cwd / "nothere.jsonl").read_bytes()

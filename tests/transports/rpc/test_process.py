@@ -493,6 +493,28 @@ async def test_signals_end_everything(dirs: Dirs, signum: int, code: int) -> Non
             await trio.sleep(0.02)
 
 
+@pytest.mark.parametrize("busy", [False, True])
+async def test_sigint_kills_it_as_pi_after_a_clean_shutdown(dirs: Dirs, busy: bool) -> None:
+    """SIGINT (idle, or mid-stream): the process dies of the signal as pi's does, after the
+    session was flushed, and says nothing on stderr (no KeyboardInterrupt, no group)."""
+    async with rpc_process(dirs) as rpc:
+        if busy:
+            await rpc.data({"type": "prompt", "message": "SLOW: interrupted"})
+            await rpc.event("message_update")
+        else:
+            await rpc.data({"type": "get_state"})
+        rpc.process.send_signal(signal.SIGINT)
+        assert await rpc.wait_exit() == -signal.SIGINT
+    assert rpc.stderr == b""
+    sessions = list((dirs.agent / "sessions").rglob("*.jsonl"))
+    if busy:
+        [session] = sessions
+        roles = [e["message"]["role"] for e in session_lines(str(session)) if "message" in e]
+        assert roles[0] == "user"  # flushed on the way out
+    else:
+        assert sessions == []
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
