@@ -58,6 +58,7 @@ DOCUMENTED: list[Entry] = [
     ("resume_pitrio_retried", "request.messages[]*", R_CTXEDIT),
     ("*compact*", "request.messages[].content[].text", R_PROMPT),
     ("overflow_*", "request.messages[].content[].text", R_PROMPT),
+    ("idle_queries", "request.messages[].content[].text", R_PROMPT),  # its compact command
     ("fork_ok", "out:response:get_state:ok.data.sessionId", R_FORKNAME),
     ("bash_missing_command", "out:response:bash:ok->response:bash:error", R_FIELD),
 ]
@@ -124,9 +125,16 @@ FOUND_UNFIXED: list[Entry] = [
 ]
 
 
+def _pattern(path: str) -> str:
+    """An entry's path as an fnmatch pattern: ``[]`` (an array in a diff's path) is literal,
+    not the start of a character class (which left ``...[].content[].text`` matching
+    nothing)."""
+    return path.replace("[]", "[[]]")
+
+
 def _matches(entries: list[Entry], scenario: str, diff: Diff) -> Entry | None:
     for entry in entries:
-        if fnmatchcase(scenario, entry[0]) and fnmatchcase(diff.path, entry[1]):
+        if fnmatchcase(scenario, entry[0]) and fnmatchcase(diff.path, _pattern(entry[1])):
             return entry
     return None
 

@@ -93,6 +93,16 @@ def test_allowances_have_reasons() -> None:
         assert scenario and path and len(reason) > 10, (scenario, path, reason)
 
 
+def test_allowance_paths_take_brackets_literally() -> None:
+    # "[]" in an entry's path is an array in the diff's path, not a character class.
+    documented, _, _, unknown = classify(
+        "compact_manual",
+        [Diff("request.messages[].content[].text", "x"), Diff("request.messages[]x", "y")],
+    )
+    assert [d.path for d in documented] == ["request.messages[].content[].text"]
+    assert [d.path for d in unknown] == ["request.messages[]x"]
+
+
 def counts(results: dict[str, list[Diff]]) -> dict[str, int]:
     """Scenarios, identical, documented only, pending-fix, undocumented."""
     c = dict.fromkeys(("scenarios", "identical", "documented", "pending-fix", "undocumented"), 0)
