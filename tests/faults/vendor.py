@@ -58,12 +58,19 @@ class Request:
     gone: trio.Event = attrs.field(factory=trio.Event)
 
     def user_texts(self) -> list[str]:
-        """The text of every user message sent."""
-        return [m["content"] for m in self.body["messages"] if m["role"] == "user"]
+        """The text of every user message sent (a string, or the text parts joined: pi's
+        form for content given as blocks)."""
+        return [_text(m["content"]) for m in self.body["messages"] if m["role"] == "user"]
 
     def assistant_texts(self) -> list[str]:
         """The text of every assistant message sent back to the vendor."""
         return [m.get("content") or "" for m in self.body["messages"] if m["role"] == "assistant"]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part.get("type") == "text")
 
 
 # -- SSE bodies --------------------------------------------------------------------------------

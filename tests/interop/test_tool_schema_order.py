@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pitrio.actors.tool_executor.tools import edit, find, grep, ls, read, write
+from pitrio.actors.tool_executor.tools import bash, edit, find, grep, ls, read, write
 
 
 def _objects(schema: Any) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def _objects(schema: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    "module", [read, write, edit, grep, find, ls], ids=lambda m: m.__name__.rsplit(".", 1)[-1]
+    "module", [read, bash, write, edit, grep, find, ls], ids=lambda m: m.__name__.rsplit(".", 1)[-1]
 )
 def test_object_keys_in_typebox_order(module: Any) -> None:
     for obj in _objects(module.PARAMETERS):

@@ -86,6 +86,16 @@ def test_images_for_text_only_models_and_id_normalisation() -> None:
         TextContent(text="see"),
         TextContent(text=IMAGE_OMITTED_TEXT),
     )
+    # pi's wire texts: one for a user's images, another for a tool result's.
+    assert IMAGE_OMITTED_TEXT == "(image omitted: model does not support images)"
+    call = ToolCall(id="t", name="read", arguments={})
+    result = ToolResultMessage(
+        tool_call_id="t", tool_name="read", content=(IMAGE,), is_error=False, timestamp=3
+    )
+    out = prepare_messages([assistant(call, stop_reason="toolUse"), result], text_only)
+    assert out[1].content == (
+        TextContent(text="(tool image omitted: model does not support images)"),
+    )
     out = prepare_messages(
         [assistant(ToolCall(id="x", name="n", arguments={}), stop_reason="toolUse"),
          tool_result("x", "r")],

@@ -56,8 +56,10 @@ def test_request_shape() -> None:
     assert "store" not in body  # only OpenAI itself knows "store"
     assert body["messages"] == [
         {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "hello"},
+        {"role": "user", "content": [{"type": "text", "text": "hello"}]},  # pi: parts
     ]
+    # pi's key order (JSON.stringify of the object as it builds it).
+    assert list(body) == ["model", "messages", "stream", "stream_options", "max_tokens", "tools"]
     assert [tool["function"]["name"] for tool in body["tools"]] == ["read", "bash"]
     assert body["tools"][0]["type"] == "function"
 
@@ -68,6 +70,9 @@ def test_openai_itself_gets_developer_role_store_and_max_completion_tokens() -> 
     assert body["messages"][0]["role"] == "developer"
     assert body["store"] is False
     assert body["max_completion_tokens"] == 100
+    keys = list(body)  # pi's order: store before the token limit
+    head = ["model", "messages", "stream", "stream_options", "store", "max_completion_tokens"]
+    assert keys[: len(head)] == head
     assert body["reasoning_effort"] == "high"
     assert all(tool["function"]["strict"] is False for tool in body["tools"])
 
@@ -104,7 +109,7 @@ def test_strict_flag_on_tools_only_where_the_server_takes_it() -> None:
 def test_tool_round_trip_messages() -> None:
     body = build_body(MODEL, tool_turn(API), StreamOptions())
     assert body["messages"][1:] == [
-        {"role": "user", "content": "read a.txt"},
+        {"role": "user", "content": [{"type": "text", "text": "read a.txt"}]},
         {
             "role": "assistant",
             "content": "Reading.",
@@ -116,8 +121,9 @@ def test_tool_round_trip_messages() -> None:
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "call_1", "content": "contents of a"},
+        {"role": "tool", "content": "contents of a", "tool_call_id": "call_1"},
     ]
+    assert list(body["messages"][-1]) == ["role", "content", "tool_call_id"]  # pi's order
 
 
 def test_images_and_tool_result_images() -> None:
@@ -144,14 +150,15 @@ def test_images_and_tool_result_images() -> None:
     }
     assert messages[2] == {
         "role": "tool",
-        "tool_call_id": "call_1",
         "content": "(see the attached image)",
+        "tool_call_id": "call_1",
     }
     assert messages[3]["role"] == "user"  # the tool's image follows as a user message
     assert messages[3]["content"][1]["type"] == "image_url"
     text_only = make_model(API, image=False)
     messages = build_body(text_only, context, StreamOptions())["messages"]
-    assert "image omitted" in messages[0]["content"]
+    assert [part["type"] for part in messages[0]["content"]] == ["text", "text"]
+    assert "image omitted" in messages[0]["content"][1]["text"]
     assert len(messages) == 3  # no image message for a text-only model
 
 
@@ -210,10 +217,11 @@ def test_mistral_compat_ids_names_and_thinking_as_text() -> None:
     assert len(call_id) == 9 and call_id.isalnum()
     assert body["messages"][2] == {
         "role": "tool",
-        "tool_call_id": call_id,
         "content": "contents of a",
+        "tool_call_id": call_id,
         "name": "read",
     }
+    assert list(body["messages"][2]) == ["role", "content", "tool_call_id", "name"]
     assert body["messages"][1]["content"] == "hmmReading."
 
 
@@ -509,7 +517,10 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     assert (request.method, request.path) == ("POST", "/chat/completions")
     assert request.headers["authorization"] == f"Bearer {SECRET}"
     assert request.headers["accept"] == "text/event-stream"
-    assert request.json()["messages"][-1] == {"role": "user", "content": "hello"}
+    assert request.json()["messages"][-1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "hello"}],
+    }
     assert sum(isinstance(e, TextDelta) for e in events) == sum(
         isinstance(e, TextDelta) for e in expected
     )
@@ -561,3 +572,28 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(
     assert build_request(
         MODEL, context, StreamOptions(), api_key=None, headers={}
     ).content() == orjson.dumps(build_body(MODEL, context, StreamOptions()))
+
+
+def test_user_content_string_stays_a_string_blocks_become_parts() -> None:
+    # pi: a string content is sent as it is; blocks (text only too) as one part each, never
+    # joined; a user message with no blocks is left out.
+    from pitrio.messages.agent import UserMessage
+
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            UserMessage(content="plain", timestamp=1),
+            UserMessage(content=(TextContent(text="a"), TextContent(text="b")), timestamp=2),
+            UserMessage(content=(), timestamp=3),
+        ),
+    )
+    plain = build_body(MODEL, context, StreamOptions())["messages"]
+    sent = build_request(MODEL, context, StreamOptions(), api_key=None, headers={}).json()
+    for messages in (plain, sent["messages"]):
+        assert messages == [
+            {"role": "user", "content": "plain"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            },
+        ]

@@ -33,7 +33,11 @@ from pitrio.messages.snapshot import immutable
 NO_RESULT_TEXT = "No result provided"
 """Text of the synthetic result of a tool call that has none."""
 
-IMAGE_OMITTED_TEXT = "(image omitted: this model does not accept images)"
+IMAGE_OMITTED_TEXT = "(image omitted: model does not support images)"
+"""What stands for a user's images sent to a model without image input (pi's wire text)."""
+
+TOOL_IMAGE_OMITTED_TEXT = "(tool image omitted: model does not support images)"
+"""The same for a tool result's images."""
 
 IdNormalizer = Callable[[str], str]
 
@@ -54,7 +58,7 @@ def short_hash(text: str, length: int) -> str:
 
 
 def _strip_images(
-    content: tuple[TextContent | ImageContent, ...],
+    content: tuple[TextContent | ImageContent, ...], placeholder: str = IMAGE_OMITTED_TEXT
 ) -> tuple[TextContent | ImageContent, ...]:
     for block in content:
         if isinstance(block, ImageContent):
@@ -64,10 +68,8 @@ def _strip_images(
     out: list[TextContent | ImageContent] = []
     for block in content:
         if isinstance(block, ImageContent):
-            if not (
-                out and isinstance(out[-1], TextContent) and out[-1].text == IMAGE_OMITTED_TEXT
-            ):
-                out.append(TextContent(text=IMAGE_OMITTED_TEXT))
+            if not (out and isinstance(out[-1], TextContent) and out[-1].text == placeholder):
+                out.append(TextContent(text=placeholder))
         else:
             out.append(block)
     return tuple(out)
@@ -153,7 +155,11 @@ class TranscriptPreparer:
             if match is None:
                 return out  # its call was in a response left out, or answered already
             self.pending.remove(match)
-            content = message.content if self.images else _strip_images(message.content)
+            content = (
+                message.content
+                if self.images
+                else _strip_images(message.content, TOOL_IMAGE_OMITTED_TEXT)
+            )
             if call_id != message.tool_call_id or content is not message.content:
                 message = attrs.evolve(message, tool_call_id=call_id, content=content)
             out.append(message)

@@ -62,13 +62,11 @@ REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    # As pi: a string stays a string; blocks (what a prompt makes, text only or not) go as
+    # an array of parts, one per block, never joined into a string.
     content = message.content
     if isinstance(content, str):
         return content
-    if len(content) == 1 and isinstance(content[0], TextContent):
-        return content[0].text  # the common case, without the general join below
-    if all(isinstance(block, TextContent) for block in content):
-        return "\n".join(block.text for block in content if isinstance(block, TextContent))
     parts: list[dict[str, Any]] = []
     for block in content:
         if isinstance(block, TextContent):
@@ -154,10 +152,10 @@ class ChatMessages:
             text = tool_result_text(message)
             block_images = [b for b in message.content if isinstance(b, ImageContent)]
             self.images.extend(block_images)
-            tool: dict[str, Any] = {
+            tool: dict[str, Any] = {  # pi's key order
                 "role": "tool",
-                "tool_call_id": message.tool_call_id,
                 "content": text or ("(see the attached image)" if block_images else ""),
+                "tool_call_id": message.tool_call_id,
             }
             if compat.requires_tool_result_name:
                 tool["name"] = message.tool_name
@@ -167,7 +165,10 @@ class ChatMessages:
         if isinstance(message, UserMessage):
             if compat.requires_assistant_after_tool_result and self.last_role == "tool":
                 self._add({"role": "assistant", "content": "I have processed the tool results."})
-            self._add({"role": "user", "content": _user_content(message)})
+            content = _user_content(message)
+            if not content and not isinstance(content, str):
+                return  # no blocks at all: pi leaves the message out
+            self._add({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             converted = _assistant(message, compat)
             if converted is not None:
@@ -242,11 +243,11 @@ def build_body(
     }
     if compat.supports_usage_in_streaming:
         body["stream_options"] = {"include_usage": True}
+    if compat.supports_store:
+        body["store"] = False  # before the token limit: pi's key order
     max_tokens = output_limit(model, options)
     if max_tokens:
         body[compat.max_tokens_field] = max_tokens
-    if compat.supports_store:
-        body["store"] = False
     if context.tools:
         strict = {"strict": False} if compat.supports_strict_mode else {}
         body["tools"] = [

@@ -49,6 +49,7 @@ from pitrio.messages.content import TextContent
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
+    "required": ["command"],
     "properties": {
         "command": {"type": "string", "description": "The bash command to run"},
         "timeout": {
@@ -56,7 +57,6 @@ PARAMETERS: dict[str, Any] = {
             "description": "Seconds after which the command is stopped (default: no limit)",
         },
     },
-    "required": ["command"],
 }
 
 DESCRIPTION = (
