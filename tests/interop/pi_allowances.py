@@ -30,6 +30,23 @@ R_COMPAT = "an `openai-completions` server other than OpenAI's gets the `system`
 R_CTXEDIT = "a failed attempt that is retried stays in the session file, and a `context_edit` entry"
 R_FORKNAME = "a forked session's file is named with its session id"
 R_EOF = "after stdin EOF, commands already read are still answered"
+R_THRESHOLD = "a prompt sent during the threshold compaction after a run is accepted"
+R_STOPPED = "a process stopped mid-reply (SIGTERM, stdin EOF) leaves a session file"
+# pi's prompt during its threshold compaction runs a second compaction at once (the first then
+# fails): what a client sees of it, the LLM requests, and the compaction entry's summary.
+THRESHOLD_PATHS = (
+    "out:only-pi:compaction_start",
+    "out:only-pi:compaction_end",
+    "out:compaction_end.result",
+    "out:compaction_end.errorMessage",
+    "order:response:prompt:ok:after-compaction_end",
+    "session:compaction.summary",
+    "request:count",
+    "request.tools",
+    "request.messages[]:length",
+    "request.max_completion_tokens",
+    "http:statuses",
+)
 
 DOCUMENTED: list[Entry] = [
     ("*", "out:only-pitrio:agent_settled", R_SETTLED),
@@ -60,6 +77,9 @@ DOCUMENTED: list[Entry] = [
     ("overflow_*", "request.messages[].content[].text", R_PROMPT),
     ("fork_ok", "out:response:get_state:ok.data.sessionId", R_FORKNAME),
     ("bash_missing_command", "out:response:bash:ok->response:bash:error", R_FIELD),
+    *[("prompt_during_threshold_compaction", path, R_THRESHOLD) for path in THRESHOLD_PATHS],
+    ("sigterm_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", R_STOPPED),
+    ("eof_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", R_STOPPED),
 ]
 
 P_ERRTEXT = "error texts: `500 server_error: ...` vs pi's `500 ...`; pitrio's `diagnostics` field"
@@ -110,12 +130,8 @@ F_TOOLMSG = "tool result messages: pi's key order is role, content, tool_call_id
 F_BASHSCHEMA = "bash tool schema key order: pi's is type, required, properties (tools/bash.py)"
 F_EXPORT = "export_html answers the absolute path; pi answers outputPath as given"
 F_SWITCH = "switch_session keeps a relative sessionPath; pi resolves it against the cwd"
-F_THRESHOLD = "a prompt during the post-run threshold compaction is refused; pi accepts it"
 F_SIGINT = "SIGINT: pitrio neither exits nor dies (pi is killed by the signal)"
 F_ABORTBASH = "abort_bash before the command has started (0.4 s after bash, loaded box) is lost"
-F_STOPPED = (
-    "stopped mid-stream (SIGTERM, EOF): pitrio writes the session file; pi, no reply yet, none"
-)
 
 FOUND_UNFIXED: list[Entry] = [
     ("*", "request.messages[].content:type(list/str)", F_USERPARTS),
@@ -124,11 +140,8 @@ FOUND_UNFIXED: list[Entry] = [
     ("*", "request.tools[].function.parameters:key-order(required/properties)", F_BASHSCHEMA),
     ("export_html", "out:response:export_html:ok.data.path", F_EXPORT),
     ("switch_session_missing", "out:response:get_state:ok.data.sessionFile", F_SWITCH),
-    ("prompt_during_threshold_compaction", "*", F_THRESHOLD),
     ("sigint_idle", "*", F_SIGINT),
     ("abort_bash_running", "out:response:bash:ok.data.*", F_ABORTBASH),
-    ("sigterm_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
-    ("eof_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", F_STOPPED),
 ]
 
 

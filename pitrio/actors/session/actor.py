@@ -107,6 +107,7 @@ from pitrio.actors.supervisor.decisions import (
     BeforeSettle,
     Continue,
     End,
+    PostRunAction,
     PostRunDecision,
     Retry,
     RunEnded,
@@ -192,9 +193,10 @@ class _Run:
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
     idle_waiters: list[Reply[None]] = attrs.field(factory=list)  # wait_for_idle, set at settle
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
-    # Set by the pump from an agent_end after which the run only settles (no retry, no
-    # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
-    # then (a client that reacts to agent_end) waits for the settle instead of being refused.
+    # Set by the pump from an agent_end after which the run only settles (no retry, nothing
+    # queued yet), or only compacts and then settles (a threshold compaction: pi is idle
+    # then); a new low-level run clears it. A plain prompt sent then (a client that reacts to
+    # agent_end) waits for the settle instead of being refused.
     closing: bool = False
     # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
     # with a nursery for it: abort cancels it together with the run's scope.
@@ -202,6 +204,14 @@ class _Run:
     # Aborted by a command that replaces what it did (compact, new_session, a switch): the
     # pump neither reports nor records its remaining events (pi stops listening first).
     detached: bool = False
+
+
+def _only_settles(action: PostRunAction) -> bool:
+    """Whether the run has no turn left after ``action``: it settles, maybe after a compaction
+    that does not continue the run (a continuation for messages queued meanwhile clears it)."""
+    if isinstance(action, CompactAction):
+        return not action.will_retry
+    return isinstance(action, End | BeforeSettle)
 
 
 @attrs.define
@@ -947,7 +957,7 @@ class SessionActor(Actor[SessionCommand]):
             decision = await self._decide(event)
             event = attrs.evolve(event, will_retry=decision.will_retry)
             if self._run is not None:
-                self._run.closing = isinstance(decision.action, End | BeforeSettle)
+                self._run.closing = _only_settles(decision.action)
         elif isinstance(event, AgentStart) and self._run is not None:
             self._run.closing = False
         self._emit(event)
