@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-import pytest
 import trio
 import trio.testing
 
@@ -57,8 +56,8 @@ async def test_a_follow_up_sent_during_compaction_is_delivered_in_the_same_run(
             nursery.start_soon(fx.session.prompt, "x " * 4_000)
             await trio.sleep(0.5)  # the summary request is streaming now
             assert (await fx.session.state()).is_compacting
-            with pytest.raises(PitrioError, match="streamingBehavior"):
-                await fx.session.prompt("plain prompt")
+            # (A plain prompt here is accepted and runs after the settle, as pi accepts it:
+            # test_a_prompt_during_a_threshold_compaction_runs_after_it_and_the_settle.)
             await fx.session.prompt("meanwhile", streaming_behavior="followUp")
         events = await fx.drain()
     kinds = [e.type for e in events]
@@ -67,6 +66,60 @@ async def test_a_follow_up_sent_during_compaction_is_delivered_in_the_same_run(
     end = next(e for e in events if isinstance(e, CompactionEnd))
     assert end.result is not None
     assert kinds.index("compaction_end") < len(kinds) - 1 - kinds[::-1].index("agent_start")
+
+
+async def test_a_prompt_during_a_threshold_compaction_runs_after_it_and_the_settle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 21: a plain prompt sent while the post-run threshold compaction runs (a client
+    reacting to ``compaction_start``; pi is idle then and accepts it) is accepted, not told
+    the agent is busy, and runs as the next run once the compaction ended and the run
+    settled; the summary is the compaction's, the prompt is run once."""
+    settings = attrs.evolve(
+        SETTINGS, compaction=CompactionSettings(keep_recent_tokens=60, reserve_tokens=18_500)
+    )
+    # The summary streams over seconds of the mock clock: the compaction is still open when
+    # the prompt, sent from the compaction_start handler, reaches the session.
+    slow_summary = FauxReply(text="## Goal\nsummary", chunk_delay=1)
+    faux = FauxProvider(["big answer", slow_summary, "answer to the second"])
+    async with session(faux, model=FAUX_SMALL, settings=settings) as fx:
+        outcome: list[BaseException | None] = []
+        during: list[bool] = []
+        sent = trio.Event()
+
+        async def on_compaction_start() -> None:
+            async for item in fx.events:
+                if item.event.type == "compaction_start":
+                    during.append((await fx.session.state()).is_compacting)
+                    try:
+                        await fx.session.submit("second prompt")  # returns at acceptance
+                    except PitrioError as exc:
+                        outcome.append(exc)
+                    else:
+                        outcome.append(None)
+                    sent.set()
+                    return
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_compaction_start)
+            await fx.session.prompt("x " * 4_000)
+            await sent.wait()
+        await fx.session.wait_for_idle()
+        events = await fx.drain()
+        context = await fx.store.context_messages()
+    assert outcome == [None]
+    assert during == [True]
+    kinds = [e.type for e in events]
+    end = next(e for e in events if isinstance(e, CompactionEnd))
+    assert end.reason == "threshold" and end.result is not None
+    assert end.result.summary.startswith("## Goal")
+    assert kinds.count("agent_settled") == 2 and kinds[-1] == "agent_settled"
+    second_start = len(kinds) - 1 - kinds[::-1].index("agent_start")
+    assert kinds.index("compaction_end") < kinds.index("agent_settled") < second_start
+    assert user_texts(events).count("second prompt") == 1
+    assert [text_of(m.content) for m in context if isinstance(m, AssistantMessage)][-1] == (
+        "answer to the second"
+    )
 
 
 async def test_manual_compact_during_overflow_recovery_is_answered(

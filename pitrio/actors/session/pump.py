@@ -28,7 +28,16 @@ from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.run import Run
 from pitrio.actors.supervisor.actor.shell import SupervisorHandle
 from pitrio.actors.supervisor.compaction import is_same_model
-from pitrio.actors.supervisor.decisions import BeforeSettle, End, PostRunDecision, RunEnded
+from pitrio.actors.supervisor.decisions import (
+    BeforeSettle,
+    End,
+    PostRunAction,
+    PostRunDecision,
+    RunEnded,
+)
+from pitrio.actors.supervisor.decisions import (
+    Compact as CompactAction,
+)
 from pitrio.errors import ReadOnlySessionError
 from pitrio.messages.agent import AgentMessage, AssistantMessage, CustomMessage, UserMessage
 from pitrio.messages.content import text_of
@@ -54,6 +63,14 @@ most one waits; when full the pump would wait (back-pressure), which cannot happ
 
 Decided = tuple[int, PostRunDecision]
 """A post-run decision and the number of the low-level run it is for."""
+
+
+def _only_settles(action: PostRunAction) -> bool:
+    """Whether the run has no turn left after ``action``: it settles, maybe after a compaction
+    that does not continue the run (a continuation for messages queued meanwhile clears it)."""
+    if isinstance(action, CompactAction):
+        return not action.will_retry
+    return isinstance(action, End | BeforeSettle)
 
 
 class EventPump:
@@ -160,7 +177,7 @@ class EventPump:
             event = attrs.evolve(event, will_retry=decision.will_retry)
             run = self._current_run()
             if run is not None:
-                run.closing = isinstance(decision.action, End | BeforeSettle)
+                run.closing = _only_settles(decision.action)
         elif isinstance(event, AgentStart):
             run = self._current_run()
             if run is not None:

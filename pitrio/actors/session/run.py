@@ -31,9 +31,10 @@ class Run:
     abort_waiters: list[Reply[None]] = attrs.field(factory=list)
     idle_waiters: list[Reply[None]] = attrs.field(factory=list)  # wait_for_idle, set at settle
     failure: ReadOnlySessionError | None = None  # the session file failed during this run
-    # Set by the pump from an agent_end after which the run only settles (no retry, no
-    # compaction, nothing queued yet); a new low-level run clears it. A plain prompt sent
-    # then (a client that reacts to agent_end) waits for the settle instead of being refused.
+    # Set by the pump from an agent_end after which the run only settles (no retry, nothing
+    # queued yet), or only compacts and then settles (a threshold compaction: pi is idle
+    # then); a new low-level run clears it. A plain prompt sent then (a client that reacts to
+    # agent_end) waits for the settle instead of being refused.
     closing: bool = False
     # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
     # with a nursery for it: abort cancels it together with the run's scope.
