@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import attrs
@@ -311,3 +312,16 @@ async def test_custom_messages_record_queue_or_trigger_a_turn() -> None:
     customs = [e for e in entries if isinstance(e, CustomMessageEntry)]
     assert [c.content for c in customs] == ["just recorded", "for the next turn", "start a turn"]
     assert len(faux.requests) == 2
+
+
+async def test_a_long_user_bash_output_is_kept_in_a_file_named_as_pis(tmp_path: Path) -> None:
+    """Output past the tail kept in the result goes whole to ``pi-bash-<16 hex>.log`` in the
+    temporary directory, the name pi gives it (issue 21: it was ``pitrio-bash-``)."""
+    from pitrio.actors.session.user_bash import run_user_bash
+
+    result = await run_user_bash("seq 1 200000", str(tmp_path), temp_dir=str(tmp_path))
+    assert result.truncated and result.full_output_path is not None
+    spilled = Path(result.full_output_path)
+    assert spilled.parent == tmp_path
+    assert re.fullmatch(r"pi-bash-[0-9a-f]{16}\.log", spilled.name), spilled.name
+    assert (await trio.Path(spilled).read_bytes()).splitlines()[-1] == b"200000"

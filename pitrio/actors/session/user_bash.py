@@ -87,7 +87,8 @@ async def run_user_bash(
         if chunks:
             if spill is None:
                 directory = temp_dir or tempfile.gettempdir()
-                spill_path = os.path.join(directory, f"pitrio-bash-{secrets.token_hex(8)}.log")
+                # pi's name for it (issue 21), as the bash tool's
+                spill_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
                 spill = await trio.open_file(spill_path, "wb")
             await spill.write(b"".join(chunks))
         if on_chunk is not None:
