@@ -38,21 +38,6 @@ R_NOSESSION = "`new_session` under `--no-session` stays in memory: no `sessionFi
 R_DURABLE = "a new session's file is written with its first entry that is acknowledged"
 R_THRESHOLD = "a prompt sent during the threshold compaction after a run is accepted"
 R_STOPPED = "a process stopped mid-reply (SIGTERM, stdin EOF) leaves a session file"
-# pi's prompt during its threshold compaction runs a second compaction at once (the first then
-# fails): what a client sees of it, the LLM requests, and the compaction entry's summary.
-THRESHOLD_PATHS = (
-    "out:only-pi:compaction_start",
-    "out:only-pi:compaction_end",
-    "out:compaction_end.result",
-    "out:compaction_end.errorMessage",
-    "order:response:prompt:ok:after-compaction_end",
-    "session:compaction.summary",
-    "request:count",
-    "request.tools",
-    "request.messages[]:length",
-    "request.max_completion_tokens",
-    "http:statuses",
-)
 
 DOCUMENTED: list[Entry] = [
     ("*", "out:only-pitrio:agent_settled", R_SETTLED),
@@ -100,9 +85,15 @@ DOCUMENTED: list[Entry] = [
     ("new_session_while_streaming", "out:response:get_state:ok.data.session*", R_DURABLE),
     # The reply is cut by the abort new_session makes: how many deltas came before is timing.
     ("new_session_while_streaming", "out:only-pi:message_update/text_delta", R_DETACHED),
-    *[("prompt_during_threshold_compaction", path, R_THRESHOLD) for path in THRESHOLD_PATHS],
+    # pi's prompt during its threshold compaction starts a second compaction at once, and which
+    # of the two fails and whether the prompt's run shows before the capture ends is a race in
+    # pi (seen both ways in runs of the same code): the whole scenario is that documented row.
+    ("prompt_during_threshold_compaction", "*", R_THRESHOLD),
     ("sigterm_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", R_STOPPED),
     ("eof_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", R_STOPPED),
+    # How many deltas of the reply come out before the stop lands is timing, on either side.
+    ("sigterm_streaming", "out:only-*:message_update/text_delta", R_STOPPED),
+    ("eof_streaming", "out:only-*:message_update/text_delta", R_STOPPED),
 ]
 
 P_ERRTEXT = "error texts: `500 server_error: ...` vs pi's `500 ...`; pitrio's `diagnostics` field"
