@@ -15,6 +15,7 @@ import attrs
 
 from pitrio.actors.supervisor import prompts
 from pitrio.actors.supervisor._entries import compaction_message, entry_message, path_to
+from pitrio.actors.supervisor._settings import int_setting
 from pitrio.actors.supervisor.compaction import (
     ADDITIONAL_FOCUS,
     SummaryRequest,
@@ -49,12 +50,6 @@ SUMMARIZATION_FAILED = "Summarization failed"
 NO_SUMMARY_MODEL = "No model available for summarization"
 
 
-def _int_setting(value: Any, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return int(value)
-
-
 @attrs.frozen(kw_only=True)
 class BranchSummarySettings:
     """The ``branchSummary.*`` settings (spec §8.2)."""
@@ -69,7 +64,7 @@ class BranchSummarySettings:
             return cls()
         skip = value.get("skipPrompt", False)
         return cls(
-            reserve_tokens=_int_setting(value.get("reserveTokens"), DEFAULT_RESERVE_TOKENS),
+            reserve_tokens=int_setting(value.get("reserveTokens"), DEFAULT_RESERVE_TOKENS),
             skip_prompt=skip if isinstance(skip, bool) else False,
         )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from pitrio.actors.supervisor._settings import int_setting
 from pitrio.actors.supervisor._text import (
     estimate_text_tokens,
     js_length,
@@ -58,12 +59,6 @@ TRUNCATION_RECOVERY_FAILED = (
 )
 
 
-def _int_setting(value: Any, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return int(value)
-
-
 @attrs.frozen(kw_only=True)
 class CompactionSettings:
     """The ``compaction.*`` settings (spec §3.8.1)."""
@@ -84,8 +79,8 @@ class CompactionSettings:
         enabled = value.get("enabled", defaults.enabled)
         return cls(
             enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
-            reserve_tokens=_int_setting(value.get("reserveTokens"), defaults.reserve_tokens),
-            keep_recent_tokens=_int_setting(
+            reserve_tokens=int_setting(value.get("reserveTokens"), defaults.reserve_tokens),
+            keep_recent_tokens=int_setting(
                 value.get("keepRecentTokens"), defaults.keep_recent_tokens
             ),
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from pitrio.actors.supervisor._settings import int_setting
 from pitrio.actors.supervisor.overflow import is_context_overflow, is_overflow_error_text
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.events import AutoRetryEnd, AutoRetryStart, SummarizationRetryScheduled
@@ -47,12 +48,6 @@ _RETRY_AFTER = re.compile(
 )
 
 
-def _int_setting(value: Any, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return int(value)
-
-
 @attrs.frozen(kw_only=True)
 class RetrySettings:
     """The ``retry.*`` settings (spec §8.2, DESIGN §5.4)."""
@@ -72,9 +67,9 @@ class RetrySettings:
         enabled = value.get("enabled", defaults.enabled)
         return cls(
             enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
-            max_retries=_int_setting(value.get("maxRetries"), defaults.max_retries),
-            base_delay_ms=_int_setting(value.get("baseDelayMs"), defaults.base_delay_ms),
-            max_delay_ms=_int_setting(value.get("maxDelayMs"), defaults.max_delay_ms),
+            max_retries=int_setting(value.get("maxRetries"), defaults.max_retries),
+            base_delay_ms=int_setting(value.get("baseDelayMs"), defaults.base_delay_ms),
+            max_delay_ms=int_setting(value.get("maxDelayMs"), defaults.max_delay_ms),
         )
 
 
