@@ -11,7 +11,6 @@ close sockets with 1001, exit 0 within 10 s. A second signal exits at once.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import Any
 import attrs
 import trio
 
+from pitrio import logs
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.host import EvictionPolicy, HostConfig, HostHandle, start_host
 from pitrio.sdk.models import FauxProvider, ModelRouterHandle, RouterConfig, start_model_router
@@ -66,7 +66,7 @@ class Daemon:
         self.stopped = True
         with trio.CancelScope(shield=True):
             self.server.stop_listening()
-            log.info("shutting down: aborting runs and flushing sessions")
+            logs.event(log, "daemon_stopping")
             with trio.move_on_after(HOST_STOP_SECONDS):
                 await self.host.shutdown()
             self.server.closing.set()
@@ -194,7 +194,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="pause between the faux models' streamed chunks (demos and tests)",
     )
-    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        type=str.lower,
+        choices=logs.LEVELS,
+        help="the least important log events written to stderr (default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="json",
+        choices=logs.FORMATS,
+        help="stderr log lines: one JSON object each (default), or readable text",
+    )
     parser.add_argument(
         "--trace", metavar="DIR", help="record each session into DIR/<session id>.jsonl"
     )
@@ -202,29 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace-payloads", action="store_true", help="with --trace: record message payloads"
     )
     return parser
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: time, level, logger, message (and the exception)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "ts": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def _configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def _write_state(agent: Path, url: str) -> Path:
@@ -262,13 +251,13 @@ async def _serve(args: argparse.Namespace) -> int:
     groups = agent / "run" / "tool-groups"
     killed = await trio.to_thread.run_sync(reap_orphans, groups)
     if killed:
-        log.warning("ended %d tool process group(s) left by a killed daemon", len(killed))
+        logs.event(log, "orphans_reaped", logging.WARNING, process_groups=len(killed))
     record_groups_in(groups)
     token: str | None = None
     if not args.no_auth:
         token, created = load_or_create_token(agent)
         if created:
-            log.info("created the daemon token in %s", token_path(agent))
+            logs.event(log, "token_created", path=str(token_path(agent)))
     daemon_config = DaemonConfig(
         host=args.host,
         port=args.port,
@@ -302,16 +291,24 @@ async def _serve(args: argparse.Namespace) -> int:
             print(f"web page: {page}", flush=True)
             if token:
                 print(f"token: {token_path(agent)}", flush=True)
-            log.info("listening on %s", url)
+            logs.event(
+                log,
+                "daemon_started",
+                url=url,
+                pid=os.getpid(),
+                auth=token is not None,
+                store="postgresql" if store else "files",
+                idle_seconds=args.idle,
+            )
             try:
                 async for signum in receiver:
-                    log.info("signal %s: shutting down", signal.Signals(signum).name)
+                    logs.event(log, "signal", signal=signal.Signals(signum).name)
                     d.nursery.start_soon(_second_signal, receiver)
                     break
             finally:
                 with suppress(OSError):
                     state.unlink()
-    log.info("stopped")
+    logs.event(log, "daemon_stopped")
     return 0
 
 
@@ -323,7 +320,7 @@ async def _second_signal(receiver: AsyncIterator[int]) -> None:
 def serve_main(argv: Sequence[str]) -> int:
     """Entry point of ``pitrio serve``; returns the exit code."""
     args = build_parser().parse_args(list(argv))
-    _configure_logging(args.log_level)
+    logs.configure(args.log_level, args.log_format)
     args.cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
     from pitrio.transports.trace_cli import recording_sessions
 

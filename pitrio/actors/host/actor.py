@@ -33,8 +33,21 @@ from pitrio.actors.session.bootstrap import absolute_cwd
 from pitrio.actors.session_store import SessionInfo, new_header
 from pitrio.actors.session_store.paths import session_dir, session_file_name
 from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.logs import event as log_event
 
 log = logging.getLogger("pitrio.host")
+
+LOGGED_EVENTS: dict[str, int] = {
+    "session_created": logging.INFO,
+    "session_opened": logging.INFO,
+    "session_evicted": logging.INFO,
+    "session_closed": logging.INFO,
+    "session_deleted": logging.INFO,
+    "session_restarted": logging.WARNING,
+    "session_failed": logging.ERROR,
+}
+"""Host events written to the log, by level; the others (``session_busy``/``idle``: the run
+events say more; the store's, logged by the store) only at ``debug``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -185,7 +198,14 @@ class Host(Actor[HostCommand]):
     # -- host events ---------------------------------------------------------------------------
 
     def emit(self, event: HostEvent) -> None:
-        """Send a host event to every subscriber; one that cannot keep up is dropped."""
+        """Send a host event to every subscriber; one that cannot keep up is dropped. The
+        session lifecycle is logged here too (:data:`LOGGED_EVENTS`)."""
+        kind = event.get("type")
+        level = LOGGED_EVENTS.get(kind, logging.DEBUG) if isinstance(kind, str) else logging.DEBUG
+        if log.isEnabledFor(level):
+            fields = {"session" if k == "sessionId" else k: v for k, v in event.items()}
+            del fields["type"]
+            log_event(log, str(kind), level, **fields)
         for send in list(self._subscribers):
             try:
                 send.send_nowait(event)

@@ -32,14 +32,25 @@ import trio
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, Outgoing
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
+from pitrio.actors.host.runs import LogEvent, RunLedger
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session_store import SessionSeed, StoredEntry
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
+from pitrio.logs import event as log_event
+from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.content import TextContent
 from pitrio.messages.entries import SessionHeader
-from pitrio.messages.events import AgentSessionEvent, AgentSettled, AgentStart, QueueUpdate
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    AgentSettled,
+    AgentStart,
+    MessageEnd,
+    QueueUpdate,
+    ToolExecutionEnd,
+)
 
 if TYPE_CHECKING:
     from pitrio.actors.host.backend import SessionBackend
@@ -138,6 +149,8 @@ class HostedSession:
         self.queued = 0
         self.last_active = trio.current_time()
         self.events_total = 0
+        self.runs = RunLedger(session_id)
+        """What the log says about this session's runs (kept across restarts)."""
         self.coalesced_total = 0
         self.dropped_clients = 0
         self._actor_seq = 0
@@ -364,15 +377,22 @@ class HostedSession:
             self._progress = None
 
     def _track(self, event: AgentSessionEvent) -> None:
-        self.last_active = trio.current_time()
+        now = self.last_active = trio.current_time()
         if isinstance(event, AgentStart) and not self.running:
             self.running = True
             self._context.emit({"type": "session_busy", "sessionId": self.id})
+            _write(self.runs.start(now))
         elif isinstance(event, AgentSettled):
             self.running = False
             self._context.emit({"type": "session_idle", "sessionId": self.id})
+            _write(self.runs.settled(now))
         elif isinstance(event, QueueUpdate):
             self.queued = len(event.steering) + len(event.follow_up)
+        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
+            _write(self.runs.response(event.message))
+        elif isinstance(event, ToolExecutionEnd) and event.is_error:
+            text = " ".join(b.text for b in event.result.content if isinstance(b, TextContent))
+            _write(self.runs.tool_failed(event.tool_name, event.tool_call_id, text))
 
     async def _pump(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
         async with events:
@@ -446,7 +466,6 @@ class HostedSession:
             self.replay.reset(self.seq)  # what clients held is stale: resume -> resync
             if not decision.allowed or self._context.shutting_down:
                 self.failure = crash
-                log.error("session %s failed: %s", self.id, crash)
                 self._set_status("failed")
                 failed: dict[str, Any] = {
                     "type": "session_failed",
@@ -458,7 +477,6 @@ class HostedSession:
                 return
             self.restarts += 1
             self._context.restarts_total += 1
-            log.warning("session %s crashed, restarting (%d): %s", self.id, decision.recent, crash)
             notice: dict[str, Any] = {
                 "type": "session_restarted",
                 "sessionId": self.id,
@@ -529,6 +547,15 @@ class HostedSession:
         self._set_status("live")
         self._context.emit({"type": "session_opened", "sessionId": self.id})
         self.touch()
+
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _write(entry: LogEvent | None) -> None:
+    if entry is not None:
+        level, name, fields = entry
+        log_event(log, name, _LEVELS[level], **fields)
 
 
 def _crash_reason(exc: BaseException) -> str | None:

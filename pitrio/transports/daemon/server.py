@@ -24,6 +24,7 @@ import orjson
 import trio
 
 from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.logs import event as log_event
 from pitrio.sdk.host import HostHandle, InvalidSessionIdError, validate_session_id
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.transports.daemon import metrics
@@ -177,7 +178,14 @@ class DaemonServer:
         self, stream: trio.abc.Stream, status: int, message: str, reason: str
     ) -> None:
         self.rejected[reason] += 1
-        log.info("refused a request: %s (%s)", message, status)
+        log_event(
+            log,
+            "request_refused",
+            status=status,
+            reason=reason,
+            message=message,
+            remote=remote_address(stream),
+        )
         body = orjson.dumps({"error": message}) + b"\n"
         try:
             with trio.move_on_after(self.config.close_timeout):
@@ -266,6 +274,9 @@ class DaemonServer:
             )
             ws = await request.accept(subprotocol=chosen)
             self._socket_opened()
+            connection = _connection_fields(stream, head, hosted.id if hosted else None)
+            log_event(log, "client_connected", **connection)
+            opened = trio.current_time()
             try:
                 if hosted is not None:
                     updates: UpdateFormat = "full" if head.param("updates") == "full" else "delta"
@@ -278,6 +289,8 @@ class DaemonServer:
             finally:
                 self._socket_closed()
                 nursery.cancel_scope.cancel()
+                seconds = round(trio.current_time() - opened, 3)
+                log_event(log, "client_disconnected", **connection, seconds=seconds)
 
     # -- metrics ---------------------------------------------------------------------------
 
@@ -360,6 +373,35 @@ class DaemonServer:
             for name, kind, text, value in stats.store_metrics
         )
         return families
+
+
+def remote_address(stream: trio.abc.Stream) -> str | None:
+    """``host:port`` of the peer of a socket stream (``None`` when it is gone or not one)."""
+    sock = getattr(stream, "socket", None)
+    try:
+        peer = sock.getpeername() if sock is not None else None
+    except OSError:
+        return None
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host = f"[{peer[0]}]" if ":" in str(peer[0]) else str(peer[0])
+        return f"{host}:{peer[1]}"
+    return str(peer) if peer else None
+
+
+def _connection_fields(
+    stream: trio.abc.Stream, head: RequestHead, session_id: str | None
+) -> dict[str, Any]:
+    """What the connect and disconnect log events say about a websocket client."""
+    fields: dict[str, Any] = {
+        "endpoint": "session" if session_id is not None else "host",
+        "remote": remote_address(stream),
+    }
+    if session_id is not None:
+        fields["session"] = session_id
+    forwarded = head.header("x-forwarded-for")
+    if forwarded:
+        fields["forwarded_for"] = forwarded  # the client behind a reverse proxy
+    return fields
 
 
 def since_param(text: str | None) -> int | None:
