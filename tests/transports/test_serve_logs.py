@@ -9,6 +9,7 @@ The model is the shared mock LLM (an OpenAI-compatible server on loopback) confi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -210,7 +211,9 @@ async def test_the_daemon_logs_sessions_runs_failures_and_clients(tmp_path: Path
     (refused,) = log.events("request_refused")
     assert refused["fields"]["status"] == 401 and refused["fields"]["reason"] == "auth"
     assert refused["fields"]["remote"].startswith("127.0.0.1:")
-    assert [e["event"] for e in log.entries[-3:]] == ["signal", "daemon_stopping", "daemon_stopped"]
+    names = [e["event"] for e in log.entries]
+    assert names[-1] == "daemon_stopped"
+    assert names.index("signal") < names.index("daemon_stopping") < len(names) - 1
     assert "mock-key" not in "\n".join(log.raw)
 
 
@@ -265,3 +268,39 @@ def test_a_bad_log_option_is_refused(flag: str, value: str, tmp_path: Path) -> N
     assert result.returncode == 2
     assert flag in result.stderr and value in result.stderr
     assert not (tmp_path / "agent" / "daemon-token").exists()
+
+
+async def test_a_client_behind_a_proxy_is_logged_with_its_forwarded_address(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What docs/operations.md's proxy set-up relies on: the page's https origin is accepted
+    once allowed (refused, and logged as such, otherwise), and the proxy's X-Forwarded-For
+    shows in the connection's log events."""
+    from trio_websocket import ConnectionRejected
+
+    from tests.transports.daemon_harness import AUTH, connect, running_daemon
+
+    origin = "https://agent.example.com"
+    proxied = [*AUTH, (b"Origin", origin.encode()), (b"X-Forwarded-For", b"203.0.113.7")]
+    caplog.set_level(logging.INFO, logger="pitrio")
+    async with running_daemon(tmp_path / "agent") as d:
+        with pytest.raises(ConnectionRejected):
+            async with connect(d, "/v1/host", headers=proxied):
+                pass
+    refused = [r for r in caplog.records if getattr(r, "pitrio_event", None) == "request_refused"]
+    assert [r.pitrio_fields["reason"] for r in refused] == ["origin"]  # type: ignore[attr-defined]
+    caplog.clear()
+    allowed = {"allowed_origins": (origin,)}
+    async with (
+        running_daemon(tmp_path / "agent", daemon=allowed) as d,
+        connect(d, "/v1/host", headers=proxied) as ws,
+    ):
+        assert (await receive(ws))["type"] == "host_attached"
+    fields = [
+        r.pitrio_fields  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "pitrio_event", None) in ("client_connected", "client_disconnected")
+    ]
+    assert len(fields) == 2
+    assert all(f["forwarded_for"] == "203.0.113.7" and f["endpoint"] == "host" for f in fields)
+    assert all(f["remote"].startswith("127.0.0.1:") for f in fields)

@@ -62,3 +62,14 @@ async def test_deleting_the_token_file_and_restarting_rotates_the_token(tmp_path
     assert second != first and len(second) >= 40
     assert statuses == [401, 200]  # the old token is refused, the new one works
     assert (agent / "daemon-token").stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_token_written_by_the_operator_is_used(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    chosen = "operator-chosen-token_0123456789abcdef"
+    path = agent / "daemon-token"
+    path.write_text(chosen + "\n")
+    path.chmod(0o600)
+    current, statuses = await _serve_and_probe(agent, ["something-else"])
+    assert current == chosen and statuses == [401, 200]
