@@ -523,7 +523,8 @@ async def test_hostile_input_against_a_real_daemon(tmp_path: Path) -> None:
     records = [json.loads(line) for line in served.log.read_text().splitlines() if line]
     troubles = [r for r in records if r.get("level") not in ("debug", "info")]
     assert troubles == [], troubles[:5]
-    refused = [r for r in records if r["msg"].startswith("closed a connection over a bad frame")]
+    refused = [r for r in records if r["event"] == "frame_refused"]
+    assert {r["fields"]["code"] for r in refused} <= {1002, 1007, 1009}
     assert len(refused) == len(violations)
 
 

@@ -32,6 +32,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from pitrio.errors import PitrioError
+from pitrio.logs import event as log_event
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
 from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
@@ -168,7 +169,7 @@ class _Socket:
         reason = self.ws.closed
         if reason is not None and reason.code in REFUSED_FRAME_CODES:
             self.server.counters["refused_frames"] += 1
-            log.info("closed a connection over a bad frame: %s %s", reason.code, reason.reason)
+            log_event(log, "frame_refused", code=reason.code, reason=reason.reason)
 
     def rate_error(self) -> dict[str, Any]:
         config = self.server.config
