@@ -3,32 +3,23 @@
 import { $ } from "./dom.js";
 import { askToken, connectHost, readToken, send, state } from "./connection.js";
 import { changeModel, hostHandlers, loadModelsForNew, newSession } from "./sessions.js";
+import { wireComposer } from "./composer.js";
 
-function submit(kind) {
-  const input = $("prompt");
-  const text = input.value.trim();
-  if (!text || !state.current) return;
-  const streaming = state.current.streaming;
-  if (kind === "followUp") send({ type: "follow_up", message: text });
-  else if (streaming) send({ type: "steer", message: text });
-  else send({ type: "prompt", message: text });
-  input.value = "";
+// On a narrow screen the session list slides over the chat; choosing a session hides it.
+function wireSidebar() {
+  const toggle = (show) => document.body.classList.toggle("sidebar-open", show);
+  $("sidebar-toggle").onclick = () => toggle(!document.body.classList.contains("sidebar-open"));
+  $("sidebar-close").onclick = () => toggle(false);
+  $("sessions").addEventListener("click", () => toggle(false));
 }
 
 function wireControls() {
-  $("composer").onsubmit = (event) => {
-    event.preventDefault();
-    submit("default");
+  wireComposer();
+  wireSidebar();
+  $("new-session").onclick = () => {
+    document.body.classList.remove("sidebar-open");
+    newSession();
   };
-  $("prompt").onkeydown = (event) => {
-    if (event.key === "Enter" && !event.shiftKey) {
-      event.preventDefault();
-      submit("default");
-    }
-  };
-  $("follow-up").onclick = () => submit("followUp");
-  $("abort").onclick = () => send({ type: "abort" });
-  $("new-session").onclick = () => newSession();
   $("model").onchange = () => changeModel();
   $("thinking").onchange = () => send({ type: "set_thinking_level", level: $("thinking").value });
 }

@@ -2,7 +2,7 @@
 // selects of the toolbar and of new sessions.
 import { $, el, showNotice, hideNotice } from "./dom.js";
 import { closeSession, connectSession, hostSend, send, state } from "./connection.js";
-import { onEvent, renderMessages, renderUsage, setStreaming } from "./transcript.js";
+import { onEvent, renderMessages, renderUsage, resetSessionView, setStreaming } from "./transcript.js";
 
 // -- host frames ----------------------------------------------------------------------------
 
@@ -74,6 +74,7 @@ export function openSession(id) {
   delete document.body.dataset.connected;
   state.current = { id, lastSeq: 0, stream: null, streaming: false, view: null };
   $("messages").replaceChildren();
+  resetSessionView();
   $("session-title").textContent = id;
   for (const item of $("sessions").children) {
     item.classList.toggle("active", item.dataset.id === id);
