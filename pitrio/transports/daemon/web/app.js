@@ -22,6 +22,7 @@ function wireControls() {
   };
   $("model").onchange = () => changeModel();
   $("thinking").onchange = () => send({ type: "set_thinking_level", level: $("thinking").value });
+  $("compact").onclick = () => send({ type: "compact" });
 }
 
 function start() {

@@ -59,6 +59,7 @@ export function resetSessionView() {
   clearRunNotices();
   renderQueue([], []);
   $("usage").textContent = "";
+  delete $("usage").dataset.tokens;
 }
 
 /** Replace the transcript with these messages (a get_messages answer). */
@@ -226,6 +227,8 @@ function renderQueue(steering, followUp) {
 
 /** Show a get_session_stats answer in the toolbar (nothing while no token was counted). */
 export function renderUsage(stats) {
+  // The count shown (or 0) as an attribute: tests and styles can tell "no usage yet" apart.
+  $("usage").dataset.tokens = String((stats.tokens && stats.tokens.total) || 0);
   if (!stats.tokens || !stats.tokens.total) {
     $("usage").textContent = "";
     return;
