@@ -90,3 +90,34 @@ def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
     )
     expect(queue).to_be_hidden()
     expect(page.locator("#status")).to_have_text("idle")
+
+
+def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
+    page: Any, served: Served
+) -> None:
+    page.set_viewport_size({"width": 900, "height": 500})
+    start_session(page, served)
+    page.fill("#prompt", "line of text\n" * 120)
+    page.press("#prompt", "Enter")
+    messages = page.locator("#messages")
+    streaming = page.locator(".msg.assistant.streaming .md")
+    expect(streaming).to_have_count(1)
+
+    def distance_to_end() -> int:
+        return int(messages.evaluate("(b) => b.scrollHeight - b.scrollTop - b.clientHeight"))
+
+    def grown_past(length: int) -> None:
+        page.wait_for_function(
+            "([n]) => (document.querySelector('.msg.assistant.streaming .md') || {textContent: ''})"
+            ".textContent.length > n",
+            arg=[length],
+        )
+
+    grown_past(200)
+    assert distance_to_end() < 40  # following
+    messages.evaluate("(b) => { b.scrollTop = 0; b.dispatchEvent(new Event('scroll')); }")
+    grown_past(len(streaming.text_content() or "") + 200)
+    assert messages.evaluate("(b) => b.scrollTop") == 0  # left where the reader is
+    messages.evaluate("(b) => { b.scrollTop = b.scrollHeight; }")
+    expect(page.locator("#status")).to_have_text("idle")
+    assert distance_to_end() < 40  # followed again to the end

@@ -1,7 +1,7 @@
 // One session's transcript: messages (markdown), streamed updates, tool cards, the queue,
 // usage, and the streaming status of the toolbar. Events it does not draw itself go to the
 // dialogs (extension UI) and the run notices (retry, compaction).
-import { $, el, scrollDown, textOf } from "./dom.js";
+import { $, el, followOutput, scrollDown, textOf } from "./dom.js";
 import { send, state } from "./connection.js";
 import { cancelRender, flush, renderMarkdown, renderSoon } from "./markdown.js";
 import {
@@ -55,6 +55,7 @@ export function onEvent(current, frame) {
 
 /** Forget what belonged to the session shown before (dialogs, notices, queue). */
 export function resetSessionView() {
+  followOutput();
   clearDialogs();
   clearRunNotices();
   renderQueue([], []);
