@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.host.dialogs import OpenDialogs
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, Outgoing
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
@@ -47,6 +48,7 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
     AgentStart,
+    ExtensionUiRequest,
     MessageEnd,
     QueueUpdate,
     ToolExecutionEnd,
@@ -143,6 +145,8 @@ class HostedSession:
         self.restarts = 0
         self.seq = 0
         self.replay = ReplayBuffer(context.config.replay_frames, context.config.replay_bytes)
+        self.dialogs = OpenDialogs()
+        """Extension dialogs waiting for an answer: shown to clients that attach later."""
         self.clients: list[AttachedClient] = []
         self.started: StartedSession | None = None
         self.running = False
@@ -297,6 +301,8 @@ class HostedSession:
         self.touch()
         hello_after = self.seq if since is None else min(self.seq, since)
         client.push(self.hello(), after_seq=hello_after)
+        for frame in self.dialogs.still_open(trio.current_time()):
+            client.push(frame, after_seq=hello_after)
         return client
 
     def hello(self) -> dict[str, Any]:
@@ -365,7 +371,10 @@ class HostedSession:
         self._offset = self.seq - item.seq
         self.events_total += 1
         seq = self.seq
-        self.replay.append(seq, self._context.config.encode_frame(seq, event))
+        frame = self._context.config.encode_frame(seq, event)
+        self.replay.append(seq, frame)
+        if isinstance(event, ExtensionUiRequest):
+            self.dialogs.asked(event, frame, trio.current_time())
         relayed = Sequenced(seq, event)
         for client in list(self.clients):
             if client.feed.offer(relayed) is Offer.OVERFLOW:
@@ -455,6 +464,7 @@ class HostedSession:
             crash = await self._run_tree()
             self.started = None
             self.running = False
+            self.dialogs.clear()
             if crash is None:
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
                 self._set_status("evicted")
