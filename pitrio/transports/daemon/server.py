@@ -51,11 +51,23 @@ log = logging.getLogger("pitrio.daemon")
 
 SESSIONS_PREFIX = "/v1/sessions/"
 HOST_PATH = "/v1/host"
+PAGE_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+}
+PAGE_NAMES = (
+    "index.html",
+    "app.css",
+    "app.js",
+    "connection.js",
+    "dom.js",
+    "sessions.js",
+    "transcript.js",
+)
 PAGE_FILES = {
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
-    "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/": ("index.html", PAGE_TYPES[".html"]),
+    **{"/" + name: (name, PAGE_TYPES[name[name.rindex(".") :]]) for name in PAGE_NAMES},
 }
 """The page's files, by exact path: nothing else on disk is ever served."""
 PAGE_POLICY = (

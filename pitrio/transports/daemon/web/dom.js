@@ -1,0 +1,38 @@
+// Small DOM helpers shared by the page's modules. Untrusted text only ever goes through
+// textContent here; markup from a reply is never assigned as HTML.
+
+/** The element with this id. */
+export const $ = (id) => document.getElementById(id);
+
+/** A new element with an optional class and text (set as textContent, never as HTML). */
+export function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+/** The text blocks of a message's content (a string or a list of blocks), joined. */
+export function textOf(content) {
+  if (typeof content === "string") return content;
+  return (content || []).filter((b) => b.type === "text").map((b) => b.text).join("\n");
+}
+
+/** Show the notice bar above the transcript (an error when `error`). */
+export function showNotice(text, error) {
+  const box = $("notice");
+  box.textContent = text;
+  box.classList.remove("hidden");
+  box.classList.toggle("error", Boolean(error));
+}
+
+/** Hide the notice bar. */
+export function hideNotice() {
+  $("notice").classList.add("hidden");
+}
+
+/** Keep the newest message in view. */
+export function scrollDown() {
+  const box = $("messages");
+  box.scrollTop = box.scrollHeight;
+}

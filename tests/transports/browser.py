@@ -1,0 +1,194 @@
+"""Playwright fixtures for the daemon's web page: the system Chromium and a real ``pitrio serve``.
+
+Playwright's own browser download cannot work here, so the system Chromium is launched by path;
+without one every test using these fixtures is skipped, loudly, with the reason in pytest's
+summary. Tests using them are plain (sync) functions: Playwright's sync API drives the browser
+while the daemon runs as a subprocess, so nothing shares an event loop with pytest-trio.
+
+Use from a test module::
+
+    from tests.transports.browser import browser, page, served  # noqa: F401  (fixtures)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+PITRIO = str(Path(sys.executable).parent / "pitrio")
+CHROMIUM = next(
+    (
+        found
+        for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+        if (found := shutil.which(name))
+    ),
+    None,
+)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SKIP_REASON = (
+    "SKIPPED LOUDLY: no chromium found (looked for /usr/bin/chromium and chromium on PATH); "
+    "the web page is untested here (install it with `apt-get install -y chromium`)"
+)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+"""Mark a test module with ``pytestmark = needs_chromium``."""
+
+
+@attrs.frozen
+class Served:
+    """A running ``pitrio serve``: its address, token, agent dir and process."""
+
+    url: str
+    token: str
+    agent: Path
+    cwd: Path
+    process: subprocess.Popen[bytes]
+    output: list[str]
+
+    @property
+    def page_url(self) -> str:
+        """The page's address with the token in the fragment (as ``pitrio serve`` prints it)."""
+        return f"{self.url}#token={self.token}"
+
+
+def _read_until(
+    process: subprocess.Popen[bytes], pattern: str, seen: list[str], seconds: float
+) -> re.Match[str]:
+    """Read the process's stdout line by line until one matches (no thread: a selector)."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + seconds
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            for line in seen:
+                if match := re.search(pattern, line):
+                    return match
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                raise AssertionError(f"pitrio serve printed no line matching {pattern!r}: {seen}")
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                raise AssertionError(f"pitrio serve exited ({process.poll()}): {seen}")
+            buffer += chunk
+            *lines, rest = buffer.split(b"\n")
+            buffer = rest
+            seen.extend(line.decode("utf-8", "replace") for line in lines)
+
+
+@contextlib.contextmanager
+def serve(
+    root: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    models: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    extensions: Sequence[Path] = (),
+) -> Iterator[Served]:
+    """Run ``pitrio serve --port 0`` with its own agent dir and cwd under ``root``.
+
+    ``models``/``settings`` are written as the agent dir's ``models.json``/``settings.json``;
+    ``extensions`` are copied into its ``extensions/`` folder. ``args`` are added to the
+    command line (e.g. ``"--faux-chunk-delay", "0.02"``).
+    """
+    agent = root / "agent"
+    cwd = root / "work"
+    agent.mkdir(parents=True, exist_ok=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    if models is not None:
+        (agent / "models.json").write_text(json.dumps(models))
+    if settings is not None:
+        (agent / "settings.json").write_text(json.dumps(settings))
+    if extensions:
+        (agent / "extensions").mkdir(exist_ok=True)
+        for extension in extensions:
+            shutil.copy(extension, agent / "extensions" / extension.name)
+    environment = {
+        **os.environ,
+        "HOME": str(root),
+        "PITRIO_AGENT_DIR": str(agent),
+        **(env or {}),
+    }
+    environment.pop("PITRIO_SESSION_DIR", None)
+    process = subprocess.Popen(
+        [PITRIO, "serve", "--port", "0", "--cwd", str(cwd), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=environment,
+        cwd=cwd,
+    )
+    seen: list[str] = []
+    try:
+        url = _read_until(process, r"listening on (http://\S+)", seen, 30).group(1)
+        _read_until(process, r"web page: (\S+)", seen, 30)
+        token = (agent / "daemon-token").read_text().strip()
+        yield Served(url=url, token=token, agent=agent, cwd=cwd, process=process, output=seen)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The system Chromium under Playwright, one per test module."""
+    if CHROMIUM is None:
+        pytest.skip(SKIP_REASON)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page (its own context: no storage shared between tests), 1280x800."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A ``pitrio serve`` with the echoing faux model streaming slowly (20 ms per chunk)."""
+    with serve(tmp_path, "--faux-chunk-delay", "0.02") as daemon:
+        yield daemon
