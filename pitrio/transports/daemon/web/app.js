@@ -2,17 +2,25 @@
 // (/v1/sessions/{id}). Plain ES modules, no build step; this one starts and wires the rest.
 import { $ } from "./dom.js";
 import { askToken, connectHost, readToken, send, state } from "./connection.js";
-import { changeModel, hostHandlers, loadModelsForNew, newSession } from "./sessions.js";
+import {
+  changeModel,
+  changeThinking,
+  hostHandlers,
+  newSession,
+  onSearchInput,
+  submitCommand,
+} from "./sessions.js";
 
 function submit(kind) {
   const input = $("prompt");
   const text = input.value.trim();
-  if (!text || !state.current) return;
-  const streaming = state.current.streaming;
-  if (kind === "followUp") send({ type: "follow_up", message: text });
-  else if (streaming) send({ type: "steer", message: text });
-  else send({ type: "prompt", message: text });
+  if (!text) return;
+  const streaming = state.current && state.current.streaming;
+  let command = { type: "prompt", message: text };
+  if (kind === "followUp") command = { type: "follow_up", message: text };
+  else if (streaming) command = { type: "steer", message: text };
   input.value = "";
+  submitCommand(command); // with no session yet, it creates one first
 }
 
 function wireControls() {
@@ -30,7 +38,8 @@ function wireControls() {
   $("abort").onclick = () => send({ type: "abort" });
   $("new-session").onclick = () => newSession();
   $("model").onchange = () => changeModel();
-  $("thinking").onchange = () => send({ type: "set_thinking_level", level: $("thinking").value });
+  $("thinking").onchange = () => changeThinking();
+  $("session-search").oninput = () => onSearchInput();
 }
 
 function start() {
@@ -39,7 +48,6 @@ function start() {
   connectHost(hostHandlers);
 }
 
-hostHandlers.onRefused = () => askToken(start);
+hostHandlers.onRefused = (message) => askToken(start, message);
 wireControls();
-loadModelsForNew();
 start();
