@@ -220,7 +220,8 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     control_sockets(page)
     open_page(page, served)
     new_session(page)
-    text = " ".join(f"w{i}" for i in range(150))
+    # ~2,300 characters: some 190 chunks of 20 ms, so the drop lands well inside the reply.
+    text = " ".join(f"w{i}" for i in range(450))
     page.fill("#prompt", text)
     page.click("#send")
     expect(page.locator(".msg.assistant.streaming .text")).to_contain_text("w1 ")
@@ -260,4 +261,29 @@ def test_a_lost_daemon_connection_shows_a_banner_with_retry(page: Any, served: S
     expect(banner).to_be_hidden()
     expect(page.locator("#host-status.on")).to_be_visible()
     expect(page.locator("#sessions li.session")).to_have_count(1)
+    assert page.errors == []
+
+
+def test_a_restarted_daemon_is_reconnected_and_the_session_reloaded(
+    page: Any, tmp_path: Path
+) -> None:
+    port = closed_port()
+    with serve(tmp_path, "--port", str(port)) as daemon:
+        open_page(page, daemon)
+        new_session(page)
+        ask(page, "before the restart")
+    banner = page.locator("#banner")
+    expect(banner).to_contain_text("Cannot reach the daemon")
+    expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
+    with serve(tmp_path, "--port", str(port)):
+        page.click("#banner-retry")
+        expect(banner).to_be_hidden()
+        # The new daemon numbers the session's events afresh: the page reloads it.
+        expect(page.locator(".line.reconnected")).to_have_text(
+            "reconnected — the events missed were no longer held; the session was reloaded"
+        )
+        expect(page.locator(".msg.assistant .text")).to_have_text("before the restart")
+        ask(page, "after the restart")
+        expect(page.locator(".msg.assistant .text").last).to_have_text("after the restart")
+        expect(page.locator("#sessions li.session")).to_have_count(1)
     assert page.errors == []

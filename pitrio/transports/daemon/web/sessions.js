@@ -251,9 +251,11 @@ function onAttached(current, frame) {
     send({ type: "get_state" });
     send({ type: "get_session_stats" });
   } else {
+    // First attach, or another stream of numbers (the daemon restarted): reload.
     if (current.reconnecting) current.afterReload = "reconnected — the session was reloaded";
     current.stream = frame.stream;
-    current.lastSeq = Math.max(current.lastSeq, frame.seq);
+    current.lastSeq = frame.seq;
+    current.view = null;
     refresh();
   }
   current.reconnecting = false;
@@ -270,10 +272,15 @@ function onFrame(current, frame) {
       return onAttached(current, frame);
     case "response":
       return onResponse(frame);
-    case "resync":
+    case "resync": {
+      // The frames missed are gone (or numbered by another daemon): reload, once.
+      const reloading = current.afterReload !== null;
       current.replayUntil = null;
-      current.afterReload = "reconnected — the events missed were no longer held; reloaded";
-      return refresh();
+      current.afterReload =
+        "reconnected — the events missed were no longer held; the session was reloaded";
+      if (!reloading) refresh();
+      return;
+    }
     case "session_restarted":
       showNotice(`The session crashed and was restarted (${frame.reason}).`, false);
       return refresh();
