@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import pytest
+
+from tests.shared_dir import TOOLS
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
 CHROMIUM = next(
@@ -153,6 +156,71 @@ def serve(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@attrs.frozen
+class MockLLM:
+    """The shared mock LLM (``../shared/tools/mock_llm.py``) running as a subprocess."""
+
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        """Its OpenAI-compatible base address."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def queue(self, *specs: dict[str, Any]) -> None:
+        """Append one-shot response specs (served before rules and the default)."""
+        httpx.post(f"http://127.0.0.1:{self.port}/_mock/queue", json=list(specs)).raise_for_status()
+
+    def models(self) -> dict[str, Any]:
+        """A ``models.json`` with its one model, ``mock/mock-model`` (text and images)."""
+        return {
+            "providers": {
+                "mock": {
+                    "baseUrl": self.base_url,
+                    "api": "openai-completions",
+                    "apiKey": "mock-key",
+                    "models": [
+                        {
+                            "id": "mock-model",
+                            "name": "Mock Model",
+                            "reasoning": False,
+                            "input": ["text", "image"],
+                            "contextWindow": 128000,
+                            "maxTokens": 16384,
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                        }
+                    ],
+                }
+            }
+        }
+
+
+MOCK_SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
+"""A ``settings.json`` making the mock the default model of new sessions."""
+
+
+@contextlib.contextmanager
+def mock_llm(root: Path, script: Mapping[str, Any] | None = None) -> Iterator[MockLLM]:
+    """Run the shared mock LLM on a free loopback port with ``script`` (its config keys)."""
+    script_file = root / "mock-script.json"
+    script_file.write_text(json.dumps(script or {}))
+    process = subprocess.Popen(
+        [sys.executable, str(TOOLS / "mock_llm.py"), "--port", "0", "--script", str(script_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    seen: list[str] = []
+    try:
+        line = _read_until(process, r"listening on http://127\.0\.0\.1:(\d+)", seen, 20)
+        yield MockLLM(port=int(line.group(1)))
+    finally:
+        process.kill()  # its handler threads may sleep in a slow response
+        process.wait()
         if process.stdout is not None:
             process.stdout.close()
 

@@ -54,7 +54,9 @@ HOST_PATH = "/v1/host"
 PAGE_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
 }
 PAGE_NAMES = (
     "index.html",
@@ -62,11 +64,23 @@ PAGE_NAMES = (
     "app.js",
     "connection.js",
     "dom.js",
+    "composer.js",
+    "dialogs.js",
+    "markdown.js",
+    "notices.js",
     "sessions.js",
+    "tools.js",
     "transcript.js",
+    "favicon.svg",
+    "vendor/marked.esm.js",
+    "vendor/purify.es.mjs",
+    "vendor/highlight.min.js",
+    "vendor/highlight-github.min.css",
 )
 PAGE_FILES = {
     "/": ("index.html", PAGE_TYPES[".html"]),
+    # Browsers ask for /favicon.ico by habit; the SVG answers it.
+    "/favicon.ico": ("favicon.svg", PAGE_TYPES[".svg"]),
     **{"/" + name: (name, PAGE_TYPES[name[name.rindex(".") :]]) for name in PAGE_NAMES},
 }
 """The page's files, by exact path: nothing else on disk is ever served."""

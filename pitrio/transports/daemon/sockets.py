@@ -9,6 +9,8 @@ responses and events, every event with the session's ``seq``. Additions:
 * ``resume {since, stream?}`` (or ``?since=&stream=`` on the URL): the frames after
   ``since`` from the replay buffer, or a response with ``resync: true`` when they are gone;
 * notices: ``session_restarted``, ``session_failed``, ``session_closed``, ``resync``;
+* ``extension_ui_answered {id}`` to every client once one answered a dialog (so the others
+  close it);
 * ``new_session``, ``fork`` and ``clone`` create *another* hosted session and answer its
   ``sessionId`` (this connection stays on its session); ``switch_session`` is refused.
 
@@ -223,6 +225,9 @@ class SessionSocket(_Socket):
             await (await self.session()).respond_ui(response)
         except PitrioError as exc:  # never answered (pi's rule), so only logged
             log.info("session %s: a dialog answer was lost: %s", self.hosted.id, exc)
+            return
+        # Every client of the session showed the dialog: the others close theirs.
+        self.hosted.notify({"type": "extension_ui_answered", "id": response.id})
 
     async def new_session(self, parent_session: str | None) -> None:
         """Answered by :meth:`_branching` (never through ``execute``)."""

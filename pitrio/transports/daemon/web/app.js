@@ -1,42 +1,31 @@
 // The pitrio daemon's page: sessions on the left (/v1/host), one session's chat on the right
 // (/v1/sessions/{id}). Plain ES modules, no build step; this one starts and wires the rest.
 import { $ } from "./dom.js";
-import { askToken, connectHost, readToken, send, state } from "./connection.js";
+import { askToken, connectHost, readToken, state } from "./connection.js";
 import {
   changeModel,
   changeThinking,
   hostHandlers,
   newSession,
   onSearchInput,
-  submitCommand,
 } from "./sessions.js";
+import { wireComposer } from "./composer.js";
 
-function submit(kind) {
-  const input = $("prompt");
-  const text = input.value.trim();
-  if (!text) return;
-  const streaming = state.current && state.current.streaming;
-  let command = { type: "prompt", message: text };
-  if (kind === "followUp") command = { type: "follow_up", message: text };
-  else if (streaming) command = { type: "steer", message: text };
-  input.value = "";
-  submitCommand(command); // with no session yet, it creates one first
+// On a narrow screen the session list slides over the chat; choosing a session hides it.
+function wireSidebar() {
+  const toggle = (show) => document.body.classList.toggle("sidebar-open", show);
+  $("sidebar-toggle").onclick = () => toggle(!document.body.classList.contains("sidebar-open"));
+  $("sidebar-close").onclick = () => toggle(false);
+  $("sessions").addEventListener("click", () => toggle(false));
 }
 
 function wireControls() {
-  $("composer").onsubmit = (event) => {
-    event.preventDefault();
-    submit("default");
+  wireComposer();
+  wireSidebar();
+  $("new-session").onclick = () => {
+    document.body.classList.remove("sidebar-open");
+    newSession();
   };
-  $("prompt").onkeydown = (event) => {
-    if (event.key === "Enter" && !event.shiftKey) {
-      event.preventDefault();
-      submit("default");
-    }
-  };
-  $("follow-up").onclick = () => submit("followUp");
-  $("abort").onclick = () => send({ type: "abort" });
-  $("new-session").onclick = () => newSession();
   $("model").onchange = () => changeModel();
   $("thinking").onchange = () => changeThinking();
   $("session-search").oninput = () => onSearchInput();

@@ -13,7 +13,13 @@ import {
   sendSoon,
   state,
 } from "./connection.js";
-import { onEvent, renderMessages, renderUsage, setStreaming } from "./transcript.js";
+import {
+  onEvent,
+  renderMessages,
+  renderUsage,
+  resetSessionView,
+  setStreaming,
+} from "./transcript.js";
 
 // -- host frames ----------------------------------------------------------------------------
 
@@ -207,6 +213,7 @@ export function openSession(id) {
     afterReload: null,
   };
   $("messages").replaceChildren();
+  resetSessionView();
   hideNotice();
   const row = state.sessions.find((info) => info.id === id);
   $("session-title").textContent = row ? row.title : "New session";
@@ -221,6 +228,7 @@ function leaveSession(message) {
   state.current = null;
   delete document.body.dataset.connected;
   $("messages").replaceChildren();
+  resetSessionView();
   $("session-title").textContent = "No session";
   showNotice(message, true);
 }

@@ -1,7 +1,14 @@
-// One session's transcript: messages, streamed updates, tool executions, the queue, usage
-// and the streaming status of the toolbar.
-import { $, el, scrollDown, showNotice, hideNotice, textOf } from "./dom.js";
+// One session's transcript: messages (markdown), streamed updates, tool cards, the queue,
+// usage, and the streaming status of the toolbar. Events it does not draw itself go to the
+// dialogs (extension UI) and the run notices (retry, compaction).
+import { $, el, scrollDown, textOf } from "./dom.js";
 import { send, state } from "./connection.js";
+import { cancelRender, flush, renderMarkdown, renderSoon } from "./markdown.js";
+import {
+  findCard, makeCard, setArgs, toolFinished, toolProgress, toolStarted,
+} from "./tools.js";
+import { clearDialogs, onUiAnswered, onUiRequest } from "./dialogs.js";
+import { clearRunNotices, onRunEvent } from "./notices.js";
 
 /** Handle a session event of pi's RPC protocol (everything but responses and lifecycle). */
 export function onEvent(current, frame) {
@@ -14,7 +21,7 @@ export function onEvent(current, frame) {
       return;
     case "message_start":
       if (frame.message.role === "assistant") current.view = startAssistant();
-      else if (frame.message.role !== "assistant") renderMessage(frame.message);
+      else renderMessage(frame.message);
       return;
     case "message_update":
       return onUpdate(current, frame.assistantMessageEvent);
@@ -26,25 +33,32 @@ export function onEvent(current, frame) {
       }
       return;
     case "tool_execution_start":
-      return toolStart(frame);
+      return toolStarted(cardFor(frame.toolCallId, frame.toolName, frame.args));
     case "tool_execution_update":
-      return toolOutput(frame.toolCallId, frame.partialResult, false, true);
+      return toolProgress(cardFor(frame.toolCallId, frame.toolName, frame.args), frame.partialResult);
     case "tool_execution_end":
-      return toolOutput(frame.toolCallId, frame.result, frame.isError, false);
+      toolFinished(cardFor(frame.toolCallId, frame.toolName), frame.result, frame.isError, true);
+      return scrollDown();
     case "queue_update":
       return renderQueue(frame.steering, frame.followUp);
     case "thinking_level_changed":
       $("thinking").value = frame.level;
       return;
-    case "compaction_start":
-      return showNotice("Compacting the context…", false);
-    case "compaction_end":
-      if (frame.errorMessage) showNotice(frame.errorMessage, true);
-      else hideNotice();
-      return;
+    case "extension_ui_request":
+      return onUiRequest(frame);
+    case "extension_ui_answered":
+      return onUiAnswered(frame.id);
     default:
-      return;
+      return onRunEvent(frame);
   }
+}
+
+/** Forget what belonged to the session shown before (dialogs, notices, queue). */
+export function resetSessionView() {
+  clearDialogs();
+  clearRunNotices();
+  renderQueue([], []);
+  $("usage").textContent = "";
 }
 
 /** Replace the transcript with these messages (a get_messages answer). */
@@ -53,36 +67,84 @@ export function renderMessages(messages) {
   for (const message of messages) renderMessage(message);
 }
 
+// A card for a tool call that is not in the transcript (e.g. the page attached mid-run).
+function cardFor(callId, name, args) {
+  let card = findCard(callId);
+  if (!card) {
+    card = makeCard(callId, name, args);
+    const node = el("div", "msg tool-only");
+    node.append(card);
+    $("messages").append(node);
+    scrollDown();
+  }
+  return card;
+}
+
+function thinkingBlock(text, open) {
+  const box = el("details", "thinking");
+  box.append(el("summary", null, "Thinking"));
+  box.append(el("div", "thinking-text", text));
+  box.open = open;
+  return box;
+}
+
+function markdownBlock(text) {
+  const node = el("div", "text md");
+  renderMarkdown(node, text);
+  return node;
+}
+
+function imageBlock(block) {
+  const image = el("img", "attachment");
+  image.alt = "image";
+  image.src = `data:${block.mimeType};base64,${block.data}`;
+  return image;
+}
+
+function renderAssistant(node, message) {
+  for (const block of message.content) {
+    if (block.type === "text") node.append(markdownBlock(block.text));
+    else if (block.type === "thinking") node.append(thinkingBlock(block.thinking, false));
+    else if (block.type === "toolCall") {
+      node.append(findCard(block.id) || makeCard(block.id, block.name, block.arguments));
+    }
+  }
+  if (message.stopReason === "error" || message.stopReason === "aborted") {
+    node.classList.add("error");
+    node.append(el("div", "text", message.errorMessage || message.stopReason));
+  }
+}
+
 function renderMessage(message, replace) {
+  if (message.role === "toolResult") {
+    const card = findCard(message.toolCallId);
+    if (card) {
+      toolFinished(card, message, message.isError, false);
+      return card;
+    }
+  }
   const node = el("div", "msg " + message.role);
   const role = message.role === "toolResult" ? "tool result: " + message.toolName : message.role;
   node.append(el("div", "role", role));
   if (message.role === "assistant") {
-    for (const block of message.content) {
-      if (block.type === "text") node.append(el("div", "text", block.text));
-      else if (block.type === "thinking") node.append(el("div", "thinking", block.thinking));
-      else if (block.type === "toolCall") {
-        const tool = el("div", "tool");
-        tool.dataset.call = block.id;
-        tool.append(el("div", "head", block.name));
-        tool.append(el("pre", null, JSON.stringify(block.arguments, null, 2)));
-        node.append(tool);
-      }
-    }
-    if (message.stopReason === "error" || message.stopReason === "aborted") {
-      node.classList.add("error");
-      node.append(el("div", "text", message.errorMessage || message.stopReason));
-    }
+    renderAssistant(node, message);
   } else if (message.role === "bashExecution") {
     node.append(el("pre", "text", `$ ${message.command}\n${message.output}`));
   } else if (message.role === "compactionSummary" || message.role === "branchSummary") {
-    node.append(el("div", "text", message.summary));
+    node.append(markdownBlock(message.summary));
   } else {
     node.append(el("div", "text", textOf(message.content)));
+    if (Array.isArray(message.content)) {
+      for (const block of message.content) if (block.type === "image") node.append(imageBlock(block));
+    }
     if (message.isError) node.classList.add("error");
   }
-  if (replace && replace.parentNode) replace.replaceWith(node);
-  else $("messages").append(node);
+  if (replace && replace.parentNode) {
+    for (const block of replace.querySelectorAll(".md")) cancelRender(block);
+    replace.replaceWith(node);
+  } else {
+    $("messages").append(node);
+  }
   scrollDown();
   return node;
 }
@@ -91,7 +153,7 @@ function startAssistant() {
   const node = el("div", "msg assistant streaming");
   node.append(el("div", "role", "assistant"));
   $("messages").append(node);
-  return { node, blocks: new Map() };
+  return { node, blocks: new Map(), texts: new Map() };
 }
 
 function onUpdate(current, update) {
@@ -101,26 +163,39 @@ function onUpdate(current, update) {
   let block = view.blocks.get(index);
   switch (update.type) {
     case "text_start":
-      block = el("div", "text", "");
+      block = el("div", "text md");
+      view.texts.set(index, "");
       break;
     case "thinking_start":
-      block = el("div", "thinking", "");
+      block = thinkingBlock("", true);
       break;
     case "toolcall_start":
-      block = el("div", "tool");
-      block.dataset.call = update.id || "";
-      block.append(el("div", "head", update.name || "tool call"));
-      block.append(el("pre", null, ""));
+      block = makeCard(update.id, update.name);
+      view.texts.set(index, "");
       break;
     case "text_delta":
-    case "thinking_delta":
-      if (block) block.textContent += update.delta;
+      if (block) {
+        view.texts.set(index, (view.texts.get(index) || "") + update.delta);
+        renderSoon(block, view.texts.get(index));
+      }
       break;
-    case "toolcall_delta":
+    case "thinking_delta":
       if (block) block.lastChild.textContent += update.delta;
       break;
+    case "toolcall_delta":
+      if (block) {
+        view.texts.set(index, (view.texts.get(index) || "") + update.delta);
+        setArgs(block, null, null, view.texts.get(index));
+      }
+      break;
     case "toolcall_end":
-      if (block) block.lastChild.textContent = JSON.stringify(update.toolCall.arguments, null, 2);
+      if (block) {
+        block.dataset.call = update.toolCall.id;
+        setArgs(block, update.toolCall.name, update.toolCall.arguments);
+      }
+      break;
+    case "text_end":
+      if (block) flush();
       break;
     default:
       break;
@@ -132,37 +207,29 @@ function onUpdate(current, update) {
   scrollDown();
 }
 
-function toolStart(frame) {
-  const node = el("div", "msg tool running");
-  node.dataset.execution = frame.toolCallId;
-  node.append(el("div", "head", `${frame.toolName} ${JSON.stringify(frame.args)}`));
-  node.append(el("pre", null, ""));
-  $("messages").append(node);
-  scrollDown();
-}
-
-function toolOutput(callId, result, isError, running) {
-  const node = document.querySelector(`[data-execution="${CSS.escape(callId)}"]`);
-  if (!node) return;
-  node.lastChild.textContent = textOf(result && result.content);
-  node.classList.toggle("running", running);
-  node.classList.toggle("failed", Boolean(isError));
-}
-
 function renderQueue(steering, followUp) {
   const box = $("queue");
   box.replaceChildren();
   const items = [
-    ...steering.map((t) => "steer: " + t),
-    ...followUp.map((t) => "follow-up: " + t),
+    ...steering.map((text) => ["steer", "Steering", text]),
+    ...followUp.map((text) => ["follow-up", "Follow-up", text]),
   ];
   box.classList.toggle("hidden", items.length === 0);
-  if (items.length) box.append(el("div", null, "Queued"));
-  for (const item of items) box.append(el("div", null, item));
+  if (items.length) box.append(el("div", "queue-title", `Queued (${items.length})`));
+  for (const [kind, label, text] of items) {
+    const row = el("div", "queue-item " + kind);
+    row.append(el("span", "queue-kind", label));
+    row.append(el("span", "queue-text", text));
+    box.append(row);
+  }
 }
 
-/** Show a get_session_stats answer in the toolbar. */
+/** Show a get_session_stats answer in the toolbar (nothing while no token was counted). */
 export function renderUsage(stats) {
+  if (!stats.tokens || !stats.tokens.total) {
+    $("usage").textContent = "";
+    return;
+  }
   const parts = [`${stats.tokens.total} tokens`, `$${stats.cost.toFixed(4)}`];
   const usage = stats.contextUsage;
   if (usage && usage.percent !== null && usage.percent !== undefined) {

@@ -1,0 +1,164 @@
+"""Extension dialogs on the page (system Chromium, a real ``pitrio serve``): the permission
+gate before ``rm`` approved and denied, each dialog kind answered, a countdown that closes its
+dialog, a dialog answered in another window closing here, notify as a toast."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.shared_dir import ROOT
+from tests.transports.browser import (
+    MOCK_SETTINGS,
+    MockLLM,
+    Served,
+    browser,
+    mock_llm,
+    needs_chromium,
+    page,
+    serve,
+)
+
+__all__ = ["browser", "page"]  # fixtures used by name
+pytestmark = needs_chromium
+
+GATE = ROOT / "examples" / "extensions" / "permission_gate.py"
+ASK = """
+async def ask(args, ctx):
+    colour = await ctx.ui.select("Colour?", ["red", "blue"])
+    name = await ctx.ui.input("Name?", "your name")
+    notes = await ctx.ui.editor("Notes", "prefilled")
+    sure = await ctx.ui.confirm("Sure?", "Really sure?")
+    await ctx.ui.notify(f"got {colour} {name} {notes} {sure}", "warning")
+
+async def quick(args, ctx):
+    value = await ctx.ui.select("Quick?", ["a", "b"], time_limit=1.5)
+    await ctx.ui.notify(f"quick answer {value}")
+
+def setup(api):
+    api.register_command("ask", ask, description="Ask four questions")
+    api.register_command("quick", quick, description="A question with a time limit")
+"""
+
+
+@pytest.fixture
+def mock(tmp_path: Path) -> Iterator[MockLLM]:
+    with mock_llm(tmp_path) as llm:
+        yield llm
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
+    ask = tmp_path / "ask.py"
+    ask.write_text(ASK)
+    with serve(
+        tmp_path, models=mock.models(), settings=MOCK_SETTINGS, extensions=[GATE, ask]
+    ) as served:
+        yield served
+
+
+def start_session(page: Any, daemon: Served) -> None:
+    page.goto(daemon.page_url)
+    expect(page.locator("#host-status.on")).to_be_visible()
+    page.click("#new-session")
+    expect(page.locator("body[data-connected]")).to_have_count(1)
+
+
+def prompt(page: Any, text: str) -> None:
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+@pytest.mark.parametrize("choice", ["Allow", "Deny"])
+def test_the_permission_gate_is_answered_from_the_page(
+    page: Any, daemon: Served, mock: MockLLM, choice: str
+) -> None:
+    victim = daemon.cwd / "victim.txt"
+    victim.write_text("precious")
+    command = "rm victim.txt"
+    mock.queue(
+        {"kind": "tool_call", "name": "bash", "arguments": {"command": command}},
+        {"kind": "text", "text": "Finished."},
+    )
+    start_session(page, daemon)
+    prompt(page, "clean up")
+    dialog = page.locator(".dialog.confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".dialog-title")).to_have_text("Allow rm?")
+    expect(dialog.locator(".dialog-message")).to_have_text(f"The agent wants to run: {command}")
+    assert victim.exists()  # nothing ran while the question waits
+    dialog.get_by_role("button", name=choice).click()
+    expect(page.locator(".dialog")).to_have_count(0)
+    expect(page.locator(".msg.assistant .text").last).to_have_text("Finished.")
+    card = page.locator("details.tool")
+    if choice == "Allow":
+        expect(card).to_have_class("tool done")
+        assert not victim.exists()
+    else:
+        expect(card).to_have_class("tool failed")
+        expect(card.locator(".tool-output")).to_contain_text("refused")
+        assert victim.read_text() == "precious"
+
+
+def test_each_dialog_kind_is_answered_and_notify_is_a_toast(page: Any, daemon: Served) -> None:
+    start_session(page, daemon)
+    prompt(page, "/ask")
+    select = page.locator(".dialog.select")
+    expect(select.locator(".dialog-title")).to_have_text("Colour?")
+    select.get_by_role("button", name="blue").click()
+    field = page.locator(".dialog.input input")
+    expect(field).to_be_focused()
+    expect(field).to_have_attribute("placeholder", "your name")
+    field.fill("Ada")
+    field.press("Enter")
+    editor = page.locator(".dialog.editor textarea")
+    expect(editor).to_have_value("prefilled")
+    editor.fill("line one")
+    page.locator(".dialog.editor").get_by_role("button", name="OK").click()
+    # Esc cancels a dialog (and does not abort anything): the confirm answers its default.
+    expect(page.locator(".dialog.confirm")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator(".dialog")).to_have_count(0)
+    toast = page.locator(".toast.warning")
+    expect(toast).to_have_text("got blue Ada line one False")
+
+
+def test_a_countdown_closes_its_dialog_when_the_time_runs_out(page: Any, daemon: Served) -> None:
+    start_session(page, daemon)
+    prompt(page, "/quick")
+    dialog = page.locator(".dialog.select")
+    expect(dialog.locator(".dialog-countdown")).to_have_text(re.compile(r"^Closes in [12] s$"))
+    expect(dialog).to_have_count(0)  # closed by the page, unanswered
+    expect(page.locator(".toast")).to_have_text("quick answer None")
+
+
+def test_a_dialog_answered_in_another_window_closes(
+    browser: Any, page: Any, daemon: Served
+) -> None:
+    start_session(page, daemon)
+    other_context = browser.new_context()
+    try:
+        other = other_context.new_page()
+        other.goto(daemon.page_url)
+        expect(other.locator("#sessions li")).to_have_count(1)
+        other.locator("#sessions li").first.click()
+        expect(other.locator("body[data-connected]")).to_have_count(1)
+        prompt(page, "/ask")  # its dialogs have no time limit: only an answer closes them
+        expect(page.locator(".dialog.select")).to_be_visible()
+        expect(other.locator(".dialog.select")).to_be_visible()
+        other.locator(".dialog.select").get_by_role("button", name="red").click()
+        # The next question reaches both; the answered one is gone from both.
+        expect(page.locator(".dialog.input")).to_be_visible()
+        expect(page.locator(".dialog.select")).to_have_count(0)
+        expect(other.locator(".dialog.select")).to_have_count(0)
+        page.locator(".dialog.input input").fill("Bo")
+        page.locator(".dialog.input input").press("Enter")
+        expect(other.locator(".dialog.input")).to_have_count(0)
+        expect(other.locator(".dialog.editor")).to_be_visible()
+    finally:
+        other_context.close()
