@@ -88,6 +88,20 @@ function renderSessions(sessions) {
   for (const info of sessions) list.append(sessionItem(info));
   const current = state.current && sessions.find((info) => info.id === state.current.id);
   if (current) $("session-title").textContent = current.title;
+  // A rename being typed or a delete being asked survives the refresh (host events refresh
+  // the list at any time).
+  const open = editing && sessions.find((info) => info.id === editing.id);
+  const item = open && list.querySelector(`li[data-id="${CSS.escape(open.id)}"]`);
+  if (!item) editing = null;
+  else if (editing.kind === "rename") startRename(item, open, editing.value);
+  else confirmDelete(item, open);
+}
+
+let editing = null; // {id, kind: "rename" | "delete", value}: what the user is doing in the list
+
+function stopEditing() {
+  editing = null;
+  requestList();
 }
 
 function sessionItem(info) {
@@ -120,25 +134,34 @@ function sessionItem(info) {
   return item;
 }
 
-function startRename(item, info) {
+function startRename(item, info, typed) {
   const input = el("input", "rename-input");
-  input.value = info.name || (info.title !== "New session" ? info.title : "") || "";
+  const restored = typed !== undefined;
+  input.value = restored ? typed : info.name || (info.title !== "New session" ? info.title : "");
+  editing = { id: info.id, kind: "rename", value: input.value };
   input.setAttribute("aria-label", "New name");
   input.onclick = (event) => event.stopPropagation();
+  input.oninput = () => {
+    if (editing && editing.id === info.id) editing.value = input.value;
+  };
   input.onkeydown = async (event) => {
-    if (event.key === "Escape") return requestList();
+    if (event.key === "Escape") return stopEditing();
     if (event.key !== "Enter") return;
     event.preventDefault();
     const response = await hostSend({ type: "rename", sessionId: info.id, name: input.value });
+    // Refused: the daemon's reason, and the name stays open for another try.
     if (!response.success) return showNotice(`rename: ${response.error}`, true);
-    requestList();
+    hideNotice();
+    stopEditing();
   };
   item.querySelector(".name").replaceWith(input);
   input.focus();
-  input.select();
+  if (restored) input.setSelectionRange(input.value.length, input.value.length);
+  else input.select();
 }
 
 function confirmDelete(item, info) {
+  editing = { id: info.id, kind: "delete" };
   const actions = item.querySelector(".actions");
   const question = el("span", "confirm", "Delete this session and its file?");
   const yes = el("button", "confirm-delete", "Delete");
@@ -150,11 +173,11 @@ function confirmDelete(item, info) {
     const response = await hostSend({ type: "delete", sessionId: info.id });
     if (!response.success) return showNotice(`delete: ${response.error}`, true);
     if (state.current && state.current.id === info.id) leaveSession("The session was deleted.");
-    requestList();
+    stopEditing();
   };
   no.onclick = (event) => {
     event.stopPropagation();
-    requestList();
+    stopEditing();
   };
   actions.replaceChildren(question, yes, no);
 }
