@@ -58,6 +58,11 @@ SOCKETS = """
 """
 
 
+LONG = 60_000
+"""ms: expect's own 5 s is too short for a multi-second reply or a daemon start on a machine
+this loaded; these are waits on what the page shows, not sleeps."""
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as probe:
@@ -73,16 +78,16 @@ def control_sockets(page: Any) -> None:
 def open_page(page: Any, served: Served) -> None:
     """Load the page with the token and wait until the host socket is up."""
     page.goto(served.page_url)
-    expect(page.locator("#host-status.on")).to_be_visible()
-    expect(page.locator("#new-model[data-loaded]")).to_have_count(1)
+    expect(page.locator("#host-status.on")).to_be_visible(timeout=LONG)
+    expect(page.locator("#new-model[data-loaded]")).to_have_count(1, timeout=LONG)
 
 
 def new_session(page: Any) -> None:
     """Create a session and wait until its socket is attached."""
     before = page.locator("#sessions li.session").count()
     page.click("#new-session")
-    expect(page.locator("#sessions li.session")).to_have_count(before + 1)
-    expect(page.locator("body[data-connected]")).to_have_count(1)
+    expect(page.locator("#sessions li.session")).to_have_count(before + 1, timeout=LONG)
+    expect(page.locator("body[data-connected]")).to_have_count(1, timeout=LONG)
 
 
 def ask(page: Any, text: str) -> None:
@@ -90,8 +95,8 @@ def ask(page: Any, text: str) -> None:
     count = page.locator(".msg.assistant").count()
     page.fill("#prompt", text)
     page.click("#send")
-    expect(page.locator(".msg.assistant")).to_have_count(count + 1)
-    expect(page.locator("#status")).to_have_text("idle")
+    expect(page.locator(".msg.assistant")).to_have_count(count + 1, timeout=LONG)
+    expect(page.locator("#status")).to_have_text("idle", timeout=LONG)
 
 
 def item(page: Any, title: str) -> Any:
@@ -195,6 +200,11 @@ def test_rename_delete_and_search(page: Any, served: Served) -> None:
 
 
 def test_a_wrong_token_is_said_to_be_refused(page: Any, served: Served) -> None:
+    # No token at all: the form asks for it, no error yet.
+    page.goto(served.url)
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#login-error")).to_be_hidden()
+    page.goto("about:blank")  # else only the fragment changes: no new page load
     page.goto(f"{served.url}#token=not-the-token")
     expect(page.locator("#login-error")).to_contain_text("The token was refused")
     expect(page.locator("#login")).to_be_visible()
@@ -202,6 +212,20 @@ def test_a_wrong_token_is_said_to_be_refused(page: Any, served: Served) -> None:
     page.click("#login-form button[type=submit]")
     expect(page.locator("#host-status.on")).to_be_visible()
     expect(page.locator("#login")).to_be_hidden()
+    assert page.errors == []
+
+
+def test_a_daemon_without_a_token_needs_none(page: Any, tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    token = agent / "daemon-token"  # read by the fixture, unused by a --no-auth daemon
+    token.write_text("unused\n")
+    token.chmod(0o600)
+    with serve(tmp_path, "--no-auth") as daemon:
+        page.goto(daemon.url)
+        expect(page.locator("#host-status.on")).to_be_visible()
+        expect(page.locator("#login")).to_be_hidden()
+        new_session(page)
     assert page.errors == []
 
 
@@ -229,11 +253,13 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     page.evaluate("window.__drop('/v1/sessions/')")
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
     # The reply ends meanwhile (the host socket still reports it: the list says idle).
-    expect(page.locator("#sessions li.active .meta")).to_have_text("live · 2 messages")
+    expect(page.locator("#sessions li.active .meta")).to_have_text(
+        "live · 2 messages", timeout=LONG
+    )
     assert page.locator(".msg.assistant .text").last.inner_text() != text
     page.evaluate("window.__offline = false")
     line = page.locator(".line.reconnected")
-    expect(line).to_have_text(re.compile(r"^reconnected — \d+ events replayed$"))
+    expect(line).to_have_text(re.compile(r"^reconnected — \d+ events replayed$"), timeout=LONG)
     replayed = int(re.findall(r"\d+", line.inner_text())[0])
     assert replayed > 1
     expect(page.locator(".msg.assistant")).to_have_count(1)
@@ -255,7 +281,7 @@ def test_a_lost_daemon_connection_shows_a_banner_with_retry(page: Any, served: S
     expect(banner).to_contain_text("Lost the connection to the daemon. Retrying in")
     expect(page.locator("#host-status.on")).to_have_count(0)
     # Still offline at the next attempt: the banner says so and keeps counting.
-    expect(banner).to_contain_text("Cannot reach the daemon")
+    expect(banner).to_contain_text("Cannot reach the daemon", timeout=LONG)
     page.evaluate("window.__offline = false")
     page.click("#banner-retry")
     expect(banner).to_be_hidden()
@@ -273,14 +299,15 @@ def test_a_restarted_daemon_is_reconnected_and_the_session_reloaded(
         new_session(page)
         ask(page, "before the restart")
     banner = page.locator("#banner")
-    expect(banner).to_contain_text("Cannot reach the daemon")
+    expect(banner).to_contain_text("Cannot reach the daemon", timeout=LONG)
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
     with serve(tmp_path, "--port", str(port)):
         page.click("#banner-retry")
-        expect(banner).to_be_hidden()
+        expect(banner).to_be_hidden(timeout=LONG)
         # The new daemon numbers the session's events afresh: the page reloads it.
         expect(page.locator(".line.reconnected")).to_have_text(
-            "reconnected — the events missed were no longer held; the session was reloaded"
+            "reconnected — the events missed were no longer held; the session was reloaded",
+            timeout=LONG,
         )
         expect(page.locator(".msg.assistant .text")).to_have_text("before the restart")
         ask(page, "after the restart")

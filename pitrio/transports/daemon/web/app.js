@@ -32,8 +32,7 @@ function wireControls() {
 }
 
 function start() {
-  state.token = readToken();
-  if (!state.token) return askToken(start);
+  state.token = readToken(); // none: the daemon may need none (--no-auth), else it asks
   connectHost(hostHandlers);
 }
 

@@ -23,7 +23,8 @@ export const state = {
 };
 
 function protocols() {
-  return ["pitrio.v1", "pitrio.token." + state.token];
+  // No token yet: try without one (a daemon started with --no-auth needs none).
+  return state.token ? ["pitrio.v1", "pitrio.token." + state.token] : ["pitrio.v1"];
 }
 
 function retryDelay(attempts, delays = RETRY_DELAYS) {
@@ -67,10 +68,8 @@ export function askToken(onToken, message) {
  */
 async function whyRefused() {
   try {
-    const reply = await fetch("/metrics", {
-      headers: { Authorization: "Bearer " + state.token },
-      cache: "no-store",
-    });
+    const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
+    const reply = await fetch("/metrics", { headers, cache: "no-store" });
     return reply.status === 401 ? "refused" : "other";
   } catch (error) {
     return "unreachable";
@@ -131,11 +130,13 @@ export function connectHost(handlers) {
     }
     const why = opened ? "lost" : await whyRefused();
     if (why === "refused") {
+      // Without a token, the form is all the daemon asks for; with one, it was wrong.
+      const message = state.token
+        ? "The token was refused. Paste the token from ~/.pitrio/agent/daemon-token, " +
+          "or open the address pitrio serve printed."
+        : "";
       sessionStorage.removeItem("pitrio-token");
-      handlers.onRefused(
-        "The token was refused. Paste the token from ~/.pitrio/agent/daemon-token, " +
-          "or open the address pitrio serve printed.",
-      );
+      handlers.onRefused(message);
       return;
     }
     const delay = retryDelay(hostAttempts++);
