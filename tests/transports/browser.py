@@ -260,3 +260,40 @@ def served(tmp_path: Path) -> Iterator[Served]:
     """A ``pitrio serve`` with the echoing faux model streaming slowly (20 ms per chunk)."""
     with serve(tmp_path, "--faux-chunk-delay", "0.02") as daemon:
         yield daemon
+
+
+@pytest.fixture
+def mock(tmp_path: Path) -> Iterator[MockLLM]:
+    """The shared mock LLM, scripted by the test (``mock.queue(...)``)."""
+    with mock_llm(tmp_path) as llm:
+        yield llm
+
+
+@pytest.fixture
+def mocked(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
+    """A ``pitrio serve`` whose default model is the mock LLM's."""
+    with serve(tmp_path, models=mock.models(), settings=MOCK_SETTINGS) as daemon:
+        yield daemon
+
+
+def open_page(page: Any, daemon: Served) -> None:
+    """Load the page with the token and wait until the host socket is up."""
+    page.goto(daemon.page_url)
+    page.wait_for_selector("#host-status.on")
+
+
+def start_session(page: Any, daemon: Served) -> None:
+    """Load the page, create a session and wait until its socket is attached."""
+    from playwright.sync_api import expect
+
+    open_page(page, daemon)
+    before = page.locator("#sessions li").count()
+    page.click("#new-session")
+    expect(page.locator("#sessions li")).to_have_count(before + 1)
+    expect(page.locator("body[data-connected]")).to_have_count(1)
+
+
+def prompt(page: Any, text: str) -> None:
+    """Type ``text`` into the composer and press Enter."""
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")

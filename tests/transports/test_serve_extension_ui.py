@@ -4,6 +4,7 @@ client of the session may answer it, an unknown id is ignored."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,14 @@ async def test_a_dialog_is_answered_by_another_client_of_the_session(agent: Path
             await send(b, {"type": "extension_ui_response", "id": "nope", "value": "red"})
             await send(b, {"type": "extension_ui_response", "id": request["id"], "value": "blue"})
             seen = await until(a, is_response("p"))
+
+            # Both clients are told the dialog was answered (so a page showing it closes it).
+            def answered(frame: dict[str, Any]) -> bool:
+                return frame.get("type") == "extension_ui_answered" and frame["id"] == request["id"]
+
+            if not any(answered(f) for f in seen):
+                await until(a, answered)
+            await until(b, answered)
     notify = [
         f for f in seen if f.get("type") == "extension_ui_request" and f["method"] == "notify"
     ]

@@ -3,35 +3,21 @@ create a session, prompt, stream, abort."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.transports.browser import Served, browser, needs_chromium, page, served
+from tests.transports.browser import Served, browser, needs_chromium, page, served, start_session
 
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
 
 
-def open_page(page: Any, served: Served) -> None:
-    """Load the page with the token and wait until the host socket is up."""
-    page.goto(served.page_url)
-    expect(page.locator("#host-status.on")).to_be_visible()
-
-
-def new_session(page: Any) -> None:
-    """Create a session and wait until its socket is attached."""
-    before = page.locator("#sessions li").count()
-    page.click("#new-session")
-    expect(page.locator("#sessions li")).to_have_count(before + 1)
-    expect(page.locator("body[data-connected]")).to_have_count(1)
-
-
 def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) -> None:
-    open_page(page, served)
+    start_session(page, served)
     # The token left the address bar (it only travels in the fragment).
     assert "token" not in page.url
-    new_session(page)
     page.fill("#prompt", "hello from the browser")
     page.click("#send")
     expect(page.locator(".msg.assistant .text").last).to_have_text("hello from the browser")
@@ -47,3 +33,91 @@ def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) ->
     expect(page.locator("#status")).to_have_text("idle")
     expect(page.locator(".msg.assistant.error")).to_contain_text("aborted", ignore_case=True)
     assert page.errors == []
+
+
+def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
+    page: Any, served: Served
+) -> None:
+    start_session(page, served)
+    page.fill("#prompt", "word " * 400)
+    page.press("#prompt", "Enter")
+    expect(page.locator(".msg.assistant.streaming .text")).to_have_count(1)
+    page.keyboard.press("Escape")
+    expect(page.locator(".msg.assistant.error")).to_contain_text("aborted", ignore_case=True)
+    expect(page.locator("#status")).to_have_text("idle")
+    # Whatever the faux model counted for the aborted reply (nothing, or its estimate), the
+    # usage never reads "0 tokens".
+    expect(page.locator("#usage")).not_to_have_text(re.compile(r"^0 tokens"))
+    # No token counted at all (a first reply aborted before the model reported usage): the
+    # stats answer, drawn by the page's own renderer, shows nothing.
+    page.evaluate(
+        """async () => {
+          const { renderUsage } = await import("/transcript.js");
+          renderUsage({ tokens: { input: 0, output: 0, total: 0 }, cost: 0,
+                        contextUsage: { tokens: 0, contextWindow: 128000, percent: 0 } });
+        }"""
+    )
+    expect(page.locator("#usage")).to_have_attribute("data-tokens", "0")
+    expect(page.locator("#usage")).to_have_text("")
+
+
+def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
+    page: Any, served: Served
+) -> None:
+    start_session(page, served)
+    page.fill("#prompt", "first")
+    page.press("#prompt", "Shift+Enter")
+    page.keyboard.type("second")
+    expect(page.locator("#prompt")).to_have_value("first\nsecond")
+    expect(page.locator(".msg.user")).to_have_count(0)  # nothing sent yet
+    page.fill("#prompt", "word " * 400)
+    page.press("#prompt", "Enter")
+    expect(page.locator("#status")).to_have_text("streaming")
+    expect(page.locator("#send")).to_have_text("Steer")
+    page.fill("#prompt", "steer me")
+    page.press("#prompt", "Enter")
+    page.fill("#prompt", "later please")
+    page.click("#follow-up")
+    queue = page.locator("#queue")
+    expect(queue.locator(".queue-item")).to_have_count(2)
+    expect(queue.locator(".queue-item.steer .queue-text")).to_have_text("steer me")
+    expect(queue.locator(".queue-item.steer .queue-kind")).to_have_text("Steering")
+    expect(queue.locator(".queue-item.follow-up .queue-text")).to_have_text("later please")
+    expect(queue.locator(".queue-item.follow-up .queue-kind")).to_have_text("Follow-up")
+    # Both are delivered in turn; the queue empties.
+    expect(page.locator(".msg.user .text")).to_have_text(
+        [re.compile("^word"), "steer me", "later please"]
+    )
+    expect(queue).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("idle")
+
+
+def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
+    page: Any, served: Served
+) -> None:
+    page.set_viewport_size({"width": 900, "height": 500})
+    start_session(page, served)
+    page.fill("#prompt", "line of text\n" * 120)
+    page.press("#prompt", "Enter")
+    messages = page.locator("#messages")
+    streaming = page.locator(".msg.assistant.streaming .md")
+    expect(streaming).to_have_count(1)
+
+    def distance_to_end() -> int:
+        return int(messages.evaluate("(b) => b.scrollHeight - b.scrollTop - b.clientHeight"))
+
+    def grown_past(length: int) -> None:
+        page.wait_for_function(
+            "([n]) => (document.querySelector('.msg.assistant.streaming .md') || {textContent: ''})"
+            ".textContent.length > n",
+            arg=[length],
+        )
+
+    grown_past(200)
+    assert distance_to_end() < 40  # following
+    messages.evaluate("(b) => { b.scrollTop = 0; b.dispatchEvent(new Event('scroll')); }")
+    grown_past(len(streaming.text_content() or "") + 200)
+    assert messages.evaluate("(b) => b.scrollTop") == 0  # left where the reader is
+    messages.evaluate("(b) => { b.scrollTop = b.scrollHeight; }")
+    expect(page.locator("#status")).to_have_text("idle")
+    assert distance_to_end() < 40  # followed again to the end

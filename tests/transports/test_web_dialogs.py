@@ -18,13 +18,15 @@ from tests.transports.browser import (
     MockLLM,
     Served,
     browser,
-    mock_llm,
+    mock,
     needs_chromium,
     page,
+    prompt,
     serve,
+    start_session,
 )
 
-__all__ = ["browser", "page"]  # fixtures used by name
+__all__ = ["browser", "mock", "page"]  # fixtures used by name
 pytestmark = needs_chromium
 
 GATE = ROOT / "examples" / "extensions" / "permission_gate.py"
@@ -47,12 +49,6 @@ def setup(api):
 
 
 @pytest.fixture
-def mock(tmp_path: Path) -> Iterator[MockLLM]:
-    with mock_llm(tmp_path) as llm:
-        yield llm
-
-
-@pytest.fixture
 def daemon(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
     ask = tmp_path / "ask.py"
     ask.write_text(ASK)
@@ -60,18 +56,6 @@ def daemon(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
         tmp_path, models=mock.models(), settings=MOCK_SETTINGS, extensions=[GATE, ask]
     ) as served:
         yield served
-
-
-def start_session(page: Any, daemon: Served) -> None:
-    page.goto(daemon.page_url)
-    expect(page.locator("#host-status.on")).to_be_visible()
-    page.click("#new-session")
-    expect(page.locator("body[data-connected]")).to_have_count(1)
-
-
-def prompt(page: Any, text: str) -> None:
-    page.fill("#prompt", text)
-    page.press("#prompt", "Enter")
 
 
 @pytest.mark.parametrize("choice", ["Allow", "Deny"])

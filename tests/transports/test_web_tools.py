@@ -4,63 +4,37 @@ output shown once; an edit's diff."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
-    MOCK_SETTINGS,
     MockLLM,
     Served,
     browser,
-    mock_llm,
+    mock,
+    mocked,
     needs_chromium,
     page,
-    serve,
+    prompt,
+    start_session,
 )
 
-__all__ = ["browser", "page"]  # fixtures used by name
+__all__ = ["browser", "mock", "mocked", "page"]  # fixtures used by name
 pytestmark = needs_chromium
 
 FINAL = {"kind": "text", "text": "All done.", "deltas": 3}
 
 
-@pytest.fixture
-def mock(tmp_path: Path) -> Iterator[MockLLM]:
-    with mock_llm(tmp_path) as llm:
-        yield llm
-
-
-@pytest.fixture
-def daemon(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
-    with serve(tmp_path, models=mock.models(), settings=MOCK_SETTINGS) as served:
-        yield served
-
-
-def start_session(page: Any, daemon: Served) -> None:
-    page.goto(daemon.page_url)
-    expect(page.locator("#host-status.on")).to_be_visible()
-    page.click("#new-session")
-    expect(page.locator("body[data-connected]")).to_have_count(1)
-
-
-def prompt(page: Any, text: str) -> None:
-    page.fill("#prompt", text)
-    page.press("#prompt", "Enter")
-
-
 def test_a_tool_call_is_one_card_with_live_output_then_its_result(
-    page: Any, daemon: Served, mock: MockLLM
+    page: Any, mocked: Served, mock: MockLLM
 ) -> None:
     # The command prints, then waits for a file the test creates once the first line is on
     # the page: the live output is seen while the tool still runs.
     # (The printed words are computed, so only the output, not the command, contains them.)
     command = 'echo "first-$((1))"; while [ ! -e go ]; do sleep 0.02; done; echo "second-$((2))"'
     mock.queue({"kind": "tool_call", "name": "bash", "arguments": {"command": command}}, FINAL)
-    start_session(page, daemon)
+    start_session(page, mocked)
     prompt(page, "run it")
     card = page.locator("details.tool")
     expect(card).to_have_count(1)
@@ -69,7 +43,7 @@ def test_a_tool_call_is_one_card_with_live_output_then_its_result(
     expect(card).to_have_class("tool running")
     expect(card.locator(".tool-output")).to_have_text("first-1")
     assert card.get_attribute("open") is not None  # open while it runs
-    (daemon.cwd / "go").touch()
+    (mocked.cwd / "go").touch()
     expect(card).to_have_class("tool done")
     expect(card.locator(".tool-output")).to_have_text("first-1\nsecond-2")
     expect(page.locator(".msg.assistant .text").last).to_have_text("All done.")
@@ -92,12 +66,12 @@ def test_a_tool_call_is_one_card_with_live_output_then_its_result(
     assert page.errors == []
 
 
-def test_a_failing_tool_shows_its_error_state(page: Any, daemon: Served, mock: MockLLM) -> None:
+def test_a_failing_tool_shows_its_error_state(page: Any, mocked: Served, mock: MockLLM) -> None:
     mock.queue(
         {"kind": "tool_call", "name": "bash", "arguments": {"command": "echo oops >&2; exit 3"}},
         FINAL,
     )
-    start_session(page, daemon)
+    start_session(page, mocked)
     prompt(page, "fail")
     card = page.locator("details.tool")
     expect(card).to_have_class("tool failed")
@@ -108,11 +82,11 @@ def test_a_failing_tool_shows_its_error_state(page: Any, daemon: Served, mock: M
     expect(page.locator("#status")).to_have_text("idle")
 
 
-def test_an_edit_shows_its_diff(page: Any, daemon: Served, mock: MockLLM) -> None:
-    (daemon.cwd / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+def test_an_edit_shows_its_diff(page: Any, mocked: Served, mock: MockLLM) -> None:
+    (mocked.cwd / "notes.txt").write_text("alpha\nbeta\ngamma\n")
     edit = {"path": "notes.txt", "edits": [{"oldText": "beta", "newText": "BETA"}]}
     mock.queue({"kind": "tool_call", "name": "edit", "arguments": edit}, FINAL)
-    start_session(page, daemon)
+    start_session(page, mocked)
     prompt(page, "edit it")
     card = page.locator("details.tool.done")
     expect(card).to_have_count(1)
@@ -121,4 +95,4 @@ def test_an_edit_shows_its_diff(page: Any, daemon: Served, mock: MockLLM) -> Non
     expect(card.locator(".diff .diff-del")).to_contain_text("beta")
     expect(card.locator(".diff .diff-add")).to_contain_text("BETA")
     expect(card.locator(".diff .diff-ctx").first).to_contain_text("alpha")
-    assert (daemon.cwd / "notes.txt").read_text() == "alpha\nBETA\ngamma\n"
+    assert (mocked.cwd / "notes.txt").read_text() == "alpha\nBETA\ngamma\n"

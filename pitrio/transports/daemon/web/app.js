@@ -1,7 +1,7 @@
 // The pitrio daemon's page: sessions on the left (/v1/host), one session's chat on the right
 // (/v1/sessions/{id}). Plain ES modules, no build step; this one starts and wires the rest.
 import { $ } from "./dom.js";
-import { askToken, connectHost, readToken, state } from "./connection.js";
+import { askToken, connectHost, readToken, send, state } from "./connection.js";
 import {
   changeModel,
   changeThinking,
@@ -29,6 +29,7 @@ function wireControls() {
   $("model").onchange = () => changeModel();
   $("thinking").onchange = () => changeThinking();
   $("session-search").oninput = () => onSearchInput();
+  $("compact").onclick = () => send({ type: "compact" });
 }
 
 function start() {

@@ -7,6 +7,9 @@ import { $, el } from "./dom.js";
 import { send } from "./connection.js";
 
 const open = new Map(); // dialog id -> {node, timer}
+// Dialogs this page saw end (answered, cancelled, timed out): a replay after a reconnect
+// (resume) sends their requests again, and they must not come back.
+const ended = new Set();
 
 function answer(id, fields) {
   send({ type: "extension_ui_response", id, ...fields });
@@ -14,6 +17,7 @@ function answer(id, fields) {
 }
 
 function close(id) {
+  ended.add(id);
   const entry = open.get(id);
   if (!entry) return;
   clearInterval(entry.timer);
@@ -149,7 +153,7 @@ export function onUiRequest(frame) {
     case "confirm":
     case "input":
     case "editor":
-      if (!open.has(frame.id)) openDialog(frame);
+      if (!open.has(frame.id) && !ended.has(frame.id)) openDialog(frame);
       return;
     case "notify":
       return toast(frame.message || "", frame.notifyType);

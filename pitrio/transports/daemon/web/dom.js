@@ -31,8 +31,22 @@ export function hideNotice() {
   $("notice").classList.add("hidden");
 }
 
-/** Keep the newest message in view. */
+// Whether the transcript follows new output: true until the reader scrolls up, true again
+// once they scroll back to the end.
+let following = true;
+
+/** Keep the newest message in view, unless the reader scrolled up to read. */
 export function scrollDown() {
   const box = $("messages");
-  box.scrollTop = box.scrollHeight;
+  if (!box.onscroll) {
+    box.onscroll = () => {
+      following = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    };
+  }
+  if (following) box.scrollTop = box.scrollHeight;
+}
+
+/** Follow new output again (another session is shown). */
+export function followOutput() {
+  following = true;
 }

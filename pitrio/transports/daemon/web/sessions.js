@@ -2,7 +2,7 @@
 // its lifecycle frames (attach, reconnect and resume, resync, restarts), and the model
 // selects: the new-session picker (the daemon's models, before any session exists) and the
 // current session's model and thinking level (that session only).
-import { $, el, showNotice, hideNotice } from "./dom.js";
+import { $, el, hideNotice, scrollDown, showNotice } from "./dom.js";
 import {
   closeSession,
   connectSession,
@@ -258,9 +258,8 @@ function leaveSession(message) {
 
 /** A line in the transcript about the connection (not a message). */
 function connectionLine(text) {
-  const line = el("div", "line reconnected", text);
-  $("messages").append(line);
-  line.scrollIntoView({ block: "end" });
+  $("messages").append(el("div", "line reconnected", text));
+  scrollDown(); // unless the reader scrolled up
 }
 
 function onAttached(current, frame) {

@@ -18,6 +18,15 @@ export function summarize(name, args) {
   return text.length > 120 ? text.slice(0, 119) + "…" : text;
 }
 
+// Whether the summary already says all the arguments say (e.g. bash's one `command`).
+function summaryIsEnough(args) {
+  if (!args || typeof args !== "object") return false;
+  const keys = Object.keys(args);
+  if (keys.length !== 1 || !SUMMARY_KEYS.includes(keys[0])) return false;
+  const value = args[keys[0]];
+  return typeof value === "string" && value.length <= 120 && !value.includes("\n");
+}
+
 /** The card of a tool call, or null. */
 export function findCard(callId) {
   if (!callId) return null;
@@ -34,6 +43,7 @@ export function makeCard(id, name, args) {
   head.append(el("span", "tool-state", "pending"));
   card.append(head);
   const argsBox = el("pre", "tool-input", args === undefined ? "" : JSON.stringify(args, null, 2));
+  argsBox.classList.toggle("hidden", summaryIsEnough(args));
   card.append(argsBox);
   card.append(el("pre", "tool-output hidden"));
   return card;
@@ -45,7 +55,9 @@ export function setArgs(card, name, args, rawText) {
     card.querySelector(".tool-input").textContent = rawText;
     return;
   }
-  card.querySelector(".tool-input").textContent = JSON.stringify(args, null, 2);
+  const input = card.querySelector(".tool-input");
+  input.textContent = JSON.stringify(args, null, 2);
+  input.classList.toggle("hidden", summaryIsEnough(args));
   card.querySelector(".tool-args").textContent = summarize(name, args);
 }
 
@@ -85,6 +97,7 @@ export function toolFinished(card, result, isError, live) {
   const diff = result && result.details && result.details.diff;
   if (typeof diff === "string" && diff && !isError) {
     out.replaceWith(diffView(diff, text));
+    card.querySelector(".tool-input").classList.add("hidden"); // the diff says it better
     card.open = true;
     return;
   }

@@ -1,7 +1,7 @@
 // One session's transcript: messages (markdown), streamed updates, tool cards, the queue,
 // usage, and the streaming status of the toolbar. Events it does not draw itself go to the
 // dialogs (extension UI) and the run notices (retry, compaction).
-import { $, el, scrollDown, textOf } from "./dom.js";
+import { $, el, followOutput, scrollDown, textOf } from "./dom.js";
 import { send, state } from "./connection.js";
 import { cancelRender, flush, renderMarkdown, renderSoon } from "./markdown.js";
 import {
@@ -55,10 +55,12 @@ export function onEvent(current, frame) {
 
 /** Forget what belonged to the session shown before (dialogs, notices, queue). */
 export function resetSessionView() {
+  followOutput();
   clearDialogs();
   clearRunNotices();
   renderQueue([], []);
   $("usage").textContent = "";
+  delete $("usage").dataset.tokens;
 }
 
 /** Replace the transcript with these messages (a get_messages answer). */
@@ -226,6 +228,8 @@ function renderQueue(steering, followUp) {
 
 /** Show a get_session_stats answer in the toolbar (nothing while no token was counted). */
 export function renderUsage(stats) {
+  // The count shown (or 0) as an attribute: tests and styles can tell "no usage yet" apart.
+  $("usage").dataset.tokens = String((stats.tokens && stats.tokens.total) || 0);
   if (!stats.tokens || !stats.tokens.total) {
     $("usage").textContent = "";
     return;

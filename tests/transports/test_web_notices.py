@@ -1,0 +1,99 @@
+"""Run notices on the page (system Chromium, a real ``pitrio serve``, the shared mock LLM): an
+automatic retry after a 500 with its countdown and outcome, a retry that gives up, and a
+compaction with its outcome."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.transports.browser import (
+    MOCK_SETTINGS,
+    MockLLM,
+    browser,
+    mock,
+    needs_chromium,
+    page,
+    prompt,
+    serve,
+    start_session,
+)
+
+__all__ = ["browser", "mock", "page"]  # fixtures used by name
+pytestmark = needs_chromium
+
+ERROR = {"kind": "error", "preset": "server_error"}
+# The provider's own retries off, so each 500 reaches the session's retry logic at once.
+NO_PROVIDER_RETRY = {"retry": {"provider": {"maxRetries": 0}}}
+# Every text the run notice showed, in order (however briefly it showed it).
+NOTICE_HISTORY = """
+window.__notices = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const box = document.getElementById("run-notice");
+  new MutationObserver(() => {
+    const text = box.querySelector(".run-text");
+    if (text && window.__notices.at(-1) !== text.textContent) {
+      window.__notices.push(text.textContent);
+    }
+  }).observe(box, { childList: true, subtree: true, characterData: true });
+});
+"""
+
+
+def test_a_retry_after_a_500_shows_its_countdown_and_success(
+    page: Any, mock: MockLLM, tmp_path: Path
+) -> None:
+    settings = {**MOCK_SETTINGS, **NO_PROVIDER_RETRY}
+    mock.queue(ERROR, {"kind": "text", "text": "Recovered.", "deltas": 2})
+    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
+        start_session(page, daemon)
+        prompt(page, "hello")
+        notice = page.locator("#run-notice.retry")
+        # The default first delay is 2 s: the countdown shows 2 s or 1 s left, attempt 1 of 3.
+        expect(notice.locator(".run-text")).to_have_text(
+            re.compile(r"^Retrying in [12] s \(attempt 1/3\)$")
+        )
+        expect(notice.locator(".run-reason")).to_contain_text("500")
+        expect(notice.get_by_role("button", name="Cancel retry")).to_be_visible()
+        expect(page.locator("#run-notice.ok .run-text")).to_have_text("Retry succeeded (attempt 1)")
+        expect(page.locator(".msg.assistant .md").last).to_have_text("Recovered.")
+        expect(page.locator("#status")).to_have_text("idle")
+
+
+def test_a_retry_that_gives_up_says_so(page: Any, mock: MockLLM, tmp_path: Path) -> None:
+    settings = {
+        **MOCK_SETTINGS,
+        "retry": {"maxRetries": 1, "baseDelayMs": 50, "provider": {"maxRetries": 0}},
+    }
+    mock.queue(ERROR, ERROR)
+    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
+        start_session(page, daemon)
+        prompt(page, "hello")
+        failed = page.locator("#run-notice.failed")
+        expect(failed.locator(".run-text")).to_have_text("Retry failed after 1 attempt")
+        expect(failed.locator(".run-reason")).to_contain_text("500")
+        expect(page.locator("#status")).to_have_text("idle")
+
+
+def test_compaction_shows_that_it_runs_and_its_outcome(
+    page: Any, mock: MockLLM, tmp_path: Path
+) -> None:
+    page.add_init_script(NOTICE_HISTORY)
+    with serve(tmp_path, models=mock.models(), settings=MOCK_SETTINGS) as daemon:
+        start_session(page, daemon)
+        for text in ("first question", "second question"):
+            mock.queue({"kind": "text", "text": f"answer to {text} " * 20})
+            prompt(page, text)
+            expect(page.locator(".msg.assistant .md").last).to_contain_text(f"answer to {text}")
+            expect(page.locator("#status")).to_have_text("idle")
+        mock.queue({"kind": "text", "text": "Summary of it all."})
+        page.click("#compact")
+        expect(page.locator("#run-notice.ok .run-text")).to_have_text(
+            re.compile(r"^Context compacted \(\d+ tokens before\)$")
+        )
+        history = page.evaluate("() => window.__notices")
+        assert history[0] == "Compacting the context (on request)…", history
+        assert history[-1].startswith("Context compacted"), history
