@@ -180,6 +180,29 @@ async def test_the_daemons_default_model_is_offered_even_when_hidden(agent: Path
         assert not bad["success"] and bad["error"] == "models: cwd must be a string"
 
 
+async def test_the_default_follows_the_settings_as_a_new_session_would(agent: Path) -> None:
+    (agent / "models.json").write_text(json.dumps(MODELS_JSON))
+    work = agent.parent / "work"
+    (work / ".pitrio").mkdir(parents=True)
+    (agent / "settings.json").write_text(
+        json.dumps({"defaultProvider": "local", "defaultModel": "plain"})
+    )
+    async with daemon_with(agent, models=True) as daemon, host_client(daemon) as host:
+        choices = await host.data({"type": "models"})
+        # The global default; its level clamped (plain cannot think).
+        assert (choices["default"], choices["defaultThinkingLevel"]) == ("local/plain", "off")
+        # The working directory's project settings win, as they do for a new session.
+        project = {"defaultModel": "tiny", "defaultThinkingLevel": "high"}
+        (work / ".pitrio" / "settings.json").write_text(json.dumps(project))
+        choices = await host.data({"type": "models"})
+        assert (choices["default"], choices["defaultThinkingLevel"]) == ("local/tiny", "high")
+        created = await host.data({"type": "create"})
+        async with connect(daemon, f"/v1/sessions/{created['sessionId']}") as ws:
+            await receive(ws)
+            state = (await session_ask(ws, {"type": "get_state"}))["data"]
+        assert (state["model"]["id"], state["thinkingLevel"]) == ("tiny", "high")
+
+
 async def test_a_session_model_change_stays_in_that_session(agent: Path) -> None:
     (agent / "settings.json").write_text(json.dumps({"defaultThinkingLevel": "low"}))
     before = settings_of(agent)
