@@ -146,3 +146,32 @@ def test_a_dialog_answered_in_another_window_closes(
         expect(other.locator(".dialog.editor")).to_be_visible()
     finally:
         other_context.close()
+
+
+def test_a_page_reloaded_while_a_dialog_waits_is_shown_it_again(
+    page: Any, daemon: Served, mock: MockLLM
+) -> None:
+    victim = daemon.cwd / "victim.txt"
+    victim.write_text("precious")
+    mock.queue(
+        {"kind": "tool_call", "name": "bash", "arguments": {"command": "rm victim.txt"}},
+        {"kind": "text", "text": "Finished."},
+    )
+    start_session(page, daemon)
+    prompt(page, "clean up")
+    expect(page.locator(".dialog.confirm")).to_be_visible()
+    page.reload()
+    expect(page.locator("#host-status.on")).to_be_visible()
+    page.locator("#sessions li").first.click()
+    dialog = page.locator(".dialog.confirm")
+    expect(dialog.locator(".dialog-title")).to_have_text("Allow rm?")
+    dialog.get_by_role("button", name="Allow").click()
+    expect(page.locator(".msg.assistant .text").last).to_have_text("Finished.")
+    assert not victim.exists()
+    # Answered: a page attaching now is not asked again.
+    page.reload()
+    expect(page.locator("#host-status.on")).to_be_visible()
+    page.locator("#sessions li").first.click()
+    expect(page.locator("body[data-connected]")).to_have_count(1)
+    expect(page.locator(".msg.assistant .text").last).to_have_text("Finished.")
+    expect(page.locator(".dialog")).to_have_count(0)

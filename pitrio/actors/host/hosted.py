@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.host.dialogs import OpenDialogs
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, Outgoing
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
@@ -39,7 +40,13 @@ from pitrio.actors.session_store import SessionSeed, StoredEntry
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.messages.entries import SessionHeader
-from pitrio.messages.events import AgentSessionEvent, AgentSettled, AgentStart, QueueUpdate
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    AgentSettled,
+    AgentStart,
+    ExtensionUiRequest,
+    QueueUpdate,
+)
 
 if TYPE_CHECKING:
     from pitrio.actors.host.backend import SessionBackend
@@ -132,6 +139,8 @@ class HostedSession:
         self.restarts = 0
         self.seq = 0
         self.replay = ReplayBuffer(context.config.replay_frames, context.config.replay_bytes)
+        self.dialogs = OpenDialogs()
+        """Extension dialogs waiting for an answer: shown to clients that attach later."""
         self.clients: list[AttachedClient] = []
         self.started: StartedSession | None = None
         self.running = False
@@ -291,6 +300,8 @@ class HostedSession:
         self.touch()
         hello_after = self.seq if since is None else min(self.seq, since)
         client.push(self.hello(), after_seq=hello_after)
+        for frame in self.dialogs.still_open(trio.current_time()):
+            client.push(frame, after_seq=hello_after)
         return client
 
     def hello(self) -> dict[str, Any]:
@@ -359,7 +370,10 @@ class HostedSession:
         self._offset = self.seq - item.seq
         self.events_total += 1
         seq = self.seq
-        self.replay.append(seq, self._context.config.encode_frame(seq, event))
+        frame = self._context.config.encode_frame(seq, event)
+        self.replay.append(seq, frame)
+        if isinstance(event, ExtensionUiRequest):
+            self.dialogs.asked(event, frame, trio.current_time())
         relayed = Sequenced(seq, event)
         for client in list(self.clients):
             if client.feed.offer(relayed) is Offer.OVERFLOW:
@@ -445,6 +459,7 @@ class HostedSession:
             crash = await self._run_tree()
             self.started = None
             self.running = False
+            self.dialogs.clear()
             if crash is None:
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
                 self._set_status("evicted")

@@ -10,7 +10,8 @@ responses and events, every event with the session's ``seq``. Additions:
   ``since`` from the replay buffer, or a response with ``resync: true`` when they are gone;
 * notices: ``session_restarted``, ``session_failed``, ``session_closed``, ``resync``;
 * ``extension_ui_answered {id}`` to every client once one answered a dialog (so the others
-  close it);
+  close it); a client attaching while a dialog waits gets its request after ``attached``
+  (``timeout`` cut to the time left);
 * ``new_session``, ``fork`` and ``clone`` create *another* hosted session and answer its
   ``sessionId`` (this connection stays on its session); ``switch_session`` is refused.
 
@@ -226,7 +227,9 @@ class SessionSocket(_Socket):
         except PitrioError as exc:  # never answered (pi's rule), so only logged
             log.info("session %s: a dialog answer was lost: %s", self.hosted.id, exc)
             return
-        # Every client of the session showed the dialog: the others close theirs.
+        # Every client of the session showed the dialog: the others close theirs, and a
+        # client attaching from now on is not shown it.
+        self.hosted.dialogs.answered(response.id)
         self.hosted.notify({"type": "extension_ui_answered", "id": response.id})
 
     async def new_session(self, parent_session: str | None) -> None:
