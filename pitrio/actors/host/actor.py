@@ -27,6 +27,8 @@ from pitrio.actors.host.backend import SessionBackend
 from pitrio.actors.host.context import HostConfig, HostContext, HostEvent
 from pitrio.actors.host.hosted import HostedSession, SessionStub
 from pitrio.actors.host.index import SessionIndex
+from pitrio.actors.host.listing import matches, search_terms, session_title
+from pitrio.actors.host.models import model_choices
 from pitrio.actors.host.policy import validate_session_id
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import absolute_cwd
@@ -100,6 +102,19 @@ class Close:
 
 
 @attrs.frozen
+class Rename:
+    session_id: str
+    name: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class Models:
+    cwd: str | None
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
 class Branch:
     source: HostedSession
     entry_id: str | None
@@ -122,7 +137,18 @@ class Shutdown:
     reply: Reply[None]
 
 
-HostCommand = Create | Get | ListSessions | Close | Branch | SubscribeHost | Stats | Shutdown
+HostCommand = (
+    Create
+    | Get
+    | ListSessions
+    | Close
+    | Rename
+    | Models
+    | Branch
+    | SubscribeHost
+    | Stats
+    | Shutdown
+)
 
 
 def _iso(value: datetime.datetime) -> str:
@@ -229,6 +255,11 @@ class Host(Actor[HostCommand]):
                 case Close(session_id=session_id, delete=delete, reply=reply):
                     hosted = await self._get(session_id)
                     self.nursery.start_soon(self._close, hosted, delete, reply)
+                case Rename():
+                    hosted = await self._get(command.session_id)
+                    self.nursery.start_soon(self._rename, hosted, command)
+                case Models():
+                    self.nursery.start_soon(self._models, command)
                 case Branch():
                     self.nursery.start_soon(self._branch, command)
                 case SubscribeHost(reply=reply):
@@ -336,6 +367,8 @@ class Host(Actor[HostCommand]):
                     **hosted.row(),
                 }
             )
+        for row in rows:
+            row["title"] = session_title(row)
         rows.sort(key=lambda row: str(row.get("modified", "")), reverse=True)
         return rows
 
@@ -358,6 +391,28 @@ class Host(Actor[HostCommand]):
             reply.fail(exc)
         else:
             reply.set(None)
+
+    async def _rename(self, hosted: HostedSession, command: Rename) -> None:
+        try:
+            name = await hosted.rename(command.name)
+        except PitrioError as exc:
+            command.reply.fail(exc)
+        else:
+            self.emit({"type": "session_renamed", "sessionId": hosted.id, "name": name})
+            command.reply.set(name)
+
+    async def _models(self, command: Models) -> None:
+        try:
+            choices = await model_choices(
+                self.router,
+                agent_dir=self.config.agent_dir,
+                cwd=command.cwd or self.config.default_cwd,
+                daemon_model=self.config.default_model,
+            )
+        except PitrioError as exc:
+            command.reply.fail(exc)
+        else:
+            command.reply.set(choices)
 
     async def _branch(self, command: Branch) -> None:
         try:
@@ -499,9 +554,24 @@ class HostHandle(Handle[HostCommand]):
         await hosted.session()
         return hosted
 
+    async def search(self, query: str) -> list[dict[str, Any]]:
+        """The sessions whose name, messages or id hold every word of ``query``, newest
+        first (:func:`~pitrio.actors.host.listing.matches`)."""
+        terms = search_terms(query)
+        return [row for row in await self.list() if matches(row, terms)]
+
     async def list(self) -> list[dict[str, Any]]:
         """Every session: pi's ``SessionInfo`` fields plus the live state, newest first."""
         return await self.ask(ListSessions)
+
+    async def rename(self, session_id: str, name: str) -> str:
+        """Name the session (pi's ``session_info`` entry; it is started if it was not);
+        the trimmed name. An empty name is refused."""
+        return await self.ask(lambda reply: Rename(session_id, name, reply))
+
+    async def models(self, cwd: str | None = None) -> dict[str, Any]:
+        """The models a new session may use and the default one (:mod:`.models`)."""
+        return await self.ask(lambda reply: Models(cwd, reply))
 
     async def close(self, session_id: str) -> None:
         """Stop the session now (abort, flush, unload); a failed one may be opened again."""

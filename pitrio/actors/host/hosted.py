@@ -288,6 +288,13 @@ class HostedSession:
             name=state.session_name,
         )
 
+    async def rename(self, name: str) -> str:
+        """Name the session (started if it is not); the name as stored (trimmed)."""
+        stored = await (await self.session()).set_session_name(name)
+        if self.stub is not None:  # listed from the stub until its file exists
+            self.stub = attrs.evolve(self.stub, name=stored)
+        return stored
+
     # -- clients -----------------------------------------------------------------------------
 
     def attach(
@@ -417,6 +424,9 @@ class HostedSession:
             agent_dir=config.agent_dir,
             session_dir=config.session_dir,
             ui_clients=True,  # websocket clients answer extension dialogs
+            # One client's model or thinking choice is its session's, not every session's
+            # and the CLI's default (DESIGN-NOTES, issue 23).
+            save_model_defaults=False,
         )
         backend = config.store
         if backend is not None:

@@ -153,6 +153,7 @@ class SessionActor(Actor[SessionCommand]):
         resources: Resources | None = None,
         extensions: ExtensionRunner | None = None,
         ui_clients: bool = False,
+        save_model_defaults: bool = True,
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         prompt_sections: tuple[PromptSection, ...] = (),
@@ -183,6 +184,7 @@ class SessionActor(Actor[SessionCommand]):
         self._driver_settings = DriverSettings(resources, tools, prompt_sections)
         self._extensions = extensions
         self._ui_clients = ui_clients
+        self._save_model_defaults = save_model_defaults
         self._start_reason = start_reason
         # The extension host (with extensions only) and the funnel that keeps its prompts'
         # order; the event pump and the run driver, made once the supervisor is up.
@@ -233,6 +235,7 @@ class SessionActor(Actor[SessionCommand]):
             agent_dir=self._agent_dir,
             scoped_models=self._scoped_models,
             default_thinking_level=self._settings.default_thinking_level,
+            save_model_defaults=self._save_model_defaults,
         )
         hooks = LoopHooks(convert_to_llm=convert)
         if self._host is not None:

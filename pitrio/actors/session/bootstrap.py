@@ -108,6 +108,10 @@ class SessionOptions:
     that no extension declared stops start-up."""
     ui_clients: bool = False
     """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
+    save_model_defaults: bool = True
+    """A model or thinking level chosen in the session becomes the settings' default
+    (``defaultProvider``/``defaultModel``/``defaultThinkingLevel``), as in pi; the daemon's
+    sessions keep theirs to themselves."""
     start_reason: str = "startup"
     """``session_start``'s reason (``new``, ``resume``, ``fork`` when a runtime replaces it)."""
     sync_inline: bool = False
@@ -246,6 +250,24 @@ def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
     return None if factory is None else factory(session_id)
 
 
+async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
+    """The model of a session that names none and has none saved: the settings'
+    ``defaultProvider``/``defaultModel`` when it resolves, else pi's first available model,
+    else the offline ``faux/echo``."""
+    provider, model_id = settings.text("defaultProvider"), settings.text("defaultModel")
+    if provider and model_id:
+        try:
+            model, _ = await router.resolve_pattern(f"{provider}/{model_id}")
+        except PitrioError:
+            pass
+        else:
+            return model
+    found = await router.first_configured()
+    if found is None:
+        found, _ = await router.resolve_pattern(DEFAULT_MODEL)
+    return found
+
+
 async def start_session(
     nursery: trio.Nursery, router: ModelRouterHandle, options: SessionOptions
 ) -> StartedSession:
@@ -302,16 +324,7 @@ async def start_session(
         except PitrioError:
             notices.append(f"Could not restore model {wanted}")
     if model is None:
-        provider, model_id = settings.text("defaultProvider"), settings.text("defaultModel")
-        if provider and model_id:
-            try:
-                model, _ = await router.resolve_pattern(f"{provider}/{model_id}")
-            except PitrioError:
-                model = None
-        if model is None:  # pi's first available model; the offline one only without any
-            model = await router.first_configured()
-        if model is None:
-            model, _ = await router.resolve_pattern(DEFAULT_MODEL)
+        model = await default_model(router, settings)
 
     requested = (
         options.thinking_level
@@ -372,6 +385,7 @@ async def start_session(
         resources=resources,
         extensions=runner,
         ui_clients=options.ui_clients,
+        save_model_defaults=options.save_model_defaults,
         start_reason=options.start_reason,
         tools=tools,
         prompt_sections=sections,

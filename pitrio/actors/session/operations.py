@@ -167,6 +167,7 @@ class SessionOperations:
         agent_dir: Path | None = None,
         scoped_models: tuple[Model, ...] = (),
         default_thinking_level: str | None = None,
+        save_model_defaults: bool = True,
     ) -> None:
         self._loop = loop
         self._store = store
@@ -177,6 +178,10 @@ class SessionOperations:
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
         self._default_thinking_level = default_thinking_level
+        # pi saves a model or thinking choice as the next sessions' default; a daemon's
+        # sessions do not (one client's choice would change every other session's and the
+        # CLI's start): theirs stays in their own file (model_change, thinking_level_change).
+        self._save_model_defaults = save_model_defaults
 
     # -- settings ------------------------------------------------------------------------
 
@@ -242,7 +247,10 @@ class SessionOperations:
         await self._loop.configure(model=model)
         entry = await self._store.append_model_change(model.provider, model.id)
         self._emit(EntryAppended(entry=entry))
-        await self._persist_settings({"defaultProvider": model.provider, "defaultModel": model.id})
+        if self._save_model_defaults:
+            await self._persist_settings(
+                {"defaultProvider": model.provider, "defaultModel": model.id}
+            )
         await self.set_thinking_level(wanted)
         self._notify_extensions(
             "model_select",
@@ -277,7 +285,7 @@ class SessionOperations:
             await self._loop.configure(thinking_level=effective)
             entry = await self._store.append_thinking_level_change(effective)
             self._emit(EntryAppended(entry=entry))
-            if state.model.reasoning or effective != "off":
+            if self._save_model_defaults and (state.model.reasoning or effective != "off"):
                 await self._persist_settings({"defaultThinkingLevel": effective})
             self._emit(ThinkingLevelChanged(level=effective))
             self._notify_extensions(
@@ -382,9 +390,7 @@ async def navigate_tree(
         )
         emit(EntryAppended(entry=summary_entry))
         if label:
-            emit(
-                EntryAppended(entry=await store.append_label_change(summary_entry.id, label))
-            )
+            emit(EntryAppended(entry=await store.append_label_change(summary_entry.id, label)))
     else:
         if where.new_leaf_id is None:
             await store.reset_leaf()

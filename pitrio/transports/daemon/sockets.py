@@ -15,8 +15,8 @@ responses and events, every event with the session's ``seq``. Additions:
 * ``new_session``, ``fork`` and ``clone`` create *another* hosted session and answer its
   ``sessionId`` (this connection stays on its session); ``switch_session`` is refused.
 
-``/v1/host`` (:class:`HostSocket`) lists, creates, opens, closes and deletes sessions and
-streams host events.
+``/v1/host`` (:class:`HostSocket`) lists, searches, creates, opens, renames, closes and
+deletes sessions, lists the models a new session may use, and streams host events.
 
 Each connection has a reader (rate limit, parse, one task per command), a sender (the only
 task writing to the socket, taking frames in order from the client's feed) and a watchdog: a
@@ -554,6 +554,13 @@ class HostSocket(_Socket):
         match request.type:
             case "list":
                 return {"sessions": await host.list()}
+            case "search":
+                return {"sessions": await host.search(_required_str(request, "query"))}
+            case "models":
+                return await host.models(_optional_str(request, "cwd"))
+            case "rename":
+                name = await host.rename(_session_id(request), _required_str(request, "name"))
+                return {"sessionId": request.get("sessionId"), "name": name}
             case "create":
                 hosted = await host.create(
                     cwd=_optional_str(request, "cwd"),
@@ -598,6 +605,13 @@ def _optional_str(request: Request, name: str) -> str | None:
     value = request.get(name)
     if value is None:
         return None
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _required_str(request: Request, name: str) -> str:
+    value = request.get(name)
     if not isinstance(value, str):
         raise PitrioError(f"{request.type}: {name} must be a string")
     return value

@@ -2,7 +2,13 @@
 // (/v1/sessions/{id}). Plain ES modules, no build step; this one starts and wires the rest.
 import { $ } from "./dom.js";
 import { askToken, connectHost, readToken, send, state } from "./connection.js";
-import { changeModel, hostHandlers, loadModelsForNew, newSession } from "./sessions.js";
+import {
+  changeModel,
+  changeThinking,
+  hostHandlers,
+  newSession,
+  onSearchInput,
+} from "./sessions.js";
 import { wireComposer } from "./composer.js";
 
 // On a narrow screen the session list slides over the chat; choosing a session hides it.
@@ -21,17 +27,16 @@ function wireControls() {
     newSession();
   };
   $("model").onchange = () => changeModel();
-  $("thinking").onchange = () => send({ type: "set_thinking_level", level: $("thinking").value });
+  $("thinking").onchange = () => changeThinking();
+  $("session-search").oninput = () => onSearchInput();
   $("compact").onclick = () => send({ type: "compact" });
 }
 
 function start() {
-  state.token = readToken();
-  if (!state.token) return askToken(start);
+  state.token = readToken(); // none: the daemon may need none (--no-auth), else it asks
   connectHost(hostHandlers);
 }
 
-hostHandlers.onRefused = () => askToken(start);
+hostHandlers.onRefused = (message) => askToken(start, message);
 wireControls();
-loadModelsForNew();
 start();

@@ -3,6 +3,7 @@
 // prompt's `images` ({type: "image", data: base64, mimeType}).
 import { $, el, showNotice } from "./dom.js";
 import { send, state } from "./connection.js";
+import { submitCommand } from "./sessions.js";
 import { cancelTopDialog, dialogOpen } from "./dialogs.js";
 
 const MAX_IMAGE_BYTES = 10 << 20;
@@ -61,15 +62,13 @@ function submit(kind) {
   const input = $("prompt");
   const text = input.value.trim();
   if (!text && attachments.length === 0) return;
-  if (!state.current || !state.current.ws || state.current.ws.readyState !== 1) {
-    showNotice("Create or choose a session first (left, New session).", true);
-    return;
-  }
   const images = attachments.map(({ data, mimeType }) => ({ type: "image", data, mimeType }));
   const command = { message: text, ...(images.length ? { images } : {}) };
-  if (kind === "followUp") send({ type: "follow_up", ...command });
-  else if (state.current.streaming) send({ type: "steer", ...command });
-  else send({ type: "prompt", ...command });
+  let type = "prompt";
+  if (kind === "followUp") type = "follow_up";
+  else if (state.current && state.current.streaming) type = "steer";
+  // With no session yet, one is created first; while reconnecting, it waits (sessions.js).
+  submitCommand({ type, ...command });
   input.value = "";
   attachments.length = 0;
   renderAttachments();

@@ -1,9 +1,13 @@
-// The page's two kinds of socket: the host socket (/v1/host: session list, create) and one
-// session socket (/v1/sessions/{id}: pi's RPC protocol with delta message_updates and seq).
-// The token travels only in the address's fragment and as a websocket subprotocol.
+// The page's two kinds of socket: the host socket (/v1/host: session list, models, create,
+// rename, delete) and one session socket (/v1/sessions/{id}: pi's RPC protocol with delta
+// message_updates and seq). The token travels only in the address's fragment and as a
+// websocket subprotocol. Both sockets reconnect on their own after a drop, with a growing
+// delay; the host socket's state shows in a banner with a "Retry now" button.
 import { $ } from "./dom.js";
 
 const wsBase = (location.protocol === "https:" ? "wss://" : "ws://") + location.host;
+const RETRY_DELAYS = [1, 2, 4, 8, 10]; // seconds, the last one repeats
+const SESSION_RETRY_DELAYS = [0.5, 1, 2, 3]; // a session socket: a quicker resume
 
 /** What the page knows; the one mutable object the modules share. */
 export const state = {
@@ -11,13 +15,20 @@ export const state = {
   host: null,
   hostOpened: false,
   sessions: [],
-  current: null, // {id, ws, lastSeq, stream, streaming, view, closing}
+  // {id, ws, lastSeq, stream, streaming, view, closing, attached, outbox, attempts,
+  //  reconnecting, replayUntil, replayFrom}
+  current: null,
   requestId: 0,
   pending: new Map(),
 };
 
 function protocols() {
-  return ["pitrio.v1", "pitrio.token." + state.token];
+  // No token yet: try without one (a daemon started with --no-auth needs none).
+  return state.token ? ["pitrio.v1", "pitrio.token." + state.token] : ["pitrio.v1"];
+}
+
+function retryDelay(attempts, delays = RETRY_DELAYS) {
+  return delays[Math.min(attempts, delays.length - 1)];
 }
 
 // -- token ----------------------------------------------------------------------------------
@@ -32,9 +43,14 @@ export function readToken() {
   return sessionStorage.getItem("pitrio-token");
 }
 
-/** Show the login form; `onToken` runs once a token was entered. */
-export function askToken(onToken) {
+/** Show the login form (with `message` as its error, if any); `onToken` runs once a token
+ * was entered. */
+export function askToken(onToken, message) {
   $("login").classList.remove("hidden");
+  const error = $("login-error");
+  error.textContent = message || "";
+  error.classList.toggle("hidden", !message);
+  if (message) $("token-input").focus();
   $("login-form").onsubmit = (event) => {
     event.preventDefault();
     const value = $("token-input").value.trim();
@@ -45,27 +61,90 @@ export function askToken(onToken) {
   };
 }
 
+/**
+ * Why a socket could not open: "refused" (the daemon answered 401: the token is wrong),
+ * "unreachable" (nothing answered) or "other". A browser does not tell a websocket the HTTP
+ * status of a refused upgrade, so the page asks /metrics, which needs the same token.
+ */
+async function whyRefused() {
+  try {
+    const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
+    const reply = await fetch("/metrics", { headers, cache: "no-store" });
+    return reply.status === 401 ? "refused" : "other";
+  } catch (error) {
+    return "unreachable";
+  }
+}
+
+// -- the banner -----------------------------------------------------------------------------
+
+let bannerTimer = null;
+
+/** Show the connection banner: `text`, a countdown to `at` (ms) and a Retry button. */
+function showBanner(text, at, retry) {
+  clearInterval(bannerTimer);
+  const banner = $("banner");
+  const render = () => {
+    const seconds = Math.max(0, Math.ceil((at - Date.now()) / 1000));
+    $("banner-text").textContent = `${text} Retrying in ${seconds} s.`;
+  };
+  render();
+  bannerTimer = setInterval(render, 250);
+  $("banner-retry").onclick = retry;
+  banner.classList.remove("hidden");
+}
+
+function hideBanner() {
+  clearInterval(bannerTimer);
+  $("banner").classList.add("hidden");
+}
+
 // -- the host socket ------------------------------------------------------------------------
 
+let hostAttempts = 0;
+let hostTimer = null;
+
 /**
- * Open the host socket. `handlers`: onResponse(frame) for answers to list requests,
- * onEvent(frame) for session_* events, onRefused() when the token was not accepted.
+ * Open the host socket. `handlers`: onOpen() once it is up (again), onResponse(frame) for
+ * every response, onEvent(frame) for session_* events, onRefused(message) when the daemon
+ * refused the token.
  */
 export function connectHost(handlers) {
+  clearTimeout(hostTimer);
   const ws = new WebSocket(wsBase + "/v1/host", protocols());
   state.host = ws;
+  let opened = false;
   ws.onopen = () => {
+    opened = true;
+    hostAttempts = 0;
     $("host-status").classList.add("on");
-    hostSend({ type: "list" });
+    hideBanner();
+    handlers.onOpen();
   };
-  ws.onclose = (event) => {
+  ws.onclose = async () => {
+    if (state.host !== ws) return;
     $("host-status").classList.remove("on");
-    if (event.code === 1006 && state.sessions.length === 0 && !state.hostOpened) {
+    for (const [id, done] of state.pending) {
+      state.pending.delete(id);
+      done({ type: "response", id, success: false, error: "the connection to the daemon was lost" });
+    }
+    const why = opened ? "lost" : await whyRefused();
+    if (why === "refused") {
+      // Without a token, the form is all the daemon asks for; with one, it was wrong.
+      const message = state.token
+        ? "The token was refused. Paste the token from ~/.pitrio/agent/daemon-token, " +
+          "or open the address pitrio serve printed."
+        : "";
       sessionStorage.removeItem("pitrio-token");
-      handlers.onRefused();
+      handlers.onRefused(message);
       return;
     }
-    setTimeout(() => connectHost(handlers), 1000);
+    const delay = retryDelay(hostAttempts++);
+    const retry = () => connectHost(handlers);
+    hostTimer = setTimeout(retry, delay * 1000);
+    const text =
+      why === "lost" ? "Lost the connection to the daemon." : "Cannot reach the daemon.";
+    showBanner(text, Date.now() + delay * 1000, retry);
   };
   ws.onmessage = (event) => {
     const frame = JSON.parse(event.data);
@@ -81,9 +160,14 @@ export function connectHost(handlers) {
   };
 }
 
-/** Send a host command; resolves with its response frame. */
+/** Send a host command; resolves with its response frame (a failed one when the host
+ * socket is not open or closes first). */
 export function hostSend(command) {
   const id = "h" + ++state.requestId;
+  if (!state.host || state.host.readyState !== 1) {
+    const error = "not connected to the daemon";
+    return Promise.resolve({ type: "response", id, command: command.type, success: false, error });
+  }
   return new Promise((resolve) => {
     state.pending.set(id, resolve);
     state.host.send(JSON.stringify({ id, ...command }));
@@ -93,27 +177,42 @@ export function hostSend(command) {
 // -- the session socket ---------------------------------------------------------------------
 
 /**
- * Open (or, with `resume`, reopen from the last seq seen) the current session's socket.
+ * Open the current session's socket; with `resume`, from the last seq seen (the URL form of
+ * resume: the attached frame comes first, then every frame missed, or a resync notice).
  * `handlers`: onFrame(current, frame), onClosed(current, event) when it closed on its own.
  */
 export function connectSession(resume, handlers) {
   const current = state.current;
   let url = wsBase + "/v1/sessions/" + encodeURIComponent(current.id);
   if (resume && current.stream) url += `?since=${current.lastSeq}&stream=${current.stream}`;
+  current.reconnecting = Boolean(resume);
   const ws = new WebSocket(url, protocols());
   current.ws = ws;
   ws.onmessage = (event) => handlers.onFrame(current, JSON.parse(event.data));
   ws.onclose = (event) => {
+    if (current.ws !== ws) return;
+    current.attached = false;
     if (current.closing || state.current !== current) return;
     handlers.onClosed(current, event);
   };
 }
 
-/** Close the current session's socket on purpose (switching sessions). */
+/** Reconnect the current session after a drop, after the next delay; returns the delay. */
+export function reconnectSession(current, handlers) {
+  const delay = retryDelay(current.attempts++, SESSION_RETRY_DELAYS);
+  current.timer = setTimeout(() => {
+    if (state.current === current && !current.closing) connectSession(true, handlers);
+  }, delay * 1000);
+  return delay;
+}
+
+/** Close the current session's socket on purpose (switching sessions, deleted). */
 export function closeSession() {
-  if (state.current && state.current.ws) {
-    state.current.closing = true;
-    state.current.ws.close(1000);
+  const current = state.current;
+  if (current) {
+    current.closing = true;
+    clearTimeout(current.timer);
+    if (current.ws) current.ws.close(1000);
   }
 }
 
@@ -124,4 +223,21 @@ export function send(command) {
   const id = "s" + ++state.requestId;
   current.ws.send(JSON.stringify({ id, ...command }));
   return id;
+}
+
+/** Send now when the session is attached, else once it is (see flushOutbox); whether it
+ * went now. */
+export function sendSoon(command) {
+  const current = state.current;
+  if (current && current.attached && send(command) !== null) return true;
+  if (current) current.outbox.push(command);
+  return false;
+}
+
+/** Send what waited for the session to attach. */
+export function flushOutbox(current) {
+  while (current.outbox.length && current.attached) {
+    if (send(current.outbox[0]) === null) return;
+    current.outbox.shift();
+  }
 }
