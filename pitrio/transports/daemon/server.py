@@ -29,6 +29,7 @@ from pitrio.sdk.host import HostHandle, InvalidSessionIdError, validate_session_
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.transports.daemon import metrics
 from pitrio.transports.daemon.context import DaemonConfig as DaemonConfig  # re-exported
+from pitrio.transports.daemon.host_socket import HostSocket
 from pitrio.transports.daemon.http import (
     BadRequest,
     PrefixedStream,
@@ -44,7 +45,7 @@ from pitrio.transports.daemon.security import (
     presented_token,
     token_matches,
 )
-from pitrio.transports.daemon.sockets import HostSocket, SessionSocket
+from pitrio.transports.daemon.sockets import SessionSocket
 from pitrio.transports.daemon.websocket import wrap_server_stream
 from pitrio.transports.rpc.events import UpdateFormat
 

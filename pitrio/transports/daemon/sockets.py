@@ -1,4 +1,4 @@
-"""The two websocket endpoints of the daemon.
+"""The daemon's session endpoint.
 
 ``/v1/sessions/{id}`` (:class:`SessionSocket`) speaks the RPC protocol of ``pi --mode rpc``,
 one JSON object per text frame: the same commands (dispatched by
@@ -15,8 +15,7 @@ responses and events, every event with the session's ``seq``. Additions:
 * ``new_session``, ``fork`` and ``clone`` create *another* hosted session and answer its
   ``sessionId`` (this connection stays on its session); ``switch_session`` is refused.
 
-``/v1/host`` (:class:`HostSocket`) lists, searches, creates, opens, renames, closes and
-deletes sessions, lists the models a new session may use, and streams host events.
+``/v1/host`` is :mod:`.host_socket`; what both share is :mod:`.socket_base`.
 
 Each connection has a reader (rate limit, parse, one task per command), a sender (the only
 task writing to the socket, taking frames in order from the client's feed) and a watchdog: a
@@ -26,16 +25,13 @@ slowness is closed with code 1008 and the reason.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from pitrio.errors import PitrioError
-from pitrio.logs import event as log_event
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
 from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
@@ -43,8 +39,14 @@ from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.follower import follow_elsewhere
 from pitrio.transports.daemon.frames import event_frame, problem_of, safe_json_frame
-from pitrio.transports.daemon.security import RateLimiter
-from pitrio.transports.daemon.websocket import close_reason
+from pitrio.transports.daemon.socket_base import (
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
+    CLOSE_POLICY,
+    SHUTDOWN_FLUSH_SECONDS,
+    ClientSocket,
+    log,
+)
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -53,139 +55,16 @@ from pitrio.transports.rpc.commands import (
     unknown_command,
 )
 from pitrio.transports.rpc.events import UpdateFormat
-from pitrio.transports.rpc.protocol import MISSING, Request, failure, parse_record, success
-
-log = logging.getLogger("pitrio.daemon")
-
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-CLOSE_POLICY = 1008
-CLOSE_PING_TIMEOUT = 1011
-REFUSED_FRAME_CODES = frozenset({1002, 1007, 1009})
-SHUTDOWN_FLUSH_SECONDS = 1.5
-"""How long a connection may keep sending queued frames once the daemon shuts down."""
+from pitrio.transports.rpc.protocol import Request, failure, success
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
-
-
-def parse_error(message: str) -> dict[str, Any]:
-    """A parse-error response (pi's shape: no id, command ``parse``)."""
-    return {
-        "type": "response",
-        "command": "parse",
-        "success": False,
-        "error": f"Failed to parse command: {message}",
-    }
 
 
 def _nothing() -> None:
     """A no-op ``bash_accepted``."""
 
 
-class _Socket:
-    """What both endpoints share: the websocket, a cancel scope, rate limit, close."""
-
-    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
-        self.server = server
-        self.ws = ws
-        config = server.config
-        self.limiter = RateLimiter(config.message_rate, config.message_burst)
-        self.scope = trio.CancelScope()
-        self.closed = False
-        self._close_done = trio.Event()
-
-    async def close(self, code: int, reason: str) -> None:
-        """Close the websocket (waiting at most ``close_timeout`` for a stalled peer); a
-        second call waits for the first one to finish."""
-        if self.closed:
-            await self._close_done.wait()
-            return
-        self.closed = True
-        self._note_refused()
-        try:
-            with trio.move_on_after(self.server.config.close_timeout):
-                await self.ws.aclose(code, close_reason(reason))
-        finally:
-            self._close_done.set()
-            self.scope.cancel()
-
-    async def keepalive(self) -> None:
-        """Ping the peer every ``ping_interval``; close the connection when a pong does not
-        come within ``ping_timeout`` (the peer vanished, or stopped reading altogether)."""
-        config = self.server.config
-        if config.ping_interval is None:
-            return
-        while True:
-            await trio.sleep(config.ping_interval)
-            with trio.move_on_after(config.ping_timeout) as waiting:
-                try:
-                    await self.ws.ping()
-                except ConnectionClosed:
-                    return
-            if waiting.cancelled_caught:
-                self.server.counters["ping_timeouts"] += 1
-                await self.close(CLOSE_PING_TIMEOUT, f"no pong within {config.ping_timeout:g} s")
-                return
-
-    def allow(self) -> bool:
-        """Whether the rate limit lets one more message through."""
-        if self.limiter.allow(trio.current_time()):
-            return True
-        self.server.counters["rate_limited"] += 1
-        return False
-
-    async def next_request(self, push: Callable[[dict[str, Any]], None]) -> Request | None:
-        """The next well-formed command frame, or ``None`` once the socket closed.
-
-        Frames over the rate limit, binary frames and records that do not parse are answered
-        through ``push`` with an error and skipped; so is a record whose reading fails in any
-        other way (the connection outlives every frame).
-        """
-        while True:
-            try:
-                message = await self.ws.get_message()
-            except ConnectionClosed:
-                return None  # counted by close() if a bad frame ended it
-            if not self.allow():
-                push(self.rate_error())
-                continue
-            if isinstance(message, bytes):
-                push(parse_error("binary frames are not supported; send JSON text"))
-                continue
-            try:
-                parsed = parse_record(message)
-            except Exception as exc:  # e.g. RecursionError writing the error about it
-                log.info("a frame that failed to parse: %r", exc)
-                parsed = parse_error(problem_of(exc))
-            if isinstance(parsed, Request):
-                return parsed
-            push(parsed)
-
-    def _note_refused(self) -> None:
-        """Count and log a connection the websocket layer ended over a bad frame: invalid UTF-8
-        (1007), a protocol violation (1002), a message over the size limit (1009); the client
-        got a close frame with the code and reason (:mod:`.websocket`).
-
-        Read from the connection's close reason when the socket closes, not where the reader
-        meets the close: the sender may meet it first and cancel the reader, which then never
-        sees it."""
-        reason = self.ws.closed
-        if reason is not None and reason.code in REFUSED_FRAME_CODES:
-            self.server.counters["refused_frames"] += 1
-            log_event(log, "frame_refused", code=reason.code, reason=reason.reason)
-
-    def rate_error(self) -> dict[str, Any]:
-        config = self.server.config
-        return {
-            "type": "response",
-            "command": "rate_limit",
-            "success": False,
-            "error": f"Rate limit exceeded: at most {config.message_rate:g} messages per second "
-            f"(bursts of {config.message_burst}); message dropped",
-        }
-
-
-class SessionSocket(_Socket):
+class SessionSocket(ClientSocket):
     """One client of ``/v1/sessions/{id}``; the :class:`RpcBackend` of its commands."""
 
     def __init__(
@@ -476,149 +355,3 @@ _NO_SWITCH = (
     "switch_session is not available over the daemon: open the session with /v1/host and "
     "connect to /v1/sessions/{id}"
 )
-
-
-class HostSocket(_Socket):
-    """One client of ``/v1/host``."""
-
-    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
-        super().__init__(server, ws)
-        self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
-
-    def _push(self, value: Any) -> None:
-        try:
-            self._out.send_nowait(safe_json_frame(value))
-        except trio.WouldBlock:
-            self.server.counters["slow_closes"] += 1
-            self.server.spawn(self.close(CLOSE_POLICY, "client too slow: host events queued"))
-
-    async def run(self) -> None:
-        """Serve until either side closes."""
-        events = await self.server.host.subscribe()
-        self.server.counters["host_connections"] += 1
-        self._push({"type": "host_attached", "version": 1})
-        try:
-            with self.scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._send_loop)
-                    nursery.start_soon(self._forward, events)
-                    nursery.start_soon(self._shutdown_watch)
-                    nursery.start_soon(self.keepalive)
-                    await self._read_loop(nursery)
-                    self.scope.cancel()
-        finally:
-            self.server.counters["host_connections"] -= 1
-            await events.aclose()
-            with trio.CancelScope(shield=True):
-                await self.close(CLOSE_NORMAL, "")
-
-    async def _forward(self, events: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
-        async for event in events:
-            self._push(event)
-        # The host dropped this subscriber: it fell behind.
-        await self.close(CLOSE_POLICY, "client too slow: host events dropped")
-
-    async def _send_loop(self) -> None:
-        async for frame in self._out_receive:
-            try:
-                await self.ws.send_message(frame.decode("utf-8"))
-            except ConnectionClosed:
-                self.scope.cancel()
-                return
-
-    async def _shutdown_watch(self) -> None:
-        await self.server.closing.wait()
-        await self.close(CLOSE_GOING_AWAY, "server shutting down")
-
-    async def _read_loop(self, nursery: trio.Nursery) -> None:
-        while (parsed := await self.next_request(self._push)) is not None:
-            nursery.start_soon(self._handle, parsed)
-
-    async def _handle(self, request: Request) -> None:
-        try:
-            data = await self._command(request)
-        except PitrioError as exc:
-            self._push(failure(request, str(exc)))
-            return
-        except Exception as exc:  # a bug answering one command: answered, not fatal
-            log.exception("host command %s failed", request.type)
-            self._push(failure(request, problem_of(exc)))
-            return
-        if data is None:
-            self._push(unknown_command(request))
-        else:
-            self._push(success(request, data))
-
-    async def _command(self, request: Request) -> Any:
-        host = self.server.host
-        match request.type:
-            case "list":
-                return {"sessions": await host.list()}
-            case "search":
-                return {"sessions": await host.search(_required_str(request, "query"))}
-            case "models":
-                return await host.models(_optional_str(request, "cwd"))
-            case "rename":
-                name = await host.rename(_session_id(request), _required_str(request, "name"))
-                return {"sessionId": request.get("sessionId"), "name": name}
-            case "create":
-                hosted = await host.create(
-                    cwd=_optional_str(request, "cwd"),
-                    model=_optional_str(request, "model"),
-                    thinking_level=_optional_str(request, "thinkingLevel"),
-                    name=_optional_str(request, "name"),
-                )
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "open":
-                hosted = await host.open(_session_id(request))
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "get":
-                hosted = await host.get(_session_id(request))
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "close":
-                await host.close(_session_id(request))
-                return MISSING
-            case "delete":
-                await host.delete(_session_id(request))
-                return MISSING
-            case "stats":
-                return _stats_data(await host.host_stats())
-        return None
-
-
-def _describe(hosted: HostedSession) -> dict[str, Any]:
-    return {
-        "path": str(hosted.path) if hosted.path is not None else None,
-        "cwd": hosted.cwd,
-        **hosted.row(),
-    }
-
-
-def _stats_data(stats: Any) -> dict[str, Any]:
-    import attrs
-
-    value: dict[str, Any] = orjson.loads(orjson.dumps(attrs.asdict(stats)))
-    return value
-
-
-def _optional_str(request: Request, name: str) -> str | None:
-    value = request.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise PitrioError(f"{request.type}: {name} must be a string")
-    return value
-
-
-def _required_str(request: Request, name: str) -> str:
-    value = request.get(name)
-    if not isinstance(value, str):
-        raise PitrioError(f"{request.type}: {name} must be a string")
-    return value
-
-
-def _session_id(request: Request) -> str:
-    value = request.get("sessionId")
-    if not isinstance(value, str):
-        raise PitrioError(f"{request.type}: sessionId must be a string")
-    return value

@@ -1,0 +1,170 @@
+"""The daemon's ``/v1/host`` endpoint (:class:`HostSocket`): list, search, create, open,
+rename, close and delete sessions, list the models a new session may use, and stream host
+events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from pitrio.errors import PitrioError
+from pitrio.sdk.host import HostedSession
+from pitrio.transports.daemon.context import DaemonContext
+from pitrio.transports.daemon.frames import problem_of, safe_json_frame
+from pitrio.transports.daemon.socket_base import (
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
+    CLOSE_POLICY,
+    ClientSocket,
+    log,
+)
+from pitrio.transports.rpc.commands import unknown_command
+from pitrio.transports.rpc.protocol import MISSING, Request, failure, success
+
+
+class HostSocket(ClientSocket):
+    """One client of ``/v1/host``."""
+
+    def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
+        super().__init__(server, ws)
+        self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
+
+    def _push(self, value: Any) -> None:
+        try:
+            self._out.send_nowait(safe_json_frame(value))
+        except trio.WouldBlock:
+            self.server.counters["slow_closes"] += 1
+            self.server.spawn(self.close(CLOSE_POLICY, "client too slow: host events queued"))
+
+    async def run(self) -> None:
+        """Serve until either side closes."""
+        events = await self.server.host.subscribe()
+        self.server.counters["host_connections"] += 1
+        self._push({"type": "host_attached", "version": 1})
+        try:
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._send_loop)
+                    nursery.start_soon(self._forward, events)
+                    nursery.start_soon(self._shutdown_watch)
+                    nursery.start_soon(self.keepalive)
+                    await self._read_loop(nursery)
+                    self.scope.cancel()
+        finally:
+            self.server.counters["host_connections"] -= 1
+            await events.aclose()
+            with trio.CancelScope(shield=True):
+                await self.close(CLOSE_NORMAL, "")
+
+    async def _forward(self, events: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        async for event in events:
+            self._push(event)
+        # The host dropped this subscriber: it fell behind.
+        await self.close(CLOSE_POLICY, "client too slow: host events dropped")
+
+    async def _send_loop(self) -> None:
+        async for frame in self._out_receive:
+            try:
+                await self.ws.send_message(frame.decode("utf-8"))
+            except ConnectionClosed:
+                self.scope.cancel()
+                return
+
+    async def _shutdown_watch(self) -> None:
+        await self.server.closing.wait()
+        await self.close(CLOSE_GOING_AWAY, "server shutting down")
+
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
+        while (parsed := await self.next_request(self._push)) is not None:
+            nursery.start_soon(self._handle, parsed)
+
+    async def _handle(self, request: Request) -> None:
+        try:
+            data = await self._command(request)
+        except PitrioError as exc:
+            self._push(failure(request, str(exc)))
+            return
+        except Exception as exc:  # a bug answering one command: answered, not fatal
+            log.exception("host command %s failed", request.type)
+            self._push(failure(request, problem_of(exc)))
+            return
+        if data is None:
+            self._push(unknown_command(request))
+        else:
+            self._push(success(request, data))
+
+    async def _command(self, request: Request) -> Any:
+        host = self.server.host
+        match request.type:
+            case "list":
+                return {"sessions": await host.list()}
+            case "search":
+                return {"sessions": await host.search(_required_str(request, "query"))}
+            case "models":
+                return await host.models(_optional_str(request, "cwd"))
+            case "rename":
+                name = await host.rename(_session_id(request), _required_str(request, "name"))
+                return {"sessionId": request.get("sessionId"), "name": name}
+            case "create":
+                hosted = await host.create(
+                    cwd=_optional_str(request, "cwd"),
+                    model=_optional_str(request, "model"),
+                    thinking_level=_optional_str(request, "thinkingLevel"),
+                    name=_optional_str(request, "name"),
+                )
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "open":
+                hosted = await host.open(_session_id(request))
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "get":
+                hosted = await host.get(_session_id(request))
+                return {"sessionId": hosted.id, **_describe(hosted)}
+            case "close":
+                await host.close(_session_id(request))
+                return MISSING
+            case "delete":
+                await host.delete(_session_id(request))
+                return MISSING
+            case "stats":
+                return _stats_data(await host.host_stats())
+        return None
+
+
+def _describe(hosted: HostedSession) -> dict[str, Any]:
+    return {
+        "path": str(hosted.path) if hosted.path is not None else None,
+        "cwd": hosted.cwd,
+        **hosted.row(),
+    }
+
+
+def _stats_data(stats: Any) -> dict[str, Any]:
+    value: dict[str, Any] = orjson.loads(orjson.dumps(attrs.asdict(stats)))
+    return value
+
+
+def _optional_str(request: Request, name: str) -> str | None:
+    value = request.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _required_str(request: Request, name: str) -> str:
+    value = request.get(name)
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: {name} must be a string")
+    return value
+
+
+def _session_id(request: Request) -> str:
+    value = request.get("sessionId")
+    if not isinstance(value, str):
+        raise PitrioError(f"{request.type}: sessionId must be a string")
+    return value
