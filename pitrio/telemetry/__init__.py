@@ -28,17 +28,6 @@ _ACTIVE: contextvars.ContextVar[Telemetry | None] = contextvars.ContextVar(
 )
 
 
-def version() -> str:
-    """pitrio's version, as the spans' instrumentation scope and the resource name it."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("pitrio")
-    except PackageNotFoundError:  # run from a source tree that is not installed
-        return "0+unknown"
-
-
 def active() -> Telemetry | None:
     """The telemetry sessions started now report to, if any."""
     return _ACTIVE.get()

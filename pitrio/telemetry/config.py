@@ -10,11 +10,13 @@ OTLP over HTTP/protobuf (``OTEL_EXPORTER_OTLP_PROTOCOL`` may only say ``http/pro
 its endpoint, headers, timeout and compression read by the exporter itself; the resource from
 ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` (service name ``pitrio`` when neither
 names one); the sampler, the batch processor and the metric interval from their own
-``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_INTERVAL``.
+``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_INTERVAL``. The ``console``
+exporters write to stderr (stdout is the RPC channel, or print mode's answer).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -105,7 +107,7 @@ def build(environ: Mapping[str, str]) -> Providers:
 def _resource() -> Any:
     from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 
-    from pitrio.telemetry import version
+    from pitrio.telemetry._meta import version
 
     resource = Resource.create({SERVICE_VERSION: version()})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -124,7 +126,8 @@ def _tracer_provider(names: tuple[str, ...], resource: Any) -> Any:
 
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         else:
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+            # stderr: stdout is the RPC channel, or the answer of print mode.
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     return provider
 
 
@@ -142,5 +145,5 @@ def _meter_provider(names: tuple[str, ...], resource: Any) -> Any:
 
             readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
         else:
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
+            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
     return MeterProvider(resource=resource, metric_readers=readers)

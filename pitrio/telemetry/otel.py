@@ -26,7 +26,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pitrio.actors.session.fanout import Sequenced
-from pitrio.telemetry import log_context
+from pitrio.telemetry.log_context import forget, remember
 from pitrio.telemetry.mapper import (
     INSTRUMENTS,
     SECONDS_BUCKETS,
@@ -61,7 +61,7 @@ class Telemetry:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        from pitrio.telemetry import version
+        from pitrio.telemetry._meta import version
 
         tracers = tracer_provider or trace.get_tracer_provider()
         meters = meter_provider or metrics.get_meter_provider()
@@ -168,7 +168,7 @@ class SessionObserver:
                 except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                     break
             self.apply(self.mapper.close(now, reason))
-            log_context.forget(self.session_id)
+            forget(self.session_id)
 
     def feed(self, item: Sequenced, now_ns: int) -> None:
         """Map one delivered event."""
@@ -195,7 +195,7 @@ class SessionObserver:
         if spans_changed:
             current = self.mapper.current()
             span = None if current is None else self.spans.get(current)
-            log_context.remember(self.session_id, None if span is None else span.get_span_context())
+            remember(self.session_id, None if span is None else span.get_span_context())
 
     def _start(self, op: StartSpan) -> None:
         parent = None if op.parent is None else self.spans.get(op.parent)

@@ -127,3 +127,23 @@ async def test_a_bad_otel_variable_is_a_start_up_error_naming_it(tmp_path: Path)
     assert done.returncode == 1
     assert "OTEL_TRACES_EXPORTER=zipkin" in done.stderr.decode()
     assert done.stdout == b""
+
+
+async def test_the_console_exporter_keeps_stdout_for_the_answer(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        HOME=str(tmp_path),
+        PITRIO_AGENT_DIR=str(tmp_path / "agent"),
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_METRICS_EXPORTER="none",
+    )
+    done = await trio.run_process(
+        [*PITRIO, "-p", "just this", "--no-session"],
+        env=env,
+        cwd=str(tmp_path),
+        capture_stdout=True,
+        capture_stderr=True,
+        stdin=b"",
+    )
+    assert done.stdout == b"just this\n"
+    assert b'"name": "invoke_agent pitrio"' in done.stderr
