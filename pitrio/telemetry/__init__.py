@@ -33,6 +33,15 @@ def active() -> Telemetry | None:
     return _ACTIVE.get()
 
 
+def note_transport_retry(api: str, status: int | None) -> None:
+    """A provider repeats a request that failed before anything streamed (HTTP 5xx/429, a
+    failed connection): counted as ``pitrio.llm.transport_retries`` when telemetry is on. No
+    session event shows these, so the provider tells the telemetry itself."""
+    telemetry = _ACTIVE.get()
+    if telemetry is not None:
+        telemetry.transport_retry(api, status)
+
+
 @contextmanager
 def using(telemetry: Telemetry | None) -> Iterator[None]:
     """Observe every session started in this context (and in ``trio.run`` called inside it)."""

@@ -8,8 +8,8 @@ structured record, ``record.pitrio_fields``). Observers keep that last table up 
 (:func:`remember`). The filter never drops a record; without a span both ids are empty
 strings, so a formatter can always name them.
 
-This module imports OpenTelemetry only when a span context has to be read, so installing the
-filter costs nothing while telemetry is off.
+The filter works whether telemetry is on or not (the OpenTelemetry API, a dependency, is
+imported on the first record it sees; with telemetry off the ids are simply empty).
 """
 
 from __future__ import annotations

@@ -140,6 +140,12 @@ INSTRUMENTS: Final[tuple[InstrumentSpec, ...]] = (
     ),
     InstrumentSpec("pitrio.llm.tokens", "counter", "{token}", "Tokens used, by type."),
     InstrumentSpec("pitrio.llm.cost", "counter", "USD", "Cost of the LLM requests."),
+    InstrumentSpec(
+        "pitrio.llm.transport_retries",
+        "counter",
+        "{retry}",
+        "Requests a provider repeated before anything streamed (status 0: no response).",
+    ),
     InstrumentSpec("pitrio.tool.calls", "counter", "{call}", "Tool calls, by tool and error."),
     InstrumentSpec("pitrio.tool.duration", "histogram", "s", "Tool calls, start to end."),
     InstrumentSpec("pitrio.retries", "counter", "{retry}", "Automatic retries scheduled."),

@@ -40,7 +40,7 @@ from pitrio.telemetry.mapper import (
 
 EVENT_CAPACITY = 4096
 """The observer's event subscription: events it may lag behind before the session coalesces
-deltas for it and, further behind, drops it (its spans are then ended as "events lost")."""
+deltas for it and, further behind, drops it (its open spans are then ended as failed)."""
 
 SCOPE = "pitrio"
 """The instrumentation scope of every span and instrument."""
@@ -110,6 +110,12 @@ class Telemetry:
         else:
             self._histograms[op.instrument].record(op.value, op.attributes)
 
+    def transport_retry(self, api: str, status: int | None) -> None:
+        """Count one provider-level retry (:func:`pitrio.telemetry.note_transport_retry`)."""
+        self._counters["pitrio.llm.transport_retries"].add(
+            1, {"pitrio.llm.api": api, "http.response.status_code": status or 0}
+        )
+
     # -- the daemon's gauges ---------------------------------------------------------------
 
     def watch_daemon(self, counts: DaemonCounts | None) -> None:
@@ -153,7 +159,7 @@ class SessionObserver:
 
     async def run(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
         """Map every event until the stream ends; then end what is still open."""
-        reason = "events lost (the observer fell too far behind)"
+        reason = "event stream ended"  # the session ended, or dropped this observer
         try:
             async for item in events:
                 self.feed(item, time.time_ns())
