@@ -97,11 +97,16 @@ def build(environ: Mapping[str, str]) -> Providers:
             )
     span_exporters = exporters(environ, "TRACES")
     metric_exporters = exporters(environ, "METRICS")
-    resource = _resource()
-    return Providers(
-        tracer_provider=_tracer_provider(span_exporters, resource) if span_exporters else None,
-        meter_provider=_meter_provider(metric_exporters, resource) if metric_exporters else None,
-    )
+    try:
+        resource = _resource()
+        tracer_provider = _tracer_provider(span_exporters, resource) if span_exporters else None
+        meter_provider = _meter_provider(metric_exporters, resource) if metric_exporters else None
+    except ImportError as exc:
+        raise TelemetryConfigError(
+            f"OTEL_* variables ask for OpenTelemetry, but {exc.name or 'its SDK'} is not "
+            "installed (pip install 'pitrio[otel]')"
+        ) from exc
+    return Providers(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
 def _resource() -> Any:

@@ -90,3 +90,9 @@ def test_off_a_whole_run_imports_no_opentelemetry(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "LOADED [] 0"
+
+
+def test_a_missing_sdk_is_an_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # import fails
+    with pytest.raises(TelemetryConfigError, match=r"pip install 'pitrio\[otel\]'"):
+        build({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
