@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 from opentelemetry import context as otel_context
@@ -37,6 +37,9 @@ from pitrio.telemetry.mapper import (
     RunMapper,
     StartSpan,
 )
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.handle import SessionHandle
 
 EVENT_CAPACITY = 4096
 """The observer's event subscription: events it may lag behind before the session coalesces
@@ -95,9 +98,9 @@ class Telemetry:
             description="Open websocket connections, by endpoint.",
         )
 
-    async def observe(self, nursery: trio.Nursery, session: Any, session_id: str) -> None:
-        """Trace the session of ``session`` (a :class:`SessionHandle`) until it ends; the
-        observer's task goes into ``nursery`` (the session's own)."""
+    async def observe(self, nursery: trio.Nursery, session: SessionHandle, session_id: str) -> None:
+        """Trace the session of ``session`` until it ends; the observer's task goes into
+        ``nursery`` (the session's own)."""
         send, receive = trio.open_memory_channel[Sequenced](EVENT_CAPACITY)
         await session.subscribe_into(send, EVENT_CAPACITY)
         nursery.start_soon(SessionObserver(self, session_id).run, receive)
