@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 from opentelemetry import context as otel_context
@@ -38,9 +38,6 @@ from pitrio.telemetry.mapper import (
     StartSpan,
 )
 
-if TYPE_CHECKING:
-    from pitrio.actors.session.handle import SessionHandle
-
 EVENT_CAPACITY = 4096
 """The observer's event subscription: events it may lag behind before the session coalesces
 deltas for it and, further behind, drops it (its open spans are then ended as failed)."""
@@ -50,6 +47,14 @@ SCOPE = "pitrio"
 
 DaemonCounts = Callable[[], Awaitable[tuple[Mapping[str, int], Mapping[str, int]]]]
 """Read in the trio loop: (sessions by status, open connections by endpoint)."""
+
+
+class Subscribable(Protocol):
+    """What the observer needs of a session handle (:class:`SessionHandle` has it); a protocol
+    keeps the session package out of this module's imports."""
+
+    async def subscribe_into(self, send: trio.MemorySendChannel[Sequenced], capacity: int) -> None:
+        """Deliver every event from now on into ``send``."""
 
 
 class Telemetry:
@@ -98,7 +103,7 @@ class Telemetry:
             description="Open websocket connections, by endpoint.",
         )
 
-    async def observe(self, nursery: trio.Nursery, session: SessionHandle, session_id: str) -> None:
+    async def observe(self, nursery: trio.Nursery, session: Subscribable, session_id: str) -> None:
         """Trace the session of ``session`` until it ends; the observer's task goes into
         ``nursery`` (the session's own)."""
         send, receive = trio.open_memory_channel[Sequenced](EVENT_CAPACITY)
