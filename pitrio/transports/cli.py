@@ -10,6 +10,7 @@ from typing import NoReturn
 
 import trio
 
+from pitrio import telemetry
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
@@ -143,6 +144,8 @@ def _rpc_mode(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if telemetry.wanted_here():  # OTEL_* ask for OpenTelemetry: the same command, exported
+        return telemetry.run_main(main, argv)
     if argv[:1] == ["sessions"]:
         from pitrio.transports.sessions_cli import run_sessions_command
 

@@ -31,6 +31,8 @@ from pitrio.sdk.models import FauxProvider, ModelRouterHandle, RouterConfig, sta
 from pitrio.sdk.store import agent_dir as default_agent_dir
 from pitrio.sdk.store import configured_store
 from pitrio.sdk.tools import reap_orphans, record_groups_in
+from pitrio.telemetry import active as active_telemetry
+from pitrio.telemetry.daemon import daemon_counts
 from pitrio.transports.daemon.frames import delta_frame
 from pitrio.transports.daemon.security import load_or_create_token, token_path
 from pitrio.transports.daemon.server import DaemonConfig, DaemonServer
@@ -105,9 +107,14 @@ async def open_daemon(
             if backend is not None:
                 backend.set_url(server.url)  # told to clients of other daemons
             running = Daemon(server, host_handle, router, nursery)
+            telemetry = active_telemetry()
+            if telemetry is not None:  # OpenTelemetry's gauges read the daemon's figures
+                telemetry.watch_daemon(daemon_counts(server))
             try:
                 yield running
             finally:
+                if telemetry is not None:
+                    telemetry.watch_daemon(None)
                 await running.shutdown()
 
 

@@ -57,6 +57,7 @@ from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHan
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
 from pitrio.messages.model import Model
+from pitrio.telemetry import active as active_telemetry
 
 DEFAULT_MODEL = "faux/echo"
 
@@ -391,6 +392,9 @@ async def start_session(
         prompt_sections=sections,
     )
     session = SessionHandle(await nursery.start(actor.run))
+    telemetry = active_telemetry()
+    if telemetry is not None:  # OpenTelemetry, when configured: an observer of the events
+        await telemetry.observe(nursery, session, store.header.id)
     if tap is not None:
         await tap.attach(
             nursery,

@@ -54,6 +54,7 @@ from pitrio.actors.model_router.providers.sse import MalformedStreamError, SseDe
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamError
+from pitrio.telemetry import note_transport_retry
 
 if TYPE_CHECKING:
     import httpx
@@ -271,6 +272,7 @@ class HttpProvider(abc.ABC):
             )
             if isinstance(verdict, retry.Wait):
                 retries += 1
+                note_transport_retry(self.api_label, failure.status)  # no event shows these
                 await trio.sleep(verdict.seconds)
                 continue
             text = failure.text
