@@ -23,6 +23,8 @@ import logging
 import sys
 from typing import Any, TextIO
 
+from pitrio.telemetry.log_context import TraceContextFilter
+
 LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 """The levels ``--log-level`` takes (lowest first)."""
 FORMATS: tuple[str, ...] = ("json", "text")
@@ -76,6 +78,11 @@ class JsonFormatter(logging.Formatter):
             "event": name,
             "fields": fields,
         }
+        # Set by TraceContextFilter when the record belongs to a span (telemetry on).
+        trace_id = getattr(record, "trace_id", "")
+        if trace_id:
+            entry["trace_id"] = trace_id
+            entry["span_id"] = getattr(record, "span_id", "")
         # default=str: a field that is not JSON (a Path, an exception) is written as its text
         # rather than losing the whole line.
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -114,6 +121,9 @@ def configure(level: str = "info", fmt: str = "json", stream: TextIO | None = No
         raise ValueError(f"unknown log format {fmt!r} (one of {', '.join(FORMATS)})")
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    # Records about a session with an open span carry its trace and span ids (empty, and so
+    # left out of the line, when telemetry is off).
+    handler.addFilter(TraceContextFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -67,3 +67,26 @@ def test_configure_refuses_unknown_levels_and_formats() -> None:
         logs.configure("loud", "json")
     with pytest.raises(ValueError, match="unknown log format 'xml'"):
         logs.configure("info", "xml")
+
+
+def test_a_record_of_a_session_with_an_open_span_carries_its_ids(restore_root: object) -> None:
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from pitrio.telemetry import log_context
+
+    out = io.StringIO()
+    logs.configure("info", "json", out)
+    log = logging.getLogger("pitrio.test")
+    context = SpanContext(
+        trace_id=0x1234, span_id=0xABC, is_remote=False, trace_flags=TraceFlags(1)
+    )
+    log_context.remember("traced", context)
+    try:
+        logs.event(log, "run_start", session="traced")
+        logs.event(log, "run_start", session="untraced")
+    finally:
+        log_context.forget("traced")
+    traced, untraced = (json.loads(line) for line in out.getvalue().splitlines())
+    assert traced["trace_id"] == format(0x1234, "032x")
+    assert traced["span_id"] == format(0xABC, "016x")
+    assert "trace_id" not in untraced and "span_id" not in untraced
