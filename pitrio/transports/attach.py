@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import trio
 from trio_websocket import (
@@ -35,6 +32,7 @@ from trio_websocket import (
 )
 
 from pitrio.transports.attach_connect import (
+    closed_reason,
     daemon_token,
     daemon_url,
     refused,
@@ -43,7 +41,9 @@ from pitrio.transports.attach_connect import (
     ws_url,
 )
 from pitrio.transports.attach_dialogs import Dialogs
-from pitrio.transports.attach_render import Chunk, Renderer, choose_style
+from pitrio.transports.attach_render import Renderer, choose_style
+from pitrio.transports.attach_state import RunState
+from pitrio.transports.attach_terminal import Keyboard, Terminal, edit_in
 
 RECONNECTS = 5
 PROMPT = "> "
@@ -70,69 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Keyboard:
-    """Lines of stdin read by a trio task, not a thread, so reading can pause (``$EDITOR``)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-        self.eof = False
-        self.pollable = True
-
-    async def readline(self) -> str | None:
-        """The next line without its newline; ``None`` at end of input."""
-        while b"\n" not in self.buffer and not self.eof:
-            if self.pollable:
-                try:
-                    await trio.lowlevel.wait_readable(self.fd)
-                except OSError:  # a regular file (epoll refuses it): reads never block
-                    self.pollable = False
-            else:
-                await trio.lowlevel.checkpoint()
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                continue
-            self.eof = not data
-            self.buffer += data
-        if not self.buffer:
-            return None
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode("utf-8", "replace").rstrip("\r")
-
-
-class Terminal:
-    """stdout and stderr: chunks of the transcript, and the live area a terminal redraws."""
-
-    def __init__(self, out: TextIO, err: TextIO, renderer: Renderer, tty: bool) -> None:
-        self.out, self.err, self.renderer, self.tty = out, err, renderer, tty
-        self.drawn = 0
-
-    def show(self, chunks: Sequence[Chunk]) -> None:
-        """Write ``chunks`` above the live area, then redraw it."""
-        if self.drawn:
-            self.out.write(f"\x1b[{self.drawn}F\x1b[J")
-            self.drawn = 0
-        for chunk in chunks:
-            (self.err if chunk.err else self.out).write(chunk.text)
-        live = self.renderer.live() if self.tty and self.renderer.at_line_start else []
-        for line in live:
-            self.out.write(line + "\n")
-        self.drawn = len(live)
-        self.out.flush()
-        self.err.flush()
-
-    def text(self, text: str) -> None:
-        """Stdout text that is not a frame's (a question, the prompt marker, an echo)."""
-        if text:
-            self.renderer.at_line_start = text.endswith("\n")
-            self.show([Chunk(text)])
-
-    def error(self, text: str) -> None:
-        """A line on stderr."""
-        self.show([*self.renderer.newline(), Chunk(text + "\n", err=True)])
-
-
 class AttachClient:
     """The connection, the terminal and the keyboard."""
 
@@ -148,23 +85,19 @@ class AttachClient:
         self.dialogs = Dialogs(term.renderer.style, external_editor=bool(self.editor))
         self.dialogs_changed = trio.Event()
         self.ws: WebSocketConnection | None = None
-        self.last_seq = 0
-        self.stream: str | None = None
-        self.running = False  # a run between agent_start and agent_settled
-        self.pending: str | None = None  # the id of a prompt (or its get_state probe) in flight
+        self.state = RunState()
         self.idle = trio.Event()
         self.ids = 0
         self.input_done = False
         self.asking = False  # a marker or a question awaits a line on stdout
         self.read_scope: trio.CancelScope | None = None
-        self.probe = False  # a get_state is to follow an accepted prompt
         self.failure: AttachError | None = None
 
     # -- state -------------------------------------------------------------------------------
 
     @property
     def busy(self) -> bool:
-        return self.running or self.pending is not None
+        return self.state.busy
 
     def _changed(self) -> None:
         """After any change of run or dialog state: the idle event and the prompt marker."""
@@ -226,7 +159,8 @@ class AttachClient:
         """Receive until the end; reconnect with resume after a loss (a few times)."""
         failures, connected, reason = 0, False, ""
         while failures <= RECONNECTS:
-            query = f"?since={self.last_seq}&stream={self.stream}" if self.stream else ""
+            state = self.state
+            query = f"?since={state.last_seq}&stream={state.stream}" if state.stream else ""
             try:
                 async with self._open(path + query) as ws:
                     self.ws, connected, failures = ws, True, 0
@@ -241,7 +175,7 @@ class AttachClient:
                 if self.input_done and not self.busy:
                     return 0
                 failures += 1
-                reason = _closed_reason(exc)
+                reason = closed_reason(exc)
                 if failures <= RECONNECTS:
                     self.term.error(
                         f"(connection to the daemon lost: {reason}; reconnecting,"
@@ -267,52 +201,26 @@ class AttachClient:
                     return 1
                 raise
             self._frame(frame)
-            if self.probe:
-                self.probe = False
-                self.pending = await self.send({"type": "get_state"})
+            if self.state.probe:
+                self.state.sent(await self.send({"type": "get_state"}))
             if self.input_done and not self.busy and self.dialogs.current is None:
                 return 0
 
     def _frame(self, frame: dict[str, Any]) -> None:
-        kind = frame.get("type")
-        seq = frame.get("seq")
-        if isinstance(seq, int) and kind not in ("attached", "response"):
-            self.last_seq = max(self.last_seq, seq)
-        if kind == "attached":
-            self.stream = frame.get("stream")
-            self.last_seq = max(self.last_seq, int(frame.get("seq", 0)))
-            self.running = bool(frame.get("isStreaming")) or self.running
-        elif kind in ("agent_start", "auto_retry_start", "compaction_start"):
-            self.running = True
-        elif kind == "agent_settled":
-            self.running = False
+        self.state.feed(frame)
         chunks = self.term.renderer.feed(frame)
         if chunks and self.asking:  # output arrived after the marker: it no longer asks
             self.asking = False
-        if kind == "extension_ui_request":
+        if frame.get("type") == "extension_ui_request":
             asked = self.dialogs.offer(frame, trio.current_time())
             if asked:
-                chunks = [*chunks, *self.term.renderer.newline()]
-                self.term.show(chunks)
+                self.term.show([*chunks, *self.term.renderer.newline()])
                 self.term.text(asked)
                 self.asking = False
                 self._dialogs_moved()
                 return
         self.term.show(chunks)
-        if kind == "response" and frame.get("id") == self.pending:
-            self._answered(frame)
         self._changed()
-
-    def _answered(self, frame: dict[str, Any]) -> None:
-        """The response to the prompt in flight (or to the get_state that follows it)."""
-        self.pending = None
-        if frame.get("command") == "get_state":
-            data = frame.get("data") or {}
-            self.running = self.running or bool(data.get("isStreaming"))
-        elif frame.get("success") and not self.running:
-            # Accepted and no run seen yet (an extension command has none): the state,
-            # answered after every event emitted so far, says which.
-            self.probe = True
 
     def _dialogs_moved(self) -> None:
         self.dialogs_changed.set()
@@ -369,7 +277,7 @@ class AttachClient:
                     {"type": "follow_up" if self.args.follow_up else "steer", "message": line}
                 )
             else:
-                self.pending = await self.send({"type": "prompt", "message": line})
+                self.state.sent(await self.send({"type": "prompt", "message": line}))
                 self._changed()
         except ConnectionClosed:
             self.term.error("(not connected: the line was dropped)")
@@ -388,20 +296,14 @@ class AttachClient:
         """Answer the open editor dialog in ``$EDITOR``: its text, ``None`` when it failed."""
         dialog = self.dialogs.current
         assert dialog is not None and self.editor is not None
-        with tempfile.TemporaryDirectory(prefix="pitrio-attach-") as folder:
-            path = Path(folder) / "answer.txt"
-            path.write_text(dialog.prefill, encoding="utf-8")
-            try:
-                done = await trio.run_process(
-                    [*shlex.split(self.editor), str(path)], check=False, stdin=None
-                )
-            except OSError as exc:
-                self.term.error(
-                    f"(cannot run the editor {self.editor!r}: {unreachable_reason(exc)})"
-                )
-                return None
-            self.term.renderer.at_line_start = True
-            return path.read_text(encoding="utf-8") if done.returncode == 0 else None
+        self.term.show([])
+        try:
+            text = await edit_in(self.editor, dialog.prefill)
+        except OSError as exc:
+            self.term.error(f"(cannot run the editor {self.editor!r}: {unreachable_reason(exc)})")
+            return None
+        self.term.renderer.at_line_start = True
+        return text
 
     async def _dialog_timer(self) -> None:
         while True:
@@ -427,12 +329,6 @@ class AttachClient:
                 else:
                     nursery.cancel_scope.cancel()
                     return
-
-
-def _closed_reason(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionClosed) and exc.reason is not None:
-        return f"closed ({exc.reason.code}{' ' + exc.reason.reason if exc.reason.reason else ''})"
-    return unreachable_reason(exc)
 
 
 def attach_main(argv: Sequence[str]) -> int:

@@ -109,6 +109,16 @@ def unreachable_reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def closed_reason(exc: BaseException) -> str:
+    """Why an open connection ended: the close code the daemon sent, else the socket's error."""
+    reason = getattr(exc, "reason", None)
+    code = getattr(reason, "code", None)
+    if code is not None:
+        told = getattr(reason, "reason", None)
+        return f"closed ({code}{' ' + told if told else ''})"
+    return unreachable_reason(exc)
+
+
 def unreachable(base: str, exc: BaseException) -> str:
     """The message for a daemon that cannot be reached."""
     return (

@@ -175,3 +175,50 @@ async def test_a_daemon_gone_mid_session_ends_with_an_error(tmp_path: Path) -> N
             r" — is `pitrio serve` still running\?$"
         )
         assert await client.exit_code() == 1
+
+
+ASK = '''
+async def ask(args, ctx):
+    colour = await ctx.ui.select("Colour?", ["red", "blue"])
+    name = await ctx.ui.input("Name?", "your name")
+    notes = await ctx.ui.editor("Notes?", "draft")
+    quick = await ctx.ui.confirm("Quick?", "nobody answers this one", time_limit=0.5)
+    await ctx.ui.notify(f"colour={colour} name={name} notes={notes!r} quick={quick}")
+
+def setup(api):
+    api.register_command("ask", ask, description="Ask four questions")
+'''
+
+
+async def test_select_input_editor_and_a_timeout(tmp_path: Path) -> None:
+    extension = tmp_path / "ask.py"
+    extension.write_text(ASK)
+    async with (
+        serving(tmp_path, {}, extensions=(extension,)) as served,
+        attach(served.env()) as client,
+    ):
+        await client.out.until(r"^> $")
+        await client.type("/ask")
+        await client.out.until(r"^\? Colour\?$")
+        await client.out.until(r"^  1\) red$")
+        await client.out.until(r"^  2\) blue$")
+        await client.out.until(r"^  choose 1-2: $")
+        await client.type("3")
+        await client.out.until(r"^  choose a number from 1 to 2: $")
+        await client.type("2")
+        await client.out.until(r"^\? Name\?$")
+        await client.out.until(r"^  answer \(your name\): $")
+        await client.type("Ada")
+        await client.out.until(r"^\? Notes\?$")
+        await client.out.until(r"^  \| draft$")
+        await client.out.until(r'^  type the text, then a line holding only "\."')
+        for line in ("line one", "line two", "."):
+            await client.type(line)
+        await client.out.until(r"^\? Quick\? \(answer within 0\.5 s\)$")
+        await client.out.until(r"^\(no answer within 0\.5 s: “Quick\?” was cancelled\)$")
+        await client.out.until(
+            r"^\[info\] colour=blue name=Ada notes='line one\\nline two' quick=False$"
+        )
+        await client.out.until(r"^> $")
+        await client.close_input()
+        assert await client.exit_code() == 0
