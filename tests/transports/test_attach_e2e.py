@@ -177,7 +177,7 @@ async def test_a_daemon_gone_mid_session_ends_with_an_error(tmp_path: Path) -> N
         assert await client.exit_code() == 1
 
 
-ASK = '''
+ASK = """
 async def ask(args, ctx):
     colour = await ctx.ui.select("Colour?", ["red", "blue"])
     name = await ctx.ui.input("Name?", "your name")
@@ -187,7 +187,7 @@ async def ask(args, ctx):
 
 def setup(api):
     api.register_command("ask", ask, description="Ask four questions")
-'''
+"""
 
 
 async def test_select_input_editor_and_a_timeout(tmp_path: Path) -> None:
