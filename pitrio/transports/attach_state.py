@@ -36,7 +36,7 @@ class RunState:
     @property
     def busy(self) -> bool:
         """Whether a run or a prompt of ours is in flight."""
-        return self.running or self.pending is not None
+        return self.running or self.pending is not None or self.probe
 
     def sent(self, request_id: str) -> None:
         """A prompt (or the probe) went out with ``request_id``."""

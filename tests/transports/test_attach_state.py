@@ -27,7 +27,7 @@ def test_an_accepted_prompt_without_a_run_is_settled_by_get_state() -> None:
     state = RunState()
     state.sent("a1")
     state.feed({"type": "response", "id": "a1", "command": "prompt", "success": True})
-    assert state.probe and not state.busy
+    assert state.probe and state.busy  # no "> " before the state says
     state.sent("a2")
     assert not state.probe and state.busy
     state.feed({"type": "response", "id": "a2", "command": "get_state", "data": {}})
