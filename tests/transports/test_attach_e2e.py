@@ -215,10 +215,45 @@ async def test_select_input_editor_and_a_timeout(tmp_path: Path) -> None:
         for line in ("line one", "line two", "."):
             await client.type(line)
         await client.out.until(r"^\? Quick\? \(answer within 0\.5 s\)$")
-        await client.out.until(r"^\(no answer within 0\.5 s: “Quick\?” was cancelled\)$")
-        await client.out.until(
-            r"^\[info\] colour=blue name=Ada notes='line one\\nline two' quick=False$"
-        )
+        asked = len(client.out.all)
+        # The extension's clock and attach's run apart: the notify sent once the extension
+        # gave up may come before or after attach closes the question; "> " after both.
+        await client.out.until(r"^> $")
+        after = client.out.all[asked:]
+        assert "(no answer within 0.5 s: “Quick?” was cancelled)" in after
+        assert "[info] colour=blue name=Ada notes='line one\\nline two' quick=False" in after
+        await client.close_input()
+        assert await client.exit_code() == 0
+
+
+async def test_an_overflow_compaction_is_announced_start_and_outcome(tmp_path: Path) -> None:
+    script = {
+        "queue": [
+            {"kind": "text", "text": "First answer.", "deltas": 2},
+            {"kind": "error", "preset": "context_length"},
+            {"kind": "text", "text": "A summary of the talk so far.", "deltas": 1},
+            {"kind": "text", "text": "Answered after compaction.", "deltas": 2},
+        ]
+    }
+    async with serving(tmp_path, script) as served, attach(served.env()) as client:
+        await client.out.until(r"^> $")
+        await client.type("first")
+        await client.out.until(r"^First answer\.$")
+        await client.out.until(r"^> $")
+        await client.type("second")
+        await client.out.until(r"^compacting the context \(overflow\)…$")
+        await client.out.until(r"^compacted: \d+ tokens summarised; retrying$")
+        await client.out.until(r"^Answered after compaction\.$")
         await client.out.until(r"^> $")
         await client.close_input()
         assert await client.exit_code() == 0
+
+
+async def test_an_unknown_session_is_named(tmp_path: Path) -> None:
+    missing = "0190a0a0-0000-7000-8000-000000000000"
+    async with serving(tmp_path, {}) as served, attach(served.env(), missing) as client:
+        await client.close_input()
+        message = await client.err.rest()
+        assert await client.exit_code() == 1
+    assert message.startswith(f"Error: the daemon has no session {missing} (HTTP 404: ")
+    assert message.endswith("); leave the id out to start a new session\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from pitrio.actors.model_router import FauxProvider, FauxReply
+from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
 from tests.transports.attach_harness import PITRIO
 from tests.transports.daemon_harness import TOKEN, create_session, running_daemon
 
@@ -170,3 +170,40 @@ async def test_ctrl_c_cancels_a_question_and_editor_answers_in_editor(
             screen.type("\x04")
             with trio.fail_after(10):
                 assert await process.wait() == 0
+
+
+async def test_a_running_tools_output_is_redrawn_live_then_replaced(
+    agent: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    command = f"seq 1 30; read x < {fifo}; echo finished"
+    faux = FauxProvider(
+        [
+            FauxReply(tool_calls=[FauxToolCall("bash", {"command": command})]),
+            FauxReply(text="Done."),
+        ]
+    )
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id) as (screen, process):
+            await screen.until(r"(?m)^> $")
+            screen.type("run it\n")
+            await screen.until(r"⚙ \x1b\[1mbash\x1b\[22m seq 1 30")
+            # The live area: the tail of the output so far, dimmed, while the command waits.
+            await screen.until(r"\x1b\[2m  … 20 more lines\x1b\[22m\r\n")
+            await screen.until(r"\x1b\[2m  30\x1b\[22m\r\n")
+
+            def release() -> None:
+                os.close(os.open(fifo, os.O_WRONLY))
+
+            await trio.to_thread.run_sync(release)
+            # Erased (11 lines up, clear) and replaced by the result, once.
+            await screen.until(r"\x1b\[11F\x1b\[J\x1b\[32m✓\x1b\[39m bash seq 1 30")
+            await screen.until(r"  … 21 more lines\r\n  22\r\n")
+            await screen.until(r"  finished\r\n")
+            await screen.until(r"Done\.")
+            screen.type("\x04")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
+    assert screen.text.count("  finished\r\n") == 1  # not also in a live area
