@@ -64,7 +64,8 @@ def choose_style(*, tty: bool, env: Mapping[str, str], width: int = 100) -> Styl
 
 @attrs.frozen
 class Chunk:
-    """Text to write: to stdout, or to stderr when ``err`` (connection state, failures)."""
+    """Text to write: to stdout, or to stderr when ``err`` (connection state, failures). On a
+    terminal, where both share the screen, the shell ends a half-written stdout line first."""
 
     text: str
     err: bool = False
@@ -321,17 +322,11 @@ class Renderer:
     def _on_response(self, frame: Mapping[str, Any]) -> list[Chunk]:
         if frame.get("success", True):
             return []
-        return [
-            *self.newline(),
-            Chunk(f"Error: {frame.get('command')}: {frame.get('error')}\n", err=True),
-        ]
+        return [Chunk(f"Error: {frame.get('command')}: {frame.get('error')}\n", err=True)]
 
     def _notice(self, frame: Mapping[str, Any]) -> list[Chunk]:
         reason = frame.get("reason") or frame.get("error") or ""
         told = str(frame.get("type", "")).replace("_", " ")
-        return [
-            *self.newline(),
-            Chunk(f"({told}{': ' + str(reason) if reason else ''})\n", err=True),
-        ]
+        return [Chunk(f"({told}{': ' + str(reason) if reason else ''})\n", err=True)]
 
     _on_session_restarted = _on_session_failed = _on_session_closed = _on_resync = _notice

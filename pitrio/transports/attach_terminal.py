@@ -59,6 +59,9 @@ class Terminal:
             self.out.write(f"\x1b[{self.drawn}F\x1b[J")
             self.drawn = 0
         for chunk in chunks:
+            if chunk.err and self.tty and not self.renderer.at_line_start:
+                self.out.write("\n")  # one screen: stderr text goes on a line of its own
+                self.renderer.at_line_start = True
             (self.err if chunk.err else self.out).write(chunk.text)
         live = self.renderer.live() if self.tty and self.renderer.at_line_start else []
         for line in live:
@@ -75,7 +78,7 @@ class Terminal:
 
     def error(self, text: str) -> None:
         """A line on stderr."""
-        self.show([*self.renderer.newline(), Chunk(text + "\n", err=True)])
+        self.show([Chunk(text + "\n", err=True)])
 
 
 async def edit_in(editor: str, text: str) -> str | None:
