@@ -142,6 +142,7 @@ class AttachClient:
             raise AttachError(refused(exc.status_code, exc.body, self.token, "the daemon")) from exc
         except (HandshakeError, OSError, ConnectionClosed) as exc:
             raise AttachError(unreachable(self.base, exc)) from exc
+        code = 0  # Ctrl-C when idle cancels everything: a plain exit
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._signals, nursery)
             nursery.start_soon(self._keyboard)

@@ -207,3 +207,20 @@ async def test_a_running_tools_output_is_redrawn_live_then_replaced(
             with trio.fail_after(10):
                 assert await process.wait() == 0
     assert screen.text.count("  finished\r\n") == 1  # not also in a live area
+
+
+async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
+    faux = FauxProvider([FauxReply(text="word " * 400, chunk_size=5, chunk_delay=0.02)])
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id) as (screen, process):
+            await screen.until(r"(?m)^> $")
+            screen.type("talk\n")
+            await screen.until(r"word word ")
+            screen.type("\x03")
+            await screen.until(r"\(aborting\)")
+            await screen.until(r"\(aborted\)")
+            await screen.until(r"(?m)^> $")
+            screen.type("\x03")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
