@@ -97,6 +97,7 @@ class AttachClient:
 
     @property
     def busy(self) -> bool:
+        """Whether a run or a prompt of ours is in flight (see :class:`RunState`)."""
         return self.state.busy
 
     def _changed(self) -> None:
@@ -111,6 +112,7 @@ class AttachClient:
             self.term.text(("" if self.term.renderer.at_line_start else "\n") + PROMPT)
 
     async def send(self, command: dict[str, Any]) -> str:
+        """Send a command with a fresh id (returned); ``ConnectionClosed`` when not connected."""
         self.ids += 1
         command = {"id": f"a{self.ids}", **command}
         if self.ws is None:
@@ -124,6 +126,7 @@ class AttachClient:
         return open_websocket_url(ws_url(self.base, path), extra_headers=self.headers)
 
     async def create_session(self) -> str:
+        """Create a session through ``/v1/host``: its id."""
         fields = {"model": self.args.model} if self.args.model else {}
         async with self._open("/v1/host") as host:
             await host.send_message(json.dumps({"id": "create", "type": "create", **fields}))
@@ -136,6 +139,7 @@ class AttachClient:
                     return session_id
 
     async def run(self) -> int:
+        """Attach until the end: the exit code (``AttachError`` for a failure to tell)."""
         try:
             session_id = self.args.session or await self.create_session()
         except ConnectionRejected as exc:
