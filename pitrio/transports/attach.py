@@ -208,6 +208,8 @@ class AttachClient:
             self._frame(frame)
             if self.state.probe:
                 self.state.sent(await self.send({"type": "get_state"}))
+            while self.input_done and self.dialogs.current is not None:
+                await self._reply(*self.dialogs.cancel())  # nobody is left to answer
             if self.input_done and not self.busy and self.dialogs.current is None:
                 return 0
 

@@ -257,3 +257,19 @@ async def test_an_unknown_session_is_named(tmp_path: Path) -> None:
         assert await client.exit_code() == 1
     assert message.startswith(f"Error: the daemon has no session {missing} (HTTP 404: ")
     assert message.endswith("); leave the id out to start a new session\n")
+
+
+async def test_end_of_input_cancels_the_questions_that_follow(tmp_path: Path) -> None:
+    extension = tmp_path / "ask.py"
+    extension.write_text(ASK)
+    async with (
+        serving(tmp_path, {}, extensions=(extension,)) as served,
+        attach(served.env()) as client,
+    ):
+        await client.out.until(r"^> $")
+        await client.type("/ask")
+        await client.close_input()
+        for title in ("Colour", "Name", "Notes", "Quick"):
+            await client.out.until(rf"^\(cancelled: {title}\?\)$")
+        await client.out.until(r"^\[info\] colour=None name=None notes=None quick=False$")
+        assert await client.exit_code() == 0
