@@ -37,26 +37,30 @@ class Lines:
     async def until(self, pattern: str, seconds: float = 30.0) -> re.Match[str]:
         """Wait for a line matching ``pattern`` (ANSI attributes removed); lines before it are
         kept in ``all``, the match and the lines before it leave ``seen``."""
-        with trio.fail_after(seconds):
-            while True:
-                for index, line in enumerate(self.seen):
-                    if match := re.search(pattern, line):
-                        del self.seen[: index + 1]
-                        return match
-                chunk = await self.stream.receive_some(65536)
-                if not chunk:
-                    if self.buffer:  # the last line has no newline (a marker, a question)
-                        self._add(self.buffer)
-                        self.buffer = b""
-                        continue
-                    raise AssertionError(f"no line matching {pattern!r} in {self.all}")
-                self.buffer += chunk
-                while b"\n" in self.buffer:
-                    line, self.buffer = self.buffer.split(b"\n", 1)
-                    self._add(line)
-                if self.buffer.endswith((b"] ", b": ", b"> ")):  # waiting for an answer
+        with trio.move_on_after(seconds):
+            return await self._until(pattern)
+        raise AssertionError(f"no line matching {pattern!r} in {seconds} s: {self.all}")
+
+    async def _until(self, pattern: str) -> re.Match[str]:
+        while True:
+            for index, line in enumerate(self.seen):
+                if match := re.search(pattern, line):
+                    del self.seen[: index + 1]
+                    return match
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                if self.buffer:  # the last line has no newline (a marker, a question)
                     self._add(self.buffer)
                     self.buffer = b""
+                    continue
+                raise AssertionError(f"no line matching {pattern!r} in {self.all}")
+            self.buffer += chunk
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                self._add(line)
+            if self.buffer.endswith((b"] ", b": ", b"> ")):  # waiting for an answer
+                self._add(self.buffer)
+                self.buffer = b""
 
     def _add(self, raw: bytes) -> None:
         line = ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r", "")
