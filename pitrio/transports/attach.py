@@ -168,8 +168,10 @@ class AttachClient:
             query = f"?since={state.last_seq}&stream={state.stream}" if state.stream else ""
             try:
                 async with self._open(path + query) as ws:
-                    self.ws, connected, failures = ws, True, 0
-                    return await self._receive(ws)
+                    self.ws, connected = ws, True
+                    first = await ws.get_message()  # the `attached` frame: really back
+                    failures = 0
+                    return await self._receive(ws, first)
             except ConnectionRejected as exc:
                 what = f"session {path.rsplit('/', 1)[-1]}"
                 raise AttachError(refused(exc.status_code, exc.body, self.token, what)) from exc
@@ -192,10 +194,12 @@ class AttachClient:
             " — is `pitrio serve` still running?"
         )
 
-    async def _receive(self, ws: WebSocketConnection) -> int:
+    async def _receive(self, ws: WebSocketConnection, first: str | bytes) -> int:
+        message: str | bytes | None = first
         while True:
             try:
-                frame = json.loads(await ws.get_message())
+                frame = json.loads(message if message is not None else await ws.get_message())
+                message = None
             except ConnectionClosed as exc:
                 code = exc.reason.code if exc.reason is not None else None
                 if self.input_done and not self.busy:

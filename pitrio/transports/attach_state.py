@@ -51,6 +51,8 @@ class RunState:
             self.stream = frame.get("stream")
             self.last_seq = max(self.last_seq, int(frame.get("seq") or 0))
             self.running = bool(frame.get("isStreaming"))
+            if self.pending is not None:  # its response went down with the old connection
+                self.pending, self.probe = None, True
             return
         if isinstance(seq, int) and kind != "response":
             self.last_seq = max(self.last_seq, seq)

@@ -59,3 +59,11 @@ def test_attaching_takes_the_daemons_word_for_a_run_in_flight() -> None:
     assert not state.busy
     state.feed({"type": "attached", "seq": 2, "isStreaming": True})
     assert state.busy
+
+
+def test_a_prompt_whose_response_was_lost_with_the_connection_is_probed() -> None:
+    state = RunState()
+    state.feed({"type": "attached", "seq": 1, "stream": "e", "isStreaming": False})
+    state.sent("a1")
+    state.feed({"type": "attached", "seq": 1, "stream": "e", "isStreaming": False})  # again
+    assert state.pending is None and state.probe and state.busy
