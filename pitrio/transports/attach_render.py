@@ -51,7 +51,8 @@ class Style:
         return self._sgr("1", text, "22")
 
     def cut(self, line: str, indent: int = 0) -> str:
-        """``line`` shortened to the width (a terminal line must not wrap in the live area)."""
+        """``line`` (plain text) shortened to fit after ``indent`` columns (a terminal line must
+        not wrap: the live area counts lines to redraw them)."""
         room = max(20, self.width - indent - 1)
         return line if len(line) <= room else line[: room - 1] + "…"
 
@@ -204,7 +205,7 @@ class Renderer:
                 continue
             if label:
                 lines.append(self.style.cut(f"  {tool.name} {tool.summary}"))
-            lines += [self.style.dim(self.style.cut("  " + line, 0)) for line in shown]
+            lines += [self.style.dim(self.style.cut("  " + line)) for line in shown]
         return lines
 
     # -- frames ----------------------------------------------------------------------------
@@ -252,7 +253,9 @@ class Renderer:
         name = str(frame.get("toolName", "?"))
         summary = tool_summary(name, frame.get("args"))
         self.running[str(frame.get("toolCallId"))] = RunningTool(name, summary)
-        return self._line(self.style.cut(f"⚙ {self.style.bold(name)} {summary}".rstrip()))
+        # Cut the plain summary, never a string holding escapes (it could split one).
+        summary = self.style.cut(summary, indent=len(name) + 3)
+        return self._line(f"⚙ {self.style.bold(name)} {summary}".rstrip())
 
     def _on_tool_execution_update(self, frame: Mapping[str, Any]) -> list[Chunk]:
         tool = self.running.get(str(frame.get("toolCallId")))
@@ -266,11 +269,10 @@ class Renderer:
         summary = tool.summary if tool else ""
         error = bool(frame.get("isError"))
         mark = self.style.red("✗") if error else self.style.green("✓")
-        head = f"{mark} {name} {summary}".rstrip() + (
-            " " + self.style.red("(error)") if error else ""
-        )
+        summary = self.style.cut(summary, indent=len(name) + 3 + (8 if error else 0))
+        head = f"{mark} {name} {summary}".rstrip()
         body = tail(result_text(frame.get("result")))
-        lines = [self.style.cut(head)]
+        lines = [head + (" " + self.style.red("(error)") if error else "")]
         for line in body or ["(no output)"]:
             text = self.style.cut("  " + line)
             lines.append(self.style.red(text) if error else text)

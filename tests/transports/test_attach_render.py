@@ -191,3 +191,15 @@ def test_long_lines_are_cut_to_the_width() -> None:
     renderer = Renderer(Style(color=False, width=40))
     shown = out(renderer, tool_start("c", "bash", {"command": "x" * 70}))
     assert len(shown.rstrip("\n")) == 39 and shown.endswith("…\n")
+
+
+def test_a_coloured_header_is_cut_without_splitting_an_escape() -> None:
+    renderer = Renderer(Style(color=True, width=40))
+    start = out(renderer, tool_start("c", "bash", {"command": "y" * 60}))
+    assert start.startswith("⚙ \x1b[1mbash\x1b[22m yyy") and start.endswith("…\n")
+    assert len(start.replace("\x1b[1m", "").replace("\x1b[22m", "").rstrip("\n")) == 39
+    end = out(renderer, tool_end("c", "bash", "no", error=True))
+    head = end.splitlines()[0]
+    assert head.endswith("… \x1b[31m(error)\x1b[39m")
+    plain = head.replace("\x1b[31m", "").replace("\x1b[39m", "")
+    assert len(plain) == 39
