@@ -1,15 +1,14 @@
 """``pitrio attach [SESSION]``: a terminal client of the daemon.
 
 Connects to ``/v1/sessions/{id}`` (a new session when none is named) and works like a plain
-chat: each line typed is a prompt; the reply streams to stdout (thinking dimmed, tool calls
-with a spinner while they run). While a reply streams, Enter queues the line as a steering
-message (``--follow-up``: as a follow-up); Ctrl-C aborts the run (and exits when idle); end of
-input waits for the run to settle and exits. A dropped connection is resumed from the last
-``seq`` seen.
-
-The daemon is found through ``--url``, ``$PITRIO_DAEMON_URL``, the ``daemon.json`` a running
-``pitrio serve`` writes into the agent dir, else ``http://127.0.0.1:8321/``; the token through
-``--token``, ``$PITRIO_DAEMON_TOKEN`` or the agent dir's ``daemon-token``.
+chat: ``> `` asks for a prompt when the session is idle; the reply streams to stdout (thinking
+dimmed, tool calls with their arguments and the tail of their output, retry and compaction
+notices); an extension's question is asked in the terminal and the next lines answer it. While a
+reply streams, Enter queues the line as a steering message (``--follow-up``: as a follow-up);
+Ctrl-C cancels an open question, else aborts the run, else exits; end of input waits for the run
+to settle and exits. A dropped connection is resumed from the last ``seq`` seen (a few tries,
+then exit 1). What is shown is :mod:`attach_render` and :mod:`attach_dialogs`; where the daemon
+is and the error texts are :mod:`attach_connect`; this module is the I/O around them.
 """
 
 from __future__ import annotations
@@ -17,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import trio
 from trio_websocket import (
@@ -31,11 +31,26 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from pitrio.sdk.store import agent_dir as default_agent_dir
-from pitrio.transports.daemon.security import token_path
+from pitrio.transports.attach_connect import (
+    closed_reason,
+    daemon_token,
+    daemon_url,
+    refused,
+    unreachable,
+    unreachable_reason,
+    ws_url,
+)
+from pitrio.transports.attach_dialogs import Dialogs
+from pitrio.transports.attach_render import Renderer, choose_style
+from pitrio.transports.attach_state import RunState
+from pitrio.transports.attach_terminal import Keyboard, Terminal, edit_in
 
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 RECONNECTS = 5
+PROMPT = "> "
+
+
+class AttachError(Exception):
+    """A failure told to the user as one line, exit code 1."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,260 +70,269 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def daemon_url(explicit: str | None) -> str:
-    """Where the daemon is (``http://host:port/``)."""
-    if explicit:
-        return explicit
-    if env := os.environ.get("PITRIO_DAEMON_URL"):
-        return env
-    from pitrio.transports.serve import read_state
-
-    state = read_state(default_agent_dir())
-    url = state.get("url") if state else None
-    return url if isinstance(url, str) else "http://127.0.0.1:8321/"
-
-
-def daemon_token(explicit: str | None) -> str | None:
-    """The token to present (``None``: the daemon runs without one)."""
-    if explicit:
-        return explicit
-    if env := os.environ.get("PITRIO_DAEMON_TOKEN"):
-        return env
-    try:
-        return token_path(default_agent_dir()).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def ws_url(base: str, path: str) -> str:
-    """``http://h:p/`` + ``/v1/host`` → ``ws://h:p/v1/host``."""
-    root = base.rstrip("/")
-    if root.startswith("https://"):
-        root = "wss://" + root[len("https://") :]
-    elif root.startswith("http://"):
-        root = "ws://" + root[len("http://") :]
-    return root + path
-
-
-class Terminal:
-    """What the user sees: streamed text, dimmed thinking, tool calls with a spinner."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
-        self.err = err
-        self.tty = out.isatty()
-        self.running_tools: dict[str, str] = {}
-        self.at_line_start = True
-
-    def write(self, text: str, *, dim: bool = False) -> None:
-        if not text:
-            return
-        if dim and self.tty:
-            text = f"\x1b[2m{text}\x1b[0m"
-        self.out.write(text)
-        self.out.flush()
-        self.at_line_start = text.endswith("\n")
-
-    def line(self, text: str) -> None:
-        if not self.at_line_start:
-            self.write("\n")
-        self.write(text + "\n")
-
-    def note(self, text: str) -> None:
-        self.err.write(text + "\n")
-        self.err.flush()
-
-    async def spin(self) -> None:
-        """Show a spinner next to the running tools (terminals only)."""
-        index = 0
-        while True:
-            await trio.sleep(0.1)
-            if self.tty and self.running_tools:
-                names = ", ".join(self.running_tools.values())
-                self.out.write(f"\r{SPINNER[index % len(SPINNER)]} {names}\x1b[K")
-                self.out.flush()
-                index += 1
-
-
 class AttachClient:
     """The connection, the terminal and the keyboard."""
 
-    def __init__(self, args: argparse.Namespace, terminal: Terminal) -> None:
-        self.args = args
-        self.term = terminal
+    def __init__(self, args: argparse.Namespace, term: Terminal, keys: Keyboard) -> None:
+        self.args, self.term, self.keys = args, term, keys
         self.base = daemon_url(args.url)
         self.token = daemon_token(args.token)
-        self.headers = [(b"Authorization", f"Bearer {self.token}".encode())] if self.token else []
+        value = self.token.value
+        self.headers = [(b"Authorization", f"Bearer {value}".encode())] if value else []
+        self.interactive = term.tty and os.isatty(keys.fd)
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        self.editor = editor if self.interactive else None
+        self.dialogs = Dialogs(term.renderer.style, external_editor=bool(self.editor))
+        self.dialogs_changed = trio.Event()
         self.ws: WebSocketConnection | None = None
-        self.streaming = False
-        self.last_seq = 0
-        self.stream: str | None = None
-        self.settled = trio.Event()
-        self.settled.set()
+        self.state = RunState()
+        self.idle = trio.Event()
         self.ids = 0
         self.input_done = False
+        self.asking = False  # a marker or a question awaits a line on stdout
+        self.read_scope: trio.CancelScope | None = None
+        self.failure: AttachError | None = None
 
-    async def send(self, command: dict[str, Any]) -> None:
-        if self.ws is None:
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run or a prompt of ours is in flight (see :class:`RunState`)."""
+        return self.state.busy
+
+    def _changed(self) -> None:
+        """After any change of run or dialog state: the idle event and the prompt marker."""
+        if self.busy:
+            if self.idle.is_set():
+                self.idle = trio.Event()
             return
+        self.idle.set()
+        if not self.input_done and self.dialogs.current is None and not self.asking:
+            self.asking = True
+            self.term.text(("" if self.term.renderer.at_line_start else "\n") + PROMPT)
+
+    async def send(self, command: dict[str, Any]) -> str:
+        """Send a command with a fresh id (returned); ``ConnectionClosed`` when not connected."""
         self.ids += 1
-        await self.ws.send_message(json.dumps({"id": f"a{self.ids}", **command}))
+        command = {"id": f"a{self.ids}", **command}
+        if self.ws is None:
+            raise ConnectionClosed(None)
+        await self.ws.send_message(json.dumps(command))
+        return str(command["id"])
+
+    # -- connection --------------------------------------------------------------------------
+
+    def _open(self, path: str) -> Any:
+        return open_websocket_url(ws_url(self.base, path), extra_headers=self.headers)
 
     async def create_session(self) -> str:
-        async with open_websocket_url(
-            ws_url(self.base, "/v1/host"), extra_headers=self.headers
-        ) as host:
-            fields = {"model": self.args.model} if self.args.model else {}
+        """Create a session through ``/v1/host``: its id."""
+        fields = {"model": self.args.model} if self.args.model else {}
+        async with self._open("/v1/host") as host:
             await host.send_message(json.dumps({"id": "create", "type": "create", **fields}))
             while True:
                 frame = json.loads(await host.get_message())
                 if frame.get("type") == "response" and frame.get("id") == "create":
                     if not frame["success"]:
-                        raise SystemExit(f"Error: {frame['error']}")
+                        raise AttachError(f"could not create a session: {frame['error']}")
                     session_id: str = frame["data"]["sessionId"]
                     return session_id
 
     async def run(self) -> int:
-        session_id = self.args.session or await self.create_session()
-        path = f"/v1/sessions/{session_id}"
+        """Attach until the end: the exit code (``AttachError`` for a failure to tell)."""
+        try:
+            session_id = self.args.session or await self.create_session()
+        except ConnectionRejected as exc:
+            raise AttachError(refused(exc.status_code, exc.body, self.token, "the daemon")) from exc
+        except (HandshakeError, OSError, ConnectionClosed) as exc:
+            raise AttachError(unreachable(self.base, exc)) from exc
+        code = 0  # Ctrl-C when idle cancels everything: a plain exit
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.term.spin)
             nursery.start_soon(self._signals, nursery)
-            nursery.start_soon(self._keyboard, nursery)
-            failures = 0
-            while failures < RECONNECTS:
-                query = f"?since={self.last_seq}&stream={self.stream}" if self.stream else ""
-                try:
-                    async with open_websocket_url(
-                        ws_url(self.base, path + query), extra_headers=self.headers
-                    ) as ws:
-                        self.ws = ws
-                        failures = 0
-                        await self._receive(ws)
-                        return self._finish(nursery, 0)
-                except ConnectionRejected as exc:
-                    body = (exc.body or b"").decode("utf-8", "replace").strip()
-                    self.term.note(f"Error: the daemon refused: {exc.status_code} {body}")
-                    return self._finish(nursery, 1)
-                except (ConnectionClosed, HandshakeError, OSError) as exc:
-                    self.ws = None
-                    if self.input_done and self.settled.is_set():
-                        return self._finish(nursery, 0)
-                    failures += 1
-                    self.term.note(f"(connection lost: {exc!r}; reconnecting)")
-                    await trio.sleep(0.5 * failures)
-            self.term.note("Error: cannot reach the daemon")
-            return self._finish(nursery, 1)
-        return 0
-
-    def _finish(self, nursery: trio.Nursery, code: int) -> int:
-        nursery.cancel_scope.cancel()
+            nursery.start_soon(self._keyboard)
+            nursery.start_soon(self._dialog_timer)
+            try:
+                code = await self._connection(f"/v1/sessions/{session_id}")
+            except AttachError as exc:
+                self.failure, code = exc, 1
+            nursery.cancel_scope.cancel()
+        if self.failure is not None:
+            raise self.failure
         return code
 
-    async def _receive(self, ws: WebSocketConnection) -> None:
+    async def _connection(self, path: str) -> int:
+        """Receive until the end; reconnect with resume after a loss (a few times)."""
+        failures, connected, reason = 0, False, ""
+        while failures <= RECONNECTS:
+            state = self.state
+            query = f"?since={state.last_seq}&stream={state.stream}" if state.stream else ""
+            try:
+                async with self._open(path + query) as ws:
+                    self.ws, connected = ws, True
+                    first = await ws.get_message()  # the `attached` frame: really back
+                    failures = 0
+                    return await self._receive(ws, first)
+            except ConnectionRejected as exc:
+                what = f"session {path.rsplit('/', 1)[-1]}"
+                raise AttachError(refused(exc.status_code, exc.body, self.token, what)) from exc
+            except (ConnectionClosed, HandshakeError, OSError) as exc:
+                self.ws = None
+                if not connected:
+                    raise AttachError(unreachable(self.base, exc)) from exc
+                if self.input_done and not self.busy:
+                    return 0
+                failures += 1
+                reason = closed_reason(exc)
+                if failures <= RECONNECTS:
+                    self.term.error(
+                        f"(connection to the daemon lost: {reason}; reconnecting,"
+                        f" try {failures}/{RECONNECTS})"
+                    )
+                    await trio.sleep(0.2 * failures)
+        raise AttachError(
+            f"lost the connection to the daemon at {self.base}: {reason}"
+            " — is `pitrio serve` still running?"
+        )
+
+    async def _receive(self, ws: WebSocketConnection, first: str | bytes) -> int:
+        message: str | bytes | None = first
         while True:
             try:
-                frame = json.loads(await ws.get_message())
+                frame = json.loads(message if message is not None else await ws.get_message())
+                message = None
             except ConnectionClosed as exc:
-                reason = exc.reason
-                if reason is not None and reason.code in (1000, 1001, 1008):
-                    self.term.note(f"(closed by the daemon: {reason.code} {reason.reason or ''})")
-                    if reason.code != 1001 or self.input_done:
-                        return
+                code = exc.reason.code if exc.reason is not None else None
+                if self.input_done and not self.busy:
+                    return 0
+                if code in (1000, 1008):
+                    told = exc.reason.reason if exc.reason is not None else ""
+                    self.term.error(f"Error: the daemon closed the session: {code} {told or ''}")
+                    return 1
                 raise
-            self._show(frame)
-            if (
-                self.input_done
-                and self.settled.is_set()
-                and frame.get("type")
-                in (
-                    "agent_settled",
-                    "response",
-                    "attached",
-                )
-            ):
+            self._frame(frame)
+            if self.state.probe:
+                self.state.sent(await self.send({"type": "get_state"}))
+            while self.input_done and self.dialogs.current is not None:
+                await self._reply(*self.dialogs.cancel())  # nobody is left to answer
+            if self.input_done and not self.busy and self.dialogs.current is None:
+                return 0
+
+    def _frame(self, frame: dict[str, Any]) -> None:
+        self.state.feed(frame)
+        chunks = self.term.renderer.feed(frame)
+        if chunks and self.asking:  # output arrived after the marker: it no longer asks
+            self.asking = False
+        if frame.get("type") == "extension_ui_request":
+            asked = self.dialogs.offer(frame, trio.current_time())
+            if asked:
+                self.term.show([*chunks, *self.term.renderer.newline()])
+                self.term.text(asked)
+                self.asking = False
+                self._dialogs_moved()
                 return
+        self.term.show(chunks)
+        self._changed()
 
-    def _show(self, frame: dict[str, Any]) -> None:
-        kind = frame.get("type")
-        seq = frame.get("seq")
-        if isinstance(seq, int) and kind not in ("attached", "response"):
-            self.last_seq = max(self.last_seq, seq)
-        term = self.term
-        if kind == "attached":
-            self.stream = frame.get("stream")
-            self.last_seq = max(self.last_seq, int(frame.get("seq", 0)))
-            term.note(f"attached to {frame['sessionId']} ({frame['status']})")
-            self._set_streaming(bool(frame.get("isStreaming")))
-        elif kind == "agent_start":
-            self._set_streaming(True)
-        elif kind == "agent_settled":
-            self._set_streaming(False)
-            term.line("")
-        elif kind == "message_update":
-            update = frame["assistantMessageEvent"]
-            if update["type"] == "text_delta":
-                term.write(update["delta"])
-            elif update["type"] == "thinking_delta":
-                term.write(update["delta"], dim=True)
-            elif update["type"] == "thinking_end":
-                term.write("\n")
-        elif kind == "message_end" and frame["message"].get("role") == "assistant":
-            message = frame["message"]
-            if message.get("stopReason") in ("error", "aborted"):
-                term.line(f"[{message.get('stopReason')}: {message.get('errorMessage', '')}]")
-        elif kind == "tool_execution_start":
-            term.running_tools[frame["toolCallId"]] = frame["toolName"]
-            term.line(f"⚙ {frame['toolName']} {json.dumps(frame.get('args', {}))}")
-        elif kind == "tool_execution_end":
-            term.running_tools.pop(frame["toolCallId"], None)
-            mark = "✗" if frame.get("isError") else "✓"
-            if term.tty:
-                term.write("\r\x1b[K")
-            term.line(f"{mark} {frame['toolName']}")
-        elif kind == "queue_update":
-            queued = len(frame["steering"]) + len(frame["followUp"])
-            if queued:
-                term.note(f"(queued: {queued})")
-        elif kind == "response" and not frame.get("success"):
-            term.note(f"Error: {frame.get('command')}: {frame.get('error')}")
-        elif kind in ("session_restarted", "session_failed", "session_closed", "resync"):
-            term.note(f"({kind}: {frame.get('reason', '')})")
+    def _dialogs_moved(self) -> None:
+        self.dialogs_changed.set()
+        self.dialogs_changed = trio.Event()
+        if self.dialogs.wants_editor() and self.read_scope is not None:
+            self.read_scope.cancel()
 
-    def _set_streaming(self, streaming: bool) -> None:
-        self.streaming = streaming
-        if streaming and self.settled.is_set():
-            self.settled = trio.Event()
-        elif not streaming:
-            self.settled.set()
-
-    async def _keyboard(self, nursery: trio.Nursery) -> None:
-        while True:
-            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            if not line:
-                self.input_done = True
-                await self.settled.wait()
-                if self.ws is not None:
-                    await self.ws.aclose()
-                return
-            text = line.rstrip("\n")
-            if not text.strip():
-                continue
+    async def _reply(self, reply: dict[str, Any] | None, told: str) -> None:
+        if told:
+            self.term.text(told)
+        self._dialogs_moved()
+        if reply is not None:
             try:
-                if self.streaming:
-                    kind = "follow_up" if self.args.follow_up else "steer"
-                    await self.send({"type": kind, "message": text})
-                else:
-                    self._set_streaming(True)  # until the run's events say otherwise
-                    await self.send({"type": "prompt", "message": text})
+                if self.ws is None:
+                    raise ConnectionClosed(None)
+                await self.ws.send_message(json.dumps(reply))
             except ConnectionClosed:
-                self.term.note("(not connected; line dropped)")
+                self.term.error("(not connected: the answer was not sent)")
+        self._changed()
+
+    # -- keyboard, signals, timers -----------------------------------------------------------
+
+    async def _keyboard(self) -> None:
+        while True:
+            if self.dialogs.wants_editor():
+                await self._reply(*self.dialogs.edited(await self._edit()))
+                continue
+            with trio.CancelScope() as scope:
+                self.read_scope = scope
+                line = await self.keys.readline()
+            self.read_scope = None
+            if scope.cancelled_caught:
+                continue
+            if line is None:
+                await self._end_of_input()
+                return
+            await self._line(line)
+
+    async def _line(self, line: str) -> None:
+        if self.interactive:
+            self.term.renderer.at_line_start = True  # the terminal echoed the Enter
+        elif self.asking or self.dialogs.current is not None:
+            self.term.text(line + "\n")
+        self.asking = False
+        if self.dialogs.current is not None:
+            await self._reply(*self.dialogs.answer(line))
+            return
+        if not line.strip():
+            self._changed()
+            return
+        try:
+            if self.busy:
+                await self.send(
+                    {"type": "follow_up" if self.args.follow_up else "steer", "message": line}
+                )
+            else:
+                self.state.sent(await self.send({"type": "prompt", "message": line}))
+                self._changed()
+        except ConnectionClosed:
+            self.term.error("(not connected: the line was dropped)")
+
+    async def _end_of_input(self) -> None:
+        self.input_done = True
+        while self.dialogs.current is not None:
+            await self._reply(*self.dialogs.cancel())
+        if self.asking:
+            self.term.text("\n")
+        await self.idle.wait()
+        if self.ws is not None:
+            await self.ws.aclose()
+
+    async def _edit(self) -> str | None:
+        """Answer the open editor dialog in ``$EDITOR``: its text, ``None`` when it failed."""
+        dialog = self.dialogs.current
+        assert dialog is not None and self.editor is not None
+        self.term.show([])
+        try:
+            text = await edit_in(self.editor, dialog.prefill)
+        except OSError as exc:
+            self.term.error(f"(cannot run the editor {self.editor!r}: {unreachable_reason(exc)})")
+            return None
+        self.term.renderer.at_line_start = True
+        return text
+
+    async def _dialog_timer(self) -> None:
+        while True:
+            changed = self.dialogs_changed
+            deadline = self.dialogs.next_deadline()
+            with trio.move_on_at(deadline if deadline is not None else float("inf")):
+                await changed.wait()
+                continue
+            told = self.dialogs.expire(trio.current_time())
+            await self._reply(None, told)
 
     async def _signals(self, nursery: trio.Nursery) -> None:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
-                if self.streaming and self.ws is not None:
-                    self.term.note("(aborting)")
+                if self.dialogs.current is not None:
+                    await self._reply(*self.dialogs.cancel())
+                elif self.busy and self.ws is not None:
+                    self.term.error("(aborting)")
                     try:
                         await self.send({"type": "abort"})
                     except ConnectionClosed:
@@ -321,9 +345,15 @@ class AttachClient:
 def attach_main(argv: Sequence[str]) -> int:
     """Entry point of ``pitrio attach``; returns the exit code."""
     args = build_parser().parse_args(list(argv))
-    client = AttachClient(args, Terminal(sys.stdout, sys.stderr))
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    tty = sys.stdout.isatty()
+    style = choose_style(tty=tty, env=os.environ, width=shutil.get_terminal_size().columns)
+    term = Terminal(sys.stdout, sys.stderr, Renderer(style), tty)
+    client = AttachClient(args, term, Keyboard(sys.stdin.fileno()))
     try:
-        return trio.run(client.run) or 0
-    except (ConnectionRejected, HandshakeError, OSError) as exc:
-        sys.stderr.write(f"Error: cannot reach the daemon at {client.base}: {exc}\n")
+        return trio.run(client.run)
+    except AttachError as exc:
+        term.error(f"Error: {exc}")
         return 1

@@ -1,0 +1,69 @@
+"""Whether the attached session is busy, from its frames, without any I/O.
+
+A session is busy from ``agent_start`` (or a retry's or compaction's start) to
+``agent_settled``, and while a prompt this client sent has no response yet. A prompt can be
+accepted without a run (an extension command, an ``input`` hook): when its response comes and no
+run was seen, :attr:`RunState.probe` asks the shell to send ``get_state``, whose response comes
+after every event emitted so far and so settles the question. The client shows its prompt
+marker and ends at end of input only when the session is not busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+RUN_STARTS = ("agent_start", "auto_retry_start", "compaction_start")
+
+
+@attrs.define
+class RunState:
+    """The run state of one session as this client knows it."""
+
+    running: bool = False
+    """Between the start of a run and its ``agent_settled``."""
+    pending: str | None = None
+    """The id of the prompt (or of the ``get_state`` after it) awaiting its response."""
+    probe: bool = False
+    """A ``get_state`` is to be sent (see the module's docstring); the shell clears it."""
+    last_seq: int = 0
+    """The last event seen: where a resumed connection starts."""
+    stream: str | None = None
+    """The daemon's stream epoch of the session (a resume names it)."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run or a prompt of ours is in flight."""
+        return self.running or self.pending is not None or self.probe
+
+    def sent(self, request_id: str) -> None:
+        """A prompt (or the probe) went out with ``request_id``."""
+        self.pending = request_id
+        self.probe = False
+
+    def feed(self, frame: Mapping[str, Any]) -> None:
+        """Take one frame of the session socket."""
+        kind = frame.get("type")
+        seq = frame.get("seq")
+        if kind == "attached":
+            self.stream = frame.get("stream")
+            self.last_seq = max(self.last_seq, int(frame.get("seq") or 0))
+            self.running = bool(frame.get("isStreaming"))
+            if self.pending is not None:  # its response went down with the old connection
+                self.pending, self.probe = None, True
+            return
+        if isinstance(seq, int) and kind != "response":
+            self.last_seq = max(self.last_seq, seq)
+        if kind in RUN_STARTS:
+            self.running = True
+        elif kind == "agent_settled":
+            self.running = False
+        elif kind == "response" and self.pending is not None and frame.get("id") == self.pending:
+            self.pending = None
+            if frame.get("command") == "get_state":
+                data = frame.get("data") or {}
+                self.running = self.running or bool(data.get("isStreaming"))
+            elif frame.get("success") and not self.running:
+                self.probe = True

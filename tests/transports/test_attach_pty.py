@@ -1,0 +1,226 @@
+"""``pitrio attach`` on a terminal (a pty from the stdlib): dimmed thinking and the prompt
+marker, ``NO_COLOR``, Ctrl-C cancelling a question, and ``$EDITOR`` answering an editor dialog.
+The daemon runs in this process with the faux model (thinking needs a scripted reply)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import sys
+import termios
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
+from tests.transports.attach_harness import PITRIO
+from tests.transports.daemon_harness import TOKEN, create_session, running_daemon
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(agent))
+    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
+    return agent
+
+
+class Screen:
+    """What the program wrote to the terminal, raw (ANSI included; a dim span closed and
+    reopened at once is read as one)."""
+
+    def __init__(self, master: int) -> None:
+        self.master = master
+        self.text = ""
+        self.mark = 0
+
+    async def until(self, pattern: str, seconds: float = 30.0) -> re.Match[str]:
+        """Wait for ``pattern`` in the output after the previous match."""
+        with trio.move_on_after(seconds):
+            while True:
+                if match := re.compile(pattern).search(self.text, self.mark):
+                    self.mark = match.end()
+                    return match
+                await trio.lowlevel.wait_readable(self.master)
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError:  # EIO: the program closed the terminal
+                    break
+                # One dim span per delta: adjacent spans are read as one.
+                self.text += data.decode("utf-8", "replace")
+                self.text = self.text.replace("\x1b[22m\x1b[2m", "")
+        raise AssertionError(f"no {pattern!r} in {self.text[self.mark :]!r}")
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+
+def _controlling_terminal() -> None:  # runs in the child before exec
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@asynccontextmanager
+async def on_a_terminal(
+    port: int, *args: str, **env: str
+) -> AsyncIterator[tuple[Screen, trio.Process]]:
+    master, slave = pty.openpty()
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "VISUAL", "EDITOR")}
+    environment.update(
+        PITRIO_DAEMON_URL=f"http://127.0.0.1:{port}/",
+        PITRIO_DAEMON_TOKEN=TOKEN,
+        TERM="xterm",
+        **env,
+    )
+    process = await trio.lowlevel.open_process(
+        [PITRIO, "attach", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=environment,
+        preexec_fn=_controlling_terminal,
+    )
+    os.close(slave)
+    try:
+        yield Screen(master), process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
+
+
+async def test_thinking_is_dimmed_and_the_marker_asks_for_a_prompt(agent: Path) -> None:
+    faux = FauxProvider([FauxReply(thinking="pondering deeply", text="The answer.")])
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id) as (screen, process):
+            await screen.until(r"attached to ")
+            await screen.until(r"(?m)^> $")
+            screen.type("question\n")
+            await screen.until(r"\x1b\[2mpondering deeply\x1b\[22m\r?\nThe answer\.")
+            await screen.until(r"(?m)^> $")
+            screen.type("\x04")  # Ctrl-D: end of input
+            with trio.fail_after(10):
+                assert await process.wait() == 0
+    assert "thinking> " not in screen.text
+
+
+async def test_no_color_marks_thinking_with_a_prefix(agent: Path) -> None:
+    faux = FauxProvider([FauxReply(thinking="pondering", text="Done.")])
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id, NO_COLOR="1") as (screen, process):
+            await screen.until(r"(?m)^> $")
+            screen.type("question\n")
+            await screen.until(r"thinking> pondering\r?\nDone\.")
+            screen.type("\x04")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
+    assert "\x1b[" not in screen.text
+
+
+DIALOGS = """
+async def ask(args, ctx):
+    sure = await ctx.ui.confirm("Sure?", "cancel me")
+    notes = await ctx.ui.editor("Notes?", "draft")
+    await ctx.ui.notify(f"sure={sure} notes={notes!r}")
+
+def setup(api):
+    api.register_command("ask", ask, description="Two questions")
+"""
+
+EDITOR = """
+import sys
+path = sys.argv[1]
+with open(path) as f:
+    seen = f.read()
+with open(path, "w") as f:
+    f.write("edited after " + seen + "\\n")
+"""
+
+
+async def test_ctrl_c_cancels_a_question_and_editor_answers_in_editor(
+    agent: Path, tmp_path: Path
+) -> None:
+    extensions = agent.parent / "work" / ".pitrio" / "extensions"
+    extensions.mkdir(parents=True)
+    (extensions / "ask.py").write_text(DIALOGS)
+    editor = tmp_path / "editor.py"
+    editor.write_text(EDITOR)
+    async with running_daemon(agent) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id, EDITOR=f"{sys.executable} {editor}") as (
+            screen,
+            process,
+        ):
+            await screen.until(r"(?m)^> $")
+            screen.type("/ask\n")
+            await screen.until(r"\[y/n\] ")
+            screen.type("\x03")  # Ctrl-C
+            await screen.until(r"\(cancelled: Sure\?\)")
+            await screen.until(r"opening \$EDITOR")
+            await screen.until(r"\[info\] sure=False notes='edited after draft'")
+            await screen.until(r"(?m)^> $")
+            screen.type("\x04")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
+
+
+async def test_a_running_tools_output_is_redrawn_live_then_replaced(
+    agent: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    command = f"seq 1 30; read x < {fifo}; echo finished"
+    faux = FauxProvider(
+        [
+            FauxReply(tool_calls=[FauxToolCall("bash", {"command": command})]),
+            FauxReply(text="Done."),
+        ]
+    )
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id) as (screen, process):
+            await screen.until(r"(?m)^> $")
+            screen.type("run it\n")
+            await screen.until(r"⚙ \x1b\[1mbash\x1b\[22m seq 1 30")
+            # The live area: the tail of the output so far, dimmed, while the command waits.
+            await screen.until(r"\x1b\[2m  … 20 more lines\x1b\[22m\r\n")
+            await screen.until(r"\x1b\[2m  30\x1b\[22m\r\n")
+
+            def release() -> None:
+                os.close(os.open(fifo, os.O_WRONLY))
+
+            await trio.to_thread.run_sync(release)
+            # Erased (11 lines up, clear) and replaced by the result, once.
+            await screen.until(r"\x1b\[11F\x1b\[J\x1b\[32m✓\x1b\[39m bash seq 1 30")
+            await screen.until(r"  … 21 more lines\r\n  22\r\n")
+            await screen.until(r"  finished\r\n")
+            await screen.until(r"Done\.")
+            screen.type("\x04")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
+    assert screen.text.count("  finished\r\n") == 1  # not also in a live area
+
+
+async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
+    faux = FauxProvider([FauxReply(text="word " * 400, chunk_size=5, chunk_delay=0.02)])
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with on_a_terminal(daemon.port, session_id) as (screen, process):
+            await screen.until(r"(?m)^> $")
+            screen.type("talk\n")
+            await screen.until(r"word word ")
+            screen.type("\x03")
+            await screen.until(r"\(aborting\)")
+            await screen.until(r"\(aborted\)")
+            await screen.until(r"(?m)^> $")
+            screen.type("\x03")
+            with trio.fail_after(10):
+                assert await process.wait() == 0
