@@ -1,7 +1,8 @@
 """What a start-up error of the command line adds so the user knows what to do next.
 
 An unknown model gets the nearest model ids of the catalogue (``models.json`` included) and a
-pointer to ``pitrio --list-models``. The error's own text stays first and unchanged: it is the
+pointer to ``pitrio --list-models``; a missing optional extra names its pip command. The
+error's own text stays first and unchanged: it is the
 one pi-compatible clients and the tests match.
 """
 
@@ -43,4 +44,19 @@ def startup_error_text(exc: PitrioError, env: Mapping[str, str] | None = None) -
     return text
 
 
-__all__ = ["model_suggestions", "startup_error_text"]
+POSTGRES_EXTRA_MISSING = (
+    "the PostgreSQL store needs the postgres extra: pip install 'pitrio[postgres]'"
+)
+
+
+def require_postgres() -> None:
+    """Raise a :class:`PitrioError` naming the pip command when psycopg cannot be imported
+    (the ``postgres`` extra is optional; a bare ``ModuleNotFoundError`` would be a traceback)."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise PitrioError(POSTGRES_EXTRA_MISSING) from exc
+
+
+__all__ = ["POSTGRES_EXTRA_MISSING", "model_suggestions", "require_postgres", "startup_error_text"]
