@@ -37,9 +37,9 @@ class Subcommand:
 SUBCOMMANDS = (
     Subcommand("serve", "run the daemon: sessions over websockets, with a web page"),
     Subcommand("attach", "chat in the terminal with a session of a running daemon"),
-    Subcommand("sessions", "list session files; check or repair one"),
+    Subcommand("sessions", "list, check, repair, export or import session files"),
     Subcommand("trace", "summarise, draw or replay a trace recorded with --trace"),
-    Subcommand("db", "manage the PostgreSQL session database (export, import, ...)"),
+    Subcommand("db", "migrate the PostgreSQL session database, or show its schema version"),
     Subcommand("completion", "print the bash or zsh completion script"),
 )
 
@@ -125,8 +125,9 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``pitrio`` (without a subcommand)."""
+def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of ``pitrio`` (without a subcommand); ``prompts=False`` leaves out
+    the prompt words (the completion script offers the subcommands there instead)."""
     parser = OneLineParser(
         prog="pitrio",
         usage="pitrio [options] [prompt ...]\n       pitrio COMMAND ...",
@@ -135,14 +136,26 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # as pi: --mod is no --model
     )
-    parser.add_argument("messages", nargs="*", help="prompts, run one after another")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    if prompts:
+        parser.add_argument("messages", nargs="*", help="prompts, run one after another")
+    parser.add_argument("-v", "--version", action="store_true", help="print the version and exit")
     parser.add_argument("-p", "--print", action="store_true", help="print mode: final reply only")
-    parser.add_argument("--mode", type=choice(MODES), default="text", help="text, json or rpc")
+    parser.add_argument(
+        "--mode",
+        type=choice(MODES),
+        choices=MODES,  # checked by the type first (its error suggests); shtab completes them
+        metavar="MODE",
+        default="text",
+        help="text (default), json or rpc",
+    )
     parser.add_argument("--provider", help="provider of --model when it has no provider/ prefix")
     parser.add_argument("--model", help="model as provider/id[:thinking] (default faux/echo)")
     parser.add_argument(
-        "--thinking", type=choice(THINKING_LEVELS), help=f"{', '.join(THINKING_LEVELS)}"
+        "--thinking",
+        type=choice(THINKING_LEVELS),
+        choices=THINKING_LEVELS,
+        metavar="LEVEL",
+        help=", ".join(THINKING_LEVELS),
     )
     parser.add_argument("--no-session", action="store_true", help="do not write a session file")
     parser.add_argument("--session-dir", help="directory for session files")
@@ -160,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--models", help="comma-separated model patterns that cycle_model walks (RPC mode)"
     )
     tools = parser.add_mutually_exclusive_group()
-    tools.add_argument("--tools", help="comma-separated names of the tools to activate")
-    tools.add_argument("--no-tools", action="store_true", help="activate no tools")
+    tools.add_argument("-t", "--tools", help="comma-separated names of the tools to activate")
+    tools.add_argument("-nt", "--no-tools", action="store_true", help="activate no tools")
     parser.add_argument(
         "-e",
         "--extension",
@@ -171,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="load a Python extension (a file or package with setup(api)); repeatable",
     )
     parser.add_argument(
+        "-ne",
         "--no-extensions",
         action="store_true",
         help="do not discover extensions (only -e ones load)",
@@ -229,7 +243,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
                 raise UsageError(f"unknown option {name}; did you mean {close}?")
             passed.append(extra)
         elif extra.startswith("-") and len(extra) > 1:
-            raise UsageError(f"unknown option {extra}{did_you_mean(extra, known)}")
+            hint = did_you_mean(extra, known) if len(extra) > 2 else ""  # -x: any is as near
+            raise UsageError(f"unknown option {extra}{hint}")
         else:
             raise UsageError(f"unexpected argument {extra!r}")
     args.extension_args = tuple(passed)

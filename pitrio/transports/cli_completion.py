@@ -40,15 +40,13 @@ def _completion_parser() -> argparse.ArgumentParser:
         'eval "$(pitrio completion bash)" in ~/.bashrc; zsh: '
         "pitrio completion zsh > ~/.zfunc/_pitrio (a directory on $fpath).",
     )
-    parser.add_argument("shell", type=choice(SHELLS), help="bash or zsh")
+    parser.add_argument("shell", type=choice(SHELLS), choices=SHELLS, help="bash or zsh")
     return parser
 
 
 def full_parser() -> argparse.ArgumentParser:
     """The main parser with every subcommand attached as a subparser (for shtab only)."""
-    parser = build_parser()
-    # The prompt words are free text: nothing to complete, and shtab would offer the
-    # subcommands there anyway.
+    parser = build_parser(prompts=False)  # prompt words are free text: nothing to complete
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     summaries = {command.name: command.summary for command in SUBCOMMANDS}
     for name, module in _PARSERS.items():
