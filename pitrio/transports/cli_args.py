@@ -10,10 +10,8 @@ valid value when there is one (:func:`nearest`).
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from importlib import metadata
 from typing import NoReturn
 
 import attrs
@@ -49,7 +47,9 @@ class UsageError(Exception):
 
 
 def version_text() -> str:
-    """``pitrio X.Y.Z (pi 0.73.1 compatible)``."""
+    """``pitrio X.Y.Z (compatible with pi 0.73.1)``."""
+    from importlib import metadata  # ~10 ms (far more under load): only for --version
+
     try:
         version = metadata.version("pitrio")
     except metadata.PackageNotFoundError:  # a checkout used without installing it
@@ -75,6 +75,8 @@ def nearest(word: str, candidates: Iterable[str], *, max_edits: int | None = Non
     """The candidate fewest edits from ``word`` (a swap of two letters is one edit; ties go
     to the one of the same length, then to difflib's likeness), within ``max_edits``
     (default: a third of the word, at least 1), or ``None``."""
+    import difflib  # only on an error's path
+
     limit = max(1, len(word) // 3) if max_edits is None else max_edits
     scored = []
     for candidate in dict.fromkeys(candidates):
