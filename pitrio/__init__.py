@@ -207,6 +207,7 @@ async def create_session(
     no_extensions: bool = False,
     ui_clients: bool = False,
     extension_args: Sequence[str] = (),
+    active_tools: Sequence[str] | None = None,
 ) -> AsyncIterator[AgentSession]:
     """Start a session and yield its :class:`AgentSession`; leaving the block aborts a run in
     progress, waits for it to settle and stops the session's actors.
@@ -218,6 +219,7 @@ async def create_session(
     (``no_extensions``: only these). With ``ui_clients`` an extension's dialogs reach
     subscribers as ``extension_ui_request`` events, answered with
     :meth:`AgentSession.respond_ui`; without, they return their defaults at once.
+    ``active_tools`` names the tools to activate (the command line's ``--tools``; ``[]``: none).
     """
     options = SessionOptions(
         cwd=cwd,
@@ -235,6 +237,7 @@ async def create_session(
         no_extensions=no_extensions,
         ui_clients=ui_clients,
         extension_args=tuple(extension_args),
+        active_tools=None if active_tools is None else list(active_tools),
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

@@ -4,80 +4,30 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
 from pitrio import telemetry
-from pitrio.messages.agent import THINKING_LEVELS
+from pitrio.transports.cli_args import UsageError, parse, print_help, subcommand_hint, version_text
 from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
+if TYPE_CHECKING:
+    from pitrio import FauxProvider
 
-class _Parser(argparse.ArgumentParser):
-    """Bad flags are start-up errors: message on stderr, exit code 1 (pi's), not argparse's 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"Error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``pitrio``."""
-    parser = _Parser(prog="pitrio", description="Run pi-compatible agent sessions on trio.")
-    parser.add_argument("messages", nargs="*", help="prompts, run one after another")
-    parser.add_argument("-p", "--print", action="store_true", help="print mode: final reply only")
-    parser.add_argument("--mode", default="text", help="text (default), json or rpc")
-    parser.add_argument("--provider", help="provider of --model when it has no provider/ prefix")
-    parser.add_argument("--model", help="model as provider/id (default faux/echo)")
-    parser.add_argument("--thinking", choices=THINKING_LEVELS, help="thinking level")
-    parser.add_argument("--no-session", action="store_true", help="do not write a session file")
-    parser.add_argument("--session-dir", help="directory for session files")
-    parser.add_argument("--session", help="open a session file (a path, or a session id prefix)")
-    parser.add_argument(
-        "-c",
-        "--continue",
-        dest="continue_recent",
-        action="store_true",
-        help="continue the most recent session of this directory",
-    )
-    parser.add_argument("--fork", help="start a new session forked from a session (path or id)")
-    parser.add_argument(
-        "--models", help="comma-separated model patterns that cycle_model walks (RPC mode)"
-    )
-    parser.add_argument("--tools", help="comma-separated names of the tools to activate")
-    parser.add_argument("--no-tools", action="store_true", help="activate no tools")
-    parser.add_argument(
-        "-e",
-        "--extension",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="load a Python extension (a file or package with setup(api)); repeatable",
-    )
-    parser.add_argument(
-        "--no-extensions",
-        action="store_true",
-        help="do not discover extensions (only -e ones load)",
-    )
-    parser.add_argument("--offline", action="store_true", help="no start-up network access")
-    parser.add_argument(
-        "--trace", metavar="FILE", help="record the session's actor messages (pitrio trace)"
-    )
-    parser.add_argument(
-        "--trace-payloads", action="store_true", help="with --trace: record message payloads"
-    )
-    parser.add_argument(
-        "--list-models",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="SEARCH",
-        help="list the available models (optionally matching SEARCH) and exit",
-    )
-    return parser
+SUBCOMMAND_ENTRIES = {
+    "sessions": ("pitrio.transports.sessions_cli", "run_sessions_command"),
+    "db": ("pitrio.transports.db_cli", "run_db_command"),
+    "serve": ("pitrio.transports.serve", "serve_main"),
+    "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
+    "attach": ("pitrio.transports.attach", "attach_main"),
+    "completion": ("pitrio.transports.cli_completion", "completion_main"),
+}
+"""Each subcommand's module and entry point (imported when used: start-up stays light)."""
 
 
 def _model_ref(provider: str | None, model: str | None) -> str | None:
@@ -109,6 +59,13 @@ def _split_names(value: str | None) -> list[str]:
     return [name.strip() for name in (value or "").split(",") if name.strip()]
 
 
+def _active_tools(args: argparse.Namespace) -> list[str] | None:
+    """``--no-tools`` / ``--tools a,b``: the tools to activate (``None``: the defaults)."""
+    if args.no_tools:
+        return []
+    return None if args.tools is None else _split_names(args.tools)
+
+
 def _rpc_mode(args: argparse.Namespace) -> int:
     """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
     from pitrio import SessionOptions
@@ -118,11 +75,6 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
         return 1
     warnings: list[str] = []
-    active_tools: list[str] | None = None
-    if args.no_tools:
-        active_tools = []
-    elif args.tools is not None:
-        active_tools = _split_names(args.tools)
     options = SessionOptions(
         model=_model_ref(args.provider, args.model),
         thinking_level=args.thinking,
@@ -131,7 +83,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         fork=args.fork,
         persist=not args.no_session,
         session_dir=args.session_dir,
-        active_tools=active_tools,
+        active_tools=_active_tools(args),
         extensions=tuple(args.extension),
         no_extensions=args.no_extensions,
         extension_args=args.extension_args,
@@ -141,37 +93,34 @@ def _rpc_mode(args: argparse.Namespace) -> int:
     return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
 
 
+def _subcommand(name: str) -> Callable[[list[str]], int]:
+    module, function = SUBCOMMAND_ENTRIES[name]
+    entry: Callable[[list[str]], int] = getattr(importlib.import_module(module), function)
+    return entry
+
+
+def _usage_error(message: str) -> int:
+    sys.stderr.write(f"Error: {message}\n")
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if telemetry.wanted_here():  # OTEL_* ask for OpenTelemetry: the same command, exported
         return telemetry.run_main(main, argv)
-    if argv[:1] == ["sessions"]:
-        from pitrio.transports.sessions_cli import run_sessions_command
-
-        return run_sessions_command(argv[1:])
-    if argv[:1] == ["db"]:
-        from pitrio.transports.db_cli import run_db_command
-
-        return run_db_command(argv[1:])
-    if argv[:1] == ["serve"]:
-        from pitrio.transports.serve import serve_main
-
-        return serve_main(argv[1:])
-    if argv[:1] == ["trace"]:
-        from pitrio.transports.trace_cli import run_trace_command
-
-        return run_trace_command(argv[1:])
-    if argv[:1] == ["attach"]:
-        from pitrio.transports.attach import attach_main
-
-        return attach_main(argv[1:])
-    parser = build_parser()
-    args, extension_args = parser.parse_known_args(argv)
-    stray = [arg for arg in extension_args if not arg.startswith("--")]
-    if stray:  # only --flags may be left for extensions; anything else is a plain mistake
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    args.extension_args = tuple(extension_args)
+    if argv and argv[0] in SUBCOMMAND_ENTRIES:
+        return _subcommand(argv[0])(argv[1:])
+    if not argv and sys.stdin is not None and sys.stdin.isatty():
+        print_help()  # pi would open its terminal UI, which pitrio does not have
+        return 0
+    try:
+        args = parse(argv)
+    except UsageError as exc:
+        return _usage_error(str(exc))
+    if args.version:
+        print(version_text())
+        return 0
     if args.trace is not None:  # the same command line, every session recorded
         from pitrio.transports.trace_cli import recording_sessions, without_trace_flags
 
@@ -180,12 +129,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command
 
-        return list_models_command(args.list_models or None)
+        return list_models_command(args.list_models or None, every=args.all)
     default_sigint()  # no KeyboardInterrupt: SIGINT kills, or ends the session cleanly
     if args.mode == "rpc":
         return exit_code(_rpc_mode(args))
     json_mode = args.mode == "json"
     prompts = build_prompts(args.messages, _read_stdin())
+    if not prompts and not json_mode:
+        # pi exits 0 having done nothing; a clear error says why nothing happened. JSON mode
+        # keeps pi's answer (the session header alone), which scripts may rely on.
+        return _usage_error(
+            "no prompt: give one as an argument or pipe it on stdin (see pitrio --help)"
+        )
+    hint = subcommand_hint(args.messages)
+    if hint is not None:
+        sys.stderr.write(hint + "\n")
     code = trio.run(
         lambda: run_print_mode(
             prompts,
@@ -194,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             persist=not args.no_session,
             session_dir=args.session_dir,
             thinking_level=args.thinking,
+            faux=_faux(args.faux_chunk_delay),
             session_options={
                 "session": args.session,
                 "continue_recent": args.continue_recent,
@@ -201,11 +160,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "extensions": tuple(args.extension),
                 "no_extensions": args.no_extensions,
                 "extension_args": args.extension_args,
+                "active_tools": _active_tools(args),
             },
             sigint=True,
         )
     )
     return exit_code(code)
+
+
+def _faux(delay: float | None) -> FauxProvider | None:
+    """The faux provider for ``--faux-chunk-delay`` (``None``: the default one)."""
+    import pitrio
+
+    if delay is None:
+        return pitrio.default_faux()
+    faux = pitrio.default_faux() or pitrio.FauxProvider()
+    faux.chunk_delay = delay
+    return faux
 
 
 if __name__ == "__main__":

@@ -62,6 +62,9 @@ def _require_url(flag: str | None) -> str:
     url = store_url(flag)
     if not url:
         raise PitrioError("no database: give --store postgresql://... or set session.store")
+    from pitrio.transports.cli_hints import require_postgres
+
+    require_postgres()
     from pitrio.sdk.postgres import is_postgres_url
 
     if not is_postgres_url(url):
@@ -123,11 +126,6 @@ def run_db_command(argv: list[str]) -> int:
         if args.command == "migrate":
             return _migrate(url, sys.stdout)
         return _status(url, sys.stdout)
-    except ImportError:
-        sys.stderr.write(
-            "Error: PostgreSQL support is not installed: pip install pitrio[postgres]\n"
-        )
-        return 1
     except PitrioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1

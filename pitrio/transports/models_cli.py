@@ -2,7 +2,8 @@
 
 Columns ``provider  model  context  max-out  thinking  images``, two spaces apart, sorted by
 provider then id. Only models whose provider has credentials (or needs none) are listed, as
-pi lists only models with auth. ``search`` keeps the models whose ``provider id`` contains
+pi lists only models with auth; ``--all`` lists every one, with a column saying which are
+usable. ``search`` keeps the models whose ``provider id`` contains
 every whitespace-separated word of it as a subsequence, ignoring case (a fuzzy filter: ``son45``
 finds ``claude-sonnet-4-5``). Configuration problems (a bad ``models.json``, a refused
 ``auth.json``) are printed to stderr first; they never stop the listing.
@@ -61,28 +62,58 @@ def models_table(models: Sequence[Model]) -> list[str]:
     ]
 
 
+def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequence[str]]) -> str:
+    """Which providers' models are left out for lack of a key, and what to set for each."""
+    parts = []
+    for provider in sorted({model.provider for model in hidden}):
+        names = " or ".join(env_vars.get(provider, ())) or "its key in auth.json"
+        parts.append(f"{provider} (set {names})")
+    return (
+        f"Hidden for lack of credentials: {', '.join(parts)}; "
+        "pitrio --list-models --all lists every model"
+    )
+
+
 def list_models_command(
     search: str | None,
     *,
+    every: bool = False,
     env: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """Print the available models (filtered by ``search``); returns the exit code (0)."""
+    """Print the available models (filtered by ``search``); returns the exit code (0).
+
+    ``every``: the whole catalogue, credentials or not (a seventh column says which have a
+    key). When nothing is listed, the providers hidden for lack of a key are named with the
+    variable to set.
+    """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     router = ModelRouter.from_config(RouterConfig.from_environment(env))
     for problem in router.problems():
         err.write(f"Warning: {problem}\n")
-    models = [m for m in router.registry.list() if router.availability(m) is None]
-    if not models:
-        out.write("No models available. Set an API key (environment variable or auth.json).\n")
-        return 0
+    candidates = list(router.registry.list())
     if search:
-        models = [m for m in models if fuzzy_match(search, f"{m.provider} {m.id}")]
-        if not models:
+        candidates = [m for m in candidates if fuzzy_match(search, f"{m.provider} {m.id}")]
+    reasons = {m.ref: router.availability(m) for m in candidates}
+    models = candidates if every else [m for m in candidates if reasons[m.ref] is None]
+    if not models:
+        hidden = [m for m in candidates if (reasons[m.ref] or "").startswith("no API key")]
+        if search:
             out.write(f'No models matching "{search}"\n')
-            return 0
-    for line in models_table(models):
+        else:
+            out.write("No models available. Set an API key (environment variable or auth.json).\n")
+        if hidden:
+            out.write(hidden_providers_note(hidden, router.credentials.env_vars) + "\n")
+        return 0
+    lines = models_table(models)
+    if every:
+        keyed = {m.ref: "yes" if reasons[m.ref] is None else "no" for m in models}
+        ordered = sorted(models, key=lambda m: (m.provider, m.id))
+        lines = [lines[0] + "  usable"] + [
+            f"{line}  {keyed[m.ref]}" for line, m in zip(lines[1:], ordered, strict=True)
+        ]
+    for line in lines:
         out.write(line + "\n")
     return 0

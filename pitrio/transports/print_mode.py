@@ -62,11 +62,12 @@ def _silence_stdout() -> None:
 
 
 def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
-    """The prompts to run: piped stdin (trimmed) is prepended to the first, with no separator."""
+    """The prompts to run: piped stdin (trimmed) is prepended to the first, a blank line
+    between the two (pi glues them with nothing between: a documented difference)."""
     prompts = list(messages)
     if stdin_text:
         if prompts:
-            prompts[0] = stdin_text + prompts[0]
+            prompts[0] = f"{stdin_text}\n\n{prompts[0]}"
         else:
             prompts = [stdin_text]
     return prompts
@@ -218,7 +219,9 @@ async def _print_mode(
             _silence_stdout()
             return 0
         if isinstance(leaf, pitrio.PitrioError):
-            err.write(f"Error: {leaf}\n")
+            from pitrio.transports.cli_hints import startup_error_text
+
+            err.write(f"Error: {startup_error_text(leaf)}\n")
         else:
             err.write(f"Error: internal error: {type(leaf).__name__}: {leaf}\n")
         err.flush()

@@ -120,13 +120,8 @@ async def open_daemon(
 
 async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
     """Start the PostgreSQL store (imported here: psycopg is an optional dependency)."""
-    try:
-        from pitrio.sdk.postgres import PgBackend, is_postgres_url
-    except ImportError as exc:
-        raise PitrioError(
-            f"--store {url.split('@')[-1]}: PostgreSQL support is not installed "
-            "(pip install 'pitrio[postgres]')"
-        ) from exc
+    from pitrio.sdk.postgres import PgBackend, is_postgres_url
+
     if not is_postgres_url(url):
         raise PitrioError("--store must be a postgresql:// URL (the default is session files)")
     from pitrio.sdk.postgres import Owner
@@ -284,6 +279,10 @@ async def _serve(args: argparse.Namespace) -> int:
     signals = (signal.SIGTERM, signal.SIGINT)
     with trio.open_signal_receiver(*signals) as receiver:
         store = configured_store(agent, args.store)
+        if store:
+            from pitrio.transports.cli_hints import require_postgres
+
+            require_postgres()  # before the store's modules import psycopg (issue 24)
         async with open_daemon(
             daemon_config,
             host_config,

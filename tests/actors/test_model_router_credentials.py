@@ -87,8 +87,9 @@ async def test_missing_key_error_names_the_variables_not_secrets(tmp_path: Path)
     with pytest.raises(CredentialError) as info:
         await store.api_key("anthropic")
     assert str(info.value) == (
-        f"No API key for provider anthropic: set ANTHROPIC_API_KEY or add it to "
-        f"{tmp_path / 'auth.json'}"
+        "No API key for provider anthropic: set ANTHROPIC_API_KEY or add "
+        '{"anthropic": {"type": "api_key", "key": "..."}} to '
+        f"{tmp_path / 'auth.json'} (mode 600)"
     )
     keyless = creds(tmp_path, keyless={"ollama"})
     assert await keyless.api_key("ollama") is None

@@ -132,14 +132,15 @@ def test_json_mode_unknown_model_writes_no_json(dirs: Dirs) -> None:
     assert b"faux/nope" in result.stderr
 
 
-def test_piped_stdin_is_prepended_without_separator(dirs: Dirs) -> None:
+def test_piped_stdin_is_prepended_with_a_blank_line(dirs: Dirs) -> None:
+    # pi glues the two with nothing between; pitrio separates them (issue 24, README row).
     result = pitrio(dirs, "-p", "arg", stdin="from stdin\n")
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"from stdinarg\n", b"")
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"from stdin\n\narg\n", b"")
 
 
 def test_piped_stdin_is_trimmed(dirs: Dirs) -> None:
     result = pitrio(dirs, "-p", "arg", stdin="  \n from stdin \n\n")
-    assert result.stdout == b"from stdinarg\n"
+    assert result.stdout == b"from stdin\n\narg\n"
 
 
 def test_piped_stdin_alone_is_the_prompt(dirs: Dirs) -> None:
@@ -154,25 +155,28 @@ def test_piped_stdin_goes_only_to_the_first_message(dirs: Dirs) -> None:
         for line in json_lines(result.stdout)
         if line["type"] == "message_end" and line["message"]["role"] == "user"
     ]
-    assert users == ["in:one", "two"]
+    assert users == ["in:\n\none", "two"]
 
 
 def test_piped_stdin_is_read_as_utf8_whatever_the_locale(dirs: Dirs) -> None:
     result = pitrio(dirs, "-p", "✓", stdin="grüße ", env={"LC_ALL": "C", "LANG": "C"})
     assert (result.returncode, result.stderr) == (0, b"")
-    assert result.stdout.decode("utf-8") == "grüße✓\n"
+    assert result.stdout.decode("utf-8") == "grüße\n\n✓\n"
 
 
 def test_piped_stdin_that_is_not_utf8_is_replaced_not_fatal(dirs: Dirs) -> None:
     result = pitrio(dirs, "-p", "x", stdin=b"caf\xe9")
     assert (result.returncode, result.stderr) == (0, b"")
-    assert result.stdout.decode("utf-8") == "caf\ufffdx\n"
+    assert result.stdout.decode("utf-8") == "caf\ufffd\n\nx\n"
 
 
-def test_unknown_mode_is_print_mode(dirs: Dirs) -> None:
-    # pi: "rpc if rpc, json if json, else print".
+def test_unknown_mode_is_refused(dirs: Dirs) -> None:
+    # pi: "rpc if rpc, json if json, else print"; pitrio refuses it (issue 24, README).
     result = pitrio(dirs, "--mode", "fancy", "-p", "hello")
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"hello\n", b"")
+    assert (result.returncode, result.stdout) == (1, b"")
+    assert result.stderr == (
+        b"Error: argument --mode: invalid value 'fancy' (choose from text, json, rpc)\n"
+    )
 
 
 def test_several_messages_print_only_the_last_reply(dirs: Dirs) -> None:
@@ -188,9 +192,11 @@ def test_several_messages_print_only_the_last_reply(dirs: Dirs) -> None:
     assert texts == ["one", "one", "two", "two"]
 
 
-def test_print_mode_without_messages_prints_nothing(dirs: Dirs) -> None:
+def test_print_mode_without_messages_is_an_error(dirs: Dirs) -> None:
+    # pi exits 0 having done nothing; pitrio says why nothing happens (issue 24, README).
     result = pitrio(dirs, "-p")
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert (result.returncode, result.stdout) == (1, b"")
+    assert result.stderr.startswith(b"Error: no prompt: give one as an argument or pipe it")
     assert files_under(dirs.agent) == []
 
 

@@ -49,8 +49,8 @@ def test_build_prompts_without_stdin() -> None:
     assert build_prompts([], None) == []
 
 
-def test_build_prompts_prepends_stdin_without_separator() -> None:
-    assert build_prompts(["arg", "second"], "from stdin") == ["from stdinarg", "second"]
+def test_build_prompts_prepends_stdin_and_a_blank_line() -> None:
+    assert build_prompts(["arg", "second"], "from stdin") == ["from stdin\n\narg", "second"]
 
 
 def test_build_prompts_stdin_alone_is_the_prompt() -> None:

@@ -81,6 +81,18 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 # -- auth.json -------------------------------------------------------------------------------
 
 
+def missing_key_message(
+    provider: str, env_vars: Mapping[str, tuple[str, ...]], auth_path: Path | None
+) -> str:
+    """The error of a provider without a key: the variables to set and the ``auth.json``
+    entry to add (pi's format), so the text says how to get out of it."""
+    names = " or ".join(env_vars.get(provider, ())) or "an environment variable"
+    name = orjson.dumps(provider).decode()
+    entry = f'{{{name}: {{"type": "api_key", "key": "..."}}}}'
+    where = f" or add {entry} to {auth_path} (mode 600)" if auth_path else ""
+    return f"No API key for provider {provider}: set {names}{where}"
+
+
 @attrs.frozen
 class ApiKeyEntry:
     """An ``auth.json`` entry of type ``api_key`` (the value is unresolved)."""
@@ -281,9 +293,7 @@ class Credentials:
             return await self.resolve(parse_value(configured, self.env, origin))
         if provider in self.keyless:
             return None
-        names = " or ".join(self.env_vars.get(provider, ())) or "an environment variable"
-        where = f" or add it to {self.auth_path}" if self.auth_path else ""
-        raise CredentialError(f"No API key for provider {provider}: set {names}{where}")
+        raise CredentialError(missing_key_message(provider, self.env_vars, self.auth_path))
 
     async def resolve(self, source: ValueSource) -> str:
         """The value of ``source``; raises :class:`CredentialError` naming only its origin."""

@@ -542,7 +542,9 @@ async def serve_process(
                         started = await runtime.start(options)
                     scoped, scope_warnings = await resolve_scope(router, model_patterns)
                 except PitrioError as exc:
-                    sys.stderr.write(f"Error: {exc}\n")
+                    from pitrio.transports.cli_hints import startup_error_text
+
+                    sys.stderr.write(f"Error: {startup_error_text(exc)}\n")
                     sys.stderr.flush()
                     code = 1
                 else:

@@ -340,3 +340,56 @@ async def test_timeout_is_a_retryable_error(server: LoopbackServer) -> None:
     )
     assert RETRYABLE.search(message.error_message)
     assert error_name(message) == "TimeoutError"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_host_that_does_not_resolve_fails_at_once_naming_it(api: str) -> None:
+    # Issue 24: retried like a refused connection (the SDKs' two repeats, then the session's
+    # auto-retry on "Connection error."), a lookup that failed was 15 s of silence. It is
+    # now one try, and a text naming the host and the cause that no auto-retry rule matches.
+    import socket
+
+    lookups: list[bytes | str] = []
+
+    class Resolver(trio.abc.HostnameResolver):
+        """Every name fails to resolve, as without a network (and counted)."""
+
+        async def getaddrinfo(self, host: Any, *args: Any, **kwargs: Any) -> Any:
+            lookups.append(host)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+        async def getnameinfo(self, *args: Any) -> Any:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    trio.socket.set_custom_hostname_resolver(Resolver())
+    retrying = HttpPool(HttpSettings(trust_env=False, max_retries=2))
+    try:
+        provider = make_provider(api, retrying, settings=DIAGNOSING)
+        message = final(await collect(provider, make_model(api, "http://no-such-host.invalid")))
+    finally:
+        await retrying.aclose()
+    assert message.error_message is not None
+    assert message.error_message == "cannot reach no-such-host.invalid: name or service not known"
+    assert lookups == [b"no-such-host.invalid"] or lookups == ["no-such-host.invalid"]
+    assert error_name(message) == "ConnectionError"
+    assert not RETRYABLE.search(message.error_message)
+
+
+def test_unresolved_host_message_walks_the_causes() -> None:
+    import socket
+
+    import httpx
+
+    from pitrio.actors.model_router.providers.http_errors import unresolved_host_message
+
+    try:
+        try:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        except socket.gaierror as lookup:
+            raise httpx.ConnectError("[Errno -2] Name or service not known") from lookup
+    except httpx.ConnectError as exc:
+        wrapped = exc
+    assert unresolved_host_message(wrapped, "https://api.anthropic.com/v1/messages") == (
+        "cannot reach api.anthropic.com: name or service not known"
+    )
+    assert unresolved_host_message(httpx.ConnectError("refused"), "http://x/") is None

@@ -11,6 +11,8 @@ never raises for request failures):
 
 * a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
   (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
+* a host name that does not resolve: ``"cannot reach HOST: <cause>"`` at once, never
+  repeated (issue 24: the repeats and the session's auto-retry made it 15 s of silence);
 * no response at all (refused, reset or timed out before the response head), after the
   retries: pi's (the SDKs') ``"Connection error."`` / ``"Request timed out."``, the cause in
   the diagnostics when they are asked for;
@@ -49,6 +51,7 @@ from pitrio.actors.model_router.providers.http_errors import (
     describe_transport_error,
     http_error_message,
     stream_error_message,
+    unresolved_host_message,
 )
 from pitrio.actors.model_router.providers.sse import MalformedStreamError, SseDecoder, SseParser
 from pitrio.errors import CredentialError
@@ -196,6 +199,8 @@ class _Failure:
     status: int | None = None
     headers: dict[str, str] = attrs.field(factory=dict)
     diagnostic: dict[str, Any] = attrs.field(factory=dict)
+    final: bool = False
+    """Not worth repeating whatever the policy (a host name that does not resolve)."""
 
 
 class HttpProvider(abc.ABC):
@@ -270,7 +275,7 @@ class HttpProvider(abc.ABC):
             verdict = retry.decide(
                 retries, policy, self.random, status=failure.status, headers=failure.headers
             )
-            if isinstance(verdict, retry.Wait):
+            if isinstance(verdict, retry.Wait) and not failure.final:
                 retries += 1
                 note_transport_retry(self.api_label, failure.status)  # no event shows these
                 await trio.sleep(verdict.seconds)
@@ -333,6 +338,14 @@ class HttpProvider(abc.ABC):
             text = describe_transport_error(
                 exc, streaming=parser.builder.started, read_timeout=settings.read_timeout
             )
+            unreachable = unresolved_host_message(exc, request.url) if not headed else None
+            if unreachable is not None:
+                # The name does not resolve: a repeat a second later cannot do better, and
+                # the SDKs' terse "Connection error." hides the cause (issue 24). The text
+                # matches no auto-retry rule either, so the user hears it at once.
+                return _Failure(
+                    text=unreachable, diagnostic={"name": "ConnectionError"}, final=True
+                )
             if not headed:
                 # No response yet: the SDKs repeat a connection that failed or timed out, and
                 # then say only which of the two it was (the cause goes to the diagnostics).

@@ -168,10 +168,30 @@ def describe_transport_error(
     return f"Connection error: {text}"
 
 
+def unresolved_host_message(exc: BaseException, url: str) -> str | None:
+    """``"cannot reach HOST: name or service not known"`` when ``exc`` (or what caused it)
+    is a failed name lookup (``socket.gaierror``), else ``None``."""
+    import socket
+    from urllib.parse import urlsplit
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror):
+            reason = cause.strerror or str(cause)
+            reason = reason[:1].lower() + reason[1:]
+            host = urlsplit(url).hostname or url
+            return f"cannot reach {host}: {reason}"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 __all__ = [
     "ErrorStyle",
     "describe_error_body",
     "describe_transport_error",
     "http_error_message",
     "stream_error_message",
+    "unresolved_host_message",
 ]
