@@ -222,6 +222,13 @@ class AttachClient:
         chunks = self.term.renderer.feed(frame)
         if chunks and self.asking:  # output arrived after the marker: it no longer asks
             self.asking = False
+        if frame.get("type") == "extension_ui_answered":
+            told = self.dialogs.answered_elsewhere(str(frame.get("id")))
+            if told:
+                self.term.show(chunks)
+                self.term.text(told)
+                self._dialogs_moved()
+                return
         if frame.get("type") == "extension_ui_request":
             asked = self.dialogs.offer(frame, trio.current_time())
             if asked:

@@ -195,6 +195,20 @@ class Dialogs:
             f"(cancelled: {current.title})"
         ) + "\n" + self._close()
 
+    def answered_elsewhere(self, dialog_id: str) -> str:
+        """Another client of the session answered ``dialog_id`` (the daemon's
+        ``extension_ui_answered``): close it here too; what to tell the user (empty when this
+        client had already closed it, e.g. by answering it itself)."""
+        for dialog in self.waiting:
+            if dialog.id == dialog_id:
+                break
+        else:
+            return ""
+        was_current = dialog is self.current
+        self.waiting.remove(dialog)
+        note = self.style.dim(f"(answered elsewhere: “{dialog.title}”)") + "\n"
+        return ("\n" if was_current else "") + note + (self._ask_current() if was_current else "")
+
     def next_deadline(self) -> float | None:
         """When the first of the open dialogs' time limits runs out."""
         deadlines = [d.deadline for d in self.waiting if d.deadline is not None]

@@ -129,3 +129,26 @@ def test_cancel_replies_cancelled_and_asks_the_next() -> None:
     assert dialogs.cancel()[0] == reply("b", cancelled=True)
     assert dialogs.cancel() == (None, "")
     assert dialogs.answer("late") == (None, "")
+
+
+def test_a_dialog_answered_by_another_client_closes_here() -> None:
+    dialogs = Dialogs(Style())
+    dialogs.offer(request("confirm", "d1", title="Allow rm?"), now=0)
+    dialogs.offer(request("input", "d2", title="Name?"), now=0)
+    told = dialogs.answered_elsewhere("d1")
+    # Closed with a note, and the next one is asked.
+    assert told == "\n(answered elsewhere: “Allow rm?”)\n? Name?\n  answer: "
+    assert dialogs.current is not None and dialogs.current.id == "d2"
+    # Its own answer comes back as a notice too: nothing left to close, nothing said.
+    dialogs.answer("Ada")
+    assert dialogs.answered_elsewhere("d2") == ""
+    assert dialogs.current is None
+
+
+def test_a_queued_dialog_answered_elsewhere_leaves_the_open_one_alone() -> None:
+    dialogs = Dialogs(Style())
+    dialogs.offer(request("confirm", "d1", title="First?"), now=0)
+    dialogs.offer(request("confirm", "d2", title="Second?"), now=0)
+    assert dialogs.answered_elsewhere("d2") == "(answered elsewhere: “Second?”)\n"
+    assert dialogs.current is not None and dialogs.current.id == "d1"
+    assert dialogs.answer("y")[1] == ""  # nothing queued behind it any more

@@ -273,3 +273,33 @@ async def test_end_of_input_cancels_the_questions_that_follow(tmp_path: Path) ->
             await client.out.until(rf"^\(cancelled: {title}\?\)$")
         await client.out.until(r"^\[info\] colour=None name=None notes=None quick=False$")
         assert await client.exit_code() == 0
+
+
+async def test_a_dialog_answered_in_another_window_closes_in_attach(tmp_path: Path) -> None:
+    from trio_websocket import open_websocket_url
+
+    from pitrio.transports.attach_connect import ws_url
+
+    async with serving(tmp_path, RM_THEN_DONE, extensions=(PERMISSION_GATE,)) as served:
+        victim = served.work / "victim.txt"
+        victim.write_text("precious\n")
+        async with attach(served.env()) as client:
+            session = (await client.err.until(r"^attached to (\S+) \(live\)$")).group(1)
+            await client.out.until(r"^> $")
+            headers = [(b"Authorization", f"Bearer {served.token}".encode())]
+            url = ws_url(served.url, f"/v1/sessions/{session}")
+            async with open_websocket_url(url, extra_headers=headers) as other:
+                await client.type("please remove victim.txt")
+                await client.out.until(r"^  \[y/n\] $")
+                while True:  # the other window sees the same question
+                    frame = json.loads(await other.get_message())
+                    if frame.get("type") == "extension_ui_request":
+                        break
+                answer = {"type": "extension_ui_response", "id": frame["id"], "confirmed": True}
+                await other.send_message(json.dumps(answer))
+                await client.out.until(r"^\(answered elsewhere: “Allow rm\?”\)$")
+                await client.out.until(r"^✓ bash rm victim.txt$")
+                await client.out.until(r"^> $")
+            await client.close_input()
+            assert await client.exit_code() == 0
+        assert not victim.exists()
