@@ -1,0 +1,237 @@
+"""OAuth entries of auth.json: pi's refresh against a loopback token endpoint, pi's lock."""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from pitrio.actors.model_router import oauth
+from pitrio.actors.model_router.credentials import Credentials, lock_path
+from pitrio.errors import CredentialError
+from tests.oauth_server import oauth_vendor
+
+NOW = 1_800_000_000.0  # seconds; the store's clock is pinned to it
+
+
+def write_auth(path: Path, document: dict[str, Any]) -> None:
+    path.write_bytes(orjson.dumps(document))
+    path.chmod(0o600)
+
+
+def store(tmp_path: Path, base: str) -> Credentials:
+    return Credentials(
+        auth_path=tmp_path / "auth.json",
+        env={oauth.TEST_BASE_ENV: base},
+        clock=lambda: NOW,
+    )
+
+
+def expired(
+    access: str = "old-access", refresh: str = "old-refresh", **extra: Any
+) -> dict[str, Any]:
+    return {"type": "oauth", "refresh": refresh, "access": access, "expires": 1000, **extra}
+
+
+def codex_jwt(account: str) -> str:
+    claims = {oauth.CODEX_JWT_CLAIM: {"chatgpt_account_id": account}}
+    payload = base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
+    return f"eyJhbGciOiJub25lIn0.{payload}.sig"
+
+
+async def test_anthropic_refresh_writes_new_tokens_back(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"anthropic": expired(), "openai": {"type": "api_key", "key": "sk-keep"}})
+    async with oauth_vendor() as (vendor, base):
+        vendor.script(
+            "/v1/oauth/token",
+            200,
+            {"access_token": "new-access", "refresh_token": "new-refresh", "expires_in": 3600},
+        )
+        credentials = store(tmp_path, base)
+        assert await credentials.api_key("anthropic") == "new-access"
+    (request,) = vendor.requests
+    assert (request.method, request.path) == ("POST", "/v1/oauth/token")
+    assert request.headers["content-type"] == "application/json"
+    assert request.json() == {
+        "grant_type": "refresh_token",
+        "client_id": oauth.ANTHROPIC_CLIENT_ID,
+        "refresh_token": "old-refresh",
+    }
+    assert orjson.loads(path.read_bytes()) == {
+        "anthropic": {
+            "type": "oauth",
+            "refresh": "new-refresh",
+            "access": "new-access",
+            "expires": int(NOW * 1000) + 3600_000 - 300_000,  # pi stores it 5 minutes early
+        },
+        "openai": {"type": "api_key", "key": "sk-keep"},
+    }
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not lock_path(path).exists()
+    assert os.listdir(tmp_path) == ["auth.json"]  # no temp file left
+
+
+async def test_codex_refresh_is_a_form_and_keeps_the_account_id(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"openai-codex": expired(accountId="acct-old")})
+    access = codex_jwt("acct-7")
+    async with oauth_vendor() as (vendor, base):
+        vendor.script(
+            "/oauth/token",
+            200,
+            {"access_token": access, "refresh_token": "r2", "expires_in": 864000},
+        )
+        assert await store(tmp_path, base).api_key("openai-codex") == access
+    assert vendor.requests[0].form() == {
+        "grant_type": "refresh_token",
+        "refresh_token": "old-refresh",
+        "client_id": oauth.CODEX_CLIENT_ID,
+    }
+    entry = orjson.loads(path.read_bytes())["openai-codex"]
+    assert entry == {
+        "type": "oauth",
+        "refresh": "r2",
+        "access": access,
+        "expires": int(NOW * 1000) + 864000_000,
+        "accountId": "acct-7",
+    }
+
+
+async def test_copilot_refresh_exchanges_the_github_token(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"github-copilot": expired(refresh="gho_github", enterpriseUrl="ghe.example")})
+    async with oauth_vendor() as (vendor, base):
+        vendor.script(
+            "/copilot_internal/v2/token",
+            200,
+            {"token": "tid=1;proxy-ep=proxy.ghe.example", "expires_at": 1_800_001_800},
+        )
+        key = await store(tmp_path, base).api_key("github-copilot")
+    assert key == "tid=1;proxy-ep=proxy.ghe.example"
+    (request,) = vendor.requests
+    assert request.method == "GET"
+    assert request.headers["authorization"] == "Bearer gho_github"
+    assert request.headers["copilot-integration-id"] == "vscode-chat"
+    assert request.headers["editor-version"] == "vscode/1.107.0"
+    assert orjson.loads(path.read_bytes())["github-copilot"] == {
+        "type": "oauth",
+        "refresh": "gho_github",
+        "access": key,
+        "expires": 1_800_001_800_000 - 300_000,
+        "enterpriseUrl": "ghe.example",
+    }
+    assert oauth.copilot_base_url(key, "ghe.example") == "https://api.ghe.example"
+
+
+async def test_a_fresh_token_is_used_without_contacting_the_vendor(tmp_path: Path) -> None:
+    write_auth(
+        tmp_path / "auth.json",
+        {"anthropic": {**expired(), "access": "live", "expires": int(NOW * 1000) + 1}},
+    )
+    async with oauth_vendor() as (vendor, base):
+        assert await store(tmp_path, base).api_key("anthropic") == "live"
+    assert vendor.requests == []
+
+
+async def test_concurrent_requests_refresh_once(tmp_path: Path) -> None:
+    write_auth(tmp_path / "auth.json", {"anthropic": expired()})
+    async with oauth_vendor() as (vendor, base):
+        vendor.hold = trio.Event()
+        vendor.script(
+            "/v1/oauth/token", 200, {"access_token": "A", "refresh_token": "R", "expires_in": 3600}
+        )
+        credentials = store(tmp_path, base)
+        keys: list[str | None] = []
+
+        async def use() -> None:
+            keys.append(await credentials.api_key("anthropic"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(use)
+            nursery.start_soon(use)
+            await vendor.arrived.wait()  # the first refresh is at the vendor, held there
+            await trio.testing.wait_all_tasks_blocked()
+            vendor.hold.set()
+    assert keys == ["A", "A"]
+    assert len(vendor.requests) == 1
+
+
+async def test_another_process_refreshing_under_the_lock_wins(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"anthropic": expired()})
+    lock_path(path).mkdir()  # pi (another process) holds the lock, refreshing
+    async with oauth_vendor() as (vendor, base):
+        credentials = store(tmp_path, base)
+        keys: list[str | None] = []
+
+        async def use() -> None:
+            keys.append(await credentials.api_key("anthropic"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(use)
+            await trio.testing.wait_all_tasks_blocked()  # it found the lock taken and waits
+            assert keys == []
+            fresh = {**expired(), "access": "by-pi", "expires": int(NOW * 1000) + 60_000}
+            write_auth(path, {"anthropic": fresh})
+            lock_path(path).rmdir()
+    assert keys == ["by-pi"]
+    assert vendor.requests == []
+
+
+async def test_a_stale_lock_is_broken(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"anthropic": expired()})
+    lock_path(path).mkdir()
+    old = time.time() - 31  # older than pi's 30 s stale age (the lock's age is wall time)
+    os.utime(lock_path(path), (old, old))
+    async with oauth_vendor() as (vendor, base):
+        vendor.script(
+            "/v1/oauth/token", 200, {"access_token": "A", "refresh_token": "R", "expires_in": 3600}
+        )
+        assert await store(tmp_path, base).api_key("anthropic") == "A"
+    assert not lock_path(path).exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "reply", "reason"),
+    [
+        (400, {"error": "invalid_grant", "echo": "old-refresh"}, "answered HTTP 400"),
+        (200, b"not json old-refresh", "returned invalid JSON"),
+        (200, {"access_token": "x", "expires_in": 60}, "has no refresh_token"),
+    ],
+)
+async def test_a_failed_refresh_names_the_cause_and_keeps_the_file(
+    tmp_path: Path, status: int, reply: Any, reason: str
+) -> None:
+    path = tmp_path / "auth.json"
+    write_auth(path, {"anthropic": expired()})
+    before = path.read_bytes()
+    async with oauth_vendor() as (vendor, base):
+        vendor.script("/v1/oauth/token", status, reply)
+        credentials = store(tmp_path, base)
+        with pytest.raises(CredentialError) as info:
+            await credentials.api_key("anthropic")
+    message = str(info.value)
+    assert message.startswith("Failed to refresh OAuth token for anthropic: ")
+    assert reason in message
+    assert "pitrio login anthropic" in message
+    assert "old-refresh" not in message and "old-access" not in message
+    assert path.read_bytes() == before
+    assert not lock_path(path).exists()
+
+
+async def test_an_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
+    write_auth(tmp_path / "auth.json", {"anthropic": expired()})
+    async with oauth_vendor() as (_vendor, base):
+        pass  # closed again: nothing listens on that port any more
+    with pytest.raises(CredentialError, match="could not be reached"):
+        await store(tmp_path, base).api_key("anthropic")
