@@ -159,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pitrio.transports.trace_cli import run_trace_command
 
         return run_trace_command(argv[1:])
+    if argv[:1] == ["login"]:
+        from pitrio.transports.login_cli import login_main
+
+        return login_main(argv[1:])
     if argv[:1] == ["attach"]:
         from pitrio.transports.attach import attach_main
 
