@@ -235,3 +235,35 @@ async def test_an_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
         pass  # closed again: nothing listens on that port any more
     with pytest.raises(CredentialError, match="could not be reached"):
         await store(tmp_path, base).api_key("anthropic")
+
+
+def test_an_anthropic_oauth_token_goes_as_claude_code_does() -> None:
+    from pitrio.actors.model_router.providers.anthropic import build_request
+    from pitrio.actors.model_router.providers.base import ProviderSettings
+    from pitrio.messages.model import StreamOptions
+    from tests.actors.providers.support import CONTEXT, make_model
+
+    model = make_model("anthropic-messages")
+    token = "sk-ant-oat01-abcdef"
+    request = build_request(
+        model, CONTEXT, StreamOptions(), api_key=token, headers={}, settings=ProviderSettings()
+    )
+    assert request.headers["authorization"] == f"Bearer {token}"
+    assert "x-api-key" not in request.headers
+    beta = request.headers["anthropic-beta"].split(",")
+    assert beta[:2] == ["claude-code-20250219", "oauth-2025-04-20"]
+    assert request.headers["user-agent"] == "claude-cli/2.1.75"
+    assert request.headers["x-app"] == "cli"
+    system = request.json()["system"]
+    assert [block["text"] for block in system] == [
+        "You are Claude Code, Anthropic's official CLI for Claude.",
+        "You are terse.",
+    ]
+    assert all(block["cache_control"] == {"type": "ephemeral"} for block in system)
+    plain = build_request(
+        model, CONTEXT, StreamOptions(), api_key="sk-ant-api03-x", headers={},
+        settings=ProviderSettings(),
+    )  # fmt: skip
+    assert plain.headers["x-api-key"] == "sk-ant-api03-x"
+    assert "user-agent" not in plain.headers
+    assert len(plain.json()["system"]) == 1
