@@ -267,3 +267,57 @@ def test_an_anthropic_oauth_token_goes_as_claude_code_does() -> None:
     assert plain.headers["x-api-key"] == "sk-ant-api03-x"
     assert "user-agent" not in plain.headers
     assert len(plain.json()["system"]) == 1
+
+
+def test_copilot_requests_go_to_the_host_its_token_names(tmp_path: Path) -> None:
+    path = tmp_path / "auth.json"
+    default = "https://api.individual.githubcopilot.com"
+    credentials = Credentials(auth_path=path, env={})
+    assert credentials.base_url("github-copilot", default) == default  # no login yet
+    live = {**expired(), "expires": 2**62}
+    write_auth(
+        path,
+        {
+            "github-copilot": {
+                **live,
+                "access": "tid=1;proxy-ep=proxy.business.githubcopilot.com;x=2",
+            }
+        },
+    )
+    credentials.reload()
+    assert (
+        credentials.base_url("github-copilot", default) == "https://api.business.githubcopilot.com"
+    )
+    assert (
+        credentials.base_url("anthropic", "https://api.anthropic.com")
+        == "https://api.anthropic.com"
+    )
+    write_auth(
+        path,
+        {
+            "github-copilot": {
+                **live,
+                "access": "opaque",
+                "enterpriseUrl": "https://ghe.example.com/",
+            }
+        },
+    )
+    credentials.reload()
+    assert credentials.base_url("github-copilot", default) == "https://copilot-api.ghe.example.com"
+
+
+async def test_a_copilot_request_is_prepared_for_the_tokens_host(tmp_path: Path) -> None:
+    from pitrio.actors.model_router.providers.http import HttpPool
+    from pitrio.messages.model import StreamOptions
+    from tests.actors.providers.support import CONTEXT, make_model, make_provider
+
+    path = tmp_path / "auth.json"
+    token = "tid=1;proxy-ep=proxy.business.githubcopilot.com"
+    write_auth(path, {"github-copilot": {**expired(), "access": token, "expires": 2**62}})
+    provider = make_provider("openai-completions", HttpPool(), Credentials(auth_path=path, env={}))
+    model = make_model(
+        "openai-completions", "https://api.individual.githubcopilot.com", provider="github-copilot"
+    )
+    request = await provider.prepare(model, CONTEXT, StreamOptions())
+    assert request.url == "https://api.business.githubcopilot.com/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {token}"

@@ -19,7 +19,8 @@ import pytest
 import trio
 
 from pitrio.actors.model_router import oauth
-from pitrio.actors.model_router.oauth_login import next_wait, normalize_domain
+from pitrio.actors.model_router.oauth import normalize_domain
+from pitrio.actors.model_router.oauth_login import next_wait
 from tests.oauth_server import oauth_vendor
 
 

@@ -349,6 +349,20 @@ class Credentials:
         where = f" or add it to {self.auth_path}" if self.auth_path else ""
         raise CredentialError(f"No API key for provider {provider}: set {names}{where}")
 
+    def base_url(self, provider: str, configured: str) -> str:
+        """The base URL requests to ``provider`` go to: a Copilot OAuth token names its own.
+
+        pi sends GitHub Copilot requests to the API host in the token's ``proxy-ep`` (else the
+        enterprise domain's); every other provider keeps ``configured``.
+        """
+        if provider != "github-copilot":
+            return configured
+        entry = self._load_auth().get(provider)
+        if not isinstance(entry, OAuthEntry):
+            return configured
+        enterprise = entry.fields.get("enterpriseUrl")
+        return oauth.copilot_base_url(entry.access, enterprise if enterprise else None)
+
     async def resolve(self, source: ValueSource) -> str:
         """The value of ``source``; raises :class:`CredentialError` naming only its origin."""
         if source.kind == "literal":

@@ -400,6 +400,16 @@ def parse_device_poll(body: bytes, interval: float) -> PollResult:
     raise CredentialError("Device flow failed: unexpected reply from GitHub")
 
 
+def normalize_domain(text: str) -> str | None:
+    """The host name of a GitHub Enterprise URL or domain (``None`` for an invalid one)."""
+    value = text.strip()
+    if not value:
+        return None
+    url = urllib.parse.urlsplit(value if "://" in value else f"https://{value}")
+    host = url.hostname
+    return host if host and all(part for part in host.split(".")) else None
+
+
 def copilot_base_url(access: str, enterprise: str | None) -> str:
     """The Copilot API base URL named by the token's ``proxy-ep`` (pi's rule)."""
     for part in access.split(";"):
@@ -408,6 +418,7 @@ def copilot_base_url(access: str, enterprise: str | None) -> str:
             if host.startswith("proxy."):
                 host = "api." + host[len("proxy.") :]
             return f"https://{host}"
-    if enterprise:
-        return f"https://copilot-api.{enterprise}"
+    domain = normalize_domain(enterprise) if enterprise else None
+    if domain:
+        return f"https://copilot-api.{domain}"
     return "https://api.individual.githubcopilot.com"

@@ -64,18 +64,6 @@ async def _pasted_code_login(
     return oauth.parse_token_response(provider, body)
 
 
-def normalize_domain(text: str) -> str | None:
-    """The host name of a GitHub Enterprise URL or domain (``None`` for an invalid one)."""
-    import urllib.parse
-
-    value = text.strip()
-    if not value:
-        return None
-    url = urllib.parse.urlsplit(value if "://" in value else f"https://{value}")
-    host = url.hostname
-    return host if host and all(part for part in host.split(".")) else None
-
-
 def next_wait(interval_s: float, multiplier: float, remaining_s: float) -> float:
     """How long to wait before the next device-flow poll (pi's schedule, pure)."""
     return max(0.0, min(math.ceil(max(1.0, interval_s) * multiplier * 1000) / 1000, remaining_s))
@@ -83,7 +71,7 @@ def next_wait(interval_s: float, multiplier: float, remaining_s: float) -> float
 
 async def _device_login(show: Show, ask: Ask, env: Mapping[str, str]) -> dict[str, Any]:
     answer = await ask("GitHub Enterprise URL/domain (blank for github.com): ")
-    enterprise = normalize_domain(answer)
+    enterprise = oauth.normalize_domain(answer)
     if answer.strip() and enterprise is None:
         raise CredentialError(f"Invalid GitHub Enterprise URL/domain: {answer.strip()!r}")
     domain = enterprise or "github.com"

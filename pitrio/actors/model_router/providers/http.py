@@ -235,6 +235,9 @@ class HttpProvider(abc.ABC):
         Raises :class:`CredentialError` when the key cannot be had.
         """
         api_key = await self.credentials.api_key(model.provider, options.api_key)
+        base_url = self.credentials.base_url(model.provider, model.base_url)
+        if base_url != model.base_url:
+            model = attrs.evolve(model, base_url=base_url)
         headers = await self.credentials.resolve_headers(
             model.headers, f"models.json providers.{model.provider}"
         )
