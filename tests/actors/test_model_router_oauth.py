@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import stat
 import time
@@ -321,3 +322,74 @@ async def test_a_copilot_request_is_prepared_for_the_tokens_host(tmp_path: Path)
     request = await provider.prepare(model, CONTEXT, StreamOptions())
     assert request.url == "https://api.business.githubcopilot.com/chat/completions"
     assert request.headers["authorization"] == f"Bearer {token}"
+
+
+def test_device_poll_replies() -> None:
+    assert oauth.parse_device_poll(b'{"access_token": "gho_1"}', 5).token == "gho_1"
+    assert oauth.parse_device_poll(b'{"error": "authorization_pending"}', 5) == oauth.PollResult(
+        wait=True
+    )
+    slow = oauth.parse_device_poll(b'{"error": "slow_down", "interval": 10}', 5)
+    assert (slow.wait, slow.interval) == (True, 10.0)
+    assert oauth.parse_device_poll(b'{"error": "slow_down"}', 5).interval == 10.0  # +5 s
+    with pytest.raises(CredentialError, match=r"^Device flow failed: expired_token$"):
+        oauth.parse_device_poll(b'{"error": "expired_token"}', 5)
+    with pytest.raises(CredentialError, match="Invalid device code response fields"):
+        oauth.parse_device_code(b'{"device_code": "d", "user_code": "u"}')
+
+
+def test_pkce_pair_is_s256_of_the_verifier() -> None:
+    pair = oauth.make_pkce(bytes(range(32)))
+    assert pair.verifier == "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
+    digest = hashlib.sha256(pair.verifier.encode()).digest()
+    assert pair.challenge == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    assert "=" not in pair.challenge and "+" not in pair.challenge
+
+
+async def test_pitrio_waits_for_the_lock_held_by_proper_lockfile(tmp_path: Path) -> None:
+    """pi's own lock library holds auth.json; pitrio waits, then refreshes once it is free."""
+    import shutil
+
+    from tests.interop.pi_runner import find_pi_cli
+
+    cli, reason = find_pi_cli()
+    if cli is None or shutil.which("node") is None:
+        pytest.skip(reason or "node is not installed")
+    modules = cli.parents[3]  # .../node_modules
+    path = tmp_path / "auth.json"
+    write_auth(path, {"anthropic": expired()})
+    script = (
+        "const l = require('proper-lockfile');"
+        f"const release = l.lockSync({str(path)!r}, {{realpath: false}});"
+        "console.log('locked');"
+        "process.stdin.once('data', () => { release(); console.log('released'); });"
+    )
+    env = {**os.environ, "NODE_PATH": str(modules)}
+    async with oauth_vendor() as (vendor, base):
+        vendor.script(
+            "/v1/oauth/token", 200, {"access_token": "A", "refresh_token": "R", "expires_in": 3600}
+        )
+        process = await trio.lowlevel.open_process(
+            ["node", "-e", script], env=env, stdin=-1, stdout=-1
+        )
+        try:
+            assert process.stdout is not None and process.stdin is not None
+            assert await process.stdout.receive_some(100) == b"locked\n"
+            assert lock_path(path).is_dir()
+            credentials = store(tmp_path, base)
+            keys: list[str | None] = []
+
+            async def use() -> None:
+                keys.append(await credentials.api_key("anthropic"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(use)
+                await trio.testing.wait_all_tasks_blocked()  # it found pi's lock and waits
+                assert keys == [] and vendor.requests == []
+                await process.stdin.send_all(b"go\n")
+                assert await process.stdout.receive_some(100) == b"released\n"
+        finally:
+            process.kill()
+            await process.wait()
+    assert keys == ["A"]
+    assert len(vendor.requests) == 1
