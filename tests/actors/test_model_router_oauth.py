@@ -393,3 +393,39 @@ async def test_pitrio_waits_for_the_lock_held_by_proper_lockfile(tmp_path: Path)
             await process.wait()
     assert keys == ["A"]
     assert len(vendor.requests) == 1
+
+
+async def test_copilot_requests_carry_pis_dynamic_headers(tmp_path: Path) -> None:
+    from pitrio.actors.model_router.providers.http import HttpPool
+    from pitrio.messages import ImageContent, user_message
+    from pitrio.messages.model import LlmContext, StreamOptions
+    from tests.actors.providers.support import CONTEXT, make_model, make_provider, tool_turn
+
+    path = tmp_path / "auth.json"
+    token = "tid=1;proxy-ep=proxy.individual.githubcopilot.com"
+    write_auth(path, {"github-copilot": {**expired(), "access": token, "expires": 2**62}})
+    credentials = Credentials(auth_path=path, env={})
+    for api in ("openai-completions", "anthropic-messages"):
+        provider = make_provider(api, HttpPool(), credentials)
+        model = make_model(api, provider="github-copilot")
+        first = await provider.prepare(model, CONTEXT, StreamOptions())
+        headers = {k.lower(): v for k, v in first.headers.items()}
+        assert headers["x-initiator"] == "user"
+        assert headers["openai-intent"] == "conversation-edits"
+        assert "copilot-vision-request" not in headers
+        assert headers["authorization"] == f"Bearer {token}"
+        assert "x-api-key" not in headers
+        picture = user_message("look", (ImageContent(data="aGk=", mime_type="image/png"),))
+        turn = tool_turn(api)
+        after_tool = LlmContext(
+            system_prompt="s", messages=(picture, *turn.messages), tools=turn.tools
+        )
+        later = await provider.prepare(model, after_tool, StreamOptions())
+        headers = {k.lower(): v for k, v in later.headers.items()}
+        assert headers["x-initiator"] == "agent"
+        assert headers["copilot-vision-request"] == "true"
+    other = make_model("openai-completions")
+    plain = await make_provider("openai-completions", HttpPool(), credentials).prepare(
+        other, CONTEXT, StreamOptions(api_key="k")
+    )
+    assert "x-initiator" not in {k.lower() for k in plain.headers}

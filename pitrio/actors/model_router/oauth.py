@@ -18,7 +18,7 @@ import hashlib
 import secrets
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -422,3 +422,20 @@ def copilot_base_url(access: str, enterprise: str | None) -> str:
     if domain:
         return f"https://copilot-api.{domain}"
     return "https://api.individual.githubcopilot.com"
+
+
+def copilot_dynamic_headers(messages: Sequence[Any]) -> dict[str, str]:
+    """The per-request headers pi adds for GitHub Copilot (who started the turn, images)."""
+    last = messages[-1] if messages else None
+    initiator = "agent" if last is not None and getattr(last, "role", "") != "user" else "user"
+    headers = {"X-Initiator": initiator, "Openai-Intent": "conversation-edits"}
+    for message in messages:
+        if getattr(message, "role", "") not in ("user", "toolResult"):
+            continue
+        content = getattr(message, "content", ())
+        if not isinstance(content, str) and any(
+            getattr(part, "type", "") == "image" for part in content
+        ):
+            headers["Copilot-Vision-Request"] = "true"
+            break
+    return headers

@@ -313,6 +313,8 @@ def build_request(
         request_headers["authorization"] = f"Bearer {api_key}"
         request_headers["user-agent"] = f"claude-cli/{CLAUDE_CODE_VERSION}"
         request_headers["x-app"] = "cli"
+    elif api_key and model.provider == "github-copilot":  # Copilot's token is a bearer token
+        request_headers["authorization"] = f"Bearer {api_key}"
     elif api_key:
         request_headers["x-api-key"] = api_key
         compat = model.compat if isinstance(model.compat, Mapping) else {}

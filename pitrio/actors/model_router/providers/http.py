@@ -40,6 +40,7 @@ import trio
 
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
+from pitrio.actors.model_router.oauth import copilot_dynamic_headers
 from pitrio.actors.model_router.providers import retry
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
@@ -241,6 +242,8 @@ class HttpProvider(abc.ABC):
         headers = await self.credentials.resolve_headers(
             model.headers, f"models.json providers.{model.provider}"
         )
+        if model.provider == "github-copilot":
+            headers.update(copilot_dynamic_headers(context.messages))
         return self.build_request(model, context, options, api_key=api_key, headers=headers)
 
     async def stream(
