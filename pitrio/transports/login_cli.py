@@ -15,11 +15,8 @@ from collections.abc import Sequence
 
 import trio
 
-from pitrio.actors.model_router import oauth
-from pitrio.actors.model_router.credentials import AUTH_FILE_NAME, save_entry
-from pitrio.actors.model_router.oauth_login import login
-from pitrio.actors.session_store.paths import agent_dir
 from pitrio.errors import PitrioError
+from pitrio.sdk.oauth import AUTH_FILE_NAME, PROVIDER_NAMES, agent_dir, login, save_entry
 
 
 def _show(line: str) -> None:
@@ -39,7 +36,7 @@ async def _ask(prompt: str) -> str:
 def login_main(argv: Sequence[str]) -> int:
     """Entry point of ``pitrio login``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="pitrio login", description=__doc__.splitlines()[0])
-    parser.add_argument("provider", choices=sorted(oauth.PROVIDER_NAMES))
+    parser.add_argument("provider", choices=sorted(PROVIDER_NAMES))
     args = parser.parse_args(list(argv))
     env = dict(os.environ)
     path = agent_dir(env) / AUTH_FILE_NAME
@@ -52,5 +49,5 @@ def login_main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("Login cancelled\n")
         return 130
-    _show(f"Logged in to {oauth.PROVIDER_NAMES[args.provider]}; credentials saved to {path}")
+    _show(f"Logged in to {PROVIDER_NAMES[args.provider]}; credentials saved to {path}")
     return 0
