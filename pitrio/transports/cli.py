@@ -25,6 +25,7 @@ SUBCOMMAND_ENTRIES = {
     "serve": ("pitrio.transports.serve", "serve_main"),
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),
+    "login": ("pitrio.transports.login_cli", "login_main"),
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""

@@ -28,6 +28,7 @@ _PARSERS = {
     "sessions": "pitrio.transports.sessions_cli",
     "trace": "pitrio.transports.trace_cli",
     "db": "pitrio.transports.db_cli",
+    "login": "pitrio.transports.login_cli",
 }
 """The module whose ``build_parser()`` gives each subcommand's arguments."""
 

@@ -23,18 +23,21 @@ far out of vendor error texts before they reach a message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+import httpx
 import orjson
 import trio
 
+from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.catalogue import PROVIDER_ENV_VARS
 from pitrio.errors import AuthFileError, CredentialError
 
@@ -102,10 +105,15 @@ class ApiKeyEntry:
 
 @attrs.frozen
 class OAuthEntry:
-    """An ``auth.json`` entry of type ``oauth``; pitrio uses ``access`` until ``expires``."""
+    """An ``auth.json`` entry of type ``oauth``: ``access`` until ``expires``, then refreshed.
+
+    ``fields`` is the whole entry as stored (``refresh`` and the extras pi keeps, such as
+    ``accountId`` or ``enterpriseUrl``), so a refresh writes back everything it read.
+    """
 
     access: str
     expires: int | None = None
+    fields: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 AuthEntry = ApiKeyEntry | OAuthEntry
@@ -159,7 +167,7 @@ def _auth_entry(path: Path, provider: str, entry: Any) -> AuthEntry:
             raise AuthFileError(f"{path}: entry {provider!r}: field 'access' must be a string")
         if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
             raise AuthFileError(f"{path}: entry {provider!r}: field 'expires' must be a number")
-        return OAuthEntry(access, expires)
+        return OAuthEntry(access, expires, dict(entry))
     raise AuthFileError(f"{path}: entry {provider!r}: field 'type' must be api_key or oauth")
 
 
@@ -170,18 +178,32 @@ def save_api_key(path: Path, provider: str, key: str) -> None:
     with mode 0700 if missing. An existing file that others can access is refused (as for
     reading): pitrio does not silently take over a file whose permissions someone chose.
     """
+    save_entry(path, provider, {"type": "api_key", "key": key})
+
+
+def save_entry(path: Path, provider: str, entry: Mapping[str, Any]) -> None:
+    """Store one raw ``auth.json`` entry (the rules of :func:`save_api_key`)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    document: dict[str, Any] = {}
-    if path.exists():
-        check_private(path)
-        try:
-            loaded = orjson.loads(path.read_bytes())
-        except orjson.JSONDecodeError:
-            raise AuthFileError(f"{path}: invalid JSON; not overwriting it") from None
-        if isinstance(loaded, dict):
-            document = loaded
-    document[provider] = {"type": "api_key", "key": key}
-    data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    document = read_auth_document(path)
+    document[provider] = dict(entry)
+    write_auth_document(path, document)
+
+
+def read_auth_document(path: Path) -> dict[str, Any]:
+    """The raw ``auth.json`` object (empty when missing); refuses a file others can access."""
+    if not path.exists():
+        return {}
+    check_private(path)
+    try:
+        loaded = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        raise AuthFileError(f"{path}: invalid JSON; not overwriting it") from None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def write_auth_document(path: Path, document: Mapping[str, Any]) -> None:
+    """Replace ``auth.json`` atomically by a 0600 file holding ``document``."""
+    data = orjson.dumps(dict(document), option=orjson.OPT_INDENT_2) + b"\n"
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -191,6 +213,48 @@ def save_api_key(path: Path, provider: str, key: str) -> None:
     finally:
         os.close(fd)
     os.replace(temporary, path)
+
+
+# -- pi's lock on auth.json ------------------------------------------------------------------
+
+LOCK_STALE_S = 30.0
+"""pi (proper-lockfile) takes a lock older than this as abandoned."""
+LOCK_RETRIES = 10
+REFRESH_TIMEOUT_S = 25.0
+"""Below the stale age, so a refresh in flight never has its lock taken from it."""
+
+
+def lock_path(path: Path) -> Path:
+    """The directory whose creation is pi's lock on ``path`` (proper-lockfile's convention)."""
+    return path.with_name(path.name + ".lock")
+
+
+def try_lock(path: Path, now: float) -> bool:
+    """Take pi's lock on ``path`` (``mkdir path.lock``); a stale lock is broken first."""
+    lock = lock_path(path)
+    try:
+        lock.mkdir(mode=0o700)
+        return True
+    except FileExistsError:
+        pass
+    try:
+        age = now - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False  # released meanwhile: the next attempt takes it
+    if age > LOCK_STALE_S:
+        try:
+            lock.rmdir()
+            lock.mkdir(mode=0o700)
+            return True
+        except OSError:
+            return False
+    return False
+
+
+def unlock(path: Path) -> None:
+    """Release pi's lock on ``path``."""
+    with contextlib.suppress(FileNotFoundError):
+        lock_path(path).rmdir()
 
 
 # -- the store -------------------------------------------------------------------------------
@@ -213,6 +277,7 @@ class Credentials:
         keyless: Iterable[str] = (),
         env_vars: Mapping[str, tuple[str, ...]] = PROVIDER_ENV_VARS,
         command_timeout: float = COMMAND_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.auth_path = auth_path
         self.env = dict(env)
@@ -224,6 +289,8 @@ class Credentials:
         self._auth_error: AuthFileError | None = None
         self._command_cache: dict[str, str] = {}
         self._secrets: set[str] = set()
+        self._clock = clock
+        self._refreshing = trio.Lock()  # one refresh at a time within this process
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -275,11 +342,8 @@ class Credentials:
             origin = f"{self.auth_path} entry {provider!r}"
             return await self.resolve(parse_value(entry.key, self.env, origin))
         if isinstance(entry, OAuthEntry):
-            if entry.expires is not None and entry.expires <= time.time() * 1000:
-                raise CredentialError(
-                    f"The OAuth token for {provider} in {self.auth_path} has expired; log in "
-                    "again (pitrio cannot refresh OAuth tokens yet)"
-                )
+            if self._expired(entry):
+                entry = await self._refresh(provider)
             self._secrets.add(entry.access)
             return entry.access
         for name in self.env_vars.get(provider, ()):
@@ -294,6 +358,20 @@ class Credentials:
         if provider in self.keyless:
             return None
         raise CredentialError(missing_key_message(provider, self.env_vars, self.auth_path))
+
+    def base_url(self, provider: str, configured: str) -> str:
+        """The base URL requests to ``provider`` go to: a Copilot OAuth token names its own.
+
+        pi sends GitHub Copilot requests to the API host in the token's ``proxy-ep`` (else the
+        enterprise domain's); every other provider keeps ``configured``.
+        """
+        if provider != "github-copilot":
+            return configured
+        entry = self._load_auth().get(provider)
+        if not isinstance(entry, OAuthEntry):
+            return configured
+        enterprise = entry.fields.get("enterpriseUrl")
+        return oauth.copilot_base_url(entry.access, enterprise if enterprise else None)
 
     async def resolve(self, source: ValueSource) -> str:
         """The value of ``source``; raises :class:`CredentialError` naming only its origin."""
@@ -330,6 +408,80 @@ class Credentials:
     def redact(self, text: str) -> str:
         """``text`` with every key and header value resolved so far replaced by ``***``."""
         return redact(text, self._secrets)
+
+    # -- OAuth refresh ---------------------------------------------------------------------
+
+    def _expired(self, entry: OAuthEntry) -> bool:
+        return entry.expires is not None and self._clock() * 1000 >= entry.expires
+
+    async def _refresh(self, provider: str) -> OAuthEntry:
+        """A fresh token for ``provider``, renewed the way pi renews it.
+
+        Under pi's lock on ``auth.json`` the file is read again (another pitrio or pi may have
+        refreshed already); only a token still expired is renewed, and the new credentials are
+        written back atomically with the other entries kept. When the renewal fails the file
+        is read once more, in case another process won the race.
+        """
+        assert self.auth_path is not None
+        if provider not in oauth.PROVIDER_NAMES:
+            raise CredentialError(
+                f"The OAuth token for {provider} in {self.auth_path} has expired, and "
+                f"{provider} is not an OAuth provider pitrio can refresh (those are "
+                f"{', '.join(oauth.PROVIDER_NAMES)}); log in again"
+            )
+        async with self._refreshing:
+            self.reload()
+            entry = self._load_auth().get(provider)
+            if isinstance(entry, OAuthEntry) and not self._expired(entry):
+                return entry  # another task of ours refreshed it while we waited
+            try:
+                return await self._refresh_locked(provider, self.auth_path)
+            except CredentialError as exc:
+                self.reload()
+                entry = self._load_auth().get(provider)
+                if isinstance(entry, OAuthEntry) and not self._expired(entry):
+                    return entry
+                raise CredentialError(
+                    f"Failed to refresh OAuth token for {provider}: {self.redact(str(exc))}; "
+                    f"log in again with: pitrio login {provider}"
+                ) from None
+
+    async def _refresh_locked(self, provider: str, path: Path) -> OAuthEntry:
+        delay = 0.1
+        for _attempt in range(LOCK_RETRIES + 1):
+            if try_lock(path, time.time()):  # against the real mtime of the lock
+                break
+            await trio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        else:
+            raise CredentialError(f"{lock_path(path)} is held by another process")
+        try:
+            document = read_auth_document(path)
+            raw = document.get(provider)
+            if not isinstance(raw, dict) or raw.get("type") != "oauth":
+                raise CredentialError(f"{path} has no OAuth entry for {provider}")
+            current = _auth_entry(path, provider, raw)
+            assert isinstance(current, OAuthEntry)
+            if not self._expired(current):
+                self._auth = None
+                return current
+            for value in (raw.get("refresh"), raw.get("access")):
+                if isinstance(value, str):
+                    self._secrets.add(value)
+            request = oauth.refresh_request(provider, raw, self.env)
+            body = await send_oauth_request(request, provider)
+            fresh = oauth.parse_token_response(
+                provider, body, previous=raw, now_ms=int(self._clock() * 1000)
+            )
+            merged = {**raw, **fresh, "type": "oauth"}
+            document[provider] = merged
+            write_auth_document(path, document)
+        finally:
+            unlock(path)
+        self.reload()
+        entry = _auth_entry(path, provider, merged)
+        assert isinstance(entry, OAuthEntry)
+        return entry
 
     # -- internals -------------------------------------------------------------------------
 
@@ -373,3 +525,29 @@ class Credentials:
         if not value:
             raise CredentialError(f"The key command of {source.origin} printed nothing")
         return value
+
+
+async def send_oauth_request(request: oauth.OAuthRequest, provider: str) -> bytes:
+    """Send one OAuth request; the reply body, or :class:`CredentialError` (status, no body).
+
+    The vendor's error body is not quoted: it may echo the token it refused.
+    """
+    try:
+        with trio.fail_after(REFRESH_TIMEOUT_S):
+            async with httpx.AsyncClient() as client:
+                response = await client.request(
+                    request.method, request.url, headers=dict(request.headers), content=request.body
+                )
+    except trio.TooSlowError:
+        raise CredentialError(
+            f"The OAuth endpoint of {provider} did not answer within {REFRESH_TIMEOUT_S:g} s"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise CredentialError(
+            f"The OAuth endpoint of {provider} could not be reached: {type(exc).__name__}"
+        ) from None
+    if response.status_code >= 400:
+        raise CredentialError(
+            f"The OAuth endpoint of {provider} answered HTTP {response.status_code}"
+        )
+    return response.content

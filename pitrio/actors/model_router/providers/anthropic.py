@@ -276,6 +276,14 @@ def build_body(
     return body
 
 
+OAUTH_TOKEN_MARK = "sk-ant-oat"
+"""What marks an Anthropic OAuth access token (pi's test)."""
+OAUTH_BETAS = ("claude-code-20250219", "oauth-2025-04-20")
+CLAUDE_CODE_VERSION = "2.1.75"
+CLAUDE_CODE_IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude."
+"""The first system block pi sends with an OAuth token (the API requires it for those)."""
+
+
 def build_request(
     model: Model,
     context: LlmContext,
@@ -288,12 +296,26 @@ def build_request(
     """The HTTP request of one streamed response (pure)."""
     body = build_body(model, context, options, settings, encoded=True)
     beta = [BETA_FEATURES] + ([THINKING_BETA] if "thinking" in body else [])
+    oauth_token = bool(api_key) and OAUTH_TOKEN_MARK in (api_key or "")
+    if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
+        beta = [*OAUTH_BETAS, *beta]
+        identity: dict[str, Any] = {"type": "text", "text": CLAUDE_CODE_IDENTITY}
+        cache = _cache_control(settings)
+        if cache is not None:
+            identity["cache_control"] = cache
+        body["system"] = [identity, *body.get("system", [])]
     request_headers = {
         "content-type": "application/json",
         "anthropic-version": ANTHROPIC_VERSION,
         "anthropic-beta": ",".join(beta),
     }
-    if api_key:
+    if oauth_token:
+        request_headers["authorization"] = f"Bearer {api_key}"
+        request_headers["user-agent"] = f"claude-cli/{CLAUDE_CODE_VERSION}"
+        request_headers["x-app"] = "cli"
+    elif api_key and model.provider == "github-copilot":  # Copilot's token is a bearer token
+        request_headers["authorization"] = f"Bearer {api_key}"
+    elif api_key:
         request_headers["x-api-key"] = api_key
         compat = model.compat if isinstance(model.compat, Mapping) else {}
         if compat.get("authHeader"):

@@ -42,6 +42,7 @@ import trio
 
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
+from pitrio.actors.model_router.oauth import copilot_dynamic_headers
 from pitrio.actors.model_router.providers import retry
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
@@ -241,9 +242,14 @@ class HttpProvider(abc.ABC):
         Raises :class:`CredentialError` when the key cannot be had.
         """
         api_key = await self.credentials.api_key(model.provider, options.api_key)
+        base_url = self.credentials.base_url(model.provider, model.base_url)
+        if base_url != model.base_url:
+            model = attrs.evolve(model, base_url=base_url)
         headers = await self.credentials.resolve_headers(
             model.headers, f"models.json providers.{model.provider}"
         )
+        if model.provider == "github-copilot":
+            headers.update(copilot_dynamic_headers(context.messages))
         return self.build_request(model, context, options, api_key=api_key, headers=headers)
 
     async def stream(
