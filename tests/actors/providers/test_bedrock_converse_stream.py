@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import trio
@@ -21,9 +22,15 @@ from pitrio.actors.model_router.providers.bedrock_converse_stream import (
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.model import LlmContext, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamError, TextDelta
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError, TextDelta
 from tests.actors.providers import eventstream as es
-from tests.actors.providers.loopback import LoopbackServer, Received, Reply, json_error
+from tests.actors.providers.loopback import (
+    LoopbackServer,
+    Received,
+    Reply,
+    json_error,
+    loopback_server,
+)
 from tests.actors.providers.support import (
     CONTEXT,
     assistant,
@@ -379,3 +386,43 @@ async def test_abort_mid_stream_closes_the_connection(
     assert seen[-1].type == "text_delta"
     with trio.fail_after(5):
         await server.client_gone.wait()
+
+
+async def test_missing_botocore_names_the_pip_command(
+    server: LoopbackServer, pool: HttpPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m == "botocore" or m.startswith("botocore.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it now fails
+    monkeypatch.setitem(sys.modules, "botocore", None)
+    message = final(await collect(provider(pool), make_model(API, server.base_url, id=CLAUDE)))
+    assert message.stop_reason == "error"
+    assert message.error_message == (
+        "The bedrock-converse-stream API needs botocore: pip install 'pitrio[bedrock]'"
+    )
+    assert server.requests == []
+
+
+async def test_end_to_end_through_the_model_router(tmp_path: Path) -> None:
+    """A models.json provider of this api is routed to the adapter, signed, and answered."""
+    from pitrio.actors.model_router import start_model_router
+    from tests.actors.test_model_router_config import collect as router_collect
+    from tests.actors.test_model_router_config import config, write_models
+
+    async with loopback_server() as server, trio.open_nursery() as nursery:
+        write_models(
+            tmp_path,
+            {"providers": {"aws-proxy": {"baseUrl": server.base_url, "api": API,
+                                         "models": [{"id": CLAUDE}]}}},
+        )  # fmt: skip
+        router = await start_model_router(nursery, config=config(tmp_path, AWS_ENV))
+        model = await router.resolve(f"aws-proxy/{CLAUDE}")
+        assert await router.availability(model) is None
+        server.push(es.stream_reply(es.text_stream("routed"), chunk_size=3))
+        events = await router_collect(router, model)
+        assert isinstance(events[-1], StreamDone)
+        assert events[-1].message.content == (TextContent(text="routed"),)
+        assert events[-1].message.api == API
+        verify_sigv4(server.requests[0], "eu-west-1")
+        await router.aclose()

@@ -437,9 +437,8 @@ class BedrockParser(SseParser):
         out: list[AssistantMessageEvent] = []
         self.close_open_blocks(out)
         reason = _STOP_REASONS.get(self._stop or "")
-        if reason is None:
-            text = f"Unexpected stop reason: {self._stop}" if self._stop else "No stop reason"
-            out.append(self.fail(text, name="StreamError", code=self._stop))
+        if reason is None:  # pi's words for a stop reason it does not know
+            out.append(self.fail("An unknown error occurred", name="StreamError", code=self._stop))
         else:
             out.append(self.builder.done(reason))  # type: ignore[arg-type]
         return out
