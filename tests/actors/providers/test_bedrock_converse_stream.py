@@ -426,3 +426,24 @@ async def test_end_to_end_through_the_model_router(tmp_path: Path) -> None:
         assert events[-1].message.api == API
         verify_sigv4(server.requests[0], "eu-west-1")
         await router.aclose()
+
+
+async def test_profile_from_the_aws_files_through_botocore_chain(
+    server: LoopbackServer, pool: HttpPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key variables: botocore's chain reads the named profile's keys and region."""
+    (tmp_path / "credentials").write_text(
+        f"[dev]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET_KEY}\n"
+    )
+    (tmp_path / "config").write_text("[profile dev]\nregion = ap-southeast-2\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(bedrock_aws, "_CHAIN", {})
+    server.push(es.stream_reply(es.text_stream("from profile")))
+    model = make_model(API, server.base_url, id=CLAUDE)
+    message = final(await collect(provider(pool, {"AWS_PROFILE": "dev"}), model))
+    assert message.content == (TextContent(text="from profile"),)
+    verify_sigv4(server.requests[0], "ap-southeast-2")

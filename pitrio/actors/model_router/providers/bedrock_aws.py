@@ -93,16 +93,28 @@ def _environment_credentials(env: Mapping[str, str]) -> Any:
     return botocore.credentials.EnvProvider(environ=dict(env)).load()
 
 
-def _chain_credentials() -> Any:
+def _chain_credentials(profile: str | None) -> Any:
     botocore = _botocore()
-    return botocore.session.get_session().get_credentials()
+    return botocore.session.Session(profile=profile).get_credentials()
+
+
+_CHAIN: dict[tuple[tuple[str, str], ...], Any] = {}
+"""Credentials the chain found, per set of ``AWS_*`` variables: a lookup reads files (and may
+ask a metadata service), and botocore's refreshable credentials renew themselves."""
 
 
 async def load_credentials(env: Mapping[str, str]) -> Any:
     """Frozen AWS credentials: the environment's, else botocore's chain (in a thread)."""
     found = _environment_credentials(env)
     if found is None:
-        found = await trio.to_thread.run_sync(_chain_credentials, abandon_on_cancel=True)
+        key = tuple(sorted((k, v) for k, v in env.items() if k.startswith("AWS_")))
+        found = _CHAIN.get(key)
+        if found is None:
+            found = await trio.to_thread.run_sync(
+                _chain_credentials, env.get("AWS_PROFILE"), abandon_on_cancel=True
+            )
+            if found is not None:
+                _CHAIN[key] = found
     if found is None:
         raise CredentialError(
             "No AWS credentials for bedrock-converse-stream: set AWS_ACCESS_KEY_ID and "
