@@ -447,3 +447,17 @@ async def test_profile_from_the_aws_files_through_botocore_chain(
     message = final(await collect(provider(pool, {"AWS_PROFILE": "dev"}), model))
     assert message.content == (TextContent(text="from profile"),)
     verify_sigv4(server.requests[0], "ap-southeast-2")
+
+
+async def test_unknown_image_type_fails_before_sending(
+    server: LoopbackServer, pool: HttpPool
+) -> None:
+    image = ImageContent(data="Qk0=", mime_type="image/bmp")
+    context = LlmContext(system_prompt=None, messages=(user_message("see", (image,), timestamp=1),))
+    model = make_model(API, server.base_url, id=CLAUDE)
+    message = final(await collect(provider(pool), model, context))
+    assert (message.stop_reason, message.error_message) == (
+        "error",
+        "Unknown image type: image/bmp",
+    )
+    assert server.requests == []

@@ -37,7 +37,7 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.errors import CredentialError
+from pitrio.errors import CredentialError, ProviderError
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -484,7 +484,8 @@ class BedrockProvider(HttpProvider):
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> HttpRequest:
         """Build the request for the endpoint and region pi's client would pick, and
-        authorise it (:mod:`.bedrock_aws`). Raises :class:`CredentialError`."""
+        authorise it (:mod:`.bedrock_aws`). Raises :class:`CredentialError` (no credentials,
+        no botocore) or :class:`ProviderError` (content Bedrock cannot take)."""
         env = self.credentials.env
         headers = await self.credentials.resolve_headers(
             model.headers, f"models.json providers.{model.provider}"
@@ -496,8 +497,23 @@ class BedrockProvider(HttpProvider):
                 base_url=base_url,
             )  # fmt: skip
         except ValueError as exc:  # an image type Bedrock does not take
-            raise CredentialError(str(exc)) from None
+            raise ProviderError(str(exc)) from None
         return await bedrock_aws.authorise(request, env, region)
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
+    ) -> None:
+        """Stream one response (a StreamFn); a request that cannot be built or authorised
+        ends as an ``error`` event naming why, before anything is sent."""
+        parser = self.new_parser(model)
+        parser.redact = self.credentials.redact
+        parser.diagnostics = self.settings.diagnostics
+        try:
+            request = await self.prepare(model, context, options)
+        except (CredentialError, ProviderError) as exc:
+            await send.send(parser.fail(str(exc), name=type(exc).__name__))
+            return
+        await self.send_request(request, parser, send)
 
     def describe_http_error(
         self, status: int, headers: Mapping[str, str], body: bytes
