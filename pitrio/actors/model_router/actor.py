@@ -64,6 +64,10 @@ from pitrio.actors.model_router.providers.base import (
     StreamFn,
     provider_settings,
 )
+from pitrio.actors.model_router.providers.bedrock_converse_stream import (
+    API as BEDROCK_CONVERSE_STREAM,
+)
+from pitrio.actors.model_router.providers.bedrock_converse_stream import BedrockProvider
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
@@ -222,6 +226,9 @@ class ModelRouter(Actor[RouterCommand]):
         )
         registry.register_api(
             ANTHROPIC_MESSAGES, AnthropicProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            BEDROCK_CONVERSE_STREAM, BedrockProvider(pool, credentials, config.settings).stream
         )
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 

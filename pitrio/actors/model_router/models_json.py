@@ -50,6 +50,7 @@ KNOWN_APIS: tuple[str, ...] = (
     OPENAI_RESPONSES,
     ANTHROPIC_MESSAGES,
     "google-generative-ai",
+    "bedrock-converse-stream",
     VIRTUAL_API,
 )
 """APIs a ``models.json`` entry may name (``google-generative-ai`` loads but has no adapter)."""

@@ -209,6 +209,8 @@ class HttpProvider(abc.ABC):
 
     api_label = "provider"
     error_style: ErrorStyle = "openai"
+    accept = "text/event-stream"
+    """The ``accept`` header of every request (a non-SSE vendor names its own format)."""
 
     def __init__(
         self, pool: HttpPool, credentials: Credentials, settings: ProviderSettings | None = None
@@ -233,6 +235,12 @@ class HttpProvider(abc.ABC):
     @abc.abstractmethod
     def new_parser(self, model: Model) -> SseParser:
         """A fresh parser for one response."""
+
+    def describe_http_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> tuple[str, str | None]:
+        """The error text and vendor error kind of a non-2xx answer (see :mod:`.http_errors`)."""
+        return http_error_message(status, body, self.error_style)
 
     async def prepare(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -300,7 +308,7 @@ class HttpProvider(abc.ABC):
         import httpx
 
         settings = self.pool.settings
-        headers = {**request.headers, "accept": "text/event-stream"}
+        headers = {**request.headers, "accept": self.accept}
         direct = self.pool.direct()
         exchange: AbstractAsyncContextManager[httpx.Response | DirectResponse]
         if direct is not None:
@@ -323,7 +331,9 @@ class HttpProvider(abc.ABC):
                 headed = True
                 if response.status_code >= 300:
                     body = await _read_limited(response, settings.max_error_body)
-                    message, kind = http_error_message(response.status_code, body, self.error_style)
+                    message, kind = self.describe_http_error(
+                        response.status_code, dict(response.headers.items()), body
+                    )
                     return _Failure(
                         text=message,
                         status=response.status_code,

@@ -1,0 +1,568 @@
+"""The ``bedrock-converse-stream`` provider: Amazon Bedrock's ConverseStream API.
+
+Request: ``POST {baseUrl}/model/{modelId}/converse-stream`` with a JSON body (``messages``,
+``system``, ``inferenceConfig``, ``toolConfig``, ``additionalModelRequestFields``), signed
+with AWS Signature V4 for the service ``bedrock`` (or ``Authorization: Bearer`` with
+``AWS_BEARER_TOKEN_BEDROCK``). Answer: an ``application/vnd.amazon.eventstream`` body of binary
+frames (prelude, headers, payload, CRCs); the header ``:event-type`` names each event:
+``messageStart``, ``contentBlockStart`` (a tool call's id and name),
+``contentBlockDelta`` (``text``, ``toolUse.input`` JSON pieces, ``reasoningContent``
+text/signature), ``contentBlockStop``, ``messageStop`` (stop reason), ``metadata`` (usage).
+A frame with ``:message-type: exception`` reports a failure mid-stream.
+
+botocore does the AWS parts only: the credentials chain, SigV4 signing
+(:mod:`.bedrock_aws`) and the frame decoding (``EventStreamBuffer``); the HTTP I/O is the
+shared pool's, like every other provider's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import orjson
+
+from pitrio.actors.model_router.providers import bedrock_aws
+from pitrio.actors.model_router.providers.base import ProviderSettings, output_limit
+from pitrio.actors.model_router.providers.convert import TranscriptPreparer
+from pitrio.actors.model_router.providers.http import (
+    HttpProvider,
+    HttpRequest,
+    MalformedStreamError,
+    SseParser,
+    _send_all,
+    join_url,
+)
+from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
+from pitrio.actors.model_router.usage import make_usage
+from pitrio.errors import CredentialError, ProviderError
+from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent, StreamError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from pitrio.actors.model_router.providers.base import EventSender
+    from pitrio.actors.model_router.providers.transport import DirectResponse
+
+API = "bedrock-converse-stream"
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+
+ERROR_PREFIXES = {
+    "InternalServerException": "Internal server error",
+    "ModelStreamErrorException": "Model stream error",
+    "ValidationException": "Validation error",
+    "ThrottlingException": "Throttling error",
+    "ServiceUnavailableException": "Service unavailable",
+}
+"""pi's readable prefixes of Bedrock's exception names (its retry rules match them)."""
+
+_ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+_IMAGE_FORMATS = {
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/png": "png",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+
+def normalize_tool_id(value: str) -> str:
+    """A tool-use id Bedrock accepts: ``[a-zA-Z0-9_-]``, at most 64 characters."""
+    return _ID_INVALID.sub("_", value)[:64]
+
+
+def _candidates(model: Model) -> list[str]:
+    values = [model.id, model.name] if model.name else [model.id]
+    out: list[str] = []
+    for value in values:
+        lower = value.lower()
+        out += [lower, re.sub(r"[\s_.:]+", "-", lower)]
+    return out
+
+
+def is_claude(model: Model) -> bool:
+    """Whether ``model`` is an Anthropic Claude model (by id, or by name for profiles)."""
+    ident, name = model.id.lower(), (model.name or "").lower()
+    return any(m in ident for m in ("anthropic.claude", "anthropic/claude")) or "claude" in name
+
+
+def adaptive_thinking(model: Model) -> bool:
+    """Claude models that take ``thinking: {type: adaptive}`` and an effort (Opus 4.6+)."""
+    return any(
+        key in value
+        for value in _candidates(model)
+        for key in ("opus-4-6", "opus-4-7", "sonnet-4-6")
+    )
+
+
+def supports_caching(model: Model, env: Mapping[str, str]) -> bool:
+    """Whether cache points are sent: Claude 4.x, 3.7 Sonnet, 3.5 Haiku, or forced by
+    ``AWS_BEDROCK_FORCE_CACHE=1`` (application inference profiles hide the model name)."""
+    candidates = _candidates(model)
+    if not any("claude" in value for value in candidates):
+        return env.get("AWS_BEDROCK_FORCE_CACHE") == "1"
+    keys = ("-4-", "claude-3-7-sonnet", "claude-3-5-haiku")
+    return any(key in value for value in candidates for key in keys)
+
+
+def _image(block: ImageContent) -> dict[str, Any]:
+    image_format = _IMAGE_FORMATS.get(block.mime_type)
+    if image_format is None:
+        raise ValueError(f"Unknown image type: {block.mime_type}")
+    # Blobs travel base64-encoded in the JSON protocol: the image data is already that.
+    return {"image": {"format": image_format, "source": {"bytes": block.data}}}
+
+
+def _user_blocks(content: str | tuple[TextContent | ImageContent, ...]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}]
+    return [
+        {"text": block.text} if isinstance(block, TextContent) else _image(block)
+        for block in content
+    ]
+
+
+def _assistant_blocks(model: Model, message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                blocks.append({"text": block.text})
+        elif isinstance(block, ThinkingContent):
+            if not block.thinking.strip():
+                continue
+            if not is_claude(model):
+                blocks.append({"reasoningContent": {"reasoningText": {"text": block.thinking}}})
+            elif block.thinking_signature and block.thinking_signature.strip():
+                text = {"text": block.thinking, "signature": block.thinking_signature}
+                blocks.append({"reasoningContent": {"reasoningText": text}})
+            else:  # Bedrock rejects unsigned Claude reasoning: keep it as text
+                blocks.append({"text": block.thinking})
+        else:
+            use = {"toolUseId": block.id, "name": block.name, "input": block.arguments}
+            blocks.append({"toolUse": use})
+    return blocks
+
+
+def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
+    return {
+        "toolResult": {
+            "toolUseId": message.tool_call_id,
+            "content": _user_blocks(message.content),
+            "status": "error" if message.is_error else "success",
+        }
+    }
+
+
+def _cache_point(settings: ProviderSettings) -> dict[str, Any]:
+    point: dict[str, Any] = {"type": "default"}
+    if settings.cache_retention == "long":
+        point["ttl"] = "1h"
+    return {"cachePoint": point}
+
+
+def build_messages(
+    model: Model, context: LlmContext, cache: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``context``'s messages as Converse turns (consecutive tool results in one user turn);
+    ``cache`` (a cache point) ends the last turn when it is a user turn."""
+    preparer = TranscriptPreparer(model, normalize_tool_id)
+    prepared = [out for message in context.messages for out in preparer.feed(message)]
+    prepared += preparer.finish()
+    turns: list[dict[str, Any]] = []
+    grouping = False
+    for message in prepared:
+        if isinstance(message, ToolResultMessage):
+            if grouping:
+                turns[-1]["content"].append(_tool_result(message))
+            else:
+                turns.append({"role": "user", "content": [_tool_result(message)]})
+                grouping = True
+            continue
+        grouping = False
+        if isinstance(message, UserMessage):
+            turns.append({"role": "user", "content": _user_blocks(message.content)})
+        elif isinstance(message, AssistantMessage):
+            blocks = _assistant_blocks(model, message)
+            if blocks:
+                turns.append({"role": "assistant", "content": blocks})
+    if cache is not None and turns and turns[-1]["role"] == "user":
+        turns[-1]["content"].append(cache)
+    return turns
+
+
+def _effort(model: Model, level: str) -> str:
+    if level == "xhigh" and any("opus-4-7" in value for value in _candidates(model)):
+        return "xhigh"
+    mapped = (model.thinking_level_map or {}).get(level)
+    if isinstance(mapped, str):
+        return mapped
+    return {"minimal": "low", "low": "low", "medium": "medium"}.get(level, "high")
+
+
+def build_body(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    settings: ProviderSettings,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one ConverseStream request (pure)."""
+    env = env or {}
+    caching = settings.cache_retention != "none" and supports_caching(model, env)
+    cache = _cache_point(settings) if caching else None
+    body: dict[str, Any] = {"messages": build_messages(model, context, cache)}
+    if context.system_prompt:
+        body["system"] = [{"text": context.system_prompt}] + ([cache] if cache else [])
+    inference: dict[str, Any] = {}
+    max_tokens = output_limit(model, options)
+    extra: dict[str, Any] | None = None
+    if options.reasoning and model.reasoning and is_claude(model):
+        display = None if _gov_cloud(model, env) else "summarized"
+        shown = {"display": display} if display else {}
+        if adaptive_thinking(model):
+            extra = {
+                "thinking": {"type": "adaptive", **shown},
+                "output_config": {"effort": _effort(model, options.reasoning)},
+            }
+        else:
+            level = "high" if options.reasoning == "xhigh" else options.reasoning
+            budget = thinking_budget(model, level, settings.thinking_budgets)
+            if budget is not None:
+                max_tokens, budget = fit_thinking_budget(max_tokens or 0, model.max_tokens, budget)
+                thinking = {"type": "enabled", "budget_tokens": budget, **shown}
+                extra = {"thinking": thinking, "anthropic_beta": [INTERLEAVED_BETA]}
+    if max_tokens:
+        inference["maxTokens"] = max_tokens
+    body["inferenceConfig"] = inference
+    if context.tools:
+        tools = [
+            {
+                "toolSpec": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "inputSchema": {"json": tool.parameters},
+                }
+            }
+            for tool in context.tools
+        ]
+        body["toolConfig"] = {"tools": tools}
+    if extra is not None:
+        body["additionalModelRequestFields"] = extra
+    return body
+
+
+def _gov_cloud(model: Model, env: Mapping[str, str]) -> bool:
+    region = bedrock_aws.configured_region(env) or ""
+    ident = model.id.lower()
+    return region.lower().startswith("us-gov-") or ident.startswith(("us-gov.", "arn:aws-us-gov:"))
+
+
+def request_url(base_url: str, model: Model) -> str:
+    """``{base}/model/{modelId}/converse-stream``, the id percent-encoded (ARNs hold ``:``
+    and ``/``)."""
+    return join_url(base_url, f"model/{quote(model.id, safe='')}/converse-stream")
+
+
+def build_unsigned(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    *,
+    headers: Mapping[str, str],
+    settings: ProviderSettings,
+    env: Mapping[str, str] | None = None,
+    base_url: str | None = None,
+) -> HttpRequest:
+    """The request before authorisation (pure); :mod:`.bedrock_aws` signs it."""
+    body = orjson.dumps(build_body(model, context, options, settings, env))
+    request_headers = {"content-type": "application/json", "accept": EVENT_STREAM}
+    request_headers.update({name.lower(): value for name, value in headers.items()})
+    url = request_url(base_url or model.base_url, model)
+    return HttpRequest(url=url, headers=request_headers, body=body)
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+def exception_text(kind: str, message: str) -> str:
+    """pi's text of a Bedrock exception: ``"<readable prefix>: <message>"``."""
+    name = kind[:1].upper() + kind[1:]  # event-stream exception types are lower camel case
+    return f"{ERROR_PREFIXES.get(name, name)}: {message}"
+
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "toolUse",
+}
+
+
+class BedrockParser(SseParser):
+    """ConverseStream events in (``:event-type``, JSON payload), stream events out (sans-IO).
+
+    :meth:`feed_exception` takes an exception frame.
+    """
+
+    api_label = API
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self._blocks: dict[int, int] = {}  # contentBlockIndex -> content index
+        self._kinds: dict[int, str] = {}
+        self._signatures: dict[int, str] = {}
+        self._stop: str | None = None
+
+    def feed_exception(self, kind: str, payload: bytes) -> list[AssistantMessageEvent]:
+        """The final error for an exception frame (``:exception-type`` ``kind``)."""
+        if self.final is not None:
+            return []
+        message = ""
+        try:
+            document = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            document = None
+        if isinstance(document, dict):
+            message = str(document.get("message") or document.get("Message") or "")
+        else:
+            message = payload.decode("utf-8", "replace")
+        return [self.fail(exception_text(kind, message), name="StreamError", code=kind)]
+
+    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one ConverseStream event."""
+        payload = self.json(data, event)
+        if not isinstance(payload, dict):
+            raise MalformedStreamError(f"expected a JSON object in a {event!r} event")
+        out: list[AssistantMessageEvent] = []
+        self.ensure_started(out)
+        if event == "contentBlockStart":
+            start = payload.get("start")
+            use = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(use, dict):
+                call = self.builder.toolcall_start(
+                    str(use.get("toolUseId") or ""), str(use.get("name") or "")
+                )
+                self._register(_index(payload), call.content_index, "toolCall")
+                out.append(call)
+        elif event == "contentBlockDelta":
+            self._delta(payload, out)
+        elif event == "contentBlockStop":
+            index = self._blocks.pop(_index(payload), None)
+            if index is not None and index in self.builder.open_indexes:
+                out.append(self.close_block(index))
+        elif event == "messageStop":
+            self._stop = str(payload.get("stopReason"))
+        elif event == "metadata":
+            self._usage(payload.get("usage"))
+            out.extend(self._complete())
+        return out
+
+    def on_end(self) -> list[AssistantMessageEvent]:
+        """The body ended: complete if ``messageStop`` came (``metadata`` is optional)."""
+        if self._stop is None:
+            raise MalformedStreamError("ended without messageStop (the response was cut short)")
+        return self._complete()
+
+    def close_block(self, index: int) -> AssistantMessageEvent:
+        """End event of the block at ``index``."""
+        kind = self._kinds[index]
+        if kind == "text":
+            return self.builder.text_end(index)
+        if kind == "thinking":
+            return self.builder.thinking_end(index, signature=self._signatures.get(index))
+        return self.builder.toolcall_end(index)
+
+    def _delta(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        vendor = _index(payload)
+        delta = payload.get("delta")
+        if not isinstance(delta, dict):
+            return
+        index = self._blocks.get(vendor)
+        if isinstance(delta.get("text"), str):
+            if index is None:
+                start = self.builder.text_start()
+                index = self._register(vendor, start.content_index, "text")
+                out.append(start)
+            if self._kinds[index] == "text":
+                out.append(self.builder.text_delta(delta["text"], index))
+        elif isinstance(delta.get("toolUse"), dict):
+            piece = delta["toolUse"].get("input")
+            if index is not None and self._kinds[index] == "toolCall" and isinstance(piece, str):
+                out.append(self.builder.toolcall_delta(piece, index))
+        elif isinstance(delta.get("reasoningContent"), dict):
+            reasoning = delta["reasoningContent"]
+            if index is None:
+                opened = self.builder.thinking_start()
+                index = self._register(vendor, opened.content_index, "thinking")
+                out.append(opened)
+            if self._kinds[index] != "thinking":
+                return
+            if isinstance(reasoning.get("text"), str) and reasoning["text"]:
+                out.append(self.builder.thinking_delta(reasoning["text"], index))
+            if isinstance(reasoning.get("signature"), str):
+                self._signatures[index] = self._signatures.get(index, "") + reasoning["signature"]
+
+    def _register(self, vendor: int, index: int, kind: str) -> int:
+        self._blocks[vendor] = index
+        self._kinds[index] = kind
+        return index
+
+    def _usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+
+        def count(key: str) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        self.builder.set_usage(
+            make_usage(
+                input=count("inputTokens"),
+                output=count("outputTokens"),
+                cache_read=count("cacheReadInputTokens"),
+                cache_write=count("cacheWriteInputTokens"),
+                model=self.model,
+            )
+        )
+
+    def _complete(self) -> list[AssistantMessageEvent]:
+        out: list[AssistantMessageEvent] = []
+        self.close_open_blocks(out)
+        reason = _STOP_REASONS.get(self._stop or "")
+        if reason is None:  # pi's words for a stop reason it does not know
+            out.append(self.fail("An unknown error occurred", name="StreamError", code=self._stop))
+        else:
+            out.append(self.builder.done(reason))  # type: ignore[arg-type]
+        return out
+
+
+def _index(payload: dict[str, Any]) -> int:
+    index = payload.get("contentBlockIndex")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise MalformedStreamError("an event without a contentBlockIndex")
+    return index
+
+
+# -- the I/O shell ---------------------------------------------------------------------------
+
+
+class BedrockProvider(HttpProvider):
+    """The ``bedrock-converse-stream`` StreamFn (:meth:`stream`) over the shared pool."""
+
+    api_label = API
+    error_style = "openai"
+    accept = EVENT_STREAM
+
+    def build_request(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        *,
+        api_key: str | None,
+        headers: Mapping[str, str],
+    ) -> HttpRequest:
+        """The unsigned request (see :func:`build_unsigned`); :meth:`prepare` signs it."""
+        return build_unsigned(
+            model, context, options, headers=headers, settings=self.settings,
+            env=self.credentials.env,
+        )  # fmt: skip
+
+    def new_parser(self, model: Model) -> BedrockParser:
+        """A parser for one response of ``model``."""
+        return BedrockParser(model)
+
+    async def prepare(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> HttpRequest:
+        """Build the request for the endpoint and region pi's client would pick, and
+        authorise it (:mod:`.bedrock_aws`). Raises :class:`CredentialError` (no credentials,
+        no botocore) or :class:`ProviderError` (content Bedrock cannot take)."""
+        env = self.credentials.env
+        headers = await self.credentials.resolve_headers(
+            model.headers, f"models.json providers.{model.provider}"
+        )
+        base_url, region = await bedrock_aws.resolve_endpoint(model, env)
+        try:
+            request = build_unsigned(
+                model, context, options, headers=headers, settings=self.settings, env=env,
+                base_url=base_url,
+            )  # fmt: skip
+        except ValueError as exc:  # an image type Bedrock does not take
+            raise ProviderError(str(exc)) from None
+        return await bedrock_aws.authorise(request, env, region)
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
+    ) -> None:
+        """Stream one response (a StreamFn); a request that cannot be built or authorised
+        ends as an ``error`` event naming why, before anything is sent."""
+        parser = self.new_parser(model)
+        parser.redact = self.credentials.redact
+        parser.diagnostics = self.settings.diagnostics
+        try:
+            request = await self.prepare(model, context, options)
+        except (CredentialError, ProviderError) as exc:
+            await send.send(parser.fail(str(exc), name=type(exc).__name__))
+            return
+        await self.send_request(request, parser, send)
+
+    def describe_http_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> tuple[str, str | None]:
+        """``"<prefix>: <message>"`` from the ``x-amzn-errortype`` header (or the body's
+        ``__type``) and the body's ``message``, as the AWS SDK reports it to pi."""
+        kind, message = bedrock_aws.error_fields(headers, body)
+        if kind is None:
+            return f"{status} {message or 'status code (no body)'}", None
+        return f"{ERROR_PREFIXES.get(kind, kind)}: {message}", kind
+
+    async def _read_events(
+        self, response: httpx.Response | DirectResponse, parser: SseParser, send: EventSender
+    ) -> None:
+        # Binary event-stream frames, not SSE: decoded by botocore, fed to the parser.
+        assert isinstance(parser, BedrockParser)
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        if content_type != EVENT_STREAM:
+            await send.send(
+                parser.fail(
+                    f"{response.status_code} Expected {EVENT_STREAM} but got "
+                    f"{content_type or '(none)'}",
+                    name="MalformedStream",
+                )
+            )
+            return
+        decoder = bedrock_aws.FrameDecoder()
+        held: list[AssistantMessageEvent] = []
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                try:
+                    frames = decoder.feed(chunk)
+                except bedrock_aws.FrameError as exc:
+                    await send.send(
+                        parser.fail(f"Malformed {API} stream: {exc}", name="MalformedStream")
+                    )
+                    return
+                for frame in frames:
+                    if frame.exception is not None:
+                        events = parser.feed_exception(frame.exception, frame.payload)
+                    else:
+                        events = parser.feed(frame.event, frame.payload.decode("utf-8", "replace"))
+                    if parser.finished and not isinstance(parser.final, StreamError):
+                        held.extend(events)  # sent once the body has ended (see .http)
+                        continue
+                    await _send_all(send, events)
+                    if isinstance(parser.final, StreamError):
+                        return
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+        await _send_all(send, held + parser.end())
