@@ -66,6 +66,8 @@ from pitrio.actors.model_router.providers.base import (
 )
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.mistral import API as MISTRAL_CONVERSATIONS
+from pitrio.actors.model_router.providers.mistral import MistralProvider
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
 from pitrio.actors.model_router.registry import (
@@ -222,6 +224,9 @@ class ModelRouter(Actor[RouterCommand]):
         )
         registry.register_api(
             ANTHROPIC_MESSAGES, AnthropicProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            MISTRAL_CONVERSATIONS, MistralProvider(pool, credentials, config.settings).stream
         )
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 

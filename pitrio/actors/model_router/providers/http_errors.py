@@ -57,7 +57,7 @@ def describe_error_body(body: bytes) -> tuple[str | None, str]:
     return kind, message
 
 
-ErrorStyle = Literal["openai", "openai-completions", "anthropic"]
+ErrorStyle = Literal["openai", "openai-completions", "anthropic", "mistral"]
 """Whose SDK's error texts a provider reproduces: pi's providers show the SDK's message as is
 (OpenAI's reads the body's ``error`` member, Anthropic's the whole body; pi's completions
 provider appends an OpenRouter ``metadata.raw`` on a line of its own)."""
@@ -113,6 +113,8 @@ def http_error_message(
     """
     kind, _ = _vendor_error(_parse_json(body)[1])
     text = body.decode("utf-8", errors="replace")
+    if style == "mistral":
+        return mistral_error_text(status, text), kind
     parsed_ok, parsed = _parse_json(body)
     fallback = None if parsed_ok and _js_truthy(parsed) else text
     if style == "anthropic":
@@ -125,6 +127,22 @@ def http_error_message(
     if raw:
         result += "\n" + raw
     return result, kind
+
+
+MISTRAL_MAX_ERROR_BODY = 4000
+"""Characters of a Mistral error body kept in the message (pi's limit)."""
+
+
+def mistral_error_text(status: int, body: str) -> str:
+    """pi's Mistral error text: ``"Mistral API error (<status>): <body>"``, the body trimmed
+    and cut at :data:`MISTRAL_MAX_ERROR_BODY` characters with a note of how many were cut."""
+    text = body.strip()
+    if not text:
+        return f"Mistral API error ({status}): status code (no body)"
+    if len(text) > MISTRAL_MAX_ERROR_BODY:
+        cut = len(text) - MISTRAL_MAX_ERROR_BODY
+        text = f"{text[:MISTRAL_MAX_ERROR_BODY]}... [truncated {cut} chars]"
+    return f"Mistral API error ({status}): {text}"
 
 
 def stream_error_message(document: Any, style: ErrorStyle = "openai") -> tuple[str, str | None]:
@@ -173,5 +191,6 @@ __all__ = [
     "describe_error_body",
     "describe_transport_error",
     "http_error_message",
+    "mistral_error_text",
     "stream_error_message",
 ]
