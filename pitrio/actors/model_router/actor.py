@@ -57,6 +57,12 @@ from pitrio.actors.model_router.models_json import (
     parse_models_json,
 )
 from pitrio.actors.model_router.providers.anthropic import AnthropicProvider
+from pitrio.actors.model_router.providers.azure_openai_responses import (
+    API as AZURE_OPENAI_RESPONSES,
+)
+from pitrio.actors.model_router.providers.azure_openai_responses import (
+    AzureOpenAIResponsesProvider,
+)
 from pitrio.actors.model_router.providers.base import (
     CacheRetention,
     EventSender,
@@ -227,6 +233,10 @@ class ModelRouter(Actor[RouterCommand]):
         )
         registry.register_api(
             MISTRAL_CONVERSATIONS, MistralProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            AZURE_OPENAI_RESPONSES,
+            AzureOpenAIResponsesProvider(pool, credentials, config.settings).stream,
         )
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 
