@@ -16,6 +16,7 @@ from pitrio.actors.model_router.providers.mistral import (
     ToolIdMap,
     build_body,
     build_request,
+    pi_short_hash,
 )
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.model import LlmContext, StreamOptions
@@ -65,7 +66,7 @@ def test_request_shape() -> None:
     assert request.headers["x-extra"] == "1"
     assert request.headers["x-affinity"] == "sess-1"  # prefix-cache affinity
     body = request.json()
-    assert list(body) == ["model", "stream", "messages", "tools", "max_tokens"]  # pi's order
+    assert list(body) == ["model", "max_tokens", "stream", "messages", "tools"]  # the SDK's
     assert body["model"] == "mistral-large-latest"
     assert body["stream"] is True
     assert body["max_tokens"] == 512
@@ -78,8 +79,8 @@ def test_request_shape() -> None:
         "function": {
             "name": "read",
             "description": "Read a file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
             "strict": False,
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
         },
     }
 
@@ -92,10 +93,10 @@ def test_configured_affinity_header_wins_and_no_session_sends_none() -> None:
     assert "x-affinity" not in plain.headers
 
 
-def test_tool_turn_uses_nine_character_ids_as_pi_derives_them() -> None:
+def _tool_turn(model: str) -> LlmContext:
     call = ToolCall(id="call_1", name="read", arguments={"path": "a.txt"})
     failing = ToolCall(id="call_2", name="bash", arguments={"command": "false"})
-    context = LlmContext(
+    return LlmContext(
         system_prompt="sys",
         messages=(
             user_message("read a.txt", timestamp=1),
@@ -106,18 +107,18 @@ def test_tool_turn_uses_nine_character_ids_as_pi_derives_them() -> None:
                 call,
                 failing,
                 api=API,
-                model="mistral-large-latest",  # the same model: its thinking goes back as such
+                model=model,
                 stop_reason="toolUse",
             ),
             tool_result("call_1", "contents of a"),
             tool_result("call_2", "", "bash", error=True),
         ),
     )
-    messages = build_body(MODEL, context, StreamOptions())["messages"]
-    # pi's shortHash("call1") cut to nine characters (computed with pi's own function).
-    expected_id = "1j55k0s7o"
-    assert len(messages[2]["tool_calls"]) == 2
-    messages[2]["tool_calls"].pop()
+
+
+def test_a_tool_turn_of_the_same_model_goes_back_as_it_was() -> None:
+    messages = build_body(MODEL, _tool_turn("mistral-large-latest"), StreamOptions())["messages"]
+    # The SDK's defaults ("index" on calls, "prefix") are in pi's requests: sent too.
     assert messages[2] == {
         "role": "assistant",
         "content": [
@@ -126,19 +127,42 @@ def test_tool_turn_uses_nine_character_ids_as_pi_derives_them() -> None:
         ],
         "tool_calls": [
             {
-                "id": expected_id,
+                "id": "call_1",
                 "type": "function",
                 "function": {"name": "read", "arguments": '{"path":"a.txt"}'},
-            }
+                "index": 0,
+            },
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command":"false"}'},
+                "index": 0,
+            },
         ],
+        "prefix": False,
     }
     assert messages[3] == {
         "role": "tool",
-        "tool_call_id": expected_id,
-        "name": "read",
         "content": [{"type": "text", "text": "contents of a"}],
+        "tool_call_id": "call_1",
+        "name": "read",
     }
+    assert list(messages[3]) == ["role", "content", "tool_call_id", "name"]  # the SDK's order
     assert messages[4]["content"] == [{"type": "text", "text": "[tool error] (no tool output)"}]
+
+
+def test_a_foreign_tool_turn_gets_nine_character_ids_as_pi_derives_them() -> None:
+    messages = build_body(MODEL, _tool_turn("another-model"), StreamOptions())["messages"]
+    # pi's shortHash("call1") / ("call2") cut to nine characters (computed with pi's function).
+    calls = messages[2]["tool_calls"]
+    assert [call["id"] for call in calls] == ["1j55k0s7o", _derive("call2")]
+    assert [m["tool_call_id"] for m in messages[3:5]] == ["1j55k0s7o", _derive("call2")]
+    # Another model's thinking goes as text.
+    assert messages[2]["content"][0] == {"type": "text", "text": "I should read it."}
+
+
+def _derive(cleaned: str) -> str:
+    return pi_short_hash(cleaned)[:9]
 
 
 def test_tool_id_map_keeps_valid_ids_and_separates_collisions() -> None:

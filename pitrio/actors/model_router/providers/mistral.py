@@ -25,7 +25,7 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.base import output_limit
-from pitrio.actors.model_router.providers.convert import TranscriptPreparer, data_url
+from pitrio.actors.model_router.providers.convert import TranscriptPreparer, data_url, same_model
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
@@ -92,9 +92,11 @@ def _derive_id(value: str, attempt: int) -> str:
 class ToolIdMap:
     """Per request: each transcript tool-call id to a distinct nine-character Mistral id."""
 
-    def __init__(self) -> None:
-        self._ids: dict[str, str] = {}
-        self._owners: dict[str, str] = {}
+    def __init__(self, keep: frozenset[str] = frozenset()) -> None:
+        # As pi: ids of calls the model itself made go back unchanged; only foreign ones
+        # (another provider's, another model's) are rewritten.
+        self._ids: dict[str, str] = {value: value for value in keep}
+        self._owners: dict[str, str] = {value: value for value in keep}
 
     def __call__(self, value: str) -> str:
         known = self._ids.get(value)
@@ -154,13 +156,15 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
         out["content"] = parts
     if calls:
         out["tool_calls"] = calls
+    out["prefix"] = False  # the SDK's default, present in pi's requests
     return out
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
     arguments = orjson.dumps(call.arguments or {}).decode()
     function = {"name": call.name, "arguments": arguments}
-    return {"id": call.id, "type": "function", "function": function}
+    # "index" is the SDK's default, sent on every call as pi's requests carry it.
+    return {"id": call.id, "type": "function", "function": function, "index": 0}
 
 
 def _tool_result_text(message: ToolResultMessage, images: bool) -> str:
@@ -179,18 +183,25 @@ def _tool_result(message: ToolResultMessage, images: bool) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": _tool_result_text(message, images)}]
     if images:
         content.extend(_image(b) for b in message.content if isinstance(b, ImageContent))
-    return {
+    return {  # the SDK's key order
         "role": "tool",
+        "content": content,
         "tool_call_id": message.tool_call_id,
         "name": message.tool_name,
-        "content": content,
     }
 
 
 def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     """``context`` as Mistral chat messages, the system prompt first."""
     images = "image" in model.input
-    preparer = TranscriptPreparer(model, ToolIdMap())
+    own = frozenset(
+        block.id
+        for message in context.messages
+        if isinstance(message, AssistantMessage) and same_model(message, model)
+        for block in message.content
+        if isinstance(block, ToolCall)
+    )
+    preparer = TranscriptPreparer(model, ToolIdMap(own))
     prepared = [out for message in context.messages for out in preparer.feed(message)]
     prepared.extend(preparer.finish())
     messages: list[dict[str, Any]] = []
@@ -222,12 +233,15 @@ def _reasoning(model: Model, options: StreamOptions) -> dict[str, Any]:
 
 
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure; pi's key order)."""
-    body: dict[str, Any] = {
-        "model": model.id,
-        "stream": True,
-        "messages": build_messages(model, context),
-    }
+    """The JSON body of one streamed request (pure; the key order pi's SDK sends)."""
+    # The SDK's field order: model, max_tokens, stream, messages, tools, reasoning_effort,
+    # prompt_mode.
+    body: dict[str, Any] = {"model": model.id}
+    max_tokens = output_limit(model, options)
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    body["stream"] = True
+    body["messages"] = build_messages(model, context)
     if context.tools:
         body["tools"] = [
             {
@@ -235,15 +249,12 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
                 "function": {
                     "name": tool.name,
                     "description": tool.description,
+                    "strict": False,  # before the parameters: the SDK's order
                     "parameters": tool.parameters,
-                    "strict": False,
                 },
             }
             for tool in context.tools
         ]
-    max_tokens = output_limit(model, options)
-    if max_tokens:
-        body["max_tokens"] = max_tokens
     body.update(_reasoning(model, options))
     return body
 
