@@ -118,6 +118,9 @@ def test_request_uses_api_key_header_version_and_deployment() -> None:
     assert body["reasoning"]["effort"] == "high"
     assert body["include"] == ["reasoning.encrypted_content"]
     assert body["stream"] is True
+    head = ["model", "input", "stream", "prompt_cache_key", "max_output_tokens", "tools"]
+    assert list(body)[: len(head)] == head  # pi's Azure order
+    assert list(body).index("reasoning") < list(body).index("include")
 
 
 def test_entra_token_without_key_and_neither() -> None:

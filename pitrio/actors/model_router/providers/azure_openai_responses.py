@@ -97,11 +97,29 @@ def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, deployment: str
 ) -> dict[str, Any]:
     """The Responses body of :mod:`.openai_responses` as pi sends it to Azure (pure)."""
-    body = dict(openai_responses.build_body(model, context, options))
-    body["model"] = deployment
-    body.pop("store", None)
-    body.pop("prompt_cache_retention", None)
+    shared = dict(openai_responses.build_body(model, context, options))
+    shared.pop("store", None)
+    shared.pop("prompt_cache_retention", None)
+    shared["model"] = deployment
+    if options.session_id:
+        shared["prompt_cache_key"] = options.session_id  # whatever the cache retention
+    # pi's Azure key order; fields it does not name keep their place after these.
+    body = {key: shared.pop(key) for key in _KEY_ORDER if key in shared}
+    body.update(shared)
     return body
+
+
+_KEY_ORDER = (
+    "model",
+    "input",
+    "stream",
+    "prompt_cache_key",
+    "max_output_tokens",
+    "temperature",
+    "tools",
+    "reasoning",
+    "include",
+)
 
 
 def build_request(
