@@ -74,6 +74,12 @@ from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.mistral import API as MISTRAL_CONVERSATIONS
 from pitrio.actors.model_router.providers.mistral import MistralProvider
+from pitrio.actors.model_router.providers.openai_codex_responses import (
+    API as OPENAI_CODEX_RESPONSES,
+)
+from pitrio.actors.model_router.providers.openai_codex_responses import (
+    OpenAICodexResponsesProvider,
+)
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
 from pitrio.actors.model_router.registry import (
@@ -237,6 +243,10 @@ class ModelRouter(Actor[RouterCommand]):
         registry.register_api(
             AZURE_OPENAI_RESPONSES,
             AzureOpenAIResponsesProvider(pool, credentials, config.settings).stream,
+        )
+        registry.register_api(
+            OPENAI_CODEX_RESPONSES,
+            OpenAICodexResponsesProvider(pool, credentials, config.settings).stream,
         )
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 
