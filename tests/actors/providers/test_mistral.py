@@ -7,6 +7,7 @@ import math
 import pytest
 import trio
 
+from pitrio.actors.agent_loop.decisions import aborted_text
 from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.actors.model_router.providers.base import HttpSettings
 from pitrio.actors.model_router.providers.http import HttpPool
@@ -387,3 +388,8 @@ async def test_abort_mid_stream_closes_the_connection(
 def test_the_router_registers_the_api() -> None:
     router = ModelRouter.from_config(RouterConfig(catalogue=False))
     assert router.registry.has_stream_fn(API)
+
+
+def test_an_abort_before_the_response_reads_as_the_mistral_sdk_words_it() -> None:
+    assert aborted_text(API, responded=False) == "Request aborted by client"
+    assert aborted_text(API, responded=True) == "Request was aborted"  # pi's own, once streaming
