@@ -50,6 +50,9 @@ KNOWN_APIS: tuple[str, ...] = (
     OPENAI_RESPONSES,
     ANTHROPIC_MESSAGES,
     "google-generative-ai",
+    "mistral-conversations",
+    "azure-openai-responses",
+    "openai-codex-responses",
     VIRTUAL_API,
 )
 """APIs a ``models.json`` entry may name (``google-generative-ai`` loads but has no adapter)."""
