@@ -27,6 +27,7 @@ NO_MESSAGES = "No messages to continue from"
 NO_CONTEXT = "Cannot continue: no messages in context"
 ABORTED_TEXT = "Request was aborted"
 ABORTED_BEFORE_RESPONSE_TEXT = "Request was aborted."
+MISTRAL_ABORTED_BEFORE_RESPONSE_TEXT = "Request aborted by client"
 # The APIs whose vendor SDK pi 0.73.1 calls through (OpenAI's and Anthropic's): their abort
 # error, raised while no response has begun, carries the full stop.
 SDK_APIS = frozenset(
@@ -40,6 +41,8 @@ def aborted_text(api: str, *, responded: bool) -> str:
     once it streams, and always for the faux provider."""
     if not responded and api in SDK_APIS:
         return ABORTED_BEFORE_RESPONSE_TEXT
+    if not responded and api == "mistral-conversations":
+        return MISTRAL_ABORTED_BEFORE_RESPONSE_TEXT  # the Mistral SDK's RequestAbortedError
     return ABORTED_TEXT
 
 

@@ -57,6 +57,12 @@ from pitrio.actors.model_router.models_json import (
     parse_models_json,
 )
 from pitrio.actors.model_router.providers.anthropic import AnthropicProvider
+from pitrio.actors.model_router.providers.azure_openai_responses import (
+    API as AZURE_OPENAI_RESPONSES,
+)
+from pitrio.actors.model_router.providers.azure_openai_responses import (
+    AzureOpenAIResponsesProvider,
+)
 from pitrio.actors.model_router.providers.base import (
     CacheRetention,
     EventSender,
@@ -70,6 +76,14 @@ from pitrio.actors.model_router.providers.bedrock_converse_stream import (
 from pitrio.actors.model_router.providers.bedrock_converse_stream import BedrockProvider
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.mistral import API as MISTRAL_CONVERSATIONS
+from pitrio.actors.model_router.providers.mistral import MistralProvider
+from pitrio.actors.model_router.providers.openai_codex_responses import (
+    API as OPENAI_CODEX_RESPONSES,
+)
+from pitrio.actors.model_router.providers.openai_codex_responses import (
+    OpenAICodexResponsesProvider,
+)
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
 from pitrio.actors.model_router.registry import (
@@ -229,6 +243,17 @@ class ModelRouter(Actor[RouterCommand]):
         )
         registry.register_api(
             BEDROCK_CONVERSE_STREAM, BedrockProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            MISTRAL_CONVERSATIONS, MistralProvider(pool, credentials, config.settings).stream
+        )
+        registry.register_api(
+            AZURE_OPENAI_RESPONSES,
+            AzureOpenAIResponsesProvider(pool, credentials, config.settings).stream,
+        )
+        registry.register_api(
+            OPENAI_CODEX_RESPONSES,
+            OpenAICodexResponsesProvider(pool, credentials, config.settings).stream,
         )
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 

@@ -51,6 +51,9 @@ KNOWN_APIS: tuple[str, ...] = (
     ANTHROPIC_MESSAGES,
     "google-generative-ai",
     "bedrock-converse-stream",
+    "mistral-conversations",
+    "azure-openai-responses",
+    "openai-codex-responses",
     VIRTUAL_API,
 )
 """APIs a ``models.json`` entry may name (``google-generative-ai`` loads but has no adapter)."""

@@ -274,13 +274,18 @@ class HttpProvider(abc.ABC):
             return
         await self.send_request(request, parser, send)
 
+    def retry_policy(self) -> retry.RetryPolicy:
+        """How this provider repeats a failed try (the pool's settings; a vendor whose SDK pi
+        runs without retries overrides it)."""
+        return self.pool.settings.retry_policy()
+
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
     ) -> None:
         """POST ``request`` and stream the parsed answer, repeating a try that failed before
         anything streamed as the vendor SDKs do (:mod:`.retry`). The waits are plain trio
         sleeps: an abort cancels them at once."""
-        policy = self.pool.settings.retry_policy()
+        policy = self.retry_policy()
         retries = 0
         while True:
             failure = await self._attempt(request, parser, send)

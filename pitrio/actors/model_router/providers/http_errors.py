@@ -6,6 +6,8 @@ get the text pi shows; the vendor's error type, when it gave one, goes to the di
 
 from __future__ import annotations
 
+import re
+import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -57,7 +59,7 @@ def describe_error_body(body: bytes) -> tuple[str | None, str]:
     return kind, message
 
 
-ErrorStyle = Literal["openai", "openai-completions", "anthropic"]
+ErrorStyle = Literal["openai", "openai-completions", "anthropic", "mistral", "codex"]
 """Whose SDK's error texts a provider reproduces: pi's providers show the SDK's message as is
 (OpenAI's reads the body's ``error`` member, Anthropic's the whole body; pi's completions
 provider appends an OpenRouter ``metadata.raw`` on a line of its own)."""
@@ -113,6 +115,10 @@ def http_error_message(
     """
     kind, _ = _vendor_error(_parse_json(body)[1])
     text = body.decode("utf-8", errors="replace")
+    if style == "mistral":
+        return mistral_error_text(status, text), kind
+    if style == "codex":
+        return codex_error_text(status, text), kind
     parsed_ok, parsed = _parse_json(body)
     fallback = None if parsed_ok and _js_truthy(parsed) else text
     if style == "anthropic":
@@ -125,6 +131,52 @@ def http_error_message(
     if raw:
         result += "\n" + raw
     return result, kind
+
+
+MISTRAL_MAX_ERROR_BODY = 4000
+"""Characters of a Mistral error body kept in the message (pi's limit)."""
+
+
+def mistral_error_text(status: int, body: str) -> str:
+    """pi's Mistral error text: ``"Mistral API error (<status>): <body>"``, the body trimmed
+    and cut at :data:`MISTRAL_MAX_ERROR_BODY` characters with a note of how many were cut."""
+    text = body.strip()
+    if not text:
+        return f"Mistral API error ({status}): status code (no body)"
+    if len(text) > MISTRAL_MAX_ERROR_BODY:
+        cut = len(text) - MISTRAL_MAX_ERROR_BODY
+        text = f"{text[:MISTRAL_MAX_ERROR_BODY]}... [truncated {cut} chars]"
+    return f"Mistral API error ({status}): {text}"
+
+
+_USAGE_LIMIT = re.compile(r"usage_limit_reached|usage_not_included|rate_limit_exceeded", re.I)
+
+
+def codex_error_text(status: int, body: str, now: float | None = None) -> str:
+    """pi's text for a failed ChatGPT (Codex) request: a usage-limit note on a 429 or a
+    usage-limit code (with the plan and the minutes until ``resets_at``), else the error's
+    ``message``, else the body, else ``Request failed``. ``now``: seconds since the epoch."""
+    message = body or "Request failed"
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return message
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(error, dict) or not error:
+        return message
+    code = str(error.get("code") or error.get("type") or "")
+    if _USAGE_LIMIT.search(code) or status == 429:
+        plan_type = error.get("plan_type")
+        plan = f" ({str(plan_type).lower()} plan)" if plan_type else ""
+        resets = error.get("resets_at")
+        when = ""
+        if isinstance(resets, int | float) and not isinstance(resets, bool) and resets:
+            clock = time.time() if now is None else now
+            minutes = max(0, round((resets * 1000 - clock * 1000) / 60000))
+            when = f" Try again in ~{minutes} min."
+        return f"You have hit your ChatGPT usage limit{plan}.{when}".strip()
+    said = error.get("message")
+    return said if isinstance(said, str) and said else message
 
 
 def stream_error_message(document: Any, style: ErrorStyle = "openai") -> tuple[str, str | None]:
@@ -189,9 +241,11 @@ def unresolved_host_message(exc: BaseException, url: str) -> str | None:
 
 __all__ = [
     "ErrorStyle",
+    "codex_error_text",
     "describe_error_body",
     "describe_transport_error",
     "http_error_message",
+    "mistral_error_text",
     "stream_error_message",
     "unresolved_host_message",
 ]

@@ -1,0 +1,235 @@
+"""The ``openai-codex-responses`` provider: the Responses API behind a ChatGPT subscription.
+
+Facts from pi-ai's ``openai-codex-responses.js``. Request: ``POST {base}/codex/responses`` (the
+base defaults to ``https://chatgpt.com/backend-api``; a base already ending in ``/codex`` or
+``/codex/responses`` is kept), authorised by the ChatGPT OAuth access token as a bearer token
+plus ``chatgpt-account-id`` (read from the token's JWT claim ``https://api.openai.com/auth``),
+``originator: pi``, ``OpenAI-Beta: responses=experimental`` and, with a session,
+``session_id``/``x-client-request-id``. The body is the Responses API's with Codex's fixed
+fields (``instructions`` always, ``text.verbosity: low``, ``tool_choice: auto``,
+``parallel_tool_calls``, tools with ``strict: null``).
+
+The stream is the Responses API's, parsed by :class:`.openai_responses.OpenAIResponsesParser`
+after Codex's own mapping: an ``error`` event fails as ``Codex error: <message>``,
+``response.failed`` with its error's message, and ``response.done``/``response.incomplete``
+complete the response like ``response.completed`` (an ``incomplete`` status is a length stop).
+pi repeats a failed try three times, one second doubling; here the transport's retry rules
+with those numbers. pi's WebSocket transport is not implemented: requests go over SSE (pi's
+fallback).
+"""
+
+from __future__ import annotations
+
+import base64
+import platform
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from pitrio.actors.model_router.providers import openai_responses
+from pitrio.actors.model_router.providers.convert import encode_json_pieces
+from pitrio.actors.model_router.providers.http import HttpProvider, HttpRequest, join_url
+from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.thinking import effective_thinking_level
+from pitrio.errors import CredentialError
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent
+
+API = "openai-codex-responses"
+DEFAULT_BASE_URL = "https://chatgpt.com/backend-api"
+JWT_CLAIM = "https://api.openai.com/auth"
+DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
+NO_ACCOUNT = "Failed to extract accountId from token"
+_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "i686": "ia32"}
+
+
+def codex_url(base_url: str) -> str:
+    """Where Codex requests go for ``base_url`` (see the module docstring)."""
+    base = (base_url if base_url.strip() else DEFAULT_BASE_URL).rstrip("/")
+    if base.endswith("/codex/responses"):
+        return base
+    if base.endswith("/codex"):
+        return base + "/responses"
+    return join_url(base, "codex/responses")
+
+
+def account_id(token: str) -> str:
+    """The ChatGPT account id in the access token's JWT payload.
+
+    Raises :class:`CredentialError` with pi's text when the token has none.
+    """
+    parts = token.split(".")
+    try:
+        if len(parts) != 3:
+            raise ValueError("not a JWT")
+        payload = orjson.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        found = payload[JWT_CLAIM]["chatgpt_account_id"]
+    except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        raise CredentialError(NO_ACCOUNT) from None
+    if not isinstance(found, str) or not found:
+        raise CredentialError(NO_ACCOUNT)
+    return found
+
+
+def user_agent() -> str:
+    """pi's ``User-Agent``: ``pi (<platform> <release>; <arch>)`` in Node's names."""
+    machine = platform.machine().lower()
+    return f"pi ({sys.platform} {platform.release()}; {_ARCH.get(machine, machine)})"
+
+
+def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
+    """The JSON body of one streamed Codex request (pure; pi's key order)."""
+    body: dict[str, Any] = {
+        "model": model.id,
+        "store": False,
+        "stream": True,
+        "instructions": context.system_prompt or DEFAULT_INSTRUCTIONS,
+        "input": openai_responses.build_input(model, context),
+        "text": {"verbosity": "low"},
+        "include": ["reasoning.encrypted_content"],
+    }
+    if options.session_id:
+        body["prompt_cache_key"] = options.session_id
+    body["tool_choice"] = "auto"
+    body["parallel_tool_calls"] = True
+    if context.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": None,
+            }
+            for tool in context.tools
+        ]
+    level = effective_thinking_level(model, options.reasoning) if model.reasoning else "off"
+    if level != "off":
+        mapped = (model.thinking_level_map or {}).get(level, level)
+        if mapped is not None:
+            body["reasoning"] = {"effort": mapped, "summary": "auto"}
+    return body
+
+
+def build_request(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    *,
+    api_key: str | None,
+    headers: Mapping[str, str],
+) -> HttpRequest:
+    """The HTTP request of one streamed response (pure but for the user agent).
+
+    Raises :class:`CredentialError` when there is no token or it names no account.
+    """
+    if not api_key:
+        raise CredentialError(f"No API key for provider: {model.provider}")
+    request_headers = {name.lower(): value for name, value in headers.items()}
+    # pi sets these after the configured headers: they cannot be overridden.
+    request_headers.update(
+        {
+            "authorization": f"Bearer {api_key}",
+            "chatgpt-account-id": account_id(api_key),
+            "originator": "pi",
+            "user-agent": user_agent(),
+            "openai-beta": "responses=experimental",
+            "accept": "text/event-stream",
+            "content-type": "application/json",
+        }
+    )
+    if options.session_id:
+        request_headers["session_id"] = options.session_id
+        request_headers["x-client-request-id"] = options.session_id
+    body = encode_json_pieces(build_body(model, context, options))
+    return HttpRequest(url=codex_url(model.base_url), headers=request_headers, body=body)
+
+
+class CodexParser(openai_responses.OpenAIResponsesParser):
+    """Codex's stream events mapped onto the Responses API parser (sans-IO)."""
+
+    api_label = API
+
+    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
+        """Events for one SSE event, after Codex's mapping (module docstring)."""
+        payload = self.json(data, event)
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or not isinstance(kind, str):
+            return []  # pi skips events without a type
+        if kind == "error":
+            said = payload.get("message") or payload.get("code") or data
+            code = payload.get("code")
+            return [
+                self.fail(
+                    f"Codex error: {said}", name="StreamError", code=str(code) if code else None
+                )
+            ]
+        response = payload.get("response")
+        response = response if isinstance(response, dict) else {}
+        if kind == "response.failed":
+            error = response.get("error")
+            error = error if isinstance(error, dict) else {}
+            said = error.get("message") or "Codex response failed"
+            code = error.get("code")
+            out: list[AssistantMessageEvent] = []
+            self.ensure_started(out)
+            out.append(self.fail(str(said), name="StreamError", code=str(code) if code else None))
+            return out
+        if kind in ("response.done", "response.completed", "response.incomplete"):
+            if response.get("status") == "incomplete":
+                # pi maps the status "incomplete" to a length stop, whatever the reason.
+                patched = {**response, "incomplete_details": {"reason": "max_output_tokens"}}
+                return super().on_event(
+                    event,
+                    orjson.dumps({"type": "response.incomplete", "response": patched}).decode(),
+                )
+            mapped = {**payload, "type": "response.completed"}
+            return super().on_event(event, orjson.dumps(mapped).decode())
+        return super().on_event(event, data)
+
+
+class OpenAICodexResponsesProvider(HttpProvider):
+    """The ``openai-codex-responses`` StreamFn (:meth:`stream`) over the shared pool."""
+
+    api_label = API
+    error_style = "codex"
+
+    def retry_policy(self) -> RetryPolicy:
+        """pi's Codex repeats: three, after 1 s doubling, no jitter."""
+        settings = self.pool.settings
+        return RetryPolicy(
+            max_retries=3,
+            initial_delay=1.0,
+            max_delay=settings.max_retry_backoff,
+            jitter=0.0,
+            max_retry_delay_ms=settings.max_retry_delay_ms,
+        )
+
+    def build_request(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        *,
+        api_key: str | None,
+        headers: Mapping[str, str],
+    ) -> HttpRequest:
+        """See :func:`build_request`."""
+        return build_request(model, context, options, api_key=api_key, headers=headers)
+
+    def new_parser(self, model: Model) -> CodexParser:
+        """A parser for one response of ``model``."""
+        return CodexParser(model)
+
+
+__all__ = [
+    "API",
+    "CodexParser",
+    "OpenAICodexResponsesProvider",
+    "account_id",
+    "build_body",
+    "build_request",
+    "codex_url",
+]
