@@ -10,6 +10,7 @@ from typing import NoReturn
 
 import trio
 
+from pitrio.actors.mcp.config import McpConfigFlag
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not discover extensions (only -e ones load)",
     )
+    parser.add_argument("--mcp-config", action=McpConfigFlag, metavar="FILE", help="MCP servers")
     parser.add_argument("--offline", action="store_true", help="no start-up network access")
     parser.add_argument(
         "--trace", metavar="FILE", help="record the session's actor messages (pitrio trace)"
