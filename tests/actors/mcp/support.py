@@ -64,9 +64,14 @@ def text(result: ToolResultMessage) -> str:
 
 @asynccontextmanager
 async def mcp_session(
-    root: Path, servers: dict[str, Any], *, settings: dict[str, Any] | None = None
+    root: Path,
+    servers: dict[str, Any],
+    *,
+    settings: dict[str, Any] | None = None,
+    start_limit: float = WAIT,
 ) -> AsyncIterator[McpSession]:
-    """A session in ``root`` whose ``--mcp-config`` file lists ``servers``."""
+    """A session in ``root`` whose ``--mcp-config`` file lists ``servers`` (started within
+    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock)."""
     agent, work = root / "agent", root / "work"
     agent.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -84,7 +89,7 @@ async def mcp_session(
             persist=False,
             mcp_config=(str(config),),
         )
-        with trio.fail_after(WAIT):
+        with trio.fail_after(start_limit):
             started = await start_session(nursery, router, options)
         yield McpSession(started, root)
         nursery.cancel_scope.cancel()
