@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from typing import IO, Any
 
 import anyio
@@ -63,7 +63,16 @@ class Connect:
     reply: Reply[Connection]
 
 
-McpCommand = Connect
+@attrs.frozen
+class Lost:
+    """A caller found ``connection`` broken (an HTTP server gone, a transport error): drop
+    it, so the next connect starts the server again."""
+
+    connection: Connection
+    error: str
+
+
+McpCommand = Connect | Lost
 
 
 @attrs.define
@@ -75,6 +84,8 @@ class _Slot:
     connection: Connection | None = None
     generation: int = 0
     waiters: list[Reply[Connection]] = attrs.field(factory=list)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    """Set to end the live connection (its task then closes it)."""
 
 
 def _errlog(config: McpServerConfig) -> AbstractContextManager[IO[bytes] | None]:
@@ -192,7 +203,15 @@ class McpActor(Actor[McpCommand]):
                         slot.status = "starting"
                         slot.generation += 1
                         self._publish()
+                        slot.ended = trio.Event()
                         self.nursery.start_soon(self._serve, slot, slot.generation)
+            case Lost(connection=connection, error=error):
+                slot = self._slots.get(connection.server)
+                if slot is not None and slot.generation == connection.generation:
+                    if slot.status == "running":
+                        slot.status, slot.connection, slot.error = "exited", None, error
+                        self._publish()
+                    slot.ended.set()
 
     # -- the connection task (one per start of a server) -------------------------------------
 
@@ -212,7 +231,7 @@ class McpActor(Actor[McpCommand]):
     ) -> tuple[bool, str]:
         """Start the server, publish it running, hold it until it ends; (started, why not)."""
         config = slot.config
-        ended = trio.Event()
+        ended = slot.ended
         started = False
         try:
             deadline = trio.current_time() + config.startup_timeout
@@ -319,6 +338,12 @@ class McpHandle(Handle[McpCommand]):
             for state in self.servers():
                 nursery.start_soon(one, state.name)
         return results
+
+    async def lost(self, connection: Connection, error: str) -> None:
+        """Report ``connection`` broken: the server shows ``exited`` with ``error`` and is
+        started again on next use."""
+        with suppress(PitrioError):  # the actor is gone: nothing to restart
+            await self.tell(Lost(connection, error))
 
     def servers(self) -> tuple[McpServerState, ...]:
         """Each server's state (the actor's latest snapshot: no round trip)."""

@@ -75,17 +75,19 @@ async def call_tool(
         try:
             result = await connection.session.call_tool(tool, args)
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                state = mcp.state_of(server)
-                why = state.error if state is not None and state.error else None
-                raise McpServerError(
-                    why or f"MCP server {server} closed the connection during the call"
-                ) from None
-            raise McpToolError(f"MCP server {server}: {tool}: {exc.message}") from None
+            if exc.code != mcp_types.CONNECTION_CLOSED:
+                raise McpToolError(f"MCP server {server}: {tool}: {exc.message}") from None
+            state = mcp.state_of(server)
+            error = state.error if state is not None and state.error else None
+            error = error or f"MCP server {server} closed the connection during the call"
+            await mcp.lost(connection, error)
+            raise McpServerError(error) from None
         except (PitrioError, trio.Cancelled):
             raise
-        except Exception as exc:
-            raise McpToolError(f"MCP server {server}: {tool}: {describe(exc)}") from None
+        except Exception as exc:  # the transport failed (an HTTP server gone): reconnect next
+            error = f"MCP server {server}: {tool}: {describe(exc)}"
+            await mcp.lost(connection, error)
+            raise McpToolError(error) from None
     if scope.cancelled_caught:
         raise McpToolError(
             f"MCP server {server}: {tool} did not finish within {limit:g} s (cancelled)"

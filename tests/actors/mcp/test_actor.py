@@ -3,7 +3,9 @@ an edge-case server of the tests (tests/actors/mcp/servers/edge.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import sys
 from pathlib import Path
 
 import trio
@@ -11,6 +13,7 @@ import trio
 from pitrio.messages.content import ImageContent, TextContent
 from tests.actors.mcp.servers.edge import PNG
 from tests.actors.mcp.support import (
+    SERVERS,
     edge_server,
     mcp_session,
     text,
@@ -114,8 +117,6 @@ async def test_an_image_result_is_an_image_part(tmp_path: Path) -> None:
     async with mcp_session(tmp_path, {"edge": edge_server(tmp_path / "m")}) as s:
         await s.started.session.prompt("<<edge__picture {}>>")
         result = await s.last_result()
-        import base64
-
         assert result.content == (
             ImageContent(data=base64.b64encode(PNG).decode(), mime_type="image/png"),
         )
@@ -162,3 +163,46 @@ async def test_a_server_that_cannot_start_is_a_warning_and_a_failed_status(
         assert (await s.server("time"))["status"] == "running"
         names = [tool.name for tool in await s.started.tools.active_tools()]
         assert not any(name.startswith(("gone__", "dying__")) for name in names)
+
+
+async def _http_server(port_file: Path, port: int = 0) -> trio.Process:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVERS / "http_edge.py"), str(port_file), str(port)]
+    )
+    await wait_for(port_file.exists, "the HTTP server to listen")
+    return process
+
+
+async def _stop(process: trio.Process) -> None:
+    process.kill()
+    with trio.CancelScope(shield=True):
+        await process.wait()
+
+
+async def test_a_streamable_http_server_with_headers_gone_and_back(tmp_path: Path) -> None:
+    port_file = tmp_path / "port"
+    process = await _http_server(port_file)
+    try:
+        port = int(port_file.read_text())
+        remote = {
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": "Bearer ${EDGE_TOKEN:-t0ken}"},
+        }
+        async with mcp_session(tmp_path, {"remote": remote}) as s:
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken")
+            assert (await s.server("remote"))["status"] == "running"
+            # The server goes away: an error naming it, then a reconnect once it is back.
+            await _stop(process)
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert result.is_error and text(result).startswith("MCP server remote"), text(result)
+            state = await s.server("remote")
+            assert state["status"] == "exited" and state["error"] == text(result)
+            process = await _http_server(tmp_path / "port-again", port)
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken")
+    finally:
+        await _stop(process)
