@@ -10,8 +10,8 @@ from typing import NoReturn
 
 import trio
 
-from pitrio.actors.mcp.config import McpConfigFlag
 from pitrio.messages.agent import THINKING_LEVELS
+from pitrio.sdk.mcp import McpConfigFlag
 from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
