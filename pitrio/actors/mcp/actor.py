@@ -77,6 +77,8 @@ McpCommand = Connect | Lost
 
 @attrs.define
 class _Slot:
+    """One server's state, touched only by the actor's tasks."""
+
     config: McpServerConfig
     status: ServerStatus = "stopped"
     tools: tuple[mcp_types.Tool, ...] = ()
@@ -189,7 +191,8 @@ class McpActor(Actor[McpCommand]):
         self._view.publish(self._states())
 
     async def handle(self, command: McpCommand) -> None:
-        """Answer a connect: at once when the server is up, else once it is (or failed)."""
+        """A connect is answered at once when the server is up, else once it is (or failed);
+        a lost connection of the current generation marks the server exited and ends it."""
         match command:
             case Connect(name=name, reply=reply):
                 slot = self._slots.get(name)
