@@ -12,6 +12,7 @@ these re-exports follow.
 * :mod:`.store`: where sessions live on disk, listing, resolving, checking and repairing them.
 * :mod:`.tools`: the tool executor's ledger of process groups (reaped at daemon start).
 * :mod:`.streams`: reading a transport's input stream.
+* :mod:`.mcp`: the ``--mcp-config`` flag of the command line (MCP servers, issue 26).
 * :mod:`.postgres` and :mod:`.trace` load optional or rarely needed code: import them inside
   the function that needs them, as the transports do, so a plain start never pays for them.
 

@@ -17,6 +17,7 @@ from typing import NoReturn
 import attrs
 
 from pitrio.messages.agent import THINKING_LEVELS
+from pitrio.sdk.mcp import McpConfigFlag
 
 PI_VERSION = "0.73.1"
 """The pi release whose command line, RPC protocol and session files pitrio follows."""
@@ -193,6 +194,12 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         "--no-extensions",
         action="store_true",
         help="do not discover extensions (only -e ones load)",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        action=McpConfigFlag,
+        metavar="FILE",
+        help="MCP servers (a JSON file with mcpServers); repeatable",
     )
     parser.add_argument("--offline", action="store_true", help="no start-up network access")
     parser.add_argument(

@@ -17,7 +17,7 @@ decisions always see persisted state) and the display queues
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +26,7 @@ import trio
 
 from pitrio.actors._actor import Actor, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
+from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.commands import (
     Abort,
     Bash,
@@ -157,10 +158,12 @@ class SessionActor(Actor[SessionCommand]):
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         prompt_sections: tuple[PromptSection, ...] = (),
+        mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
         self._loop = loop
+        self._mcp_servers = mcp_servers
         self._store = store
         self._log: SessionLog = store
         self._router = router
@@ -588,4 +591,5 @@ class SessionActor(Actor[SessionCommand]):
             auto_retry_enabled=supervisor.settings.retry.enabled,
             session_name=await self._store.session_name(),
             write_error=None if failure is None else str(failure),
+            mcp_servers=() if self._mcp_servers is None else self._mcp_servers(),
         )

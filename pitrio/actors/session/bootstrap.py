@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
+from pitrio.actors.mcp.session import start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
@@ -118,6 +119,9 @@ class SessionOptions:
     sync_inline: bool = False
     """Fsync the session file's appends on the event loop's thread (a process hosting one
     session: RPC mode); see :attr:`StoreOptions.sync_inline`."""
+    mcp_config: tuple[str, ...] = ()
+    """``--mcp-config FILE``s: MCP server files read after the agent dir's and the project's
+    ``mcp.json`` (default: the process's command line's; :mod:`pitrio.actors.mcp`)."""
     trace: TapFactory | None = None
     """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
     :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
@@ -347,8 +351,16 @@ async def start_session(
     if tap is not None:  # the shared router's inbox is traced per session, sends only
         router = ModelRouterHandle(router.traced_sends(tap.tracer))
     stream = router.stream if tap is None else tap.stream(router.stream)
+    mcp = await start_session_mcp(
+        nursery,
+        agent_dir=agent,
+        cwd=cwd,
+        mcp_settings=settings.get("mcp"),
+        files=options.mcp_config,
+    )
+    notices.extend(mcp.notices)
     executor = ToolExecutor(
-        [*options.tools, *extension_tools],
+        [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
         active=options.active_tools,
@@ -390,6 +402,7 @@ async def start_session(
         start_reason=options.start_reason,
         tools=tools,
         prompt_sections=sections,
+        mcp_servers=None if mcp.handle is None else mcp.handle.servers,
     )
     session = SessionHandle(await nursery.start(actor.run))
     telemetry = active_telemetry()

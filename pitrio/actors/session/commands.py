@@ -15,6 +15,7 @@ import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
+from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.extensions.events import InputSource
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
@@ -71,6 +72,8 @@ class SessionState:
     is_settling: bool = False
     """The run's last ``agent_end`` is out and it only settles now: a plain prompt sent now
     runs right after the settle instead of being refused."""
+    mcp_servers: tuple[McpServerState, ...] = ()
+    """Each configured MCP server's state (``get_state``'s ``mcpServers``, a pitrio field)."""
 
     @property
     def pending_message_count(self) -> int:

@@ -203,6 +203,8 @@ def state_data(state: SessionState) -> dict[str, Any]:
     data["autoCompactionEnabled"] = state.auto_compaction_enabled
     data["messageCount"] = agent.message_count
     data["pendingMessageCount"] = state.pending_message_count
+    if state.mcp_servers:  # pitrio's own field, absent without MCP servers (pi's shape)
+        data["mcpServers"] = [server.to_json() for server in state.mcp_servers]
     return data
 
 

@@ -1,0 +1,104 @@
+"""A session with MCP servers: real server processes, the faux model with the fixtures' rules
+(``<<tool {json}>>`` in a prompt calls that tool)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from pitrio.actors.model_router import FauxProvider, RouterConfig, start_model_router
+from pitrio.actors.model_router.providers.faux_rules import FixtureRules
+from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.messages.agent import ToolResultMessage
+from pitrio.messages.content import TextContent
+
+SERVERS = Path(__file__).parent / "servers"
+WAIT = 60.0
+"""Seconds a test waits for something a server process does (two cores, many tests)."""
+
+
+def edge_server(markers: Path, **extra: Any) -> dict[str, Any]:
+    """The config entry of the edge-case server, writing its markers into ``markers``."""
+    markers.mkdir(parents=True, exist_ok=True)
+    return {"command": sys.executable, "args": [str(SERVERS / "edge.py"), str(markers)], **extra}
+
+
+def time_server() -> dict[str, Any]:
+    """The config entry of the third-party ``mcp-server-time`` (PyPI), offline."""
+    return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
+@attrs.define
+class McpSession:
+    """The started session and where its files are."""
+
+    started: StartedSession
+    root: Path
+
+    async def tool_results(self) -> list[ToolResultMessage]:
+        """Every tool result in the session's messages."""
+        messages = await self.started.session.messages()
+        return [m for m in messages if isinstance(m, ToolResultMessage)]
+
+    async def last_result(self) -> ToolResultMessage:
+        """The latest tool result."""
+        return (await self.tool_results())[-1]
+
+    async def server(self, name: str) -> dict[str, Any]:
+        """``get_state``'s entry for server ``name``."""
+        state = await self.started.session.state()
+        return next(s.to_json() for s in state.mcp_servers if s.name == name)
+
+
+def text(result: ToolResultMessage) -> str:
+    """A result's text parts joined."""
+    return "".join(part.text for part in result.content if isinstance(part, TextContent))
+
+
+@asynccontextmanager
+async def mcp_session(
+    root: Path,
+    servers: dict[str, Any],
+    *,
+    settings: dict[str, Any] | None = None,
+    start_limit: float = WAIT,
+) -> AsyncIterator[McpSession]:
+    """A session in ``root`` whose ``--mcp-config`` file lists ``servers`` (started within
+    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock)."""
+    agent, work = root / "agent", root / "work"
+    agent.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    if settings is not None:
+        (agent / "settings.json").write_bytes(orjson.dumps(settings))
+    config = root / "mcp-test.json"
+    config.write_bytes(orjson.dumps({"mcpServers": servers}))
+    async with trio.open_nursery() as nursery:
+        faux = FauxProvider(default=FixtureRules())
+        router = await start_model_router(nursery, faux, config=RouterConfig(agent_dir=None))
+        options = SessionOptions(
+            cwd=str(work),
+            model="faux/faux-1",
+            agent_dir=agent,
+            persist=False,
+            mcp_config=(str(config),),
+        )
+        with trio.fail_after(start_limit):
+            started = await start_session(nursery, router, options)
+        yield McpSession(started, root)
+        nursery.cancel_scope.cancel()
+
+
+async def wait_for(check: Callable[[], bool], what: str, seconds: float = WAIT) -> None:
+    """Return once ``check()`` holds (an observable state: a file, a status), else fail."""
+    with trio.move_on_after(seconds):
+        while not check():  # noqa: ASYNC110 (files written by another process)
+            await trio.sleep(0.02)
+        return
+    raise AssertionError(f"timed out waiting for {what}")

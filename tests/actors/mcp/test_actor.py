@@ -1,0 +1,208 @@
+"""MCP servers in a session, through real server processes: the third-party time server and
+an edge-case server of the tests (tests/actors/mcp/servers/edge.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+from pitrio.messages.content import ImageContent, TextContent
+from tests.actors.mcp.servers.edge import PNG
+from tests.actors.mcp.support import (
+    SERVERS,
+    edge_server,
+    mcp_session,
+    text,
+    time_server,
+    wait_for,
+)
+
+
+async def test_the_time_servers_tools_are_agent_tools_and_answer(tmp_path: Path) -> None:
+    async with mcp_session(tmp_path, {"time": time_server()}) as s:
+        names = [tool.name for tool in await s.started.tools.active_tools()]
+        assert "time__get_current_time" in names and "time__convert_time" in names
+        (tool,) = [
+            t for t in await s.started.tools.active_tools() if t.name == "time__convert_time"
+        ]
+        assert tool.parameters["required"] == ["source_timezone", "time", "target_timezone"]
+        await s.started.session.prompt('<<time__get_current_time {"timezone": "UTC"}>>')
+        result = await s.last_result()
+        assert not result.is_error, text(result)
+        answer = json.loads(text(result))
+        assert answer["timezone"] == "UTC" and answer["datetime"].endswith("+00:00")
+        assert result.details == {"mcpServer": "time", "mcpTool": "get_current_time"}
+        # The server's own error (an unknown zone) is an error result naming the server.
+        await s.started.session.prompt('<<time__get_current_time {"timezone": "Nowhere/X"}>>')
+        result = await s.last_result()
+        assert result.is_error
+        assert text(result).startswith("MCP server time: get_current_time: ")
+        assert "Nowhere/X" in text(result)
+        assert await s.server("time") == {
+            "name": "time",
+            "status": "running",
+            "tools": ["get_current_time", "convert_time"],
+        }
+
+
+async def test_abort_cancels_parallel_slow_calls_on_the_server(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    async with mcp_session(tmp_path, {"edge": edge_server(markers)}) as s:
+        prompt = 'PARALLEL <<edge__slow {"label": "a"}>> <<edge__slow {"label": "b"}>>'
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s.started.session.prompt, prompt)
+            # Both calls are running on the server at once: a parallel batch.
+            await wait_for(
+                lambda: (
+                    (markers / "slow-a.started").exists() and (markers / "slow-b.started").exists()
+                ),
+                "both slow calls to start",
+            )
+            await s.started.session.abort()
+        results = await s.tool_results()
+        assert [(r.tool_name, r.is_error, text(r)) for r in results] == [
+            ("edge__slow", True, "Operation aborted"),
+            ("edge__slow", True, "Operation aborted"),
+        ]
+        # The server was told (notifications/cancelled) and its handlers were cancelled.
+        await wait_for(
+            lambda: (
+                (markers / "slow-a.cancelled").exists() and (markers / "slow-b.cancelled").exists()
+            ),
+            "the server to see both cancellations",
+        )
+        assert (await s.server("edge"))["status"] == "running"
+
+
+async def test_a_crashing_server_is_an_error_naming_it_then_restarts(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    async with mcp_session(tmp_path, {"edge": edge_server(markers)}) as s:
+        await s.started.session.prompt('<<edge__crash {"message": "boom"}>>')
+        result = await s.last_result()
+        assert result.is_error
+        assert text(result).startswith("MCP server edge exited (stderr: ")
+        assert "edge server dying: boom" in text(result)
+        state = await s.server("edge")
+        assert state["status"] == "exited" and "boom" in state["error"]
+        # The session still answers.
+        await s.started.session.prompt("are you there?")
+        assert await s.started.session.last_assistant_text() == "You said: are you there?"
+        # The next use starts the server again.
+        await s.started.session.prompt('<<edge__typed {"count": 2, "name": "ab"}>>')
+        result = await s.last_result()
+        assert (result.is_error, text(result)) == (False, "abab")
+        assert len((markers / "starts").read_text().splitlines()) == 2
+        assert (await s.server("edge"))["status"] == "running"
+
+
+async def test_a_large_result_is_cut_to_the_tool_output_limit(tmp_path: Path) -> None:
+    async with mcp_session(tmp_path, {"edge": edge_server(tmp_path / "m")}) as s:
+        await s.started.session.prompt('<<edge__big {"lines": 20000}>>')  # ~2 MB from the server
+        result = await s.last_result()
+        assert not result.is_error
+        first, note = result.content
+        assert isinstance(first, TextContent) and isinstance(note, TextContent)
+        lines = first.text.split("\n")
+        assert lines[0] == "000000 " + "x" * 93 and len(first.text.encode()) <= 50 * 1024
+        assert lines[-1] == f"{len(lines) - 1:06d} " + "x" * 93  # whole lines, in order
+        assert note.text.endswith("of 1.9MB (20000 lines)]")
+        assert result.details["truncation"]["totalBytes"] == 20000 * 101 - 1
+
+
+async def test_an_image_result_is_an_image_part(tmp_path: Path) -> None:
+    async with mcp_session(tmp_path, {"edge": edge_server(tmp_path / "m")}) as s:
+        await s.started.session.prompt("<<edge__picture {}>>")
+        result = await s.last_result()
+        assert result.content == (
+            ImageContent(data=base64.b64encode(PNG).decode(), mime_type="image/png"),
+        )
+
+
+async def test_arguments_are_checked_against_the_servers_schema(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    async with mcp_session(tmp_path, {"edge": edge_server(markers)}) as s:
+        await s.started.session.prompt('<<edge__typed {"count": "many"}>>')
+        result = await s.last_result()
+        assert result.is_error
+        assert text(result).startswith('Validation failed for tool "edge__typed":\n')
+        assert "name: must have required properties name" in text(result)
+        assert not (markers / "typed.called").exists()  # never reached the server
+        # A loose scalar is converted as for the built-in tools.
+        await s.started.session.prompt('<<edge__typed {"count": "3", "name": "z"}>>')
+        assert text(await s.last_result()) == "zzz"
+        # A tool's own failure carries its message.
+        await s.started.session.prompt("<<edge__fail {}>>")
+        result = await s.last_result()
+        assert (result.is_error, text(result)) == (
+            True,
+            "MCP server edge: fail: Error executing tool fail: the edge server refuses",
+        )
+
+
+async def test_a_server_that_cannot_start_is_a_warning_and_a_failed_status(
+    tmp_path: Path,
+) -> None:
+    missing = str(tmp_path / "no-such-server")
+    dying = {"command": "python3", "args": ["-c", "import sys; sys.stderr.write('no config\\n')"]}
+    async with mcp_session(
+        tmp_path, {"gone": {"command": missing}, "dying": dying, "time": time_server()}
+    ) as s:
+        notices = s.started.notices
+        assert (
+            f"Warning: MCP server gone failed to start: No such file or directory: {missing}"
+            in notices
+        )
+        (dying_notice,) = [n for n in notices if "dying" in n]
+        assert dying_notice.startswith("Warning: MCP server dying failed to start: ")
+        assert dying_notice.endswith("(stderr: no config)")
+        assert (await s.server("gone"))["status"] == "failed"
+        assert (await s.server("time"))["status"] == "running"
+        names = [tool.name for tool in await s.started.tools.active_tools()]
+        assert not any(name.startswith(("gone__", "dying__")) for name in names)
+
+
+async def _http_server(port_file: Path, port: int = 0) -> trio.Process:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVERS / "http_edge.py"), str(port_file), str(port)]
+    )
+    await wait_for(port_file.exists, "the HTTP server to listen")
+    return process
+
+
+async def _stop(process: trio.Process) -> None:
+    process.kill()
+    with trio.CancelScope(shield=True):
+        await process.wait()
+
+
+async def test_a_streamable_http_server_with_headers_gone_and_back(tmp_path: Path) -> None:
+    port_file = tmp_path / "port"
+    process = await _http_server(port_file)
+    try:
+        port = int(port_file.read_text())
+        remote = {
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": "Bearer ${EDGE_TOKEN:-t0ken}"},
+        }
+        async with mcp_session(tmp_path, {"remote": remote}) as s:
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken")
+            assert (await s.server("remote"))["status"] == "running"
+            # The server goes away: an error naming it, then a reconnect once it is back.
+            await _stop(process)
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert result.is_error and text(result).startswith("MCP server remote"), text(result)
+            state = await s.server("remote")
+            assert state["status"] == "exited" and state["error"] == text(result)
+            process = await _http_server(tmp_path / "port-again", port)
+            await s.started.session.prompt("<<remote__whoami {}>>")
+            result = await s.last_result()
+            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken")
+    finally:
+        await _stop(process)
