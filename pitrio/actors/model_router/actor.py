@@ -65,6 +65,8 @@ from pitrio.actors.model_router.providers.base import (
     provider_settings,
 )
 from pitrio.actors.model_router.providers.faux import FauxProvider
+from pitrio.actors.model_router.providers.google import GoogleProvider
+from pitrio.actors.model_router.providers.google_vertex import GoogleVertexProvider
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
@@ -223,6 +225,11 @@ class ModelRouter(Actor[RouterCommand]):
         registry.register_api(
             ANTHROPIC_MESSAGES, AnthropicProvider(pool, credentials, config.settings).stream
         )
+        for api, google in (
+            ("google-generative-ai", GoogleProvider),
+            ("google-vertex", GoogleVertexProvider),
+        ):
+            registry.register_api(api, google(pool, credentials, config.settings).stream)
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 
     async def run(

@@ -6,6 +6,7 @@ get the text pi shows; the vendor's error type, when it gave one, goes to the di
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -57,7 +58,7 @@ def describe_error_body(body: bytes) -> tuple[str | None, str]:
     return kind, message
 
 
-ErrorStyle = Literal["openai", "openai-completions", "anthropic"]
+ErrorStyle = Literal["openai", "openai-completions", "anthropic", "google"]
 """Whose SDK's error texts a provider reproduces: pi's providers show the SDK's message as is
 (OpenAI's reads the body's ``error`` member, Anthropic's the whole body; pi's completions
 provider appends an OpenRouter ``metadata.raw`` on a line of its own)."""
@@ -112,6 +113,8 @@ def http_error_message(
     <text>"``; nothing usable: ``"<status> status code (no body)"``.
     """
     kind, _ = _vendor_error(_parse_json(body)[1])
+    if style == "google":
+        return google_error_text(status, body), kind
     text = body.decode("utf-8", errors="replace")
     parsed_ok, parsed = _parse_json(body)
     fallback = None if parsed_ok and _js_truthy(parsed) else text
@@ -125,6 +128,21 @@ def http_error_message(
     if raw:
         result += "\n" + raw
     return result, kind
+
+
+def google_error_text(status: int, body: bytes) -> str:
+    """The Google SDK's text of a non-2xx answer (pi shows it as is): the error body as
+    compact JSON; a body that is not JSON wrapped as ``{"error": {message, code, status}}``
+    with the status's reason phrase."""
+    parsed_ok, parsed = _parse_json(body)
+    if not parsed_ok:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        message = body.decode("utf-8", errors="replace")
+        parsed = {"error": {"message": message, "code": status, "status": phrase}}
+    return orjson.dumps(parsed).decode()
 
 
 def stream_error_message(document: Any, style: ErrorStyle = "openai") -> tuple[str, str | None]:
@@ -172,6 +190,7 @@ __all__ = [
     "ErrorStyle",
     "describe_error_body",
     "describe_transport_error",
+    "google_error_text",
     "http_error_message",
     "stream_error_message",
 ]
