@@ -17,8 +17,10 @@ publishers/google/models/{model}:streamGenerateContent?alt=sse``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -161,12 +163,32 @@ class AdcTokens:
         import google.auth
 
         path = self.env.get("GOOGLE_APPLICATION_CREDENTIALS")
-        if path:
-            credentials, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
+        if not path:
+            credentials, _ = google.auth.default(scopes=list(SCOPES))
+            return credentials
+        # The loader of the file's own type (google-auth's advice: the generic loader
+        # accepts any type, external ones included, and warns about it).
+        try:
+            kind = json.loads(Path(path).read_text(encoding="utf-8")).get("type")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise CredentialError(
+                f"Cannot read GOOGLE_APPLICATION_CREDENTIALS {path}: {exc}"
+            ) from None
+        if kind == "service_account":
+            from google.oauth2 import service_account
+
+            return service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
                 path, scopes=list(SCOPES)
             )
-        else:
-            credentials, _ = google.auth.default(scopes=list(SCOPES))
+        if kind == "authorized_user":
+            from google.oauth2 import credentials as user_credentials
+
+            return user_credentials.Credentials.from_authorized_user_file(  # type: ignore[no-untyped-call]
+                path, list(SCOPES)
+            )
+        credentials, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
+            path, scopes=list(SCOPES)
+        )
         return credentials
 
 
