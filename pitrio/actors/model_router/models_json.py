@@ -50,9 +50,10 @@ KNOWN_APIS: tuple[str, ...] = (
     OPENAI_RESPONSES,
     ANTHROPIC_MESSAGES,
     "google-generative-ai",
+    "google-vertex",
     VIRTUAL_API,
 )
-"""APIs a ``models.json`` entry may name (``google-generative-ai`` loads but has no adapter)."""
+"""APIs a ``models.json`` entry may name."""
 
 ROUTE_REASONS: tuple[str, ...] = ("user", "continuation", "retry", "direct")
 

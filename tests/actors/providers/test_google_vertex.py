@@ -45,8 +45,8 @@ def token_reply(token: str = "ya29.test-token", expires_in: int = 3600) -> Reply
     return Reply(body=orjson.dumps(body), headers=[("content-type", "application/json")])
 
 
-@pytest.fixture
-def key_pair() -> tuple[str, bytes]:
+def make_key_pair() -> tuple[str, bytes]:
+    """A fresh RSA key: its private PEM (for the service-account file) and public PEM."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -57,6 +57,11 @@ def key_pair() -> tuple[str, bytes]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return private, public
+
+
+@pytest.fixture
+def key_pair() -> tuple[str, bytes]:
+    return make_key_pair()
 
 
 def service_account(tmp_path: Path, private_key: str, token_uri: str) -> Path:
