@@ -430,3 +430,44 @@ async def test_abort_mid_stream_closes_the_connection(
     assert seen[-1].type == "text_delta"
     with trio.fail_after(5):
         await server.client_gone.wait()
+
+
+def test_a_tool_round_trip_is_sent_as_pi_0_73_1_sends_it() -> None:
+    """``contents`` of pi's second request in the same exchange (captured from pi 0.73.1
+    against a loopback Gemini): the parsed answer goes back with its signatures."""
+    answer = gemini_sse(
+        parts(
+            {"text": "hmm", "thought": True, "thoughtSignature": SIG},
+            {"text": "Reading."},
+            {"functionCall": {"name": "read", "args": {"path": "a.txt"}},
+             "thoughtSignature": "dG9vbHNpZw=="},
+            finish="STOP",
+        )
+    )  # fmt: skip
+    mine = model(provider="gm")
+    reply = final(parse_all(GoogleParser(mine), answer))
+    call = reply.content[-1]
+    assert isinstance(call, ToolCall)
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("read a.txt", timestamp=1),
+            reply,
+            tool_result(call.id, "contents of a\n"),
+        ),
+    )
+    assert build_contents(mine, context) == [
+        {"parts": [{"text": "read a.txt"}], "role": "user"},
+        {
+            "parts": [
+                {"text": "hmm", "thought": True, "thoughtSignature": SIG},
+                {"text": "Reading."},
+                {"functionCall": {"args": {"path": "a.txt"}, "name": "read"},
+                 "thoughtSignature": "dG9vbHNpZw=="},
+            ],
+            "role": "model",
+        },
+        {"parts": [{"functionResponse": {"name": "read",
+                                         "response": {"output": "contents of a\n"}}}],
+         "role": "user"},
+    ]  # fmt: skip
