@@ -66,7 +66,10 @@ from pitrio.actors.model_router.providers.base import (
 )
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.providers.google import GoogleProvider
-from pitrio.actors.model_router.providers.google_vertex import GoogleVertexProvider
+from pitrio.actors.model_router.providers.google_vertex import (
+    GoogleVertexProvider,
+    adc_configured,
+)
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
 from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
@@ -270,6 +273,8 @@ class ModelRouter(Actor[RouterCommand]):
         if not self.registry.has_stream_fn(model.api):
             return f"no adapter for api {model.api}"
         if not self.credentials.configured(model.provider):
+            if model.api == "google-vertex" and adc_configured(self.credentials.env):
+                return None  # Vertex without a key: application-default credentials
             return f"no API key for provider {model.provider}"
         return None
 

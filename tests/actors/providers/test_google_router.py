@@ -8,13 +8,18 @@ from pathlib import Path
 
 import trio
 
-from pitrio.actors.model_router import ModelRouterHandle, RouterConfig, start_model_router
+from pitrio.actors.model_router import (
+    ModelRouter,
+    ModelRouterHandle,
+    RouterConfig,
+    start_model_router,
+)
 from pitrio.actors.model_router.providers.base import HttpSettings, ProviderSettings
 from pitrio.messages import ToolCall, user_message
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 from tests.actors.providers.loopback import loopback_server, sse
-from tests.actors.providers.support import TOOLS
+from tests.actors.providers.support import TOOLS, make_model
 from tests.actors.providers.test_google import THINKING_TOOL_TURN
 from tests.actors.providers.test_google_vertex import (
     ANSWER,
@@ -83,3 +88,26 @@ async def test_both_google_apis_stream_through_the_router(tmp_path: Path) -> Non
         )
         assert second.headers["authorization"] == "Bearer ya29.router"
         await router.aclose()
+
+
+def test_vertex_without_a_key_is_available_once_adc_is_configured(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    adc = home / ".config" / "gcloud" / "application_default_credentials.json"
+    # Provider google-vertex as pi's catalogue names it: not keyless, no key configured.
+    vertex = make_model("google-vertex", provider="google-vertex", id="gemini-2.5-pro")
+
+    def availability(env: dict[str, str]) -> str | None:
+        config = RouterConfig(agent_dir=tmp_path / "agent", env=env, settings=SETTINGS)
+        router = ModelRouter.from_config(config)
+        router.registry.register(vertex)
+        return router.availability(vertex)
+
+    where = {"HOME": str(home), "GOOGLE_CLOUD_PROJECT": "p", "GOOGLE_CLOUD_LOCATION": "l"}
+    assert availability(where) == "no API key for provider google-vertex"  # no ADC file
+    adc.parent.mkdir(parents=True)
+    adc.write_text("{}")
+    assert availability(where) is None
+    assert availability({"HOME": str(home), "GOOGLE_CLOUD_PROJECT": "p"}) is not None
+    named = {"GOOGLE_APPLICATION_CREDENTIALS": str(adc), "GCLOUD_PROJECT": "p",
+             "GOOGLE_CLOUD_LOCATION": "l", "HOME": str(tmp_path)}  # fmt: skip
+    assert availability(named) is None

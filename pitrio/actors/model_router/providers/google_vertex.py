@@ -262,6 +262,20 @@ class GoogleVertexProvider(HttpProvider):
         return parser
 
 
+def adc_configured(env: Mapping[str, str]) -> bool:
+    """Whether application-default credentials look usable without asking anyone (pi's test
+    for listing Vertex models without a key): a credentials file (``GOOGLE_APPLICATION_
+    CREDENTIALS`` or gcloud's default one), a project and a location."""
+    path = env.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if path:
+        found = Path(path).is_file()
+    else:
+        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+        found = (home / ".config" / "gcloud" / "application_default_credentials.json").is_file()
+    project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
+    return found and bool(project) and bool(env.get("GOOGLE_CLOUD_LOCATION"))
+
+
 def _project(env: Mapping[str, str]) -> str:
     project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
     if not project:
@@ -276,4 +290,12 @@ def _location(env: Mapping[str, str]) -> str:
     return location
 
 
-__all__ = ["API", "GEMINI_API", "AdcTokens", "GoogleVertexProvider", "usable_api_key", "vertex_url"]
+__all__ = [
+    "API",
+    "GEMINI_API",
+    "AdcTokens",
+    "GoogleVertexProvider",
+    "adc_configured",
+    "usable_api_key",
+    "vertex_url",
+]
