@@ -13,6 +13,9 @@ from urllib.parse import parse_qs
 
 import orjson
 import pytest
+import trio
+import trio.lowlevel
+import trio.testing
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -236,3 +239,25 @@ async def test_an_unreadable_credentials_file_is_named(pool: HttpPool, tmp_path:
     assert message.error_message.startswith(
         f"Cannot read GOOGLE_APPLICATION_CREDENTIALS {tmp_path / 'missing.json'}:"
     )
+
+
+async def test_an_abort_does_not_wait_for_the_token_endpoint(
+    pool: HttpPool, tmp_path: Path, key_pair: tuple[str, bytes]
+) -> None:
+    async with loopback_server() as tokens:
+        tokens.push(Reply(body=b"", ending="hang"))  # headers, then silence
+        path = service_account(tmp_path, key_pair[0], tokens.base_url + "/token")
+        provider = GoogleVertexProvider(pool, Credentials(auth_path=None, env=adc_env(path)))
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def abort_once_waiting() -> None:
+                    while not tokens.requests:  # the token request has arrived
+                        await trio.testing.wait_all_tasks_blocked()
+                        await trio.lowlevel.checkpoint()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(abort_once_waiting)
+                await collect(provider, model("https://{location}-aiplatform.googleapis.com"))
+                pytest.fail("the request should have been cancelled")  # pragma: no cover
+        assert len(tokens.requests) == 1

@@ -144,12 +144,18 @@ class AdcTokens:
             ) from None
         async with self._lock:
             try:
+                # An abort must not wait for a token endpoint (google-auth's own limit is
+                # minutes): the thread is abandoned and finishes on its own.
                 if self._credentials is None:
-                    self._credentials = await trio.to_thread.run_sync(self._load)
+                    self._credentials = await trio.to_thread.run_sync(
+                        self._load, abandon_on_cancel=True
+                    )
                 credentials = self._credentials
                 if not credentials.valid:
                     request = google.auth.transport.requests.Request()
-                    await trio.to_thread.run_sync(credentials.refresh, request)
+                    await trio.to_thread.run_sync(
+                        credentials.refresh, request, abandon_on_cancel=True
+                    )
             except google.auth.exceptions.GoogleAuthError as exc:
                 raise CredentialError(
                     f"Google application-default credentials failed: {exc}"
