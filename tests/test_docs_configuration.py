@@ -23,7 +23,10 @@ DOC = ROOT / "docs" / "configuration.md"
 _BLOCK = re.compile(r"(?:<!-- check: (?P<kind>[\w.]+) -->\n)?```json\n(?P<body>.*?)```", re.S)
 KINDS = ("models.json", "auth.json", "settings.json")
 
-NOT_ENVIRONMENT = {"F_SETPIPE_SZ": "an fcntl constant looked up by name"}
+NOT_ENVIRONMENT = {
+    "F_SETPIPE_SZ": "an fcntl constant looked up by name",
+    "MAX_TOKENS": "a Gemini finish reason",
+}
 """Upper-case names in the package that look like variables but are not read from the
 environment."""
 

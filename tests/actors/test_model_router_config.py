@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 import trio
@@ -85,11 +86,14 @@ def test_availability_follows_credentials(tmp_path: Path) -> None:
     )  # fmt: skip
     router = ModelRouter.from_config(config(tmp_path, {"GROQ_API_KEY": "g"}))
     available = {m.provider for m in router.registry.list() if router.availability(m) is None}
-    assert available == {"faux", "groq", "local", "keyed"}
+    # google-generative-ai has a native adapter now (issue 25): a keyless local entry is usable.
+    assert available == {"faux", "groq", "local", "keyed", "gem"}
     anthropic = router.registry.resolve("anthropic/claude-haiku-4-5")
     assert router.availability(anthropic) == "no API key for provider anthropic"
     gem = router.registry.resolve("gem/m")
-    assert router.availability(gem) == "no adapter for api google-generative-ai"
+    assert router.availability(gem) is None
+    adapterless = attrs.evolve(gem, api="no-such-api")
+    assert router.availability(adapterless) == "no adapter for api no-such-api"
 
 
 async def test_a_broken_models_json_is_reported_and_builtins_stay(tmp_path: Path) -> None:

@@ -75,6 +75,11 @@ from pitrio.actors.model_router.providers.bedrock_converse_stream import (
 )
 from pitrio.actors.model_router.providers.bedrock_converse_stream import BedrockProvider
 from pitrio.actors.model_router.providers.faux import FauxProvider
+from pitrio.actors.model_router.providers.google import GoogleProvider
+from pitrio.actors.model_router.providers.google_vertex import (
+    GoogleVertexProvider,
+    adc_configured,
+)
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.mistral import API as MISTRAL_CONVERSATIONS
 from pitrio.actors.model_router.providers.mistral import MistralProvider
@@ -255,6 +260,11 @@ class ModelRouter(Actor[RouterCommand]):
             OPENAI_CODEX_RESPONSES,
             OpenAICodexResponsesProvider(pool, credentials, config.settings).stream,
         )
+        for api, google in (
+            ("google-generative-ai", GoogleProvider),
+            ("google-vertex", GoogleVertexProvider),
+        ):
+            registry.register_api(api, google(pool, credentials, config.settings).stream)
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 
     async def run(
@@ -295,6 +305,8 @@ class ModelRouter(Actor[RouterCommand]):
         if not self.registry.has_stream_fn(model.api):
             return f"no adapter for api {model.api}"
         if not self.credentials.configured(model.provider):
+            if model.api == "google-vertex" and adc_configured(self.credentials.env):
+                return None  # Vertex without a key: application-default credentials
             return f"no API key for provider {model.provider}"
         return None
 

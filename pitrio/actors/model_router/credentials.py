@@ -405,6 +405,10 @@ class Credentials:
             for name, spec in headers.items()
         }
 
+    def remember_secret(self, value: str) -> None:
+        """Scrub ``value`` from error texts too (a token a provider obtained itself)."""
+        self._secrets.add(value)
+
     def redact(self, text: str) -> str:
         """``text`` with every key and header value resolved so far replaced by ``***``."""
         return redact(text, self._secrets)

@@ -54,9 +54,10 @@ KNOWN_APIS: tuple[str, ...] = (
     "mistral-conversations",
     "azure-openai-responses",
     "openai-codex-responses",
+    "google-vertex",
     VIRTUAL_API,
 )
-"""APIs a ``models.json`` entry may name (``google-generative-ai`` loads but has no adapter)."""
+"""APIs a ``models.json`` entry may name."""
 
 ROUTE_REASONS: tuple[str, ...] = ("user", "continuation", "retry", "direct")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -59,7 +60,7 @@ def describe_error_body(body: bytes) -> tuple[str | None, str]:
     return kind, message
 
 
-ErrorStyle = Literal["openai", "openai-completions", "anthropic", "mistral", "codex"]
+ErrorStyle = Literal["openai", "openai-completions", "anthropic", "mistral", "codex", "google"]
 """Whose SDK's error texts a provider reproduces: pi's providers show the SDK's message as is
 (OpenAI's reads the body's ``error`` member, Anthropic's the whole body; pi's completions
 provider appends an OpenRouter ``metadata.raw`` on a line of its own)."""
@@ -114,6 +115,8 @@ def http_error_message(
     <text>"``; nothing usable: ``"<status> status code (no body)"``.
     """
     kind, _ = _vendor_error(_parse_json(body)[1])
+    if style == "google":
+        return google_error_text(status, body), kind
     text = body.decode("utf-8", errors="replace")
     if style == "mistral":
         return mistral_error_text(status, text), kind
@@ -177,6 +180,21 @@ def codex_error_text(status: int, body: str, now: float | None = None) -> str:
         return f"You have hit your ChatGPT usage limit{plan}.{when}".strip()
     said = error.get("message")
     return said if isinstance(said, str) and said else message
+
+
+def google_error_text(status: int, body: bytes) -> str:
+    """The Google SDK's text of a non-2xx answer (pi shows it as is): the error body as
+    compact JSON; a body that is not JSON wrapped as ``{"error": {message, code, status}}``
+    with the status's reason phrase."""
+    parsed_ok, parsed = _parse_json(body)
+    if not parsed_ok:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        message = body.decode("utf-8", errors="replace")
+        parsed = {"error": {"message": message, "code": status, "status": phrase}}
+    return orjson.dumps(parsed).decode()
 
 
 def stream_error_message(document: Any, style: ErrorStyle = "openai") -> tuple[str, str | None]:
@@ -244,6 +262,7 @@ __all__ = [
     "codex_error_text",
     "describe_error_body",
     "describe_transport_error",
+    "google_error_text",
     "http_error_message",
     "mistral_error_text",
     "stream_error_message",
