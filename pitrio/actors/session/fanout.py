@@ -27,6 +27,7 @@ from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecuti
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallDelta)
+_SEQUENCES = (tuple, list)  # made once: ``tuple | list`` in the call built a union per event
 
 EVENT_OVERHEAD = 256
 """Weight of any event: the bytes its object graph costs besides shared messages (a guess)."""
@@ -39,7 +40,7 @@ def _content_bytes(content: object) -> int:
     if isinstance(content, str):
         return len(content)
     total = 0
-    for block in content if isinstance(content, tuple | list) else ():
+    for block in content if isinstance(content, _SEQUENCES) else ():
         for name in ("text", "thinking", "data"):
             value = getattr(block, name, None)
             if isinstance(value, str):
