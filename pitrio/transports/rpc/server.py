@@ -46,7 +46,6 @@ from pitrio.messages.events import AgentStart
 from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouterHandle, start_model_router
 from pitrio.sdk.session import (
-    Sequenced,
     SessionBeforeSwitchEvent,
     SessionHandle,
     SessionOptions,
@@ -384,32 +383,16 @@ class RpcServer:
     async def _forward_events(self) -> None:
         self._owner = self._current_session()
         events = self._runtime.events
-        carried: Sequenced | None = None  # taken, but past the last batch's weight
-        while True:
-            if carried is not None:
-                first, carried = carried, None
-            else:
-                try:
-                    first = await events.receive()
-                except trio.EndOfChannel:
-                    return
-            # Take what else is waiting: one channel hand-over for many lines. The batch is
-            # weighed only once a second event is there: most events come alone, and
-            # weighing each cost a turn about 2% (the weight is for bursts of partials).
+        async for first in events:
+            # Take what else is waiting: one channel hand-over for many lines.
             batch = [first]
-            weight = 0
-            while len(batch) < FORWARD_BATCH:
+            weight = event_weight(first.event)
+            while len(batch) < FORWARD_BATCH and weight < WRITE_BATCH:
                 try:
-                    item = events.receive_nowait()
+                    batch.append(events.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-                if len(batch) == 1:
-                    weight = event_weight(first.event)
-                if weight >= WRITE_BATCH:
-                    carried = item  # the first of the next batch, as if not taken yet
-                    break
-                batch.append(item)
-                weight += event_weight(item.event)
+                weight += event_weight(batch[-1].event)
             lines: list[bytes] = []
             pending = 0  # bytes in ``lines``
             seen = self._written_seq
