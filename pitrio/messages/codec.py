@@ -355,9 +355,13 @@ def encode_reusing(obj: Any) -> bytes:
     global _reusing_now
     _reusing_now = True
     try:
-        return dumps(to_json(obj))
+        value = to_json(obj)
     finally:
         _reusing_now = False
+    try:
+        return orjson.dumps(value)  # the usual case without the call through dumps (per event)
+    except orjson.JSONEncodeError:
+        return dumps(value)  # its lone-surrogate fallback, or its error
 
 
 def _make_structure(cls: type) -> Callable[[Any, Any], Any]:

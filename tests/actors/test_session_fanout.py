@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer, merge
 from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
 from pitrio.messages.content import TextContent
@@ -130,3 +132,26 @@ def test_heavy_events_that_merge_with_nothing_are_kept_within_the_count() -> Non
         assert buffer.offer(Sequenced(seq, tool_update(f"c{seq}", "x" * 100))) is Offer.COALESCED
     assert len(buffer) == 3
     assert buffer.offer(Sequenced(4, tool_update("c4", "x"))) is Offer.OVERFLOW
+
+
+def test_the_weight_counts_the_text_of_every_kind_of_block() -> None:
+    # The common blocks are weighed by their type, the others by the fields they hold: each
+    # kind counts its own text (thinking, text, a tool call's string arguments, image data).
+    from pitrio.actors.session.fanout import EVENT_OVERHEAD, event_weight
+    from pitrio.messages.content import ImageContent, ThinkingContent, ToolCall
+
+    blocks = (
+        ThinkingContent(thinking="ab", thinking_signature="not counted"),
+        TextContent(text="cde"),
+        ToolCall(id="c", name="bash", arguments={"command": "wxyz", "timeout": 5}),
+        ImageContent(data="0123456", mime_type="image/png"),
+    )
+    message = attrs.evolve(partial(""), content=blocks)
+    update = MessageUpdate(
+        assistant_message_event=TextDelta(content_index=1, delta="e", partial=message),
+        message=message,
+    )
+    assert event_weight(update) == EVENT_OVERHEAD + 1 + 2 + 3 + 4 + 7
+    result = AgentToolResult(content=(TextContent(text="out"), blocks[3]))
+    tool = ToolExecutionUpdate(tool_call_id="c", tool_name="bash", args={}, partial_result=result)
+    assert event_weight(tool) == EVENT_OVERHEAD + 3 + 7

@@ -393,9 +393,14 @@ class LoopRun:
         return result.messages, result.terminate
 
 
+_BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)
+_BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B`` in the call
+# built a union for every streamed event)
+
+
 def _track_blocks(open_blocks: set[int], event: AssistantMessageEvent) -> None:
     """Keep ``open_blocks`` (content indexes started and not ended) up to date."""
-    if isinstance(event, TextStart | ThinkingStart | ToolCallStart):
+    if isinstance(event, _BLOCK_STARTS):
         open_blocks.add(event.content_index)
-    elif isinstance(event, TextEnd | ThinkingEnd | ToolCallEnd):
+    elif isinstance(event, _BLOCK_ENDS):
         open_blocks.discard(event.content_index)

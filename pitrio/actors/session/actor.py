@@ -102,7 +102,6 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
-    AgentSessionEvent,
     EntryAppended,
     MessageEnd,
     MessageStart,
@@ -174,6 +173,10 @@ class SessionActor(Actor[SessionCommand]):
         self._cwd = store.header.cwd
         self._maintenance: Maintenance | None = None
         self._settings = settings or SessionSettings()
+        self._outlet = EventOutlet()
+        # The outlet's emit itself, bound once, goes to every part that emits (not a method
+        # of the actor calling it: a call less per event).
+        self._emit = self._outlet.emit
         self._shell = UserShell(
             loop=loop,
             store=store,
@@ -182,7 +185,6 @@ class SessionActor(Actor[SessionCommand]):
             shell_path=self._settings.shell_path,
             command_prefix=self._settings.shell_command_prefix,
         )
-        self._outlet = EventOutlet()
         self._queues = DisplayQueues(self._emit)
         self._driver_settings = DriverSettings(resources, tools, prompt_sections)
         self._extensions = extensions
@@ -564,9 +566,6 @@ class SessionActor(Actor[SessionCommand]):
 
     def _add_subscriber(self, capacity: int, send: trio.MemorySendChannel[Sequenced]) -> None:
         self._outlet.add(capacity, send, self.nursery)
-
-    def _emit(self, event: AgentSessionEvent) -> None:
-        self._outlet.emit(event)
 
     @property
     def _seq(self) -> int:

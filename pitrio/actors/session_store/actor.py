@@ -470,6 +470,9 @@ class SessionStore(Actor[StoreCommand]):
                 raise
             for item in batch:
                 item.reply.set(item.result)
+            if not self._subscribers and self._written():
+                self._unannounced = []  # announced to nobody (the usual case: no events made)
+                continue
             appended = [
                 EntryAppended(entry=item.result) for item in batch if item.stored is not None
             ]

@@ -144,6 +144,11 @@ class Lease:
         self.fence = fence
         self._fd: int | None = fd
         self._locked = locked
+        # What the fence check compares the name against, taken once: an open file's device
+        # and inode never change (the check runs before every write batch).
+        opened = os.fstat(fd)
+        self._identity = (opened.st_dev, opened.st_ino)
+        self._name = os.fspath(path)
 
     @classmethod
     def acquire(
@@ -206,8 +211,11 @@ class Lease:
                 f"{self.path}: lease {self.fence} is stale: {record.holder()} "
                 f"holds lease {record.fence}; this writer must stop"
             )
-        assert self._fd is not None
-        if not _names(self.path, self._fd):
+        try:
+            named = os.stat(self._name)
+        except FileNotFoundError:
+            named = None
+        if named is None or (named.st_dev, named.st_ino) != self._identity:
             raise StaleFenceError(
                 f"{self.path}: lease {self.fence} is stale: the lock file was removed or "
                 "replaced; this writer must stop"

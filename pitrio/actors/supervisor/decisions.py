@@ -57,6 +57,8 @@ class SupervisorState:
 
     def on_user_message_start(self) -> SupervisorState:
         """A user message entered the context: a new request may try overflow recovery again."""
+        if not self.overflow_recovery_attempted:
+            return self  # unchanged: the same object (the handle compares by identity first)
         return attrs.evolve(self, overflow_recovery_attempted=False)
 
     def on_assistant_message_end(
@@ -67,6 +69,8 @@ class SupervisorState:
         attempted = self.overflow_recovery_attempted
         if message.stop_reason not in _LATCH_KEEPING_STOPS:
             attempted = False
+        if retry is self.retry and attempted == self.overflow_recovery_attempted:
+            return self, event
         return SupervisorState(retry=retry, overflow_recovery_attempted=attempted), event
 
     def on_abort(self) -> tuple[SupervisorState, AutoRetryEnd | None]:
@@ -170,7 +174,8 @@ def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:
     retry, step = state.retry.on_run_end(
         message, run.retry_settings, retry_after_ms=run.retry_after_ms
     )
-    state = attrs.evolve(state, retry=retry)
+    if retry is not state.retry:
+        state = attrs.evolve(state, retry=retry)
     if isinstance(step, ScheduleRetry):
         retry_action = Retry(
             attempt=step.attempt, delay_ms=step.delay_ms, failed=step.failed, event=step.event

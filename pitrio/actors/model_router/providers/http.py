@@ -285,12 +285,14 @@ class HttpProvider(abc.ABC):
         """POST ``request`` and stream the parsed answer, repeating a try that failed before
         anything streamed as the vendor SDKs do (:mod:`.retry`). The waits are plain trio
         sleeps: an abort cancels them at once."""
-        policy = self.retry_policy()
+        policy: retry.RetryPolicy | None = None  # made at the first failure, not per request
         retries = 0
         while True:
             failure = await self._attempt(request, parser, send)
             if failure is None:
                 return
+            if policy is None:
+                policy = self.retry_policy()
             verdict = retry.decide(
                 retries, policy, self.random, status=failure.status, headers=failure.headers
             )

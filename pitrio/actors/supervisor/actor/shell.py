@@ -441,21 +441,22 @@ class SupervisorHandle(Handle[SupervisorCommand]):
             )
         if not run_needs_branch_inputs(view.state, ended):
             decision = decide_after_run(view.state, ended)
-            if decision.state == view.state:
+            if decision.state is view.state or decision.state == view.state:
                 return decision  # nothing for the supervisor to remember
         return await self.ask(lambda reply: Decide(ended, reply))
 
     async def user_message_started(self) -> None:
         """A user message entered the context (overflow recovery may be tried again)."""
         state = self.view().state
-        if state.on_user_message_start() != state:
+        changed = state.on_user_message_start()
+        if changed is not state and changed != state:
             await self.ask(lambda reply: Observe(None, reply))
 
     async def assistant_message_ended(self, message: AssistantMessage) -> AutoRetryEnd | None:
         """An assistant response ended; the event to emit after it, if any."""
         state = self.view().state
         changed, event = state.on_assistant_message_end(message)
-        if changed == state and event is None:
+        if event is None and (changed is state or changed == state):
             return None
         return await self.ask(lambda reply: Observe(message, reply))
 
@@ -478,7 +479,8 @@ class SupervisorHandle(Handle[SupervisorCommand]):
         view = self.view()
         if not view.settings.compaction.enabled:
             return False
-        check = attrs.evolve(check, settings=view.settings.compaction)
+        if check.settings is not view.settings.compaction:  # the caller passes the published
+            check = attrs.evolve(check, settings=view.settings.compaction)
         return prompt_needs_branch_inputs(check) or isinstance(
             decide_before_prompt(check), CompactNow
         )
