@@ -198,5 +198,8 @@ class ModelRegistry:
         """
         stream_fn = self._stream_fns.get(model.api)
         if stream_fn is None:
-            raise UnknownModelError(f"No provider for model {model.ref} (api {model.api})")
+            raise UnknownModelError(
+                f"No provider for model {model.ref} (api {model.api}): pitrio has no adapter "
+                f"for the {model.api} API yet"
+            )
         return stream_fn
