@@ -11,8 +11,10 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
 
 from pitrio.actors.model_router import catalogue
+from pitrio.actors.model_router.actor import ModelRouterHandle
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.models_json import merge_models, parse_models_json
 from pitrio.actors.model_router.registry import ModelRegistry
@@ -179,3 +181,25 @@ def test_the_stored_catalogue_is_what_the_script_generates() -> None:
         env={**os.environ},
     )
     assert done.returncode == 0, done.stderr
+
+
+async def test_a_bare_id_several_providers_have_names_the_one_with_a_key(tmp_path: Path) -> None:
+    from pitrio.sdk.models import ModelRouter, RouterConfig
+
+    keyed = RouterConfig.from_environment(
+        {"PITRIO_AGENT_DIR": str(tmp_path), "HOME": str(tmp_path), "OPENAI_API_KEY": "k"}
+    )
+    router = ModelRouter.from_config(keyed)
+    assert len([m for m in router.registry.list() if m.id == "gpt-5"]) > 1  # pi's data
+    async with trio.open_nursery() as nursery:
+        handle = await nursery.start(router.run)
+        model, level = await ModelRouterHandle(handle).resolve_pattern("gpt-5:high")
+        assert (model.ref, level) == ("openai/gpt-5", "high")
+        nursery.cancel_scope.cancel()
+    # Without a key (or with two) it stays ambiguous, naming the candidates.
+    with pytest.raises(UnknownModelError, match=r"Ambiguous model: gpt-5 \(matches .*openai/gpt-5"):
+        ModelRouter.from_config(
+            RouterConfig.from_environment(
+                {"PITRIO_AGENT_DIR": str(tmp_path), "HOME": str(tmp_path)}
+            )
+        ).registry.resolve("gpt-5")

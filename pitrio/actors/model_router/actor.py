@@ -265,6 +265,9 @@ class ModelRouter(Actor[RouterCommand]):
             return f"no API key for provider {model.provider}"
         return None
 
+    def _usable(self, model: Model) -> bool:
+        return self.availability(model) is None
+
     def candidate(self, pattern: str) -> Candidate:
         """A routing candidate for ``pattern`` (see :mod:`.virtual`)."""
         try:
@@ -297,9 +300,9 @@ class ModelRouter(Actor[RouterCommand]):
         try:
             match command:
                 case Resolve(ref=ref, reply=reply):
-                    reply.set(registry.resolve(ref))
+                    reply.set(registry.resolve(ref, self._usable))
                 case ResolvePattern(pattern=pattern, reply=reply):
-                    reply.set(registry.resolve_pattern(pattern))
+                    reply.set(registry.resolve_pattern(pattern, self._usable))
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
