@@ -74,6 +74,12 @@ def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequen
     )
 
 
+def _listed(router: ModelRouter, model: Model, reason: str | None) -> bool:
+    if reason is None:
+        return True
+    return reason.startswith("no adapter") and router.credentials.configured(model.provider)
+
+
 def list_models_command(
     search: str | None,
     *,
@@ -97,7 +103,9 @@ def list_models_command(
     if search:
         candidates = [m for m in candidates if fuzzy_match(search, f"{m.provider} {m.id}")]
     reasons = {m.ref: router.availability(m) for m in candidates}
-    models = candidates if every else [m for m in candidates if reasons[m.ref] is None]
+    # A provider with credentials is listed even where its API has no adapter yet (pi lists
+    # it); asking that model for a reply is the error naming the API.
+    models = candidates if every else [m for m in candidates if _listed(router, m, reasons[m.ref])]
     if not models:
         hidden = [m for m in candidates if (reasons[m.ref] or "").startswith("no API key")]
         if search:

@@ -68,7 +68,9 @@ def test_registry_order_and_patterns(tmp_path: Path) -> None:
     assert (model.id, level) == ("qwen3:high", None)
     model, level = registry.resolve_pattern("ollama/llama3.1:8b:low")
     assert (model.id, level) == ("llama3.1:8b", "low")
-    assert registry.resolve_pattern("gpt-5:minimal")[0].ref == "openai/gpt-5"  # bare id
+    # A bare id (unique: pi's catalogue, issue 25, serves gpt-5 through several providers).
+    bare = registry.resolve_pattern("anthropic.claude-sonnet-4-6:minimal")[0]
+    assert bare.ref == "amazon-bedrock/anthropic.claude-sonnet-4-6"
     with pytest.raises(UnknownModelError, match=r"^Unknown model: openai/gpt-9:high$"):
         registry.resolve_pattern("openai/gpt-9:high")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,8 +95,13 @@ def test_list_models_all_lists_the_catalogue_saying_what_is_usable(tmp_path: Pat
     keyed = run(
         tmp_path, "--list-models", "claude-sonnet-4-5", "--all", env={"ANTHROPIC_API_KEY": "k"}
     )
-    assert b"anthropic  claude-sonnet-4-5" in keyed.stdout
-    assert keyed.stdout.decode().splitlines()[1].endswith("yes")
+    # Columns are padded to the widest provider name of pi's catalogue (issue 25).
+    [row] = [
+        line
+        for line in keyed.stdout.decode().splitlines()
+        if line.split()[:2] == ["anthropic", "claude-sonnet-4-5"]
+    ]
+    assert row.endswith("yes")
 
 
 # -- credentials and network -----------------------------------------------------------------
@@ -113,7 +119,7 @@ def test_a_missing_key_names_the_variable_and_the_auth_json_entry(tmp_path: Path
     auth.write_text(json.dumps({"anthropic": {"type": "api_key", "key": "..."}}))
     auth.chmod(0o600)
     listed = run(tmp_path, "--list-models", "claude-sonnet-4-5")
-    assert b"anthropic  claude-sonnet-4-5" in listed.stdout, listed
+    assert re.search(rb"^anthropic +claude-sonnet-4-5 ", listed.stdout, re.M), listed
 
 
 def test_a_host_that_does_not_resolve_fails_at_once_with_its_name(tmp_path: Path) -> None:

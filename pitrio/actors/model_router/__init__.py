@@ -6,6 +6,7 @@ catalogue, the user's ``models.json``), the credentials and the HTTP connection 
 :func:`start_model_router` starts one.
 """
 
+from pitrio.actors.model_router import catalogue as _catalogue
 from pitrio.actors.model_router.actor import (
     Availability,
     GetStreamFn,
@@ -22,7 +23,7 @@ from pitrio.actors.model_router.actor import (
     RouterConfig,
     start_model_router,
 )
-from pitrio.actors.model_router.catalogue import CATALOGUE, VIRTUAL_API
+from pitrio.actors.model_router.catalogue import VIRTUAL_API
 from pitrio.actors.model_router.credentials import Credentials, save_api_key
 from pitrio.actors.model_router.diagnostics import http_status, retry_after_ms
 from pitrio.actors.model_router.models_json import VirtualModelSpec, parse_models_json
@@ -121,3 +122,10 @@ __all__ = [
     "state_from_entry_data",
     "with_cost",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``CATALOGUE``, read from the catalogue's data on first access (see :mod:`.catalogue`)."""
+    if name == "CATALOGUE":
+        return _catalogue.models()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

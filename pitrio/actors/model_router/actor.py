@@ -26,10 +26,9 @@ import trio
 
 from pitrio.actors._actor import Actor, Address, Handle
 from pitrio.actors.latest import Latest, LatestReader
+from pitrio.actors.model_router import catalogue
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
-    BUILTIN_PROVIDERS,
-    CATALOGUE,
     OPENAI_COMPLETIONS,
     OPENAI_RESPONSES,
     VIRTUAL_API,
@@ -205,7 +204,7 @@ class ModelRouter(Actor[RouterCommand]):
                 user = load_models_json(models_path)
             except ModelsJsonError as exc:
                 problems.append(str(exc))
-        builtin = CATALOGUE if config.catalogue else ()
+        builtin = catalogue.models() if config.catalogue else ()
         try:
             physical, virtual = merge_models(builtin, user)
         except ModelsJsonError as exc:
@@ -227,7 +226,7 @@ class ModelRouter(Actor[RouterCommand]):
         keyless = {FAUX_PROVIDER} | {
             p.name
             for p in (user.providers if user else ())
-            if p.api_key is None and p.name not in BUILTIN_PROVIDERS
+            if p.api_key is None and p.name not in catalogue.BUILTIN_PROVIDERS
         }
         credentials = Credentials(
             auth_path=config.agent_dir / AUTH_FILE_NAME if config.agent_dir else None,
@@ -294,7 +293,7 @@ class ModelRouter(Actor[RouterCommand]):
         provider = user.providers[0]
         if provider.api_key is not None:
             self.credentials.provider_keys[name] = provider.api_key
-        elif name not in BUILTIN_PROVIDERS:
+        elif name not in catalogue.BUILTIN_PROVIDERS:
             self.credentials.keyless.add(name)
         return tuple(model.ref for model in physical)
 
@@ -309,6 +308,9 @@ class ModelRouter(Actor[RouterCommand]):
                 return None  # Vertex without a key: application-default credentials
             return f"no API key for provider {model.provider}"
         return None
+
+    def _usable(self, model: Model) -> bool:
+        return self.availability(model) is None
 
     def candidate(self, pattern: str) -> Candidate:
         """A routing candidate for ``pattern`` (see :mod:`.virtual`)."""
@@ -342,9 +344,9 @@ class ModelRouter(Actor[RouterCommand]):
         try:
             match command:
                 case Resolve(ref=ref, reply=reply):
-                    reply.set(registry.resolve(ref))
+                    reply.set(registry.resolve(ref, self._usable))
                 case ResolvePattern(pattern=pattern, reply=reply):
-                    reply.set(registry.resolve_pattern(pattern))
+                    reply.set(registry.resolve_pattern(pattern, self._usable))
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):

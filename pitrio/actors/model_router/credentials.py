@@ -38,7 +38,7 @@ import orjson
 import trio
 
 from pitrio.actors.model_router import oauth
-from pitrio.actors.model_router.catalogue import PROVIDER_ENV_VARS
+from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
 from pitrio.errors import AuthFileError, CredentialError
 
 AUTH_FILE_NAME = "auth.json"
@@ -275,7 +275,7 @@ class Credentials:
         env: Mapping[str, str],
         provider_keys: Mapping[str, str] | None = None,
         keyless: Iterable[str] = (),
-        env_vars: Mapping[str, tuple[str, ...]] = PROVIDER_ENV_VARS,
+        env_vars: Mapping[str, tuple[str, ...]] | None = None,
         command_timeout: float = COMMAND_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -283,7 +283,7 @@ class Credentials:
         self.env = dict(env)
         self.provider_keys = dict(provider_keys or {})
         self.keyless = set(keyless)
-        self.env_vars = dict(env_vars)
+        self.env_vars = dict(provider_env_vars() if env_vars is None else env_vars)
         self.command_timeout = command_timeout
         self._auth: dict[str, AuthEntry] | None = None
         self._auth_error: AuthFileError | None = None
@@ -317,6 +317,8 @@ class Credentials:
         if provider in auth:
             return True
         if any(self.env.get(name) for name in self.env_vars.get(provider, ())):
+            return True
+        if has_ambient_credentials(provider, self.env):  # AWS chain, Google ADC
             return True
         return provider in self.provider_keys
 

@@ -33,12 +33,12 @@ from typing import Any, Literal, cast
 import attrs
 import orjson
 
+from pitrio.actors.model_router import catalogue
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
+    CATALOGUE_APIS,
     OPENAI_COMPLETIONS,
     OPENAI_RESPONSES,
-    PROVIDER_APIS,
-    PROVIDER_BASE_URLS,
     VIRTUAL_API,
 )
 from pitrio.errors import ModelsJsonError
@@ -49,15 +49,15 @@ KNOWN_APIS: tuple[str, ...] = (
     OPENAI_COMPLETIONS,
     OPENAI_RESPONSES,
     ANTHROPIC_MESSAGES,
-    "google-generative-ai",
-    "bedrock-converse-stream",
-    "mistral-conversations",
-    "azure-openai-responses",
-    "openai-codex-responses",
-    "google-vertex",
+    *(
+        api
+        for api in CATALOGUE_APIS
+        if api not in (OPENAI_COMPLETIONS, OPENAI_RESPONSES, ANTHROPIC_MESSAGES)
+    ),
     VIRTUAL_API,
 )
-"""APIs a ``models.json`` entry may name."""
+"""APIs a ``models.json`` entry may name: the catalogue's (an API without an adapter loads, and
+using its model is an error naming the API) and virtual models'."""
 
 ROUTE_REASONS: tuple[str, ...] = ("user", "continuation", "retry", "direct")
 
@@ -420,7 +420,7 @@ def merge_models(
         insert_at = (positions[-1] + 1) if positions else len(models)
         for index, raw in enumerate(provider.models):
             model_entry = f"{entry}.models[{index}]"
-            api = raw.get("api", provider.api or PROVIDER_APIS.get(provider.name))
+            api = raw.get("api", provider.api or catalogue.PROVIDER_APIS.get(provider.name))
             if api is None:
                 raise check.fail(model_entry, "api", "required (on the model or its provider)")
             api = check.api(api, model_entry, "api")
@@ -439,7 +439,7 @@ def merge_models(
 def _custom_model(
     check: _Checker, provider: ProviderConfig, raw: Mapping[str, Any], entry: str, api: str
 ) -> Model:
-    base_url = provider.base_url or PROVIDER_BASE_URLS.get(provider.name)
+    base_url = provider.base_url or catalogue.PROVIDER_BASE_URLS.get(provider.name)
     if "baseUrl" in raw:
         base_url = check.base_url(raw["baseUrl"], entry, "baseUrl")
     if base_url is None:

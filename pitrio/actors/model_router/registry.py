@@ -7,7 +7,7 @@ API shares one provider adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from pitrio.actors.model_router.models_json import VirtualModelSpec
@@ -146,21 +146,24 @@ class ModelRegistry:
         """Whether a provider serves ``api``."""
         return api in self._stream_fns
 
-    def resolve_pattern(self, pattern: str) -> tuple[Model, ThinkingLevel | None]:
+    def resolve_pattern(
+        self, pattern: str, usable: Callable[[Model], bool] | None = None
+    ) -> tuple[Model, ThinkingLevel | None]:
         """The model and thinking level named by ``provider/id[:thinking]``.
 
         The whole pattern is tried as a model first (ids such as Ollama's ``llama3.1:8b``
         contain colons); only if that fails is a ``:<level>`` suffix split off. Raises
         :class:`~pitrio.errors.UnknownModelError` (the whole pattern in the message).
+        ``usable``: see :meth:`resolve`.
         """
         try:
-            return self.resolve(pattern), None
+            return self.resolve(pattern, usable), None
         except UnknownModelError as error:
             head, sep, suffix = pattern.rpartition(":")
             if sep and head and suffix in THINKING_LEVELS:
                 try:
                     level = THINKING_LEVELS[THINKING_LEVELS.index(suffix)]
-                    return self.resolve(head), level
+                    return self.resolve(head, usable), level
                 except UnknownModelError:
                     pass
             raise error from None
@@ -169,12 +172,14 @@ class ModelRegistry:
         """The model ``provider/model_id``, or ``None``."""
         return self._models.get(f"{provider}/{model_id}")
 
-    def resolve(self, ref: str) -> Model:
+    def resolve(self, ref: str, usable: Callable[[Model], bool] | None = None) -> Model:
         """The model named ``provider/id``, or by a bare ``id`` that only one provider has.
 
         Model ids may themselves contain ``/`` (``openrouter/anthropic/claude``), so an exact
         ``provider/id`` match is tried first, then the whole reference as a bare id.
         Raises :class:`~pitrio.errors.UnknownModelError` naming the reference otherwise.
+        A bare id several providers have names the one ``usable`` accepts, if only one is
+        (pi matches among the models with credentials: ``gpt-5`` with only an OpenAI key).
         """
         model = self._models.get(ref)
         if model is not None:
@@ -182,6 +187,10 @@ class ModelRegistry:
         candidates = self._by_id.get(ref, [])
         if len(candidates) == 1:
             return candidates[0]
+        if len(candidates) > 1 and usable is not None:
+            kept = [candidate for candidate in candidates if usable(candidate)]
+            if len(kept) == 1:
+                return kept[0]
         if len(candidates) > 1:
             refs = ", ".join(candidate.ref for candidate in candidates)
             raise UnknownModelError(f"Ambiguous model: {ref} (matches {refs})")
@@ -198,5 +207,8 @@ class ModelRegistry:
         """
         stream_fn = self._stream_fns.get(model.api)
         if stream_fn is None:
-            raise UnknownModelError(f"No provider for model {model.ref} (api {model.api})")
+            raise UnknownModelError(
+                f"No provider for model {model.ref} (api {model.api}): pitrio has no adapter "
+                f"for the {model.api} API yet"
+            )
         return stream_fn
