@@ -64,10 +64,19 @@ def models_table(models: Sequence[Model]) -> list[str]:
 
 def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequence[str]]) -> str:
     """Which providers' models are left out for lack of a key, and what to set for each."""
+    from pitrio.sdk.models import ambient_credential_sets, oauth_login_providers
+
+    logins = oauth_login_providers()
     parts = []
     for provider in sorted({model.provider for model in hidden}):
-        names = " or ".join(env_vars.get(provider, ())) or "its key in auth.json"
-        parts.append(f"{provider} (set {names})")
+        ways = [" or ".join(env_vars.get(provider, ()))]
+        # Providers signed in by the environment (AWS, Google Cloud): the first two sets, which
+        # say enough; every set is in docs/configuration.md.
+        ways += [" and ".join(names) for names in ambient_credential_sets(provider)[:2]]
+        said = " or ".join(way for way in ways if way) or "its key in auth.json"
+        if provider in logins:
+            said += f", or run pitrio login {provider}"
+        parts.append(f"{provider} (set {said})")
     return (
         f"Hidden for lack of credentials: {', '.join(parts)}; "
         "pitrio --list-models --all lists every model"

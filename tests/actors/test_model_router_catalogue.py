@@ -96,8 +96,8 @@ def test_key_variables_are_pis() -> None:
     assert env["github-copilot"] == ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
     assert env["moonshotai-cn"] == ("MOONSHOT_API_KEY",)
     assert env["deepseek"] == ("DEEPSEEK_API_KEY",)  # a key pi knows without listed models
-    # pi reads ANTHROPIC_OAUTH_TOKEN first; pitrio defers it (DESIGN-NOTES, issue 25).
-    assert env["anthropic"] == ("ANTHROPIC_API_KEY",)
+    # pi reads ANTHROPIC_OAUTH_TOKEN first (sent as a bearer token by the adapter).
+    assert env["anthropic"] == ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY")
     assert "openai-codex" not in env and "amazon-bedrock" not in env  # no key variable
 
 
@@ -203,3 +203,17 @@ async def test_a_bare_id_several_providers_have_names_the_one_with_a_key(tmp_pat
                 {"PITRIO_AGENT_DIR": str(tmp_path), "HOME": str(tmp_path)}
             )
         ).registry.resolve("gpt-5")
+
+
+async def test_an_anthropic_oauth_token_in_the_environment_wins_over_the_key(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "ANTHROPIC_OAUTH_TOKEN": "sk-ant-oat01-t",
+        "ANTHROPIC_API_KEY": "sk-ant-api03-k",
+        "HOME": str(tmp_path),
+    }
+    creds = Credentials(auth_path=None, env=env)
+    assert await creds.api_key("anthropic") == "sk-ant-oat01-t"
+    del env["ANTHROPIC_OAUTH_TOKEN"]
+    assert await Credentials(auth_path=None, env=env).api_key("anthropic") == "sk-ant-api03-k"

@@ -87,7 +87,7 @@ async def test_missing_key_error_names_the_variables_not_secrets(tmp_path: Path)
     with pytest.raises(CredentialError) as info:
         await store.api_key("anthropic")
     assert str(info.value) == (
-        "No API key for provider anthropic: set ANTHROPIC_API_KEY or add "
+        "No API key for provider anthropic: set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY or add "
         '{"anthropic": {"type": "api_key", "key": "..."}} to '
         f"{tmp_path / 'auth.json'} (mode 600)"
     )

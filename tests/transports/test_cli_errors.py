@@ -71,7 +71,19 @@ def test_list_models_names_the_providers_hidden_for_lack_of_a_key(tmp_path: Path
     assert (result.returncode, result.stderr) == (0, b"")
     lines = result.stdout.decode().splitlines()
     assert lines[0] == 'No models matching "claude"'
-    assert lines[1].startswith("Hidden for lack of credentials: anthropic (set ANTHROPIC_API_KEY)")
+    assert lines[1].startswith("Hidden for lack of credentials: ")
+    hidden = lines[1].removeprefix("Hidden for lack of credentials: ")
+    # Each provider whose models match, with what would sign it in: a key variable, the
+    # environment's credentials (AWS), a subscription login.
+    assert (
+        "anthropic (set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY, or run pitrio login anthropic)"
+        in hidden
+    )
+    assert (
+        "amazon-bedrock (set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)" in hidden
+    )
+    assert "openrouter (set OPENROUTER_API_KEY)" in hidden
+    assert "auth.json" not in hidden  # every one of them has a way named
     assert lines[1].endswith("pitrio --list-models --all lists every model")
     keyed = run(tmp_path, "--list-models", "claude", env={"ANTHROPIC_API_KEY": "k"})
     assert b"claude-sonnet-4-5" in keyed.stdout and b"Hidden" not in keyed.stdout
@@ -112,7 +124,7 @@ def test_a_missing_key_names_the_variable_and_the_auth_json_entry(tmp_path: Path
     assert (result.returncode, result.stdout) == (1, b"")
     auth = tmp_path / "agent" / "auth.json"
     assert result.stderr.decode() == (
-        "No API key for provider anthropic: set ANTHROPIC_API_KEY or add "
+        "No API key for provider anthropic: set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY or add "
         f'{{"anthropic": {{"type": "api_key", "key": "..."}}}} to {auth} (mode 600)\n'
     )
     # The entry as printed is one pitrio accepts.

@@ -156,9 +156,10 @@ def providers() -> tuple[ProviderInfo, ...]:
     )
 
 
-DEFERRED_KEY_VARIABLES = frozenset({"ANTHROPIC_OAUTH_TOKEN"})
-"""pi's key variables pitrio does not read yet: an OAuth token needs bearer authentication
-and its own headers, which the adapter lacks; sent as an API key it would be refused."""
+DEFERRED_KEY_VARIABLES: frozenset[str] = frozenset()
+"""pi's key variables pitrio does not read yet (none: ``ANTHROPIC_OAUTH_TOKEN``, deferred until
+the Anthropic adapter sent an OAuth token as a bearer token with Claude Code's headers, is read
+first, as pi reads it)."""
 
 
 @functools.cache
@@ -173,6 +174,15 @@ def provider_env_vars() -> dict[str, tuple[str, ...]]:
     for name, keys in _document()["keyOnlyProviders"].items():
         table.setdefault(name, tuple(keys))
     return table
+
+
+def ambient_credential_sets(provider: str) -> tuple[tuple[str, ...], ...]:
+    """The alternative sets of variables that together sign ``provider`` in (none for a
+    provider with a plain key)."""
+    for info in providers():
+        if info.name == provider:
+            return info.ambient
+    return ()
 
 
 def has_ambient_credentials(provider: str, env: Mapping[str, str]) -> bool:
