@@ -17,7 +17,13 @@ import anyio
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-MARKERS = Path(sys.argv[1])
+
+def markers() -> Path:
+    """The marker directory the process was started with (read when a tool runs, not at
+    import: the tests import this module for :data:`PNG` under pytest's own argv)."""
+    return Path(sys.argv[1])
+
+
 # The smallest valid PNG (1x1, transparent).
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -29,11 +35,11 @@ server = MCPServer("edge")
 @server.tool()
 async def slow(label: str) -> str:
     """Wait until cancelled (or a minute), noting both on disk."""
-    (MARKERS / f"slow-{label}.started").write_text(label)
+    (markers() / f"slow-{label}.started").write_text(label)
     try:
         await anyio.sleep(60)
     except anyio.get_cancelled_exc_class():
-        (MARKERS / f"slow-{label}.cancelled").write_text(label)
+        (markers() / f"slow-{label}.cancelled").write_text(label)
         raise
     return f"slow {label} done"
 
@@ -61,7 +67,7 @@ def picture() -> Image:
 @server.tool()
 def typed(count: int, name: str) -> str:
     """Repeat ``name`` ``count`` times."""
-    (MARKERS / "typed.called").write_text(f"{count} {name}")
+    (markers() / "typed.called").write_text(f"{count} {name}")
     return name * count
 
 
@@ -72,6 +78,6 @@ def fail() -> str:
 
 
 if __name__ == "__main__":
-    with (MARKERS / "starts").open("a") as starts:
+    with (markers() / "starts").open("a") as starts:
         starts.write(f"{os.getpid()}\n")
     server.run("stdio")
