@@ -16,6 +16,7 @@ import {
 import {
   onEvent,
   renderMessages,
+  renderMcpServers,
   renderUsage,
   resetSessionView,
   setStreaming,
@@ -360,6 +361,7 @@ function onResponse(frame) {
       $("session-title").textContent = data.sessionName || (row && row.title) || "New session";
       setStreaming(data.isStreaming);
       selectModel($("model"), data.model);
+      renderMcpServers(data.mcpServers);
       break;
     }
     case "get_available_models":

@@ -18,6 +18,8 @@ export function onEvent(current, frame) {
     case "agent_settled":
       setStreaming(false);
       send({ type: "get_session_stats" });
+      // A server may have gone away during the run: its badge follows.
+      if ($("mcp").childElementCount) send({ type: "get_state" });
       return;
     case "message_start":
       if (frame.message.role === "assistant") current.view = startAssistant();
@@ -59,6 +61,7 @@ export function resetSessionView() {
   clearDialogs();
   clearRunNotices();
   renderQueue([], []);
+  $("mcp").replaceChildren();
   $("usage").textContent = "";
   delete $("usage").dataset.tokens;
 }
@@ -240,6 +243,23 @@ export function renderUsage(stats) {
     parts.push(`context ${usage.percent.toFixed(1)}% of ${usage.contextWindow}`);
   }
   $("usage").textContent = parts.join(" · ");
+}
+
+/** The session's MCP servers from get_state's mcpServers (pitrio's field; absent: none). */
+export function renderMcpServers(servers) {
+  const box = $("mcp");
+  box.replaceChildren();
+  for (const server of servers || []) {
+    const badge = el("span", `mcp-server ${server.status}`, `${server.name}`);
+    badge.dataset.status = server.status;
+    const tools = server.tools.length === 1 ? "1 tool" : `${server.tools.length} tools`;
+    badge.title = `MCP server ${server.name}: ${server.status}, ${tools}` +
+      (server.error ? ` (${server.error})` : "");
+    box.append(badge);
+  }
+  // A server still coming up: ask again shortly, so its badge settles on running or failed.
+  const pending = (servers || []).some((s) => s.status === "starting");
+  if (pending && state.current) setTimeout(() => send({ type: "get_state" }), 1000);
 }
 
 /** Whether the current session is running: status text and which buttons apply. */
