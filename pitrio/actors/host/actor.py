@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from pitrio.actors.host.policy import validate_session_id
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import absolute_cwd
 from pitrio.actors.session_store import SessionInfo, new_header
-from pitrio.actors.session_store.paths import session_dir, session_file_name
+from pitrio.actors.session_store.paths import AGENT_DIR_ENV, session_dir, session_file_name
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
 
@@ -288,7 +289,9 @@ class Host(Actor[HostCommand]):
         header = new_header(cwd)
         path: Path | None = None
         if self.config.store is None:
-            directory = session_dir(cwd, override=self.config.session_dir)
+            # The host's own agent dir, not the environment's: the index reads it back there.
+            env = {**os.environ, AGENT_DIR_ENV: str(self.config.agent_dir)}
+            directory = session_dir(cwd, override=self.config.session_dir, env=env)
             path = directory / session_file_name(header.timestamp, header.id)
         stub = SessionStub(
             header=header,
