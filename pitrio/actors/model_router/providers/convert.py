@@ -411,3 +411,9 @@ def tool_result_text(message: ToolResultMessage) -> str:
 def data_url(image: ImageContent) -> str:
     """``image`` as a ``data:`` URL."""
     return f"data:{image.mime_type};base64,{image.data}"
+
+
+def positive_int(value: Any) -> int:
+    """A vendor's count as an int: a positive integer as is, anything else (a bool, a float,
+    a negative, ``None``) 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

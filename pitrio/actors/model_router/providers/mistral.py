@@ -25,7 +25,12 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers.base import output_limit
-from pitrio.actors.model_router.providers.convert import TranscriptPreparer, data_url, same_model
+from pitrio.actors.model_router.providers.convert import (
+    TranscriptPreparer,
+    data_url,
+    positive_int,
+    same_model,
+)
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
@@ -317,8 +322,8 @@ class MistralParser(SseParser):
         if isinstance(usage, dict):
             self.builder.set_usage(
                 make_usage(
-                    input=_int(usage.get("prompt_tokens")),
-                    output=_int(usage.get("completion_tokens")),
+                    input=positive_int(usage.get("prompt_tokens")),
+                    output=positive_int(usage.get("completion_tokens")),
                     model=self.model,
                 )
             )
@@ -432,10 +437,6 @@ class MistralParser(SseParser):
         reason = _STOP_REASONS.get(self._finish or "", "stop")
         out.append(self.builder.done(reason))  # type: ignore[arg-type]
         return out
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class MistralProvider(HttpProvider):

@@ -25,6 +25,7 @@ from pitrio.actors.model_router.providers.convert import (
     PrefixCache,
     TranscriptPreparer,
     data_url,
+    positive_int,
     tool_result_text,
 )
 from pitrio.actors.model_router.providers.http import (
@@ -448,12 +449,14 @@ class OpenAICompletionsParser(SseParser):
         out.append(self.builder.toolcall_delta(delta, index))
 
     def _usage(self, usage: dict[str, Any]) -> None:
-        prompt = _int(usage.get("prompt_tokens"))
-        completion = _int(usage.get("completion_tokens"))
+        prompt = positive_int(usage.get("prompt_tokens"))
+        completion = positive_int(usage.get("completion_tokens"))
         details = usage.get("prompt_tokens_details")
         details = details if isinstance(details, dict) else {}
-        cached = _int(details.get("cached_tokens")) or _int(usage.get("prompt_cache_hit_tokens"))
-        written = _int(details.get("cache_write_tokens"))
+        cached = positive_int(details.get("cached_tokens")) or positive_int(
+            usage.get("prompt_cache_hit_tokens")
+        )
+        written = positive_int(details.get("cache_write_tokens"))
         self.builder.set_usage(
             make_usage(
                 input=max(0, prompt - cached - written),
@@ -492,10 +495,6 @@ class OpenAICompletionsParser(SseParser):
             # "tool_calls", "function_call", "stop" with calls: toolUse; otherwise stop.
             out.append(self.builder.done())
         return out
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class OpenAICompletionsProvider(HttpProvider):

@@ -27,6 +27,7 @@ from pitrio.actors.model_router.providers.convert import (
     PrefixCache,
     TranscriptPreparer,
     data_url,
+    positive_int,
     same_model,
     short_hash,
     tool_result_text,
@@ -422,11 +423,11 @@ class OpenAIResponsesParser(SseParser):
         usage = response.get("usage")
         if isinstance(usage, dict):
             details = usage.get("input_tokens_details")
-            cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            cached = positive_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
             self.builder.set_usage(
                 make_usage(
-                    input=max(0, _int(usage.get("input_tokens")) - cached),
-                    output=_int(usage.get("output_tokens")),
+                    input=max(0, positive_int(usage.get("input_tokens")) - cached),
+                    output=positive_int(usage.get("output_tokens")),
                     cache_read=cached,
                     model=self.model,
                 )
@@ -486,10 +487,6 @@ def _delta(payload: dict[str, Any]) -> str:
     if not isinstance(delta, str):
         raise MalformedStreamError(f"a {payload.get('type')} event without a text delta")
     return delta
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class OpenAIResponsesProvider(HttpProvider):
