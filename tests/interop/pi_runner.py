@@ -9,6 +9,7 @@ the mock received, the session files and ``settings.json`` left behind, the exit
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -114,7 +115,12 @@ def find_pi_cli() -> tuple[Path | None, str]:
         else base / "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
     )
     if not cli.is_file() and not configured:
-        failure = install_pi(base)
+        # Test workers (pytest-xdist) import this module at once: the first installs while the
+        # others wait on the lock, then find pi there.
+        base.parent.mkdir(parents=True, exist_ok=True)
+        with open(base.parent / f".pi-{PI_VERSION}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            failure = "" if cli.is_file() else install_pi(base)
         if failure:
             return None, failure
     if not cli.is_file():
