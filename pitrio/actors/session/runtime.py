@@ -54,14 +54,15 @@ def single_error(exc: BaseException) -> Exception:
         return PitrioError(str(first))
     return PitrioError(f"{type(first).__name__}: {first}")
 
-NOTHING_TO_CLONE = "Cannot clone: the session has no messages yet"
 
+NOTHING_TO_CLONE = "Cannot clone: the session has no messages yet"
 
 
 def resolve_session_path(cwd: str | None, path: str) -> str:
     """``path`` made absolute against ``cwd`` (the process's when None) and normalized
     lexically, ``..`` included, as Node's ``path.resolve``; nothing is touched on disk."""
     return os.path.normpath(os.path.join(cwd or os.getcwd(), path))
+
 
 class SessionReplacementCancelled(PitrioError):
     """An extension's ``session_before_switch`` / ``session_before_fork`` said no."""
