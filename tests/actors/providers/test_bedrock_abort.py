@@ -38,9 +38,12 @@ async def aborted_end(loop: AgentLoopHandle, *, when_streaming: bool) -> Assista
     async with trio.open_nursery() as nursery:
         nursery.start_soon(loop.prompt, "go")
         async for event in events:
-            if when_streaming and isinstance(event, MessageUpdate):
-                if event.assistant_message_event.type == "text_delta":
-                    await loop.abort()
+            if (
+                when_streaming
+                and isinstance(event, MessageUpdate)
+                and event.assistant_message_event.type == "text_delta"
+            ):
+                await loop.abort()
             if isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
                 return event.message
     raise AssertionError("no assistant message")  # pragma: no cover
