@@ -30,11 +30,11 @@ from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_codex_responses import (
     OpenAICodexResponsesProvider,
 )
-from pitrio.messages import AssistantMessage, TextContent, user_message
+from pitrio.messages import AssistantMessage, TextContent, ToolCall, user_message
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, TextDelta
 from tests.actors.providers.loopback import LoopbackServer, Reply, recording, sse
-from tests.actors.providers.support import collect, final, make_model
+from tests.actors.providers.support import collect, final, make_model, split_sse, tool_result
 from tests.actors.providers.test_openai_codex_responses import TOKEN
 
 API = "openai-codex-responses"
@@ -343,3 +343,26 @@ async def test_closing_the_pool_closes_the_kept_connections() -> None:
         await pool.aclose()  # what the model router does when it stops
         await vendor.wait_closed(1)
     assert provider.sockets.by_session == {}
+
+
+async def test_after_a_tool_call_only_its_result_is_sent(pool: HttpPool) -> None:
+    recorded = recording("openai_responses_reasoning_tools.sse")
+    first_script = [orjson.loads(data) for _, data in split_sse(recorded)]
+    async with ws_vendor() as vendor:
+        vendor.scripts += [first_script, answer("resp_2", "done")]
+        provider = codex(pool)
+        model = make_model(API, vendor.url, id="gpt-5.2-codex", reasoning=True)
+        asked = context("read it")
+        called = final(await collect(provider, model, asked, OPTIONS))
+        assert called.stop_reason == "toolUse"
+        calls = [block for block in called.content if isinstance(block, ToolCall)]
+        results = tuple(tool_result(call.id, f"body {n}") for n, call in enumerate(calls))
+        follow = LlmContext(system_prompt="sys", messages=(*asked.messages, called, *results))
+        await collect(provider, model, follow, OPTIONS)
+        await provider.sockets.aclose()
+    (_, one), (_, two) = vendor.messages
+    assert two["previous_response_id"] == called.response_id
+    # The answer's reasoning and calls are the server's already: only the results go.
+    assert [item["type"] for item in two["input"]] == ["function_call_output"] * len(calls)
+    assert [item["output"] for item in two["input"]] == [f"body {n}" for n in range(len(calls))]
+    assert len(one["input"]) == 1
