@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -366,3 +367,23 @@ async def test_after_a_tool_call_only_its_result_is_sent(pool: HttpPool) -> None
     assert [item["type"] for item in two["input"]] == ["function_call_output"] * len(calls)
     assert [item["output"] for item in two["input"]] == [f"body {n}" for n in range(len(calls))]
     assert len(one["input"]) == 1
+
+
+async def test_wss_through_tls(pool: HttpPool, tmp_path: Path) -> None:
+    import ssl
+
+    from tests.actors.providers.test_transport import self_signed
+
+    cert, server_context = await self_signed(tmp_path)
+    vendor = WsVendor()
+    vendor.scripts.append(answer("resp_1", "secure"))
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, vendor.handle, "127.0.0.1", 0, server_context)
+        provider = codex(pool)
+        provider._ssl = ssl.create_default_context(cafile=str(cert))  # trusts the test's CA
+        model = make_model(API, f"https://localhost:{server.port}/backend-api", id="gpt-5.2-codex")
+        message = final(await collect(provider, model, context("a"), OPTIONS))
+        await provider.sockets.aclose()
+        nursery.cancel_scope.cancel()
+    assert texts(message) == ["secure"]
+    assert vendor.handshakes[0][0] == "/backend-api/codex/responses"

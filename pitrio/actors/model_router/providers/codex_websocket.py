@@ -62,7 +62,7 @@ MESSAGE_TOO_BIG = 1009
 ABNORMAL_CLOSURE = 1006
 """The close code a client reports when the connection ended without a close frame."""
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""A message larger than this is refused (1009), as a browser's WebSocket would."""
+"""A message longer than this (characters) closes the connection with 1009."""
 _READ_SIZE = 65536
 _DROPPED_HEADERS = ("accept", "content-type", "openai-beta")
 PROTOCOL_ERRORS = (LocalProtocolError, RemoteProtocolError)

@@ -55,7 +55,7 @@ from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 
 API = "openai-codex-responses"
 DEFAULT_BASE_URL = "https://chatgpt.com/backend-api"
@@ -235,6 +235,15 @@ class OpenAICodexResponsesProvider(HttpProvider):
         super().__init__(pool, *args, **kwargs)
         self.sockets = CodexSockets()
         pool.closers.append(self.sockets.aclose)  # the router's pool closes the sessions'
+        self._ssl: ssl.SSLContext | None = None
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        # Built once, on the first wss connection (as the HTTP pool's: tens of milliseconds).
+        if self._ssl is None:
+            import httpx
+
+            self._ssl = httpx.create_ssl_context(trust_env=self.pool.settings.trust_env)
+        return self._ssl
 
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
@@ -257,14 +266,12 @@ class OpenAICodexResponsesProvider(HttpProvider):
         settings, session = self.pool.settings, request.session_id
         url, headers = websocket_url(request.url), handshake_headers(request.headers, session)
 
-        def ssl_context() -> ssl.SSLContext:  # as the HTTP pool's (wss only)
-            import httpx
-
-            return httpx.create_ssl_context(trust_env=settings.trust_env)
-
         def connect() -> Any:
             return CodexSocket.connect(
-                url, headers, connect_timeout=settings.connect_timeout, ssl_context=ssl_context
+                url,
+                headers,
+                connect_timeout=settings.connect_timeout,
+                ssl_context=self._ssl_context,
             )
 
         try:
@@ -314,10 +321,9 @@ class OpenAICodexResponsesProvider(HttpProvider):
             socket.continuation = Continuation(
                 body=body,
                 response_id=final.message.response_id,
+                # pi leaves out the results the preparer owes an answer's calls.
                 items=tuple(item for item in items if item.get("type") != "function_call_output"),
             )
-        elif isinstance(final, StreamError):
-            socket.continuation = None
 
     def _fall_back(self, session: str | None) -> None:
         if session is not None:  # pi remembers only sessions; a request without goes on trying
