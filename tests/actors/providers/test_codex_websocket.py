@@ -246,6 +246,20 @@ async def test_an_idle_connection_expires(pool: HttpPool) -> None:
     assert "previous_response_id" not in vendor.messages[1][1]  # a new connection: full body
 
 
+async def test_another_sessions_request_closes_an_expired_connection(pool: HttpPool) -> None:
+    async with ws_vendor() as vendor:
+        vendor.scripts += [answer("resp_1", "one"), answer("resp_2", "two")]
+        provider = codex(pool)
+        model = make_model(API, vendor.url, id="gpt-5.2-codex")
+        await collect(provider, model, context("a"), OPTIONS)
+        provider.sockets.by_session["sess-1"].idle_since -= 301  # an ended session's
+        await collect(provider, model, context("a"), StreamOptions(session_id="sess-2"))
+        assert list(provider.sockets.by_session) == ["sess-2"]
+        await vendor.wait_closed(1)
+        await provider.sockets.aclose()
+    assert vendor.closed[0] == 1  # the first session's connection
+
+
 async def test_without_a_session_each_request_has_its_own_connection(pool: HttpPool) -> None:
     async with ws_vendor() as vendor:
         vendor.scripts += [answer("resp_1", "one"), answer("resp_2", "two")]

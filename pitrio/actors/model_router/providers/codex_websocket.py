@@ -306,6 +306,7 @@ class CodexSockets:
         connect: Callable[[], Any],
     ) -> Lease:
         """A connection for one request of ``session_id`` (``connect()`` opens a new one)."""
+        await self._sweep(keep=session_id)
         if session_id is None:
             return Lease(await connect(), kept=False)
         cached = self.by_session.get(session_id)
@@ -322,6 +323,18 @@ class CodexSockets:
         socket.busy = True
         self.by_session[session_id] = socket
         return Lease(socket, kept=True)
+
+    async def _sweep(self, keep: str | None) -> None:
+        # No timer closes an idle connection (pi's has one), so each request closes those
+        # idle too long or closed by the server: an ended session's socket does not linger
+        # past the next request of any session.
+        now = trio.current_time()
+        for name, socket in list(self.by_session.items()):
+            if name == keep or socket.busy:
+                continue
+            if now - socket.idle_since >= SESSION_IDLE_S or not socket.reusable():
+                del self.by_session[name]
+                await socket.aclose(1000, "idle_timeout")
 
     async def release(self, session_id: str | None, lease: Lease, *, keep: bool) -> None:
         """Give ``lease`` back: kept for the session's next request, or closed."""
