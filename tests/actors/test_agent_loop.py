@@ -827,9 +827,16 @@ async def test_abort_before_the_first_chunk(autojump_clock: trio.testing.MockClo
     assert final.message.content == ()
 
 
-@pytest.mark.parametrize("api", ["openai-completions", "anthropic-messages"])
+@pytest.mark.parametrize(
+    ("api", "text"),
+    [
+        ("openai-completions", "Request was aborted."),
+        ("anthropic-messages", "Request was aborted."),
+        ("bedrock-converse-stream", "Request aborted"),  # the AWS SDK's AbortError
+    ],
+)
 async def test_abort_before_a_vendor_answers_has_the_sdks_wording(
-    autojump_clock: trio.testing.MockClock, api: str
+    autojump_clock: trio.testing.MockClock, api: str, text: str
 ) -> None:
     """pi 0.73.1 against a vendor API: an abort that lands before the response begins ends
     with the vendor SDK's sentence (with a full stop); once the stream runs, pi-ai's own."""
@@ -847,15 +854,14 @@ async def test_abort_before_a_vendor_answers_has_the_sdks_wording(
         events = fx.drain()
     final = events[-3]
     assert isinstance(final, MessageEnd) and isinstance(final.message, AssistantMessage)
-    assert (final.message.stop_reason, final.message.error_message) == (
-        "aborted",
-        "Request was aborted.",
-    )
+    assert (final.message.stop_reason, final.message.error_message) == ("aborted", text)
 
 
 def test_aborted_text_by_api_and_progress() -> None:
     assert aborted_text("openai-responses", responded=False) == "Request was aborted."
     assert aborted_text("openai-responses", responded=True) == "Request was aborted"
+    assert aborted_text("bedrock-converse-stream", responded=False) == "Request aborted"
+    assert aborted_text("bedrock-converse-stream", responded=True) == "Request was aborted"
     assert aborted_text("faux-api", responded=False) == "Request was aborted"
 
 

@@ -202,3 +202,6 @@ def test_provider_settings_from_pi_settings() -> None:
     assert (settings.http.read_timeout, settings.http.max_retries) == (90.0, 2)
     assert settings.http.max_retry_delay_ms == 0
     assert provider_settings({}) == ProviderSettings()
+    assert provider_settings({}).transport == "auto"  # pi's default
+    assert provider_settings({"transport": "sse"}).transport == "sse"
+    assert provider_settings({"transport": "carrier-pigeon"}).transport == "auto"

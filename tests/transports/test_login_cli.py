@@ -20,7 +20,7 @@ import trio
 
 from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.oauth import normalize_domain
-from pitrio.actors.model_router.oauth_login import next_wait
+from pitrio.actors.model_router.oauth_login import copilot_model_ids, next_wait
 from tests.oauth_server import oauth_vendor
 
 
@@ -170,20 +170,33 @@ async def test_login_copilot_device_flow(tmp_path: Path) -> None:
                 "expires_at": 2_000_000_000,
             },
         )
+        # One model's policy is accepted; every other policy path answers 404, which pi
+        # ignores: the login still succeeds.
+        vendor.script("/models/claude-sonnet-4.5/policy", 200, {"state": "enabled"})
         async with running_login(tmp_path, base, "github-copilot") as terminal:
             await terminal.until("GitHub Enterprise URL/domain")
             await terminal.answer("")
             text = await terminal.until("enter code: ABCD-1234")
             assert "https://github.com/login/device" in text
+            await terminal.until("Enabling models...")
             await terminal.until("Logged in to GitHub Copilot")
     assert terminal.process.returncode == 0
     paths = [request.path for request in vendor.requests]
-    assert paths == [
+    assert paths[:4] == [
         "/login/device/code",
         "/login/oauth/access_token",
         "/login/oauth/access_token",
         "/copilot_internal/v2/token",
     ]
+    assert sorted(paths[4:]) == sorted(f"/models/{id}/policy" for id in copilot_model_ids())
+    assert "/models/claude-sonnet-4.5/policy" in paths[4:]
+    policy = vendor.requests[4]
+    assert policy.method == "POST" and policy.json() == {"state": "enabled"}
+    assert policy.headers["authorization"] == (
+        "Bearer tid=9;proxy-ep=proxy.individual.githubcopilot.com"
+    )
+    assert policy.headers["openai-intent"] == policy.headers["x-interaction-type"] == "chat-policy"
+    assert policy.headers["copilot-integration-id"] == "vscode-chat"
     assert vendor.requests[0].form() == {"client_id": oauth.COPILOT_CLIENT_ID, "scope": "read:user"}
     assert vendor.requests[1].form()["device_code"] == "dev-1"
     assert vendor.requests[3].headers["authorization"] == "Bearer gho_granted"

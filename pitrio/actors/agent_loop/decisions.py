@@ -28,6 +28,10 @@ NO_CONTEXT = "Cannot continue: no messages in context"
 ABORTED_TEXT = "Request was aborted"
 ABORTED_BEFORE_RESPONSE_TEXT = "Request was aborted."
 MISTRAL_ABORTED_BEFORE_RESPONSE_TEXT = "Request aborted by client"
+BEDROCK_ABORTED_BEFORE_RESPONSE_TEXT = "Request aborted"
+"""The AWS SDK's abort error (its HTTP handler's), which pi 0.73.1 reports unchanged when an
+abort lands before Bedrock's response has begun; once it streams, pi's own text (measured
+against pi with the SDK's default HTTP/2 handler)."""
 # The APIs whose vendor SDK pi 0.73.1 calls through (OpenAI's and Anthropic's): their abort
 # error, raised while no response has begun, carries the full stop.
 SDK_APIS = frozenset(
@@ -43,6 +47,8 @@ def aborted_text(api: str, *, responded: bool) -> str:
         return ABORTED_BEFORE_RESPONSE_TEXT
     if not responded and api == "mistral-conversations":
         return MISTRAL_ABORTED_BEFORE_RESPONSE_TEXT  # the Mistral SDK's RequestAbortedError
+    if not responded and api == "bedrock-converse-stream":
+        return BEDROCK_ABORTED_BEFORE_RESPONSE_TEXT
     return ABORTED_TEXT
 
 

@@ -424,6 +424,23 @@ def copilot_base_url(access: str, enterprise: str | None) -> str:
     return "https://api.individual.githubcopilot.com"
 
 
+def copilot_policy_request(
+    access: str, enterprise: str | None, model_id: str, env: Mapping[str, str]
+) -> OAuthRequest:
+    """The request that accepts ``model_id``'s policy for the Copilot account of ``access``
+    (some models, Claude's and Grok's, answer only once it is accepted): pi's endpoint
+    ``{api}/models/{id}/policy``, its headers and body."""
+    url = endpoint(f"{copilot_base_url(access, enterprise)}/models/{model_id}/policy", env)
+    headers = {
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {access}",
+        **COPILOT_HEADERS,
+        "openai-intent": "chat-policy",
+        "x-interaction-type": "chat-policy",
+    }
+    return OAuthRequest("POST", url, headers, orjson.dumps({"state": "enabled"}))
+
+
 def copilot_dynamic_headers(messages: Sequence[Any]) -> dict[str, str]:
     """The per-request headers pi adds for GitHub Copilot (who started the turn, images)."""
     last = messages[-1] if messages else None

@@ -6,6 +6,8 @@
   machine than the browser), which is why the redirect URL is accepted as pasted text.
 * ``github-copilot``: GitHub's device flow: pitrio prints the verification URL and the user
   code, polls until the user has approved, then exchanges the GitHub token for a Copilot token.
+  Then, as pi, it accepts the policy of every Copilot model of the built-in catalogue at once
+  (:func:`enable_copilot_models`); a model that refuses does not fail the login.
 
 The flows talk to the user through two callables (``show`` a line, ``ask`` for one), so the
 CLI shell and the tests drive them the same way. The credentials returned are what
@@ -84,7 +86,40 @@ async def _device_login(show: Show, ask: Ask, env: Mapping[str, str]) -> dict[st
         entry["enterpriseUrl"] = enterprise
     request = oauth.refresh_request("github-copilot", entry, env)
     reply = await send_oauth_request(request, "github-copilot")
-    return oauth.parse_token_response("github-copilot", reply, previous=entry)
+    credentials = oauth.parse_token_response("github-copilot", reply, previous=entry)
+    show("Enabling models...")
+    await enable_copilot_models(credentials["access"], enterprise, copilot_model_ids(), env)
+    return credentials
+
+
+def copilot_model_ids() -> tuple[str, ...]:
+    """The ids of the built-in catalogue's GitHub Copilot models (pi enables exactly these)."""
+    from pitrio.actors.model_router import catalogue
+
+    return tuple(model.id for model in catalogue.models() if model.provider == "github-copilot")
+
+
+async def enable_copilot_models(
+    access: str, enterprise: str | None, model_ids: tuple[str, ...], env: Mapping[str, str]
+) -> dict[str, bool]:
+    """Accept the policy of each of ``model_ids`` for the account of ``access``, all at once;
+    whether each was accepted (a 2xx answer). A failure (refused, unreachable, no answer within
+    the OAuth timeout) is only recorded: pi ignores it, the model may need no policy."""
+    accepted: dict[str, bool] = {}
+
+    async def enable(model_id: str) -> None:
+        request = oauth.copilot_policy_request(access, enterprise, model_id, env)
+        try:
+            await send_oauth_request(request, "github-copilot")
+        except CredentialError:
+            accepted[model_id] = False
+        else:
+            accepted[model_id] = True
+
+    async with trio.open_nursery() as nursery:
+        for model_id in model_ids:
+            nursery.start_soon(enable, model_id)
+    return accepted
 
 
 async def _poll(domain: str, device: oauth.DeviceCode, env: Mapping[str, str]) -> str:

@@ -11,7 +11,7 @@ import trio
 
 from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.actors.model_router.credentials import Credentials
-from pitrio.actors.model_router.providers.base import HttpSettings
+from pitrio.actors.model_router.providers.base import HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.http_errors import codex_error_text
 from pitrio.actors.model_router.providers.openai_codex_responses import (
@@ -48,8 +48,9 @@ def codex_body(name: str) -> bytes:
 
 
 def provider(pool: HttpPool) -> OpenAICodexResponsesProvider:
+    """The SSE transport (the WebSocket one has its own tests: test_codex_websocket.py)."""
     creds = Credentials(auth_path=None, env={}, provider_keys={"test": TOKEN})
-    return OpenAICodexResponsesProvider(pool, creds)
+    return OpenAICodexResponsesProvider(pool, creds, ProviderSettings(transport="sse"))
 
 
 @pytest.mark.parametrize(

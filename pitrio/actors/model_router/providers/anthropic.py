@@ -18,10 +18,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
+    EventSender,
     ProviderSettings,
     output_limit,
+)
+from pitrio.actors.model_router.providers.claude_code import (
+    claude_code_body,
+    reply_tool_names,
 )
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
@@ -284,6 +291,24 @@ CLAUDE_CODE_IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude
 """The first system block pi sends with an OAuth token (the API requires it for those)."""
 
 
+@attrs.frozen(kw_only=True)
+class AnthropicRequest(HttpRequest):
+    """A Messages API request; ``tool_names`` (with an OAuth token) maps the reply's tool
+    names back (see :func:`reply_tool_names`); ``None``: the reply's names are kept."""
+
+    tool_names: Mapping[str, str] | None = None
+
+
+def is_oauth_token(model: Model, api_key: str | None) -> bool:
+    """Whether ``api_key`` is a Claude Pro/Max OAuth token used as one (a Copilot model's
+    bearer token never is, whatever it holds: pi checks Copilot first)."""
+    return (
+        bool(api_key)
+        and OAUTH_TOKEN_MARK in (api_key or "")
+        and (model.provider != "github-copilot")
+    )
+
+
 def build_request(
     model: Model,
     context: LlmContext,
@@ -294,10 +319,13 @@ def build_request(
     settings: ProviderSettings,
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure)."""
-    body = build_body(model, context, options, settings, encoded=True)
+    oauth_token = is_oauth_token(model, api_key)
+    # With an OAuth token the tool names are rewritten, so the plain (not pre-encoded)
+    # turns are built: the encoded prefix holds the names as given.
+    body = build_body(model, context, options, settings, encoded=not oauth_token)
     beta = [BETA_FEATURES] + ([THINKING_BETA] if "thinking" in body else [])
-    oauth_token = bool(api_key) and OAUTH_TOKEN_MARK in (api_key or "")
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
+        body = claude_code_body(body)
         beta = [*OAUTH_BETAS, *beta]
         identity: dict[str, Any] = {"type": "text", "text": CLAUDE_CODE_IDENTITY}
         cache = _cache_control(settings)
@@ -321,10 +349,11 @@ def build_request(
         if compat.get("authHeader"):
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
-    return HttpRequest(
+    return AnthropicRequest(
         url=join_url(model.base_url, "v1/messages"),
         headers=request_headers,
         body=encode_json_pieces(body),
+        tool_names=reply_tool_names(context) if oauth_token else None,
     )
 
 
@@ -345,6 +374,9 @@ class AnthropicParser(SseParser):
         self._inputs: dict[int, dict[str, Any]] = {}  # tool input given whole at block start
         self._stop_reason: str | None = None
         self._usage: dict[str, int] = {}
+        self.tool_names: Mapping[str, str] | None = None
+        """Set from :attr:`AnthropicRequest.tool_names`: a tool call's name is looked up
+        lower-cased (an unknown one is kept)."""
 
     def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
         """Events for one SSE event (its JSON ``type`` names it; the SSE name is a fallback)."""
@@ -434,6 +466,8 @@ class AnthropicParser(SseParser):
             call_id, name = block.get("id"), block.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
                 raise MalformedStreamError("a tool_use block without id or name")
+            if self.tool_names is not None:
+                name = self.tool_names.get(name.lower(), name)
             call = self.builder.toolcall_start(call_id, name)
             self._register(vendor_index, call.content_index, "toolCall")
             given = block.get("input")
@@ -543,3 +577,11 @@ class AnthropicProvider(HttpProvider):
     def new_parser(self, model: Model) -> AnthropicParser:
         """A parser for one response of ``model``."""
         return AnthropicParser(model)
+
+    async def send_request(
+        self, request: HttpRequest, parser: SseParser, send: EventSender
+    ) -> None:
+        """As the base, the parser told first how the request renamed its tools."""
+        if isinstance(parser, AnthropicParser) and isinstance(request, AnthropicRequest):
+            parser.tool_names = request.tool_names
+        await super().send_request(request, parser, send)

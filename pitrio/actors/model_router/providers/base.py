@@ -80,13 +80,17 @@ class ProviderSettings:
     diagnostics: bool = False
     """Attach a ``diagnostics`` entry (status, retry-after, error class) to failed messages.
     pi's messages have none; a client asks for them (``$PITRIO_PROVIDER_DIAGNOSTICS=1``)."""
+    transport: str = "auto"
+    """pi's ``transport`` setting: ``sse``, ``websocket``, ``websocket-cached`` or ``auto``
+    (only ``openai-codex-responses`` has a WebSocket transport)."""
 
 
 def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
     """:class:`ProviderSettings` from pi's (merged) ``settings.json`` keys.
 
     Reads ``thinkingBudgets`` and ``retry.provider.{timeoutMs,maxRetries,maxRetryDelayMs}``
-    (spec §8.2); values of the wrong type are ignored (the settings layer reports them).
+    (spec §8.2) and ``transport``; values of the wrong type are ignored (the settings layer
+    reports them).
     ``timeoutMs`` bounds each read of a response, the closest a streaming client gets to a
     request timeout without cutting long answers.
     """
@@ -111,7 +115,12 @@ def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
             number = _number(raw)
             if number is not None and number > 0:
                 budgets[str(level)] = int(number)
-    return ProviderSettings(thinking_budgets=budgets or None, http=HttpSettings(**http))
+    transport = settings.get("transport")
+    if transport not in ("sse", "websocket", "websocket-cached", "auto"):
+        transport = "auto"
+    return ProviderSettings(
+        thinking_budgets=budgets or None, http=HttpSettings(**http), transport=str(transport)
+    )
 
 
 def _number(value: Any) -> float | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import abc
 import os
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,9 @@ class HttpPool:
         self._client: httpx.AsyncClient | None = None
         self._transport: Http11Transport | None = None
         self._direct: bool | None = None
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+        """Also run by :meth:`aclose`: connections a provider keeps outside the pool (the
+        Codex WebSocket sessions)."""
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -145,6 +148,8 @@ class HttpPool:
 
     async def aclose(self) -> None:
         """Close every pooled connection (the pool can be used again afterwards)."""
+        for closer in self.closers:
+            await closer()
         client, self._client = self._client, None
         transport, self._transport = self._transport, None
         if client is not None:

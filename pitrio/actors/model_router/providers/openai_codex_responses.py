@@ -14,28 +14,48 @@ after Codex's own mapping: an ``error`` event fails as ``Codex error: <message>`
 ``response.failed`` with its error's message, and ``response.done``/``response.incomplete``
 complete the response like ``response.completed`` (an ``incomplete`` status is a length stop).
 pi repeats a failed try three times, one second doubling; here the transport's retry rules
-with those numbers. pi's WebSocket transport is not implemented: requests go over SSE (pi's
-fallback).
+with those numbers. The setting ``transport`` (pi's default ``auto``) sends requests over a
+WebSocket first, falling back to SSE as pi does: see :mod:`.codex_websocket`.
 """
 
 from __future__ import annotations
 
 import base64
 import platform
+import ssl
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import openai_responses
+from pitrio.actors.model_router.providers.base import EventSender
+from pitrio.actors.model_router.providers.codex_websocket import (
+    CACHED_TRANSPORTS,
+    CodexSocket,
+    CodexSockets,
+    Continuation,
+    Lease,
+    WebSocketFailure,
+    continued_body,
+    handshake_headers,
+    websocket_url,
+)
 from pitrio.actors.model_router.providers.convert import encode_json_pieces
-from pitrio.actors.model_router.providers.http import HttpProvider, HttpRequest, join_url
+from pitrio.actors.model_router.providers.http import (
+    HttpPool,
+    HttpProvider,
+    HttpRequest,
+    SseParser,
+    join_url,
+)
 from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 
 API = "openai-codex-responses"
 DEFAULT_BASE_URL = "https://chatgpt.com/backend-api"
@@ -143,8 +163,23 @@ def build_request(
     if options.session_id:
         request_headers["session_id"] = options.session_id
         request_headers["x-client-request-id"] = options.session_id
-    body = encode_json_pieces(build_body(model, context, options))
-    return HttpRequest(url=codex_url(model.base_url), headers=request_headers, body=body)
+    document = build_body(model, context, options)
+    return CodexRequest(
+        url=codex_url(model.base_url),
+        headers=request_headers,
+        body=encode_json_pieces(document),
+        document=document,
+        session_id=options.session_id,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class CodexRequest(HttpRequest):
+    """A Codex request; the WebSocket transport sends ``document`` (the body unencoded) and
+    keeps ``session_id``'s connection."""
+
+    document: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    session_id: str | None = None
 
 
 class CodexParser(openai_responses.OpenAIResponsesParser):
@@ -195,6 +230,104 @@ class OpenAICodexResponsesProvider(HttpProvider):
 
     api_label = API
     error_style = "codex"
+
+    def __init__(self, pool: HttpPool, *args: Any, **kwargs: Any) -> None:
+        super().__init__(pool, *args, **kwargs)
+        self.sockets = CodexSockets()
+        pool.closers.append(self.sockets.aclose)  # the router's pool closes the sessions'
+        self._ssl: ssl.SSLContext | None = None
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        # Built once, on the first wss connection (as the HTTP pool's: tens of milliseconds).
+        if self._ssl is None:
+            import httpx
+
+            self._ssl = httpx.create_ssl_context(trust_env=self.pool.settings.trust_env)
+        return self._ssl
+
+    async def send_request(
+        self, request: HttpRequest, parser: SseParser, send: EventSender
+    ) -> None:
+        """Over a WebSocket first unless ``transport`` is ``sse`` or the session fell back;
+        over SSE (the base's) after a WebSocket failure before the first event."""
+        if (
+            isinstance(request, CodexRequest)
+            and self.settings.transport != "sse"
+            and request.session_id not in self.sockets.sse_sessions
+            and await self._over_websocket(request, parser, send)
+        ):
+            return
+        await super().send_request(request, parser, send)
+
+    async def _over_websocket(
+        self, request: CodexRequest, parser: SseParser, send: EventSender
+    ) -> bool:
+        """``True`` once the answer (or its failure) was sent; ``False``: fall back to SSE."""
+        settings, session = self.pool.settings, request.session_id
+        url, headers = websocket_url(request.url), handshake_headers(request.headers, session)
+
+        def connect() -> Any:
+            return CodexSocket.connect(
+                url,
+                headers,
+                connect_timeout=settings.connect_timeout,
+                ssl_context=self._ssl_context,
+            )
+
+        try:
+            lease = await self.sockets.acquire(session, connect)
+        except WebSocketFailure:
+            self._fall_back(session)
+            return False
+        try:
+            await self._exchange(request, lease, parser, send)
+        except WebSocketFailure as exc:
+            lease.socket.continuation = None
+            self._fall_back(session)
+            if not parser.builder.started:
+                return False
+            await send.send(parser.fail(str(exc), name="ConnectionError"))
+        finally:
+            done = isinstance(parser.final, StreamDone)
+            await self.sockets.release(session, lease, keep=done)
+        return True
+
+    async def _exchange(
+        self, request: CodexRequest, lease: Lease, parser: SseParser, send: EventSender
+    ) -> None:
+        socket, body = lease.socket, request.document
+        cached = lease.kept and self.settings.transport in CACHED_TRANSPORTS
+        sent = body
+        if cached and socket.continuation is not None:
+            sent = continued_body(body, socket.continuation) or body
+        socket.continuation = None  # until this answer completes
+        await socket.send_text(orjson.dumps({"type": "response.create", **sent}).decode())
+        while not parser.finished:
+            text = await socket.receive_text(self.pool.settings.read_timeout)
+            if not text:
+                continue  # pi skips an empty message
+            try:
+                orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                await send.send(parser.fail(f"Invalid Codex WebSocket JSON: {exc}",
+                                            name="MalformedStream"))  # fmt: skip
+                return
+            for event in parser.feed("message", text):
+                await send.send(event)
+        final = parser.final
+        if cached and isinstance(final, StreamDone) and final.message.response_id:
+            answer = LlmContext(system_prompt="", messages=(final.message,))
+            items = openai_responses.build_input(parser.model, answer)
+            socket.continuation = Continuation(
+                body=body,
+                response_id=final.message.response_id,
+                # pi leaves out the results the preparer owes an answer's calls.
+                items=tuple(item for item in items if item.get("type") != "function_call_output"),
+            )
+
+    def _fall_back(self, session: str | None) -> None:
+        if session is not None:  # pi remembers only sessions; a request without goes on trying
+            self.sockets.sse_sessions.add(session)
 
     def retry_policy(self) -> RetryPolicy:
         """pi's Codex repeats: three, after 1 s doubling, no jitter."""
