@@ -253,6 +253,30 @@ def daemon_latency(results: Results, out: Path) -> Path | None:
     return _finish(fig, ax, out, "Daemon event latency against concurrent sessions")
 
 
+def daemon_load(results: Results, out: Path) -> Path | None:
+    """``bench/daemon_load.py``: latency percentiles (left) and the daemon's CPU (right)
+    against the sessions streaming, clients in other processes."""
+    steps = results.get("workloads", {}).get("daemon_load", {}).get("steps", [])
+    steps = [s for s in steps if s.get("latency_ms", {}).get("n")]
+    if not steps:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    xs = [s["sessions"] for s in steps]
+    for key, style in (("median", "-o"), ("p90", "-.^"), ("p99", "--s"), ("max", ":v")):
+        ax.plot(xs, [s["latency_ms"][key] for s in steps], style, label=f"latency {key}")
+    ax.axhline(100, color="grey", linewidth=0.8, linestyle=":", label="p99 target 100 ms")
+    cpu = ax.twinx()
+    cpu.plot(xs, [s["daemon_cpu_share"] * 100 for s in steps], "-x", color="#2ca02c")
+    cpu.set_ylabel("daemon CPU, % of one core (green)")
+    meta = results.get("meta", {})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"sessions, each streaming {meta.get('rate', 50):g} chunks/s between prompts")
+    ax.set_ylabel("chunk handed off → frame read by client, ms")
+    return _finish(fig, ax, out, "Daemon under load from separate client processes")
+
+
 def draw_all(pi: Results | None, pitrio: Results, charts: Path = CHARTS) -> dict[str, Path]:
     """Every chart the results allow; the name of each chart → its file."""
     agents = {"pi": pi, "pitrio": pitrio} if pi is not None else {"pitrio": pitrio}
@@ -268,6 +292,9 @@ def draw_all(pi: Results | None, pitrio: Results, charts: Path = CHARTS) -> dict
         ),
         "daemon event latency vs concurrent sessions": lambda: daemon_latency(
             pitrio, charts / "daemon-latency-vs-sessions.png"
+        ),
+        "daemon under load from client processes": lambda: daemon_load(
+            pitrio, charts / "daemon-load-vs-sessions.png"
         ),
     }
     drawn: dict[str, Path] = {}

@@ -296,6 +296,7 @@ class SessionSocket(ClientSocket):
         return event_frame(item.seq, item.event, self.updates).decode("utf-8")
 
     async def _send_loop(self, client: AttachedClient) -> None:
+        batch = max(1, self.server.config.send_batch)
         while True:
             item = client.feed.take()
             if item is None:
@@ -309,23 +310,44 @@ class SessionSocket(ClientSocket):
                     self._drained.set()
                 await client.wait()
                 continue
-            try:
-                frame = self._encode(item)
-            except Exception as exc:  # an event the encoder cannot write: skipped, not fatal
-                self.server.counters["encode_errors"] += 1
-                log.warning("session %s: an event could not be encoded: %r", self.hosted.id, exc)
-                continue
-            self._sending_since = trio.current_time()
-            try:
-                await self.ws.send_message(frame)
-            except ConnectionClosed:
-                self.scope.cancel()
-                return
-            finally:
-                self._sending_since = None
-            if isinstance(item, Outgoing) and item.payload.get("type") == "session_closed":
+            # Everything already queued goes out in one write (up to ``batch`` frames): a
+            # client that fell behind costs one system call per batch, not per frame.
+            frames: list[str] = []
+            closed = False
+            while item is not None:
+                try:
+                    frames.append(self._encode(item))
+                except Exception as exc:  # an event the encoder cannot write: skipped
+                    self.server.counters["encode_errors"] += 1
+                    log.warning(
+                        "session %s: an event could not be encoded: %r", self.hosted.id, exc
+                    )
+                if isinstance(item, Outgoing) and item.payload.get("type") == "session_closed":
+                    closed = True
+                    break
+                if len(frames) >= batch:
+                    break
+                item = client.feed.take()
+            if frames:
+                self._sending_since = trio.current_time()
+                try:
+                    await self._send_frames(frames)
+                except ConnectionClosed:
+                    self.scope.cancel()
+                    return
+                finally:
+                    self._sending_since = None
+            if closed:
                 await self.close(CLOSE_NORMAL, "session closed")
                 return
+
+    async def _send_frames(self, frames: list[str]) -> None:
+        send_messages = getattr(self.ws, "send_messages", None)
+        if send_messages is None or len(frames) == 1:  # a plain trio-websocket connection
+            for frame in frames:
+                await self.ws.send_message(frame)
+        else:
+            await send_messages(frames)
 
     async def _watchdog(self, client: AttachedClient) -> None:
         stall = self.server.config.stall_seconds
