@@ -99,6 +99,7 @@ async def one_turn(
     )
     checker = ChunkChecker()
     final: str | None = None
+    frames = 0
     while True:
         raw = await ws.get_message()
         arrived = monotonic_micros()
@@ -115,7 +116,7 @@ async def one_turn(
         if kind == "message_update":
             event = frame["assistantMessageEvent"]
             if event["type"] == "text_delta":
-                tally.counts["delta_frames"] += 1
+                frames += 1
                 checker.feed(event["delta"], arrived)
         elif kind == "message_end":
             message = frame["message"]
@@ -129,6 +130,9 @@ async def one_turn(
         elif kind == "agent_settled":
             break
     faults = checker.finish(request.chunks, final)
+    if frames > checker.index:
+        faults.append(f"{frames} text deltas for {checker.index} chunks")
+    tally.counts["delta_frames"] += frames
     if faults:
         tally.counts["bad_replies"] += 1
         tally.fault(session, "; ".join(faults))
