@@ -18,7 +18,8 @@ latency is hand-off to receipt on one clock, with no log to merge.
 Reported (JSON, and a PNG chart with ``--chart``): latency p50/p90/p99/max of the chunks
 handed off in the measured window; deltas sent (by the chunks' own count), received,
 coalesced (chunks that arrived inside a merged delta; seq gaps), dropped (bad replies);
-errors; disconnects; the daemon's CPU (% of one core) and RSS from ``/proc``, the load
+errors; disconnects; the daemon's CPU (% of one core), its time runnable but waiting for a CPU
+(``schedstat``: the machine's other load) and RSS from ``/proc``, the load
 generators' CPU; the provider's achieved pace. ``--slow`` adds a client that stops reading,
 and reports what the daemon did with it and what the others saw.
 
@@ -70,6 +71,17 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU of process ``pid`` so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def run_delay_seconds(pid: int) -> float:
+    """Time the threads of ``pid`` spent runnable but waiting for a CPU (``schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def rss_bytes(pid: int) -> int:
@@ -213,12 +225,14 @@ def run_workers(
             stderr=subprocess.DEVNULL,
         )
     cpu0, wall0 = cpu_seconds(daemon.pid), time.monotonic()
+    delay0 = run_delay_seconds(daemon.pid)
     worker_cpu0 = sum(cpu_seconds(p.pid) for p, _ in procs)
     rss_peak = 0
     while monotonic_micros() < end:
         rss_peak = max(rss_peak, rss_bytes(daemon.pid))
         time.sleep(0.25)
     cpu, wall = cpu_seconds(daemon.pid) - cpu0, time.monotonic() - wall0
+    waited = run_delay_seconds(daemon.pid) - delay0
     worker_cpu = sum(cpu_seconds(p.pid) for p, _ in procs) - worker_cpu0
     rss_end = rss_bytes(daemon.pid)
     if spy is not None:
@@ -278,6 +292,7 @@ def run_workers(
             "p99": percentile(pacing, 0.99) and round(percentile(pacing, 0.99) / 1000, 2),
         },
         "daemon_cpu_share": round(cpu / wall, 3),
+        "daemon_cpu_wait_share": round(waited / wall, 3),
         "loadgen_cpu_share": round(worker_cpu / wall, 3),
         "daemon_rss_mb": round(rss_end / 2**20, 1),
         "daemon_rss_peak_mb": round(rss_peak / 2**20, 1),
@@ -294,6 +309,7 @@ def report(step: dict[str, Any], label: str = "") -> None:
         f"(~{step['streaming_at_once']} streaming), coalesced {step['deltas']['coalesced']}, "
         f"dropped {step['deltas']['dropped_replies']}, errors {step['errors']}, disconnects "
         f"{step['disconnects']}; daemon CPU {step['daemon_cpu_share'] * 100:.0f} %, "
+        f"waiting for a CPU {step.get('daemon_cpu_wait_share', 0) * 100:.0f} %, "
         f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB",
         file=sys.stderr,
         flush=True,
