@@ -55,6 +55,13 @@ if str(ROOT) not in sys.path:
 from pitrio.actors.model_router.providers.faux_load import TOOL_FILE, monotonic_micros  # noqa: E402
 
 STEPS = [50, 100, 200, 500, 1000]
+OTHER_SOURCE = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in "
+    "repr(f) + getattr(f, '__module__', '')]; sys.path.insert(0, {source!r}); "
+    "from pitrio.transports.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+"""Runs ``pitrio`` from a directory holding another copy of the package, past this
+checkout's editable install (``--variant before=@DIR``)."""
 CLIENT = ROOT / "bench" / "daemon_load_client.py"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -92,7 +99,9 @@ def rss_bytes(pid: int) -> int:
 class DaemonProcess:
     """``pitrio serve`` in its own process and agent dir."""
 
-    def __init__(self, root: Path, extra: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, extra: list[str] | None = None, source: Path | None = None
+    ) -> None:
         self.agent = root / "agent"
         self.work = root / "work"
         self.work.mkdir(parents=True)
@@ -104,7 +113,9 @@ class DaemonProcess:
             "HOME": str(root),
         }
         pitrio = Path(sys.executable).with_name("pitrio")
-        argv = [str(pitrio)] if pitrio.exists() else [sys.executable, "-m", "pitrio"]
+        argv = [str(pitrio)]
+        if source is not None:  # another copy of the package (the code before a change)
+            argv = [sys.executable, "-c", OTHER_SOURCE.format(source=str(source))]
         argv += ["serve", "--port", "0", "--idle", "0", "--no-auth", "--cwd", str(self.work)]
         argv += ["--rate", "1000", "--burst", "1000", "--log-level", "warning"]
         argv += ["--model", "faux/echo", *(extra or [])]
@@ -331,10 +342,10 @@ def measured_step(
 
 
 def fresh_daemon(
-    tmp: Path, name: str, extra: list[str], count: int
+    tmp: Path, name: str, variant: tuple[list[str], Path | None], count: int
 ) -> tuple[DaemonProcess, list[str]]:
     """A new daemon with ``count`` sessions created."""
-    daemon = DaemonProcess(tmp / name, extra)
+    daemon = DaemonProcess(tmp / name, *variant)
     created = time.monotonic()
     ids = trio.run(create_sessions, daemon.port, count) if count else []
     if count:
@@ -342,11 +353,20 @@ def fresh_daemon(
     return daemon, ids
 
 
-def parse_variants(specs: list[str]) -> list[tuple[str, list[str]]]:
-    """``NAME=ARGS`` → (name, the daemon's extra arguments); none given: one plain daemon."""
+def parse_variants(specs: list[str]) -> list[tuple[str, tuple[list[str], Path | None]]]:
+    """``NAME=[@DIR] ARGS`` → (name, (the daemon's extra arguments, the package's source
+    directory when not this checkout)); none given: one plain daemon."""
     if not specs:
-        return [("default", [])]
-    return [(spec.partition("=")[0], shlex.split(spec.partition("=")[2])) for spec in specs]
+        return [("default", ([], None))]
+    variants: list[tuple[str, tuple[list[str], Path | None]]] = []
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        words = shlex.split(rest)
+        source = None
+        if words and words[0].startswith("@"):
+            source = Path(words.pop(0)[1:]).resolve()
+        variants.append((name, (words, source)))
+    return variants
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -360,8 +380,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     codes: list[int] = []
     try:
         for count in args.sessions:
-            for name, extra in variants:
-                daemon, ids = fresh_daemon(tmp, f"{name}-{count}", extra, 0)
+            for name, variant in variants:
+                daemon, ids = fresh_daemon(tmp, f"{name}-{count}", variant, 0)
                 rss_empty[name] = round(rss_bytes(daemon.pid) / 2**20, 1)
                 try:
                     ids = trio.run(create_sessions, daemon.port, count)
@@ -373,8 +393,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 report(step, f" [{name}]" if len(variants) > 1 else "")
         if args.slow:
             count = args.slow
-            name, extra = variants[-1]
-            daemon, ids = fresh_daemon(tmp, f"slow-{count}", extra, count + 1)
+            name, variant = variants[-1]
+            daemon, ids = fresh_daemon(tmp, f"slow-{count}", variant, count + 1)
             # Long enough for the slow client to fill its buffers and stall a send past the
             # daemon's stall_seconds (15 s).
             slow_args = argparse.Namespace(**{**vars(args), "duration": args.slow_duration})
@@ -407,7 +427,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "loadavg_end": os.getloadavg(),
             "daemon_rss_empty_mb": rss_empty,
             "daemon_exits": codes,
-            "variants": {name: extra for name, extra in variants},
+            "variants": {
+                name: [*(["@" + str(source)] if source else []), *extra]
+                for name, (extra, source) in variants
+            },
         },
         "workloads": {"daemon_load": {"steps": steps, "slow_client": slow_runs}},
     }
@@ -443,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME=ARGS",
-        help="a daemon variant (its extra serve arguments); several take turns at each step",
+        help="a daemon variant: its extra serve arguments, after @DIR to run the package copy in "
+        "DIR (e.g. `git archive REV pitrio | tar -x -C DIR`); several take turns at each step",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--out", type=Path, required=True)

@@ -1,12 +1,27 @@
-"""The daemon's websocket writes a batch of queued frames with one write, as the same bytes."""
+"""The daemon's send path: a batch of queued frames in one write (the same bytes), and the
+relay's encoded frames reused only for the clients that take that form."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import trio
 import trio.testing
 from trio_websocket import WebSocketConnection, wrap_client_stream
 
+from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.transports.daemon.websocket import DaemonWebSocket, wrap_server_stream
+from tests.transports.daemon_harness import (
+    connect,
+    create_session,
+    is_response,
+    receive,
+    running_daemon,
+    send,
+    settled,
+    text_of_deltas,
+    until,
+)
 
 
 class CountingStream(trio.abc.Stream):
@@ -75,3 +90,29 @@ async def test_a_batch_of_one_is_a_plain_send() -> None:
         assert len(counting.writes) == 1
         assert await client.get_message() == "only"
         nursery.cancel_scope.cancel()
+
+
+async def test_delta_and_full_clients_of_one_session_each_get_their_form(tmp_path: Path) -> None:
+    """The relay's encoded frame is reused for delta clients only: a ``full`` client of the
+    same session still gets pi's whole ``message_update`` (partial message included)."""
+    faux = FauxProvider([FauxReply(text="abcdefghijklmnopqrstuvwxyz", chunk_size=3)])
+    async with running_daemon(tmp_path / "agent", faux) as daemon:
+        session_id = await create_session(daemon)
+        path = f"/v1/sessions/{session_id}"
+        async with connect(daemon, path) as delta, connect(daemon, path) as full:
+            await receive(delta)  # attached
+            await receive(full)
+            await send(full, {"id": "f", "type": "set_event_format", "updates": "full"})
+            await until(full, is_response("f"))
+            await send(delta, {"id": "p", "type": "prompt", "message": "go"})
+            delta_frames = await until(delta, settled)
+            full_frames = await until(full, settled)
+    updates = [f for f in delta_frames if f["type"] == "message_update"]
+    full_updates = [f for f in full_frames if f["type"] == "message_update"]
+    assert len(updates) == len(full_updates) > 0
+    assert all("message" not in f for f in updates)
+    assert all("message" in f and "partial" in f["assistantMessageEvent"] for f in full_updates)
+    assert (
+        text_of_deltas(delta_frames) == text_of_deltas(full_frames) == "abcdefghijklmnopqrstuvwxyz"
+    )
+    assert [f["seq"] for f in updates] == [f["seq"] for f in full_updates]

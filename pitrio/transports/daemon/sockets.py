@@ -34,11 +34,22 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 from pitrio.errors import PitrioError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
-from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
+from pitrio.sdk.host import (
+    AttachedClient,
+    FramedEvent,
+    HostedSession,
+    Outgoing,
+    SessionOwnedElsewhereError,
+)
 from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.follower import follow_elsewhere
-from pitrio.transports.daemon.frames import event_frame, problem_of, safe_json_frame
+from pitrio.transports.daemon.frames import (
+    delta_frame,
+    event_frame,
+    problem_of,
+    safe_json_frame,
+)
 from pitrio.transports.daemon.socket_base import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
@@ -82,6 +93,9 @@ class SessionSocket(ClientSocket):
         self._sending_since: float | None = None
         self._inflight = 0
         self._drained = trio.Event()
+        # The relay's frames are in the delta form when the host encodes with delta_frame
+        # (the daemon's): a delta client's update is then sent as the relay encoded it.
+        self._relay_deltas = hosted.frame_encoder is delta_frame
 
     # -- RpcBackend ----------------------------------------------------------------------
 
@@ -288,7 +302,12 @@ class SessionSocket(ClientSocket):
             return item.decode("utf-8")
         if isinstance(item, Outgoing):
             return safe_json_frame(item.payload).decode("utf-8")
-        if not isinstance(item.event, MessageUpdate):
+        update = isinstance(item.event, MessageUpdate)
+        if isinstance(item, FramedEvent) and (
+            not update or (self.updates == "delta" and self._relay_deltas)
+        ):
+            return item.frame.decode("utf-8")  # encoded once by the relay, for every client
+        if not update:
             # Every other event has one form: the replay buffer's frame is it.
             cached = self.hosted.replay.get(item.seq)
             if cached is not None:
