@@ -6,7 +6,8 @@ shape, plus ``session_length`` and ``daemon_latency`` workloads) and writes one 
 * per-turn overhead against session length (1 to 10,000 turns), both agents;
 * stream throughput against reply length (unpaced streams), both agents, pi's crashes marked;
 * resume time (start → first ``get_state``) against session file size, both agents;
-* daemon event latency (p50, p99) against sessions streaming at once, pitrio only.
+* daemon event latency (p50, p99) against sessions streaming at once, pitrio only;
+* the daemon under load from client processes (``bench/daemon_load.py``), pitrio only.
 
 Points are medians; bars span min to max. ``.venv/bin/python -m bench.charts`` redraws them
 from the results already in ``bench/results/`` (``side_by_side`` calls :func:`draw_all`).
@@ -253,6 +254,37 @@ def daemon_latency(results: Results, out: Path) -> Path | None:
     return _finish(fig, ax, out, "Daemon event latency against concurrent sessions")
 
 
+def daemon_load(results: Results, out: Path) -> Path | None:
+    """``bench/daemon_load.py``: latency p50/p99 and the daemon's CPU against the sessions
+    streaming, clients in other processes; one line per daemon variant measured."""
+    steps = results.get("workloads", {}).get("daemon_load", {}).get("steps", [])
+    steps = [s for s in steps if s.get("latency_ms", {}).get("n")]
+    if not steps:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    cpu = ax.twinx()
+    variants = list(dict.fromkeys(s.get("variant", "default") for s in steps))
+    for variant in variants:
+        mine = sorted(
+            (s for s in steps if s.get("variant", "default") == variant),
+            key=lambda s: s["sessions"],
+        )
+        xs = [s["sessions"] for s in mine]
+        name = "" if len(variants) == 1 else f"{variant}: "
+        for key, style in (("median", "-o"), ("p99", "--s")):
+            ax.plot(xs, [s["latency_ms"][key] for s in mine], style, label=f"{name}latency {key}")
+        cpu.plot(xs, [s["daemon_cpu_share"] * 100 for s in mine], ":x", alpha=0.6)
+    ax.axhline(100, color="grey", linewidth=0.8, linestyle=":", label="p99 target 100 ms")
+    cpu.set_ylabel("daemon CPU, % of one core (dotted)")
+    meta = results.get("meta_by_workload", {}).get("daemon_load") or results.get("meta", {})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"sessions, each streaming {meta.get('rate', 50):g} chunks/s between prompts")
+    ax.set_ylabel("chunk handed off → frame read by client, ms")
+    return _finish(fig, ax, out, "Daemon under load from separate client processes")
+
+
 def draw_all(pi: Results | None, pitrio: Results, charts: Path = CHARTS) -> dict[str, Path]:
     """Every chart the results allow; the name of each chart → its file."""
     agents = {"pi": pi, "pitrio": pitrio} if pi is not None else {"pitrio": pitrio}
@@ -268,6 +300,9 @@ def draw_all(pi: Results | None, pitrio: Results, charts: Path = CHARTS) -> dict
         ),
         "daemon event latency vs concurrent sessions": lambda: daemon_latency(
             pitrio, charts / "daemon-latency-vs-sessions.png"
+        ),
+        "daemon under load from client processes": lambda: daemon_load(
+            pitrio, charts / "daemon-load-vs-sessions.png"
         ),
     }
     drawn: dict[str, Path] = {}

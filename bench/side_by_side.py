@@ -17,6 +17,10 @@ once for pitrio, so both see the same machine state:
 2. ``bench/session_length.py``: per-turn time on resumed sessions of 1 to 10,000 turns;
 3. ``bench/daemon_latency.py`` (pitrio only: pi has no daemon): event latency with 1 to 200
    sessions streaming at once among 1,000 live ones;
+4. ``bench/daemon_load.py`` (pitrio only): ``pitrio serve`` in its own process, load-generator
+   processes of websocket clients, 50 to 1,000 sessions at 50 chunks/s each, and a slow client
+   (the daemon section's curve; the idle-memory figure of ``bench/daemon_idle.py`` has its
+   slot there, filled when its raw file ``pitrio_daemon-idle.json`` is present);
 
 then it merges each agent's raw files into ``bench/results/<label>.json``, writes the target
 table (``bench/results/ratios.md``), draws the charts (``bench/charts.py`` →
@@ -67,7 +71,10 @@ EXTRA_CMDS = {
 STREAMS = ["500x4", "2000x4", "5000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]
 RESUME_TURNS = ["10", "200", "2000", "5000", "20000"]
 HARNESS_WORKLOADS = ["cold_start", "turns50", "tool_bash", "tool_read", "stream", "resume"]
-WORKLOADS = [*HARNESS_WORKLOADS, "session_length", "daemon_latency"]
+WORKLOADS = [*HARNESS_WORKLOADS, "session_length", "daemon_latency", "daemon_load"]
+LOAD_TARGET_SESSIONS = 1000
+LOAD_TARGET_P99_MS = 100.0
+"""The daemon issue's streaming target: 1,000 sessions at 50 chunks/s, p99 ≤ 100 ms."""
 ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
 FLAT_BOUND = 1.5
 """Per-turn time counts as flat when the 10,000-turn median is at most this times the
@@ -312,6 +319,97 @@ def daemon_rows(pitrio: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _load_steps(pitrio: dict[str, Any]) -> list[dict[str, Any]]:
+    """The daemon_load curve of the last variant measured (the code as it stands)."""
+    steps = pitrio.get("workloads", {}).get("daemon_load", {}).get("steps", [])
+    last = steps[-1].get("variant", "default") if steps else None
+    return [s for s in steps if s.get("variant", "default") == last]
+
+
+def load_rows(pitrio: dict[str, Any]) -> list[Row]:
+    """The daemon issue's streaming target from ``bench/daemon_load.py``, and the slow client."""
+    work = pitrio.get("workloads", {}).get("daemon_load", {})
+    rows: list[Row] = []
+    for step in _load_steps(pitrio):
+        if step["sessions"] != LOAD_TARGET_SESSIONS:
+            continue
+        latency = step["latency_ms"]
+        clean = (
+            step["deltas"]["dropped_replies"] == 0
+            and step["errors"] == 0
+            and step["disconnects"] == 0
+        )
+        met = clean and latency["p99"] is not None and latency["p99"] <= LOAD_TARGET_P99_MS
+        rows.append(
+            (
+                f"daemon under load: {step['sessions']:,} sessions at 50 chunks/s, p99 ≤ "
+                f"{LOAD_TARGET_P99_MS:g} ms, nothing lost, no disconnect",
+                "(no daemon)",
+                f"p50 {latency['median']} / p99 {latency['p99']} ms, "
+                f"{step['deltas']['per_s_in_window']:,} deltas/s of "
+                f"{step['sessions'] * 50:,} asked, {step['deltas']['dropped_replies']} replies "
+                f"lost, {step['disconnects']} disconnects",
+                "-",
+                "met" if met else "NOT met",
+            )
+        )
+    runs = {bool(s.get("with_slow_client")): s for s in work.get("slow_client", [])}
+    if True in runs and False in runs:
+        slow, base = runs[True], runs[False]
+        seen = slow.get("slow_client") or {}
+        # 1008 when the close frame gets through; 1006 when it cannot (it waits behind the
+        # bytes the client does not read, and the daemon drops the connection after
+        # close_timeout).
+        cut = seen.get("close_code") in (1006, 1008) and slow["daemon_dropped_clients"] >= 1
+        rows.append(
+            (
+                f"daemon: a client that stops reading is coalesced, then cut off, the other "
+                f"{slow['sessions']} unaffected",
+                "(no daemon)",
+                f"{slow['daemon_coalesced']:,} updates coalesced, closed {seen.get('close_code')}; "
+                f"others' p99 {slow['latency_ms']['p99']} ms (without it "
+                f"{base['latency_ms']['p99']} ms), {slow['disconnects']} other disconnects",
+                "-",
+                "met" if cut and slow["disconnects"] == 0 else "NOT met",
+            )
+        )
+    return rows
+
+
+def load_table(pitrio: dict[str, Any]) -> str:
+    """The daemon_load curve: every step of every variant."""
+    lines = [
+        "| variant | sessions | p50 / p90 / p99 / max latency, ms | deltas/s (asked) | coalesced "
+        "| lost replies | errors | disconnects | daemon CPU | daemon RSS MB | load-gen CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    work = pitrio.get("workloads", {}).get("daemon_load", {})
+    for step in [*work.get("steps", []), *work.get("slow_client", [])]:
+        latency = step["latency_ms"]
+        name = step.get("variant", "default")
+        if "with_slow_client" in step:
+            name += " + slow client" if step["with_slow_client"] else " (slow-client baseline)"
+        lines.append(
+            f"| {name} | {step['sessions']:,} | {latency['median']} / {latency['p90']} / "
+            f"{latency['p99']} / {latency['max']} | {step['deltas']['per_s_in_window']:,} "
+            f"({step['sessions'] * 50:,}) | {step['deltas']['coalesced']:,} "
+            f"| {step['deltas']['dropped_replies']} | {step['errors']} | {step['disconnects']} "
+            f"| {step['daemon_cpu_share'] * 100:.0f} % | {step['daemon_rss_mb']} "
+            f"| {step['loadgen_cpu_share'] * 100:.0f} % |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def idle_memory(pitrio: dict[str, Any]) -> str:
+    """The idle-memory figure of ``bench/daemon_idle.py``, or its empty slot."""
+    idle = pitrio.get("workloads", {}).get("daemon_idle")
+    if not idle:
+        return "(not measured in this run: `bench/daemon_idle.py` fills this slot.)\n"
+    per = idle.get("rss_per_idle_session_kb") or idle.get("per_session_kb")
+    figure = f"**{per} KB RSS per idle session**; " if per is not None else ""
+    return f"{figure}raw: `{json.dumps(idle, sort_keys=True)[:600]}`\n"
+
+
 def render(rows: list[Row], header: str = "| target | pi 0.73.1 | pitrio | pitrio/pi | |") -> str:
     """A markdown table of target rows."""
     lines = [header, "|---|---|---|---|---|"]
@@ -435,12 +533,13 @@ def write_benchmarks(
         length_rows(pi, pitrio), "| per-turn time (flat) | shortest | longest | growth | |"
     )
     if pi is not None:
-        targets += render([*ratios(pi, pitrio), *daemon_rows(pitrio)]) + "\n" + length
+        targets += render([*ratios(pi, pitrio), *daemon_rows(pitrio), *load_rows(pitrio)])
+        targets += "\n" + length
         for label in labels:
             if label.startswith("pitrio-") and label in loaded:
                 targets += f"\nSame targets, `{label}`:\n\n" + render(ratios(pi, loaded[label]))
     else:
-        targets += render(daemon_rows(pitrio)) + "\n" + length
+        targets += render([*daemon_rows(pitrio), *load_rows(pitrio)]) + "\n" + length
         targets += "\n(pi was not measured: set `PI_CLI` for the ratios.)\n"
     chart_lines = "\n".join(
         f"![{name}]({os.path.relpath(path, target.parent)})" for name, path in charts.items()
@@ -510,6 +609,20 @@ grown.
 One in-process daemon; latency from the faux provider handing a chunk to the stream to the
 client holding its frame; the clients run in the same process (their CPU is included).
 
+## The daemon under load from separate processes (`bench/daemon_load.py`, pitrio only)
+
+`pitrio serve` in its own process; load-generator processes of websocket clients, one per
+session; each session prompts, streams a reply of 100-300 chunks of 5-8 characters at 50
+chunks/s (paced by the faux model in the daemon, `PITRIO_FAUX_SCRIPT=load`; a fifth of the
+turns call the `read` tool first), thinks 0.2-0.6 s, and again. Latency: each chunk's
+embedded hand-off time (CLOCK_MONOTONIC) to the moment a client read its frame, over the
+chunks handed off in the measured window; "deltas/s" is what the clients received in it
+(asked: sessions times 50). Every reply is checked whole by its client (every chunk, in order,
+the final text equal to its deltas). Daemon and load generators share the 2 cores (with
+whatever else runs on the machine: the load average is in the run's notes).
+
+{load_table(pitrio)}
+Idle memory per session: {idle_memory(pitrio)}
 ## Side by side (the shared harness's workloads)
 
 Cells: **median (min-max)** over all samples (turn metrics: every turn of every run).
@@ -584,6 +697,12 @@ def main() -> int:
                 argv += ["--pi-cli", pi_cli] if label == "pi" and pi_cli else []
                 argv += [] if label == "pi" else ["--agent-cmd", cmd]
                 run_step(f"{label} session_length", argv)
+            continue
+        if workload == "daemon_load":
+            if any(label == "pitrio" for label, _ in agents):
+                out = raw / "pitrio_daemon-load.json"
+                argv = [str(PYTHON), str(ROOT / "bench" / "daemon_load.py"), "--out", str(out)]
+                run_step("pitrio daemon_load", [*argv, "--slow", "100", "--slow-rate", "200"])
             continue
         if workload == "daemon_latency":
             if any(label == "pitrio" for label, _ in agents):

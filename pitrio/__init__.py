@@ -84,15 +84,20 @@ def default_faux(env: Mapping[str, str] | None = None) -> FauxProvider | None:
 
     A testing aid, so a ``pitrio`` process (``--mode rpc`` included) can replay pi's recorded
     transcripts: ``fixture-rules`` answers with the reply rules of the model pi's fixtures were
-    recorded with (``FixtureRules``), streamed at the recording's pace. Unset or empty means
-    the plain echoing faux model; any other value is an error.
+    recorded with (``FixtureRules``), streamed at the recording's pace; ``load`` answers the
+    load generator's ``load ...`` prompts with paced, time-stamped chunks (``LoadFaux``).
+    Unset or empty means the plain echoing faux model; any other value is an error.
     """
     value = (os.environ if env is None else env).get(FAUX_SCRIPT_ENV, "")
     if not value:
         return None
     if value == "fixture-rules":
         return FauxProvider(default=FixtureRules(), tokens_per_second=FIXTURE_TOKENS_PER_SECOND)
-    raise PitrioError(f"{FAUX_SCRIPT_ENV}: unknown script {value!r} (known: fixture-rules)")
+    if value == "load":
+        from pitrio.actors.model_router.providers.faux_load import LoadFaux
+
+        return LoadFaux()
+    raise PitrioError(f"{FAUX_SCRIPT_ENV}: unknown script {value!r} (known: fixture-rules, load)")
 
 
 class AgentSession:

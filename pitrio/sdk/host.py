@@ -10,6 +10,7 @@ from __future__ import annotations
 from pitrio.actors.host import (
     AttachedClient,
     EvictionPolicy,
+    FramedEvent,
     HostConfig,
     HostedSession,
     HostHandle,
@@ -23,6 +24,7 @@ from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereErr
 __all__ = [
     "AttachedClient",
     "EvictionPolicy",
+    "FramedEvent",
     "HostConfig",
     "HostHandle",
     "HostedSession",

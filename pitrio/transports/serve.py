@@ -190,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=float, default=50.0, help="messages per second per client")
     parser.add_argument("--burst", type=int, default=200, help="message burst per client")
     parser.add_argument(
+        "--send-batch",
+        type=int,
+        default=64,
+        metavar="FRAMES",
+        help="most queued frames written to a client in one write (1: a write per frame)",
+    )
+    parser.add_argument(
         "--faux-chunk-delay",
         type=float,
         default=0.0,
@@ -268,6 +275,7 @@ async def _serve(args: argparse.Namespace) -> int:
         max_message_size=args.max_message_size,
         message_rate=args.rate,
         message_burst=args.burst,
+        send_batch=max(1, args.send_batch),
     )
     host_config = HostConfig(
         agent_dir=agent,

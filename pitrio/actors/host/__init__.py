@@ -8,7 +8,7 @@ Shells: :mod:`.hosted` (one session's supervision and fan-out) and :mod:`.actor`
 
 from pitrio.actors.host.actor import Host, HostHandle, HostStats, info_row, start_host
 from pitrio.actors.host.context import HostConfig, HostEvent, codec_frame
-from pitrio.actors.host.feed import ClientFeed, Outgoing
+from pitrio.actors.host.feed import ClientFeed, FramedEvent, Outgoing
 from pitrio.actors.host.hosted import (
     AttachedClient,
     HostedSession,
@@ -28,6 +28,7 @@ __all__ = [
     "AttachedClient",
     "ClientFeed",
     "EvictionPolicy",
+    "FramedEvent",
     "Host",
     "HostConfig",
     "HostEvent",

@@ -46,6 +46,15 @@ class Outgoing:
     above this (the prompt's run starting)."""
 
 
+@attrs.frozen
+class FramedEvent(Sequenced):
+    """A session event as the host relayed it, with the frame it was encoded to once (the
+    replay buffer's), so a sender whose clients take that form need not encode it again. A
+    coalesced update is a plain :class:`Sequenced`: it has no frame of its own yet."""
+
+    frame: bytes
+
+
 class EventBuffer(SubscriberBuffer):
     """A :class:`SubscriberBuffer` whose head can be looked at without taking it."""
 

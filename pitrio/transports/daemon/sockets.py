@@ -34,11 +34,22 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 from pitrio.errors import PitrioError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
-from pitrio.sdk.host import AttachedClient, HostedSession, Outgoing, SessionOwnedElsewhereError
+from pitrio.sdk.host import (
+    AttachedClient,
+    FramedEvent,
+    HostedSession,
+    Outgoing,
+    SessionOwnedElsewhereError,
+)
 from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.follower import follow_elsewhere
-from pitrio.transports.daemon.frames import event_frame, problem_of, safe_json_frame
+from pitrio.transports.daemon.frames import (
+    delta_frame,
+    event_frame,
+    problem_of,
+    safe_json_frame,
+)
 from pitrio.transports.daemon.socket_base import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
@@ -82,6 +93,9 @@ class SessionSocket(ClientSocket):
         self._sending_since: float | None = None
         self._inflight = 0
         self._drained = trio.Event()
+        # The relay's frames are in the delta form when the host encodes with delta_frame
+        # (the daemon's): a delta client's update is then sent as the relay encoded it.
+        self._relay_deltas = hosted.frame_encoder is delta_frame
 
     # -- RpcBackend ----------------------------------------------------------------------
 
@@ -288,7 +302,12 @@ class SessionSocket(ClientSocket):
             return item.decode("utf-8")
         if isinstance(item, Outgoing):
             return safe_json_frame(item.payload).decode("utf-8")
-        if not isinstance(item.event, MessageUpdate):
+        update = isinstance(item.event, MessageUpdate)
+        if isinstance(item, FramedEvent) and (
+            not update or (self.updates == "delta" and self._relay_deltas)
+        ):
+            return item.frame.decode("utf-8")  # encoded once by the relay, for every client
+        if not update:
             # Every other event has one form: the replay buffer's frame is it.
             cached = self.hosted.replay.get(item.seq)
             if cached is not None:
@@ -296,6 +315,7 @@ class SessionSocket(ClientSocket):
         return event_frame(item.seq, item.event, self.updates).decode("utf-8")
 
     async def _send_loop(self, client: AttachedClient) -> None:
+        batch = max(1, self.server.config.send_batch)
         while True:
             item = client.feed.take()
             if item is None:
@@ -309,23 +329,44 @@ class SessionSocket(ClientSocket):
                     self._drained.set()
                 await client.wait()
                 continue
-            try:
-                frame = self._encode(item)
-            except Exception as exc:  # an event the encoder cannot write: skipped, not fatal
-                self.server.counters["encode_errors"] += 1
-                log.warning("session %s: an event could not be encoded: %r", self.hosted.id, exc)
-                continue
-            self._sending_since = trio.current_time()
-            try:
-                await self.ws.send_message(frame)
-            except ConnectionClosed:
-                self.scope.cancel()
-                return
-            finally:
-                self._sending_since = None
-            if isinstance(item, Outgoing) and item.payload.get("type") == "session_closed":
+            # Everything already queued goes out in one write (up to ``batch`` frames): a
+            # client that fell behind costs one system call per batch, not per frame.
+            frames: list[str] = []
+            closed = False
+            while item is not None:
+                try:
+                    frames.append(self._encode(item))
+                except Exception as exc:  # an event the encoder cannot write: skipped
+                    self.server.counters["encode_errors"] += 1
+                    log.warning(
+                        "session %s: an event could not be encoded: %r", self.hosted.id, exc
+                    )
+                if isinstance(item, Outgoing) and item.payload.get("type") == "session_closed":
+                    closed = True
+                    break
+                if len(frames) >= batch:
+                    break
+                item = client.feed.take()
+            if frames:
+                self._sending_since = trio.current_time()
+                try:
+                    await self._send_frames(frames)
+                except ConnectionClosed:
+                    self.scope.cancel()
+                    return
+                finally:
+                    self._sending_since = None
+            if closed:
                 await self.close(CLOSE_NORMAL, "session closed")
                 return
+
+    async def _send_frames(self, frames: list[str]) -> None:
+        send_messages = getattr(self.ws, "send_messages", None)
+        if send_messages is None or len(frames) == 1:  # a plain trio-websocket connection
+            for frame in frames:
+                await self.ws.send_message(frame)
+        else:
+            await send_messages(frames)
 
     async def _watchdog(self, client: AttachedClient) -> None:
         stall = self.server.config.stall_seconds

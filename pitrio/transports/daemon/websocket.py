@@ -68,6 +68,24 @@ class DaemonWebSocket(WebSocketConnection):
             self._merged.append(joiner.join(self._message_parts))
             self._message_parts = []
 
+    async def send_messages(self, messages: list[str]) -> None:
+        """Send text messages in order with one write to the stream: the bytes on the wire are
+        those of one ``send_message`` per message, less a system call and a task switch each
+        (the daemon's sender drains its client's queue this way)."""
+        if len(messages) == 1:
+            await self.send_message(messages[0])
+            return
+        if self._close_reason:
+            raise ConnectionClosed(self._close_reason)
+        data = b"".join(self._wsproto.send(TextMessage(data=message)) for message in messages)
+        async with self._stream_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._abort_web_socket()
+                assert self._close_reason is not None
+                raise ConnectionClosed(self._close_reason) from None
+
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:
             # The peer's own close frame (or one after ours): the library's handshake.

@@ -1,0 +1,250 @@
+"""One load-generator process of ``bench/daemon_load.py``: many websocket clients of a daemon.
+
+Started by ``daemon_load.py`` (never by hand): ``python bench/daemon_load_client.py CONFIG``
+where CONFIG is a JSON file naming the daemon's port, the sessions this process drives, the
+window and the reply mix. Each session's client attaches, then until the window ends: prompts
+``load n=.. rate=.. tool=..`` (``PITRIO_FAUX_SCRIPT=load``), reads every frame of the run until
+``agent_settled``, checks it, and thinks for a while. A reply is checked whole: every chunk in
+order, none missing, the final message's text equal to its deltas
+(:class:`~pitrio.actors.model_router.providers.faux_load.ChunkChecker`), the frames' ``seq``
+increasing (a gap is an update coalesced into a later one). Latency is the chunk's embedded
+hand-off time to the moment its frame was read, both CLOCK_MONOTONIC.
+
+With ``slow`` set, one more client prompts a long fast reply and then stops reading (a receive
+buffer of a few KB, a message queue of one): the daemon must coalesce its updates, then cut it
+off, without the others noticing. What it saw at the end (close code, reason) is reported.
+
+Writes a JSON result next to CONFIG (``.out.json``) and the window's latencies in
+microseconds as little-endian ``uint32`` (``.lat``).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import random
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, open_websocket_url, wrap_client_stream
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pitrio.actors.model_router.providers.faux_load import (  # noqa: E402
+    ChunkChecker,
+    LoadRequest,
+    load_prompt,
+    monotonic_micros,
+)
+
+QUEUE = 256
+"""Messages trio-websocket may hold per connection before it stops reading the socket."""
+
+
+class Tally:
+    """What every client of this process counts, and the window's latencies."""
+
+    def __init__(self, window: tuple[int, int]) -> None:
+        self.window = window
+        self.latencies = array.array("I")
+        self.counts: dict[str, int] = dict.fromkeys(
+            (
+                "turns",
+                "tool_turns",
+                "chunks_received",
+                "chunks_in_window",
+                "delta_frames",
+                "seq_gaps",
+                "bad_replies",
+                "errors",
+                "disconnects",
+            ),
+            0,
+        )
+        self.faults: list[str] = []
+        self.pacing_us: list[int] = []
+        """Per reply: mean interval between hand-offs (how well the provider kept its pace)."""
+
+    def fault(self, session: str, what: str) -> None:
+        """Count a fault; the first few are kept word for word."""
+        if len(self.faults) < 20:
+            self.faults.append(f"{session}: {what}")
+
+    def reply(self, checker: ChunkChecker) -> None:
+        """Add one checked reply's figures."""
+        start, end = self.window
+        self.counts["chunks_received"] += checker.index
+        for sent, latency in zip(checker.sent_us, checker.latencies_us, strict=True):
+            if start <= sent < end:
+                self.latencies.append(min(latency, 2**32 - 1))
+                self.counts["chunks_in_window"] += 1
+        if len(checker.sent_us) > 1:
+            span = checker.sent_us[-1] - checker.sent_us[0]
+            self.pacing_us.append(span // (len(checker.sent_us) - 1))
+
+
+async def one_turn(
+    ws: Any, session: str, request: LoadRequest, turn: int, tally: Tally, last_seq: int
+) -> int:
+    """Prompt once and read the run to its end; the last ``seq`` seen."""
+    await ws.send_message(
+        orjson.dumps({"id": f"t{turn}", "type": "prompt", "message": load_prompt(request)}).decode()
+    )
+    checker = ChunkChecker()
+    final: str | None = None
+    frames = 0
+    while True:
+        raw = await ws.get_message()
+        arrived = monotonic_micros()
+        frame = orjson.loads(raw)
+        kind = frame.get("type")
+        seq = frame.get("seq")
+        if seq is not None:
+            if seq <= last_seq:
+                tally.counts["errors"] += 1
+                tally.fault(session, f"seq {seq} after {last_seq}")
+            elif seq != last_seq + 1:
+                tally.counts["seq_gaps"] += 1
+            last_seq = seq
+        if kind == "message_update":
+            event = frame["assistantMessageEvent"]
+            if event["type"] == "text_delta":
+                frames += 1
+                checker.feed(event["delta"], arrived)
+        elif kind == "message_end":
+            message = frame["message"]
+            if message.get("role") == "assistant":
+                texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
+                if texts:
+                    final = "".join(texts)
+        elif kind == "response" and not frame.get("success"):
+            tally.counts["errors"] += 1
+            tally.fault(session, f"response: {frame.get('error')}")
+        elif kind == "agent_settled":
+            break
+    faults = checker.finish(request.chunks, final)
+    if frames > checker.index:
+        faults.append(f"{frames} text deltas for {checker.index} chunks")
+    tally.counts["delta_frames"] += frames
+    if faults:
+        tally.counts["bad_replies"] += 1
+        tally.fault(session, "; ".join(faults))
+    tally.counts["turns"] += 1
+    tally.counts["tool_turns"] += request.tool
+    tally.reply(checker)
+    return last_seq
+
+
+async def client(url: str, session: str, config: dict[str, Any], tally: Tally, seed: int) -> None:
+    """One session's client: turns until the window ends."""
+    rng = random.Random(seed)
+    await trio.sleep(rng.random() * config["stagger_s"])  # not every prompt in the same tick
+    end = config["end_us"]
+    try:
+        async with open_websocket_url(
+            f"{url}/v1/sessions/{session}", message_queue_size=QUEUE
+        ) as ws:
+            attached = orjson.loads(await ws.get_message())
+            last_seq = int(attached.get("seq", 0))
+            turn = 0
+            while monotonic_micros() < end:
+                request = LoadRequest(
+                    chunks=rng.randint(config["chunks_min"], config["chunks_max"]),
+                    rate=config["rate"],
+                    tool=rng.random() < config["tool_share"],
+                )
+                last_seq = await one_turn(ws, session, request, turn, tally, last_seq)
+                turn += 1
+                await trio.sleep(rng.uniform(config["think_min_s"], config["think_max_s"]))
+    except ConnectionClosed as exc:
+        tally.counts["disconnects"] += 1
+        tally.fault(session, f"disconnected: {exc.reason}")
+    except OSError as exc:
+        tally.counts["errors"] += 1
+        tally.fault(session, f"connection failed: {exc}")
+
+
+async def slow_client(port: int, session: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A client that asks for a long fast reply and stops reading; what it saw at the end."""
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    await sock.connect(("127.0.0.1", port))
+    stream = trio.SocketStream(sock)
+    seen = 0
+    result: dict[str, Any] = {"session": session}
+    async with trio.open_nursery() as nursery:
+        ws = await wrap_client_stream(
+            nursery, stream, "127.0.0.1", f"/v1/sessions/{session}", message_queue_size=1
+        )
+        await ws.get_message()  # attached
+        request = LoadRequest(chunks=config["slow_chunks"], rate=config["slow_rate"])
+        await ws.send_message(
+            orjson.dumps({"id": "slow", "type": "prompt", "message": load_prompt(request)}).decode()
+        )
+        stopped = time.monotonic()
+        await trio.sleep_until(trio.current_time() + (config["end_us"] - monotonic_micros()) / 1e6)
+        result["stopped_reading_s"] = round(time.monotonic() - stopped, 1)
+        try:
+            with trio.fail_after(30):
+                while True:
+                    await ws.get_message()
+                    seen += 1
+        except ConnectionClosed as exc:
+            result["close_code"] = exc.reason.code
+            result["close_reason"] = exc.reason.reason
+        except trio.TooSlowError:
+            result["close_code"] = None
+            result["close_reason"] = "still open 30 s after the window"
+        result["frames_read_after"] = seen
+        nursery.cancel_scope.cancel()
+    return result
+
+
+async def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Every client of this process; the tally as JSON."""
+    tally = Tally((config["window_start_us"], config["end_us"]))
+    url = f"ws://127.0.0.1:{config['port']}"
+    slow: dict[str, Any] | None = None
+    cpu0 = time.process_time()
+    async with trio.open_nursery() as nursery:
+        for index, session in enumerate(config["sessions"]):
+            nursery.start_soon(client, url, session, config, tally, config["seed"] * 100003 + index)
+        if config.get("slow_session"):
+
+            async def run_slow() -> None:
+                nonlocal slow
+                slow = await slow_client(config["port"], config["slow_session"], config)
+
+            nursery.start_soon(run_slow)
+    return {
+        "counts": tally.counts,
+        "faults": tally.faults,
+        "pacing_us": sorted(tally.pacing_us),
+        "cpu_s": time.process_time() - cpu0,
+        "slow_client": slow,
+        "latencies": tally.latencies,
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Read the config, run, write the results."""
+    path = Path(argv[0])
+    config = json.loads(path.read_text())
+    result = trio.run(run, config)
+    latencies: array.array[int] = result.pop("latencies")
+    if sys.byteorder != "little":
+        latencies.byteswap()
+    path.with_suffix(".lat").write_bytes(latencies.tobytes())
+    path.with_suffix(".out.json").write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,234 @@
+"""A paced faux model for load tests (``PITRIO_FAUX_SCRIPT=load``), and the checker of its text.
+
+A load generator drives a daemon with prompts of the form ``load n=120 rate=50 tool=1``:
+:class:`LoadFaux` answers such a prompt with ``n`` text chunks at ``rate`` chunks a second (on
+an absolute schedule, so a busy event loop does not stretch the reply), after one ``read``
+tool call of ``load.txt`` when ``tool=1``. Any other prompt gets the plain faux echo.
+
+Every chunk says when it was handed to the stream and where it belongs, so a client in another
+process can measure latency on the one clock every Linux process shares (``CLOCK_MONOTONIC``)
+and check order and completeness without a side channel:
+
+* one character: the chunk's index modulo 64;
+* four characters: the hand-off time in microseconds modulo 64**4 (16.7 s; a client unwraps it
+  with its own reading of the clock, as a delta is never that late);
+* filler up to the chunk's length, 5 to 8 characters by index.
+
+Coalesced deltas hold several whole chunks: :class:`ChunkChecker` reads any split of the text.
+The pure helpers carry the format; :meth:`LoadFaux.stream` is the shell that paces and sends.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import attrs
+import trio
+
+from pitrio.actors.model_router.providers.base import EventSender
+from pitrio.actors.model_router.providers.faux import FauxProvider, last_user_text
+from pitrio.actors.model_router.stream_builder import StreamBuilder
+from pitrio.actors.model_router.usage import make_usage
+from pitrio.messages.agent import ToolResultMessage
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+"""64 characters that JSON writes as themselves."""
+STAMP_CHARS = 4
+STAMP_MODULO = 64**STAMP_CHARS
+"""Microseconds after which an embedded hand-off time wraps (16.7 s)."""
+TOOL_FILE = "load.txt"
+"""What a tool turn reads (relative to the session's working directory)."""
+
+_PROMPT = re.compile(r"^load((?:\s+\w+=[\d.]+)*)\s*$")
+_INDEX = {char: value for value, char in enumerate(ALPHABET)}
+
+
+@attrs.frozen
+class LoadRequest:
+    """What a ``load ...`` prompt asks for."""
+
+    chunks: int = 100
+    rate: float = 50.0
+    tool: bool = False
+
+
+def parse_load_prompt(text: str) -> LoadRequest | None:
+    """The request in a ``load n=.. rate=.. tool=0|1`` prompt; ``None`` for any other text."""
+    match = _PROMPT.match(text.strip())
+    if match is None:
+        return None
+    fields = dict(part.split("=", 1) for part in match.group(1).split())
+    return LoadRequest(
+        chunks=max(1, int(float(fields.get("n", 100)))),
+        rate=max(0.001, float(fields.get("rate", 50.0))),
+        tool=fields.get("tool", "0") not in ("0", ""),
+    )
+
+
+def load_prompt(request: LoadRequest) -> str:
+    """The prompt asking for ``request`` (the inverse of :func:`parse_load_prompt`)."""
+    return f"load n={request.chunks} rate={request.rate:g} tool={int(request.tool)}"
+
+
+def chunk_length(index: int) -> int:
+    """The length of chunk ``index``: 5 to 8 characters."""
+    return 5 + index % 4
+
+
+def _filler(index: int) -> str:
+    count = chunk_length(index) - 1 - STAMP_CHARS
+    return "".join(ALPHABET[(index * 7 + k) % 64] for k in range(count))
+
+
+def encode_stamp(micros: int) -> str:
+    """``micros`` modulo :data:`STAMP_MODULO` in four characters of :data:`ALPHABET`."""
+    value = micros % STAMP_MODULO
+    chars = []
+    for _ in range(STAMP_CHARS):
+        value, digit = divmod(value, 64)
+        chars.append(ALPHABET[digit])
+    return "".join(reversed(chars))
+
+
+def decode_stamp(text: str) -> int:
+    """The inverse of :func:`encode_stamp` (``KeyError`` for a character outside the set)."""
+    value = 0
+    for char in text:
+        value = value * 64 + _INDEX[char]
+    return value
+
+
+def load_chunk(index: int, micros: int) -> str:
+    """Chunk ``index`` of a reply, handed off at ``micros`` (CLOCK_MONOTONIC)."""
+    return ALPHABET[index % 64] + encode_stamp(micros) + _filler(index)
+
+
+def monotonic_micros() -> int:
+    """CLOCK_MONOTONIC in microseconds: the clock every process of the machine shares."""
+    return time.monotonic_ns() // 1000
+
+
+class ChunkChecker:
+    """One reply's text read back, delta by delta: each chunk's latency, and every fault.
+
+    :meth:`feed` takes a received delta and the time it arrived; a fault (a chunk out of
+    place, a character that is not ours, time running backwards) is recorded in
+    :attr:`errors` and stops the reading of this reply. :meth:`finish` checks the count and the
+    final text.
+    """
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.text: list[str] = []
+        self._pending = ""
+        self._last_sent: int | None = None
+        self.errors: list[str] = []
+        self.latencies_us: list[int] = []
+        self.sent_us: list[int] = []
+
+    def feed(self, delta: str, arrived_us: int) -> None:
+        """Read the whole chunks ``delta`` completes (a delta may hold several)."""
+        self.text.append(delta)
+        if self.errors:
+            return
+        buffer = self._pending + delta
+        position = 0
+        while len(buffer) - position >= chunk_length(self.index):
+            size = chunk_length(self.index)
+            chunk = buffer[position : position + size]
+            position += size
+            fault = self._check(chunk, arrived_us)
+            if fault is not None:
+                self.errors.append(f"chunk {self.index}: {fault}")
+                return
+            self.index += 1
+        self._pending = buffer[position:]
+
+    def _check(self, chunk: str, arrived_us: int) -> str | None:
+        if chunk[0] != ALPHABET[self.index % 64] or chunk[1 + STAMP_CHARS :] != _filler(self.index):
+            return f"expected chunk {self.index}, got {chunk!r} (missing or out of order)"
+        try:
+            stamp = decode_stamp(chunk[1 : 1 + STAMP_CHARS])
+        except KeyError:
+            return f"not a load chunk: {chunk!r}"
+        latency = (arrived_us - stamp) % STAMP_MODULO
+        sent = arrived_us - latency
+        if self._last_sent is not None and sent < self._last_sent:
+            return "handed off before the chunk ahead of it (out of order)"
+        self._last_sent = sent
+        self.latencies_us.append(latency)
+        self.sent_us.append(sent)
+        return None
+
+    def finish(self, expected_chunks: int, final_text: str | None) -> list[str]:
+        """Every fault of the reply: those met while reading, a count short or long, leftover
+        characters, a final message whose text is not what the deltas built."""
+        faults = list(self.errors)
+        if not self.errors:
+            if self._pending:
+                faults.append(f"{len(self._pending)} characters after chunk {self.index}")
+            if self.index != expected_chunks:
+                faults.append(f"{self.index} chunks received, {expected_chunks} sent")
+        if final_text is not None and final_text != "".join(self.text):
+            faults.append("the final message's text differs from its deltas")
+        return faults
+
+
+class LoadFaux(FauxProvider):
+    """The faux provider answering ``load ...`` prompts with paced, self-describing chunks."""
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
+    ) -> None:
+        """A load reply for a load prompt, else the plain faux behaviour."""
+        request = parse_load_prompt(last_user_text(context))
+        if request is None:
+            await super().stream(model, context, options, send)
+            return
+        tool_done = bool(context.messages) and isinstance(context.messages[-1], ToolResultMessage)
+        if request.tool and not tool_done:
+            await self._tool_turn(model, send)
+        else:
+            await self._text_turn(model, request, send)
+
+    async def _tool_turn(self, model: Model, send: EventSender) -> None:
+        builder = StreamBuilder.for_model(model, usage=make_usage(output=8), stop_reason="toolUse")
+        arguments: dict[str, Any] = {"path": TOOL_FILE}
+        await send.send(builder.start())
+        await send.send(builder.toolcall_start(self.next_tool_call_id(), "read"))
+        await send.send(builder.toolcall_delta('{"path":"' + TOOL_FILE + '"}'))
+        await send.send(builder.toolcall_end(arguments=arguments))
+        await send.send(builder.done("toolUse"))
+
+    async def _text_turn(self, model: Model, request: LoadRequest, send: EventSender) -> None:
+        usage = make_usage(input=16, output=2 * request.chunks)
+        builder = StreamBuilder.for_model(model, usage=usage, stop_reason="stop")
+        await send.send(builder.start())
+        await send.send(builder.text_start())
+        interval = 1.0 / request.rate
+        start = trio.current_time()
+        for index in range(request.chunks):
+            # An absolute schedule: a late wake-up is not added to every later chunk.
+            await trio.sleep_until(start + (index + 1) * interval)
+            await send.send(builder.text_delta(load_chunk(index, monotonic_micros())))
+        await send.send(builder.text_end())
+        await send.send(builder.done("stop"))
+
+
+__all__ = [
+    "STAMP_MODULO",
+    "TOOL_FILE",
+    "ChunkChecker",
+    "LoadFaux",
+    "LoadRequest",
+    "chunk_length",
+    "decode_stamp",
+    "encode_stamp",
+    "load_chunk",
+    "load_prompt",
+    "monotonic_micros",
+    "parse_load_prompt",
+]
