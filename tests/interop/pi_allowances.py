@@ -53,6 +53,10 @@ DOCUMENTED: list[Entry] = [
     ("*", "request.system-prompt", R_PROMPT),
     ("*", "request.tools[].function.description", R_PROMPT),
     ("*", "request.tools[].function.parameters.properties.*.description", R_PROMPT),
+    # The same texts where the native kinds carry them (a kind's results are "KIND/SCENARIO").
+    ("*/*", "request.system-prompt*", R_PROMPT),
+    ("*/*", "request.tools[]*description", R_PROMPT),
+    ("*/*", "request.toolConfig.tools[]*description", R_PROMPT),
     ("*", "*:key-order(timestamp/errorMessage)", R_ERRORKEY),
     ("request_defaults", "request.store", R_COMPAT),
     ("request_defaults", "request.max_tokens", R_COMPAT),
@@ -67,6 +71,9 @@ DOCUMENTED: list[Entry] = [
     ("*compact*", "request.messages[].content[].text", R_PROMPT),
     ("overflow_*", "request.messages[].content[].text", R_PROMPT),
     ("idle_queries", "request.messages[].content[].text", R_PROMPT),  # its compact command
+    ("*/*compact*", "request.input[].content[].text", R_PROMPT),
+    ("*/*compact*", "request.contents[].parts[].text", R_PROMPT),
+    ("*/*compact*", "request.messages[].content[].text", R_PROMPT),
     ("fork_ok", "out:response:get_state:ok.data.sessionId", R_FORKNAME),
     ("bash_missing_command", "out:response:bash:ok->response:bash:error", R_FIELD),
     ("set_steering_mode_invalid", "*", R_SETTERS),

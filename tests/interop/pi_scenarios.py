@@ -478,6 +478,31 @@ def _streaming() -> list[Scenario]:
     )
     add(
         Scenario(
+            # Replies with reasoning (and a signature where the vendor has one) that the next
+            # requests replay, at a level and then with thinking off.
+            "thinking_replay",
+            [
+                Mock(
+                    {
+                        "queue": [
+                            text("first answer", thinking="Let me think."),
+                            tool("read", {"path": "hello.txt"}, thinking="Reading it."),
+                            text("done", thinking="Done."),
+                        ]
+                    }
+                ),
+                cmd("set_thinking_level", level="high"),
+                *prompt("one"),
+                *prompt("two"),
+                cmd("set_thinking_level", level="off"),
+                *prompt("three"),
+            ],
+            settings={"defaultModel": "mock-vision"},
+            extra_models=(VISION,),
+        )
+    )
+    add(
+        Scenario(
             "image_text_only_model",
             [
                 DEFAULT,

@@ -44,7 +44,11 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
     stream_error_message,
 )
-from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
+from pitrio.actors.model_router.thinking import (
+    effective_thinking_level,
+    fit_thinking_budget,
+    thinking_budget,
+)
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -60,6 +64,7 @@ API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
 THINKING_BETA = "interleaved-thinking-2025-05-14"
+ADAPTIVE_MARKS = ("opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6")
 MIN_BUDGET = 1024
 """Anthropic's smallest accepted thinking budget."""
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
@@ -126,14 +131,69 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
+def _result_content(message: ToolResultMessage) -> str | list[dict[str, Any]]:
+    """A result's ``content`` as pi sends it: its texts joined by newlines, or with images the
+    blocks (a placeholder text first when there is no text)."""
+    if not any(isinstance(b, ImageContent) for b in message.content):
+        return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            blocks.append({"type": "text", "text": block.text})
+        else:
+            source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+            blocks.append({"type": "image", "source": source})
+    if not any(b["type"] == "text" for b in blocks):
+        blocks.insert(0, {"type": "text", "text": "(see attached image)"})
+    return blocks
+
+
 def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-    content = _user_blocks(message.content)
-    if content:
-        out["content"] = content
-    if message.is_error:
-        out["is_error"] = True
-    return out
+    return {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": _result_content(message),
+        "is_error": message.is_error,
+    }
+
+
+def adaptive_thinking(model: Model) -> bool:
+    """Whether ``model`` thinks adaptively (Opus 4.6/4.7, Sonnet 4.6: an effort, no budget)."""
+    return any(mark in model.id for mark in ADAPTIVE_MARKS)
+
+
+def adaptive_effort(model: Model, level: str) -> str:
+    """The ``output_config.effort`` of ``level`` for an adaptive model (pi's mapping)."""
+    mapped = (model.thinking_level_map or {}).get(level)
+    if isinstance(mapped, str):
+        return mapped
+    return {"minimal": "low", "low": "low", "medium": "medium"}.get(level, "high")
+
+
+def _tools(model: Model, context: LlmContext, cache: dict[str, str] | None) -> list[Any]:
+    """The tools as pi 0.73.1 sends them: eager input streaming unless the model's compat
+    says otherwise, the schema reduced to its properties and required names, the cache mark
+    on the last one."""
+    eager = _compat(model).get("supportsEagerToolInputStreaming", True) is not False
+    tools: list[dict[str, Any]] = []
+    for index, tool in enumerate(context.tools):
+        schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
+        entry: dict[str, Any] = {"name": tool.name, "description": tool.description}
+        if eager:
+            entry["eager_input_streaming"] = True
+        entry["input_schema"] = {
+            "type": "object",
+            "properties": schema.get("properties", {}),
+            "required": schema.get("required", []),
+        }
+        if cache is not None and index == len(context.tools) - 1:
+            entry["cache_control"] = cache
+        tools.append(entry)
+    return tools
+
+
+def _compat(model: Model) -> Mapping[str, Any]:
+    return model.compat if isinstance(model.compat, Mapping) else {}
 
 
 class AnthropicTurns:
@@ -262,24 +322,33 @@ def build_body(
         messages = builder.finish(cache)
     # The Messages API requires a limit: a model with none gets the cap.
     max_tokens = output_limit(model, options) or OUTPUT_LIMIT_CAP
-    body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
+    body: dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens}
+    body["stream"] = True
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache is not None:
             system["cache_control"] = cache
         body["system"] = [system]
-    body["messages"] = messages
     if context.tools:
-        body["tools"] = [
-            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-            for tool in context.tools
-        ]
-    budget = thinking_budget(model, options.reasoning, settings.thinking_budgets)
-    if budget is not None:
-        total, budget = fit_thinking_budget(max_tokens, model.max_tokens, budget)
-        if budget >= MIN_BUDGET:
+        body["tools"] = _tools(model, context, cache)
+    if not model.reasoning:
+        return body
+    level = effective_thinking_level(model, options.reasoning)
+    if level == "off":
+        body["thinking"] = {"type": "disabled"}
+    elif adaptive_thinking(model):
+        body["thinking"] = {"type": "adaptive", "display": "summarized"}
+        body["output_config"] = {"effort": adaptive_effort(model, level)}
+    else:
+        budget = thinking_budget(model, options.reasoning, settings.thinking_budgets)
+        if budget is not None:
+            total, budget = fit_thinking_budget(max_tokens, model.max_tokens, budget)
             body["max_tokens"] = total
-            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["thinking"] = {
+                "type": "enabled",
+                "budget_tokens": budget or MIN_BUDGET,
+                "display": "summarized",
+            }
     return body
 
 
@@ -323,7 +392,13 @@ def build_request(
     # With an OAuth token the tool names are rewritten, so the plain (not pre-encoded)
     # turns are built: the encoded prefix holds the names as given.
     body = build_body(model, context, options, settings, encoded=not oauth_token)
-    beta = [BETA_FEATURES] + ([THINKING_BETA] if "thinking" in body else [])
+    # pi's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
+    # interleaved thinking for every model but the adaptive ones (it is built into those).
+    beta: list[str] = []
+    if context.tools and _compat(model).get("supportsEagerToolInputStreaming") is False:
+        beta.append(BETA_FEATURES)
+    if not adaptive_thinking(model):
+        beta.append(THINKING_BETA)
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
         body = claude_code_body(body)
         beta = [*OAUTH_BETAS, *beta]
@@ -335,8 +410,11 @@ def build_request(
     request_headers = {
         "content-type": "application/json",
         "anthropic-version": ANTHROPIC_VERSION,
-        "anthropic-beta": ",".join(beta),
+        # pi's client is the Anthropic SDK, told it may run in a browser.
+        "anthropic-dangerous-direct-browser-access": "true",
     }
+    if beta:
+        request_headers["anthropic-beta"] = ",".join(beta)
     if oauth_token:
         request_headers["authorization"] = f"Bearer {api_key}"
         request_headers["user-agent"] = f"claude-cli/{CLAUDE_CODE_VERSION}"
@@ -345,8 +423,7 @@ def build_request(
         request_headers["authorization"] = f"Bearer {api_key}"
     elif api_key:
         request_headers["x-api-key"] = api_key
-        compat = model.compat if isinstance(model.compat, Mapping) else {}
-        if compat.get("authHeader"):
+        if _compat(model).get("authHeader"):
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
     return AnthropicRequest(
@@ -558,6 +635,7 @@ class AnthropicProvider(HttpProvider):
     """The ``anthropic-messages`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    accept = "application/json"  # what pi's Anthropic client asks for, streaming or not
     error_style = "anthropic"
 
     def build_request(

@@ -282,7 +282,7 @@ def build_unsigned(
 ) -> HttpRequest:
     """The request before authorisation (pure); :mod:`.bedrock_aws` signs it."""
     body = orjson.dumps(build_body(model, context, options, settings, env))
-    request_headers = {"content-type": "application/json", "accept": EVENT_STREAM}
+    request_headers = {"content-type": "application/json"}
     request_headers.update({name.lower(): value for name, value in headers.items()})
     url = request_url(base_url or model.base_url, model)
     return HttpRequest(url=url, headers=request_headers, body=body)
@@ -459,7 +459,7 @@ class BedrockProvider(HttpProvider):
 
     api_label = API
     error_style = "openai"
-    accept = EVENT_STREAM
+    accept = ""  # pi's AWS client sends no Accept header
 
     def build_request(
         self,

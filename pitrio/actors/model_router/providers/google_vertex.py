@@ -202,6 +202,7 @@ class GoogleVertexProvider(HttpProvider):
     """The ``google-vertex`` StreamFn (:meth:`stream`): a Vertex API key or ADC tokens."""
 
     api_label = API
+    accept = "*/*"  # what pi's Google client (fetch) sends, streaming or not
     error_style = "google"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
