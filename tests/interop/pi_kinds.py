@@ -185,4 +185,13 @@ def make_handler(base: type, state: Any, kind: Kind) -> type:
         self._chunk(b"".join(wire.tail))
         self.wfile.write(b"0\r\n\r\n")
 
-    return type("VendorHandler", (base,), {"state": state, "quiet": True, "do_POST": do_POST})
+    def handle(self: Any) -> None:
+        # A client that gives up on a kept-alive connection (pi's Codex client after its
+        # WebSocket try) resets it: nothing to report.
+        try:
+            base.handle(self)
+        except ConnectionResetError:
+            pass
+
+    attrs = {"state": state, "quiet": True, "do_POST": do_POST, "handle": handle}
+    return type("VendorHandler", (base,), attrs)

@@ -244,10 +244,10 @@ def build_body(
     if context.tools:
         tools = [
             {
-                "toolSpec": {
+                "toolSpec": {  # the AWS SDK's member order, as pi's requests have it
                     "name": tool.name,
-                    "description": tool.description,
                     "inputSchema": {"json": tool.parameters},
+                    "description": tool.description,
                 }
             }
             for tool in context.tools

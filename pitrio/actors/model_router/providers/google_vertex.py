@@ -98,6 +98,38 @@ def vertex_url(model: Model, *, project: str | None, location: str | None, api_k
     return join_url(host, path)
 
 
+# Where the Vertex converters of pi's Google SDK order an object's keys unlike the Gemini API
+# ones (the body is otherwise the same): function declarations, function calls, inline data.
+_VERTEX_KEYS = {
+    "functionDeclarations": ("description", "name"),
+    "functionCall": ("id", "name", "args"),
+    "inlineData": ("mimeType", "data"),
+}
+
+
+def _ordered(value: Any, first: tuple[str, ...]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    head = {key: value[key] for key in first if key in value}
+    return {**head, **{k: v for k, v in value.items() if k not in head}}
+
+
+def vertex_order(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a Gemini request) with its keys in the order pi's Vertex requests have."""
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and "functionDeclarations" in tool:
+            first = _VERTEX_KEYS["functionDeclarations"]
+            tool["functionDeclarations"] = [_ordered(d, first) for d in tool["functionDeclarations"]]
+    for content in body.get("contents") or []:
+        parts = content.get("parts") or []
+        for index, part in enumerate(parts):
+            for key in ("functionCall", "inlineData"):
+                if isinstance(part, dict) and key in part:
+                    part = {**part, key: _ordered(part[key], _VERTEX_KEYS[key])}
+            parts[index] = part
+    return body
+
+
 def build_request(
     model: Model,
     context: LlmContext,
@@ -114,7 +146,7 @@ def build_request(
     return HttpRequest(
         url=url,
         headers=request_headers,
-        body=encode_json_pieces(build_body(model, context, options, settings)),
+        body=encode_json_pieces(vertex_order(build_body(model, context, options, settings))),
     )
 
 
