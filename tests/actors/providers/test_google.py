@@ -355,7 +355,7 @@ async def test_streams_a_thinking_tool_turn_over_http(
         "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
     )
     assert request.headers["x-goog-api-key"] == SECRET
-    assert request.headers["accept"] == "text/event-stream"
+    assert request.headers["accept"] == "*/*"  # what pi's Google SDK (fetch) sends
     assert request.json()["generationConfig"]["thinkingConfig"] == {
         "includeThoughts": True,
         "thinkingBudget": 2048,
