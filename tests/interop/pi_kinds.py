@@ -13,6 +13,7 @@ format (``pi_wire``) and recording, beside each body, the path and headers it ca
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
@@ -81,13 +82,13 @@ KINDS: dict[str, Kind] = {
     )
 }
 
-# The scenarios that shape request bodies, run for every kind by default: text and multi-turn,
-# the tool round trips, thinking levels and replayed thinking, images, compaction, a retry (the
-# system prompt and the tools are in every request).
+# The scenarios that shape request bodies, run for every kind by default (about 60 s more than
+# the completions matrix alone): text, multi-turn and the tool round trips (``tools``: four
+# prompts, a tool error, an unknown tool), thinking at three levels with the reasoning replayed
+# (``thinking_replay``), images, compaction, a retried request; the system prompt and the tools
+# are in every request.
 BODY_SCENARIOS = (
-    "prompt_turns",
     "tools",
-    "thinking_levels",
     "thinking_replay",
     "image_prompt",
     "compact_manual",
@@ -133,7 +134,7 @@ def make_handler(base: type, state: Any, kind: Kind) -> type:
     """A handler class of the shared mock's ``Handler`` answering in ``kind``'s wire format."""
     encoder: Callable[[pi_wire.Answer], pi_wire.Wire] = pi_wire.ENCODERS[kind.family]
 
-    def do_POST(self: Any) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self: Any) -> None:  # the stdlib handler's name
         t_recv = time.monotonic()
         url = urlparse(self.path)
         raw = self._read_body()
@@ -158,7 +159,9 @@ def make_handler(base: type, state: Any, kind: Kind) -> type:
         with state.lock:
             state.log.append(entry)
 
-    def _answer(self: Any, spec: dict[str, Any], seq: int, size: int, entry: dict[str, Any]) -> None:
+    def _answer(
+        self: Any, spec: dict[str, Any], seq: int, size: int, entry: dict[str, Any]
+    ) -> None:
         if spec.get("first_delay"):
             time.sleep(float(spec["first_delay"]))
         if spec.get("kind") == "error":
@@ -188,10 +191,8 @@ def make_handler(base: type, state: Any, kind: Kind) -> type:
     def handle(self: Any) -> None:
         # A client that gives up on a kept-alive connection (pi's Codex client after its
         # WebSocket try) resets it: nothing to report.
-        try:
+        with contextlib.suppress(ConnectionResetError):
             base.handle(self)
-        except ConnectionResetError:
-            pass
 
     attrs = {"state": state, "quiet": True, "do_POST": do_POST, "handle": handle}
     return type("VendorHandler", (base,), attrs)

@@ -479,7 +479,7 @@ def _streaming() -> list[Scenario]:
     add(
         Scenario(
             # Replies with reasoning (and a signature where the vendor has one) that the next
-            # requests replay, at a level and then with thinking off.
+            # requests replay, at a high level, with thinking off, then at the lowest level.
             "thinking_replay",
             [
                 Mock(
@@ -496,6 +496,8 @@ def _streaming() -> list[Scenario]:
                 *prompt("two"),
                 cmd("set_thinking_level", level="off"),
                 *prompt("three"),
+                cmd("set_thinking_level", level="minimal"),
+                *prompt("four"),
             ],
             settings={"defaultModel": "mock-vision"},
             extra_models=(VISION,),

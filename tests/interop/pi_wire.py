@@ -146,7 +146,8 @@ def anthropic(a: Answer) -> Wire:
         for d in deltas:
             into.append(
                 _named(
-                    "content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": d},
                 )
             )
         into.append(_named("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -355,9 +356,13 @@ def mistral(a: Answer) -> Wire:
             {"id": cid_, "index": i, "type": "function", "function": {"name": n, "arguments": args}}
             for i, (cid_, n, args) in enumerate(a.calls)
         ]
-        w.tail.append(mistral_mock.body(mistral_mock.chunk({"tool_calls": calls}, id=cid), done=False))
+        w.tail.append(
+            mistral_mock.body(mistral_mock.chunk({"tool_calls": calls}, id=cid), done=False)
+        )
     usage = mistral_mock.usage(a.prompt_tokens, a.completion_tokens)
-    last = mistral_mock.chunk({"content": ""}, finish=a.finish, usage=usage, id=cid)
+    # The closing chunk's empty text would open a text block after a tool call: none then.
+    closing: dict[str, Any] = {} if a.calls else {"content": ""}
+    last = mistral_mock.chunk(closing, finish=a.finish, usage=usage, id=cid)
     w.tail.append(mistral_mock.body(last))
     return w
 

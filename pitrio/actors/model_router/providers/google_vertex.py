@@ -119,7 +119,9 @@ def vertex_order(body: dict[str, Any]) -> dict[str, Any]:
     for tool in body.get("tools") or []:
         if isinstance(tool, dict) and "functionDeclarations" in tool:
             first = _VERTEX_KEYS["functionDeclarations"]
-            tool["functionDeclarations"] = [_ordered(d, first) for d in tool["functionDeclarations"]]
+            tool["functionDeclarations"] = [
+                _ordered(d, first) for d in tool["functionDeclarations"]
+            ]
     for content in body.get("contents") or []:
         parts = content.get("parts") or []
         for index, part in enumerate(parts):

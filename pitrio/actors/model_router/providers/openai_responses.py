@@ -123,7 +123,7 @@ def _assistant_items(message: AssistantMessage, own: bool, index: int) -> list[d
                 continue
             item_id = (_text_item_id(block.text_signature) if own else None) or f"msg_{index}"
             if len(item_id) > 64:
-                item_id = "msg_" + short_hash(item_id)
+                item_id = "msg_" + short_hash(item_id, 16)
             items.append(
                 {
                     "type": "message",
