@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.interop.pi_compare import Diff, Normaliser, deep
+from tests.interop.pi_compare import Diff, Normaliser, deep, requests
 from tests.interop.pi_runner import Run
 
 DROPPED_HEADERS = {
@@ -103,13 +103,7 @@ def compare_requests(pi: Run, pitrio: Run) -> list[Diff]:
     out: list[Diff] = []
     out += [Diff("harness:pi-failure", f"pi: {f}") for f in pi.failures]
     out += [Diff("harness:pitrio-failure", f"pitrio: {f}") for f in pitrio.failures]
-    req_a = [na.value(r) for r in pi.requests]
-    req_b = [nb.value(r) for r in pitrio.requests]
-    if len(req_a) != len(req_b):
-        out.append(Diff("request:count", f"pi made {len(req_a)} LLM requests, pitrio {len(req_b)}"))
-    for i, (x, y) in enumerate(zip(req_a, req_b, strict=False)):
-        deep(system_prompt(x), system_prompt(y), "request.system-prompt", f"request#{i}", out)
-        deep(x, y, "request", f"request#{i}", out)
+    requests(na, nb, pi, pitrio, system_prompt, out)
     for i, (x, y) in enumerate(zip(pi.http, pitrio.http, strict=False)):
         deep(na.text(x["path"]), nb.text(y["path"]), "http.path", f"request#{i}", out)
         deep(

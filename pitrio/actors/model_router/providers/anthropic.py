@@ -20,6 +20,13 @@ from typing import Any
 
 import attrs
 
+from pitrio.actors.model_router.providers.anthropic_forms import (
+    adaptive_effort,
+    adaptive_thinking,
+    compat_of,
+    tool_result,
+    tools_of,
+)
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
@@ -64,7 +71,6 @@ API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
 THINKING_BETA = "interleaved-thinking-2025-05-14"
-ADAPTIVE_MARKS = ("opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6")
 MIN_BUDGET = 1024
 """Anthropic's smallest accepted thinking budget."""
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
@@ -131,71 +137,6 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _result_content(message: ToolResultMessage) -> str | list[dict[str, Any]]:
-    """A result's ``content`` as pi sends it: its texts joined by newlines, or with images the
-    blocks (a placeholder text first when there is no text)."""
-    if not any(isinstance(b, ImageContent) for b in message.content):
-        return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
-    blocks: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            blocks.append({"type": "text", "text": block.text})
-        else:
-            source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
-            blocks.append({"type": "image", "source": source})
-    if not any(b["type"] == "text" for b in blocks):
-        blocks.insert(0, {"type": "text", "text": "(see attached image)"})
-    return blocks
-
-
-def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id,
-        "content": _result_content(message),
-        "is_error": message.is_error,
-    }
-
-
-def adaptive_thinking(model: Model) -> bool:
-    """Whether ``model`` thinks adaptively (Opus 4.6/4.7, Sonnet 4.6: an effort, no budget)."""
-    return any(mark in model.id for mark in ADAPTIVE_MARKS)
-
-
-def adaptive_effort(model: Model, level: str) -> str:
-    """The ``output_config.effort`` of ``level`` for an adaptive model (pi's mapping)."""
-    mapped = (model.thinking_level_map or {}).get(level)
-    if isinstance(mapped, str):
-        return mapped
-    return {"minimal": "low", "low": "low", "medium": "medium"}.get(level, "high")
-
-
-def _tools(model: Model, context: LlmContext, cache: dict[str, str] | None) -> list[Any]:
-    """The tools as pi 0.73.1 sends them: eager input streaming unless the model's compat
-    says otherwise, the schema reduced to its properties and required names, the cache mark
-    on the last one."""
-    eager = _compat(model).get("supportsEagerToolInputStreaming", True) is not False
-    tools: list[dict[str, Any]] = []
-    for index, tool in enumerate(context.tools):
-        schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
-        entry: dict[str, Any] = {"name": tool.name, "description": tool.description}
-        if eager:
-            entry["eager_input_streaming"] = True
-        entry["input_schema"] = {
-            "type": "object",
-            "properties": schema.get("properties", {}),
-            "required": schema.get("required", []),
-        }
-        if cache is not None and index == len(context.tools) - 1:
-            entry["cache_control"] = cache
-        tools.append(entry)
-    return tools
-
-
-def _compat(model: Model) -> Mapping[str, Any]:
-    return model.compat if isinstance(model.compat, Mapping) else {}
-
-
 class AnthropicTurns:
     """A transcript as Messages API turns, built one message at a time so the state after a
     prefix can be kept and resumed (:meth:`copy`; see
@@ -235,7 +176,7 @@ class AnthropicTurns:
 
     def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
-            block = _tool_result(message)
+            block = tool_result(message)
             last = self.turns[-1] if self.turns else None
             if last and last["role"] == "user" and last.get("tool_results"):
                 last["content"].append(block)
@@ -330,7 +271,7 @@ def build_body(
             system["cache_control"] = cache
         body["system"] = [system]
     if context.tools:
-        body["tools"] = _tools(model, context, cache)
+        body["tools"] = tools_of(model, context, cache)
     if not model.reasoning:
         return body
     level = effective_thinking_level(model, options.reasoning)
@@ -395,7 +336,7 @@ def build_request(
     # pi's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
     # interleaved thinking for every model but the adaptive ones (it is built into those).
     beta: list[str] = []
-    if context.tools and _compat(model).get("supportsEagerToolInputStreaming") is False:
+    if context.tools and compat_of(model).get("supportsEagerToolInputStreaming") is False:
         beta.append(BETA_FEATURES)
     if not adaptive_thinking(model):
         beta.append(THINKING_BETA)
@@ -423,7 +364,7 @@ def build_request(
         request_headers["authorization"] = f"Bearer {api_key}"
     elif api_key:
         request_headers["x-api-key"] = api_key
-        if _compat(model).get("authHeader"):
+        if compat_of(model).get("authHeader"):
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
     return AnthropicRequest(
