@@ -27,7 +27,7 @@ from pitrio.messages.stream import AssistantMessageEvent
 from tests.actors.providers.support import final, make_model, parse_all
 from tests.interop import pi_wire
 from tests.interop.pi_compare_kinds import headers, system_prompt
-from tests.interop.pi_kinds import BODY_SCENARIOS, KINDS, KINDS_ENV, matrix
+from tests.interop.pi_kinds import BODY_SCENARIOS, KINDS, KINDS_ENV, UNFIT, matrix
 from tests.interop.pi_scenarios import SCENARIOS
 
 PARSERS: dict[str, Any] = {
@@ -111,7 +111,10 @@ def test_the_kinds_a_run_covers() -> None:
     default = matrix(SCENARIOS, {})
     assert {k for k, _ in default} == set(KINDS)
     assert len(default) == len(KINDS) * len(BODY_SCENARIOS)
-    assert len(matrix(SCENARIOS, {KINDS_ENV: "all"})) == len(KINDS) * len(SCENARIOS)
+    unfit = sum(len(names) for names in UNFIT.values())
+    assert len(matrix(SCENARIOS, {KINDS_ENV: "all"})) == len(KINDS) * len(SCENARIOS) - unfit
+    assert not set(BODY_SCENARIOS) & {n for names in UNFIT.values() for n in names}
+    assert {n for names in UNFIT.values() for n in names} <= names
     assert matrix(SCENARIOS, {KINDS_ENV: "none"}) == []
     two = matrix(SCENARIOS, {KINDS_ENV: "mistral-conversations, google-vertex"})
     assert {k for k, _ in two} == {"mistral-conversations", "google-vertex"}

@@ -35,6 +35,7 @@ from pitrio.actors.model_router.providers.http import (
     _send_all,
     join_url,
 )
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.errors import CredentialError, ProviderError
@@ -460,6 +461,18 @@ class BedrockProvider(HttpProvider):
     api_label = API
     error_style = "openai"
     accept = ""  # pi's AWS client sends no Accept header
+
+    def retry_policy(self) -> RetryPolicy:
+        """pi's AWS client's standard retry mode: three attempts whatever
+        ``retry.provider.maxRetries`` says (pi does not hand it to that client), 100 ms
+        doubling with full jitter."""
+        return RetryPolicy(
+            max_retries=2,
+            initial_delay=0.1,
+            max_delay=20.0,
+            jitter=1.0,
+            max_retry_delay_ms=self.pool.settings.max_retry_delay_ms,
+        )
 
     def build_request(
         self,

@@ -38,6 +38,7 @@ from pitrio.actors.model_router.providers.http import (
     SseParser,
     join_url,
 )
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
@@ -445,6 +446,11 @@ class GoogleProvider(HttpProvider):
 
     api_label = API
     accept = "*/*"  # what pi's Google client (fetch) sends, streaming or not
+
+    def retry_policy(self) -> RetryPolicy:
+        """No quiet repeats: pi's Google SDK makes one request (a failure goes to auto-retry)."""
+        return attrs.evolve(self.pool.settings.retry_policy(), max_retries=0)
+
     error_style = "google"
 
     def build_request(

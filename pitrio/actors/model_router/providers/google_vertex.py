@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 
 from pitrio.actors.model_router.providers.convert import encode_json_pieces
@@ -35,6 +36,7 @@ from pitrio.actors.model_router.providers.google import (
     build_body,
 )
 from pitrio.actors.model_router.providers.http import HttpProvider, HttpRequest, join_url
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 
@@ -237,6 +239,11 @@ class GoogleVertexProvider(HttpProvider):
 
     api_label = API
     accept = "*/*"  # what pi's Google client (fetch) sends, streaming or not
+
+    def retry_policy(self) -> RetryPolicy:
+        """No quiet repeats: pi's Google SDK makes one request (a failure goes to auto-retry)."""
+        return attrs.evolve(self.pool.settings.retry_policy(), max_retries=0)
+
     error_style = "google"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
