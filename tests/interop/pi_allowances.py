@@ -38,6 +38,7 @@ R_NOSESSION = "`new_session` under `--no-session` stays in memory: no `sessionFi
 R_DURABLE = "a new session's file is written with its first entry that is acknowledged"
 R_THRESHOLD = "a prompt sent during the threshold compaction after a run is accepted"
 R_STOPPED = "a process stopped mid-reply (SIGTERM, stdin EOF) leaves a session file"
+R_CODEX = "repeats only retryable failures (429/5xx, connection errors)"
 
 DOCUMENTED: list[Entry] = [
     ("*", "out:only-pitrio:agent_settled", R_SETTLED),
@@ -53,6 +54,10 @@ DOCUMENTED: list[Entry] = [
     ("*", "request.system-prompt", R_PROMPT),
     ("*", "request.tools[].function.description", R_PROMPT),
     ("*", "request.tools[].function.parameters.properties.*.description", R_PROMPT),
+    # The same texts where the native kinds carry them (a kind's results are "KIND/SCENARIO").
+    ("*/*", "request.system-prompt*", R_PROMPT),
+    ("*/*", "request.tools[]*description", R_PROMPT),
+    ("*/*", "request.toolConfig.tools[]*description", R_PROMPT),
     ("*", "*:key-order(timestamp/errorMessage)", R_ERRORKEY),
     ("request_defaults", "request.store", R_COMPAT),
     ("request_defaults", "request.max_tokens", R_COMPAT),
@@ -67,6 +72,19 @@ DOCUMENTED: list[Entry] = [
     ("*compact*", "request.messages[].content[].text", R_PROMPT),
     ("overflow_*", "request.messages[].content[].text", R_PROMPT),
     ("idle_queries", "request.messages[].content[].text", R_PROMPT),  # its compact command
+    # The summarisation prompt in each kind's place for it (compact commands, overflows).
+    *[
+        (f"*/{scenario}", f"request.{path}.text", R_PROMPT)
+        for scenario in ("*compact*", "overflow_*", "idle_queries")
+        for path in ("input[].content[]", "contents[].parts[]", "messages[].content[]")
+    ],
+    # The race of pi's prompt during a threshold compaction, whatever the vendor.
+    ("*/prompt_during_threshold_compaction", "*", R_THRESHOLD),
+    # pi's Codex client repeats a 400 three times (the context overflow too, whose repeats
+    # then take the summary's and the next answers): what it sends then is that row.
+    ("openai-codex-responses/error_400", "request:count", R_CODEX),
+    ("openai-codex-responses/error_400", "http:statuses", R_CODEX),
+    ("openai-codex-responses/overflow_*", "*", R_CODEX),
     ("fork_ok", "out:response:get_state:ok.data.sessionId", R_FORKNAME),
     ("bash_missing_command", "out:response:bash:ok->response:bash:error", R_FIELD),
     ("set_steering_mode_invalid", "*", R_SETTERS),

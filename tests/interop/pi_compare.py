@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,19 +279,32 @@ def compare(pi: Run, pitrio: Run) -> list[Diff]:
             lines_b[i] = nb.value(ln.obj)
     _output(lines_a, lines_b, out)
     _files(files_a, files_b, out)
-    req_a = [na.value(r) for r in pi.requests]
-    req_b = [nb.value(r) for r in pitrio.requests]
-    if len(req_a) != len(req_b):
-        out.append(Diff("request:count", f"pi made {len(req_a)} LLM requests, pitrio {len(req_b)}"))
-    for i, (x, y) in enumerate(zip(req_a, req_b, strict=False)):
-        deep(_system_prompt(x), _system_prompt(y), "request.system-prompt", f"request#{i}", out)
-        deep(x, y, "request", f"request#{i}", out)
+    requests(na, nb, pi, pitrio, _system_prompt, out)
     if pi.statuses != pitrio.statuses:
         out.append(Diff("http:statuses", f"pi {pi.statuses} vs pitrio {pitrio.statuses}"))
     deep(na.value(pi.settings), nb.value(pitrio.settings), "settings", "settings.json", out)
     if pi.exit_code != pitrio.exit_code:
         out.append(Diff("exit-code", f"pi exited {pi.exit_code}, pitrio {pitrio.exit_code}"))
     return out
+
+
+def requests(
+    na: Normaliser,
+    nb: Normaliser,
+    pi: Run,
+    pitrio: Run,
+    system_prompt: Callable[[Any], Any],
+    out: list[Diff],
+) -> None:
+    """Append the differences of the two runs' request bodies (their count, then each pair,
+    the system prompt ``system_prompt`` takes out of a body compared on its own path)."""
+    req_a = [na.value(r) for r in pi.requests]
+    req_b = [nb.value(r) for r in pitrio.requests]
+    if len(req_a) != len(req_b):
+        out.append(Diff("request:count", f"pi made {len(req_a)} LLM requests, pitrio {len(req_b)}"))
+    for i, (x, y) in enumerate(zip(req_a, req_b, strict=False)):
+        deep(system_prompt(x), system_prompt(y), "request.system-prompt", f"request#{i}", out)
+        deep(x, y, "request", f"request#{i}", out)
 
 
 def _entries_last(norm: Normaliser, entries: list[Any], kinds: set[str]) -> list[Any]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.interop.pi_kinds import COMPLETIONS, KINDS, kind_env, make_handler, provider_block
 from tests.interop.pi_steps import (
     USAGE,
     CloseStdin,
@@ -145,9 +146,13 @@ _MOCK_LOCK = threading.Lock()
 
 
 class MockLLM:
-    """One instance of the shared mock LLM, served by a thread of this process."""
+    """One instance of the shared mock LLM, served by a thread of this process.
 
-    def __init__(self) -> None:
+    For ``kind`` other than ``openai-completions`` the same script is answered in that API's
+    wire format (``pi_kinds.make_handler``), and each request's path and headers are kept.
+    """
+
+    def __init__(self, kind: str = COMPLETIONS) -> None:
         global _MOCK_MODULE
         with _MOCK_LOCK:
             if _MOCK_MODULE is None:
@@ -155,7 +160,10 @@ class MockLLM:
         mod = _MOCK_MODULE
         self.state = mod.MockState(MODEL)
         self.state.apply_config(BASE_CONFIG)
-        handler = type("Handler", (mod.Handler,), {"state": self.state, "quiet": True})
+        if kind == COMPLETIONS:
+            handler = type("Handler", (mod.Handler,), {"state": self.state, "quiet": True})
+        else:
+            handler = make_handler(mod.Handler, self.state, KINDS[kind])
         self.server = mod.Server(("127.0.0.1", 0), handler)
         self.port = int(self.server.server_address[1])
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -173,6 +181,11 @@ class MockLLM:
         with self.state.lock:
             return [c["request"] for c in self.state.captured]
 
+    def http(self) -> list[dict[str, Any]]:
+        """The path and headers of each request (kept by the native kinds' vendors only)."""
+        with self.state.lock:
+            return [c["http"] for c in self.state.captured if "http" in c]
+
     def log(self) -> list[dict[str, Any]]:
         """The mock's per-request log (status of each answer)."""
         with self.state.lock:
@@ -184,8 +197,10 @@ class MockLLM:
         self.server.server_close()
 
 
-def models_json(base_url: str, scenario: Scenario) -> dict[str, Any]:
-    """pi's ``models.json`` with the mock provider and the scenario's models."""
+def models_json(
+    base_url: str, scenario: Scenario, kind: str = COMPLETIONS, port: int = 0
+) -> dict[str, Any]:
+    """pi's ``models.json`` with the mock provider (of API ``kind``) and the scenario's models."""
     models = [
         {
             "id": MODEL,
@@ -199,12 +214,11 @@ def models_json(base_url: str, scenario: Scenario) -> dict[str, Any]:
         *scenario.extra_models,
     ]
     provider: dict[str, Any] = {
-        "baseUrl": base_url,
-        "api": "openai-completions",
         "apiKey": API_KEY,
+        **provider_block(kind, port, base_url),
         "models": models,
     }
-    if scenario.openai_compat:
+    if scenario.openai_compat and kind == COMPLETIONS:
         # pi's request forms for every server; pitrio sends them to OpenAI only unless told
         # (a documented difference, shown by the one scenario that leaves this out).
         provider["compat"] = OPENAI_FORMS
@@ -227,8 +241,10 @@ class Run:
     agent: str
     root: str
     port: int
+    kind: str = COMPLETIONS
     lines: list[Line] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    http: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     sessions: dict[str, list[Any]] = field(default_factory=dict)
     settings: Any = None
@@ -240,14 +256,17 @@ class Run:
 class Sandbox:
     """A fresh HOME, agent dir, cwd and TMPDIR for one agent process."""
 
-    def __init__(self, base: Path, scenario: Scenario, base_url: str) -> None:
+    def __init__(
+        self, base: Path, scenario: Scenario, mock: MockLLM, kind: str = COMPLETIONS
+    ) -> None:
+        self.kind = kind
         self.root = Path(tempfile.mkdtemp(prefix="sbx-", dir=base))
         self.home, self.agent_dir = self.root / "home", self.root / "agent"
         self.work, self.tmp = self.root / "work", self.root / "tmp"
         for d in (self.home, self.agent_dir, self.work, self.tmp):
             d.mkdir()
         (self.agent_dir / "models.json").write_text(
-            json.dumps(models_json(base_url, scenario), indent=2)
+            json.dumps(models_json(mock.base_url, scenario, kind, mock.port), indent=2)
         )
         settings = {"defaultProvider": PROVIDER, "defaultModel": MODEL, **scenario.settings}
         (self.agent_dir / "settings.json").write_text(json.dumps(settings, indent=2))
@@ -269,6 +288,7 @@ class Sandbox:
             "PI_OFFLINE": "1",
             "PI_SKIP_VERSION_CHECK": "1",
             "PI_TELEMETRY": "0",
+            **kind_env(self.kind),
         }
 
 
@@ -528,16 +548,18 @@ def _session_file(sandbox: Sandbox) -> Path | None:
     return files[-1] if files else None
 
 
-def run_scenario(agent: str, scenario: Scenario, pi_cli: Path, base: Path) -> Run:
+def run_scenario(
+    agent: str, scenario: Scenario, pi_cli: Path, base: Path, kind: str = COMPLETIONS
+) -> Run:
     """Run ``scenario`` against ``agent`` (``"pi"`` or ``"pitrio"``) and collect what it did.
 
     A scenario with a prelude first runs the prelude's agent in the same sandbox (resume of one
     agent's files by the other); only the main part is recorded.
     """
-    mock = MockLLM()
+    mock = MockLLM(kind)
     try:
-        sandbox = Sandbox(base, scenario, mock.base_url)
-        run = Run(agent=agent, root=str(sandbox.root), port=mock.port)
+        sandbox = Sandbox(base, scenario, mock, kind)
+        run = Run(agent=agent, root=str(sandbox.root), port=mock.port, kind=kind)
         args = list(scenario.args)
         if scenario.prelude is not None:
             pre = Run(agent=scenario.prelude_agent, root=str(sandbox.root), port=mock.port)
@@ -564,6 +586,7 @@ def run_scenario(agent: str, scenario: Scenario, pi_cli: Path, base: Path) -> Ru
         while len(mock.log()) < len(mock.captured()) and time.monotonic() < deadline:
             time.sleep(0.05)
         run.requests = mock.captured()
+        run.http = mock.http()
         run.statuses = [int(e["status"] or 0) for e in mock.log()]
         _collect_files(sandbox, run)
         return run
@@ -571,14 +594,16 @@ def run_scenario(agent: str, scenario: Scenario, pi_cli: Path, base: Path) -> Ru
         mock.close()
 
 
-def run_both(scenario: Scenario, pi_cli: Path, base: Path) -> dict[str, Run]:
-    """Both agents through ``scenario``, concurrently (two threads)."""
+def run_both(
+    scenario: Scenario, pi_cli: Path, base: Path, kind: str = COMPLETIONS
+) -> dict[str, Run]:
+    """Both agents through ``scenario`` on a vendor of ``kind``, concurrently (two threads)."""
     results: dict[str, Run] = {}
     errors: list[BaseException] = []
 
     def one(agent: str) -> None:
         try:
-            results[agent] = run_scenario(agent, scenario, pi_cli, base)
+            results[agent] = run_scenario(agent, scenario, pi_cli, base, kind)
         except BaseException as exc:  # reported by the caller
             errors.append(exc)
 

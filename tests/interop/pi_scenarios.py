@@ -478,6 +478,33 @@ def _streaming() -> list[Scenario]:
     )
     add(
         Scenario(
+            # Replies with reasoning (and a signature where the vendor has one) that the next
+            # requests replay, at a high level, with thinking off, then at the lowest level.
+            "thinking_replay",
+            [
+                Mock(
+                    {
+                        "queue": [
+                            text("first answer", thinking="Let me think."),
+                            tool("read", {"path": "hello.txt"}, thinking="Reading it."),
+                            text("done", thinking="Done."),
+                        ]
+                    }
+                ),
+                cmd("set_thinking_level", level="high"),
+                *prompt("one"),
+                *prompt("two"),
+                cmd("set_thinking_level", level="off"),
+                *prompt("three"),
+                cmd("set_thinking_level", level="minimal"),
+                *prompt("four"),
+            ],
+            settings={"defaultModel": "mock-vision"},
+            extra_models=(VISION,),
+        )
+    )
+    add(
+        Scenario(
             "image_text_only_model",
             [
                 DEFAULT,

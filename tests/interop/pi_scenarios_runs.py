@@ -17,6 +17,7 @@ from tests.interop.pi_steps import (
     Step,
     WaitEvent,
     WaitExit,
+    WaitRequests,
     cmd,
     error,
     prompt,
@@ -39,6 +40,20 @@ def retry_scenarios() -> list[Scenario]:
                 WaitEvent("auto_retry_end"),
                 WaitEvent("agent_end", n=3),
                 cmd("get_messages"),
+            ],
+            settings=st,
+        )
+    )
+    add(
+        Scenario(
+            # The retried request itself, without waiting for an event: some vendors' clients
+            # retry a 500 quietly (pi's Bedrock and Codex clients), others through auto-retry.
+            "retry_requests",
+            [
+                Mock({"queue": [error("server_error"), text("ok")]}),
+                Cmd({"type": "prompt", "message": "go"}),
+                WaitRequests(2),
+                Quiet(0.5),
             ],
             settings=st,
         )

@@ -7,8 +7,14 @@ row of the README's table) nor one being fixed elsewhere (``PENDING_FIX``: an ex
 until its fix is merged). Skipped, with the reason, where node >= 20 or pi 0.73.1 is missing
 (``.ci/run`` installs pi into a cache folder outside the repository).
 
+The provider-kind dimension (``pi_kinds``): the same scenarios against a loopback vendor of each
+other API kind pi speaks, compared on the requests (``pi_compare_kinds``); which pairs run is
+``PITRIO_INTEROP_KINDS``'s choice (unset: every kind with the scenarios that shape bodies; ``all``:
+every scenario of every kind). Their results are named ``KIND/SCENARIO``.
+
 ``python -m tests.interop.test_pi_differential [NAME ...]`` prints every difference of the named
-scenarios (all when none is named) and the counts.
+scenarios (all when none is named; ``KIND/NAME`` for another kind; with the kinds the
+environment chooses) and the counts, per kind.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from tests.interop.pi_allowances import (
     classify,
 )
 from tests.interop.pi_compare import Diff, compare
+from tests.interop.pi_compare_kinds import compare_requests
+from tests.interop.pi_kinds import COMPLETIONS, matrix
 from tests.interop.pi_runner import find_pi_cli, run_both
 from tests.interop.pi_scenarios import BY_NAME, SCENARIOS
 from tests.interop.pi_steps import Scenario
@@ -40,20 +48,30 @@ PI_CLI, SKIP_REASON = find_pi_cli()
 WORKERS = int(os.environ.get("PITRIO_INTEROP_WORKERS", "4"))
 RESULTS: dict[str, list[Diff]] = {}
 TIMES: dict[str, float] = {}
+Job = tuple[str, Scenario]
+KIND_JOBS: list[Job] = matrix(SCENARIOS)
 
 
-def run_all(scenarios: list[Scenario], base: Path) -> dict[str, list[Diff]]:
-    """The differences of each scenario, the scenarios run ``WORKERS`` at a time."""
+def job_name(kind: str, scenario: Scenario) -> str:
+    """A result's name: the scenario's, ``KIND/`` before it for a kind other than completions."""
+    return scenario.name if kind == COMPLETIONS else f"{kind}/{scenario.name}"
+
+
+def run_all(jobs: list[Job], base: Path) -> dict[str, list[Diff]]:
+    """The differences of each (kind, scenario), ``WORKERS`` of them run at a time."""
     assert PI_CLI is not None
 
-    def one(sc: Scenario) -> tuple[str, list[Diff]]:
+    def one(job: Job) -> tuple[str, list[Diff]]:
+        kind, sc = job
         t0 = time.monotonic()
-        runs = run_both(sc, PI_CLI, base)
-        TIMES[sc.name] = time.monotonic() - t0
-        return sc.name, compare(runs["pi"], runs["pitrio"])
+        runs = run_both(sc, PI_CLI, base, kind)
+        name = job_name(kind, sc)
+        TIMES[name] = time.monotonic() - t0
+        judge = compare if kind == COMPLETIONS else compare_requests
+        return name, judge(runs["pi"], runs["pitrio"])
 
     # The slow scenarios (preludes, retries) start first so they overlap the rest.
-    order = sorted(scenarios, key=lambda sc: (sc.prelude is None, "retry" not in sc.name))
+    order = sorted(jobs, key=lambda j: (j[1].prelude is None, "retry" not in j[1].name))
     with ThreadPoolExecutor(WORKERS) as pool:
         return dict(pool.map(one, order))
 
@@ -65,14 +83,17 @@ def differences() -> Iterator[dict[str, list[Diff]]]:
     base = Path(tempfile.mkdtemp(prefix="pitrio-interop-"))
     try:
         t0 = time.monotonic()
-        RESULTS.update(run_all(SCENARIOS, base))
+        RESULTS.update(run_all([(COMPLETIONS, sc) for sc in SCENARIOS] + KIND_JOBS, base))
         TIMES["<all>"] = time.monotonic() - t0
         yield RESULTS
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("name", [sc.name for sc in SCENARIOS])
+@pytest.mark.xdist_group("pi_interop")
+@pytest.mark.parametrize(
+    "name", [sc.name for sc in SCENARIOS] + [job_name(k, sc) for k, sc in KIND_JOBS]
+)
 def test_scenario(name: str, differences: dict[str, list[Diff]]) -> None:
     _, pending, found, unknown = classify(name, differences[name])
     assert not unknown, "\n".join(f"{d.path}  |  {d.detail}" for d in unknown)
@@ -103,6 +124,17 @@ def test_allowance_paths_take_brackets_literally() -> None:
     assert [d.path for d in unknown] == ["request.messages[]x"]
 
 
+def kind_of(name: str) -> str:
+    """The API kind of a result's name."""
+    return name.split("/", 1)[0] if "/" in name else COMPLETIONS
+
+
+def counts_by_kind(results: dict[str, list[Diff]]) -> dict[str, dict[str, int]]:
+    """:func:`counts` of each kind's results."""
+    kinds = sorted({kind_of(n) for n in results}, key=lambda k: (k != COMPLETIONS, k))
+    return {k: counts({n: d for n, d in results.items() if kind_of(n) == k}) for k in kinds}
+
+
 def counts(results: dict[str, list[Diff]]) -> dict[str, int]:
     """Scenarios, identical, documented only, pending-fix, undocumented."""
     c = dict.fromkeys(("scenarios", "identical", "documented", "pending-fix", "undocumented"), 0)
@@ -125,16 +157,19 @@ def main(argv: list[str]) -> int:
     if PI_CLI is None:
         print(SKIP_REASON)
         return 1
-    chosen = [BY_NAME[n] for n in argv] if argv else SCENARIOS
+    jobs: list[Job] = [
+        (n.split("/")[0], BY_NAME[n.split("/")[1]]) if "/" in n else (COMPLETIONS, BY_NAME[n])
+        for n in argv
+    ] or [(COMPLETIONS, sc) for sc in SCENARIOS] + KIND_JOBS
     base = Path(tempfile.mkdtemp(prefix="pitrio-interop-"))
     t0 = time.monotonic()
-    results = run_all(chosen, base)
+    results = run_all(jobs, base)
     shutil.rmtree(base, ignore_errors=True)
     show_all = bool(os.environ.get("SHOW_ALL"))
-    for sc in chosen:
-        documented, pending, found, undocumented = classify(sc.name, results[sc.name])
+    for name in (job_name(k, sc) for k, sc in jobs):
+        documented, pending, found, undocumented = classify(name, results[name])
         print(
-            f"== {sc.name} ({TIMES[sc.name]:.1f} s): {len(documented)} documented, "
+            f"== {name} ({TIMES[name]:.1f} s): {len(documented)} documented, "
             f"{len(pending)} pending, {len(found)} found, {len(undocumented)} undocumented"
         )
         for label, group in (
@@ -144,6 +179,8 @@ def main(argv: list[str]) -> int:
         ):
             for d in group:
                 print(f"  {label} {d.path}  |  {d.detail}")
+    for kind, c in counts_by_kind(results).items():
+        print(kind, c)
     print(counts(results), f"{time.monotonic() - t0:.1f} s")
     return 0
 

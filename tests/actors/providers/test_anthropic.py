@@ -15,7 +15,8 @@ from pitrio.actors.model_router.providers.anthropic import (
 from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.providers.http import HttpPool
-from pitrio.messages import TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
+from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import ThinkingEnd, ThinkingStart
 from tests.actors.providers.loopback import LoopbackServer, recording, sse
@@ -49,7 +50,11 @@ def test_request_shape_and_cache_control() -> None:
     assert request.headers["x-api-key"] == SECRET
     assert request.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in request.headers
+    # pi's Anthropic SDK client: JSON accepted, browser use allowed, interleaved thinking on.
+    assert request.headers["anthropic-dangerous-direct-browser-access"] == "true"
+    assert request.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     body = request.json()
+    assert list(body) == ["model", "messages", "max_tokens", "stream", "system", "tools"]
     assert body["model"] == "test-model"
     assert body["stream"] is True
     assert body["max_tokens"] == 16384
@@ -62,11 +67,27 @@ def test_request_shape_and_cache_control() -> None:
             "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}],
         }
     ]
-    assert body["tools"][1] == {
+    # The schema reduced to properties and required names; the cache mark on the last tool.
+    assert body["tools"][-1] == {
         "name": "bash",
         "description": "Run a command",
-        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+        "eager_input_streaming": True,
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": [],
+        },
+        "cache_control": {"type": "ephemeral"},
     }
+    assert all("cache_control" not in tool for tool in body["tools"][:-1])
+    late = make_model(API, compat={"supportsEagerToolInputStreaming": False})
+    late_request = build_request(
+        late, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
+    )
+    assert "eager_input_streaming" not in late_request.json()["tools"][0]
+    assert late_request.headers["anthropic-beta"] == (
+        "fine-grained-tool-streaming-2025-05-14,interleaved-thinking-2025-05-14"
+    )
     long = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="long"))
     assert long["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     none = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="none"))
@@ -84,7 +105,7 @@ def test_auth_header_flag_adds_bearer() -> None:
 def test_thinking_budget_fits_max_tokens() -> None:
     model = make_model(API, reasoning=True, max_tokens=64000)
     body = build_body(model, CONTEXT, StreamOptions(reasoning="medium"), SETTINGS)
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192, "display": "summarized"}
     assert body["max_tokens"] == 32000 + 8192
     custom = ProviderSettings(thinking_budgets={"high": 20000})
     body = build_body(model, CONTEXT, StreamOptions(reasoning="high"), custom)
@@ -93,7 +114,8 @@ def test_thinking_budget_fits_max_tokens() -> None:
     body = build_body(small, CONTEXT, StreamOptions(reasoning="high"), SETTINGS)
     assert body["max_tokens"] == 4096
     assert body["thinking"]["budget_tokens"] == 4096 - 1024
-    assert "thinking" not in build_body(model, CONTEXT, StreamOptions(), SETTINGS)
+    # A reasoning model with thinking off is told so.
+    assert build_body(model, CONTEXT, StreamOptions(), SETTINGS)["thinking"] == {"type": "disabled"}
     plain = make_model(API)  # not a reasoning model: the level is ignored
     assert "thinking" not in build_body(plain, CONTEXT, StreamOptions(reasoning="high"), SETTINGS)
     headers = build_request(
@@ -105,6 +127,49 @@ def test_thinking_budget_fits_max_tokens() -> None:
         settings=SETTINGS,
     ).headers
     assert "interleaved-thinking" in headers["anthropic-beta"]
+
+
+def test_adaptive_models_get_an_effort_and_no_interleaved_beta() -> None:
+    model = make_model(API, id="claude-opus-4-6", reasoning=True)
+    request = build_request(
+        model, CONTEXT, StreamOptions(reasoning="minimal"), api_key=SECRET, headers={},
+        settings=SETTINGS,
+    )  # fmt: skip
+    body = request.json()
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert body["output_config"] == {"effort": "low"}
+    assert "anthropic-beta" not in request.headers
+    high = build_body(model, CONTEXT, StreamOptions(reasoning="xhigh"), SETTINGS)
+    assert high["output_config"] == {"effort": "high"}
+
+
+def test_tool_results_are_text_or_blocks_with_images() -> None:
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    call = ToolCall(id="toolu_1", name="read", arguments={})
+    result = ToolResultMessage(
+        tool_call_id="toolu_1", tool_name="read", content=(image,), is_error=False, timestamp=3
+    )
+    context = LlmContext(
+        system_prompt="",
+        messages=(
+            user_message("q", timestamp=1),
+            assistant(call, api=API, stop_reason="toolUse"),
+            result,
+        ),
+    )
+    body = build_body(MODEL, context, StreamOptions(), ProviderSettings(cache_retention="none"))
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [
+                {"type": "text", "text": "(see attached image)"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": "AAAA"}},
+            ],
+            "is_error": False,
+        }
+    ]  # fmt: skip
 
 
 def test_signed_and_redacted_thinking_go_back_unchanged() -> None:
@@ -185,7 +250,7 @@ def test_missing_tool_result_gets_a_synthetic_error_and_failed_turns_are_skipped
         {
             "type": "tool_result",
             "tool_use_id": "toolu_1",
-            "content": [{"type": "text", "text": "No result provided"}],
+            "content": "No result provided",
             "is_error": True,
         }
     ]
@@ -309,7 +374,11 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     request = server.requests[0]
     assert (request.method, request.path) == ("POST", "/v1/messages")
     assert request.headers["x-api-key"] == SECRET
-    assert request.json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert request.json()["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 2048,
+        "display": "summarized",
+    }
 
 
 @pytest.mark.parametrize("retention", ["short", "none"])

@@ -46,10 +46,19 @@ def test_request_shape() -> None:
     )
     assert request.url == "http://127.0.0.1:9/responses"
     assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.headers["session_id"] == request.headers["x-client-request-id"] == "s-1"
     body = request.json()
+    assert list(body) == [
+        "model", "input", "stream", "prompt_cache_key", "store", "max_output_tokens", "tools"
+    ]  # fmt: skip
     assert body["store"] is False and body["stream"] is True
-    assert body["instructions"] == "You are terse."
-    assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]
+    # pi sends the system prompt as the first input item, not as ``instructions``.
+    assert body["input"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": [{"type": "input_text", "text": "hello"}]},
+    ]
+    thinker = build_body(make_model(API, reasoning=True), CONTEXT, StreamOptions())
+    assert thinker["input"][0] == {"role": "developer", "content": "You are terse."}
     assert body["tools"][0] == {
         "type": "function",
         "name": "read",
@@ -76,10 +85,16 @@ def test_reasoning_effort_and_encrypted_content() -> None:
     body = build_body(model, CONTEXT, StreamOptions(reasoning="minimal"))
     assert body["reasoning"] == {"effort": "low", "summary": "auto"}  # clamped upward
     assert body["include"] == ["reasoning.encrypted_content"]
-    assert build_body(model, CONTEXT, StreamOptions())["reasoning"]["effort"] == "none"
+    off = build_body(model, CONTEXT, StreamOptions())
+    assert off["reasoning"] == {"effort": "none"} and "include" not in off
+    # Without a map the off effort is still "none".
+    plain = make_model(API, reasoning=True)
+    assert build_body(plain, CONTEXT, StreamOptions(reasoning="off"))["reasoning"] == {
+        "effort": "none"
+    }
 
 
-def test_own_items_go_back_with_ids_foreign_ones_without() -> None:
+def test_own_items_go_back_with_their_ids_foreign_text_with_pi_s() -> None:
     reasoning_item = {
         "id": "rs_1",
         "type": "reasoning",
@@ -108,11 +123,12 @@ def test_own_items_go_back_with_ids_foreign_ones_without() -> None:
     }
     assert items[3] == {
         "type": "function_call",
+        "id": "fc_1",
         "call_id": "call_1",
         "name": "read",
         "arguments": '{"path":"a"}',
-        "id": "fc_1",
     }
+    assert list(items[3]) == ["type", "id", "call_id", "name", "arguments"]  # pi's order
     assert items[4] == {"type": "function_call_output", "call_id": "call_1", "output": "A"}
 
     foreign = LlmContext(
@@ -125,7 +141,8 @@ def test_own_items_go_back_with_ids_foreign_ones_without() -> None:
     )
     items = build_body(MODEL, foreign, StreamOptions())["input"]
     assert items[1]["content"][0]["text"] == "plan"  # thinking became text
-    assert "id" not in items[2]
+    # A text item without its own id gets pi's msg_<place of the message in the transcript>.
+    assert items[1]["id"] == items[2]["id"] == "msg_1"
     assert items[3] == {
         "type": "function_call",
         "call_id": "call_1",

@@ -20,6 +20,13 @@ from typing import Any
 
 import attrs
 
+from pitrio.actors.model_router.providers.anthropic_forms import (
+    adaptive_effort,
+    adaptive_thinking,
+    compat_of,
+    tool_result,
+    tools_of,
+)
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
@@ -44,7 +51,11 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
     stream_error_message,
 )
-from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
+from pitrio.actors.model_router.thinking import (
+    effective_thinking_level,
+    fit_thinking_budget,
+    thinking_budget,
+)
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -126,16 +137,6 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-    content = _user_blocks(message.content)
-    if content:
-        out["content"] = content
-    if message.is_error:
-        out["is_error"] = True
-    return out
-
-
 class AnthropicTurns:
     """A transcript as Messages API turns, built one message at a time so the state after a
     prefix can be kept and resumed (:meth:`copy`; see
@@ -175,7 +176,7 @@ class AnthropicTurns:
 
     def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
-            block = _tool_result(message)
+            block = tool_result(message)
             last = self.turns[-1] if self.turns else None
             if last and last["role"] == "user" and last.get("tool_results"):
                 last["content"].append(block)
@@ -262,24 +263,33 @@ def build_body(
         messages = builder.finish(cache)
     # The Messages API requires a limit: a model with none gets the cap.
     max_tokens = output_limit(model, options) or OUTPUT_LIMIT_CAP
-    body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
+    body: dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens}
+    body["stream"] = True
     if context.system_prompt:
         system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
         if cache is not None:
             system["cache_control"] = cache
         body["system"] = [system]
-    body["messages"] = messages
     if context.tools:
-        body["tools"] = [
-            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-            for tool in context.tools
-        ]
-    budget = thinking_budget(model, options.reasoning, settings.thinking_budgets)
-    if budget is not None:
-        total, budget = fit_thinking_budget(max_tokens, model.max_tokens, budget)
-        if budget >= MIN_BUDGET:
+        body["tools"] = tools_of(model, context, cache)
+    if not model.reasoning:
+        return body
+    level = effective_thinking_level(model, options.reasoning)
+    if level == "off":
+        body["thinking"] = {"type": "disabled"}
+    elif adaptive_thinking(model):
+        body["thinking"] = {"type": "adaptive", "display": "summarized"}
+        body["output_config"] = {"effort": adaptive_effort(model, level)}
+    else:
+        budget = thinking_budget(model, options.reasoning, settings.thinking_budgets)
+        if budget is not None:
+            total, budget = fit_thinking_budget(max_tokens, model.max_tokens, budget)
             body["max_tokens"] = total
-            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["thinking"] = {
+                "type": "enabled",
+                "budget_tokens": budget or MIN_BUDGET,
+                "display": "summarized",
+            }
     return body
 
 
@@ -323,7 +333,13 @@ def build_request(
     # With an OAuth token the tool names are rewritten, so the plain (not pre-encoded)
     # turns are built: the encoded prefix holds the names as given.
     body = build_body(model, context, options, settings, encoded=not oauth_token)
-    beta = [BETA_FEATURES] + ([THINKING_BETA] if "thinking" in body else [])
+    # pi's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
+    # interleaved thinking for every model but the adaptive ones (it is built into those).
+    beta: list[str] = []
+    if context.tools and compat_of(model).get("supportsEagerToolInputStreaming") is False:
+        beta.append(BETA_FEATURES)
+    if not adaptive_thinking(model):
+        beta.append(THINKING_BETA)
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
         body = claude_code_body(body)
         beta = [*OAUTH_BETAS, *beta]
@@ -335,8 +351,11 @@ def build_request(
     request_headers = {
         "content-type": "application/json",
         "anthropic-version": ANTHROPIC_VERSION,
-        "anthropic-beta": ",".join(beta),
+        # pi's client is the Anthropic SDK, told it may run in a browser.
+        "anthropic-dangerous-direct-browser-access": "true",
     }
+    if beta:
+        request_headers["anthropic-beta"] = ",".join(beta)
     if oauth_token:
         request_headers["authorization"] = f"Bearer {api_key}"
         request_headers["user-agent"] = f"claude-cli/{CLAUDE_CODE_VERSION}"
@@ -345,8 +364,7 @@ def build_request(
         request_headers["authorization"] = f"Bearer {api_key}"
     elif api_key:
         request_headers["x-api-key"] = api_key
-        compat = model.compat if isinstance(model.compat, Mapping) else {}
-        if compat.get("authHeader"):
+        if compat_of(model).get("authHeader"):
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
     return AnthropicRequest(
@@ -558,6 +576,7 @@ class AnthropicProvider(HttpProvider):
     """The ``anthropic-messages`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    accept = "application/json"  # what pi's Anthropic client asks for, streaming or not
     error_style = "anthropic"
 
     def build_request(

@@ -154,6 +154,7 @@ class AzureOpenAIResponsesProvider(HttpProvider):
     """The ``azure-openai-responses`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    accept = "application/json"  # what pi's OpenAI client asks for, streaming or not
 
     async def prepare(
         self, model: Model, context: LlmContext, options: StreamOptions

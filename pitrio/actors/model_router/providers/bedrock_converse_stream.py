@@ -35,6 +35,7 @@ from pitrio.actors.model_router.providers.http import (
     _send_all,
     join_url,
 )
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.errors import CredentialError, ProviderError
@@ -244,10 +245,10 @@ def build_body(
     if context.tools:
         tools = [
             {
-                "toolSpec": {
+                "toolSpec": {  # the AWS SDK's member order, as pi's requests have it
                     "name": tool.name,
-                    "description": tool.description,
                     "inputSchema": {"json": tool.parameters},
+                    "description": tool.description,
                 }
             }
             for tool in context.tools
@@ -282,7 +283,7 @@ def build_unsigned(
 ) -> HttpRequest:
     """The request before authorisation (pure); :mod:`.bedrock_aws` signs it."""
     body = orjson.dumps(build_body(model, context, options, settings, env))
-    request_headers = {"content-type": "application/json", "accept": EVENT_STREAM}
+    request_headers = {"content-type": "application/json"}
     request_headers.update({name.lower(): value for name, value in headers.items()})
     url = request_url(base_url or model.base_url, model)
     return HttpRequest(url=url, headers=request_headers, body=body)
@@ -459,7 +460,19 @@ class BedrockProvider(HttpProvider):
 
     api_label = API
     error_style = "openai"
-    accept = EVENT_STREAM
+    accept = ""  # pi's AWS client sends no Accept header
+
+    def retry_policy(self) -> RetryPolicy:
+        """pi's AWS client's standard retry mode: three attempts whatever
+        ``retry.provider.maxRetries`` says (pi does not hand it to that client), 100 ms
+        doubling with full jitter."""
+        return RetryPolicy(
+            max_retries=2,
+            initial_delay=0.1,
+            max_delay=20.0,
+            jitter=1.0,
+            max_retry_delay_ms=self.pool.settings.max_retry_delay_ms,
+        )
 
     def build_request(
         self,

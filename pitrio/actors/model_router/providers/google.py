@@ -38,6 +38,7 @@ from pitrio.actors.model_router.providers.http import (
     SseParser,
     join_url,
 )
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
@@ -93,7 +94,7 @@ def _user_parts(content: str | tuple[TextContent | ImageContent, ...]) -> list[d
     return [
         {"text": block.text}
         if isinstance(block, TextContent)
-        else {"inlineData": {"mimeType": block.mime_type, "data": block.data}}
+        else {"inlineData": {"data": block.data, "mimeType": block.mime_type}}
         for block in content
     ]
 
@@ -112,15 +113,15 @@ def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]
                 continue
             if mine:
                 parts.append(
-                    {"thought": True, "text": block.thinking,
+                    {"text": block.thinking, "thought": True,
                      **_signature(mine, block.thinking_signature)}
                 )  # fmt: skip
             else:
                 parts.append({"text": block.thinking})
         else:
-            call: dict[str, Any] = {"name": block.name, "args": block.arguments}
+            call: dict[str, Any] = {"args": block.arguments, "name": block.name}
             if requires_tool_call_id(model.id):
-                call["id"] = block.id
+                call = {"id": block.id, **call}
             parts.append({"functionCall": call, **_signature(mine, block.thought_signature)})
     return parts
 
@@ -131,7 +132,7 @@ def _tool_result_turns(
     text = "\n".join(block.text for block in message.content if isinstance(block, TextContent))
     images = (
         [
-            {"inlineData": {"mimeType": block.mime_type, "data": block.data}}
+            {"inlineData": {"data": block.data, "mimeType": block.mime_type}}
             for block in message.content
             if isinstance(block, ImageContent)
         ]
@@ -154,10 +155,10 @@ def _tool_result_turns(
     if last and last["role"] == "user" and any("functionResponse" in p for p in last["parts"]):
         last["parts"].append(part)
     else:
-        contents.append({"role": "user", "parts": [part]})
+        contents.append({"parts": [part], "role": "user"})
     if images and not nested:
         # Gemini before 3 takes no images inside a function response: a user turn follows.
-        contents.append({"role": "user", "parts": [{"text": "Tool result image:"}, *images]})
+        contents.append({"parts": [{"text": "Tool result image:"}, *images], "role": "user"})
 
 
 def _normalize_id(model: Model) -> Any:
@@ -178,11 +179,11 @@ def build_contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
         if isinstance(message, UserMessage):
             parts = _user_parts(message.content)
             if parts:
-                contents.append({"role": "user", "parts": parts})
+                contents.append({"parts": parts, "role": "user"})
         elif isinstance(message, AssistantMessage):
             parts = _model_parts(message, model)
             if parts:
-                contents.append({"role": "model", "parts": parts})
+                contents.append({"parts": parts, "role": "model"})
         elif isinstance(message, ToolResultMessage):
             _tool_result_turns(message, model, contents)
     return contents
@@ -272,7 +273,7 @@ def build_body(
     """The JSON body of one streamed request (pure)."""
     body: dict[str, Any] = {"contents": build_contents(model, context)}
     if context.system_prompt:
-        body["systemInstruction"] = {"role": "user", "parts": [{"text": context.system_prompt}]}
+        body["systemInstruction"] = {"parts": [{"text": context.system_prompt}], "role": "user"}
     if context.tools:
         body["tools"] = function_declarations(context)
     generation: dict[str, Any] = {}
@@ -444,6 +445,12 @@ class GoogleProvider(HttpProvider):
     """The ``google-generative-ai`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    accept = "*/*"  # what pi's Google client (fetch) sends, streaming or not
+
+    def retry_policy(self) -> RetryPolicy:
+        """No quiet repeats: pi's Google SDK makes one request (a failure goes to auto-retry)."""
+        return attrs.evolve(self.pool.settings.retry_policy(), max_retries=0)
+
     error_style = "google"
 
     def build_request(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 
 from pitrio.actors.model_router.providers.convert import encode_json_pieces
@@ -35,6 +36,7 @@ from pitrio.actors.model_router.providers.google import (
     build_body,
 )
 from pitrio.actors.model_router.providers.http import HttpProvider, HttpRequest, join_url
+from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 
@@ -98,6 +100,40 @@ def vertex_url(model: Model, *, project: str | None, location: str | None, api_k
     return join_url(host, path)
 
 
+# Where the Vertex converters of pi's Google SDK order an object's keys unlike the Gemini API
+# ones (the body is otherwise the same): function declarations, function calls, inline data.
+_VERTEX_KEYS = {
+    "functionDeclarations": ("description", "name"),
+    "functionCall": ("id", "name", "args"),
+    "inlineData": ("mimeType", "data"),
+}
+
+
+def _ordered(value: Any, first: tuple[str, ...]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    head = {key: value[key] for key in first if key in value}
+    return {**head, **{k: v for k, v in value.items() if k not in head}}
+
+
+def vertex_order(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a Gemini request) with its keys in the order pi's Vertex requests have."""
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and "functionDeclarations" in tool:
+            first = _VERTEX_KEYS["functionDeclarations"]
+            tool["functionDeclarations"] = [
+                _ordered(d, first) for d in tool["functionDeclarations"]
+            ]
+    for content in body.get("contents") or []:
+        parts = content.get("parts") or []
+        for index, part in enumerate(parts):
+            for key in ("functionCall", "inlineData"):
+                if isinstance(part, dict) and key in part:
+                    part = {**part, key: _ordered(part[key], _VERTEX_KEYS[key])}
+            parts[index] = part
+    return body
+
+
 def build_request(
     model: Model,
     context: LlmContext,
@@ -114,7 +150,7 @@ def build_request(
     return HttpRequest(
         url=url,
         headers=request_headers,
-        body=encode_json_pieces(build_body(model, context, options, settings)),
+        body=encode_json_pieces(vertex_order(build_body(model, context, options, settings))),
     )
 
 
@@ -202,6 +238,12 @@ class GoogleVertexProvider(HttpProvider):
     """The ``google-vertex`` StreamFn (:meth:`stream`): a Vertex API key or ADC tokens."""
 
     api_label = API
+    accept = "*/*"  # what pi's Google client (fetch) sends, streaming or not
+
+    def retry_policy(self) -> RetryPolicy:
+        """No quiet repeats: pi's Google SDK makes one request (a failure goes to auto-retry)."""
+        return attrs.evolve(self.pool.settings.retry_policy(), max_retries=0)
+
     error_style = "google"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

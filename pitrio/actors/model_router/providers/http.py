@@ -320,7 +320,8 @@ class HttpProvider(abc.ABC):
         import httpx
 
         settings = self.pool.settings
-        headers = {**request.headers, "accept": self.accept}
+        # An empty ``accept`` sends none (pi's Bedrock client asks for nothing in particular).
+        headers = {**request.headers, "accept": self.accept} if self.accept else request.headers
         direct = self.pool.direct()
         exchange: AbstractAsyncContextManager[httpx.Response | DirectResponse]
         if direct is not None:

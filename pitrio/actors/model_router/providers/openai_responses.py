@@ -12,6 +12,14 @@ reasoning), ``response.function_call_arguments.delta``, and one terminal event:
 What is kept for the next turn (pi's conventions): a tool call's id is ``<call_id>|<item id>``;
 a text block's signature is ``{"v":1,"id":<message item id>}``; a thinking block's signature
 is the whole reasoning item as JSON.
+
+The body is pi 0.73.1's, key order included (checked against real pi by the differential
+harness's ``openai-responses`` kind): the system prompt is the first input item (role
+``developer`` for a reasoning model, else ``system``), every replayed text item has an ``id``
+(its signature's, else ``msg_<n>`` with ``n`` the message's place in the transcript), a tool
+result with images is a list of input parts for a model that takes images, and a reasoning model
+with thinking off is asked for ``reasoning.effort: "none"`` (its map's ``off`` value) without
+``include``.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.stream_builder import parse_arguments
-from pitrio.actors.model_router.thinking import reasoning_effort
+from pitrio.actors.model_router.thinking import effective_thinking_level, reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -103,7 +111,7 @@ def _input_content(
     return parts
 
 
-def _assistant_items(message: AssistantMessage, own: bool) -> list[dict[str, Any]]:
+def _assistant_items(message: AssistantMessage, own: bool, index: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, ThinkingContent):
@@ -113,26 +121,26 @@ def _assistant_items(message: AssistantMessage, own: bool) -> list[dict[str, Any
         elif isinstance(block, TextContent):
             if not block.text:
                 continue
-            text_item: dict[str, Any] = {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": block.text, "annotations": []}],
-                "status": "completed",
-            }
-            item_id = _text_item_id(block.text_signature) if own else None
-            if item_id:
-                text_item["id"] = item_id
-            items.append(text_item)
+            item_id = (_text_item_id(block.text_signature) if own else None) or f"msg_{index}"
+            if len(item_id) > 64:
+                item_id = "msg_" + short_hash(item_id, 16)
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    "status": "completed",
+                    "id": item_id,
+                }
+            )
         elif isinstance(block, ToolCall):
             call_id, _, item_id = block.id.partition("|")
-            call: dict[str, Any] = {
-                "type": "function_call",
-                "call_id": call_id,
-                "name": block.name,
-                "arguments": orjson.dumps(block.arguments).decode(),
-            }
+            call: dict[str, Any] = {"type": "function_call"}
             if own and item_id:
                 call["id"] = item_id
+            call.update(
+                call_id=call_id, name=block.name, arguments=orjson.dumps(block.arguments).decode()
+            )
             items.append(call)
     return items
 
@@ -146,45 +154,53 @@ class ResponsesInput:
         self.model = model
         self.preparer = TranscriptPreparer(model, normalize_tool_id)
         self.items = EncodedItems(encoded=encoded)
-        self.images: list[ImageContent] = []
+        self.index = 0  # the prepared message's place (pi's fallback text item ids)
 
     def copy(self) -> ResponsesInput:
         """An independent builder in the same state."""
         twin = ResponsesInput.__new__(ResponsesInput)
         twin.model = self.model
         twin.preparer = self.preparer.copy()
-        twin.items, twin.images = self.items.copy(), list(self.images)
+        twin.items = self.items.copy()
+        twin.index = self.index
         return twin
 
     def _add(self, item: dict[str, Any]) -> None:
         self.items.append(item)
 
-    def _flush_images(self) -> None:
-        if self.images:
-            parts: list[dict[str, Any]] = [
-                {"type": "input_text", "text": "Images from the tool results:"}
-            ]
-            parts.extend(_input_content(tuple(self.images)))
-            self._add({"role": "user", "content": parts})
-            self.images.clear()
-
     def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
-            self.images.extend(b for b in message.content if isinstance(b, ImageContent))
             self._add(
                 {
                     "type": "function_call_output",
                     "call_id": message.tool_call_id.partition("|")[0],
-                    "output": tool_result_text(message) or "(see the attached image)",
+                    "output": self._result_output(message),
                 }
             )
+            self.index += 1
             return
-        self._flush_images()
         if isinstance(message, UserMessage):
-            self._add({"role": "user", "content": _input_content(message.content)})
+            content = _input_content(message.content)
+            if not content:
+                return  # pi skips it, and does not count it
+            self._add({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            for item in _assistant_items(message, same_model(message, self.model)):
+            own = same_model(message, self.model)
+            items = _assistant_items(message, own, self.index)
+            if not items:
+                return
+            for item in items:
                 self._add(item)
+        self.index += 1
+
+    def _result_output(self, message: ToolResultMessage) -> str | list[dict[str, Any]]:
+        """A result's ``output``: its text, or (images, to a model that takes them) its parts."""
+        text = tool_result_text(message)
+        images = tuple(b for b in message.content if isinstance(b, ImageContent))
+        if images and self.preparer.images:
+            head = (TextContent(text=text),) if text else ()
+            return _input_content((*head, *images))
+        return text or "(see attached image)"
 
     def feed(self, message: LlmMessage) -> None:
         """Add one transcript message."""
@@ -195,15 +211,15 @@ class ResponsesInput:
         """Every item, the end's owed results and images included (this builder is left as
         it was)."""
         tail = self.preparer.copy().finish()
-        if not tail and not self.images:
+        if not tail:
             return self.items.items()
         # The owed end goes to a plain builder in the same state (no copy of the encoded).
         twin = ResponsesInput.__new__(ResponsesInput)
         twin.model, twin.preparer = self.model, self.preparer.copy()
-        twin.items, twin.images = EncodedItems(encoded=False), list(self.images)
+        twin.items = EncodedItems(encoded=False)
+        twin.index = self.index
         for message in tail:
             twin._emit(message)
-        twin._flush_images()
         return [*self.items.items(), *twin.items.items()]
 
 
@@ -232,14 +248,17 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: items as reused JSON fragments,
     see :func:`encoded_input`; else plain, and pure)."""
-    body: dict[str, Any] = {
-        "model": model.id,
-        "input": encoded_input(model, context) if encoded else build_input(model, context),
-        "stream": True,
-        "store": False,
-    }
+    items = encoded_input(model, context) if encoded else build_input(model, context)
     if context.system_prompt:
-        body["instructions"] = context.system_prompt
+        role = "developer" if model.reasoning else "system"
+        items = [{"role": role, "content": context.system_prompt}, *items]
+    body: dict[str, Any] = {"model": model.id, "input": items, "stream": True}
+    if options.session_id:
+        body["prompt_cache_key"] = options.session_id
+    body["store"] = False
+    max_tokens = output_limit(model, options)
+    if max_tokens:
+        body["max_output_tokens"] = max_tokens
     if context.tools:
         body["tools"] = [
             {
@@ -251,17 +270,17 @@ def build_body(
             }
             for tool in context.tools
         ]
-    max_tokens = output_limit(model, options)
-    if max_tokens:
-        body["max_output_tokens"] = max_tokens
-    if options.session_id:
-        body["prompt_cache_key"] = options.session_id
     if model.reasoning:
-        # Reasoning items are only usable next turn in their encrypted form (store is off).
-        body["include"] = ["reasoning.encrypted_content"]
+        level = effective_thinking_level(model, options.reasoning)
         effort = reasoning_effort(model, options.reasoning)
-        if effort is not None:
+        if level != "off" and effort is not None:
             body["reasoning"] = {"effort": effort, "summary": "auto"}
+            # Reasoning items are only usable next turn in their encrypted form (store is off).
+            body["include"] = ["reasoning.encrypted_content"]
+        else:
+            off = (model.thinking_level_map or {}).get("off", "none")
+            if off is not None:
+                body["reasoning"] = {"effort": off}
     return body
 
 
@@ -273,12 +292,21 @@ def build_request(
     api_key: str | None,
     headers: Mapping[str, str],
 ) -> HttpRequest:
-    """The HTTP request of one streamed response (pure)."""
+    """The HTTP request of one streamed response (pure).
+
+    With a session, its id also goes in ``session_id`` and ``x-client-request-id`` (as pi's
+    client sends them; the configured headers still win).
+    """
+    session = (
+        {"session_id": options.session_id, "x-client-request-id": options.session_id}
+        if options.session_id
+        else {}
+    )
     return bearer_json_request(
         join_url(model.base_url, "responses"),
         build_body(model, context, options, encoded=True),
         api_key=api_key,
-        headers=headers,
+        headers={**session, **headers},
     )
 
 
@@ -493,6 +521,7 @@ class OpenAIResponsesProvider(HttpProvider):
     """The ``openai-responses`` StreamFn (:meth:`stream`) over the shared pool."""
 
     api_label = API
+    accept = "application/json"  # what pi's OpenAI client asks for, streaming or not
 
     def build_request(
         self,
