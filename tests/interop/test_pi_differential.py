@@ -90,7 +90,6 @@ def differences() -> Iterator[dict[str, list[Diff]]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.xdist_group("pi_interop")
 @pytest.mark.parametrize(
     "name", [sc.name for sc in SCENARIOS] + [job_name(k, sc) for k, sc in KIND_JOBS]
 )
