@@ -146,3 +146,28 @@ async def test_reply_is_one_shot() -> None:
     reply.set(2)
     reply.fail(RuntimeError("late"))
     assert await reply.wait() == 1
+
+
+async def test_answered_and_abandoned_replies_leave_the_link_bounded() -> None:
+    actor = Counter()
+    async with trio.open_nursery() as nursery:
+        counter = CounterHandle(await nursery.start(actor.run))
+        for _ in range(300):
+            await counter.add(1)
+        link = actor.address.link
+        assert link.pending == set()  # every answered reply took its reference out
+        for _ in range(1000):
+            Reply[int](link)  # created for a command never sent, then dropped unanswered
+        assert len(link.pending) < 130  # dead references pruned as the set doubles
+        hung: list[BaseException] = []
+
+        async def waiter() -> None:
+            try:
+                await counter.hang()
+            except ActorStoppedError as exc:
+                hung.append(exc)
+
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        await counter.aclose()
+    assert len(hung) == 1  # a live pending reply still fails when the actor stops
