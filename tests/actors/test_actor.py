@@ -171,3 +171,10 @@ async def test_answered_and_abandoned_replies_leave_the_link_bounded() -> None:
         await trio.testing.wait_all_tasks_blocked()
         await counter.aclose()
     assert len(hung) == 1  # a live pending reply still fails when the actor stops
+
+
+def test_an_actor_instance_dict_holds_only_its_subclass_fields() -> None:
+    actor = Counter()
+    assert actor.name == "counter"
+    # The base's fields live in slots, so the dict stays small enough to share its keys.
+    assert set(vars(actor)) == {"total", "gate"}
