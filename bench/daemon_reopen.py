@@ -11,6 +11,8 @@ the daemon finds it; this process is the daemon's websocket client. Each of ``--
 * then ``close`` (evicted: stopped, unloaded, its file kept) and the next round.
 
 The first round is reported apart (it loads the modules and caches a first session needs).
+With ``--background N`` the daemon first holds N live idle sessions (created and prompted as
+``daemon_idle.py`` does), so the reopen runs in a process with a large heap, as in a busy daemon.
 
     flock /work/bench.lock .venv/bin/python bench/daemon_reopen.py \\
         --out bench/results/raw/pitrio_daemon-reopen.json
@@ -37,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.daemon_proc import fresh_agent_dir, start_daemon, stop_daemon  # noqa: E402
+from bench.daemon_idle import create_prompted  # noqa: E402
+from bench.daemon_proc import DaemonProcess, fresh_agent_dir, start_daemon, stop_daemon  # noqa: E402
 from pitrio.actors.session_store.paths import session_dir, session_file_name  # noqa: E402
 
 MAKE_SESSION = ROOT.parent / "shared" / "tools" / "make_session.py"
@@ -87,12 +90,16 @@ def write_session(agent: Path, work: Path, turns: int) -> tuple[str, Path]:
     return header["id"], path
 
 
-async def rounds(url_daemon: Any, session_id: str, runs: int) -> dict[str, list[float]]:
+async def rounds(
+    url_daemon: DaemonProcess, session_id: str, runs: int, background: int
+) -> dict[str, list[float]]:
     """``runs`` rounds of open, attach + get_state, close; the times in ms."""
     opened: list[float] = []
     first: list[float] = []
     async with url_daemon.host() as host:
         await host.call({"type": "list"})
+        if background:
+            await create_prompted(url_daemon, host, background, 32, 0)
         for _ in range(runs):
             started = time.perf_counter()
             await host.call({"type": "open", "sessionId": session_id})
@@ -116,9 +123,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         (agent / "models.json").write_text(json.dumps(MODELS))
         session_id, path = write_session(agent, work, args.turns)
-        daemon = start_daemon(agent, work)
+        daemon = start_daemon(agent, work, "--model", "faux/echo")
         try:
-            times = await rounds(daemon, session_id, args.runs + 1)
+            times = await rounds(daemon, session_id, args.runs + 1, args.background)
             rss = daemon.rss()
         finally:
             stop_daemon(daemon)
@@ -126,6 +133,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "turns": args.turns,
             "file_bytes": path.stat().st_size,
             "runs": args.runs,
+            "background_sessions": args.background,
             "first_round_ms": {name: values[0] for name, values in times.items()},
             "open_ms": summary(times["open"][1:]),
             "first_response_ms": summary(times["first_response"][1:]),
@@ -142,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--background", type=int, default=0, help="live idle sessions first")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     figures = trio.run(run, args)
@@ -154,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     opened, first = figures["open_ms"], figures["first_response_ms"]
     print(
         f"reopen at {args.turns} turns ({figures['file_bytes'] / 2**20:.1f} MB), "
+        f"{args.background} other sessions live, "
         f"{args.runs} rounds: open p50 {opened['median']:.1f} / p99 {opened['p99']:.1f} ms; "
         f"open + attach + get_state p50 {first['median']:.1f} / p99 {first['p99']:.1f} ms "
         f"(first round {figures['first_round_ms']['first_response']:.0f} ms)"
