@@ -335,7 +335,9 @@ class Actor(Generic[C]):
         self, *, task_status: trio.TaskStatus[Address[C]] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Run the actor until its inbox closes; pass this to ``nursery.start``."""
-        stop_reason: BaseException = ActorStoppedError(f"actor {self.name} has stopped")
+        # Made when the actor stops, not while it runs (an exception and its text per idle
+        # actor otherwise).
+        stop_reason: BaseException | None = None
         _CURRENT_ACTOR.set(self.name)  # this task's own context: no reset needed
         try:
             async with trio.open_nursery() as nursery:
@@ -366,6 +368,8 @@ class Actor(Generic[C]):
             raise
         finally:
             self._nursery = None
+            if stop_reason is None:
+                stop_reason = ActorStoppedError(f"actor {self.name} has stopped")
             self._link.stop(stop_reason)
 
     async def started(self) -> None:
