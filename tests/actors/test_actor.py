@@ -159,18 +159,7 @@ async def test_answered_and_abandoned_replies_leave_the_link_bounded() -> None:
         for _ in range(1000):
             Reply[int](link)  # created for a command never sent, then dropped unanswered
         assert len(link.pending) < 130  # dead references pruned as the set doubles
-        hung: list[BaseException] = []
-
-        async def waiter() -> None:
-            try:
-                await counter.hang()
-            except ActorStoppedError as exc:
-                hung.append(exc)
-
-        nursery.start_soon(waiter)
-        await trio.testing.wait_all_tasks_blocked()
         await counter.aclose()
-    assert len(hung) == 1  # a live pending reply still fails when the actor stops
 
 
 def test_an_actor_instance_dict_holds_only_its_subclass_fields() -> None:
