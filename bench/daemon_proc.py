@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -131,6 +132,21 @@ async def prompt_and_settle(ws: WebSocketConnection, text: str) -> None:
             raise RuntimeError(f"prompt failed: {frame.get('error')}")
 
 
+NOFILE = 65536
+"""Open files the daemon may hold: a live session holds two (its file and its lease's lock
+file), so 10,000 of them need more than the usual 1,024 or 20,000."""
+
+
+def _raise_nofile() -> None:
+    """In the daemon's process before it starts: the open-files limit up to ``NOFILE`` (a
+    root run may raise the hard limit too; otherwise up to the hard limit)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, max(hard, NOFILE)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def start_daemon(agent: Path, work: Path, *extra: str) -> DaemonProcess:
     """Start ``pitrio serve`` in ``agent`` (sessions in ``work``) and wait until it listens."""
     exe = Path(sys.executable).with_name("pitrio")
@@ -159,7 +175,13 @@ def start_daemon(agent: Path, work: Path, *extra: str) -> DaemonProcess:
         *extra,
     ]
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env, cwd=work
+        command,
+        stdout=subprocess.PIPE,
+        stderr=sys.stderr,
+        text=True,
+        env=env,
+        cwd=work,
+        preexec_fn=_raise_nofile,
     )
     assert process.stdout is not None
     deadline = time.monotonic() + 30
