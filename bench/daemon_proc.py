@@ -28,6 +28,8 @@ from trio_websocket import WebSocketConnection, open_websocket_url
 
 LISTENING = re.compile(r"listening on http://(\S+?)/?$")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+MAX_MESSAGE = 256 << 20
+"""A ``list`` of thousands of sessions is one frame of several MB."""
 
 
 def rss_of(pid: int) -> int:
@@ -70,7 +72,9 @@ class DaemonProcess:
     @asynccontextmanager
     async def host(self) -> AsyncIterator[HostClient]:
         """A ``/v1/host`` connection that may have many commands in flight."""
-        async with open_websocket_url(f"{self.url}/v1/host", message_queue_size=0) as ws:
+        async with open_websocket_url(
+            f"{self.url}/v1/host", message_queue_size=0, max_message_size=MAX_MESSAGE
+        ) as ws:
             client = HostClient(ws)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(client.read_loop)
