@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -243,6 +244,29 @@ def read_state(agent: Path) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
+def raise_open_files_limit() -> tuple[int, int]:
+    """The open-files soft limit raised to the hard one; ``(soft, hard)`` as they are after.
+
+    A live session holds two descriptors (its file and its lease's lock file), so the usual
+    soft limit of 1,024 stops a daemon near 500 sessions, long before its memory does; the
+    hard limit is what the system lets it have without privileges (Go's runtime raises it the
+    same way). A hard limit of "unlimited" is taken as the kernel's per-process maximum."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft, hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft, hard
+    return target, hard
+
+
 def _faux(delay: float) -> FauxProvider | None:
     import pitrio
 
@@ -262,6 +286,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if killed:
         logs.event(log, "orphans_reaped", logging.WARNING, process_groups=len(killed))
     record_groups_in(groups)
+    open_files, _ = raise_open_files_limit()
     token: str | None = None
     if not args.no_auth:
         token, created = load_or_create_token(agent)
@@ -313,6 +338,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 auth=token is not None,
                 store="postgresql" if store else "files",
                 idle_seconds=args.idle,
+                open_files=open_files,
             )
             try:
                 async for signum in receiver:

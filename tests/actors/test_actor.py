@@ -146,3 +146,24 @@ async def test_reply_is_one_shot() -> None:
     reply.set(2)
     reply.fail(RuntimeError("late"))
     assert await reply.wait() == 1
+
+
+async def test_answered_and_abandoned_replies_leave_the_link_bounded() -> None:
+    actor = Counter()
+    async with trio.open_nursery() as nursery:
+        counter = CounterHandle(await nursery.start(actor.run))
+        for _ in range(300):
+            await counter.add(1)
+        link = actor.address.link
+        assert link.pending == set()  # every answered reply took its reference out
+        for _ in range(1000):
+            Reply[int](link)  # created for a command never sent, then dropped unanswered
+        assert len(link.pending) < 130  # dead references pruned as the set doubles
+        await counter.aclose()
+
+
+def test_an_actor_instance_dict_holds_only_its_subclass_fields() -> None:
+    actor = Counter()
+    assert actor.name == "counter"
+    # The base's fields live in slots, so the dict stays small enough to share its keys.
+    assert set(vars(actor)) == {"total", "gate"}

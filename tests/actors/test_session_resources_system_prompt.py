@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
+from pitrio.actors.session.resources import system_prompt as module
 from pitrio.actors.session.resources._common import SourceInfo
 from pitrio.actors.session.resources.context_files import ContextFile
 from pitrio.actors.session.resources.skills import Skill
@@ -264,3 +265,24 @@ def test_patch_matches_sections_by_name() -> None:
     swapped = (PromptSection("b", "y"), PromptSection("a", "x"))
     assert system_prompt_patch(one, swapped) is None
     assert system_prompt_patch((), one) is not None
+
+
+def test_equal_prompts_of_two_sessions_are_one_string() -> None:
+    def build() -> tuple[str, tuple[str, ...]]:
+        options = SystemPromptOptions(cwd="/work/project", date="2026-01-01")
+        sections = module.build_system_prompt_sections(options)
+        return module.render_sections(sections), tuple(section.text for section in sections)
+
+    first_text, first_sections = build()
+    second_text, second_sections = build()
+    assert second_text == first_text
+    assert second_text is first_text  # the second session holds the first one's copy
+    assert all(a is b for a, b in zip(first_sections, second_sections, strict=True))
+
+
+def test_the_shared_prompt_table_is_bounded() -> None:
+    for index in range(module.SHARED_TEXTS + 50):
+        module.shared_text(f"prompt {index} " * 3)
+    assert len(module._SHARED) <= module.SHARED_TEXTS
+    held = module.shared_text("kept " * 3)
+    assert module.shared_text("".join(["kept "] * 3)) is held

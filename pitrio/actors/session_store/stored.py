@@ -32,7 +32,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.messages.codec import converter, dumps, encode_reusing, from_json
+from pitrio.messages.codec import compact, converter, dumps, encode_reusing, from_json
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -212,7 +212,8 @@ class StoredEntry:
             id=entry.id,
             parent_id=entry.parent_id,
             timestamp=entry.timestamp,
-            raw=encode_reusing(entry),  # its message was encoded for message_end just before
+            # Its message was encoded for message_end just before; the line kept at its size.
+            raw=compact(encode_reusing(entry)),
             role=role,
             origin=origin,
             entry=entry,
@@ -230,7 +231,7 @@ class StoredEntry:
             id=self.id,
             parent_id=parent_id,
             timestamp=self.timestamp,
-            raw=dumps(value),  # a lone surrogate escaped, as read
+            raw=compact(dumps(value)),  # a lone surrogate escaped, as read
             role=self.role,
             line=self.line,
             origin=self.origin,

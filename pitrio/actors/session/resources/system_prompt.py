@@ -215,12 +215,35 @@ def build_system_prompt_sections(options: SystemPromptOptions) -> tuple[PromptSe
     if skills:
         sections.append(PromptSection("skills", skills))
     sections.append(PromptSection("environment", environment_text(options.date, options.cwd)))
-    return tuple(sections)
+    return tuple(PromptSection(section.name, shared_text(section.text)) for section in sections)
 
 
 def render_sections(sections: Iterable[PromptSection]) -> str:
     """The prompt text of ``sections``."""
-    return "".join(section.text for section in sections)
+    return shared_text("".join(section.text for section in sections))
+
+
+_SHARED: dict[str, str] = {}
+SHARED_TEXTS = 256
+"""How many distinct prompt texts :func:`shared_text` keeps (a daemon's sessions use a few:
+one per cwd, tool set and day)."""
+
+
+def shared_text(text: str) -> str:
+    """``text``, or the equal string an earlier session's prompt already holds.
+
+    A daemon builds the same prompt for each of its sessions in one cwd (a few KB each, kept
+    for the session's life by its loop and its actor); handing back one held copy makes ten
+    thousand idle sessions hold one. Strings are immutable, so sharing changes nothing else.
+    The table is bounded: past ``SHARED_TEXTS`` entries the oldest is forgotten.
+    """
+    held = _SHARED.get(text)
+    if held is not None:
+        return held
+    if len(_SHARED) >= SHARED_TEXTS:
+        del _SHARED[next(iter(_SHARED))]
+    _SHARED[text] = text
+    return text
 
 
 def build_system_prompt(options: SystemPromptOptions) -> str:

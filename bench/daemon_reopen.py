@@ -1,0 +1,175 @@
+"""Evict and reopen a long session in a ``pitrio serve`` process: the time a client waits.
+
+A session file of ``--turns`` turns (``../shared/tools/make_session.py``: pi v3, a bash tool
+call every 5th turn, model ``mock/mock-model``, which ``models.json`` declares) is put where
+the daemon finds it; this process is the daemon's websocket client. Each of ``--runs`` rounds:
+
+* ``open``: from sending ``open`` on ``/v1/host`` to its response (the session is live: file
+  read, tree and context built, actors started);
+* ``first_response``: from the same send, through attaching on ``/v1/sessions/<id>`` and a
+  ``get_state``, to that response (what a client that reopens a session to look at it waits);
+* then ``close`` (evicted: stopped, unloaded, its file kept) and the next round.
+
+The first round is reported apart (it loads the modules and caches a first session needs).
+With ``--background N`` the daemon first holds N live idle sessions (created and prompted as
+``daemon_idle.py`` does), so the reopen runs in a process with a large heap, as in a busy daemon.
+
+    flock /work/bench.lock .venv/bin/python bench/daemon_reopen.py \\
+        --out bench/results/raw/pitrio_daemon-reopen.json
+
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.daemon_idle import create_prompted  # noqa: E402
+from bench.daemon_proc import DaemonProcess, fresh_agent_dir, start_daemon, stop_daemon  # noqa: E402
+from pitrio.actors.session_store.paths import session_dir, session_file_name  # noqa: E402
+
+MAKE_SESSION = ROOT.parent / "shared" / "tools" / "make_session.py"
+MODELS = {
+    "providers": {
+        "mock": {
+            "baseUrl": "http://127.0.0.1:9/v1",  # never called: nothing is prompted
+            "api": "openai-completions",
+            "apiKey": "mock-key",
+            "models": [{"id": "mock-model", "name": "Mock Model", "contextWindow": 128000}],
+        }
+    }
+}
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """Median, p99, min and max (ms)."""
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "p99": percentile(values, 0.99),
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def write_session(agent: Path, work: Path, turns: int) -> tuple[str, Path]:
+    """A ``turns``-turn session file where the daemon looks for ``work``'s sessions."""
+    directory = session_dir(str(work), env={"PITRIO_AGENT_DIR": str(agent)})
+    directory.mkdir(parents=True, exist_ok=True)
+    scratch = directory / "new.jsonl.tmp"
+    subprocess.run(
+        [sys.executable, str(MAKE_SESSION), str(turns), str(scratch), "--cwd", str(work)],
+        check=True,
+        capture_output=True,
+    )
+    with scratch.open() as file:
+        header = json.loads(file.readline())
+    path = directory / session_file_name(header["timestamp"], header["id"])
+    scratch.rename(path)
+    return header["id"], path
+
+
+async def rounds(
+    url_daemon: DaemonProcess, session_id: str, runs: int, background: int
+) -> dict[str, list[float]]:
+    """``runs`` rounds of open, attach + get_state, close; the times in ms."""
+    opened: list[float] = []
+    first: list[float] = []
+    async with url_daemon.host() as host:
+        await host.call({"type": "list"})
+        if background:
+            await create_prompted(url_daemon, host, background, 32, 0)
+        for _ in range(runs):
+            started = time.perf_counter()
+            await host.call({"type": "open", "sessionId": session_id})
+            opened.append((time.perf_counter() - started) * 1000)
+            async with url_daemon.session(session_id) as ws:
+                await ws.send_message(json.dumps({"id": "s", "type": "get_state"}))
+                while True:
+                    frame = json.loads(await ws.get_message())
+                    if frame.get("type") == "response" and frame.get("id") == "s":
+                        break
+            first.append((time.perf_counter() - started) * 1000)
+            if frame["data"].get("messageCount", 0) < 1:
+                raise RuntimeError(f"the reopened session is empty: {frame['data']}")
+            await host.call({"type": "close", "sessionId": session_id})
+    return {"open": opened, "first_response": first}
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Set up the agent dir, run the rounds against one daemon; the figures."""
+    agent, work = fresh_agent_dir("pitrio-reopen-")
+    try:
+        (agent / "models.json").write_text(json.dumps(MODELS))
+        session_id, path = write_session(agent, work, args.turns)
+        daemon = start_daemon(agent, work, "--model", "faux/echo")
+        try:
+            times = await rounds(daemon, session_id, args.runs + 1, args.background)
+            rss = daemon.rss()
+        finally:
+            stop_daemon(daemon)
+        return {
+            "turns": args.turns,
+            "file_bytes": path.stat().st_size,
+            "runs": args.runs,
+            "background_sessions": args.background,
+            "first_round_ms": {name: values[0] for name, values in times.items()},
+            "open_ms": summary(times["open"][1:]),
+            "first_response_ms": summary(times["first_response"][1:]),
+            "daemon_rss_mb": rss / 2**20,
+        }
+    finally:
+        shutil.rmtree(agent, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run and write the JSON results."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--background", type=int, default=0, help="live idle sessions first")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    figures = trio.run(run, args)
+    result = {
+        "meta": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg()},
+        "workloads": {"daemon_reopen": figures},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    opened, first = figures["open_ms"], figures["first_response_ms"]
+    print(
+        f"reopen at {args.turns} turns ({figures['file_bytes'] / 2**20:.1f} MB), "
+        f"{args.background} other sessions live, "
+        f"{args.runs} rounds: open p50 {opened['median']:.1f} / p99 {opened['p99']:.1f} ms; "
+        f"open + attach + get_state p50 {first['median']:.1f} / p99 {first['p99']:.1f} ms "
+        f"(first round {figures['first_round_ms']['first_response']:.0f} ms)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
