@@ -19,8 +19,10 @@ once for pitrio, so both see the same machine state:
    sessions streaming at once among 1,000 live ones;
 4. ``bench/daemon_load.py`` (pitrio only): ``pitrio serve`` in its own process, load-generator
    processes of websocket clients, 50 to 1,000 sessions at 50 chunks/s each, and a slow client
-   (the daemon section's curve; the idle-memory figure of ``bench/daemon_idle.py`` has its
-   slot there, filled when its raw file ``pitrio_daemon-idle.json`` is present);
+   (the daemon section's curve);
+5. ``bench/daemon_idle.py`` and ``bench/daemon_reopen.py`` (pitrio only): RSS per live idle
+   session with 10,000 sessions in one ``pitrio serve``, and a 1,000-turn session evicted and
+   reopened (the daemon section's idle-memory and reopen figures);
 
 then it merges each agent's raw files into ``bench/results/<label>.json``, writes the target
 table (``bench/results/ratios.md``), draws the charts (``bench/charts.py`` →
@@ -71,7 +73,14 @@ EXTRA_CMDS = {
 STREAMS = ["500x4", "2000x4", "5000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]
 RESUME_TURNS = ["10", "200", "2000", "5000", "20000"]
 HARNESS_WORKLOADS = ["cold_start", "turns50", "tool_bash", "tool_read", "stream", "resume"]
-WORKLOADS = [*HARNESS_WORKLOADS, "session_length", "daemon_latency", "daemon_load"]
+WORKLOADS = [
+    *HARNESS_WORKLOADS,
+    "session_length",
+    "daemon_latency",
+    "daemon_load",
+    "daemon_idle",
+    "daemon_reopen",
+]
 LOAD_TARGET_SESSIONS = 1000
 LOAD_TARGET_P99_MS = 100.0
 """The daemon issue's streaming target: 1,000 sessions at 50 chunks/s, p99 ≤ 100 ms."""
@@ -401,13 +410,32 @@ def load_table(pitrio: dict[str, Any]) -> str:
 
 
 def idle_memory(pitrio: dict[str, Any]) -> str:
-    """The idle-memory figure of ``bench/daemon_idle.py``, or its empty slot."""
-    idle = pitrio.get("workloads", {}).get("daemon_idle")
-    if not idle:
+    """The figures of ``bench/daemon_idle.py`` and ``bench/daemon_reopen.py``, or their slot."""
+    work = pitrio.get("workloads", {})
+    idle, reopen = work.get("daemon_idle"), work.get("daemon_reopen")
+    lines = []
+    if idle:
+        live, evicted, indexed = idle["live"], idle["evicted"], idle["indexed"]
+        lines.append(
+            f"**{live['kb_per_session']:.1f} KB RSS per live idle session** with "
+            f"{idle['sessions']:,} sessions held live in one `pitrio serve` (each created and "
+            f"prompted once over the websocket API; RSS {live['rss_zero_mb']:.0f} MB with none, "
+            f"{live['rss_live_mb']:.0f} MB with all); after every session is closed (evicted, "
+            f"still known to the host) {evicted['kb_per_session']:.1f} KB each (an upper bound: "
+            f"freed memory stays with the allocator); a new daemon that only lists them from "
+            f"disk {indexed['kb_per_session']:.1f} KB each."
+        )
+    if reopen:
+        opened, first = reopen["open_ms"], reopen["first_response_ms"]
+        lines.append(
+            f"A session of {reopen['turns']:,} turns ({reopen['file_bytes'] / 1e6:.1f} MB) "
+            f"evicted and reopened from a client, {opened['n']} rounds: open "
+            f"{opened['median']:.1f} ms median, {opened['p99']:.1f} ms p99; open, attach and "
+            f"`get_state` answered {first['median']:.1f} ms median, {first['p99']:.1f} ms p99."
+        )
+    if not lines:
         return "(not measured in this run: `bench/daemon_idle.py` fills this slot.)\n"
-    per = idle.get("rss_per_idle_session_kb") or idle.get("per_session_kb")
-    figure = f"**{per} KB RSS per idle session**; " if per is not None else ""
-    return f"{figure}raw: `{json.dumps(idle, sort_keys=True)[:600]}`\n"
+    return "\n\n".join(lines) + "\n"
 
 
 def render(rows: list[Row], header: str = "| target | pi 0.73.1 | pitrio | pitrio/pi | |") -> str:
@@ -703,6 +731,13 @@ def main() -> int:
                 out = raw / "pitrio_daemon-load.json"
                 argv = [str(PYTHON), str(ROOT / "bench" / "daemon_load.py"), "--out", str(out)]
                 run_step("pitrio daemon_load", [*argv, "--slow", "100", "--slow-rate", "200"])
+            continue
+        if workload in ("daemon_idle", "daemon_reopen"):
+            if any(label == "pitrio" for label, _ in agents):
+                name = workload.replace("_", "-")
+                out = raw / f"pitrio_{name}.json"
+                argv = [str(PYTHON), str(ROOT / "bench" / f"{workload}.py"), "--out", str(out)]
+                run_step(f"pitrio {workload}", argv)
             continue
         if workload == "daemon_latency":
             if any(label == "pitrio" for label, _ in agents):
