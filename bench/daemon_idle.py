@@ -15,7 +15,7 @@ off) and this process as its client, over the daemon's websocket API only:
 3. **indexed**: a new daemon on the same agent dir lists them (``list``: found on disk,
    nothing started): (RSS after - RSS before) / N.
 
-    flock /work/bench.lock .venv/bin/python bench/daemon_idle.py --sessions 10000 \\
+    .venv/bin/python bench/daemon_idle.py --sessions 10000 \\
         --out bench/results/raw/pitrio_daemon-idle.json
 
 Not part of the test run.

@@ -23,7 +23,7 @@ errors; disconnects; the daemon's CPU (% of one core), its time runnable but wai
 generators' CPU; the provider's achieved pace. ``--slow`` adds a client that stops reading,
 and reports what the daemon did with it and what the others saw.
 
-    flock /work/bench.lock .venv/bin/python bench/daemon_load.py --sessions 50 100 200 \\
+    .venv/bin/python bench/daemon_load.py --sessions 50 100 200 \\
         --out bench/results/raw/pitrio_daemon-load.json --chart bench/results/charts/x.png
 
 ``bench/side_by_side.py`` runs it. Not part of the test run.

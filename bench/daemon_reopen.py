@@ -14,7 +14,7 @@ The first round is reported apart (it loads the modules and caches a first sessi
 With ``--background N`` the daemon first holds N live idle sessions (created and prompted as
 ``daemon_idle.py`` does), so the reopen runs in a process with a large heap, as in a busy daemon.
 
-    flock /work/bench.lock .venv/bin/python bench/daemon_reopen.py \\
+    .venv/bin/python bench/daemon_reopen.py \\
         --out bench/results/raw/pitrio_daemon-reopen.json
 
 Not part of the test run.
