@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import orjson
 import pytest
 
+from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.actors.model_router.providers.openai_responses import (
     OpenAIResponsesParser,
@@ -69,6 +70,52 @@ def test_request_shape() -> None:
     assert body["prompt_cache_key"] == "s-1"
     assert body["max_output_tokens"] == 100
     assert "reasoning" not in body and "include" not in body
+
+
+def test_cache_retention_none_sends_no_cache_key_and_no_session_headers() -> None:
+    # pi: with caching off the session id is neither the prompt-cache key nor a header.
+    options = StreamOptions(session_id="s-1")
+    request = build_request(
+        MODEL, CONTEXT, options, api_key=SECRET, headers={}, cache_retention="none"
+    )
+    assert "session_id" not in request.headers
+    assert "x-client-request-id" not in request.headers
+    body = request.json()
+    assert "prompt_cache_key" not in body and "prompt_cache_retention" not in body
+
+
+def test_cache_retention_long_asks_for_a_day_where_the_model_allows_it() -> None:
+    options = StreamOptions(session_id="s-1")
+    body = build_body(MODEL, CONTEXT, options, cache_retention="long")
+    assert list(body)[:6] == [
+        "model", "input", "stream", "prompt_cache_key", "prompt_cache_retention", "store"
+    ]  # fmt: skip
+    assert body["prompt_cache_retention"] == "24h"
+    short = make_model(API, compat={"supportsLongCacheRetention": False})
+    assert "prompt_cache_retention" not in build_body(
+        short, CONTEXT, options, cache_retention="long"
+    )
+    assert "prompt_cache_retention" not in build_body(MODEL, CONTEXT, options)
+
+
+def test_send_session_id_header_false_keeps_only_the_request_id() -> None:
+    quiet = make_model(API, compat={"sendSessionIdHeader": False})
+    request = build_request(
+        quiet, CONTEXT, StreamOptions(session_id="s-1"), api_key=SECRET, headers={}
+    )
+    assert "session_id" not in request.headers
+    assert request.headers["x-client-request-id"] == "s-1"
+    assert request.json()["prompt_cache_key"] == "s-1"
+
+
+def test_the_providers_cache_retention_setting_reaches_the_request() -> None:
+    settings = ProviderSettings(cache_retention="none")
+    provider = make_provider(API, HttpPool(), settings=settings)
+    request = provider.build_request(
+        MODEL, CONTEXT, StreamOptions(session_id="s-1"), api_key=SECRET, headers={}
+    )
+    assert "x-client-request-id" not in request.headers
+    assert "prompt_cache_key" not in request.json()
 
 
 def test_output_limit_defaults_to_the_models_capped() -> None:

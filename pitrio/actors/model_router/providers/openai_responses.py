@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from pitrio.actors.model_router.providers.base import output_limit
+from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -243,18 +243,37 @@ def encoded_input(model: Model, context: LlmContext) -> list[Any]:
     return builder.finish()
 
 
+def _compat_flag(model: Model, name: str) -> bool:
+    """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
+    ``supportsLongCacheRetention``)."""
+    compat = model.compat if isinstance(model.compat, Mapping) else {}
+    return compat.get(name, True) is not False
+
+
 def build_body(
-    model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    *,
+    encoded: bool = False,
+    cache_retention: CacheRetention = "short",
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: items as reused JSON fragments,
-    see :func:`encoded_input`; else plain, and pure)."""
+    see :func:`encoded_input`; else plain, and pure).
+
+    The session id is the prompt-cache key unless caching is off (``cache_retention``
+    ``none``); ``long`` asks for 24 hours where the model's ``supportsLongCacheRetention``
+    allows it, as pi does.
+    """
     items = encoded_input(model, context) if encoded else build_input(model, context)
     if context.system_prompt:
         role = "developer" if model.reasoning else "system"
         items = [{"role": role, "content": context.system_prompt}, *items]
     body: dict[str, Any] = {"model": model.id, "input": items, "stream": True}
-    if options.session_id:
+    if options.session_id and cache_retention != "none":
         body["prompt_cache_key"] = options.session_id
+    if cache_retention == "long" and _compat_flag(model, "supportsLongCacheRetention"):
+        body["prompt_cache_retention"] = "24h"
     body["store"] = False
     max_tokens = output_limit(model, options)
     if max_tokens:
@@ -291,20 +310,22 @@ def build_request(
     *,
     api_key: str | None,
     headers: Mapping[str, str],
+    cache_retention: CacheRetention = "short",
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure).
 
-    With a session, its id also goes in ``session_id`` and ``x-client-request-id`` (as pi's
-    client sends them; the configured headers still win).
+    With a session (and caching not off), its id also goes in ``session_id`` (unless the
+    model's ``sendSessionIdHeader`` is false) and ``x-client-request-id``, as pi's client sends
+    them; the configured headers still win.
     """
-    session = (
-        {"session_id": options.session_id, "x-client-request-id": options.session_id}
-        if options.session_id
-        else {}
-    )
+    session: dict[str, str] = {}
+    if options.session_id and cache_retention != "none":
+        if _compat_flag(model, "sendSessionIdHeader"):
+            session["session_id"] = options.session_id
+        session["x-client-request-id"] = options.session_id
     return bearer_json_request(
         join_url(model.base_url, "responses"),
-        build_body(model, context, options, encoded=True),
+        build_body(model, context, options, encoded=True, cache_retention=cache_retention),
         api_key=api_key,
         headers={**session, **headers},
     )
@@ -532,8 +553,15 @@ class OpenAIResponsesProvider(HttpProvider):
         api_key: str | None,
         headers: Mapping[str, str],
     ) -> HttpRequest:
-        """See :func:`build_request`."""
-        return build_request(model, context, options, api_key=api_key, headers=headers)
+        """See :func:`build_request` (with the settings' cache retention)."""
+        return build_request(
+            model,
+            context,
+            options,
+            api_key=api_key,
+            headers=headers,
+            cache_retention=self.settings.cache_retention,
+        )
 
     def new_parser(self, model: Model) -> OpenAIResponsesParser:
         """A parser for one response of ``model``."""
