@@ -26,11 +26,12 @@ import trio
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.host.backend import SessionBackend
 from pitrio.actors.host.context import HostConfig, HostContext, HostEvent
-from pitrio.actors.host.hosted import HostedSession, SessionStub
+from pitrio.actors.host.hosted import HostedSession
 from pitrio.actors.host.index import SessionIndex
 from pitrio.actors.host.listing import matches, search_terms, session_title
 from pitrio.actors.host.models import model_choices
 from pitrio.actors.host.policy import validate_session_id
+from pitrio.actors.host.start_options import SessionStub
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import absolute_cwd
 from pitrio.actors.session_store import SessionInfo, new_header

@@ -29,21 +29,21 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.host.crashes import crash_reason, owned_elsewhere
 from pitrio.actors.host.dialogs import OpenDialogs
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, FramedEvent, Outgoing
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
 from pitrio.actors.host.runs import LogEvent, RunLedger
+from pitrio.actors.host.start_options import SessionStub, start_options
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
-from pitrio.actors.session_store import SessionSeed, StoredEntry
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
-from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
+from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.content import TextContent
-from pitrio.messages.entries import SessionHeader
 from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
@@ -76,17 +76,6 @@ class SessionFailedError(PitrioError):
 
 class SessionClosedError(SessionNotFoundError):
     """The session was deleted while a client was waiting for it."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionStub:
-    """How to start a session that has no file yet (nothing to reopen from)."""
-
-    header: SessionHeader
-    seed_entries: tuple[StoredEntry, ...] = ()
-    model: str | None = None
-    thinking_level: str | None = None
-    name: str | None = None
 
 
 class AttachedClient:
@@ -461,42 +450,13 @@ class HostedSession:
     # -- supervision -------------------------------------------------------------------------
 
     def _options(self) -> SessionOptions:
-        config = self._context.config
-        base = SessionOptions(
+        return start_options(
+            self._context.config,
+            session_id=self.id,
             cwd=self.cwd,
-            agent_dir=config.agent_dir,
-            session_dir=config.session_dir,
-            ui_clients=True,  # websocket clients answer extension dialogs
-            # One client's model or thinking choice is its session's, not every session's
-            # and the CLI's default (DESIGN-NOTES, issue 23).
-            save_model_defaults=False,
-        )
-        backend = config.store
-        if backend is not None:
-            # A shared store opens the stored session, else starts it from the stub.
-            stub = self.stub
-            seed = None
-            if stub is not None:
-                seed = SessionSeed(header=stub.header, entries=stub.seed_entries, path=None)
-                base = attrs.evolve(
-                    base,
-                    model=stub.model or config.default_model,
-                    thinking_level=stub.thinking_level,
-                )
-            return attrs.evolve(base, store_opener=backend.opener(self.id, seed))
-        if self.persisted:
-            assert self.path is not None
-            return attrs.evolve(base, path=self.path)
-        stub = self.stub
-        if stub is None:
-            raise SessionNotFoundError(f"Session {self.id}: its file is gone")
-        seed = SessionSeed(header=stub.header, entries=stub.seed_entries, path=self.path)
-        return attrs.evolve(
-            base,
-            seed=seed,
-            model=stub.model or config.default_model,
-            thinking_level=stub.thinking_level,
-            persist=self.path is not None,
+            path=self.path,
+            persisted=self.persisted,
+            stub=self.stub,
         )
 
     async def _supervise(self) -> None:
@@ -571,7 +531,7 @@ class HostedSession:
                             {"type": "resync", "sessionId": self.id, "reason": "event gap"}
                         )
         except BaseException as exc:
-            moved = _owned_elsewhere(exc)
+            moved = owned_elsewhere(exc)
             if moved is not None:
                 # Not a crash: another daemon runs it. Clients are told where; the session
                 # stays unloaded here and the next access tries again.
@@ -586,7 +546,7 @@ class HostedSession:
                     }
                 )
                 return None
-            reason = _crash_reason(exc)
+            reason = crash_reason(exc)
             if reason is None:
                 if self._stop_requested and scope.cancelled_caught:
                     return None
@@ -619,39 +579,3 @@ def _write(entry: LogEvent | None) -> None:
     if entry is not None:
         level, name, fields = entry
         log_event(log, name, _LEVELS[level], **fields)
-
-
-def _crash_reason(exc: BaseException) -> str | None:
-    """What crashed, or ``None`` when ``exc`` is only cancellation."""
-    if isinstance(exc, BaseExceptionGroup):
-        _, rest = exc.split(trio.Cancelled)
-        if rest is None:
-            return None
-        leaves = _leaves(rest)
-        # An actor's failure also stops the actors that were talking to it: report the cause.
-        causes = [e for e in leaves if not isinstance(e, ActorStoppedError)] or leaves
-        return "; ".join(f"{type(e).__name__}: {e}" for e in causes) or repr(rest)
-    if isinstance(exc, trio.Cancelled):
-        return None
-    if isinstance(exc, KeyboardInterrupt | SystemExit):
-        return None
-    cause = exc
-    if isinstance(exc, PitrioError) and exc.__cause__ is not None:
-        cause = exc.__cause__
-        if isinstance(cause, BaseExceptionGroup):
-            return _crash_reason(cause) or str(exc)
-    return f"{type(cause).__name__}: {cause}"
-
-
-def _owned_elsewhere(exc: BaseException) -> SessionOwnedElsewhereError | None:
-    """The refusal inside ``exc`` when the session's lease is held by another daemon."""
-    for leaf in _leaves(exc):
-        if isinstance(leaf, SessionOwnedElsewhereError):
-            return leaf
-    return None
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
