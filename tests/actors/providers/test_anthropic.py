@@ -6,11 +6,10 @@ import math
 
 import pytest
 
-from pitrio.actors.model_router.providers.anthropic import (
+from pitrio.actors.model_router.providers.anthropic import build_body, build_request
+from pitrio.actors.model_router.providers.anthropic_stream import (
     REDACTED_THINKING_TEXT,
     AnthropicParser,
-    build_body,
-    build_request,
 )
 from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces

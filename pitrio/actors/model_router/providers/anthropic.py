@@ -27,6 +27,7 @@ from pitrio.actors.model_router.providers.anthropic_forms import (
     tool_result,
     tools_of,
 )
+from pitrio.actors.model_router.providers.anthropic_stream import API, AnthropicParser
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
@@ -46,17 +47,14 @@ from pitrio.actors.model_router.providers.convert import (
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
-    MalformedStreamError,
     SseParser,
     join_url,
-    stream_error_message,
 )
 from pitrio.actors.model_router.thinking import (
     effective_thinking_level,
     fit_thinking_budget,
     thinking_budget,
 )
-from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
     LlmMessage,
@@ -65,15 +63,12 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent
 
-API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
 THINKING_BETA = "interleaved-thinking-2025-05-14"
 MIN_BUDGET = 1024
 """Anthropic's smallest accepted thinking budget."""
-REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
 _ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -373,203 +368,6 @@ def build_request(
         body=encode_json_pieces(body),
         tool_names=reply_tool_names(context) if oauth_token else None,
     )
-
-
-# -- the parser ------------------------------------------------------------------------------
-
-
-class AnthropicParser(SseParser):
-    """Messages API stream events in, assistant stream events out (sans-IO)."""
-
-    api_label = API
-
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self._blocks: dict[int, int] = {}  # the vendor's block index -> content index
-        self._kinds: dict[int, str] = {}  # content index -> kind
-        self._signatures: dict[int, str] = {}
-        self._redacted: set[int] = set()
-        self._inputs: dict[int, dict[str, Any]] = {}  # tool input given whole at block start
-        self._stop_reason: str | None = None
-        self._usage: dict[str, int] = {}
-        self.tool_names: Mapping[str, str] | None = None
-        """Set from :attr:`AnthropicRequest.tool_names`: a tool call's name is looked up
-        lower-cased (an unknown one is kept)."""
-
-    def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
-        """Events for one SSE event (its JSON ``type`` names it; the SSE name is a fallback)."""
-        payload = self.json(data, event)
-        if not isinstance(payload, dict):
-            raise MalformedStreamError(f"expected a JSON object in a {event!r} event")
-        kind = payload.get("type", event)
-        out: list[AssistantMessageEvent] = []
-        if kind == "error":
-            message, code = stream_error_message(payload, "anthropic")
-            return [self.fail(message, name="StreamError", code=code)]
-        if kind == "ping":
-            return out
-        self.ensure_started(out)
-        if kind == "message_start":
-            started = payload.get("message")
-            if isinstance(started, dict):
-                self.builder.set_response_id(started.get("id"))
-                self._take_usage(started.get("usage"))
-        elif kind == "content_block_start":
-            self._block_start(payload, out)
-        elif kind == "content_block_delta":
-            self._block_delta(payload, out)
-        elif kind == "content_block_stop":
-            index = self._blocks.pop(_index(payload), None)
-            if index is not None and index in self.builder.open_indexes:
-                out.append(self.close_block(index))
-        elif kind == "message_delta":
-            delta = payload.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                self._stop_reason = delta["stop_reason"]
-            self._take_usage(payload.get("usage"))
-        elif kind == "message_stop":
-            out.extend(self._complete())
-        return out
-
-    def on_end(self) -> list[AssistantMessageEvent]:
-        """The body ended without ``message_stop``: the response was cut short."""
-        raise MalformedStreamError("ended without message_stop (the response was cut short)")
-
-    def close_block(self, index: int) -> AssistantMessageEvent:
-        """End event of the block at ``index``."""
-        kind = self._kinds[index]
-        if kind == "text":
-            return self.builder.text_end(index)
-        if kind == "thinking":
-            return self.builder.thinking_end(
-                index,
-                signature=self._signatures.get(index),
-                redacted=True if index in self._redacted else None,
-            )
-        given = self._inputs.pop(index, None)
-        event = self.builder.toolcall_end(index, arguments=given)
-        return event
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _block_start(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        block = payload.get("content_block")
-        if not isinstance(block, dict):
-            raise MalformedStreamError("content_block_start without a content_block")
-        kind = block.get("type")
-        vendor_index = _index(payload)
-        if kind == "text":
-            start = self.builder.text_start()
-            self._register(vendor_index, start.content_index, "text")
-            out.append(start)
-            if isinstance(block.get("text"), str) and block["text"]:
-                out.append(self.builder.text_delta(block["text"], start.content_index))
-        elif kind == "thinking":
-            thinking_start = self.builder.thinking_start()
-            self._register(vendor_index, thinking_start.content_index, "thinking")
-            out.append(thinking_start)
-            if isinstance(block.get("thinking"), str) and block["thinking"]:
-                out.append(
-                    self.builder.thinking_delta(block["thinking"], thinking_start.content_index)
-                )
-        elif kind == "redacted_thinking":
-            redacted = self.builder.thinking_start(REDACTED_THINKING_TEXT)
-            index = redacted.content_index
-            self._register(vendor_index, index, "thinking")
-            self._redacted.add(index)
-            if isinstance(block.get("data"), str):
-                self._signatures[index] = block["data"]
-            out.append(redacted)
-        elif kind == "tool_use":
-            call_id, name = block.get("id"), block.get("name")
-            if not isinstance(call_id, str) or not isinstance(name, str):
-                raise MalformedStreamError("a tool_use block without id or name")
-            if self.tool_names is not None:
-                name = self.tool_names.get(name.lower(), name)
-            call = self.builder.toolcall_start(call_id, name)
-            self._register(vendor_index, call.content_index, "toolCall")
-            given = block.get("input")
-            if isinstance(given, dict) and given:
-                self._inputs[call.content_index] = given
-            out.append(call)
-        # Server-side tool blocks (web search and the like) are not part of pi's message model.
-
-    def _block_delta(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        index = self._blocks.get(_index(payload))
-        delta = payload.get("delta")
-        if index is None or not isinstance(delta, dict):
-            return
-        kind = delta.get("type")
-        if kind == "text_delta" and isinstance(delta.get("text"), str):
-            out.append(self.builder.text_delta(delta["text"], index))
-        elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            out.append(self.builder.thinking_delta(delta["thinking"], index))
-        elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
-            self._signatures[index] = self._signatures.get(index, "") + delta["signature"]
-        elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            partial = delta["partial_json"]
-            if partial:
-                self._inputs.pop(index, None)  # streamed input replaces the placeholder
-                out.append(self.builder.toolcall_delta(partial, index))
-
-    def _register(self, vendor_index: int, index: int, kind: str) -> None:
-        self._blocks[vendor_index] = index
-        self._kinds[index] = kind
-
-    def _take_usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
-            return
-        for key in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                self._usage[key] = value
-        self.builder.set_usage(
-            make_usage(
-                input=self._usage.get("input_tokens", 0),
-                output=self._usage.get("output_tokens", 0),
-                cache_read=self._usage.get("cache_read_input_tokens", 0),
-                cache_write=self._usage.get("cache_creation_input_tokens", 0),
-                model=self.model,
-            )
-        )
-
-    def _complete(self) -> list[AssistantMessageEvent]:
-        out: list[AssistantMessageEvent] = []
-        self.close_open_blocks(out)
-        reason = self._stop_reason
-        if reason == "max_tokens":
-            out.append(self.builder.done("length"))
-        elif reason == "refusal":
-            out.append(
-                self.fail(
-                    "The model declined to answer (stop_reason refusal)",
-                    name="StreamError",
-                    code="refusal",
-                )
-            )
-        elif reason == "model_context_window_exceeded":
-            out.append(
-                self.fail(
-                    "model_context_window_exceeded: the request exceeds the context window",
-                    name="StreamError",
-                    code=reason,
-                )
-            )
-        else:
-            out.append(self.builder.done())
-        return out
-
-
-def _index(payload: dict[str, Any]) -> int:
-    index = payload.get("index")
-    if not isinstance(index, int) or isinstance(index, bool):
-        raise MalformedStreamError(f"a {payload.get('type')} event without an index")
-    return index
 
 
 class AnthropicProvider(HttpProvider):
