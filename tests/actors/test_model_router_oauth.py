@@ -350,7 +350,7 @@ async def test_pitrio_waits_for_the_lock_held_by_proper_lockfile(tmp_path: Path)
     """pi's own lock library holds auth.json; pitrio waits, then refreshes once it is free."""
     import shutil
 
-    from tests.interop.pi_runner import find_pi_cli
+    from tests.interop.pi_install import find_pi_cli
 
     cli, reason = find_pi_cli()
     if cli is None or shutil.which("node") is None:

@@ -16,7 +16,7 @@ import pytest
 
 from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.credentials import Credentials
-from tests.interop.pi_runner import find_pi_cli
+from tests.interop.pi_install import find_pi_cli
 from tests.oauth_server import oauth_vendor
 
 PI_CLI, SKIP_REASON = find_pi_cli()

@@ -38,8 +38,9 @@ from tests.interop.pi_allowances import (
 )
 from tests.interop.pi_compare import Diff, compare
 from tests.interop.pi_compare_kinds import compare_requests
+from tests.interop.pi_install import find_pi_cli
 from tests.interop.pi_kinds import COMPLETIONS, matrix
-from tests.interop.pi_runner import find_pi_cli, run_both
+from tests.interop.pi_runner import run_both
 from tests.interop.pi_scenarios import BY_NAME, SCENARIOS
 from tests.interop.pi_steps import Scenario
 from tests.shared_dir import ROOT
