@@ -205,6 +205,7 @@ def run_workers(
             "slow_session": slow if worker == 0 else None,
             "slow_chunks": int(args.slow_rate * (args.warmup + args.duration + 10)),
             "slow_rate": args.slow_rate,
+            "client": args.client,
         }
         path = tmp / f"worker-{len(ids)}-{worker}.json"
         path.write_text(json.dumps(config))
@@ -419,6 +420,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "think_s": args.think,
             "tool_share": args.tool_share,
             "workers": args.workers,
+            "client": args.client,
             "warmup_s": args.warmup,
             "duration_s": args.duration,
             "pacing": "paced faux model in the daemon (PITRIO_FAUX_SCRIPT=load)",
@@ -468,6 +470,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=ARGS",
         help="a daemon variant: its extra serve arguments, after @DIR to run the package copy in "
         "DIR (e.g. `git archive REV pitrio | tar -x -C DIR`); several take turns at each step",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("wsproto", "trio-websocket"),
+        default="wsproto",
+        help="the load generator's websocket client (wsproto alone costs the machine less)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--out", type=Path, required=True)

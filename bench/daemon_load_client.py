@@ -14,6 +14,11 @@ With ``slow`` set, one more client prompts a long fast reply and then stops read
 buffer of a few KB, a message queue of one): the daemon must coalesce its updates, then cut it
 off, without the others noticing. What it saw at the end (close code, reason) is reported.
 
+The sessions' clients speak websocket through wsproto alone (:class:`FrameClient`: one read
+takes every frame already on the socket), which costs this machine less than trio-websocket's
+reader task and channel per message; ``--client trio-websocket`` in ``daemon_load.py`` uses the
+library as before. The slow client stays on trio-websocket (its small message queue is the point).
+
 Writes a JSON result next to CONFIG (``.out.json``) and the window's latencies in
 microseconds as little-endian ``uint32`` (``.lat``).
 """
@@ -26,12 +31,23 @@ import random
 import socket
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import orjson
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url, wrap_client_stream
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -45,7 +61,95 @@ from pitrio.actors.model_router.providers.faux_load import (  # noqa: E402
 )
 
 QUEUE = 256
-"""Messages trio-websocket may hold per connection before it stops reading the socket."""
+"""Messages trio-websocket may hold per connection before it stops reading the socket (the
+``--client trio-websocket`` variant)."""
+READ_SIZE = 256 * 1024
+"""Bytes taken from the socket per read: every frame already there is parsed at once."""
+
+
+class Closed(Exception):
+    """The daemon closed the connection (or it was lost): its close code and reason."""
+
+    def __init__(self, code: int | None, reason: str) -> None:
+        super().__init__(f"{code} {reason}".strip())
+        self.code, self.reason = code, reason
+
+
+class FrameClient:
+    """A websocket client on wsproto alone, for the load generator's own CPU.
+
+    trio-websocket hands every message through a reader task and a memory channel; at tens of
+    thousands of frames a second on two cores that is CPU taken from the daemon being
+    measured. This reads the socket in big pieces and parses every frame in it in the reading
+    task, so a frame costs wsproto's parsing and nothing else. Messages are kept in arrival
+    order; ``get_message`` returns the next one (reading only when none is left)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.messages: deque[str] = deque()
+        self.parts: list[str] = []
+        self.closed: Closed | None = None
+
+    @classmethod
+    async def connect(cls, port: int, target: str) -> FrameClient:
+        """Open ``ws://127.0.0.1:{port}{target}`` and finish the handshake."""
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        client = cls(stream)
+        await stream.send_all(client.ws.send(Request(host=f"127.0.0.1:{port}", target=target)))
+        while True:
+            data = await stream.receive_some(READ_SIZE)
+            if not data:
+                raise Closed(None, "closed during the handshake")
+            client.ws.receive_data(data)
+            for event in client.ws.events():
+                if isinstance(event, AcceptConnection):
+                    for answer in client._take_events():  # frames sent with the answer
+                        await stream.send_all(client.ws.send(answer))
+                    return client
+                if isinstance(event, RejectConnection):
+                    raise Closed(event.status_code, "handshake refused")
+
+    async def send_message(self, text: str) -> None:
+        """Send one text message."""
+        await self.stream.send_all(self.ws.send(Message(data=text)))
+
+    async def get_message(self) -> str:
+        """The next text message; :class:`Closed` once the daemon closed the connection (every
+        message before its close frame is returned first) or it was lost."""
+        while not self.messages:
+            if self.closed is not None:
+                raise self.closed
+            data = await self.stream.receive_some(READ_SIZE)
+            if not data:
+                raise Closed(1006, "connection lost")
+            self.ws.receive_data(data)
+            for answer in self._take_events():
+                try:
+                    await self.stream.send_all(self.ws.send(answer))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.closed = self.closed or Closed(1006, "connection lost")
+        return self.messages.popleft()
+
+    def _take_events(self) -> list[Any]:
+        """Queue the messages parsed so far; the pongs and close replies owed."""
+        answers: list[Any] = []
+        for event in self.ws.events():
+            if isinstance(event, TextMessage):
+                self.parts.append(event.data)
+                if event.message_finished:
+                    self.messages.append("".join(self.parts))
+                    self.parts.clear()
+            elif isinstance(event, Ping):
+                answers.append(event.response())
+            elif isinstance(event, CloseConnection):
+                answers.append(event.response())
+                self.closed = Closed(event.code, event.reason or "")
+        return answers
+
+    async def aclose(self) -> None:
+        """Close the socket (the daemon sees the client leave)."""
+        await trio.aclose_forcefully(self.stream)
 
 
 class Tally:
@@ -147,25 +251,38 @@ async def client(url: str, session: str, config: dict[str, Any], tally: Tally, s
     rng = random.Random(seed)
     await trio.sleep(rng.random() * config["stagger_s"])  # not every prompt in the same tick
     end = config["end_us"]
+    target = f"/v1/sessions/{session}"
+
+    async def turns(ws: Any) -> None:
+        attached = orjson.loads(await ws.get_message())
+        last_seq = int(attached.get("seq", 0))
+        turn = 0
+        while monotonic_micros() < end:
+            request = LoadRequest(
+                chunks=rng.randint(config["chunks_min"], config["chunks_max"]),
+                rate=config["rate"],
+                tool=rng.random() < config["tool_share"],
+            )
+            last_seq = await one_turn(ws, session, request, turn, tally, last_seq)
+            turn += 1
+            await trio.sleep(rng.uniform(config["think_min_s"], config["think_max_s"]))
+
     try:
-        async with open_websocket_url(
-            f"{url}/v1/sessions/{session}", message_queue_size=QUEUE
-        ) as ws:
-            attached = orjson.loads(await ws.get_message())
-            last_seq = int(attached.get("seq", 0))
-            turn = 0
-            while monotonic_micros() < end:
-                request = LoadRequest(
-                    chunks=rng.randint(config["chunks_min"], config["chunks_max"]),
-                    rate=config["rate"],
-                    tool=rng.random() < config["tool_share"],
-                )
-                last_seq = await one_turn(ws, session, request, turn, tally, last_seq)
-                turn += 1
-                await trio.sleep(rng.uniform(config["think_min_s"], config["think_max_s"]))
+        if config.get("client") == "trio-websocket":
+            async with open_websocket_url(f"{url}{target}", message_queue_size=QUEUE) as ws:
+                await turns(ws)
+        else:
+            frames = await FrameClient.connect(config["port"], target)
+            try:
+                await turns(frames)
+            finally:
+                await frames.aclose()
     except ConnectionClosed as exc:
         tally.counts["disconnects"] += 1
         tally.fault(session, f"disconnected: {exc.reason}")
+    except Closed as exc:
+        tally.counts["disconnects"] += 1
+        tally.fault(session, f"disconnected: {exc}")
     except OSError as exc:
         tally.counts["errors"] += 1
         tally.fault(session, f"connection failed: {exc}")
