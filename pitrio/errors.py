@@ -177,6 +177,12 @@ class StaleFenceError(SessionError):
     """A write carried a lease fence older than the session's current one; it was refused."""
 
 
+class SessionFileReplacedError(SessionError, OSError):
+    """The session file was removed, or another file put in its place, since the store opened
+    it; nothing was appended (an ``OSError``, so the store turns read-only as on a failed
+    write). The message names the path and what is there now."""
+
+
 class ReadOnlySessionError(SessionError):
     """The session store was opened read-only, so it cannot append."""
 

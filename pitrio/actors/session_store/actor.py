@@ -527,9 +527,10 @@ class SessionStore(Actor[StoreCommand]):
                 # overlaps the model request in flight instead of delaying it), for at most
                 # IDLE_SYNC_WAIT; by then the data is on its way and the fsync waits for the
                 # journal only (issue 7). Shielded: a batch taken is synced.
-                start = write_batch(file, lease, data, False, start_writeback=True)
-                await until_idle(IDLE_SYNC_WAIT, shield=True)
-                sync_batch(file, start)
+                with file.held():  # one open for the write and its fsync
+                    start = write_batch(file, lease, data, False, start_writeback=True)
+                    await until_idle(IDLE_SYNC_WAIT, shield=True)
+                    sync_batch(file, start)
             else:
                 # Page cache only (policies ``batch``/``never``): a thread hop costs more
                 # than the write (issue 7).

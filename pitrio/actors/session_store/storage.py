@@ -6,7 +6,8 @@
 * new files appear atomically: written to a temporary file, flushed to disk, then linked
   into place (never over an existing file), so a crash cannot leave half a header;
 * rewrites (migrations, repairs) go through a temporary file, fsync and rename;
-* appends go to a descriptor opened with ``O_APPEND``, each batch in one ``write`` (repeated
+* appends go to a descriptor opened with ``O_APPEND`` for the batch (and checked to be the
+  file first opened), each batch in one ``write`` (repeated
   only if the kernel takes part of it), then an optional ``fsync``; where the fsync is to
   come a moment later, the batch's writeback can be started at once
   (:meth:`AppendFile.start_writeback`), so the fsync then waits only for the journal.
@@ -16,16 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import gc
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
-from pitrio.actors.session_store.paths import open_session_file
+from pitrio.actors.session_store.paths import file_kind, open_session_file
+from pitrio.errors import SessionFileReplacedError
 
 if TYPE_CHECKING:
     from pitrio.actors.session_store.lease import Lease
@@ -151,30 +155,102 @@ _START_WRITEBACK = _sync_file_range()
 
 
 class AppendFile:
-    """The open session file of its one writer. Counts writes and fsyncs (for tests/status)."""
+    """The session file of its one writer, opened for each batch rather than held.
+
+    A live session keeps no descriptor of its file between batches (its lease keeps the one
+    it needs), so a daemon's open files are one per session, not two. Each batch opens the
+    path again (``O_APPEND``, without blocking or taking a terminal), checks on the new
+    descriptor that it is still the regular file first opened (device and inode), and closes
+    it when the batch is done (:meth:`held`); a later fsync through another descriptor flushes
+    the same file. A path removed or replaced meanwhile raises
+    :class:`~pitrio.errors.SessionFileReplacedError` before anything is written. Counts writes
+    and fsyncs (for tests/status).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.writes = 0
         self.syncs = 0
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._fd: int | None = None
+        self._depth = 0
+        self._closed = False
+        fd = self._open(identity=None)
+        try:
+            info = os.fstat(fd)
+            self._identity = (info.st_dev, info.st_ino)
+        finally:
+            os.close(fd)
+
+    def _open(self, identity: tuple[int, int] | None) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags)
+        except OSError as exc:
+            if identity is None:
+                raise
+            if isinstance(exc, FileNotFoundError):
+                raise SessionFileReplacedError(
+                    errno.ENOENT, f"{self.path}: the session file was removed since it was opened"
+                ) from exc
+            # A FIFO without a reader refuses a non-blocking writer (ENXIO): say what is there.
+            try:
+                mode = os.stat(self.path).st_mode
+            except OSError:
+                raise exc from None
+            if not stat.S_ISREG(mode):
+                raise SessionFileReplacedError(
+                    errno.EINVAL, f"{self.path}: not a session file: {file_kind(mode)}"
+                ) from exc
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise SessionFileReplacedError(
+                    errno.EINVAL, f"{self.path}: not a session file: {file_kind(info.st_mode)}"
+                )
+            if identity is not None and (info.st_dev, info.st_ino) != identity:
+                raise SessionFileReplacedError(
+                    errno.ESTALE,
+                    f"{self.path}: another file was put in place of the session file since "
+                    "it was opened; not appending to it",
+                )
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[int]:
+        """The file's descriptor for the calls inside the block (nested blocks share it)."""
+        if self._closed:
+            raise ValueError(f"{self.path}: file closed")
+        if self._fd is None:
+            self._fd = self._open(self._identity)
+        self._depth += 1
+        try:
+            yield self._fd
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                fd, self._fd = self._fd, None
+                os.close(fd)
 
     def write(self, data: bytes) -> None:
         """Append ``data`` (one ``write`` call unless the kernel takes only part of it)."""
-        assert self._fd is not None, "file closed"
-        _write_all(self._fd, data)
+        with self.held() as fd:
+            _write_all(fd, data)
         self.writes += 1
 
     def size(self) -> int:
         """The file's current size."""
-        assert self._fd is not None, "file closed"
-        return os.fstat(self._fd).st_size
+        with self.held() as fd:
+            return os.fstat(fd).st_size
 
     def truncate(self, size: int) -> None:
         """Cut the file back to ``size`` bytes, best effort (after a failed write)."""
-        assert self._fd is not None, "file closed"
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, size)
+        with contextlib.suppress(OSError, ValueError), self.held() as fd:
+            os.ftruncate(fd, size)
 
     def start_writeback(self, offset: int, length: int) -> None:
         """Start writing ``length`` bytes from ``offset`` to the disk without waiting for it
@@ -183,21 +259,19 @@ class AppendFile:
         Measured on this VM's ext4: the call ~33 us, an fsync 50 us or more after it ~130
         against ~195 us without it. Advisory: a failure here is left to the fsync to report.
         """
-        assert self._fd is not None, "file closed"
         if _START_WRITEBACK is not None and length > 0:
-            _START_WRITEBACK(self._fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+            with self.held() as fd:
+                _START_WRITEBACK(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
     def sync(self) -> None:
         """Flush what was written to stable storage."""
-        assert self._fd is not None, "file closed"
-        os.fsync(self._fd)
+        with self.held() as fd:
+            os.fsync(fd)
         self.syncs += 1
 
     def close(self) -> None:
-        """Close the descriptor (idempotent)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        """No more batches (idempotent); a batch in progress keeps its descriptor to its end."""
+        self._closed = True
 
 
 def write_batch(
@@ -213,24 +287,27 @@ def write_batch(
     again, so the file holds exactly the entries whose appends returned."""
     if lease is not None:
         lease.check()
-    start = file.size()
-    try:
-        file.write(data)
-        if start_writeback:
-            file.start_writeback(start, len(data))
-    except OSError:
-        # A full disk may have taken part of the batch: cut it off (shrinking needs no space).
-        file.truncate(start)
-        raise
-    if sync:
-        sync_batch(file, start)
+    with file.held():  # one open for the batch's calls
+        start = file.size()
+        try:
+            file.write(data)
+            if start_writeback:
+                file.start_writeback(start, len(data))
+        except OSError:
+            # A full disk may have taken part of the batch: cut it off (shrinking needs no
+            # space).
+            file.truncate(start)
+            raise
+        if sync:
+            sync_batch(file, start)
     return start
 
 
 def sync_batch(file: AppendFile, start: int) -> None:
     """The fsync of the batch written from ``start``: a failure cuts the batch off as well."""
-    try:
-        file.sync()
-    except OSError:
-        file.truncate(start)
-        raise
+    with file.held():
+        try:
+            file.sync()
+        except OSError:
+            file.truncate(start)
+            raise
