@@ -11,6 +11,7 @@ close sockets with 1001, exit 0 within 10 s. A second signal exits at once.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -218,12 +219,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="stderr log lines: one JSON object each (default), or readable text",
     )
     parser.add_argument(
+        "--gc-threshold",
+        type=gc_thresholds,
+        default=DAEMON_GC_THRESHOLDS,
+        metavar="YOUNG,MIDDLE,OLD",
+        help="the cyclic garbage collector's thresholds (default 50000,20,10; 'python': "
+        "the interpreter's own)",
+    )
+    parser.add_argument(
         "--trace", metavar="DIR", help="record each session into DIR/<session id>.jsonl"
     )
     parser.add_argument(
         "--trace-payloads", action="store_true", help="with --trace: record message payloads"
     )
     return parser
+
+
+DAEMON_GC_THRESHOLDS = (50_000, 20, 10)
+"""The daemon's collector thresholds. CPython's (700, 10, 10) collect the youngest objects
+every 700 allocations; under a streaming load the events and frames queued between a
+daemon's tasks live that long, are promoted and soon count as old, and a full collection of
+every session's objects follows every second or so (hundreds of milliseconds each at 1,000
+sessions: measured, DESIGN-NOTES, issue 27). With 50,000 they are freed by reference
+counting before a collection looks at them."""
+
+
+def gc_thresholds(text: str) -> tuple[int, int, int] | None:
+    """``--gc-threshold``: three positive integers (young, middle, old), or ``python`` for
+    the interpreter's own (``None``: left as they are)."""
+    if text.strip().lower() == "python":
+        return None
+    parts = text.split(",")
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected three positive integers such as 50000,20,10, or python; got {text!r}"
+        )
+    return values[0], values[1], values[2]
 
 
 def _write_state(agent: Path, url: str) -> Path:
@@ -287,6 +322,8 @@ async def _serve(args: argparse.Namespace) -> int:
         logs.event(log, "orphans_reaped", logging.WARNING, process_groups=len(killed))
     record_groups_in(groups)
     open_files, _ = raise_open_files_limit()
+    if args.gc_threshold is not None:
+        gc.set_threshold(*args.gc_threshold)
     token: str | None = None
     if not args.no_auth:
         token, created = load_or_create_token(agent)
@@ -339,6 +376,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 store="postgresql" if store else "files",
                 idle_seconds=args.idle,
                 open_files=open_files,
+                gc_threshold=list(gc.get_threshold()),
             )
             try:
                 async for signum in receiver:
