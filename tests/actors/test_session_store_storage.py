@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from pitrio.actors.session_store import SessionStore, StoreOptions, start_store
+from pitrio.actors.session_store.commands import FsyncPolicy
 from pitrio.actors.session_store.storage import AppendFile, write_batch
 from pitrio.errors import ReadOnlySessionError, SessionFileReplacedError
 from pitrio.messages.agent import AssistantMessage, Usage, user_message
@@ -60,7 +61,7 @@ def texts(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("fsync", ["always", "batch", "never"])
 async def test_a_live_store_holds_no_descriptor_of_its_file_between_batches(
-    tmp_path: Path, fsync: str
+    tmp_path: Path, fsync: FsyncPolicy
 ) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(HEADER + b"\n")
