@@ -282,10 +282,11 @@ def read_state(agent: Path) -> dict[str, object] | None:
 def raise_open_files_limit() -> tuple[int, int]:
     """The open-files soft limit raised to the hard one; ``(soft, hard)`` as they are after.
 
-    A live session holds two descriptors (its file and its lease's lock file), so the usual
-    soft limit of 1,024 stops a daemon near 500 sessions, long before its memory does; the
-    hard limit is what the system lets it have without privileges (Go's runtime raises it the
-    same way). A hard limit of "unlimited" is taken as the kernel's per-process maximum."""
+    A live session holds one descriptor (its lease's lock file; its file is opened per write),
+    so the usual soft limit of 1,024 stops a daemon near 1,000 sessions, long before its
+    memory does; the hard limit is what the system lets it have without privileges (Go's
+    runtime raises it the same way). A hard limit of "unlimited" is taken as the kernel's
+    per-process maximum."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard
     if hard == resource.RLIM_INFINITY:

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from pitrio.actors.session_store import SessionStore, StoreOptions, start_store
+from pitrio.actors.session_store.commands import FsyncPolicy
 from pitrio.actors.session_store.storage import AppendFile, write_batch
 from pitrio.errors import ReadOnlySessionError, SessionFileReplacedError
 from pitrio.messages.agent import AssistantMessage, Usage, user_message
@@ -60,7 +61,7 @@ def texts(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("fsync", ["always", "batch", "never"])
 async def test_a_live_store_holds_no_descriptor_of_its_file_between_batches(
-    tmp_path: Path, fsync: str
+    tmp_path: Path, fsync: FsyncPolicy
 ) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(HEADER + b"\n")
@@ -152,3 +153,38 @@ def test_a_batch_opens_the_file_once_and_nested_calls_share_it(tmp_path: Path) -
     with pytest.raises(ValueError, match="closed"):
         file.write(b"x\n")
     assert path.read_bytes() == HEADER + b'\n{"a":1}\n'
+
+
+def test_a_symbolic_link_swapped_in_is_followed_to_what_it_names(tmp_path: Path) -> None:
+    """The rule of :func:`~pitrio.actors.session_store.paths.path_refusal` holds between
+    batches too: a link is judged by what it leads to. To the session file itself (moved
+    aside): the same file, still appended to. To another regular file, or to a node of our
+    own: refused, and neither is written."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n")
+    file = AppendFile(path)
+    moved = tmp_path / "moved.jsonl"
+    os.replace(path, moved)
+    path.symlink_to(moved)
+    write_batch(file, None, b'{"a":1}\n', True)
+    assert moved.read_bytes() == HEADER + b'\n{"a":1}\n'
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(HEADER + b"\n")
+    path.unlink()
+    path.symlink_to(other)
+    with pytest.raises(SessionFileReplacedError, match="another file was put in place"):
+        write_batch(file, None, b'{"b":2}\n', True)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path.unlink()
+    path.symlink_to(fifo)
+    with pytest.raises(SessionFileReplacedError, match="not a session file: a FIFO"):
+        write_batch(file, None, b'{"c":3}\n', True)
+    path.unlink()
+    path.symlink_to(tmp_path / "nothing")
+    with pytest.raises(SessionFileReplacedError, match="was removed since it was opened"):
+        write_batch(file, None, b'{"d":4}\n', True)
+    assert other.read_bytes() == HEADER + b"\n"
+    assert moved.read_bytes() == HEADER + b'\n{"a":1}\n'
+    assert (file.writes, file.syncs) == (1, 1)
+    assert open_descriptors_of(moved) == 0
