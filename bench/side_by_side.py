@@ -83,6 +83,10 @@ WORKLOADS = [
 ]
 LOAD_TARGET_SESSIONS = 1000
 LOAD_TARGET_P99_MS = 100.0
+IDLE_TARGET_SESSIONS = 10_000
+IDLE_TARGET_KB = 100.0
+REOPEN_TARGET_TURNS = 1000
+REOPEN_TARGET_MS = 50.0
 """The daemon issue's streaming target: 1,000 sessions at 50 chunks/s, p99 ≤ 100 ms."""
 ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
 FLAT_BOUND = 1.5
@@ -385,6 +389,44 @@ def load_rows(pitrio: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def idle_rows(pitrio: dict[str, Any]) -> list[Row]:
+    """The daemon issue's idle-memory and reopen targets (``daemon_idle``, ``daemon_reopen``)."""
+    work = pitrio.get("workloads", {})
+    idle, reopen = work.get("daemon_idle"), work.get("daemon_reopen")
+    rows: list[Row] = []
+    if idle:
+        per = idle["live"]["kb_per_session"]
+        held = idle["sessions"] >= IDLE_TARGET_SESSIONS
+        rows.append(
+            (
+                f"daemon: {IDLE_TARGET_SESSIONS:,} idle sessions held in one daemon, RSS per "
+                f"idle session ≤ {IDLE_TARGET_KB:g} KB",
+                "(no daemon)",
+                f"{idle['sessions']:,} live idle sessions, {per:.1f} KB each",
+                "-",
+                "met" if held and per <= IDLE_TARGET_KB else "NOT met",
+            )
+        )
+    if reopen:
+        opened, first = reopen["open_ms"], reopen["first_response_ms"]
+        worst = max(opened["p99"], first["p99"])
+        rows.append(
+            (
+                f"daemon: a session of {REOPEN_TARGET_TURNS:,} turns evicted and reopened in "
+                f"≤ {REOPEN_TARGET_MS:g} ms (p99)",
+                "(no daemon)",
+                f"{reopen['turns']:,} turns: open p50 {opened['median']:.1f} / p99 "
+                f"{opened['p99']:.1f} ms, with attach and get_state p50 {first['median']:.1f} / "
+                f"p99 {first['p99']:.1f} ms",
+                "-",
+                "met"
+                if reopen["turns"] >= REOPEN_TARGET_TURNS and worst <= REOPEN_TARGET_MS
+                else "NOT met",
+            )
+        )
+    return rows
+
+
 def load_table(pitrio: dict[str, Any]) -> str:
     """The daemon_load curve: every step of every variant."""
     lines = [
@@ -561,13 +603,17 @@ def write_benchmarks(
         length_rows(pi, pitrio), "| per-turn time (flat) | shortest | longest | growth | |"
     )
     if pi is not None:
-        targets += render([*ratios(pi, pitrio), *daemon_rows(pitrio), *load_rows(pitrio)])
+        targets += render(
+            [*ratios(pi, pitrio), *daemon_rows(pitrio), *load_rows(pitrio), *idle_rows(pitrio)]
+        )
         targets += "\n" + length
         for label in labels:
             if label.startswith("pitrio-") and label in loaded:
                 targets += f"\nSame targets, `{label}`:\n\n" + render(ratios(pi, loaded[label]))
     else:
-        targets += render([*daemon_rows(pitrio), *load_rows(pitrio)]) + "\n" + length
+        targets += (
+            render([*daemon_rows(pitrio), *load_rows(pitrio), *idle_rows(pitrio)]) + "\n" + length
+        )
         targets += "\n(pi was not measured: set `PI_CLI` for the ratios.)\n"
     chart_lines = "\n".join(
         f"![{name}]({os.path.relpath(path, target.parent)})" for name, path in charts.items()
