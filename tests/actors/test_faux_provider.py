@@ -396,7 +396,7 @@ async def test_usage_estimates_and_cache_per_session() -> None:
 
 
 async def test_cache_keeps_the_most_recently_used_sessions_only() -> None:
-    faux = FauxProvider(default="four", cached_sessions=2)
+    faux = FauxProvider(default=lambda _context: "four", cached_sessions=2)
     ctx = context("hello", system="s" * 40)
     prompt_tokens = estimate_tokens(serialize_request(ctx))
 
