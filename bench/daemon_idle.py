@@ -96,7 +96,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     agent, work = fresh_agent_dir("pitrio-idle-")
     result: dict[str, Any] = {"sessions": args.sessions, "warm": args.warm}
     try:
-        daemon = start_daemon(agent, work, "--model", args.model)
+        daemon = start_daemon(agent, work, "--model", args.model, source=args.source)
         try:
             async with daemon.host() as host:
                 await host.call({"type": "list"})
@@ -135,7 +135,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "kb_freed_per_session": per(live - evicted, args.sessions),
         }
         # Indexed: a new daemon finds them on disk and lists them, none started.
-        daemon = start_daemon(agent, work, "--model", args.model)
+        daemon = start_daemon(agent, work, "--model", args.model, source=args.source)
         try:
             async with daemon.host() as host:
                 before = await settle_rss(daemon)
@@ -166,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="faux/echo")
     parser.add_argument("--keep", action="store_true", help="keep the agent dir")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help="run the daemon from this directory's copy of the package (the code before a change)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.warm < args.sessions:
         parser.error("--warm must be between 0 and --sessions")

@@ -151,9 +151,16 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def start_daemon(agent: Path, work: Path, *extra: str) -> DaemonProcess:
-    """Start ``pitrio serve`` in ``agent`` (sessions in ``work``) and wait until it listens."""
-    exe = Path(sys.executable).with_name("pitrio")
+def start_daemon(agent: Path, work: Path, *extra: str, source: Path | None = None) -> DaemonProcess:
+    """Start ``pitrio serve`` in ``agent`` (sessions in ``work``) and wait until it listens;
+    ``source``: a directory holding another copy of the package to run instead (the code
+    before a change), past this checkout's editable install."""
+    if source is None:
+        launcher = [str(Path(sys.executable).with_name("pitrio"))]
+    else:
+        from bench.daemon_load import OTHER_SOURCE
+
+        launcher = [sys.executable, "-c", OTHER_SOURCE.format(source=str(source))]
     env = {
         **os.environ,
         "PITRIO_AGENT_DIR": str(agent),
@@ -161,7 +168,7 @@ def start_daemon(agent: Path, work: Path, *extra: str) -> DaemonProcess:
         "PITRIO_TELEMETRY": "0",
     }
     command = [
-        str(exe),
+        *launcher,
         "serve",
         "--port",
         "0",

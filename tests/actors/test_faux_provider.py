@@ -395,6 +395,28 @@ async def test_usage_estimates_and_cache_per_session() -> None:
     assert (usage.input, usage.cache_read, usage.cache_write) == (prompt_tokens, 0, 0)
 
 
+async def test_cache_keeps_the_most_recently_used_sessions_only() -> None:
+    faux = FauxProvider(default=lambda _context: "four", cached_sessions=2)
+    ctx = context("hello", system="s" * 40)
+    prompt_tokens = estimate_tokens(serialize_request(ctx))
+
+    async def usage_of(session_id: str) -> tuple[int, int, int]:
+        usage = final(await run(faux, ctx, StreamOptions(session_id=session_id))).usage
+        return (usage.input, usage.cache_read, usage.cache_write)
+
+    written = (prompt_tokens, 0, prompt_tokens)
+    read = (0, prompt_tokens, 0)
+    assert await usage_of("a") == written
+    assert await usage_of("b") == written
+    assert await usage_of("a") == read  # a is now the most recent, b the oldest
+    assert await usage_of("c") == written  # c pushes b out, not a
+    assert await usage_of("a") == read
+    assert await usage_of("b") == written  # forgotten: written again, as after an expiry
+    assert len(faux._prompt_cache) == 2
+    with pytest.raises(ValueError, match="cached_sessions"):
+        FauxProvider(cached_sessions=0)
+
+
 async def test_explicit_usage_wins() -> None:
     usage = make_usage(input=1, output=2)
     faux = FauxProvider([FauxReply(text="x", usage=usage)])

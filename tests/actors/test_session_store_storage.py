@@ -15,7 +15,7 @@ import trio
 
 from pitrio.actors.session_store import SessionStore, StoreOptions, start_store
 from pitrio.actors.session_store.commands import FsyncPolicy
-from pitrio.actors.session_store.storage import AppendFile, write_batch
+from pitrio.actors.session_store.storage import AppendFile, sync_batch, write_batch
 from pitrio.errors import ReadOnlySessionError, SessionFileReplacedError
 from pitrio.messages.agent import AssistantMessage, Usage, user_message
 from pitrio.messages.content import TextContent
@@ -188,3 +188,49 @@ def test_a_symbolic_link_swapped_in_is_followed_to_what_it_names(tmp_path: Path)
     assert moved.read_bytes() == HEADER + b'\n{"a":1}\n'
     assert (file.writes, file.syncs) == (1, 1)
     assert open_descriptors_of(moved) == 0
+
+
+def test_a_deferred_fsync_after_a_swap_is_refused_and_leaves_the_other_file(
+    tmp_path: Path,
+) -> None:
+    """Policy ``batch``: the fsync comes later, through a descriptor opened then. If another
+    file was put in place meanwhile, that fsync is refused naming the path (the batch went to
+    the file first opened, which no longer has the name), and the cut-back after a failed
+    fsync does not touch the other file."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n")
+    file = AppendFile(path)
+    start = write_batch(file, None, b'{"a":1}\n', False)
+    assert (file.writes, file.syncs) == (1, 0)
+    moved = tmp_path / "moved.jsonl"
+    os.replace(path, moved)
+    other = tmp_path / "other"
+    other.write_bytes(b"someone else's file\n")
+    os.replace(other, path)
+    with pytest.raises(SessionFileReplacedError, match="another file was put in place") as failed:
+        sync_batch(file, start)
+    assert str(path) in str(failed.value)
+    assert path.read_bytes() == b"someone else's file\n"
+    assert moved.read_bytes() == HEADER + b'\n{"a":1}\n'
+    assert file.syncs == 0
+    assert open_descriptors_of(path) == 0 and open_descriptors_of(moved) == 0
+
+
+def test_a_failed_write_is_cut_back_through_the_batch_s_descriptor(tmp_path: Path) -> None:
+    """A write that fails after the kernel took part of the batch (a full disk) is cut back
+    to where the batch started, on the descriptor the batch opened, which is then closed."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n")
+
+    class FullDisk(AppendFile):
+        def write(self, data: bytes) -> None:
+            with self.held() as fd:
+                os.write(fd, data[:3])  # the torn part
+            raise OSError(28, "No space left on device")
+
+    file = FullDisk(path)
+    with pytest.raises(OSError, match="No space left"):
+        write_batch(file, None, b'{"a":1}\n', True)
+    assert path.read_bytes() == HEADER + b"\n"
+    assert (file.writes, file.syncs) == (0, 0)
+    assert open_descriptors_of(path) == 0

@@ -52,6 +52,11 @@ REQUESTS_KEPT = 1000
 """How many recent requests :attr:`FauxProvider.requests` keeps at least (at most twice as
 many)."""
 
+CACHED_SESSIONS = 256
+"""How many sessions' last prompts the prompt-cache simulation keeps (the least recently
+used forgotten first; a forgotten session's next request writes its whole prompt again, as a
+vendor's expired cache would)."""
+
 SCRIPTED_ERROR = "Scripted faux error"
 """The error message of a reply whose stop reason is ``error`` but which names no message."""
 
@@ -256,7 +261,9 @@ class FauxProvider:
     ``default`` answers when the queue is empty (else the last user message is echoed).
     ``chunk_delay`` is the pause before each chunk in seconds; ``tokens_per_second`` instead
     paces each chunk by its estimated tokens (pi's pacing; 200 gives 15 ms per 12 characters).
-    ``simulate_cache`` turns the per-session prompt-cache estimate on.
+    ``simulate_cache`` turns the per-session prompt-cache estimate on; it remembers the last
+    prompt of the ``cached_sessions`` most recently used sessions only, so a daemon holding
+    thousands of idle sessions does not keep a copy of each one's context here.
     """
 
     def __init__(
@@ -268,9 +275,12 @@ class FauxProvider:
         chunk_delay: float = 0.0,
         tokens_per_second: float | None = None,
         simulate_cache: bool = True,
+        cached_sessions: int = CACHED_SESSIONS,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
+        if cached_sessions < 1:
+            raise ValueError("cached_sessions must be at least 1")
         self._queue: collections.deque[FauxStep] = collections.deque(replies)
         self.default = default
         self.chunk_size = chunk_size
@@ -280,7 +290,9 @@ class FauxProvider:
         # The most recent requests only: a daemon serving faux models for days must not keep
         # every context it was sent (the soak found this growing ~3.5 MB a minute).
         self.requests: list[FauxRequest] = []
+        # Insertion order is recency: a session's entry is put back at the end on each use.
         self._prompt_cache: dict[str, str] = {}
+        self._cached_sessions = cached_sessions
         self._call_counter = 0
 
     # -- scripting ---------------------------------------------------------------------------
@@ -394,9 +406,11 @@ class FauxProvider:
         if reply.usage is not None and session_id is None:
             return reply.usage  # nothing to estimate, no cache to keep up to date
         prompt = serialize_request(context)
-        previous = self._prompt_cache.get(session_id) if session_id else None
+        previous = self._prompt_cache.pop(session_id, None) if session_id else None
         if session_id:
             self._prompt_cache[session_id] = prompt
+            while len(self._prompt_cache) > self._cached_sessions:
+                del self._prompt_cache[next(iter(self._prompt_cache))]
         if reply.usage is not None:
             return reply.usage
         usage = estimate_usage(prompt, reply_text(blocks), previous, cached=bool(session_id))
