@@ -54,7 +54,7 @@ def numbered(*events: AgentSessionEvent) -> list[Sequenced]:
 
 
 def deltas(items: list[Sequenced]) -> list[tuple[int, str, str]]:
-    out: list[tuple[int, str, str]] = []
+    out = []
     for item in items:
         assert isinstance(item.event, MessageUpdate)
         update = item.event.assistant_message_event
