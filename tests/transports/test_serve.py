@@ -117,9 +117,7 @@ async def test_reconnect_and_resume(agent: Path) -> None:
 
 
 async def test_resume_too_old_answers_resync(agent: Path) -> None:
-    # Paced chunks: deltas queued together reach the relay merged (issue 27), and this needs
-    # more frames than the replay buffer holds.
-    faux = FauxProvider([FauxReply(text="x" * 200, chunk_size=1, chunk_delay=0.0005)])
+    faux = FauxProvider([FauxReply(text="x" * 200, chunk_size=1)])
     async with running_daemon(agent, faux, host={"replay_frames": 16}) as daemon:
         session_id = await create_session(daemon)
         path = f"/v1/sessions/{session_id}"

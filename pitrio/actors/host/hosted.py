@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from pitrio.actors.host.batch import relay_in_batches
 from pitrio.actors.host.crashes import crash_reason, owned_elsewhere
 from pitrio.actors.host.dialogs import OpenDialogs
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, FramedEvent, Outgoing
@@ -66,10 +65,6 @@ SessionStatus = Literal["evicted", "starting", "live", "stopping", "failed", "cl
 PUMP_CAPACITY = 8192
 """The host's own subscription to a session: drained at once, so it only fills when the
 daemon is starved; then the stream has a gap and clients are told to resync."""
-RELAY_BATCH = 256
-"""Events the session hands the host relay without a task switch each (its channel's buffer,
-issue 27): the relay then takes all of them in one wake-up and merges adjacent deltas. When it
-is full the session's subscriber buffer (``PUMP_CAPACITY``) holds the rest, as before."""
 STOP_SECONDS = 8.0
 """A stop's abort-and-flush deadline (the daemon must exit within 10 s of SIGTERM)."""
 BARRIER_SECONDS = 10.0
@@ -448,14 +443,9 @@ class HostedSession:
             _write(self.runs.tool_failed(event.tool_name, event.tool_call_id, text))
 
     async def _pump(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
-        # Everything already queued in one wake-up, adjacent deltas of one block merged
-        # (issue 27); a lone event is relayed as it came.
-        await relay_in_batches(events, self._relay_batch)
-
-    def _relay_batch(self, items: list[Sequenced], merged: int) -> None:
-        self.coalesced_total += merged
-        for item in items:
-            self._relay(item)
+        async with events:
+            async for item in events:
+                self._relay(item)
 
     # -- supervision -------------------------------------------------------------------------
 
@@ -530,8 +520,7 @@ class HostedSession:
                     await self._start_in(nursery)
                     assert self.started is not None
                     while True:
-                        send, events = trio.open_memory_channel[Sequenced](RELAY_BATCH)
-                        await self.started.session.subscribe_into(send, PUMP_CAPACITY)
+                        events = await self.started.session.subscribe(PUMP_CAPACITY)
                         await self._pump(events)
                         # The subscription ended. Either the tree is going down (this task is
                         # about to be cancelled and the crash reported) or the host fell behind
