@@ -15,11 +15,14 @@ from pitrio.actors.model_router.providers.faux_load import (
     ChunkChecker,
     LoadFaux,
     LoadRequest,
+    chunk_deadline,
     chunk_length,
+    chunks_due,
     decode_stamp,
     encode_stamp,
     load_chunk,
     load_prompt,
+    monotonic_micros,
     parse_load_prompt,
 )
 from pitrio.actors.model_router.registry import FAUX_MODELS
@@ -151,6 +154,89 @@ def test_a_text_turn_is_paced_and_checks(rate: float) -> None:
         assert checker.finish(12, text) == []
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_chunks_due_counts_what_the_schedule_has_reached() -> None:
+    start, interval = 10.0, 0.02
+    assert chunks_due(start, interval, 0, 12, start) == 0
+    assert chunks_due(start, interval, 0, 12, start + 0.019) == 0
+    # The sleep's own deadline counts as due, whatever the float rounding.
+    for sent in range(12):
+        assert chunks_due(start, interval, sent, 12, chunk_deadline(start, interval, sent)) == 1
+    assert chunks_due(start, interval, 2, 12, chunk_deadline(start, interval, 6)) == 5
+    assert chunks_due(start, interval, 10, 12, start + 100.0) == 2  # never past the total
+    assert chunks_due(start, interval, 12, 12, start + 100.0) == 0
+
+
+def test_a_late_wake_up_hands_off_every_due_chunk_at_once() -> None:
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock)
+        ctx = LlmContext(
+            system_prompt="", messages=(user_message("load n=12 rate=50", timestamp=1),)
+        )
+        send, receive = trio.open_memory_channel[AssistantMessageEvent](math.inf)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(LoadFaux().stream, FAUX_MODELS[0], ctx, StreamOptions(), send)
+            await trio.testing.wait_all_tasks_blocked()
+            queued = [receive.receive_nowait() for _ in range(2)]  # start, text_start
+            assert receive.statistics().current_buffer_used == 0
+            # A reader waiting on the stream, as the agent loop does: when it wakes for the
+            # first delta of a late wake-up, the others are queued behind it already.
+            behind: list[int] = []
+
+            async def read_one() -> None:
+                queued.append(await receive.receive())
+                behind.append(receive.statistics().current_buffer_used)
+
+            nursery.start_soon(read_one)
+            await trio.testing.wait_all_tasks_blocked()
+            clock.jump(0.1)  # five intervals late: chunks 0-4 are due when the provider wakes
+            await trio.testing.wait_all_tasks_blocked()
+            assert behind == [4]  # handed off in one go, not one task switch each
+            clock.jump(0.019)  # not yet chunk 5's time
+            await trio.testing.wait_all_tasks_blocked()
+            assert receive.statistics().current_buffer_used == 4
+            clock.jump(0.001)  # on time: chunk 5 alone
+            await trio.testing.wait_all_tasks_blocked()
+            assert receive.statistics().current_buffer_used == 5
+            clock.jump(1.0)
+        send.close()
+        events = queued + [event async for event in receive]
+        deltas = [e.delta for e in events if isinstance(e, TextDelta)]
+        assert len(deltas) == 12  # one event per chunk, in order, none merged or lost
+        checker = ChunkChecker()
+        for delta in deltas:
+            checker.feed(delta, monotonic_micros())
+        done = events[-1]
+        assert isinstance(done, StreamDone)
+        text = "".join(b.text for b in done.message.content if isinstance(b, TextContent))
+        assert checker.finish(12, text) == []
+
+    trio.run(main, clock=trio.testing.MockClock())
+
+
+def test_an_abort_between_due_chunks_stops_the_reply() -> None:
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock)
+        ctx = LlmContext(
+            system_prompt="", messages=(user_message("load n=50 rate=50", timestamp=1),)
+        )
+        send, receive = trio.open_memory_channel[AssistantMessageEvent](math.inf)
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(LoadFaux().stream, FAUX_MODELS[0], ctx, StreamOptions(), send)
+                await trio.testing.wait_all_tasks_blocked()
+                clock.jump(0.2)
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        send.close()
+        events = [event async for event in receive]
+        assert len([e for e in events if isinstance(e, TextDelta)]) == 10
+        assert not any(isinstance(e, StreamDone) for e in events)
+
+    trio.run(main, clock=trio.testing.MockClock())
 
 
 def test_a_tool_turn_reads_the_file_then_replies() -> None:

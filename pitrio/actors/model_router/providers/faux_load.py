@@ -33,6 +33,7 @@ from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 """64 characters that JSON writes as themselves."""
@@ -104,6 +105,30 @@ def decode_stamp(text: str) -> int:
 def load_chunk(index: int, micros: int) -> str:
     """Chunk ``index`` of a reply, handed off at ``micros`` (CLOCK_MONOTONIC)."""
     return ALPHABET[index % 64] + encode_stamp(micros) + _filler(index)
+
+
+def chunk_deadline(start: float, interval: float, index: int) -> float:
+    """When chunk ``index`` of a reply started at ``start`` is due (trio's clock)."""
+    return start + (index + 1) * interval
+
+
+def chunks_due(start: float, interval: float, sent: int, total: int, now: float) -> int:
+    """How many chunks after the ``sent`` already handed off are due at ``now`` (at most the
+    ``total - sent`` left). Computed with :func:`chunk_deadline`, the same float expression
+    the sleeps use, so a chunk whose deadline a sleep reached counts as due."""
+    due = 0
+    while sent + due < total and chunk_deadline(start, interval, sent + due) <= now:
+        due += 1
+    return due
+
+
+async def _send_now(send: EventSender, event: AssistantMessageEvent) -> None:
+    """``event`` into the channel without a task switch when it has room; when it is full
+    (the loop is behind) the provider waits, as a real one would (back-pressure)."""
+    try:
+        send.send_nowait(event)
+    except trio.WouldBlock:
+        await send.send(event)
 
 
 def monotonic_micros() -> int:
@@ -210,10 +235,21 @@ class LoadFaux(FauxProvider):
         await send.send(builder.text_start())
         interval = 1.0 / request.rate
         start = trio.current_time()
-        for index in range(request.chunks):
+        index = 0
+        while index < request.chunks:
             # An absolute schedule: a late wake-up is not added to every later chunk.
-            await trio.sleep_until(start + (index + 1) * interval)
-            await send.send(builder.text_delta(load_chunk(index, monotonic_micros())))
+            deadline = chunk_deadline(start, interval, index)
+            if trio.current_time() < deadline:
+                await trio.sleep_until(deadline)
+            else:
+                await trio.lowlevel.checkpoint()  # abort is still seen between batches
+            # Every chunk due by now goes out in this one wake-up, each stamped as it is handed
+            # off, without a task switch each (issue 27): a wake-up late by several intervals
+            # costs one timed sleep, not one per chunk, and the agent loop takes them together.
+            due = chunks_due(start, interval, index, request.chunks, trio.current_time())
+            for chunk in range(index, index + max(1, due)):
+                await _send_now(send, builder.text_delta(load_chunk(chunk, monotonic_micros())))
+            index += max(1, due)
         await send.send(builder.text_end())
         await send.send(builder.done("stop"))
 
@@ -224,7 +260,9 @@ __all__ = [
     "ChunkChecker",
     "LoadFaux",
     "LoadRequest",
+    "chunk_deadline",
     "chunk_length",
+    "chunks_due",
     "decode_stamp",
     "encode_stamp",
     "load_chunk",
