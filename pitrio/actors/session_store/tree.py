@@ -132,7 +132,19 @@ class SessionTree:
     def path(self, to_id: str | None = None) -> list[StoredEntry]:
         """Entries root -> ``to_id`` (default: the leaf); empty for an unknown id or no leaf."""
         target = self.leaf_id if to_id is None else to_id
-        out = list(self.ancestors(target))
+        # ancestors() unrolled: a long session's path is thousands of steps, and this runs on
+        # every open and every branch switch.
+        by_id = self._by_id
+        stored = None if target is None else by_id.get(target)
+        out: list[StoredEntry] = []
+        append = out.append
+        limit = len(self._entries)
+        while stored is not None and len(out) <= limit:  # the limit guards against a cycle
+            append(stored)
+            parent = stored.parent_id
+            if parent is None or parent == stored.id:
+                break
+            stored = by_id.get(parent)
         out.reverse()
         return out
 
