@@ -484,8 +484,10 @@ class HostedSession:
                 # tracebacks of the cancellations that stopped them): a collection of the
                 # young generations now frees it while it is young, a millisecond or two,
                 # instead of it being promoted and pushing the collector toward a full
-                # collection of the whole daemon's heap during some later request.
-                gc.collect(1)
+                # collection of the whole daemon's heap during some later request. Not at
+                # shutdown: thousands of sessions stop then, and the process is ending.
+                if not self._context.shutting_down:
+                    gc.collect(1)
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
                 self._set_status("evicted")
                 self._context.emit({"type": "session_evicted", "sessionId": self.id})
