@@ -74,13 +74,15 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    """Median, p99, min and max (ms)."""
+    """Median, p99, min and max (ms), and the five slowest (at 100 rounds the nearest-rank
+    p99 is the slowest: one stall, a full collection say, sets it)."""
     return {
         "n": len(values),
         "median": statistics.median(values),
         "p99": percentile(values, 0.99),
         "min": min(values),
         "max": max(values),
+        "slowest": sorted(values)[-5:],
     }
 
 
