@@ -73,7 +73,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, Any]:
     """Median, p99, min and max (ms), and the five slowest (at 100 rounds the nearest-rank
     p99 is the slowest: one stall, a full collection say, sets it)."""
     return {
