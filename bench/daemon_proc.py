@@ -151,16 +151,34 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def start_daemon(agent: Path, work: Path, *extra: str, source: Path | None = None) -> DaemonProcess:
+PROFILED = (
+    "import cProfile, sys; from pitrio.transports.cli import main; "
+    "profile = cProfile.Profile(); profile.enable()\n"
+    "try: main(sys.argv[1:])\n"
+    "finally: profile.disable(); profile.dump_stats({out!r})"
+)
+"""Runs ``pitrio`` under cProfile, the stats written to ``out`` when it exits."""
+
+
+def start_daemon(
+    agent: Path,
+    work: Path,
+    *extra: str,
+    source: Path | None = None,
+    profile: Path | None = None,
+) -> DaemonProcess:
     """Start ``pitrio serve`` in ``agent`` (sessions in ``work``) and wait until it listens;
     ``source``: a directory holding another copy of the package to run instead (the code
-    before a change), past this checkout's editable install."""
-    if source is None:
-        launcher = [str(Path(sys.executable).with_name("pitrio"))]
-    else:
+    before a change), past this checkout's editable install; ``profile``: run this
+    checkout's under cProfile, the stats written there at exit."""
+    if source is not None:
         from bench.daemon_load import OTHER_SOURCE
 
         launcher = [sys.executable, "-c", OTHER_SOURCE.format(source=str(source))]
+    elif profile is not None:
+        launcher = [sys.executable, "-c", PROFILED.format(out=str(profile))]
+    else:
+        launcher = [str(Path(sys.executable).with_name("pitrio"))]
     env = {
         **os.environ,
         "PITRIO_AGENT_DIR": str(agent),

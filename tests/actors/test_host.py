@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -87,6 +89,30 @@ async def test_create_prompt_list_and_reopen_after_close(agent_dir: Path) -> Non
         again = await host.open(hosted.id)
         assert again is hosted and hosted.status == "live"
         assert len(await (await hosted.session()).messages()) == 2
+
+
+async def test_a_closed_sessions_tree_is_freed_by_the_close(agent_dir: Path) -> None:
+    # The stopped tree is cyclic garbage. With the automatic collector off, it is freed only
+    # by the host's own young-generation collection when the tree has stopped; the tree is
+    # made after a full collection, so it is young then.
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        async with running_host(agent_dir, eviction=EvictionPolicy(idle_seconds=None)) as host:
+            hosted = await host.create(model="faux/echo")
+            await (await hosted.session()).prompt("hello")
+            assert hosted.started is not None
+            store = weakref.ref(hosted.started.store._address._actor)
+            assert store() is not None
+            await host.close(hosted.id)
+            assert hosted.status == "evicted"
+            assert store() is None
+            again = await host.open(hosted.id)
+            assert len(await (await again.session()).messages()) == 2
+    finally:
+        if enabled:
+            gc.enable()
 
 
 async def test_unknown_and_invalid_ids(agent_dir: Path) -> None:

@@ -314,3 +314,26 @@ def test_path_survives_a_parent_cycle() -> None:
         entry = CustomEntry(custom_type="x", id=entry_id, parent_id=parent, timestamp="t")
         tree.add(StoredEntry.from_entry(entry))
     assert len(tree.path("a")) <= 3
+
+
+def test_a_tree_built_from_entries_matches_one_built_by_appends() -> None:
+    b = Builder()
+    one = b.user("one")
+    b.assistant()
+    b.label(one, "first")
+    b.add(SessionInfoEntry, name="  named  ")
+    b.label(one, "second")
+    b.tree.branch(one)
+    b.user("side")
+    b.add(SessionInfoEntry, name="")
+    b.add(SessionInfoEntry, name="last")
+    built = SessionTree(HEADER, b.tree.entries, new_id=counter_ids())
+    assert ids(built.entries) == ids(b.tree.entries)
+    assert built.leaf_id == b.tree.entries[-1].id
+    assert built.labels == b.tree.labels == {one: "second"}
+    assert built.session_name == b.tree.session_name == "last"
+    assert all(built.get(stored.id) is stored for stored in b.tree.entries)
+    assert shape(built.tree()) == shape(b.tree.tree())
+    assert ids(built.children(one)) == ids(b.tree.children(one))
+    empty = SessionTree(HEADER, [], new_id=counter_ids())
+    assert empty.leaf_id is None and len(empty) == 0

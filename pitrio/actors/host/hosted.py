@@ -21,6 +21,7 @@ own nurseries, ``DESIGN-NOTES.md`` "Actors").
 
 from __future__ import annotations
 
+import gc
 import logging
 import secrets
 from pathlib import Path
@@ -479,6 +480,14 @@ class HostedSession:
             self.running = False
             self.dialogs.clear()
             if crash is None:
+                # The stopped tree is cyclic garbage (the actors' frames are held by the
+                # tracebacks of the cancellations that stopped them): a collection of the
+                # young generations now frees it while it is young, a millisecond or two,
+                # instead of it being promoted and pushing the collector toward a full
+                # collection of the whole daemon's heap during some later request. Not at
+                # shutdown: thousands of sessions stop then, and the process is ending.
+                if not self._context.shutting_down:
+                    gc.collect(1)
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
                 self._set_status("evicted")
                 self._context.emit({"type": "session_evicted", "sessionId": self.id})

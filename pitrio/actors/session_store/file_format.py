@@ -219,6 +219,8 @@ class SessionParser:
         origin = self.origin
         decode_all = self._decode_all
         roles = _ROLE_OBJECTS
+        read = StoredEntry.read
+        append = entries.append
         for line in lines:
             if not self._header_seen or self._legacy is not None or line[-1:] != b"\n":
                 if line[-1:] == b"\n":
@@ -249,16 +251,16 @@ class SessionParser:
                 ):
                     role = message.get("role")
                     if type(role) is str:
-                        entries.append(
-                            StoredEntry(
-                                type="message",
-                                id=entry_id,
-                                parent_id=ids.get(parent_id, parent_id) if parent_id else parent_id,
-                                timestamp=timestamp,
-                                raw=raw,
-                                role=roles.get(role, role),
-                                line=self._line,
-                                origin=origin,
+                        append(
+                            read(
+                                "message",
+                                entry_id,
+                                ids.get(parent_id, parent_id) if parent_id else parent_id,
+                                timestamp,
+                                raw,
+                                roles.get(role, role),
+                                self._line,
+                                origin,
                             )
                         )
                         ids[entry_id] = entry_id
@@ -329,15 +331,8 @@ class SessionParser:
             role = intern_role(role)
         if parent_id:
             parent_id = self._ids.get(parent_id, parent_id)
-        stored = StoredEntry(
-            type=entry_type,
-            id=entry_id,
-            parent_id=parent_id,
-            timestamp=timestamp,
-            raw=raw,
-            role=role,
-            line=line,
-            origin=self.origin,
+        stored = StoredEntry.read(
+            entry_type, entry_id, parent_id, timestamp, raw, role, line, self.origin
         )
         if (self._decode_all or entry_type != "message") and entry_type in ENTRY_CLASSES:
             try:
@@ -399,15 +394,18 @@ class SessionParser:
     def _check_cycles(self) -> None:
         """An error for each loop of parents (an entry its own parent included): pi's walk
         to the root never ends on one, and no leaf on or under it has a context."""
-        by_id = {stored.id: stored for stored in self._entries}
+        by_id: dict[str, StoredEntry] | None = None  # made when a walk first needs it
         done: set[str] = set()
+        add = done.add
         for start in self._entries:
             # The usual file: each entry's parent came before it and was walked already. One
             # step, without the walk's own list and dict (a third of a long file's check).
             parent = start.parent_id
             if start.id not in done and (parent is None or parent in done) and parent != start.id:
-                done.add(start.id)
+                add(start.id)
                 continue
+            if by_id is None:
+                by_id = {stored.id: stored for stored in self._entries}
             walk: list[StoredEntry] = []
             on_walk: dict[str, int] = {}
             current: StoredEntry | None = start

@@ -157,6 +157,9 @@ def iso_to_ms(timestamp: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
+_new = object.__new__
+
+
 class StoredEntry:
     """An entry of the tree: envelope fields, the raw JSON line, decoded forms cached.
 
@@ -202,6 +205,34 @@ class StoredEntry:
         self.origin = origin
         self._entry = entry
         self._message: AgentMessage | None = None
+
+    @classmethod
+    def read(
+        cls,
+        type: str,
+        id: str,
+        parent_id: str | None,
+        timestamp: str,
+        raw: bytes,
+        role: str | None,
+        line: int,
+        origin: str,
+    ) -> StoredEntry:
+        """An entry just read from a file, nothing decoded: what the constructor makes, with
+        positional arguments and without its keyword handling (opening a long session makes
+        thousands; the keywords cost as much again as the rest of it)."""
+        stored = _new(cls)
+        stored.type = type
+        stored.id = id
+        stored.parent_id = parent_id
+        stored.timestamp = timestamp
+        stored.raw = raw
+        stored.role = role
+        stored.line = line
+        stored.origin = origin
+        stored._entry = None
+        stored._message = None
+        return stored
 
     @classmethod
     def from_entry(cls, entry: SessionEntry, *, origin: str = "<memory>") -> StoredEntry:

@@ -75,8 +75,17 @@ class SessionTree:
         self._labels: dict[str, tuple[str, str]] = {}  # target id -> (label, label timestamp)
         self._name: str | None = None
         self.leaf_id: str | None = None
-        for stored in entries:
-            self.add(stored)
+        # What add() does for each, in one pass: a long session is thousands of entries, and
+        # only labels and session infos need more than the two indexes.
+        listed = self._entries
+        listed.extend(entries)
+        by_id = self._by_id
+        for stored in listed:
+            by_id[stored.id] = stored
+            if stored.type == "label" or stored.type == "session_info":
+                self._note(stored)
+        if listed:
+            self.leaf_id = listed[-1].id
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -123,7 +132,19 @@ class SessionTree:
     def path(self, to_id: str | None = None) -> list[StoredEntry]:
         """Entries root -> ``to_id`` (default: the leaf); empty for an unknown id or no leaf."""
         target = self.leaf_id if to_id is None else to_id
-        out = list(self.ancestors(target))
+        # ancestors() unrolled: a long session's path is thousands of steps, and this runs on
+        # every open and every branch switch.
+        by_id = self._by_id
+        stored = None if target is None else by_id.get(target)
+        out: list[StoredEntry] = []
+        append = out.append
+        limit = len(self._entries)
+        while stored is not None and len(out) <= limit:  # the limit guards against a cycle
+            append(stored)
+            parent = stored.parent_id
+            if parent is None or parent == stored.id:
+                break
+            stored = by_id.get(parent)
         out.reverse()
         return out
 
@@ -252,6 +273,11 @@ class SessionTree:
         self._by_id[stored.id] = stored
         if self._children is not None and stored.parent_id is not None:
             self._children.setdefault(stored.parent_id, []).append(stored)
+        self._note(stored)
+        self.leaf_id = stored.id
+
+    def _note(self, stored: StoredEntry) -> None:
+        """Take a label or session info into the labels or the name (other types: nothing)."""
         if stored.type == "label":
             label = stored.entry()
             if isinstance(label, LabelEntry):
@@ -263,7 +289,6 @@ class SessionTree:
             info = stored.entry()
             if isinstance(info, SessionInfoEntry):
                 self._name = (info.name or "").strip() or None
-        self.leaf_id = stored.id
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry; the next append starts a sibling branch."""
