@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import orjson
 import pytest
 
+from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.paths import (
     AGENT_DIR_ENV,
     SESSION_DIR_ENV,
     agent_dir,
     encode_cwd,
+    open_session_file,
     session_dir,
     session_file_name,
 )
+from pitrio.actors.session_store.storage import READ_BUFFER, read_session
 
 
 @pytest.mark.parametrize(
@@ -110,3 +115,50 @@ def test_session_file_name_leaves_the_id_alone() -> None:
     assert session_file_name("2024-01-01T00:00:00.5Z", "a.b:c") == (
         "2024-01-01T00-00-00-5Z_a.b:c.jsonl"
     )
+
+
+def test_a_session_file_is_opened_with_the_read_buffer_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"x\n")
+    unbuffered = open_session_file(path, buffering=0)
+    assert unbuffered is not None
+    with unbuffered:
+        assert isinstance(unbuffered, io.FileIO)  # no buffer at all: the size was honoured
+    buffered = open_session_file(path)
+    assert buffered is not None
+    with buffered:
+        assert isinstance(buffered, io.BufferedReader)
+
+
+def test_a_session_read_through_a_large_buffer_parses_as_the_bytes_do(tmp_path: Path) -> None:
+    # Lines longer than the buffer and lines across its boundary, a torn last line: the load
+    # reads the file in READ_BUFFER chunks and must see the lines the bytes hold.
+    header = (
+        b'{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00Z","cwd":"/w"}'
+    )
+    lines = [header]
+    parent = None
+    for index in range(40):
+        text = "y" * (READ_BUFFER // 3 if index % 5 == 0 else 100 + index)
+        entry = {
+            "type": "message",
+            "id": f"e{index}",
+            "parentId": parent,
+            "timestamp": "2025-01-01T00:00:01Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+        lines.append(orjson.dumps(entry))
+        parent = f"e{index}"
+    data = b"\n".join(lines) + b'\n{"type":"message","id":"torn'
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(data)
+    assert len(data) > 2 * READ_BUFFER
+    parsed = read_session(path)
+    expected = parse_session_bytes(data, origin=str(path))
+    assert parsed is not None
+    assert [(e.id, e.parent_id, e.raw) for e in parsed.entries] == [
+        (e.id, e.parent_id, e.raw) for e in expected.entries
+    ]
+    assert len(parsed.entries) == 40
+    assert parsed.problems == expected.problems
+    assert [p.kind for p in parsed.problems] == ["torn"]

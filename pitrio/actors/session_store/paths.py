@@ -112,11 +112,12 @@ def check_session_path(path: Path | str) -> Path:
     return path
 
 
-def open_session_file(path: Path) -> BinaryIO | None:
+def open_session_file(path: Path, *, buffering: int = -1) -> BinaryIO | None:
     """Open a session file for reading after :func:`check_session_path`; ``None`` if missing.
 
     Opened without blocking (a FIFO swapped in after the check does not hang the open) and
     checked again on the descriptor itself, so a path replaced between the two is refused too.
+    ``buffering`` is the read buffer's size (-1: Python's default, the file system's block).
     """
     check_session_path(path)
     try:
@@ -128,7 +129,7 @@ def open_session_file(path: Path) -> BinaryIO | None:
         if not stat.S_ISREG(mode):
             raise SessionPathError(str(path), f"not a session file: {file_kind(mode)}")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb", buffering=buffering)
     except BaseException:
         os.close(fd)
         raise

@@ -47,10 +47,17 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+READ_BUFFER = 1 << 20
+"""The read buffer of a session file being loaded. With the default (a 4 KB block) a 1 MB
+file takes 256 reads, and the worker thread gives up the GIL on each one and waits for it
+again behind the event loop (up to the interpreter's switch interval, 5 ms, when the loop is
+busy); 1 MB reads it in one or two (DESIGN-NOTES, issue 27, reopen). The lines are the same."""
+
+
 def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | None:
     """Parse a session file; ``None`` if it does not exist. Raises
     :class:`~pitrio.errors.SessionPathError` for a path that is not a regular file."""
-    file = open_session_file(path)
+    file = open_session_file(path, buffering=READ_BUFFER)
     if file is None:
         return None
     with file, gc_paused():
