@@ -3,14 +3,11 @@ relay's encoded frames reused only for the clients that take that form."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
-from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_client_stream
-from wsproto.events import TextMessage
+from trio_websocket import WebSocketConnection, wrap_client_stream
 
 from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.transports.daemon.websocket import DaemonWebSocket, wrap_server_stream
@@ -119,72 +116,3 @@ async def test_delta_and_full_clients_of_one_session_each_get_their_form(tmp_pat
         text_of_deltas(delta_frames) == text_of_deltas(full_frames) == "abcdefghijklmnopqrstuvwxyz"
     )
     assert [f["seq"] for f in updates] == [f["seq"] for f in full_updates]
-
-
-class StepCounter(trio.abc.Instrument):
-    """Counts the steps one task runs (a step begins at each of its schedule points)."""
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task = task
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.steps += 1
-
-
-async def steps_of(send: Callable[[], Awaitable[None]]) -> int:
-    """How many times the current task is rescheduled while ``send`` runs."""
-    counter = StepCounter(trio.lowlevel.current_task())
-    trio.lowlevel.add_instrument(counter)
-    try:
-        await send()
-    finally:
-        trio.lowlevel.remove_instrument(counter)
-    return counter.steps
-
-
-async def test_a_send_on_a_free_connection_takes_one_schedule_point_less() -> None:
-    """The stream lock, when free, is taken without a schedule point (issue 27): a frame costs
-    the stream's own checkpoint only, where the library's send took one more for its lock."""
-    async with trio.open_nursery() as nursery:
-        server, client, _counting = await pair(nursery)
-        await trio.testing.wait_all_tasks_blocked()
-        ours = await steps_of(lambda: server.send_message("a"))
-        await steps_of(lambda: server.send_messages(["b"]))
-        # The library's way, with its own lock handling (the base class's ``_send``).
-        original = WebSocketConnection._send
-
-        async def library_send() -> None:
-            await original(server, TextMessage(data="c"))
-
-        library = await steps_of(library_send)
-        assert ours == library - 1
-        assert [await client.get_message() for _ in range(3)] == ["a", "b", "c"]
-        nursery.cancel_scope.cancel()
-
-
-async def test_a_held_lock_is_still_waited_for_in_order() -> None:
-    """Sends racing for the stream go out whole and in the order they asked for the lock."""
-    async with trio.open_nursery() as nursery:
-        server, client, counting = await pair(nursery)
-        await server._stream_lock.acquire()  # another writer holds the stream
-        for text in ("one", "two", "three"):
-            nursery.start_soon(server.send_messages, [text, text + "!"])
-            await trio.testing.wait_all_tasks_blocked()
-        counting.writes.clear()
-        server._stream_lock.release()
-        received = [await client.get_message() for _ in range(6)]
-        assert received == ["one", "one!", "two", "two!", "three", "three!"]
-        assert len(counting.writes) == 3
-        nursery.cancel_scope.cancel()
-
-
-async def test_a_broken_stream_still_reports_connection_closed() -> None:
-    async with trio.open_nursery() as nursery:
-        server, _client, counting = await pair(nursery)
-        await counting.inner.aclose()
-        with pytest.raises(ConnectionClosed):
-            await server.send_message("lost")
-        assert not server._stream_lock.locked()
-        nursery.cancel_scope.cancel()

@@ -78,30 +78,13 @@ class DaemonWebSocket(WebSocketConnection):
         if self._close_reason:
             raise ConnectionClosed(self._close_reason)
         data = b"".join(self._wsproto.send(TextMessage(data=message)) for message in messages)
-        await self._write(data)
-
-    async def _send(self, event: Any) -> None:
-        # The library's own send path (messages, pings, pongs, close frames), through the
-        # write below: the same bytes, one schedule point fewer per frame.
-        await self._write(self._wsproto.send(event))
-
-    async def _write(self, data: bytes) -> None:
-        """Write ``data`` under the stream's lock, as the library does, but taking a free lock
-        without a schedule point (issue 27): ``send_all`` checkpoints anyway, so a send is
-        still cancellable, and a held lock is still waited for in FIFO order."""
-        lock = self._stream_lock
-        try:
-            lock.acquire_nowait()
-        except trio.WouldBlock:
-            await lock.acquire()
-        try:
-            await self._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._abort_web_socket()
-            assert self._close_reason is not None
-            raise ConnectionClosed(self._close_reason) from None
-        finally:
-            lock.release()
+        async with self._stream_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._abort_web_socket()
+                assert self._close_reason is not None
+                raise ConnectionClosed(self._close_reason) from None
 
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:
