@@ -7,44 +7,15 @@ stopped a daemon near 9,990 sessions when each held its session file and its loc
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 import trio
 
-from pitrio.actors.host import EvictionPolicy, HostConfig, HostedSession, HostHandle, start_host
-from pitrio.actors.model_router import FauxProvider, start_model_router
-from pitrio.actors.model_router.actor import RouterConfig
+from pitrio.actors.host import EvictionPolicy, HostedSession, HostHandle
 from pitrio.actors.session_store.lease import lock_path
+from tests.actors.test_host import agent_dir, running_host  # noqa: F401  (agent_dir: a fixture)
 
 SESSIONS = 12
-
-
-@pytest.fixture(autouse=True)
-def agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    agent = tmp_path / "agent"
-    monkeypatch.setenv("PITRIO_AGENT_DIR", str(agent))
-    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
-    return agent
-
-
-@asynccontextmanager
-async def running_host(agent: Path) -> AsyncIterator[HostHandle]:
-    async with trio.open_nursery() as nursery:
-        router = await start_model_router(
-            nursery, FauxProvider(), config=RouterConfig(agent_dir=None)
-        )
-        cwd = agent.parent / "work"
-        cwd.mkdir(exist_ok=True)
-        config = HostConfig(
-            agent_dir=agent, default_cwd=str(cwd), eviction=EvictionPolicy(idle_seconds=None)
-        )
-        host = await start_host(nursery, router, config)
-        yield host
-        await host.shutdown()
-        nursery.cancel_scope.cancel()
 
 
 def open_targets() -> list[str]:
@@ -77,8 +48,8 @@ async def settled(sessions: list[HostedSession]) -> None:
             await trio.sleep(0.01)
 
 
-async def test_a_live_idle_session_holds_one_descriptor(agent_dir: Path) -> None:
-    async with running_host(agent_dir) as host:
+async def test_a_live_idle_session_holds_one_descriptor(agent_dir: Path) -> None:  # noqa: F811
+    async with running_host(agent_dir, eviction=EvictionPolicy(idle_seconds=None)) as host:
         # One session first: what the first one opens once for all (caches, thread pool's
         # files, the session directory) is not counted against the others.
         first = await prompted(host, "warm")

@@ -17,24 +17,12 @@ from pitrio.actors.session_store import SessionStore, StoreOptions, start_store
 from pitrio.actors.session_store.commands import FsyncPolicy
 from pitrio.actors.session_store.storage import AppendFile, sync_batch, write_batch
 from pitrio.errors import ReadOnlySessionError, SessionFileReplacedError
-from pitrio.messages.agent import AssistantMessage, Usage, user_message
-from pitrio.messages.content import TextContent
+from pitrio.messages.agent import user_message
+from tests.actors.test_session_store_actor import assistant
 
 HEADER = (
     b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
 )
-
-
-def assistant(text: str) -> AssistantMessage:
-    return AssistantMessage(
-        content=(TextContent(text=text),),
-        api="faux-api",
-        provider="faux",
-        model="faux-1",
-        usage=Usage(),
-        stop_reason="stop",
-        timestamp=1_700_000_000_000,
-    )
 
 
 def open_descriptors_of(path: Path) -> int:

@@ -118,24 +118,13 @@ class SessionTree:
 
     def ancestors(self, entry_id: str | None) -> Iterator[StoredEntry]:
         """The entry and its ancestors, leaf first; stops at a root or a missing parent."""
-        stored = None if entry_id is None else self._by_id.get(entry_id)
-        steps = 0
-        limit = len(self._entries)
-        while stored is not None and steps <= limit:  # the limit guards against a cycle
-            yield stored
-            parent = stored.parent_id
-            if parent is None or parent == stored.id:
-                return
-            stored = self._by_id.get(parent)
-            steps += 1
+        return iter(self._walk_up(entry_id))
 
-    def path(self, to_id: str | None = None) -> list[StoredEntry]:
-        """Entries root -> ``to_id`` (default: the leaf); empty for an unknown id or no leaf."""
-        target = self.leaf_id if to_id is None else to_id
-        # ancestors() unrolled: a long session's path is thousands of steps, and this runs on
-        # every open and every branch switch.
+    def _walk_up(self, entry_id: str | None) -> list[StoredEntry]:
+        # A plain loop into a list, not a generator: a long session's path is thousands of
+        # steps, and path() runs on every open and every branch switch.
         by_id = self._by_id
-        stored = None if target is None else by_id.get(target)
+        stored = None if entry_id is None else by_id.get(entry_id)
         out: list[StoredEntry] = []
         append = out.append
         limit = len(self._entries)
@@ -145,6 +134,11 @@ class SessionTree:
             if parent is None or parent == stored.id:
                 break
             stored = by_id.get(parent)
+        return out
+
+    def path(self, to_id: str | None = None) -> list[StoredEntry]:
+        """Entries root -> ``to_id`` (default: the leaf); empty for an unknown id or no leaf."""
+        out = self._walk_up(self.leaf_id if to_id is None else to_id)
         out.reverse()
         return out
 

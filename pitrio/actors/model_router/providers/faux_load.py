@@ -246,10 +246,10 @@ class LoadFaux(FauxProvider):
             # Every chunk due by now goes out in this one wake-up, each stamped as it is handed
             # off, without a task switch each (issue 27): a wake-up late by several intervals
             # costs one timed sleep, not one per chunk, and the agent loop takes them together.
-            due = chunks_due(start, interval, index, request.chunks, trio.current_time())
-            for chunk in range(index, index + max(1, due)):
+            due = max(1, chunks_due(start, interval, index, request.chunks, trio.current_time()))
+            for chunk in range(index, index + due):
                 await _send_now(send, builder.text_delta(load_chunk(chunk, monotonic_micros())))
-            index += max(1, due)
+            index += due
         await send.send(builder.text_end())
         await send.send(builder.done("stop"))
 
