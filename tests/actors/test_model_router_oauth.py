@@ -348,13 +348,13 @@ def test_pkce_pair_is_s256_of_the_verifier() -> None:
 
 async def test_pitrio_waits_for_the_lock_held_by_proper_lockfile(tmp_path: Path) -> None:
     """pi's own lock library holds auth.json; pitrio waits, then refreshes once it is free."""
-    import shutil
 
-    from tests.interop.pi_install import find_pi_cli
+    from tests.interop.pi_install import find_pi_cli, node_for
 
     cli, reason = find_pi_cli()
-    if cli is None or shutil.which("node") is None:
-        pytest.skip(reason or "node is not installed")
+    node = None if cli is None else node_for(cli)
+    if cli is None or node is None:
+        pytest.skip(reason or "node is not installed beside pi")
     modules = cli.parents[3]  # .../node_modules
     path = tmp_path / "auth.json"
     write_auth(path, {"anthropic": expired()})
@@ -370,7 +370,7 @@ async def test_pitrio_waits_for_the_lock_held_by_proper_lockfile(tmp_path: Path)
             "/v1/oauth/token", 200, {"access_token": "A", "refresh_token": "R", "expires_in": 3600}
         )
         process = await trio.lowlevel.open_process(
-            ["node", "-e", script], env=env, stdin=-1, stdout=-1
+            [str(node), "-e", script], env=env, stdin=-1, stdout=-1
         )
         try:
             assert process.stdout is not None and process.stdin is not None

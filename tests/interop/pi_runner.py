@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.interop.pi_install import node_for
 from tests.interop.pi_kinds import COMPLETIONS, KINDS, kind_env, make_handler, provider_block
 from tests.interop.pi_steps import (
     USAGE,
@@ -224,7 +224,7 @@ class Sandbox:
 def agent_argv(agent: str, pi_cli: Path) -> list[str]:
     """The command starting ``agent`` in RPC mode."""
     if agent == "pi":
-        return [shutil.which("node") or "node", str(pi_cli), "--mode", "rpc"]
+        return [str(node_for(pi_cli) or "node"), str(pi_cli), "--mode", "rpc"]
     return [str(ROOT / ".venv" / "bin" / "pitrio"), "--mode", "rpc"]
 
 

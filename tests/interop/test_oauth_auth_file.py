@@ -16,7 +16,7 @@ import pytest
 
 from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.credentials import Credentials
-from tests.interop.pi_install import find_pi_cli
+from tests.interop.pi_install import find_pi_cli, node_for
 from tests.oauth_server import oauth_vendor
 
 PI_CLI, SKIP_REASON = find_pi_cli()
@@ -32,7 +32,7 @@ def pi_list_models(cli: Path, agent: Path, home: Path) -> str:
         PI_TELEMETRY="0",
     )
     done = subprocess.run(
-        ["node", str(cli), "--list-models"],
+        [str(node_for(cli)), str(cli), "--list-models"],
         env=env,
         cwd=home,
         capture_output=True,
@@ -41,7 +41,7 @@ def pi_list_models(cli: Path, agent: Path, home: Path) -> str:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout + done.stderr  # pi 0.73.1 prints the listing on stderr
+    return done.stdout + done.stderr  # pi prints the listing on stderr
 
 
 @pytest.mark.skipif(PI_CLI is None, reason=SKIP_REASON)
