@@ -89,6 +89,12 @@ ROLE_OBJECTS: dict[str, str] = {
 }
 
 
+KNOWN_ROLES: frozenset[str] = frozenset(ROLE_OBJECTS)
+"""Message roles this version models; a message entry of another role is kept in the tree
+and written back, but is no part of the context (pi 1.6.0 files may hold roles a newer pi
+adds)."""
+
+
 SHARED_NAMES = ("api", "provider", "model")
 """Fields of an assistant message that repeat, message after message, in a session."""
 
