@@ -45,6 +45,7 @@ from pitrio.messages.entries import (
     SessionEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
+    UsageEntry,
 )
 
 ENTRY_CLASSES: dict[str, type[Any]] = {
@@ -58,6 +59,7 @@ ENTRY_CLASSES: dict[str, type[Any]] = {
     "label": LabelEntry,
     "session_info": SessionInfoEntry,
     "context_edit": ContextEditEntry,
+    "usage": UsageEntry,
 }
 """The entry class of each entry ``type`` this version knows."""
 
