@@ -303,6 +303,9 @@ class AgentToolResult:
     exit_code, wall_time_seconds}``); carried by ``tool_execution_end``, not stored."""
     usage: Usage | None = None
     terminate: bool | None = None
+    is_error: bool | None = None
+    """A tool may report failure by returning a result with ``is_error`` rather than raising
+    (pi 1.6.0's bash does, for a non-zero exit)."""
     extra: dict[str, Any] | None = extra_field()
 
 

@@ -340,9 +340,7 @@ class FauxProvider:
         usage = self._usage(model, context, options, reply, blocks)
         stop_reason = reply.final_stop_reason
         error_message = reply.error_message
-        builder = StreamBuilder.for_model(
-            model, usage=usage, stop_reason=stop_reason, error_message=error_message
-        )
+        builder = StreamBuilder.for_model(model, usage=usage, error_message=error_message)
         size = reply.chunk_size or self.chunk_size
         await send.send(builder.start())
         for block in blocks:
@@ -420,6 +418,7 @@ class FauxProvider:
             cache_read=usage.cache_read,
             cache_write=usage.cache_write,
             model=model,
+            mark_computed=False,  # pi's faux usage has no totalFromProvider
         )
 
     async def _pace(self, chunk: str, reply: FauxReply) -> None:
