@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from pitrio.messages.codec import extra_field, reuse_encodings, tag
+from pitrio.messages.codec import extra_field, opaque_field, reuse_encodings, tag
 from pitrio.messages.content import (
     ImageContent,
     TextContent,
@@ -21,9 +21,21 @@ from pitrio.messages.content import (
     UserContent,
 )
 
-StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
-ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
-THINKING_LEVELS: tuple[ThinkingLevel, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
+StopReason = Literal["pending", "stop", "length", "toolUse", "error", "aborted", "deferred"]
+"""``pending`` marks a partial message while it streams; pi never stores one that says so."""
+FinalStopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
+"""How a response pitrio produces can end (``deferred`` responses are a provider feature
+pitrio does not have)."""
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = (
+    "off",
+    "minimal",
+    "low",
+    "medium",
+    "high",
+    "xhigh",
+    "max",
+)
 
 
 def now_ms() -> int:
@@ -40,18 +52,31 @@ class Cost:
     cache_read: float = 0
     cache_write: float = 0
     total: float = 0
+    total_from_provider: bool | None = None
+    """Whether ``total`` is the provider's own figure (OpenRouter's) rather than computed from
+    the model's prices; pi 1.6.0 writes ``false`` on every usage a provider reported."""
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
 class Usage:
-    """Token counts of one response and their cost."""
+    """Token counts of one response and their cost.
+
+    ``reasoning`` is already part of ``output``; ``cache_write_1h`` is the part of
+    ``cache_write`` written with one-hour retention. Both are absent when the provider did not
+    say (pi's key order: ``cacheWrite1h`` and ``reasoning`` between ``cacheWrite`` and
+    ``totalTokens``).
+    """
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int | None = None
+    reasoning: int | None = None
     total_tokens: int = 0
     cost: Cost = attrs.field(factory=Cost)
+    extra: dict[str, Any] | None = extra_field()
 
     @property
     def context_tokens(self) -> int:
@@ -72,6 +97,7 @@ class Diagnostic:
     timestamp: int
     error: dict[str, Any] | None = None
     details: Any = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -95,18 +121,50 @@ class AssistantMessage:
     model: str
     usage: Usage
     stop_reason: StopReason
-    error_message: str | None = None
     timestamp: int
-    # pi's providers add these to a message already made, so its JSON has them last.
+    # pi's providers add these to a message already made, in this order as they learn them,
+    # so its JSON has them after the timestamp.
+    provider_thinking_level: str | None = None
     response_id: str | None = None
     response_model: str | None = None
+    raw_stop_reason: str | None = None
+    """The provider's own finish reason (``"stop"``, ``"tool_calls"``, ``"end_turn"``, ...)."""
+    error_message: str | None = None
     diagnostics: tuple[Diagnostic, ...] | None = None
+    end_turn: bool | None = None
+    # Added when the response is final: its time since the request began (pi-ai's stream
+    # timer), then the session's thinking level the request was made at (pi's agent loop).
+    duration_ms: int | None = None
+    thinking_level: ThinkingLevel | None = None
     extra: dict[str, Any] | None = extra_field()
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool-call blocks of this response, in source order."""
         return tuple(block for block in self.content if isinstance(block, ToolCall))
+
+
+@attrs.frozen(kw_only=True)
+class NestedToolCallRecord:
+    """One call a tool made to another tool (bounded metadata, pi's ``NestedToolCallRecord``)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None = None
+    arguments_bytes: int | None = None
+    status: Literal["ok", "error", "unfinished"]
+    duration_ms: int | None = None
+    error: str | None = None
+    extra: dict[str, Any] | None = extra_field()
+
+
+@attrs.frozen(kw_only=True)
+class NestedToolCalls:
+    """The calls a tool made to other tools; ``complete`` is false when the list was cut."""
+
+    calls: tuple[NestedToolCallRecord, ...]
+    complete: bool
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -118,8 +176,13 @@ class ToolResultMessage:
     tool_name: str
     content: tuple[TextContent | ImageContent, ...]
     details: Any = None
+    usage: Usage | None = None
+    """Model work the tool did itself (nested requests); not the main request's usage."""
     is_error: bool
+    duration_ms: int | None = None
+    """How long the tool ran; absent for a call refused before it ran."""
     timestamp: int
+    nested_calls: NestedToolCalls | None = None
     extra: dict[str, Any] | None = extra_field()
 
 
@@ -160,6 +223,7 @@ class BranchSummaryMessage:
     summary: str
     from_id: str
     timestamp: int
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -170,6 +234,7 @@ class CompactionSummaryMessage:
     summary: str
     tokens_before: int
     timestamp: int
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -184,6 +249,30 @@ class SystemMessage:
     extra: dict[str, Any] | None = extra_field()
 
 
+@attrs.frozen(kw_only=True)
+class UnknownMessage:
+    """A message of a role this version does not know (a newer pi's, an extension's), kept as
+    its JSON object ``data`` and written back as it was; never sent to a model."""
+
+    data: dict[str, Any] = opaque_field()  # noqa: RUF009 - attrs' field declaration
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.data.get("role"), str):
+            raise ValueError("a message needs a string 'role'")
+
+    @property
+    def role(self) -> str:
+        """The message's role."""
+        role: str = self.data["role"]
+        return role
+
+    @property
+    def timestamp(self) -> int:
+        """The message's ``timestamp`` when it has a numeric one, else 0."""
+        value = self.data.get("timestamp")
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
 """What a provider is sent."""
 
@@ -196,8 +285,9 @@ AgentMessage = (
     | BranchSummaryMessage
     | CompactionSummaryMessage
     | SystemMessage
+    | UnknownMessage
 )
-"""Any message of an agent transcript."""
+"""Any message of an agent transcript (an unknown role decodes as :class:`UnknownMessage`)."""
 
 reuse_encodings(*get_args(AgentMessage))
 
@@ -208,7 +298,15 @@ class AgentToolResult:
 
     content: tuple[TextContent | ImageContent, ...]
     details: Any = None
+    structured_content: Any = None
+    """Machine-readable output next to ``content`` (the bash tool's ``{output, truncated,
+    exit_code, wall_time_seconds}``); carried by ``tool_execution_end``, not stored."""
+    usage: Usage | None = None
     terminate: bool | None = None
+    is_error: bool | None = None
+    """A tool may report failure by returning a result with ``is_error`` rather than raising
+    (pi 1.6.0's bash does, for a non-zero exit)."""
+    extra: dict[str, Any] | None = extra_field()
 
 
 def user_message(

@@ -9,8 +9,12 @@ Rules, applied to every attrs class in :mod:`pitrio.messages` by hook factories:
 * A *tag* field (declared with :func:`tag`) carries the discriminator (``type`` or ``role``),
   is always written, is not an ``__init__`` argument and is checked when decoding.
 * A field declared with :func:`extra_field` collects keys the class does not know, so unknown
-  fields in pi's files survive a rewrite; classes without one reject unknown keys with an
-  error naming the key.
+  fields in pi's files and on the wire survive a rewrite (DESIGN.md §4: a newer pi adds
+  fields; none is refused). Every class of :mod:`pitrio.messages` has one; a class without
+  one would reject unknown keys with an error naming the key.
+* A field declared with :func:`opaque_field` holds the whole JSON object: the class is a
+  wrapper around a value this version does not model (a message of an unknown role), its
+  other fields are read from that object, and it is written back exactly as it was.
 * Unions are decoded by looking at the JSON value: strings, lists, ``null``, and objects
   dispatched on their tag.
 * Floats holding whole numbers are written as integers, as JavaScript writes numbers.
@@ -46,6 +50,7 @@ T = TypeVar("T")
 
 _TAG = "pitrio_tag"
 _EXTRA = "pitrio_extra"
+_OPAQUE = "pitrio_opaque"
 _MEMBER = "pitrio_union_member"  # set on a validation error: the union member that failed
 _JS_SAFE_INT = 2**53
 
@@ -58,6 +63,44 @@ def tag(value: str) -> Any:
 def extra_field() -> Any:
     """Declare the field that keeps unknown JSON keys of a wire class, verbatim."""
     return attrs.field(default=None, metadata={_EXTRA: True}, eq=False, repr=False)
+
+
+def opaque_field() -> Any:
+    """Declare the field that holds a wrapper class's whole JSON object (see the module doc)."""
+    return attrs.field(metadata={_OPAQUE: True}, eq=False, repr=False)
+
+
+def _opaque_name(cls: type) -> str | None:
+    for field in attrs.fields(cls):
+        if field.metadata.get(_OPAQUE):
+            return str(field.name)
+    return None
+
+
+class Extra(dict[str, Any]):
+    """The unknown keys of a decoded object, which remembers the order of all its keys, so
+    the object is written back with its keys where they were (``order``)."""
+
+    __slots__ = ("order",)
+
+    def __init__(self, values: dict[str, Any], order: tuple[str, ...]) -> None:
+        super().__init__(values)
+        self.order = order
+
+
+def _in_order(out: dict[str, Any], extra: Extra) -> dict[str, Any]:
+    """``out`` (the known fields' JSON) with ``extra``'s keys, in the decoded object's order;
+    keys that were not in it (a field set since) follow."""
+    result: dict[str, Any] = {}
+    for key in extra.order:
+        if key in out:
+            result[key] = out.pop(key)
+        elif key in extra:
+            result[key] = extra[key]
+    result.update(out)
+    for key, value in extra.items():
+        result.setdefault(key, value)
+    return result
 
 
 def camel(name: str) -> str:
@@ -293,6 +336,13 @@ def _make_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     # generated per class, one statement per field (as attrs and cattrs generate theirs): a
     # loop over a field plan cost about twice as much per object (issue 7: every event and
     # entry is encoded).
+    opaque = _opaque_name(cls)
+    if opaque is not None:
+        namespace_: dict[str, Any] = {}
+        exec(f"def unstructure(obj):\n    return obj.{opaque}", namespace_)
+        plain_hook: Callable[[Any], dict[str, Any]] = namespace_["unstructure"]
+        _WIRE_HOOKS[cls] = plain_hook
+        return plain_hook
     lines = ["def unstructure(obj):", "    out = {}"]
     extra_name: str | None = None
     for field in attrs.fields(cls):
@@ -313,11 +363,13 @@ def _make_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
         lines += [
             f"    extra = obj.{extra_name}",
             "    if extra:",
+            "        if extra.__class__ is Extra:",
+            "            return in_order(out, extra)",
             "        for key, value in extra.items():",
             "            out.setdefault(key, value)",
         ]
     lines.append("    return out")
-    namespace: dict[str, Any] = {"hook": _unstructure_value}
+    namespace: dict[str, Any] = {"hook": _unstructure_value, "Extra": Extra, "in_order": _in_order}
     exec(compile("\n".join(lines), f"<unstructure {cls.__qualname__}>", "exec"), namespace)
     unstructure: Callable[[Any], dict[str, Any]] = namespace["unstructure"]
     if cls in _REUSABLE:
@@ -375,7 +427,33 @@ def encode_reusing(obj: Any) -> bytes:
         return dumps(value)  # its lone-surrogate fallback, or its error
 
 
+def _make_opaque_structure(cls: type, opaque: str) -> Callable[[Any, Any], Any]:
+    attrs.resolve_types(cls)
+    fields = [
+        (field.name, camel(field.name), field.type, field.default is attrs.NOTHING)
+        for field in attrs.fields(cls)
+        if field.name != opaque
+    ]
+    name = cls.__name__
+
+    def structure(value: Any, _type: Any) -> Any:
+        if not isinstance(value, dict):
+            raise DecodeError(f"{name}: expected a JSON object, got {_json_type(value)}")
+        kwargs: dict[str, Any] = {opaque: value}
+        for attribute, key, tp, required in fields:
+            if key in value:
+                kwargs[attribute] = converter.structure(value[key], tp)
+            elif required:
+                raise DecodeError(f"{name}: required field {key!r} missing")
+        return cls(**kwargs)
+
+    return structure
+
+
 def _make_structure(cls: type) -> Callable[[Any, Any], Any]:
+    opaque = _opaque_name(cls)
+    if opaque is not None:
+        return _make_opaque_structure(cls, opaque)
     overrides: dict[str, Any] = {}
     known: set[str] = set()
     extra_name: str | None = None
@@ -407,7 +485,8 @@ def _make_structure(cls: type) -> Callable[[Any, Any], Any]:
         obj = base(value, cls)
         if unknown and extra_name is not None:
             # Frozen classes: set the collected extras the way attrs itself does.
-            object.__setattr__(obj, extra_name, {key: value[key] for key in unknown})
+            extra = Extra({key: value[key] for key in unknown}, tuple(value))
+            object.__setattr__(obj, extra_name, extra)
         return obj
 
     return structure

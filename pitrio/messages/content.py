@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.codec import tag
+from pitrio.messages.codec import extra_field, tag
 
 
 @attrs.frozen(kw_only=True)
@@ -16,6 +16,7 @@ class TextContent:
     type: Literal["text"] = tag("text")
     text: str
     text_signature: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -26,6 +27,7 @@ class ThinkingContent:
     thinking: str
     thinking_signature: str | None = None
     redacted: bool | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -35,6 +37,7 @@ class ImageContent:
     type: Literal["image"] = tag("image")
     data: str
     mime_type: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -46,6 +49,9 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     thought_signature: str | None = None
+    namespace: str | None = None
+    """The OpenAI Responses namespace of a namespaced (dynamically loaded) tool."""
+    extra: dict[str, Any] | None = extra_field()
 
 
 UserBlock = TextContent | ImageContent

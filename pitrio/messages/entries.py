@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, SystemMessage, Usage
 from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.content import ImageContent, TextContent, UserContent
 
@@ -117,7 +117,12 @@ class CompactionEntry:
     first_kept_entry_id: str
     tokens_before: int
     details: Any = None
+    usage: Usage | None = None
+    """The summarisation request's usage (pi 1.6.0)."""
     from_hook: bool | None = None
+    system_message: SystemMessage | None = None
+    """The complete system prompt and tool declarations in force at the compaction: what
+    the projection keeps of the system messages it folds away (pi 1.6.0)."""
     extra: dict[str, Any] | None = extra_field()
 
 
@@ -132,6 +137,8 @@ class BranchSummaryEntry:
     from_id: str
     summary: str
     details: Any = None
+    usage: Usage | None = None
+    """The summarisation request's usage (pi 1.6.0)."""
     from_hook: bool | None = None
     extra: dict[str, Any] | None = extra_field()
 
@@ -200,6 +207,7 @@ class ContentReplacement:
     """New content for a message whose other fields stay as they were."""
 
     content: str | tuple[TextContent | ImageContent, ...]
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -216,6 +224,23 @@ class ContextEditEntry:
     extra: dict[str, Any] | None = extra_field()
 
 
+@attrs.frozen(kw_only=True)
+class UsageEntry:
+    """Model usage outside the conversation's own requests (``kind`` such as ``cache_warm``);
+    counted by the session's statistics, never part of the model context."""
+
+    type: Literal["usage"] = tag("usage")
+    id: str
+    parent_id: str | None
+    timestamp: str
+    kind: str
+    provider: str
+    model: str
+    usage: Usage
+    note: str | None = None
+    extra: dict[str, Any] | None = extra_field()
+
+
 SessionEntry = (
     MessageEntry
     | ThinkingLevelChangeEntry
@@ -227,6 +252,7 @@ SessionEntry = (
     | LabelEntry
     | SessionInfoEntry
     | ContextEditEntry
+    | UsageEntry
 )
 """Any entry of the session tree."""
 
@@ -241,4 +267,7 @@ class CompactionResult:
     summary: str
     first_kept_entry_id: str
     tokens_before: int
+    estimated_tokens_after: int | None = None
+    usage: Usage | None = None
     details: Any = None
+    extra: dict[str, Any] | None = extra_field()

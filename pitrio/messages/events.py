@@ -11,7 +11,7 @@ from typing import Any, Literal
 import attrs
 
 from pitrio.messages.agent import AgentMessage, AgentToolResult, ToolResultMessage
-from pitrio.messages.codec import tag
+from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.stream import PartialUpdate
 
@@ -21,6 +21,7 @@ class AgentStart:
     """A run began."""
 
     type: Literal["agent_start"] = tag("agent_start")
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -30,6 +31,7 @@ class AgentEnd:
     type: Literal["agent_end"] = tag("agent_end")
     messages: tuple[AgentMessage, ...]
     will_retry: bool | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +39,7 @@ class TurnStart:
     """A turn (one assistant response and its tool calls) began."""
 
     type: Literal["turn_start"] = tag("turn_start")
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -46,6 +49,7 @@ class TurnEnd:
     type: Literal["turn_end"] = tag("turn_end")
     message: AgentMessage
     tool_results: tuple[ToolResultMessage, ...]
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -56,6 +60,7 @@ class MessageStart:
     message: AgentMessage
     queue_id: str | None = None
     """The id a queued steer or follow-up got when it was queued (its delivery receipt)."""
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +70,7 @@ class MessageUpdate:
     type: Literal["message_update"] = tag("message_update")
     assistant_message_event: PartialUpdate
     message: AgentMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +79,7 @@ class MessageEnd:
 
     type: Literal["message_end"] = tag("message_end")
     message: AgentMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -84,6 +91,7 @@ class ToolExecutionStart:
     tool_name: str
     args: Any
     parent_tool_call_id: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -96,6 +104,7 @@ class ToolExecutionUpdate:
     args: Any
     partial_result: AgentToolResult
     parent_tool_call_id: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -107,7 +116,10 @@ class ToolExecutionEnd:
     tool_name: str
     result: AgentToolResult
     is_error: bool
+    duration_ms: int | None = None
+    """How long the tool ran; absent for a call refused before it ran (pi 1.6.0)."""
     parent_tool_call_id: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 AgentEvent = (
@@ -132,6 +144,7 @@ class QueueUpdate:
     type: Literal["queue_update"] = tag("queue_update")
     steering: tuple[str, ...]
     follow_up: tuple[str, ...]
+    extra: dict[str, Any] | None = extra_field()
 
 
 CompactionReason = Literal["manual", "threshold", "overflow"]
@@ -143,6 +156,7 @@ class CompactionStart:
 
     type: Literal["compaction_start"] = tag("compaction_start")
     reason: CompactionReason
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -155,6 +169,7 @@ class CompactionEnd:
     aborted: bool
     will_retry: bool
     error_message: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -163,6 +178,7 @@ class SessionInfoChanged:
 
     type: Literal["session_info_changed"] = tag("session_info_changed")
     name: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -171,6 +187,7 @@ class ThinkingLevelChanged:
 
     type: Literal["thinking_level_changed"] = tag("thinking_level_changed")
     level: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -182,6 +199,7 @@ class AutoRetryStart:
     max_attempts: int
     delay_ms: int
     error_message: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +210,7 @@ class AutoRetryEnd:
     success: bool
     attempt: int
     final_error: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -200,6 +219,7 @@ class AgentSettled:
 
     type: Literal["agent_settled"] = tag("agent_settled")
     turn: Any = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -208,6 +228,7 @@ class EntryAppended:
 
     type: Literal["entry_appended"] = tag("entry_appended")
     entry: SessionEntry
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -219,6 +240,7 @@ class SummarizationRetryScheduled:
     max_attempts: int
     delay_ms: int
     error_message: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -228,6 +250,7 @@ class SummarizationRetryAttemptStart:
     type: Literal["summarization_retry_attempt_start"] = tag("summarization_retry_attempt_start")
     source: Literal["branchSummary", "compaction"]
     reason: CompactionReason | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -235,6 +258,7 @@ class SummarizationRetryFinished:
     """A summarization retry sequence ended."""
 
     type: Literal["summarization_retry_finished"] = tag("summarization_retry_finished")
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -244,6 +268,7 @@ class BashExecutionUpdate:
     type: Literal["bash_execution_update"] = tag("bash_execution_update")
     id: str | None = None
     delta: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +278,7 @@ class SessionReadOnly:
 
     type: Literal["session_read_only"] = tag("session_read_only")
     error: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -266,6 +292,7 @@ class ExtensionError:
     extension_path: str
     event: str
     error: str
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -292,6 +319,7 @@ class ExtensionUiRequest:
     widget_lines: tuple[str, ...] | None = None
     widget_placement: str | None = None
     text: str | None = None
+    extra: dict[str, Any] | None = extra_field()
 
 
 SessionOnlyEvent = (

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import attrs
 
 from pitrio.messages.agent import LlmMessage, ThinkingLevel
+from pitrio.messages.codec import extra_field
 
 
 @attrs.frozen(kw_only=True)
@@ -18,6 +19,7 @@ class ModelCost:
     output: float = 0
     cache_read: float = 0
     cache_write: float = 0
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +40,7 @@ class Model:
     thinking_level_map: dict[str, str | None] | None = None
     compat: Any = None
     headers: dict[str, str] | None = None
+    extra: dict[str, Any] | None = extra_field()
 
     @property
     def ref(self) -> str:
@@ -52,6 +55,7 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +67,7 @@ class LlmContext:
     """Immutable: a tuple, or a :class:`~pitrio.messages.snapshot.Snapshot` of a session's
     transcript (which shares its items with the previous request's)."""
     tools: tuple[ToolSpec, ...] = ()
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -73,3 +78,4 @@ class StreamOptions:
     session_id: str | None = None
     api_key: str | None = None
     max_tokens: int | None = None
+    extra: dict[str, Any] | None = extra_field()

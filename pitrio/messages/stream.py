@@ -6,12 +6,12 @@ Every event but ``done``/``error`` carries ``partial``, the message so far. A st
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
 from pitrio.messages.agent import AssistantMessage
-from pitrio.messages.codec import tag
+from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.content import ToolCall
 
 
@@ -21,6 +21,7 @@ class StreamStart:
 
     type: Literal["start"] = tag("start")
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -30,6 +31,7 @@ class TextStart:
     type: Literal["text_start"] = tag("text_start")
     content_index: int
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -40,6 +42,7 @@ class TextDelta:
     content_index: int
     delta: str
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +53,7 @@ class TextEnd:
     content_index: int
     content: str
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -59,6 +63,7 @@ class ThinkingStart:
     type: Literal["thinking_start"] = tag("thinking_start")
     content_index: int
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -69,6 +74,7 @@ class ThinkingDelta:
     content_index: int
     delta: str
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +85,7 @@ class ThinkingEnd:
     content_index: int
     content: str
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +95,7 @@ class ToolCallStart:
     type: Literal["toolcall_start"] = tag("toolcall_start")
     content_index: int
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +106,7 @@ class ToolCallDelta:
     content_index: int
     delta: str
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -108,6 +117,7 @@ class ToolCallEnd:
     content_index: int
     tool_call: ToolCall
     partial: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -117,6 +127,7 @@ class StreamDone:
     type: Literal["done"] = tag("done")
     reason: Literal["stop", "length", "toolUse"]
     message: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -126,6 +137,7 @@ class StreamError:
     type: Literal["error"] = tag("error")
     reason: Literal["aborted", "error"]
     error: AssistantMessage
+    extra: dict[str, Any] | None = extra_field()
 
 
 AssistantMessageEvent = (

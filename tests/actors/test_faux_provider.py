@@ -301,8 +301,10 @@ async def test_error_reply() -> None:
     faux = FauxProvider([FauxReply(error="503 Service Unavailable (scripted)")])
     events = await run(faux)
     assert kinds(events) == ["start", "error"]
-    # Like pi's faux, every partial already carries the final stop reason and message.
-    assert events[0].partial.stop_reason == "error"  # type: ignore[union-attr]
+    # Like pi 1.6.0's faux, every partial says "pending" and already carries the message
+    # (0.73.1's partials carried the final stop reason).
+    assert events[0].partial.stop_reason == "pending"  # type: ignore[union-attr]
+    assert events[0].partial.error_message == "503 Service Unavailable (scripted)"  # type: ignore[union-attr]
     error = events[-1]
     assert isinstance(error, StreamError)
     assert error.reason == "error"

@@ -17,7 +17,7 @@ from pitrio.actors.model_router.stream_builder import (
     failure_message,
     parse_arguments,
 )
-from pitrio.messages import TextContent, ThinkingContent, ToolCall, Usage
+from pitrio.messages import TextContent, ThinkingContent, ToolCall, Usage, to_json
 from pitrio.messages.stream import StreamDone, StreamError
 
 
@@ -30,7 +30,7 @@ def test_text_sequence_and_partials() -> None:
     start = b.start()
     assert start.type == "start"
     assert start.partial.content == ()
-    assert start.partial.stop_reason == "stop"
+    assert start.partial.stop_reason == "pending"  # pi 1.6.0 (0.73.1's partials said "stop")
     assert (start.partial.api, start.partial.provider, start.partial.model) == (
         "faux-api",
         "faux",
@@ -51,6 +51,7 @@ def test_text_sequence_and_partials() -> None:
 
     end = b.text_end()
     assert (end.type, end.content, end.content_index) == ("text_end", "Hello, world", 0)
+    assert {d1.partial.stop_reason, end.partial.stop_reason} == {"pending"}
 
     done = b.done()
     assert isinstance(done, StreamDone)
@@ -190,9 +191,9 @@ def test_abort() -> None:
 
 def test_initial_fields_show_on_every_partial() -> None:
     usage = Usage(input=10, output=3, total_tokens=13)
-    b = builder(usage=usage, stop_reason="error", error_message="boom")
+    b = builder(usage=usage, error_message="boom")
     assert b.start().partial.usage == usage
-    assert b.partial.stop_reason == "error"
+    assert b.partial.stop_reason == "pending"
     assert b.partial.error_message == "boom"
     later = Usage(input=11, total_tokens=11)
     b.set_usage(later)
@@ -200,6 +201,22 @@ def test_initial_fields_show_on_every_partial() -> None:
     assert b.text_start().partial.usage == later
     assert b.partial.response_id == "resp_1"
     assert b.partial.response_model == "faux-1-2026"
+    assert b.partial.raw_stop_reason is None
+
+
+def test_raw_stop_reason_shows_on_later_partials_and_the_final_message() -> None:
+    b = builder()
+    b.start()
+    b.toolcall_start("call_1", "read")
+    b.set_raw_stop_reason("tool_calls")
+    delta = b.toolcall_delta('{"path":"a"}')
+    assert delta.partial.raw_stop_reason == "tool_calls"
+    assert delta.partial.stop_reason == "pending"
+    b.toolcall_end()
+    done = b.done()
+    assert (done.message.stop_reason, done.message.raw_stop_reason) == ("toolUse", "tool_calls")
+    keys = list(to_json(done.message))
+    assert keys[keys.index("timestamp") + 1 :] == ["rawStopReason"]
 
 
 def test_length_reason_and_explicit_indexes() -> None:

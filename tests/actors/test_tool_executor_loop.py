@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
@@ -66,7 +67,28 @@ async def test_tool_events_match_pi_transcript(tmp_path: Path) -> None:
         for line in expected_file.read_text().splitlines()
         if line.startswith('{"type":"tool_execution')
     ]
+    # The transcript is pi 0.73.1's. pi 1.6.0 adds to tool_execution_end a last key
+    # ``durationMs`` and to the result of read and bash a ``structuredContent`` after the
+    # content; checked here, then taken out: the rest is still 0.73.1's byte for byte.
+    assert [line.split(",")[0] for line in ours] == [line.split(",")[0] for line in expected]
+    structured = []
+    for index, line in enumerate(ours):
+        if not line.startswith('{"type":"tool_execution_end"'):
+            continue
+        event = orjson.loads(line)
+        assert list(event)[-1] == "durationMs"
+        assert isinstance(event.pop("durationMs"), int)
+        result = event["result"]
+        assert list(result)[:2] == ["content", "structuredContent"]
+        structured.append(result.pop("structuredContent"))
+        ours[index] = orjson.dumps(event).decode()
     assert ours == expected
+    read_text = "Project notes\n- first item\n- second item\n"
+    assert structured[0] == read_text  # read: the text it read
+    bash = structured[1]
+    assert list(bash) == ["output", "truncated", "exit_code", "wall_time_seconds"]
+    assert bash["output"] == "README.md\nnotes.txt\nsrc\n"
+    assert bash["truncated"] is False and bash["exit_code"] == 0
 
 
 async def test_abort_during_bash_through_the_loop(tmp_path: Path) -> None:

@@ -268,6 +268,7 @@ class LoopRun:
         final: AssistantMessage | None = None
         announced = False
         open_blocks: set[int] = set()  # started, not ended: some providers end them on abort
+        requested_at = trio.current_time()
         with self.abort.scope() as scope:
             # A snapshot made from the previous one (see ``RunContext``) unless a hook may
             # change the list: a converter that keeps the previous request's messages then
@@ -294,6 +295,7 @@ class LoopRun:
             )
             # An aborted run sends no request: the provider would only burn a connection.
             await trio.lowlevel.checkpoint_if_cancelled()
+            requested_at = trio.current_time()
             send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_stream, llm_context, options, send)
@@ -343,6 +345,7 @@ class LoopRun:
                 final = end_response(base, "aborted", text)
             else:
                 final = end_response(base, "error", "The provider stream ended without a result")
+        final = finished_response(final, requested_at, trio.current_time(), config.thinking_level)
         if announced:
             self.context.set_last(final)
         else:
@@ -391,6 +394,18 @@ class LoopRun:
             batch, emit=self._emit, abort=self.abort, execute=self._execute
         )
         return result.messages, result.terminate
+
+
+def finished_response(
+    message: AssistantMessage, started: float, now: float, level: ThinkingLevel
+) -> AssistantMessage:
+    """The final response as pi 1.6.0 records it: ``durationMs``, the time since the request
+    began (``started`` and ``now`` in seconds of one monotonic clock), unless the provider
+    set one, then the session's thinking level the request was made at."""
+    duration = message.duration_ms
+    if duration is None:
+        duration = max(0, round((now - started) * 1000))
+    return attrs.evolve(message, duration_ms=duration, thinking_level=level)
 
 
 _BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)

@@ -208,7 +208,7 @@ class _Checker:
         cost = self.object(value, entry, field)
         fields = {"input": "input", "output": "output", "cacheRead": "cache_read",
                   "cacheWrite": "cache_write"}  # fmt: skip
-        changes = {
+        changes: dict[str, Any] = {
             attr: self.price(cost[key], entry, f"{field}.{key}")
             for key, attr in fields.items()
             if key in cost

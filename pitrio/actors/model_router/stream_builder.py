@@ -93,9 +93,11 @@ class StreamBuilder:
     Call :meth:`start` first, then any sequence of block events (each ``*_start`` returns an
     event whose ``content_index`` names the new block; deltas and ends default to the most
     recently opened block that is still open), and finish with exactly one :meth:`done`,
-    :meth:`error` or :meth:`abort`. ``usage``, ``stop_reason`` and ``error_message`` given at
-    construction appear on every partial snapshot (pi's faux provider knows them up front);
-    providers that learn usage while streaming call :meth:`set_usage`.
+    :meth:`error` or :meth:`abort`. Partial snapshots say ``stopReason: "pending"`` (pi 1.6.0);
+    ``usage`` and ``error_message`` given at construction appear on every partial snapshot
+    (pi's faux provider knows them up front); providers that learn usage while streaming call
+    :meth:`set_usage`, and the provider's own finish reason goes in with
+    :meth:`set_raw_stop_reason`.
 
     Tool-call snapshots: while the arguments stream, a partial shows the last value at which the
     accumulated JSON text parsed as a complete object, else ``{}`` (what pi shows for its faux
@@ -109,7 +111,6 @@ class StreamBuilder:
         provider: str,
         model: str,
         usage: Usage = EMPTY_USAGE,
-        stop_reason: StopReason = "stop",
         error_message: str | None = None,
         response_id: str | None = None,
         response_model: str | None = None,
@@ -119,10 +120,10 @@ class StreamBuilder:
         self._provider = provider
         self._model = model
         self._usage = usage
-        self._stop_reason: StopReason = stop_reason
         self._error_message = error_message
         self._response_id = response_id
         self._response_model = response_model
+        self._raw_stop_reason: str | None = None
         self._timestamp = now_ms() if timestamp is None else timestamp
         self._blocks: list[AssistantBlock] = []
         self._open: dict[int, _OpenBlock] = {}
@@ -160,11 +161,16 @@ class StreamBuilder:
     @property
     def partial(self) -> AssistantMessage:
         """A snapshot of the message so far."""
-        return self._snapshot(self._stop_reason, self._error_message, self._timestamp)
+        return self._snapshot("pending", self._error_message, self._timestamp)
 
     def set_usage(self, usage: Usage) -> None:
         """Replace the usage shown on later snapshots and on the final message."""
         self._usage = usage
+
+    def set_raw_stop_reason(self, reason: str | None) -> None:
+        """Record the provider's own finish reason (``"stop"``, ``"tool_calls"``, ...), shown
+        as ``rawStopReason`` on later snapshots and the final message."""
+        self._raw_stop_reason = reason
 
     def set_response_id(self, response_id: str | None, response_model: str | None = None) -> None:
         """Record the provider's response id (and the model that actually answered)."""
@@ -323,6 +329,7 @@ class StreamBuilder:
             model=self._model,
             response_model=self._response_model,
             response_id=self._response_id,
+            raw_stop_reason=self._raw_stop_reason,
             usage=self._usage,
             stop_reason=stop_reason,
             error_message=error_message,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import attrs
+
 from pitrio.messages.agent import Cost, Usage
 from pitrio.messages.model import Model
 
@@ -30,37 +32,50 @@ def make_usage(
     output: int = 0,
     cache_read: int = 0,
     cache_write: int = 0,
+    cache_write_1h: int | None = None,
+    reasoning: int | None = None,
     model: Model | None = None,
+    mark_computed: bool = True,
 ) -> Usage:
-    """A :class:`Usage` with ``total_tokens`` summed and, given a model, its cost computed."""
+    """A :class:`Usage` with ``total_tokens`` summed and, given a model, its cost computed.
+
+    ``reasoning`` (already counted in ``output``) and ``cache_write_1h`` (part of
+    ``cache_write``) are given by the providers whose pi counterpart reports them;
+    ``mark_computed`` as in :func:`with_cost`."""
     usage = Usage(
         input=input,
         output=output,
         cache_read=cache_read,
         cache_write=cache_write,
+        cache_write_1h=cache_write_1h,
+        reasoning=reasoning,
         total_tokens=input + output + cache_read + cache_write,
     )
-    return with_cost(usage, model) if model is not None else usage
+    return with_cost(usage, model, mark_computed=mark_computed) if model is not None else usage
 
 
-def with_cost(usage: Usage, model: Model) -> Usage:
-    """``usage`` with its cost computed from ``model``'s prices (USD per million tokens)."""
+def with_cost(usage: Usage, model: Model, *, mark_computed: bool = True) -> Usage:
+    """``usage`` with its cost computed from ``model``'s prices (USD per million tokens), as
+    pi-ai's ``calculateCost``: one-hour cache writes cost twice the input price, and the cost
+    is marked as computed, not the provider's (``totalFromProvider: false``) unless
+    ``mark_computed`` is false (pi's faux provider, which writes no such flag)."""
     prices = model.cost
+    long_write = usage.cache_write_1h or 0
+    short_write = usage.cache_write - long_write
     cost_input = prices.input / 1_000_000 * usage.input
     cost_output = prices.output / 1_000_000 * usage.output
     cost_cache_read = prices.cache_read / 1_000_000 * usage.cache_read
-    cost_cache_write = prices.cache_write / 1_000_000 * usage.cache_write
-    return Usage(
-        input=usage.input,
-        output=usage.output,
-        cache_read=usage.cache_read,
-        cache_write=usage.cache_write,
-        total_tokens=usage.total_tokens,
+    cost_cache_write = (
+        prices.cache_write * short_write + prices.input * 2 * long_write
+    ) / 1_000_000
+    return attrs.evolve(
+        usage,
         cost=Cost(
             input=cost_input,
             output=cost_output,
             cache_read=cost_cache_read,
             cache_write=cost_cache_write,
             total=cost_input + cost_output + cost_cache_read + cost_cache_write,
+            total_from_provider=False if mark_computed else None,
         ),
     )

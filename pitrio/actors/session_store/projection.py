@@ -37,7 +37,7 @@ from typing import overload
 import attrs
 
 from pitrio.actors.session_store.storage import gc_paused
-from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
+from pitrio.actors.session_store.stored import KNOWN_ROLES, StoredEntry, iso_to_ms
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -46,6 +46,7 @@ from pitrio.messages.agent import (
     CustomMessage,
     SystemMessage,
     ToolResultMessage,
+    UnknownMessage,
     UserMessage,
 )
 from pitrio.messages.content import ImageContent, TextContent, text_of
@@ -165,7 +166,9 @@ EMPTY_CONTEXT = SessionContext(
 def _projects(stored: StoredEntry) -> bool:
     """Whether an entry contributes a message to the context (rule 3)."""
     kind = stored.type
-    if kind == "message" or kind == "custom_message":
+    if kind == "message":
+        return stored.role in KNOWN_ROLES  # a role this version does not know is kept, unsent
+    if kind == "custom_message":
         return True
     if kind == "branch_summary":
         entry = stored.entry()
@@ -196,6 +199,8 @@ def edited_message(message: AgentMessage, replacement: ContentReplacement) -> Ag
         return attrs.evolve(message, output=text_of(blocks))
     if isinstance(message, SystemMessage):
         return attrs.evolve(message, content=text_of(blocks))
+    if isinstance(message, UnknownMessage):
+        return message  # nothing known to replace (and never projected)
     return attrs.evolve(message, summary=text_of(blocks))
 
 
@@ -300,7 +305,9 @@ class Projection:
         if not edits:
             # The message test inline: it is nearly every entry of a long path.
             items.extend(
-                stored for stored in surviving if stored.type == "message" or _projects(stored)
+                stored
+                for stored in surviving
+                if (stored.type == "message" and stored.role in KNOWN_ROLES) or _projects(stored)
             )
         else:
             for stored in surviving:
@@ -344,7 +351,8 @@ class Projection:
         if kind == "message":
             if stored.role == "assistant":
                 self._set_model(stored)
-            self._items.append(stored)
+            if stored.role in KNOWN_ROLES:
+                self._items.append(stored)
         elif kind == "custom_message":
             self._items.append(stored)
         elif kind == "branch_summary":

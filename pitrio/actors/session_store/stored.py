@@ -45,6 +45,7 @@ from pitrio.messages.entries import (
     SessionEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
+    UsageEntry,
 )
 
 ENTRY_CLASSES: dict[str, type[Any]] = {
@@ -58,6 +59,7 @@ ENTRY_CLASSES: dict[str, type[Any]] = {
     "label": LabelEntry,
     "session_info": SessionInfoEntry,
     "context_edit": ContextEditEntry,
+    "usage": UsageEntry,
 }
 """The entry class of each entry ``type`` this version knows."""
 
@@ -87,6 +89,12 @@ ROLE_OBJECTS: dict[str, str] = {
         "system",
     )
 }
+
+
+KNOWN_ROLES: frozenset[str] = frozenset(ROLE_OBJECTS)
+"""Message roles this version models; a message entry of another role is kept in the tree
+and written back, but is no part of the context (pi 1.6.0 files may hold roles a newer pi
+adds)."""
 
 
 SHARED_NAMES = ("api", "provider", "model")

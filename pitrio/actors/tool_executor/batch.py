@@ -153,6 +153,8 @@ class _Finished:
     call: ToolCall
     result: AgentToolResult
     is_error: bool
+    duration_ms: int | None = None
+    """How long the tool body ran (pi 1.6.0); ``None`` for a call refused before it ran."""
 
 
 def error_result(message: str) -> AgentToolResult:
@@ -365,6 +367,8 @@ class _BatchRunner:
         is_error = False
         aborted = True
         token = enter_call(context)
+        # pi times the tool's execute(), which waits its turn on a file inside: so does this
+        started = trio.current_time()
         try:
             with self.abort.scope():
                 try:
@@ -373,6 +377,7 @@ class _BatchRunner:
                     result = await self._execute(item.tool, call.id, item.args, on_update)
                     if not isinstance(result, AgentToolResult):
                         raise TypeError(f"Tool {call.name} returned {type(result).__name__}")
+                    is_error = result.is_error is True
                 except Exception as exc:
                     result = error_result(_message_of(exc))
                     is_error = True
@@ -381,11 +386,13 @@ class _BatchRunner:
             if ticket is not None:
                 ticket.release()
             leave_call(token)
+        duration_ms = max(0, round((trio.current_time() - started) * 1000))
         if aborted:
             result = context.aborted_result or item.tool.result_on_abort(state.latest)
             is_error = True
         result = _with_nested_calls(result, context)
-        return await self._after(item, result, is_error)
+        done = await self._after(item, result, is_error)
+        return attrs.evolve(done, duration_ms=duration_ms)
 
     async def _after(self, item: _Prepared, result: AgentToolResult, is_error: bool) -> _Finished:
         after = self.batch.after_tool_call
@@ -407,9 +414,12 @@ class _BatchRunner:
             except Exception as exc:
                 return _Finished(item.index, item.call, error_result(_message_of(exc)), True)
         if change is not None:
-            result = AgentToolResult(
+            result = attrs.evolve(
+                result,
                 content=result.content if change.content is None else change.content,
                 details=result.details if change.details is None else change.details,
+                # structured output no longer matches content that was replaced (pi's rule)
+                structured_content=(result.structured_content if change.content is None else None),
                 terminate=result.terminate if change.terminate is None else change.terminate,
             )
             if change.is_error is not None:
@@ -483,6 +493,7 @@ class _BatchRunner:
                 tool_name=done.call.name,
                 result=done.result,
                 is_error=done.is_error,
+                duration_ms=done.duration_ms,
                 parent_tool_call_id=parent_id,
             )
         )
@@ -493,7 +504,9 @@ class _BatchRunner:
             tool_name=done.call.name,
             content=done.result.content,
             details=done.result.details,
+            usage=done.result.usage,
             is_error=done.is_error,
+            duration_ms=done.duration_ms,
             timestamp=now_ms(),
         )
 

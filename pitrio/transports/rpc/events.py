@@ -7,23 +7,21 @@ writes. Two things are pitrio's own:
   events, ``bash_execution_update``) and seed fields (``agent_end.willRetry``,
   ``message_start.queueId``) are written too: they are the newer pi's additions that pitrio
   targets, and a pi client ignores types and fields it does not know.
-* **Update formats.** ``full`` (the default, pi's) writes every ``message_update`` with the
-  whole ``partial`` message inside ``assistantMessageEvent`` and again as ``message``, so a
-  reply of *n* deltas costs O(n²) bytes. ``delta`` (``set_event_format {"updates":"delta"}``)
-  writes only what changed, O(n) in total::
+* **Update formats.** ``full`` (the default) is pi 1.6.0's ``message_update``: the stream
+  event without its ``partial``, after the message's ``usage`` so far; ``toolcall_start``
+  adds the call's ``id`` and ``toolName`` (pi's ``toJsonEvent``)::
+
+      {"type":"message_update","usage":{...},"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}
+      {"type":"message_update","usage":{...},"assistantMessageEvent":{"type":"toolcall_start","contentIndex":1,"id":"call_1","toolName":"read"}}
+
+  ``delta`` (``set_event_format {"updates":"delta"}``, pitrio's own, older than pi's) writes
+  the same without ``usage``, and ``name`` for the call's name::
 
       {"type":"message_update","assistantMessageEvent":{"type":"text_start","contentIndex":0}}
-      {"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}
-      {"type":"message_update","assistantMessageEvent":{"type":"text_end","contentIndex":0,"content":"Hello"}}
       {"type":"message_update","assistantMessageEvent":{"type":"toolcall_start","contentIndex":1,"id":"call_1","name":"read"}}
-      {"type":"message_update","assistantMessageEvent":{"type":"toolcall_delta","contentIndex":1,"delta":"{\\"path\\""}}
-      {"type":"message_update","assistantMessageEvent":{"type":"toolcall_end","contentIndex":1,"toolCall":{...}}}
 
-  i.e. the event without ``partial`` and without the top-level ``message``; ``toolcall_start``
-  adds the call's ``id`` and ``name`` (otherwise only known at ``toolcall_end``).
-  ``message_start`` / ``message_end`` and every other event are unchanged, so a client
-  rebuilds the message from ``message_start`` plus the deltas and gets the final one at
-  ``message_end``.
+  In both a client rebuilds the message from ``message_start`` plus the deltas and gets the
+  final one at ``message_end``; every other event is the same in both.
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import encode_reusing, to_json
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import (
@@ -77,8 +76,9 @@ def is_seed_event(event: AgentSessionEvent) -> bool:
     return isinstance(event, SEED_EVENTS)
 
 
-def _update_head(update: PartialUpdate, *, with_call: bool) -> dict[str, Any]:
-    """``assistantMessageEvent`` without ``partial``, keys in pi's order."""
+def _update_head(update: PartialUpdate, *, call_name_key: str) -> dict[str, Any]:
+    """``assistantMessageEvent`` without ``partial``, keys in pi's order; a ``toolcall_start``
+    adds the call's ``id`` and its name under ``call_name_key``."""
     head: dict[str, Any] = {"type": update.type, "contentIndex": update.content_index}
     if isinstance(update, TextDelta | ThinkingDelta | ToolCallDelta):
         head["delta"] = update.delta
@@ -86,13 +86,13 @@ def _update_head(update: PartialUpdate, *, with_call: bool) -> dict[str, Any]:
         head["content"] = update.content
     elif isinstance(update, ToolCallEnd):
         head["toolCall"] = to_json(update.tool_call)
-    elif with_call and isinstance(update, ToolCallStart):
+    elif isinstance(update, ToolCallStart):
         content = update.partial.content
         if 0 <= update.content_index < len(content):
             block = content[update.content_index]
             if isinstance(block, ToolCall):
                 head["id"] = block.id
-                head["name"] = block.name
+                head[call_name_key] = block.name
     return head
 
 
@@ -100,31 +100,21 @@ def delta_update(event: MessageUpdate) -> dict[str, Any]:
     """The ``delta`` form of a ``message_update`` (see the module docstring)."""
     return {
         "type": "message_update",
-        "assistantMessageEvent": _update_head(event.assistant_message_event, with_call=True),
+        "assistantMessageEvent": _update_head(event.assistant_message_event, call_name_key="name"),
     }
 
 
-def _full_update_line(event: MessageUpdate) -> bytes:
-    """pi's ``message_update`` line, the partial message serialised once.
-
-    pi writes the same message twice (as ``partial`` and as ``message``); the agent loop hands
-    over one object for both, so its JSON is produced once and spliced in twice.
-    """
+def full_update(event: MessageUpdate) -> dict[str, Any]:
+    """pi 1.6.0's ``message_update`` (the ``full`` form): the partial message's ``usage`` as it
+    was at this event, and the stream event without its ``partial``."""
     update = event.assistant_message_event
-    head = orjson.dumps(_update_head(update, with_call=False))
-    partial = orjson.dumps(to_json(update.partial))
-    message = partial if event.message is update.partial else orjson.dumps(to_json(event.message))
-    return b"".join(
-        (
-            b'{"type":"message_update","assistantMessageEvent":',
-            head[:-1],
-            b',"partial":',
-            partial,
-            b'},"message":',
-            message,
-            b"}\n",
-        )
-    )
+    message = event.message
+    usage = message.usage if isinstance(message, AssistantMessage) else update.partial.usage
+    return {
+        "type": "message_update",
+        "usage": to_json(usage),
+        "assistantMessageEvent": _update_head(update, call_name_key="toolName"),
+    }
 
 
 def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> bytes:
@@ -133,11 +123,11 @@ def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> by
         if isinstance(event, MessageUpdate):
             if updates == "delta":
                 return orjson.dumps(delta_update(event)) + b"\n"
-            return _full_update_line(event)
+            return orjson.dumps(full_update(event)) + b"\n"
         # A message here is usually one just encoded for another line (see encode_reusing).
         return encode_reusing(event) + b"\n"
     except TypeError:
         # A lone surrogate (orjson refuses them): the slow path escapes it as JavaScript does.
-        if isinstance(event, MessageUpdate) and updates == "delta":
-            return dump_line(delta_update(event))
+        if isinstance(event, MessageUpdate):
+            return dump_line(delta_update(event) if updates == "delta" else full_update(event))
         return dump_line(to_json(event))

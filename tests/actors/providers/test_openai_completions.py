@@ -305,7 +305,11 @@ def test_assistant_message_keys_in_the_order_pi_writes_them() -> None:
         "timestamp",
         "responseId",
         "responseModel",
+        "rawStopReason",  # pi 1.6.0: the server's finish_reason, learnt last
     ]
+    assert message.raw_stop_reason == "stop"
+    assert message.usage.reasoning == 0  # pi 1.6.0 always writes it for this API
+    assert message.usage.cost.total_from_provider is False
 
 
 def test_parse_reasoning_content() -> None:

@@ -18,6 +18,7 @@ from pitrio.actors.tool_executor.tools.bash import (
     _Throttle,
     create_bash_tool,
     format_output,
+    structured_output,
     with_status,
 )
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
@@ -55,13 +56,46 @@ async def test_runs_in_the_working_directory(tmp_path: Path) -> None:
 
 
 async def test_nonzero_exit_is_an_error_with_the_output(tmp_path: Path) -> None:
+    # pi 1.6.0 returns the failure as a result marked isError, with structuredContent (0.73.1
+    # threw, so the result was only the text); the text is the same as before
     tool = create_bash_tool(str(tmp_path))
-    with pytest.raises(ToolError) as caught:
-        await run_one(tool, {"command": "echo to-stderr >&2; exit 3"})
-    assert str(caught.value) == "to-stderr\n\n\nCommand exited with code 3"  # as pi's fixture
-    with pytest.raises(ToolError) as caught:
-        await run_one(tool, {"command": "exit 1"})
-    assert str(caught.value) == "(no output)\n\nCommand exited with code 1"
+    result, _ = await run_one(tool, {"command": "echo to-stderr >&2; exit 3"})
+    assert result.is_error is True
+    assert text(result) == "to-stderr\n\n\nCommand exited with code 3"  # as pi's fixture
+    assert result.details is None
+    structured = result.structured_content
+    assert list(structured) == ["output", "truncated", "exit_code", "wall_time_seconds"]
+    assert structured["output"] == "to-stderr\n" and structured["truncated"] is False
+    assert structured["exit_code"] == 3
+    result, _ = await run_one(tool, {"command": "exit 1"})
+    assert result.is_error is True
+    assert text(result) == "(no output)\n\nCommand exited with code 1"
+    assert result.structured_content["output"] == ""
+
+
+async def test_success_has_structured_content(tmp_path: Path) -> None:
+    result, _ = await run_one(create_bash_tool(str(tmp_path)), {"command": "printf 'a\\nb'"})
+    assert result.is_error is None
+    assert result.structured_content == {
+        "output": "a\nb",
+        "truncated": False,
+        "exit_code": 0,
+        "wall_time_seconds": result.structured_content["wall_time_seconds"],
+    }
+    seconds = result.structured_content["wall_time_seconds"]
+    assert seconds >= 0 and round(seconds, 1) == seconds  # tenths, as pi rounds it
+
+
+def test_structured_output_keeps_head_and_tail_of_a_long_output() -> None:
+    assert structured_output(b"short", limit=10) == ("short", False)
+    # 26 bytes, limit 10: the first 5 and the last 5, and how many were left out
+    text, cut = structured_output(b"abcdefghijklmnopqrstuvwxyz", limit=10)
+    assert cut is True
+    assert text == "abcde\n\n[... 16 bytes omitted ...]\n\nvwxyz"
+    # cuts at character boundaries: a split "é" is dropped from both ends
+    raw = "é".encode() * 10  # 20 bytes
+    text, cut = structured_output(raw, limit=7)  # head 3 bytes, tail 4 bytes
+    assert text == "é\n\n[... 13 bytes omitted ...]\n\néé"
 
 
 async def test_no_output(tmp_path: Path) -> None:
@@ -134,11 +168,17 @@ async def test_byte_truncation_of_many_lines(tmp_path: Path) -> None:
 
 async def test_failed_truncated_command_keeps_notice_and_status(tmp_path: Path) -> None:
     tool = create_bash_tool(str(tmp_path), BashSettings(temp_dir=str(tmp_path)))
-    with pytest.raises(ToolError) as caught:
-        await run_one(tool, {"command": "seq 1 2500; exit 2"})
-    message = str(caught.value)
+    result, _ = await run_one(tool, {"command": "seq 1 2500; exit 2"})
+    assert result.is_error is True
+    message = text(result)
     assert "[Showing lines 502-2501 of 2501. Full output: " in message
     assert message.endswith("]\n\nCommand exited with code 2")
+    assert result.details["fullOutputPath"].startswith(str(tmp_path))
+    # the whole output (read back from the full-output file), under pi's 1 MB limit: not cut
+    structured = result.structured_content
+    assert structured["output"] == "".join(f"{n}\n" for n in range(1, 2501))
+    assert structured["truncated"] is False and "full_output_path" not in structured
+    assert structured["exit_code"] == 2
 
 
 async def test_timeout_ends_the_command(

@@ -1,4 +1,4 @@
-"""Event lines: pi's full ``message_update`` form, pitrio's delta form, seed events."""
+"""Event lines: pi 1.6.0's full ``message_update`` form, pitrio's delta form, seed events."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from pitrio.actors.model_router import FAUX_MODELS, StreamBuilder
+from pitrio.actors.model_router import FAUX_MODELS, StreamBuilder, make_usage
 from pitrio.messages.codec import to_json
 from pitrio.messages.events import (
     AgentEnd,
@@ -46,23 +46,47 @@ def parse(line: bytes) -> Any:
     return orjson.loads(line)
 
 
-def test_full_form_is_the_codec_form_with_partial_last() -> None:
-    for event in stream():
-        line = encode_event(event)
-        assert parse(line) == to_json(event)
-        value = parse(line)
-        # pi's key order: the event first, then the message; ``partial`` closes the event.
-        assert list(value) == ["type", "assistantMessageEvent", "message"]
-        assert list(value["assistantMessageEvent"])[-1] == "partial"
-        assert value["assistantMessageEvent"]["partial"] == value["message"]
+def test_full_form_is_pi_16s_usage_and_event_without_partial() -> None:
+    # pi 1.6.0's toJsonEvent (0.73.1 wrote the whole partial twice: in the event and as
+    # ``message``): the message's usage so far, then the event without ``partial``, and a
+    # toolcall_start with the call's id and toolName
+    events = stream()
+    lines = [parse(encode_event(e)) for e in events]
+    assert all(list(line) == ["type", "usage", "assistantMessageEvent"] for line in lines)
+    for event, line in zip(events, lines, strict=True):
+        assert line["usage"] == to_json(event.message.usage)  # type: ignore[union-attr]
+        assert "partial" not in line["assistantMessageEvent"]
+    start = lines[4]["assistantMessageEvent"]
+    assert start == {
+        "type": "toolcall_start",
+        "contentIndex": 1,
+        "id": "call_1",
+        "toolName": "read",
+    }
+    assert [line["assistantMessageEvent"] for line in lines[:4]] == [
+        {"type": "text_start", "contentIndex": 0},
+        {"type": "text_delta", "contentIndex": 0, "delta": "Hel"},
+        {"type": "text_delta", "contentIndex": 0, "delta": "lo"},
+        {"type": "text_end", "contentIndex": 0, "content": "Hello"},
+    ]
 
 
-def test_full_form_of_a_message_that_is_not_the_partial() -> None:
-    first, second = stream()[1], stream()[2]
-    mixed = MessageUpdate(
-        assistant_message_event=first.assistant_message_event, message=second.message
+def test_full_form_shows_the_usage_at_each_event() -> None:
+    builder = StreamBuilder.for_model(FAUX_1)
+    builder.start()
+    first = update(builder.text_start())
+    builder.set_usage(make_usage(input=100, output=10, reasoning=0, model=FAUX_1))
+    second = update(builder.text_delta("x"))
+    assert parse(encode_event(first))["usage"]["totalTokens"] == 0
+    usage = parse(encode_event(second))["usage"]
+    assert (usage["input"], usage["output"], usage["reasoning"], usage["totalTokens"]) == (
+        100,
+        10,
+        0,
+        110,
     )
-    assert parse(encode_event(mixed)) == to_json(mixed)
+    assert list(usage)[3:6] == ["cacheWrite", "reasoning", "totalTokens"]
+    assert usage["cost"]["totalFromProvider"] is False
 
 
 def test_delta_form_carries_only_the_change() -> None:
@@ -105,8 +129,8 @@ def test_a_long_stream_stays_linear_in_delta_form() -> None:
     sizes = [len(encode_event(update(builder.text_delta("tok ")), "delta")) for _ in range(2000)]
     # Every delta line costs the same whatever came before.
     assert max(sizes) == min(sizes) < 120
-    full = [len(encode_event(update(builder.text_delta("tok ")))) for _ in range(2)]
-    assert full[0] > 2 * 4 * 2000  # pi's form repeats the whole text twice per delta
+    full = [len(encode_event(update(builder.text_delta("tok ")))) for _ in range(2000)]
+    assert max(full) == min(full)  # pi 1.6.0's form is linear too (0.73.1's was quadratic)
 
 
 def test_lone_surrogates_are_escaped_as_javascript_does() -> None:

@@ -73,6 +73,7 @@ class AnthropicParser(SseParser):
             delta = payload.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
                 self._stop_reason = delta["stop_reason"]
+                self.builder.set_raw_stop_reason(self._stop_reason)
             self._take_usage(payload.get("usage"))
         elif kind == "message_stop":
             out.extend(self._complete())

@@ -35,8 +35,8 @@ from pitrio.actors.model_router.stream_builder import (
 )
 from pitrio.actors.model_router.usage import estimate_tokens, make_usage
 from pitrio.messages.agent import (
+    FinalStopReason,
     LlmMessage,
-    StopReason,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -74,7 +74,7 @@ def _tool_calls(calls: Iterable[FauxToolCall]) -> tuple[FauxToolCall, ...]:
     return tuple(calls)
 
 
-def _check_stop_reason(reply: FauxReply, _attribute: Any, value: StopReason | None) -> None:
+def _check_stop_reason(reply: FauxReply, _attribute: Any, value: FinalStopReason | None) -> None:
     if reply.error is not None and value not in (None, "error", "aborted"):
         raise ValueError(f"a reply with an error cannot stop with {value!r}")
 
@@ -95,7 +95,7 @@ class FauxReply:
     thinking: str | None = None
     tool_calls: tuple[FauxToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     error: str | None = None
-    stop_reason: StopReason | None = attrs.field(default=None, validator=_check_stop_reason)
+    stop_reason: FinalStopReason | None = attrs.field(default=None, validator=_check_stop_reason)
     usage: Usage | None = None
     chunk_delay: float | None = None
     chunk_size: int | None = attrs.field(default=None)
@@ -106,7 +106,7 @@ class FauxReply:
             raise ValueError("chunk_size must be at least 1")
 
     @property
-    def final_stop_reason(self) -> StopReason:
+    def final_stop_reason(self) -> FinalStopReason:
         """The stop reason the response ends with."""
         if self.stop_reason is not None:
             return self.stop_reason
@@ -340,9 +340,7 @@ class FauxProvider:
         usage = self._usage(model, context, options, reply, blocks)
         stop_reason = reply.final_stop_reason
         error_message = reply.error_message
-        builder = StreamBuilder.for_model(
-            model, usage=usage, stop_reason=stop_reason, error_message=error_message
-        )
+        builder = StreamBuilder.for_model(model, usage=usage, error_message=error_message)
         size = reply.chunk_size or self.chunk_size
         await send.send(builder.start())
         for block in blocks:
@@ -420,6 +418,7 @@ class FauxProvider:
             cache_read=usage.cache_read,
             cache_write=usage.cache_write,
             model=model,
+            mark_computed=False,  # pi's faux usage has no totalFromProvider
         )
 
     async def _pace(self, chunk: str, reply: FauxReply) -> None:

@@ -220,7 +220,7 @@ class LoadFaux(FauxProvider):
             await self._text_turn(model, request, send)
 
     async def _tool_turn(self, model: Model, send: EventSender) -> None:
-        builder = StreamBuilder.for_model(model, usage=make_usage(output=8), stop_reason="toolUse")
+        builder = StreamBuilder.for_model(model, usage=make_usage(output=8))
         arguments: dict[str, Any] = {"path": TOOL_FILE}
         await send.send(builder.start())
         await send.send(builder.toolcall_start(self.next_tool_call_id(), "read"))
@@ -230,7 +230,7 @@ class LoadFaux(FauxProvider):
 
     async def _text_turn(self, model: Model, request: LoadRequest, send: EventSender) -> None:
         usage = make_usage(input=16, output=2 * request.chunks)
-        builder = StreamBuilder.for_model(model, usage=usage, stop_reason="stop")
+        builder = StreamBuilder.for_model(model, usage=usage)
         await send.send(builder.start())
         await send.send(builder.text_start())
         interval = 1.0 / request.rate

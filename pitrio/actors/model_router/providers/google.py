@@ -356,6 +356,7 @@ class GoogleParser(SseParser):
                     self._part(part, out)
             if isinstance(candidate.get("finishReason"), str):
                 self._finish = candidate["finishReason"]
+                self.builder.set_raw_stop_reason(self._finish)
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
             self._usage(usage)
@@ -435,6 +436,7 @@ class GoogleParser(SseParser):
             input=_int(usage.get("promptTokenCount")) - cached,
             output=_int(usage.get("candidatesTokenCount")) + _int(usage.get("thoughtsTokenCount")),
             cache_read=cached,
+            reasoning=_int(usage.get("thoughtsTokenCount")),
             model=self.model,
         )
         # pi reports the vendor's total (it counts tool-use prompt tokens too).

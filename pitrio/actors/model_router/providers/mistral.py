@@ -334,6 +334,7 @@ class MistralParser(SseParser):
         finish = choice.get("finish_reason")
         if isinstance(finish, str) and finish:
             self._finish = finish
+            self.builder.set_raw_stop_reason(finish)
         delta = choice.get("delta")
         if isinstance(delta, dict):
             self._delta(delta, out)

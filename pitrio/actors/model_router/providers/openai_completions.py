@@ -344,12 +344,17 @@ class OpenAICompletionsParser(SseParser):
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             choice = choices[0]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                self._delta(delta, out)
+            # pi's order within a chunk: usage, the finish reason, then the deltas.
+            choice_usage = choice.get("usage")
+            if not isinstance(usage, dict) and isinstance(choice_usage, dict):
+                self._usage(choice_usage)  # Moonshot's place for it
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
                 self._finish_reason = finish
+                self.builder.set_raw_stop_reason(finish)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta, out)
         return out
 
     def _identify(self, chunk: dict[str, Any]) -> None:
@@ -457,12 +462,18 @@ class OpenAICompletionsParser(SseParser):
             usage.get("prompt_cache_hit_tokens")
         )
         written = positive_int(details.get("cache_write_tokens"))
+        output_details = usage.get("completion_tokens_details")
+        output_details = output_details if isinstance(output_details, dict) else {}
+        reasoning = positive_int(output_details.get("reasoning_tokens")) or positive_int(
+            usage.get("reasoning_tokens")
+        )
         self.builder.set_usage(
             make_usage(
                 input=max(0, prompt - cached - written),
                 output=completion,
                 cache_read=cached,
                 cache_write=written,
+                reasoning=reasoning,  # always written by pi 1.6.0, 0 when not reported
                 model=self.model,
             )
         )

@@ -473,11 +473,18 @@ class OpenAIResponsesParser(SseParser):
         if isinstance(usage, dict):
             details = usage.get("input_tokens_details")
             cached = positive_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            output_details = usage.get("output_tokens_details")
+            reasoning = (
+                positive_int(output_details.get("reasoning_tokens"))
+                if isinstance(output_details, dict)
+                else 0
+            )
             self.builder.set_usage(
                 make_usage(
                     input=max(0, positive_int(usage.get("input_tokens")) - cached),
                     output=positive_int(usage.get("output_tokens")),
                     cache_read=cached,
+                    reasoning=reasoning,
                     model=self.model,
                 )
             )

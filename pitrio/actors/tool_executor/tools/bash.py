@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import secrets
 import shutil
@@ -131,6 +132,31 @@ def format_output(
     return f"{text}\n\n{notice}", details
 
 
+STRUCTURED_OUTPUT_MAX_BYTES = 1024 * 1024
+"""How much of the whole output ``structuredContent.output`` carries (pi 1.6.0's limit)."""
+
+
+def structured_output(raw: bytes, limit: int = STRUCTURED_OUTPUT_MAX_BYTES) -> tuple[str, bool]:
+    """The whole output for ``structuredContent`` (pure): all of it up to ``limit`` bytes,
+    else the first and last halves of ``limit`` around a note of the bytes left out, cut at
+    character boundaries; and whether it was cut."""
+    if len(raw) <= limit:
+        return raw.decode("utf-8", errors="replace"), False
+    head_bytes = limit // 2
+    tail_bytes = limit - head_bytes
+    head = raw[:head_bytes]
+    tail = raw[len(raw) - tail_bytes :]
+    # an incomplete trailing sequence of the head is held back, as a streaming decoder does
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    head_text = decoder.decode(head, final=False)
+    start = 0
+    while start < len(tail) and tail[start] & 0xC0 == 0x80:
+        start += 1
+    tail_text = tail[start:].decode("utf-8", errors="replace")
+    omitted = len(raw) - head_bytes - tail_bytes
+    return f"{head_text}\n\n[... {omitted} bytes omitted ...]\n\n{tail_text}", True
+
+
 def with_status(text: str, status: str) -> str:
     """``<text>\\n\\n<status>``, or just the status when there is no text."""
     return f"{text}\n\n{status}" if text else status
@@ -225,6 +251,21 @@ class _Run:
                 await eof.wait()
             nursery.cancel_scope.cancel()
 
+    async def structured(self, code: int, wall_time: float) -> dict[str, Any]:
+        """pi 1.6.0's ``structuredContent`` of a finished command: the whole output (from the
+        full-output file when it spilled), its exit code and wall time in tenths of seconds."""
+        if self.full_path is None:
+            raw = self.output.held_bytes()
+        else:
+            raw = await trio.Path(self.full_path).read_bytes()
+        output, truncated = structured_output(raw)
+        structured: dict[str, Any] = {"output": output, "truncated": truncated}
+        if truncated and self.full_path is not None:
+            structured["full_output_path"] = self.full_path
+        structured["exit_code"] = code
+        structured["wall_time_seconds"] = round(wall_time * 10) / 10
+        return structured
+
     async def finish(self, empty: str) -> tuple[str, dict[str, Any] | None]:
         """End the output: last update, close the file, the text and details to report."""
         self.output.finish()
@@ -265,6 +306,7 @@ def create_bash_tool(
         env = dict(settings.env) if settings.env is not None else dict(os.environ)
         if (record := ledger()) is not None:  # a killed daemon's successor finds it by this
             env.setdefault(OWNER_VARIABLE, record.owner)
+        started = trio.current_time()  # wall time, for structuredContent
         process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()
         groups.add(process.pid)
@@ -296,9 +338,18 @@ def create_bash_tool(
         text, details = await run.finish(empty="(no output)")
         groups.prune()  # forget the group unless a background child keeps it alive
         code = process.returncode
+        structured = await run.structured(code or 0, trio.current_time() - started)
         if code is not None and code > 0:  # negative: ended by a signal, which pi counts as success
-            raise ToolError(with_status(text, f"Command exited with code {code}"))
-        return text_result(text, details)
+            # pi 1.6.0 returns this failure as a result (so structuredContent reaches callers)
+            return AgentToolResult(
+                content=(TextContent(text=with_status(text, f"Command exited with code {code}")),),
+                details=details,
+                structured_content=structured,
+                is_error=True,
+            )
+        return AgentToolResult(
+            content=(TextContent(text=text),), details=details, structured_content=structured
+        )
 
     return AgentTool(
         name="bash",

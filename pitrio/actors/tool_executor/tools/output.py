@@ -85,6 +85,10 @@ class OutputAccumulator:
         chunks, self._spill = self._spill, []
         return chunks
 
+    def held_bytes(self) -> bytes:
+        """The raw output kept in memory: all of it while nothing was spilled to a file."""
+        return b"".join(self._held)
+
     @property
     def truncated(self) -> bool:
         """Whether the output as a whole exceeds a limit."""

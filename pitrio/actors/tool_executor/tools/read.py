@@ -205,6 +205,22 @@ def read_small_text(
     return text_result(text, details)
 
 
+def with_read_output(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with pi 1.6.0's ``structuredContent`` for programmatic callers (pure): the
+    text read, or for an image ``{type, data, mimeType, note}`` with the text as the note."""
+    text = next((b.text for b in result.content if isinstance(b, TextContent)), "")
+    image = next((b for b in result.content if isinstance(b, ImageContent)), None)
+    structured: Any = text
+    if image is not None:
+        structured = {
+            "type": "image",
+            "data": image.data,
+            "mimeType": image.mime_type,
+            "note": text,
+        }
+    return attrs.evolve(result, structured_content=structured)
+
+
 def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentTool:
     """The ``read`` tool for a session whose working directory is ``cwd``."""
     settings = settings or ReadSettings()
@@ -212,11 +228,11 @@ def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentToo
     async def execute(_call_id: str, args: dict[str, Any], _update: UpdateFn) -> AgentToolResult:
         small = read_small_text(cwd, args["path"], args.get("offset"), args.get("limit"))
         if small is not None:
-            return small
+            return with_read_output(small)
         call = current_call()
         model = call.model if call is not None else None
         # Reading only: if abort wins, the thread's work is simply dropped.
-        return await trio.to_thread.run_sync(
+        result = await trio.to_thread.run_sync(
             lambda: read_file(
                 cwd,
                 args["path"],
@@ -227,6 +243,7 @@ def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentToo
             ),
             abandon_on_cancel=True,
         )
+        return with_read_output(result)
 
     return AgentTool(
         name="read",
