@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, SystemCheckpoint
 from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.content import ImageContent, TextContent, UserContent
 
@@ -118,6 +118,9 @@ class CompactionEntry:
     tokens_before: int
     details: Any = None
     from_hook: bool | None = None
+    system_message: SystemCheckpoint | None = None
+    """The prompt sections and tool declarations in force at the compaction (the replay of
+    the system messages it folds away): the compacted context's leading system message."""
     extra: dict[str, Any] | None = extra_field()
 
 
