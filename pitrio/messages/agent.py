@@ -238,15 +238,69 @@ class CompactionSummaryMessage:
 
 
 @attrs.frozen(kw_only=True)
+class ToolDeclaration:
+    """A tool as a transcript declares it to the model (pi's ``Tool`` in ``toolsAdded``): name,
+    description, JSON-schema parameters and, for tools that ask for it, how a provider may
+    constrain the model's arguments (``constrainedSampling``)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    constrained_sampling: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = extra_field()
+
+
+@attrs.frozen(kw_only=True)
+class ToolReference:
+    """A tool named by a transcript's ``toolsRemoved``."""
+
+    name: str
+    extra: dict[str, Any] | None = extra_field()
+
+
+@attrs.frozen(kw_only=True)
 class SystemMessage:
-    """A system-prompt update carried in the transcript (the seed's ``system`` role): sent
-    at the front of a run when the prompt's sections or the tool set changed since the model
-    last saw them, so the original system prompt (and a provider's prompt cache) stays."""
+    """The system prompt and the tool set as the transcript carries them (pi 1.6.0's
+    ``system`` role). The first one of a session declares every prompt section and tool;
+    later ones are patches: ``sections`` replaces sections by name (``None`` removes one),
+    ``tools_added`` / ``tools_removed`` change the tool set, ``content`` appends text.
+    Replaying them in order gives the prompt and tools a request carries
+    (:mod:`pitrio.messages.transcript`). The field order is pi's as it writes them (the
+    timestamp before the tool changes)."""
 
     role: Literal["system"] = tag("system")
-    content: str
+    content: str | tuple[TextContent, ...] = ""
+    sections: dict[str, str | None] | None = None
+    timestamp: int
+    tools_added: tuple[ToolDeclaration, ...] | None = None
+    tools_removed: tuple[ToolReference, ...] | None = None
+    extra: dict[str, Any] | None = extra_field()
+
+
+@attrs.frozen(kw_only=True)
+class SystemCheckpoint:
+    """A compaction's ``systemMessage``: every system message before it replayed into one
+    (the prompt and tools at the compaction). pi writes its fields in this order, the
+    timestamp last; as a context message it becomes a :class:`SystemMessage`."""
+
+    role: Literal["system"] = tag("system")
+    content: str | tuple[TextContent, ...] = ""
+    sections: dict[str, str | None] | None = None
+    tools_added: tuple[ToolDeclaration, ...] | None = None
+    tools_removed: tuple[ToolReference, ...] | None = None
     timestamp: int
     extra: dict[str, Any] | None = extra_field()
+
+    def message(self) -> SystemMessage:
+        """The checkpoint as the leading system message of a compacted context."""
+        return SystemMessage(
+            content=self.content,
+            sections=self.sections,
+            timestamp=self.timestamp,
+            tools_added=self.tools_added,
+            tools_removed=self.tools_removed,
+            extra=self.extra,
+        )
 
 
 @attrs.frozen(kw_only=True)

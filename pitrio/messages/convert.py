@@ -22,9 +22,6 @@ from pitrio.messages.snapshot import Snapshot, immutable
 
 T = TypeVar("T")
 
-SYSTEM_UPDATE_PREFIX = "<system_update>\n"
-SYSTEM_UPDATE_SUFFIX = "\n</system_update>"
-
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
     "\n\n<summary>\n"
@@ -74,11 +71,10 @@ def convert_message(message: AgentMessage) -> LlmMessage | None:
             text = COMPACTION_SUMMARY_PREFIX + message.summary + COMPACTION_SUMMARY_SUFFIX
             return _as_user(text, message.timestamp)
         case SystemMessage():
-            # Providers take one system prompt at the start; an update mid-conversation goes
-            # as a user turn marked as coming from the system, whatever the vendor.
-            return _as_user(
-                SYSTEM_UPDATE_PREFIX + message.content + SYSTEM_UPDATE_SUFFIX, message.timestamp
-            )
+            # Not a chat message: the request's system prompt and tools are the replay of
+            # the transcript's system messages (pitrio.messages.transcript), as pi 1.6.0
+            # collapses them into the request's head.
+            return None
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.agent import AgentMessage, SystemMessage, Usage
+from pitrio.messages.agent import AgentMessage, SystemCheckpoint, Usage
 from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.content import ImageContent, TextContent, UserContent
 
@@ -120,9 +120,9 @@ class CompactionEntry:
     usage: Usage | None = None
     """The summarisation request's usage (pi 1.6.0)."""
     from_hook: bool | None = None
-    system_message: SystemMessage | None = None
-    """The complete system prompt and tool declarations in force at the compaction: what
-    the projection keeps of the system messages it folds away (pi 1.6.0)."""
+    system_message: SystemCheckpoint | None = None
+    """The prompt sections and tool declarations in force at the compaction (the replay of
+    the system messages it folds away): the compacted context's leading system message."""
     extra: dict[str, Any] | None = extra_field()
 
 

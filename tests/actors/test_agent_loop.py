@@ -450,7 +450,8 @@ async def test_s16_tool_call_then_answer() -> None:
     assert [(s.tool_name, s.args) for s in starts] == [("echo", {"value": "hello"})]
     assert [e.is_error for e in ends] == [False]
     assert text_of(ends[0].result.content) == "echoed: hello"
-    assert [m.role for m in new] == ["user", "assistant", "toolResult", "assistant"]
+    # pi 1.6.0: the run first declares the tools it can run (a system message).
+    assert [m.role for m in new] == ["system", "user", "assistant", "toolResult", "assistant"]
 
 
 # -- S17, S18 and §2.11: tool batches ----------------------------------------------------------
@@ -487,6 +488,8 @@ async def test_s17_parallel_calls_run_concurrently_results_in_source_order() -> 
     assert shape(events) == [
         "agent_start",
         "turn_start",
+        "message_start system",
+        "message_end system",
         "message_start user",
         "message_end user",
         "message_start assistant",
@@ -511,6 +514,7 @@ async def test_s17_parallel_calls_run_concurrently_results_in_source_order() -> 
     end = events[-1]
     assert isinstance(end, AgentEnd)
     assert [m.role for m in end.messages] == [
+        "system",
         "user",
         "assistant",
         "toolResult",
@@ -530,7 +534,7 @@ async def test_sequential_mode_order() -> None:
     async with running_loop(TWO_CALLS, "after", tools=tools, options=options) as fx:
         await fx.loop.prompt("go")
         events = fx.drain()
-    assert shape(events)[7:17] == [
+    assert shape(events)[9:19] == [  # after the tools' declaration, the prompt, the answer
         "tool_execution_start tool_a",
         "tool_execution_end tool_a",
         "message_start toolResult",
@@ -771,7 +775,7 @@ async def test_terminating_batch_stops_without_another_model_call() -> None:
     calls = FauxReply(tool_calls=[FauxToolCall("final", {})])
     async with running_loop(calls, tools=[AgentTool(name="final", execute=final)]) as fx:
         new = await fx.loop.prompt("go")
-    assert [m.role for m in new] == ["user", "assistant", "toolResult"]
+    assert [m.role for m in new] == ["system", "user", "assistant", "toolResult"]
     assert len(fx.faux.requests) == 1
 
 

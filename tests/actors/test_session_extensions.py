@@ -233,9 +233,10 @@ async def test_tool_call_sees_the_persisted_turn_and_can_block(
     results = [m for m in messages if isinstance(m, ToolResultMessage)]
     assert results[0].is_error and text_of(results[0].content) == "not allowed"
     assert not results[1].is_error and text_of(results[1].content) == "echo changed"
-    # S35: at hook time the file already held the turn's user and assistant messages.
-    assert persisted[0] == ["user", "assistant"]
-    assert persisted[1] == ["user", "assistant", "toolResult", "assistant"]
+    # S35: at hook time the file already held the turn's user and assistant messages (after
+    # the session's leading system message, pi 1.6.0).
+    assert persisted[0] == ["system", "user", "assistant"]
+    assert persisted[1] == ["system", "user", "assistant", "toolResult", "assistant"]
 
 
 async def test_abort_cancels_a_hook_handler_and_returns_once_it_unwound(
@@ -821,16 +822,27 @@ async def test_a_changed_tool_set_reaches_the_model_as_a_system_patch(
         third = h.faux.last_request.context
         entries = await h.session.store.entries()
         context = await h.session.store.context_messages()
-    assert second.system_prompt == first.system_prompt  # the cached prompt stays
-    patch_text = text_of(second.messages[-2].content)
-    assert patch_text.startswith("<system_update>\nSystem prompt update")
-    assert '<section name="tools">' in patch_text and "- bash:" not in patch_text
-    assert text_of(second.messages[-1].content) == "second"
+    # pi 1.6.0: the change is a system message in the transcript (sections patched by name,
+    # the tool removed), never a chat message; the request's prompt is the replay.
+    assert [m.role for m in second.messages] == ["user", "assistant", "user"]
+    assert "- bash:" in first.system_prompt and "- bash:" not in second.system_prompt
+    assert "<tools>\n- read:" in second.system_prompt
+    assert [t.name for t in first.tools] == ["read", "bash", "edit", "write"]
     assert [t.name for t in second.tools] == ["read"]
-    systems = [e.message for e in entries if isinstance(e, MessageEntry)]
-    assert sum(isinstance(m, SystemMessage) for m in systems) == 1
-    assert sum(isinstance(m, SystemMessage) for m in context) == 1  # it projects back
-    assert sum("<system_update>" in text_of(m.content) for m in third.messages) == 1
+    assert third.system_prompt == second.system_prompt
+    systems = [
+        e.message
+        for e in entries
+        if isinstance(e, MessageEntry) and isinstance(e.message, SystemMessage)
+    ]
+    assert len(systems) == 2  # the leading one, then the patch; nothing for "third"
+    leading, patch = systems
+    assert leading.sections is not None and list(leading.sections)[0] == "preamble"
+    assert [t.name for t in leading.tools_added or ()] == ["read", "bash", "edit", "write"]
+    assert patch.sections is not None and set(patch.sections) == {"tools", "rules"}
+    assert [r.name for r in patch.tools_removed or ()] == ["bash", "edit", "write"]
+    assert patch.tools_added is None
+    assert sum(isinstance(m, SystemMessage) for m in context) == 2  # they project back
 
 
 async def test_a_registered_provider_serves_the_session_over_real_http(

@@ -1,5 +1,5 @@
-"""The system prompt: sections and order for representative tool sets, checked-in expectations,
-and the section patch between runs.
+"""The system prompt: pi 1.6.0's sections (names, order, tags) for representative tool sets,
+and checked-in expectations.
 
 Set ``PITRIO_UPDATE_EXPECTED=1`` to rewrite ``expected/system_prompt/*.txt`` after a deliberate
 change, then review the diff.
@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
 from pitrio.actors.session.resources import system_prompt as module
@@ -26,7 +25,7 @@ from pitrio.actors.session.resources.system_prompt import (
     build_system_prompt_sections,
     guidelines,
     render_sections,
-    system_prompt_patch,
+    section_map,
 )
 from pitrio.actors.tool_executor.registry import PromptEntry, ToolRegistry
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
@@ -35,7 +34,6 @@ from pitrio.messages.agent import AgentToolResult
 
 EXPECTED = Path(__file__).parent / "expected" / "system_prompt"
 CWD = "/home/user/project"
-DATE = "2025-06-01"
 DOCS = DocsPaths(
     readme="/opt/pitrio/README.md", docs="/opt/pitrio/docs", examples="/opt/pitrio/examples"
 )
@@ -91,7 +89,7 @@ CONTEXT = (
 
 
 def options(**kwargs: object) -> SystemPromptOptions:
-    values: dict[str, object] = {"cwd": CWD, "date": DATE, "docs": DOCS}
+    values: dict[str, object] = {"cwd": CWD, "docs": DOCS}
     values.update(kwargs)
     return SystemPromptOptions(**values)  # type: ignore[arg-type]
 
@@ -113,6 +111,7 @@ CASES: dict[str, SystemPromptOptions] = {
         append_system_prompt="Prefer small commits.",
     ),
     "skills_without_read": options(tools=entries("bash", "edit"), skills=SKILLS),
+    "skills_without_reader": options(tools=entries("edit", "write"), skills=SKILLS),
     "custom_prompt": options(
         tools=entries("read", "bash"),
         custom_prompt="You are a careful reviewer.",
@@ -141,36 +140,65 @@ def section_names(opts: SystemPromptOptions) -> list[str]:
 
 
 def test_section_order() -> None:
+    # pi 1.6.0's names and order (dist/core/system-prompt.js buildSystemPromptSections).
     assert section_names(CASES["full"]) == [
-        "intro",
+        "preamble",
         "tools",
-        "guidelines",
+        "rules",
         "docs",
-        "append",
-        "context",
+        "addendum",
+        "project_context",
         "skills",
-        "environment",
+        "cwd",
     ]
     assert section_names(CASES["custom_prompt"]) == [
-        "custom",
-        "append",
-        "context",
+        "preamble",
+        "addendum",
+        "project_context",
         "skills",
-        "environment",
+        "cwd",
     ]
-    assert section_names(CASES["no_tools"]) == ["intro", "tools", "guidelines", "environment"]
+    assert section_names(CASES["no_tools"]) == ["preamble", "tools", "rules", "cwd"]
     prompt = build_system_prompt(CASES["full"])
     assert prompt == render_sections(build_system_prompt_sections(CASES["full"]))
-    assert prompt.endswith(f"\nCurrent date: {DATE}\nCurrent working directory: {CWD}")
+    assert prompt.endswith(f"\n\n<cwd>\n{CWD}\n</cwd>")
+    assert "Current date" not in prompt  # 1.6.0 has no date line
+
+
+def test_every_section_but_the_preamble_is_tagged_with_its_name() -> None:
+    for case in CASES.values():
+        sections = build_system_prompt_sections(case)
+        assert sections[0].name == "preamble"
+        assert not sections[0].text.startswith("<")
+        for section in sections[1:]:
+            assert section.text.startswith(f"<{section.name}>\n")
+            assert section.text.endswith(f"\n</{section.name}>")
+        # Rendered as a transcript's system message renders its sections.
+        texts = [section.text for section in sections]
+        assert build_system_prompt(case) == "\n\n".join(texts)
+    custom = build_system_prompt_sections(CASES["custom_prompt"])
+    assert custom[0].text == "You are a careful reviewer."
+    assert section_map(custom)["addendum"] == "<addendum>\nCite line numbers.\n</addendum>"
+
+
+def test_project_context_lists_each_file_in_its_own_tag() -> None:
+    text = section_map(build_system_prompt_sections(CASES["full"]))["project_context"]
+    assert text.startswith("<project_context>\nProject-specific instructions and guidelines:\n\n")
+    assert (
+        f'<project_instructions path="{CWD}/AGENTS.md">\nRun `make test` before committing.\n\n'
+        "</project_instructions>\n</project_context>"
+    ) in text
+    assert text.count("<project_instructions ") == 2
 
 
 def test_tools_section() -> None:
     # S107: no tools.
-    assert "Available tools:\n(none)\n" in build_system_prompt(CASES["no_tools"])
+    assert "<tools>\n(none)\n\n" in build_system_prompt(CASES["no_tools"])
     # S109: the default selection lists read, bash, edit and write.
     default = build_system_prompt(CASES["default_tools"])
+    assert "<tools>\n- read: " in default
     for name in ("read", "bash", "edit", "write"):
-        assert f"\n- {name}: " in default
+        assert f"\n- {name}: " in default or f"<tools>\n- {name}: " in default
     # S110 / S106: a custom tool's snippet, collapsed to one line; no snippet, no line.
     custom = build_system_prompt(CASES["custom_tool"])
     assert "\n- dynamic_tool: Run dynamic test behavior\n" in custom
@@ -192,84 +220,53 @@ def test_guidelines() -> None:
         "Be concise in your responses",
         "Show file paths clearly when working with files",
     ]
+    # 1.6.0: with grep, find or ls active, no file-operations rule at all (0.73.1 advised
+    # preferring them over bash).
     all_tools = CASES["all_builtin_tools"].tools
     assert all_tools is not None
-    assert guidelines(all_tools)[0].startswith("Prefer grep/find/ls tools over bash")
-    # Without bash there is no exploration advice.
+    rules = guidelines(all_tools)
+    assert "Use bash for file operations like ls, rg, find" not in rules
+    assert not any(rule.startswith("Prefer grep/find/ls") for rule in rules)
+    # Without bash there is no file-operations rule either.
     read_only = CASES["read_only_tools"].tools
     assert read_only is not None
     assert guidelines(read_only)[0] == "Use read to examine files instead of cat or sed."
 
 
-def test_skills_need_read_unless_no_selection_is_known() -> None:
+def test_skills_need_a_tool_that_can_read_their_file() -> None:
+    # 1.6.0: read or bash (or no selection known) lists them.
     assert "<available_skills>" in build_system_prompt(CASES["full"])
-    assert "<available_skills>" not in build_system_prompt(CASES["skills_without_read"])
-    assert "<available_skills>" not in build_system_prompt(CASES["custom_prompt_without_read"])
+    assert "<available_skills>" in build_system_prompt(CASES["skills_without_read"])
+    assert "<available_skills>" in build_system_prompt(CASES["custom_prompt_without_read"])
+    assert "<available_skills>" not in build_system_prompt(CASES["skills_without_reader"])
     unknown = options(tools=None, skills=SKILLS)
     assert "<available_skills>" in build_system_prompt(unknown)
     custom_unknown = options(tools=None, skills=SKILLS, custom_prompt="Custom.")
     assert "<available_skills>" in build_system_prompt(custom_unknown)
     only_hidden = options(tools=entries("read"), skills=SKILLS[1:])
     assert "skills" not in section_names(only_hidden)
+    skills = section_map(build_system_prompt_sections(CASES["full"]))["skills"]
+    assert skills.startswith("<skills>\n") and skills.endswith("</available_skills>\n</skills>")
 
 
 def test_empty_custom_and_append_texts_count_as_absent() -> None:
     assert section_names(options(tools=(), custom_prompt="", append_system_prompt="")) == [
-        "intro",
+        "preamble",
         "tools",
-        "guidelines",
+        "rules",
         "docs",
-        "environment",
+        "cwd",
     ]
 
 
 def test_cwd_uses_forward_slashes() -> None:
     prompt = build_system_prompt(options(tools=(), cwd="C:\\work\\proj"))
-    assert prompt.endswith("Current working directory: C:/work/proj")
-
-
-def test_patch_says_what_changed() -> None:
-    before = build_system_prompt_sections(CASES["default_tools"])
-    assert system_prompt_patch(before, before) is None
-
-    after = build_system_prompt_sections(
-        attrs.evolve(
-            CASES["default_tools"],
-            tools=entries("read", "bash", "edit", "write", "grep"),
-            date="2025-06-02",
-            skills=SKILLS,
-        )
-    )
-    patch = system_prompt_patch(before, after)
-    assert patch is not None
-    assert [(c.name, c.kind) for c in patch.changes] == [
-        ("tools", "changed"),
-        ("guidelines", "changed"),
-        ("skills", "added"),
-        ("environment", "changed"),
-    ]
-    text = patch.render()
-    assert '<section name="tools">\nAvailable tools:\n- read: ' in text
-    assert "- grep: " in text
-    assert '<section name="environment">\nCurrent date: 2025-06-02\n' in text
-    assert '<section name="intro">' not in text
-
-    back = system_prompt_patch(after, before)
-    assert back is not None
-    assert [(c.name, c.kind) for c in back.changes][-1] == ("skills", "removed")
-    assert '<section name="skills" removed="true"/>' in back.render()
-
-
-def test_patch_matches_sections_by_name() -> None:
-    one = (PromptSection("a", "x"), PromptSection("b", "y"))
-    swapped = (PromptSection("b", "y"), PromptSection("a", "x"))
-    assert system_prompt_patch(one, swapped) is None
-    assert system_prompt_patch((), one) is not None
+    assert prompt.endswith("<cwd>\nC:/work/proj\n</cwd>")
 
 
 def test_equal_prompts_of_two_sessions_are_one_string() -> None:
     def build() -> tuple[str, tuple[str, ...]]:
-        options = SystemPromptOptions(cwd="/work/project", date="2026-01-01")
+        options = SystemPromptOptions(cwd="/work/project")
         sections = module.build_system_prompt_sections(options)
         return module.render_sections(sections), tuple(section.text for section in sections)
 

@@ -30,6 +30,8 @@ from pitrio.messages.agent import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
+    ToolDeclaration,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -50,6 +52,7 @@ from pitrio.messages.entries import (
     SessionHeader,
     ThinkingLevelChangeEntry,
 )
+from pitrio.messages.transcript import checkpoint_of, replay
 
 HEADER = SessionHeader(version=3, id="s", timestamp="2026-01-01T00:00:00.000Z", cwd="/p")
 
@@ -526,3 +529,82 @@ def test_incremental_projection_equals_the_rules(ops: list[Operation]) -> None:
         )
     for view, frozen in views:
         assert [to_json(m) for m in view] == frozen  # every snapshot still reads the same
+
+
+# -- system messages (pi 1.6.0) ------------------------------------------------------------------
+
+
+def system(preamble: str, *tools: str) -> SystemMessage:
+    added = tuple(ToolDeclaration(name=t, description=t, parameters={}) for t in tools)
+    return SystemMessage(
+        content="", sections={"preamble": preamble}, timestamp=5, tools_added=added or None
+    )
+
+
+def test_system_messages_project_as_themselves() -> None:
+    s = Session()
+    s.message(system("P", "read"))
+    s.message(user("u1"))
+    s.message(assistant("a1"))
+    s.message(system("Q"))
+    roles = [m.role for m in s.projection.context().messages]
+    assert roles == ["system", "user", "assistant", "system"]
+    # An edit's replacement leaves a system message as it is; an omission takes it out.
+    first = s.tree.path()[0].id
+    edit(s, first, "replaced")
+    head = s.projection.context().messages[0]
+    assert isinstance(head, SystemMessage) and head.sections == {"preamble": "P"}
+    edit(s, first, None)
+    assert [m.role for m in s.projection.context().messages] == ["user", "assistant", "system"]
+
+
+def test_a_compaction_leads_with_its_checkpoint_and_folds_kept_system_messages() -> None:
+    s = Session()
+    s.message(system("P", "read"))
+    s.message(user("1"))
+    s.message(assistant("2"))
+    three = s.message(user("3"))
+    s.message(system("Q", "bash"))  # in the kept range: folded into the checkpoint
+    s.message(assistant("4"))
+    replayed = replay(s.projection.context().messages)
+    assert replayed is not None
+    checkpoint = checkpoint_of(replayed, 77)
+    s.add(
+        CompactionEntry,
+        summary="sum",
+        first_kept_entry_id=three,
+        tokens_before=100,
+        system_message=checkpoint,
+    )
+    s.message(system("R"))  # after the compaction: kept as it is
+    messages = s.projection.context().messages
+    assert [m.role for m in messages] == [
+        "system",
+        "compactionSummary",
+        "user",
+        "assistant",
+        "system",
+    ]
+    head = messages[0]
+    assert isinstance(head, SystemMessage)
+    assert head.sections == {"preamble": "Q"} and head.timestamp == 77
+    assert [t.name for t in head.tools_added or ()] == ["read", "bash"]
+    compaction_id = s.tree.path()[-2].id
+    assert messages.source_id(0) == messages.source_id(1) == compaction_id
+    # The request's prompt after it: the checkpoint patched by what came later.
+    after = replay(messages)
+    assert after is not None and after.sections == {"preamble": "R"}
+    # A compaction without a checkpoint (an older file): the summary leads, and the kept
+    # range's system messages (R too, now before it) are still dropped (pi's
+    # buildContextEntries).
+    s.add(CompactionEntry, summary="old", first_kept_entry_id=three, tokens_before=1)
+    assert [m.role for m in s.projection.context().messages] == [
+        "compactionSummary",
+        "user",
+        "assistant",
+    ]
+    # Rebuilt from scratch (a resume), the same context.
+    fresh = Projection(s.tree.path())
+    assert [to_json(m) for m in fresh.context().messages] == [
+        to_json(m) for m in s.projection.context().messages
+    ]

@@ -30,6 +30,7 @@ from pitrio.actors.agent_loop.commands import (
     FollowUp,
     GetRunFacts,
     GetState,
+    Keep,
     LoopFacts,
     Prompt,
     ReplaceMessage,
@@ -79,6 +80,7 @@ from pitrio.messages.events import (
 )
 from pitrio.messages.model import Model, ModelCost
 from pitrio.messages.snapshot import Snapshot
+from pitrio.messages.transcript import SystemReplay
 
 __all__ = [
     "PLACEHOLDER_MODEL",
@@ -127,6 +129,8 @@ class AgentLoop(Actor[AgentCommand]):
         self._tools = tools
         self._model = model
         self._system_prompt = system_prompt
+        self._forced_system_prompt: str | None = None
+        self._system_replay = SystemReplay()  # the transcript's prompt and tools, replayed
         self._thinking_level: ThinkingLevel = thinking_level
         # A list or tuple is copied; any other sequence (a resumed session's context view) is
         # an immutable snapshot decoded on first use: ``_messages`` then holds what came after.
@@ -284,6 +288,8 @@ class AgentLoop(Actor[AgentCommand]):
     def _configure(self, command: Configure) -> None:
         if command.system_prompt is not None:
             self._system_prompt = command.system_prompt
+        if not isinstance(command.forced_system_prompt, Keep):
+            self._forced_system_prompt = command.forced_system_prompt
         if command.model is not None:
             self._model = command.model
         if command.thinking_level is not None:
@@ -364,6 +370,8 @@ class AgentLoop(Actor[AgentCommand]):
                 session_id=self._options.session_id,
                 api_key=self._options.api_key,
                 hooks=self._hooks,
+                forced_system_prompt=self._forced_system_prompt,
+                system_replay=self._system_replay,
             )
             run = LoopRun(
                 config,

@@ -20,6 +20,18 @@ from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel
 from pitrio.messages.model import Model
 
 
+class Keep:
+    """The type of :data:`KEEP`: a setting left as it is (where ``None`` means "none")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = Keep()
+
+
 @attrs.frozen
 class RunResult:
     """How a run ended: its number (1, 2, ... per agent) and the messages it added."""
@@ -135,6 +147,9 @@ class Configure:
     thinking_level: ThinkingLevel | None = None
     options: LoopOptions | None = None
     hooks: LoopHooks | None = None
+    forced_system_prompt: str | Keep | None = KEEP
+    """A prompt that replaces the transcript's for the next runs (an extension's
+    ``before_agent_start``), ``None`` to stop forcing one, :data:`KEEP` to leave it."""
     reply: Reply[None]
 
 

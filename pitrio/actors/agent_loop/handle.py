@@ -9,6 +9,7 @@ import trio
 
 from pitrio.actors._actor import Handle
 from pitrio.actors.agent_loop.commands import (
+    KEEP,
     Abort,
     AgentCommand,
     ClearQueues,
@@ -17,6 +18,7 @@ from pitrio.actors.agent_loop.commands import (
     FollowUp,
     GetRunFacts,
     GetState,
+    Keep,
     LoopFacts,
     Prompt,
     ReplaceMessage,
@@ -117,8 +119,10 @@ class AgentLoopHandle(Handle[AgentCommand]):
         thinking_level: ThinkingLevel | None = None,
         options: LoopOptions | None = None,
         hooks: LoopHooks | None = None,
+        forced_system_prompt: str | Keep | None = KEEP,
     ) -> None:
-        """Change settings; the next run uses them."""
+        """Change settings; the next run uses them (``forced_system_prompt``: a prompt sent
+        instead of the transcript's, ``None`` for the transcript's again)."""
         await self.ask(
             lambda reply: Configure(
                 system_prompt=system_prompt,
@@ -126,6 +130,7 @@ class AgentLoopHandle(Handle[AgentCommand]):
                 thinking_level=thinking_level,
                 options=options,
                 hooks=hooks,
+                forced_system_prompt=forced_system_prompt,
                 reply=reply,
             )
         )

@@ -44,7 +44,7 @@ from pitrio.messages.events import (
     TurnEnd,
     TurnStart,
 )
-from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
 from pitrio.messages.snapshot import Snapshot, immutable
 from pitrio.messages.stream import (
     AssistantMessageEvent,
@@ -57,6 +57,13 @@ from pitrio.messages.stream import (
     ThinkingStart,
     ToolCallEnd,
     ToolCallStart,
+)
+from pitrio.messages.transcript import (
+    SystemReplay,
+    current_tools,
+    declare_tool_changes,
+    spec_of,
+    system_text,
 )
 
 __all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
@@ -83,6 +90,10 @@ class RunConfig:
     session_id: str | None
     api_key: str | None
     hooks: LoopHooks
+    forced_system_prompt: str | None = None
+    """Sent instead of the transcript's prompt (an extension's ``before_agent_start``)."""
+    system_replay: SystemReplay = attrs.field(factory=SystemReplay)
+    """The transcript's system messages replayed, kept between requests (and runs)."""
 
 
 class RunContext:
@@ -182,7 +193,8 @@ class LoopRun:
         self.abort = abort
 
     async def run_prompts(self, prompts: Sequence[AgentMessage], *, skip_steering: bool) -> None:
-        """Prompt mode: announce the prompts, then run the loop."""
+        """Prompt mode: announce the prompts (tool changes declared first), then run the loop."""
+        prompts = self._declare_tools(prompts)
         self.context.extend(prompts)
         self.new_messages.extend(prompts)
         await self._emit(AgentStart())
@@ -215,7 +227,9 @@ class LoopRun:
                     first_turn = False
                 else:
                     await self._emit(TurnStart())
-                for message in pending:
+                # Before each request, tools the agent can run that the transcript does not
+                # declare (or declares otherwise) are declared (pi's declareToolChanges).
+                for message in self._declare_tools(pending):
                     await self._emit(MessageStart(message=message))
                     await self._emit(MessageEnd(message=message))
                     self.context.append(message)
@@ -253,6 +267,30 @@ class LoopRun:
             pending = follow_ups
         await self._end()
 
+    def _declare_tools(self, pending: Sequence[AgentMessage]) -> list[AgentMessage]:
+        """``pending`` with the tool set's changes declared on a ``system`` message."""
+        context = self.context  # not taken as a snapshot: requests' snapshots stay linked
+        declared = current_tools(self.config.system_replay.current_then(context.base, context.tail))
+        executable = [tool.declaration for tool in self.config.tools]
+        return declare_tool_changes(declared, pending, executable)
+
+    def _system(self, messages: Sequence[AgentMessage]) -> tuple[str, tuple[ToolSpec, ...]]:
+        """The request's system prompt and tools: the replay of the transcript's system
+        messages (pi 1.6.0 collapses them into the request's head); a forced prompt replaces
+        the prompt's text; a transcript without any (a bare agent) sends the configured ones."""
+        config = self.config
+        replayed = config.system_replay.current(messages)
+        if replayed is None:
+            prompt, tools = config.system_prompt, tuple(tool.spec for tool in config.tools)
+        else:
+            tools = tuple(spec_of(tool) for tool in current_tools(replayed))
+            prompt = system_text(replayed)
+            if replayed.sections is None and not replayed.content:
+                prompt = config.system_prompt  # tools declared, no prompt yet (a continuation)
+        if config.forced_system_prompt is not None:
+            prompt = config.forced_system_prompt
+        return prompt, tools
+
     def replace_message(self, old: AgentMessage, new: AgentMessage) -> None:
         """Replace the last occurrence of ``old`` (by identity) in the context and in the
         run's new messages (the request being built sees it too)."""
@@ -274,6 +312,7 @@ class LoopRun:
             # change the list: a converter that keeps the previous request's messages then
             # knows this one extends them without comparing (issue 10).
             messages: Sequence[AgentMessage] = self.context.snapshot()
+            system_prompt, tools = self._system(messages)
             if config.hooks.transform_context is not None:
                 messages = await config.hooks.transform_context(list(messages))
             if config.hooks.convert_to_llm is not None:
@@ -281,9 +320,7 @@ class LoopRun:
             else:
                 llm_messages = default_convert_to_llm(messages)
             llm_context = LlmContext(
-                system_prompt=config.system_prompt,
-                messages=immutable(llm_messages),
-                tools=tuple(tool.spec for tool in config.tools),
+                system_prompt=system_prompt, messages=immutable(llm_messages), tools=tools
             )
             api_key = config.api_key
             if config.hooks.get_api_key is not None:

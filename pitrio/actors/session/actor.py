@@ -74,9 +74,6 @@ from pitrio.actors.session.resources.loader import (
     commands,
     expand_input,
 )
-from pitrio.actors.session.resources.system_prompt import (
-    PromptSection,
-)
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
 from pitrio.actors.supervisor.actor.compactor import StreamCall
@@ -156,7 +153,6 @@ class SessionActor(Actor[SessionCommand]):
         save_model_defaults: bool = True,
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
-        prompt_sections: tuple[PromptSection, ...] = (),
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
         capacity: int = 256,
     ) -> None:
@@ -186,7 +182,7 @@ class SessionActor(Actor[SessionCommand]):
             command_prefix=self._settings.shell_command_prefix,
         )
         self._queues = DisplayQueues(self._emit)
-        self._driver_settings = DriverSettings(resources, tools, prompt_sections)
+        self._driver_settings = DriverSettings(resources, tools)
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._save_model_defaults = save_model_defaults

@@ -401,7 +401,6 @@ async def start_session(
         save_model_defaults=options.save_model_defaults,
         start_reason=options.start_reason,
         tools=tools,
-        prompt_sections=sections,
         mcp_servers=None if mcp.handle is None else mcp.handle.servers,
     )
     session = SessionHandle(await nursery.start(actor.run))

@@ -6,7 +6,7 @@ the low-level runs of the agent loop, and after each the supervisor's decision, 
 event pump by low-level run number (so every decision sees persisted state); then the shielded
 finaliser that settles it and takes the prompts deferred meanwhile. Its state is its own: the
 current run and their count, the session file's failure, the messages for the next turn, the
-deferred prompts and the system prompt as the transcript last saw it.
+deferred prompts and the replay of the transcript's system messages.
 """
 
 from __future__ import annotations
@@ -26,12 +26,7 @@ from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.pump import Decided
 from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.resources.loader import Resources, system_prompt_sections
-from pitrio.actors.session.resources.system_prompt import (
-    PromptSection,
-    render_sections,
-    system_prompt_patch,
-    today,
-)
+from pitrio.actors.session.resources.system_prompt import render_sections, section_map
 from pitrio.actors.session.run import Run, lend, outcome
 from pitrio.actors.session.shell import UserShell
 from pitrio.actors.supervisor.actor.shell import SupervisorHandle
@@ -50,6 +45,7 @@ from pitrio.errors import ReadOnlySessionError
 from pitrio.messages.agent import AgentMessage, CustomMessage, SystemMessage, UserMessage, now_ms
 from pitrio.messages.content import ImageContent, text_of
 from pitrio.messages.events import AgentSessionEvent, AgentSettled, SessionReadOnly
+from pitrio.messages.transcript import SystemReplay, diff_sections
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
 DEFERRED_CAPACITY = 64
@@ -60,11 +56,10 @@ TOO_MANY_DEFERRED = "Too many prompts are waiting for the current run to settle"
 @attrs.define
 class DriverSettings:
     """What the driver's preflight reads: the resources and tools the system prompt is
-    built from, and its sections as the transcript first saw them."""
+    built from."""
 
     resources: Resources | None = None
     tools: ToolExecutorHandle | None = None
-    prompt_sections: tuple[PromptSection, ...] = ()
 
 
 class RunDriver:
@@ -111,8 +106,7 @@ class RunDriver:
         # agent_settled (see _finish).
         self._defer, self._deferred = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
         self._decisions_taken = 0  # the number of the last low-level run the run has taken
-        self._sent_sections = settings.prompt_sections  # the prompt as the transcript saw it
-        self._section_inputs: tuple[object, str] | None = None
+        self._replay = SystemReplay()  # the prompt sections the transcript declares
 
     # -- starting, deferring, aborting ---------------------------------------------------------
 
@@ -262,32 +256,26 @@ class RunDriver:
             await lend(run, lambda lent: before(check, last_entry_id=last_id, lent=lent))
 
     async def _system_patch(self) -> tuple[SystemMessage, ...]:
-        """A ``system`` message for the sections that changed since the transcript last saw
-        the system prompt (tools activated, skills, the date); the prompt itself stays, so a
-        provider's prompt cache does too. Before any message, the prompt is simply rebuilt."""
-        if self._resources is None or self._tools is None or not self._sent_sections:
+        """A ``system`` message patching the prompt sections the transcript declares into the
+        ones the session has now (all of them before the first prompt, or after a resume of a
+        file written without them), or nothing when they are the same (pi 1.6.0's prompt
+        preparation). The tools are declared by the agent loop before each request."""
+        if self._resources is None or self._tools is None:
             return ()
-        # The sections depend on the resources (fixed for the session), the tools and the date:
-        # rebuild them only when one of the last two changed (this runs before every prompt).
-        inputs = (await self._tools.prompt_entries(), today())
-        if inputs == self._section_inputs:
-            return ()
-        first_look = self._section_inputs is None
-        self._section_inputs = inputs
-        current = system_prompt_sections(self._resources, inputs[0], date=inputs[1])
-        if first_look and current == self._sent_sections:
-            return ()
-        patch = system_prompt_patch(self._sent_sections, current)
+        sections = system_prompt_sections(self._resources, await self._tools.prompt_entries())
+        current = section_map(sections)
+        replayed = self._replay.current((await self._loop.state()).messages)
+        previous = {} if replayed is None or replayed.sections is None else replayed.sections
+        patch = diff_sections(previous, current)
         if patch is None:
             return ()
-        self._sent_sections = current
-        if (await self._loop.state()).message_count == 0:
-            rendered = render_sections(current)
-            if self._host is not None:
-                await self._host.set_base_prompt(rendered)
-            await self._loop.configure(system_prompt=rendered)
-            return ()
-        return (SystemMessage(content=patch.render(), timestamp=now_ms()),)
+        # The fallback prompt of a request without system messages, and the prompt extensions
+        # chain from, follow the transcript's.
+        rendered = render_sections(sections)
+        if self._host is not None:
+            await self._host.set_base_prompt(rendered)
+        await self._loop.configure(system_prompt=rendered)
+        return (SystemMessage(content="", sections=patch, timestamp=now_ms()),)
 
     async def _after_low_run(self, run: Run, decision: PostRunDecision) -> RunResult | None:
         """Carry out the supervisor's decision for a low-level run; the next run's result."""

@@ -69,7 +69,7 @@ from pitrio.actors.session_store.file_format import ParsedSession, Problem
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import rewrite_migrated
-from pitrio.actors.session_store.projection import Projection
+from pitrio.actors.session_store.projection import Projection, system_checkpoint
 from pitrio.actors.session_store.storage import (
     AppendFile,
     append_durably,
@@ -78,11 +78,12 @@ from pitrio.actors.session_store.storage import (
     sync_batch,
     write_batch,
 )
-from pitrio.actors.session_store.stored import StoredEntry
+from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import ReadOnlySessionError, SessionError, SessionFileError, StaleFenceError
 from pitrio.messages.codec import encode
 from pitrio.messages.entries import (
+    CompactionEntry,
     ContextEditEntry,
     LabelEntry,
     SessionEntry,
@@ -418,10 +419,19 @@ class SessionStore(Actor[StoreCommand]):
         if isinstance(draft, SessionInfoEntry) and draft.name is not None:
             draft = attrs.evolve(draft, name=draft.name.strip())
         entry = attrs.evolve(draft, id=tree.next_id(), parent_id=tree.leaf_id, timestamp=iso_now())
+        if isinstance(entry, CompactionEntry) and entry.system_message is None:
+            # The prompt and tools in force, replayed from the context it compacts (pi 1.6.0).
+            checkpoint = system_checkpoint(
+                self.projection.context().messages, iso_to_ms(entry.timestamp)
+            )
+            entry = attrs.evolve(entry, system_message=checkpoint)
         stored = StoredEntry.from_entry(entry, origin=str(self.path) if self.path else "<memory>")
         tree.add(stored)
         self.projection.append(stored)
-        if not lazy or stored.is_assistant_message:
+        # A system message is written with the user message after it (pi 1.6.0 writes a new
+        # session's file at its first user message).
+        wants_file = not lazy and not (stored.type == "message" and stored.role == "system")
+        if wants_file or stored.is_assistant_message:
             self._wants_file = True  # this append returns once the file holds it
         self._pending.append(_Pending(stored, reply, entry))
         self._wake.set()

@@ -21,17 +21,19 @@ The rules, as pi applies them:
    assistant messages set the model;
 3. ``message`` entries project as themselves, ``custom_message`` as a ``custom`` message,
    ``branch_summary`` with a non-empty summary as a ``branchSummary`` message; nothing else;
-4. with a ``compaction`` on the path (the last one counts): its summary first, then the path
-   entries before it from ``firstKeptEntryId`` on (none if that id is not on the path), then
-   the entries after it;
+4. with a ``compaction`` on the path (the last one counts): its ``systemMessage`` checkpoint
+   (when it has one) and its summary first, then the path entries before it from
+   ``firstKeptEntryId`` on except ``system`` messages (the checkpoint folds them; none if that
+   id is not on the path), then the entries after it;
 5. ``context_edit`` entries that survive (4) apply to their target, the latest per target
    winning: ``replacement: null`` omits the target, otherwise only its content changes (a
-   string becomes one text block). Edits whose target is not projected are ignored.
+   string becomes one text block; a ``system`` message keeps its content). Edits whose
+   target is not projected are ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 import attrs
@@ -44,6 +46,7 @@ from pitrio.messages.agent import (
     BashExecutionMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemCheckpoint,
     SystemMessage,
     ToolResultMessage,
     UnknownMessage,
@@ -58,6 +61,7 @@ from pitrio.messages.entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
+from pitrio.messages.transcript import checkpoint_of, replay
 
 DEFAULT_THINKING_LEVEL = "off"
 
@@ -176,6 +180,18 @@ def _projects(stored: StoredEntry) -> bool:
     return False
 
 
+def _is_system(stored: StoredEntry) -> bool:
+    """Whether an entry is a ``message`` entry holding a ``system`` message."""
+    return stored.role == "system" and stored.type == "message"
+
+
+def system_checkpoint(messages: Iterable[AgentMessage], timestamp: int) -> SystemCheckpoint | None:
+    """A compaction's ``systemMessage``: the context's system messages replayed into one
+    (stamped with the compaction's time), ``None`` when the context has none."""
+    replayed = replay(messages)
+    return None if replayed is None else checkpoint_of(replayed, timestamp)
+
+
 def _blocks(replacement: ContentReplacement) -> tuple[TextContent | ImageContent, ...]:
     content = replacement.content
     if isinstance(content, str):
@@ -198,7 +214,7 @@ def edited_message(message: AgentMessage, replacement: ContentReplacement) -> Ag
     if isinstance(message, BashExecutionMessage):
         return attrs.evolve(message, output=text_of(blocks))
     if isinstance(message, SystemMessage):
-        return attrs.evolve(message, content=text_of(blocks))
+        return message  # pi 1.6.0 edits only the content of conversation messages
     if isinstance(message, UnknownMessage):
         return message  # nothing known to replace (and never projected)
     return attrs.evolve(message, summary=text_of(blocks))
@@ -279,6 +295,8 @@ class Projection:
         if compaction is None:
             return self._path
         kept = [] if self._kept_from is None else self._path[self._kept_from : compaction]
+        # The kept range's system messages are folded into the compaction's checkpoint.
+        kept = [stored for stored in kept if not _is_system(stored)]
         return kept + self._path[compaction + 1 :]
 
     def _rebuild_items(self) -> None:
@@ -299,6 +317,8 @@ class Projection:
                 tokens_before=entry.tokens_before,
                 timestamp=iso_to_ms(entry.timestamp),
             )
+            if entry.system_message is not None:
+                items.append(_Synthetic(entry.system_message.message(), compaction.id))
             items.append(_Synthetic(summary, compaction.id))
         self._edited = {}
         self._omitted = set()

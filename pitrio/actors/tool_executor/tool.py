@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.agent import AgentToolResult, ToolDeclaration
 from pitrio.messages.content import TextContent
 from pitrio.messages.model import ToolSpec
 
@@ -22,6 +22,9 @@ call's :class:`~pitrio.actors.tool_executor.context.ToolCallContext` (nested cal
 through :func:`~pitrio.actors.tool_executor.context.current_call`."""
 
 ExecutionMode = Literal["sequential", "parallel"]
+
+JSON_SCHEMA_PREFER: dict[str, Any] = {"type": "json_schema", "strict": "prefer"}
+"""The constrained sampling pi 1.6.0's built-in read, bash, edit and write tools ask for."""
 
 
 def text_result(text: str, details: Any = None) -> AgentToolResult:
@@ -61,11 +64,24 @@ class AgentTool:
     mutates: Callable[[dict[str, Any]], str | None] | None = None
     prompt_snippet: str | None = None
     prompt_guidelines: tuple[str, ...] = ()
+    constrained_sampling: dict[str, Any] | None = None
+    """How a provider may constrain the model's arguments (pi's ``constrainedSampling``,
+    declared with the tool in the transcript), e.g. :data:`JSON_SCHEMA_PREFER`."""
 
     @property
     def spec(self) -> ToolSpec:
         """The declaration sent to the model."""
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    @property
+    def declaration(self) -> ToolDeclaration:
+        """The tool as the transcript's ``system`` messages declare it (``toolsAdded``)."""
+        return ToolDeclaration(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            constrained_sampling=self.constrained_sampling,
+        )
 
     def result_on_abort(self, partial: AgentToolResult | None) -> AgentToolResult:
         """The error result of a call that abort cancelled."""

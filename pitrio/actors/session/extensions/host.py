@@ -265,7 +265,9 @@ class ExtensionHost(Actor[HostCommand]):
         handler changes it)."""
         base = self._base_system_prompt or ""
         additions = await self._runner.before_agent_start(text, images, base)
-        await self._loop.configure(system_prompt=additions.system_prompt or base)
+        # A handler's prompt replaces the transcript's in this run's requests; the transcript
+        # keeps its sections (pi 1.6.0's forced prompt).
+        await self._loop.configure(forced_system_prompt=additions.system_prompt)
         return additions.messages
 
     # -- compaction ---------------------------------------------------------------------------

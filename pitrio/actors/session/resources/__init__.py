@@ -2,7 +2,7 @@
 files and the system prompt. Pure modules (no trio); file reads are plain functions.
 
 ``loader.load_resources`` bundles everything; ``loader.expand_input`` is the funnel's
-expansion step; ``system_prompt`` builds the prompt as named sections and diffs them.
+expansion step; ``system_prompt`` builds the prompt as named sections.
 """
 
 from pitrio.actors.session.resources.loader import (
@@ -18,10 +18,9 @@ from pitrio.actors.session.resources.loader import (
 from pitrio.actors.session.resources.settings import Settings, SettingsProblem, load_settings
 from pitrio.actors.session.resources.system_prompt import (
     PromptSection,
-    SystemPromptPatch,
     build_system_prompt,
     render_sections,
-    system_prompt_patch,
+    section_map,
 )
 
 __all__ = [
@@ -31,14 +30,13 @@ __all__ = [
     "Resources",
     "Settings",
     "SettingsProblem",
-    "SystemPromptPatch",
     "build_system_prompt",
     "commands",
     "expand_input",
     "load_resources",
     "load_settings",
     "render_sections",
+    "section_map",
     "system_prompt_options",
-    "system_prompt_patch",
     "system_prompt_sections",
 ]

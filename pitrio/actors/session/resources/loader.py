@@ -44,7 +44,6 @@ from pitrio.actors.session.resources.system_prompt import (
     ToolPromptInfo,
     build_system_prompt_sections,
     default_docs_paths,
-    today,
 )
 from pitrio.actors.session.resources.templates import (
     PromptTemplate,
@@ -227,15 +226,11 @@ def commands(resources: Resources) -> list[dict[str, Any]]:
 
 
 def system_prompt_options(
-    resources: Resources,
-    tools: Sequence[ToolPromptInfo] | None,
-    *,
-    date: str | None = None,
+    resources: Resources, tools: Sequence[ToolPromptInfo] | None
 ) -> SystemPromptOptions:
     """The inputs of the system prompt for ``resources`` and the active ``tools``."""
     return SystemPromptOptions(
         cwd=resources.cwd,
-        date=date or today(),
         tools=None if tools is None else tuple(tools),
         skills=resources.skills,
         context_files=resources.context_files,
@@ -246,10 +241,7 @@ def system_prompt_options(
 
 
 def system_prompt_sections(
-    resources: Resources,
-    tools: Sequence[ToolPromptInfo] | None,
-    *,
-    date: str | None = None,
+    resources: Resources, tools: Sequence[ToolPromptInfo] | None
 ) -> tuple[PromptSection, ...]:
     """The system prompt's sections for ``resources`` and the active ``tools``."""
-    return build_system_prompt_sections(system_prompt_options(resources, tools, date=date))
+    return build_system_prompt_sections(system_prompt_options(resources, tools))

@@ -1,30 +1,28 @@
-"""The system prompt (spec §6.5), built as named sections.
+"""The system prompt, built as named sections (pi 1.6.0's structure).
 
-Default prompt, in order: ``intro``, ``tools`` (one ``- name: snippet`` line per active tool
-that has a snippet, ``(none)`` otherwise), ``guidelines``, ``docs`` (where pitrio's own
-documentation is), ``append``, ``context`` (project context files), ``skills`` (only when
-``read`` is active), ``environment`` (date and working directory).
+Default prompt, in order: ``preamble`` (who the assistant is), ``tools`` (one
+``- name: snippet`` line per active tool that has a snippet, ``(none)`` otherwise, and a note
+that more tools may exist), ``rules`` (the guideline bullets), ``docs`` (where pitrio's own
+documentation is), ``addendum`` (``--append-system-prompt`` / ``APPEND_SYSTEM.md``),
+``project_context`` (context files), ``skills`` (when ``read`` or ``bash`` is active) and
+``cwd``. With a custom prompt (``--system-prompt`` / ``SYSTEM.md``) the preamble is that prompt
+and ``tools``, ``rules`` and ``docs`` are left out.
 
-With a custom prompt (``--system-prompt`` / ``SYSTEM.md``): ``custom``, ``append``,
-``context``, ``skills`` (when ``read`` is active or no tool selection is known),
-``environment``.
+Every section but the preamble is wrapped in a tag of its name (``<rules>\n...\n</rules>``),
+and the prompt is the sections' texts joined by a blank line, as pi 1.6.0 renders the
+``sections`` of a transcript's ``system`` message. There is no date line. The transcript
+carries the sections by name, so a later change is a patch of the sections that differ
+(:func:`pitrio.messages.transcript.diff_sections`).
 
-Each section's text carries its own leading separator, so the prompt is the plain
-concatenation of the texts, laid out as pi lays out its prompt. Sections let a session tell a
-model what changed between runs (:func:`system_prompt_patch`) without rewriting the prompt
-the conversation started with, which keeps a provider's prompt cache valid.
-
-Fixed sentences are pitrio's own wording; the structure, the section order, the guideline
-rules, the tool lines and the ``Current date:`` / ``Current working directory:`` lines follow
-pi.
+Fixed sentences are pitrio's own wording; the structure, the section names and order, the
+guideline rules and the tool lines follow pi.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import attrs
 
@@ -43,11 +41,11 @@ CUSTOM_TOOLS_NOTE = (
     " as their descriptions say."
 )
 BASH_ONLY_GUIDELINE = "Use bash for file operations like ls, rg, find"
-PREFER_TOOLS_GUIDELINE = (
-    "Prefer grep/find/ls tools over bash for file exploration (faster, respects .gitignore)"
-)
 CONCISE_GUIDELINE = "Be concise in your responses"
 FILE_PATHS_GUIDELINE = "Show file paths clearly when working with files"
+PROJECT_CONTEXT_HEADING = "Project-specific instructions and guidelines:"
+SKILL_READERS = ("read", "bash")
+"""Tools a model can load a skill's file with: skills are listed when one of them is active."""
 
 
 class ToolPromptInfo(Protocol):
@@ -93,11 +91,6 @@ def default_docs_paths() -> DocsPaths | None:
     )
 
 
-def today() -> str:
-    """The local date as ``YYYY-MM-DD``."""
-    return datetime.date.today().isoformat()
-
-
 @attrs.frozen(kw_only=True)
 class SystemPromptOptions:
     """Everything the system prompt is built from.
@@ -108,7 +101,6 @@ class SystemPromptOptions:
     """
 
     cwd: str
-    date: str
     tools: tuple[ToolPromptInfo, ...] | None = None
     skills: tuple[Skill, ...] = ()
     context_files: tuple[ContextFile, ...] = ()
@@ -119,7 +111,7 @@ class SystemPromptOptions:
 
 @attrs.frozen
 class PromptSection:
-    """A named part of the system prompt; ``text`` includes its leading separator."""
+    """A named part of the system prompt (its whole text, tag included)."""
 
     name: str
     text: str
@@ -132,15 +124,13 @@ def tool_lines(tools: Iterable[ToolPromptInfo]) -> str:
 
 
 def guidelines(tools: Sequence[ToolPromptInfo]) -> list[str]:
-    """The guideline bullets: exploration advice, the tools' own, then the fixed two.
-
-    Each is trimmed; blanks and repeats are dropped (first occurrence kept).
-    """
+    """The rule bullets: the bash-for-files rule when bash is the only way to explore, the
+    tools' own, then the fixed two. Each is trimmed; blanks and repeats are dropped (first
+    occurrence kept)."""
     names = {tool.name for tool in tools}
     out: list[str] = []
-    if "bash" in names:
-        explorers = names.intersection(EXPLORATION_TOOLS)
-        out.append(PREFER_TOOLS_GUIDELINE if explorers else BASH_ONLY_GUIDELINE)
+    if "bash" in names and not names.intersection(EXPLORATION_TOOLS):
+        out.append(BASH_ONLY_GUIDELINE)
     for tool in tools:
         out.extend(tool.guidelines)
     out += [CONCISE_GUIDELINE, FILE_PATHS_GUIDELINE]
@@ -153,7 +143,7 @@ def guidelines(tools: Sequence[ToolPromptInfo]) -> list[str]:
 
 
 def docs_text(docs: DocsPaths) -> str:
-    """The documentation section's text (without its leading separator)."""
+    """The documentation section's text (inside its tag)."""
     lines = [
         "pitrio documentation (read it only when the user asks about pitrio itself: its"
         " SDK, extensions, skills, prompt templates, models and providers, settings):",
@@ -171,56 +161,57 @@ def docs_text(docs: DocsPaths) -> str:
 
 
 def context_text(files: Iterable[ContextFile]) -> str:
-    """The project-context section (with its leading blank line); ``""`` without files."""
+    """The project-context section's text (inside its tag); ``""`` without files."""
     files = list(files)
     if not files:
         return ""
-    parts = ["\n\n# Project Context\n\n", "Project-specific instructions and guidelines:\n\n"]
-    parts += [f"## {f.path}\n\n{f.content}\n\n" for f in files]
-    return "".join(parts)
+    parts = [PROJECT_CONTEXT_HEADING]
+    parts += [
+        f'<project_instructions path="{f.path}">\n{f.content}\n</project_instructions>'
+        for f in files
+    ]
+    return "\n\n".join(parts)
 
 
-def environment_text(date: str, cwd: str) -> str:
-    """The closing lines: ``Current date:`` and ``Current working directory:``."""
-    posix_cwd = cwd.replace("\\", "/")
-    return f"\nCurrent date: {date}\nCurrent working directory: {posix_cwd}"
+def _tagged(name: str, text: str) -> PromptSection:
+    return PromptSection(name, f"<{name}>\n{text}\n</{name}>")
 
 
 def build_system_prompt_sections(options: SystemPromptOptions) -> tuple[PromptSection, ...]:
-    """The system prompt as named sections, in assembly order (empty ones left out)."""
+    """The system prompt as named sections, in order (empty ones left out)."""
     tools = options.tools
     names = None if tools is None else {tool.name for tool in tools}
     sections: list[PromptSection] = []
-    append = options.append_system_prompt
     if options.custom_prompt:
-        sections.append(PromptSection("custom", options.custom_prompt))
-        skills_allowed = names is None or "read" in names
+        sections.append(PromptSection("preamble", options.custom_prompt))
     else:
-        sections.append(PromptSection("intro", INTRO))
-        listed = tool_lines(tools or ())
-        sections.append(
-            PromptSection("tools", f"\n\nAvailable tools:\n{listed}\n\n{CUSTOM_TOOLS_NOTE}")
-        )
-        bullets = "\n".join(f"- {g}" for g in guidelines(tools or ()))
-        sections.append(PromptSection("guidelines", f"\n\nGuidelines:\n{bullets}"))
+        sections.append(PromptSection("preamble", INTRO))
+        sections.append(_tagged("tools", f"{tool_lines(tools or ())}\n\n{CUSTOM_TOOLS_NOTE}"))
+        sections.append(_tagged("rules", "\n".join(f"- {g}" for g in guidelines(tools or ()))))
         if options.docs is not None:
-            sections.append(PromptSection("docs", "\n\n" + docs_text(options.docs)))
-        skills_allowed = names is None or "read" in names
-    if append:
-        sections.append(PromptSection("append", f"\n\n{append}"))
+            sections.append(_tagged("docs", docs_text(options.docs)))
+    if options.append_system_prompt:
+        sections.append(_tagged("addendum", options.append_system_prompt))
     context = context_text(options.context_files)
     if context:
-        sections.append(PromptSection("context", context))
-    skills = format_skills_block(options.skills) if skills_allowed else ""
+        sections.append(_tagged("project_context", context))
+    skills_allowed = names is None or bool(names.intersection(SKILL_READERS))
+    skills = format_skills_block(options.skills).strip() if skills_allowed else ""
     if skills:
-        sections.append(PromptSection("skills", skills))
-    sections.append(PromptSection("environment", environment_text(options.date, options.cwd)))
+        sections.append(_tagged("skills", skills))
+    sections.append(_tagged("cwd", options.cwd.replace("\\", "/")))
     return tuple(PromptSection(section.name, shared_text(section.text)) for section in sections)
 
 
+def section_map(sections: Iterable[PromptSection]) -> dict[str, str]:
+    """``{name: text}`` of ``sections``, in order: a ``system`` message's ``sections``."""
+    return {section.name: section.text for section in sections}
+
+
 def render_sections(sections: Iterable[PromptSection]) -> str:
-    """The prompt text of ``sections``."""
-    return shared_text("".join(section.text for section in sections))
+    """The prompt text of ``sections`` (joined by a blank line, as a transcript's ``system``
+    message renders them)."""
+    return shared_text("\n\n".join(section.text for section in sections if section.text))
 
 
 _SHARED: dict[str, str] = {}
@@ -249,55 +240,3 @@ def shared_text(text: str) -> str:
 def build_system_prompt(options: SystemPromptOptions) -> str:
     """The whole system prompt."""
     return render_sections(build_system_prompt_sections(options))
-
-
-# --- patches ----------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class SectionChange:
-    """One section that differs: ``added``, ``changed`` (new text) or ``removed``."""
-
-    name: str
-    kind: Literal["added", "changed", "removed"]
-    text: str | None
-
-
-@attrs.frozen
-class SystemPromptPatch:
-    """What changed in the system prompt since a model last saw it."""
-
-    changes: tuple[SectionChange, ...]
-
-    def render(self) -> str:
-        """The text of a ``system`` patch message telling the model about the changes."""
-        lines = [
-            "System prompt update: each section below replaces the part of the system prompt"
-            " with the same name; a removed section no longer applies.",
-        ]
-        for change in self.changes:
-            if change.text is None:
-                lines.append(f'\n<section name="{change.name}" removed="true"/>')
-            else:
-                lines.append(f'\n<section name="{change.name}">\n{change.text.strip()}\n</section>')
-        return "\n".join(lines)
-
-
-def system_prompt_patch(
-    previous: Sequence[PromptSection], current: Sequence[PromptSection]
-) -> SystemPromptPatch | None:
-    """The sections of ``current`` that differ from ``previous``, or ``None`` when none do.
-
-    Sections are matched by name; order is not compared (assembly order is fixed). Changes
-    come in ``current``'s order, removed sections after them in ``previous``'s order.
-    """
-    before = {section.name: section.text for section in previous}
-    after = {section.name: section.text for section in current}
-    changes: list[SectionChange] = []
-    for name, text in after.items():
-        if name not in before:
-            changes.append(SectionChange(name, "added", text))
-        elif before[name] != text:
-            changes.append(SectionChange(name, "changed", text))
-    changes += [SectionChange(name, "removed", None) for name in before if name not in after]
-    return SystemPromptPatch(tuple(changes)) if changes else None

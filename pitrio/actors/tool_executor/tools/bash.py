@@ -37,7 +37,7 @@ from pitrio.actors.tool_executor.processes import (
     open_merged,
     terminate_group,
 )
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
+from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator, OutputSnapshot
 from pitrio.actors.tool_executor.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -359,6 +359,7 @@ def create_bash_tool(
         execute=execute,
         aborted_result=_aborted,
         prompt_snippet=PROMPT_SNIPPET,
+        constrained_sampling=JSON_SCHEMA_PREFER,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from pitrio.actors.tool_executor.jsvalues import to_utf8
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
+from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn
 from pitrio.actors.tool_executor.tools.edit_core import (
     Replacement,
     apply_edits,
@@ -159,4 +159,5 @@ def create_edit_tool(cwd: str) -> AgentTool:
         mutates=target,
         prompt_snippet=PROMPT_SNIPPET,
         prompt_guidelines=PROMPT_GUIDELINES,
+        constrained_sampling=JSON_SCHEMA_PREFER,
     )

@@ -19,7 +19,7 @@ import trio
 
 from pitrio.actors.tool_executor.context import current_call
 from pitrio.actors.tool_executor.jsvalues import js_number_to_string
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
+from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.fs_errors import node_error_text
 from pitrio.actors.tool_executor.tools.images import (
     SNIFF_BYTES,
@@ -253,4 +253,5 @@ def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentToo
         execute=execute,
         prompt_snippet=PROMPT_SNIPPET,
         prompt_guidelines=PROMPT_GUIDELINES,
+        constrained_sampling=JSON_SCHEMA_PREFER,
     )

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from pitrio.actors.tool_executor.jsvalues import js_length, to_utf8
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
+from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.fs_errors import node_error_text
 from pitrio.actors.tool_executor.tools.paths import resolve_to_cwd
 from pitrio.errors import ToolError
@@ -76,4 +76,5 @@ def create_write_tool(cwd: str) -> AgentTool:
         mutates=target,
         prompt_snippet=PROMPT_SNIPPET,
         prompt_guidelines=PROMPT_GUIDELINES,
+        constrained_sampling=JSON_SCHEMA_PREFER,
     )
