@@ -22,8 +22,16 @@ from pitrio.messages.content import (
 )
 
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
-ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
-THINKING_LEVELS: tuple[ThinkingLevel, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = (
+    "off",
+    "minimal",
+    "low",
+    "medium",
+    "high",
+    "xhigh",
+    "max",
+)
 
 
 def now_ms() -> int:

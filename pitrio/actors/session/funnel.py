@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from pitrio.actors.session.commands import Prompt
+from pitrio.actors.session.commands import Accepted, Prompt
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 
 
@@ -69,7 +69,7 @@ class PromptFunnel:
         result = await host.input(command.text, command.images, command.source)
         if result is not None:
             if result.action == "handled":
-                command.accepted.set(self._seq())
+                command.accepted.set(Accepted(self._seq(), "handled"))
                 command.settled.set(None)
                 return
             if result.action == "transform":
