@@ -5,10 +5,11 @@
 model list, ...) and returns the one response to write. No I/O of its own: the server owns the
 streams, so this mapping runs in tests against an in-process session.
 
-Response shapes and key orders are pi's (the transcripts in ``../shared/fixtures`` show them);
+Response shapes and key orders are pi 1.6.0's (its ``docs/rpc-commands.md`` and
+``dist/modes/rpc/rpc-mode.js``; the transcripts in ``../shared/fixtures/pi16`` show them);
 error texts are pi's where the session layer raises them (``Model not found: p/id``,
-``Session name cannot be empty``, ...). One deliberate difference: an unknown command's
-response keeps the command's ``id`` (pi drops it, which leaves its own client waiting).
+``Session name cannot be empty``, ``Entry not found: <id>``, ...). An unknown command's
+response keeps the command's ``id``, as pi 1.6.0's does.
 """
 
 from __future__ import annotations
@@ -480,7 +481,7 @@ async def _fork(backend: RpcBackend, request: Request) -> Any:
     try:
         text = await backend.fork(_text(request, "entryId"))
     except SessionReplacementCancelled:
-        return {"text": "", "cancelled": True}
+        return {"cancelled": True}  # pi: no selected text when an extension cancelled it
     return {"text": text or "", "cancelled": False}
 
 
@@ -558,7 +559,7 @@ HANDLERS: dict[str, Handler] = {
 
 
 def unknown_command(request: Request) -> dict[str, Any]:
-    """The response to a command type nobody handles (keeping its ``id``, unlike pi)."""
+    """The response to a command type nobody handles (keeping its ``id``, as pi 1.6.0)."""
     return failure(request, f"Unknown command: {request.type}")
 
 

@@ -63,7 +63,7 @@ async def test_events_of_a_command_precede_its_response(tmp_path: Path) -> None:
         await client.event("agent_settled")
         compacted = await client.data({"type": "compact"})
     pairs = [
-        ("r1", "thinking_level_changed"),
+        ("r1", "entry_appended"),  # its model_change (the level stays: "off" after faux-1)
         ("r2", "session_info_changed"),
         ("r3", "thinking_level_changed"),
         ("r5", "compaction_end"),
