@@ -219,7 +219,9 @@ class SessionActor(Actor[SessionCommand]):
                 outlet=self._outlet,
             )
             self._host = ExtensionHostHandle(host.address)  # started below, as before
-            self._funnel = PromptFunnel(self._host, self._prompt, lambda: self._seq, self.nursery)
+            self._funnel = PromptFunnel(
+                self._host, self._prompt, self._queue_command, lambda: self._seq, self.nursery
+            )
         supervisor = Supervisor(
             loop=self._loop,
             store=self._store,
@@ -354,12 +356,15 @@ class SessionActor(Actor[SessionCommand]):
                     return
                 self._maintenance = Maintenance()
                 self.nursery.start_soon(self._compact_command, instructions, reply)
-            case Queue(text=text, images=images, kind=kind, reply=reply):
+            case Queue(text=text, reply=reply):
                 extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
                     reply.fail(PitrioError(queued_command_error(extension_command)))
                     return
-                reply.set(await self._queue(await self._expand(text), images, kind))
+                if not command.filtered and self._funnel is not None and self._funnel.needs_queue():
+                    self._funnel.enter(command)  # input handlers first (pi 1.6.0)
+                    return
+                await self._queue_command(command)
             case ClearQueue(reply=reply):
                 removed = self._queues.clear()
                 await self._loop.clear_queues()
@@ -425,6 +430,11 @@ class SessionActor(Actor[SessionCommand]):
             return
         message = user_message(command.text, command.images)
         self._driver.start_prompt(message, command.accepted, command.settled)
+
+    async def _queue_command(self, command: Queue) -> None:
+        """Queue what the ``input`` handlers left of a steer or follow-up."""
+        text = await self._expand(command.text)
+        command.reply.set(await self._queue(text, command.images, command.kind))
 
     async def _queue(
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior

@@ -110,12 +110,16 @@ class Prompt:
 @attrs.frozen
 class Queue:
     """Queue a steering or follow-up message (works while idle too); answered with its id,
-    which the ``message_start`` delivering it carries as ``queueId``."""
+    which the ``message_start`` delivering it carries as ``queueId``, or ``None`` when an
+    extension's ``input`` handler took it (pi 1.6.0's ``handled``). ``filtered``: the
+    handlers have seen it already."""
 
     text: str
     images: tuple[ImageContent, ...]
     kind: StreamingBehavior
-    reply: Reply[str]
+    reply: Reply[str | None]
+    source: InputSource = "interactive"
+    filtered: bool = False
 
 
 @attrs.frozen

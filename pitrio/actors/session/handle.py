@@ -116,13 +116,27 @@ class SessionHandle(Handle[SessionCommand]):
         with the entry ids ``messages`` were recorded as (the extension host's hooks)."""
         return await self.ask(lambda reply: PumpBarrier(tuple(messages), reply))
 
-    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
+    async def steer(
+        self,
+        text: str,
+        images: Sequence[ImageContent] = (),
+        *,
+        source: InputSource = "interactive",
+    ) -> str | None:
+        """Queue a steering message; returns its queue id (see ``message_start.queueId``), or
+        ``None`` when an extension's ``input`` handler took it."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply, source))
 
-    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
+    async def follow_up(
+        self,
+        text: str,
+        images: Sequence[ImageContent] = (),
+        *,
+        source: InputSource = "interactive",
+    ) -> str | None:
+        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``),
+        or ``None`` when an extension's ``input`` handler took it."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply, source))
 
     async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Empty both queues; returns the removed (steering, follow-up) texts."""

@@ -267,16 +267,15 @@ async def _prompt(backend: RpcBackend, request: Request) -> Any:
 
 async def _steer(backend: RpcBackend, request: Request) -> Any:
     message, images = _text(request, "message"), _images(request)
-    await (await backend.session()).steer(message, images)
-    # pi 1.6.0 says "handled" when an extension's input handler took the text; pitrio's
-    # steer and follow_up do not pass through input handlers (DESIGN-NOTES), so it is queued.
-    return {"disposition": "queued"}
+    queued = await (await backend.session()).steer(message, images, source="rpc")
+    # None: an extension's input handler took the text (pi 1.6.0's "handled")
+    return {"disposition": "handled" if queued is None else "queued"}
 
 
 async def _follow_up(backend: RpcBackend, request: Request) -> Any:
     message, images = _text(request, "message"), _images(request)
-    await (await backend.session()).follow_up(message, images)
-    return {"disposition": "queued"}
+    queued = await (await backend.session()).follow_up(message, images, source="rpc")
+    return {"disposition": "handled" if queued is None else "queued"}
 
 
 async def _abort(backend: RpcBackend, request: Request) -> Any:

@@ -91,11 +91,15 @@ class FakeSession:
         self.calls.append(("submit", (text, kwargs)))
         return None, Accepted(41, "queued" if kwargs.get("streaming_behavior") else "started")
 
-    async def steer(self, text: str, images: Any = ()) -> None:
+    async def steer(self, text: str, images: Any = (), **kwargs: Any) -> str | None:
         self.calls.append(("steer", (text, images)))
+        assert kwargs == {"source": "rpc"}
+        return None if text == "taken" else "q1"
 
-    async def follow_up(self, text: str, images: Any = ()) -> None:
+    async def follow_up(self, text: str, images: Any = (), **kwargs: Any) -> str | None:
         self.calls.append(("follow_up", (text, images)))
+        assert kwargs == {"source": "rpc"}
+        return None if text == "taken" else "q2"
 
     async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         self.calls.append(("clear_queue", None))
@@ -247,6 +251,9 @@ async def test_steer_and_follow_up_answer_with_their_disposition(kind: str) -> N
         "data": {"disposition": "queued"},
     }
     assert backend.fake.calls == [(kind, ("later", ()))]
+    # An extension's input handler took it: nothing queued.
+    taken = await run(backend, {"id": "t", "type": kind, "message": "taken"})
+    assert taken["data"] == {"disposition": "handled"}
 
 
 async def test_clear_queue_answers_with_what_it_removed() -> None:

@@ -208,3 +208,19 @@ async def test_the_model_a_session_started_on_stays_selectable(tmp_path: Path) -
     assert away["id"] == "m1" and back["id"] == "echo"
     assert (state["model"]["provider"], state["model"]["id"]) == ("faux", "echo")
     assert missing["error"] == "Model not found: faux/faux-1"
+
+
+async def test_thinking_max_on_the_command_line_and_in_the_settings(tmp_path: Path) -> None:
+    dirs = Dirs.make(tmp_path / "cli")
+    async with rpc_process(dirs, "--thinking", "max", model="faux/faux-think") as rpc:
+        state = await rpc.data({"type": "get_state"})
+        await rpc.close_stdin()
+        assert await rpc.wait_exit() == 0
+    assert state["thinkingLevel"] == "high"  # faux-think's nearest level below max
+    settled = Dirs.make(tmp_path / "settings", settings={"defaultThinkingLevel": "max"})
+    async with rpc_process(settled, model="faux/faux-think") as rpc:
+        state = await rpc.data({"type": "get_state"})
+        await rpc.close_stdin()
+        assert await rpc.wait_exit() == 0
+    assert state["thinkingLevel"] == "high"
+    assert b"defaultThinkingLevel" not in rpc.stderr  # a level the settings may name
