@@ -15,6 +15,7 @@ import orjson
 
 from pitrio.actors.model_router import FauxProvider, FixtureRules
 from tests.transports.rpc.harness import Dirs, RpcClient, events_of, rpc_process, served
+from tests.transports.rpc.transcripts import FIXTURE_EXTENSION
 
 PACED = 200.0  # tokens per second, the fixtures' pace: a SLOW reply streams for ~1.3 s
 
@@ -224,3 +225,55 @@ async def test_thinking_max_on_the_command_line_and_in_the_settings(tmp_path: Pa
         assert await rpc.wait_exit() == 0
     assert state["thinkingLevel"] == "high"
     assert b"defaultThinkingLevel" not in rpc.stderr  # a level the settings may name
+
+
+async def test_the_tree_holds_every_branch_with_its_labels(tmp_path: Path) -> None:
+    dirs = Dirs.make(tmp_path)
+    async with rpc_process(dirs, "-e", str(FIXTURE_EXTENSION)) as rpc:
+        for text in ("one", "two"):
+            await rpc.data({"type": "prompt", "message": text})
+            await rpc.event("agent_settled", 1 if text == "one" else 2)
+        # The extension's commands: back to the first reply, a label on it, a new branch.
+        handled = await rpc.data({"type": "prompt", "message": "/nav assistant:1"})
+        await rpc.data({"type": "prompt", "message": "/label assistant:1 kept"})
+        await rpc.data({"type": "prompt", "message": "three"})
+        await rpc.event("agent_settled", 3)
+        entries = await rpc.data({"type": "get_entries"})
+        tree = await rpc.data({"type": "get_tree"})
+        await rpc.close_stdin()
+        assert await rpc.wait_exit() == 0
+    assert handled == {"disposition": "handled"}
+    by_id = {e["id"]: e for e in entries["entries"]}
+    assert tree["leafId"] == entries["leafId"] == entries["entries"][-1]["id"]
+
+    def walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        stack = list(nodes)
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            stack.extend(node["children"])
+        return found
+
+    nodes = walk(tree["tree"])
+    assert sorted(n["entry"]["id"] for n in nodes) == sorted(by_id)  # every entry, once
+    forks = [n for n in nodes if len(n["children"]) == 2]
+    [fork] = forks  # the first reply: the abandoned "two" branch and the new "three" one
+    assert fork["label"] == "kept" and "labelTimestamp" in fork
+    assert list(fork) == ["entry", "children", "label", "labelTimestamp"]
+
+    def user_texts(node: dict[str, Any]) -> list[str]:
+        return [
+            n["entry"]["message"]["content"][0]["text"]
+            for n in walk([node])
+            if n["entry"]["type"] == "message" and n["entry"]["message"]["role"] == "user"
+        ]
+
+    old_branch, new_branch = fork["children"]  # by timestamp: the abandoned one first
+    assert (user_texts(old_branch), user_texts(new_branch)) == (["two"], ["three"])
+    users = [
+        e["message"]["content"][0]["text"]
+        for e in entries["entries"]
+        if e["type"] == "message" and e["message"]["role"] == "user"
+    ]
+    assert users == ["one", "two", "three"]  # the abandoned branch too
