@@ -218,6 +218,8 @@ class AgentSettled:
     """The whole accepted run is settled: no retry, compaction or queued continuation follows."""
 
     type: Literal["agent_settled"] = tag("agent_settled")
+    aborted: bool = False
+    """Whether an abort was requested during the run (pi 1.6.0)."""
     turn: Any = None
     extra: dict[str, Any] | None = extra_field()
 

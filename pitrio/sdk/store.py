@@ -17,9 +17,11 @@ from pitrio.actors.session_store.catalog import (
 from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.maintenance import check_file, repair_file
 from pitrio.actors.session_store.paths import agent_dir, session_dir, session_file_name
+from pitrio.actors.session_store.tree import TreeNode
 
 __all__ = [
     "SessionInfo",
+    "TreeNode",
     "agent_dir",
     "check_file",
     "configured_store",

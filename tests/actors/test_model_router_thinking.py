@@ -18,6 +18,9 @@ def test_supported_levels() -> None:
     assert supported_thinking_levels(None) == ("off", "minimal", "low", "medium", "high")
     mapped = attrs.evolve(THINK, thinking_level_map={"minimal": None, "xhigh": "max"})
     assert supported_thinking_levels(mapped) == ("off", "low", "medium", "high", "xhigh")
+    # pi 1.6.0's max: like xhigh, only where the map names it
+    both = attrs.evolve(THINK, thinking_level_map={"xhigh": "xhigh", "max": "max"})
+    assert supported_thinking_levels(both)[-2:] == ("xhigh", "max")
 
 
 @pytest.mark.parametrize(
@@ -28,6 +31,10 @@ def test_supported_levels() -> None:
         ({"minimal": None}, "minimal", "low"),  # scan up first
         ({"minimal": None, "low": None, "medium": None, "high": None}, "low", "off"),
         (None, "bogus", "off"),
+        (None, "max", "high"),  # pi 1.6.0's level, nearest below (it used to become "off")
+        ({"xhigh": "xhigh"}, "max", "xhigh"),
+        ({"max": "max"}, "xhigh", "max"),  # scan up first
+        ({"max": "max"}, "max", "max"),
     ],
 )
 def test_clamp(model_map: dict[str, str | None] | None, requested: str, expected: str) -> None:

@@ -136,7 +136,7 @@ async def test_abort_during_manual_compaction(autojump_clock: trio.testing.MockC
             nursery.start_soon(compact)
             await trio.sleep(5)
             assert (await fx.session.state()).is_compacting
-            with pytest.raises(PitrioError, match="compaction is running"):
+            with pytest.raises(PitrioError, match="compaction is in progress"):  # pi 1.6.0
                 await fx.session.prompt("meanwhile")
             await fx.session.abort()
         events = await fx.drain()
@@ -156,9 +156,10 @@ async def test_model_and_thinking_commands() -> None:
         model = await fx.session.set_model("faux", "faux-think")
         events = await fx.drain()
         assert model.id == "faux-think"
-        # faux-1 has no reasoning, so the level switching away from it is pi's default.
+        # pi 1.6.0: no default in the settings, so the session keeps its level ("off" after
+        # faux-1, which has no reasoning): no change.
         changed = [e for e in events if isinstance(e, ThinkingLevelChanged)]
-        assert [c.level for c in changed] == ["medium"]
+        assert changed == []
         assert await fx.session.set_thinking_level("high") == "high"
         assert await fx.session.set_thinking_level("high") == "high"  # unchanged: no event
         assert await fx.session.cycle_thinking_level() == "off"
@@ -173,7 +174,7 @@ async def test_model_and_thinking_commands() -> None:
     models = [e.model_id for e in entries if isinstance(e, ModelChangeEntry)]
     levels = [e.thinking_level for e in entries if isinstance(e, ThinkingLevelChangeEntry)]
     assert models == ["faux-1", "faux-think", "faux-small"]
-    assert levels == ["off", "medium", "high", "off"]
+    assert levels == ["off", "high", "off"]
 
 
 async def test_session_name_and_stats() -> None:

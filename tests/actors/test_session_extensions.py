@@ -160,6 +160,32 @@ async def test_input_transforms_and_handles(tmp_path: Path, agent_dir: Path) -> 
     assert [text_of(m.content) for m in sent if isinstance(m, UserMessage)] == ["SHOUT"]
 
 
+async def test_steer_and_follow_up_pass_through_input_handlers(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    """pi 1.6.0 runs ``input`` handlers on queued text too: handled is not queued."""
+    sources: list[str] = []
+
+    def setup(api: Any) -> None:
+        def on_input(event: Any, ctx: Any) -> Any:
+            sources.append(event.source)
+            if event.text == "skip":
+                return {"action": "handled"}
+            return {"action": "transform", "text": event.text.upper()}
+
+        api.on("input", on_input)
+
+    async with session_with(tmp_path, setup) as h:
+        handle = h.session.handle
+        assert await handle.steer("skip", source="rpc") is None
+        assert await handle.follow_up("skip") is None
+        assert await handle.steer("turn") is not None
+        assert await handle.follow_up("later", source="rpc") is not None
+        state = await handle.state()
+    assert (state.steering, state.follow_up) == (("TURN",), ("LATER",))
+    assert sources == ["rpc", "interactive", "interactive", "rpc"]
+
+
 async def test_before_agent_start_adds_a_message_and_a_system_prompt_for_one_run(
     tmp_path: Path, agent_dir: Path
 ) -> None:

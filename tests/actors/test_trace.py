@@ -469,7 +469,9 @@ async def record_prompt_during_compaction(tmp_path: Path) -> list[dict[str, Any]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.compact)
             await faux.entered.wait()
-            with pytest.raises(PitrioError, match="A compaction is running"):
+            with pytest.raises(
+                PitrioError, match="Cannot submit a prompt while compaction is in progress"
+            ):
                 await session.prompt("during the compaction")
             faux.release.set()
         await session.prompt("again")

@@ -13,7 +13,8 @@ def supported_thinking_levels(model: Model | None) -> tuple[ThinkingLevel, ...]:
     """The levels ``model`` accepts, in order.
 
     Non-reasoning models support only ``off``; a reasoning model supports every level its
-    ``thinking_level_map`` does not map to ``null``, and ``xhigh`` only when the map names it.
+    ``thinking_level_map`` does not map to ``null``, and ``xhigh`` and ``max`` only when the
+    map names them (pi 1.6.0's ``getSupportedThinkingLevels``).
     """
     if model is None:
         return LEVELS_WITHOUT_MODEL
@@ -24,7 +25,7 @@ def supported_thinking_levels(model: Model | None) -> tuple[ThinkingLevel, ...]:
     for level in THINKING_LEVELS:
         if level in mapping and mapping[level] is None:
             continue
-        if level == "xhigh" and level not in mapping:
+        if level in ("xhigh", "max") and level not in mapping:
             continue
         levels.append(level)
     return tuple(levels)
@@ -57,6 +58,7 @@ DEFAULT_THINKING_BUDGETS: dict[str, int] = {
     "medium": 8192,
     "high": 16384,
     "xhigh": 32768,
+    "max": 32768,
 }
 """Token budgets of budget-style providers (Anthropic) per level; ``thinkingBudgets`` overrides."""
 

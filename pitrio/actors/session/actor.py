@@ -29,6 +29,7 @@ from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.commands import (
     Abort,
+    Accepted,
     Bash,
     ClearQueue,
     Compact,
@@ -66,7 +67,7 @@ from pitrio.actors.session.operations import (
     last_assistant_text,
     navigate_tree,
 )
-from pitrio.actors.session.policy import STREAMING_WITHOUT_BEHAVIOR
+from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION, STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.pump import DECISION_CAPACITY, Decided, EventPump
 from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.resources.loader import (
@@ -132,6 +133,7 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+    from pitrio.actors.session_store.tree import TreeNode
 
 
 class SessionActor(Actor[SessionCommand]):
@@ -150,7 +152,8 @@ class SessionActor(Actor[SessionCommand]):
         resources: Resources | None = None,
         extensions: ExtensionRunner | None = None,
         ui_clients: bool = False,
-        save_model_defaults: bool = True,
+        save_model_defaults: bool = False,
+        named_models: tuple[Model, ...] = (),
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
@@ -186,6 +189,7 @@ class SessionActor(Actor[SessionCommand]):
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._save_model_defaults = save_model_defaults
+        self._named_models = named_models
         self._start_reason = start_reason
         # The extension host (with extensions only) and the funnel that keeps its prompts'
         # order; the event pump and the run driver, made once the supervisor is up.
@@ -211,7 +215,9 @@ class SessionActor(Actor[SessionCommand]):
                 outlet=self._outlet,
             )
             self._host = ExtensionHostHandle(host.address)  # started below, as before
-            self._funnel = PromptFunnel(self._host, self._prompt, lambda: self._seq, self.nursery)
+            self._funnel = PromptFunnel(
+                self._host, self._prompt, self._queue_command, lambda: self._seq, self.nursery
+            )
         supervisor = Supervisor(
             loop=self._loop,
             store=self._store,
@@ -237,6 +243,7 @@ class SessionActor(Actor[SessionCommand]):
             scoped_models=self._scoped_models,
             default_thinking_level=self._settings.default_thinking_level,
             save_model_defaults=self._save_model_defaults,
+            named_models=self._named_models,
         )
         hooks = LoopHooks(convert_to_llm=convert)
         if self._host is not None:
@@ -312,8 +319,8 @@ class SessionActor(Actor[SessionCommand]):
         match command:
             case Prompt():
                 if self._maintenance is not None:
-                    command.accepted.fail(PitrioError(COMPACTION_RUNNING))
-                    command.settled.fail(PitrioError(COMPACTION_RUNNING))
+                    command.accepted.fail(PitrioError(PROMPT_DURING_COMPACTION))
+                    command.settled.fail(PitrioError(PROMPT_DURING_COMPACTION))
                     return
                 if self._funnel is not None and self._funnel.needs(command):
                     self._funnel.enter(command)  # extension handlers run outside the inbox
@@ -326,7 +333,12 @@ class SessionActor(Actor[SessionCommand]):
                     reply.fail(exc)
             case Bash(command=text, exclude_from_context=exclude, reply=reply):
                 self._shell.start(
-                    self.nursery, text, exclude, reply, lambda: self._driver.current is not None
+                    self.nursery,
+                    text,
+                    exclude,
+                    reply,
+                    lambda: self._driver.current is not None,
+                    stream_id=command.stream_id,
                 )
             case Navigate(reply=reply):
                 if self._driver.current is not None or self._maintenance is not None:
@@ -340,12 +352,15 @@ class SessionActor(Actor[SessionCommand]):
                     return
                 self._maintenance = Maintenance()
                 self.nursery.start_soon(self._compact_command, instructions, reply)
-            case Queue(text=text, images=images, kind=kind, reply=reply):
+            case Queue(text=text, reply=reply):
                 extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
                     reply.fail(PitrioError(queued_command_error(extension_command)))
                     return
-                reply.set(await self._queue(await self._expand(text), images, kind))
+                if not command.filtered and self._funnel is not None and self._funnel.needs_queue():
+                    self._funnel.enter(command)  # input handlers first (pi 1.6.0)
+                    return
+                await self._queue_command(command)
             case ClearQueue(reply=reply):
                 removed = self._queues.clear()
                 await self._loop.clear_queues()
@@ -353,9 +368,14 @@ class SessionActor(Actor[SessionCommand]):
                 reply.set(removed)
             case Abort(reply=reply, detach=detach):
                 maintenance = self._maintenance
-                if maintenance is not None and maintenance.work is not None:
-                    maintenance.work.cancel()  # the supervisor's step in progress, at once
-                self._driver.abort(reply, detach=detach)
+                if maintenance is None:
+                    self._driver.abort(reply, detach=detach)
+                else:
+                    # A manual compaction or a navigation's summary stops too, and the abort
+                    # is answered once it has (pi: when the session is idle); a run it is
+                    # still waiting for is aborted with it.
+                    maintenance.abort(reply)
+                    self._driver.abort(Reply(), detach=detach)
             case WaitForIdle(reply=reply):
                 self._driver.wait_for_idle(reply)  # woken by the run's settle
             case GetState(reply=reply):
@@ -401,11 +421,16 @@ class SessionActor(Actor[SessionCommand]):
                 command.settled.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
                 return
             await self._queue(command.text, command.images, command.streaming_behavior)
-            command.accepted.set(self._seq)
+            command.accepted.set(Accepted(self._seq, "queued"))
             command.settled.set(None)
             return
         message = user_message(command.text, command.images)
         self._driver.start_prompt(message, command.accepted, command.settled)
+
+    async def _queue_command(self, command: Queue) -> None:
+        """Queue what the ``input`` handlers left of a steer or follow-up."""
+        text = await self._expand(command.text)
+        command.reply.set(await self._queue(text, command.images, command.kind))
 
     async def _queue(
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
@@ -461,6 +486,7 @@ class SessionActor(Actor[SessionCommand]):
             reply.set(result)
         finally:
             self._maintenance = None
+            maintenance.finish()
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event this session emitted (0 before any)."""
@@ -508,6 +534,8 @@ class SessionActor(Actor[SessionCommand]):
         self._emit(EntryAppended(entry=entry))
 
     async def _navigate_command(self, command: Navigate) -> None:
+        maintenance = self._maintenance
+        assert maintenance is not None  # set by the inbox before this task starts
         try:
             result = await navigate_tree(
                 command.target_id,
@@ -525,11 +553,21 @@ class SessionActor(Actor[SessionCommand]):
             command.reply.set(result)
         finally:
             self._maintenance = None
+            maintenance.finish()
 
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
         await trio.lowlevel.checkpoint()
         self._shell.abort()
+
+    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Every entry of the file (all branches, compacted history too) as (id, JSON), in
+        append order, and the leaf id (``get_entries``)."""
+        return await self._store.entry_lines()
+
+    async def tree(self) -> tuple[list[TreeNode], str | None]:
+        """The session tree's roots and the leaf id (``get_tree``)."""
+        return await self._store.tree_and_leaf()
 
     async def fork_messages(self) -> list[tuple[str, str]]:
         """Every user message of the file (all branches) with text: (entry id, text)."""

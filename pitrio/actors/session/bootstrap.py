@@ -110,10 +110,10 @@ class SessionOptions:
     that no extension declared stops start-up."""
     ui_clients: bool = False
     """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
-    save_model_defaults: bool = True
+    save_model_defaults: bool = False
     """A model or thinking level chosen in the session becomes the settings' default
-    (``defaultProvider``/``defaultModel``/``defaultThinkingLevel``), as in pi; the daemon's
-    sessions keep theirs to themselves."""
+    (``defaultProvider``/``defaultModel``/``defaultThinkingLevel``), as pi's ``persist``
+    option does; off by default, as pi 1.6.0 (RPC choices stay in the session)."""
     start_reason: str = "startup"
     """``session_start``'s reason (``new``, ``resume``, ``fork`` when a runtime replaces it)."""
     sync_inline: bool = False
@@ -399,6 +399,7 @@ async def start_session(
         extensions=runner,
         ui_clients=options.ui_clients,
         save_model_defaults=options.save_model_defaults,
+        named_models=(model,),
         start_reason=options.start_reason,
         tools=tools,
         mcp_servers=None if mcp.handle is None else mcp.handle.servers,

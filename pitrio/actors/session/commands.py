@@ -17,6 +17,11 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
 from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.extensions.events import InputSource
+
+# Accepted and Disposition live beside the extension host's RunCommand, which answers with
+# them; re-exported here with the other prompt types.
+from pitrio.actors.session.extensions.host_commands import Accepted as Accepted
+from pitrio.actors.session.extensions.host_commands import Disposition as Disposition
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import NavigationResult
@@ -86,14 +91,15 @@ class SessionState:
 
 @attrs.frozen
 class Prompt:
-    """A user prompt. ``accepted`` is answered when it is accepted (queued or started), with
-    the ``seq`` of the last event emitted by then (a transport's response barrier);
-    ``settled`` when its run settles (or at once, when it was only queued)."""
+    """A user prompt. ``accepted`` is answered when it is accepted (started, queued or handled
+    by an extension), with the ``seq`` of the last event emitted by then (a transport's
+    response barrier) and that disposition; ``settled`` when its run settles (or at once,
+    when it was only queued or handled)."""
 
     text: str
     images: tuple[ImageContent, ...]
     streaming_behavior: StreamingBehavior | None
-    accepted: Reply[int]
+    accepted: Reply[Accepted]
     settled: Reply[None]
     expand: bool = True
     """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
@@ -104,12 +110,16 @@ class Prompt:
 @attrs.frozen
 class Queue:
     """Queue a steering or follow-up message (works while idle too); answered with its id,
-    which the ``message_start`` delivering it carries as ``queueId``."""
+    which the ``message_start`` delivering it carries as ``queueId``, or ``None`` when an
+    extension's ``input`` handler took it (pi 1.6.0's ``handled``). ``filtered``: the
+    handlers have seen it already."""
 
     text: str
     images: tuple[ImageContent, ...]
     kind: StreamingBehavior
-    reply: Reply[str]
+    reply: Reply[str | None]
+    source: InputSource = "interactive"
+    filtered: bool = False
 
 
 @attrs.frozen
@@ -173,11 +183,14 @@ class Invoke:
 
 @attrs.frozen
 class Bash:
-    """Run a user shell command (one at a time); answered with its :class:`BashResult`."""
+    """Run a user shell command (one at a time); answered with its :class:`BashResult`.
+    ``exclude_from_context`` is recorded as given (``None``: not said); ``stream_id`` tags
+    its ``bash_execution_update`` events (pi 1.6.0: the RPC command's id)."""
 
     command: str
-    exclude_from_context: bool
+    exclude_from_context: bool | None
     reply: Reply[BashResult]
+    stream_id: str | None = None
 
 
 @attrs.frozen

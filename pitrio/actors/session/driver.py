@@ -20,7 +20,7 @@ import trio
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunResult
-from pitrio.actors.session.commands import Prompt, SessionBusyError
+from pitrio.actors.session.commands import Accepted, Prompt, SessionBusyError
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.pump import Decided
@@ -111,7 +111,7 @@ class RunDriver:
     # -- starting, deferring, aborting ---------------------------------------------------------
 
     def start_prompt(
-        self, message: UserMessage, accepted: Reply[int], settled: Reply[None]
+        self, message: UserMessage, accepted: Reply[Accepted], settled: Reply[None]
     ) -> None:
         """Accept a user prompt's run (the session is idle): its task starts now."""
         run = self._open([settled])
@@ -187,7 +187,7 @@ class RunDriver:
 
     # -- the run -------------------------------------------------------------------------------
 
-    async def _run_one(self, run: Run, prompt: UserMessage, accepted: Reply[int]) -> None:
+    async def _run_one(self, run: Run, prompt: UserMessage, accepted: Reply[Accepted]) -> None:
         """A user prompt's run: preflight (pending bash, compaction check), then the run."""
 
         async def start() -> RunResult:
@@ -202,7 +202,7 @@ class RunDriver:
                     text_of(prompt.content), _images_of(prompt)
                 )
             )
-            accepted.set(self._seq())  # pi answers a prompt after its preflight
+            accepted.set(Accepted(self._seq()))  # pi answers a prompt after its preflight
             return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
 
         await self._drive(run, start)
@@ -341,12 +341,13 @@ class RunDriver:
 
     async def _finish(self, run: Run) -> None:
         """The shielded finaliser: stop the loop, drain its events, settle, run deferred work."""
+        aborted = bool(run.scope.cancel_called and run.failure is None) or bool(run.abort_waiters)
         if run.scope.cancelled_caught or run.abort_waiters:
             await self._loop.abort()
             state = await self._loop.state()
             await self._drop_decisions(state.runs)
             await self._supervisor.run_aborted()
-        settled = AgentSettled()
+        settled = AgentSettled(aborted=aborted)
         self._emit(settled)
         self._notify("agent_settled", settled)
         self.current = None

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from pitrio.actors.session.commands import Prompt
+from pitrio.actors.session.commands import Accepted, Prompt, Queue
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 
 
@@ -26,14 +26,16 @@ class PromptFunnel:
         self,
         host: ExtensionHostHandle,
         prompt: Callable[[Prompt], Awaitable[None]],
+        queue: Callable[[Queue], Awaitable[None]],
         seq: Callable[[], int],
         nursery: trio.Nursery,
     ) -> None:
         self._host = host
         self._prompt = prompt  # the ordinary prompt path, in the session's task
+        self._queue = queue  # the ordinary steer / follow-up path
         self._seq = seq
         self._nursery = nursery
-        self._waiting: deque[Prompt] = deque()
+        self._waiting: deque[Prompt | Queue] = deque()
         self._busy = False
 
     def needs(self, command: Prompt) -> bool:
@@ -42,7 +44,12 @@ class PromptFunnel:
             return True  # keep arrival order behind a prompt already in the funnel
         return self._host.wants_funnel(command.text, command.expand)
 
-    def enter(self, command: Prompt) -> None:
+    def needs_queue(self) -> bool:
+        """Whether a steer or follow-up goes through the funnel (pi 1.6.0 runs the ``input``
+        handlers on them too)."""
+        return self._busy or self._host.has("input")
+
+    def enter(self, command: Prompt | Queue) -> None:
         """Queue ``command``; start the funnel's task if it is idle."""
         self._waiting.append(command)
         if not self._busy:
@@ -56,8 +63,21 @@ class PromptFunnel:
         finally:
             self._busy = False
 
-    async def _one(self, command: Prompt) -> None:
+    async def _one(self, command: Prompt | Queue) -> None:
         host = self._host
+        if isinstance(command, Queue):
+            verdict = await host.input(command.text, command.images, command.source)
+            if verdict is not None and verdict.action == "handled":
+                command.reply.set(None)
+                return
+            if verdict is not None and verdict.action == "transform":
+                command = attrs.evolve(
+                    command,
+                    text=verdict.text if verdict.text is not None else command.text,
+                    images=verdict.images if verdict.images is not None else command.images,
+                )
+            await self._queue(attrs.evolve(command, filtered=True))
+            return
         # An extension command runs beside everything else; the prompt is answered when its
         # handler returns.
         if (
@@ -69,7 +89,7 @@ class PromptFunnel:
         result = await host.input(command.text, command.images, command.source)
         if result is not None:
             if result.action == "handled":
-                command.accepted.set(self._seq())
+                command.accepted.set(Accepted(self._seq(), "handled"))
                 command.settled.set(None)
                 return
             if result.action == "transform":

@@ -10,6 +10,7 @@ import trio
 from pitrio.actors._actor import Handle, Reply
 from pitrio.actors.session.commands import (
     Abort,
+    Accepted,
     Bash,
     ClearQueue,
     Compact,
@@ -40,6 +41,7 @@ from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
     from pitrio.actors.session.target import SessionTarget
+    from pitrio.actors.session_store.tree import TreeNode
 
 T = TypeVar("T")
 
@@ -87,16 +89,16 @@ class SessionHandle(Handle[SessionCommand]):
         streaming_behavior: StreamingBehavior | None = None,
         expand: bool = True,
         source: InputSource = "interactive",
-    ) -> tuple[Reply[None], int]:
-        """Like :meth:`submit`, also returning the ``seq`` of the last event emitted before
-        the prompt was accepted: what a transport writes before the prompt's response."""
-        accepted: Reply[int] = self.new_reply()
+    ) -> tuple[Reply[None], Accepted]:
+        """Like :meth:`submit`, also returning how the prompt was accepted: its disposition
+        (``started``, ``queued``, ``handled``) and the ``seq`` of the last event emitted
+        before, which a transport writes before the prompt's response."""
+        accepted: Reply[Accepted] = self.new_reply()
         settled: Reply[None] = self.new_reply()
         await self.tell(
             Prompt(text, tuple(images), streaming_behavior, accepted, settled, expand, source)
         )
-        seq = await accepted.wait()
-        return settled, seq
+        return settled, await accepted.wait()
 
     async def extension_lifecycle(self, event: str, payload: Any) -> bool:
         """Run the extensions' ``session_before_*`` handlers (``True``: one cancelled) or
@@ -114,13 +116,27 @@ class SessionHandle(Handle[SessionCommand]):
         with the entry ids ``messages`` were recorded as (the extension host's hooks)."""
         return await self.ask(lambda reply: PumpBarrier(tuple(messages), reply))
 
-    async def steer(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a steering message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply))
+    async def steer(
+        self,
+        text: str,
+        images: Sequence[ImageContent] = (),
+        *,
+        source: InputSource = "interactive",
+    ) -> str | None:
+        """Queue a steering message; returns its queue id (see ``message_start.queueId``), or
+        ``None`` when an extension's ``input`` handler took it."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "steer", reply, source))
 
-    async def follow_up(self, text: str, images: Sequence[ImageContent] = ()) -> str:
-        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``)."""
-        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply))
+    async def follow_up(
+        self,
+        text: str,
+        images: Sequence[ImageContent] = (),
+        *,
+        source: InputSource = "interactive",
+    ) -> str | None:
+        """Queue a follow-up message; returns its queue id (see ``message_start.queueId``),
+        or ``None`` when an extension's ``input`` handler took it."""
+        return await self.ask(lambda reply: Queue(text, tuple(images), "followUp", reply, source))
 
     async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Empty both queues; returns the removed (steering, follow-up) texts."""
@@ -190,15 +206,18 @@ class SessionHandle(Handle[SessionCommand]):
         self,
         command: str,
         *,
-        exclude_from_context: bool = False,
+        exclude_from_context: bool | None = None,
         accepted: Callable[[], None] | None = None,
+        stream_id: str | None = None,
     ) -> BashResult:
-        """Run a user shell command; its output reaches the model with the next request.
+        """Run a user shell command; its output reaches the model with the next request
+        (unless ``exclude_from_context``).
 
         ``accepted`` is called once the command is in the session's inbox: an
-        :meth:`abort_bash` sent after that is handled after it, so it cancels it."""
+        :meth:`abort_bash` sent after that is handled after it, so it cancels it.
+        ``stream_id`` is the ``id`` of its ``bash_execution_update`` events."""
         reply: Reply[BashResult] = self.new_reply()
-        await self.tell(Bash(command, exclude_from_context, reply))
+        await self.tell(Bash(command, exclude_from_context, reply, stream_id))
         if accepted is not None:
             accepted()
         return await reply.wait()
@@ -214,6 +233,20 @@ class SessionHandle(Handle[SessionCommand]):
     async def export_jsonl(self, output_path: str | None = None) -> str:
         """Export the current branch as a JSONL file; returns the path written."""
         return await self.invoke(lambda actor: actor.export_jsonl(output_path))
+
+    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Every entry of the session file as (id, JSON), in append order (all branches and
+        the history before a compaction; not the header), and the leaf id."""
+        return await self.invoke(lambda actor: actor.entry_lines())
+
+    async def tree(self) -> tuple[list[TreeNode], str | None]:
+        """The session tree (pi's ``getTree``: roots, children by timestamp, labels) and the
+        leaf id."""
+        return await self.invoke(lambda actor: actor.tree())
+
+    async def available_thinking_levels(self) -> tuple[ThinkingLevel, ...]:
+        """The levels the current model supports (``("off",)`` without reasoning)."""
+        return await self.invoke(lambda actor: actor.operations.available_thinking_levels())
 
     async def fork_messages(self) -> list[tuple[str, str]]:
         """The user messages a fork may start before: (entry id, text)."""

@@ -92,14 +92,18 @@ class SessionStats:
 
 
 def last_assistant_text(messages: tuple[AgentMessage, ...]) -> str | None:
-    """The last assistant reply's text, skipping aborted empty ones; ``None`` if empty (§3.13)."""
+    """The last assistant reply's text; ``None`` if it has none (pi 1.6.0).
+
+    A reply that did not end normally (aborted, failed, or one that only called tools) is
+    skipped unless it has text; one that ended normally counts even without text.
+    """
     for message in reversed(messages):
         if not isinstance(message, AssistantMessage):
             continue
-        if message.stop_reason == "aborted" and not message.content:
+        texts = [b.text for b in message.content if isinstance(b, TextContent)]
+        if message.stop_reason != "stop" and not any(text.strip() for text in texts):
             continue
-        text = "".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
-        return text or None
+        return "".join(texts).strip() or None
     return None
 
 
@@ -167,7 +171,8 @@ class SessionOperations:
         agent_dir: Path | None = None,
         scoped_models: tuple[Model, ...] = (),
         default_thinking_level: str | None = None,
-        save_model_defaults: bool = True,
+        save_model_defaults: bool = False,
+        named_models: tuple[Model, ...] = (),
     ) -> None:
         self._loop = loop
         self._store = store
@@ -178,10 +183,14 @@ class SessionOperations:
         self._agent_dir = agent_dir
         self._scoped_models = scoped_models
         self._default_thinking_level = default_thinking_level
-        # pi saves a model or thinking choice as the next sessions' default; a daemon's
-        # sessions do not (one client's choice would change every other session's and the
-        # CLI's start): theirs stays in their own file (model_change, thinking_level_change).
+        # pi 1.6.0 keeps a model or thinking choice in the session (its file's model_change
+        # and thinking_level_change): settings change only when a caller asks (pi's
+        # ``persist``, which RPC never sets); ``save_model_defaults`` is that request.
         self._save_model_defaults = save_model_defaults
+        # The model the session started on (named on the command line, in the settings or
+        # by the session file): selectable again even when the listing leaves it out (a
+        # faux model beside configured ones).
+        self._named_models = named_models
 
     # -- settings ------------------------------------------------------------------------
 
@@ -223,9 +232,15 @@ class SessionOperations:
     async def set_model(
         self, provider: str, model_id: str, *, level: ThinkingLevel | None = None
     ) -> Model:
-        """Switch model (only among available ones); re-clamps the thinking level."""
+        """Switch model (among available ones, the session's current one and the one it
+        started on); re-clamps the thinking level."""
+        current = (await self._loop.state()).model
         model = next(
-            (m for m in await self._available() if m.provider == provider and m.id == model_id),
+            (
+                m
+                for m in (*await self._available(), current, *self._named_models)
+                if m.provider == provider and m.id == model_id
+            ),
             None,
         )
         if model is None:
@@ -237,13 +252,11 @@ class SessionOperations:
         self, model: Model, level: ThinkingLevel | None, source: Literal["set", "cycle"]
     ) -> None:
         state = await self._loop.state()
-        wanted: str
-        if level is not None:
-            wanted = level
-        elif state.model.reasoning:
-            wanted = state.thinking_level
-        else:
-            wanted = self._default_thinking_level or DEFAULT_THINKING_LEVEL
+        # pi 1.6.0: the level asked for, else the settings' default, else the session's own
+        # (which stays "off" after a model without reasoning).
+        wanted: str = (
+            level or self._default_thinking_level or state.thinking_level or DEFAULT_THINKING_LEVEL
+        )
         await self._loop.configure(model=model)
         entry = await self._store.append_model_change(model.provider, model.id)
         self._emit(EntryAppended(entry=entry))
@@ -286,13 +299,17 @@ class SessionOperations:
             entry = await self._store.append_thinking_level_change(effective)
             self._emit(EntryAppended(entry=entry))
             if self._save_model_defaults and (state.model.reasoning or effective != "off"):
-                await self._persist_settings({"defaultThinkingLevel": effective})
+                await self._persist_settings({"defaultThinkingLevel": level})
             self._emit(ThinkingLevelChanged(level=effective))
             self._notify_extensions(
                 "thinking_level_select",
                 ThinkingLevelSelectEvent(level=effective, previous_level=state.thinking_level),
             )
         return effective
+
+    async def available_thinking_levels(self) -> tuple[ThinkingLevel, ...]:
+        """``get_available_thinking_levels``: what the current model supports."""
+        return supported_thinking_levels((await self._loop.state()).model)
 
     async def cycle_thinking_level(self) -> ThinkingLevel | None:
         """The next supported level (wrapping); ``None`` for a model without reasoning."""

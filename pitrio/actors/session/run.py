@@ -51,6 +51,24 @@ class Maintenance:
 
     # The supervisor's step in progress (the summary), as in :class:`Run`: abort cancels it.
     work: trio.CancelScope | None = None
+    # Abort was asked for: a step lent after it (a compaction still waiting for the run it
+    # aborts) is cancelled as it starts.
+    aborted: bool = False
+    # Aborts answered when the maintenance ends (pi: abort returns once the session is idle).
+    idle_waiters: list[Reply[None]] = attrs.field(factory=list)
+
+    def abort(self, reply: Reply[None]) -> None:
+        """Stop the step in progress (and any later one); ``reply`` is answered at the end."""
+        self.aborted = True
+        if self.work is not None:
+            self.work.cancel()
+        self.idle_waiters.append(reply)
+
+    def finish(self) -> None:
+        """The maintenance is over: answer the aborts waiting for it."""
+        for reply in self.idle_waiters:
+            reply.set(None)
+        self.idle_waiters.clear()
 
 
 async def lend(busy: Run | Maintenance, call: Callable[[Lent], Awaitable[T]]) -> T | None:
@@ -61,6 +79,8 @@ async def lend(busy: Run | Maintenance, call: Callable[[Lent], Awaitable[T]]) ->
     error: Exception | None = None
     with trio.CancelScope() as scope:
         busy.work = scope
+        if isinstance(busy, Maintenance) and busy.aborted:
+            scope.cancel()
         try:
             async with trio.open_nursery() as nursery:
                 try:

@@ -52,16 +52,19 @@ class UserShell:
         self,
         nursery: trio.Nursery,
         command: str,
-        exclude: bool,
+        exclude: bool | None,
         reply: Reply[BashResult],
         run_active: Callable[[], bool],
+        *,
+        stream_id: str | None = None,
     ) -> None:
-        """Run ``command`` in a task of ``nursery`` (refused while another one runs)."""
+        """Run ``command`` in a task of ``nursery`` (refused while another one runs); its
+        output chunks are ``bash_execution_update`` events with ``stream_id``."""
         if self._scope is not None:
             reply.fail(PitrioError(ALREADY_RUNNING))
             return
         self._scope = trio.CancelScope()
-        nursery.start_soon(self._command, command, exclude, reply, run_active)
+        nursery.start_soon(self._command, command, exclude, reply, run_active, stream_id)
 
     def abort(self) -> None:
         """Cancel the running command, if any (its result then says ``cancelled``)."""
@@ -71,9 +74,10 @@ class UserShell:
     async def _command(
         self,
         command: str,
-        exclude: bool,
+        exclude: bool | None,
         reply: Reply[BashResult],
         run_active: Callable[[], bool],
+        stream_id: str | None,
     ) -> None:
         scope = self._scope
         assert scope is not None
@@ -81,7 +85,7 @@ class UserShell:
 
             async def stream(delta: str) -> None:
                 await trio.lowlevel.checkpoint()
-                self._emit(BashExecutionUpdate(delta=delta))
+                self._emit(BashExecutionUpdate(id=stream_id, delta=delta))
 
             result = await run_user_bash(
                 command,
@@ -99,7 +103,7 @@ class UserShell:
                 truncated=result.truncated,
                 full_output_path=result.full_output_path,
                 timestamp=now_ms(),
-                exclude_from_context=True if exclude else None,
+                exclude_from_context=exclude,  # as given, false too (pi)
             )
             if run_active():
                 self._held.append(message)  # until the next prompt's preflight

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from pitrio.actors.session.operations import SessionOperations
+    from pitrio.actors.session_store.tree import TreeNode
     from pitrio.messages.agent import CustomMessage
 
 
@@ -38,6 +39,14 @@ class SessionTarget(Protocol):
 
     async def export_jsonl(self, output_path: str | None) -> str:
         """Write the current branch as a new session file; its path."""
+        ...
+
+    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Every entry as (id, JSON) in append order, and the leaf id."""
+        ...
+
+    async def tree(self) -> tuple[list[TreeNode], str | None]:
+        """The session tree's roots and the leaf id."""
         ...
 
     async def fork_messages(self) -> list[tuple[str, str]]:

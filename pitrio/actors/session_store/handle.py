@@ -277,6 +277,20 @@ class SessionStoreHandle(Handle[StoreCommand]):
         """pi's ``getTree``: roots, children by timestamp, labels on the nodes."""
         return await self._query(lambda store: store.tree.tree())
 
+    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Every entry's id and JSON as read or written (unknown fields and key order kept),
+        in file order, and the leaf id: pi's ``getEntries`` and ``getLeafId``."""
+        return await self._query(
+            lambda store: (
+                [(stored.id, stored.raw) for stored in store.tree.entries],
+                store.tree.leaf_id,
+            )
+        )
+
+    async def tree_and_leaf(self) -> tuple[list[TreeNode], str | None]:
+        """:meth:`tree` and the leaf id, read together (``get_tree``)."""
+        return await self._query(lambda store: (store.tree.tree(), store.tree.leaf_id))
+
     async def label(self, entry_id: str) -> str | None:
         """The label of an entry, if set."""
         return await self._query(lambda store: store.tree.label(entry_id))

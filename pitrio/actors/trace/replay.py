@@ -38,6 +38,7 @@ from pitrio.actors.agent_loop.run import StreamCall
 from pitrio.actors.model_router import RouterConfig, start_model_router
 from pitrio.actors.session.actor import Prompt, SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, start_session
+from pitrio.actors.session.commands import Accepted
 from pitrio.actors.tool_executor import AgentTool, ToolExecutorHandle
 from pitrio.actors.tool_executor.actor import ToolExecutorCommand
 from pitrio.actors.tool_executor.tool import UpdateFn
@@ -416,7 +417,7 @@ async def _send_input(session: SessionHandle, item: _Input, notes: list[str]) ->
     try:
         match item.op:
             case "prompt":
-                accepted: Reply[int] = session.new_reply()
+                accepted: Reply[Accepted] = session.new_reply()
                 settled: Reply[None] = session.new_reply()
                 behavior = args.get("streamingBehavior")
                 await session.tell(Prompt(str(args["text"]), images, behavior, accepted, settled))

@@ -5,10 +5,11 @@
 model list, ...) and returns the one response to write. No I/O of its own: the server owns the
 streams, so this mapping runs in tests against an in-process session.
 
-Response shapes and key orders are pi's (the transcripts in ``../shared/fixtures`` show them);
+Response shapes and key orders are pi 1.6.0's (its ``docs/rpc-commands.md`` and
+``dist/modes/rpc/rpc-mode.js``; the transcripts in ``../shared/fixtures/pi16`` show them);
 error texts are pi's where the session layer raises them (``Model not found: p/id``,
-``Session name cannot be empty``, ...). One deliberate difference: an unknown command's
-response keeps the command's ``id`` (pi drops it, which leaves its own client waiting).
+``Session name cannot be empty``, ``Entry not found: <id>``, ...). An unknown command's
+response keeps the command's ``id``, as pi 1.6.0's does.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pitrio.sdk.session import (
     SessionState,
 )
 from pitrio.sdk.tools import nul_problem
+from pitrio.transports.rpc.entries import EntryNotFound, entries_data, tree_data
 from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
 from pitrio.transports.rpc.protocol import (
     MISSING,
@@ -42,6 +44,7 @@ from pitrio.transports.rpc.protocol import (
     Request,
     array_pieces,
     failure,
+    js_string,
     success,
     too_deep,
 )
@@ -122,6 +125,8 @@ EVENTFUL_COMMANDS = frozenset(
         "steer",
         "follow_up",
         "abort",
+        "bash",
+        "clear_queue",
         "set_model",
         "cycle_model",
         "set_thinking_level",
@@ -249,32 +254,58 @@ async def _prompt(backend: RpcBackend, request: Request) -> Any:
     images = _images(request)
     behavior = request.get("streamingBehavior")
     session = await backend.session()
-    # Answered at acceptance (pi 0.73.1): the run goes on and reports through events.
-    _, seq = await session.submit_with_seq(
+    # Answered at acceptance (pi): the run goes on and reports through events.
+    _, accepted = await session.submit_with_seq(
         message,
         images=images,
         streaming_behavior=behavior if behavior in ("steer", "followUp") else None,
         source="rpc",
     )
-    backend.events_before_response(request, session, seq)
-    return MISSING
+    backend.events_before_response(request, session, accepted.seq)
+    return {"disposition": accepted.disposition}
 
 
 async def _steer(backend: RpcBackend, request: Request) -> Any:
     message, images = _text(request, "message"), _images(request)
-    await (await backend.session()).steer(message, images)
-    return MISSING
+    queued = await (await backend.session()).steer(message, images, source="rpc")
+    # None: an extension's input handler took the text (pi 1.6.0's "handled")
+    return {"disposition": "handled" if queued is None else "queued"}
 
 
 async def _follow_up(backend: RpcBackend, request: Request) -> Any:
     message, images = _text(request, "message"), _images(request)
-    await (await backend.session()).follow_up(message, images)
-    return MISSING
+    queued = await (await backend.session()).follow_up(message, images, source="rpc")
+    return {"disposition": "handled" if queued is None else "queued"}
 
 
 async def _abort(backend: RpcBackend, request: Request) -> Any:
     await (await backend.session()).abort()
     return MISSING
+
+
+async def _clear_queue(backend: RpcBackend, request: Request) -> Any:
+    steering, follow_up = await (await backend.session()).clear_queue()
+    return {"steering": list(steering), "followUp": list(follow_up)}
+
+
+async def _get_entries(backend: RpcBackend, request: Request) -> Any:
+    since = request.get("since", MISSING)
+    lines, leaf_id = await (await backend.session()).entry_lines()
+    if since is MISSING:
+        return entries_data(lines, leaf_id, None)
+    if not isinstance(since, str):  # pi looks it up as it is: no entry has such an id
+        shown = "null" if since is None else js_string(since)
+        raise EntryNotFound(f"Entry not found: {shown}")
+    return entries_data(lines, leaf_id, since)
+
+
+async def _get_tree(backend: RpcBackend, request: Request) -> Any:
+    roots, leaf_id = await (await backend.session()).tree()
+    return tree_data(roots, leaf_id)
+
+
+async def _get_available_thinking_levels(backend: RpcBackend, request: Request) -> Any:
+    return {"levels": list(await (await backend.session()).available_thinking_levels())}
 
 
 async def _new_session(backend: RpcBackend, request: Request) -> Any:
@@ -408,8 +439,18 @@ async def _bash(backend: RpcBackend, request: Request) -> Any:
     problem = nul_problem(command)
     if problem is not None:  # refused before it meets a running command's "already running"
         raise CommandError(problem)
+    exclude = request.get("excludeFromContext")
+    if exclude is not None and not isinstance(exclude, bool):
+        raise CommandError("bash: excludeFromContext must be a boolean")
     session = await backend.session()
-    return bash_data(await session.bash(command, accepted=backend.bash_accepted(request)))
+    result = await session.bash(
+        command,
+        exclude_from_context=exclude,
+        accepted=backend.bash_accepted(request),
+        # pi 1.6.0 tags the command's output events with its id
+        stream_id=request.id if isinstance(request.id, str) else None,
+    )
+    return bash_data(result)
 
 
 async def _abort_bash(backend: RpcBackend, request: Request) -> Any:
@@ -439,7 +480,7 @@ async def _fork(backend: RpcBackend, request: Request) -> Any:
     try:
         text = await backend.fork(_text(request, "entryId"))
     except SessionReplacementCancelled:
-        return {"text": "", "cancelled": True}
+        return {"cancelled": True}  # pi: no selected text when an extension cancelled it
     return {"text": text or "", "cancelled": False}
 
 
@@ -482,6 +523,7 @@ HANDLERS: dict[str, Handler] = {
     "steer": _steer,
     "follow_up": _follow_up,
     "abort": _abort,
+    "clear_queue": _clear_queue,
     "new_session": _new_session,
     "get_state": _get_state,
     "get_messages": _get_messages,
@@ -490,6 +532,7 @@ HANDLERS: dict[str, Handler] = {
     "get_available_models": _get_available_models,
     "set_thinking_level": _set_thinking_level,
     "cycle_thinking_level": _cycle_thinking_level,
+    "get_available_thinking_levels": _get_available_thinking_levels,
     "set_steering_mode": _set_steering_mode,
     "set_follow_up_mode": _set_follow_up_mode,
     "compact": _compact,
@@ -504,16 +547,18 @@ HANDLERS: dict[str, Handler] = {
     "fork": _fork,
     "clone": _clone,
     "get_fork_messages": _get_fork_messages,
+    "get_entries": _get_entries,
+    "get_tree": _get_tree,
     "get_last_assistant_text": _get_last_assistant_text,
     "set_session_name": _set_session_name,
     "get_commands": _get_commands,
     "set_event_format": _set_event_format,
 }
-"""Every command pitrio answers: pi 0.73.1's, plus ``set_event_format``."""
+"""Every command pitrio answers: pi 1.6.0's, plus ``set_event_format``."""
 
 
 def unknown_command(request: Request) -> dict[str, Any]:
-    """The response to a command type nobody handles (keeping its ``id``, unlike pi)."""
+    """The response to a command type nobody handles (keeping its ``id``, as pi 1.6.0)."""
     return failure(request, f"Unknown command: {request.type}")
 
 

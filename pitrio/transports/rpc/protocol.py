@@ -122,13 +122,14 @@ def parse_record(record: Record) -> Request | dict[str, Any]:
         if kind is not None:
             response["command"] = kind
         response["success"] = False
-        response["error"] = f"Unknown command: {_js_string(kind)}"
+        response["error"] = f"Unknown command: {js_string(kind)}"
         return response
     return Request(id=value.get("id", MISSING), type=value["type"], fields=value)
 
 
-def _js_string(value: Any) -> str:
-    """How JavaScript's template strings print a value (``undefined`` for absent)."""
+def js_string(value: Any) -> str:
+    """How JavaScript's template strings print a value (``undefined`` for absent; objects
+    and arrays approximated by their JSON)."""
     if value is None:
         return "undefined"
     if isinstance(value, str):

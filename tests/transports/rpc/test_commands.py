@@ -11,6 +11,7 @@ import pytest
 from pitrio.actors.agent_loop import AgentState, LoopOptions
 from pitrio.actors.model_router import FAUX_MODELS
 from pitrio.actors.session.actor import SessionState
+from pitrio.actors.session.commands import Accepted
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
@@ -18,6 +19,7 @@ from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
 from pitrio.transports.rpc.commands import (
+    EVENTFUL_COMMANDS,
     HANDLERS,
     CommandError,
     ScopedModel,
@@ -40,6 +42,8 @@ PI_COMMANDS = {
     "set_auto_compaction", "set_auto_retry", "abort_retry", "bash", "abort_bash",
     "get_session_stats", "export_html", "switch_session", "fork", "clone",
     "get_fork_messages", "get_last_assistant_text", "set_session_name", "get_commands",
+    # pi 1.6.0's additions
+    "clear_queue", "get_available_thinking_levels", "get_entries", "get_tree",
 }  # fmt: skip
 
 
@@ -83,12 +87,26 @@ class FakeSession:
         self.model = MODELS["faux-1"]
         self.level = "off"
 
-    async def submit_with_seq(self, text: str, **kwargs: Any) -> tuple[None, int]:
+    async def submit_with_seq(self, text: str, **kwargs: Any) -> tuple[None, Accepted]:
         self.calls.append(("submit", (text, kwargs)))
-        return None, 41
+        return None, Accepted(41, "queued" if kwargs.get("streaming_behavior") else "started")
 
-    async def steer(self, text: str, images: Any = ()) -> None:
+    async def steer(self, text: str, images: Any = (), **kwargs: Any) -> str | None:
         self.calls.append(("steer", (text, images)))
+        assert kwargs == {"source": "rpc"}
+        return None if text == "taken" else "q1"
+
+    async def follow_up(self, text: str, images: Any = (), **kwargs: Any) -> str | None:
+        self.calls.append(("follow_up", (text, images)))
+        assert kwargs == {"source": "rpc"}
+        return None if text == "taken" else "q2"
+
+    async def clear_queue(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        self.calls.append(("clear_queue", None))
+        return ("s1",), ("f1", "f2")
+
+    async def available_thinking_levels(self) -> tuple[str, ...]:
+        return ("off",) if not self.model.reasoning else ("off", "low", "max")
 
     async def set_queue_mode(self, kind: str, mode: str) -> None:
         self.calls.append(("queue_mode", (kind, mode)))
@@ -194,7 +212,13 @@ async def test_prompt_fields() -> None:
         "streamingBehavior": "steer",
     }
     response = await run(backend, command)
-    assert response == {"id": "p", "type": "response", "command": "prompt", "success": True}
+    assert response == {
+        "id": "p",
+        "type": "response",
+        "command": "prompt",
+        "success": True,
+        "data": {"disposition": "queued"},  # pi 1.6.0: what became of the prompt
+    }
     [(_, (text, kwargs))] = backend.fake.calls
     assert text == "hi"
     assert kwargs == {
@@ -208,6 +232,45 @@ async def test_prompt_fields() -> None:
     assert bad["success"] is False and bad["error"] == "prompt: message must be a string"
     bad_image = await run(backend, '{"id":"p3","type":"prompt","message":"x","images":[{}]}')
     assert bad_image["success"] is False and "ImageContent" in bad_image["error"]
+
+
+async def test_a_started_prompt_says_so() -> None:
+    response = await run(FakeBackend(), '{"id":"p","type":"prompt","message":"go"}')
+    assert response["data"] == {"disposition": "started"}
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+async def test_steer_and_follow_up_answer_with_their_disposition(kind: str) -> None:
+    backend = FakeBackend()
+    response = await run(backend, {"id": "q", "type": kind, "message": "later"})
+    assert response == {
+        "id": "q",
+        "type": "response",
+        "command": kind,
+        "success": True,
+        "data": {"disposition": "queued"},
+    }
+    assert backend.fake.calls == [(kind, ("later", ()))]
+    # An extension's input handler took it: nothing queued.
+    taken = await run(backend, {"id": "t", "type": kind, "message": "taken"})
+    assert taken["data"] == {"disposition": "handled"}
+
+
+async def test_clear_queue_answers_with_what_it_removed() -> None:
+    backend = FakeBackend()
+    response = await run(backend, '{"id":"c","type":"clear_queue"}')
+    assert response["data"] == {"steering": ["s1"], "followUp": ["f1", "f2"]}
+    assert list(response["data"]) == ["steering", "followUp"]
+    assert "clear_queue" in EVENTFUL_COMMANDS  # its queue_update is written before it
+
+
+async def test_available_thinking_levels() -> None:
+    backend = FakeBackend()
+    response = await run(backend, '{"id":"t","type":"get_available_thinking_levels"}')
+    assert response["data"] == {"levels": ["off"]}  # faux-1 does not reason
+    backend.fake.model = MODELS["faux-think"]
+    response = await run(backend, '{"id":"t","type":"get_available_thinking_levels"}')
+    assert response["data"] == {"levels": ["off", "low", "max"]}
 
 
 async def test_errors_of_the_session_become_failures() -> None:

@@ -149,7 +149,9 @@ def test_lone_surrogates_are_escaped_as_javascript_does() -> None:
 def test_seed_events_and_fields_are_written() -> None:
     assert is_seed_event(AgentSettled())
     assert not is_seed_event(AgentEnd(messages=()))
-    assert parse(encode_event(AgentSettled())) == {"type": "agent_settled"}
+    # pi 1.6.0's shape: whether an abort was asked for during the run
+    assert parse(encode_event(AgentSettled())) == {"type": "agent_settled", "aborted": False}
+    assert parse(encode_event(AgentSettled(aborted=True)))["aborted"] is True
     assert parse(encode_event(AgentEnd(messages=(), will_retry=True))) == {
         "type": "agent_end",
         "messages": [],

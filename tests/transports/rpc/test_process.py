@@ -198,7 +198,13 @@ async def test_prompting_and_queues(dirs: Dirs) -> None:
         assert [q["followUp"] for q in queue] == [[], ["followed"]]
 
         response = await rpc.request({"type": "prompt", "message": "hi", "images": [IMAGE]})
-        assert response == {"id": "r4", "type": "response", "command": "prompt", "success": True}
+        assert response == {
+            "id": "r4",
+            "type": "response",
+            "command": "prompt",
+            "success": True,
+            "data": {"disposition": "started"},  # pi 1.6.0
+        }
         await rpc.event("agent_settled")
         users = [
             e["message"]["content"]
@@ -288,16 +294,27 @@ async def test_state_models_and_settings(dirs: Dirs) -> None:
         assert missing["error"] == "Model not found: faux/nope"
         think = await rpc.data({"type": "set_model", "provider": "faux", "modelId": "faux-think"})
         assert think["id"] == "faux-think"
-        await rpc.data({"type": "set_thinking_level", "level": "high"})
+        # pi 1.6.0: without a default in the settings the session's level stays ("off" after
+        # faux-1, which does not reason), so the switch changes nothing.
+        assert (await rpc.data({"type": "get_state"}))["thinkingLevel"] == "off"
+        assert events_of(rpc.lines, "thinking_level_changed") == []
+        # "max" is clamped to the nearest level faux-think has (it used to become "off").
+        await rpc.data({"type": "set_thinking_level", "level": "max"})
         assert (await rpc.data({"type": "get_state"}))["thinkingLevel"] == "high"
+        levels = await rpc.data({"type": "get_available_thinking_levels"})
+        assert levels == {"levels": ["off", "minimal", "low", "medium", "high"]}
         cycled = await rpc.data({"type": "cycle_thinking_level"})
-        assert cycled["level"] != "high"
+        assert cycled == {"level": "off"}  # high was the last: around to the first
+        await rpc.data({"type": "set_thinking_level", "level": "low"})
         model = await rpc.data({"type": "cycle_model"})
         assert (model["model"]["id"], model["isScoped"]) == ("faux-small", False)
         assert model["thinkingLevel"] == "off"
-        assert [e["level"] for e in events_of(rpc.lines, "thinking_level_changed")][:2] == [
-            "medium",
+        assert await rpc.data({"type": "get_available_thinking_levels"}) == {"levels": ["off"]}
+        assert [e["level"] for e in events_of(rpc.lines, "thinking_level_changed")] == [
             "high",
+            "off",
+            "low",
+            "off",
         ]
 
         await rpc.data({"type": "set_steering_mode", "mode": "all"})
@@ -311,7 +328,8 @@ async def test_state_models_and_settings(dirs: Dirs) -> None:
     saved = settings(dirs)
     assert (saved["steeringMode"], saved["followUpMode"]) == ("all", "all")
     assert saved["compaction"]["enabled"] is False and saved["retry"]["enabled"] is False
-    assert (saved["defaultProvider"], saved["defaultModel"]) == ("faux", "faux-small")
+    # pi 1.6.0: model and thinking choices over RPC stay in the session.
+    assert not {"defaultProvider", "defaultModel", "defaultThinkingLevel"} & set(saved)
 
 
 async def test_models_scope(dirs: Dirs) -> None:

@@ -43,6 +43,7 @@ from pitrio.actors.session.extensions.events import (
     TurnEndEvent,
 )
 from pitrio.actors.session.extensions.host_commands import (
+    Accepted,
     AfterCompact,
     BeforeAgentStart,
     BeforeCompact,
@@ -255,7 +256,7 @@ class ExtensionHost(Actor[HostCommand]):
             await self._runner.run_command(
                 command.name, found, command.args, self._command_context()
             )
-        command.accepted.set(self._outlet.seq)
+        command.accepted.set(Accepted(self._outlet.seq, "handled"))
         command.settled.set(None)
 
     async def _before_agent_start(

@@ -9,7 +9,7 @@ as they were when they ran in the caller's task.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import trio
@@ -27,6 +27,19 @@ from pitrio.messages.agent import AgentMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, SessionEntry
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest
+
+Disposition = Literal["started", "queued", "handled"]
+"""What became of an accepted prompt (pi 1.6.0's ``disposition``): its run started, it was
+queued behind the running one, or an extension command or ``input`` handler took it."""
+
+
+@attrs.frozen
+class Accepted:
+    """A prompt's acceptance: the ``seq`` of the last event emitted by then (what a transport
+    writes before the prompt's response) and its :data:`Disposition`."""
+
+    seq: int
+    disposition: Disposition = "started"
 
 
 @attrs.frozen
@@ -97,7 +110,7 @@ class RunCommand:
 
     name: str
     args: str
-    accepted: Reply[int]
+    accepted: Reply[Accepted]
     settled: Reply[None]
 
 

@@ -32,6 +32,7 @@ from pitrio.actors.agent_loop.hooks import (
 )
 from pitrio.actors.session.extensions.events import InputResult, InputSource
 from pitrio.actors.session.extensions.host_commands import (
+    Accepted,
     AfterCompact,
     BeforeAgentStart,
     BeforeCompact,
@@ -158,7 +159,7 @@ class ExtensionHostHandle(Handle[HostCommand]):
         """The system prompt ``before_agent_start`` handlers chain from."""
         await self.tell(SetBasePrompt(prompt))
 
-    async def run_command(self, text: str, accepted: Reply[int], settled: Reply[None]) -> bool:
+    async def run_command(self, text: str, accepted: Reply[Accepted], settled: Reply[None]) -> bool:
         """Start the extension command ``text`` names (answered through ``accepted`` and
         ``settled`` when it returns); ``False`` if ``text`` names none."""
         name, args = split_command(text)

@@ -38,7 +38,7 @@ PI_PROJECT_DIR_NAME = ".pi"
 SETTINGS_FILE = "settings.json"
 
 QueueMode = Literal["all", "one-at-a-time"]
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 TRANSPORTS = ("sse", "websocket", "websocket-cached", "auto")
 QUEUE_MODES = ("all", "one-at-a-time")
 RESOURCE_KINDS = ("extensions", "skills", "prompts", "themes")
