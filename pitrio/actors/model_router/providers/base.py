@@ -37,7 +37,8 @@ class HttpSettings:
     a request that failed before anything streamed (a connection failure, or a status those
     SDKs repeat) is sent again up to ``max_retries`` times (pi 1.6.0's default is none: a
     transient failure goes straight to the session's auto-retry, where the client sees it),
-    after the server's ``retry-after`` or ``initial_retry_delay * 2**n`` capped at ``max_retry_backoff`` with jitter
+    after the server's ``retry-after`` or ``initial_retry_delay * 2**n`` capped at
+    ``max_retry_backoff`` with jitter
     (:mod:`~pitrio.actors.model_router.providers.retry`). Nothing of a repeated try is sent
     on; only a failure that outlives them reaches the session's auto-retry. A requested delay
     beyond ``max_retry_delay_ms`` (``0`` = no cap) fails at once, the delay in the error text.
