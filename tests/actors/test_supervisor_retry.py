@@ -73,9 +73,43 @@ def test_other_errors_are_not_retryable(text: str) -> None:
     assert not is_retryable_error(failed(text))
 
 
-def test_status_codes_match_anywhere_in_the_text() -> None:
-    # pi's alternatives are unanchored: "500" inside a larger number still matches.
-    assert is_retryable_error(failed("quota of 15000 tokens reached"))
+def test_status_codes_match_only_as_whole_numbers() -> None:
+    # pi 1.6.0 anchors the codes (0.73.1 matched "500" inside "15000").
+    assert not is_retryable_error(failed("quota of 15000 tokens reached"))
+    assert is_retryable_error(failed("HTTP 500"))
+    assert is_retryable_error(failed('500: {"message":"boom"}'))
+    assert is_retryable_error(failed("upstream said 520"))
+    assert not is_retryable_error(failed("error code 5000"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "429 insufficient_quota: You exceeded your current quota",
+        "429 Too Many Requests: Monthly usage limit reached",
+        "503 billing hard limit",
+        'rate limit {"code": 1308}',
+    ],
+)
+def test_usage_and_billing_limits_are_never_retried(text: str) -> None:
+    assert not is_retryable_error(failed(text))
+    assert not is_retryable_error_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "server_busy",
+        "The model is at capacity",
+        "read ECONNRESET",
+        "getaddrinfo ENOTFOUND api.example.com",
+        "stream disconnected before completion",
+        "Please retry your request",
+        "ResourceExhausted",
+    ],
+)
+def test_pi_1_6_transient_texts(text: str) -> None:
+    assert is_retryable_error(failed(text))
 
 
 def test_context_overflow_is_not_retried() -> None:
@@ -99,11 +133,19 @@ def test_settings_defaults_and_json() -> None:
         enabled=True, max_retries=3, base_delay_ms=2000, max_delay_ms=60000
     )
     parsed = RetrySettings.from_json(
-        {"enabled": False, "maxRetries": 2, "baseDelayMs": 50, "maxDelayMs": 1000, "provider": {}}
+        {
+            "enabled": False,
+            "maxRetries": 2,
+            "baseDelayMs": 50,
+            "maxAgentDelayMs": 1000,
+            "provider": {},
+        }
     )
     assert parsed == RetrySettings(
         enabled=False, max_retries=2, base_delay_ms=50, max_delay_ms=1000
     )
+    # The legacy maxDelayMs is the provider-level cap in pi 1.6.0, not the agent's.
+    assert RetrySettings.from_json({"maxDelayMs": 1000}) == RetrySettings()
     assert RetrySettings.from_json(None) == RetrySettings()
     assert RetrySettings.from_json({"maxRetries": "7", "enabled": 1}) == RetrySettings()
 

@@ -1,8 +1,9 @@
 """429 storms: the vendor refuses with ``retry-after``; retries honour it, capped.
 
 Each request is first repeated twice inside the provider, after the vendor's ``retry-after``
-(as the vendor SDKs pi uses do): only every third refusal reaches the session. The supervisor
-then waits ``baseDelayMs * 2^(n-1)``, capped by ``maxDelayMs``, raised to the last refusal's
+(as the vendor SDKs pi uses do, with ``retry.provider.maxRetries`` 2; pi 1.6.0's default is 0):
+only every third refusal reaches the session. The supervisor then waits
+``baseDelayMs * 2^(n-1)``, capped by ``maxAgentDelayMs``, raised to the last refusal's
 ``retry-after`` / ``retry-after-ms`` (read from the message's diagnostics, which these cases
 ask for); a retry-after beyond the cap ends the sequence instead of sleeping (DESIGN §5.4).
 Every failed attempt stays in the file and leaves the projection; exhausted retries end with
@@ -49,7 +50,11 @@ def rate_limited(attempt: int, *headers: tuple[str, str]) -> Act:
 
 
 def error_text(attempt: int) -> str:
-    return f"429 Rate limit reached for requests (attempt {attempt})"
+    # pi 1.6.0's completions text: the status, then the parsed error body as compact JSON.
+    return (
+        f'429: {{"message":"Rate limit reached for requests (attempt {attempt})",'
+        '"type":"requests","code":"rate_limit_exceeded"}'
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +90,14 @@ def failures(faulted: Faulted) -> list[AssistantMessage]:
 async def test_a_storm_of_429s_is_ridden_out_honouring_retry_after_and_the_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    settings = {"retry": {"maxRetries": 5, "baseDelayMs": 1000, "maxDelayMs": 10000}}
+    settings = {
+        "retry": {
+            "maxRetries": 5,
+            "baseDelayMs": 1000,
+            "maxAgentDelayMs": 10000,
+            "provider": {"maxRetries": 2},
+        }
+    }
     storm = [
         *session_attempt(1, ("retry-after", "3")),  # back-off 1 s, raised to 3 s
         *session_attempt(2, ("retry-after-ms", "7500")),  # back-off 2 s, raised to 7.5 s
@@ -138,7 +150,7 @@ async def test_a_storm_of_429s_is_ridden_out_honouring_retry_after_and_the_cap(
 async def test_exhausted_retries_end_unsuccessfully_with_the_last_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    settings = {"retry": {"maxRetries": 2, "baseDelayMs": 1000}}
+    settings = {"retry": {"maxRetries": 2, "baseDelayMs": 1000, "provider": {"maxRetries": 2}}}
     async with running_vendor() as vendor:
         vendor.push(*(rate_limited(n, ("retry-after", "2")) for n in range(1, 10)))
         async with fault_session(tmp_path, monkeypatch, vendor.base_url, settings) as faulted:
@@ -171,7 +183,14 @@ async def test_exhausted_retries_end_unsuccessfully_with_the_last_attempt(
 async def test_a_retry_after_beyond_the_cap_ends_the_sequence_without_waiting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    settings = {"retry": {"maxRetries": 5, "baseDelayMs": 1000, "maxDelayMs": 5000}}
+    settings = {
+        "retry": {
+            "maxRetries": 5,
+            "baseDelayMs": 1000,
+            "maxAgentDelayMs": 5000,
+            "provider": {"maxRetries": 2},
+        }
+    }
     async with running_vendor() as vendor:
         vendor.push(
             *session_attempt(1, ("retry-after", "2")), *session_attempt(2, ("retry-after", "120"))
@@ -192,13 +211,14 @@ async def test_a_retry_after_beyond_the_cap_ends_the_sequence_without_waiting(
     assert retry_after_ms(failures(faulted)[-1]) == 120000
 
 
-async def test_a_single_500_is_absorbed_by_the_provider_and_the_client_sees_one_clean_turn(
+async def test_a_single_500_is_absorbed_by_the_provider_when_it_is_asked_to_retry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
     busy = {"error": {"message": "The server had an error", "type": "server_error"}}
+    settings = {"retry": {"provider": {"maxRetries": 1}}}
     async with running_vendor() as vendor:
         vendor.push(http_error(500, busy), answer("Through at once"))
-        async with fault_session(tmp_path, monkeypatch, vendor.base_url, {}) as faulted:
+        async with fault_session(tmp_path, monkeypatch, vendor.base_url, settings) as faulted:
             await faulted.session.prompt("question")
             await faulted.recorder.wait_for("agent_settled")
             path = faulted.session.session_file
@@ -211,3 +231,34 @@ async def test_a_single_500_is_absorbed_by_the_provider_and_the_client_sees_one_
     assert vendor.requests[0].body == vendor.requests[1].body  # the same request again
     assert path is not None
     assert [e["message"]["stopReason"] for e in message_entries(path, "assistant")] == ["stop"]
+
+
+async def test_a_single_500_reaches_the_client_and_the_session_retries_it_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """pi 1.6.0: no provider-level retry by default, so the 500 is an error message, a
+    ``willRetry`` run end, ``auto_retry_start`` after the default 2 s back-off, and the
+    failed attempt omitted from the context (kept in the file)."""
+    busy = {"error": {"message": "The server had an error", "type": "server_error"}}
+    async with running_vendor() as vendor:
+        vendor.push(http_error(500, busy), answer("Through after a retry"))
+        async with fault_session(tmp_path, monkeypatch, vendor.base_url, {}) as faulted:
+            await faulted.session.prompt("question")
+            await faulted.recorder.wait_for("agent_settled")
+            path = faulted.session.session_file
+    events = faulted.recorder
+    (gap,) = gaps([r.arrived_at for r in vendor.requests])
+    assert gap == pytest.approx(2.0)  # the agent-level back-off, no provider repeat
+    (failed,) = failures(faulted)
+    assert (
+        failed.error_message == '500: {"message":"The server had an error","type":"server_error"}'
+    )
+    (start,) = events.of("auto_retry_start")
+    assert (start.attempt, start.max_attempts, start.delay_ms) == (1, 3, 2000)
+    (end,) = events.of("auto_retry_end")
+    assert (end.success, end.attempt) == (True, 1)
+    assert [e.will_retry for e in events.of("agent_end")] == [True, False]
+    assert path is not None
+    entries = message_entries(path, "assistant")
+    assert [e["message"]["stopReason"] for e in entries] == ["error", "stop"]
+    assert omitted_ids(path) == {entries[0]["id"]}

@@ -1,7 +1,8 @@
 """A provider that hangs: before the first byte, and mid-stream. The read timeout fires, the
 supervisor retries, the retry succeeds. Silence before the response head is first repeated
-inside the provider (twice, after 0.5 s and 1 s less jitter, as the vendor SDKs do): only a
-third silent try reaches the supervisor.
+inside the provider (twice, after 0.5 s and 1 s less jitter, as the vendor SDKs do, when
+``retry.provider.maxRetries`` asks for it; pi 1.6.0's default is 0): only a third silent try
+reaches the supervisor.
 
 httpx has one limit on silence, its read timeout (``retry.provider.timeoutMs`` in the agent
 dir's ``settings.json``): it bounds the wait for the response and every wait between two
@@ -30,7 +31,8 @@ from tests.faults.support import (
 )
 from tests.faults.vendor import Act, answer, chunk, running_vendor, text_parts
 
-SETTINGS = {"retry": {"provider": {"timeoutMs": 20000}}}  # retry.baseDelayMs: default 2000
+# retry.baseDelayMs: default 2000
+SETTINGS = {"retry": {"provider": {"timeoutMs": 20000, "maxRetries": 2}}}
 
 
 @pytest.fixture(autouse=True)

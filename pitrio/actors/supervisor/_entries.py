@@ -22,7 +22,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.messages.content import TextContent
+from pitrio.messages.content import TextContent, ToolCall
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -165,3 +165,30 @@ def path_to(by_id: Mapping[str, SessionEntry], leaf_id: str | None) -> list[Sess
         current = entry.parent_id
     path.reverse()
     return path
+
+
+def recovery_omission_targets(
+    failed_entry_id: str, failed: AssistantMessage, path: Iterable[object]
+) -> tuple[str, ...]:
+    """The entries a retried or overflow-recovered attempt leaves the context with (pi 1.6.0's
+    ``_omitRecoveryAttempt``): the failed response's entry, then the entries of its tool
+    results that follow it on ``path`` (up to the next assistant message), so no result is
+    left without its call. Each gets a ``context_edit`` omission, in this order. ``path`` may
+    hold entries of types this version does not know; they are passed over."""
+    call_ids = {block.id for block in failed.content if isinstance(block, ToolCall)}
+    targets = [failed_entry_id]
+    if not call_ids:
+        return tuple(targets)
+    after = False
+    for entry in path:
+        if not isinstance(entry, MessageEntry):
+            continue
+        if not after:
+            after = entry.id == failed_entry_id
+            continue
+        message = entry.message
+        if isinstance(message, AssistantMessage):
+            break
+        if isinstance(message, ToolResultMessage) and message.tool_call_id in call_ids:
+            targets.append(entry.id)
+    return tuple(targets)

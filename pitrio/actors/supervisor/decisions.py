@@ -111,7 +111,7 @@ class End:
 
 @attrs.frozen(kw_only=True)
 class Retry:
-    """Omit ``failed`` from the context, emit ``event``, sleep ``delay_ms``, then continue."""
+    """Emit ``event``, omit ``failed`` from the context, sleep ``delay_ms``, then continue."""
 
     attempt: int
     delay_ms: int

@@ -1,9 +1,11 @@
 """Automatic retry of failed responses (spec §3.7, DESIGN §5.4 and §5.8). Pure: no trio.
 
 A response is retried when it failed with a transient error (overload, rate limit, 5xx, network
-trouble, ...) that is not a context overflow. Attempt *n* waits ``base * 2**(n-1)``
-milliseconds, capped by ``max_delay_ms`` and raised to the provider's retry-after; a provider
-asking for more than the cap ends the sequence, as pi's provider layer does.
+trouble, ...) that is not a context overflow nor a usage or billing limit (pi 1.6.0's
+classification). Attempt *n* waits ``base * 2**(n-1)`` milliseconds, capped by
+``retry.maxAgentDelayMs``, and raised to a retry-after the provider wrote in its error (DESIGN
+§5.4; pi 1.6.0 itself ignores it at this level); a provider asking for more than the cap ends
+the sequence, as pi's provider layer does.
 
 :class:`RetryState` is one session's retry sequence; its transitions return the events to emit
 (``auto_retry_start`` / ``auto_retry_end``). The session actor feeds it every assistant
@@ -23,17 +25,44 @@ from pitrio.actors.supervisor.overflow import is_context_overflow, is_overflow_e
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.events import AutoRetryEnd, AutoRetryStart, SummarizationRetryScheduled
 
-# pi 0.73.1's classification, alternatives of one case-insensitive regex. Status codes are
-# unanchored substrings on purpose (pi matches "500" anywhere in the text).
-RETRYABLE_PATTERN = re.compile(
-    r"overloaded|provider.?returned.?error|rate.?limit|too many requests|429|500|502|503|504"
-    r"|service.?unavailable|server.?error|internal.?error|network.?error|connection.?error"
-    r"|connection.?refused|connection.?lost|websocket.?closed|websocket.?error"
-    r"|other side closed|fetch failed|upstream.?connect|reset before headers|socket hang up"
-    r"|ended without|http2 request did not get a response|timed? out|timeout|terminated"
-    r"|retry delay",
+# pi 1.6.0's classification: two case-insensitive regexes of alternatives. A usage or billing
+# limit is never transient, whatever else the text says; status codes count only as whole
+# numbers ("HTTP 500", not "15000 tokens").
+NON_RETRYABLE_PATTERN = re.compile(
+    r"GoUsageLimitError|FreeUsageLimitError|Monthly usage limit reached|available balance"
+    r"|insufficient_quota|out of budget|quota exceeded|billing"
+    r"|subscription_sharing_usage_limit_exceeded"
+    r"|subscription_sharing_workplace_individual_usage_limit_exceeded"
+    r'|"code"\s*:\s*"?1308(?![0-9])',
     re.IGNORECASE,
 )
+RETRYABLE_PATTERN = re.compile(
+    r"overloaded|server_busy|servers are currently busy|currently experiencing high demand"
+    r"|model is at capacity|rate.?limit|too many requests"
+    r"|(?<![a-z0-9])(?:429|500|502|503|504|520|524)(?![a-z0-9])"
+    r"|service.?(?:is.?)?(?:temporarily.?)?unavailable|server.?error|internal.?error"
+    r"|provider.?returned.?(?:an.?)?error|exceeded request buffer limit while retrying upstream"
+    r"|unable to forward upstream|upstream.?request.?failed|upstream_stream_read_error"
+    r"|stream was interrupted|http/?2 stream failed|network.?error|connection.?error"
+    r"|connection.?refused|connection.?lost|connection.?closed|other side closed|fetch failed"
+    r"|request to \S+ failed, reason:|getaddrinfo"
+    r"|(?<![a-z0-9_])(?:ECONNRESET|ECONNABORTED|ECONNREFUSED|ETIMEDOUT|EPIPE)(?![a-z0-9_])"
+    r"|connection reset by peer|ENOTFOUND|EAI_AGAIN|upstream.?connect|reset before headers"
+    r"|socket hang up|socket connection was closed|timed? out|timeout|terminated"
+    r"|websocket.?closed|websocket.?error|websocket.?connection.?limit.?reached|ended without"
+    r"|stream ended before message_stop|stream ended before a terminal response event"
+    r"|http2 request did not get a response|stream disconnected before completion"
+    r"|cut short after the reply had begun|pending stream has been canceled|retry delay"
+    r"|you can retry your request|try your request again|please retry your request"
+    r"|ResourceExhausted|subscription_sharing_usage_unavailable"
+    r"|subscription_sharing_user_unavailable",
+    re.IGNORECASE,
+)
+
+
+def _transient(text: str) -> bool:
+    return NON_RETRYABLE_PATTERN.search(text) is None and RETRYABLE_PATTERN.search(text) is not None
+
 
 UNKNOWN_ERROR = "Unknown error"
 RETRY_CANCELLED = "Retry cancelled"
@@ -50,13 +79,15 @@ _RETRY_AFTER = re.compile(
 
 @attrs.frozen(kw_only=True)
 class RetrySettings:
-    """The ``retry.*`` settings (spec §8.2, DESIGN §5.4)."""
+    """The agent-level ``retry.*`` settings (spec §8.2, DESIGN §5.4; pi 1.6.0's keys)."""
 
     enabled: bool = True
     max_retries: int = 3
     base_delay_ms: int = 2000
     max_delay_ms: int = 60000
-    """Cap on one back-off sleep and on a provider's retry-after; ``0`` disables the cap."""
+    """``retry.maxAgentDelayMs``: cap on one back-off sleep and on a provider's retry-after;
+    ``0`` disables the cap. (The legacy ``retry.maxDelayMs`` is the provider-level cap since
+    pi 1.6.0, which migrates it to ``retry.provider.maxRetryDelayMs``.)"""
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any] | None) -> RetrySettings:
@@ -69,7 +100,7 @@ class RetrySettings:
             enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
             max_retries=int_setting(value.get("maxRetries"), defaults.max_retries),
             base_delay_ms=int_setting(value.get("baseDelayMs"), defaults.base_delay_ms),
-            max_delay_ms=int_setting(value.get("maxDelayMs"), defaults.max_delay_ms),
+            max_delay_ms=int_setting(value.get("maxAgentDelayMs"), defaults.max_delay_ms),
         )
 
 
@@ -77,7 +108,7 @@ def is_retryable_error_text(text: str) -> bool:
     """Whether an error text names a transient failure (and not a context overflow)."""
     if is_overflow_error_text(text):
         return False
-    return RETRYABLE_PATTERN.search(text) is not None
+    return _transient(text)
 
 
 def is_retryable_error(message: AssistantMessage) -> bool:
@@ -90,7 +121,7 @@ def is_retryable_error(message: AssistantMessage) -> bool:
         return False
     if is_context_overflow(message):
         return False
-    return RETRYABLE_PATTERN.search(message.error_message) is not None
+    return _transient(message.error_message)
 
 
 def parse_retry_after_ms(text: str | None) -> int | None:

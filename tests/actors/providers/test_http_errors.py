@@ -69,9 +69,12 @@ DIAGNOSING = ProviderSettings(diagnostics=True)
 
 def sdk_text(api: str, status: int, body: dict[str, Any]) -> str:
     """pi's ``errorMessage`` of a JSON error body: OpenAI's SDK shows ``error.message``,
-    Anthropic's the whole body as compact JSON (it has no top-level message)."""
+    Anthropic's the whole body as compact JSON (it has no top-level message); pi 1.6.0's
+    completions provider the parsed ``error`` member as compact JSON after ``<status>: ``."""
     if api == "anthropic-messages":
         return f"{status} {json.dumps(body, separators=(',', ':'))}"
+    if api == "openai-completions":
+        return f"{status}: {json.dumps(body['error'], separators=(',', ':'))}"
     return f"{status} {body['error']['message']}"
 
 
@@ -393,3 +396,34 @@ def test_unresolved_host_message_walks_the_causes() -> None:
         "cannot reach api.anthropic.com: name or service not known"
     )
     assert unresolved_host_message(httpx.ConnectError("refused"), "http://x/") is None
+
+
+def test_completions_text_is_status_and_error_body_as_pi_1_6_shows_it() -> None:
+    from pitrio.actors.model_router.providers.http_errors import (
+        PROVIDER_ERROR_BODY_MAX,
+        http_error_message,
+    )
+
+    body = b'{"error":{"message":"busy","type":"server_error","param":null,"code":null}}'
+    text, _ = http_error_message(500, body, "openai-completions")
+    assert text == '500: {"message":"busy","type":"server_error","param":null,"code":null}'
+    # No parsed error object: the SDK's own text stands.
+    assert http_error_message(502, b"Bad gateway", "openai-completions")[0] == "502 Bad gateway"
+    assert http_error_message(500, b'{"error":"down"}', "openai-completions")[0] == '500 "down"'
+    assert http_error_message(500, b"", "openai-completions")[0] == ("500 status code (no body)")
+    # The other OpenAI-style providers keep the SDK's summary.
+    assert http_error_message(500, body, "openai")[0] == "500 busy"
+    long = b'{"error":{"message":"' + b"x" * 5000 + b'"}}'
+    text, _ = http_error_message(500, long, "openai-completions")
+    shown = text.removeprefix("500: ")
+    assert shown.startswith('{"message":"xxx')
+    assert shown.endswith(f"... [truncated {5000 + 14 - PROVIDER_ERROR_BODY_MAX} chars]")
+
+
+def test_completions_text_adds_openrouter_raw_only_when_not_shown_already() -> None:
+    from pitrio.actors.model_router.providers.http_errors import http_error_message
+
+    body = b'{"error":{"message":"Provider returned error","metadata":{"raw":"upstream 503"}}}'
+    text, _ = http_error_message(400, body, "openai-completions")
+    # The raw text is inside the JSON body already: not repeated on a line of its own.
+    assert text == ('400: {"message":"Provider returned error","metadata":{"raw":"upstream 503"}}')

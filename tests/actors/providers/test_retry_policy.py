@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 
+import attrs
 import pytest
 
 from pitrio.actors.model_router.providers.base import HttpSettings, provider_settings
@@ -32,7 +33,8 @@ def test_the_defaults_are_the_sdks() -> None:
         8.0,
         0.25,
     )
-    assert HttpSettings().retry_policy() == POLICY
+    # The HTTP client's own default is pi 1.6.0's: no provider-level retry at all.
+    assert HttpSettings().retry_policy() == attrs.evolve(POLICY, max_retries=0)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +93,7 @@ def test_decide() -> None:
     assert decide(0, POLICY, no_jitter, status=400) == GiveUp()
     assert decide(0, POLICY, no_jitter, status=429, headers={"retry-after": "7"}) == Wait(7.0)
     assert decide(0, POLICY, no_jitter, status=429, headers={"retry-after": "61"}) == TooLong(
-        "retry delay 61000 ms exceeds the 60000 ms limit"
+        "Server requested 61s retry delay (max: 60s)."
     )
     uncapped = RetryPolicy(max_retry_delay_ms=0)
     assert decide(0, uncapped, no_jitter, status=429, headers={"retry-after": "61"}) == Wait(61.0)
@@ -101,4 +103,13 @@ def test_decide() -> None:
 def test_settings_json_sets_the_count_and_the_cap() -> None:
     http = provider_settings({"retry": {"provider": {"maxRetries": 5, "maxRetryDelayMs": 0}}}).http
     assert (http.max_retries, http.max_retry_delay_ms) == (5, 0)
-    assert provider_settings({}).http.max_retries == 2
+    # pi 1.6.0: no provider-level retries unless asked for (0.73.1 left the SDK's 2).
+    assert provider_settings({}).http.max_retries == 0
+
+
+def test_legacy_max_delay_is_the_provider_cap_unless_that_is_set() -> None:
+    # pi 1.6.0 migrates retry.maxDelayMs to retry.provider.maxRetryDelayMs.
+    assert provider_settings({"retry": {"maxDelayMs": 5000}}).http.max_retry_delay_ms == 5000
+    both = {"retry": {"maxDelayMs": 5000, "provider": {"maxRetryDelayMs": 7000}}}
+    assert provider_settings(both).http.max_retry_delay_ms == 7000
+    assert provider_settings({}).http.max_retry_delay_ms == 60000

@@ -35,8 +35,10 @@ class HttpSettings:
 
     Provider-level retries follow the vendor SDKs pi's providers use (OpenAI's, Anthropic's):
     a request that failed before anything streamed (a connection failure, or a status those
-    SDKs repeat) is sent again up to ``max_retries`` times, after the server's ``retry-after``
-    or ``initial_retry_delay * 2**n`` capped at ``max_retry_backoff`` with jitter
+    SDKs repeat) is sent again up to ``max_retries`` times (pi 1.6.0's default is none: a
+    transient failure goes straight to the session's auto-retry, where the client sees it),
+    after the server's ``retry-after`` or ``initial_retry_delay * 2**n`` capped at
+    ``max_retry_backoff`` with jitter
     (:mod:`~pitrio.actors.model_router.providers.retry`). Nothing of a repeated try is sent
     on; only a failure that outlives them reaches the session's auto-retry. A requested delay
     beyond ``max_retry_delay_ms`` (``0`` = no cap) fails at once, the delay in the error text.
@@ -51,7 +53,7 @@ class HttpSettings:
     max_keepalive: int = 20
     trust_env: bool = True
     """Honour ``HTTP(S)_PROXY``/``NO_PROXY`` and friends."""
-    max_retries: int = 2
+    max_retries: int = 0
     initial_retry_delay: float = 0.5
     max_retry_backoff: float = 8.0
     max_retry_delay_ms: int = 60000
@@ -90,13 +92,18 @@ def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
 
     Reads ``thinkingBudgets`` and ``retry.provider.{timeoutMs,maxRetries,maxRetryDelayMs}``
     (spec §8.2) and ``transport``; values of the wrong type are ignored (the settings layer
-    reports them).
+    reports them). The legacy ``retry.maxDelayMs`` stands for ``maxRetryDelayMs`` when that is
+    unset (pi 1.6.0 migrates it there).
     ``timeoutMs`` bounds each read of a response, the closest a streaming client gets to a
     request timeout without cutting long answers.
     """
     http: dict[str, Any] = {}
     retry = settings.get("retry")
     provider = retry.get("provider") if isinstance(retry, Mapping) else None
+    if isinstance(retry, Mapping):
+        legacy = _number(retry.get("maxDelayMs"))
+        if legacy is not None and legacy >= 0:
+            http["max_retry_delay_ms"] = int(legacy)
     if isinstance(provider, Mapping):
         timeout = _number(provider.get("timeoutMs"))
         if timeout is not None and timeout > 0:

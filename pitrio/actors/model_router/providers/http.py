@@ -308,7 +308,7 @@ class HttpProvider(abc.ABC):
                 continue
             text = failure.text
             if isinstance(verdict, retry.TooLong):
-                text = f"{text} ({verdict.note})"
+                text = f"{verdict.note} {text}"
             await _send_all(send, [parser.fail(text, **failure.diagnostic)])
             return
 

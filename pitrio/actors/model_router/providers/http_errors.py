@@ -130,10 +130,35 @@ def http_error_message(
         error = parsed.get("error") if isinstance(parsed, dict) else None
     message = _sdk_text(error, fallback)
     result = f"{status} {message}" if message else f"{status} status code (no body)"
+    if style == "openai-completions":
+        result = _with_error_body(status, result, error)
     raw = _raw_metadata(error) if style == "openai-completions" else None
-    if raw:
+    if raw and raw not in result:
         result += "\n" + raw
     return result, kind
+
+
+PROVIDER_ERROR_BODY_MAX = 4000
+"""Characters of an error body pi 1.6.0 shows in a provider's error text before cutting it."""
+
+
+def _with_error_body(status: int, sdk_text: str, error: Any) -> str:
+    """pi 1.6.0's text of an SDK error that parsed an error body: ``"<status>: <body>"``.
+
+    Since pi 1.6.0 the completions provider shows the parsed ``error`` member itself (compact
+    JSON, cut at :data:`PROVIDER_ERROR_BODY_MAX` characters) rather than the SDK's one-line
+    summary, unless that summary already holds it. Without such a body (no JSON, an empty or
+    non-object ``error``), the SDK's text stands.
+    """
+    if not isinstance(error, dict) or not error:
+        return sdk_text
+    body = _js_json(error).strip()
+    if not body or body in sdk_text:
+        return sdk_text
+    if len(body) > PROVIDER_ERROR_BODY_MAX:
+        cut = len(body) - PROVIDER_ERROR_BODY_MAX
+        body = f"{body[:PROVIDER_ERROR_BODY_MAX]}... [truncated {cut} chars]"
+    return f"{status}: {body}"
 
 
 MISTRAL_MAX_ERROR_BODY = 4000

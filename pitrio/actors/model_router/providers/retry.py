@@ -127,7 +127,11 @@ def decide(
         return Wait(backoff_seconds(retries_done, policy, random))
     cap = policy.max_retry_delay_ms
     if cap and requested > cap:
-        return TooLong(f"retry delay {math.ceil(requested)} ms exceeds the {cap} ms limit")
+        # pi 1.6.0's words (whole seconds, rounded up), put before the provider's own text.
+        return TooLong(
+            f"Server requested {math.ceil(requested / 1000)}s retry delay"
+            f" (max: {math.ceil(cap / 1000)}s)."
+        )
     return Wait(requested / 1000)
 
 

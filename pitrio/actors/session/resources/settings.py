@@ -184,6 +184,7 @@ SCHEMA: dict[str, Check] = {
     "retry.maxRetries": _number,
     "retry.baseDelayMs": _number,
     "retry.maxDelayMs": _number,
+    "retry.maxAgentDelayMs": _number,
     "retry.provider.timeoutMs": _number,
     "retry.provider.maxRetries": _number,
     "retry.provider.maxRetryDelayMs": _number,
@@ -390,7 +391,7 @@ class Settings:
 
     @property
     def retry(self) -> RetrySettings:
-        """``retry.*`` (enabled, maxRetries, baseDelayMs, maxDelayMs)."""
+        """``retry.*`` (enabled, maxRetries, baseDelayMs, maxAgentDelayMs)."""
         return RetrySettings.from_json(self.get("retry"))
 
     @property

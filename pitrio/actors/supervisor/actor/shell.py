@@ -34,7 +34,7 @@ import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
-from pitrio.actors.supervisor._entries import iso_to_ms
+from pitrio.actors.supervisor._entries import iso_to_ms, recovery_omission_targets
 from pitrio.actors.supervisor.actor.commands import (
     AbortRetry,
     BeforePrompt,
@@ -89,7 +89,13 @@ from pitrio.actors.supervisor.decisions import (
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, AssistantMessage
-from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
+from pitrio.messages.content import ToolCall
+from pitrio.messages.entries import (
+    CompactionEntry,
+    CompactionResult,
+    ContextEditEntry,
+    SessionEntry,
+)
 from pitrio.messages.events import (
     AgentSessionEvent,
     AutoRetryEnd,
@@ -263,13 +269,18 @@ class Supervisor(Actor[SupervisorCommand]):
 
     async def _carry_out(self, command: CarryOut) -> Step:
         match command.action:
-            case Retry(delay_ms=delay_ms, event=event):
-                await self._omit(command.failed_entry_id)
+            case Retry(delay_ms=delay_ms, event=event, failed=failed):
+                omitted = await self._omit(command.failed_entry_id, failed, announce=False)
                 # pi drops the failed attempt from the agent's messages when the back-off
                 # starts: messageCount and get_messages during and after it (an abort or
-                # abort_retry ends the run here) show the context without it.
+                # abort_retry ends the run here) show the context without it. Done before
+                # the events, so a client that asks on seeing them sees it done (in pi the
+                # omission follows the event synchronously).
                 await self._loop.set_messages(await self._store.context_messages())
+                # pi 1.6.0's order: auto_retry_start, then the omissions' entry_appended.
                 self._emit(event)
+                for entry in omitted:
+                    self._emit(EntryAppended(entry=entry))
                 try:
                     with trio.CancelScope() as sleep:
                         self._retry_sleep = sleep
@@ -282,7 +293,7 @@ class Supervisor(Actor[SupervisorCommand]):
                 return Continue("recovery")
             case Compact(reason=reason, will_retry=will_retry, failed=failed) as action:
                 if failed is not None and will_retry:
-                    await self._omit(command.failed_entry_id)
+                    await self._omit(command.failed_entry_id, failed)
                 succeeded = await self._auto_compaction(reason, will_retry, command.lent)
                 facts = await self._loop.run_facts()
                 return decide_after_compaction(
@@ -305,15 +316,28 @@ class Supervisor(Actor[SupervisorCommand]):
         decision = decide_before_prompt(check)
         if isinstance(decision, CompactNow):
             if decision.failed is not None:
-                await self._omit(command.last_entry_id)
+                await self._omit(command.last_entry_id, decision.failed)
             await self._auto_compaction(decision.reason, False, command.lent)
 
-    async def _omit(self, entry_id: str | None) -> None:
-        """Take a failed response out of the projection; the file keeps it (a context_edit)."""
+    async def _omit(
+        self, entry_id: str | None, failed: AssistantMessage, *, announce: bool = True
+    ) -> list[ContextEditEntry]:
+        """Take a failed response and its tool results out of the projection; the file keeps
+        them (one ``context_edit`` each, announced with ``entry_appended`` unless the caller
+        announces them itself, later). Returns the edits appended."""
         if entry_id is None:
-            return
-        entry = await self._store.append_context_edit(entry_id, None)
-        self._emit(EntryAppended(entry=entry))
+            return []
+        targets: Sequence[str] = (entry_id,)
+        if any(isinstance(block, ToolCall) for block in failed.content):
+            path = await self._store.branch_entries()
+            targets = recovery_omission_targets(entry_id, failed, path)
+        edits = []
+        for target in targets:
+            entry = await self._store.append_context_edit(target, None)
+            edits.append(entry)
+            if announce:
+                self._emit(EntryAppended(entry=entry))
+        return edits
 
     # -- compaction (§3.8) -------------------------------------------------------------------
 

@@ -1,0 +1,98 @@
+"""The retry sequence's events and entries in pi 1.6.0's order (``pi160.retry.*``): the
+failed response, ``agent_end {willRetry: true}``, ``auto_retry_start``, the ``context_edit``
+omission's ``entry_appended``, the new attempt, ``auto_retry_end`` right after its
+``message_end``, ``agent_end {willRetry: false}``, ``agent_settled``."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from pitrio.actors.model_router import FauxReply
+from pitrio.actors.session.actor import SessionSettings
+from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.entries import ContextEditEntry, MessageEntry
+from pitrio.messages.events import AgentEnd, AgentSessionEvent, EntryAppended
+from tests.actors.test_session_actor import UNAVAILABLE, kinds, running_session
+
+
+def wire_kinds(events: list[AgentSessionEvent]) -> list[str]:
+    """The kinds pi 1.6.0 writes: message entries are not announced with entry_appended."""
+    return kinds(
+        [
+            e
+            for e in events
+            if not (isinstance(e, EntryAppended) and isinstance(e.entry, MessageEntry))
+        ]
+    )
+
+
+async def test_one_transient_failure_then_success_in_pi_1_6_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    settings = SessionSettings(retry=RetrySettings(max_retries=3, base_delay_ms=100))
+    async with running_session(FauxReply(error=UNAVAILABLE), "recovered", settings=settings) as fx:
+        await fx.session.prompt("flaky")
+        events = await fx.collect_until_settled()
+        entries = await fx.log.entries()
+    assert wire_kinds(events) == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "message_start",
+        "message_end",
+        "turn_end",
+        "agent_end",
+        "auto_retry_start",
+        "entry_appended",
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_update",
+        "message_end",
+        "auto_retry_end",
+        "turn_end",
+        "agent_end",
+        "agent_settled",
+    ]
+    assert [e.will_retry for e in events if isinstance(e, AgentEnd)] == [True, False]
+    # The file: the failed response, its omission (a child of it), then the new attempt as a
+    # child of the omission - the entries pi 1.6.0 writes.
+    messages = [e for e in entries if isinstance(e, MessageEntry)]
+    edits = [e for e in entries if isinstance(e, ContextEditEntry)]
+    failed_entry = messages[1]
+    assert isinstance(failed_entry.message, AssistantMessage)
+    assert failed_entry.message.stop_reason == "error"
+    (edit,) = edits
+    assert (edit.target_id, edit.parent_id, edit.replacement) == (
+        failed_entry.id,
+        failed_entry.id,
+        None,
+    )
+    assert messages[2].parent_id == edit.id
+    announced = [e.entry for e in events if isinstance(e, EntryAppended)]
+    assert edit in announced
+
+
+async def test_the_omission_is_in_place_when_auto_retry_start_is_seen(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A client that asks on ``auto_retry_start`` sees the context without the attempt,
+    although its ``entry_appended`` comes after the event (pi omits synchronously)."""
+    settings = SessionSettings(retry=RetrySettings(max_retries=3, base_delay_ms=10_000))
+    failing = FauxReply(error=UNAVAILABLE)
+    async with (
+        running_session(failing, "recovered", settings=settings) as fx,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(fx.session.prompt, "flaky")
+        async for item in fx.events:
+            if item.event.type == "auto_retry_start":
+                break
+        context = await fx.log.context_messages()
+        edits = [e for e in await fx.log.entries() if isinstance(e, ContextEditEntry)]
+        await fx.session.abort()
+    assert [m.role for m in context] == ["user"]
+    assert len(edits) == 1
