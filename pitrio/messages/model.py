@@ -47,11 +47,17 @@ class Model:
 
 @attrs.frozen(kw_only=True)
 class ToolSpec:
-    """A tool as the model sees it: name, description and JSON-schema parameters."""
+    """A tool as the model sees it: name, description and JSON-schema parameters.
+
+    ``constrained_sampling`` (pi's ``constrainedSampling: {type: "json_schema", strict}``):
+    ``"prefer"`` asks providers that can to declare the tool strict (arguments constrained to
+    the schema), ``"require"`` makes a provider that cannot fail the request; ``None`` never.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
+    constrained_sampling: Literal["prefer", "require"] | None = None
 
 
 @attrs.frozen(kw_only=True)

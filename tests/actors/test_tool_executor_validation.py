@@ -56,9 +56,22 @@ def test_all_missing_properties_in_one_line() -> None:
     assert "  - path: must have required properties path, edits\n" in message
 
 
+CLOSED_EDIT: dict[str, Any] = {
+    **EDIT,
+    "properties": {
+        **EDIT["properties"],
+        "edits": {
+            **EDIT["properties"]["edits"],
+            "items": {**EDIT["properties"]["edits"]["items"], "additionalProperties": False},
+        },
+    },
+}
+"""pi 0.73.1's edit schema, whose items were closed (1.6.0's are not)."""
+
+
 def test_nested_paths_and_additional_properties() -> None:
     args = {"path": "a", "edits": [{"oldText": "x", "newText": "y", "z": 1}]}
-    assert problems(EDIT, args, "edit") == (
+    assert problems(CLOSED_EDIT, args, "edit") == (
         'Validation failed for tool "edit":\n'
         "  - edits.0.z: schema is false\n"
         "  - edits.0: must not have additional properties\n\n"

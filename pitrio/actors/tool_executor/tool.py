@@ -46,7 +46,8 @@ class AgentTool:
     same file run one after another in source order. ``aborted_result`` builds the result of a
     call cancelled by abort from its last partial result (default: ``Operation aborted``).
     ``prompt_snippet`` and ``prompt_guidelines`` describe the tool in the system prompt
-    (spec §5.9).
+    (spec §5.9). ``constrained_sampling`` asks providers for strict arguments (see
+    :class:`~pitrio.messages.model.ToolSpec`).
     """
 
     name: str
@@ -61,11 +62,17 @@ class AgentTool:
     mutates: Callable[[dict[str, Any]], str | None] | None = None
     prompt_snippet: str | None = None
     prompt_guidelines: tuple[str, ...] = ()
+    constrained_sampling: Literal["prefer", "require"] | None = None
 
     @property
     def spec(self) -> ToolSpec:
         """The declaration sent to the model."""
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            constrained_sampling=self.constrained_sampling,
+        )
 
     def result_on_abort(self, partial: AgentToolResult | None) -> AgentToolResult:
         """The error result of a call that abort cancelled."""

@@ -97,7 +97,8 @@ def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, deployment: str
 ) -> dict[str, Any]:
     """The Responses body of :mod:`.openai_responses` as pi sends it to Azure (pure)."""
-    shared = dict(openai_responses.build_body(model, context, options))
+    # Azure takes strict tools unless the model's compat says otherwise.
+    shared = dict(openai_responses.build_body(model, context, options, strict_default=True))
     shared.pop("store", None)
     shared.pop("prompt_cache_retention", None)
     shared["model"] = deployment

@@ -52,6 +52,10 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.providers.strict_tools import (
+    responses_tools,
+    supports_strict_mode,
+)
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -115,16 +119,9 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
     body["tool_choice"] = "auto"
     body["parallel_tool_calls"] = True
     if context.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-                "strict": None,
-            }
-            for tool in context.tools
-        ]
+        # Codex takes strict tools unless the model's compat says otherwise; others get null.
+        supported = supports_strict_mode(model, True)
+        body["tools"] = responses_tools(context.tools, supported, default=None)
     level = effective_thinking_level(model, options.reasoning) if model.reasoning else "off"
     if level != "off":
         mapped = (model.thinking_level_map or {}).get(level, level)

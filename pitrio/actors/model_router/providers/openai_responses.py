@@ -48,6 +48,10 @@ from pitrio.actors.model_router.providers.http import (
     bearer_json_request,
     join_url,
 )
+from pitrio.actors.model_router.providers.strict_tools import (
+    responses_tools,
+    supports_strict_mode,
+)
 from pitrio.actors.model_router.stream_builder import parse_arguments
 from pitrio.actors.model_router.thinking import effective_thinking_level, reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
@@ -257,9 +261,13 @@ def build_body(
     *,
     encoded: bool = False,
     cache_retention: CacheRetention = "short",
+    strict_default: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: items as reused JSON fragments,
     see :func:`encoded_input`; else plain, and pure).
+
+    Tools carry ``strict`` only where the model's ``compat.supportsStrictMode`` (default
+    ``strict_default``: off for OpenAI's Responses API, on for Azure's) says the server takes it.
 
     The session id is the prompt-cache key unless caching is off (``cache_retention``
     ``none``); ``long`` asks for 24 hours where the model's ``supportsLongCacheRetention``
@@ -279,16 +287,8 @@ def build_body(
     if max_tokens:
         body["max_output_tokens"] = max_tokens
     if context.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-                "strict": False,
-            }
-            for tool in context.tools
-        ]
+        supported = supports_strict_mode(model, strict_default)
+        body["tools"] = responses_tools(context.tools, supported)
     if model.reasoning:
         level = effective_thinking_level(model, options.reasoning)
         effort = reasoning_effort(model, options.reasoning)

@@ -305,6 +305,7 @@ def create_bash_tool(
         label="bash",
         description=DESCRIPTION,
         parameters=PARAMETERS,
+        constrained_sampling="prefer",
         execute=execute,
         aborted_result=_aborted,
         prompt_snippet=PROMPT_SNIPPET,

@@ -42,7 +42,6 @@ _EDIT_ITEM: dict[str, Any] = {
         },
         "newText": {"type": "string", "description": "The text that replaces oldText"},
     },
-    "additionalProperties": False,
 }
 
 PARAMETERS: dict[str, Any] = {
@@ -61,7 +60,6 @@ PARAMETERS: dict[str, Any] = {
             "same or neighbouring lines into one edit.",
         },
     },
-    "additionalProperties": False,
 }
 
 DESCRIPTION = (
@@ -154,6 +152,7 @@ def create_edit_tool(cwd: str) -> AgentTool:
         label="edit",
         description=DESCRIPTION,
         parameters=PARAMETERS,
+        constrained_sampling="prefer",
         execute=execute,
         prepare_arguments=prepare_edit_arguments,
         mutates=target,

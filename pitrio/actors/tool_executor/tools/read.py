@@ -233,6 +233,7 @@ def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentToo
         label="read",
         description=DESCRIPTION,
         parameters=PARAMETERS,
+        constrained_sampling="prefer",
         execute=execute,
         prompt_snippet=PROMPT_SNIPPET,
         prompt_guidelines=PROMPT_GUIDELINES,

@@ -72,6 +72,7 @@ def create_write_tool(cwd: str) -> AgentTool:
         label="write",
         description=DESCRIPTION,
         parameters=PARAMETERS,
+        constrained_sampling="prefer",
         execute=execute,
         mutates=target,
         prompt_snippet=PROMPT_SNIPPET,
