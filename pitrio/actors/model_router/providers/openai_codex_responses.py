@@ -31,7 +31,7 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import openai_responses
-from pitrio.actors.model_router.providers.base import EventSender
+from pitrio.actors.model_router.providers.base import EventSender, output_limit
 from pitrio.actors.model_router.providers.codex_websocket import (
     CACHED_TRANSPORTS,
     CodexSocket,
@@ -53,6 +53,7 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.providers.strict_tools import (
+    compat_flag,
     responses_tools,
     supports_strict_mode,
 )
@@ -103,6 +104,10 @@ def user_agent() -> str:
     return f"pi ({sys.platform} {platform.release()}; {_ARCH.get(machine, machine)})"
 
 
+MIN_OUTPUT_TOKENS = 16
+"""The smallest ``max_output_tokens`` pi asks of the Responses API."""
+
+
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of one streamed Codex request (pure; pi's key order)."""
     body: dict[str, Any] = {
@@ -118,15 +123,22 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
         body["prompt_cache_key"] = options.session_id
     body["tool_choice"] = "auto"
     body["parallel_tool_calls"] = True
+    max_tokens = output_limit(model, options)
+    if max_tokens and compat_flag(model, "supportsMaxOutputTokens"):
+        body["max_output_tokens"] = max(max_tokens, MIN_OUTPUT_TOKENS)
     if context.tools:
         # Codex takes strict tools unless the model's compat says otherwise; others get null.
         supported = supports_strict_mode(model, True)
         body["tools"] = responses_tools(context.tools, supported, default=None)
+    levels = model.thinking_level_map or {}
     level = effective_thinking_level(model, options.reasoning) if model.reasoning else "off"
     if level != "off":
-        mapped = (model.thinking_level_map or {}).get(level, level)
+        mapped = levels.get(level, level)
         if mapped is not None:
             body["reasoning"] = {"effort": mapped, "summary": "auto"}
+    elif model.reasoning and levels.get("off", "none") is not None:
+        # pi 1.6.0 turns a reasoning model's thinking off explicitly.
+        body["reasoning"] = {"effort": levels.get("off") or "none"}
     return body
 
 

@@ -49,6 +49,7 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.providers.strict_tools import (
+    compat_flag,
     responses_tools,
     supports_strict_mode,
 )
@@ -247,6 +248,10 @@ def encoded_input(model: Model, context: LlmContext) -> list[Any]:
     return builder.finish()
 
 
+MIN_OUTPUT_TOKENS = 16
+"""The smallest ``max_output_tokens`` pi asks of the Responses API."""
+
+
 def _compat_flag(model: Model, name: str) -> bool:
     """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
     ``supportsLongCacheRetention``)."""
@@ -284,8 +289,8 @@ def build_body(
         body["prompt_cache_retention"] = "24h"
     body["store"] = False
     max_tokens = output_limit(model, options)
-    if max_tokens:
-        body["max_output_tokens"] = max_tokens
+    if max_tokens and compat_flag(model, "supportsMaxOutputTokens"):
+        body["max_output_tokens"] = max(max_tokens, MIN_OUTPUT_TOKENS)
     if context.tools:
         supported = supports_strict_mode(model, strict_default)
         body["tools"] = responses_tools(context.tools, supported)

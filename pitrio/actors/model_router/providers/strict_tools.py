@@ -197,6 +197,13 @@ def tool_parameters(tool: ToolSpec, strict: bool | None) -> dict[str, Any]:
     return tool.parameters
 
 
+def compat_flag(model: Model, name: str, default: bool = True) -> bool:
+    """One of the model's boolean ``compat`` flags, else ``default``."""
+    compat = model.compat if isinstance(model.compat, Mapping) else {}
+    value = compat.get(name)
+    return value if isinstance(value, bool) else default
+
+
 def supports_strict_mode(model: Model, default: bool) -> bool:
     """The model's ``compat.supportsStrictMode``, else the provider's ``default``."""
     compat = model.compat if isinstance(model.compat, Mapping) else {}
@@ -250,6 +257,7 @@ def strict_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
 __all__ = [
     "UnsupportedKeyword",
     "UnsupportedStrictSchema",
+    "compat_flag",
     "make_strict_schema",
     "resolve_strict",
     "responses_tools",
