@@ -87,7 +87,7 @@ def test_request_headers_and_body() -> None:
     assert headers["originator"] == "pi"
     assert headers["openai-beta"] == "responses=experimental"  # pi's value wins
     assert headers["x-a"] == "1"
-    assert headers["session_id"] == headers["x-client-request-id"] == "sess-1"
+    assert headers["session-id"] == headers["x-client-request-id"] == "sess-1"
     assert headers["user-agent"].startswith("pi (")
     body = request.json()
     assert list(body) == [

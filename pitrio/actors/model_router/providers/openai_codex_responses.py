@@ -5,7 +5,7 @@ base defaults to ``https://chatgpt.com/backend-api``; a base already ending in `
 ``/codex/responses`` is kept), authorised by the ChatGPT OAuth access token as a bearer token
 plus ``chatgpt-account-id`` (read from the token's JWT claim ``https://api.openai.com/auth``),
 ``originator: pi``, ``OpenAI-Beta: responses=experimental`` and, with a session,
-``session_id``/``x-client-request-id``. The body is the Responses API's with Codex's fixed
+``session-id``/``x-client-request-id``. The body is the Responses API's with Codex's fixed
 fields (``instructions`` always, ``text.verbosity: low``, ``tool_choice: auto``,
 ``parallel_tool_calls``, tools with ``strict: null``).
 
@@ -170,7 +170,7 @@ def build_request(
         }
     )
     if options.session_id:
-        request_headers["session_id"] = options.session_id
+        request_headers["session-id"] = options.session_id  # pi 1.6.0's name
         request_headers["x-client-request-id"] = options.session_id
     document = build_body(model, context, options)
     return CodexRequest(

@@ -252,6 +252,20 @@ MIN_OUTPUT_TOKENS = 16
 """The smallest ``max_output_tokens`` pi asks of the Responses API."""
 
 
+def affinity_format(model: Model) -> str:
+    """The model's ``compat.sessionAffinityFormat``, else ``openrouter`` for OpenRouter and
+    ``openai`` for the others."""
+    compat = model.compat if isinstance(model.compat, Mapping) else {}
+    form = compat.get("sessionAffinityFormat")
+    if isinstance(form, str):
+        return form
+    return (
+        "openrouter"
+        if model.provider == "openrouter" or "openrouter.ai" in model.base_url
+        else "openai"
+    )
+
+
 def _compat_flag(model: Model, name: str) -> bool:
     """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
     ``supportsLongCacheRetention``)."""
@@ -319,15 +333,21 @@ def build_request(
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure).
 
-    With a session (and caching not off), its id also goes in ``session_id`` (unless the
-    model's ``sendSessionIdHeader`` is false) and ``x-client-request-id``, as pi's client sends
-    them; the configured headers still win.
+    With a session (and caching not off), its id also goes in headers by the model's
+    ``compat.sessionAffinityFormat`` (pi 1.6.0): ``openrouter`` (the default at OpenRouter)
+    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` (unless the model's
+    ``sendSessionIdHeader`` is false) and ``x-client-request-id``; another format only
+    ``x-client-request-id``. The configured headers still win.
     """
     session: dict[str, str] = {}
     if options.session_id and cache_retention != "none":
-        if _compat_flag(model, "sendSessionIdHeader"):
-            session["session_id"] = options.session_id
-        session["x-client-request-id"] = options.session_id
+        form = affinity_format(model)
+        if form == "openrouter":
+            session["x-session-id"] = options.session_id
+        else:
+            if form == "openai" and _compat_flag(model, "sendSessionIdHeader"):
+                session["session-id"] = options.session_id
+            session["x-client-request-id"] = options.session_id
     return bearer_json_request(
         join_url(model.base_url, "responses"),
         build_body(model, context, options, encoded=True, cache_retention=cache_retention),
