@@ -519,7 +519,13 @@ class BedrockProvider(HttpProvider):
             )  # fmt: skip
         except ValueError as exc:  # an image type Bedrock does not take
             raise ProviderError(str(exc)) from None
-        return await bedrock_aws.authorise(request, env, region)
+        # A Bedrock API key (auth.json, models.json apiKey, the request's) goes as a bearer
+        # token, as in pi 1.6.0; without one, the AWS credentials sign the request.
+        try:
+            api_key = await self.credentials.api_key(model.provider, options.api_key)
+        except CredentialError:
+            api_key = None
+        return await bedrock_aws.authorise(request, env, region, api_key)
 
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
