@@ -50,12 +50,27 @@ class Model:
 
 @attrs.frozen(kw_only=True)
 class ToolSpec:
-    """A tool as the model sees it: name, description and JSON-schema parameters."""
+    """A tool as the model sees it: name, description and JSON-schema parameters.
+
+    ``constrained_sampling`` (pi's ``constrainedSampling: {type: "json_schema", strict}``):
+    ``"prefer"`` asks providers that can to declare the tool strict (arguments constrained to
+    the schema), ``"require"`` makes a provider that cannot fail the request; ``None`` never.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
+    constrained_sampling: Literal["prefer", "require"] | None = None
     extra: dict[str, Any] | None = extra_field()
+
+
+def sampling_strictness(declared: dict[str, Any] | None) -> Literal["prefer", "require"] | None:
+    """The :attr:`ToolSpec.constrained_sampling` of a tool declared with pi's
+    ``constrainedSampling`` object (``{"type": "json_schema", "strict": "prefer"}``)."""
+    if not declared or declared.get("type") != "json_schema":
+        return None
+    strict = declared.get("strict")
+    return strict if strict in ("prefer", "require") else None
 
 
 @attrs.frozen(kw_only=True)

@@ -35,7 +35,7 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.content import TextContent
 from pitrio.messages.convert import extends
-from pitrio.messages.model import ToolSpec
+from pitrio.messages.model import ToolSpec, sampling_strictness
 from pitrio.messages.snapshot import Snapshot, immutable
 
 
@@ -276,4 +276,9 @@ def _with_changes(message: SystemMessage, changes: ToolChanges) -> SystemMessage
 
 def spec_of(tool: ToolDeclaration) -> ToolSpec:
     """What a provider is sent for a declared tool."""
-    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        constrained_sampling=sampling_strictness(tool.constrained_sampling),
+    )

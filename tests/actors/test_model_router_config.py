@@ -144,7 +144,8 @@ async def test_end_to_end_custom_provider_with_auth_json_key(tmp_path: Path) -> 
         assert done.message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
         assert (done.message.provider, done.message.model) == ("proxy", "claude-x")
         request = server.requests[0]
-        assert request.path == "/v1/messages"  # Anthropic base URLs stop before /v1
+        # Anthropic base URLs stop before /v1; pi 1.6.0's beta client adds ?beta=true.
+        assert request.path == "/v1/messages?beta=true"
         assert request.headers["x-api-key"] == "sk-proxy-secret-42"
         assert request.headers["x-team"] == "blue"
         # The vendor echoing the key back never puts it in a message.

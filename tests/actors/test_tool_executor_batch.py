@@ -166,7 +166,7 @@ async def test_invalid_arguments_never_reach_the_tool() -> None:
     result = await run_tool_batch(batch, emit=Recorder())
     assert log == ["start call_2", "end call_2"]
     assert text_of(result.messages[0].content) == (
-        'Validation failed for tool "num":\n  - n: must be number\n\n'
+        'Validation failed for tool "num":\n  - n: expected number, got string\n\n'
         'Received arguments:\n{\n  "n": "many"\n}'
     )
     assert text_of(result.messages[1].content) == "num {'n': 7}"  # converted before the tool

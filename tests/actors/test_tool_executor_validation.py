@@ -1,11 +1,13 @@
-"""Tool-argument conversion and validation (spec §2.3), with pi's error texts.
+"""Tool-argument coercion and validation (spec §2.3), with pi 1.6.0's error texts.
 
-The expected messages were taken from pi 0.73.1's own ``validateToolArguments`` on the same
-schemas and arguments.
+The expected messages are pi 1.6.0's own ``validateToolArguments`` (pi-schema) on the same
+schemas and arguments, recorded in ``expected/pi160_tool_validation.json``.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,27 +16,30 @@ from pitrio.actors.tool_executor.jsvalues import (
     js_length,
     js_number_to_string,
     js_parse_number,
+    json_stringify,
     json_stringify_pretty,
     to_utf8,
 )
+from pitrio.actors.tool_executor.tools import bash, edit, find, grep, ls, read, write
 from pitrio.actors.tool_executor.tools.edit import PARAMETERS as EDIT
 from pitrio.actors.tool_executor.tools.read import PARAMETERS as READ
-from pitrio.actors.tool_executor.validation import convert, validate_tool_arguments
+from pitrio.actors.tool_executor.validation import coerce, convert, validate_tool_arguments
 from pitrio.errors import ToolArgumentsError, ToolError
 
-MIXED: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "i": {"type": "integer", "minimum": 1},
-        "n": {"type": "number"},
-        "b": {"type": "boolean"},
-        "s": {"type": "string", "minLength": 2, "pattern": "^x"},
-        "a": {"type": "array", "items": {"type": "number"}, "minItems": 1},
-        "o": {"type": "object", "properties": {"x": {"type": "number"}}},
-        "e": {"enum": ["a", "b"]},
-        "u": {"anyOf": [{"const": "a"}, {"const": "b"}]},
-    },
+RECORDED = json.loads(
+    (Path(__file__).parent / "expected" / "pi160_tool_validation.json").read_text()
+)
+SCHEMAS: dict[str, Any] = {
+    "read": read.PARAMETERS,
+    "bash": bash.PARAMETERS,
+    "edit": edit.PARAMETERS,
+    "write": write.PARAMETERS,
+    "grep": grep.PARAMETERS,
+    "find": find.PARAMETERS,
+    "ls": ls.PARAMETERS,
+    "mixed": RECORDED["mixed"],
 }
+MIXED: dict[str, Any] = RECORDED["mixed"]
 
 
 def problems(schema: dict[str, Any], args: Any, name: str = "t") -> str:
@@ -43,61 +48,64 @@ def problems(schema: dict[str, Any], args: Any, name: str = "t") -> str:
     return str(caught.value)
 
 
-def test_missing_required_reads_like_pi() -> None:
-    assert problems(READ, {}, "read") == (
-        'Validation failed for tool "read":\n'
-        "  - path: must have required properties path\n\n"
-        "Received arguments:\n{}"
-    )
-
-
-def test_all_missing_properties_in_one_line() -> None:
-    message = problems(EDIT, {}, "edit")
-    assert "  - path: must have required properties path, edits\n" in message
-
-
-def test_nested_paths_and_additional_properties() -> None:
-    args = {"path": "a", "edits": [{"oldText": "x", "newText": "y", "z": 1}]}
-    assert problems(EDIT, args, "edit") == (
-        'Validation failed for tool "edit":\n'
-        "  - edits.0.z: schema is false\n"
-        "  - edits.0: must not have additional properties\n\n"
-        "Received arguments:\n"
-        '{\n  "path": "a",\n  "edits": [\n    {\n      "oldText": "x",\n'
-        '      "newText": "y",\n      "z": 1\n    }\n  ]\n}'
-    )
-    assert "  - edits.0.newText: must have required properties newText" in problems(
-        EDIT, {"path": "a", "edits": [{"oldText": "x"}]}
-    )
+def _outcome(tool: str, args: Any) -> dict[str, Any]:
+    try:
+        return {"ok": validate_tool_arguments(tool, SCHEMAS[tool], args)}
+    except ToolArgumentsError as exc:
+        return {"err": str(exc)}
 
 
 @pytest.mark.parametrize(
-    ("args", "line"),
-    [
-        ({"i": 0}, "i: must be >= 1"),
-        ({"i": "abc"}, "i: must be integer"),
-        ({"b": "yes"}, "b: must be boolean"),
-        ({"b": 2}, "b: must be boolean"),
-        ({"s": {}}, "s: must be string"),
-        ({"s": "y"}, 's: must not have fewer than 2 characters\n  - s: must match pattern "^x"'),
-        ({"a": []}, "a: must not have fewer than 1 items"),
-        ({"a": ["1", "x"]}, "a.1: must be number"),
-        ({"o": "x"}, "o: must be object"),
-        ({"n": "Infinity"}, "n: must be number"),
-        ({"e": "z"}, "e: must be equal to one of the allowed values"),
-        (
-            {"u": "c"},
-            "u: must be equal to constant\n  - u: must be equal to constant\n"
-            "  - u: must match a schema in anyOf",
-        ),
-    ],
+    "case", RECORDED["cases"], ids=lambda c: f"{c['tool']}-{json_stringify(c['arguments'])}"
 )
-def test_messages(args: dict[str, Any], line: str) -> None:
-    assert f"\n  - {line}\n\nReceived arguments:" in problems(MIXED, args)
+def test_same_outcome_as_pi(case: dict[str, Any]) -> None:
+    # Coerced arguments and failure texts alike, JSON-compared as pi prints them.
+    ours = _outcome(case["tool"], case["arguments"])
+    assert json_stringify(ours) == json_stringify(case["pi"])
+
+
+def test_missing_required_reads_like_pi() -> None:
+    assert problems(READ, {}, "read") == (
+        'Validation failed for tool "read":\n  - path: missing\n\nReceived arguments:\n{}'
+    )
+
+
+def test_each_missing_property_on_its_own_line() -> None:
+    message = problems(EDIT, {}, "edit")
+    assert "  - path: missing\n  - edits: missing\n" in message
+
+
+def test_nested_paths_and_unknown_fields() -> None:
+    closed = {**MIXED["properties"]["o"]}
+    args = {"o": {"x": 1, "z": 2}}
+    assert problems({"type": "object", "properties": {"o": closed}}, args) == (
+        'Validation failed for tool "t":\n'
+        "  - o.z: unknown field\n\n"
+        "Received arguments:\n"
+        '{\n  "o": {\n    "x": 1,\n    "z": 2\n  }\n}'
+    )
+    assert "  - edits.0.newText: missing" in problems(
+        EDIT, {"path": "a", "edits": [{"oldText": "x"}]}
+    )
+    # 1.6.0's edit items are open: an extra field passes.
+    args = {"path": "a", "edits": [{"oldText": "x", "newText": "y", "z": 1}]}
+    assert validate_tool_arguments("edit", EDIT, args) == args
 
 
 def test_a_non_object_is_reported_at_root() -> None:
-    assert "  - root: must be object" in problems(READ, [])
+    assert "  - root: expected object, got array" in problems(READ, [])
+
+
+def test_optional_nulls_are_dropped_as_if_omitted() -> None:
+    # What a strict declaration makes the model send for an absent optional argument.
+    args = {"path": "a.txt", "offset": None, "limit": None}
+    assert validate_tool_arguments("read", READ, args) == {"path": "a.txt"}
+    assert args == {"path": "a.txt", "offset": None, "limit": None}
+    # A required property set to null is converted (to "null" for a string), not dropped.
+    assert validate_tool_arguments("read", READ, {"path": None}) == {"path": "null"}
+    # A null the schema takes stays.
+    nullable = {"type": "object", "properties": {"t": {"type": ["integer", "null"]}}}
+    assert validate_tool_arguments("t", nullable, {"t": None}) == {"t": None}
 
 
 @pytest.mark.parametrize(
@@ -107,20 +115,25 @@ def test_a_non_object_is_reported_at_root() -> None:
         ({"i": 2.7}, {"i": 2}),
         ({"i": True}, {"i": 1}),
         ({"i": 3.0}, {"i": 3}),
-        ({"n": ""}, {"n": 0}),
-        ({"n": " 7 "}, {"n": 7}),
-        ({"n": "0x10"}, {"n": 16}),
-        ({"n": "1e3"}, {"n": 1000}),
-        ({"n": "2.5"}, {"n": 2.5}),
-        ({"n": False}, {"n": 0}),
-        ({"b": "True"}, {"b": True}),
-        ({"b": "0"}, {"b": False}),
-        ({"b": 1}, {"b": True}),
-        ({"b": None}, {"b": False}),
-        ({"s": "x1"}, {"s": "x1"}),
-        ({"a": 5}, {"a": [5]}),
-        ({"a": ["1", 2]}, {"a": [1, 2]}),
-        ({"o": {"x": "3"}}, {"o": {"x": 3}}),
+        ({"i": 1, "n": ""}, {"i": 1, "n": 0}),
+        ({"i": 1, "n": " 7 "}, {"i": 1, "n": 7}),
+        ({"i": 1, "n": "0x10"}, {"i": 1, "n": 16}),
+        ({"i": 1, "n": "1e3"}, {"i": 1, "n": 1000}),
+        ({"i": 1, "n": "2.5"}, {"i": 1, "n": 2.5}),
+        ({"i": 1, "n": False}, {"i": 1, "n": 0}),
+        ({"i": 1, "n": "true"}, {"i": 1, "n": 1}),
+        ({"i": 1, "b": "True"}, {"i": 1, "b": True}),
+        ({"i": 1, "b": "0"}, {"i": 1, "b": False}),
+        ({"i": 1, "b": 1}, {"i": 1, "b": True}),
+        ({"i": 1, "b": None}, {"i": 1}),
+        ({"i": 1, "s": "x1"}, {"i": 1, "s": "x1"}),
+        ({"i": 1, "a": 5}, {"i": 1, "a": [5]}),
+        ({"i": 1, "a": ["1", 2]}, {"i": 1, "a": [1, 2]}),
+        ({"i": 1, "o": {"x": "3"}}, {"i": 1, "o": {"x": 3}}),
+        ({"i": 1, "e": "3"}, {"i": 1, "e": 3}),
+        ({"i": 1, "k": "5"}, {"i": 1, "k": 5}),
+        ({"i": 1, "t": "5"}, {"i": 1, "t": 5}),
+        ({"i": 1, "t": ""}, {"i": 1, "t": None}),
     ],
 )
 def test_conversions(args: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -131,8 +144,8 @@ def test_strings_from_scalars_and_input_untouched() -> None:
     args = {"path": 1.5, "offset": "3"}
     assert validate_tool_arguments("read", READ, args) == {"path": "1.5", "offset": 3}
     assert args == {"path": 1.5, "offset": "3"}  # a converted copy, the original is shown
-    assert convert({"path": None}, READ) == {"path": "null"}
-    assert convert({"path": True}, READ) == {"path": "true"}
+    assert coerce({"path": True}, READ) == {"path": "true"}
+    assert convert is coerce
 
 
 def test_it_is_a_tool_error() -> None:
@@ -158,6 +171,7 @@ def test_js_values() -> None:
         5.0,
     ]
     assert js_length("a😀") == 3
+    assert json_stringify({"a": 1.0, "b": [1, "x"]}) == '{"a":1,"b":[1,"x"]}'
     assert json_stringify_pretty({"a": 1.0, "b": [], "c": "é"}) == (
         '{\n  "a": 1,\n  "b": [],\n  "c": "é"\n}'
     )

@@ -1,7 +1,7 @@
 """JavaScript value semantics the tools must reproduce: number text, ``Number(str)``, string length.
 
 pi's tools are written in TypeScript, so some of their observable texts follow JavaScript rules:
-``Successfully wrote <n> bytes`` counts UTF-16 code units, a timeout of ``5`` prints as ``5`` (not
+string lengths count UTF-16 code units, a timeout of ``5`` prints as ``5`` (not
 ``5.0``), the ``Received arguments`` block of a validation error is ``JSON.stringify(args, null,
 2)``. This module is pure: no I/O, no trio.
 """
@@ -87,6 +87,11 @@ def _js_jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_js_jsonable(item) for item in value]
     return value
+
+
+def json_stringify(value: Any) -> str:
+    """``JSON.stringify(value)``: compact, numbers as JavaScript prints them."""
+    return json.dumps(_js_jsonable(value), separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def json_stringify_pretty(value: Any) -> str:

@@ -9,7 +9,7 @@ import attrs
 
 from pitrio.messages.agent import AgentToolResult, ToolDeclaration
 from pitrio.messages.content import TextContent
-from pitrio.messages.model import ToolSpec
+from pitrio.messages.model import ToolSpec, sampling_strictness
 
 UpdateFn = Callable[[AgentToolResult], Awaitable[None]]
 """``await on_update(partial)``: report the accumulated partial result of a running tool."""
@@ -49,7 +49,8 @@ class AgentTool:
     same file run one after another in source order. ``aborted_result`` builds the result of a
     call cancelled by abort from its last partial result (default: ``Operation aborted``).
     ``prompt_snippet`` and ``prompt_guidelines`` describe the tool in the system prompt
-    (spec §5.9).
+    (spec §5.9). ``constrained_sampling`` asks providers for strict arguments (see
+    :class:`~pitrio.messages.model.ToolSpec`).
     """
 
     name: str
@@ -71,7 +72,12 @@ class AgentTool:
     @property
     def spec(self) -> ToolSpec:
         """The declaration sent to the model."""
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            constrained_sampling=sampling_strictness(self.constrained_sampling),
+        )
 
     @property
     def declaration(self) -> ToolDeclaration:

@@ -45,13 +45,14 @@ def test_request_shape_and_cache_control() -> None:
     request = build_request(
         MODEL, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
     )
-    assert request.url == "http://127.0.0.1:9/v1/messages"
+    assert request.url == "http://127.0.0.1:9/v1/messages?beta=true"  # pi 1.6.0: the beta client
     assert request.headers["x-api-key"] == SECRET
     assert request.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in request.headers
-    # pi's Anthropic SDK client: JSON accepted, browser use allowed, interleaved thinking on.
+    # pi's Anthropic SDK client: JSON accepted, browser use allowed; no beta for a model that
+    # does not think (1.6.0 asks for interleaved thinking only when thinking is on).
     assert request.headers["anthropic-dangerous-direct-browser-access"] == "true"
-    assert request.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert "anthropic-beta" not in request.headers
     body = request.json()
     assert list(body) == ["model", "messages", "max_tokens", "stream", "system", "tools"]
     assert body["model"] == "test-model"
@@ -84,9 +85,7 @@ def test_request_shape_and_cache_control() -> None:
         late, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
     )
     assert "eager_input_streaming" not in late_request.json()["tools"][0]
-    assert late_request.headers["anthropic-beta"] == (
-        "fine-grained-tool-streaming-2025-05-14,interleaved-thinking-2025-05-14"
-    )
+    assert late_request.headers["anthropic-beta"] == "fine-grained-tool-streaming-2025-05-14"
     long = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="long"))
     assert long["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     none = build_body(MODEL, CONTEXT, StreamOptions(), ProviderSettings(cache_retention="none"))
@@ -126,6 +125,10 @@ def test_thinking_budget_fits_max_tokens() -> None:
         settings=SETTINGS,
     ).headers
     assert "interleaved-thinking" in headers["anthropic-beta"]
+    off = build_request(
+        model, CONTEXT, StreamOptions(), api_key=SECRET, headers={}, settings=SETTINGS
+    ).headers
+    assert "anthropic-beta" not in off  # thinking off: no interleaved-thinking beta
 
 
 def test_adaptive_models_get_an_effort_and_no_interleaved_beta() -> None:
@@ -371,7 +374,7 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     got, want = final(events), final(expected)
     assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
     request = server.requests[0]
-    assert (request.method, request.path) == ("POST", "/v1/messages")
+    assert (request.method, request.path) == ("POST", "/v1/messages?beta=true")
     assert request.headers["x-api-key"] == SECRET
     assert request.json()["thinking"] == {
         "type": "enabled",

@@ -112,13 +112,14 @@ def test_request_uses_api_key_header_version_and_deployment() -> None:
     assert request.headers["x-a"] == "1"
     body = request.json()
     assert body["model"] == "prod"
-    assert "store" not in body and "prompt_cache_retention" not in body  # pi's Azure body
+    # pi 1.6.0's Azure body: store false, no prompt_cache_retention.
+    assert body["store"] is False and "prompt_cache_retention" not in body
     assert body["prompt_cache_key"] == "sess-1"
     assert body["max_output_tokens"] == 100
     assert body["reasoning"]["effort"] == "high"
     assert body["include"] == ["reasoning.encrypted_content"]
     assert body["stream"] is True
-    head = ["model", "input", "stream", "prompt_cache_key", "max_output_tokens", "tools"]
+    head = ["model", "input", "stream", "prompt_cache_key", "store", "max_output_tokens", "tools"]
     assert list(body)[: len(head)] == head  # pi's Azure order
     assert list(body).index("reasoning") < list(body).index("include")
 

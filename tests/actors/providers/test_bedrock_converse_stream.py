@@ -291,6 +291,19 @@ async def test_session_token_and_bearer_token(server: LoopbackServer, pool: Http
     assert second.headers["authorization"] == "Bearer bedrock-key"
 
 
+async def test_a_configured_api_key_goes_as_a_bearer_token(
+    server: LoopbackServer, pool: HttpPool
+) -> None:
+    # pi 1.6.0: a Bedrock API key (models.json apiKey) wins over the AWS credentials.
+    server.push(es.stream_reply(es.text_stream("a")))
+    model = make_model(API, server.base_url, id=CLAUDE)
+    creds = Credentials(auth_path=None, env=AWS_ENV, provider_keys={model.provider: "bk-1"})
+    await collect(BedrockProvider(pool, creds, SETTINGS), model)
+    [request] = server.requests
+    assert request.headers["authorization"] == "Bearer bk-1"
+    assert "x-amz-date" not in request.headers
+
+
 async def test_missing_credentials_name_the_variables(
     pool: HttpPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -147,16 +147,16 @@ def test_url_headers_and_close_texts() -> None:
     assert websocket_url("http://127.0.0.1:8/codex/responses") == "ws://127.0.0.1:8/codex/responses"
     sse_headers = {"authorization": "Bearer t", "openai-beta": "responses=experimental",
                    "accept": "text/event-stream", "content-type": "application/json",
-                   "originator": "pi", "session_id": "s"}  # fmt: skip
+                   "originator": "pi", "session-id": "s"}  # fmt: skip
     assert handshake_headers(sse_headers, "s") == {
         "authorization": "Bearer t",
         "originator": "pi",
         "openai-beta": "responses_websockets=2026-02-06",
         "x-client-request-id": "s",
-        "session_id": "s",
+        "session-id": "s",
     }
     fresh = handshake_headers({}, None)
-    assert fresh["session_id"] == fresh["x-client-request-id"] and len(fresh["session_id"]) == 36
+    assert fresh["session-id"] == fresh["x-client-request-id"] and len(fresh["session-id"]) == 36
     assert close_text(1011, "boom") == "WebSocket closed 1011 boom"
     assert close_text(1009, "") == "WebSocket closed 1009 message too big"
     assert close_text(1006, "") == "WebSocket closed 1006"
@@ -197,7 +197,7 @@ async def test_handshake_frame_and_answer(pool: HttpPool) -> None:
     assert headers["authorization"] == f"Bearer {TOKEN}"
     assert headers["chatgpt-account-id"] == "acct-42"
     assert headers["openai-beta"] == "responses_websockets=2026-02-06"
-    assert headers["session_id"] == headers["x-client-request-id"] == "sess-1"
+    assert headers["session-id"] == headers["x-client-request-id"] == "sess-1"
     assert headers["originator"] == "pi" and headers["user-agent"].startswith("pi (")
     assert "accept" not in headers or headers["accept"] != "text/event-stream"
     _, frame = vendor.messages[0]
@@ -268,7 +268,7 @@ async def test_without_a_session_each_request_has_its_own_connection(pool: HttpP
         for _ in range(2):
             await collect(provider, model, context("a"), StreamOptions())
         await vendor.wait_closed(2)  # each closed after its answer
-    ids = [headers["session_id"] for _, headers in vendor.handshakes]
+    ids = [headers["session-id"] for _, headers in vendor.handshakes]
     assert len(ids) == 2 and ids[0] != ids[1]
     assert provider.sockets.by_session == {}
 

@@ -67,10 +67,12 @@ def test_request_shape() -> None:
     assert request.headers["x-extra"] == "1"
     assert request.headers["x-affinity"] == "sess-1"  # prefix-cache affinity
     body = request.json()
-    assert list(body) == ["model", "max_tokens", "stream", "messages", "tools"]  # the SDK's
+    # pi 1.6.0 builds the body itself: the fields it renames to wire names come last.
+    assert list(body) == ["model", "stream", "messages", "tools", "max_tokens", "prompt_cache_key"]
     assert body["model"] == "mistral-large-latest"
     assert body["stream"] is True
     assert body["max_tokens"] == 512
+    assert body["prompt_cache_key"] == "sess-1"
     assert body["messages"] == [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": [{"type": "text", "text": "hello"}]},
@@ -80,10 +82,20 @@ def test_request_shape() -> None:
         "function": {
             "name": "read",
             "description": "Read a file",
-            "strict": False,
             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "strict": False,
         },
     }
+    assert list(body["tools"][0]["function"]) == ["name", "description", "parameters", "strict"]
+
+
+def test_no_cache_key_nor_affinity_when_caching_is_off() -> None:
+    options = StreamOptions(session_id="sess-1")
+    request = build_request(
+        MODEL, CONTEXT, options, api_key=SECRET, headers={}, cache_retention="none"
+    )
+    assert "x-affinity" not in request.headers
+    assert "prompt_cache_key" not in request.json()
 
 
 def test_configured_affinity_header_wins_and_no_session_sends_none() -> None:

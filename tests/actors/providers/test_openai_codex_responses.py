@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 
+import attrs
 import orjson
 import pytest
 import trio
@@ -86,7 +87,7 @@ def test_request_headers_and_body() -> None:
     assert headers["originator"] == "pi"
     assert headers["openai-beta"] == "responses=experimental"  # pi's value wins
     assert headers["x-a"] == "1"
-    assert headers["session_id"] == headers["x-client-request-id"] == "sess-1"
+    assert headers["session-id"] == headers["x-client-request-id"] == "sess-1"
     assert headers["user-agent"].startswith("pi (")
     body = request.json()
     assert list(body) == [
@@ -100,9 +101,11 @@ def test_request_headers_and_body() -> None:
         "prompt_cache_key",
         "tool_choice",
         "parallel_tool_calls",
+        "max_output_tokens",
         "tools",
         "reasoning",
     ]
+    assert body["max_output_tokens"] == min(MODEL.max_tokens, 32000)
     assert body["instructions"] == "You are terse."
     assert body["text"] == {"verbosity": "low"}
     assert body["tools"][0]["strict"] is None
@@ -113,7 +116,16 @@ def test_body_defaults() -> None:
     context = CONTEXT.__class__(system_prompt=None, messages=CONTEXT.messages, tools=())
     body = build_body(MODEL, context, StreamOptions())
     assert body["instructions"] == "You are a helpful assistant."
-    assert "reasoning" not in body and "tools" not in body and "prompt_cache_key" not in body
+    assert "tools" not in body and "prompt_cache_key" not in body
+    # pi 1.6.0 switches a reasoning model's thinking off explicitly (thinkingLevelMap.off or
+    # "none").
+    assert body["reasoning"] == {"effort": "none"}
+    named = attrs.evolve(MODEL, thinking_level_map={"off": "minimal"})
+    assert build_body(named, context, StreamOptions())["reasoning"] == {"effort": "minimal"}
+    small = build_body(MODEL, context, StreamOptions(max_tokens=3))
+    assert small["max_output_tokens"] == 16  # pi's floor for the Responses API
+    capped = attrs.evolve(MODEL, compat={"supportsMaxOutputTokens": False})
+    assert "max_output_tokens" not in build_body(capped, context, StreamOptions())
 
 
 def test_response_done_completes_and_incomplete_is_a_length_stop() -> None:

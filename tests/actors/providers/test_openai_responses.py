@@ -47,7 +47,7 @@ def test_request_shape() -> None:
     )
     assert request.url == "http://127.0.0.1:9/responses"
     assert request.headers["authorization"] == f"Bearer {SECRET}"
-    assert request.headers["session_id"] == request.headers["x-client-request-id"] == "s-1"
+    assert request.headers["session-id"] == request.headers["x-client-request-id"] == "s-1"
     body = request.json()
     assert list(body) == [
         "model", "input", "stream", "prompt_cache_key", "store", "max_output_tokens", "tools"
@@ -60,12 +60,12 @@ def test_request_shape() -> None:
     ]
     thinker = build_body(make_model(API, reasoning=True), CONTEXT, StreamOptions())
     assert thinker["input"][0] == {"role": "developer", "content": "You are terse."}
+    # pi 1.6.0: no ``strict`` unless the model's compat says the server takes strict tools.
     assert body["tools"][0] == {
         "type": "function",
         "name": "read",
         "description": "Read a file",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        "strict": False,
     }
     assert body["prompt_cache_key"] == "s-1"
     assert body["max_output_tokens"] == 100
@@ -78,7 +78,7 @@ def test_cache_retention_none_sends_no_cache_key_and_no_session_headers() -> Non
     request = build_request(
         MODEL, CONTEXT, options, api_key=SECRET, headers={}, cache_retention="none"
     )
-    assert "session_id" not in request.headers
+    assert "session-id" not in request.headers
     assert "x-client-request-id" not in request.headers
     body = request.json()
     assert "prompt_cache_key" not in body and "prompt_cache_retention" not in body
@@ -98,12 +98,23 @@ def test_cache_retention_long_asks_for_a_day_where_the_model_allows_it() -> None
     assert "prompt_cache_retention" not in build_body(MODEL, CONTEXT, options)
 
 
+def test_session_affinity_headers_by_format() -> None:
+    options = StreamOptions(session_id="s-1")
+    router = make_model(API, "https://openrouter.ai/api/v1", provider="openrouter")
+    headers = build_request(router, CONTEXT, options, api_key=SECRET, headers={}).headers
+    assert headers["x-session-id"] == "s-1"
+    assert "session-id" not in headers and "x-client-request-id" not in headers
+    other = make_model(API, compat={"sessionAffinityFormat": "none"})
+    headers = build_request(other, CONTEXT, options, api_key=SECRET, headers={}).headers
+    assert "session-id" not in headers and headers["x-client-request-id"] == "s-1"
+
+
 def test_send_session_id_header_false_keeps_only_the_request_id() -> None:
     quiet = make_model(API, compat={"sendSessionIdHeader": False})
     request = build_request(
         quiet, CONTEXT, StreamOptions(session_id="s-1"), api_key=SECRET, headers={}
     )
-    assert "session_id" not in request.headers
+    assert "session-id" not in request.headers
     assert request.headers["x-client-request-id"] == "s-1"
     assert request.json()["prompt_cache_key"] == "s-1"
 

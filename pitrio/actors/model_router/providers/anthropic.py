@@ -1,6 +1,7 @@
 """The ``anthropic-messages`` provider: Anthropic's Messages API, streamed.
 
-Request: ``POST {baseUrl}/v1/messages`` with ``x-api-key``, ``anthropic-version`` and
+Request: ``POST {baseUrl}/v1/messages?beta=true`` (the SDK's beta client) with
+``x-api-key``, ``anthropic-version`` and
 ``stream: true``; thinking is a token budget (``thinking: {type: "enabled", budget_tokens}``,
 which must fit inside ``max_tokens``); prompt caching marks the system prompt and the last
 user turn with ``cache_control``. Answer: named SSE events ``message_start`` (id, model,
@@ -328,12 +329,16 @@ def build_request(
     # With an OAuth token the tool names are rewritten, so the plain (not pre-encoded)
     # turns are built: the encoded prefix holds the names as given.
     body = build_body(model, context, options, settings, encoded=not oauth_token)
-    # pi's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
-    # interleaved thinking for every model but the adaptive ones (it is built into those).
+    # pi 1.6.0's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
+    # interleaved thinking when a reasoning model thinks, but the adaptive ones (it is built
+    # into those).
     beta: list[str] = []
     if context.tools and compat_of(model).get("supportsEagerToolInputStreaming") is False:
         beta.append(BETA_FEATURES)
-    if not adaptive_thinking(model):
+    thinking = model.reasoning and options.reasoning is not None
+    if thinking and effective_thinking_level(model, options.reasoning) == "off":
+        thinking = False
+    if thinking and not adaptive_thinking(model):
         beta.append(THINKING_BETA)
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
         body = claude_code_body(body)
@@ -363,7 +368,8 @@ def build_request(
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
     return AnthropicRequest(
-        url=join_url(model.base_url, "v1/messages"),
+        # pi 1.6.0 sends through the SDK's beta client, whose path says so.
+        url=join_url(model.base_url, "v1/messages?beta=true"),
         headers=request_headers,
         body=encode_json_pieces(body),
         tool_names=reply_tool_names(context) if oauth_token else None,

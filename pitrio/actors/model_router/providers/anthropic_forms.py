@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
 from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.content import ImageContent, TextContent
 from pitrio.messages.model import LlmContext, Model
@@ -58,22 +59,72 @@ def adaptive_effort(model: Model, level: str) -> str:
     return {"minimal": "low", "low": "low", "medium": "medium"}.get(level, "high")
 
 
+# Keywords Anthropic's strict tool use refuses (the whole request fails with a 400).
+_STRICT_REFUSED = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    }
+)
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
+
+
+def strict_refuses(key: str, value: Any) -> bool:
+    """Whether Anthropic's strict mode refuses a schema node's ``key: value``."""
+    if key in _STRICT_REFUSED:
+        return True
+    if key == "minItems":
+        return value not in (0, 1) or isinstance(value, bool)
+    if key == "format":
+        return not isinstance(value, str) or value not in _STRICT_FORMATS
+    return False
+
+
+def _input_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The root of a tool's schema as Anthropic takes it: no root unions (a 400), shared
+    definitions and ``additionalProperties`` kept."""
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": schema.get("properties") or {},
+        "required": schema.get("required") or [],
+    }
+    for key in ("additionalProperties", "$defs", "definitions"):
+        if key in schema:
+            out[key] = schema[key]
+    return out
+
+
 def tools_of(model: Model, context: LlmContext, cache: dict[str, str] | None) -> list[Any]:
-    """The tools as pi 0.73.1 sends them: eager input streaming unless the model's compat
-    says otherwise, the schema reduced to its properties and required names, the cache mark
-    on the last one."""
-    eager = compat_of(model).get("supportsEagerToolInputStreaming", True) is not False
+    """The tools as pi 1.6.0 sends them: eager input streaming unless the model's compat says
+    otherwise, strict (with the strict schema) where the model's ``supportsStrictTools`` allows
+    a tool that asks for it, the cache mark on the last one."""
+    compat = compat_of(model)
+    eager = compat.get("supportsEagerToolInputStreaming", True) is not False
+    supported = compat.get("supportsStrictTools") is True
     tools: list[dict[str, Any]] = []
     for index, tool in enumerate(context.tools):
-        schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
+        strict = resolve_strict(tool, supported, strict_refuses)
+        parameters = tool_parameters(tool, strict)
+        schema = parameters if isinstance(parameters, Mapping) else {}
         entry: dict[str, Any] = {"name": tool.name, "description": tool.description}
         if eager:
             entry["eager_input_streaming"] = True
-        entry["input_schema"] = {
-            "type": "object",
-            "properties": schema.get("properties", {}),
-            "required": schema.get("required", []),
-        }
+        if strict:
+            entry["strict"] = True
+            entry["input_schema"] = {**schema, **_input_schema(schema)}
+        else:
+            entry["input_schema"] = _input_schema(schema)
         if cache is not None and index == len(context.tools) - 1:
             entry["cache_control"] = cache
         tools.append(entry)

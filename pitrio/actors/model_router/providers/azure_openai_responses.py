@@ -14,8 +14,8 @@ The wire is the Responses API's, so the request body and the stream parser are
 - The key goes in an ``api-key`` header. Without a key, a Microsoft Entra ID access token in
   ``$AZURE_OPENAI_AD_TOKEN`` goes as ``Authorization: Bearer`` (a pitrio addition; pi knows
   keys only).
-- The body has no ``store`` and no ``prompt_cache_retention`` (pi's Azure request sends
-  neither); ``prompt_cache_key`` is the session id.
+- The body has ``store: false`` (since pi 1.6.0) and no ``prompt_cache_retention``;
+  ``prompt_cache_key`` is the session id.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, deployment: str
 ) -> dict[str, Any]:
     """The Responses body of :mod:`.openai_responses` as pi sends it to Azure (pure)."""
-    shared = dict(openai_responses.build_body(model, context, options))
-    shared.pop("store", None)
+    # Azure takes strict tools unless the model's compat says otherwise.
+    shared = dict(openai_responses.build_body(model, context, options, strict_default=True))
     shared.pop("prompt_cache_retention", None)
     shared["model"] = deployment
     if options.session_id:
@@ -114,6 +114,7 @@ _KEY_ORDER = (
     "input",
     "stream",
     "prompt_cache_key",
+    "store",
     "max_output_tokens",
     "temperature",
     "tools",

@@ -135,13 +135,16 @@ def sign(request: HttpRequest, credentials: Any, region: str) -> HttpRequest:
     return attrs.evolve(request, headers=headers)
 
 
-async def authorise(request: HttpRequest, env: Mapping[str, str], region: str) -> HttpRequest:
-    """``request`` authorised as pi's Bedrock client does: ``AWS_BEARER_TOKEN_BEDROCK`` as a
-    bearer token, else SigV4 for ``region``; nothing when ``AWS_BEDROCK_SKIP_AUTH=1`` (a
-    proxy that authorises by itself)."""
+async def authorise(
+    request: HttpRequest, env: Mapping[str, str], region: str, api_key: str | None = None
+) -> HttpRequest:
+    """``request`` authorised as pi 1.6.0's Bedrock client does: the request's API key (a
+    Bedrock API key, e.g. ``apiKey`` in models.json), else ``AWS_BEARER_TOKEN_BEDROCK``, as a
+    bearer token, else SigV4 for ``region``; nothing when ``AWS_BEDROCK_SKIP_AUTH=1`` (a proxy
+    that authorises by itself)."""
     if env.get("AWS_BEDROCK_SKIP_AUTH") == "1":
         return request
-    token = env.get("AWS_BEARER_TOKEN_BEDROCK")
+    token = api_key or env.get("AWS_BEARER_TOKEN_BEDROCK")
     if token:
         headers = {**request.headers, "authorization": f"Bearer {token}"}
         return attrs.evolve(request, headers=headers)

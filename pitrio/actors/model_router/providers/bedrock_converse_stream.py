@@ -36,6 +36,11 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.providers.strict_tools import (
+    resolve_strict,
+    supports_strict_mode,
+    tool_parameters,
+)
 from pitrio.actors.model_router.thinking import fit_thinking_budget, thinking_budget
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.errors import CredentialError, ProviderError
@@ -243,16 +248,19 @@ def build_body(
         inference["maxTokens"] = max_tokens
     body["inferenceConfig"] = inference
     if context.tools:
-        tools = [
-            {
-                "toolSpec": {  # the AWS SDK's member order, as pi's requests have it
-                    "name": tool.name,
-                    "inputSchema": {"json": tool.parameters},
-                    "description": tool.description,
-                }
+        # Strict tools only where the model's compat opts in (the catalogue's Claude models).
+        supported = supports_strict_mode(model, False)
+        tools = []
+        for tool in context.tools:
+            strict = resolve_strict(tool, supported)
+            spec: dict[str, Any] = {  # the AWS SDK's member order, as pi's requests have it
+                "name": tool.name,
+                "inputSchema": {"json": tool_parameters(tool, strict)},
+                "description": tool.description,
             }
-            for tool in context.tools
-        ]
+            if strict:
+                spec["strict"] = True
+            tools.append({"toolSpec": spec})
         body["toolConfig"] = {"tools": tools}
     if extra is not None:
         body["additionalModelRequestFields"] = extra
@@ -511,7 +519,13 @@ class BedrockProvider(HttpProvider):
             )  # fmt: skip
         except ValueError as exc:  # an image type Bedrock does not take
             raise ProviderError(str(exc)) from None
-        return await bedrock_aws.authorise(request, env, region)
+        # A Bedrock API key (auth.json, models.json apiKey, the request's) goes as a bearer
+        # token, as in pi 1.6.0; without one, the AWS credentials sign the request.
+        try:
+            api_key = await self.credentials.api_key(model.provider, options.api_key)
+        except CredentialError:
+            api_key = None
+        return await bedrock_aws.authorise(request, env, region, api_key)
 
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender

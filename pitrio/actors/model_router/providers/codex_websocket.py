@@ -7,7 +7,7 @@ setting ``transport`` (``sse``, ``websocket``, ``websocket-cached``, ``auto``; p
 * URL: the SSE endpoint with ``https`` -> ``wss`` (``http`` -> ``ws``).
 * Handshake headers: the SSE request's, without ``accept``, ``content-type`` and
   ``OpenAI-Beta: responses=experimental``; instead ``openai-beta:
-  responses_websockets=2026-02-06``, and ``session_id`` and ``x-client-request-id`` both the
+  responses_websockets=2026-02-06``, and ``session-id`` and ``x-client-request-id`` both the
   session id (a random UUID without a session).
 * Framing: one text message ``{"type": "response.create", ...the SSE body}`` per request; the
   server answers with one text message per Responses event (the SSE events' JSON) up to
@@ -86,11 +86,11 @@ def handshake_headers(sse_headers: Mapping[str, str], session_id: str | None) ->
     headers = {
         name: value
         for name, value in sse_headers.items()
-        if name not in _DROPPED_HEADERS and name not in ("session_id", "x-client-request-id")
+        if name not in _DROPPED_HEADERS and name not in ("session-id", "x-client-request-id")
     }
     headers["openai-beta"] = WEBSOCKET_BETA
     headers["x-client-request-id"] = request_id
-    headers["session_id"] = request_id
+    headers["session-id"] = request_id
     return headers
 
 

@@ -39,6 +39,7 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
@@ -195,25 +196,88 @@ def _strip_meta(schema: Any) -> Any:
     return {key: _strip_meta(value) for key, value in schema.items() if key not in _META_KEYS}
 
 
-def function_declarations(context: LlmContext, *, legacy: bool = False) -> list[dict[str, Any]]:
+def strict_tools_supported(model_id: str) -> bool:
+    """Gemini 3 and later enforce a function's required parameters in validated mode."""
+    match = re.match(r"gemini(?:-live)?-(\d+)", model_id.lower())
+    return match is not None and int(match.group(1)) >= 3
+
+
+def _rewrite_const(schema: Any, names: bool = False) -> Any:
+    """Gemini ignores ``const`` in a JSON schema: a string or number ``const`` becomes a
+    one-value ``enum`` (property names and other non-schema members are left alone)."""
+    if isinstance(schema, list):
+        return [_rewrite_const(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if names or key in _SUBSCHEMA_KEYS:
+            out[key] = _rewrite_const(value)
+        elif key in _NAME_MAP_KEYS:
+            out[key] = _rewrite_const(value, names=True)
+        else:
+            out[key] = value
+    if not names and "const" in out and "enum" not in out:
+        value = out["const"]
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            del out["const"]
+            out["enum"] = [value]
+    return out
+
+
+_SUBSCHEMA_KEYS = frozenset(
+    {
+        "items",
+        "additionalItems",
+        "prefixItems",
+        "contains",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "contentSchema",
+    }
+)
+_NAME_MAP_KEYS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
+
+
+def function_declarations(
+    context: LlmContext, *, legacy: bool = False, strict_supported: bool = False
+) -> list[dict[str, Any]]:
     """The ``tools`` member: one ``functionDeclarations`` list (``legacy``: OpenAPI-style
-    ``parameters`` without JSON Schema meta keys instead of ``parametersJsonSchema``)."""
-    return [
-        {
-            "functionDeclarations": [
-                {
-                    "name": tool.name,
-                    "description": tool.description,
-                    **(
-                        {"parameters": _strip_meta(tool.parameters)}
-                        if legacy
-                        else {"parametersJsonSchema": tool.parameters}
-                    ),
-                }
-                for tool in context.tools
-            ]
-        }
-    ]
+    ``parameters`` without JSON Schema meta keys instead of ``parametersJsonSchema``); a tool
+    asking for strict sampling gets its strict schema where ``strict_supported``."""
+    declarations = []
+    for tool in context.tools:
+        parameters = tool_parameters(tool, resolve_strict(tool, strict_supported))
+        declarations.append(
+            {
+                "name": tool.name,
+                "description": tool.description,
+                **(
+                    {"parameters": _strip_meta(parameters)}
+                    if legacy
+                    else {"parametersJsonSchema": _rewrite_const(parameters)}
+                ),
+            }
+        )
+    return [{"functionDeclarations": declarations}]
+
+
+def tool_config(context: LlmContext, strict_supported: bool) -> dict[str, Any] | None:
+    """``toolConfig``: validated function calling when a tool goes out strict, else none."""
+    if any(resolve_strict(tool, strict_supported) for tool in context.tools):
+        return {"functionCallingConfig": {"mode": "VALIDATED"}}
+    return None
 
 
 def _gemini3_pro(model_id: str) -> bool:
@@ -275,7 +339,11 @@ def build_body(
     if context.system_prompt:
         body["systemInstruction"] = {"parts": [{"text": context.system_prompt}], "role": "user"}
     if context.tools:
-        body["tools"] = function_declarations(context)
+        strict = strict_tools_supported(model.id)
+        body["tools"] = function_declarations(context, strict_supported=strict)
+        config = tool_config(context, strict)
+        if config is not None:
+            body["toolConfig"] = config
     generation: dict[str, Any] = {}
     limit = output_limit(model, options)
     if limit is not None:

@@ -101,9 +101,9 @@ def vertex_url(model: Model, *, project: str | None, location: str | None, api_k
 
 
 # Where the Vertex converters of pi's Google SDK order an object's keys unlike the Gemini API
-# ones (the body is otherwise the same): function declarations, function calls, inline data.
+# ones (the body is otherwise the same): function calls, inline data. (Function declarations
+# are ordered alike since pi 1.6.0: name, description, parameters.)
 _VERTEX_KEYS = {
-    "functionDeclarations": ("description", "name"),
     "functionCall": ("id", "name", "args"),
     "inlineData": ("mimeType", "data"),
 }
@@ -118,12 +118,6 @@ def _ordered(value: Any, first: tuple[str, ...]) -> Any:
 
 def vertex_order(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` (a Gemini request) with its keys in the order pi's Vertex requests have."""
-    for tool in body.get("tools") or []:
-        if isinstance(tool, dict) and "functionDeclarations" in tool:
-            first = _VERTEX_KEYS["functionDeclarations"]
-            tool["functionDeclarations"] = [
-                _ordered(d, first) for d in tool["functionDeclarations"]
-            ]
     for content in body.get("contents") or []:
         parts = content.get("parts") or []
         for index, part in enumerate(parts):

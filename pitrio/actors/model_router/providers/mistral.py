@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import orjson
 
-from pitrio.actors.model_router.providers.base import output_limit
+from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
 from pitrio.actors.model_router.providers.convert import (
     TranscriptPreparer,
     data_url,
@@ -41,6 +41,11 @@ from pitrio.actors.model_router.providers.http import (
     stream_error_message,
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.providers.strict_tools import (
+    resolve_strict,
+    supports_strict_mode,
+    tool_parameters,
+)
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
@@ -237,30 +242,43 @@ def _reasoning(model: Model, options: StreamOptions) -> dict[str, Any]:
     return {"prompt_mode": "reasoning"}
 
 
-def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed request (pure; the key order pi's SDK sends)."""
-    # The SDK's field order: model, max_tokens, stream, messages, tools, reasoning_effort,
-    # prompt_mode.
-    body: dict[str, Any] = {"model": model.id}
+def build_body(
+    model: Model,
+    context: LlmContext,
+    options: StreamOptions,
+    cache_retention: CacheRetention = "short",
+) -> dict[str, Any]:
+    """The JSON body of one streamed request (pure; pi 1.6.0's key order).
+
+    pi builds the body itself: model, stream, messages, tools, then the fields it renames to
+    their wire names (``max_tokens``, ``reasoning_effort``, ``prompt_mode``,
+    ``prompt_cache_key``), which land last in that order. Tools are strict only where the
+    model's ``compat.supportsStrictMode`` opts in (strict tools can stall Mistral's models).
+    """
+    body: dict[str, Any] = {"model": model.id, "stream": True}
+    body["messages"] = build_messages(model, context)
+    if context.tools:
+        supported = supports_strict_mode(model, False)
+        tools = []
+        for tool in context.tools:
+            strict = resolve_strict(tool, supported)
+            function = {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool_parameters(tool, strict),
+                "strict": bool(strict),
+            }
+            tools.append({"type": "function", "function": function})
+        body["tools"] = tools
     max_tokens = output_limit(model, options)
     if max_tokens:
         body["max_tokens"] = max_tokens
-    body["stream"] = True
-    body["messages"] = build_messages(model, context)
-    if context.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "strict": False,  # before the parameters: the SDK's order
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in context.tools
-        ]
-    body.update(_reasoning(model, options))
+    reasoning = _reasoning(model, options)
+    for key in ("reasoning_effort", "prompt_mode"):
+        if key in reasoning:
+            body[key] = reasoning[key]
+    if options.session_id and cache_retention != "none":
+        body["prompt_cache_key"] = options.session_id
     return body
 
 
@@ -271,14 +289,15 @@ def build_request(
     *,
     api_key: str | None,
     headers: Mapping[str, str],
+    cache_retention: CacheRetention = "short",
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure)."""
     extra = {name.lower(): value for name, value in headers.items()}
-    if options.session_id and "x-affinity" not in extra:
+    if options.session_id and cache_retention != "none" and "x-affinity" not in extra:
         extra["x-affinity"] = options.session_id
     return bearer_json_request(
         join_url(model.base_url, "v1/chat/completions"),
-        build_body(model, context, options),
+        build_body(model, context, options, cache_retention),
         api_key=api_key,
         headers=extra,
     )
@@ -456,7 +475,14 @@ class MistralProvider(HttpProvider):
         headers: Mapping[str, str],
     ) -> HttpRequest:
         """See :func:`build_request`."""
-        return build_request(model, context, options, api_key=api_key, headers=headers)
+        return build_request(
+            model,
+            context,
+            options,
+            api_key=api_key,
+            headers=headers,
+            cache_retention=self.settings.cache_retention,
+        )
 
     def retry_policy(self) -> RetryPolicy:
         """No provider-level repeats: pi runs Mistral's SDK with its retries off, so a 429 or

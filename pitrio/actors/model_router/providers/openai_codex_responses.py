@@ -5,7 +5,7 @@ base defaults to ``https://chatgpt.com/backend-api``; a base already ending in `
 ``/codex/responses`` is kept), authorised by the ChatGPT OAuth access token as a bearer token
 plus ``chatgpt-account-id`` (read from the token's JWT claim ``https://api.openai.com/auth``),
 ``originator: pi``, ``OpenAI-Beta: responses=experimental`` and, with a session,
-``session_id``/``x-client-request-id``. The body is the Responses API's with Codex's fixed
+``session-id``/``x-client-request-id``. The body is the Responses API's with Codex's fixed
 fields (``instructions`` always, ``text.verbosity: low``, ``tool_choice: auto``,
 ``parallel_tool_calls``, tools with ``strict: null``).
 
@@ -31,7 +31,7 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import openai_responses
-from pitrio.actors.model_router.providers.base import EventSender
+from pitrio.actors.model_router.providers.base import EventSender, output_limit
 from pitrio.actors.model_router.providers.codex_websocket import (
     CACHED_TRANSPORTS,
     CodexSocket,
@@ -52,6 +52,11 @@ from pitrio.actors.model_router.providers.http import (
     join_url,
 )
 from pitrio.actors.model_router.providers.retry import RetryPolicy
+from pitrio.actors.model_router.providers.strict_tools import (
+    compat_flag,
+    responses_tools,
+    supports_strict_mode,
+)
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -99,6 +104,10 @@ def user_agent() -> str:
     return f"pi ({sys.platform} {platform.release()}; {_ARCH.get(machine, machine)})"
 
 
+MIN_OUTPUT_TOKENS = 16
+"""The smallest ``max_output_tokens`` pi asks of the Responses API."""
+
+
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
     """The JSON body of one streamed Codex request (pure; pi's key order)."""
     body: dict[str, Any] = {
@@ -114,22 +123,22 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
         body["prompt_cache_key"] = options.session_id
     body["tool_choice"] = "auto"
     body["parallel_tool_calls"] = True
+    max_tokens = output_limit(model, options)
+    if max_tokens and compat_flag(model, "supportsMaxOutputTokens"):
+        body["max_output_tokens"] = max(max_tokens, MIN_OUTPUT_TOKENS)
     if context.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-                "strict": None,
-            }
-            for tool in context.tools
-        ]
+        # Codex takes strict tools unless the model's compat says otherwise; others get null.
+        supported = supports_strict_mode(model, True)
+        body["tools"] = responses_tools(context.tools, supported, default=None)
+    levels = model.thinking_level_map or {}
     level = effective_thinking_level(model, options.reasoning) if model.reasoning else "off"
     if level != "off":
-        mapped = (model.thinking_level_map or {}).get(level, level)
+        mapped = levels.get(level, level)
         if mapped is not None:
             body["reasoning"] = {"effort": mapped, "summary": "auto"}
+    elif model.reasoning and levels.get("off", "none") is not None:
+        # pi 1.6.0 turns a reasoning model's thinking off explicitly.
+        body["reasoning"] = {"effort": levels.get("off") or "none"}
     return body
 
 
@@ -161,7 +170,7 @@ def build_request(
         }
     )
     if options.session_id:
-        request_headers["session_id"] = options.session_id
+        request_headers["session-id"] = options.session_id  # pi 1.6.0's name
         request_headers["x-client-request-id"] = options.session_id
     document = build_body(model, context, options)
     return CodexRequest(

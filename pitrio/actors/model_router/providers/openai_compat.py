@@ -57,8 +57,9 @@ _COMPAT_KEYS = {
 def detect_compat(model: Model) -> OpenAICompat:
     """The compat flags of ``model``: defaults for its server, then its own ``compat``.
 
-    Only OpenAI itself gets ``store``, the ``developer`` role, ``strict`` on tools and
-    ``max_completion_tokens``;
+    Only OpenAI itself gets ``store``, the ``developer`` role and ``max_completion_tokens``;
+    ``strict`` tools only where the model's ``compat.supportsStrictMode`` says so (pi 1.6.0:
+    compatibility with OpenAI's API does not imply strict tools, not even at OpenAI's own);
     other servers get the forms every compatible server understands (``system``,
     ``max_tokens``). Mistral, OpenRouter and Z.ai get their known differences.
     """
@@ -72,7 +73,6 @@ def detect_compat(model: Model) -> OpenAICompat:
         flags.update(
             supports_store=True,
             supports_developer_role=True,
-            supports_strict_mode=True,
             max_tokens_field="max_completion_tokens",
         )
     if on("openrouter", "openrouter.ai"):

@@ -43,6 +43,7 @@ from pitrio.actors.model_router.providers.openai_compat import (
     detect_compat,
     normalize_tool_id,
 )
+from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
 from pitrio.actors.model_router.thinking import reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
@@ -52,7 +53,7 @@ from pitrio.messages.agent import (
     UserMessage,
 )
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
-from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
 from pitrio.messages.stream import AssistantMessageEvent
 
 API = "openai-completions"
@@ -226,6 +227,19 @@ def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) ->
     return [*_system_entry(model, context, compat), *builder.finish()]
 
 
+def completions_tool(tool: ToolSpec, supports_strict: bool) -> dict[str, Any]:
+    """One tool declaration; ``strict`` only where the server takes it (some reject the field)."""
+    strict = resolve_strict(tool, supports_strict)
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool_parameters(tool, strict),
+    }
+    if supports_strict:
+        function["strict"] = bool(strict)
+    return {"type": "function", "function": function}
+
+
 def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
 ) -> dict[str, Any]:
@@ -250,18 +264,8 @@ def build_body(
     if max_tokens:
         body[compat.max_tokens_field] = max_tokens
     if context.tools:
-        strict = {"strict": False} if compat.supports_strict_mode else {}
         body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                    **strict,
-                },
-            }
-            for tool in context.tools
+            completions_tool(tool, compat.supports_strict_mode) for tool in context.tools
         ]
     if model.reasoning:
         effort = reasoning_effort(model, options.reasoning)

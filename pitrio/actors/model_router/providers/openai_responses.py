@@ -48,6 +48,11 @@ from pitrio.actors.model_router.providers.http import (
     bearer_json_request,
     join_url,
 )
+from pitrio.actors.model_router.providers.strict_tools import (
+    compat_flag,
+    responses_tools,
+    supports_strict_mode,
+)
 from pitrio.actors.model_router.stream_builder import parse_arguments
 from pitrio.actors.model_router.thinking import effective_thinking_level, reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
@@ -243,6 +248,24 @@ def encoded_input(model: Model, context: LlmContext) -> list[Any]:
     return builder.finish()
 
 
+MIN_OUTPUT_TOKENS = 16
+"""The smallest ``max_output_tokens`` pi asks of the Responses API."""
+
+
+def affinity_format(model: Model) -> str:
+    """The model's ``compat.sessionAffinityFormat``, else ``openrouter`` for OpenRouter and
+    ``openai`` for the others."""
+    compat = model.compat if isinstance(model.compat, Mapping) else {}
+    form = compat.get("sessionAffinityFormat")
+    if isinstance(form, str):
+        return form
+    return (
+        "openrouter"
+        if model.provider == "openrouter" or "openrouter.ai" in model.base_url
+        else "openai"
+    )
+
+
 def _compat_flag(model: Model, name: str) -> bool:
     """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
     ``supportsLongCacheRetention``)."""
@@ -257,9 +280,13 @@ def build_body(
     *,
     encoded: bool = False,
     cache_retention: CacheRetention = "short",
+    strict_default: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: items as reused JSON fragments,
     see :func:`encoded_input`; else plain, and pure).
+
+    Tools carry ``strict`` only where the model's ``compat.supportsStrictMode`` (default
+    ``strict_default``: off for OpenAI's Responses API, on for Azure's) says the server takes it.
 
     The session id is the prompt-cache key unless caching is off (``cache_retention``
     ``none``); ``long`` asks for 24 hours where the model's ``supportsLongCacheRetention``
@@ -276,19 +303,11 @@ def build_body(
         body["prompt_cache_retention"] = "24h"
     body["store"] = False
     max_tokens = output_limit(model, options)
-    if max_tokens:
-        body["max_output_tokens"] = max_tokens
+    if max_tokens and compat_flag(model, "supportsMaxOutputTokens"):
+        body["max_output_tokens"] = max(max_tokens, MIN_OUTPUT_TOKENS)
     if context.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-                "strict": False,
-            }
-            for tool in context.tools
-        ]
+        supported = supports_strict_mode(model, strict_default)
+        body["tools"] = responses_tools(context.tools, supported)
     if model.reasoning:
         level = effective_thinking_level(model, options.reasoning)
         effort = reasoning_effort(model, options.reasoning)
@@ -314,15 +333,21 @@ def build_request(
 ) -> HttpRequest:
     """The HTTP request of one streamed response (pure).
 
-    With a session (and caching not off), its id also goes in ``session_id`` (unless the
-    model's ``sendSessionIdHeader`` is false) and ``x-client-request-id``, as pi's client sends
-    them; the configured headers still win.
+    With a session (and caching not off), its id also goes in headers by the model's
+    ``compat.sessionAffinityFormat`` (pi 1.6.0): ``openrouter`` (the default at OpenRouter)
+    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` (unless the model's
+    ``sendSessionIdHeader`` is false) and ``x-client-request-id``; another format only
+    ``x-client-request-id``. The configured headers still win.
     """
     session: dict[str, str] = {}
     if options.session_id and cache_retention != "none":
-        if _compat_flag(model, "sendSessionIdHeader"):
-            session["session_id"] = options.session_id
-        session["x-client-request-id"] = options.session_id
+        form = affinity_format(model)
+        if form == "openrouter":
+            session["x-session-id"] = options.session_id
+        else:
+            if form == "openai" and _compat_flag(model, "sendSessionIdHeader"):
+                session["session-id"] = options.session_id
+            session["x-client-request-id"] = options.session_id
     return bearer_json_request(
         join_url(model.base_url, "responses"),
         build_body(model, context, options, encoded=True, cache_retention=cache_retention),

@@ -42,7 +42,6 @@ _EDIT_ITEM: dict[str, Any] = {
         },
         "newText": {"type": "string", "description": "The text that replaces oldText"},
     },
-    "additionalProperties": False,
 }
 
 PARAMETERS: dict[str, Any] = {
@@ -61,7 +60,6 @@ PARAMETERS: dict[str, Any] = {
             "same or neighbouring lines into one edit.",
         },
     },
-    "additionalProperties": False,
 }
 
 DESCRIPTION = (

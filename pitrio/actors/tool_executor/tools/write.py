@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from pitrio.actors.tool_executor.jsvalues import js_length, to_utf8
+from pitrio.actors.tool_executor.jsvalues import to_utf8
 from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.fs_errors import node_error_text
 from pitrio.actors.tool_executor.tools.paths import resolve_to_cwd
@@ -65,7 +65,7 @@ def create_write_tool(cwd: str) -> AgentTool:
     async def execute(_call_id: str, args: dict[str, Any], _update: UpdateFn) -> AgentToolResult:
         path, content = args["path"], args["content"]
         await trio.to_thread.run_sync(write_file, target(args), content)
-        return text_result(f"Successfully wrote {js_length(content)} bytes to {path}")
+        return text_result(f"Successfully wrote to {path}")  # pi 1.6.0: no byte count
 
     return AgentTool(
         name="write",
