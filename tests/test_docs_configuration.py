@@ -113,7 +113,10 @@ def test_a_wrong_example_is_caught(tmp_path: Path) -> None:
         check_models_json(builtin, tmp_path / "d", env={})
     keyed = '{"providers": {"v": {"baseUrl": "http://h/v1", "api": "openai-completions", '
     keyed += '"apiKey": "$UNSET_VARIABLE", "models": [{"id": "m"}]}}}'
-    assert check_models_json(keyed, tmp_path / "e") == ["v/m"]
+    # pi 1.6.0: a key naming an unset variable is no key (the model is not listed).
+    with pytest.raises(AssertionError, match="no API key for provider v"):
+        check_models_json(keyed, tmp_path / "e")
+    assert check_models_json(keyed, tmp_path / "f", env={"UNSET_VARIABLE": "k"}) == ["v/m"]
     with pytest.raises(AssertionError):
         check_block("settings.json", '{"retry": {"maxRetries": "five"}}', tmp_path)
     with pytest.raises(AssertionError, match="without a known check line"):

@@ -106,7 +106,17 @@ def _usage_error(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``pitrio`` console script; returns the exit code."""
+    """Entry point of the ``pitrio`` console script; returns the exit code.
+
+    Output into a closed pipe (``pitrio --list-models --all | head``) ends the command
+    quietly with status 0, whichever subcommand or mode was writing.
+    """
+    from pitrio.transports.cli_pipe import quiet_exit_on_closed_output
+
+    return quiet_exit_on_closed_output(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if telemetry.wanted_here():  # OTEL_* ask for OpenTelemetry: the same command, exported
         return telemetry.run_main(main, argv)

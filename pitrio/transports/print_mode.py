@@ -7,7 +7,6 @@ header, then every event as one JSON line, and exits 0 whatever the reply.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -54,11 +53,9 @@ SEED_ONLY_EVENTS = (
 
 
 def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    from pitrio.transports.cli_pipe import quiet_stream
+
+    quiet_stream(sys.stdout)
 
 
 def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
@@ -215,7 +212,7 @@ async def _print_mode(
         leaf = unwrap_group(exc)  # a nursery's group: the error inside it (issue 21)
         if isinstance(leaf, BrokenPipeError):
             # The reader went away (``pitrio --mode json ... | head``): stop quietly, and
-            # point stdout at /dev/null so the interpreter's final flush does not complain.
+            # give stdout a pipe of our own so the interpreter's final flush does not complain.
             _silence_stdout()
             return 0
         if isinstance(leaf, pitrio.PitrioError):

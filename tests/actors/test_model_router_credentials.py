@@ -1,4 +1,8 @@
-"""Credentials: precedence, auth.json format and permissions, $ENV and !command values."""
+"""Credentials: precedence, auth.json format and permissions, templates and !command values.
+
+The precedence and value rules are pi 1.6.0's (observed against it by
+``tests/interop/test_pi_config_values.py``); where 0.73.1 differed the test says so.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ import pytest
 from pitrio.actors.model_router.credentials import (
     Credentials,
     load_auth_file,
-    parse_value,
     redact,
     save_api_key,
 )
@@ -29,37 +32,54 @@ def creds(tmp_path: Path, env: dict[str, str] | None = None, **kwargs: object) -
     return Credentials(auth_path=tmp_path / "auth.json", env=env or {}, **kwargs)  # type: ignore[arg-type]
 
 
-def test_value_forms() -> None:
-    env = {"MY_KEY": "from-env"}
-    assert parse_value("!op read x", env, "o").kind == "command"
-    assert parse_value("!!cat token", env, "o").kind == "command-fresh"
-    assert parse_value("$MY_KEY", env, "o") == parse_value("${MY_KEY}", env, "o")
-    assert parse_value("$MY_KEY", env, "o").value == "MY_KEY"
-    assert parse_value("MY_KEY", env, "o").kind == "env"  # pi: a set variable's bare name
-    assert parse_value("OTHER_KEY", env, "o").kind == "literal"  # unset: a literal key
-    assert parse_value("sk-abc", env, "o").kind == "literal"
-
-
-async def test_precedence_override_auth_env_models_json(tmp_path: Path) -> None:
+async def test_precedence_override_auth_models_json_env(tmp_path: Path) -> None:
+    # pi 1.6.0: a models.json apiKey beats the provider's variable (0.73.1: the reverse).
     env = {"OPENAI_API_KEY": "env-key"}
     store = creds(tmp_path, env, provider_keys={"openai": "models-json-key"})
-    assert await store.api_key("openai") == "env-key"
+    assert await store.api_key("openai") == "models-json-key"
     assert await store.api_key("openai", override="cli-key") == "cli-key"
+    assert await creds(tmp_path, env).api_key("openai") == "env-key"
     write_auth(tmp_path / "auth.json", {"openai": {"type": "api_key", "key": "auth-key"}})
     store.reload()
-    assert await store.api_key("openai") == "auth-key"  # auth.json beats the environment
-    no_env = creds(tmp_path, {}, provider_keys={"groq": "models-json-key"})
-    assert await no_env.api_key("groq") == "models-json-key"
+    assert await store.api_key("openai") == "auth-key"  # auth.json beats both
 
 
-async def test_auth_file_values_resolve_env_and_commands(tmp_path: Path) -> None:
+async def test_bare_variable_name_is_a_literal(tmp_path: Path) -> None:
+    # 0.73.1 took a set variable's bare name as that variable; 1.6.0 sends the name itself.
+    store = creds(tmp_path, {"MY_KEY": "from-env"}, provider_keys={"groq": "MY_KEY"})
+    assert await store.api_key("groq") == "MY_KEY"
+
+
+async def test_models_json_template_and_unresolved_variable(tmp_path: Path) -> None:
+    env = {"ONE": "a", "TWO": "b", "EMPTY": ""}
+    store = creds(
+        tmp_path,
+        env,
+        provider_keys={"groq": "k-${ONE}.$TWO-$$-$!", "xai": "$NOPE", "mistral": "$EMPTY"},
+    )
+    assert await store.api_key("groq") == "k-a.b-$-!"
+    assert store.configured("groq")
+    # An unset (or empty) variable is an error; the provider's own variables are not tried.
+    with_var = creds(tmp_path, {"XAI_API_KEY": "x"}, provider_keys={"xai": "$NOPE"})
+    assert not with_var.configured("xai")
+    with pytest.raises(CredentialError) as info:
+        await with_var.api_key("xai")
+    assert str(info.value) == (
+        'Failed to resolve API key for provider "xai" from environment variable: NOPE '
+        "(models.json providers.xai.apiKey)"
+    )
+    with pytest.raises(CredentialError, match="from environment variable: EMPTY"):
+        await store.api_key("mistral")
+
+
+async def test_auth_file_values_resolve_templates_and_commands(tmp_path: Path) -> None:
     marker = tmp_path / "runs"
     write_auth(
         tmp_path / "auth.json",
         {
             "anthropic": {"type": "api_key", "key": "$SECRET_VAR"},
             "openai": {"type": "api_key", "key": f"!echo run >> {marker}; echo cmd-key"},
-            "groq": {"type": "api_key", "key": f"!!echo run >> {marker}; echo fresh"},
+            "groq": {"type": "api_key", "key": "!!echo fresh"},
             "xai": {"type": "api_key", "key": "!exit 3"},
             "mistral": {"type": "api_key", "key": "$UNSET_VAR"},
         },
@@ -68,18 +88,86 @@ async def test_auth_file_values_resolve_env_and_commands(tmp_path: Path) -> None
     assert await store.api_key("anthropic") == "var-key"
     assert await store.api_key("openai") == "cmd-key"
     assert await store.api_key("openai") == "cmd-key"  # cached: ran once
-    assert await store.api_key("groq") == "fresh"
-    assert await store.api_key("groq") == "fresh"  # !! runs every time
-    assert marker.read_text().count("run") == 3
-    with pytest.raises(CredentialError, match="failed with exit code 3") as info:
+    assert marker.read_text().count("run") == 1
+    # 1.6.0 gives a second "!" no meaning: the shell is asked to run "!echo ...", which fails
+    # (pitrio's "!!" ran the command for every request; models.json commands now do that).
+    with pytest.raises(CredentialError, match="from shell command: !echo"):
+        await store.api_key("groq")
+    with pytest.raises(CredentialError) as info:
         await store.api_key("xai")
     assert str(info.value) == (
-        f"The key command of {tmp_path / 'auth.json'} entry 'xai' failed with exit code 3"
+        'Failed to resolve API key for provider "xai" from shell command: exit 3 '
+        f"({tmp_path / 'auth.json'} entry 'xai'): the key command of "
+        f"{tmp_path / 'auth.json'} entry 'xai' failed with exit code 3; fix the entry's key "
+        "or remove it to use XAI_API_KEY"
     )
-    with pytest.raises(CredentialError, match="Environment variable UNSET_VAR"):
+    with pytest.raises(CredentialError, match="from environment variable: UNSET_VAR"):
         await store.api_key("mistral")
     # Every resolved value is redacted from texts that may echo it.
     assert store.redact("got var-key and cmd-key") == "got *** and ***"
+
+
+async def test_models_json_commands_run_for_every_request(tmp_path: Path) -> None:
+    marker = tmp_path / "runs"
+    store = creds(tmp_path, provider_keys={"groq": f"!echo run >> {marker}; echo k"})
+    assert await store.api_key("groq") == "k"
+    assert await store.api_key("groq") == "k"
+    assert marker.read_text().count("run") == 2
+
+
+async def test_auth_file_key_unresolved_falls_back_to_builtin_variables(tmp_path: Path) -> None:
+    # pi 1.6.0: a built-in provider whose stored key does not resolve uses its own variable,
+    # never models.json; another provider has no key at all.
+    write_auth(
+        tmp_path / "auth.json",
+        {
+            "anthropic": {"type": "api_key", "key": "$NOPE"},
+            "local": {"type": "api_key", "key": "$NOPE"},
+        },
+    )
+    env = {"ANTHROPIC_API_KEY": "env-key"}
+    store = creds(tmp_path, env, provider_keys={"anthropic": "mj", "local": "mj"})
+    assert await store.api_key("anthropic") == "env-key"
+    assert store.configured("anthropic")
+    assert not store.configured("local")
+    with pytest.raises(CredentialError, match='provider "local" from environment variable: NOPE'):
+        await store.api_key("local")
+
+
+async def test_auth_file_env_object_and_optional_key(tmp_path: Path) -> None:
+    write_auth(
+        tmp_path / "auth.json",
+        {
+            "groq": {"type": "api_key", "key": "g-$VAR", "env": {"VAR": "scoped"}},
+            "anthropic": {"type": "api_key", "env": {"ANTHROPIC_API_KEY": "not-a-key-source"}},
+            "xai": {"type": "api_key", "key": "k", "env": {"HV": "from-entry"}},
+        },
+    )
+    store = creds(tmp_path, {"VAR": "process", "ANTHROPIC_API_KEY": "process-key"})
+    assert await store.api_key("groq") == "g-scoped"  # the entry's variables come first
+    # Without a key the entry adds nothing; its env does not name the provider's variable.
+    assert await store.api_key("anthropic") == "process-key"
+    headers = await store.resolve_headers({"X-H": "$HV"}, "models.json providers.xai", "xai")
+    assert headers == {"X-H": "from-entry"}
+    assert store.env_for("xai")["HV"] == "from-entry"
+    assert "HV" not in store.env_for("groq")
+    bad = write_auth(tmp_path / "bad.json", {"groq": {"type": "api_key", "env": {"A": 1}}})
+    with pytest.raises(AuthFileError, match="field 'env' must be an object of strings"):
+        load_auth_file(bad)
+
+
+async def test_headers_resolve_every_request_and_fail_when_unresolved(tmp_path: Path) -> None:
+    store = creds(tmp_path, {"ONE": "a"})
+    assert await store.resolve_headers({"X-A": "v-$ONE", "X-B": "lit"}, "o", "mock") == {
+        "X-A": "v-a",
+        "X-B": "lit",
+    }
+    with pytest.raises(CredentialError) as info:
+        await store.resolve_headers({"X-Custom": "v-$NOPE"}, "models.json providers.mock", "mock")
+    assert str(info.value) == (
+        'Failed to resolve provider "mock" header "X-Custom" from environment variable: NOPE '
+        "(models.json providers.mock header 'X-Custom')"
+    )
 
 
 async def test_missing_key_error_names_the_variables_not_secrets(tmp_path: Path) -> None:

@@ -1,20 +1,20 @@
 """Provider credentials: ``auth.json`` (pi's format), environment variables, ``models.json`` keys.
 
-Resolution order for a provider's key (pi's): the request's explicit key (``--api-key``, an
-SDK hook), then the ``auth.json`` entry, then the provider's environment variables, then the
-``apiKey`` of its ``models.json`` entry. A value (in ``auth.json``, ``models.json`` keys and
-headers) is resolved the way pi resolves it:
+Resolution order for a provider's key (pi 1.6.0's, observed against it): the request's explicit
+key (``--api-key``, an SDK hook), then the ``auth.json`` entry, then the ``apiKey`` of its
+``models.json`` entry, then the provider's environment variables. An ``auth.json`` key that does
+not resolve leaves a built-in provider to its environment variables and any other provider
+without a key; a ``models.json`` ``apiKey`` that does not resolve is an error (the variables are
+not consulted). Values are read as :mod:`.config_value` says (``!command``, or a template
+with ``$NAME`` / ``${NAME}``, ``$$`` and ``$!``); an ``auth.json`` command runs once per process
+(its result, failure included, is kept), a ``models.json`` command on every request. An
+``auth.json`` ``api_key`` entry may carry an ``env`` object whose variables come before the
+process environment for that provider (its templates, headers and provider settings).
 
-* ``!command`` runs ``command`` in a shell and uses its trimmed stdout, cached for the process;
-  ``!!command`` runs it again on every request (rotating tokens);
-* ``$NAME`` / ``${NAME}`` is the environment variable ``NAME``; a bare name of a variable that
-  is set is also taken as that variable (pi's rule);
-* anything else is the literal key.
-
-``auth.json`` is ``{"<provider>": {"type": "api_key", "key": "..."} | {"type": "oauth",
-"access": "...", "refresh": "...", "expires": <ms>}}``. It is written with mode 0600 and is
-refused, with a message saying how to fix it, when group or others have any access to it: a
-file others can write could make pitrio run their ``!command``.
+``auth.json`` is ``{"<provider>": {"type": "api_key", "key": "...", "env": {...}} |
+{"type": "oauth", "access": "...", "refresh": "...", "expires": <ms>}}``. It is written with
+mode 0600 and is refused, with a message saying how to fix it, when group or others have any
+access to it: a file others can write could make pitrio run their ``!command``.
 
 No key value ever appears in an exception message, log or event: errors name the provider and
 where the key was configured, and :meth:`Credentials.redact` scrubs every value resolved so
@@ -25,52 +25,24 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import httpx
 import orjson
 import trio
 
-from pitrio.actors.model_router import oauth
+from pitrio.actors.model_router import config_value, oauth
 from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
 from pitrio.errors import AuthFileError, CredentialError
 
 AUTH_FILE_NAME = "auth.json"
-COMMAND_TIMEOUT_S = 30.0
-"""How long a ``!command`` may run before the key lookup fails."""
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_BRACED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-_DOLLAR = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
-
-
-@attrs.frozen
-class ValueSource:
-    """Where one configured value comes from; ``origin`` says where it was configured."""
-
-    kind: Literal["literal", "env", "command", "command-fresh"]
-    value: str
-    origin: str
-
-
-def parse_value(spec: str, env: Mapping[str, str], origin: str) -> ValueSource:
-    """Classify a configured value (``!cmd``, ``!!cmd``, ``$NAME``, a set variable, a literal)."""
-    if spec.startswith("!!"):
-        return ValueSource("command-fresh", spec[2:].strip(), origin)
-    if spec.startswith("!"):
-        return ValueSource("command", spec[1:].strip(), origin)
-    match = _BRACED.match(spec) or _DOLLAR.match(spec)
-    if match:
-        return ValueSource("env", match.group(1), origin)
-    if _ENV_NAME.match(spec) and spec in env:
-        return ValueSource("env", spec, origin)
-    return ValueSource("literal", spec, origin)
+COMMAND_TIMEOUT_S = 10.0
+"""How long a ``!command`` may run before its value counts as unresolved (pi's 10 s)."""
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -98,9 +70,11 @@ def missing_key_message(
 
 @attrs.frozen
 class ApiKeyEntry:
-    """An ``auth.json`` entry of type ``api_key`` (the value is unresolved)."""
+    """An ``auth.json`` entry of type ``api_key``: ``key`` unresolved (it may be absent), and
+    the provider-scoped variables of its ``env`` object."""
 
-    key: str
+    key: str | None
+    env: Mapping[str, str] = attrs.field(factory=dict, eq=False)
 
 
 @attrs.frozen
@@ -157,9 +131,14 @@ def _auth_entry(path: Path, provider: str, entry: Any) -> AuthEntry:
     kind = entry.get("type")
     if kind == "api_key":
         key = entry.get("key")
-        if not isinstance(key, str) or not key:
+        if key is not None and not isinstance(key, str):
             raise AuthFileError(f"{path}: entry {provider!r}: field 'key' must be a string")
-        return ApiKeyEntry(key)
+        env = entry.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise AuthFileError(
+                f"{path}: entry {provider!r}: field 'env' must be an object of strings"
+            )
+        return ApiKeyEntry(key, dict(env))
     if kind == "oauth":
         access = entry.get("access")
         expires = entry.get("expires")
@@ -287,7 +266,8 @@ class Credentials:
         self.command_timeout = command_timeout
         self._auth: dict[str, AuthEntry] | None = None
         self._auth_error: AuthFileError | None = None
-        self._command_cache: dict[str, str] = {}
+        self._command_cache: dict[str, str | None] = {}
+        self._command_failures: dict[str, str] = {}
         self._secrets: set[str] = set()
         self._clock = clock
         self._refreshing = trio.Lock()  # one refresh at a time within this process
@@ -308,23 +288,37 @@ class Credentials:
     def configured(self, provider: str) -> bool:
         """Whether a key source exists for ``provider`` (without running any command).
 
-        What pi calls "has auth": listings show only such models. A refused ``auth.json``
+        What pi calls "has auth": listings show only such models. A command counts as
+        configured, a template when every variable it names is set. A refused ``auth.json``
         counts as unconfigured for the providers it would have served.
         """
         if provider in self.keyless:
             return True
-        auth = self._load_auth()
-        if provider in auth:
+        entry = self._load_auth().get(provider)
+        if isinstance(entry, OAuthEntry):
             return True
-        if any(self.env.get(name) for name in self.env_vars.get(provider, ())):
+        if isinstance(entry, ApiKeyEntry):
+            if entry.key and config_value.configured(entry.key, (entry.env, self.env)):
+                return True
+            return self._env_key(provider) is not None  # a built-in's own variables
+        configured = self.provider_keys.get(provider)
+        if configured is not None:
+            return config_value.configured(configured, (self.env,))
+        if self._env_key(provider) is not None:
             return True
-        if has_ambient_credentials(provider, self.env):  # AWS chain, Google ADC
-            return True
-        return provider in self.provider_keys
+        return has_ambient_credentials(provider, self.env)  # AWS chain, Google ADC
 
     def needs_key(self, provider: str) -> bool:
         """Whether requests to ``provider`` must carry a key."""
         return provider not in self.keyless
+
+    def env_for(self, provider: str) -> Mapping[str, str]:
+        """The environment of ``provider``'s requests: the process's, under the ``env`` object
+        of its ``auth.json`` api-key entry (pi 1.6.0's provider-scoped variables)."""
+        entry = self._load_auth().get(provider)
+        if isinstance(entry, ApiKeyEntry) and entry.env:
+            return {**self.env, **entry.env}
+        return self.env
 
     async def api_key(self, provider: str, override: str | None = None) -> str | None:
         """The key for ``provider``, or ``None`` for a keyless provider without one.
@@ -340,26 +334,54 @@ class Credentials:
             raise self._auth_error
         assert self._auth is not None
         entry = self._auth.get(provider)
-        if isinstance(entry, ApiKeyEntry):
-            origin = f"{self.auth_path} entry {provider!r}"
-            return await self.resolve(parse_value(entry.key, self.env, origin))
         if isinstance(entry, OAuthEntry):
             if self._expired(entry):
                 entry = await self._refresh(provider)
             self._secrets.add(entry.access)
             return entry.access
-        for name in self.env_vars.get(provider, ()):
-            value = self.env.get(name)
-            if value:
-                self._secrets.add(value)
-                return value
+        if isinstance(entry, ApiKeyEntry):
+            return await self._auth_file_key(provider, entry)
         configured = self.provider_keys.get(provider)
         if configured is not None:
+            what = f'API key for provider "{provider}"'
             origin = f"models.json providers.{provider}.apiKey"
-            return await self.resolve(parse_value(configured, self.env, origin))
+            return await self.resolve(configured, what, origin, (self.env,), cache=False)
+        found = self._env_key(provider)
+        if found is not None:
+            self._secrets.add(found)
+            return found
         if provider in self.keyless:
             return None
         raise CredentialError(missing_key_message(provider, self.env_vars, self.auth_path))
+
+    async def _auth_file_key(self, provider: str, entry: ApiKeyEntry) -> str:
+        """The key of an ``auth.json`` api-key entry; when it does not resolve, a built-in
+        provider's own variables (pi 1.6.0 falls back to them, never to ``models.json``)."""
+        origin = f"{self.auth_path} entry {provider!r}"
+        reason = f"{origin} has no key"
+        if entry.key:
+            value = config_value.parse(entry.key)
+            envs = (entry.env, self.env)
+            resolved = await self._value(value, envs, cache=True, origin=origin)
+            if resolved is not None:
+                self._secrets.add(resolved)
+                return resolved
+            reason = self._reason(f'API key for provider "{provider}"', value, envs, origin)
+        found = self._env_key(provider)
+        if found is not None:
+            self._secrets.add(found)
+            return found
+        raise CredentialError(
+            f"{reason}; fix the entry's key or remove it to use "
+            f"{' or '.join(self.env_vars.get(provider, ())) or 'another key source'}"
+        )
+
+    def _env_key(self, provider: str) -> str | None:
+        for name in self.env_vars.get(provider, ()):
+            value = self.env.get(name)
+            if value:
+                return value
+        return None
 
     def base_url(self, provider: str, configured: str) -> str:
         """The base URL requests to ``provider`` go to: a Copilot OAuth token names its own.
@@ -375,35 +397,42 @@ class Credentials:
         enterprise = entry.fields.get("enterpriseUrl")
         return oauth.copilot_base_url(entry.access, enterprise if enterprise else None)
 
-    async def resolve(self, source: ValueSource) -> str:
-        """The value of ``source``; raises :class:`CredentialError` naming only its origin."""
-        if source.kind == "literal":
-            value = source.value
-        elif source.kind == "env":
-            found = self.env.get(source.value)
-            if not found:
-                raise CredentialError(
-                    f"Environment variable {source.value} (named by {source.origin}) is not set"
-                )
-            value = found
-        else:
-            cached = self._command_cache.get(source.value)
-            if cached is not None and source.kind == "command":
-                return cached
-            value = await self._run_command(source)
-            if source.kind == "command":
-                self._command_cache[source.value] = value
-        self._secrets.add(value)
-        return value
+    async def resolve(
+        self,
+        spec: str,
+        what: str,
+        origin: str,
+        envs: tuple[Mapping[str, str], ...],
+        *,
+        cache: bool,
+    ) -> str:
+        """The value of ``spec``; raises :class:`CredentialError` saying which variable or
+        command failed and where the value was configured (never a resolved value)."""
+        value = config_value.parse(spec)
+        resolved = await self._value(value, envs, cache=cache, origin=origin)
+        if resolved is None:
+            raise CredentialError(self._reason(what, value, envs, origin))
+        self._secrets.add(resolved)
+        return resolved
 
     async def resolve_headers(
-        self, headers: Mapping[str, str] | None, origin: str
+        self, headers: Mapping[str, str] | None, origin: str, provider: str | None = None
     ) -> dict[str, str]:
-        """Configured headers with their values resolved like keys."""
+        """Configured headers with their values resolved like ``models.json`` keys (every
+        request; ``provider``'s ``auth.json`` variables first). Any header that does not
+        resolve fails the request, as in pi 1.6.0."""
         if not headers:
             return {}
+        envs: tuple[Mapping[str, str], ...] = (self.env,)
+        if provider is not None:
+            entry = self._load_auth().get(provider)
+            if isinstance(entry, ApiKeyEntry) and entry.env:
+                envs = (entry.env, self.env)
+        label = f'provider "{provider}"' if provider is not None else origin
         return {
-            name: await self.resolve(parse_value(spec, self.env, f"{origin} header {name!r}"))
+            name: await self.resolve(
+                spec, f'{label} header "{name}"', f"{origin} header {name!r}", envs, cache=False
+            )
             for name, spec in headers.items()
         }
 
@@ -502,34 +531,72 @@ class Credentials:
                     self._auth_error = exc
         return self._auth or {}
 
-    async def _run_command(self, source: ValueSource) -> str:
+    async def _value(
+        self,
+        value: config_value.ConfigValue,
+        envs: tuple[Mapping[str, str], ...],
+        *,
+        cache: bool,
+        origin: str,
+    ) -> str | None:
+        """``value`` resolved, or ``None``. With ``cache`` a command runs once per process and
+        its result, a failure included, is kept (pi's rule for ``auth.json``)."""
+        if isinstance(value, config_value.Template):
+            return config_value.expand(value, envs)
+        if cache and value.command in self._command_cache:
+            return self._command_cache[value.command]
+        result = await self._run_command(value.command, origin)
+        if cache:
+            self._command_cache[value.command] = result
+        return result
+
+    def _reason(
+        self,
+        what: str,
+        value: config_value.ConfigValue,
+        envs: tuple[Mapping[str, str], ...],
+        origin: str,
+    ) -> str:
+        """pi's words for an unresolved value, then where it was configured and, for a
+        command, how it failed."""
+        text = f"{config_value.unresolved_reason(what, value, envs)} ({origin})"
+        if isinstance(value, config_value.Command):
+            failure = self._command_failures.get(value.command)
+            if failure:
+                text += f": {failure}"
+        return text
+
+    async def _run_command(self, command: str, origin: str) -> str | None:
+        """The trimmed stdout of ``sh -c command``; ``None`` when it fails, prints nothing or
+        takes longer than :attr:`command_timeout` (the reason kept, not raised)."""
         # The output is the secret: it is never part of an error; stderr is not shown either,
         # since tools like password managers may echo what they were asked for.
+        failure: str | None = None
+        value: str | None = None
         try:
             with trio.fail_after(self.command_timeout):
                 result = await trio.run_process(
-                    ["/bin/sh", "-c", source.value],
+                    ["/bin/sh", "-c", command],
                     capture_stdout=True,
                     capture_stderr=True,
                     check=False,
                     stdin=b"",
                 )
         except trio.TooSlowError:
-            raise CredentialError(
-                f"The key command of {source.origin} did not finish within "
-                f"{self.command_timeout:g} s"
-            ) from None
+            failure = f"did not finish within {self.command_timeout:g} s"
         except OSError as exc:
-            raise CredentialError(
-                f"The key command of {source.origin} could not run: {exc.strerror}"
-            ) from None
-        if result.returncode != 0:
-            raise CredentialError(
-                f"The key command of {source.origin} failed with exit code {result.returncode}"
-            )
-        value = result.stdout.decode("utf-8", errors="replace").strip()
-        if not value:
-            raise CredentialError(f"The key command of {source.origin} printed nothing")
+            failure = f"could not run: {exc.strerror}"
+        else:
+            if result.returncode != 0:
+                failure = f"failed with exit code {result.returncode}"
+            else:
+                value = result.stdout.decode("utf-8", errors="replace").strip() or None
+                if value is None:
+                    failure = "printed nothing"
+        if failure is not None:
+            self._command_failures[command] = f"the key command of {origin} {failure}"
+        else:
+            self._command_failures.pop(command, None)
         return value
 
 

@@ -162,14 +162,14 @@ class AzureOpenAIResponsesProvider(HttpProvider):
     ) -> HttpRequest:
         """The provider's key, else ``$AZURE_OPENAI_API_KEY``, else an Entra token (pi's
         order, the token ours); raises :class:`CredentialError` naming what is missing."""
-        env = self.credentials.env
+        env = self.credentials.env_for(model.provider)
         try:
             api_key = await self.credentials.api_key(model.provider, options.api_key)
         except CredentialError:
             api_key = None  # pi falls back to the Azure variable, then fails with its text
         api_key = api_key or env.get(KEY_ENV) or None
         headers = await self.credentials.resolve_headers(
-            model.headers, f"models.json providers.{model.provider}"
+            model.headers, f"models.json providers.{model.provider}", model.provider
         )
         return build_request(model, context, options, api_key=api_key, headers=headers, env=env)
 

@@ -507,9 +507,9 @@ class BedrockProvider(HttpProvider):
         """Build the request for the endpoint and region pi's client would pick, and
         authorise it (:mod:`.bedrock_aws`). Raises :class:`CredentialError` (no credentials,
         no botocore) or :class:`ProviderError` (content Bedrock cannot take)."""
-        env = self.credentials.env
+        env = self.credentials.env_for(model.provider)
         headers = await self.credentials.resolve_headers(
-            model.headers, f"models.json providers.{model.provider}"
+            model.headers, f"models.json providers.{model.provider}", model.provider
         )
         base_url, region = await bedrock_aws.resolve_endpoint(model, env)
         try:

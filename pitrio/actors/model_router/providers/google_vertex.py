@@ -270,7 +270,7 @@ class GoogleVertexProvider(HttpProvider):
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> HttpRequest:
         """A Vertex API key when one is set, else an ADC bearer token."""
-        env = self.credentials.env
+        env = self.credentials.env_for(model.provider)
         key = usable_api_key(options.api_key) or usable_api_key(env.get("GOOGLE_CLOUD_API_KEY"))
         if key is None and self.credentials.configured(model.provider):
             try:
@@ -278,7 +278,7 @@ class GoogleVertexProvider(HttpProvider):
             except CredentialError:
                 key = None
         headers = await self.credentials.resolve_headers(
-            model.headers, f"models.json providers.{model.provider}"
+            model.headers, f"models.json providers.{model.provider}", model.provider
         )
         if key is not None:
             self.credentials.remember_secret(key)

@@ -259,7 +259,7 @@ class HttpProvider(abc.ABC):
         if base_url != model.base_url:
             model = attrs.evolve(model, base_url=base_url)
         headers = await self.credentials.resolve_headers(
-            model.headers, f"models.json providers.{model.provider}"
+            model.headers, f"models.json providers.{model.provider}", model.provider
         )
         if model.provider == "github-copilot":
             headers.update(copilot_dynamic_headers(context.messages))

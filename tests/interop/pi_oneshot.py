@@ -1,0 +1,150 @@
+"""One print-mode run (``-p``) of pi 1.6.0 or pitrio against a loopback vendor.
+
+The configuration and command-line tests compare what each agent sends in its first LLM
+request for the same agent directory, environment and flags: each run gets a fresh copy of
+the agent directory (so neither sees what the other wrote), a scrubbed environment, and its
+own vendor (the harness's :class:`~tests.interop.pi_runner.MockLLM`, which keeps every request
+body and, for the native kinds, its headers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.interop.pi_install import find_pi
+from tests.interop.pi_runner import MockLLM
+from tests.shared_dir import ROOT
+
+ANTHROPIC = "anthropic-messages"
+RUN_TIMEOUT = 60.0
+
+
+@dataclass
+class OneShot:
+    """What one agent did in one print-mode run."""
+
+    agent: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    http: list[dict[str, Any]] = field(default_factory=list)
+    root: Path | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers of the first request (lower-case names); empty when none was sent."""
+        return dict(self.http[0]["headers"]) if self.http else {}
+
+
+def pi_argv() -> list[str] | None:
+    """How to start real pi 1.6.0 (``None`` when it is not installed)."""
+    node, cli, _reason = find_pi()
+    if cli is None:
+        return None
+    return [str(node or "node"), str(cli)]
+
+
+def pitrio_argv() -> list[str]:
+    """How to start this checkout's pitrio."""
+    return [str(ROOT / ".venv" / "bin" / "pitrio")]
+
+
+def base_env(root: Path, agent_dir: Path) -> dict[str, str]:
+    """The scrubbed environment of a run (no key of the machine leaks in)."""
+    home = root / "home"
+    tmp = root / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PITRIO_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+    }
+
+
+def run_print(
+    agent: str,
+    argv: list[str],
+    files: Mapping[str, Any],
+    *,
+    args: list[str],
+    env: Mapping[str, str] | None = None,
+    kind: str = ANTHROPIC,
+    base: Path | None = None,
+    work_files: Mapping[str, str] | None = None,
+    mock_config: dict[str, Any] | None = None,
+    before: Callable[[Path, Path], None] | None = None,
+) -> OneShot:
+    """Run ``argv + args`` once in a fresh sandbox whose agent dir holds ``files``.
+
+    ``files`` maps a name in the agent dir to its content (a dict is written as JSON; the text
+    ``{base}`` in it becomes the vendor's base URL and ``{port}`` its port); ``auth.json`` is
+    written with mode 0600 as pi writes it. ``before(agent_dir, work)`` may add more.
+    """
+    mock = MockLLM(kind)
+    if mock_config:
+        mock.configure(mock_config)
+    root = Path(tempfile.mkdtemp(prefix="oneshot-", dir=base))
+    agent_dir, work = root / "agent", root / "work"
+    agent_dir.mkdir()
+    work.mkdir()
+    url = f"http://127.0.0.1:{mock.port}"
+    try:
+        for name, content in files.items():
+            text = content if isinstance(content, str) else json.dumps(content, indent=2)
+            text = text.replace("{base}", url).replace("{port}", str(mock.port))
+            path = agent_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if name == "auth.json":
+                path.chmod(0o600)
+        for name, text in (work_files or {}).items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
+        if before is not None:
+            before(agent_dir, work)
+        full_env = {**base_env(root, agent_dir), **(env or {})}
+        done = subprocess.run(
+            [*argv, *args],
+            cwd=work,
+            env=full_env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+        return OneShot(
+            agent,
+            done.returncode,
+            done.stdout,
+            done.stderr,
+            mock.captured(),
+            mock.http(),
+            root,
+        )
+    finally:
+        mock.close()
+
+
+def cleanup(shot: OneShot) -> None:
+    """Remove the sandbox of ``shot``."""
+    if shot.root is not None:
+        shutil.rmtree(shot.root, ignore_errors=True)
