@@ -504,6 +504,13 @@ def run_scenario(
                 args += ["--session", str(session)]
             mock.state.reset()
             mock.configure(BASE_CONFIG)
+        if scenario.resume:
+            folder = sandbox.agent_dir / "sessions" / "resumed"
+            folder.mkdir(parents=True)
+            planted = folder / Path(scenario.resume).name
+            text = Path(scenario.resume).read_text().replace("$SANDBOX", str(sandbox.root))
+            planted.write_text(text)
+            args += ["--session", str(planted)]
         driver = Driver(agent_argv(agent, pi_cli) + args, sandbox, run)
         Executor(driver, mock, run).run_steps(scenario.steps)
         if driver.proc.poll() is None:

@@ -143,6 +143,9 @@ class Scenario:
     prelude_agent: str = "pi"
     settle: float = 0.3
     openai_compat: bool = True
+    # A session file (with ``$SANDBOX`` for the sandbox's path) copied into the sandbox's
+    # sessions folder and resumed with ``--session`` (a transcript written by another agent).
+    resume: str = ""
 
 
 def text(t: str = "ok", deltas: int = 1, **kw: Any) -> dict[str, Any]:
