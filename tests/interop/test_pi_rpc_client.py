@@ -40,7 +40,6 @@ HERE = Path(__file__).parent
 SCRIPT = HERE / "rpc_client_steps.mjs"
 SHIM = HERE / "pitrio_shim.mjs"
 NODE, PI_CLI, SKIP_REASON = find_pi()
-DURATION_KEYS = {"durationMs", "wall_time_seconds", "ms"}
 REASONER = {
     "id": "mock-reasoner",
     "name": "Mock Reasoner",
@@ -83,15 +82,6 @@ MOCK_SCRIPT: dict[str, Any] = {
 def step_names() -> list[str]:
     """The steps of the node script, in order (read from its ``step("...")`` calls)."""
     return re.findall(r'await step\("([^"]+)"', SCRIPT.read_text())
-
-
-class StepNormaliser(Normaliser):
-    """The harness's normaliser, with durations (which differ between any two runs) replaced."""
-
-    def value(self, v: Any, key: str = "") -> Any:
-        if key in DURATION_KEYS and isinstance(v, int | float) and not isinstance(v, bool):
-            return "<duration>"
-        return super().value(v, key)
 
 
 def _descriptions(v: Any) -> Any:
@@ -157,7 +147,7 @@ def run_client(agent: str, base: Path) -> dict[str, Any]:
         record: dict[str, Any] = json.loads(output.read_text())
         # Ids are numbered afresh in each step: a step that differs does not shift the next.
         run = Run(agent=agent, root=str(sandbox.root), port=mock.port)
-        record["steps"] = [wording(StepNormaliser(run).value(s)) for s in record["steps"]]
+        record["steps"] = [wording(Normaliser(run).value(s)) for s in record["steps"]]
         record["stderr"] = done.stderr
         return record
     finally:
