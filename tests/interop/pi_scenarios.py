@@ -1,8 +1,10 @@
 """The differential harness's scenarios: every command, streaming, tools (and, from
-``pi_scenarios_runs``, retries, compaction, signals and resume)."""
+``pi_scenarios_runs``, retries, compaction, signals and resume; from ``pi_scenarios_16``, what
+pi 1.6.0 added)."""
 
 from __future__ import annotations
 
+from tests.interop.pi_scenarios_16 import KEEP_LITTLE, scenarios_16
 from tests.interop.pi_scenarios_runs import process_scenarios, retry_scenarios
 from tests.interop.pi_steps import (
     DEFAULT,
@@ -213,6 +215,7 @@ def _commands() -> list[Scenario]:
                 cmd("compact"),
                 cmd("get_session_stats"),
             ],
+            settings=KEEP_LITTLE,
         )
     )
     add(
@@ -524,6 +527,7 @@ def _streaming() -> list[Scenario]:
                 cmd("compact"),
                 Quiet(0.3),
             ],
+            settings=KEEP_LITTLE,
         )
     )
     add(
@@ -561,6 +565,12 @@ def _streaming() -> list[Scenario]:
     return s
 
 
-SCENARIOS: list[Scenario] = [*_commands(), *_streaming(), *retry_scenarios(), *process_scenarios()]
+SCENARIOS: list[Scenario] = [
+    *_commands(),
+    *_streaming(),
+    *retry_scenarios(),
+    *process_scenarios(),
+    *scenarios_16(),
+]
 BY_NAME = {sc.name: sc for sc in SCENARIOS}
 assert len(BY_NAME) == len(SCENARIOS), "scenario names must be unique"

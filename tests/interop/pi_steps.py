@@ -38,7 +38,7 @@ class Mark:
     """Send ``command`` and keep a value of its response for a later ``Cmd(use_mark=name)``.
 
     ``get_state`` keeps ``sessionFile`` (as ``sessionPath``), ``get_fork_messages`` the first
-    message's ``entryId``.
+    message's ``entryId``, ``get_entries`` the id of the middle entry (as ``since``).
     """
 
     name: str
