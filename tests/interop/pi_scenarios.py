@@ -8,6 +8,7 @@ from tests.interop.pi_scenarios_16 import KEEP_LITTLE, scenarios_16
 from tests.interop.pi_scenarios_runs import process_scenarios, retry_scenarios
 from tests.interop.pi_steps import (
     DEFAULT,
+    PAUSED,
     PNG,
     SLOW,
     VISION,
@@ -521,7 +522,7 @@ def _streaming() -> list[Scenario]:
             [
                 Mock({"queue": [SLOW, text("SUMMARY")]}),
                 *prompt("one"),
-                Mock({"queue": [SLOW, text("SUMMARY")]}),
+                Mock({"queue": [PAUSED, text("SUMMARY")]}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("compact"),
@@ -534,7 +535,7 @@ def _streaming() -> list[Scenario]:
         Scenario(
             "new_session_while_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("new_session"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tests.interop.pi_steps import (
     DEFAULT,
     NO_PROVIDER_RETRY,
-    SLOW,
+    PAUSED,
     VISION,
     Cmd,
     Mark,
@@ -72,7 +72,7 @@ def scenarios_16() -> list[Scenario]:
         Scenario(
             "clear_queue",
             [
-                Mock({"queue": [SLOW, text("after")]}),
+                Mock({"queue": [PAUSED, text("after")]}),
                 cmd("clear_queue"),  # nothing queued
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=DELTA),

@@ -8,7 +8,7 @@ from tests.interop.pi_scenarios_16 import KEEP_LITTLE
 from tests.interop.pi_steps import (
     DEFAULT,
     NO_PROVIDER_RETRY,
-    SLOW,
+    PAUSED,
     CloseStdin,
     Cmd,
     Mock,
@@ -227,7 +227,7 @@ def process_scenarios() -> list[Scenario]:
         Scenario(
             "sigterm_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 Signal(int(signal.SIGTERM)),
@@ -239,7 +239,7 @@ def process_scenarios() -> list[Scenario]:
         Scenario(
             "eof_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 CloseStdin(),

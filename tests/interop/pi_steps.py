@@ -183,6 +183,9 @@ def cmd(type_: str, **fields: Any) -> Cmd:
 DEFAULT = Mock({"default": text("ok")})
 NO_PROVIDER_RETRY = {"retry": {"provider": {"maxRetries": 0}, "baseDelayMs": 50}}
 SLOW = text("one two three four five six", deltas=6, delay=0.15)
+# One delta, then a pause that a command or a signal sent after the first delta surely falls
+# into: how much of the reply came before it is then the same in every run.
+PAUSED = text("a b", deltas=2, delay=3.0)
 PNG = base64.b64encode(
     bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
