@@ -185,19 +185,10 @@ def scenarios_16() -> list[Scenario]:
                 Mock({"default": error("bad_request")}),
                 *prompt("fails"),
                 cmd("get_last_assistant_text"),
-                # A tool-only reply, then an aborted one.
-                Mock(
-                    {
-                        "default": text("ok"),
-                        "queue": [
-                            tool("bash", {"command": "echo hi"}),
-                            text("c d", deltas=2, delay=3.0),
-                        ],
-                    }
-                ),
+                # A reply that only calls a tool, aborted while the tool runs (no text).
+                Mock({"default": text("ok"), "queue": [tool("bash", {"command": "sleep 3"})]}),
                 Cmd({"type": "prompt", "message": "tool"}),
-                WaitEvent("tool_execution_end"),
-                WaitEvent("message_update", where=DELTA),
+                WaitEvent("tool_execution_start"),
                 cmd("abort"),
                 cmd("get_last_assistant_text"),
                 *prompt("last"),
