@@ -38,8 +38,9 @@ from tests.interop.pi_install import find_pi
 from tests.interop.pi_runner import Run, run_scenario
 from tests.interop.pi_steps import (
     NO_PROVIDER_RETRY,
-    SLOW,
+    PAUSED,
     Cmd,
+    Mark,
     Mock,
     Scenario,
     Step,
@@ -127,7 +128,7 @@ def _compaction() -> list[Step]:
 def _aborted() -> list[Step]:
     return [
         *prompt("first"),
-        Mock({"queue": [SLOW]}),
+        Mock({"queue": [PAUSED]}),
         Cmd({"type": "prompt", "message": "slow one"}),
         WaitEvent("message_update"),
         cmd("abort"),
@@ -136,8 +137,6 @@ def _aborted() -> list[Step]:
 
 
 def _fork() -> list[Step]:
-    from tests.interop.pi_steps import Mark
-
     return [
         *prompt("first"),
         *prompt("second"),
