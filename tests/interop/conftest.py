@@ -22,7 +22,7 @@ def summary_line() -> str | None:
     c = harness.counts(harness.RESULTS)
     took = harness.TIMES.get("<all>")
     line = ", ".join(f"{k} {v}" for k, v in c.items())
-    return f"pi 0.73.1 differential harness: {line}" + (f" ({took:.0f} s)" if took else "")
+    return f"pi 1.6.0 differential harness: {line}" + (f" ({took:.0f} s)" if took else "")
 
 
 def pytest_sessionfinish(session: Any) -> None:

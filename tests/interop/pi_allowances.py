@@ -1,4 +1,4 @@
-"""What may differ between pi 0.73.1 and pitrio in the differential harness, and why.
+"""What may differ between pi 1.6.0 and pitrio in the differential harness, and why.
 
 ``DOCUMENTED``: differences that stay. Each names the README row (a piece of its text) that
 documents it; a test checks the README has that row. ``PENDING_FIX``: differences being fixed
@@ -27,7 +27,6 @@ R_ERRORKEY = (
     "an assistant message from an HTTP provider that failed has `errorMessage` before `timestamp`"
 )
 R_COMPAT = "an `openai-completions` server other than OpenAI's gets the `system` role, `max_tokens`"
-R_CTXEDIT = "a failed attempt that is retried stays in the session file, and a `context_edit` entry"
 R_FORKNAME = "a forked session's file is named with its session id"
 R_EOF = "after stdin EOF, commands already read are still answered"
 R_SETTERS = "`set_auto_retry` / `set_auto_compaction` need a boolean `enabled`; `set_steering_mode`"
@@ -41,10 +40,6 @@ R_STOPPED = "a process stopped mid-reply (SIGTERM, stdin EOF) leaves a session f
 R_CODEX = "repeats only retryable failures (429/5xx, connection errors)"
 
 DOCUMENTED: list[Entry] = [
-    ("*", "out:only-pitrio:agent_settled", R_SETTLED),
-    ("*", "out:only-pitrio:entry_appended", R_SETTLED),
-    ("*", "out:only-pitrio:bash_execution_update", R_SETTLED),
-    ("*", "out:agent_end.willRetry", R_SETTLED),
     ("*", "out:message_start/*.queueId", R_SETTLED),
     ("*", "out:message_update/*.assistantMessageEvent.partial*", R_PARTIAL),
     ("*", "out:message_update/*.message*", R_PARTIAL),
@@ -64,11 +59,6 @@ DOCUMENTED: list[Entry] = [
     ("request_defaults", "request.max_completion_tokens", R_COMPAT),
     ("request_defaults", "request.tools[].function.strict", R_COMPAT),
     ("request_defaults", "request.messages[].role", R_COMPAT),
-    ("*", "session:only-pitrio:context_edit", R_CTXEDIT),
-    ("resume_pitrio_retried", "out:response:get_messages:*", R_CTXEDIT),
-    ("resume_pitrio_retried", "out:response:get_state:ok.data.messageCount", R_CTXEDIT),
-    ("resume_pitrio_retried", "out:response:get_session_stats:*", R_CTXEDIT),
-    ("resume_pitrio_retried", "request.messages[]*", R_CTXEDIT),
     ("*compact*", "request.messages[].content[].text", R_PROMPT),
     ("overflow_*", "request.messages[].content[].text", R_PROMPT),
     ("idle_queries", "request.messages[].content[].text", R_PROMPT),  # its compact command

@@ -443,6 +443,9 @@ class Executor:
                 data = ln.obj.get("data") or {}
         if step.command == "get_state":
             self.marks[step.name] = {"sessionPath": data.get("sessionFile")}
+        elif step.command == "get_entries":
+            entries = data.get("entries") or [{}]
+            self.marks[step.name] = {"since": entries[len(entries) // 2].get("id")}
         else:
             msgs = data.get("messages") or [{}]
             self.marks[step.name] = {"entryId": msgs[0].get("entryId")}
@@ -504,6 +507,13 @@ def run_scenario(
                 args += ["--session", str(session)]
             mock.state.reset()
             mock.configure(BASE_CONFIG)
+        if scenario.resume:
+            folder = sandbox.agent_dir / "sessions" / "resumed"
+            folder.mkdir(parents=True)
+            planted = folder / Path(scenario.resume).name
+            text = Path(scenario.resume).read_text().replace("$SANDBOX", str(sandbox.root))
+            planted.write_text(text)
+            args += ["--session", str(planted)]
         driver = Driver(agent_argv(agent, pi_cli) + args, sandbox, run)
         Executor(driver, mock, run).run_steps(scenario.steps)
         if driver.proc.poll() is None:
@@ -524,19 +534,29 @@ def run_scenario(
 
 
 def run_both(
-    scenario: Scenario, pi_cli: Path, base: Path, kind: str = COMPLETIONS
+    scenario: Scenario,
+    pi_cli: Path,
+    base: Path,
+    kind: str = COMPLETIONS,
+    pair: tuple[str, str] = ("pi", "pitrio"),
 ) -> dict[str, Run]:
-    """Both agents through ``scenario`` on a vendor of ``kind``, concurrently (two threads)."""
+    """Both agents through ``scenario`` on a vendor of ``kind``, concurrently (two threads).
+
+    The results are keyed ``"pi"`` and ``"pitrio"``; ``pair`` names the agent run in each
+    place (``("pi", "pi")``: the harness's self-check, two runs of pi compared).
+    """
     results: dict[str, Run] = {}
     errors: list[BaseException] = []
 
-    def one(agent: str) -> None:
+    def one(slot: str, agent: str) -> None:
         try:
-            results[agent] = run_scenario(agent, scenario, pi_cli, base, kind)
+            results[slot] = run_scenario(agent, scenario, pi_cli, base, kind)
         except BaseException as exc:  # reported by the caller
             errors.append(exc)
 
-    threads = [threading.Thread(target=one, args=(a,)) for a in ("pi", "pitrio")]
+    threads = [
+        threading.Thread(target=one, args=slot) for slot in zip(("pi", "pitrio"), pair, strict=True)
+    ]
     for t in threads:
         t.start()
     for t in threads:

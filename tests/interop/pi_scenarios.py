@@ -1,11 +1,14 @@
 """The differential harness's scenarios: every command, streaming, tools (and, from
-``pi_scenarios_runs``, retries, compaction, signals and resume)."""
+``pi_scenarios_runs``, retries, compaction, signals and resume; from ``pi_scenarios_16``, what
+pi 1.6.0 added)."""
 
 from __future__ import annotations
 
+from tests.interop.pi_scenarios_16 import KEEP_LITTLE, scenarios_16
 from tests.interop.pi_scenarios_runs import process_scenarios, retry_scenarios
 from tests.interop.pi_steps import (
     DEFAULT,
+    PAUSED,
     PNG,
     SLOW,
     VISION,
@@ -213,6 +216,7 @@ def _commands() -> list[Scenario]:
                 cmd("compact"),
                 cmd("get_session_stats"),
             ],
+            settings=KEEP_LITTLE,
         )
     )
     add(
@@ -518,19 +522,20 @@ def _streaming() -> list[Scenario]:
             [
                 Mock({"queue": [SLOW, text("SUMMARY")]}),
                 *prompt("one"),
-                Mock({"queue": [SLOW, text("SUMMARY")]}),
+                Mock({"queue": [PAUSED, text("SUMMARY")]}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("compact"),
                 Quiet(0.3),
             ],
+            settings=KEEP_LITTLE,
         )
     )
     add(
         Scenario(
             "new_session_while_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("new_session"),
@@ -561,6 +566,12 @@ def _streaming() -> list[Scenario]:
     return s
 
 
-SCENARIOS: list[Scenario] = [*_commands(), *_streaming(), *retry_scenarios(), *process_scenarios()]
+SCENARIOS: list[Scenario] = [
+    *_commands(),
+    *_streaming(),
+    *retry_scenarios(),
+    *process_scenarios(),
+    *scenarios_16(),
+]
 BY_NAME = {sc.name: sc for sc in SCENARIOS}
 assert len(BY_NAME) == len(SCENARIOS), "scenario names must be unique"

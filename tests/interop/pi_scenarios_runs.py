@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import signal
 
+from tests.interop.pi_scenarios_16 import KEEP_LITTLE
 from tests.interop.pi_steps import (
     DEFAULT,
     NO_PROVIDER_RETRY,
-    SLOW,
+    PAUSED,
     CloseStdin,
     Cmd,
     Mock,
@@ -148,7 +149,7 @@ def retry_scenarios() -> list[Scenario]:
                 WaitEvent("agent_end", n=2),
                 cmd("get_messages"),
             ],
-            settings=st,
+            settings={**st, **KEEP_LITTLE},
         )
     )
     add(
@@ -165,7 +166,7 @@ def retry_scenarios() -> list[Scenario]:
                 WaitEvent("compaction_end", n=2),
                 Quiet(0.3),
             ],
-            settings=st,
+            settings={**st, **KEEP_LITTLE},
         )
     )
     big = {"prompt_tokens": 120000, "completion_tokens": 10}
@@ -181,7 +182,7 @@ def retry_scenarios() -> list[Scenario]:
                 cmd("get_messages"),
                 cmd("get_session_stats"),
             ],
-            settings=st,
+            settings={**st, **KEEP_LITTLE},
         )
     )
     add(
@@ -200,7 +201,7 @@ def retry_scenarios() -> list[Scenario]:
                 WaitEvent("compaction_end"),
                 Quiet(0.5),
             ],
-            settings=st,
+            settings={**st, **KEEP_LITTLE},
         )
     )
     return s
@@ -226,7 +227,7 @@ def process_scenarios() -> list[Scenario]:
         Scenario(
             "sigterm_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 Signal(int(signal.SIGTERM)),
@@ -238,7 +239,7 @@ def process_scenarios() -> list[Scenario]:
         Scenario(
             "eof_streaming",
             [
-                Mock({"default": SLOW}),
+                Mock({"default": PAUSED}),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 CloseStdin(),
@@ -296,6 +297,14 @@ def process_scenarios() -> list[Scenario]:
             settings=NO_PROVIDER_RETRY,
         )
     )
-    add(Scenario("resume_pi_compacted", after, prelude=compacted, prelude_agent="pi"))
-    add(Scenario("resume_pitrio_compacted", after, prelude=compacted, prelude_agent="pitrio"))
+    for agent in ("pi", "pitrio"):
+        add(
+            Scenario(
+                f"resume_{agent}_compacted",
+                after,
+                prelude=compacted,
+                prelude_agent=agent,
+                settings=KEEP_LITTLE,
+            )
+        )
     return s

@@ -38,7 +38,7 @@ class Mark:
     """Send ``command`` and keep a value of its response for a later ``Cmd(use_mark=name)``.
 
     ``get_state`` keeps ``sessionFile`` (as ``sessionPath``), ``get_fork_messages`` the first
-    message's ``entryId``.
+    message's ``entryId``, ``get_entries`` the id of the middle entry (as ``since``).
     """
 
     name: str
@@ -143,6 +143,9 @@ class Scenario:
     prelude_agent: str = "pi"
     settle: float = 0.3
     openai_compat: bool = True
+    # A session file (with ``$SANDBOX`` for the sandbox's path) copied into the sandbox's
+    # sessions folder and resumed with ``--session`` (a transcript written by another agent).
+    resume: str = ""
 
 
 def text(t: str = "ok", deltas: int = 1, **kw: Any) -> dict[str, Any]:
@@ -180,6 +183,9 @@ def cmd(type_: str, **fields: Any) -> Cmd:
 DEFAULT = Mock({"default": text("ok")})
 NO_PROVIDER_RETRY = {"retry": {"provider": {"maxRetries": 0}, "baseDelayMs": 50}}
 SLOW = text("one two three four five six", deltas=6, delay=0.15)
+# One delta, then a pause that a command or a signal sent after the first delta surely falls
+# into: how much of the reply came before it is then the same in every run.
+PAUSED = text("a b", deltas=2, delay=3.0)
 PNG = base64.b64encode(
     bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

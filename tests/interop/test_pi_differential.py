@@ -58,14 +58,16 @@ def job_name(kind: str, scenario: Scenario) -> str:
     return scenario.name if kind == COMPLETIONS else f"{kind}/{scenario.name}"
 
 
-def run_all(jobs: list[Job], base: Path) -> dict[str, list[Diff]]:
+def run_all(
+    jobs: list[Job], base: Path, pair: tuple[str, str] = ("pi", "pitrio")
+) -> dict[str, list[Diff]]:
     """The differences of each (kind, scenario), ``WORKERS`` of them run at a time."""
     assert PI_CLI is not None
 
     def one(job: Job) -> tuple[str, list[Diff]]:
         kind, sc = job
         t0 = time.monotonic()
-        runs = run_both(sc, PI_CLI, base, kind)
+        runs = run_both(sc, PI_CLI, base, kind, pair)
         name = job_name(kind, sc)
         TIMES[name] = time.monotonic() - t0
         judge = compare if kind == COMPLETIONS else compare_requests
@@ -153,18 +155,35 @@ def counts(results: dict[str, list[Diff]]) -> dict[str, int]:
 
 
 def main(argv: list[str]) -> int:
-    """Print the differences of the named scenarios (all when none) and the counts."""
+    """Print the differences of the named scenarios (all when none) and the counts.
+
+    ``--self-check`` runs pi against pi instead: what differs then is what two runs of the same
+    agent do differently (timing, or a volatile value the normaliser does not know), each
+    printed; none should be listed in ``pi_allowances`` as a difference of pitrio's.
+    """
     if PI_CLI is None:
         print(SKIP_REASON)
         return 1
+    pair = ("pi", "pitrio")
+    if "--self-check" in argv:
+        argv = [a for a in argv if a != "--self-check"]
+        pair = ("pi", "pi")
     jobs: list[Job] = [
         (n.split("/")[0], BY_NAME[n.split("/")[1]]) if "/" in n else (COMPLETIONS, BY_NAME[n])
         for n in argv
     ] or [(COMPLETIONS, sc) for sc in SCENARIOS] + KIND_JOBS
     base = Path(tempfile.mkdtemp(prefix="pitrio-interop-"))
     t0 = time.monotonic()
-    results = run_all(jobs, base)
+    results = run_all(jobs, base, pair)
     shutil.rmtree(base, ignore_errors=True)
+    if pair == ("pi", "pi"):
+        for name in (job_name(k, sc) for k, sc in jobs):
+            print(f"== {name} ({TIMES[name]:.1f} s): {len(results[name])} difference(s)")
+            for d in results[name]:
+                print(f"  {d.path}  |  {d.detail}")
+        clean = sum(1 for diffs in results.values() if not diffs)
+        print(f"pi against pi: {clean} of {len(results)} scenarios without a difference")
+        return 0
     show_all = bool(os.environ.get("SHOW_ALL"))
     for name in (job_name(k, sc) for k, sc in jobs):
         documented, pending, found, undocumented = classify(name, results[name])
