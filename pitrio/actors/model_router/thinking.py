@@ -13,7 +13,8 @@ def supported_thinking_levels(model: Model | None) -> tuple[ThinkingLevel, ...]:
     """The levels ``model`` accepts, in order.
 
     Non-reasoning models support only ``off``; a reasoning model supports every level its
-    ``thinking_level_map`` does not map to ``null``, and ``xhigh`` only when the map names it.
+    ``thinking_level_map`` does not map to ``null``, and ``xhigh`` and ``max`` (pi 1.6.0)
+    only when the map names them.
     """
     if model is None:
         return LEVELS_WITHOUT_MODEL
@@ -24,7 +25,7 @@ def supported_thinking_levels(model: Model | None) -> tuple[ThinkingLevel, ...]:
     for level in THINKING_LEVELS:
         if level in mapping and mapping[level] is None:
             continue
-        if level == "xhigh" and level not in mapping:
+        if (level == "xhigh" or level == "max") and level not in mapping:
             continue
         levels.append(level)
     return tuple(levels)
@@ -107,7 +108,8 @@ def thinking_budget(
         return int(mapped)
     if budgets and level in budgets:
         return budgets[level]
-    return DEFAULT_THINKING_BUDGETS[level]
+    # ``max`` (pi 1.6.0) has no default budget of its own: at least xhigh's
+    return DEFAULT_THINKING_BUDGETS.get(level, DEFAULT_THINKING_BUDGETS["xhigh"])
 
 
 def fit_thinking_budget(max_tokens: int, model_max_tokens: int, budget: int) -> tuple[int, int]:
