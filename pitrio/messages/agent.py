@@ -64,18 +64,19 @@ class Usage:
 
     ``reasoning`` is already part of ``output``; ``cache_write_1h`` is the part of
     ``cache_write`` written with one-hour retention. Both are absent when the provider did not
-    say (pi's key order: ``cacheWrite1h`` and ``reasoning`` between ``cacheWrite`` and
-    ``totalTokens``).
+    say. Key order as pi's providers write them: ``reasoning`` is in the usage they build,
+    before ``totalTokens``; ``cacheWrite1h`` is set on it afterwards (Anthropic, Bedrock), so
+    it comes last.
     """
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    cache_write_1h: int | None = None
     reasoning: int | None = None
     total_tokens: int = 0
     cost: Cost = attrs.field(factory=Cost)
+    cache_write_1h: int | None = None
     extra: dict[str, Any] | None = extra_field()
 
     @property

@@ -97,8 +97,8 @@ def usage() -> Usage:
 def test_usage_keys_in_pi_order() -> None:
     value = to_json(usage())
     assert list(value) == [
-        "input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "reasoning",
-        "totalTokens", "cost",
+        "input", "output", "cacheRead", "cacheWrite", "reasoning", "totalTokens", "cost",
+        "cacheWrite1h",
     ]  # fmt: skip
     assert list(value["cost"]) == [
         "input", "output", "cacheRead", "cacheWrite", "total", "totalFromProvider",

@@ -109,7 +109,8 @@ def thinking_budget(
         return int(mapped)
     if budgets and level in budgets:
         return budgets[level]
-    return DEFAULT_THINKING_BUDGETS[level]
+    # ``max`` (pi 1.6.0) has no default budget of its own: at least xhigh's
+    return DEFAULT_THINKING_BUDGETS.get(level, DEFAULT_THINKING_BUDGETS["xhigh"])
 
 
 def fit_thinking_budget(max_tokens: int, model_max_tokens: int, budget: int) -> tuple[int, int]:

@@ -3,7 +3,8 @@
 Events are compared as JSON after normalisation, which removes what is fresh in every run:
 
 * every ``timestamp`` key is dropped (user messages, entries and summaries are stamped when
-  they are made);
+  they are made), and every ``durationMs`` (how long a response or a tool took: a measure of
+  this run);
 * values of the id keys (``id``, ``parentId``, ``firstKeptEntryId``, ``fromId``, ``targetId``,
   ``queueId``) are renamed ``#1``, ``#2``, ... in order of first appearance, one numbering per
   sequence, so an entry id and later references to it still agree while the random ids
@@ -21,7 +22,7 @@ import attrs
 import orjson
 
 FRESH_KEYS = frozenset({"id", "parentId", "firstKeptEntryId", "fromId", "targetId", "queueId"})
-DROPPED_KEYS = frozenset({"timestamp"})
+DROPPED_KEYS = frozenset({"timestamp", "durationMs"})
 
 
 def delta_form(event_json: Mapping[str, Any]) -> dict[str, Any]:

@@ -112,16 +112,21 @@ def segments(records: Iterable[Record]) -> list[list[Record]]:
 # -- request keys ------------------------------------------------------------------------------
 
 
+_FRESH = frozenset({"timestamp", "durationMs"})
+"""Keys whose values are this run's: times and durations (pi 1.6.0's ``durationMs``)."""
+
+
 def _strip_timestamps(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_timestamps(v) for k, v in value.items() if k != "timestamp"}
+        return {k: _strip_timestamps(v) for k, v in value.items() if k not in _FRESH}
     if isinstance(value, list):
         return [_strip_timestamps(v) for v in value]
     return value
 
 
 def request_key(messages_json: Sequence[Any]) -> str:
-    """A digest of a request's messages, timestamps removed (they are fresh on replay)."""
+    """A digest of a request's messages, timestamps and durations removed (they are fresh on
+    replay)."""
     canonical = orjson.dumps(_strip_timestamps(list(messages_json)), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()[:16]
 

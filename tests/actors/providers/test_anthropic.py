@@ -16,6 +16,7 @@ from pitrio.actors.model_router.providers.convert import body_bytes, encode_json
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.agent import ToolResultMessage
+from pitrio.messages.codec import to_json
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import ThinkingEnd, ThinkingStart
 from tests.actors.providers.loopback import LoopbackServer, recording, sse
@@ -285,6 +286,11 @@ def test_parse_text_with_cache_usage() -> None:
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (25, 12, 100, 50)
     assert usage.total_tokens == 187
     assert math.isclose(usage.cost.total, (25 * 2 + 12 * 10 + 100 * 0.5 + 50 * 2.5) / 1e6)
+    # pi 1.6.0: the one-hour cache writes (none in this recording) set after the cost, and
+    # the cost marked as computed; the raw stop reason is Anthropic's own
+    assert usage.cache_write_1h == 0 and list(to_json(usage))[-1] == "cacheWrite1h"
+    assert usage.cost.total_from_provider is False
+    assert message.raw_stop_reason == "end_turn"
 
 
 def test_parse_thinking_signatures_redacted_and_parallel_tools() -> None:

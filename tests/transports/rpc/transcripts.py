@@ -130,14 +130,64 @@ def load(name: str) -> Transcript:
 # -- what pi would have written ------------------------------------------------------------
 
 
+ASSISTANT_16_KEYS = ("durationMs", "thinkingLevel", "rawStopReason")
+"""What pi 1.6.0 adds to an assistant message that the 0.73.1 transcripts lack."""
+
+
+def _without_16_fields(value: Any) -> Any:
+    """``value`` without the fields pi 1.6.0 adds to messages and tool events (the transcripts
+    are pi 0.73.1's; the 1.6.0 shapes are tested against pi 1.6.0's own fixtures)."""
+    if isinstance(value, list):
+        return [_without_16_fields(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _without_16_fields(v) for k, v in value.items()}
+    role = out.get("role")
+    if role == "assistant":
+        for key in ASSISTANT_16_KEYS:
+            out.pop(key, None)
+    elif role == "toolResult":
+        out.pop("durationMs", None)
+    if out.get("type") == "tool_execution_end":
+        out.pop("durationMs", None)
+        result = out.get("result")
+        if isinstance(result, dict):
+            result.pop("structuredContent", None)
+            result.pop("isError", None)
+    return out
+
+
+def as_pi_16(line: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pi 0.73.1 transcript line in pi 1.6.0's form where only the form changed: a
+    ``message_update`` is ``{type, usage, assistantMessageEvent}`` without the partial (a
+    ``toolcall_start`` with the call's ``id`` and ``toolName``), and a streamed assistant
+    message starts with ``stopReason: "pending"``."""
+    kind = line.get("type")
+    if kind == "message_update":
+        event = dict(line.get("assistantMessageEvent") or {})
+        partial = event.pop("partial", None) or {}
+        if event.get("type") == "toolcall_start":
+            blocks = partial.get("content") or []
+            index = event.get("contentIndex")
+            if isinstance(index, int) and 0 <= index < len(blocks):
+                event["id"] = blocks[index].get("id")
+                event["toolName"] = blocks[index].get("name")
+        return {"type": kind, "usage": partial.get("usage"), "assistantMessageEvent": event}
+    message = line.get("message")
+    if kind == "message_start" and isinstance(message, dict) and message.get("role") == "assistant":
+        return {**line, "message": {**message, "stopReason": "pending"}}
+    return line
+
+
 def pi_view(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """pitrio's output without its documented additions."""
+    """pitrio's output without its documented additions (and pi 1.6.0's fields the 0.73.1
+    transcripts lack)."""
     out: list[dict[str, Any]] = []
     for line in lines:
         kind = line.get("type")
         if kind in SEED_TYPES:
             continue
-        copy = dict(line)
+        copy = _without_16_fields(dict(line))
         if kind == "agent_end":
             copy.pop("willRetry", None)
         if kind == "message_start":
@@ -317,6 +367,7 @@ def compare(
     :class:`MissingPiece` (what an ``xfail(raises=MissingPiece)`` expects); any other
     difference is an ``AssertionError``.
     """
+    recorded = [as_pi_16(line) for line in recorded]
     aligned = align(recorded, ours)
     left, right = Normaliser(), Normaliser()
     problems: list[str] = []

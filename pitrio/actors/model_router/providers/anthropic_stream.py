@@ -176,12 +176,21 @@ class AnthropicParser(SseParser):
             value = usage.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 self._usage[key] = value
+        # pi 1.6.0: the one-hour part of the cache writes, 0 from message_start on
+        creation = usage.get("cache_creation")
+        long_write = (
+            creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else None
+        )
+        if isinstance(long_write, int) and not isinstance(long_write, bool):
+            self._usage["ephemeral_1h"] = long_write
+        self._usage.setdefault("ephemeral_1h", 0)
         self.builder.set_usage(
             make_usage(
                 input=self._usage.get("input_tokens", 0),
                 output=self._usage.get("output_tokens", 0),
                 cache_read=self._usage.get("cache_read_input_tokens", 0),
                 cache_write=self._usage.get("cache_creation_input_tokens", 0),
+                cache_write_1h=self._usage["ephemeral_1h"],
                 model=self.model,
             )
         )

@@ -369,6 +369,7 @@ class BedrockParser(SseParser):
                 out.append(self.close_block(index))
         elif event == "messageStop":
             self._stop = str(payload.get("stopReason"))
+            self.builder.set_raw_stop_reason(self._stop)
         elif event == "metadata":
             self._usage(payload.get("usage"))
             out.extend(self._complete())

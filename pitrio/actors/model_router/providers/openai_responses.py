@@ -515,6 +515,15 @@ class OpenAIResponsesParser(SseParser):
             )
         if isinstance(response.get("id"), str):
             self.builder.set_response_id(response["id"])
+        status = response.get("status")
+        if isinstance(status, str):
+            # pi 1.6.0: the status, with an incomplete response's reason after a dot
+            incomplete = response.get("incomplete_details")
+            why = incomplete.get("reason") if isinstance(incomplete, dict) else None
+            raw = (
+                f"{status}.{why}" if isinstance(why, str) and kind != "response.failed" else status
+            )
+            self.builder.set_raw_stop_reason(raw)
         self.close_open_blocks(out)
         if kind == "response.failed":
             error = response.get("error")
