@@ -49,6 +49,9 @@ from tests.shared_dir import ROOT, TOOLS
 
 PROVIDER, MODEL, API_KEY = "mock", "mock-model", "mock-key"
 STEP_TIMEOUT = 45.0
+# The wait for an agent's first line: pi 1.6.0 takes a second or more of CPU to start, and many
+# at once on a busy machine (other suites, the harness's own workers) took over 45 s.
+START_TIMEOUT = 150.0
 OPENAI_FORMS = {
     "supportsStore": True,
     "supportsDeveloperRole": True,
@@ -291,7 +294,10 @@ class Driver:
         what: str,
         timeout: float = STEP_TIMEOUT,
     ) -> bool:
-        """Read lines until ``n`` of those read since line ``since`` satisfy ``match``."""
+        """Read lines until ``n`` of those read since line ``since`` satisfy ``match`` (the
+        agent's first line may take up to ``START_TIMEOUT``)."""
+        if not self.run.lines:
+            timeout = max(timeout, START_TIMEOUT)
         deadline = time.monotonic() + timeout
 
         def enough() -> bool:

@@ -138,7 +138,7 @@ def run_client(agent: str, base: Path) -> dict[str, Any]:
             env=env,
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=600,
             check=False,
         )
         output = sandbox.root / "steps.json"
