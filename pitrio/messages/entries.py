@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, Usage
 from pitrio.messages.codec import extra_field, tag
 from pitrio.messages.content import ImageContent, TextContent, UserContent
 
@@ -117,6 +117,8 @@ class CompactionEntry:
     first_kept_entry_id: str
     tokens_before: int
     details: Any = None
+    usage: Usage | None = None
+    """What the summary requests cost (pi 1.6.0); absent on older entries and hook results."""
     from_hook: bool | None = None
     extra: dict[str, Any] | None = extra_field()
 
@@ -241,4 +243,8 @@ class CompactionResult:
     summary: str
     first_kept_entry_id: str
     tokens_before: int
+    estimated_tokens_after: int | None = None
+    """Estimated tokens of the context the compaction left (pi 1.6.0)."""
+    usage: Usage | None = None
+    """What the summary requests cost (pi 1.6.0)."""
     details: Any = None

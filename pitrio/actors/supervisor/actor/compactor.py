@@ -20,6 +20,7 @@ from pitrio.actors.supervisor.compaction import (
     CompactionPreparation,
     CompactionSettings,
     SummaryRequest,
+    combine_usage,
     finish_compaction,
     manual_compaction_refusal,
     plan_summary,
@@ -27,7 +28,7 @@ from pitrio.actors.supervisor.compaction import (
     response_text,
 )
 from pitrio.errors import PitrioError, SummarizationError
-from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, now_ms
+from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, Usage, now_ms
 from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
@@ -74,6 +75,7 @@ class CompactionStore(Protocol):
         from_hook: bool | None = None,
         *,
         lazy: bool = False,
+        usage: Usage | None = None,
     ) -> CompactionEntry:
         """Append a ``compaction`` entry (``lazy``: kept in memory until the file exists)."""
         ...
@@ -134,13 +136,17 @@ async def summarize(
     """Make the plan's summary calls and assemble the result."""
     plan = plan_summary(preparation, custom_instructions)
     texts: dict[str, str] = {}
+    usages: dict[str, Usage] = {}
 
     async def history(request: SummaryRequest) -> None:
-        texts["history"] = response_text(await complete(stream, model, request, thinking_level))
+        message = await complete(stream, model, request, thinking_level)
+        texts["history"] = response_text(message)
+        usages["history"] = message.usage
 
     async def prefix(request: SummaryRequest) -> None:
         message = await complete(stream, model, request, thinking_level)
         texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
+        usages["prefix"] = message.usage
 
     try:
         async with trio.open_nursery() as nursery:
@@ -152,7 +158,12 @@ async def summarize(
         # One failed summary call is the compaction's error; report it, not the group.
         first = group.exceptions[0]
         raise first if isinstance(first, Exception) else group from None
-    return finish_compaction(preparation, plan, texts.get("history"), texts.get("prefix"))
+    # pi 1.6.0 adds the history's usage to the turn prefix's, in that order.
+    parts = [usages[k] for k in ("history", "prefix") if k in usages]
+    usage = combine_usage(*parts) if parts else None
+    return finish_compaction(
+        preparation, plan, texts.get("history"), texts.get("prefix"), usage=usage
+    )
 
 
 async def compact(
@@ -165,12 +176,14 @@ async def compact(
     custom_instructions: str | None = None,
     manual: bool,
     before: BeforeCompact | None = None,
+    prepared: Callable[[], None] | None = None,
 ) -> tuple[CompactionResult, CompactionEntry, bool] | None:
     """Compact the store's current branch; ``None`` when there is nothing to compact.
     The third value says whether the result came from ``before`` (an extension).
 
     A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text;
-    one that ``before`` cancels raises :class:`CompactionCancelledByHook`.
+    one that ``before`` cancels raises :class:`CompactionCancelledByHook`. ``prepared`` is
+    called once there is something to compact, before ``before`` and the summary calls.
     """
     path = known_entries(await store.branch_entries())
     preparation = prepare_compaction(
@@ -180,6 +193,8 @@ async def compact(
         if manual:
             raise CompactionRefused(manual_compaction_refusal(path))
         return None
+    if prepared is not None:
+        prepared()
     supplied = None if before is None else await before(preparation, path, custom_instructions)
     if supplied is True:
         raise CompactionCancelledByHook("Compaction cancelled")
@@ -200,5 +215,6 @@ async def compact(
             result.details,
             lazy=True,
             from_hook=from_extension,
+            usage=result.usage,
         )
     return result, entry, from_extension

@@ -71,6 +71,7 @@ from pitrio.actors.supervisor.compaction import (
     CompactionSettings,
     CompactNow,
     compaction_failure_message,
+    estimate_tokens,
 )
 from pitrio.actors.supervisor.decisions import (
     Compact,
@@ -342,7 +343,11 @@ class Supervisor(Actor[SupervisorCommand]):
     # -- compaction (§3.8) -------------------------------------------------------------------
 
     async def _compact_now(
-        self, *, custom_instructions: str | None, manual: bool
+        self,
+        *,
+        custom_instructions: str | None,
+        manual: bool,
+        prepared: Callable[[], None] | None = None,
     ) -> tuple[CompactionResult, CompactionEntry] | None:
         if self._stream is None:
             raise PitrioError(NO_ROUTER)
@@ -357,14 +362,20 @@ class Supervisor(Actor[SupervisorCommand]):
                 custom_instructions=custom_instructions,
                 manual=manual,
                 before=self._before_compact,
+                prepared=prepared,
             )
         except CompactionCancelledByHook:
             raise CompactionCancelled(COMPACTION_CANCELLED) from None
         if done is None:
             return None
         result, entry, from_extension = done
-        self._emit(EntryAppended(entry=entry))
-        await self._loop.set_messages(await self._store.context_messages())
+        # No entry_appended: pi 1.6.0 announces no compaction entry (the result travels on
+        # compaction_end and the compact reply).
+        context = await self._store.context_messages()
+        await self._loop.set_messages(context)
+        # pi 1.6.0 measures the context the compaction left: every message's estimate.
+        after = sum(estimate_tokens(message) for message in context)
+        result = attrs.evolve(result, estimated_tokens_after=after)
         if self._after_compact is not None:
             await self._after_compact(entry, from_extension)
         return result, entry
@@ -398,27 +409,41 @@ class Supervisor(Actor[SupervisorCommand]):
     async def _auto_compaction(
         self, reason: Literal["threshold", "overflow"], will_retry: bool, lent: Lent
     ) -> bool:
-        """An automatic compaction inside a run; ``True`` if it compacted."""
-        self._emit(CompactionStart(reason=reason))
+        """An automatic compaction inside a run; ``True`` if it compacted.
+
+        As pi 1.6.0: ``compaction_start`` only once there is something to compact (a branch
+        too short to compact, or no model to summarize with, passes silently), and a
+        ``compaction_end`` only after a ``compaction_start``.
+        """
+        started = False
+
+        def start() -> None:
+            nonlocal started
+            started = True
+            self._emit(CompactionStart(reason=reason))
+
         try:
             with self._compacting():
-                done = await self._compact_now(custom_instructions=None, manual=False)
-        except PitrioError as exc:
-            self._emit(
-                CompactionEnd(
-                    reason=reason,
-                    aborted=False,
-                    will_retry=False,
-                    error_message=compaction_failure_message(reason, str(exc)),
+                done = await self._compact_now(
+                    custom_instructions=None, manual=False, prepared=start
                 )
-            )
+        except PitrioError as exc:
+            if started:
+                self._emit(
+                    CompactionEnd(
+                        reason=reason,
+                        aborted=False,
+                        will_retry=False,
+                        error_message=compaction_failure_message(reason, str(exc)),
+                    )
+                )
             return False
         except BaseException:  # Cancelled, alone or in a summary call's group
-            if lent.scope.cancel_called:  # aborted: the lender's scope takes the cancellation
+            # Aborted: the lender's scope takes the cancellation.
+            if started and lent.scope.cancel_called:
                 self._emit(CompactionEnd(reason=reason, aborted=True, will_retry=False))
             raise
         if done is None:
-            self._emit(CompactionEnd(reason=reason, aborted=False, will_retry=False))
             return False
         self._emit(
             CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
