@@ -10,8 +10,9 @@ abandons a compaction before its entry is written and never half-way through it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+import attrs
 import trio
 
 from pitrio.actors.session_store.stored import UnknownEntry
@@ -27,9 +28,16 @@ from pitrio.actors.supervisor.compaction import (
     prepare_compaction,
     response_text,
 )
+from pitrio.actors.supervisor.retry import RetrySettings, next_summarization_retry
 from pitrio.errors import PitrioError, SummarizationError
 from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, Usage, now_ms
 from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionReason,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+)
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
 
@@ -115,6 +123,51 @@ async def complete(
     return final
 
 
+@attrs.frozen(kw_only=True)
+class SummaryRetry:
+    """How summary requests retry a transient failure (pi 1.6.0: the session's ``retry.*``
+    budget and back-off), and where the ``summarization_retry_*`` events go."""
+
+    settings: RetrySettings
+    emit: Callable[[AgentSessionEvent], None]
+    source: Literal["compaction", "branchSummary"]
+    reason: CompactionReason | None = None
+
+
+async def complete_retrying(
+    stream: StreamCall,
+    model: Model,
+    request: SummaryRequest,
+    thinking_level: ThinkingLevel | None,
+    retry: SummaryRetry | None,
+) -> AssistantMessage:
+    """:func:`complete`, a transient failure retried after the back-off (pi 1.6.0's
+    ``retryAssistantCall``): ``summarization_retry_scheduled`` before each wait,
+    ``summarization_retry_attempt_start`` after it, ``summarization_retry_finished`` once
+    the sequence ends (answered, failed for good, or cancelled during a wait)."""
+    attempt = 0
+    while True:
+        message = await complete(stream, model, request, thinking_level)
+        scheduled = None
+        if retry is not None and message.stop_reason == "error":
+            scheduled = next_summarization_retry(
+                attempt + 1, message.error_message or "", retry.settings
+            )
+        if scheduled is None:
+            if attempt and retry is not None:
+                retry.emit(SummarizationRetryFinished())
+            return message
+        assert retry is not None
+        attempt += 1
+        retry.emit(scheduled)
+        try:
+            await trio.sleep(scheduled.delay_ms / 1000)
+        except trio.Cancelled:
+            retry.emit(SummarizationRetryFinished())
+            raise
+        retry.emit(SummarizationRetryAttemptStart(source=retry.source, reason=retry.reason))
+
+
 async def _stream_into(
     stream: StreamCall,
     model: Model,
@@ -132,19 +185,21 @@ async def summarize(
     preparation: CompactionPreparation,
     thinking_level: ThinkingLevel | None,
     custom_instructions: str | None = None,
+    retry: SummaryRetry | None = None,
 ) -> CompactionResult:
-    """Make the plan's summary calls and assemble the result."""
+    """Make the plan's summary calls (each retried as ``retry`` says) and assemble the
+    result."""
     plan = plan_summary(preparation, custom_instructions)
     texts: dict[str, str] = {}
     usages: dict[str, Usage] = {}
 
     async def history(request: SummaryRequest) -> None:
-        message = await complete(stream, model, request, thinking_level)
+        message = await complete_retrying(stream, model, request, thinking_level, retry)
         texts["history"] = response_text(message)
         usages["history"] = message.usage
 
     async def prefix(request: SummaryRequest) -> None:
-        message = await complete(stream, model, request, thinking_level)
+        message = await complete_retrying(stream, model, request, thinking_level, retry)
         texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
         usages["prefix"] = message.usage
 
@@ -177,6 +232,7 @@ async def compact(
     manual: bool,
     before: BeforeCompact | None = None,
     prepared: Callable[[], None] | None = None,
+    retry: SummaryRetry | None = None,
 ) -> tuple[CompactionResult, CompactionEntry, bool] | None:
     """Compact the store's current branch; ``None`` when there is nothing to compact.
     The third value says whether the result came from ``before`` (an extension).
@@ -201,7 +257,9 @@ async def compact(
     if isinstance(supplied, CompactionResult):
         result = supplied
     else:
-        result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+        result = await summarize(
+            stream, model, preparation, thinking_level, custom_instructions, retry
+        )
     from_extension = isinstance(supplied, CompactionResult)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.

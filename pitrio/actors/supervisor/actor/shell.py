@@ -53,6 +53,7 @@ from pitrio.actors.supervisor.actor.compactor import (
     BeforeCompact,
     CompactionCancelledByHook,
     StreamCall,
+    SummaryRetry,
     compact,
     complete,
 )
@@ -101,6 +102,7 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AutoRetryEnd,
     CompactionEnd,
+    CompactionReason,
     CompactionStart,
     EntryAppended,
 )
@@ -348,6 +350,7 @@ class Supervisor(Actor[SupervisorCommand]):
         custom_instructions: str | None,
         manual: bool,
         prepared: Callable[[], None] | None = None,
+        reason: CompactionReason = "manual",
     ) -> tuple[CompactionResult, CompactionEntry] | None:
         if self._stream is None:
             raise PitrioError(NO_ROUTER)
@@ -363,6 +366,12 @@ class Supervisor(Actor[SupervisorCommand]):
                 manual=manual,
                 before=self._before_compact,
                 prepared=prepared,
+                retry=SummaryRetry(
+                    settings=self._settings.retry,
+                    emit=self._emit,
+                    source="compaction",
+                    reason=reason,
+                ),
             )
         except CompactionCancelledByHook:
             raise CompactionCancelled(COMPACTION_CANCELLED) from None
@@ -425,7 +434,7 @@ class Supervisor(Actor[SupervisorCommand]):
         try:
             with self._compacting():
                 done = await self._compact_now(
-                    custom_instructions=None, manual=False, prepared=start
+                    custom_instructions=None, manual=False, prepared=start, reason=reason
                 )
         except PitrioError as exc:
             if started:
