@@ -155,10 +155,12 @@ class PostRunDecision:
 
     @property
     def will_retry(self) -> bool:
-        """Whether an automatic retry follows this run (``agent_end.willRetry``)."""
-        if isinstance(self.action, Retry):
-            return True
-        return isinstance(self.action, Compact) and self.action.will_retry
+        """Whether an automatic retry follows this run (``agent_end.willRetry``).
+
+        As pi 1.6.0: only the retry of a transient failure counts; an overflow recovery's
+        compact-and-continue does not (its ``compaction_end.willRetry`` says so instead).
+        """
+        return isinstance(self.action, Retry)
 
 
 def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:

@@ -297,6 +297,9 @@ class Supervisor(Actor[SupervisorCommand]):
             case Compact(reason=reason, will_retry=will_retry, failed=failed) as action:
                 if failed is not None and will_retry:
                     await self._omit(command.failed_entry_id, failed)
+                    # pi refreshes the agent's messages at the omission, so they lose the
+                    # failed attempt even when there is then nothing to compact.
+                    await self._loop.set_messages(await self._store.context_messages())
                 succeeded = await self._auto_compaction(reason, will_retry, command.lent)
                 facts = await self._loop.run_facts()
                 return decide_after_compaction(
