@@ -157,10 +157,13 @@ class PostRunDecision:
     def will_retry(self) -> bool:
         """Whether an automatic retry follows this run (``agent_end.willRetry``).
 
-        As pi 1.6.0: only the retry of a transient failure counts; an overflow recovery's
-        compact-and-continue does not (its ``compaction_end.willRetry`` says so instead).
+        An overflow recovery's compact-and-continue counts too (pi 1.6.0 says false there and
+        announces the continuation on ``compaction_end.willRetry`` only; kept, because
+        clients replaying runs wait on it: see DESIGN-NOTES, issue 33).
         """
-        return isinstance(self.action, Retry)
+        if isinstance(self.action, Retry):
+            return True
+        return isinstance(self.action, Compact) and self.action.will_retry
 
 
 def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:
