@@ -118,7 +118,7 @@ class CompactionEntry:
     tokens_before: int
     details: Any = None
     usage: Usage | None = None
-    """The summarisation request's usage (pi 1.6.0)."""
+    """What the summary requests cost (pi 1.6.0); absent on older entries and hook results."""
     from_hook: bool | None = None
     system_message: SystemCheckpoint | None = None
     """The prompt sections and tool declarations in force at the compaction (the replay of
@@ -268,6 +268,8 @@ class CompactionResult:
     first_kept_entry_id: str
     tokens_before: int
     estimated_tokens_after: int | None = None
+    """Estimated tokens of the context the compaction left (pi 1.6.0)."""
     usage: Usage | None = None
+    """What the summary requests cost (pi 1.6.0)."""
     details: Any = None
     extra: dict[str, Any] | None = extra_field()

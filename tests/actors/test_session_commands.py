@@ -21,7 +21,7 @@ from pitrio.actors.model_router import (
 from pitrio.actors.session.actor import SessionActor, SessionHandle
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store import create_store
-from pitrio.actors.supervisor.compaction import CompactionSettings
+from pitrio.actors.supervisor.compaction import CompactionSettings, estimate_tokens
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -43,7 +43,6 @@ from pitrio.messages.events import (
     BashExecutionUpdate,
     CompactionEnd,
     CompactionStart,
-    EntryAppended,
     SessionInfoChanged,
     ThinkingLevelChanged,
 )
@@ -51,41 +50,67 @@ from tests.actors.session_harness import FAUX_1, FAUX_SMALL, FIXTURE_SETTINGS, s
 
 
 async def test_manual_compaction_then_already_compacted() -> None:
-    async with session() as fx:
-        for text in ("first question", "second question", "third question"):
+    async with session(settings=FIXTURE_SETTINGS) as fx:
+        # Long enough that the 60 kept tokens leave the first turns to summarize.
+        for text in ("first question " * 20, "second question " * 20, "third question"):
             await fx.session.prompt(text)
         await fx.drain()
         result = await fx.session.compact()
         events = await fx.drain()
         context = await fx.store.context_messages()
+        entries = await fx.store.entries()
         with pytest.raises(PitrioError, match=r"^Already compacted$"):
             await fx.session.compact()
         failed = await fx.drain()
     assert result.summary.startswith("## Goal\nCompaction summary (scripted)")
-    assert [e.type for e in events] == ["compaction_start", "entry_appended", "compaction_end"]
-    start, appended, end = events
+    # pi 1.6.0 announces no compaction entry with entry_appended.
+    assert [e.type for e in events] == ["compaction_start", "compaction_end"]
+    start, end = events
     assert isinstance(start, CompactionStart) and start.reason == "manual"
-    assert isinstance(appended, EntryAppended) and isinstance(appended.entry, CompactionEntry)
     assert isinstance(end, CompactionEnd) and end.result == result and not end.will_retry
     assert isinstance(context[0], CompactionSummaryMessage)
     assert context[0].summary == result.summary
+    # pi 1.6.0's result fields: the estimate of what was left, and what the summary cost.
+    assert result.estimated_tokens_after == sum(estimate_tokens(m) for m in context)
+    assert 0 < result.estimated_tokens_after < result.tokens_before
+    assert result.usage is not None and result.usage.total_tokens > 0
+    (entry,) = [e for e in entries if isinstance(e, CompactionEntry)]
+    assert entry.usage == result.usage
     assert [e.type for e in failed] == ["compaction_start", "compaction_end"]
     end = failed[-1]
     assert isinstance(end, CompactionEnd)
     assert end.error_message == "Compaction failed: Already compacted" and end.result is None
 
 
-async def test_compacting_an_empty_session_succeeds_with_no_tokens() -> None:
+async def test_compacting_an_empty_session_is_nothing_to_compact() -> None:
+    # pi 1.6.0 refuses (0.73.1 answered a summary of nothing with 0 tokens).
     async with session() as fx:
-        result = await fx.session.compact()
-    assert result.tokens_before == 0
+        with pytest.raises(PitrioError, match=r"^Nothing to compact \(session too small\)$"):
+            await fx.session.compact()
+        events = await fx.drain()
+    assert [e.type for e in events] == ["compaction_start", "compaction_end"]
+    end = events[-1]
+    assert isinstance(end, CompactionEnd) and end.result is None
+    assert end.error_message == "Compaction failed: Nothing to compact (session too small)"
+
+
+async def test_a_session_that_fits_the_kept_budget_is_nothing_to_compact() -> None:
+    async with session() as fx:
+        await fx.session.prompt("one short question")
+        await fx.drain()
+        with pytest.raises(PitrioError, match=r"^Nothing to compact"):
+            await fx.session.compact()
+        entries = await fx.store.entries()
+    assert not any(isinstance(e, CompactionEntry) for e in entries)
 
 
 async def test_overflow_compacts_and_retries_once_in_one_run() -> None:
     async with session() as fx:
         await fx.session.prompt("hello")
         await fx.drain()
-        await fx.session.prompt("OVERFLOW: a huge request")
+        # Past the 60 kept tokens by itself: the first turn is summarized and the prompt,
+        # followed only by its omitted failure, goes into the split turn's prefix (pi 1.6.0).
+        await fx.session.prompt("OVERFLOW: a huge request " + "padding " * 40)
         events = await fx.drain()
         context = await fx.store.context_messages()
     kinds = [e.type for e in events]
@@ -97,9 +122,13 @@ async def test_overflow_compacts_and_retries_once_in_one_run() -> None:
     assert end.will_retry and end.result is not None
     first_end = next(e for e in events if e.type == "agent_end")
     assert first_end.will_retry is True  # type: ignore[union-attr]
-    # The failed response left the projection; the recovered answer is the last message.
+    # The failed response left the projection. Everything it followed was summarized (the
+    # prompt in the split turn's part), so the retry continues from the summary alone.
     assert not any(isinstance(m, AssistantMessage) and m.stop_reason == "error" for m in context)
-    assert text_of(context[-1].content) == "Answer after overflow recovery."  # type: ignore[union-attr]
+    assert [m.role for m in context] == ["compactionSummary", "assistant"]
+    assert end.result.summary.count("Turn Context (split turn)") == 1
+    recovered = context[-1]
+    assert isinstance(recovered, AssistantMessage) and recovered.stop_reason == "stop"
 
 
 async def test_threshold_compaction_after_a_run() -> None:
@@ -108,7 +137,11 @@ async def test_threshold_compaction_after_a_run() -> None:
         compaction=CompactionSettings(keep_recent_tokens=60, reserve_tokens=20_000 - 1_500),
     )
     async with session(model=FAUX_SMALL, settings=settings) as fx:
-        await fx.session.prompt("x " * 4_000)  # ~2,000 tokens of input: past 1,500
+        await fx.session.prompt("hello")  # far below the threshold: no compaction
+        assert not any(isinstance(e, CompactionStart) for e in await fx.drain())
+        # ~2,000 tokens of input: past 1,500, and a first turn before it to summarize (a
+        # session of one turn is nothing to compact in pi 1.6.0).
+        await fx.session.prompt("x " * 4_000)
         events = await fx.drain()
     start = next(e for e in events if isinstance(e, CompactionStart))
     end = next(e for e in events if isinstance(e, CompactionEnd))
@@ -119,9 +152,10 @@ async def test_threshold_compaction_after_a_run() -> None:
 
 
 async def test_abort_during_manual_compaction(autojump_clock: trio.testing.MockClock) -> None:
-    faux = FauxProvider(["one"])
+    faux = FauxProvider(["one", "two"])
     async with session(faux=faux) as fx:
         await fx.session.prompt("hello")
+        await fx.session.prompt("again " * 100)  # past the kept tokens: "hello" is summarized
         faux.push(FauxReply(text="summary " * 50, chunk_delay=1))
         await fx.drain()
         failures: list[BaseException] = []

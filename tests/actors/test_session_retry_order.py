@@ -5,15 +5,25 @@ omission's ``entry_appended``, the new attempt, ``auto_retry_end`` right after i
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
-from pitrio.actors.model_router import FauxReply
+from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.actors.session.actor import SessionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.errors import PitrioError
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import ContextEditEntry, MessageEntry
-from pitrio.messages.events import AgentEnd, AgentSessionEvent, EntryAppended
+from pitrio.messages.events import (
+    AgentEnd,
+    AgentSessionEvent,
+    CompactionEnd,
+    EntryAppended,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryScheduled,
+)
+from tests.actors.session_harness import session
 from tests.actors.test_session_actor import UNAVAILABLE, kinds, running_session
 
 
@@ -96,3 +106,55 @@ async def test_the_omission_is_in_place_when_auto_retry_start_is_seen(
         await fx.session.abort()
     assert [m.role for m in context] == ["user"]
     assert len(edits) == 1
+
+
+async def test_a_compaction_summary_is_retried_with_summarization_events(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """pi 1.6.0 retries a summary request that failed transiently, with the session's retry
+    budget and back-off, and says so with the ``summarization_retry_*`` events."""
+    faux = FauxProvider(["one", "two"])
+    async with session(faux=faux) as fx:  # retries: 2, base delay 50 ms
+        await fx.session.prompt("hello")
+        await fx.session.prompt("again " * 100)  # past the 60 kept tokens
+        await fx.drain()
+        faux.push(FauxReply(error="503 Service Unavailable"), "The summary.")
+        started = trio.current_time()
+        result = await fx.session.compact()
+        elapsed = trio.current_time() - started
+        events = await fx.drain()
+    assert [e.type for e in events] == [
+        "compaction_start",
+        "summarization_retry_scheduled",
+        "summarization_retry_attempt_start",
+        "summarization_retry_finished",
+        "compaction_end",
+    ]
+    scheduled = events[1]
+    assert isinstance(scheduled, SummarizationRetryScheduled)
+    assert (scheduled.attempt, scheduled.max_attempts, scheduled.delay_ms) == (1, 2, 50)
+    assert scheduled.error_message == "503 Service Unavailable"
+    assert events[2] == SummarizationRetryAttemptStart(source="compaction", reason="manual")
+    assert elapsed == pytest.approx(0.05)
+    assert result.summary.startswith("The summary.")
+
+
+async def test_a_summary_failing_for_good_ends_the_retries_and_the_compaction(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    faux = FauxProvider(["one", "two"])
+    async with session(faux=faux) as fx:
+        await fx.session.prompt("hello")
+        await fx.session.prompt("again " * 100)
+        await fx.drain()
+        faux.push(*(FauxReply(error="503 Service Unavailable") for _ in range(3)))
+        with pytest.raises(PitrioError):
+            await fx.session.compact()
+        events = await fx.drain()
+    kinds = [e.type for e in events]
+    assert kinds.count("summarization_retry_scheduled") == 2  # the budget: two retries
+    assert kinds.count("summarization_retry_attempt_start") == 2
+    assert kinds[-2:] == ["summarization_retry_finished", "compaction_end"]
+    end = events[-1]
+    assert isinstance(end, CompactionEnd) and end.result is None
+    assert end.error_message is not None and "503 Service Unavailable" in end.error_message

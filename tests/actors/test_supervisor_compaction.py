@@ -282,23 +282,26 @@ def test_prepare_refuses_when_already_compacted_or_empty() -> None:
 
 
 def test_prepare_session_without_messages() -> None:
-    # pi accepts `compact` before any message: it keeps the first entry and reports 0 tokens.
+    # pi 1.6.0 refuses `compact` before any message: "Nothing to compact (session too small)"
+    # (0.73.1 kept the first entry and summarized nothing).
     chain = Chain().model_change()
     level = ThinkingLevelChangeEntry(id="t", parent_id="e0", timestamp=TS, thinking_level="off")
     chain.add(level)
-    prep = prepare_compaction(chain.entries, SETTINGS)
+    assert prepare_compaction(chain.entries, SETTINGS) is None
+    assert manual_compaction_refusal(chain.entries) == NOTHING_TO_COMPACT
+
+
+def test_prepare_a_session_that_fits_the_kept_budget_is_nothing_to_compact() -> None:
+    # pi 1.6.0: when every message is kept, nothing is summarized, so nothing is compacted.
+    chain = Chain().model_change().msg(user("one")).msg(assistant("ok"))
+    assert prepare_compaction(chain.entries, SETTINGS) is None
+    assert manual_compaction_refusal(chain.entries) == NOTHING_TO_COMPACT
+    # One message more than the budget keeps: the first turn is summarized.
+    chain.msg(user("x" * 400)).msg(assistant("two"))
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
     assert prep is not None
-    assert (prep.first_kept_entry_id, prep.tokens_before) == ("e0", 0)
-    assert prep.messages_to_summarize == () and not prep.is_split_turn
-    plan = plan_summary(prep)
-    assert plan.history is not None and plan.turn_prefix is None
-    result = finish_compaction(prep, plan, scripted_reply(plan.history))
-    recorded = next(
-        e["result"]
-        for e in transcript_events("errors_unknown_and_malformed")
-        if e.get("type") == "compaction_end"
-    )
-    assert {**to_json(result), "firstKeptEntryId": recorded["firstKeptEntryId"]} == recorded
+    assert prep.first_kept_entry_id == "e3"
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
 
 
 def test_prepare_resummarizes_previous_kept_entries() -> None:
@@ -734,6 +737,29 @@ def test_context_usage() -> None:
     assert report is not None and report.tokens == 700
 
 
+def test_context_usage_after_an_omission_is_estimated_as_pi_1_6() -> None:
+    # A context edit after the last measured response: its usage no longer describes the
+    # context, so every message is estimated (pi 1.6.0's estimateProjectedContextTokens).
+    chain = Chain().msg(user("q" * 400)).msg(assistant("a" * 40, use=usage(total=5000)))
+    chain.msg(user("again")).msg(failed("503 overloaded")).edit("e3", None)
+    messages = project_path(chain.entries)
+    report = context_usage(chain.entries, messages, 10_000)
+    assert report is not None
+    assert report.tokens == sum(estimate_tokens(m) for m in messages) == 100 + 10 + 2
+    # A response after the edit measures the context again.
+    chain.msg(assistant("ok", use=usage(total=6000)))
+    report = context_usage(chain.entries, project_path(chain.entries), 10_000)
+    assert report is not None and report.tokens == 6000
+
+
+def test_context_usage_ignores_omitted_and_all_zero_responses_after_a_compaction() -> None:
+    chain = Chain().msg(user("q")).compaction("e0").msg(user("again"))
+    chain.msg(assistant("zero", use=usage()))  # e3: no usable usage
+    chain.msg(assistant("omitted", use=usage(total=900))).edit("e4", None)
+    report = context_usage(chain.entries, project_path(chain.entries), 10_000)
+    assert report is not None and (report.tokens, report.percent) == (None, None)
+
+
 # --- pi's recorded compactions ---------------------------------------------------------------
 
 RECORDED = [
@@ -821,25 +847,21 @@ def _rebuild(events: list[dict[str, Any]], upto: int) -> list[SessionEntry]:
 
 
 def test_manual_compact_transcript() -> None:
-    """pi's RPC `manual_compact`: two compactions reproduced, then "Already compacted"."""
+    """pi's RPC `manual_compact` (recorded with 0.73.1): the first compaction, with every
+    message inside the 60 kept tokens, is "Nothing to compact" in pi 1.6.0 (0.73.1 wrote an
+    empty summary); from the recorded first compaction on, the second is reproduced, then
+    "Already compacted"."""
     events = transcript_events("manual_compact")
     results = [i for i, e in enumerate(events) if e.get("type") == "compaction_end"]
     settings = CompactionSettings(keep_recent_tokens=60)
     entries = _rebuild(events, results[0])
-    prep = prepare_compaction(entries, settings)
-    assert prep is not None
-    plan = plan_summary(prep)
-    assert plan.history is not None
-    first = finish_compaction(prep, plan, scripted_reply(plan.history))
-    recorded = events[results[0]]["result"]
-    assert (first.summary, first.tokens_before) == (recorded["summary"], recorded["tokensBefore"])
-    # Nothing reached the 60 kept tokens: the cut stays at the first prompt and takes the
-    # model and level entries before it along, so the whole session is kept.
-    assert first.first_kept_entry_id == entries[0].id
+    assert prepare_compaction(entries, settings) is None
+    assert manual_compaction_refusal(entries) == NOTHING_TO_COMPACT
 
+    first = events[results[0]]["result"]
     chain = Chain()
     chain.entries = list(entries)
-    chain.compaction(first.first_kept_entry_id, first.summary, details=first.details)
+    chain.compaction(entries[0].id, first["summary"], details=first["details"])
     for event in events[results[0] : results[1]]:
         if event.get("type") == "message_end":
             chain.msg(from_json(event["message"], AgentMessage))
@@ -859,13 +881,27 @@ def test_manual_compact_transcript() -> None:
 
 
 def test_overflow_compaction_transcript() -> None:
+    """The recorded overflow (0.73.1) came after two short turns, all inside the 60 kept
+    tokens: pi 1.6.0 has nothing to compact there and recovers nothing (0.73.1 compacted with
+    an empty summary). With a smaller budget the failed attempt, omitted, is passed over."""
     events = transcript_events("overflow_compaction")
     at = next(i for i, e in enumerate(events) if e.get("type") == "compaction_end")
     entries = _rebuild(events, at)
-    prep = prepare_compaction(entries, CompactionSettings(keep_recent_tokens=60))
+    failed_entry = entries[-1]
+    assert isinstance(failed_entry, MessageEntry)
+    chain = Chain()
+    chain.entries = list(entries)
+    chain.edit(failed_entry.id, None)
+    assert prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=60)) is None
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=5))
     assert prep is not None
-    plan = plan_summary(prep)
-    assert plan.history is not None
-    result = finish_compaction(prep, plan, scripted_reply(plan.history))
-    recorded = events[at]["result"]
-    assert (result.summary, result.tokens_before) == (recorded["summary"], recorded["tokensBefore"])
+    # The budget is reached at the last prompt; all that follows it is the omitted attempt,
+    # so the cut moves past the prompt and the whole visible context is summarized.
+    assert prep.first_kept_entry_id == failed_entry.id
+    assert [m.role for m in prep.messages_to_summarize] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert prep.is_split_turn and [m.role for m in prep.turn_prefix_messages] == ["user"]

@@ -1,5 +1,6 @@
-"""HTTP 500 then success from the shared mock LLM (a real vendor process): the provider's own
-repeat is counted, and with provider retries off the session's retry is a span."""
+"""HTTP 500 then success from the shared mock LLM (a real vendor process): with provider
+retries asked for, the provider's own repeat is counted; with them off (pi 1.6.0's default)
+the session's retry is a span."""
 
 from __future__ import annotations
 
@@ -27,10 +28,13 @@ SCRIPT = {
 async def test_a_provider_level_retry_is_counted_inside_one_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory: Memory
 ) -> None:
+    settings = {"retry": {"provider": {"maxRetries": 2}}}
     with telemetry.using(memory.telemetry):
         async with (
             mock_llm(SCRIPT, tmp_path) as port,
-            fault_session(tmp_path, monkeypatch, f"http://127.0.0.1:{port}/v1") as faulted,
+            fault_session(
+                tmp_path, monkeypatch, f"http://127.0.0.1:{port}/v1", settings
+            ) as faulted,
         ):
             await faulted.session.prompt("question")
             await faulted.recorder.wait_for("agent_settled")
@@ -47,7 +51,7 @@ async def test_a_provider_level_retry_is_counted_inside_one_request(
 async def test_with_provider_retries_off_the_session_retry_is_a_span(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory: Memory
 ) -> None:
-    settings = {"retry": {"baseDelayMs": 1, "provider": {"maxRetries": 0}}}
+    settings = {"retry": {"baseDelayMs": 1}}  # provider retries: none, pi 1.6.0's default
     with telemetry.using(memory.telemetry):
         async with (
             mock_llm(SCRIPT, tmp_path) as port,

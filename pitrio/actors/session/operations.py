@@ -9,7 +9,7 @@ Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,15 +34,14 @@ from pitrio.actors.supervisor.branch_summary import (
     navigation_target,
 )
 from pitrio.actors.supervisor.compaction import COMPACTION_CANCELLED, context_usage
+from pitrio.actors.supervisor.counting import count_session
 from pitrio.errors import EntryNotFoundError, PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
     ThinkingLevel,
-    ToolResultMessage,
-    UserMessage,
 )
-from pitrio.messages.content import TextContent, ToolCall
+from pitrio.messages.content import TextContent
 from pitrio.messages.entries import BranchSummaryEntry, SessionEntry
 from pitrio.messages.events import (
     AgentSessionEvent,
@@ -77,7 +76,7 @@ class CycleResult:
 
 @attrs.frozen(kw_only=True)
 class SessionStats:
-    """``get_session_stats``: counts and token sums over the current context (§3.13)."""
+    """``get_session_stats``: counts and token sums over the session file (pi 1.6.0)."""
 
     session_file: str | None = None
     session_id: str
@@ -108,43 +107,25 @@ def last_assistant_text(messages: tuple[AgentMessage, ...]) -> str | None:
 
 
 def session_stats(
-    messages: tuple[AgentMessage, ...],
+    entries: Iterable[object],
     *,
     session_id: str,
     session_file: str | None,
     usage: dict[str, Any] | None,
 ) -> SessionStats:
-    """Counts by role, tool calls, and token and cost sums over ``messages``."""
-    tokens = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    cost = 0.0
-    users = assistants = calls = results = 0
-    for message in messages:
-        if isinstance(message, UserMessage):
-            users += 1
-        elif isinstance(message, ToolResultMessage):
-            results += 1
-        elif isinstance(message, AssistantMessage):
-            assistants += 1
-            calls += sum(isinstance(b, ToolCall) for b in message.content)
-            u = message.usage
-            tokens["input"] += u.input
-            tokens["output"] += u.output
-            tokens["cacheRead"] += u.cache_read
-            tokens["cacheWrite"] += u.cache_write
-            cost += u.cost.total
-    tokens["total"] = (
-        tokens["input"] + tokens["output"] + tokens["cacheRead"] + tokens["cacheWrite"]
-    )
+    """Counts by role, tool calls, and token and cost sums over the whole file's ``entries``
+    (pi 1.6.0: every branch, compacted history and failed attempts included)."""
+    counts = count_session(entries)
     return SessionStats(
         session_file=session_file,
         session_id=session_id,
-        user_messages=users,
-        assistant_messages=assistants,
-        tool_calls=calls,
-        tool_results=results,
-        total_messages=len(messages),
-        tokens=tokens,
-        cost=cost,
+        user_messages=counts.user_messages,
+        assistant_messages=counts.assistant_messages,
+        tool_calls=counts.tool_calls,
+        tool_results=counts.tool_results,
+        total_messages=counts.total_messages,
+        tokens=counts.tokens,
+        cost=counts.cost,
         context_usage=usage,
     )
 
@@ -333,7 +314,7 @@ class SessionOperations:
         return trimmed
 
     async def stats(self) -> SessionStats:
-        """``get_session_stats`` over the agent's current messages."""
+        """``get_session_stats``: counts over the whole file, usage of the context."""
         state = await self._loop.state()
         path = await self._store.branch_entries()
         usage = context_usage(known_entries(path), state.messages, state.model.context_window)
@@ -346,7 +327,7 @@ class SessionOperations:
             }
         store_path = self._store.path
         return session_stats(
-            state.messages,
+            await self._store.entries(),
             session_id=self._store.header.id,
             session_file=str(store_path) if store_path else None,
             usage=usage_json,

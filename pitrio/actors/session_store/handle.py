@@ -26,7 +26,7 @@ from pitrio.actors.session_store.commands import (
 from pitrio.actors.session_store.projection import SessionContext
 from pitrio.actors.session_store.stored import AnyEntry
 from pitrio.actors.session_store.tree import ForkMessage, TreeNode
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, Usage
 from pitrio.messages.content import UserContent
 from pitrio.messages.entries import (
     BranchSummaryEntry,
@@ -142,6 +142,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
         from_hook: bool | None = None,
         *,
         lazy: bool = False,
+        usage: Usage | None = None,
     ) -> CompactionEntry:
         """Append a ``compaction`` entry (``lazy``: see :meth:`append`)."""
         return await self.append(
@@ -153,6 +154,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
                 first_kept_entry_id=first_kept_entry_id,
                 tokens_before=tokens_before,
                 details=details,
+                usage=usage,
                 from_hook=from_hook,
             ),
             lazy=lazy,

@@ -28,9 +28,8 @@ from pitrio.messages.agent import (
     BashExecutionMessage,
 )
 from pitrio.messages.entries import (
-    BranchSummaryEntry,
     CompactionEntry,
-    CustomMessageEntry,
+    ContextEditEntry,
     MessageEntry,
     SessionEntry,
 )
@@ -40,23 +39,24 @@ from pitrio.messages.entries import (
 _CUT_ROLES = frozenset(
     {"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"}
 )
+_TURN_START_ROLES = frozenset(
+    {"user", "bashExecution", "custom", "branchSummary", "compactionSummary"}
+)
 
 
-def is_valid_cut_point(entry: SessionEntry) -> bool:
+def is_valid_cut_point(entry: SessionEntry, edits: Edits | None = None) -> bool:
     """Whether the kept part of a compaction may start at ``entry``.
 
-    Any message but a tool result (which must stay with its call), and custom-message and
-    branch-summary entries.
+    An entry the model sees (after ``edits``) as anything but a tool result (which must stay
+    with its call): a message, a custom message, a branch summary. An omitted entry is none.
     """
-    if isinstance(entry, MessageEntry):
-        return entry.message.role in _CUT_ROLES
-    return isinstance(entry, BranchSummaryEntry | CustomMessageEntry)
+    message = entry_message(entry, edits)
+    return message is not None and message.role in _CUT_ROLES
 
 
-def _is_turn_start(entry: SessionEntry) -> bool:
-    if isinstance(entry, MessageEntry):
-        return entry.message.role in ("user", "bashExecution")
-    return isinstance(entry, BranchSummaryEntry | CustomMessageEntry)
+def _is_turn_start(entry: SessionEntry, edits: Edits | None = None) -> bool:
+    message = entry_message(entry, edits)
+    return message is not None and message.role in _TURN_START_ROLES
 
 
 def entry_tokens(entry: SessionEntry, edits: Edits | None = None) -> int:
@@ -79,44 +79,86 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_turn_start_index(entries: Sequence[SessionEntry], index: int, start: int) -> int:
+def find_turn_start_index(
+    entries: Sequence[SessionEntry], index: int, start: int, edits: Edits | None = None
+) -> int:
     """The nearest turn start at or before ``index`` (not before ``start``), or -1."""
     for i in range(index, start - 1, -1):
-        if _is_turn_start(entries[i]):
+        if _is_turn_start(entries[i], edits):
             return i
     return -1
+
+
+def _is_recovery_omission_suffix(suffix: Sequence[SessionEntry], edits: Edits) -> bool:
+    """Whether everything after a cut is a failed attempt left out of the context (with its
+    ``context_edit`` omissions): a closed suffix holding at least one omitted assistant
+    response, nothing the model sees, no compaction, and no edit that replaces the content of
+    an entry outside it."""
+
+    def visible(entry: SessionEntry) -> bool:
+        return not isinstance(entry, ContextEditEntry) and entry_message(entry) is not None
+
+    def omitted(entry: SessionEntry) -> bool:
+        return visible(entry) and entry_message(entry, edits) is None
+
+    omitted_ids = {e.id for e in suffix if omitted(e)}
+    if any(
+        isinstance(e, ContextEditEntry)
+        and e.replacement is not None
+        and e.target_id not in omitted_ids
+        for e in suffix
+    ):
+        return False
+    if not any(
+        isinstance(e, MessageEntry) and e.message.role == "assistant" and omitted(e) for e in suffix
+    ):
+        return False
+    return all(
+        not isinstance(e, CompactionEntry) and (not visible(e) or omitted(e)) for e in suffix
+    )
 
 
 def find_cut_point(
     entries: Sequence[SessionEntry], start: int, end: int, keep_recent_tokens: int
 ) -> CutPoint:
-    """Choose the first kept entry in ``entries[start:end]`` (spec §3.8.4).
+    """Choose the first kept entry in ``entries[start:end]`` (spec §3.8.4, pi 1.6.0).
 
-    Walking back from the end, the cut lands on the first valid cut point at or after the
-    entry where the kept tokens reach ``keep_recent_tokens``; with no such entry it stays at
-    the first valid cut point. Non-message entries right before the cut (settings changes,
-    labels, custom entries, ...) are kept with it. A cut on anything but a user message
-    splits a turn; the turn's start is reported so its beginning can be summarized apart.
+    Entries are read as the model sees them (through their context edits). Walking back from
+    the end, the cut lands on the first valid cut point at or after the entry where the kept
+    tokens reach ``keep_recent_tokens`` (the last cut point if none follows); with no such
+    entry it stays at the first valid cut point. When the budget was reached and all that
+    follows the cut is an omitted recovery attempt, the cut moves past the cut point (an
+    overflow recovery then summarizes the whole visible context). Entries the model does not
+    see right before the cut (settings changes, labels, custom entries, omitted attempts, ...)
+    are kept with it. A cut on anything but a turn start splits a turn; the turn's start is
+    reported so its beginning can be summarized apart.
     """
-    cut_points = [i for i in range(start, end) if is_valid_cut_point(entries[i])]
+    edits = collect_edits(entries)
+    cut_points = [i for i in range(start, end) if is_valid_cut_point(entries[i], edits)]
     if not cut_points:
         return CutPoint(first_kept_entry_index=start, turn_start_index=-1, is_split_turn=False)
-    edits = collect_edits(entries)
     cut_index = cut_points[0]
     kept = 0
+    exceeded = False
     for i in range(end - 1, start - 1, -1):
-        kept += entry_tokens(entries[i], edits)
+        tokens = entry_tokens(entries[i], edits)
+        if tokens == 0:
+            continue
+        kept += tokens
         if kept >= keep_recent_tokens:
-            cut_index = next((c for c in cut_points if c >= i), cut_index)
+            exceeded = True
+            cut_index = next((c for c in cut_points if c >= i), cut_points[-1])
             break
-    while cut_index > start and not isinstance(
-        entries[cut_index - 1], MessageEntry | CompactionEntry
-    ):
+    if exceeded and _is_recovery_omission_suffix(entries[cut_index + 1 : end], edits):
+        cut_index += 1
+    while cut_index > start:
+        previous = entries[cut_index - 1]
+        if isinstance(previous, CompactionEntry) or entry_message(previous, edits) is not None:
+            break
         cut_index -= 1
-    first = entries[cut_index]
-    if isinstance(first, MessageEntry) and first.message.role == "user":
+    if _is_turn_start(entries[cut_index], edits):
         return CutPoint(first_kept_entry_index=cut_index, turn_start_index=-1, is_split_turn=False)
-    turn_start = find_turn_start_index(entries, cut_index, start)
+    turn_start = find_turn_start_index(entries, cut_index, start, edits)
     return CutPoint(
         first_kept_entry_index=cut_index,
         turn_start_index=turn_start,
@@ -156,7 +198,8 @@ def prepare_compaction(
 ) -> CompactionPreparation | None:
     """Plan a compaction of the branch ``path_entries`` (root to leaf), or ``None``.
 
-    ``None`` when the branch already ends with a compaction or has no entry to keep. An
+    ``None`` when the branch already ends with a compaction, has no entry to keep, or has
+    nothing before the kept part to summarize (pi 1.6.0's "Nothing to compact"). An
     earlier compaction's kept entries are summarized again together with its summary (pi
     0.73.1). ``tokens_before`` estimates the current context; pass the session's projection as
     ``context_messages`` when it has one, else it is rebuilt from ``path_entries``.
@@ -198,6 +241,10 @@ def prepare_compaction(
         prefix = _messages_between(
             path_entries, cut.turn_start_index, cut.first_kept_entry_index, edits
         )
+    if not to_summarize and not prefix:
+        # pi 1.6.0: nothing before the kept part (the whole context fits the kept budget) is
+        # nothing to compact, not an empty summary.
+        return None
     file_ops = file_ops.with_messages(to_summarize).with_messages(prefix)
     return CompactionPreparation(
         first_kept_entry_id=first_kept.id,

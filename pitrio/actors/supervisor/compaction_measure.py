@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from pitrio.actors.supervisor._entries import collect_edits
 from pitrio.actors.supervisor._settings import int_setting
 from pitrio.actors.supervisor._text import (
     estimate_text_tokens,
@@ -28,6 +29,7 @@ from pitrio.messages.agent import (
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.entries import (
     CompactionEntry,
+    ContextEditEntry,
     MessageEntry,
     SessionEntry,
 )
@@ -137,8 +139,13 @@ def calculate_context_tokens(usage: Usage) -> int:
 
 
 def _usage_of(message: AgentMessage) -> Usage | None:
-    # Failed and aborted responses carry unreliable usage; they never anchor an estimate.
-    if isinstance(message, AssistantMessage) and message.stop_reason not in ("aborted", "error"):
+    # Failed and aborted responses carry unreliable usage, and an all-zero one none at all:
+    # they never anchor an estimate (pi's getAssistantUsage).
+    if (
+        isinstance(message, AssistantMessage)
+        and message.stop_reason not in ("aborted", "error")
+        and calculate_context_tokens(message.usage) > 0
+    ):
         return message.usage
     return None
 
@@ -212,21 +219,50 @@ def context_usage(
     context_messages: Sequence[AgentMessage],
     context_window: int,
 ) -> ContextUsage | None:
-    """The context usage report (spec §3.13); ``None`` when the window is unknown.
+    """The context usage report (spec §3.13, pi 1.6.0); ``None`` when the window is unknown.
 
-    Right after a compaction no response has measured the new context yet, so tokens and
-    percent are unknown until one does.
+    After a compaction the size is unknown (tokens and percent ``None``) until a response
+    the context still holds has measured it. A response's usage anchors the estimate only
+    when nothing changed the context after it: with a ``context_edit`` or a compaction
+    later on the branch (a retried or recovered attempt omitted, say), every message is
+    estimated instead.
     """
     if context_window <= 0:
         return None
-    for entry in reversed(path_entries):
-        if isinstance(entry, CompactionEntry):
-            return ContextUsage(tokens=None, context_window=context_window, percent=None)
-        if isinstance(entry, MessageEntry):
-            usage = _usage_of(entry.message)
-            if usage is not None and calculate_context_tokens(usage) > 0:
-                break
-    tokens = estimate_context_tokens(context_messages).tokens
+    omitted = edits_omitting(collect_edits(path_entries))
+    measured_at = -1  # the last response the context holds with a usable usage
+    for index in range(len(path_entries) - 1, -1, -1):
+        entry = path_entries[index]
+        if (
+            isinstance(entry, MessageEntry)
+            and entry.id not in omitted
+            and _usage_of(entry.message) is not None
+        ):
+            measured_at = index
+            break
+    changed_at = max(
+        (
+            i
+            for i, entry in enumerate(path_entries)
+            if isinstance(entry, ContextEditEntry | CompactionEntry)
+        ),
+        default=-1,
+    )
+    compacted_at = max(
+        (i for i, entry in enumerate(path_entries) if isinstance(entry, CompactionEntry)),
+        default=-1,
+    )
+    if compacted_at >= 0 and measured_at < compacted_at:
+        return ContextUsage(tokens=None, context_window=context_window, percent=None)
+    if measured_at > changed_at:
+        tokens = estimate_context_tokens(context_messages).tokens
+    else:
+        tokens = sum(estimate_tokens(message) for message in context_messages)
     return ContextUsage(
         tokens=tokens, context_window=context_window, percent=tokens / context_window * 100
     )
+
+
+def edits_omitting(edits: Mapping[str, object]) -> frozenset[str]:
+    """The targets ``edits`` take out of the context (a ``None`` replacement)."""
+    return frozenset(target for target, replacement in edits.items() if replacement is None)

@@ -34,6 +34,7 @@ from pitrio.messages.agent import (
     LlmMessage,
     ThinkingLevel,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
 from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
@@ -238,11 +239,15 @@ def finish_compaction(
     plan: SummaryPlan,
     history_text: str | None,
     turn_prefix_text: str | None = None,
+    *,
+    usage: Usage | None = None,
 ) -> CompactionResult:
     """Assemble the :class:`CompactionResult` from the summary texts the plan's calls gave.
 
     A split turn's parts are joined under a "Turn Context (split turn)" rule; the file lists
-    are appended last and stored in ``details``.
+    are appended last and stored in ``details``. ``usage`` is what the calls cost together
+    (:func:`combine_usage`); ``estimated_tokens_after`` is left for the caller, who knows the
+    context once the entry is appended.
     """
     history = history_text if plan.history is not None and history_text is not None else None
     summary = history if history is not None else NO_PRIOR_HISTORY
@@ -254,8 +259,34 @@ def finish_compaction(
         summary=summary,
         first_kept_entry_id=preparation.first_kept_entry_id,
         tokens_before=preparation.tokens_before,
+        usage=usage,
         details=preparation.file_ops.details(),
     )
+
+
+def combine_usage(first: Usage, *more: Usage) -> Usage:
+    """The sum of summary requests' usages (pi 1.6.0's ``combineUsage``): every count and
+    cost summed. (Optional splits a newer usage may carry are summed when either side has
+    them; a provider-reported total stays so only when every part is.)"""
+    total = first
+    for other in more:
+        total = _add(total, other)
+    return total
+
+
+def _add(first: Any, second: Any) -> Any:
+    changes: dict[str, Any] = {}
+    for field in attrs.fields(type(first)):
+        a, b = getattr(first, field.name), getattr(second, field.name)
+        if field.name == "extra":
+            continue
+        if attrs.has(type(a)) and type(a) is type(b):
+            changes[field.name] = _add(a, b)
+        elif isinstance(a, bool) or isinstance(b, bool):
+            changes[field.name] = a is True and b is True
+        elif isinstance(a, int | float) or isinstance(b, int | float):
+            changes[field.name] = (a or 0) + (b or 0)
+    return attrs.evolve(first, **changes)
 
 
 def compaction_failure_message(reason: str, error: str) -> str:

@@ -155,7 +155,12 @@ class PostRunDecision:
 
     @property
     def will_retry(self) -> bool:
-        """Whether an automatic retry follows this run (``agent_end.willRetry``)."""
+        """Whether an automatic retry follows this run (``agent_end.willRetry``).
+
+        An overflow recovery's compact-and-continue counts too (pi 1.6.0 says false there and
+        announces the continuation on ``compaction_end.willRetry`` only; kept, because
+        clients replaying runs wait on it: see DESIGN-NOTES, issue 33).
+        """
         if isinstance(self.action, Retry):
             return True
         return isinstance(self.action, Compact) and self.action.will_retry

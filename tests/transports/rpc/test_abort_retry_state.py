@@ -68,26 +68,33 @@ async def test_the_failed_attempt_leaves_the_state_when_the_back_off_starts(
 async def test_compact_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
     """pi stops listening to the agent before it aborts it for a compaction: no message_end
     of the aborted reply, no agent_end, and the reply is neither in the context nor in the
-    file. The compaction entry says fromHook false (no extension supplied it)."""
+    file. A first prompt alone is "Nothing to compact" in pi 1.6.0 (0.73.1 summarized it),
+    so the prompt before it is long enough to leave a turn to summarize. The compaction entry
+    says fromHook false (no extension supplied it)."""
     faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED)
-    async with served(tmp_path, faux) as client:
-        await client.send({"id": "p", "type": "prompt", "message": "SLOW please"})
+    settings = {"compaction": {"keepRecentTokens": 60}}
+    async with served(tmp_path, faux, settings=settings) as client:
+        await client.data({"type": "prompt", "message": "first " * 100})
+        await client.event("agent_settled", 1)
+        await client.send({"id": "p", "type": "prompt", "message": "SLOW please " * 30})
         await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= 3)
         await client.data({"type": "compact"})
         state = await client.data({"type": "get_state"})
         after_roles = await message_roles(client)
         ends_before_next = len(events_of(client.lines, "message_end"))
         await client.data({"type": "prompt", "message": "hello"})
-        await client.event("agent_settled", 2)
-    assert events_of(client.lines, "agent_end")[0]["messages"][-1]["stopReason"] == "stop"
-    assert len(events_of(client.lines, "agent_end")) == 1  # the next prompt's only
+        await client.event("agent_settled", 3)
+    assert events_of(client.lines, "agent_end")[-1]["messages"][-1]["stopReason"] == "stop"
+    assert len(events_of(client.lines, "agent_end")) == 2  # the first and the next prompt's
     ends = events_of(client.lines, "message_end")[:ends_before_next]
-    assert roles([e["message"] for e in ends]) == ["user"]
+    assert roles([e["message"] for e in ends]) == ["user", "assistant", "user"]
     assert after_roles == ["compactionSummary", "user"]
     assert state["messageCount"] == 2
     entries = file_entries(state["sessionFile"])
     recorded = [e["message"] for e in entries if e["type"] == "message"]
     assert [(m["role"], m.get("stopReason")) for m in recorded] == [
+        ("user", None),
+        ("assistant", "stop"),
         ("user", None),
         ("user", None),
         ("assistant", "stop"),
@@ -159,8 +166,10 @@ async def test_clone_of_a_session_without_messages_fails(tmp_path: Path) -> None
 
 async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path: Path) -> None:
     """pi writes fromHook on every compaction entry: false for its own summary."""
-    async with served(tmp_path) as client:
-        for text in ("first question", "second question"):
+    settings = {"compaction": {"keepRecentTokens": 60}}
+    async with served(tmp_path, settings=settings) as client:
+        # Long enough to leave the first turn to summarize (pi 1.6.0 refuses otherwise).
+        for text in ("first question " * 30, "second question " * 30):
             await client.data({"type": "prompt", "message": text})
             await client.event("agent_settled", 1 if text.startswith("first") else 2)
         await client.data({"type": "compact"})

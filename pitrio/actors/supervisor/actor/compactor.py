@@ -10,8 +10,9 @@ abandons a compaction before its entry is written and never half-way through it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+import attrs
 import trio
 
 from pitrio.actors.session_store.stored import UnknownEntry
@@ -20,15 +21,23 @@ from pitrio.actors.supervisor.compaction import (
     CompactionPreparation,
     CompactionSettings,
     SummaryRequest,
+    combine_usage,
     finish_compaction,
     manual_compaction_refusal,
     plan_summary,
     prepare_compaction,
     response_text,
 )
+from pitrio.actors.supervisor.retry import RetrySettings, next_summarization_retry
 from pitrio.errors import PitrioError, SummarizationError
-from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, now_ms
+from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel, Usage, now_ms
 from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
+from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionReason,
+    SummarizationRetryAttemptStart,
+    SummarizationRetryFinished,
+)
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
 
@@ -74,6 +83,7 @@ class CompactionStore(Protocol):
         from_hook: bool | None = None,
         *,
         lazy: bool = False,
+        usage: Usage | None = None,
     ) -> CompactionEntry:
         """Append a ``compaction`` entry (``lazy``: kept in memory until the file exists)."""
         ...
@@ -113,6 +123,51 @@ async def complete(
     return final
 
 
+@attrs.frozen(kw_only=True)
+class SummaryRetry:
+    """How summary requests retry a transient failure (pi 1.6.0: the session's ``retry.*``
+    budget and back-off), and where the ``summarization_retry_*`` events go."""
+
+    settings: RetrySettings
+    emit: Callable[[AgentSessionEvent], None]
+    source: Literal["compaction", "branchSummary"]
+    reason: CompactionReason | None = None
+
+
+async def complete_retrying(
+    stream: StreamCall,
+    model: Model,
+    request: SummaryRequest,
+    thinking_level: ThinkingLevel | None,
+    retry: SummaryRetry | None,
+) -> AssistantMessage:
+    """:func:`complete`, a transient failure retried after the back-off (pi 1.6.0's
+    ``retryAssistantCall``): ``summarization_retry_scheduled`` before each wait,
+    ``summarization_retry_attempt_start`` after it, ``summarization_retry_finished`` once
+    the sequence ends (answered, failed for good, or cancelled during a wait)."""
+    attempt = 0
+    while True:
+        message = await complete(stream, model, request, thinking_level)
+        scheduled = None
+        if retry is not None and message.stop_reason == "error":
+            scheduled = next_summarization_retry(
+                attempt + 1, message.error_message or "", retry.settings
+            )
+        if scheduled is None:
+            if attempt and retry is not None:
+                retry.emit(SummarizationRetryFinished())
+            return message
+        assert retry is not None
+        attempt += 1
+        retry.emit(scheduled)
+        try:
+            await trio.sleep(scheduled.delay_ms / 1000)
+        except trio.Cancelled:
+            retry.emit(SummarizationRetryFinished())
+            raise
+        retry.emit(SummarizationRetryAttemptStart(source=retry.source, reason=retry.reason))
+
+
 async def _stream_into(
     stream: StreamCall,
     model: Model,
@@ -130,17 +185,23 @@ async def summarize(
     preparation: CompactionPreparation,
     thinking_level: ThinkingLevel | None,
     custom_instructions: str | None = None,
+    retry: SummaryRetry | None = None,
 ) -> CompactionResult:
-    """Make the plan's summary calls and assemble the result."""
+    """Make the plan's summary calls (each retried as ``retry`` says) and assemble the
+    result."""
     plan = plan_summary(preparation, custom_instructions)
     texts: dict[str, str] = {}
+    usages: dict[str, Usage] = {}
 
     async def history(request: SummaryRequest) -> None:
-        texts["history"] = response_text(await complete(stream, model, request, thinking_level))
+        message = await complete_retrying(stream, model, request, thinking_level, retry)
+        texts["history"] = response_text(message)
+        usages["history"] = message.usage
 
     async def prefix(request: SummaryRequest) -> None:
-        message = await complete(stream, model, request, thinking_level)
+        message = await complete_retrying(stream, model, request, thinking_level, retry)
         texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
+        usages["prefix"] = message.usage
 
     try:
         async with trio.open_nursery() as nursery:
@@ -152,7 +213,12 @@ async def summarize(
         # One failed summary call is the compaction's error; report it, not the group.
         first = group.exceptions[0]
         raise first if isinstance(first, Exception) else group from None
-    return finish_compaction(preparation, plan, texts.get("history"), texts.get("prefix"))
+    # pi 1.6.0 adds the history's usage to the turn prefix's, in that order.
+    parts = [usages[k] for k in ("history", "prefix") if k in usages]
+    usage = combine_usage(*parts) if parts else None
+    return finish_compaction(
+        preparation, plan, texts.get("history"), texts.get("prefix"), usage=usage
+    )
 
 
 async def compact(
@@ -165,12 +231,15 @@ async def compact(
     custom_instructions: str | None = None,
     manual: bool,
     before: BeforeCompact | None = None,
+    prepared: Callable[[], None] | None = None,
+    retry: SummaryRetry | None = None,
 ) -> tuple[CompactionResult, CompactionEntry, bool] | None:
     """Compact the store's current branch; ``None`` when there is nothing to compact.
     The third value says whether the result came from ``before`` (an extension).
 
     A manual compaction with nothing to do raises :class:`CompactionRefused` with pi's text;
-    one that ``before`` cancels raises :class:`CompactionCancelledByHook`.
+    one that ``before`` cancels raises :class:`CompactionCancelledByHook`. ``prepared`` is
+    called once there is something to compact, before ``before`` and the summary calls.
     """
     path = known_entries(await store.branch_entries())
     preparation = prepare_compaction(
@@ -180,13 +249,17 @@ async def compact(
         if manual:
             raise CompactionRefused(manual_compaction_refusal(path))
         return None
+    if prepared is not None:
+        prepared()
     supplied = None if before is None else await before(preparation, path, custom_instructions)
     if supplied is True:
         raise CompactionCancelledByHook("Compaction cancelled")
     if isinstance(supplied, CompactionResult):
         result = supplied
     else:
-        result = await summarize(stream, model, preparation, thinking_level, custom_instructions)
+        result = await summarize(
+            stream, model, preparation, thinking_level, custom_instructions, retry
+        )
     from_extension = isinstance(supplied, CompactionResult)
     with trio.CancelScope(shield=True):
         # The summary is paid for: once it exists, the entry is written whole even on abort.
@@ -200,5 +273,6 @@ async def compact(
             result.details,
             lazy=True,
             from_hook=from_extension,
+            usage=result.usage,
         )
     return result, entry, from_extension

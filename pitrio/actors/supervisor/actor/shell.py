@@ -53,6 +53,7 @@ from pitrio.actors.supervisor.actor.compactor import (
     BeforeCompact,
     CompactionCancelledByHook,
     StreamCall,
+    SummaryRetry,
     compact,
     complete,
 )
@@ -71,6 +72,7 @@ from pitrio.actors.supervisor.compaction import (
     CompactionSettings,
     CompactNow,
     compaction_failure_message,
+    estimate_tokens,
 )
 from pitrio.actors.supervisor.decisions import (
     Compact,
@@ -100,6 +102,7 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AutoRetryEnd,
     CompactionEnd,
+    CompactionReason,
     CompactionStart,
     EntryAppended,
 )
@@ -294,6 +297,9 @@ class Supervisor(Actor[SupervisorCommand]):
             case Compact(reason=reason, will_retry=will_retry, failed=failed) as action:
                 if failed is not None and will_retry:
                     await self._omit(command.failed_entry_id, failed)
+                    # pi refreshes the agent's messages at the omission, so they lose the
+                    # failed attempt even when there is then nothing to compact.
+                    await self._loop.set_messages(await self._store.context_messages())
                 succeeded = await self._auto_compaction(reason, will_retry, command.lent)
                 facts = await self._loop.run_facts()
                 return decide_after_compaction(
@@ -342,7 +348,12 @@ class Supervisor(Actor[SupervisorCommand]):
     # -- compaction (§3.8) -------------------------------------------------------------------
 
     async def _compact_now(
-        self, *, custom_instructions: str | None, manual: bool
+        self,
+        *,
+        custom_instructions: str | None,
+        manual: bool,
+        prepared: Callable[[], None] | None = None,
+        reason: CompactionReason = "manual",
     ) -> tuple[CompactionResult, CompactionEntry] | None:
         if self._stream is None:
             raise PitrioError(NO_ROUTER)
@@ -357,14 +368,26 @@ class Supervisor(Actor[SupervisorCommand]):
                 custom_instructions=custom_instructions,
                 manual=manual,
                 before=self._before_compact,
+                prepared=prepared,
+                retry=SummaryRetry(
+                    settings=self._settings.retry,
+                    emit=self._emit,
+                    source="compaction",
+                    reason=reason,
+                ),
             )
         except CompactionCancelledByHook:
             raise CompactionCancelled(COMPACTION_CANCELLED) from None
         if done is None:
             return None
         result, entry, from_extension = done
-        self._emit(EntryAppended(entry=entry))
-        await self._loop.set_messages(await self._store.context_messages())
+        # No entry_appended: pi 1.6.0 announces no compaction entry (the result travels on
+        # compaction_end and the compact reply).
+        context = await self._store.context_messages()
+        await self._loop.set_messages(context)
+        # pi 1.6.0 measures the context the compaction left: every message's estimate.
+        after = sum(estimate_tokens(message) for message in context)
+        result = attrs.evolve(result, estimated_tokens_after=after)
         if self._after_compact is not None:
             await self._after_compact(entry, from_extension)
         return result, entry
@@ -398,27 +421,41 @@ class Supervisor(Actor[SupervisorCommand]):
     async def _auto_compaction(
         self, reason: Literal["threshold", "overflow"], will_retry: bool, lent: Lent
     ) -> bool:
-        """An automatic compaction inside a run; ``True`` if it compacted."""
-        self._emit(CompactionStart(reason=reason))
+        """An automatic compaction inside a run; ``True`` if it compacted.
+
+        As pi 1.6.0: ``compaction_start`` only once there is something to compact (a branch
+        too short to compact, or no model to summarize with, passes silently), and a
+        ``compaction_end`` only after a ``compaction_start``.
+        """
+        started = False
+
+        def start() -> None:
+            nonlocal started
+            started = True
+            self._emit(CompactionStart(reason=reason))
+
         try:
             with self._compacting():
-                done = await self._compact_now(custom_instructions=None, manual=False)
-        except PitrioError as exc:
-            self._emit(
-                CompactionEnd(
-                    reason=reason,
-                    aborted=False,
-                    will_retry=False,
-                    error_message=compaction_failure_message(reason, str(exc)),
+                done = await self._compact_now(
+                    custom_instructions=None, manual=False, prepared=start, reason=reason
                 )
-            )
+        except PitrioError as exc:
+            if started:
+                self._emit(
+                    CompactionEnd(
+                        reason=reason,
+                        aborted=False,
+                        will_retry=False,
+                        error_message=compaction_failure_message(reason, str(exc)),
+                    )
+                )
             return False
         except BaseException:  # Cancelled, alone or in a summary call's group
-            if lent.scope.cancel_called:  # aborted: the lender's scope takes the cancellation
+            # Aborted: the lender's scope takes the cancellation.
+            if started and lent.scope.cancel_called:
                 self._emit(CompactionEnd(reason=reason, aborted=True, will_retry=False))
             raise
         if done is None:
-            self._emit(CompactionEnd(reason=reason, aborted=False, will_retry=False))
             return False
         self._emit(
             CompactionEnd(reason=reason, result=done[0], aborted=False, will_retry=will_retry)
