@@ -87,7 +87,9 @@ async def test_abort_is_answered_after_the_run_ended(tmp_path: Path) -> None:
         answer = response_index(client, "r1")
         last = await client.data({"type": "get_last_assistant_text"})
     assert types(client.lines)[answer - 2 : answer] == ["agent_end", "agent_settled"]
-    [end] = [e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"]
+    [end] = [
+        e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"
+    ]
     assert end["message"]["stopReason"] == "aborted"
     assert last["text"].startswith("Slow answer:")
 
@@ -143,7 +145,9 @@ async def test_delta_updates_stay_linear_for_a_long_stream(tmp_path: Path) -> No
     assert all(list(u) == ["type", "assistantMessageEvent"] for u in updates)
     # Coalescing may merge deltas under pressure; the bytes stay linear in the text either way.
     assert len(client.raw) - start < 120 * count + 200_000
-    [end] = [e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"]
+    [end] = [
+        e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"
+    ]
     assert end["message"]["content"][0]["text"] == "tok " * count
 
 
