@@ -863,7 +863,7 @@ async def test_a_changed_tool_set_reaches_the_model_as_a_system_patch(
     ]
     assert len(systems) == 2  # the leading one, then the patch; nothing for "third"
     leading, patch = systems
-    assert leading.sections is not None and list(leading.sections)[0] == "preamble"
+    assert leading.sections is not None and next(iter(leading.sections)) == "preamble"
     assert [t.name for t in leading.tools_added or ()] == ["read", "bash", "edit", "write"]
     assert patch.sections is not None and set(patch.sections) == {"tools", "rules"}
     assert [r.name for r in patch.tools_removed or ()] == ["bash", "edit", "write"]

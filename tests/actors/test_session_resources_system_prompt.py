@@ -19,7 +19,6 @@ from pitrio.actors.session.resources.context_files import ContextFile
 from pitrio.actors.session.resources.skills import Skill
 from pitrio.actors.session.resources.system_prompt import (
     DocsPaths,
-    PromptSection,
     SystemPromptOptions,
     build_system_prompt,
     build_system_prompt_sections,

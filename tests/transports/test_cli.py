@@ -187,7 +187,7 @@ def test_several_messages_print_only_the_last_reply(dirs: Dirs) -> None:
     texts = [
         line["message"]["content"][0]["text"]
         for line in json_lines(path.read_bytes())
-        if line["type"] == "message"
+        if line["type"] == "message" and line["message"]["role"] != "system"
     ]
     assert texts == ["one", "one", "two", "two"]
 
@@ -211,6 +211,8 @@ def test_unicode_round_trip(dirs: Dirs) -> None:
 EXPECTED_HEAD = [
     "agent_start",
     "turn_start",
+    "message_start",  # the session's system message (pi 1.6.0)
+    "message_end",
     "message_start",
     "message_end",
     "message_start",
@@ -238,11 +240,12 @@ def test_json_mode_header_then_events(dirs: Dirs) -> None:
         assert orjson.dumps(to_json(decoded)) == raw
 
     types = [event["type"] for event in events]
-    assert types[:5] == EXPECTED_HEAD
+    assert types[:7] == EXPECTED_HEAD
     assert types[-3:] == EXPECTED_TAIL
-    updates = types[5:-3]
+    updates = types[7:-3]
     assert updates and set(updates) == {"message_update"}
-    assert [events[i]["message"]["role"] for i in (2, 3, 4, -3)] == [
+    assert events[2]["message"]["role"] == events[3]["message"]["role"] == "system"
+    assert [events[i]["message"]["role"] for i in (4, 5, 6, -3)] == [
         "user",
         "user",
         "assistant",
@@ -251,23 +254,24 @@ def test_json_mode_header_then_events(dirs: Dirs) -> None:
 
     # message_update: the event comes before the message (pi's key order).
     update_kinds = []
-    for event in events[5:-3]:
+    for event in events[7:-3]:
         assert list(event) == ["type", "assistantMessageEvent", "message"]
         update_kinds.append(event["assistantMessageEvent"]["type"])
     assert update_kinds[0] == "text_start"
     assert update_kinds[-1] == "text_end"
     assert set(update_kinds[1:-1]) == {"text_delta"}
-    deltas = "".join(e["assistantMessageEvent"]["delta"] for e in events[6:-4])
+    deltas = "".join(e["assistantMessageEvent"]["delta"] for e in events[8:-4])
     assert deltas == "hi"
 
-    user = events[3]["message"]
+    system = events[3]["message"]
+    user = events[5]["message"]
     assert user["content"] == [{"type": "text", "text": "hi"}]
     final = events[-3]["message"]
     assert final["content"] == [{"type": "text", "text": "hi"}]
     assert (final["provider"], final["model"], final["stopReason"]) == ("faux", "echo", "stop")
     assert events[-2]["message"] == final
     assert events[-2]["toolResults"] == []
-    assert events[-1]["messages"] == [user, final]
+    assert events[-1]["messages"] == [system, user, final]
 
 
 def test_json_mode_without_messages_writes_only_the_header(dirs: Dirs) -> None:
@@ -309,14 +313,15 @@ def check_session_file(path: Path, cwd: Path, prompt: str) -> None:
         "session",
         "model_change",
         "thinking_level_change",
+        "message",  # the system message (pi 1.6.0)
         "message",
         "message",
     ]
     assert (lines[1]["provider"], lines[1]["modelId"]) == ("faux", "echo")
     assert lines[2]["thinkingLevel"] == "off"
-    assert [line["message"]["role"] for line in lines[3:]] == ["user", "assistant"]
-    assert lines[3]["message"]["content"] == [{"type": "text", "text": prompt}]
+    assert [line["message"]["role"] for line in lines[3:]] == ["system", "user", "assistant"]
     assert lines[4]["message"]["content"] == [{"type": "text", "text": prompt}]
+    assert lines[5]["message"]["content"] == [{"type": "text", "text": prompt}]
     entries = lines[1:]
     assert entries[0]["parentId"] is None
     for previous, entry in itertools.pairwise(entries):

@@ -118,9 +118,15 @@ class RunDriver:
         self._nursery.start_soon(self._run_one, run, message, accepted)
 
     def start_custom(self, message: CustomMessage) -> None:
-        """Accept a run whose prompt is a custom message (no preflight, as in pi)."""
+        """Accept a run whose prompt is a custom message (pi 1.6.0: the prompt's sections are
+        patched first, as for a user prompt)."""
         run = self._open([])
-        self._nursery.start_soon(self._drive, run, lambda: self._loop.run_prompt((message,)))
+
+        async def start() -> RunResult:
+            patch = await self._system_patch()
+            return await self._loop.run_prompt((*patch, message))
+
+        self._nursery.start_soon(self._drive, run, start)
 
     def add_next_turn(self, message: CustomMessage) -> None:
         """Hold ``message`` for the next prompt's run (``deliverAs: nextTurn``)."""

@@ -384,10 +384,11 @@ async def test_session_commands(dirs: Dirs) -> None:
         await rpc.data({"type": "prompt", "message": "Session demo: one."})
         await rpc.event("agent_settled")
         stats = await rpc.data({"type": "get_session_stats"})
+        # totalMessages counts the leading system message too (pi 1.6.0).
         assert (stats["userMessages"], stats["assistantMessages"], stats["totalMessages"]) == (
             1,
             1,
-            2,
+            3,
         )
         assert stats["sessionFile"] and stats["sessionId"] and stats["contextUsage"]["tokens"] > 0
         last = await rpc.data({"type": "get_last_assistant_text"})
@@ -413,7 +414,8 @@ async def test_session_commands(dirs: Dirs) -> None:
         assert [m["text"] for m in forks] == ["Session demo: one."]
         forked = await rpc.data({"type": "fork", "entryId": forks[0]["entryId"]})
         assert forked == {"text": "Session demo: one.", "cancelled": False}
-        assert (await rpc.data({"type": "get_state"}))["messageCount"] == 0
+        # The fork keeps what came before the first prompt: the system message (pi 1.6.0).
+        assert (await rpc.data({"type": "get_state"}))["messageCount"] == 1
         bad = await rpc.request({"type": "fork", "entryId": "deadbeef"})
         assert bad["error"] == "Invalid entry ID for forking"
         fresh = await rpc.data({"type": "new_session", "parentSession": first_file})
@@ -423,7 +425,8 @@ async def test_session_commands(dirs: Dirs) -> None:
         new_file = (await rpc.data({"type": "get_state"}))["sessionFile"]
         assert await rpc.data({"type": "clone"}) == {"cancelled": False}
         cloned = await rpc.data({"type": "get_state"})
-        assert cloned["sessionFile"] != new_file and cloned["messageCount"] == 2
+        # system, user, assistant (pi 1.6.0 counts the system message)
+        assert cloned["sessionFile"] != new_file and cloned["messageCount"] == 3
 
         nowhere = str(dirs.root / "elsewhere" / "new.jsonl")
         await rpc.data({"type": "switch_session", "sessionPath": nowhere})
@@ -490,7 +493,7 @@ async def test_eof_during_a_run_exits_zero_at_once(dirs: Dirs) -> None:
     assert not events_of(rpc.lines, "agent_end")  # pi abandons the run silently
     [session] = [p for p in (dirs.agent / "sessions").rglob("*.jsonl")]
     roles = [e["message"]["role"] for e in session_lines(str(session)) if e["type"] == "message"]
-    assert roles[0] == "user"  # flushed on the way out
+    assert roles[:2] == ["system", "user"]  # flushed on the way out
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -528,7 +531,7 @@ async def test_sigint_kills_it_as_pi_after_a_clean_shutdown(dirs: Dirs, busy: bo
     if busy:
         [session] = sessions
         roles = [e["message"]["role"] for e in session_lines(str(session)) if "message" in e]
-        assert roles[0] == "user"  # flushed on the way out
+        assert roles[:2] == ["system", "user"]  # flushed on the way out
     else:
         assert sessions == []
 

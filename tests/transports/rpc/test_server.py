@@ -35,6 +35,9 @@ async def test_prompt_is_answered_before_its_run_starts(tmp_path: Path) -> None:
         "response",
         "agent_start",
         "turn_start",
+        "message_start",  # the session's system message (pi 1.6.0)
+        "message_end",
+        "entry_appended",
         "message_start",
         "message_end",
         "entry_appended",
@@ -84,7 +87,9 @@ async def test_abort_is_answered_after_the_run_ended(tmp_path: Path) -> None:
         answer = response_index(client, "r1")
         last = await client.data({"type": "get_last_assistant_text"})
     assert types(client.lines)[answer - 2 : answer] == ["agent_end", "agent_settled"]
-    [end] = [e for e in events_of(client.lines, "message_end") if e["message"]["role"] != "user"]
+    [end] = [
+        e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"
+    ]
     assert end["message"]["stopReason"] == "aborted"
     assert last["text"].startswith("Slow answer:")
 
@@ -140,7 +145,9 @@ async def test_delta_updates_stay_linear_for_a_long_stream(tmp_path: Path) -> No
     assert all(list(u) == ["type", "assistantMessageEvent"] for u in updates)
     # Coalescing may merge deltas under pressure; the bytes stay linear in the text either way.
     assert len(client.raw) - start < 120 * count + 200_000
-    [end] = [e for e in events_of(client.lines, "message_end") if e["message"]["role"] != "user"]
+    [end] = [
+        e for e in events_of(client.lines, "message_end") if e["message"]["role"] == "assistant"
+    ]
     assert end["message"]["content"][0]["text"] == "tok " * count
 
 
@@ -167,14 +174,15 @@ async def test_replacing_the_session(tmp_path: Path) -> None:
         messages = (await client.data({"type": "get_messages"}))["messages"]
     assert bad["error"] == "Invalid entry ID for forking"
     assert forked == {"text": "question two", "cancelled": False}
-    assert after_fork["messageCount"] == 2 and after_fork["sessionId"] != first["sessionId"]
+    # The leading system message counts (pi 1.6.0): system, question one, its answer.
+    assert after_fork["messageCount"] == 3 and after_fork["sessionId"] != first["sessionId"]
     assert cloned == fresh == switched == {"cancelled": False}
-    assert after_clone["messageCount"] == 2
+    assert after_clone["messageCount"] == 3
     assert after_new["messageCount"] == 0 and after_new["model"]["id"] == "faux-1"
     ids = {s["sessionId"] for s in (first, after_fork, after_clone, after_new)}
     assert len(ids) == 4
-    assert back["sessionId"] == first["sessionId"] and back["messageCount"] == 4
-    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert back["sessionId"] == first["sessionId"] and back["messageCount"] == 5
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
 
 
 async def test_commands_read_before_eof_are_answered(tmp_path: Path) -> None:
