@@ -39,6 +39,7 @@ import trio
 from pitrio.actors.model_router import config_value, oauth
 from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
 from pitrio.errors import AuthFileError, CredentialError
+from pitrio.messages.ostext import os_text_problem
 
 AUTH_FILE_NAME = "auth.json"
 COMMAND_TIMEOUT_S = 10.0
@@ -573,6 +574,10 @@ class Credentials:
         # since tools like password managers may echo what they were asked for.
         failure: str | None = None
         value: str | None = None
+        problem = os_text_problem(command, "command", from_os=True)
+        if problem is not None:  # the spawn would fail with a bare UnicodeEncodeError
+            self._command_failures[command] = f"the key command of {origin} cannot run: {problem}"
+            return None
         try:
             with trio.fail_after(self.command_timeout):
                 result = await trio.run_process(

@@ -58,6 +58,7 @@ from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHan
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
 from pitrio.messages.model import Model
+from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
 
 DEFAULT_MODEL = "faux/echo"
@@ -178,6 +179,22 @@ def store_options(settings: Settings, *, sync_inline: bool = False) -> StoreOpti
     return StoreOptions(sync_inline=sync_inline)
 
 
+def _check_paths(options: SessionOptions, cwd: str) -> None:
+    """Refuse a path option the file system cannot take (a NUL or a lone surrogate) with an
+    error naming it. These come from the command line and the process (clients' paths were
+    checked strictly where they arrived), so bytes kept by ``surrogateescape`` pass."""
+    check_os_text(cwd, "cwd", from_os=True)
+    named = (
+        (options.path and str(options.path), "session path"),
+        (options.session, "--session"),
+        (options.fork, "--fork"),
+        (options.session_dir and str(options.session_dir), "--session-dir"),
+    )
+    for value, field in named:
+        if value:
+            check_os_text(value, field, from_os=True)
+
+
 async def _open_store(
     nursery: trio.Nursery,
     options: SessionOptions,
@@ -278,6 +295,7 @@ async def start_session(
 ) -> StartedSession:
     """Start a session's actors in ``nursery`` and return their handles."""
     cwd = absolute_cwd(options.cwd)
+    _check_paths(options, cwd)  # before anything reads the cwd's files
     agent = options.agent_dir or default_agent_dir()
     resource_options = ResourceOptions(
         system_prompt=options.system_prompt,

@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
 
+from pitrio.messages.codec import dumps
 from tests.transports.rpc.harness import Dirs, RpcProcess, rpc_process
 
 DEEP = "[" * 1000 + "]" * 1000
@@ -26,7 +28,7 @@ def dirs(tmp_path: Path) -> Dirs:
 def no_group_text(rpc: RpcProcess) -> None:
     """Nothing written to the client names an exception group or holds a traceback."""
     for line in rpc.lines:
-        text = orjson.dumps(line).decode()
+        text = dumps(line).decode()  # lone surrogates (escaped) may be in it
         assert "ExceptionGroup" not in text and "sub-exception" not in text, line
         assert "Traceback" not in text, line
 
@@ -196,3 +198,109 @@ async def test_wrong_settings_are_refused_and_change_nothing(dirs: Dirs) -> None
         await still_serving(rpc)
     saved = orjson.loads((dirs.agent / "settings.json").read_bytes())
     assert saved["retry"]["enabled"] is False and saved.get("compaction", {}).get("enabled") is None
+
+
+SURROGATE_ERROR = "contains a lone surrogate (\\ud800 at offset {}): it cannot be encoded as UTF-8"
+
+
+async def test_a_lone_surrogate_in_a_user_command_is_refused(dirs: Dirs) -> None:
+    """Issue 36: the spawn used to fail with a bare ``UnicodeEncodeError`` that ended the
+    session actor, and with it the process; now the command is refused and nothing is lost."""
+    async with rpc_process(dirs) as rpc:
+        await rpc.data({"type": "prompt", "message": "before"})
+        await rpc.event("agent_settled")
+        # As a JavaScript client writes it: the lone half escaped.
+        await rpc.send_raw(b'{"id":"b","type":"bash","command":"echo \\ud800"}\n')
+        refused = await rpc.response("b")
+        assert (refused["success"], refused["error"]) == (
+            False,
+            "The command " + SURROGATE_ERROR.format(5),
+        )
+        assert (await rpc.data({"type": "bash", "command": "echo fine"}))["output"] == "fine\n"
+        messages = (await rpc.data({"type": "get_messages"}))["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "bashExecution"]
+        await still_serving(rpc)
+        no_group_text(rpc)
+
+
+TOOL_CALLS = [
+    ("bash", {"command": "echo \ud800"}, "command", 5),
+    ("read", {"path": "x\ud800"}, "path", 1),
+    ("write", {"path": "x\ud800", "content": "a"}, "path", 1),
+    ("edit", {"path": "x\ud800", "edits": [{"oldText": "a", "newText": "b"}]}, "path", 1),
+    ("ls", {"path": "x\ud800"}, "path", 1),
+    ("find", {"pattern": "x\ud800"}, "pattern", 1),
+    ("find", {"pattern": "*", "path": "x\ud800"}, "path", 1),
+    ("grep", {"pattern": "x\ud800"}, "pattern", 1),
+    ("grep", {"pattern": "x", "path": "x\ud800"}, "path", 1),
+    ("grep", {"pattern": "x", "glob": "x\ud800"}, "glob", 1),
+]
+
+
+async def test_a_lone_surrogate_in_the_models_tool_call_is_a_tool_error(dirs: Dirs) -> None:
+    """Every tool argument that reaches the OS: an error tool result naming the field; the
+    run goes on, nothing is written, the session keeps serving."""
+    async with rpc_process(dirs, "--tools", "read,bash,edit,write,ls,find,grep") as rpc:
+        for count, (tool, args, field, offset) in enumerate(TOOL_CALLS, 1):
+            # The arguments as a model writes them: JSON, the lone half escaped.
+            step = dumps(args).decode()
+            await rpc.data({"type": "prompt", "message": f"go <<{tool} {step}>>"})
+            end = await rpc.event("tool_execution_end", count)
+            assert (end["toolName"], end["isError"]) == (tool, True)
+            text = end["result"]["content"][0]["text"]
+            assert text == f"The {field} " + SURROGATE_ERROR.format(offset), (tool, args)
+            await rpc.event("agent_settled", count)
+        assert sorted(os.listdir(dirs.cwd)) == ["README.md", "notes.txt", "src"]
+        await still_serving(rpc)
+        no_group_text(rpc)
+
+
+HOSTILE_EXTENSION = """
+def setup(api):
+    async def run(args, ctx):
+        words = args.split(" ")
+        done = await api.exec(words[0], words[1:])
+        api.send_message("ran", done.stdout, display=True)
+
+    async def rename(args, ctx):
+        await api.set_session_name(args)
+
+    async def label(args, ctx):
+        await api.set_label(await ctx.session_manager.leaf_id(), args)
+
+    api.register_command("run", run, description="exec a program")
+    api.register_command("rename", rename, description="name the session")
+    api.register_command("label", label, description="label the leaf")
+"""
+
+
+async def test_lone_surrogates_in_extension_arguments(dirs: Dirs) -> None:
+    """An extension command's arguments: a name or a label only goes to the JSON file (kept,
+    escaped, as pi does); an ``exec`` refuses it with the field named (an ``extension_error``),
+    and the session keeps serving."""
+    extension = dirs.root / "hostile_extension.py"
+    extension.write_text(HOSTILE_EXTENSION)
+    async with rpc_process(dirs, "-e", str(extension)) as rpc:
+        await rpc.data({"type": "prompt", "message": "first"})
+        await rpc.event("agent_settled")
+        await rpc.data({"type": "prompt", "message": "/rename half \ud800 name"})
+        await rpc.data({"type": "prompt", "message": "/label half \udc00 label"})
+        state = await rpc.data({"type": "get_state"})
+        assert state["sessionName"] == "half \ud800 name"
+        await rpc.data({"type": "prompt", "message": "/run echo x\ud800"})
+        error = await rpc.event("extension_error")
+        assert error["error"].endswith(
+            "The exec argument 0 contains a lone surrogate (\\ud800 at offset 1): "
+            "it cannot be encoded as UTF-8"
+        ), error
+        await rpc.data({"type": "prompt", "message": "/run echo fine"})
+        await rpc.wait_until(lambda lines: any("fine" in str(line) for line in lines))
+        await still_serving(rpc)
+        no_group_text(rpc)
+    async with rpc_process(dirs, "-c") as again:  # the file holds them escaped, and reopens
+        state = await again.data({"type": "get_state"})
+        assert state["sessionName"] == "half \ud800 name"
+        await still_serving(again)
+    written = await trio.Path(state["sessionFile"]).read_bytes()
+    assert b'"label":"half \\udc00 label"' in written
+    assert b'"name":"half \\ud800 name"' in written

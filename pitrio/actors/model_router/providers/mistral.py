@@ -49,6 +49,7 @@ from pitrio.actors.model_router.providers.strict_tools import (
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -171,7 +172,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
-    arguments = orjson.dumps(call.arguments or {}).decode()
+    arguments = dumps(call.arguments or {}).decode()
     function = {"name": call.name, "arguments": arguments}
     # "index" is the SDK's default, sent on every call as pi's requests carry it.
     return {"id": call.id, "type": "function", "function": function, "index": 0}

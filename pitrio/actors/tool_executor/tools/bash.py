@@ -47,6 +47,7 @@ from pitrio.actors.tool_executor.tools.truncate import (
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import TextContent
+from pitrio.messages.ostext import check_os_text, os_text_problem
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -87,10 +88,11 @@ class BashSettings:
 
 
 def nul_problem(command: str) -> str | None:
-    """Why ``command`` cannot be given to a shell (it holds a NUL character), or ``None``."""
+    """Why ``command`` cannot be given to a shell (it holds a NUL character or a lone surrogate,
+    see :mod:`pitrio.messages.ostext`), or ``None``."""
     where = command.find("\0")
     if where < 0:
-        return None
+        return os_text_problem(command, "command")
     return f"The command contains a NUL character (at offset {where}): no command line can hold one"
 
 
@@ -295,6 +297,7 @@ def create_bash_tool(
         if problem is not None:  # the spawn would fail with a bare ValueError
             raise ToolError(problem)
         if settings.command_prefix:
+            check_os_text(settings.command_prefix, "shellCommandPrefix")
             command = f"{settings.command_prefix}\n{command}"
         argv = [*shell_command(settings.shell_path), command]
         if not os.path.exists(cwd):  # noqa: ASYNC240 (one stat, before spawning anyway)
