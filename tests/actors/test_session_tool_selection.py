@@ -6,6 +6,7 @@ import pytest
 
 from pitrio.actors.session.tool_selection import (
     ToolListError,
+    default_selection,
     matches,
     select_tools,
     tool_list_error,
@@ -24,7 +25,7 @@ def pick(**kwargs: object) -> list[str]:
 def test_default_selection_and_no_builtin_tools() -> None:
     assert pick() == ["read", "bash", "edit", "write", "todo", *MCP]
     assert pick(no_builtin_tools=True) == ["todo", *MCP]
-    assert pick(no_builtin_tools=True, tools=["+ls"]) == ["ls", "todo", *MCP]
+    assert pick(no_builtin_tools=True, tools=["+ls"]) == ["todo", *MCP, "ls"]
     assert pick(no_tools=True, tools=["read"]) == []
 
 
@@ -37,7 +38,8 @@ def test_allowlist_keeps_entry_order_and_mcp_tools() -> None:
 
 
 def test_edit_lists_change_the_default_selection() -> None:
-    assert pick(tools=["+grep", "-bash"]) == ["read", "edit", "write", "grep", "todo", *MCP]
+    # Additions come last, as pi 1.6.0 declares them.
+    assert pick(tools=["+grep", "-bash"]) == ["read", "edit", "write", "todo", *MCP, "grep"]
     assert pick(tools=["-todo", "+nosuch"]) == ["read", "bash", "edit", "write", *MCP]
 
 
@@ -65,3 +67,14 @@ def test_patterns_are_globs_of_star_only() -> None:
     assert matches("mcp__a.b__c", "mcp__a.b__*")
     assert not matches("mcp__axb__c", "mcp__a.b__*")  # "." is literal
     assert matches("read", "*") and matches("read", "r*d") and not matches("read", "rea")
+
+
+def test_default_tools_setting() -> None:
+    assert default_selection(["ls", "read"]) == ["ls", "read"]  # plain names replace
+    assert default_selection(["-bash", "+grep"]) == ["read", "edit", "write", "grep"]
+    assert default_selection(["ls", "+grep", "-ls"]) == ["grep"]  # plain, then edits in order
+    assert default_selection([]) == []  # no built-in tool
+    defaults = default_selection(["ls", "read", "todo"])
+    assert pick(tools=None, exclude=()) != pick(tools=["+find"])
+    got = select_tools(builtin=BUILTIN, defaults=defaults, extra=EXTRA, tools=["+find"])
+    assert got == ["ls", "read", "todo", "find"]  # the setting's order is kept

@@ -108,6 +108,8 @@ class Case:
     expect: Any
     env: dict[str, str] = field(default_factory=dict)
     prompt: str = "hi"
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Keys added to ``settings.json`` (the 1.6.0 settings a case checks)."""
 
 
 DEFAULT_TOOLS = ["read", "bash", "edit", "write"]
@@ -185,6 +187,42 @@ CASES = [
     Case("--no-mcp", ["--no-mcp"], tool_names, DEFAULT_TOOLS),
     Case("--approve", ["--approve"], tool_names, DEFAULT_TOOLS),
     Case("-na", ["-na"], tool_names, DEFAULT_TOOLS),
+    Case(
+        "defaultTools names",
+        [],
+        tool_names,
+        ["ls", "read"],
+        settings={"defaultTools": ["ls", "read"]},
+    ),
+    Case(
+        "defaultTools edits",
+        [],
+        tool_names,
+        ["read", "edit", "write", "grep"],
+        settings={"defaultTools": ["-bash", "+grep"]},
+    ),
+    Case("defaultTools empty", [], tool_names, [], settings={"defaultTools": []}),
+    Case(
+        "--tools edits on defaultTools",
+        ["--tools", "+find"],
+        tool_names,
+        ["ls", "read", "find"],
+        settings={"defaultTools": ["ls", "read"]},
+    ),
+    Case(
+        "modelThinkingLevels",
+        ["--model", "mock/mock-think"],
+        lambda s: (s.requests[0].get("thinking") or {}).get("budget_tokens") if s.requests else 0,
+        1024,
+        settings={"modelThinkingLevels": {"mock/mock-think": "minimal"}},
+    ),
+    Case(
+        "--thinking beats modelThinkingLevels",
+        ["--model", "mock/mock-think", "--thinking", "low"],
+        lambda s: (s.requests[0].get("thinking") or {}).get("budget_tokens") if s.requests else 0,
+        2048,
+        settings={"modelThinkingLevels": {"mock/mock-think": "minimal"}},
+    ),
 ]
 
 
@@ -199,10 +237,12 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, Any]:
     # {agent} in an argument is the run's agent dir (known once the sandbox exists): the
     # sandbox is made by run_print, so such a path is given relative to the work dir instead.
     args = [a.replace("{agent}", "../agent") for a in case.args]
+    files = dict(AGENT_FILES)
+    files["settings.json"] = {**SETTINGS, **case.settings}
     shot = run_print(
         agent,
         argv,
-        AGENT_FILES,
+        files,
         args=[*args, "-p", case.prompt],
         env=case.env,
         base=base,

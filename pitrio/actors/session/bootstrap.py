@@ -39,7 +39,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.resources.settings import Settings
 from pitrio.actors.session.resources.system_prompt import render_sections
-from pitrio.actors.session.tool_selection import ToolListError, select_tools
+from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
@@ -65,6 +65,7 @@ from pitrio.actors.tool_executor import (
 from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
+from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.model import Model
 from pitrio.telemetry import active as active_telemetry
 
@@ -331,19 +332,34 @@ def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
     return None if factory is None else factory(session_id)
 
 
+def model_thinking_level(configured: object, model: Model) -> str | None:
+    """``modelThinkingLevels["provider/id"]`` of the settings (pi 1.6.0), if it names one."""
+    if not isinstance(configured, dict):
+        return None
+    level = configured.get(f"{model.provider}/{model.id}")
+    return level if isinstance(level, str) else None
+
+
 def _active_tools(
-    options: SessionOptions, extra: Sequence[AgentTool], mcp: Sequence[AgentTool]
+    options: SessionOptions,
+    extra: Sequence[AgentTool],
+    mcp: Sequence[AgentTool],
+    default_tools: object = None,
 ) -> Sequence[str] | None:
     """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
-    selection flag was used, else ``None`` (the executor's defaults)."""
+    selection flag or ``defaultTools`` was used, else ``None`` (the executor's defaults)."""
     if options.active_tools is not None:
         return options.active_tools
-    if options.tool_patterns is None and not options.exclude_tools and not options.no_builtin_tools:
+    configured = None
+    if isinstance(default_tools, list) and all(isinstance(t, str) for t in default_tools):
+        configured = default_tools
+    flags = options.tool_patterns is not None or options.exclude_tools
+    if not flags and not options.no_builtin_tools and configured is None:
         return None
     try:
         return select_tools(
             builtin=BUILTIN_TOOL_NAMES if options.builtin_tools else (),
-            defaults=DEFAULT_ACTIVE_TOOLS,
+            defaults=DEFAULT_ACTIVE_TOOLS if configured is None else default_selection(configured),
             extra=[tool.name for tool in extra],
             mcp=[tool.name for tool in mcp],
             tools=options.tool_patterns,
@@ -436,9 +452,12 @@ async def start_session(
         options.thinking_level
         or pattern_level
         or (context.thinking_level if has_thinking_entry else None)
+        or (model_thinking_level(settings.get("modelThinkingLevels"), model) if empty else None)
         or settings.text("defaultThinkingLevel")
         or DEFAULT_THINKING_LEVEL
     )
+    if requested == "max" and "max" not in THINKING_LEVELS:
+        requested = THINKING_LEVELS[-1]  # pi 1.6.0's max: the model's highest, once clamped
     level = clamp_thinking_level(model, requested)
     # Lazy: nobody is told about these, so they need no file of their own; they are written
     # with the session's first acknowledged entry (a session left unused leaves none, as pi).
@@ -469,7 +488,12 @@ async def start_session(
         [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
-        active=_active_tools(options, [*options.tools, *extension_tools], mcp.tools),
+        active=_active_tools(
+            options,
+            [*options.tools, *extension_tools],
+            mcp.tools,
+            settings.get("defaultTools"),
+        ),
     )
     tools_address = await nursery.start(executor.run)
     tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)

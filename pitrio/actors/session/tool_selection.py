@@ -54,6 +54,24 @@ def tool_list_error(entries: Sequence[str]) -> str | None:
     return None
 
 
+def default_selection(
+    default_tools: Sequence[str],
+    builtin_defaults: Sequence[str] = ("read", "bash", "edit", "write"),
+) -> list[str]:
+    """The startup selection of a ``defaultTools`` setting (pi 1.6.0): its plain names replace
+    ``builtin_defaults``, then its ``+name``/``-name`` entries apply in order; ``[]`` is no
+    built-in tool."""
+    plain = [entry for entry in default_tools if entry[:1] not in ("+", "-")]
+    selection = list(plain) if plain or not default_tools else list(builtin_defaults)
+    for entry in default_tools:
+        name = entry[1:]
+        if entry[:1] == "+" and name not in selection:
+            selection.append(name)
+        elif entry[:1] == "-" and name in selection:
+            selection.remove(name)
+    return selection
+
+
 def select_tools(
     *,
     builtin: Sequence[str],
@@ -65,24 +83,28 @@ def select_tools(
     no_tools: bool = False,
     no_builtin_tools: bool = False,
 ) -> list[str]:
-    """The names of the tools to activate: an allowlist's in the order of its entries, else
-    in registration order (built-ins, then ``extra`` extension and custom tools, then
-    ``mcp``). Raises :class:`ToolListError`."""
+    """The names of the tools to activate, in the order pi 1.6.0 declares them: an allowlist's
+    in the order of its entries (a pattern's matches in registration order: built-ins, then
+    ``extra`` extension and custom tools, then ``mcp``), else the ``defaults`` in their order,
+    the other tools, then ``+name`` additions. Raises :class:`ToolListError`."""
     if no_tools:
         return []
     everything = [*builtin, *extra, *mcp]
-    default = [] if no_builtin_tools else [name for name in defaults if name in builtin]
-    selected = {*default, *extra, *mcp}
+    # The default selection keeps its own order (pi 1.6.0 declares defaultTools' names in
+    # the order given), then the extension, custom and MCP tools, then ``+name`` additions.
+    default = [] if no_builtin_tools else [name for name in defaults if name in everything]
+    selected = list(dict.fromkeys([*default, *extra, *mcp]))
     if tools is not None:
         why = tool_list_error(tools)
         if why is not None:
             raise ToolListError(why)
         if is_edit_list(tools):
             for entry in tools:
-                if entry[0] == "+":
-                    selected.add(entry[1:])
-                else:
-                    selected.discard(entry[1:])
+                name = entry[1:]
+                if entry[0] == "+" and name in everything and name not in selected:
+                    selected.append(name)
+                elif entry[0] == "-" and name in selected:
+                    selected.remove(name)
         else:
             # An allowlist declares its tools in the order of its entries (a pattern's
             # matches in registration order), as pi 1.6.0 does.
@@ -92,5 +114,4 @@ def select_tools(
             if not any(entry.startswith(MCP_PREFIX) for entry in tools):
                 ordered += [n for n in mcp if n not in ordered]
             return [n for n in ordered if not any(matches(n, p) for p in exclude)]
-    selected = {n for n in selected if not any(matches(n, p) for p in exclude)}
-    return [name for name in everything if name in selected]
+    return [n for n in selected if not any(matches(n, p) for p in exclude)]
