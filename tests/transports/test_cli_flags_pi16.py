@@ -7,6 +7,7 @@ without starting a process, and ``--session-id`` on a real session.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,41 @@ async def test_session_id_opens_or_creates_that_session(tmp_path: Path) -> None:
     with pytest.raises(PitrioError, match="invalid session id"):
         async with pitrio.create_session(session_id="-x", **common):
             pass
+
+
+def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {
+        "HOME": str(tmp_path),
+        "PITRIO_AGENT_DIR": str(tmp_path / "agent"),
+        "PATH": "/usr/bin:/bin",
+    }
+    commands = [
+        {"id": "1", "type": "get_state"},
+        {"id": "2", "type": "new_session"},
+        {"id": "3", "type": "get_state"},
+    ]
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pitrio.transports.cli", "--mode", "rpc", "--no-session"),
+            *("--session-id", "start-id", "-n", "start name"),
+        ],
+        input="".join(json.dumps(c) + "\n" for c in commands),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    states = [
+        json.loads(line)["data"]
+        for line in done.stdout.splitlines()
+        if '"command":"get_state"' in line.replace(" ", "")
+    ]
+    assert len(states) == 2, done.stdout + done.stderr
+    assert (states[0]["sessionId"], states[0].get("sessionName")) == ("start-id", "start name")
+    assert states[1]["sessionId"] != "start-id"
+    assert states[1].get("sessionName") is None

@@ -223,7 +223,9 @@ async def _open_store(
     if sum(bool(x) for x in (options.session, options.continue_recent, options.fork)) > 1:
         raise PitrioError("--session, --continue and --fork cannot be combined")
     directory = session_dir(cwd, override=options.session_dir)
-    if options.session_id is not None:
+    # --session-id and --name are about the session the process starts with: a replacement
+    # (RPC new_session, fork, switch) made from the same options starts its own.
+    if options.session_id is not None and options.start_reason == "startup":
         return await _open_by_id(nursery, options, cwd, directory, store)
     if options.fork:
         source = resolve_session_arg(options.fork, cwd=cwd, directory=directory).path
@@ -482,7 +484,7 @@ async def start_session(
             files=options.mcp_config,
         )
     notices.extend(mcp.notices)
-    if options.session_name is not None:
+    if options.session_name is not None and options.start_reason == "startup":
         await store.append_session_info(options.session_name)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *mcp.tools],
