@@ -23,6 +23,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -213,6 +214,7 @@ async def create_session(
     ui_clients: bool = False,
     extension_args: Sequence[str] = (),
     active_tools: Sequence[str] | None = None,
+    **more: Any,
 ) -> AsyncIterator[AgentSession]:
     """Start a session and yield its :class:`AgentSession`; leaving the block aborts a run in
     progress, waits for it to settle and stops the session's actors.
@@ -224,7 +226,9 @@ async def create_session(
     (``no_extensions``: only these). With ``ui_clients`` an extension's dialogs reach
     subscribers as ``extension_ui_request`` events, answered with
     :meth:`AgentSession.respond_ui`; without, they return their defaults at once.
-    ``active_tools`` names the tools to activate (the command line's ``--tools``; ``[]``: none).
+    ``active_tools`` names the tools to activate (``[]``: none). Any other field of
+    :class:`SessionOptions` may be given by name (``more``): the command line's
+    ``tool_patterns``, ``exclude_tools``, ``session_id``, ``api_key``, ...
     """
     options = SessionOptions(
         cwd=cwd,
@@ -243,6 +247,7 @@ async def create_session(
         ui_clients=ui_clients,
         extension_args=tuple(extension_args),
         active_tools=None if active_tools is None else list(active_tools),
+        **more,
     )
     with collapse_groups():
         async with trio.open_nursery() as nursery:

@@ -14,9 +14,12 @@ from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
+from pitrio.actors.session.tool_selection import tool_list_error
 from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.session_store.paths import SESSION_ID
 
 __all__ = [
+    "SESSION_ID",
     "BashResult",
     "CycleResult",
     "Sequenced",
@@ -29,4 +32,5 @@ __all__ = [
     "StreamingBehavior",
     "UiResponse",
     "event_weight",
+    "tool_list_error",
 ]

@@ -7,12 +7,20 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from pitrio import telemetry
-from pitrio.transports.cli_args import UsageError, parse, print_help, subcommand_hint, version_text
+from pitrio.transports.cli_args import (
+    UsageError,
+    parse,
+    print_help,
+    session_thinking_level,
+    split_list,
+    subcommand_hint,
+    version_text,
+)
 from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
@@ -61,10 +69,29 @@ def _split_names(value: str | None) -> list[str]:
 
 
 def _active_tools(args: argparse.Namespace) -> list[str] | None:
-    """``--no-tools`` / ``--tools a,b``: the tools to activate (``None``: the defaults)."""
-    if args.no_tools:
-        return []
-    return None if args.tools is None else _split_names(args.tools)
+    """``--no-tools``: no tool active (``None``: the selection of :func:`_flag_options`)."""
+    return [] if args.no_tools else None
+
+
+def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~pitrio.SessionOptions` fields of pi 1.6.0's session flags."""
+    return {
+        "tool_patterns": None if args.tools is None else tuple(split_list(args.tools)),
+        "exclude_tools": tuple(split_list(args.exclude_tools)),
+        "no_builtin_tools": args.no_builtin_tools,
+        "no_mcp": args.no_mcp,
+        "session_id": args.session_id,
+        "session_name": None if args.name is None else args.name.strip(),
+        "api_key": args.api_key,
+        "system_prompt": args.system_prompt,
+        "append_system_prompt": tuple(args.append_system_prompt),
+        "skill_paths": tuple(args.skill),
+        "no_skills": args.no_skills,
+        "prompt_template_paths": tuple(args.prompt_template),
+        "no_prompt_templates": args.no_prompt_templates,
+        "no_context_files": args.no_context_files,
+        "project_trust": True if args.approve else False if args.no_approve else None,
+    }
 
 
 def _rpc_mode(args: argparse.Namespace) -> int:
@@ -78,7 +105,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     options = SessionOptions(
         model=_model_ref(args.provider, args.model),
-        thinking_level=args.thinking,
+        thinking_level=session_thinking_level(args.thinking),
         session=args.session,
         continue_recent=args.continue_recent,
         fork=args.fork,
@@ -90,6 +117,7 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         extension_args=args.extension_args,
         ui_clients=True,
         sync_inline=True,  # one session per process: no worker-thread hop per append
+        **_flag_options(args),
     )
     return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
 
@@ -162,7 +190,7 @@ def _main(argv: Sequence[str] | None) -> int:
             model=_model_ref(args.provider, args.model),
             persist=not args.no_session,
             session_dir=args.session_dir,
-            thinking_level=args.thinking,
+            thinking_level=session_thinking_level(args.thinking),
             faux=_faux(args.faux_chunk_delay),
             session_options={
                 "session": args.session,
@@ -172,6 +200,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 "no_extensions": args.no_extensions,
                 "extension_args": args.extension_args,
                 "active_tools": _active_tools(args),
+                **_flag_options(args),
             },
             sigint=True,
         )

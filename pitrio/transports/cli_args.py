@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import attrs
 
@@ -23,6 +23,18 @@ PI_VERSION = "0.73.1"
 """The pi release whose command line, RPC protocol and session files pitrio follows."""
 
 MODES = ("text", "json", "rpc")
+CLI_THINKING_LEVELS: tuple[str, ...] = (
+    THINKING_LEVELS if "max" in THINKING_LEVELS else (*THINKING_LEVELS, "max")
+)
+"""``--thinking`` values: pi 1.6.0's, ``max`` included."""
+
+
+def session_thinking_level(level: str | None) -> str | None:
+    """The level a session is asked for: ``max`` where the session knows it, else the
+    highest level it knows (clamped to the model as ``max`` is: the model's highest)."""
+    if level == "max" and "max" not in THINKING_LEVELS:
+        return THINKING_LEVELS[-1]
+    return level
 
 
 @attrs.frozen
@@ -118,6 +130,11 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        # No abbreviations at all, short ones included (argparse still takes "-x" for "-xt"
+        # with allow_abbrev=False): pi matches options exactly.
+        return []
+
 
 def _epilog() -> str:
     width = max(len(command.name) for command in SUBCOMMANDS)
@@ -157,16 +174,41 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--provider", help="provider of --model when it has no provider/ prefix")
     parser.add_argument("--model", help="model as provider/id[:thinking] (default faux/echo)")
     parser.add_argument(
+        "--api-key", metavar="KEY", help="API key of the model's provider (needs --model)"
+    )
+    parser.add_argument(
         "--thinking",
-        type=choice(THINKING_LEVELS),
-        choices=THINKING_LEVELS,
+        type=choice(CLI_THINKING_LEVELS),
+        choices=CLI_THINKING_LEVELS,
         metavar="LEVEL",
-        help=", ".join(THINKING_LEVELS),
+        help=", ".join(CLI_THINKING_LEVELS),
+    )
+    parser.add_argument(
+        "--system-prompt", metavar="TEXT", help="replace the system prompt (text or a file)"
+    )
+    parser.add_argument(
+        "--append-system-prompt",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="append to the system prompt (text or a file); repeatable",
     )
     parser.add_argument("--no-session", action="store_true", help="do not write a session file")
     parser.add_argument("--session-dir", help="directory for session files")
+    parser.add_argument(
+        "--session-id",
+        metavar="ID",
+        help="open this directory's session with this id, or start one with it",
+    )
+    parser.add_argument("-n", "--name", metavar="NAME", help="the session's display name")
     opened = parser.add_mutually_exclusive_group()
     opened.add_argument("--session", help="open a session file (a path, or a session id prefix)")
+    opened.add_argument(
+        "-r",
+        "--resume",
+        action="store_true",
+        help="pick a session to resume (pi's picker; pitrio: see pitrio sessions)",
+    )
     opened.add_argument(
         "-c",
         "--continue",
@@ -179,8 +221,56 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         "--models", help="comma-separated model patterns that cycle_model walks (RPC mode)"
     )
     tools = parser.add_mutually_exclusive_group()
-    tools.add_argument("-t", "--tools", help="comma-separated names of the tools to activate")
+    tools.add_argument(
+        "-t",
+        "--tools",
+        help="tools to activate: names or * patterns, or only +name/-name edits of the defaults",
+    )
     tools.add_argument("-nt", "--no-tools", action="store_true", help="activate no tools")
+    parser.add_argument(
+        "-xt",
+        "--exclude-tools",
+        metavar="LIST",
+        help="tools to disable (names or * patterns), MCP tools included",
+    )
+    parser.add_argument(
+        "-nbt",
+        "--no-builtin-tools",
+        action="store_true",
+        help="no built-in tool active at start (extension and MCP tools stay)",
+    )
+    parser.add_argument(
+        "--skill", action="append", default=[], metavar="PATH", help="load a skill; repeatable"
+    )
+    parser.add_argument(
+        "-ns", "--no-skills", action="store_true", help="do not discover skills (--skill ones load)"
+    )
+    parser.add_argument(
+        "--prompt-template",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load a prompt template; repeatable",
+    )
+    parser.add_argument(
+        "-np",
+        "--no-prompt-templates",
+        action="store_true",
+        help="do not discover prompt templates",
+    )
+    parser.add_argument(
+        "-nc",
+        "--no-context-files",
+        action="store_true",
+        help="do not load AGENTS.md / CLAUDE.md context files",
+    )
+    trust = parser.add_mutually_exclusive_group()
+    trust.add_argument(
+        "-a", "--approve", action="store_true", help="trust this project's local files"
+    )
+    trust.add_argument(
+        "-na", "--no-approve", action="store_true", help="do not trust this project's files"
+    )
     parser.add_argument(
         "-e",
         "--extension",
@@ -201,7 +291,11 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         metavar="FILE",
         help="MCP servers (a JSON file with mcpServers); repeatable",
     )
+    parser.add_argument("--no-mcp", action="store_true", help="start no MCP server")
     parser.add_argument("--offline", action="store_true", help="no start-up network access")
+    parser.add_argument(
+        "--verbose", action="store_true", help="accepted for pi's command lines (no effect)"
+    )
     parser.add_argument(
         "--faux-chunk-delay",
         type=float,
@@ -287,7 +381,28 @@ def check(args: argparse.Namespace) -> None:
         if args.faux_chunk_delay is not None:
             raise UsageError("--faux-chunk-delay is for print and JSON modes (and pitrio serve)")
     if args.provider and not args.model:
-        raise UsageError("--provider needs --model (the model id within that provider)")
+        raise UsageError(
+            "--provider requires --model (the model id within that provider, or provider/id)"
+        )
+    if args.api_key is not None and not args.model:
+        raise UsageError(
+            "--api-key requires a model to be specified via --model or --provider/--model"
+        )
+    if args.resume:
+        raise UsageError(
+            "-r/--resume opens pi's session picker, which pitrio does not have: "
+            "list sessions with pitrio sessions list, then use --session ID (or -c)"
+        )
+    if args.session_id is not None:
+        _check_session_id(args)
+    if args.name is not None and not args.name.strip():
+        raise UsageError("--name requires a non-empty value")
+    if args.tools is not None:
+        from pitrio.sdk.session import tool_list_error
+
+        why = tool_list_error(split_list(args.tools))
+        if why is not None:
+            raise UsageError(f"--tools: {why}")
     if args.trace_payloads and not args.trace:
         raise UsageError("--trace-payloads needs --trace FILE")
     if args.all and args.list_models is None:
@@ -295,6 +410,28 @@ def check(args: argparse.Namespace) -> None:
     if args.faux_chunk_delay is not None and not args.faux_chunk_delay >= 0:
         raise UsageError(
             f"--faux-chunk-delay: {args.faux_chunk_delay} is not a delay (seconds >= 0)"
+        )
+
+
+def split_list(value: str | None) -> list[str]:
+    """A comma-separated flag value's entries, trimmed, empty ones dropped (pi's)."""
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def _check_session_id(args: argparse.Namespace) -> None:
+    from pitrio.sdk.session import SESSION_ID
+
+    for flag, value in (
+        ("--session", args.session),
+        ("--continue", args.continue_recent),
+        ("--fork", args.fork),
+    ):
+        if value:
+            raise UsageError(f"--session-id cannot be combined with {flag}")
+    if not SESSION_ID.match(args.session_id):
+        raise UsageError(
+            f"--session-id: invalid session id {args.session_id!r}: use letters, digits, "
+            "'.', '_' and '-', starting and ending with a letter or digit"
         )
 
 

@@ -265,8 +265,8 @@ async def test_a_key_command_the_os_cannot_take_is_a_credential_error(tmp_path: 
     # pi 1.6.0's wording for an unresolved value leads; then where, and why it cannot run.
     text = str(info.value)
     assert text.startswith('Failed to resolve API key for provider "openai" from shell command')
-    assert text.endswith(
+    assert (
         f"the key command of {tmp_path / 'auth.json'} entry 'openai' cannot run: The command "
         f"contains a NUL character (at offset {len(f'touch {marker}')}): the OS cannot take one"
-    )
+    ) in text
     assert not marker.exists()

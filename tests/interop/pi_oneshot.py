@@ -24,7 +24,8 @@ from tests.interop.pi_runner import MockLLM
 from tests.shared_dir import ROOT
 
 ANTHROPIC = "anthropic-messages"
-RUN_TIMEOUT = 60.0
+RUN_TIMEOUT = 150.0
+"""Generous: pi starts in ~2 s, but the test machine may be shared with other test runs."""
 
 
 @dataclass
@@ -121,16 +122,20 @@ def run_print(
         if before is not None:
             before(agent_dir, work)
         full_env = {**base_env(root, agent_dir), **(env or {})}
-        done = subprocess.run(
-            [*argv, *args],
-            cwd=work,
-            env=full_env,
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [*argv, *args],
+                cwd=work,
+                env=full_env,
+                input="",
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            # One stuck run fails its own case (exit -1), not every case of the module.
+            return OneShot(agent, -1, "", f"timed out after {RUN_TIMEOUT:g} s", [], [], root)
         return OneShot(
             agent,
             done.returncode,

@@ -111,7 +111,7 @@ def test_prompts_may_come_around_options(tmp_path: Path) -> None:
         (("--mode", "rpc", "-p"), "Error: -p/--print cannot be used with --mode rpc"),
         (("--mode", "rpc", "hello"), "Error: --mode rpc takes no prompt argument ('hello')"),
         (("--mode", "rpc", "--faux-chunk-delay", "0.1"), "Error: --faux-chunk-delay is for"),
-        (("--provider", "anthropic", "-p", "hi"), "Error: --provider needs --model"),
+        (("--provider", "anthropic", "-p", "hi"), "Error: --provider requires --model"),
         (("--trace-payloads", "hi"), "Error: --trace-payloads needs --trace FILE"),
         (("--all", "hi"), "Error: --all goes with --list-models"),
         (("--faux-chunk-delay", "-1", "hi"), "Error: --faux-chunk-delay: -1.0 is not a delay"),

@@ -68,7 +68,8 @@ def test_bash_completes_the_subcommands(bash_script: Path) -> None:
 def test_bash_completes_options_and_their_choices(bash_script: Path) -> None:
     assert complete(bash_script, "pitrio", "--mo") == ["--mode", "--model", "--models"]
     assert complete(bash_script, "pitrio", "--mode", "") == ["text", "json", "rpc"]
-    assert complete(bash_script, "pitrio", "--thinking", "m") == ["minimal", "medium"]
+    # pi 1.6.0 added the level max.
+    assert complete(bash_script, "pitrio", "--thinking", "m") == ["minimal", "medium", "max"]
     assert complete(bash_script, "pitrio", "serve", "--faux") == ["--faux-chunk-delay"]
     assert complete(bash_script, "pitrio", "sessions", "") == [
         "check",

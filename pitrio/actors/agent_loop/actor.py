@@ -171,6 +171,13 @@ class AgentLoop(Actor[AgentCommand]):
         finally:
             self._publish_facts()  # before the caller, woken by the reply, runs again
 
+    def _api_key(self) -> str | None:
+        """The configured key, when it is for the current model's provider."""
+        wanted = self._options.api_key_provider
+        if wanted is not None and wanted != self._model.provider:
+            return None
+        return self._options.api_key
+
     def _run_context(self) -> RunContext:
         """A new run's context: the shared snapshot and what the transcript has after it, or,
         after a change other than appending, a snapshot of the whole transcript."""
@@ -368,7 +375,7 @@ class AgentLoop(Actor[AgentCommand]):
                 tools=tools,
                 tool_execution=self._options.tool_execution,
                 session_id=self._options.session_id,
-                api_key=self._options.api_key,
+                api_key=self._api_key(),
                 hooks=self._hooks,
                 forced_system_prompt=self._forced_system_prompt,
                 system_replay=self._system_replay,

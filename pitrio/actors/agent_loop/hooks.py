@@ -82,3 +82,6 @@ class LoopOptions:
     tool_execution: ToolExecutionMode = "parallel"
     session_id: str | None = None
     api_key: str | None = None
+    api_key_provider: str | None = None
+    """The provider ``api_key`` is for (``--api-key`` is the start model's provider's, as in
+    pi); ``None``: every request's."""

@@ -9,6 +9,7 @@ level at once; a resumed one whose model cannot be restored says so in :attr:`no
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
-from pitrio.actors.mcp.session import start_session_mcp
+from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
@@ -38,6 +39,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.resources.settings import Settings
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
@@ -49,14 +51,21 @@ from pitrio.actors.session_store import (
     start_seeded_store,
 )
 from pitrio.actors.session_store.actor import FSYNC_POLICIES, StoreOptions
+from pitrio.actors.session_store.paths import SESSION_ID, session_dir
 from pitrio.actors.session_store.paths import agent_dir as default_agent_dir
-from pitrio.actors.session_store.paths import session_dir
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
-from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
+from pitrio.actors.tool_executor import (
+    BUILTIN_TOOL_NAMES,
+    AgentTool,
+    ToolExecutor,
+    ToolExecutorHandle,
+)
+from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
+from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.model import Model
 from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
@@ -88,9 +97,30 @@ class SessionOptions:
     no_context_files: bool = False
     no_skills: bool = False
     no_prompt_templates: bool = False
+    skill_paths: tuple[str, ...] = ()
+    """``--skill PATH`` (repeatable; loaded even with ``no_skills``)."""
+    prompt_template_paths: tuple[str, ...] = ()
+    """``--prompt-template PATH`` (repeatable)."""
     tools: Sequence[AgentTool] = ()
     builtin_tools: bool = True
     active_tools: Sequence[str] | None = None
+    tool_patterns: tuple[str, ...] | None = None
+    """``--tools`` (pi 1.6.0): names or ``*`` patterns, or only ``+name``/``-name`` edits of
+    the default selection (:mod:`.tool_selection`); ``active_tools`` wins when both are set."""
+    exclude_tools: tuple[str, ...] = ()
+    """``--exclude-tools``: names or patterns disabled after every other choice."""
+    no_builtin_tools: bool = False
+    """``--no-builtin-tools``: the built-ins stay registered but none is active at start."""
+    no_mcp: bool = False
+    """``--no-mcp``: no MCP server starts for this session."""
+    session_id: str | None = None
+    """``--session-id``: open the cwd's session with this id, or create one with it."""
+    session_name: str | None = None
+    """``--name``: the session's display name (a ``session_info`` entry), as pi."""
+    api_key: str | None = None
+    """``--api-key``: the key of the start model's provider for this session's requests."""
+    project_trust: bool | None = None
+    """``--approve`` (``True``) / ``--no-approve`` (``False``): recorded for project trust."""
     path: Path | None = None
     """Open (or start at) exactly this file, as pi's ``switch_session`` does."""
     seed: SessionSeed | None = None
@@ -210,6 +240,10 @@ async def _open_store(
     if sum(bool(x) for x in (options.session, options.continue_recent, options.fork)) > 1:
         raise PitrioError("--session, --continue and --fork cannot be combined")
     directory = session_dir(cwd, override=options.session_dir)
+    # --session-id and --name are about the session the process starts with: a replacement
+    # (RPC new_session, fork, switch) made from the same options starts its own.
+    if options.session_id is not None and options.start_reason == "startup":
+        return await _open_by_id(nursery, options, cwd, directory, store)
     if options.fork:
         source = resolve_session_arg(options.fork, cwd=cwd, directory=directory).path
         path = await trio.to_thread.run_sync(lambda: fork_from(source, cwd, directory=directory))
@@ -228,6 +262,51 @@ async def _open_store(
         cwd,
         session_dir_override=options.session_dir,
         persist=options.persist,
+        parent_session=options.parent_session,
+        options=store,
+    )
+
+
+def check_session_id(session_id: str) -> None:
+    """Raise :class:`PitrioError` unless ``session_id`` is one pi 1.6.0 accepts."""
+    if not SESSION_ID.match(session_id):
+        raise PitrioError(
+            f"invalid session id {session_id!r}: use letters, digits, '.', '_' and '-', "
+            "starting and ending with a letter or digit"
+        )
+
+
+def find_session_by_id(directory: Path, session_id: str) -> Path | None:
+    """The session file of ``directory`` whose id is exactly ``session_id``."""
+    if not directory.is_dir():
+        return None
+    found = sorted(directory.glob(f"*_{glob.escape(session_id)}.jsonl"))
+    return found[-1] if found else None
+
+
+async def _open_by_id(
+    nursery: trio.Nursery,
+    options: SessionOptions,
+    cwd: str,
+    directory: Path,
+    store: StoreOptions | None,
+) -> SessionStoreHandle:
+    """``--session-id``: pi 1.6.0 opens the cwd's session with that id, else creates one."""
+    assert options.session_id is not None
+    check_session_id(options.session_id)
+    if options.session or options.continue_recent or options.fork:
+        raise PitrioError("--session-id cannot be combined with --session, --continue or --fork")
+    existing = None
+    if options.persist:
+        existing = await trio.to_thread.run_sync(find_session_by_id, directory, options.session_id)
+    if existing is not None:
+        return await open_store(nursery, existing, cwd=cwd, options=store)
+    return await create_store(
+        nursery,
+        cwd,
+        session_dir_override=options.session_dir,
+        persist=options.persist,
+        session_id=options.session_id,
         parent_session=options.parent_session,
         options=store,
     )
@@ -272,6 +351,44 @@ def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
     return None if factory is None else factory(session_id)
 
 
+def model_thinking_level(configured: object, model: Model) -> str | None:
+    """``modelThinkingLevels["provider/id"]`` of the settings (pi 1.6.0), if it names one."""
+    if not isinstance(configured, dict):
+        return None
+    level = configured.get(f"{model.provider}/{model.id}")
+    return level if isinstance(level, str) else None
+
+
+def _active_tools(
+    options: SessionOptions,
+    extra: Sequence[AgentTool],
+    mcp: Sequence[AgentTool],
+    default_tools: object = None,
+) -> Sequence[str] | None:
+    """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
+    selection flag or ``defaultTools`` was used, else ``None`` (the executor's defaults)."""
+    if options.active_tools is not None:
+        return options.active_tools
+    configured = None
+    if isinstance(default_tools, list) and all(isinstance(t, str) for t in default_tools):
+        configured = default_tools
+    flags = options.tool_patterns is not None or options.exclude_tools
+    if not flags and not options.no_builtin_tools and configured is None:
+        return None
+    try:
+        return select_tools(
+            builtin=BUILTIN_TOOL_NAMES if options.builtin_tools else (),
+            defaults=DEFAULT_ACTIVE_TOOLS if configured is None else default_selection(configured),
+            extra=[tool.name for tool in extra],
+            mcp=[tool.name for tool in mcp],
+            tools=options.tool_patterns,
+            exclude=options.exclude_tools,
+            no_builtin_tools=options.no_builtin_tools,
+        )
+    except ToolListError as exc:
+        raise PitrioError(f"--tools: {exc}") from None
+
+
 async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
     """The model of a session that names none and has none saved: the settings'
     ``defaultProvider``/``defaultModel`` when it resolves, else pi's first available model,
@@ -303,6 +420,8 @@ async def start_session(
         no_context_files=options.no_context_files,
         no_skills=options.no_skills,
         no_prompt_templates=options.no_prompt_templates,
+        skill_paths=options.skill_paths,
+        prompt_template_paths=options.prompt_template_paths,
     )
     resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
     settings = resources.settings
@@ -353,9 +472,12 @@ async def start_session(
         options.thinking_level
         or pattern_level
         or (context.thinking_level if has_thinking_entry else None)
+        or (model_thinking_level(settings.get("modelThinkingLevels"), model) if empty else None)
         or settings.text("defaultThinkingLevel")
         or DEFAULT_THINKING_LEVEL
     )
+    if requested == "max" and "max" not in THINKING_LEVELS:
+        requested = THINKING_LEVELS[-1]  # pi 1.6.0's max: the model's highest, once clamped
     level = clamp_thinking_level(model, requested)
     # Lazy: nobody is told about these, so they need no file of their own; they are written
     # with the session's first acknowledged entry (a session left unused leaves none, as pi).
@@ -369,19 +491,29 @@ async def start_session(
     if tap is not None:  # the shared router's inbox is traced per session, sends only
         router = ModelRouterHandle(router.traced_sends(tap.tracer))
     stream = router.stream if tap is None else tap.stream(router.stream)
-    mcp = await start_session_mcp(
-        nursery,
-        agent_dir=agent,
-        cwd=cwd,
-        mcp_settings=settings.get("mcp"),
-        files=options.mcp_config,
-    )
+    if options.no_mcp:
+        mcp = SessionMcp()
+    else:
+        mcp = await start_session_mcp(
+            nursery,
+            agent_dir=agent,
+            cwd=cwd,
+            mcp_settings=settings.get("mcp"),
+            files=options.mcp_config,
+        )
     notices.extend(mcp.notices)
+    if options.session_name is not None and options.start_reason == "startup":
+        await store.append_session_info(options.session_name)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
-        active=options.active_tools,
+        active=_active_tools(
+            options,
+            [*options.tools, *extension_tools],
+            mcp.tools,
+            settings.get("defaultTools"),
+        ),
     )
     tools_address = await nursery.start(executor.run)
     tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)
@@ -389,6 +521,8 @@ async def start_session(
         steering_mode="all" if settings.text("steeringMode") == "all" else "one-at-a-time",
         follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",
         session_id=store.header.id,
+        api_key=options.api_key,
+        api_key_provider=model.provider if options.api_key else None,
     )
     sections = system_prompt_sections(resources, await tools.prompt_entries())
     agent_loop = AgentLoop(

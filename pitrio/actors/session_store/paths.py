@@ -4,11 +4,15 @@ what a session path may be (a regular file or nothing yet, :func:`check_session_
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from pitrio.errors import SessionPathError
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+"""pi 1.6.0's rule for a caller-chosen session id (``--session-id``, ``assertValidSessionId``)."""
 
 AGENT_DIR_ENV = "PITRIO_AGENT_DIR"
 SESSION_DIR_ENV = "PITRIO_SESSION_DIR"

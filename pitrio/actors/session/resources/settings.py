@@ -166,11 +166,26 @@ def _budgets(value: Any) -> str | None:
     return None
 
 
+_LEVELS = THINKING_LEVELS if "max" in THINKING_LEVELS else (*THINKING_LEVELS, "max")
+"""The thinking levels a setting may name: pi 1.6.0's, ``max`` included."""
+
+
+def _model_levels(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "expected an object of provider/model: thinking level"
+    for ref, level in value.items():
+        if level not in _LEVELS:
+            return f'"{ref}": expected one of {", ".join(_LEVELS)}'
+    return None
+
+
 # Keys of §8.2 this layer reads, with their checks. Parents of dotted keys must be objects.
 SCHEMA: dict[str, Check] = {
     "defaultProvider": _string,
     "defaultModel": _string,
-    "defaultThinkingLevel": _one_of(*THINKING_LEVELS),
+    "defaultThinkingLevel": _one_of(*_LEVELS),
+    "modelThinkingLevels": _model_levels,
+    "defaultTools": _strings,
     "thinkingBudgets": _budgets,
     "transport": _one_of(*TRANSPORTS),
     "steeringMode": _one_of(*QUEUE_MODES),
