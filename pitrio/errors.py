@@ -21,6 +21,12 @@ class DecodeError(PitrioError, ValueError):
     """A JSON value did not match the type it was decoded as; the message names type and field."""
 
 
+class UnencodableTextError(PitrioError, ValueError):
+    """A string bound for the OS (a command line, a path, an environment value, a pipe or a
+    socket) holds what no encoding there can carry: a NUL character or a lone surrogate. The
+    message names the field and the offset (see :mod:`pitrio.messages.ostext`)."""
+
+
 class ActorStoppedError(PitrioError):
     """The actor behind a handle has stopped, so the command cannot be answered."""
 

@@ -1,0 +1,84 @@
+"""The boundary check for strings bound for the operating system (issue 36).
+
+A Python string can hold what no OS-level encoding carries: a NUL character (a command line, a
+path and an environment value end at the first one) and a lone surrogate (``"\\ud800"``, which
+JSON lets a client or a model write as an escape, and which UTF-8 cannot encode). Written to a
+JSON file such a string is fine (:func:`pitrio.messages.codec.dumps` escapes a lone surrogate as
+JavaScript does), so it is accepted everywhere a string is only data; where it reaches an
+``argv``, a path, an environment, a subprocess's stdin or a socket that needs UTF-8 bytes it is
+checked here first, so the caller answers with an error naming the field instead of failing
+deep inside the encoding with a bare ``UnicodeEncodeError`` or ``ValueError``.
+
+Pure: no I/O, nothing of pitrio but :mod:`pitrio.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pitrio.errors import UnencodableTextError
+
+__all__ = [
+    "check_environment",
+    "check_os_text",
+    "check_os_texts",
+    "os_text_problem",
+]
+
+
+def os_text_problem(value: str, field: str) -> str | None:
+    """Why ``value`` (the ``field`` of something) cannot reach the OS, or ``None`` if it can.
+
+    The first NUL character or lone surrogate is named with its offset (in code points).
+    """
+    if value.isascii():  # the common case: one C scan, no copy
+        where = value.find("\0")
+        if where < 0:
+            return None
+        return _nul(field, where)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start]
+        nul = value.find("\0", 0, exc.start)
+        if nul >= 0:
+            return _nul(field, nul)
+        return (
+            f"The {field} contains a lone surrogate (\\u{ord(bad):04x} at offset {exc.start}): "
+            "it cannot be encoded as UTF-8"
+        )
+    where = value.find("\0")
+    return None if where < 0 else _nul(field, where)
+
+
+def _nul(field: str, where: int) -> str:
+    return f"The {field} contains a NUL character (at offset {where}): the OS cannot take one"
+
+
+def check_os_text(value: str, field: str) -> str:
+    """``value`` unchanged if it can reach the OS; else :class:`UnencodableTextError` naming
+    ``field`` (e.g. ``"path"``, ``"outputPath"``, ``"environment variable HOME"``)."""
+    problem = os_text_problem(value, field)
+    if problem is not None:
+        raise UnencodableTextError(problem)
+    return value
+
+
+def check_os_texts(values: Iterable[str], field: str) -> None:
+    """Check each of ``values`` (an argument list): the first bad one is named as
+    ``field`` and its position (``"argument 2 of the command"``)."""
+    for index, value in enumerate(values):
+        check_os_text(value, f"{field} {index}")
+
+
+def check_environment(env: Mapping[str, str], field: str = "environment") -> None:
+    """Check every name and value of ``env`` (``"environment variable name FOO"``); a name also
+    may not hold ``=``, which would end it early. Names are shown quoted (``repr``), so a message
+    never carries the bad character itself."""
+    for name, value in env.items():
+        check_os_text(name, f"{field} variable name {name!r}")
+        if "=" in name:
+            raise UnencodableTextError(
+                f"The {field} variable name {name!r} contains '=': no environment can hold it"
+            )
+        check_os_text(value, f"{field} variable {name!r}")
