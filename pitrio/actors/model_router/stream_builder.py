@@ -27,6 +27,7 @@ from pitrio.messages.agent import (
     Usage,
     now_ms,
 )
+from pitrio.messages.codec import loads
 from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import Model
 from pitrio.messages.stream import (
@@ -73,9 +74,12 @@ class _OpenBlock:
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
-    """Parse a tool call's accumulated JSON text; ``None`` if it is not (yet) a JSON object."""
+    """Parse a tool call's accumulated JSON text; ``None`` if it is not (yet) a JSON object.
+
+    A lone surrogate escape (``"\\ud800"``) is kept, as JavaScript's ``JSON.parse`` keeps it: the
+    tool that gets such an argument refuses it where it would reach the OS (issue 36)."""
     try:
-        value = orjson.loads(raw)
+        value = loads(raw)
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None

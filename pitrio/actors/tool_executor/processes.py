@@ -21,6 +21,7 @@ import trio
 
 from pitrio.actors.procfs import ENDED_STATES, proc_stat
 from pitrio.actors.tool_executor.ledger import ledger
+from pitrio.messages.ostext import check_environment, check_os_text, check_os_texts
 
 KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
@@ -137,7 +138,14 @@ async def open_merged(
 ) -> SpawnedProcess | trio.Process:
     """Start ``argv`` in its own process group (so it can be ended with all its children),
     stdin from ``/dev/null``, stdout and stderr merged in one pipe: on the loop's thread
-    where pidfds exist (:func:`spawn_merged`), else through trio. ``env=None``: ours."""
+    where pidfds exist (:func:`spawn_merged`), else through trio. ``env=None``: ours.
+
+    Raises :class:`~pitrio.errors.UnencodableTextError` for an argument, ``cwd`` or environment
+    entry the OS cannot take (callers check their own fields first, with their own names)."""
+    check_os_texts(argv, "argument")
+    check_os_text(cwd, "cwd")
+    if env is not None:
+        check_environment(env)
     if can_spawn_inline():
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_merged(argv, cwd=cwd, env=env)

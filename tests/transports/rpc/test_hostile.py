@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from pitrio.messages.codec import dumps
 from tests.transports.rpc.harness import Dirs, RpcProcess, rpc_process
 
 DEEP = "[" * 1000 + "]" * 1000
@@ -26,7 +27,7 @@ def dirs(tmp_path: Path) -> Dirs:
 def no_group_text(rpc: RpcProcess) -> None:
     """Nothing written to the client names an exception group or holds a traceback."""
     for line in rpc.lines:
-        text = orjson.dumps(line).decode()
+        text = dumps(line).decode()  # lone surrogates (escaped) may be in it
         assert "ExceptionGroup" not in text and "sub-exception" not in text, line
         assert "Traceback" not in text, line
 
@@ -196,3 +197,58 @@ async def test_wrong_settings_are_refused_and_change_nothing(dirs: Dirs) -> None
         await still_serving(rpc)
     saved = orjson.loads((dirs.agent / "settings.json").read_bytes())
     assert saved["retry"]["enabled"] is False and saved.get("compaction", {}).get("enabled") is None
+
+
+SURROGATE_ERROR = "contains a lone surrogate (\\ud800 at offset {}): it cannot be encoded as UTF-8"
+
+
+async def test_a_lone_surrogate_in_a_user_command_is_refused(dirs: Dirs) -> None:
+    """Issue 36: the spawn used to fail with a bare ``UnicodeEncodeError`` that ended the
+    session actor, and with it the process; now the command is refused and nothing is lost."""
+    async with rpc_process(dirs) as rpc:
+        await rpc.data({"type": "prompt", "message": "before"})
+        await rpc.event("agent_settled")
+        # As a JavaScript client writes it: the lone half escaped.
+        await rpc.send_raw(b'{"id":"b","type":"bash","command":"echo \\ud800"}\n')
+        refused = await rpc.response("b")
+        assert (refused["success"], refused["error"]) == (
+            False,
+            "The command " + SURROGATE_ERROR.format(5),
+        )
+        assert (await rpc.data({"type": "bash", "command": "echo fine"}))["output"] == "fine\n"
+        messages = (await rpc.data({"type": "get_messages"}))["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "bashExecution"]
+        await still_serving(rpc)
+        no_group_text(rpc)
+
+
+TOOL_CALLS = [
+    ("bash", {"command": "echo \ud800"}, "command", 5),
+    ("read", {"path": "x\ud800"}, "path", 1),
+    ("write", {"path": "x\ud800", "content": "a"}, "path", 1),
+    ("edit", {"path": "x\ud800", "edits": [{"oldText": "a", "newText": "b"}]}, "path", 1),
+    ("ls", {"path": "x\ud800"}, "path", 1),
+    ("find", {"pattern": "x\ud800"}, "pattern", 1),
+    ("find", {"pattern": "*", "path": "x\ud800"}, "path", 1),
+    ("grep", {"pattern": "x\ud800"}, "pattern", 1),
+    ("grep", {"pattern": "x", "path": "x\ud800"}, "path", 1),
+    ("grep", {"pattern": "x", "glob": "x\ud800"}, "glob", 1),
+]
+
+
+async def test_a_lone_surrogate_in_the_models_tool_call_is_a_tool_error(dirs: Dirs) -> None:
+    """Every tool argument that reaches the OS: an error tool result naming the field; the
+    run goes on, nothing is written, the session keeps serving."""
+    async with rpc_process(dirs, "--tools", "read,bash,edit,write,ls,find,grep") as rpc:
+        for count, (tool, args, field, offset) in enumerate(TOOL_CALLS, 1):
+            # The arguments as a model writes them: JSON, the lone half escaped.
+            step = dumps(args).decode()
+            await rpc.data({"type": "prompt", "message": f"go <<{tool} {step}>>"})
+            end = await rpc.event("tool_execution_end", count)
+            assert (end["toolName"], end["isError"]) == (tool, True)
+            text = end["result"]["content"][0]["text"]
+            assert text == f"The {field} " + SURROGATE_ERROR.format(offset), (tool, args)
+            await rpc.event("agent_settled", count)
+        assert sorted(os.listdir(dirs.cwd)) == ["README.md", "notes.txt", "src"]
+        await still_serving(rpc)
+        no_group_text(rpc)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
-import orjson
 import trio
 
 from pitrio.actors.model_router.providers.base import EventSender
@@ -41,6 +40,7 @@ from pitrio.messages.agent import (
     Usage,
     UserMessage,
 )
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall, text_of
 from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
 from pitrio.messages.stream import StreamError
@@ -145,8 +145,9 @@ class FauxRequest:
 
 
 def _json(value: Any) -> str:
-    # Compact, like JavaScript's JSON.stringify, so character counts match pi's.
-    return orjson.dumps(value).decode()
+    # Compact, like JavaScript's JSON.stringify, so character counts match pi's; a lone
+    # surrogate (a scripted tool argument may hold one) escaped, as JSON.stringify writes it.
+    return dumps(value).decode()
 
 
 def _user_content_text(content: str | tuple[TextContent | ImageContent, ...]) -> str:

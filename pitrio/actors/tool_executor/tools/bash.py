@@ -46,6 +46,7 @@ from pitrio.actors.tool_executor.tools.truncate import (
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import TextContent
+from pitrio.messages.ostext import os_text_problem
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -86,10 +87,11 @@ class BashSettings:
 
 
 def nul_problem(command: str) -> str | None:
-    """Why ``command`` cannot be given to a shell (it holds a NUL character), or ``None``."""
+    """Why ``command`` cannot be given to a shell (it holds a NUL character or a lone surrogate,
+    see :mod:`pitrio.messages.ostext`), or ``None``."""
     where = command.find("\0")
     if where < 0:
-        return None
+        return os_text_problem(command, "command")
     return f"The command contains a NUL character (at offset {where}): no command line can hold one"
 
 

@@ -29,6 +29,7 @@ from pitrio.actors.tool_executor.tools.truncate import (
 from pitrio.actors.tool_executor.tools.walk import Walker
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.ostext import check_os_text
 
 DEFAULT_LIMIT = 1000
 
@@ -146,7 +147,7 @@ def create_find_tool(cwd: str, *, use_fd: bool | None = None) -> AgentTool:
         root = resolve_to_cwd(args.get("path") or ".", cwd)
         limit_arg = args.get("limit")
         limit = max(1, int(limit_arg)) if limit_arg is not None else DEFAULT_LIMIT
-        pattern: str = args["pattern"]
+        pattern: str = check_os_text(args["pattern"], "pattern")  # fd's argv, with or without fd
         fd = find_executable("fd") if use_fd is not False else None
         if use_fd and fd is None:
             raise ToolError("fd is not available and could not be downloaded")

@@ -35,6 +35,7 @@ from pitrio.actors.tool_executor.tools.truncate import (
 from pitrio.actors.tool_executor.tools.walk import Walker
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.ostext import check_os_text
 
 DEFAULT_LIMIT = 100
 BINARY_SNIFF_BYTES = 8192
@@ -309,6 +310,9 @@ def create_grep_tool(cwd: str, *, use_ripgrep: bool | None = None) -> AgentTool:
 
     async def execute(_call_id: str, args: dict[str, Any], _update: UpdateFn) -> AgentToolResult:
         root = resolve_to_cwd(args.get("path") or ".", cwd)
+        check_os_text(args["pattern"], "pattern")  # ripgrep's argv: refused with or without it
+        if args.get("glob"):
+            check_os_text(args["glob"], "glob")
         try:
             is_dir = stat.S_ISDIR((await trio.Path(root).stat()).st_mode)
         except OSError:

@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from pitrio.actors.tool_executor.processes import terminate_group
+from pitrio.messages.ostext import check_os_texts
 
 
 @attrs.frozen
@@ -31,7 +32,10 @@ def find_executable(name: str) -> str | None:
 
 
 async def run_lines(argv: Sequence[str], on_line: Callable[[str], bool]) -> NativeResult:
-    """Run ``argv``, passing each stdout line to ``on_line``; it returns False to stop early."""
+    """Run ``argv``, passing each stdout line to ``on_line``; it returns False to stop early.
+
+    Raises :class:`~pitrio.errors.UnencodableTextError` for an argument the OS cannot take."""
+    check_os_texts(argv, "argument")
     process = await trio.lowlevel.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,

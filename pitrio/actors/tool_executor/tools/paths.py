@@ -11,6 +11,8 @@ import re
 import unicodedata
 from collections.abc import Callable
 
+from pitrio.messages.ostext import check_os_text
+
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _AM_PM = re.compile(r" (AM|PM)\.", re.IGNORECASE)
 _NARROW_NBSP = "\u202f"
@@ -28,7 +30,11 @@ def expand_path(path: str, home: str | None = None) -> str:
 
 
 def resolve_to_cwd(path: str, cwd: str, home: str | None = None) -> str:
-    """The absolute path a tool argument names: absolute paths as given, others under ``cwd``."""
+    """The absolute path a tool argument names: absolute paths as given, others under ``cwd``.
+
+    Raises :class:`~pitrio.errors.UnencodableTextError` for a path no file system can take (a
+    NUL or a lone surrogate in it): a tool's error result, not a failure deep in a syscall."""
+    check_os_text(path, "path")
     expanded = expand_path(path, home)
     if os.path.isabs(expanded):
         return expanded
