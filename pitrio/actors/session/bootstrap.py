@@ -58,6 +58,7 @@ from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHan
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
 from pitrio.messages.model import Model
+from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
 
 DEFAULT_MODEL = "faux/echo"
@@ -178,6 +179,21 @@ def store_options(settings: Settings, *, sync_inline: bool = False) -> StoreOpti
     return StoreOptions(sync_inline=sync_inline)
 
 
+def _check_paths(options: SessionOptions, cwd: str) -> None:
+    """Refuse a path option the file system cannot take (a NUL or a lone surrogate: a
+    ``--session`` given by a client, a cwd sent to the daemon) with an error naming it."""
+    check_os_text(cwd, "cwd")
+    named = (
+        (options.path and str(options.path), "session path"),
+        (options.session, "--session"),
+        (options.fork, "--fork"),
+        (options.session_dir and str(options.session_dir), "--session-dir"),
+    )
+    for value, field in named:
+        if value:
+            check_os_text(value, field)
+
+
 async def _open_store(
     nursery: trio.Nursery,
     options: SessionOptions,
@@ -186,6 +202,7 @@ async def _open_store(
 ) -> SessionStoreHandle:
     if options.store_opener is not None:
         return await options.store_opener(nursery, store)
+    _check_paths(options, cwd)
     if options.seed is not None:
         return await start_seeded_store(nursery, options.seed, options=store)
     if options.path is not None:

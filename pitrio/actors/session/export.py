@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
 import trio
 
 from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.actors.supervisor.actor.compactor import known_entries
 from pitrio.errors import PitrioError
-from pitrio.messages.codec import to_json
+from pitrio.messages.codec import dumps, to_json
 from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
+from pitrio.messages.ostext import check_os_text
 
 if TYPE_CHECKING:
     from pitrio.actors.agent_loop import AgentLoopHandle
@@ -104,10 +104,10 @@ def default_html_name(session_file_name: str) -> str:
 def export_jsonl(header: SessionHeader, branch: Sequence[SessionEntry]) -> bytes:
     """A fresh header (now) and the branch's entries re-chained into one line of parents."""
     fresh = attrs.evolve(header, timestamp=iso_now(), parent_session=None)
-    lines = [orjson.dumps(to_json(fresh))]
+    lines = [dumps(to_json(fresh))]
     parent: str | None = None
     for entry in branch:
-        lines.append(orjson.dumps(to_json(attrs.evolve(entry, parent_id=parent))))
+        lines.append(dumps(to_json(attrs.evolve(entry, parent_id=parent))))
         parent = entry.id
     return b"\n".join(lines) + b"\n"
 
@@ -187,9 +187,12 @@ def export_html(
         "tools": list(tools),
     }
     # "</" inside a script element would end it early; JSON allows the escaped form.
-    data = orjson.dumps(payload).decode().replace("</", "<\\/")
+    # A lone surrogate in the session (pi keeps what its clients send) is written escaped in
+    # the data, and as a character reference (shown as U+FFFD, as a browser shows it) in the
+    # title.
+    data = dumps(payload).decode().replace("</", "<\\/")
     name = title or f"Session {header.id}"
-    return _PAGE.format(title=html.escape(name), data=data).encode()
+    return _PAGE.format(title=html.escape(name), data=data).encode("utf-8", "xmlcharrefreplace")
 
 
 async def write_session_html(
@@ -197,6 +200,8 @@ async def write_session_html(
 ) -> str:
     """Write the session as a self-contained HTML page; returns its path. A session kept in a
     database exports like a file's (its default name is the file name it would have)."""
+    if output_path is not None:
+        check_os_text(output_path, "outputPath")
     path = store.path
     if path is None:
         status = await store.status()
@@ -225,6 +230,8 @@ async def write_session_html(
 
 async def write_session_jsonl(store: SessionStoreHandle, output_path: str | None) -> str:
     """Write the current branch as a new linear session file; returns its path."""
+    if output_path is not None:
+        check_os_text(output_path, "outputPath")
     branch = known_entries(await store.branch_entries())
     data = export_jsonl(store.header, branch)
     target = await trio.Path(output_path or default_jsonl_name()).absolute()

@@ -27,6 +27,7 @@ from pitrio.actors.session_store import SessionSeed
 from pitrio.actors.session_store.maintenance import probe_session_file
 from pitrio.errors import PitrioError
 from pitrio.messages.entries import MessageEntry
+from pitrio.messages.ostext import check_os_text
 
 FLUSH_SECONDS = 10.0
 EVENT_BUFFER = 16
@@ -170,6 +171,7 @@ class SessionRuntime:
         normalized lexically, as pi does, so ``sessionFile`` reads absolute; the extensions'
         gate sees it as given (pi's ``session_before_switch`` does too)."""
         base = self.options
+        check_os_text(path, "sessionPath")
         resolved = resolve_session_path(base.cwd, path)
         await self.gate(
             "session_before_switch",
