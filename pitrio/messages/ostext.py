@@ -20,8 +20,10 @@ from pitrio.errors import UnencodableTextError
 
 __all__ = [
     "check_environment",
+    "check_json_texts",
     "check_os_text",
     "check_os_texts",
+    "json_text_problem",
     "os_text_problem",
 ]
 
@@ -82,3 +84,43 @@ def check_environment(env: Mapping[str, str], field: str = "environment") -> Non
                 f"The {field} variable name {name!r} contains '=': no environment can hold it"
             )
         check_os_text(value, f"{field} variable {name!r}")
+
+
+def json_text_problem(value: object, field: str) -> str | None:
+    """Why the JSON value ``value`` cannot be sent as UTF-8 (a string or key in it holds a lone
+    surrogate), or ``None``; the string is named by its place (``arguments.edits[0].newText``).
+
+    A NUL is fine here: JSON writes it as ``\\u0000``. For payloads that a library serialises
+    strictly (an MCP call, a frame of another program's protocol) before they reach a socket
+    or a pipe.
+    """
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (
+                f"The {field} contains a lone surrogate (\\u{ord(value[exc.start]):04x} at offset "
+                f"{exc.start}): it cannot be encoded as UTF-8"
+            )
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            key_text = str(key)
+            if (problem := json_text_problem(key_text, f"{field} key {key_text!r}")) is not None:
+                return problem
+            if (problem := json_text_problem(item, f"{field}.{key_text}")) is not None:
+                return problem
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if (problem := json_text_problem(item, f"{field}[{index}]")) is not None:
+                return problem
+    return None
+
+
+def check_json_texts(value: object, field: str) -> None:
+    """:func:`json_text_problem` as an :class:`UnencodableTextError`."""
+    problem = json_text_problem(value, field)
+    if problem is not None:
+        raise UnencodableTextError(problem)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,8 +13,10 @@ from hypothesis import strategies as st
 from pitrio.errors import PitrioError, UnencodableTextError
 from pitrio.messages.ostext import (
     check_environment,
+    check_json_texts,
     check_os_text,
     check_os_texts,
+    json_text_problem,
     os_text_problem,
 )
 
@@ -109,3 +112,32 @@ def test_what_passes_reaches_a_real_process_unchanged(value: str) -> None:
         ["printf", "%s", value], capture_output=True, check=True, env={"PATH": os.defpath}
     )
     assert out.stdout.decode("utf-8") == value
+
+
+def test_a_json_payload_names_the_place_of_the_bad_string() -> None:
+    args = {"path": "ok", "edits": [{"oldText": "a\0", "newText": "b\udc00"}]}
+    assert json_text_problem(args, "arguments") == (
+        "The arguments.edits[0].newText contains a lone surrogate (\\udc00 at offset 1): "
+        "it cannot be encoded as UTF-8"
+    )
+    with pytest.raises(UnencodableTextError, match=r"^The arguments key '\\ud800' contains"):
+        check_json_texts({"\ud800": 1}, "arguments")
+    # A NUL is fine in JSON (written \u0000); numbers, nulls and pairs too.
+    check_json_texts({"a": ["x\0", 1, None, 2.5, True, "😀"]}, "arguments")
+
+
+@given(
+    st.recursive(
+        ANY_TEXT | st.integers(-(2**63), 2**63 - 1) | st.none(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3),
+        max_leaves=8,
+    )
+)
+def test_a_json_payload_passes_exactly_when_strict_json_takes_it(value: object) -> None:
+    problem = json_text_problem(value, "frame")
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        assert problem is not None
+    else:
+        assert problem is None

@@ -38,6 +38,7 @@ from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.mcp.config import McpServerConfig
 from pitrio.actors.mcp.state import McpServerError, McpServerState, ServerStatus
 from pitrio.errors import PitrioError, unwrap_group
+from pitrio.messages.ostext import check_environment, check_os_text, check_os_texts
 
 CLIENT_INFO = mcp_types.Implementation(name="pitrio", version="0.1.0")
 STDERR_TAIL = 400
@@ -132,6 +133,11 @@ async def open_transport(
     if config.transport == "stdio":
         from mcp import StdioServerParameters, stdio_client
 
+        # Refused here with the field named, not deep in the SDK's spawn.
+        check_os_texts([config.command, *config.args], f"MCP server {config.name} argument")
+        check_environment(config.env, f"MCP server {config.name} environment")
+        if config.cwd:
+            check_os_text(config.cwd, f"MCP server {config.name} cwd")
         params = StdioServerParameters(
             command=config.command,
             args=list(config.args),

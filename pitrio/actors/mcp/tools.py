@@ -26,6 +26,7 @@ from pitrio.actors.tool_executor.registry import check_definition
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.errors import PitrioError, ToolError
 from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.ostext import check_json_texts
 
 MAX_NAME = 64
 SEPARATOR = "__"
@@ -71,6 +72,8 @@ async def call_tool(
 ) -> AgentToolResult:
     """Call ``tool`` on a live connection within ``limit`` seconds; raise on any failure."""
     server = connection.server
+    # The SDK serialises the call strictly: a lone surrogate would fail in its writer task.
+    check_json_texts(args, "arguments")
     with trio.move_on_after(limit) as scope:
         try:
             result = await connection.session.call_tool(tool, args)

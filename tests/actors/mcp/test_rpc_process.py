@@ -64,3 +64,28 @@ async def test_rpc_a_missing_mcp_config_file_stops_start_up_naming_it(tmp_path: 
         assert code == 1
         assert f"MCP config file not found: {missing}" in rpc.stderr.decode()
         assert "Traceback" not in rpc.stderr.decode()
+
+
+async def test_a_lone_surrogate_never_reaches_an_mcp_server(tmp_path: Path) -> None:
+    """Issue 36: a model's argument with a lone surrogate is an error tool result naming it
+    (the SDK's writer would fail on it), and the server keeps serving."""
+    dirs = Dirs.make(tmp_path)
+    config = tmp_path / "servers.json"
+    config.write_bytes(orjson.dumps({"mcpServers": {"time": time_server()}}))
+    async with rpc_process(dirs, "--mcp-config", str(config)) as rpc:
+        await rpc.send({"id": "s0", "type": "get_state"})
+        assert (await rpc.response("s0", WAIT))["success"] is True
+        bad = '<<time__get_current_time {"timezone": "UTC\\ud800"}>>'
+        await rpc.data({"type": "prompt", "message": f"go {bad}"})
+        end = await rpc.event("tool_execution_end")
+        assert end["isError"] is True
+        assert end["result"]["content"][0]["text"] == (
+            "The arguments.timezone contains a lone surrogate (\\ud800 at offset 3): "
+            "it cannot be encoded as UTF-8"
+        )
+        await rpc.event("agent_settled")
+        good = '<<time__get_current_time {"timezone": "UTC"}>>'
+        await rpc.data({"type": "prompt", "message": f"go {good}"})
+        end = await rpc.event("tool_execution_end", 2)
+        assert end["isError"] is False, end
+        assert json.loads(end["result"]["content"][0]["text"])["timezone"] == "UTC"

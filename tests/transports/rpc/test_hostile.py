@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
 
 from pitrio.messages.codec import dumps
 from tests.transports.rpc.harness import Dirs, RpcProcess, rpc_process
@@ -252,3 +253,54 @@ async def test_a_lone_surrogate_in_the_models_tool_call_is_a_tool_error(dirs: Di
         assert sorted(os.listdir(dirs.cwd)) == ["README.md", "notes.txt", "src"]
         await still_serving(rpc)
         no_group_text(rpc)
+
+
+HOSTILE_EXTENSION = """
+def setup(api):
+    async def run(args, ctx):
+        words = args.split(" ")
+        done = await api.exec(words[0], words[1:])
+        api.send_message("ran", done.stdout, display=True)
+
+    async def rename(args, ctx):
+        await api.set_session_name(args)
+
+    async def label(args, ctx):
+        await api.set_label(await ctx.session_manager.leaf_id(), args)
+
+    api.register_command("run", run, description="exec a program")
+    api.register_command("rename", rename, description="name the session")
+    api.register_command("label", label, description="label the leaf")
+"""
+
+
+async def test_lone_surrogates_in_extension_arguments(dirs: Dirs) -> None:
+    """An extension command's arguments: a name or a label only goes to the JSON file (kept,
+    escaped, as pi does); an ``exec`` refuses it with the field named (an ``extension_error``),
+    and the session keeps serving."""
+    extension = dirs.root / "hostile_extension.py"
+    extension.write_text(HOSTILE_EXTENSION)
+    async with rpc_process(dirs, "-e", str(extension)) as rpc:
+        await rpc.data({"type": "prompt", "message": "first"})
+        await rpc.event("agent_settled")
+        await rpc.data({"type": "prompt", "message": "/rename half \ud800 name"})
+        await rpc.data({"type": "prompt", "message": "/label half \udc00 label"})
+        state = await rpc.data({"type": "get_state"})
+        assert state["sessionName"] == "half \ud800 name"
+        await rpc.data({"type": "prompt", "message": "/run echo x\ud800"})
+        error = await rpc.event("extension_error")
+        assert error["error"].endswith(
+            "The exec argument 0 contains a lone surrogate (\\ud800 at offset 1): "
+            "it cannot be encoded as UTF-8"
+        ), error
+        await rpc.data({"type": "prompt", "message": "/run echo fine"})
+        await rpc.wait_until(lambda lines: any("fine" in str(line) for line in lines))
+        await still_serving(rpc)
+        no_group_text(rpc)
+    async with rpc_process(dirs, "-c") as again:  # the file holds them escaped, and reopens
+        state = await again.data({"type": "get_state"})
+        assert state["sessionName"] == "half \ud800 name"
+        await still_serving(again)
+    written = await trio.Path(state["sessionFile"]).read_bytes()
+    assert b'"label":"half \\udc00 label"' in written
+    assert b'"name":"half \\ud800 name"' in written

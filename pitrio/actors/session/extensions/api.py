@@ -29,6 +29,7 @@ from pitrio.actors.tool_executor import AgentTool
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import CustomMessage, now_ms
 from pitrio.messages.content import ImageContent, TextContent
+from pitrio.messages.ostext import check_os_text, check_os_texts
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
@@ -279,6 +280,11 @@ class ExtensionAPI:
     ) -> ExecResult:
         """Run a program (no shell) and collect its output; killed after ``time_limit`` s."""
         port = self._port("exec")
+        # An extension passes on what a user or model typed: refused with the field named.
+        check_os_text(command, "exec command")
+        check_os_texts(args, "exec argument")
+        if cwd is not None:
+            check_os_text(cwd, "exec cwd")
         killed = False
         with trio.move_on_after(time_limit if time_limit is not None else float("inf")) as scope:
             done = await trio.run_process(
