@@ -16,6 +16,8 @@ from tests.transports.daemon_harness import (
     receive,
     running_daemon,
     send,
+    settled,
+    text_of_deltas,
     until,
 )
 from tests.transports.raw_websocket import (
@@ -124,3 +126,59 @@ async def test_a_message_in_tiny_fragments_costs_about_its_size(tmp_path: Path) 
         assert item is not None and json.loads(item[1])["success"], item
         await stream.aclose()
     assert growth < 3 << 20, f"{growth / 2**20:.1f} MiB held for one 240 kB message"
+
+
+def ws_text(value: dict[str, object]) -> str:
+    """A frame as a JavaScript client writes it: a lone surrogate escaped."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+async def test_lone_surrogates_in_frames_are_refused_or_kept_never_fatal(
+    agent: Path,
+) -> None:
+    """Issue 36 over websockets: a lone surrogate bound for the OS (a bash command, an export
+    path, a session's cwd) is refused with the field named; one that is only data (a prompt,
+    a session name) is kept and written back escaped, in frames that are valid UTF-8; the
+    connection and the session keep serving."""
+    async with running_daemon(agent) as daemon:
+        async with connect(daemon, "/v1/host") as host:
+            await receive(host)  # host_attached
+            await host.send_message(ws_text({"id": "c", "type": "create", "cwd": "/x\ud800"}))
+            refused = (await until(host, is_response("c")))[-1]
+            assert refused["success"] is False
+            assert refused["error"].endswith(
+                "The cwd contains a lone surrogate (\\ud800 at offset 2): "
+                "it cannot be encoded as UTF-8"
+            ), refused["error"]
+        session_id = await create_session(daemon)
+        async with connect(daemon, f"/v1/sessions/{session_id}") as ws:
+            for request_id, command, field, problem in [
+                ("b", {"type": "bash", "command": "echo \ud800"}, "command", "ud800 at offset 5"),
+                (
+                    "e",
+                    {"type": "export_html", "outputPath": "p\udfff.html"},
+                    "outputPath",
+                    "udfff at offset 1",
+                ),
+            ]:
+                await ws.send_message(ws_text({"id": request_id, **command}))
+                response = (await until(ws, is_response(request_id)))[-1]
+                assert (response["success"], response["error"]) == (
+                    False,
+                    f"The {field} contains a lone surrogate (\\{problem}): "
+                    "it cannot be encoded as UTF-8",
+                )
+            await ws.send_message(
+                ws_text({"id": "n", "type": "set_session_name", "name": "a\ud800"})
+            )
+            assert (await until(ws, is_response("n")))[-1]["success"] is True
+            await ws.send_message(ws_text({"id": "p", "type": "prompt", "message": "half \udc00"}))
+            frames = await until(ws, settled)
+            assert "half \udc00" in text_of_deltas(frames)
+            await ws.send_message(ws_text({"id": "s", "type": "get_state"}))
+            state = (await until(ws, is_response("s")))[-1]
+            assert state["data"]["sessionName"] == "a\ud800"
+            await ws.send_message(ws_text({"id": "f", "type": "bash", "command": "echo fine"}))
+            done = (await until(ws, is_response("f")))[-1]
+            assert done["data"]["output"] == "fine\n"
+        assert daemon.server.counters["encode_errors"] == 0

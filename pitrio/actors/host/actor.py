@@ -38,6 +38,7 @@ from pitrio.actors.session_store import SessionInfo, new_header
 from pitrio.actors.session_store.paths import AGENT_DIR_ENV, session_dir, session_file_name
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
+from pitrio.messages.ostext import check_os_text
 
 log = logging.getLogger("pitrio.host")
 
@@ -281,7 +282,7 @@ class Host(Actor[HostCommand]):
     async def _create(self, command: Create) -> None:
         if self.context.shutting_down:
             raise PitrioError("The daemon is shutting down")
-        cwd = absolute_cwd(command.cwd or self.config.default_cwd)
+        cwd = absolute_cwd(check_os_text(command.cwd or self.config.default_cwd, "cwd"))
         if not await trio.Path(cwd).is_dir():
             raise PitrioError(f"Not a directory: {cwd}")
         model = command.model or self.config.default_model
