@@ -215,6 +215,27 @@ def message_cases(rng: random.Random, count: int, *, host: bool = False) -> list
         text = json.dumps({"id": "b", "type": "bash", "command": command})
         return Message(text, "NUL", also=("A bash command is already running",))
 
+    def surrogate_field() -> Message:  # issue 36: bound for the OS, refused and named
+        half = f"\\u{rng.randint(0xD800, 0xDFFF):04x}"
+        at = rng.randint(0, 10)
+        command, name, prefix = rng.choice(
+            [("bash", "command", "echo "), ("export_html", "outputPath", "page-")]
+        )
+        value = (prefix + "x" * 10)[:at]
+        text = f'{{"id": "u", "type": "{command}", "{name}": "{value}{half}"}}'
+        return Message(
+            text,
+            f"The {name} contains a lone surrogate ({half} at offset {at})",
+            also=("A bash command is already running",),
+        )
+
+    def surrogate_cwd() -> Message:
+        half = f"\\u{rng.randint(0xD800, 0xDFFF):04x}"
+        return Message(
+            f'{{"id": "d", "type": "create", "cwd": "/tmp/{half}"}}',
+            f"The cwd contains a lone surrogate ({half} at offset 5)",
+        )
+
     def binary() -> Message:
         return Message(rng.randbytes(rng.randint(0, 300)), "binary frames are not supported")
 
@@ -237,7 +258,8 @@ def message_cases(rng: random.Random, count: int, *, host: bool = False) -> list
 
     generic = [no_object, not_json, not_json, deep_anywhere, deep_anywhere, wrong_type, binary]
     if host:
-        makers = [host_field] * 4 + [bad_session_id] * 2 + [session_command] + generic
+        makers = [host_field] * 4 + [bad_session_id] * 2 + [session_command, surrogate_cwd]
+        makers += generic
         while len(cases) < count:
             cases.append(rng.choice(makers)())
         return cases
@@ -248,6 +270,7 @@ def message_cases(rng: random.Random, count: int, *, host: bool = False) -> list
         wrong_type,
         huge_string,
         nul_command,
+        surrogate_field,
         *generic,
     ]
     while len(cases) < count:

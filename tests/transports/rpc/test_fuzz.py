@@ -127,6 +127,27 @@ def garbage_cases(rng: random.Random, count: int) -> list[tuple[bytes, str | Non
         lambda i: (b"", None, "Unexpected end of JSON input"),
         lambda i: (b"   \t ", None, "Failed to parse command"),
         lambda i: (b'{"id":"g%d","type":"bash","command":"echo \\u0000"}' % i, f"g{i}", "NUL"),
+        # Issue 36: a lone surrogate where a string reaches the OS, refused with the field named.
+        lambda i: (
+            b'{"id":"g%d","type":"bash","command":"echo \\ud800"}' % i,
+            f"g{i}",
+            "The command contains a lone surrogate (\\ud800 at offset 5)",
+        ),
+        lambda i: (
+            b'{"id":"g%d","type":"export_html","outputPath":"a\\udfff.html"}' % i,
+            f"g{i}",
+            "The outputPath contains a lone surrogate (\\udfff at offset 1)",
+        ),
+        lambda i: (
+            b'{"id":"g%d","type":"switch_session","sessionPath":"s\\udc80.jsonl"}' % i,
+            f"g{i}",
+            "The sessionPath contains a lone surrogate (\\udc80 at offset 1)",
+        ),
+        lambda i: (
+            b'{"id":"g%d","type":"switch_session","sessionPath":"s\\u0000.jsonl"}' % i,
+            f"g{i}",
+            "The sessionPath contains a NUL character (at offset 1)",
+        ),
         lambda i: (
             b'{"id":"g%d","type":"format_my_disk","command":"rm -rf /"}' % i,
             f"g{i}",
