@@ -28,10 +28,15 @@ __all__ = [
 ]
 
 
-def os_text_problem(value: str, field: str) -> str | None:
+def os_text_problem(value: str, field: str, *, from_os: bool = False) -> str | None:
     """Why ``value`` (the ``field`` of something) cannot reach the OS, or ``None`` if it can.
 
     The first NUL character or lone surrogate is named with its offset (in code points).
+    ``from_os``: ``value`` may be a name the OS gave (the process's cwd, a command-line
+    argument), where Python keeps each byte that is not UTF-8 as a surrogate U+DC80..U+DCFF
+    (``surrogateescape``); those are the name's real bytes and go back as they came. A client
+    or a model cannot mean raw bytes (pi, in JavaScript, would write U+FFFD instead), so their
+    strings are checked without it.
     """
     if value.isascii():  # the common case: one C scan, no copy
         where = value.find("\0")
@@ -39,7 +44,7 @@ def os_text_problem(value: str, field: str) -> str | None:
             return None
         return _nul(field, where)
     try:
-        value.encode("utf-8")
+        value.encode("utf-8", "surrogateescape" if from_os else "strict")
     except UnicodeEncodeError as exc:
         bad = value[exc.start]
         nul = value.find("\0", 0, exc.start)
@@ -57,33 +62,36 @@ def _nul(field: str, where: int) -> str:
     return f"The {field} contains a NUL character (at offset {where}): the OS cannot take one"
 
 
-def check_os_text(value: str, field: str) -> str:
+def check_os_text(value: str, field: str, *, from_os: bool = False) -> str:
     """``value`` unchanged if it can reach the OS; else :class:`UnencodableTextError` naming
-    ``field`` (e.g. ``"path"``, ``"outputPath"``, ``"environment variable HOME"``)."""
-    problem = os_text_problem(value, field)
+    ``field`` (e.g. ``"path"``, ``"outputPath"``, ``"environment variable HOME"``); ``from_os``
+    as in :func:`os_text_problem`."""
+    problem = os_text_problem(value, field, from_os=from_os)
     if problem is not None:
         raise UnencodableTextError(problem)
     return value
 
 
-def check_os_texts(values: Iterable[str], field: str) -> None:
+def check_os_texts(values: Iterable[str], field: str, *, from_os: bool = False) -> None:
     """Check each of ``values`` (an argument list): the first bad one is named as
-    ``field`` and its position (``"argument 2 of the command"``)."""
+    ``field`` and its position (``"argument 2"``)."""
     for index, value in enumerate(values):
-        check_os_text(value, f"{field} {index}")
+        check_os_text(value, f"{field} {index}", from_os=from_os)
 
 
-def check_environment(env: Mapping[str, str], field: str = "environment") -> None:
+def check_environment(
+    env: Mapping[str, str], field: str = "environment", *, from_os: bool = False
+) -> None:
     """Check every name and value of ``env`` (``"environment variable name FOO"``); a name also
     may not hold ``=``, which would end it early. Names are shown quoted (``repr``), so a message
     never carries the bad character itself."""
     for name, value in env.items():
-        check_os_text(name, f"{field} variable name {name!r}")
+        check_os_text(name, f"{field} variable name {name!r}", from_os=from_os)
         if "=" in name:
             raise UnencodableTextError(
                 f"The {field} variable name {name!r} contains '=': no environment can hold it"
             )
-        check_os_text(value, f"{field} variable {name!r}")
+        check_os_text(value, f"{field} variable {name!r}", from_os=from_os)
 
 
 def json_text_problem(value: object, field: str) -> str | None:

@@ -141,3 +141,20 @@ def test_a_json_payload_passes_exactly_when_strict_json_takes_it(value: object) 
         assert problem is not None
     else:
         assert problem is None
+
+
+def test_names_the_os_gave_keep_their_escaped_bytes() -> None:
+    """``surrogateescape`` keeps a byte that is not UTF-8 as U+DC80..U+DCFF: from the OS it is
+    the name's real byte and passes; from a client it is refused; other surrogates never pass."""
+    name = os.fsdecode(b"/tmp/caf\xe9")
+    assert name == "/tmp/caf\udce9"
+    assert check_os_text(name, "cwd", from_os=True) == name
+    with pytest.raises(UnencodableTextError, match="udce9 at offset 8"):
+        check_os_text(name, "cwd")
+    for bad in ("\ud800", "\udc7f", "\udfff"):
+        with pytest.raises(UnencodableTextError, match="lone surrogate"):
+            check_os_text("x" + bad, "cwd", from_os=True)
+    check_environment({"DIR": name}, from_os=True)
+    check_os_texts(["ls", name], "argument", from_os=True)
+    with pytest.raises(UnencodableTextError, match="NUL"):
+        check_os_text("a\0" + name, "cwd", from_os=True)

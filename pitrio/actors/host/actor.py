@@ -282,7 +282,9 @@ class Host(Actor[HostCommand]):
     async def _create(self, command: Create) -> None:
         if self.context.shutting_down:
             raise PitrioError("The daemon is shutting down")
-        cwd = absolute_cwd(check_os_text(command.cwd or self.config.default_cwd, "cwd"))
+        if command.cwd:  # a client's: strictly (the daemon's own default came from the OS)
+            check_os_text(command.cwd, "cwd")
+        cwd = absolute_cwd(command.cwd or self.config.default_cwd)
         if not await trio.Path(cwd).is_dir():
             raise PitrioError(f"Not a directory: {cwd}")
         model = command.model or self.config.default_model

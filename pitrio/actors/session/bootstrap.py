@@ -180,9 +180,10 @@ def store_options(settings: Settings, *, sync_inline: bool = False) -> StoreOpti
 
 
 def _check_paths(options: SessionOptions, cwd: str) -> None:
-    """Refuse a path option the file system cannot take (a NUL or a lone surrogate: a
-    ``--session`` given by a client, a cwd sent to the daemon) with an error naming it."""
-    check_os_text(cwd, "cwd")
+    """Refuse a path option the file system cannot take (a NUL or a lone surrogate) with an
+    error naming it. These come from the command line and the process (clients' paths were
+    checked strictly where they arrived), so bytes kept by ``surrogateescape`` pass."""
+    check_os_text(cwd, "cwd", from_os=True)
     named = (
         (options.path and str(options.path), "session path"),
         (options.session, "--session"),
@@ -191,7 +192,7 @@ def _check_paths(options: SessionOptions, cwd: str) -> None:
     )
     for value, field in named:
         if value:
-            check_os_text(value, field)
+            check_os_text(value, field, from_os=True)
 
 
 async def _open_store(
@@ -202,7 +203,6 @@ async def _open_store(
 ) -> SessionStoreHandle:
     if options.store_opener is not None:
         return await options.store_opener(nursery, store)
-    _check_paths(options, cwd)
     if options.seed is not None:
         return await start_seeded_store(nursery, options.seed, options=store)
     if options.path is not None:
@@ -295,6 +295,7 @@ async def start_session(
 ) -> StartedSession:
     """Start a session's actors in ``nursery`` and return their handles."""
     cwd = absolute_cwd(options.cwd)
+    _check_paths(options, cwd)  # before anything reads the cwd's files
     agent = options.agent_dir or default_agent_dir()
     resource_options = ResourceOptions(
         system_prompt=options.system_prompt,

@@ -141,11 +141,12 @@ async def open_merged(
     where pidfds exist (:func:`spawn_merged`), else through trio. ``env=None``: ours.
 
     Raises :class:`~pitrio.errors.UnencodableTextError` for an argument, ``cwd`` or environment
-    entry the OS cannot take (callers check their own fields first, with their own names)."""
-    check_os_texts(argv, "argument")
-    check_os_text(cwd, "cwd")
+    entry the OS cannot take (callers check what clients and models gave first, strictly and
+    with their own names; here names the OS gave, bytes kept by ``surrogateescape``, pass)."""
+    check_os_texts(argv, "argument", from_os=True)
+    check_os_text(cwd, "cwd", from_os=True)
     if env is not None:
-        check_environment(env)
+        check_environment(env, from_os=True)
     if can_spawn_inline():
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_merged(argv, cwd=cwd, env=env)

@@ -284,7 +284,7 @@ class ExtensionAPI:
         check_os_text(command, "exec command")
         check_os_texts(args, "exec argument")
         if cwd is not None:
-            check_os_text(cwd, "exec cwd")
+            check_os_text(cwd, "exec cwd", from_os=True)  # often the session's, OS-named
         killed = False
         with trio.move_on_after(time_limit if time_limit is not None else float("inf")) as scope:
             done = await trio.run_process(

@@ -35,7 +35,7 @@ async def run_lines(argv: Sequence[str], on_line: Callable[[str], bool]) -> Nati
     """Run ``argv``, passing each stdout line to ``on_line``; it returns False to stop early.
 
     Raises :class:`~pitrio.errors.UnencodableTextError` for an argument the OS cannot take."""
-    check_os_texts(argv, "argument")
+    check_os_texts(argv, "argument", from_os=True)  # a root under a cwd the OS named
     process = await trio.lowlevel.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,
