@@ -112,13 +112,14 @@ class ListingDelta:
         )
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
 
 
 def _text_column(value: str | None) -> str | None:
     """A listing string fit for a PostgreSQL text column, which cannot hold the lone
-    surrogate a session line may carry (its raw line keeps it, escaped): U+FFFD instead."""
-    return None if value is None else _LONE_SURROGATE.sub("\ufffd", value)
+    surrogate or the NUL a session line may carry (its raw line keeps them, escaped): U+FFFD
+    instead (issue 36)."""
+    return None if value is None else _UNSTORABLE.sub("\ufffd", value)
 
 
 def append_params(
