@@ -21,7 +21,7 @@ from pitrio.actors.tool_executor.tools.bash import (
     with_status,
 )
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
-from pitrio.errors import ToolError
+from pitrio.errors import PitrioError, ToolError
 from pitrio.messages.agent import AssistantMessage, Usage
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import AgentEvent, ToolExecutionEnd, ToolExecutionUpdate
@@ -267,3 +267,33 @@ async def test_abort_before_start_reports_command_aborted(tmp_path: Path) -> Non
     batch = ToolBatch(assistant_message=_one_call("echo never"), tools=(tool,))
     result = await run_tool_batch(batch, emit=emit, abort=abort)
     assert text(result.messages[0]) == "Command aborted"  # type: ignore[arg-type]
+
+
+async def test_what_the_os_cannot_take_is_refused_with_its_name(tmp_path: Path) -> None:
+    """Issue 36: the command (a model's), the prefix (settings) and the environment (the
+    SDK's): each refused before the spawn with the field named, nothing started."""
+    marker = tmp_path / "ran"
+    cases = [
+        (BashSettings(), f"touch {marker} \ud800", "The command contains a lone surrogate"),
+        (
+            BashSettings(command_prefix="X=\udfff"),
+            f"touch {marker}",
+            "The shellCommandPrefix contains a lone surrogate (\\udfff at offset 2)",
+        ),
+        (
+            BashSettings(env={"PATH": os.environ["PATH"], "V": "a\ud800"}),
+            f"touch {marker}",
+            "The environment variable 'V' contains a lone surrogate (\\ud800 at offset 1)",
+        ),
+        (
+            BashSettings(env={"PATH": os.environ["PATH"], "V": "a\0b"}),
+            f"touch {marker}",
+            "The environment variable 'V' contains a NUL character (at offset 1)",
+        ),
+    ]
+    for settings, command, problem in cases:
+        tool = create_bash_tool(str(tmp_path), settings)
+        with pytest.raises(PitrioError) as caught:
+            await run_one(tool, {"command": command})
+        assert str(caught.value).startswith(problem), caught.value
+    assert not marker.exists()

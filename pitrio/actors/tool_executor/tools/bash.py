@@ -46,7 +46,7 @@ from pitrio.actors.tool_executor.tools.truncate import (
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import TextContent
-from pitrio.messages.ostext import os_text_problem
+from pitrio.messages.ostext import check_os_text, os_text_problem
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -256,6 +256,7 @@ def create_bash_tool(
         if problem is not None:  # the spawn would fail with a bare ValueError
             raise ToolError(problem)
         if settings.command_prefix:
+            check_os_text(settings.command_prefix, "shellCommandPrefix")
             command = f"{settings.command_prefix}\n{command}"
         argv = [*shell_command(settings.shell_path), command]
         if not os.path.exists(cwd):  # noqa: ASYNC240 (one stat, before spawning anyway)
