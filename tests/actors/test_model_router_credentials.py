@@ -161,3 +161,21 @@ def test_redact() -> None:
         "key *** and ***"
     )
     assert redact("short ab", ["ab"]) == "short ab"  # too short to redact safely
+
+
+async def test_a_key_command_the_os_cannot_take_is_a_credential_error(tmp_path: Path) -> None:
+    """Issue 36: a NUL in a key command (JSON writes it as an escape) used to escape as a
+    bare ValueError from the spawn; now it is refused, naming the entry, and nothing runs."""
+    marker = tmp_path / "runs"
+    write_auth(
+        tmp_path / "auth.json",
+        {"openai": {"type": "api_key", "key": f"!touch {marker}\u0000; echo key"}},
+    )
+    store = creds(tmp_path)
+    with pytest.raises(CredentialError) as info:
+        await store.api_key("openai")
+    assert str(info.value) == (
+        f"The key command of {tmp_path / 'auth.json'} entry 'openai' cannot run: The command "
+        f"contains a NUL character (at offset {len(f'touch {marker}')}): the OS cannot take one"
+    )
+    assert not marker.exists()

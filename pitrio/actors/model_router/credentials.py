@@ -40,6 +40,7 @@ import trio
 from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
 from pitrio.errors import AuthFileError, CredentialError
+from pitrio.messages.ostext import os_text_problem
 
 AUTH_FILE_NAME = "auth.json"
 COMMAND_TIMEOUT_S = 30.0
@@ -505,6 +506,9 @@ class Credentials:
     async def _run_command(self, source: ValueSource) -> str:
         # The output is the secret: it is never part of an error; stderr is not shown either,
         # since tools like password managers may echo what they were asked for.
+        problem = os_text_problem(source.value, "command", from_os=True)
+        if problem is not None:  # the spawn would fail with a bare UnicodeEncodeError
+            raise CredentialError(f"The key command of {source.origin} cannot run: {problem}")
         try:
             with trio.fail_after(self.command_timeout):
                 result = await trio.run_process(
