@@ -44,6 +44,7 @@ from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -166,7 +167,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
-    arguments = orjson.dumps(call.arguments or {}).decode()
+    arguments = dumps(call.arguments or {}).decode()
     function = {"name": call.name, "arguments": arguments}
     # "index" is the SDK's default, sent on every call as pi's requests carry it.
     return {"id": call.id, "type": "function", "function": function, "index": 0}

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
@@ -51,6 +49,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -103,7 +102,7 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     return {
         "id": call.id,
         "type": "function",
-        "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()},
+        "function": {"name": call.name, "arguments": dumps(call.arguments).decode()},
     }
 
 

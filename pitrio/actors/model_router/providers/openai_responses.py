@@ -57,6 +57,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
+from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
@@ -138,9 +139,7 @@ def _assistant_items(message: AssistantMessage, own: bool, index: int) -> list[d
             call: dict[str, Any] = {"type": "function_call"}
             if own and item_id:
                 call["id"] = item_id
-            call.update(
-                call_id=call_id, name=block.name, arguments=orjson.dumps(block.arguments).decode()
-            )
+            call.update(call_id=call_id, name=block.name, arguments=dumps(block.arguments).decode())
             items.append(call)
     return items
 
