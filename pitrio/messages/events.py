@@ -234,6 +234,18 @@ class EntryAppended:
 
 
 @attrs.frozen(kw_only=True)
+class EntryRecorded(EntryAppended):
+    """An entry the session's own flow appended: a message, a model or thinking-level change,
+    a label, a name, a bash record, a branch summary.
+
+    It is written as ``entry_appended`` too, but pi 1.6.0 announces only the entries that are
+    not otherwise visible in its events (an extension's ``appendEntry``, boundary drafts,
+    retry omissions); pi-compatible transports leave these out unless a client asks for every
+    entry (``set_event_format {"entries": "all"}``), while the daemon and the SDK see them all.
+    """
+
+
+@attrs.frozen(kw_only=True)
 class SummarizationRetryScheduled:
     """A compaction or branch-summary request will be retried."""
 
@@ -334,6 +346,7 @@ SessionOnlyEvent = (
     | AutoRetryEnd
     | AgentSettled
     | EntryAppended
+    | EntryRecorded
     | SummarizationRetryScheduled
     | SummarizationRetryAttemptStart
     | SummarizationRetryFinished

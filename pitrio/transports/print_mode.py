@@ -23,33 +23,24 @@ from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent
 from pitrio.messages.events import (
-    AgentEnd,
     AgentSessionEvent,
     AgentSettled,
     BashExecutionUpdate,
-    EntryAppended,
+    EntryRecorded,
     ExtensionError,
     ExtensionUiRequest,
     MessageStart,
     SessionReadOnly,
-    SummarizationRetryAttemptStart,
-    SummarizationRetryFinished,
-    SummarizationRetryScheduled,
 )
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
+from pitrio.transports.rpc.events import encode_event
 
 EXTENSION_RECORDS = (ExtensionError, ExtensionUiRequest)
 """RPC-only records: JSON mode leaves them out; extension errors go to stderr instead."""
 
-SEED_ONLY_EVENTS = (
-    AgentSettled,
-    EntryAppended,
-    SummarizationRetryScheduled,
-    SummarizationRetryAttemptStart,
-    SummarizationRetryFinished,
-    BashExecutionUpdate,
-    SessionReadOnly,
-)
+PITRIO_ONLY_EVENTS = (EntryRecorded, BashExecutionUpdate, SessionReadOnly)
+"""Events pi 1.6.0's JSON mode does not print: entries it does not announce, the RPC ``bash``
+command's output, and pitrio's read-only notice."""
 
 
 def _silence_stdout() -> None:
@@ -82,15 +73,14 @@ def final_reply(messages: Sequence[object]) -> tuple[list[str], str | None]:
 
 
 def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
-    """The event as pi 0.73.1 prints it in JSON mode; ``None`` for the seed-only events.
+    """The event as pi 1.6.0 prints it in JSON mode; ``None`` for one it does not print.
 
-    JSON mode stays line-compatible with pi; the seed events (``entry_appended``,
-    ``agent_settled``, ``agent_end.willRetry``, ...) are for RPC and websocket clients.
+    JSON mode prints RPC's session events (``agent_settled``, ``agent_end.willRetry``, the
+    ``summarization_retry_*`` events, the entries pi announces) without the RPC-only records
+    and pitrio's own additions (:data:`PITRIO_ONLY_EVENTS`, ``message_start.queueId``).
     """
-    if isinstance(event, SEED_ONLY_EVENTS + EXTENSION_RECORDS):
+    if isinstance(event, PITRIO_ONLY_EVENTS + EXTENSION_RECORDS):
         return None
-    if isinstance(event, AgentEnd) and event.will_retry is not None:
-        return attrs.evolve(event, will_retry=None)
     if isinstance(event, MessageStart) and event.queue_id is not None:
         return attrs.evolve(event, queue_id=None)
     return event
@@ -121,7 +111,8 @@ class _JsonLines:
                     report_extension_error(item.event, self.err)
                 event = pi_event(item.event) if self.json else None
                 if event is not None:
-                    self.out.write(orjson.dumps(to_json(event)) + b"\n")
+                    # The same line RPC writes (message_update in pi 1.6.0's form).
+                    self.out.write(encode_event(event))
                     self.out.flush()
                 if isinstance(item.event, AgentSettled):
                     self.settled += 1

@@ -94,7 +94,7 @@ async def test_a_batch_of_one_is_a_plain_send() -> None:
 
 async def test_delta_and_full_clients_of_one_session_each_get_their_form(tmp_path: Path) -> None:
     """The relay's encoded frame is reused for delta clients only: a ``full`` client of the
-    same session still gets pi's whole ``message_update`` (partial message included)."""
+    same session still gets pi 1.6.0's ``message_update`` (with the usage so far)."""
     faux = FauxProvider([FauxReply(text="abcdefghijklmnopqrstuvwxyz", chunk_size=3)])
     async with running_daemon(tmp_path / "agent", faux) as daemon:
         session_id = await create_session(daemon)
@@ -104,14 +104,22 @@ async def test_delta_and_full_clients_of_one_session_each_get_their_form(tmp_pat
             await receive(full)
             await send(full, {"id": "f", "type": "set_event_format", "updates": "full"})
             await until(full, is_response("f"))
+            await send(full, {"id": "e", "type": "set_event_format", "entries": "pi"})
+            [*_, refused] = await until(full, is_response("e"))
             await send(delta, {"id": "p", "type": "prompt", "message": "go"})
             delta_frames = await until(delta, settled)
             full_frames = await until(full, settled)
     updates = [f for f in delta_frames if f["type"] == "message_update"]
     full_updates = [f for f in full_frames if f["type"] == "message_update"]
     assert len(updates) == len(full_updates) > 0
-    assert all("message" not in f for f in updates)
-    assert all("message" in f and "partial" in f["assistantMessageEvent"] for f in full_updates)
+    assert all("message" not in f and "usage" not in f for f in updates)
+    # pi 1.6.0's full form: the usage so far and the event without its partial message.
+    assert all(
+        "message" not in f and "usage" in f and "partial" not in f["assistantMessageEvent"]
+        for f in full_updates
+    )
+    assert refused["success"] is False
+    assert refused["error"].startswith('The daemon announces every entry (entries "all")')
     assert (
         text_of_deltas(delta_frames) == text_of_deltas(full_frames) == "abcdefghijklmnopqrstuvwxyz"
     )

@@ -179,12 +179,18 @@ async def test_json_mode_error_reply_exits_0_with_the_same_reply() -> None:
     assert lines[0]["type"] == "session"
     from_json(lines[0], SessionHeader)
     for line in lines[1:]:
+        if line["type"] == "message_update":
+            # pi 1.6.0's form: the usage so far and the stream event, no message.
+            assert sorted(line) == ["assistantMessageEvent", "type", "usage"]
+            continue
         from_json(line, AgentSessionEvent)  # type: ignore[arg-type]
-    assert lines[-1]["type"] == "agent_end"
+    assert [line["type"] for line in lines[-2:]] == ["agent_end", "agent_settled"]
+    assert lines[-1] == {"type": "agent_settled", "aborted": False}
+    assert "entry_appended" not in [line["type"] for line in lines]
     final = [line for line in lines if line["type"] == "message_end"][-1]["message"]
     assert final["role"] == "assistant"
     assert (final["stopReason"], final["errorMessage"]) == ("error", "Model exploded")
-    assert lines[-1]["messages"][-1] == final
+    assert lines[-2]["messages"][-1] == final
 
 
 async def test_only_the_last_reply_decides() -> None:
@@ -240,9 +246,10 @@ async def test_json_mode_several_prompts() -> None:
     types = [orjson.loads(line)["type"] for line in out.splitlines()]
     assert types.count("agent_start") == 2
     assert types.count("agent_end") == 2
-    assert types[-1] == "agent_end"
+    assert types.count("agent_settled") == 2
+    assert types[-1] == "agent_settled"
     second_start = types.index("agent_start", 2)
-    assert types[second_start - 1] == "agent_end"
+    assert types[second_start - 2 : second_start] == ["agent_end", "agent_settled"]
 
 
 async def test_unknown_model_exits_1_with_one_line() -> None:

@@ -101,6 +101,7 @@ from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
     EntryAppended,
+    EntryRecorded,
     MessageEnd,
     MessageStart,
     QueueUpdate,
@@ -531,7 +532,7 @@ class SessionActor(Actor[SessionCommand]):
         if await self._store.get_entry(entry_id) is None:
             raise PitrioError(f"Entry {entry_id} not found")
         entry = await self._store.append_label_change(entry_id, label)
-        self._emit(EntryAppended(entry=entry))
+        self._emit(EntryRecorded(entry=entry))
 
     async def _navigate_command(self, command: Navigate) -> None:
         maintenance = self._maintenance

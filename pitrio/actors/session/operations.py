@@ -45,7 +45,7 @@ from pitrio.messages.content import TextContent
 from pitrio.messages.entries import BranchSummaryEntry, SessionEntry
 from pitrio.messages.events import (
     AgentSessionEvent,
-    EntryAppended,
+    EntryRecorded,
     SessionInfoChanged,
     ThinkingLevelChanged,
 )
@@ -240,7 +240,7 @@ class SessionOperations:
         )
         await self._loop.configure(model=model)
         entry = await self._store.append_model_change(model.provider, model.id)
-        self._emit(EntryAppended(entry=entry))
+        self._emit(EntryRecorded(entry=entry))
         if self._save_model_defaults:
             await self._persist_settings(
                 {"defaultProvider": model.provider, "defaultModel": model.id}
@@ -278,7 +278,7 @@ class SessionOperations:
         if effective != state.thinking_level:
             await self._loop.configure(thinking_level=effective)
             entry = await self._store.append_thinking_level_change(effective)
-            self._emit(EntryAppended(entry=entry))
+            self._emit(EntryRecorded(entry=entry))
             if self._save_model_defaults and (state.model.reasoning or effective != "off"):
                 await self._persist_settings({"defaultThinkingLevel": level})
             self._emit(ThinkingLevelChanged(level=effective))
@@ -309,7 +309,7 @@ class SessionOperations:
         if not trimmed:
             raise PitrioError(EMPTY_SESSION_NAME)
         entry = await self._store.append_session_info(trimmed)
-        self._emit(EntryAppended(entry=entry))
+        self._emit(EntryRecorded(entry=entry))
         self._emit(SessionInfoChanged(name=trimmed))
         return trimmed
 
@@ -386,15 +386,15 @@ async def navigate_tree(
         summary_entry = await store.branch_with_summary(
             where.new_leaf_id, result.summary, result.details()
         )
-        emit(EntryAppended(entry=summary_entry))
+        emit(EntryRecorded(entry=summary_entry))
         if label:
-            emit(EntryAppended(entry=await store.append_label_change(summary_entry.id, label)))
+            emit(EntryRecorded(entry=await store.append_label_change(summary_entry.id, label)))
     else:
         if where.new_leaf_id is None:
             await store.reset_leaf()
         else:
             await store.branch(where.new_leaf_id)
         if label:
-            emit(EntryAppended(entry=await store.append_label_change(target_id, label)))
+            emit(EntryRecorded(entry=await store.append_label_change(target_id, label)))
     await loop.set_messages(await store.context_messages())
     return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)

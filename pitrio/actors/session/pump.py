@@ -47,7 +47,7 @@ from pitrio.messages.events import (
     AgentEvent,
     AgentSessionEvent,
     AgentStart,
-    EntryAppended,
+    EntryRecorded,
     MessageEnd,
     MessageStart,
     TurnStart,
@@ -143,13 +143,13 @@ class EventPump:
             entry = await self._store.append_custom_message_entry(
                 message.custom_type, message.content, message.display, message.details
             )
-            self._emit(EntryAppended(entry=entry))
+            self._emit(EntryRecorded(entry=entry))
             return
         if message.role not in ("user", "assistant", "toolResult", "system"):
             return  # bash messages are recorded by their own path, summaries are derived
         entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
-        self._emit(EntryAppended(entry=entry))
+        self._emit(EntryRecorded(entry=entry))
 
     async def _on_agent_event(self, event: AgentEvent | RunEndFacts) -> None:
         if isinstance(event, RunEndFacts):

@@ -18,7 +18,7 @@ from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.session.user_bash import BashResult, run_user_bash
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import BashExecutionMessage, now_ms
-from pitrio.messages.events import AgentSessionEvent, BashExecutionUpdate, EntryAppended
+from pitrio.messages.events import AgentSessionEvent, BashExecutionUpdate, EntryRecorded
 
 if TYPE_CHECKING:
     from pitrio.actors.session_store.actor import SessionStoreHandle
@@ -120,7 +120,7 @@ class UserShell:
     async def _record(self, message: BashExecutionMessage) -> None:
         await self._loop.append_message(message)
         entry = await self._store.append_message(message)
-        self._emit(EntryAppended(entry=entry))
+        self._emit(EntryRecorded(entry=entry))
 
     async def flush(self) -> None:
         """Record the held results (raises ``ReadOnlySessionError`` if the file cannot be

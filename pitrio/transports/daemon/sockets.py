@@ -61,11 +61,12 @@ from pitrio.transports.daemon.socket_base import (
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
+    CommandError,
     ScopedModel,
     execute,
     unknown_command,
 )
-from pitrio.transports.rpc.events import UpdateFormat
+from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
 from pitrio.transports.rpc.protocol import Request, failure, success
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
@@ -157,6 +158,15 @@ class SessionSocket(ClientSocket):
     def set_update_format(self, updates: UpdateFormat) -> None:
         """``set_event_format``: this connection's ``message_update`` form."""
         self.updates = updates
+
+    def set_entry_format(self, entries: EntryFormat) -> None:
+        """Only ``all``: every frame of a hosted session has its sequence number, and a
+        client resuming with ``since`` counts on seeing each one."""
+        if entries != "all":
+            raise CommandError(
+                'The daemon announces every entry (entries "all"); filter entry_appended '
+                "frames on the client"
+            )
 
     # -- the connection ------------------------------------------------------------------
 

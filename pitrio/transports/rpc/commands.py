@@ -37,7 +37,7 @@ from pitrio.sdk.session import (
 )
 from pitrio.sdk.tools import nul_problem
 from pitrio.transports.rpc.entries import EntryNotFound, entries_data, tree_data
-from pitrio.transports.rpc.events import UPDATE_FORMATS, UpdateFormat
+from pitrio.transports.rpc.events import ENTRY_FORMATS, UPDATE_FORMATS, EntryFormat, UpdateFormat
 from pitrio.transports.rpc.protocol import (
     MISSING,
     EncodedData,
@@ -113,6 +113,11 @@ class RpcBackend(Protocol):
 
     def set_update_format(self, updates: UpdateFormat) -> None:
         """Switch this client's ``message_update`` format."""
+        ...
+
+    def set_entry_format(self, entries: EntryFormat) -> None:
+        """Switch which ``entry_appended`` events this client gets (raises
+        :class:`CommandError` for a form the transport cannot send)."""
         ...
 
 
@@ -510,12 +515,24 @@ async def _get_commands(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _set_event_format(backend: RpcBackend, request: Request) -> Any:
-    updates = request.get("updates")
-    for choice in UPDATE_FORMATS:
-        if updates == choice:
-            backend.set_update_format(choice)
-            return {"updates": choice}
-    raise CommandError(f'Unknown event format: {_shown(updates)} (use "full" or "delta")')
+    # Both keys are checked before either applies: a bad request changes nothing.
+    updates, entries = request.get("updates"), request.get("entries")
+    if updates is None and entries is None:
+        raise CommandError('set_event_format needs "updates" ("full" or "delta") or "entries"')
+    chosen_updates = next((c for c in UPDATE_FORMATS if c == updates), None)
+    if updates is not None and chosen_updates is None:
+        raise CommandError(f'Unknown event format: {_shown(updates)} (use "full" or "delta")')
+    chosen_entries = next((c for c in ENTRY_FORMATS if c == entries), None)
+    if entries is not None and chosen_entries is None:
+        raise CommandError(f'Unknown entries format: {_shown(entries)} (use "pi" or "all")')
+    answer: dict[str, Any] = {}
+    if chosen_entries is not None:
+        backend.set_entry_format(chosen_entries)
+        answer["entries"] = chosen_entries
+    if chosen_updates is not None:
+        backend.set_update_format(chosen_updates)
+        answer["updates"] = chosen_updates
+    return answer
 
 
 HANDLERS: dict[str, Handler] = {

@@ -38,6 +38,7 @@ from pitrio.messages.events import (
     AgentSettled,
     BashExecutionUpdate,
     EntryAppended,
+    EntryRecorded,
     MessageUpdate,
     SessionReadOnly,
     SummarizationRetryAttemptStart,
@@ -59,6 +60,11 @@ from pitrio.transports.rpc.protocol import dump_line
 UpdateFormat = Literal["full", "delta"]
 UPDATE_FORMATS: tuple[UpdateFormat, ...] = ("full", "delta")
 
+EntryFormat = Literal["pi", "all"]
+ENTRY_FORMATS: tuple[EntryFormat, ...] = ("pi", "all")
+"""Which appended entries are announced: ``pi`` (the default) where pi 1.6.0 announces them,
+``all`` every entry the session appends (pitrio's own, as the daemon sends them)."""
+
 SEED_EVENTS = (
     AgentSettled,
     EntryAppended,
@@ -69,6 +75,13 @@ SEED_EVENTS = (
     SessionReadOnly,
 )
 """Event classes pi 0.73.1 does not emit (the seed's additions pitrio writes as well)."""
+
+
+def announced(event: AgentSessionEvent, entries: EntryFormat) -> bool:
+    """Whether an event is written under the ``entries`` format: an :class:`EntryRecorded`
+    (an entry pi 1.6.0 does not announce, its content already seen in other events) only
+    with ``all``."""
+    return entries == "all" or not isinstance(event, EntryRecorded)
 
 
 def is_seed_event(event: AgentSessionEvent) -> bool:

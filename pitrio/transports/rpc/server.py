@@ -63,7 +63,7 @@ from pitrio.transports.rpc.commands import (
     execute,
     unknown_command,
 )
-from pitrio.transports.rpc.events import UpdateFormat, encode_event
+from pitrio.transports.rpc.events import EntryFormat, UpdateFormat, announced, encode_event
 from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
 from pitrio.transports.rpc.output import WRITE_BATCH, RpcOutput
 from pitrio.transports.rpc.protocol import (
@@ -130,6 +130,7 @@ class RpcServer:
         self._scoped = tuple(scoped_models)
         self._max_record = max_record
         self._updates: UpdateFormat = "full"
+        self._entries: EntryFormat = "pi"
         self._out = RpcOutput(output)
         self._send = self._out.send  # bound once: it runs for every line
         self._replacing: trio.Event | None = None
@@ -227,6 +228,10 @@ class RpcServer:
     def set_update_format(self, updates: UpdateFormat) -> None:
         """``set_event_format``: every event the forwarder encodes from now on."""
         self._updates = updates
+
+    def set_entry_format(self, entries: EntryFormat) -> None:
+        """``set_event_format {"entries"}``: which entries are announced from now on."""
+        self._entries = entries
 
     # -- serving -------------------------------------------------------------------------
 
@@ -410,7 +415,7 @@ class RpcServer:
                     while self._open_prompts > 0:
                         await self._prompts_answered.wait()
                     self._at_gate = False
-                if not self._closing:
+                if not self._closing and announced(item.event, self._entries):
                     # After EOF pi writes nothing more: the abandoned run's end is not reported.
                     line = encode_event(item.event, self._updates)
                     lines.append(line)

@@ -30,7 +30,7 @@ from pitrio.transports.rpc.commands import (
     last_text_data,
     state_data,
 )
-from pitrio.transports.rpc.events import UpdateFormat
+from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
 from pitrio.transports.rpc.protocol import Request, parse_record
 
 MODELS = {m.id: m for m in FAUX_MODELS}
@@ -132,6 +132,7 @@ class FakeBackend:
     fake: FakeSession = attrs.field(factory=FakeSession)
     scope: tuple[ScopedModel, ...] = ()
     updates: UpdateFormat = "full"
+    entries: EntryFormat = "pi"
     barriers: list[tuple[Any, Any, int]] = attrs.field(factory=list)
 
     async def session(self) -> FakeSession:
@@ -142,6 +143,9 @@ class FakeBackend:
 
     def set_update_format(self, updates: UpdateFormat) -> None:
         self.updates = updates
+
+    def set_entry_format(self, entries: EntryFormat) -> None:
+        self.entries = entries
 
     def events_before_response(self, request: Request, session: Any, seq: int) -> None:
         self.barriers.append((request.id, session, seq))
@@ -327,6 +331,11 @@ async def test_set_event_format(updates: str | None, ok: bool) -> None:
     if ok:
         assert response["data"] == {"updates": updates}
         assert backend.updates == updates
+    elif updates is None:
+        assert response["error"] == (
+            'set_event_format needs "updates" ("full" or "delta") or "entries"'
+        )
+        assert backend.updates == "full"
     else:
         assert response["error"].startswith("Unknown event format")
         assert backend.updates == "full"
@@ -357,3 +366,31 @@ async def test_a_nursery_group_is_answered_with_the_error_inside_it() -> None:
     assert response["error"] == "the real cause"
     refusal = await run(GroupedRefusal(), '{"id":"h","type":"get_state"}')
     assert refusal["error"] == "no"
+
+
+@pytest.mark.parametrize(
+    ("command", "answer", "updates", "entries"),
+    [
+        ({"entries": "all"}, {"entries": "all"}, "full", "all"),
+        (
+            {"entries": "pi", "updates": "delta"},
+            {"entries": "pi", "updates": "delta"},
+            "delta",
+            "pi",
+        ),
+        ({"entries": "every"}, None, "full", "pi"),
+        ({"entries": "all", "updates": "half"}, None, "full", "pi"),
+    ],
+)
+async def test_set_event_format_entries(
+    command: dict[str, Any], answer: dict[str, Any] | None, updates: str, entries: str
+) -> None:
+    backend = FakeBackend()
+    response = await run(backend, {"id": 1, "type": "set_event_format", **command})
+    assert response["success"] is (answer is not None)
+    if answer is not None:
+        assert response["data"] == answer
+    else:
+        assert "format" in response["error"]
+    # A refused request applies neither half.
+    assert (backend.updates, backend.entries) == (updates, entries)

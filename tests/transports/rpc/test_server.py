@@ -31,23 +31,22 @@ async def test_prompt_is_answered_before_its_run_starts(tmp_path: Path) -> None:
     async with served(tmp_path) as client:
         await client.send({"id": "p", "type": "prompt", "message": "Hello"})
         await client.event("agent_settled")
+    # pi 1.6.0's sequence (fixtures/pi16/pi160.rpc.jsonl): no entry_appended for the entries
+    # whose messages the events already carry.
     assert types(client.lines) == [
         "response",
         "agent_start",
         "turn_start",
         "message_start",  # the session's system message (pi 1.6.0)
         "message_end",
-        "entry_appended",
         "message_start",
         "message_end",
-        "entry_appended",
         "message_start",
         "message_update",
         "message_update",
         "message_update",
         "message_update",
         "message_end",
-        "entry_appended",
         "turn_end",
         "agent_end",
         "agent_settled",
@@ -55,6 +54,63 @@ async def test_prompt_is_answered_before_its_run_starts(tmp_path: Path) -> None:
     end = events_of(client.lines, "message_end")[-1]
     assert end["message"]["content"] == [{"type": "text", "text": "You said: Hello"}]
     assert events_of(client.lines, "agent_end")[0]["willRetry"] is False
+
+
+async def test_every_entry_is_announced_when_asked(tmp_path: Path) -> None:
+    async with served(tmp_path) as client:
+        fmt = await client.data({"type": "set_event_format", "entries": "all"})
+        await client.send({"id": "p", "type": "prompt", "message": "Hello"})
+        await client.event("agent_settled")
+        await client.data({"type": "set_session_name", "name": "named"})
+        back = await client.data({"type": "set_event_format", "entries": "pi"})
+        await client.data({"type": "set_session_name", "name": "renamed"})
+        entries = await client.data({"type": "get_entries"})
+    assert fmt == {"entries": "all"} and back == {"entries": "pi"}
+    run = types(client.lines)[types(client.lines).index("agent_start") :]
+    # Each message entry right after its message_end, in the file's order.
+    assert run[:12] == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "entry_appended",
+        "message_start",
+        "message_end",
+        "entry_appended",
+        "message_start",
+        "message_update",
+        "message_update",
+        "message_update",
+    ]
+    announced = [e["entry"] for e in events_of(client.lines, "entry_appended")]
+    kinds = [(e["type"], e.get("message", {}).get("role"), e.get("name")) for e in announced]
+    assert kinds == [
+        ("message", "system", None),
+        ("message", "user", None),
+        ("message", "assistant", None),
+        ("session_info", None, "named"),  # the second name is not announced: "pi" again
+    ]
+    written = [e["id"] for e in entries["entries"]]
+    places = [written.index(e["id"]) for e in announced]
+    assert places == sorted(places)  # announced in the file's order
+    [renamed] = [e for e in entries["entries"] if e.get("name") == "renamed"]
+    assert renamed["id"] not in [e["id"] for e in announced]
+
+
+async def test_a_bad_event_format_changes_nothing(tmp_path: Path) -> None:
+    async with served(tmp_path) as client:
+        bad = await client.request(
+            {"type": "set_event_format", "updates": "delta", "entries": "some"}
+        )
+        none = await client.request({"type": "set_event_format"})
+        await client.send({"id": "p", "type": "prompt", "message": "Hello"})
+        await client.event("agent_settled")
+    assert bad["success"] is False
+    assert bad["error"] == 'Unknown entries format: "some" (use "pi" or "all")'
+    assert none["success"] is False and "updates" in none["error"]
+    # Neither half applied: full updates (with usage), no entry_appended.
+    assert "entry_appended" not in types(client.lines)
+    assert all("usage" in u for u in events_of(client.lines, "message_update"))
 
 
 async def test_events_of_a_command_precede_its_response(tmp_path: Path) -> None:
@@ -65,8 +121,9 @@ async def test_events_of_a_command_precede_its_response(tmp_path: Path) -> None:
         await client.data({"type": "prompt", "message": "one"})
         await client.event("agent_settled")
         compacted = await client.data({"type": "compact"})
+    # set_model (r1) announces nothing in pi 1.6.0: its model_change entry is not announced.
+    assert types(client.lines)[response_index(client, "r1") - 1] == "response"
     pairs = [
-        ("r1", "entry_appended"),  # its model_change (the level stays: "off" after faux-1)
         ("r2", "session_info_changed"),
         ("r3", "thinking_level_changed"),
         ("r5", "compaction_end"),
