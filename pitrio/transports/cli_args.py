@@ -19,7 +19,7 @@ import attrs
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.sdk.mcp import McpConfigFlag
 
-PI_VERSION = "0.73.1"
+PI_VERSION = "1.6.0"
 """The pi release whose command line, RPC protocol and session files pitrio follows."""
 
 MODES = ("text", "json", "rpc")
@@ -63,7 +63,7 @@ class UsageError(Exception):
 
 
 def version_text() -> str:
-    """``pitrio X.Y.Z (compatible with pi 0.73.1)``."""
+    """``pitrio X.Y.Z (compatible with pi 1.6.0)``."""
     from importlib import metadata  # ~10 ms (far more under load): only for --version
 
     try:
