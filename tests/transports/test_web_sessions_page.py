@@ -252,9 +252,10 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     # The session's socket drops mid-reply and cannot come back yet.
     page.evaluate("window.__drop('/v1/sessions/')")
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
-    # The reply ends meanwhile (the host socket still reports it: the list says idle).
+    # The reply ends meanwhile (the host socket still reports it: the list says idle). The
+    # count is the host's messageCount: pi 1.6.0 counts the system message, the prompt, the reply.
     expect(page.locator("#sessions li.active .meta")).to_have_text(
-        "live · 2 messages", timeout=LONG
+        "live · 3 messages", timeout=LONG
     )
     assert page.locator(".msg.assistant .text").last.inner_text() != text
     page.evaluate("window.__offline = false")
