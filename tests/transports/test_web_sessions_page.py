@@ -237,6 +237,9 @@ def test_send_with_no_session_creates_one(page: Any, served: Served) -> None:
     expect(page.locator("#sessions li.session")).to_have_count(1)
     expect(page.locator(".msg.assistant .text").last).to_have_text("start here")
     expect(item(page, "start here")).to_have_count(1)
+    # The run's leading system message (prompt and tools) is not shown as a message.
+    expect(page.locator(".msg")).to_have_count(2)
+    expect(page.locator(".msg.system")).to_have_count(0)
     assert page.errors == []
 
 
@@ -264,6 +267,7 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     replayed = int(re.findall(r"\d+", line.inner_text())[0])
     assert replayed > 1
     expect(page.locator(".msg.assistant")).to_have_count(1)
+    expect(page.locator(".msg.system")).to_have_count(0)
     expect(page.locator(".msg.assistant .text")).to_have_text(text)
     expect(page.locator("#notice")).to_be_hidden()
     # The session goes on over the new socket.
