@@ -285,7 +285,7 @@ class Agent:
 
     @property
     def session_file(self) -> Path | None:
-        """The session file (it exists once the first assistant message does), if persisted."""
+        """The session file (it exists once the first prompt is saved), if persisted."""
         return self._recorder.writer.path
 
     def subscribe(self, capacity: int = 1024) -> trio.MemoryReceiveChannel[AgentEvent]:

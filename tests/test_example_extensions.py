@@ -123,10 +123,11 @@ async def test_stats_command(tmp_path: Path) -> None:
                     notify = event
         stored = await session.store.entries()
     assert entries is not None
-    assert notify.method == "notify" and "assistant: 1" in notify.message
-    assert "user: 1" in notify.message
+    # pi 1.6.0 stores the session's system message as a message entry too.
+    assert notify.method == "notify" and "assistant: 1, system: 1, user: 1" in notify.message
     custom = next(e for e in stored if isinstance(e, CustomEntry))
-    assert custom.custom_type == "stats" and custom.data["messages"] == {"assistant": 1, "user": 1}
+    assert custom.custom_type == "stats"
+    assert custom.data["messages"] == {"assistant": 1, "system": 1, "user": 1}
 
 
 async def test_custom_compaction(tmp_path: Path, agent_dir: Path) -> None:

@@ -18,11 +18,19 @@ from pitrio import FauxProvider, FauxReply, FauxToolCall, open_agent
 from pitrio.actors.session_store.paths import encode_cwd
 from pitrio.actors.tool_executor import AgentTool, text_result
 from pitrio.errors import UnknownModelError
-from pitrio.messages.agent import AgentToolResult, AssistantMessage, ToolResultMessage, UserMessage
+from pitrio.messages.agent import (
+    AgentToolResult,
+    AssistantMessage,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from pitrio.messages.codec import from_json
 from pitrio.messages.content import TextContent, text_of
 from pitrio.messages.entries import FileLine, MessageEntry, SessionHeader
 from pitrio.messages.events import AgentEnd, AgentEvent, MessageEnd, MessageStart
+
+BUILTIN_TOOLS = ["read", "bash", "edit", "write"]
 
 
 def drain(channel: trio.MemoryReceiveChannel[AgentEvent]) -> list[AgentEvent]:
@@ -57,8 +65,13 @@ async def test_prompt_returns_user_and_assistant() -> None:
     faux = FauxProvider(["hi there"])
     async with open_agent(model="faux/faux-1", faux=faux, persist=False) as agent:
         messages = await agent.prompt("hello")
-    assert len(messages) == 2
-    user, reply = messages
+    # pi 1.6.0: the first run of a new transcript declares the tool set on a leading system
+    # message (no prompt text here), emitted and returned with the run's new messages.
+    assert len(messages) == 3
+    system, user, reply = messages
+    assert isinstance(system, SystemMessage)
+    assert system.content == ""
+    assert [tool.name for tool in system.tools_added or ()] == BUILTIN_TOOLS
     assert isinstance(user, UserMessage)
     assert user.content == (TextContent(text="hello"),)
     assert isinstance(reply, AssistantMessage)
@@ -71,23 +84,28 @@ async def test_prompt_returns_user_and_assistant() -> None:
 
 async def test_default_model_echoes() -> None:
     async with open_agent(persist=False) as agent:
-        _user, reply = await agent.prompt("echo me")
+        _system, _user, reply = await agent.prompt("echo me")
         state = await agent.state()
     assert isinstance(reply, AssistantMessage)
     assert reply.content == (TextContent(text="echo me"),)
     assert state.model.provider + "/" + state.model.id == pitrio.DEFAULT_MODEL
-    assert [m.role for m in state.messages] == ["user", "assistant"]
+    assert [m.role for m in state.messages] == ["system", "user", "assistant"]
 
 
 async def test_second_prompt_sees_the_first() -> None:
     faux = FauxProvider(["one", "two"])
     async with open_agent(model="faux/faux-1", faux=faux, persist=False) as agent:
-        await agent.prompt("a")
+        first = await agent.prompt("a")
         messages = await agent.prompt("b")
         state = await agent.state()
+    # The tool set is declared once, by the first run; the second declares nothing new.
+    assert [m.role for m in first] == ["system", "user", "assistant"]
     assert [text_of(m.content) for m in messages] == ["b", "two"]  # type: ignore[union-attr]
-    assert [m.role for m in state.messages] == ["user", "assistant", "user", "assistant"]
+    roles = [m.role for m in state.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    # The system message becomes the request's prompt and tools, not one of its messages.
     assert len(faux.requests[1].context.messages) == 3
+    assert [tool.name for tool in faux.requests[1].context.tools] == BUILTIN_TOOLS
 
 
 async def test_events_arrive_in_order_and_end_with_agent_end() -> None:
@@ -98,15 +116,17 @@ async def test_events_arrive_in_order_and_end_with_agent_end() -> None:
         # prompt() returns once every event of the run is delivered: all are buffered now.
         events = drain(events_channel)
     names = event_names(events)
-    assert names[:5] == [
+    assert names[:7] == [
         "agent_start",
         "turn_start",
+        "message_start(system)",
+        "message_end(system)",
         "message_start(user)",
         "message_end(user)",
         "message_start(assistant)",
     ]
     assert names[-3:] == ["message_end(assistant)", "turn_end", "agent_end"]
-    middle = names[5:-3]
+    middle = names[7:-3]
     assert middle and set(middle) == {"message_update"}
     last = events[-1]
     assert isinstance(last, AgentEnd)
@@ -129,8 +149,12 @@ async def test_events_of_a_tool_call_turn() -> None:
         events_channel = agent.subscribe()
         messages = await agent.prompt("use the tool")
         events = drain(events_channel)
-    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "assistant"]
-    result = messages[2]
+    assert [m.role for m in messages] == ["system", "user", "assistant", "toolResult", "assistant"]
+    assert [tool.name for tool in messages[0].tools_added or ()] == [  # type: ignore[union-attr]
+        *BUILTIN_TOOLS,
+        "probe",
+    ]
+    result = messages[3]
     assert isinstance(result, ToolResultMessage)
     assert result.tool_call_id == "call_a"
     assert result.content == (TextContent(text="got 7"),)
@@ -138,6 +162,8 @@ async def test_events_of_a_tool_call_turn() -> None:
     assert names == [
         "agent_start",
         "turn_start",
+        "message_start(system)",
+        "message_end(system)",
         "message_start(user)",
         "message_end(user)",
         "message_start(assistant)",
@@ -204,7 +230,7 @@ async def test_session_file_in_a_session_dir(tmp_path: Path) -> None:
         path = agent.session_file
         assert path is not None
         assert path.parent == directory
-        assert not path.exists()  # lazy: nothing before the first assistant message
+        assert not path.exists()  # lazy: nothing before the first user message (pi 1.6.0)
         await agent.prompt("question")
         # prompt() returns once the run's messages are saved.
         data = path.read_bytes()
@@ -224,16 +250,19 @@ async def test_session_file_in_a_session_dir(tmp_path: Path) -> None:
         "thinking_level_change",
         "message",
         "message",
+        "message",
     ]
     assert (lines[1]["provider"], lines[1]["modelId"]) == ("faux", "faux-think")
     assert lines[2]["thinkingLevel"] == "low"
-    assert [line["message"]["role"] for line in lines[3:]] == ["user", "assistant"]
-    assert lines[4]["message"]["content"] == [{"type": "text", "text": "answer"}]
+    # pi 1.6.0 stores the run's leading system message (the declared tools) before the prompt.
+    assert [line["message"]["role"] for line in lines[3:]] == ["system", "user", "assistant"]
+    assert [tool["name"] for tool in lines[3]["message"]["toolsAdded"]] == BUILTIN_TOOLS
+    assert lines[5]["message"]["content"] == [{"type": "text", "text": "answer"}]
     assert lines[1]["parentId"] is None
     for previous, line in itertools.pairwise(lines[1:]):
         assert line["parentId"] == previous["id"]
     entries = [d for d in decoded[1:] if isinstance(d, MessageEntry)]
-    assert [type(e.message) for e in entries] == [UserMessage, AssistantMessage]
+    assert [type(e.message) for e in entries] == [SystemMessage, UserMessage, AssistantMessage]
 
 
 async def test_session_file_in_the_default_dir(isolated_dirs: Path) -> None:
@@ -244,7 +273,8 @@ async def test_session_file_in_the_default_dir(isolated_dirs: Path) -> None:
     assert path is not None
     assert path.parent == isolated_dirs / "agent" / "sessions" / encode_cwd(cwd)
     assert path.exists()
-    assert len(path.read_bytes().splitlines()) == 5
+    # header, model_change, thinking_level_change, then the system, user and assistant messages
+    assert len(path.read_bytes().splitlines()) == 6
 
 
 async def test_session_dir_env(isolated_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -272,12 +302,12 @@ async def test_persist_false_writes_nothing(isolated_dirs: Path) -> None:
 
 
 async def test_an_error_reply_is_persisted(tmp_path: Path) -> None:
-    """An error reply is still an assistant message: it creates the file (as in pi)."""
+    """An error reply is still an assistant message: it is saved (as in pi)."""
     faux = FauxProvider([FauxReply(error="boom")])
     async with open_agent(
         model="faux/faux-1", faux=faux, session_dir_override=str(tmp_path / "s")
     ) as agent:
-        _user, reply = await agent.prompt("x")
+        _system, _user, reply = await agent.prompt("x")
         path = agent.session_file
     assert isinstance(reply, AssistantMessage)
     assert (reply.stop_reason, reply.error_message) == ("error", "boom")
@@ -306,5 +336,9 @@ async def test_prompt_after_a_cancelled_prompt_still_waits_for_its_save(
         assert path is not None
         lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert text_of(messages[-1].content) == "second reply"  # type: ignore[union-attr]
-    texts = [line["message"]["content"][0]["text"] for line in lines if line["type"] == "message"]
+    texts = [
+        line["message"]["content"][0]["text"]
+        for line in lines
+        if line["type"] == "message" and line["message"]["role"] != "system"
+    ]
     assert texts[-2:] == ["second", "second reply"]

@@ -69,7 +69,9 @@ async def test_a_directory_named_with_bytes_that_are_not_utf8_works(tmp_path: Pa
         await agent.prompt("where am I?")
         messages = await agent.messages()
         path = agent.session_file
-    result = messages[2]
+    # pi 1.6.0: the session's context starts with its system message.
+    assert [m.role for m in messages] == ["system", "user", "assistant", "toolResult", "assistant"]
+    result = messages[3]
     assert isinstance(result, ToolResultMessage) and not result.is_error, result
     # The shell printed the real bytes; the tool decodes its output with replacement.
     assert text_of(result.content).strip() == str(tmp_path) + "/caf\ufffd"

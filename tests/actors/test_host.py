@@ -89,7 +89,8 @@ async def test_create_prompt_list_and_reopen_after_close(agent_dir: Path) -> Non
         assert hosted.status == "evicted"
         again = await host.open(hosted.id)
         assert again is hosted and hosted.status == "live"
-        assert len(await (await hosted.session()).messages()) == 2
+        messages = await (await hosted.session()).messages()
+        assert [m.role for m in messages] == ["system", "user", "assistant"]
 
 
 async def test_a_closed_sessions_tree_is_freed_by_the_close(agent_dir: Path) -> None:
@@ -110,7 +111,8 @@ async def test_a_closed_sessions_tree_is_freed_by_the_close(agent_dir: Path) -> 
             assert hosted.status == "evicted"
             assert store() is None
             again = await host.open(hosted.id)
-            assert len(await (await again.session()).messages()) == 2
+            messages = await (await again.session()).messages()
+            assert [m.role for m in messages] == ["system", "user", "assistant"]
     finally:
         if enabled:
             gc.enable()
@@ -135,7 +137,8 @@ async def test_sessions_on_disk_are_found_by_id(agent_dir: Path) -> None:
         assert rows[0]["id"] == session_id and rows[0]["status"] == "evicted"
         reopened = await host.open(session_id)
         messages = await (await reopened.session()).messages()
-        assert [m.role for m in messages] == ["user", "assistant"]
+        # pi 1.6.0: the context starts with the session's system message.
+        assert [m.role for m in messages] == ["system", "user", "assistant"]
 
 
 async def test_delete_removes_the_file(agent_dir: Path) -> None:
@@ -172,7 +175,8 @@ async def test_idle_session_is_evicted_and_reopened(
         await wait_for(lambda: hosted.status == "evicted")
         seq = hosted.seq
         messages = await (await hosted.session()).messages()
-        assert [m.role for m in messages] == ["user", "assistant"]
+        # pi 1.6.0: the context starts with the session's system message.
+        assert [m.role for m in messages] == ["system", "user", "assistant"]
         assert hosted.seq == seq  # numbering continues after a reopen
 
 
@@ -210,8 +214,10 @@ async def test_crash_restarts_then_fails(
                 while hosted.started is None or hosted.started.session is session:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             assert hosted.restarts == attempt
-            # Restarted from its file: the conversation is still there.
-            assert len(await (await hosted.session()).messages()) == 2
+            # Restarted from its file: the conversation (pi 1.6.0: with its leading system
+            # message) is still there.
+            messages = await (await hosted.session()).messages()
+            assert [m.role for m in messages] == ["system", "user", "assistant"]
             mock_clock.jump(1)
         with pytest.raises(Exception):  # noqa: B017
             await (await hosted.session()).invoke(boom)
@@ -228,7 +234,8 @@ async def test_crash_restarts_then_fails(
         assert notices == ["attached", *["session_restarted"] * 3, "session_failed"]
         # close forgets the failure: the session can be opened again.
         await host.close(hosted.id)
-        assert len(await (await hosted.session()).messages()) == 2
+        messages = await (await hosted.session()).messages()
+        assert [m.role for m in messages] == ["system", "user", "assistant"]
 
 
 async def test_restart_window_slides(agent_dir: Path, mock_clock: trio.testing.MockClock) -> None:
@@ -285,7 +292,8 @@ async def test_two_hundred_sessions_evicted_and_reopened(
                 assert isinstance(hosted, HostedSession)
                 handle = await (await host.open(hosted.id)).session()
                 messages = await handle.messages()
-                assert messages[0].content[0].text == f"session {index}"  # type: ignore[union-attr]
+                assert [m.role for m in messages] == ["system", "user", "assistant"]
+                assert messages[1].content[0].text == f"session {index}"  # type: ignore[union-attr]
 
         async with trio.open_nursery() as nursery:
             for index, hosted in sessions:

@@ -63,6 +63,9 @@ def test_error_status_prefers_the_diagnostics_and_else_reads_the_text() -> None:
     plain = failed("Connection error.")
     assert error_status(plain) is None
     assert error_status(failed("503 overloaded")) == 503
+    # pi 1.6.0's openai-completions text: the status, a colon, the error body as JSON.
+    assert error_status(failed('400: {"message":"bad","type":"invalid_request_error"}')) == 400
+    assert error_status(failed("400:{}")) is None
     assert error_status(failed("a 503 in the middle")) is None
     diagnosed = failed("HTTP error")
     import attrs

@@ -61,10 +61,17 @@ def test_everything_loads_together(tmp_path: Path) -> None:
     assert res.skill("nope") is None and res.template("nope") is None
 
     tools = (PromptEntry(name="read", snippet="Read file contents", guidelines=()),)
-    prompt = render_sections(system_prompt_sections(res, tools, date="2025-01-02"))
-    assert "\n\nAppended.\n\n# Project Context\n\n" in prompt
+    sections = system_prompt_sections(res, tools)
+    # pi 1.6.0's tagged sections, in its order; no date line any more.
+    names = ["preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"]
+    assert [section.name for section in sections] == names
+    prompt = render_sections(sections)
+    assert "\n\n<addendum>\nAppended.\n</addendum>\n\n<project_context>\n" in prompt
+    assert f'<project_instructions path="{cwd / "AGENTS.md"}">\nProject rules.\n' in prompt
     assert "<name>lint</name>" in prompt
-    assert prompt.endswith(f"Current date: 2025-01-02\nCurrent working directory: {cwd}")
+    assert "- read: Read file contents" in prompt
+    assert prompt.endswith(f"\n\n<cwd>\n{cwd}\n</cwd>")
+    assert "Current date" not in prompt
 
 
 def test_options_turn_things_off(tmp_path: Path) -> None:
@@ -92,8 +99,11 @@ def test_options_turn_things_off(tmp_path: Path) -> None:
         "Custom base.",
         "A.\n\nB.",
     )
-    sections = system_prompt_sections(res, None, date="2025-01-02")
-    assert [s.name for s in sections] == ["custom", "append", "skills", "environment"]
+    sections = system_prompt_sections(res, None)
+    # pi 1.6.0: a custom prompt is the preamble, without the default tools, rules and docs.
+    assert [s.name for s in sections] == ["preamble", "addendum", "skills", "cwd"]
+    assert sections[0].text == "Custom base."
+    assert sections[1].text == "<addendum>\nA.\n\nB.\n</addendum>"
 
 
 def test_pi_dirs_are_read_when_the_agent_dir_is_pis(tmp_path: Path) -> None:

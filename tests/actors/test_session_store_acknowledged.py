@@ -1,9 +1,12 @@
 """Acknowledged is durable, from the first entry (issue 21.11), seen from outside.
 
 A real ``pitrio --mode rpc`` process talks to a loopback vendor that never finishes its
-answer, so no assistant message exists (pi's moment for creating the file). The test kills
-the process with SIGKILL the moment it has written ``entry_appended`` for the first prompt
-(or for a name given before any prompt): whatever it announced must be in the file on disk.
+answer, so no assistant message exists (pi 0.73.1's moment for creating the file; pi 1.6.0
+creates it at the first user message). The client asks for every entry to be announced
+(``set_event_format {"entries": "all"}``: pi 1.6.0 announces only extension and recovery
+entries, so a session's own ones are announced on request). The test kills the process with
+SIGKILL the moment it has written ``entry_appended`` for the first prompt (or for a name given
+before any prompt): whatever it announced must be in the file on disk.
 Before the fix the first prompt was announced while it lived only in memory: no file at all.
 A process that is started and closed without doing anything still leaves no file (pi's lazy
 creation), and its lock file is gone as well (issue 21.12).
@@ -52,6 +55,7 @@ async def rpc_on_vendor(tmp_path: Path) -> AsyncIterator[tuple[RpcProcess, Vendo
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(rpc.read_stdout)
                 nursery.start_soon(rpc.read_stderr)
+                await rpc.data({"type": "set_event_format", "entries": "all"})
                 yield rpc, vendor, sessions
                 nursery.cancel_scope.cancel()
         finally:
@@ -97,7 +101,7 @@ async def test_the_first_prompt_is_on_disk_once_announced(tmp_path: Path) -> Non
     async with rpc_on_vendor(tmp_path) as (rpc, vendor, sessions):
         await rpc.send({"id": "p1", "type": "prompt", "message": "remember this"})
         entry = await kill_at(rpc, is_first_prompt)
-        # Every entry announced before the kill (the prompt, nothing else here) is on disk.
+        # Every entry announced before the kill (the system message and the prompt) is on disk.
         announced = [line["entry"]["id"] for line in rpc.by_type["entry_appended"]]
     assert len(vendor.requests) <= 1  # the answer never ended: no assistant message
     files, lines = entries_on_disk(sessions)
@@ -107,12 +111,16 @@ async def test_the_first_prompt_is_on_disk_once_announced(tmp_path: Path) -> Non
     assert set(announced) <= set(on_disk)
     assert on_disk[entry["id"]] == entry
     assert entry["message"]["content"][0]["text"] == "remember this"
-    # The lazy entries of the new session (model, thinking level) are written with it, before.
+    # The lazy entries of the new session (model, thinking level) are written with it, before,
+    # and so is the run's leading system message (pi 1.6.0).
     assert [line["type"] for line in lines[1:]] == [
         "model_change",
         "thinking_level_change",
         "message",
+        "message",
     ]
+    assert [line["message"]["role"] for line in lines[3:]] == ["system", "user"]
+    assert announced[-2:] == [lines[3]["id"], entry["id"]]
     assert not any(line.get("role") == "assistant" for line in lines)
 
 

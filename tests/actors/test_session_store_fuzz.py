@@ -352,7 +352,8 @@ async def test_hostile_paths_and_corrupt_files_leave_the_session_working(tmp_pat
                     await runtime.switch_session(str(home_file))
                 await runtime.current.session.prompt(f"after {kind}")
         roles = [m.role for m in await runtime.current.store.context_messages()]
-        assert roles == ["user", "assistant"] * (len(cases) + 1)
+        # pi 1.6.0: the home session's system message leads, declared once for all its prompts.
+        assert roles == ["system", *["user", "assistant"] * (len(cases) + 1)]
         await runtime.aclose()
         nursery.cancel_scope.cancel()
     assert {path: identity(path) for path in watched} == before

@@ -104,9 +104,12 @@ async def test_a_retry_after_a_500_is_announced(tmp_path: Path) -> None:
     ):
         await client.out.until(r"^> $")
         await client.type("hello")
-        await client.out.until(r"^error: 500 ")
-        notice = await client.out.until(r"^retrying in (\S+ s) \(attempt 1/3\): 500 (.*)$")
+        # pi 1.6.0's completions error text: "<status>: <the error body as JSON>".
+        error = await client.out.until(r"^error: 500: (\{.*\})$")
+        assert json.loads(error.group(1))["type"] == "server_error"
+        notice = await client.out.until(r"^retrying in (\S+ s) \(attempt 1/3\): 500: (.*)$")
         assert notice.group(1) == "0.1 s"
+        assert notice.group(2) == error.group(1)
         await client.out.until(r"^Second time lucky\.$")
         await client.out.until(r"^retry succeeded \(attempt 1\)$")
         await client.out.until(r"^> $")

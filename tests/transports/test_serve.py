@@ -130,7 +130,8 @@ async def test_resume_too_old_answers_resync(agent: Path) -> None:
             assert response["success"] and response["data"]["resync"] is True
             await send(ws, {"id": "m", "type": "get_messages"})
             messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
-            assert [m["role"] for m in messages] == ["user", "assistant"]
+            # pi 1.6.0: get_messages starts with the session's system message.
+            assert [m["role"] for m in messages] == ["system", "user", "assistant"]
             await send(ws, {"id": "bad", "type": "resume", "since": "x"})
             bad = (await until(ws, is_response("bad")))[-1]
             assert not bad["success"]
@@ -203,7 +204,9 @@ async def test_crashed_session_restarts_and_clients_are_told(agent: Path) -> Non
             assert notice["restarts"] == 1
             await send(ws, {"id": "m", "type": "get_messages"})
             messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
-            assert [m["content"][0]["text"] for m in messages] == ["before the crash"] * 2
+            # pi 1.6.0: the restarted session's context starts with its system message.
+            assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+            assert [m["content"][0]["text"] for m in messages[1:]] == ["before the crash"] * 2
             await send(ws, {"id": "p2", "type": "prompt", "message": "after"})
             frames = await until(ws, settled)
             assert text_of_deltas(frames) == "after"
@@ -355,5 +358,5 @@ async def test_new_session_fork_and_clone_create_other_sessions(agent: Path) -> 
             await receive(cloned)
             await send(cloned, {"id": "m", "type": "get_messages"})
             messages = (await until(cloned, is_response("m")))[-1]["data"]["messages"]
-            assert [m["role"] for m in messages] == ["user", "assistant"]
+            assert [m["role"] for m in messages] == ["system", "user", "assistant"]
         assert len({session_id, fork["sessionId"], clone["sessionId"], new["sessionId"]}) == 4

@@ -205,7 +205,8 @@ async def test_the_daemon_logs_sessions_runs_failures_and_clients(tmp_path: Path
     (error,) = log.events("provider_error")
     assert error["level"] == "warning" and error["fields"]["status"] == 400
     assert error["fields"]["session"] == session_id and error["fields"]["run"] == 2
-    assert error["fields"]["error"].startswith("400 ")
+    # pi 1.6.0's completions error text: "<status>: <the error body as JSON>".
+    assert error["fields"]["error"].startswith("400: {")
     assert second["fields"]["errors"] == 1 and second["fields"]["stop_reason"] == "error"
 
     (refused,) = log.events("request_refused")

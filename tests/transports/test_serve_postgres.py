@@ -198,8 +198,9 @@ async def test_a_killed_owners_session_moves_to_another_daemon(
                         await trio.sleep(0.2)
                 await prompt(ws_b, session_id, "three")
                 found = texts(await messages(ws_b, session_id))
+                # pi 1.6.0: the system message leads (its prompt is in sections, no content).
                 assert found == [
-                    "user:one", "assistant:one", "user:two", "assistant:two",
+                    "system:", "user:one", "assistant:one", "user:two", "assistant:two",
                     "user:three", "assistant:three",
                 ]  # fmt: skip
                 async with httpx.AsyncClient() as client:
@@ -251,7 +252,10 @@ async def test_a_database_restart_pauses_a_run_and_loses_nothing(
             assert "store_available" in kinds
             assert kinds.index("store_available") < kinds.index("agent_end")
         found = texts(await messages(ws_url, session_id))
-        assert found == ["user:before", "assistant:before", "user:during", "assistant:during"]
+        # pi 1.6.0: the system message leads (its prompt is in sections, no content).
+        assert found == [
+            "system:", "user:before", "assistant:before", "user:during", "assistant:during",
+        ]  # fmt: skip
     # Reopened from the database by a fresh daemon: the same transcript.
     async with in_process_daemon(tmp_path, database, "agent-2") as again:
         reopened = texts(await messages(f"ws://127.0.0.1:{again.port}", session_id))

@@ -237,6 +237,9 @@ def test_send_with_no_session_creates_one(page: Any, served: Served) -> None:
     expect(page.locator("#sessions li.session")).to_have_count(1)
     expect(page.locator(".msg.assistant .text").last).to_have_text("start here")
     expect(item(page, "start here")).to_have_count(1)
+    # The run's leading system message (prompt and tools) is not shown as a message.
+    expect(page.locator(".msg")).to_have_count(2)
+    expect(page.locator(".msg.system")).to_have_count(0)
     assert page.errors == []
 
 
@@ -252,9 +255,10 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     # The session's socket drops mid-reply and cannot come back yet.
     page.evaluate("window.__drop('/v1/sessions/')")
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
-    # The reply ends meanwhile (the host socket still reports it: the list says idle).
+    # The reply ends meanwhile (the host socket still reports it: the list says idle). The
+    # count is the host's messageCount: pi 1.6.0 counts the system message, the prompt, the reply.
     expect(page.locator("#sessions li.active .meta")).to_have_text(
-        "live · 2 messages", timeout=LONG
+        "live · 3 messages", timeout=LONG
     )
     assert page.locator(".msg.assistant .text").last.inner_text() != text
     page.evaluate("window.__offline = false")
@@ -263,6 +267,7 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
     replayed = int(re.findall(r"\d+", line.inner_text())[0])
     assert replayed > 1
     expect(page.locator(".msg.assistant")).to_have_count(1)
+    expect(page.locator(".msg.system")).to_have_count(0)
     expect(page.locator(".msg.assistant .text")).to_have_text(text)
     expect(page.locator("#notice")).to_be_hidden()
     # The session goes on over the new socket.

@@ -18,8 +18,9 @@ import attrs
 from pitrio.actors.model_router.diagnostics import http_status
 from pitrio.messages.agent import AssistantMessage
 
-_LEADING_STATUS = re.compile(r"^([1-5]\d\d) ")
-"""The HTTP providers' error texts start with the status (``429 Rate limit reached...``)."""
+_LEADING_STATUS = re.compile(r"^([1-5]\d\d):? ")
+"""The HTTP providers' error texts start with the status: ``429 Rate limit reached...``, or
+``400: {...}`` (pi 1.6.0's completions text, the status then the error body as JSON)."""
 _MAX_ERROR = 500
 """Characters of an error text a log line keeps."""
 

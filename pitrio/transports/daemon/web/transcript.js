@@ -121,6 +121,8 @@ function renderAssistant(node, message) {
 }
 
 function renderMessage(message, replace) {
+  // pi 1.6.0's system messages declare the prompt and the tools: not part of the conversation.
+  if (message.role === "system") return null;
   if (message.role === "toolResult") {
     const card = findCard(message.toolCallId);
     if (card) {
