@@ -21,9 +21,10 @@ file, fsync, link) before that append returns, so an append that returned is dur
 session's first entry on (its caller may announce it: ``entry_appended``). An append marked
 ``lazy`` (the model and thinking level a new session starts with, which nobody is told about)
 returns once recorded in memory and waits there for the first acknowledged one, so a session
-that is opened and closed without anything happening leaves no file, as in pi. pi itself
-writes the file only at the first assistant message: pitrio writes it one step earlier, at
-the first prompt, rather than acknowledge a prompt a crash would lose.
+that is opened and closed without anything happening leaves no file, as in pi. pi 1.6.0
+writes the file at the first user message too (its leading system message, also lazy here,
+waits for it); pitrio also writes it at a name, a model change or a bash record before any
+prompt, since those are acknowledged to the client as well.
 
 Failure. If the disk refuses a batch (a write or an fsync raises ``OSError``: ENOSPC, EFBIG,
 EIO, ...), the file is cut back to where the batch began (so it holds exactly the entries whose
