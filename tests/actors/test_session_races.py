@@ -50,8 +50,12 @@ async def test_a_follow_up_sent_during_compaction_is_delivered_in_the_same_run(
         SETTINGS, compaction=CompactionSettings(keep_recent_tokens=60, reserve_tokens=18_500)
     )
     slow_summary = FauxReply(text="## Goal\nsummary", chunk_delay=1)
-    faux = FauxProvider(["big answer", slow_summary, "answer to the follow-up"])
+    faux = FauxProvider(["hi", "big answer", slow_summary, "answer to the follow-up"])
     async with session(faux, model=FAUX_SMALL, settings=settings) as fx:
+        # A first turn for the compaction to summarize: pi 1.6.0 does not start a threshold
+        # compaction of a one-turn session (nothing to compact; no compaction_start).
+        await fx.session.prompt("hello")
+        await fx.drain()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fx.session.prompt, "x " * 4_000)
             await trio.sleep(0.5)  # the summary request is streaming now
@@ -81,8 +85,13 @@ async def test_a_prompt_during_a_threshold_compaction_runs_after_it_and_the_sett
     # The summary streams over seconds of the mock clock: the compaction is still open when
     # the prompt, sent from the compaction_start handler, reaches the session.
     slow_summary = FauxReply(text="## Goal\nsummary", chunk_delay=1)
-    faux = FauxProvider(["big answer", slow_summary, "answer to the second"])
+    faux = FauxProvider(["hi", "big answer", slow_summary, "answer to the second"])
     async with session(faux, model=FAUX_SMALL, settings=settings) as fx:
+        # A first turn for the compaction to summarize: pi 1.6.0 does not start a threshold
+        # compaction of a one-turn session (nothing to compact; no compaction_start), and a
+        # test waiting for one would wait forever (a busy spin under the autojump clock).
+        await fx.session.prompt("hello")
+        await fx.drain()
         outcome: list[BaseException | None] = []
         during: list[bool] = []
         sent = trio.Event()
@@ -100,11 +109,13 @@ async def test_a_prompt_during_a_threshold_compaction_runs_after_it_and_the_sett
                     sent.set()
                     return
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(on_compaction_start)
-            await fx.session.prompt("x " * 4_000)
-            await sent.wait()
-        await fx.session.wait_for_idle()
+        # Bounded: should the compaction never start, fail instead of waiting forever.
+        with trio.fail_after(600):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(on_compaction_start)
+                await fx.session.prompt("x " * 4_000)
+                await sent.wait()
+            await fx.session.wait_for_idle()
         events = await fx.drain()
         context = await fx.store.context_messages()
     assert outcome == [None]
@@ -141,8 +152,10 @@ async def test_manual_compact_during_overflow_recovery_is_answered(
             except PitrioError as exc:
                 outcome.append(f"error: {exc}")
 
+        # Past the 60 kept tokens by itself, so the recovery has "hello" to summarize (pi
+        # 1.6.0 starts no compaction of a session that fits the kept budget).
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(fx.session.prompt, "OVERFLOW please")
+            nursery.start_soon(fx.session.prompt, "OVERFLOW please " + "padding " * 40)
             await trio.sleep(0.5)
             assert (await fx.session.state()).is_compacting
             nursery.start_soon(manual)

@@ -157,17 +157,23 @@ async def test_a_file_without_system_messages_gains_one_after_its_last_entry(
 async def test_a_compaction_keeps_the_prompt_and_tools_as_its_checkpoint(
     project: Path, tmp_path: Path
 ) -> None:
+    # Keep one token: the turn is split, its prompt summarized. (A branch that fits the kept
+    # budget is nothing to compact in pi 1.6.0: its system message is no history to summarize.)
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 1}}))
     faux = FauxProvider(["one", "## Goal\nsummary", "after"])
     async with pitrio.create_session(
         cwd=str(project), model="faux/faux-1", faux=faux, session_dir=str(tmp_path / "s")
     ) as session:
         await session.prompt("hi")
-        await session.compact()
+        result = await session.compact()
         await session.prompt("more")
         live = await session.messages()
         request = faux.last_request.context
         path = session.session_file
     assert path is not None
+    assert result.summary.startswith("No prior history.")  # the system message is no history
     entries = lines(path)
     compaction = next(e for e in entries if e["type"] == "compaction")
     checkpoint = compaction["systemMessage"]

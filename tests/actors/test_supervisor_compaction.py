@@ -51,6 +51,7 @@ from pitrio.messages.agent import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
@@ -536,6 +537,22 @@ def test_split_turn_with_no_history_uses_the_literal() -> None:
     assert plan.history is None and plan.turn_prefix is not None
     result = finish_compaction(prep, plan, None, "P")
     assert result.summary.startswith(NO_PRIOR_HISTORY + "\n\n---\n\n")
+
+
+def test_prepare_leaves_system_messages_out_of_the_summaries() -> None:
+    # pi 1.6.0: a system message is prompt state, not conversation (the compaction entry
+    # carries it as its checkpoint): it is summarized in neither part.
+    system = SystemMessage(content="", sections={"preamble": "p" * 400}, timestamp=1)
+    chain = Chain().model_change().msg(system).msg(user("task")).msg(assistant("a" * 400))
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
+    assert prep is not None and prep.is_split_turn
+    assert prep.messages_to_summarize == ()  # the system message alone is no history
+    assert [m.role for m in prep.turn_prefix_messages] == ["user"]
+    assert plan_summary(prep).history is None  # "No prior history.", no history request
+    chain.msg(user("x" * 400)).msg(assistant("two"))
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
+    assert prep is not None and not prep.is_split_turn
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
 
 
 def test_response_text() -> None:

@@ -252,6 +252,29 @@ def test_normalisation_renames_fresh_ids_consistently_and_drops_timestamps() -> 
     assert (divergence.index, divergence.path) == (1, "entry.parentId")
 
 
+def test_normalisation_reads_each_sessions_own_cwd_in_its_system_message() -> None:
+    """pi 1.6.0's system message names the cwd; a replay runs in a directory of its own."""
+
+    def system(cwd: str, context: str = "") -> dict[str, Any]:
+        sections = {"preamble": "p", "cwd": f"<cwd>\n{cwd}\n</cwd>"}
+        if context:
+            sections["project_context"] = context
+        return {"type": "message_end", "message": {"role": "system", "sections": sections}}
+
+    recorded = [system("/home/u/project")]
+    replayed = [system("/tmp/pitrio-replay-1/cwd")]
+    assert first_divergence(recorded, replayed) is not None  # without the cwds: differ
+    same = {"recorded_cwd": "/home/u/project", "replayed_cwd": "/tmp/pitrio-replay-1/cwd"}
+    assert first_divergence(recorded, replayed, **same) is None
+    # Only the session's own directory is normalised: another one, or another section, differs.
+    elsewhere = [system("/tmp/elsewhere")]
+    divergence = first_divergence(recorded, elsewhere, **same)
+    assert divergence is not None and divergence.path == "message.sections.cwd"
+    with_context = [system("/tmp/pitrio-replay-1/cwd", "AGENTS.md says hi")]
+    divergence = first_divergence(recorded, with_context, **same)
+    assert divergence is not None and divergence.path == "message.sections.project_context"
+
+
 def test_summary_pairs_sends_with_receives_and_ranks_waits() -> None:
     records = [
         {"k": "header", "v": 1, "t": 0.0},

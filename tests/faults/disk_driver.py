@@ -100,7 +100,9 @@ async def drive(mode: str, work: Path, disk: Path) -> dict[str, Any]:
             state = await session.handle.state()
             result["write_error"] = state.write_error
             result["is_running"] = state.is_running
-            result["live"] = [_text(m) for m in await session.messages()]
+            live = await session.messages()
+            result["live_roles"] = [m.role for m in live]
+            result["live"] = [_text(m) for m in live]
             result["acknowledged"] = [e.entry.id for e in recorder.of("entry_appended")]
             result["settled"] = recorder.count("agent_settled")
             result["read_only_events"] = [e.error for e in recorder.of("session_read_only")]
@@ -111,7 +113,9 @@ async def drive(mode: str, work: Path, disk: Path) -> dict[str, Any]:
         store = await open_store(nursery, path, read_only=True)
         result["reopened_ids"] = [entry.id for entry in await store.entries()]
         result["reopened_problems"] = [str(p) for p in (await store.status()).problems]
-        result["reopened_context"] = [_text(m) for m in await store.context_messages()]
+        reopened = await store.context_messages()
+        result["reopened_roles"] = [m.role for m in reopened]
+        result["reopened_context"] = [_text(m) for m in reopened]
         nursery.cancel_scope.cancel()
     result["size_after"] = path.stat().st_size
     result["file_ends_with_newline"] = path.read_bytes().endswith(b"\n")

@@ -97,13 +97,18 @@ async def test_a_full_disk_turns_the_session_read_only_and_keeps_what_was_acknow
     assert result["reopened_problems"] == []
     assert result["size_after"] == result["size_before"]
     assert result["file_ends_with_newline"]
-    assert result["reopened_context"] == ["first question", "first answer"]
-    assert result["live"][:2] == ["first question", "first answer"]
+    # pi 1.6.0: the session's system message comes first, stored as a message entry.
+    assert result["reopened_roles"] == ["system", "user", "assistant"]
+    assert result["reopened_context"][1:] == ["first question", "first answer"]
+    assert result["live_roles"][:3] == ["system", "user", "assistant"]
+    assert result["live"][1:3] == ["first question", "first answer"]
     lines = (tmp_path / "work" / "session-copy.jsonl").read_bytes().splitlines()
-    assert [orjson.loads(line)["type"] for line in lines] == [
-        "session",
-        "model_change",
-        "thinking_level_change",
-        "message",
-        "message",
+    kept = [orjson.loads(line) for line in lines]
+    assert [(e["type"], e.get("message", {}).get("role")) for e in kept] == [
+        ("session", None),
+        ("model_change", None),
+        ("thinking_level_change", None),
+        ("message", "system"),  # pi 1.6.0 stores the system message first (fixtures/pi16)
+        ("message", "user"),
+        ("message", "assistant"),
     ]

@@ -72,7 +72,8 @@ async def _assert_failed_attempt_kept_but_omitted(
     assert kept_entry["message"]["stopReason"] == "stop"
     assert omitted_ids(path) == {failed_entry["id"]}
     assert await reopen(path, faulted.project) == live
-    assert [m.role for m in live] == ["user", "assistant"]
+    # pi 1.6.0: a session's first message is its system message.
+    assert [m.role for m in live] == ["system", "user", "assistant"]
 
 
 async def test_a_reset_mid_stream_is_reported_retried_and_omitted(
@@ -226,4 +227,4 @@ async def test_malformed_sse_ends_the_run_with_a_clear_error_and_the_session_goe
     ]
     assert omitted_ids(path) == set()
     assert await reopen(path, faulted.project) == live
-    assert [m.role for m in live] == ["user", "assistant", "user", "assistant"]
+    assert [m.role for m in live] == ["system", "user", "assistant", "user", "assistant"]

@@ -57,7 +57,10 @@ async def test_a_run_with_a_tool_call_a_retry_and_a_compaction(
         [
             FauxReply(tool_calls=[FauxToolCall("read", {"path": "notes.txt"})]),
             FauxReply(error="503 Service Unavailable"),
-            "The notes say: Project notes",
+            # Past the 60 kept tokens by itself: the compaction keeps it and summarizes the
+            # turn's start (pi 1.6.0 compacts nothing when the whole branch fits the budget,
+            # and the session's system message is no history).
+            "The notes say: Project notes. " + "More detail. " * 20,
             "## Goal\nRead the notes.",  # the compaction's summary request
         ]
     )

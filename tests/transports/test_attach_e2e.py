@@ -234,11 +234,19 @@ async def test_an_overflow_compaction_is_announced_start_and_outcome(tmp_path: P
         "queue": [
             {"kind": "text", "text": "First answer.", "deltas": 2},
             {"kind": "error", "preset": "context_length"},
+            # The history and the split turn's prompt: two summaries.
+            {"kind": "text", "text": "A summary of the talk so far.", "deltas": 1},
             {"kind": "text", "text": "A summary of the talk so far.", "deltas": 1},
             {"kind": "text", "text": "Answered after compaction.", "deltas": 2},
         ]
     }
-    async with serving(tmp_path, script) as served, attach(served.env()) as client:
+    # Keep one token, so the first exchange is summarized: pi 1.6.0 starts no compaction of a
+    # branch that fits the kept budget (its system message is no history).
+    keep_little = {"compaction": {"keepRecentTokens": 1}}
+    async with (
+        serving(tmp_path, script, settings=keep_little) as served,
+        attach(served.env()) as client,
+    ):
         await client.out.until(r"^> $")
         await client.type("first")
         await client.out.until(r"^First answer\.$")

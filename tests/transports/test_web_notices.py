@@ -82,7 +82,10 @@ def test_compaction_shows_that_it_runs_and_its_outcome(
     page: Any, mock: MockLLM, tmp_path: Path
 ) -> None:
     page.add_init_script(NOTICE_HISTORY)
-    with serve(tmp_path, models=mock.models(), settings=MOCK_SETTINGS) as daemon:
+    # Keep little, so the first exchange is summarized: pi 1.6.0 refuses to compact a branch
+    # that fits the kept budget ("Nothing to compact"; its system message is no history).
+    settings = {**MOCK_SETTINGS, "compaction": {"keepRecentTokens": 100}}
+    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         for text in ("first question", "second question"):
             mock.queue({"kind": "text", "text": f"answer to {text} " * 20})

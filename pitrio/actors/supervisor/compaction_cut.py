@@ -186,8 +186,14 @@ class CompactionPreparation:
 def _messages_between(
     entries: Sequence[SessionEntry], start: int, end: int, edits: Edits
 ) -> tuple[AgentMessage, ...]:
-    # Compaction entries are skipped: an earlier summary travels as ``previous_summary``.
-    return tuple(m for e in entries[start:end] if (m := entry_message(e, edits)) is not None)
+    # Compaction entries are skipped: an earlier summary travels as ``previous_summary``. So
+    # are system messages (pi 1.6.0): they are the prompt, not the conversation, and a
+    # compaction entry carries them as its systemMessage checkpoint.
+    return tuple(
+        m
+        for e in entries[start:end]
+        if (m := entry_message(e, edits)) is not None and m.role != "system"
+    )
 
 
 def prepare_compaction(

@@ -10,7 +10,10 @@ Events are compared as JSON after normalisation, which removes what is fresh in 
   sequence, so an entry id and later references to it still agree while the random ids
   themselves do not matter;
 * a ``message_update`` keeps its stream event without ``partial`` and drops ``message`` (the
-  delta form; the whole message is compared at ``message_end``).
+  delta form; the whole message is compared at ``message_end``);
+* in a ``system`` message's ``cwd`` section the session's working directory reads
+  ``{cwd}``: a replay runs in a directory of its own, so each sequence is given its own
+  (the rest of the prompt is compared as it is).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import orjson
 
 FRESH_KEYS = frozenset({"id", "parentId", "firstKeptEntryId", "fromId", "targetId", "queueId"})
 DROPPED_KEYS = frozenset({"timestamp", "durationMs"})
+CWD_PLACEHOLDER = "{cwd}"
 
 
 def delta_form(event_json: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,10 +41,12 @@ def delta_form(event_json: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Normaliser:
-    """Normalises the events of one sequence (the id numbering spans the whole sequence)."""
+    """Normalises the events of one sequence (the id numbering spans the whole sequence);
+    ``cwd`` is the working directory of the session that emitted them."""
 
-    def __init__(self) -> None:
+    def __init__(self, cwd: str | None = None) -> None:
         self._names: dict[str, str] = {}
+        self._cwd = cwd
 
     def event(self, event_json: Mapping[str, Any]) -> Any:
         """One event, normalised (see the module docstring)."""
@@ -48,6 +54,8 @@ class Normaliser:
 
     def _value(self, value: Any) -> Any:
         if isinstance(value, dict):
+            if self._cwd and value.get("role") == "system":
+                value = self._system(value, self._cwd)
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if key in DROPPED_KEYS:
@@ -61,10 +69,19 @@ class Normaliser:
             return [self._value(item) for item in value]
         return value
 
+    @staticmethod
+    def _system(message: dict[str, Any], cwd: str) -> dict[str, Any]:
+        sections = message.get("sections")
+        if not isinstance(sections, dict) or not isinstance(sections.get("cwd"), str):
+            return message
+        # The prompt writes the directory with forward slashes.
+        text = sections["cwd"].replace(cwd.replace("\\", "/"), CWD_PLACEHOLDER)
+        return {**message, "sections": {**sections, "cwd": text}}
 
-def normalise_all(events: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Every event of one sequence, normalised."""
-    normaliser = Normaliser()
+
+def normalise_all(events: Sequence[Mapping[str, Any]], cwd: str | None = None) -> list[Any]:
+    """Every event of one sequence (emitted by a session in ``cwd``), normalised."""
+    normaliser = Normaliser(cwd)
     return [normaliser.event(event) for event in events]
 
 
@@ -113,10 +130,16 @@ _MISSING = object()
 
 
 def first_divergence(
-    recorded: Sequence[Mapping[str, Any]], replayed: Sequence[Mapping[str, Any]]
+    recorded: Sequence[Mapping[str, Any]],
+    replayed: Sequence[Mapping[str, Any]],
+    *,
+    recorded_cwd: str | None = None,
+    replayed_cwd: str | None = None,
 ) -> Divergence | None:
-    """The first difference between two event sequences after normalisation, or ``None``."""
-    left, right = normalise_all(recorded), normalise_all(replayed)
+    """The first difference between two event sequences after normalisation, or ``None``;
+    each ``*_cwd`` is the working directory of the session that emitted the sequence."""
+    left = normalise_all(recorded, recorded_cwd)
+    right = normalise_all(replayed, replayed_cwd)
     for index in range(max(len(left), len(right))):
         a = left[index] if index < len(left) else None
         b = right[index] if index < len(right) else None

@@ -12,7 +12,9 @@ an input is sent once every output recorded before it has been produced and the 
 emitted as many events as it had when it took the input; an output is released once every
 input recorded before it has been handled by the session actor. What remains free is the scheduling
 inside the session, which is what a replay tests: the events must come out identical after
-normalisation (:mod:`~pitrio.actors.trace.compare`), else the first divergence is reported.
+normalisation (:mod:`~pitrio.actors.trace.compare`; the replay runs in a directory of its
+own, so the working directory a system message names is compared as each session's own),
+else the first divergence is reported.
 
 A replay that makes no progress for ``stall_seconds`` (default: the longest quiet spell of
 the recording plus 10 s) stops and reports where it was.
@@ -134,6 +136,9 @@ class Recording:
         if not segment or segment[0]["k"] != "header":
             raise ReplayError("the trace has no header: nothing to replay")
         self.header = segment[0]
+        cwd = self.header.get("cwd")
+        # The recorded session's working directory: its system message names it.
+        self.cwd = cwd if isinstance(cwd, str) else None
         self.events: list[dict[str, Any]] = []
         self.inputs: list[_Input] = []
         self.calls: list[_ModelCall] = []
@@ -313,7 +318,8 @@ class ReplayTap(TapBase):
         self.session: SessionHandle | None = None
         self.diverged = False
         self.stop: Callable[[], None] = _nothing  # called once, at the first divergence
-        self._expected = normalise_all(recording.events)
+        self._expected = normalise_all(recording.events, recording.cwd)
+        self.cwd: str | None = None  # the replayed session's, known once it started
         self._normaliser = Normaliser()
 
     def _observe(self, record: Record) -> None:
@@ -370,6 +376,8 @@ class ReplayTap(TapBase):
     async def attach(self, nursery: trio.Nursery, start: TapStart) -> None:
         """Watch the session like a recording does (records go to the observer only)."""
         self.session = start.session
+        self.cwd = start.cwd
+        self._normaliser = Normaliser(start.cwd)
         await super().attach(nursery, start)
 
 
@@ -525,7 +533,9 @@ async def _replay(
             await session.abort()
             await started.store.flush()
         nursery.cancel_scope.cancel()
-    divergence = first_divergence(recording.events, tap.events)
+    divergence = first_divergence(
+        recording.events, tap.events, recorded_cwd=recording.cwd, replayed_cwd=tap.cwd
+    )
     return ReplayResult(
         recorded_events=len(recording.events),
         replayed_events=len(tap.events),

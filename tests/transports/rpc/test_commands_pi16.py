@@ -87,7 +87,9 @@ async def test_entries_and_tree_cover_the_whole_file(tmp_path: Path) -> None:
     async with served(tmp_path) as client:
         await client.data({"type": "prompt", "message": "one"})
         await client.event("agent_settled")
-        await client.data({"type": "prompt", "message": "two"})
+        # Past the 60 kept tokens, so "one" is summarized (pi 1.6.0: a branch that fits the
+        # kept budget is nothing to compact; the system message is no history).
+        await client.data({"type": "prompt", "message": "two " + "padding " * 40})
         await client.event("agent_settled", 2)
         await client.data({"type": "compact"})
         everything = await client.data({"type": "get_entries"})
@@ -161,7 +163,9 @@ async def test_abort_stops_a_manual_compaction_and_a_prompt_meanwhile_is_refused
     async with served(tmp_path, faux) as client:
         await client.data({"type": "prompt", "message": "one"})
         await client.event("agent_settled")
-        await client.data({"type": "prompt", "message": "two"})
+        # Past the 60 kept tokens, so "one" is summarized (pi 1.6.0: a branch that fits the
+        # kept budget is nothing to compact; the system message is no history).
+        await client.data({"type": "prompt", "message": "two " + "padding " * 40})
         await client.event("agent_settled", 2)
         await client.send({"id": "c", "type": "compact"})
         await client.event("compaction_start")

@@ -16,7 +16,14 @@ import orjson
 import pytest
 import trio
 
-from tests.transports.rpc.harness import Dirs, RpcProcess, environment, events_of, rpc_process
+from tests.transports.rpc.harness import (
+    FIXTURE_SETTINGS,
+    Dirs,
+    RpcProcess,
+    environment,
+    events_of,
+    rpc_process,
+)
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 
@@ -366,7 +373,11 @@ async def test_a_database_in_the_settings_is_named_as_unused_here(tmp_path: Path
 # -- session commands (§5.7-§5.8, R14, R18, R19, R28-R30, S193-S194, S201-S205) --------------
 
 
-async def test_session_commands(dirs: Dirs) -> None:
+async def test_session_commands(tmp_path: Path) -> None:
+    # Keep one token, so the one exchange is split and its prompt summarized: pi 1.6.0 refuses
+    # to compact a branch that fits the kept budget (its system message is no history).
+    settings = {**FIXTURE_SETTINGS, "compaction": {"keepRecentTokens": 1}}
+    dirs = Dirs.make(tmp_path, settings=settings)
     template = dirs.agent / "prompts" / "review.md"
     template.parent.mkdir()
     template.write_text("---\ndescription: Review the code\n---\nReview $@\n")
