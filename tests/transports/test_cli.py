@@ -217,7 +217,7 @@ EXPECTED_HEAD = [
     "message_end",
     "message_start",
 ]
-EXPECTED_TAIL = ["message_end", "turn_end", "agent_end"]
+EXPECTED_TAIL = ["message_end", "turn_end", "agent_end", "agent_settled"]
 
 
 def test_json_mode_header_then_events(dirs: Dirs) -> None:
@@ -228,50 +228,58 @@ def test_json_mode_header_then_events(dirs: Dirs) -> None:
     raw_lines = raw_lines[:-1]
     lines = [orjson.loads(line) for line in raw_lines]
 
-    # The session header comes first (pi 0.73.1), in pi's key order.
+    # The session header comes first (pi 1.6.0's docs/json.md), in pi's key order.
     header = from_json(lines[0], SessionHeader)
     assert list(lines[0]) == ["type", "version", "id", "timestamp", "cwd"]
     assert (header.type, header.version, header.cwd) == ("session", 3, str(dirs.cwd))
 
-    # Then every event, decoding as a session event and re-encoding to the same bytes.
+    # Then every event: each decodes as a session event and re-encodes to the same bytes,
+    # except message_update, which is pi 1.6.0's JSON form (the usage so far and the stream
+    # event without its partial message).
     events = lines[1:]
+    types = [event["type"] for event in events]
     for raw, value in zip(raw_lines[1:], events, strict=True):
+        if value["type"] == "message_update":
+            continue
         decoded = from_json(value, AgentSessionEvent)  # type: ignore[arg-type]
         assert orjson.dumps(to_json(decoded)) == raw
 
-    types = [event["type"] for event in events]
     assert types[:7] == EXPECTED_HEAD
-    assert types[-3:] == EXPECTED_TAIL
-    updates = types[7:-3]
+    assert types[-4:] == EXPECTED_TAIL
+    updates = types[7:-4]
     assert updates and set(updates) == {"message_update"}
     assert events[2]["message"]["role"] == events[3]["message"]["role"] == "system"
-    assert [events[i]["message"]["role"] for i in (4, 5, 6, -3)] == [
+    assert [events[i]["message"]["role"] for i in (4, 5, 6, -4)] == [
         "user",
         "user",
         "assistant",
         "assistant",
     ]
+    assert events[6]["message"]["stopReason"] == "pending"  # pi 1.6.0's streaming start
 
-    # message_update: the event comes before the message (pi's key order).
+    # message_update: pi 1.6.0's keys, in its order.
     update_kinds = []
-    for event in events[7:-3]:
-        assert list(event) == ["type", "assistantMessageEvent", "message"]
+    for event in events[7:-4]:
+        assert list(event) == ["type", "usage", "assistantMessageEvent"]
+        assert "partial" not in event["assistantMessageEvent"]
         update_kinds.append(event["assistantMessageEvent"]["type"])
     assert update_kinds[0] == "text_start"
     assert update_kinds[-1] == "text_end"
     assert set(update_kinds[1:-1]) == {"text_delta"}
-    deltas = "".join(e["assistantMessageEvent"]["delta"] for e in events[8:-4])
+    deltas = "".join(e["assistantMessageEvent"]["delta"] for e in events[8:-5])
     assert deltas == "hi"
 
     system = events[3]["message"]
     user = events[5]["message"]
     assert user["content"] == [{"type": "text", "text": "hi"}]
-    final = events[-3]["message"]
+    final = events[-4]["message"]
     assert final["content"] == [{"type": "text", "text": "hi"}]
     assert (final["provider"], final["model"], final["stopReason"]) == ("faux", "echo", "stop")
-    assert events[-2]["message"] == final
-    assert events[-2]["toolResults"] == []
-    assert events[-1]["messages"] == [system, user, final]
+    assert events[-3]["message"] == final
+    assert events[-3]["toolResults"] == []
+    assert events[-2]["messages"] == [system, user, final]
+    assert events[-2]["willRetry"] is False
+    assert events[-1] == {"type": "agent_settled", "aborted": False}
 
 
 def test_json_mode_without_messages_writes_only_the_header(dirs: Dirs) -> None:
@@ -477,7 +485,10 @@ def test_an_extension_command_finishes_print_and_json_mode(dirs: Dirs, mode: tup
     if mode == ("-p",):
         assert result.stdout == b""  # no reply to print (pi's print mode shows no UI)
     else:
-        assert [line["type"] for line in json_lines(result.stdout)] == ["session"]
+        # The command's appendEntry is announced as pi 1.6.0 announces an extension's entry.
+        lines = json_lines(result.stdout)
+        assert [line["type"] for line in lines] == ["session", "entry_appended"]
+        assert (lines[1]["entry"]["type"], lines[1]["entry"]["customType"]) == ("custom", "stats")
     # A command between prompts: every prompt still runs, in order, and the command ran.
     both = pitrio(dirs, *base, *mode, "one", "/stats", "two")
     assert both.returncode == 0, both.stderr

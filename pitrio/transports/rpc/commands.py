@@ -516,14 +516,16 @@ async def _get_commands(backend: RpcBackend, request: Request) -> Any:
 
 async def _set_event_format(backend: RpcBackend, request: Request) -> Any:
     # Both keys are checked before either applies: a bad request changes nothing.
+    # A key given as null is a wrong value, not an absent key.
+    has_updates, has_entries = "updates" in request.fields, "entries" in request.fields
     updates, entries = request.get("updates"), request.get("entries")
-    if updates is None and entries is None:
+    if not has_updates and not has_entries:
         raise CommandError('set_event_format needs "updates" ("full" or "delta") or "entries"')
     chosen_updates = next((c for c in UPDATE_FORMATS if c == updates), None)
-    if updates is not None and chosen_updates is None:
+    if has_updates and chosen_updates is None:
         raise CommandError(f'Unknown event format: {_shown(updates)} (use "full" or "delta")')
     chosen_entries = next((c for c in ENTRY_FORMATS if c == entries), None)
-    if entries is not None and chosen_entries is None:
+    if has_entries and chosen_entries is None:
         raise CommandError(f'Unknown entries format: {_shown(entries)} (use "pi" or "all")')
     answer: dict[str, Any] = {}
     if chosen_entries is not None:
