@@ -1,4 +1,5 @@
-"""Replay every RPC transcript pi 0.73.1 recorded against ``pitrio --mode rpc``.
+"""Replay every RPC transcript pi 0.73.1 recorded against ``pitrio --mode rpc``, compared with
+what pi 1.6.0 writes for the same input (:mod:`tests.transports.rpc.transcripts16`).
 
 Each transcript runs in a fresh scratch installation with the recording's settings, project
 files and model (``--model faux/<model>``, replies by ``PITRIO_FAUX_SCRIPT=fixture-rules``);

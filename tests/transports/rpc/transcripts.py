@@ -1,5 +1,8 @@
 """pi's recorded RPC transcripts (shared/fixtures/transcripts): reading, replaying, comparing.
 
+They were recorded with pi 0.73.1; :func:`load` re-anchors them on pi 1.6.0
+(:mod:`tests.transports.rpc.transcripts16` says how and on what evidence).
+
 A transcript is ``<name>.in.jsonl`` (the bytes written to pi's stdin), ``<name>.out.jsonl``
 (everything pi wrote to stdout) and ``<name>.md`` (pi's command line and, per input line, what
 the recorder waited for before writing it). :func:`replay` writes the same input to pitrio after
@@ -33,6 +36,7 @@ import trio
 
 from tests.shared_dir import TRANSCRIPTS
 from tests.transports.rpc.harness import RpcProcess
+from tests.transports.rpc.transcripts16 import re_anchor, without_wording
 
 SEED_TYPES = frozenset(
     {
@@ -121,10 +125,13 @@ def load(name: str) -> Transcript:
             args.append(word)
     final = _FINAL.search(md)
     assert final is not None
-    output = tuple(
+    recorded = [
         orjson.loads(line) for line in (TRANSCRIPTS / f"{name}.out.jsonl").read_bytes().splitlines()
-    )
-    return Transcript(name, tuple(args), steps, final.group(1), output)
+    ]
+    # What pi 1.6.0 writes for the same input; the waits count its lines.
+    output, positions = re_anchor(recorded, inputs[:-1])
+    steps = tuple(attrs.evolve(step, after_lines=positions[step.after_lines]) for step in steps)
+    return Transcript(name, tuple(args), steps, final.group(1), tuple(output))
 
 
 # -- what pi would have written ------------------------------------------------------------
@@ -155,28 +162,6 @@ def _without_16_fields(value: Any) -> Any:
             result.pop("structuredContent", None)
             result.pop("isError", None)
     return out
-
-
-def as_pi_16(line: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A pi 0.73.1 transcript line in pi 1.6.0's form where only the form changed: a
-    ``message_update`` is ``{type, usage, assistantMessageEvent}`` without the partial (a
-    ``toolcall_start`` with the call's ``id`` and ``toolName``), and a streamed assistant
-    message starts with ``stopReason: "pending"``."""
-    kind = line.get("type")
-    if kind == "message_update":
-        event = dict(line.get("assistantMessageEvent") or {})
-        partial = event.pop("partial", None) or {}
-        if event.get("type") == "toolcall_start":
-            blocks = partial.get("content") or []
-            index = event.get("contentIndex")
-            if isinstance(index, int) and 0 <= index < len(blocks):
-                event["id"] = blocks[index].get("id")
-                event["toolName"] = blocks[index].get("name")
-        return {"type": kind, "usage": partial.get("usage"), "assistantMessageEvent": event}
-    message = line.get("message")
-    if kind == "message_start" and isinstance(message, dict) and message.get("role") == "assistant":
-        return {**line, "message": {**message, "stopReason": "pending"}}
-    return line
 
 
 def pi_view(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -292,6 +277,8 @@ class Normaliser:
 
     def __call__(self, value: Any, key: str | None = None) -> Any:
         if isinstance(value, dict):
+            if value.get("role") == "system":
+                value = without_wording(value)  # each agent's own prose (documented)
             return {k: self._field(k, v) for k, v in value.items()}
         if isinstance(value, list):
             return [self(item, key) for item in value]
@@ -302,6 +289,8 @@ class Normaliser:
             return "<timestamp>"
         if key in ("usage", "tokensBefore") or (key == "tokens" and isinstance(value, dict)):
             return f"<{key}>"
+        if key == "estimatedTokensAfter" and isinstance(value, int):
+            return f"<{key}>"  # an estimate of the context, whose system prompt is each agent's
         if key == "contextUsage" and isinstance(value, dict):
             return {
                 k: (v if v is None or k == "contextWindow" else f"<{k}>") for k, v in value.items()
@@ -367,7 +356,6 @@ def compare(
     :class:`MissingPiece` (what an ``xfail(raises=MissingPiece)`` expects); any other
     difference is an ``AssertionError``.
     """
-    recorded = [as_pi_16(line) for line in recorded]
     aligned = align(recorded, ours)
     left, right = Normaliser(), Normaliser()
     problems: list[str] = []
