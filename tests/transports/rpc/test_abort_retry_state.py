@@ -185,3 +185,32 @@ async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path
         state = await client.data({"type": "get_state"})
     [compaction] = [e for e in file_entries(state["sessionFile"]) if e["type"] == "compaction"]
     assert compaction["fromHook"] is False
+
+
+@pytest.mark.parametrize("attempt", range(4))
+async def test_an_aborted_compaction_is_answered_before_the_abort(
+    tmp_path: Path, attempt: int
+) -> None:
+    """pi 1.6.0: abort waits for the session to be idle, so the compact request's error (and
+    compaction_end before it) comes before the abort's answer. Both are answered in one step
+    of the session actor; before the fix their order was the scheduler's (repeated because a
+    wrong order shows only some of the time)."""
+    faux = FauxProvider(default=FixtureRules(), tokens_per_second=20.0)
+    settings = {"compaction": {"keepRecentTokens": 60}}
+    async with served(tmp_path, faux, settings=settings) as client:
+        for text in ("first question " * 30, "second question " * 30):
+            await client.data({"type": "prompt", "message": text})
+            await client.event("agent_settled", 1 if text.startswith("first") else 2)
+        await client.send({"id": "c", "type": "compact"})
+        await client.event("compaction_start")
+        await client.send({"id": "a", "type": "abort"})
+        compact, abort = await client.response("c"), await client.response("a")
+    assert (compact["success"], abort["success"]) == (False, True)
+    order = [
+        line.get("id") or line["type"]
+        for line in client.lines
+        if line.get("id") in ("c", "a") or line["type"] == "compaction_end"
+    ]
+    assert order == ["compaction_end", "c", "a"]
+    [end] = events_of(client.lines, "compaction_end")
+    assert end["aborted"] is True
