@@ -19,7 +19,8 @@ by nature or by documented design:
 * JSON parser messages (pi's are V8's) are not compared, except pi's empty-line text;
 * responses are matched by ``id`` (id-less ones in order): only the order of events is
   deterministic, a response's place among streamed deltas is not. A response must still come
-  after the same number of non-delta events as in pi's output.
+  after the same number of non-delta events as in pi's output. The same holds for a
+  ``queue_update`` (a command's echo): it is compared after the deltas that follow it.
 """
 
 from __future__ import annotations
@@ -345,6 +346,27 @@ def _show(line: Any) -> str:
     return text if len(text) < 1500 else text[:1500] + "..."
 
 
+def settle_queue_updates(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``lines`` with each ``queue_update`` moved past the stream deltas right after it. A
+    queue update answers a command (steer, follow-up, queued prompt), so which delta of a
+    streaming reply it lands between is timing, as for a response; which non-delta events it
+    comes between, and what it says, still count."""
+    out: list[Mapping[str, Any]] = []
+    waiting: list[Mapping[str, Any]] = []
+    for line in lines:
+        kind = line.get("type")
+        if kind == "queue_update":
+            waiting.append(line)
+        elif kind in STREAMING_TYPES or _is_response(line):
+            out.append(line)
+        else:
+            out.extend(waiting)
+            waiting.clear()
+            out.append(line)
+    out.extend(waiting)
+    return out
+
+
 def compare(
     recorded: Sequence[Mapping[str, Any]],
     ours: Sequence[Mapping[str, Any]],
@@ -356,6 +378,7 @@ def compare(
     :class:`MissingPiece` (what an ``xfail(raises=MissingPiece)`` expects); any other
     difference is an ``AssertionError``.
     """
+    recorded, ours = settle_queue_updates(recorded), settle_queue_updates(ours)
     aligned = align(recorded, ours)
     left, right = Normaliser(), Normaliser()
     problems: list[str] = []
