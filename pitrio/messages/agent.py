@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from pitrio.messages.codec import extra_field, opaque_field, reuse_encodings, tag
+from pitrio.messages.codec import Extra, extra_field, opaque_field, reuse_encodings, tag
 from pitrio.messages.content import (
     ImageContent,
     TextContent,
@@ -293,15 +293,22 @@ class SystemCheckpoint:
     extra: dict[str, Any] | None = extra_field()
 
     def message(self) -> SystemMessage:
-        """The checkpoint as the leading system message of a compacted context."""
+        """The checkpoint as the leading system message of a compacted context. pi 1.6.0
+        lists it with the checkpoint's key order (the timestamp last), so it keeps that."""
+        extra = self.extra
+        if not isinstance(extra, Extra):  # decoded ones already remember their order
+            extra = Extra(dict(extra or {}), _CHECKPOINT_ORDER)
         return SystemMessage(
             content=self.content,
             sections=self.sections,
             timestamp=self.timestamp,
             tools_added=self.tools_added,
             tools_removed=self.tools_removed,
-            extra=self.extra,
+            extra=extra,
         )
+
+
+_CHECKPOINT_ORDER = ("role", "content", "sections", "toolsAdded", "toolsRemoved", "timestamp")
 
 
 @attrs.frozen(kw_only=True)

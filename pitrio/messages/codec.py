@@ -362,7 +362,8 @@ def _make_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     if extra_name is not None:
         lines += [
             f"    extra = obj.{extra_name}",
-            "    if extra:",
+            # An Extra orders the keys even when it holds none of its own.
+            "    if extra is not None:",
             "        if extra.__class__ is Extra:",
             "            return in_order(out, extra)",
             "        for key, value in extra.items():",

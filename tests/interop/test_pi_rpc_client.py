@@ -17,6 +17,7 @@ pitrio).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -113,6 +114,41 @@ def wording(v: Any) -> Any:
     return v
 
 
+def _js_length(text: str) -> int:
+    """A string's length as JavaScript counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def system_estimate(message: dict[str, Any]) -> int:
+    """pi 1.6.0's token estimate of a system message (``estimateTokens``: content, sections
+    and the added tools' JSON, a quarter of the characters, rounded up)."""
+    content = message.get("content", "")
+    chars = _js_length(content) if isinstance(content, str) else 0
+    if not isinstance(content, str):
+        chars += sum(_js_length(block.get("text", "")) for block in content)
+    chars += sum(_js_length(text) for text in (message.get("sections") or {}).values() if text)
+    if message.get("toolsAdded"):
+        tools = json.dumps(message["toolsAdded"], separators=(",", ":"), ensure_ascii=False)
+        chars += _js_length(tools)
+    return -(-chars // 4)
+
+
+def split_estimate(steps: list[dict[str, Any]]) -> None:
+    """A compaction's ``estimatedTokensAfter`` counts the context's system message, whose
+    prompt is each agent's own wording (and names its sandbox): it becomes the estimate of
+    the rest of the context, the system message's part taken out (measured on the context
+    the next step lists), which must be the same for both."""
+    for step, after in itertools.pairwise(steps):
+        value = step.get("value")
+        if not isinstance(value, dict) or "estimatedTokensAfter" not in value:
+            continue
+        listed = after.get("value") if after["name"].startswith("getMessages") else None
+        assert isinstance(listed, list) and listed[0]["role"] == "system", step["name"]
+        value["estimatedTokensAfter"] = {
+            "withoutSystemMessage": value["estimatedTokensAfter"] - system_estimate(listed[0])
+        }
+
+
 def run_client(agent: str, base: Path) -> dict[str, Any]:
     """The node script's record of ``agent`` (``"pi"`` or ``"pitrio"``), normalised."""
     assert NODE is not None and PI_CLI is not None
@@ -145,6 +181,7 @@ def run_client(agent: str, base: Path) -> dict[str, Any]:
         if done.returncode != 0 or not output.is_file():
             raise AssertionError(f"{agent}: the node script failed: {done.stderr[-2000:]}")
         record: dict[str, Any] = json.loads(output.read_text())
+        split_estimate(record["steps"])
         # Ids are numbered afresh in each step: a step that differs does not shift the next.
         run = Run(agent=agent, root=str(sandbox.root), port=mock.port)
         record["steps"] = [wording(Normaliser(run).value(s)) for s in record["steps"]]

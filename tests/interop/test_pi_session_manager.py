@@ -148,6 +148,9 @@ def _fork() -> list[Step]:
 
 def _branch() -> list[Step]:
     return [
+        # pi 1.6.0's RPC mode announces no branch summary or label entry: the wait for the
+        # two that /back makes needs every entry announced (pitrio's opt-in).
+        cmd("set_event_format", entries="all"),
         *prompt("first"),
         *prompt("second"),
         Cmd({"type": "prompt", "message": "/mark second reply"}),

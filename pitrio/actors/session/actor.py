@@ -487,7 +487,12 @@ class SessionActor(Actor[SessionCommand]):
             reply.set(result)
         finally:
             self._maintenance = None
-            maintenance.finish()
+            # pi: the compaction's caller hears first, an abort that stopped it after (its
+            # wait for idle resumes later); answered in one step, their order would be chance.
+            try:
+                await trio.lowlevel.checkpoint()
+            finally:
+                maintenance.finish()
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event this session emitted (0 before any)."""

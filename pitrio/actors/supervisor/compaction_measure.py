@@ -22,10 +22,12 @@ from pitrio.messages.agent import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
+from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
 from pitrio.messages.entries import (
     CompactionEntry,
@@ -108,7 +110,8 @@ def estimate_tokens(message: AgentMessage) -> int:
 
     Users count their text (images are ignored); assistants their text, thinking and tool
     calls (name plus JSON arguments); custom messages and tool results their text plus 4800
-    characters per image; bash executions command plus output; summaries their text.
+    characters per image; bash executions command plus output; summaries their text; system
+    messages their content, sections and added tool declarations (as JSON).
     """
     match message:
         case UserMessage():
@@ -128,6 +131,13 @@ def estimate_tokens(message: AgentMessage) -> int:
             chars = js_length(message.command) + js_length(message.output)
         case BranchSummaryMessage() | CompactionSummaryMessage():
             chars = js_length(message.summary)
+        case SystemMessage():
+            # pi 1.6.0 counts the prompt a system message carries: its content, every section
+            # still set, and the tool declarations it adds as JSON.
+            chars = _content_chars(message.content, images=True)
+            chars += sum(js_length(text) for text in (message.sections or {}).values() if text)
+            if message.tools_added:
+                chars += js_length(js_stringify(to_json(message.tools_added)))
         case _:
             return 0
     return estimate_text_tokens(chars)

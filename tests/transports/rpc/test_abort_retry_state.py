@@ -1,6 +1,7 @@
 """Issue 21 item 8 and part of 9: what the state, the events and the file say after an abort
 of a retry's back-off, a compaction or a new session during a stream, a bash run during a
-run, a clone of an empty session; each checked against pi 0.73.1's answers."""
+run, a clone of an empty session; each checked against pi 0.73.1's answers, re-anchored on
+pi 1.6.0 (its leading system message is counted and listed)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,11 @@ async def test_the_failed_attempt_leaves_the_state_when_the_back_off_starts(
         await client.event("agent_settled")
         after = await client.data({"type": "get_state"})
         after_roles = await message_roles(client)
-    assert (during["isStreaming"], during["messageCount"]) == (False, 1)
-    assert during_roles == ["user"]
-    assert (after["isStreaming"], after["messageCount"]) == (False, 1)
-    assert after_roles == ["user"]
+    # pi 1.6.0 counts the session's leading system message too.
+    assert (during["isStreaming"], during["messageCount"]) == (False, 2)
+    assert during_roles == ["system", "user"]
+    assert (after["isStreaming"], after["messageCount"]) == (False, 2)
+    assert after_roles == ["system", "user"]
     [retry_end] = events_of(client.lines, "auto_retry_end")
     assert (retry_end["success"], retry_end["finalError"]) == (False, "Retry cancelled")
     entries = file_entries(after["sessionFile"])
@@ -76,8 +78,10 @@ async def test_compact_while_streaming_drops_the_aborted_reply(tmp_path: Path) -
     async with served(tmp_path, faux, settings=settings) as client:
         await client.data({"type": "prompt", "message": "first " * 100})
         await client.event("agent_settled", 1)
+        # Three updates of the slow reply itself (the first reply's are already there).
+        streamed = len(events_of(client.lines, "message_update")) + 3
         await client.send({"id": "p", "type": "prompt", "message": "SLOW please " * 30})
-        await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= 3)
+        await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= streamed)
         await client.data({"type": "compact"})
         state = await client.data({"type": "get_state"})
         after_roles = await message_roles(client)
@@ -87,12 +91,14 @@ async def test_compact_while_streaming_drops_the_aborted_reply(tmp_path: Path) -
     assert events_of(client.lines, "agent_end")[-1]["messages"][-1]["stopReason"] == "stop"
     assert len(events_of(client.lines, "agent_end")) == 2  # the first and the next prompt's
     ends = events_of(client.lines, "message_end")[:ends_before_next]
-    assert roles([e["message"] for e in ends]) == ["user", "assistant", "user"]
-    assert after_roles == ["compactionSummary", "user"]
-    assert state["messageCount"] == 2
+    assert roles([e["message"] for e in ends]) == ["system", "user", "assistant", "user"]
+    # pi 1.6.0: the compaction's system checkpoint leads the context.
+    assert after_roles == ["system", "compactionSummary", "user"]
+    assert state["messageCount"] == 3
     entries = file_entries(state["sessionFile"])
     recorded = [e["message"] for e in entries if e["type"] == "message"]
     assert [(m["role"], m.get("stopReason")) for m in recorded] == [
+        ("system", None),
         ("user", None),
         ("assistant", "stop"),
         ("user", None),
@@ -114,12 +120,14 @@ async def test_new_session_while_streaming_drops_the_aborted_reply(tmp_path: Pat
         await client.data({"type": "new_session"})
         state = await client.data({"type": "get_state"})
     assert events_of(client.lines, "agent_end") == []
-    assert roles([e["message"] for e in events_of(client.lines, "message_end")]) == ["user"]
+    ended = roles([e["message"] for e in events_of(client.lines, "message_end")])
+    assert ended == ["system", "user"]  # pi 1.6.0: the session's system message first
     assert state["messageCount"] == 0 and state["sessionFile"] != old
-    # The old file holds the prompt at most (pitrio, like pi, writes a file once it has a
-    # reply to keep; before the fix it had the aborted reply).
+    # The old file holds the prompt at most, after the session's system message (pi 1.6.0
+    # creates the file at the first user message; before the fix it had the aborted reply).
     old_entries = file_entries(old, missing_ok=True)
-    assert [e["message"]["role"] for e in old_entries if e["type"] == "message"] in ([], ["user"])
+    old_roles = [e["message"]["role"] for e in old_entries if e["type"] == "message"]
+    assert old_roles in ([], ["system", "user"])
 
 
 async def test_bash_during_a_run_is_recorded_at_the_next_prompt(tmp_path: Path) -> None:
@@ -139,14 +147,15 @@ async def test_bash_during_a_run_is_recorded_at_the_next_prompt(tmp_path: Path) 
         file_after_run = file_entries(state["sessionFile"])
         await client.data({"type": "prompt", "message": "second"})
         await client.event("agent_settled", 2)
-    assert after_run == ["user", "assistant"]
+    assert after_run == ["system", "user", "assistant"]
     assert [e["message"]["role"] for e in file_after_run if e["type"] == "message"] == [
+        "system",
         "user",
         "assistant",
     ]
     recorded = [e["message"] for e in file_entries(state["sessionFile"]) if e["type"] == "message"]
-    assert roles(recorded) == ["user", "assistant", "bashExecution", "user", "assistant"]
-    assert recorded[2]["command"] == "echo during"
+    assert roles(recorded) == ["system", "user", "assistant", "bashExecution", "user", "assistant"]
+    assert recorded[3]["command"] == "echo during"
 
 
 async def test_clone_of_a_session_without_messages_fails(tmp_path: Path) -> None:
@@ -176,3 +185,32 @@ async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path
         state = await client.data({"type": "get_state"})
     [compaction] = [e for e in file_entries(state["sessionFile"]) if e["type"] == "compaction"]
     assert compaction["fromHook"] is False
+
+
+@pytest.mark.parametrize("attempt", range(4))
+async def test_an_aborted_compaction_is_answered_before_the_abort(
+    tmp_path: Path, attempt: int
+) -> None:
+    """pi 1.6.0: abort waits for the session to be idle, so the compact request's error (and
+    compaction_end before it) comes before the abort's answer. Both are answered in one step
+    of the session actor; before the fix their order was the scheduler's (repeated because a
+    wrong order shows only some of the time)."""
+    faux = FauxProvider(default=FixtureRules(), tokens_per_second=20.0)
+    settings = {"compaction": {"keepRecentTokens": 60}}
+    async with served(tmp_path, faux, settings=settings) as client:
+        for text in ("first question " * 30, "second question " * 30):
+            await client.data({"type": "prompt", "message": text})
+            await client.event("agent_settled", 1 if text.startswith("first") else 2)
+        await client.send({"id": "c", "type": "compact"})
+        await client.event("compaction_start")
+        await client.send({"id": "a", "type": "abort"})
+        compact, abort = await client.response("c"), await client.response("a")
+    assert (compact["success"], abort["success"]) == (False, True)
+    order = [
+        line.get("id") or line["type"]
+        for line in client.lines
+        if line.get("id") in ("c", "a") or line["type"] == "compaction_end"
+    ]
+    assert order == ["compaction_end", "c", "a"]
+    [end] = events_of(client.lines, "compaction_end")
+    assert end["aborted"] is True

@@ -110,8 +110,11 @@ async def test_lone_surrogates_are_taken_and_written_back(dirs: Dirs) -> None:
         state = await again.data({"type": "get_state"})
         assert state["sessionName"] == "half \udc00 pair"
         messages = (await again.data({"type": "get_messages"}))["messages"]
-        assert messages[0]["content"][0]["text"] == "one \ud83d of a pair"
-        assert messages[1]["content"][0]["text"] == "You said: one \ud83d of a pair"
+        # pi 1.6.0 opens a session with its system message; the two turns follow it.
+        roles = [message["role"] for message in messages]
+        assert roles == ["system", "user", "assistant", "user", "assistant"]
+        assert messages[1]["content"][0]["text"] == "one \ud83d of a pair"
+        assert messages[2]["content"][0]["text"] == "You said: one \ud83d of a pair"
         await still_serving(again)
 
 
@@ -218,7 +221,8 @@ async def test_a_lone_surrogate_in_a_user_command_is_refused(dirs: Dirs) -> None
         )
         assert (await rpc.data({"type": "bash", "command": "echo fine"}))["output"] == "fine\n"
         messages = (await rpc.data({"type": "get_messages"}))["messages"]
-        assert [m["role"] for m in messages] == ["user", "assistant", "bashExecution"]
+        # pi 1.6.0 opens a session with its system message.
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "bashExecution"]
         await still_serving(rpc)
         no_group_text(rpc)
 

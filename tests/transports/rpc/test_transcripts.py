@@ -1,4 +1,5 @@
-"""Replay every RPC transcript pi 0.73.1 recorded against ``pitrio --mode rpc``.
+"""Replay every RPC transcript pi 0.73.1 recorded against ``pitrio --mode rpc``, compared with
+what pi 1.6.0 writes for the same input (:mod:`tests.transports.rpc.transcripts16`).
 
 Each transcript runs in a fresh scratch installation with the recording's settings, project
 files and model (``--model faux/<model>``, replies by ``PITRIO_FAUX_SCRIPT=fixture-rules``);
@@ -15,7 +16,14 @@ import pytest
 import trio
 
 from tests.transports.rpc.harness import Dirs, rpc_process
-from tests.transports.rpc.transcripts import MissingPiece, compare, load, names, replay
+from tests.transports.rpc.transcripts import (
+    MissingPiece,
+    compare,
+    load,
+    names,
+    replay,
+    settle_queue_updates,
+)
 
 Attribution = Callable[[Mapping[str, Any]], str | None]
 
@@ -52,3 +60,22 @@ def test_transcript_replays(name: str, tmp_path: Path) -> None:
     ours = trio.run(_replay, name, tmp_path)
     attribution = MISSING[name][1] if name in MISSING else (lambda line: None)
     compare(load(name).output, ours, attribution)
+
+
+def test_a_queue_update_is_compared_after_the_deltas_that_follow_it() -> None:
+    delta = {"type": "message_update", "n": 1}
+    queue = {"type": "queue_update", "steering": ["x"]}
+    answer = {"type": "response", "id": "s"}
+    end = {"type": "message_end"}
+    lines = [{"type": "message_start"}, queue, delta, answer, delta, end, queue]
+    assert settle_queue_updates(lines) == [
+        {"type": "message_start"},
+        delta,
+        answer,
+        delta,
+        queue,
+        end,
+        queue,
+    ]
+    # Only past deltas: a queue update on the other side of a non-delta event is another line.
+    assert settle_queue_updates([queue, end, delta]) == [queue, end, delta]

@@ -1,5 +1,8 @@
 """pi's recorded RPC transcripts (shared/fixtures/transcripts): reading, replaying, comparing.
 
+They were recorded with pi 0.73.1; :func:`load` re-anchors them on pi 1.6.0
+(:mod:`tests.transports.rpc.transcripts16` says how and on what evidence).
+
 A transcript is ``<name>.in.jsonl`` (the bytes written to pi's stdin), ``<name>.out.jsonl``
 (everything pi wrote to stdout) and ``<name>.md`` (pi's command line and, per input line, what
 the recorder waited for before writing it). :func:`replay` writes the same input to pitrio after
@@ -16,7 +19,8 @@ by nature or by documented design:
 * JSON parser messages (pi's are V8's) are not compared, except pi's empty-line text;
 * responses are matched by ``id`` (id-less ones in order): only the order of events is
   deterministic, a response's place among streamed deltas is not. A response must still come
-  after the same number of non-delta events as in pi's output.
+  after the same number of non-delta events as in pi's output. The same holds for a
+  ``queue_update`` (a command's echo): it is compared after the deltas that follow it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import trio
 
 from tests.shared_dir import TRANSCRIPTS
 from tests.transports.rpc.harness import RpcProcess
+from tests.transports.rpc.transcripts16 import re_anchor, without_wording
 
 SEED_TYPES = frozenset(
     {
@@ -121,10 +126,13 @@ def load(name: str) -> Transcript:
             args.append(word)
     final = _FINAL.search(md)
     assert final is not None
-    output = tuple(
+    recorded = [
         orjson.loads(line) for line in (TRANSCRIPTS / f"{name}.out.jsonl").read_bytes().splitlines()
-    )
-    return Transcript(name, tuple(args), steps, final.group(1), output)
+    ]
+    # What pi 1.6.0 writes for the same input; the waits count its lines.
+    output, positions = re_anchor(recorded, inputs[:-1])
+    steps = tuple(attrs.evolve(step, after_lines=positions[step.after_lines]) for step in steps)
+    return Transcript(name, tuple(args), steps, final.group(1), tuple(output))
 
 
 # -- what pi would have written ------------------------------------------------------------
@@ -155,28 +163,6 @@ def _without_16_fields(value: Any) -> Any:
             result.pop("structuredContent", None)
             result.pop("isError", None)
     return out
-
-
-def as_pi_16(line: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A pi 0.73.1 transcript line in pi 1.6.0's form where only the form changed: a
-    ``message_update`` is ``{type, usage, assistantMessageEvent}`` without the partial (a
-    ``toolcall_start`` with the call's ``id`` and ``toolName``), and a streamed assistant
-    message starts with ``stopReason: "pending"``."""
-    kind = line.get("type")
-    if kind == "message_update":
-        event = dict(line.get("assistantMessageEvent") or {})
-        partial = event.pop("partial", None) or {}
-        if event.get("type") == "toolcall_start":
-            blocks = partial.get("content") or []
-            index = event.get("contentIndex")
-            if isinstance(index, int) and 0 <= index < len(blocks):
-                event["id"] = blocks[index].get("id")
-                event["toolName"] = blocks[index].get("name")
-        return {"type": kind, "usage": partial.get("usage"), "assistantMessageEvent": event}
-    message = line.get("message")
-    if kind == "message_start" and isinstance(message, dict) and message.get("role") == "assistant":
-        return {**line, "message": {**message, "stopReason": "pending"}}
-    return line
 
 
 def pi_view(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -292,6 +278,8 @@ class Normaliser:
 
     def __call__(self, value: Any, key: str | None = None) -> Any:
         if isinstance(value, dict):
+            if value.get("role") == "system":
+                value = without_wording(value)  # each agent's own prose (documented)
             return {k: self._field(k, v) for k, v in value.items()}
         if isinstance(value, list):
             return [self(item, key) for item in value]
@@ -302,6 +290,8 @@ class Normaliser:
             return "<timestamp>"
         if key in ("usage", "tokensBefore") or (key == "tokens" and isinstance(value, dict)):
             return f"<{key}>"
+        if key == "estimatedTokensAfter" and isinstance(value, int):
+            return f"<{key}>"  # an estimate of the context, whose system prompt is each agent's
         if key == "contextUsage" and isinstance(value, dict):
             return {
                 k: (v if v is None or k == "contextWindow" else f"<{k}>") for k, v in value.items()
@@ -356,6 +346,27 @@ def _show(line: Any) -> str:
     return text if len(text) < 1500 else text[:1500] + "..."
 
 
+def settle_queue_updates(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``lines`` with each ``queue_update`` moved past the stream deltas right after it. A
+    queue update answers a command (steer, follow-up, queued prompt), so which delta of a
+    streaming reply it lands between is timing, as for a response; which non-delta events it
+    comes between, and what it says, still count."""
+    out: list[Mapping[str, Any]] = []
+    waiting: list[Mapping[str, Any]] = []
+    for line in lines:
+        kind = line.get("type")
+        if kind == "queue_update":
+            waiting.append(line)
+        elif kind in STREAMING_TYPES or _is_response(line):
+            out.append(line)
+        else:
+            out.extend(waiting)
+            waiting.clear()
+            out.append(line)
+    out.extend(waiting)
+    return out
+
+
 def compare(
     recorded: Sequence[Mapping[str, Any]],
     ours: Sequence[Mapping[str, Any]],
@@ -367,7 +378,7 @@ def compare(
     :class:`MissingPiece` (what an ``xfail(raises=MissingPiece)`` expects); any other
     difference is an ``AssertionError``.
     """
-    recorded = [as_pi_16(line) for line in recorded]
+    recorded, ours = settle_queue_updates(recorded), settle_queue_updates(ours)
     aligned = align(recorded, ours)
     left, right = Normaliser(), Normaliser()
     problems: list[str] = []
