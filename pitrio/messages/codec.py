@@ -516,7 +516,11 @@ def _make_union_structure(union: Any) -> Callable[[Any, Any], Any]:
         if _is_wire_class(member):
             found = tag_of(member)
             if found is not None:
-                tagged[found] = member
+                # A subclass sharing its base's tag (events.EntryRecorded) is never what
+                # decoding gives: the JSON cannot tell them apart, the base stands for both.
+                tagged.setdefault(found, member)
+                if issubclass(tagged[found], member):
+                    tagged[found] = member
             else:
                 other_objects.append(member)
         elif get_origin(member) is dict or member is dict:

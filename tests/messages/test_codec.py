@@ -232,8 +232,15 @@ def test_round_trip(cls: type) -> None:
         assert decode(data, cls) == value
         assert orjson.loads(data) == plain
         for union in unions:
-            assert from_json(plain, union) == value
-            assert type(decode(data, union)) is cls
+            # A subclass sharing its base's tag (EntryRecorded) decodes as the base: the JSON
+            # is the same, and so are the bytes the base writes.
+            base = next((b for b in cls.__mro__[1:] if b in get_args(union)), None)
+            expected = cls if base is None else base
+            got = from_json(plain, union)
+            assert type(got) is expected and to_json(got) == plain
+            assert type(decode(data, union)) is expected
+            if base is None:
+                assert got == value
         # encoding is stable: a decoded value writes the same bytes again
         assert encode(decode(data, cls)) == data
 
