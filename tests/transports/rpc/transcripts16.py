@@ -122,6 +122,9 @@ def _inputs_by_id(inputs: Sequence[bytes]) -> dict[str, dict[str, Any]]:
 
 
 TOO_SMALL = "Nothing to compact (session too small)"
+NOTHING_SUMMARISED = (
+    "## Goal\nCompaction summary (scripted): 0 user, 0 assistant, 0 tool-call lines."
+)
 LEVELS = ("off", "minimal", "low", "medium", "high")
 """The thinking levels of a reasoning model without ``xhigh`` (the faux models')."""
 
@@ -262,7 +265,11 @@ def re_anchor(
             line["messages"] = [pi16_system_message(), *line["messages"]]
             state.run_began_it = False
         elif kind == "compaction_end" and isinstance(line.get("result"), dict):
-            empty = not state.has_system and not state.bash_records
+            # pi 1.6.0 refuses a compaction with nothing to summarise (prepareCompaction: no
+            # message before the cut, system messages not counted, no split turn), where
+            # 0.73.1 wrote a summary of nothing: its scripted summary counts 0/0/0.
+            summary = str(line["result"].get("summary", ""))
+            empty = not state.bash_records and summary.startswith(NOTHING_SUMMARISED)
             if line.get("reason") == "manual" and empty:
                 state.compacting_nothing = True
                 state.uncounted += 1  # the summary message 0.73.1 added
