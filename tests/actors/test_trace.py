@@ -274,6 +274,16 @@ def test_normalisation_reads_each_sessions_own_cwd_in_its_system_message() -> No
     divergence = first_divergence(recorded, with_context, **same)
     assert divergence is not None and divergence.path == "message.sections.project_context"
 
+    # The compaction estimate counts the system message's characters, the cwd's too.
+    def compacted(estimate: int, summary: str = "s") -> dict[str, Any]:
+        result = {"summary": summary, "tokensBefore": 9, "estimatedTokensAfter": estimate}
+        return {"type": "compaction_end", "result": result}
+
+    assert first_divergence([compacted(1264)], [compacted(1255)]) is not None
+    assert first_divergence([compacted(1264)], [compacted(1255)], **same) is None
+    divergence = first_divergence([compacted(1264)], [compacted(1255, "t")], **same)
+    assert divergence is not None and divergence.path == "result.summary"
+
 
 def test_summary_pairs_sends_with_receives_and_ranks_waits() -> None:
     records = [

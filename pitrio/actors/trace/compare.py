@@ -13,7 +13,9 @@ Events are compared as JSON after normalisation, which removes what is fresh in 
   delta form; the whole message is compared at ``message_end``);
 * in a ``system`` message's ``cwd`` section the session's working directory reads
   ``{cwd}``: a replay runs in a directory of its own, so each sequence is given its own
-  (the rest of the prompt is compared as it is).
+  (the rest of the prompt is compared as it is); for the same reason a compaction's
+  ``estimatedTokensAfter``, which counts that system message's characters, is left out when
+  the sequence's cwd is given.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import orjson
 FRESH_KEYS = frozenset({"id", "parentId", "firstKeptEntryId", "fromId", "targetId", "queueId"})
 DROPPED_KEYS = frozenset({"timestamp", "durationMs"})
 CWD_PLACEHOLDER = "{cwd}"
+CWD_DEPENDENT_KEYS = frozenset({"estimatedTokensAfter"})
 
 
 def delta_form(event_json: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +61,7 @@ class Normaliser:
                 value = self._system(value, self._cwd)
             out: dict[str, Any] = {}
             for key, item in value.items():
-                if key in DROPPED_KEYS:
+                if key in DROPPED_KEYS or (self._cwd and key in CWD_DEPENDENT_KEYS):
                     continue
                 if key in FRESH_KEYS and isinstance(item, str):
                     out[key] = self._names.setdefault(item, f"#{len(self._names) + 1}")
