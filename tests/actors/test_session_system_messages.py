@@ -157,11 +157,14 @@ async def test_a_file_without_system_messages_gains_one_after_its_last_entry(
 async def test_a_compaction_keeps_the_prompt_and_tools_as_its_checkpoint(
     project: Path, tmp_path: Path
 ) -> None:
-    faux = FauxProvider(["one", "## Goal\nsummary", "after"])
+    faux = FauxProvider(["one", "two", "## Goal\nsummary", "after"])
     async with pitrio.create_session(
         cwd=str(project), model="faux/faux-1", faux=faux, session_dir=str(tmp_path / "s")
     ) as session:
+        # a first turn before a second past the kept budget: the system message alone is
+        # nothing to compact (pi 1.6.0)
         await session.prompt("hi")
+        await session.prompt("x" * 100_000)
         await session.compact()
         await session.prompt("more")
         live = await session.messages()

@@ -51,6 +51,7 @@ from pitrio.messages.agent import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     ToolResultMessage,
     UserMessage,
 )
@@ -301,6 +302,18 @@ def test_prepare_a_session_that_fits_the_kept_budget_is_nothing_to_compact() -> 
     prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
     assert prep is not None
     assert prep.first_kept_entry_id == "e3"
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
+
+
+def test_prepare_leaves_system_messages_out_of_the_summary() -> None:
+    # pi 1.6.0: a system message is prompt state, never summarized; a session of one system
+    # message and a kept turn is nothing to compact.
+    system = SystemMessage(content="", sections={"preamble": "P"}, timestamp=1)
+    chain = Chain().msg(system).msg(user("one")).msg(assistant("ok"))
+    assert prepare_compaction(chain.entries, SETTINGS) is None
+    chain.msg(user("x" * 400)).msg(assistant("two"))
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
+    assert prep is not None
     assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
 
 
@@ -702,11 +715,22 @@ def test_silent_overflow_compacts_without_retry() -> None:
 
 
 def test_length_truncation_recovery() -> None:
+    # Input truncated to fill the window (no output) is a context overflow in pi 1.6.0
+    # (isContextOverflow case 3): its failed recovery gives the overflow text.
     message = assistant(None, stop="length", use=usage(input=199_000))
     assert auto_compaction_decision(_check(message)) == CompactNow(
         reason="overflow", will_retry=True, failed=message
     )
     again = auto_compaction_decision(_check(message, overflow_recovery_attempted=True))
+    assert isinstance(again, OverflowRecoveryFailed)
+    assert again.event.error_message == OVERFLOW_RECOVERY_FAILED
+    # A length stop below the model's output limit is the truncation (isRecoverableLength).
+    short = assistant("x", stop="length", use=usage(input=10, output=5, total=15))
+    assert auto_compaction_decision(_check(short)) == NoCompaction()
+    assert auto_compaction_decision(_check(short, max_tokens=8)) == CompactNow(
+        reason="overflow", will_retry=True, failed=short
+    )
+    again = auto_compaction_decision(_check(short, max_tokens=8, overflow_recovery_attempted=True))
     assert isinstance(again, OverflowRecoveryFailed)
     assert again.event.error_message == TRUNCATION_RECOVERY_FAILED
 

@@ -186,8 +186,13 @@ class CompactionPreparation:
 def _messages_between(
     entries: Sequence[SessionEntry], start: int, end: int, edits: Edits
 ) -> tuple[AgentMessage, ...]:
-    # Compaction entries are skipped: an earlier summary travels as ``previous_summary``.
-    return tuple(m for e in entries[start:end] if (m := entry_message(e, edits)) is not None)
+    # Compaction entries are skipped: an earlier summary travels as ``previous_summary``; system
+    # messages too: they are prompt state, not conversation (pi 1.6.0).
+    return tuple(
+        m
+        for e in entries[start:end]
+        if (m := entry_message(e, edits)) is not None and m.role != "system"
+    )
 
 
 def prepare_compaction(
