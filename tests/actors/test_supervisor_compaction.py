@@ -497,7 +497,7 @@ def test_initial_request() -> None:
     )
     assert "<previous-summary>" not in request.prompt
     assert _in_order(request.prompt, COMPACTION_HEADINGS)
-    assert request.max_tokens == 13107
+    assert request.max_tokens is None  # the model's default (pi 1.6.0; 0.73.1: 80 % of the reserve)
     assert summary_kind(request.prompt) == "Compaction summary"
 
 
@@ -518,7 +518,7 @@ def test_turn_prefix_request() -> None:
     assert prep.is_split_turn
     request = build_turn_prefix_request(prep)
     assert request.kind == "turn_prefix"
-    assert request.max_tokens == 8192
+    assert request.max_tokens is None  # the model's default (pi 1.6.0; 0.73.1: half the reserve)
     assert _in_order(
         request.prompt, ("## Original Request", "## Early Progress", "## Context for Suffix")
     )
@@ -568,7 +568,7 @@ def test_s75_s76_reasoning_follows_the_session_level() -> None:
     # [0.73 Δ] pi 0.73.1 passes the session's thinking level (0.58 always asked for "high").
     request = build_summary_request(_prep())
     options = request.stream_options(THINK, "high", api_key="k")
-    assert (options.reasoning, options.max_tokens, options.api_key) == ("high", 13107, "k")
+    assert (options.reasoning, options.max_tokens, options.api_key) == ("high", None, "k")
     assert request.stream_options(THINK, "off").reasoning is None
     assert request.stream_options(PLAIN, "high", api_key="k").reasoning is None
     assert request.stream_options(PLAIN, "high", api_key="k").api_key == "k"
