@@ -305,6 +305,18 @@ def test_prepare_a_session_that_fits_the_kept_budget_is_nothing_to_compact() -> 
     assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
 
 
+def test_prepare_leaves_system_messages_out_of_the_summary() -> None:
+    # pi 1.6.0: a system message is prompt state, never summarized; a session of one system
+    # message and a kept turn is nothing to compact.
+    system = SystemMessage(content="", sections={"preamble": "P"}, timestamp=1)
+    chain = Chain().msg(system).msg(user("one")).msg(assistant("ok"))
+    assert prepare_compaction(chain.entries, SETTINGS) is None
+    chain.msg(user("x" * 400)).msg(assistant("two"))
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=50))
+    assert prep is not None
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
+
+
 def test_prepare_resummarizes_previous_kept_entries() -> None:
     chain = Chain().msg(user("one")).msg(assistant("one"))  # e0 e1
     chain.msg(user("two")).msg(assistant("two"))  # e2 e3
@@ -485,7 +497,7 @@ def test_initial_request() -> None:
     )
     assert "<previous-summary>" not in request.prompt
     assert _in_order(request.prompt, COMPACTION_HEADINGS)
-    assert request.max_tokens == 13107
+    assert request.max_tokens is None  # the model's default (pi 1.6.0; 0.73.1: 80 % of the reserve)
     assert summary_kind(request.prompt) == "Compaction summary"
 
 
@@ -506,7 +518,7 @@ def test_turn_prefix_request() -> None:
     assert prep.is_split_turn
     request = build_turn_prefix_request(prep)
     assert request.kind == "turn_prefix"
-    assert request.max_tokens == 8192
+    assert request.max_tokens is None  # the model's default (pi 1.6.0; 0.73.1: half the reserve)
     assert _in_order(
         request.prompt, ("## Original Request", "## Early Progress", "## Context for Suffix")
     )
@@ -572,7 +584,7 @@ def test_s75_s76_reasoning_follows_the_session_level() -> None:
     # [0.73 Δ] pi 0.73.1 passes the session's thinking level (0.58 always asked for "high").
     request = build_summary_request(_prep())
     options = request.stream_options(THINK, "high", api_key="k")
-    assert (options.reasoning, options.max_tokens, options.api_key) == ("high", 13107, "k")
+    assert (options.reasoning, options.max_tokens, options.api_key) == ("high", None, "k")
     assert request.stream_options(THINK, "off").reasoning is None
     assert request.stream_options(PLAIN, "high", api_key="k").reasoning is None
     assert request.stream_options(PLAIN, "high", api_key="k").api_key == "k"
@@ -719,11 +731,22 @@ def test_silent_overflow_compacts_without_retry() -> None:
 
 
 def test_length_truncation_recovery() -> None:
+    # Input truncated to fill the window (no output) is a context overflow in pi 1.6.0
+    # (isContextOverflow case 3): its failed recovery gives the overflow text.
     message = assistant(None, stop="length", use=usage(input=199_000))
     assert auto_compaction_decision(_check(message)) == CompactNow(
         reason="overflow", will_retry=True, failed=message
     )
     again = auto_compaction_decision(_check(message, overflow_recovery_attempted=True))
+    assert isinstance(again, OverflowRecoveryFailed)
+    assert again.event.error_message == OVERFLOW_RECOVERY_FAILED
+    # A length stop below the model's output limit is the truncation (isRecoverableLength).
+    short = assistant("x", stop="length", use=usage(input=10, output=5, total=15))
+    assert auto_compaction_decision(_check(short)) == NoCompaction()
+    assert auto_compaction_decision(_check(short, max_tokens=8)) == CompactNow(
+        reason="overflow", will_retry=True, failed=short
+    )
+    again = auto_compaction_decision(_check(short, max_tokens=8, overflow_recovery_attempted=True))
     assert isinstance(again, OverflowRecoveryFailed)
     assert again.event.error_message == TRUNCATION_RECOVERY_FAILED
 

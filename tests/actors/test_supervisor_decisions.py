@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pitrio.actors.supervisor.compaction import (
     OVERFLOW_RECOVERY_FAILED,
+    TRUNCATION_RECOVERY_FAILED,
     CompactionCheck,
     CompactionSettings,
     CompactNow,
@@ -150,6 +151,28 @@ def test_s41_overflow_recovered_once_then_reported() -> None:
             error_message=OVERFLOW_RECOVERY_FAILED,
         ),
     )
+
+
+def test_length_stop_below_the_output_limit_is_recovered_once() -> None:
+    # pi 1.6.0 (isRecoverableLength): a length stop with fewer output tokens than the model's
+    # own limit gets one omit-compact-retry, then the truncation text.
+    cut = assistant("cut", stop="length", use=usage(input=5, output=5, total=10))
+    first = _decide(cut, max_tokens=4096)
+    assert first.action == Compact(reason="overflow", will_retry=True, failed=cut)
+    second = decide_after_run(first.state, _run(cut, max_tokens=4096))
+    assert second.events == (
+        CompactionEnd(
+            reason="overflow",
+            result=None,
+            aborted=False,
+            will_retry=False,
+            error_message=TRUNCATION_RECOVERY_FAILED,
+        ),
+    )
+    # at the limit, with no known limit, or from another model: a plain stop
+    assert _decide(cut, max_tokens=cut.usage.output).action == BeforeSettle()
+    assert _decide(cut).action == BeforeSettle()
+    assert _decide(cut, max_tokens=4096, same_model=False).action == BeforeSettle()
 
 
 def test_overflow_latch_resets() -> None:

@@ -89,11 +89,13 @@ from pitrio.actors.supervisor.compaction import (
     COMPACTION_CANCELLED,
 )
 from pitrio.actors.tool_executor import ToolExecutorHandle
+from pitrio.actors.tool_executor.tools.images import normalize_prompt_images
 from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
     CustomMessage,
     LlmMessage,
+    UserMessage,
     user_message,
 )
 from pitrio.messages.content import ImageContent
@@ -425,7 +427,7 @@ class SessionActor(Actor[SessionCommand]):
             command.accepted.set(Accepted(self._seq, "queued"))
             command.settled.set(None)
             return
-        message = user_message(command.text, command.images)
+        message = self._user_message(command.text, command.images)
         self._driver.start_prompt(message, command.accepted, command.settled)
 
     async def _queue_command(self, command: Queue) -> None:
@@ -433,10 +435,17 @@ class SessionActor(Actor[SessionCommand]):
         text = await self._expand(command.text)
         command.reply.set(await self._queue(text, command.images, command.kind))
 
+    def _user_message(self, text: str, images: tuple[ImageContent, ...]) -> UserMessage:
+        """A prompt's user message, its images fitted or left out with a note (pi 1.6.0)."""
+        text, images = normalize_prompt_images(
+            text, images, auto_resize=self._settings.auto_resize_images
+        )
+        return user_message(text, images)
+
     async def _queue(
         self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
     ) -> str:
-        message = user_message(text, images)
+        message = self._user_message(text, images)
         queue_id = secrets.token_hex(6)
         # The agent loop holds the message before the display says so: a run that sees a
         # queued text may continue and find the message there.

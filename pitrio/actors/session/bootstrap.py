@@ -190,6 +190,7 @@ def session_settings(settings: Settings) -> SessionSettings:
         default_thinking_level=settings.text("defaultThinkingLevel"),
         shell_path=settings.text("shellPath"),
         shell_command_prefix=settings.text("shellCommandPrefix"),
+        auto_resize_images=settings.images_auto_resize,
     )
 
 

@@ -54,6 +54,8 @@ class SessionSettings:
     default_thinking_level: str | None = None
     shell_path: str | None = None
     shell_command_prefix: str | None = None
+    auto_resize_images: bool = True
+    """``images.autoResize``: a prompt's images are fitted within the inline limits."""
 
 
 @attrs.frozen(kw_only=True)

@@ -170,6 +170,9 @@ class CompactionCheck:
     latest_compaction_ms: int | None = None
     """When the branch's latest compaction was appended, to ignore older measurements."""
     overflow_recovery_attempted: bool = False
+    max_tokens: int = 0
+    """The current model's own output limit; > 0 makes a ``length`` stop that gave fewer
+    tokens recoverable (pi 1.6.0's ``isRecoverableLength``); 0 leaves it out."""
     skip_aborted: bool = True
     """After a run an aborted response is not checked; before a prompt it is."""
 
@@ -219,12 +222,24 @@ def needs_branch_inputs(check: CompactionCheck) -> bool:
     return not isinstance(auto_compaction_decision(bare), NoCompaction)
 
 
+def is_recoverable_length(message: AssistantMessage, check: CompactionCheck) -> bool:
+    """Whether a ``length`` stop ended below the model's own output limit (pi 1.6.0: the cut
+    may come from context pressure, so it gets one compact-and-retry like an overflow)."""
+    return (
+        message.stop_reason == "length"
+        and check.max_tokens > 0
+        and message.usage.output < check.max_tokens
+    )
+
+
 def auto_compaction_decision(check: CompactionCheck) -> CompactionDecision:
     """Decide whether and why to compact automatically (spec §3.8.9, seed classes).
 
     * overflow reported by the provider, or input truncated to fill the window (``length``
       with no output): compact and retry, once per run; the second time report
-      :data:`OVERFLOW_RECOVERY_FAILED` (or :data:`TRUNCATION_RECOVERY_FAILED`) instead;
+      :data:`OVERFLOW_RECOVERY_FAILED` instead;
+    * a ``length`` stop below the model's output limit (:func:`is_recoverable_length`): the
+      same, the second time :data:`TRUNCATION_RECOVERY_FAILED` (pi 1.6.0);
     * a successful response larger than the window (silent overflow): compact, no retry;
     * otherwise the threshold: the response's own usage, or for a failed response the
       estimate anchored on the last successful one - skipped when no usage exists or it
@@ -242,9 +257,10 @@ def auto_compaction_decision(check: CompactionCheck) -> CompactionDecision:
     kind = overflow_kind(message, check.context_window) if check.same_model else None
     if kind == "silent":
         return CompactNow(reason="overflow", will_retry=False)
-    if kind is not None:
+    truncated = kind is None and check.same_model and is_recoverable_length(message, check)
+    if kind is not None or truncated:
         if check.overflow_recovery_attempted:
-            text = TRUNCATION_RECOVERY_FAILED if kind == "length" else OVERFLOW_RECOVERY_FAILED
+            text = TRUNCATION_RECOVERY_FAILED if truncated else OVERFLOW_RECOVERY_FAILED
             return OverflowRecoveryFailed(
                 CompactionEnd(
                     reason="overflow",

@@ -118,7 +118,9 @@ class SummaryRequest:
     kind: SummaryKind
     system_prompt: str
     prompt: str
-    max_tokens: int
+    max_tokens: int | None = None
+    """``None``: the provider's default for the model, as pi 1.6.0 sends every summary call
+    (0.73.1 capped them at a share of the reserve)."""
     reasoning_allowed: bool = True
     """Whether the session's thinking level applies (compaction yes, branch summaries no)."""
 
@@ -156,7 +158,7 @@ def build_summary_request(
 
     The prompt holds the conversation to summarize, then the earlier summary in
     ``<previous-summary>`` tags when there is one, then the instructions (plus the user's
-    ``Additional focus``). The output may use 80 % of the reserve.
+    ``Additional focus``). The output limit is the model's default (pi 1.6.0).
     """
     prompt = conversation_block(preparation.messages_to_summarize)
     if preparation.previous_summary is not None:
@@ -171,19 +173,17 @@ def build_summary_request(
         kind=kind,
         system_prompt=prompts.SYSTEM_PROMPT,
         prompt=prompt,
-        max_tokens=int(0.8 * preparation.settings.reserve_tokens),
     )
 
 
 def build_turn_prefix_request(preparation: CompactionPreparation) -> SummaryRequest:
-    """The request summarizing the beginning of a split turn (half the reserve as output)."""
+    """The request summarizing the beginning of a split turn (the model's default output)."""
     prompt = conversation_block(preparation.turn_prefix_messages)
     prompt += prompts.TURN_PREFIX_INSTRUCTIONS
     return SummaryRequest(
         kind="turn_prefix",
         system_prompt=prompts.SYSTEM_PROMPT,
         prompt=prompt,
-        max_tokens=int(0.5 * preparation.settings.reserve_tokens),
     )
 
 

@@ -90,6 +90,8 @@ class RunEnded:
     """Steering or follow-up messages waiting in the agent's queues."""
     context_window: int
     """The current model's context window; 0 when unknown."""
+    max_tokens: int = 0
+    """The current model's output limit (a shorter ``length`` stop is recoverable); 0: none."""
     same_model: bool
     """Whether ``last_assistant`` came from the current model."""
     retry_settings: RetrySettings = attrs.field(factory=RetrySettings)
@@ -213,6 +215,7 @@ def _compaction_check(
     return CompactionCheck(
         message=message,
         context_window=run.context_window,
+        max_tokens=run.max_tokens,
         same_model=run.same_model,
         settings=run.compaction_settings,
         context_messages=run.context_messages,

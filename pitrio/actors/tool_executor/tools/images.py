@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 
+from pitrio.messages.content import ImageContent
+
 MAX_WIDTH = 2000
 MAX_HEIGHT = 2000
 MAX_BASE64_BYTES = int(4.5 * 1024 * 1024)
@@ -84,6 +86,8 @@ def resize_image(data: bytes, mime_type: str) -> SizedImage | None:
 
     encoded = base64.b64encode(data).decode("ascii")
     try:
+        with Image.open(io.BytesIO(data)) as checked:
+            checked.verify()  # chunk checksums too: a damaged file is refused, as pi's decoder does
         with Image.open(io.BytesIO(data)) as opened:
             image: Any = ImageOps.exif_transpose(opened) or opened
             image.load()
@@ -128,3 +132,35 @@ def _smallest_encoding(image: Any, width: int, height: int) -> tuple[str, str] |
         if len(encoded) < MAX_BASE64_BYTES:
             return encoded, "image/jpeg"
     return None
+
+
+OMITTED_NOTE = "[Image omitted: could not be resized below the inline image size limit.]"
+"""What stands for an image that cannot be decoded or made small enough (pi 1.6.0)."""
+
+
+def normalize_prompt_images(
+    text: str, images: tuple[ImageContent, ...], *, auto_resize: bool
+) -> tuple[str, tuple[ImageContent, ...]]:
+    """A prompt's text and images as pi 1.6.0 sends them: each image fitted within the limits
+    (when ``auto_resize`` and an image library is there), one that cannot be is left out; the
+    notes (left out, or shown at another size) follow the text after a blank line."""
+    if not images or not auto_resize or not resizing_available():
+        return text, images
+    kept: list[ImageContent] = []
+    notes: list[str] = []
+    for image in images:
+        try:
+            raw = base64.b64decode(image.data, validate=False)
+        except ValueError:
+            notes.append(OMITTED_NOTE)
+            continue
+        sized = resize_image(raw, image.mime_type)
+        if sized is None:
+            notes.append(OMITTED_NOTE)
+            continue
+        kept.append(attrs.evolve(image, data=sized.data, mime_type=sized.mime_type))
+        if (note := sized.dimension_note()) is not None:
+            notes.append(note)
+    if notes:
+        text = f"{text}\n\n" + "\n".join(notes)
+    return text, tuple(kept)

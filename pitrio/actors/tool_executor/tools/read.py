@@ -22,6 +22,7 @@ from pitrio.actors.tool_executor.jsvalues import js_number_to_string
 from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn, text_result
 from pitrio.actors.tool_executor.tools.fs_errors import node_error_text
 from pitrio.actors.tool_executor.tools.images import (
+    OMITTED_NOTE,
     SNIFF_BYTES,
     detect_image_mime,
     resize_image,
@@ -65,7 +66,6 @@ PROMPT_GUIDELINES = ("Use read to examine files instead of cat or sed.",)
 NO_VISION_NOTE = (
     "[Current model does not support images. The image will be omitted from this request.]"
 )
-OMITTED_NOTE = "[Image omitted: could not be resized below the inline image size limit.]"
 
 
 @attrs.frozen(kw_only=True)
