@@ -129,17 +129,3 @@ async def test_a_nul_in_a_command_is_refused_before_spawning(tmp_path: Path) -> 
     with pytest.raises(ToolError) as refused:
         await tool.execute("call-1", {"command": "echo\0x"}, ignore)
     assert str(refused.value) == message
-
-
-async def test_user_bash_streams_stdout_and_stderr_chunks_apart(tmp_path: Path) -> None:
-    # pi 1.6.0 reads each pipe on its own: one chunk per write of either, in the order they come
-    chunks: list[str] = []
-
-    async def on_chunk(delta: str) -> None:
-        chunks.append(delta)
-
-    result = await run_user_bash(
-        "echo hi; sleep 0.05; echo err >&2", str(tmp_path), on_chunk=on_chunk
-    )
-    assert chunks == ["hi\n", "err\n"]
-    assert (result.output, result.exit_code) == ("hi\nerr\n", 0)

@@ -1,12 +1,10 @@
 """A user's own shell command (``!cmd``, RPC ``bash``; spec §3.12).
 
 Runs the command in the session's cwd through the configured shell, in its own process group,
-stdout and stderr each in its own pipe, their chunks taken in the order they come (pi 1.6.0
-streams one ``bash_execution_update`` per chunk of either). Output is decoded, stripped of
-terminal control sequences and carriage returns, streamed to ``on_chunk``, and tail-truncated
-(2000 lines / 50 KB) with the whole output kept in a temp file once it grows past the limit.
-Cancellation (``abort_bash``) ends the whole process group and gives a result with
-``cancelled`` set, never an exception.
+with stdout and stderr merged. Output is decoded, stripped of terminal control sequences and
+carriage returns, streamed to ``on_chunk``, and tail-truncated (2000 lines / 50 KB) with the
+whole output kept in a temp file once it grows past the limit. Cancellation (``abort_bash``)
+ends the whole process group and gives a result with ``cancelled`` set, never an exception.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.actors.tool_executor.processes import open_split, terminate_group
+from pitrio.actors.tool_executor.processes import open_merged, terminate_group
 from pitrio.actors.tool_executor.tools.bash import nul_problem, shell_command
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
 from pitrio.errors import PitrioError
@@ -96,30 +94,22 @@ async def run_user_bash(
         if on_chunk is not None:
             await on_chunk(clean)
 
-    process = await open_split(argv, cwd=cwd)
-    taking = trio.Lock()  # one chunk at a time through the shared decoder and accumulator
-
-    async def pump(stream: trio.abc.ReceiveStream) -> None:
-        while chunk := await stream.receive_some(READ_CHUNK):
-            async with taking:
-                await take(decoder.decode(bytes(chunk)))
-
+    process = await open_merged(argv, cwd=cwd)
     cancelled = False
     try:
         with scope:
-            assert process.stdout is not None and process.stderr is not None
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(pump, process.stdout)
-                nursery.start_soon(pump, process.stderr)
+            stream = process.stdout
+            assert stream is not None
+            while chunk := await stream.receive_some(READ_CHUNK):
+                await take(decoder.decode(bytes(chunk)))
             await process.wait()
         cancelled = scope.cancelled_caught
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
                 await terminate_group(process.pid, process)
-            for pipe in (process.stdout, process.stderr):
-                if pipe is not None:
-                    await pipe.aclose()
+            if process.stdout is not None:
+                await process.stdout.aclose()
             await take(decoder.decode(b"", final=True))
             output.finish()
             chunks = output.take_spill()

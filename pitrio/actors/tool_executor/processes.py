@@ -96,16 +96,10 @@ class SpawnedProcess:
     long instead, and the exit is awaited on a pidfd (Linux 5.3+), as trio does.
     """
 
-    def __init__(
-        self,
-        popen: subprocess.Popen[bytes],
-        stdout: trio.lowlevel.FdStream,
-        stderr: trio.lowlevel.FdStream | None = None,
-    ) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
-        self.stderr = stderr  # its own pipe (open_split), else merged into stdout
         self._pidfd: int | None = os.pidfd_open(popen.pid)
         self._wait_lock = trio.Lock()
 
@@ -165,58 +159,6 @@ async def open_merged(
         env=env,
         start_new_session=True,
     )
-
-
-async def open_split(
-    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None
-) -> SpawnedProcess | trio.Process:
-    """As :func:`open_merged`, but stdout and stderr each in its own pipe (the user's shell
-    commands: pi 1.6.0 streams each pipe's chunks as they come)."""
-    check_os_texts(argv, "argument", from_os=True)
-    check_os_text(cwd, "cwd", from_os=True)
-    if env is not None:
-        check_environment(env, from_os=True)
-    if not can_spawn_inline():
-        return await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-    await trio.lowlevel.checkpoint_if_cancelled()
-    return _spawn_split(argv, cwd=cwd, env=env)
-
-
-def _spawn_split(argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None) -> SpawnedProcess:
-    out_read, out_write = os.pipe()
-    err_read, err_write = os.pipe()
-    try:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out_write,
-            stderr=err_write,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except BaseException:
-        os.close(out_read)
-        os.close(err_read)
-        raise
-    finally:
-        os.close(out_write)
-        os.close(err_write)
-    try:
-        stdout = trio.lowlevel.FdStream(out_read)
-        return SpawnedProcess(popen, stdout, trio.lowlevel.FdStream(err_read))
-    except BaseException:
-        popen.kill()
-        popen.wait()
-        raise
 
 
 def spawn_merged(
