@@ -61,6 +61,10 @@ def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
     return prompts
 
 
+TRUNCATED = "Response was truncated: the model reached its output token limit."
+"""pi 1.6.0's stderr line (exit 1) after a reply cut by its output limit."""
+
+
 def final_reply(messages: Sequence[object]) -> tuple[list[str], str | None]:
     """What print mode shows for a transcript: (stdout lines, stderr error or None)."""
     if not messages or not isinstance(messages[-1], AssistantMessage):
@@ -69,7 +73,10 @@ def final_reply(messages: Sequence[object]) -> tuple[list[str], str | None]:
     if last.stop_reason in ("error", "aborted"):
         fallback = "Request aborted" if last.stop_reason == "aborted" else "Request error"
         return [], last.error_message or fallback
-    return [block.text for block in last.content if isinstance(block, TextContent)], None
+    texts = [block.text for block in last.content if isinstance(block, TextContent)]
+    if last.stop_reason == "length":
+        return texts, TRUNCATED  # the text still prints: pi 1.6.0 shows what came
+    return texts, None
 
 
 def pi_event(event: AgentSessionEvent) -> AgentSessionEvent | None:
@@ -219,11 +226,11 @@ async def _print_mode(
     if json_mode:
         return 0
     lines, error = final_reply(messages)
+    for line in lines:
+        out.write(line.encode() + b"\n")
+    out.flush()
     if error is not None:
         err.write(error + "\n")
         err.flush()
         return 1
-    for line in lines:
-        out.write(line.encode() + b"\n")
-    out.flush()
     return 0

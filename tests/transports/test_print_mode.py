@@ -95,9 +95,17 @@ def test_final_reply_only_the_last_message_counts() -> None:
     assert final_reply(messages) == (["late"], None)
 
 
-@pytest.mark.parametrize("reason", ["stop", "length", "toolUse"])
+@pytest.mark.parametrize("reason", ["stop", "toolUse"])
 def test_final_reply_successful_stop_reasons(reason: str) -> None:
     assert final_reply([assistant(TextContent(text="x"), stop_reason=reason)]) == (["x"], None)
+
+
+def test_final_reply_of_a_cut_reply_prints_it_and_says_so() -> None:
+    lines, error = final_reply([assistant(TextContent(text="x"), stop_reason="length")])
+    assert (lines, error) == (
+        ["x"],
+        "Response was truncated: the model reached its output token limit.",
+    )
 
 
 def test_final_reply_error_uses_error_message() -> None:
@@ -209,8 +217,14 @@ async def test_print_mode_prints_only_the_post_tool_reply() -> None:
 
 
 async def test_length_stop_is_printed() -> None:
-    faux = FauxProvider([FauxReply(text="cut sho", stop_reason="length")])
-    assert await run(["x"], faux=faux) == (0, b"cut sho\n", "")
+    # At the model's own output limit (faux-1: 16384) the cut is the model's: pi 1.6.0 prints
+    # the text, then says on stderr that it was cut, and exits 1.
+    cut = FauxReply(text="cut sho", stop_reason="length", usage=Usage(output=16384))
+    assert await run(["x"], faux=FauxProvider([cut])) == (
+        1,
+        b"cut sho\n",
+        "Response was truncated: the model reached its output token limit.\n",
+    )
 
 
 async def test_multiline_and_unicode_reply_is_written_as_utf8() -> None:
