@@ -518,8 +518,7 @@ def _make_union_structure(union: Any) -> Callable[[Any, Any], Any]:
             if found is not None:
                 # A subclass sharing its base's tag (events.EntryRecorded) is never what
                 # decoding gives: the JSON cannot tell them apart, the base stands for both.
-                tagged.setdefault(found, member)
-                if issubclass(tagged[found], member):
+                if found not in tagged or issubclass(tagged[found], member):
                     tagged[found] = member
             else:
                 other_objects.append(member)

@@ -307,38 +307,30 @@ def _matches(entries: list[Entry], scenario: str, diff: Diff) -> Entry | None:
     return None
 
 
+def _allowance(scenario: str, diff: Diff) -> tuple[int, Entry | None]:
+    """Which list takes ``diff`` (0 timing, 1 documented, 2 pending-fix, 3 found-unfixed,
+    4 none) and its entry there: the first list that matches, in that order."""
+    for rank, entries in enumerate((TIMING, DOCUMENTED, PENDING_FIX, FOUND_UNFIXED)):
+        entry = _matches(entries, scenario, diff)
+        if entry is not None:
+            return rank, entry
+    return 4, None
+
+
 def classify(
     scenario: str, diffs: list[Diff]
 ) -> tuple[list[Diff], list[Diff], list[Diff], list[Diff]]:
-    """``diffs`` split into documented, pending-fix, found-unfixed and unknown ones."""
-    documented: list[Diff] = []
-    pending: list[Diff] = []
-    found: list[Diff] = []
-    unknown: list[Diff] = []
+    """``diffs`` split into documented, pending-fix, found-unfixed and unknown ones (timing
+    differences are left out)."""
+    groups: list[list[Diff]] = [[], [], [], [], []]
     for d in diffs:
-        if _matches(TIMING, scenario, d):
-            continue
-        if _matches(DOCUMENTED, scenario, d):
-            documented.append(d)
-        elif _matches(PENDING_FIX, scenario, d):
-            pending.append(d)
-        elif _matches(FOUND_UNFIXED, scenario, d):
-            found.append(d)
-        else:
-            unknown.append(d)
-    return documented, pending, found, unknown
+        groups[_allowance(scenario, d)[0]].append(d)
+    return groups[1], groups[2], groups[3], groups[4]
 
 
 def unused(results: dict[str, list[Diff]]) -> list[Entry]:
     """The allowances no difference of ``results`` (every job's) falls under: each is a
     difference that no longer exists, so its entry (and, for the last one of a README row, the
     row) should go. Only the first matching entry of a list counts, as in :func:`classify`."""
-    used: set[int] = set()
-    for scenario, diffs in results.items():
-        for d in diffs:
-            for entries in (DOCUMENTED, PENDING_FIX, FOUND_UNFIXED):
-                entry = _matches(entries, scenario, d)
-                if entry is not None:
-                    used.add(id(entry))
-                    break
+    used = {id(_allowance(scenario, d)[1]) for scenario, diffs in results.items() for d in diffs}
     return [e for e in (*DOCUMENTED, *PENDING_FIX, *FOUND_UNFIXED) if id(e) not in used]

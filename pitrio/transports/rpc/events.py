@@ -3,10 +3,9 @@
 Every ``AgentSessionEvent`` is written with the codec, so its keys and values are what pi
 writes. Two things are pitrio's own:
 
-* **Seed events** (``agent_settled``, ``entry_appended``, the ``summarization_retry_*``
-  events, ``bash_execution_update``) and seed fields (``agent_end.willRetry``,
-  ``message_start.queueId``) are written too: they are the newer pi's additions that pitrio
-  targets, and a pi client ignores types and fields it does not know.
+* **Entries.** pi 1.6.0 announces only some appended entries; the session's own
+  (:class:`EntryRecorded`) are written only under ``set_event_format {"entries": "all"}``
+  (:func:`announced`). ``message_start.queueId`` is pitrio's own field; a pi client ignores it.
 * **Update formats.** ``full`` (the default) is pi 1.6.0's ``message_update``: the stream
   event without its ``partial``, after the message's ``usage`` so far; ``toolcall_start``
   adds the call's ``id`` and ``toolName`` (pi's ``toJsonEvent``)::
@@ -35,15 +34,8 @@ from pitrio.messages.codec import encode_reusing, to_json
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import (
     AgentSessionEvent,
-    AgentSettled,
-    BashExecutionUpdate,
-    EntryAppended,
     EntryRecorded,
     MessageUpdate,
-    SessionReadOnly,
-    SummarizationRetryAttemptStart,
-    SummarizationRetryFinished,
-    SummarizationRetryScheduled,
 )
 from pitrio.messages.stream import (
     PartialUpdate,
@@ -65,28 +57,12 @@ ENTRY_FORMATS: tuple[EntryFormat, ...] = ("pi", "all")
 """Which appended entries are announced: ``pi`` (the default) where pi 1.6.0 announces them,
 ``all`` every entry the session appends (pitrio's own, as the daemon sends them)."""
 
-SEED_EVENTS = (
-    AgentSettled,
-    EntryAppended,
-    SummarizationRetryScheduled,
-    SummarizationRetryAttemptStart,
-    SummarizationRetryFinished,
-    BashExecutionUpdate,
-    SessionReadOnly,
-)
-"""Event classes pi 0.73.1 does not emit (the seed's additions pitrio writes as well)."""
-
 
 def announced(event: AgentSessionEvent, entries: EntryFormat) -> bool:
     """Whether an event is written under the ``entries`` format: an :class:`EntryRecorded`
     (an entry pi 1.6.0 does not announce, its content already seen in other events) only
     with ``all``."""
     return entries == "all" or not isinstance(event, EntryRecorded)
-
-
-def is_seed_event(event: AgentSessionEvent) -> bool:
-    """Whether pi 0.73.1 would not have written this event at all."""
-    return isinstance(event, SEED_EVENTS)
 
 
 def _update_head(update: PartialUpdate, *, call_name_key: str) -> dict[str, Any]:

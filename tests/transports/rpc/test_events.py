@@ -15,7 +15,7 @@ from pitrio.messages.events import (
     SessionInfoChanged,
 )
 from pitrio.messages.stream import PartialUpdate
-from pitrio.transports.rpc.events import UpdateFormat, delta_update, encode_event, is_seed_event
+from pitrio.transports.rpc.events import UpdateFormat, delta_update, encode_event
 
 FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
 
@@ -147,8 +147,6 @@ def test_lone_surrogates_are_escaped_as_javascript_does() -> None:
 
 
 def test_seed_events_and_fields_are_written() -> None:
-    assert is_seed_event(AgentSettled())
-    assert not is_seed_event(AgentEnd(messages=()))
     # pi 1.6.0's shape: whether an abort was asked for during the run
     assert parse(encode_event(AgentSettled())) == {"type": "agent_settled", "aborted": False}
     assert parse(encode_event(AgentSettled(aborted=True)))["aborted"] is True
