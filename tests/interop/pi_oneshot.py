@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.interop.pi_install import find_pi
+from tests.interop.pi_install import find_pi, pi_command, pi_env
 from tests.interop.pi_runner import MockLLM
 from tests.shared_dir import ROOT
 
@@ -48,10 +48,10 @@ class OneShot:
 
 def pi_argv() -> list[str] | None:
     """How to start real pi 1.6.0 (``None`` when it is not installed)."""
-    node, cli, _reason = find_pi()
+    _node, cli, _reason = find_pi()
     if cli is None:
         return None
-    return [str(node or "node"), str(cli)]
+    return pi_command(cli)
 
 
 def pitrio_argv() -> list[str]:
@@ -77,6 +77,7 @@ def base_env(root: Path, agent_dir: Path) -> dict[str, str]:
         "PI_OFFLINE": "1",
         "PI_SKIP_VERSION_CHECK": "1",
         "PI_TELEMETRY": "0",
+        **pi_env(),
     }
 
 

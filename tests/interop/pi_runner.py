@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tests.interop.pi_install import node_for
+from tests.interop.pi_install import pi_command, pi_env
 from tests.interop.pi_kinds import COMPLETIONS, KINDS, kind_env, make_handler, provider_block
 from tests.interop.pi_steps import (
     USAGE,
@@ -221,13 +221,14 @@ class Sandbox:
             "PI_SKIP_VERSION_CHECK": "1",
             "PI_TELEMETRY": "0",
             **kind_env(self.kind),
+            **pi_env(),
         }
 
 
 def agent_argv(agent: str, pi_cli: Path) -> list[str]:
     """The command starting ``agent`` in RPC mode."""
     if agent == "pi":
-        return [str(node_for(pi_cli) or "node"), str(pi_cli), "--mode", "rpc"]
+        return [*pi_command(pi_cli), "--mode", "rpc"]
     return [str(ROOT / ".venv" / "bin" / "pitrio"), "--mode", "rpc"]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from pitrio.actors.model_router import oauth
 from pitrio.actors.model_router.credentials import Credentials
-from tests.interop.pi_install import find_pi_cli, node_for
+from tests.interop.pi_install import find_pi_cli, pi_command, pi_env
 from tests.oauth_server import oauth_vendor
 
 PI_CLI, SKIP_REASON = find_pi_cli()
@@ -30,9 +30,10 @@ def pi_list_models(cli: Path, agent: Path, home: Path) -> str:
         PI_OFFLINE="1",
         PI_SKIP_VERSION_CHECK="1",
         PI_TELEMETRY="0",
+        **pi_env(),
     )
     done = subprocess.run(
-        [str(node_for(cli)), str(cli), "--list-models"],
+        [*pi_command(cli), "--list-models"],
         env=env,
         cwd=home,
         capture_output=True,

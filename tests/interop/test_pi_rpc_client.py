@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_compare import Diff, Normaliser, deep
-from tests.interop.pi_install import find_pi
+from tests.interop.pi_install import find_pi, pi_command
 from tests.interop.pi_runner import MODEL, MockLLM, Run, Sandbox
 from tests.interop.pi_steps import Scenario, text, tool
 from tests.shared_dir import ROOT
@@ -162,7 +162,7 @@ def run_client(agent: str, base: Path) -> dict[str, Any]:
         env["PITRIO_BIN"] = str(ROOT / ".venv" / "bin" / "pitrio")
         config = {
             "client": str(PI_CLI.parent / "modes" / "rpc" / "rpc-client.js"),
-            "cli": str(PI_CLI if agent == "pi" else SHIM),
+            "cli": pi_command(PI_CLI)[1] if agent == "pi" else str(SHIM),
             "cwd": str(sandbox.work),
             "env": env,
             "exportPath": str(sandbox.work / "export.html"),
