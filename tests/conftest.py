@@ -7,6 +7,7 @@ Under pytest-xdist, lines a worker leaves in ``workeroutput["pi_interop_summary"
 differential harness's counts, see ``tests/interop/conftest.py``) are printed by the controller.
 """
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,16 @@ settings.register_profile("pitrio", deadline=None)
 settings.load_profile("pitrio")
 
 _WORKER_LINES: list[str] = []
+
+
+@pytest.fixture
+def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Keep a test away from the real home, agent dir and session dir (modules that start
+    sessions with default paths use it for every test: ``pytest.mark.usefixtures``)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
+    return tmp_path
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -52,13 +52,8 @@ def event_names(events: list[AgentEvent]) -> list[str]:
     return names
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Keep every test away from the real home and agent dir."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
-    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
-    return tmp_path
+# Every test runs away from the real home and agent dir (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("isolated_dirs")
 
 
 async def test_prompt_returns_user_and_assistant() -> None:

@@ -19,13 +19,8 @@ from pitrio.messages.content import text_of
 SURROGATE = "contains a lone surrogate (\\ud800 at offset {}): it cannot be encoded as UTF-8"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Keep every test away from the real home and agent dir."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
-    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
-    return tmp_path
+# Every test runs away from the real home and agent dir (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("isolated_dirs")
 
 
 @pytest.mark.parametrize(

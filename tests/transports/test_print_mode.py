@@ -155,12 +155,8 @@ async def run(
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
-    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
-    return tmp_path
+# Every test runs away from the real home and agent dir (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("isolated_dirs")
 
 
 async def test_print_mode_prints_the_final_reply() -> None:
