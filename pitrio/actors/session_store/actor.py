@@ -52,6 +52,7 @@ from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
     BranchWithSummary,
+    CatchUp,
     Flush,
     ForkResult,
     FsyncPolicy,
@@ -62,17 +63,20 @@ from pitrio.actors.session_store.commands import (
     StoreOptions,
     StoreStatus,
     Subscribe,
+    WatchMerges,
     _Pending,
     _Source,
     new_header,
 )
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
+from pitrio.actors.session_store.foreign import SUFFIX_BYTES, Conflict, Unchanged, judge, merge
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import rewrite_migrated
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
 from pitrio.actors.session_store.storage import (
     AppendFile,
+    FileChanged,
     append_durably,
     create_file,
     read_session,
@@ -92,7 +96,7 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     iso_now,
 )
-from pitrio.messages.events import EntryAppended
+from pitrio.messages.events import EntriesMerged, EntryAppended
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -107,6 +111,9 @@ __all__ = [
     "StoreStatus",
     "new_header",
 ]
+
+FOREIGN_TRIES = 8
+"""How often a batch is tried against a file another writer keeps appending to."""
 
 IDLE_SYNC_WAIT = 0.002
 """Longest wait of an inline fsync for the event loop to fall idle (see ``_commit``)."""
@@ -155,6 +162,9 @@ class SessionStore(Actor[StoreCommand]):
         self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
+        self.merges = 0
+        """How many times another writer's entries were taken in (:mod:`.foreign`)."""
+        self._merge_watchers: list[trio.MemorySendChannel[EntriesMerged]] = []
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -269,6 +279,18 @@ class SessionStore(Actor[StoreCommand]):
         else:
             self._needs_newline = not parsed.ends_clean
         self._file = await trio.to_thread.run_sync(self._file_class, path)
+        if parsed.migrated:
+            self._know_suffix(data)
+        elif parsed.mark is not None:
+            # What was parsed, not what the file holds now: lines another writer appended
+            # since are taken in before the first batch (:mod:`.foreign`).
+            self._file.mark = parsed.mark
+
+    def _know_suffix(self, data: bytes) -> None:
+        """The file was just written as ``data``: its mark's suffix is ``data``'s end."""
+        file = self._file
+        if file is not None and file.mark.size == len(data):
+            file.mark = attrs.evolve(file.mark, suffix=data[-SUFFIX_BYTES:])
 
     def _whole_file(self, header_raw: bytes | None = None, tail: Sequence[bytes] = ()) -> bytes:
         parts = [header_raw if header_raw is not None else encode(self.header)]
@@ -300,6 +322,7 @@ class SessionStore(Actor[StoreCommand]):
             await self._take_lease()
         await trio.to_thread.run_sync(create_file, self.path, data)
         self._file = await trio.to_thread.run_sync(self._file_class, self.path)
+        self._know_suffix(data)
 
     def _create_file_now(self, data: bytes) -> None:
         assert self.path is not None
@@ -307,6 +330,7 @@ class SessionStore(Actor[StoreCommand]):
             self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
         create_file(self.path, data)
         self._file = self._file_class(self.path)
+        self._know_suffix(data)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -382,6 +406,16 @@ class SessionStore(Actor[StoreCommand]):
                 send, receive = trio.open_memory_channel[EntryAppended](capacity)
                 self._subscribers.append(send)
                 reply.set(receive)
+            case CatchUp(reply=reply):
+                if self.failure is not None:
+                    reply.fail(self.failure)
+                else:  # in the writer's turn: never checked against a batch in flight
+                    self._pending.append(_Pending(None, reply, None, catch_up=True))
+                    self._wake.set()
+            case WatchMerges(capacity=capacity, reply=reply):
+                merges, watched = trio.open_memory_channel[EntriesMerged](capacity)
+                self._merge_watchers.append(merges)
+                reply.set(watched)
 
     @property
     def fence(self) -> int | None:
@@ -475,12 +509,16 @@ class SessionStore(Actor[StoreCommand]):
                 for item in batch:
                     item.reply.fail(failure)
                 continue
+            except ReadOnlySessionError as failure:  # another writer's change (read-only now)
+                for item in batch:
+                    item.reply.fail(failure)
+                continue
             except BaseException as exc:
                 for item in batch:
                     item.reply.fail(exc)
                 raise
             for item in batch:
-                item.reply.set(item.result)
+                item.reply.set(self.merges if item.catch_up else item.result)
             if not self._subscribers and self._written():
                 self._unannounced = []  # announced to nobody (the usual case: no events made)
                 continue
@@ -517,6 +555,30 @@ class SessionStore(Actor[StoreCommand]):
             if lines and creatable and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()  # every entry so far, synced
             return
+        if not lines:
+            if any(item.catch_up for item in batch):
+                try:  # inline: one fstat (a read only when another writer wrote)
+                    self._file.check_mark()
+                except FileChanged as changed:
+                    self._take_in(changed, batch)
+            if force and self._dirty:
+                await self._sync()
+            return
+        for _ in range(FOREIGN_TRIES):
+            try:
+                await self._write(batch, force)
+            except FileChanged as changed:
+                self._take_in(changed, batch)  # or read-only; the batch's lines may change
+                continue
+            return
+        raise self._foreign_conflict(
+            Conflict("rewritten", f"the file kept changing under {FOREIGN_TRIES} tries to write")
+        )
+
+    async def _write(self, batch: list[_Pending], force: bool) -> None:
+        """Write the batch's lines (the file checked against its mark first)."""
+        lines = [item.stored.raw for item in batch if item.stored is not None]
+        assert self._file is not None
         if lines:
             file, lease = self._file, self._lease
             data = b"\n".join(lines) + b"\n"
@@ -554,8 +616,83 @@ class SessionStore(Actor[StoreCommand]):
                 self._dirty = True
                 if policy == "batch":
                     self._sync_deadline = trio.current_time() + self.options.batch_interval
-        elif force and self._dirty:
-            await self._sync()
+
+    # -- another writer (pi appends without a lock; see :mod:`.foreign`) ------------------------
+
+    def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
+        """Judge what another writer did to the file; take its entries in (the unwritten ones
+        of this store follow them), or turn read-only (raises the failure)."""
+        file = self._file
+        assert file is not None and self.path is not None
+        unwritten = [item for item in (*batch, *self._pending) if item.stored is not None]
+        entries = self.tree.entries
+        written = entries[: len(entries) - len(unwritten)]
+        # The tree is the file's entries, then the queued ones in order (appends add to both).
+        if any(a is not b.stored for a, b in zip(entries[len(written) :], unwritten, strict=True)):
+            raise AssertionError(f"{self.path}: the tree and the write queue disagree")
+        decision = judge(
+            file.mark,
+            changed.size,
+            changed.mtime_ns,
+            changed.data,
+            known={stored.id for stored in written},
+            taken=(stored.id for stored in entries),
+            origin=str(self.path),
+            line=len(written) + 1,
+        )
+        if isinstance(decision, Unchanged):
+            file.mark = attrs.evolve(file.mark, mtime_ns=decision.mtime_ns)  # only touched
+            return
+        if isinstance(decision, Conflict):
+            raise self._foreign_conflict(decision)
+        merged = merge(
+            written, decision, [item.stored for item in unwritten if item.stored], self.tree.leaf_id
+        )
+        for item in unwritten:
+            assert item.stored is not None
+            moved = merged.rebased.get(item.stored.id)
+            if moved is not None:
+                item.stored = moved
+                item.result = attrs.evolve(item.result, parent_id=moved.parent_id)
+        self.tree = SessionTree(self.header, merged.entries, new_id=self._new_id)
+        if merged.leaf_id is None:
+            self.tree.reset_leaf()
+        else:
+            self.tree.branch(merged.leaf_id)
+        self.projection.reset(self.tree.path())
+        file.mark = decision.mark
+        self.merges += 1
+        ids = tuple(stored.id for stored in decision.entries)
+        event = EntriesMerged(
+            path=str(self.path),
+            entry_ids=ids,
+            leaf_id=self.tree.leaf_id,
+            message=(
+                f"{self.path}: another writer appended {len(ids)} "
+                f"entr{'y' if len(ids) == 1 else 'ies'}; the session continues from "
+                f"entry {self.tree.leaf_id}"
+            ),
+        )
+        log.warning("%s", event.message)
+        for watcher in list(self._merge_watchers):
+            try:
+                watcher.send_nowait(event)
+            except trio.WouldBlock:  # the count still tells the session; the log keeps it
+                log.warning("%s: an entries_merged event was not delivered (full)", self.path)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._merge_watchers.remove(watcher)
+
+    def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
+        """Turn read-only: another writer changed the file in a way that cannot be merged."""
+        if self.failure is None:
+            self.failure = ReadOnlySessionError(
+                f"{self.path}: another writer (pi, or another program writing without "
+                f"pitrio's lock) changed the session file: {conflict.detail}. The session is "
+                "read-only from now on; nothing more is written to the file, and every "
+                "line in it, this session's and the other writer's, stays as it is."
+            )
+            log.error("%s", self.failure)
+        return self.failure
 
     async def _sync(self) -> None:
         file = self._file

@@ -14,6 +14,7 @@ from pitrio.actors.session_store.commands import (
     DRAFT,
     Append,
     BranchWithSummary,
+    CatchUp,
     Flush,
     ForkResult,
     MoveLeaf,
@@ -22,6 +23,7 @@ from pitrio.actors.session_store.commands import (
     StoreStatus,
     StoreView,
     Subscribe,
+    WatchMerges,
 )
 from pitrio.actors.session_store.projection import SessionContext
 from pitrio.actors.session_store.stored import AnyEntry
@@ -43,7 +45,7 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
 )
-from pitrio.messages.events import EntryAppended
+from pitrio.messages.events import EntriesMerged, EntryAppended
 
 T = TypeVar("T")
 E = TypeVar("E", bound=SessionEntry)
@@ -370,3 +372,13 @@ class SessionStoreHandle(Handle[StoreCommand]):
     async def subscribe(self, capacity: int = 256) -> trio.MemoryReceiveChannel[EntryAppended]:
         """``entry_appended`` events from now on, in order, once each entry is written."""
         return await self.ask(lambda reply: Subscribe(capacity, reply))
+
+    async def catch_up(self) -> int:
+        """Take in what another writer appended to the file since this store last wrote it
+        (one ``fstat`` when nothing was); returns how many times the store has taken in
+        another writer's entries so far (a change means the projection moved)."""
+        return await self.ask(CatchUp)
+
+    async def watch_merges(self, capacity: int = 16) -> trio.MemoryReceiveChannel[EntriesMerged]:
+        """``entries_merged`` events: another writer's entries taken in (see :mod:`.foreign`)."""
+        return await self.ask(lambda reply: WatchMerges(capacity, reply))
