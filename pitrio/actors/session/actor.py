@@ -102,6 +102,7 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
+    EntriesMerged,
     EntryAppended,
     EntryRecorded,
     MessageEnd,
@@ -188,7 +189,8 @@ class SessionActor(Actor[SessionCommand]):
             command_prefix=self._settings.shell_command_prefix,
         )
         self._queues = DisplayQueues(self._emit)
-        self._driver_settings = DriverSettings(resources, tools)
+        self._driver_settings = DriverSettings(resources, tools, self._catch_up)
+        self._merges_seen = 0  # the store's count of other writers' entries taken in
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._save_model_defaults = save_model_defaults
@@ -283,11 +285,24 @@ class SessionActor(Actor[SessionCommand]):
             settings=self._driver_settings,
         )
         self.nursery.start_soon(self._pump.run)
+        self.nursery.start_soon(self._forward_merges, await self._store.watch_merges())
         if host is not None:
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
             self.nursery.start_soon(host.run)
         self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+
+    async def _forward_merges(self, merges: trio.MemoryReceiveChannel[EntriesMerged]) -> None:
+        """Tell clients when another writer's entries were taken into the session file."""
+        async with merges:
+            async for event in merges:
+                self._emit(event)
+
+    async def _catch_up(self) -> bool:
+        """The store takes in another writer's entries; whether any came since last time."""
+        count = await self._store.catch_up()
+        moved, self._merges_seen = count != self._merges_seen, count
+        return moved
 
     def _notify_extensions(self, event: str, payload: Any) -> None:
         """Queue a notification-only event for the extensions (never waits)."""
