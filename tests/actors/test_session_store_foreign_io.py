@@ -88,7 +88,7 @@ async def test_entries_another_writer_appended_are_taken_in_before_the_next_batc
     path = tmp_path / "s.jsonl"
     async with trio.open_nursery() as nursery:
         store = await started(nursery, path, sync_inline=sync_inline)
-        watch = await store.watch_merges()
+        watch = await store.watch_notices()
         first = await store.append_message(user_message("one", timestamp=1))
         second = await store.append_message(assistant("two"))
         append_outside(

@@ -102,12 +102,12 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
-    EntriesMerged,
     EntryAppended,
     EntryRecorded,
     MessageEnd,
     MessageStart,
     QueueUpdate,
+    SessionReadOnly,
 )
 from pitrio.messages.model import Model
 
@@ -137,6 +137,7 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+    from pitrio.actors.session_store.commands import StoreNotice
     from pitrio.actors.session_store.tree import TreeNode
 
 
@@ -285,18 +286,23 @@ class SessionActor(Actor[SessionCommand]):
             settings=self._driver_settings,
         )
         self.nursery.start_soon(self._pump.run)
-        self.nursery.start_soon(self._forward_merges, await self._store.watch_merges())
+        self.nursery.start_soon(self._forward_notices, await self._store.watch_notices())
         if host is not None:
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
             self.nursery.start_soon(host.run)
         self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
 
-    async def _forward_merges(self, merges: trio.MemoryReceiveChannel[EntriesMerged]) -> None:
-        """Tell clients when another writer's entries were taken into the session file."""
-        async with merges:
-            async for event in merges:
-                self._emit(event)
+    async def _forward_notices(self, notices: trio.MemoryReceiveChannel[StoreNotice]) -> None:
+        """What the store tells unasked, to clients: another writer's entries were taken in
+        (``entries_merged``), or the store turned read-only by itself (its lease was lost:
+        the run stops, prompts are refused, ``session_read_only`` says why, at once)."""
+        async with notices:
+            async for notice in notices:
+                if isinstance(notice, SessionReadOnly):
+                    self._read_only(ReadOnlySessionError(notice.error))
+                else:
+                    self._emit(notice)
 
     async def _catch_up(self) -> bool:
         """The store takes in another writer's entries; whether any came since last time."""

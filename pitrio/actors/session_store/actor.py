@@ -60,10 +60,11 @@ from pitrio.actors.session_store.commands import (
     Query,
     SessionSeed,
     StoreCommand,
+    StoreNotice,
     StoreOptions,
     StoreStatus,
     Subscribe,
-    WatchMerges,
+    WatchNotices,
     _Pending,
     _Source,
     new_header,
@@ -164,7 +165,7 @@ class SessionStore(Actor[StoreCommand]):
         """Why the store turned read-only after a failed write (``None``: it has not)."""
         self.merges = 0
         """How many times another writer's entries were taken in (:mod:`.foreign`)."""
-        self._merge_watchers: list[trio.MemorySendChannel[EntriesMerged]] = []
+        self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -412,9 +413,9 @@ class SessionStore(Actor[StoreCommand]):
                 else:  # in the writer's turn: never checked against a batch in flight
                     self._pending.append(_Pending(None, reply, None, catch_up=True))
                     self._wake.set()
-            case WatchMerges(capacity=capacity, reply=reply):
-                merges, watched = trio.open_memory_channel[EntriesMerged](capacity)
-                self._merge_watchers.append(merges)
+            case WatchNotices(capacity=capacity, reply=reply):
+                notices, watched = trio.open_memory_channel[StoreNotice](capacity)
+                self._watchers.append(notices)
                 reply.set(watched)
 
     @property
@@ -674,13 +675,18 @@ class SessionStore(Actor[StoreCommand]):
             ),
         )
         log.warning("%s", event.message)
-        for watcher in list(self._merge_watchers):
+        self._notify(event)
+
+    def _notify(self, notice: StoreNotice) -> None:
+        """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
+        merge is still counted by :class:`CatchUp`, a read-only store still refuses)."""
+        for watcher in list(self._watchers):
             try:
-                watcher.send_nowait(event)
-            except trio.WouldBlock:  # the count still tells the session; the log keeps it
-                log.warning("%s: an entries_merged event was not delivered (full)", self.path)
+                watcher.send_nowait(notice)
+            except trio.WouldBlock:
+                log.warning("%s: a %s notice was not delivered (full)", self.path, notice.type)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._merge_watchers.remove(watcher)
+                self._watchers.remove(watcher)
 
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""

@@ -25,7 +25,7 @@ from pitrio.messages.entries import (
     iso_now,
     new_session_id,
 )
-from pitrio.messages.events import EntriesMerged, EntryAppended
+from pitrio.messages.events import EntriesMerged, EntryAppended, SessionReadOnly
 
 if TYPE_CHECKING:
     from pitrio.actors.session_store.projection import Projection
@@ -179,16 +179,21 @@ class CatchUp:
     reply: Reply[int]
 
 
+StoreNotice = EntriesMerged | SessionReadOnly
+"""What a store tells its session unasked: another writer's entries were taken in, or the store
+turned read-only by itself (its lease was lost)."""
+
+
 @attrs.frozen
-class WatchMerges:
-    """A channel of ``entries_merged`` events: another writer's entries were taken in."""
+class WatchNotices:
+    """A channel of the store's notices (:data:`StoreNotice`)."""
 
     capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[EntriesMerged]]
+    reply: Reply[trio.MemoryReceiveChannel[StoreNotice]]
 
 
 StoreCommand = (
-    Append | MoveLeaf | BranchWithSummary | Query | Flush | Subscribe | CatchUp | WatchMerges
+    Append | MoveLeaf | BranchWithSummary | Query | Flush | Subscribe | CatchUp | WatchNotices
 )
 
 

@@ -20,10 +20,11 @@ from pitrio.actors.session_store.commands import (
     MoveLeaf,
     Query,
     StoreCommand,
+    StoreNotice,
     StoreStatus,
     StoreView,
     Subscribe,
-    WatchMerges,
+    WatchNotices,
 )
 from pitrio.actors.session_store.projection import SessionContext
 from pitrio.actors.session_store.stored import AnyEntry
@@ -45,7 +46,7 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
 )
-from pitrio.messages.events import EntriesMerged, EntryAppended
+from pitrio.messages.events import EntryAppended
 
 T = TypeVar("T")
 E = TypeVar("E", bound=SessionEntry)
@@ -379,6 +380,8 @@ class SessionStoreHandle(Handle[StoreCommand]):
         another writer's entries so far (a change means the projection moved)."""
         return await self.ask(CatchUp)
 
-    async def watch_merges(self, capacity: int = 16) -> trio.MemoryReceiveChannel[EntriesMerged]:
-        """``entries_merged`` events: another writer's entries taken in (see :mod:`.foreign`)."""
-        return await self.ask(lambda reply: WatchMerges(capacity, reply))
+    async def watch_notices(self, capacity: int = 16) -> trio.MemoryReceiveChannel[StoreNotice]:
+        """What the store tells unasked: ``entries_merged`` (another writer's entries taken
+        in, see :mod:`.foreign`), ``session_read_only`` (it turned read-only by itself: its
+        lease was lost)."""
+        return await self.ask(lambda reply: WatchNotices(capacity, reply))
