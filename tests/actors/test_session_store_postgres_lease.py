@@ -123,6 +123,7 @@ async def test_a_lease_taken_away_turns_the_store_read_only_at_once_and_says_so(
                 notice = await notices.receive()
             assert isinstance(notice, SessionReadOnly)
             assert "lease" in notice.error and "read-only" in notice.error
+            assert "another daemon holds the session now (rival" in notice.error
             queries = daemon.database.counters.queries
             with pytest.raises(ReadOnlySessionError, match="another daemon holds"):
                 await store.append_message(user_message("late", timestamp=3))

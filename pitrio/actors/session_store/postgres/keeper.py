@@ -184,6 +184,22 @@ class LeaseKeeper:
             self._conn = conn
         return conn
 
+    def _who(self, conn: psycopg.Connection[Any], lease: HeldLease) -> str:
+        """Why a renewal was refused, naming the holder now (for the session's error)."""
+        lost = f"the lease {lease.fence} was lost"
+        try:
+            holder = conn.execute(sql.LEASE_HOLDER, {"session_id": lease.session_id}).fetchone()
+        except psycopg.Error:
+            holder = None
+        if holder is None:
+            return f"{lost}: the session is no longer stored"
+        owner, url, fence = holder[0], holder[1], holder[2]
+        where = f" at {url}" if url else ""
+        return (
+            f"{lost}: another daemon holds the session now ({owner or 'nobody'}{where}, "
+            f"lease {fence})"
+        )
+
     def _renew(self, lease: HeldLease) -> None:
         params = {
             "session_id": lease.session_id,
@@ -205,10 +221,7 @@ class LeaseKeeper:
             lease.due = time.monotonic() + min(lease.interval, RECONNECT_PAUSE)
             return
         if row is None:
-            lease.mark_lost(
-                f"the lease {lease.fence} was lost: another daemon holds the session now "
-                "(its fence moved)"
-            )
+            lease.mark_lost(self._who(conn, lease))
             return
         lease.renewals += 1
         self.renewals += 1
