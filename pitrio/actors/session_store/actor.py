@@ -70,11 +70,13 @@ from pitrio.actors.session_store.commands import (
     new_header,
 )
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
-from pitrio.actors.session_store.foreign import SUFFIX_BYTES, Conflict, Unchanged, judge, merge
+from pitrio.actors.session_store.filemark import SUFFIX_BYTES
+from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import rewrite_migrated
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
+from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
@@ -97,7 +99,7 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     iso_now,
 )
-from pitrio.messages.events import EntriesMerged, EntryAppended
+from pitrio.messages.events import EntryAppended
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -623,59 +625,19 @@ class SessionStore(Actor[StoreCommand]):
     def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
         """Judge what another writer did to the file; take its entries in (the unwritten ones
         of this store follow them), or turn read-only (raises the failure)."""
-        file = self._file
-        assert file is not None and self.path is not None
-        unwritten = [item for item in (*batch, *self._pending) if item.stored is not None]
-        entries = self.tree.entries
-        written = entries[: len(entries) - len(unwritten)]
-        # The tree is the file's entries, then the queued ones in order (appends add to both).
-        if any(a is not b.stored for a, b in zip(entries[len(written) :], unwritten, strict=True)):
-            raise AssertionError(f"{self.path}: the tree and the write queue disagree")
-        decision = judge(
-            file.mark,
-            changed.size,
-            changed.mtime_ns,
-            changed.data,
-            known={stored.id for stored in written},
-            taken=(stored.id for stored in entries),
-            origin=str(self.path),
-            line=len(written) + 1,
-        )
-        if isinstance(decision, Unchanged):
-            file.mark = attrs.evolve(file.mark, mtime_ns=decision.mtime_ns)  # only touched
-            return
-        if isinstance(decision, Conflict):
-            raise self._foreign_conflict(decision)
-        merged = merge(
-            written, decision, [item.stored for item in unwritten if item.stored], self.tree.leaf_id
-        )
-        for item in unwritten:
-            assert item.stored is not None
-            moved = merged.rebased.get(item.stored.id)
-            if moved is not None:
-                item.stored = moved
-                item.result = attrs.evolve(item.result, parent_id=moved.parent_id)
-        self.tree = SessionTree(self.header, merged.entries, new_id=self._new_id)
-        if merged.leaf_id is None:
-            self.tree.reset_leaf()
+        assert self._file is not None and self.path is not None
+        queued = [*batch, *self._pending]
+        outcome = take_in(self.path, self._file, changed, self.tree, queued)
+        if isinstance(outcome, Unchanged):  # only touched: the same bytes are there
+            self._file.mark = attrs.evolve(self._file.mark, mtime_ns=outcome.mtime_ns)
+        elif isinstance(outcome, Conflict):
+            raise self._foreign_conflict(outcome)
         else:
-            self.tree.branch(merged.leaf_id)
-        self.projection.reset(self.tree.path())
-        file.mark = decision.mark
-        self.merges += 1
-        ids = tuple(stored.id for stored in decision.entries)
-        event = EntriesMerged(
-            path=str(self.path),
-            entry_ids=ids,
-            leaf_id=self.tree.leaf_id,
-            message=(
-                f"{self.path}: another writer appended {len(ids)} "
-                f"entr{'y' if len(ids) == 1 else 'ies'}; the session continues from "
-                f"entry {self.tree.leaf_id}"
-            ),
-        )
-        log.warning("%s", event.message)
-        self._notify(event)
+            self.tree = outcome.tree
+            self.projection.reset(self.tree.path())
+            self.merges += 1
+            log.warning("%s", outcome.event.message)
+            self._notify(outcome.event)
 
     def _notify(self, notice: StoreNotice) -> None:
         """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
@@ -691,12 +653,7 @@ class SessionStore(Actor[StoreCommand]):
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""
         if self.failure is None:
-            self.failure = ReadOnlySessionError(
-                f"{self.path}: another writer (pi, or another program writing without "
-                f"pitrio's lock) changed the session file: {conflict.detail}. The session is "
-                "read-only from now on; nothing more is written to the file, and every "
-                "line in it, this session's and the other writer's, stays as it is."
-            )
+            self.failure = conflict_failure(self.path, conflict)
             log.error("%s", self.failure)
         return self.failure
 

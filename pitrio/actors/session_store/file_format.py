@@ -45,7 +45,7 @@ from pitrio.messages.codec import dumps, from_json
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
 
 if TYPE_CHECKING:
-    from pitrio.actors.session_store.foreign import FileMark
+    from pitrio.actors.session_store.filemark import FileMark
 
 Severity = Literal["error", "warning"]
 

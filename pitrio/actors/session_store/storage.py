@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
-from pitrio.actors.session_store.foreign import SUFFIX_BYTES, FileMark
+from pitrio.actors.session_store.filemark import SUFFIX_BYTES, FileMark
 from pitrio.actors.session_store.paths import file_kind, open_session_file
 from pitrio.errors import SessionError, SessionFileReplacedError
 
