@@ -166,6 +166,7 @@ class SessionStore(Actor[StoreCommand]):
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
         self.merges = 0
+        self._writing = False  # the writer has taken a batch and not answered it yet
         """How many times another writer's entries were taken in (:mod:`.foreign`)."""
         self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
 
@@ -412,9 +413,17 @@ class SessionStore(Actor[StoreCommand]):
             case CatchUp(reply=reply):
                 if self.failure is not None:
                     reply.fail(self.failure)
-                else:  # in the writer's turn: never checked against a batch in flight
+                elif self._pending or self._writing:
+                    # In the writer's turn: never checked against a batch in flight.
                     self._pending.append(_Pending(None, reply, None, catch_up=True))
                     self._wake.set()
+                else:  # nothing in flight: checked here, without waking the writer
+                    try:
+                        self._catch_up_now([])
+                    except ReadOnlySessionError as exc:
+                        reply.fail(exc)
+                    else:
+                        reply.set(self.merges)
             case WatchNotices(capacity=capacity, reply=reply):
                 notices, watched = trio.open_memory_channel[StoreNotice](capacity)
                 self._watchers.append(notices)
@@ -479,6 +488,7 @@ class SessionStore(Actor[StoreCommand]):
     async def _writer(self) -> None:
         """Write queued appends in batches: one write and at most one fsync per batch."""
         while True:
+            self._writing = False
             while not self._pending:
                 # Policy ``batch``: the first unsynced write sets a deadline; load after it
                 # does not push it back, and waking early for nothing does not sync early.
@@ -496,6 +506,7 @@ class SessionStore(Actor[StoreCommand]):
                         self._turn_read_only(exc)
                         self._dirty, self._sync_deadline = False, math.inf  # no retry loop
             batch, self._pending = self._pending, []
+            self._writing = True
             if self.failure is not None:
                 # Queued while the failed batch was being written: refused too, even if it
                 # would fit now (its entries follow ones the file does not have).
@@ -560,10 +571,7 @@ class SessionStore(Actor[StoreCommand]):
             return
         if not lines:
             if any(item.catch_up for item in batch):
-                try:  # inline: one fstat (a read only when another writer wrote)
-                    self._file.check_mark()
-                except FileChanged as changed:
-                    self._take_in(changed, batch)
+                self._catch_up_now(batch)
             if force and self._dirty:
                 await self._sync()
             return
@@ -621,6 +629,18 @@ class SessionStore(Actor[StoreCommand]):
                     self._sync_deadline = trio.current_time() + self.options.batch_interval
 
     # -- another writer (pi appends without a lock; see :mod:`.foreign`) ------------------------
+
+    def _catch_up_now(self, batch: list[_Pending]) -> None:
+        """Check the file against its mark (inline: one ``fstat``, a read only when another
+        writer wrote) and take in or refuse what changed; raises ``ReadOnlySessionError``."""
+        if self._file is None:
+            return
+        try:
+            self._file.check_mark()
+        except FileChanged as changed:
+            self._take_in(changed, batch)
+        except OSError as exc:  # the file was replaced or cannot be read: as a failed write
+            raise self._turn_read_only(exc) from exc
 
     def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
         """Judge what another writer did to the file; take its entries in (the unwritten ones

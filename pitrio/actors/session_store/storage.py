@@ -268,9 +268,23 @@ class AppendFile:
 
     def check_mark(self) -> None:
         """Raise :class:`FileChanged` (with what the file holds from the mark's suffix on) if
-        its size or time is not the mark's: one ``fstat``, nothing read when they agree."""
-        with self.held() as fd:
-            info = os.fstat(fd)
+        its size or time is not the mark's: one ``fstat`` (a ``stat`` of the name outside a
+        batch, checked to be the same file), nothing read when they agree."""
+        if self._fd is not None:
+            info = os.fstat(self._fd)
+        else:
+            try:
+                info = os.stat(self.path)
+            except FileNotFoundError as exc:
+                raise SessionFileReplacedError(
+                    errno.ENOENT, f"{self.path}: the session file was removed since it was opened"
+                ) from exc
+            if (info.st_dev, info.st_ino) != self._identity:
+                raise SessionFileReplacedError(
+                    errno.ESTALE,
+                    f"{self.path}: another file was put in place of the session file since "
+                    "it was opened; not appending to it",
+                )
         mark = self.mark
         if not mark.unchanged(info.st_size, info.st_mtime_ns):
             raise FileChanged(*self._read_from(mark.read_from))
