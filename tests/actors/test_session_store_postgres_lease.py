@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from pitrio.actors.session_store import SessionSeed, StoreOptions, new_header
 from pitrio.errors import ReadOnlySessionError
@@ -153,3 +154,31 @@ async def test_a_lease_lost_while_the_loop_is_busy_stops_the_next_batch() -> Non
             await store.aclose()
         exported = await daemon.export_session(session_id)
     assert b"late" not in exported
+
+
+async def test_a_renewal_refused_after_the_store_let_the_lease_go_is_no_loss() -> None:
+    # The store drops its lease from the keeper before releasing it; a renewal already under
+    # way then finds the release, which must not read as another daemon taking it.
+    pg_modules()
+    from pitrio.actors.session_store.postgres.keeper import HeldLease, LeaseKeeper
+
+    told: list[str] = []
+    keeper = LeaseKeeper("postgresql://unused")
+    held = keeper.hold("s", 1, "me", duration=0.6, interval=0.15, on_lost=told.append)
+    keeper.drop(held)
+    held.mark_lost("refused")
+    keeper.stop()
+    await trio.testing.wait_all_tasks_blocked()
+    assert held.lost is None and told == []
+    kept = HeldLease(
+        "s",
+        1,
+        "me",
+        duration=0.6,
+        interval=0.15,
+        on_lost=told.append,
+        token=trio.lowlevel.current_trio_token(),
+    )
+    kept.mark_lost("refused")  # one still held: lost, and the store is told on its loop
+    await trio.testing.wait_all_tasks_blocked()
+    assert kept.lost == "refused" and told == ["refused"]

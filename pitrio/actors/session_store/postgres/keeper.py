@@ -71,6 +71,9 @@ class HeldLease:
         """Renew while true (a test turns it off to play a paused daemon)."""
         self.lost: str | None = None
         """Why the lease was lost (``None``: held)."""
+        self.dropped = False
+        """Its store let it go (set before the store releases it: a renewal refused after
+        that is the release, not a loss)."""
         self.renewals = 0
         self.due = time.monotonic() + interval
         self._on_lost = on_lost
@@ -79,7 +82,7 @@ class HeldLease:
 
     def mark_lost(self, reason: str) -> None:
         """Record the loss and tell the store on its loop (never waits for the loop)."""
-        if self.lost is not None:
+        if self.lost is not None or self.dropped:
             return
         self.lost = reason
         with contextlib.suppress(trio.RunFinishedError):  # the loop is gone: nobody to tell
@@ -136,6 +139,7 @@ class LeaseKeeper:
 
     def drop(self, held: HeldLease) -> None:
         """Stop renewing ``held`` (its store released it or ended)."""
+        held.dropped = True
         with self._lock:
             self._held.pop(id(held), None)
 
@@ -194,11 +198,10 @@ class LeaseKeeper:
         if holder is None:
             return f"{lost}: the session is no longer stored"
         owner, url, fence = holder[0], holder[1], holder[2]
+        if owner is None:
+            return f"{lost}: the session's lease is {fence} now, held by nobody"
         where = f" at {url}" if url else ""
-        return (
-            f"{lost}: another daemon holds the session now ({owner or 'nobody'}{where}, "
-            f"lease {fence})"
-        )
+        return f"{lost}: another daemon holds the session now ({owner}{where}, lease {fence})"
 
     def _renew(self, lease: HeldLease) -> None:
         params = {
