@@ -34,6 +34,12 @@ text, reads keep working. Retrying on a full disk would only tear more lines, an
 the failed batch is ahead of the file, so nothing more is written. Any other failure (the lease
 fence moved: another writer owns the file) stops the actor (fail-stop); the session is reopened
 from the file.
+
+Another writer. pi appends to session files without a lock. Before each batch (and at a
+prompt's :class:`CatchUp`) the file is checked against what this store last left in it; whole
+valid entries another writer appended are taken in first and this store's queued entries
+follow them (``entries_merged`` to the watchers), anything else turns the store read-only
+(:mod:`.foreign`, :mod:`.reconcile`).
 """
 
 from __future__ import annotations
