@@ -217,3 +217,34 @@ async def test_a_touched_file_is_not_read_again(tmp_path: Path) -> None:
         assert await store.catch_up() == 0
         await store.aclose()
     assert chain(path)[-1] == (third.id, chain(path)[-2][0])
+
+
+async def test_a_batch_of_several_entries_follows_the_other_writers_as_one_chain(
+    tmp_path: Path,
+) -> None:
+    # Appends made together are one batch; only its first entry changes parent.
+    path = tmp_path / "s.jsonl"
+    async with trio.open_nursery() as nursery:
+        store = await started(nursery, path)
+        await store.append_message(user_message("one", timestamp=1))
+        two = await store.append_message(assistant("two"))
+        append_outside(path, foreign_line("f0000001", two.id, "from pi"))
+        writes = (await store.status()).writes
+        results: dict[str, Any] = {}
+
+        async def append(text: str) -> None:
+            results[text] = await store.append_message(user_message(text, timestamp=2))
+
+        async with trio.open_nursery() as appenders:
+            for text in ("a", "b", "c"):
+                appenders.start_soon(append, text)
+        assert (await store.status()).writes - writes <= 2  # grouped, not one write each
+        await store.aclose()
+    ids = chain(path)
+    assert ids[2] == ("f0000001", two.id)
+    tail = ids[3:]
+    assert tail[0][1] == "f0000001"
+    assert [parent for _, parent in tail[1:]] == [entry_id for entry_id, _ in tail[:-1]]
+    assert {entry_id for entry_id, _ in tail} == {entry.id for entry in results.values()}
+    replies = {entry.id: entry.parent_id for entry in results.values()}
+    assert replies == dict(tail)  # each reply names the parent it was written with
