@@ -102,6 +102,7 @@ class LeaseKeeper:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
+        self._timeout_ms: int | None = None  # the connection's statement_timeout, once set
         self.renewals = 0
         self.failures = 0
 
@@ -176,6 +177,7 @@ class LeaseKeeper:
             self._disconnect()
 
     def _disconnect(self) -> None:
+        self._timeout_ms = None
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):  # a broken connection: nothing more to do
@@ -213,9 +215,12 @@ class LeaseKeeper:
         try:
             conn = self._connection()
             # A renewal stuck behind a lock (another daemon's take-over in progress) must
-            # not hold up the others: it gives up after the renewal interval.
+            # not hold up the others: it gives up after the renewal interval (set once per
+            # connection while the leases' intervals agree, as a daemon's do).
             timeout_ms = max(1, int(lease.interval * 1000))
-            conn.execute(f"SET statement_timeout = {timeout_ms}")
+            if timeout_ms != self._timeout_ms:
+                conn.execute(f"SET statement_timeout = {timeout_ms}")
+                self._timeout_ms = timeout_ms
             row = conn.execute(sql.RENEW, params).fetchone()
         except psycopg.Error as exc:
             self.failures += 1
