@@ -296,6 +296,21 @@ class SessionReadOnly:
 
 
 @attrs.frozen(kw_only=True)
+class EntriesMerged:
+    """Another writer (pi, say, which appends without a lock) appended entries to the session
+    file; they were read into the session, which continues from the file's last entry
+    (pitrio's own event: pi 1.6.0 has none for this). ``entry_ids`` are the entries taken in,
+    in file order; ``leaf_id`` the session's leaf after taking them; ``message`` says so."""
+
+    type: Literal["entries_merged"] = tag("entries_merged")
+    path: str
+    entry_ids: tuple[str, ...]
+    leaf_id: str | None
+    message: str
+    extra: dict[str, Any] | None = extra_field()
+
+
+@attrs.frozen(kw_only=True)
 class ExtensionError:
     """An extension's handler or command failed (pi's RPC ``extension_error`` record).
 
@@ -354,6 +369,7 @@ SessionOnlyEvent = (
     | ExtensionError
     | ExtensionUiRequest
     | SessionReadOnly
+    | EntriesMerged
 )
 """Events only the session layer emits."""
 

@@ -26,6 +26,7 @@ from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
     BashExecutionUpdate,
+    EntriesMerged,
     EntryRecorded,
     ExtensionError,
     ExtensionUiRequest,
@@ -38,9 +39,9 @@ from pitrio.transports.rpc.events import encode_event
 EXTENSION_RECORDS = (ExtensionError, ExtensionUiRequest)
 """RPC-only records: JSON mode leaves them out; extension errors go to stderr instead."""
 
-PITRIO_ONLY_EVENTS = (EntryRecorded, BashExecutionUpdate, SessionReadOnly)
+PITRIO_ONLY_EVENTS = (EntryRecorded, BashExecutionUpdate, SessionReadOnly, EntriesMerged)
 """Events pi 1.6.0's JSON mode does not print: entries it does not announce, the RPC ``bash``
-command's output, and pitrio's read-only notice."""
+command's output, and pitrio's read-only and other-writer notices."""
 
 
 def _silence_stdout() -> None:

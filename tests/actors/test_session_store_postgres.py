@@ -32,6 +32,7 @@ from pitrio.actors.session_store import (
 from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.errors import (
     EntryNotFoundError,
+    ReadOnlySessionError,
     SessionError,
     SessionNotFoundError,
     StaleFenceError,
@@ -410,7 +411,7 @@ async def test_a_paused_owner_is_taken_over_and_its_late_append_refused() -> Non
         )
         late: list[BaseException] = []
         async with trio.open_nursery() as nursery:
-            with pytest.raises(StaleFenceError), collapse_groups():
+            with collapse_groups():
                 async with trio.open_nursery() as a_nursery:
                     handle_a = await start_store(a_nursery, store_a)
                     kept = [
@@ -438,15 +439,21 @@ async def test_a_paused_owner_is_taken_over_and_its_late_append_refused() -> Non
                     assert daemon_b.leases.taken_over == 1
                     taken = await handle_b.append_message(user_message("b", timestamp=9))
                     # A wakes up and appends: its fence is stale, the database refuses it
-                    # and A's store stops (fail-stop).
+                    # and A's store turns read-only (issue 36: a lease lost for any reason;
+                    # it used to stop, fail-stop), refusing what follows without a query.
                     try:
                         await handle_a.append_message(user_message("late", timestamp=10))
-                    except StaleFenceError as exc:
+                    except ReadOnlySessionError as exc:
                         late.append(exc)
-                    await trio.sleep_forever()
+                    queries = daemon_a.database.counters.queries
+                    with pytest.raises(ReadOnlySessionError):
+                        await handle_a.append_message(user_message("later", timestamp=11))
+                    assert daemon_a.database.counters.queries == queries
+                    assert store_a.counters.lost == 1
+                    a_nursery.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
         exported = await daemon_b.export_session(header.id)
-    assert late and "refused" in str(late[0])
+    assert late and "refused" in str(late[0]) and "read-only" in str(late[0])
     ids = [orjson.loads(line)["id"] for line in exported.splitlines()[1:]]
     assert ids == [e.id for e in kept] + [taken.id]  # nothing lost, nothing twice
 

@@ -262,6 +262,108 @@ async def test_a_database_restart_pauses_a_run_and_loses_nothing(
     assert reopened == found
 
 
+BUSY_HOOK = """
+import time
+
+
+def setup(api):
+    def busy(event, ctx):
+        # CPU-bound, on the session's event loop, never yielding: three leases long.
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            sum(range(200))
+        return None
+
+    api.on("before_agent_start", busy)
+"""
+
+
+async def test_a_cpu_bound_hook_does_not_starve_the_sessions_lease(
+    database: str, tmp_path: Path
+) -> None:
+    # Issue 36, item 2, through a real daemon: an extension's hook keeps the daemon's event
+    # loop busy for 3 s at every prompt (the lease lasts 1 s) while a rival daemon tries to
+    # take the session every 50 ms; the lease keeper's thread renews it all along.
+    from tests.actors.test_session_store_postgres_lease import Rival
+
+    extensions = tmp_path / "agent" / "extensions"
+    extensions.mkdir(parents=True)
+    async with in_process_daemon(tmp_path, database, "agent") as daemon:
+        ws_url = f"ws://127.0.0.1:{daemon.port}"
+        session_id = await create(ws_url)
+        await prompt(ws_url, session_id, "before")  # stored, its lease held from now on
+        (extensions / "busy.py").write_text(BUSY_HOOK)
+        async with open_websocket_url(f"{ws_url}/v1/host") as host:
+            await receive(host)
+            await send(host, {"id": "x", "type": "close", "sessionId": session_id})
+            assert (await until(host, is_response("x")))[-1]["success"]
+        # Opened again (with the hook; its lease taken), then prompted: the hook runs first.
+        rival = Rival(database, session_id)
+        async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+            assert (await receive(ws))["type"] == "attached"
+            rival.start()
+            try:
+                await send(ws, {"id": "p", "type": "prompt", "message": "during"})
+                frames = await until(ws, settled, seconds=30)
+            finally:
+                rival.stop.set()
+                await trio.to_thread.run_sync(rival.join)
+        kinds = [frame.get("type") for frame in frames]
+        assert "session_read_only" not in kinds and "session_owned_elsewhere" not in kinds
+        assert rival.taken_at is None, f"the rival took the session at {rival.taken_at:.2f} s"
+        assert rival.attempts >= 40  # it tried all through the busy hook
+        found = texts(await messages(ws_url, session_id))
+    assert found[-2:] == ["user:during", "assistant:during"]
+
+
+async def test_a_client_is_told_at_once_when_its_session_loses_the_lease(
+    database: str, tmp_path: Path
+) -> None:
+    # Issue 36, item 2: another daemon forces the lease away while a client is attached and
+    # idle; the lease keeper's next renewal finds it, and the client gets session_read_only
+    # without sending anything; a prompt is then refused, and nothing more is stored.
+    from tests.actors.test_session_store_postgres_lease import Rival
+
+    async with in_process_daemon(tmp_path, database, "agent") as daemon:
+        ws_url = f"ws://127.0.0.1:{daemon.port}"
+        session_id = await create(ws_url)
+        await prompt(ws_url, session_id, "before")
+        async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+            await receive(ws)
+            rival = Rival(database, session_id, take_over=True)
+            rival.start()
+            await trio.to_thread.run_sync(rival.join)
+            frames = await until(ws, lambda f: f.get("type") == "session_read_only", seconds=5)
+            assert "lease" in frames[-1]["error"] and "read-only" in frames[-1]["error"]
+            await send(ws, {"id": "p", "type": "prompt", "message": "after"})
+            refused = (await until(ws, is_response("p")))[-1]
+            assert not refused["success"] and "read-only" in refused["error"]
+    stored = await trio.to_thread.run_sync(functools.partial(stored_lines, database, session_id))
+    assert [line["message"]["role"] for line in stored if line["type"] == "message"] == [
+        "system",
+        "user",
+        "assistant",
+    ]
+    users = [
+        line["message"]["content"]
+        for line in stored
+        if line.get("message", {}).get("role") == "user"
+    ]
+    assert [block["text"] for content in users for block in content] == ["before"]
+
+
+def stored_lines(url: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's entries as the database holds them (the rival holds its lease)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT payload::text FROM pitrio_entries WHERE session_id = %s ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+    return [orjson.loads(row[0]) for row in rows]
+
+
 async def test_serve_refuses_an_unmigrated_database(tmp_path: Path) -> None:
     pytest.importorskip("psycopg")
     url = shared_cluster().new_database()

@@ -107,6 +107,7 @@ from pitrio.messages.events import (
     MessageEnd,
     MessageStart,
     QueueUpdate,
+    SessionReadOnly,
 )
 from pitrio.messages.model import Model
 
@@ -136,6 +137,7 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+    from pitrio.actors.session_store.commands import StoreNotice
     from pitrio.actors.session_store.tree import TreeNode
 
 
@@ -188,7 +190,8 @@ class SessionActor(Actor[SessionCommand]):
             command_prefix=self._settings.shell_command_prefix,
         )
         self._queues = DisplayQueues(self._emit)
-        self._driver_settings = DriverSettings(resources, tools)
+        self._driver_settings = DriverSettings(resources, tools, self._catch_up)
+        self._merges_seen = 0  # the store's count of other writers' entries taken in
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._save_model_defaults = save_model_defaults
@@ -283,11 +286,29 @@ class SessionActor(Actor[SessionCommand]):
             settings=self._driver_settings,
         )
         self.nursery.start_soon(self._pump.run)
+        self.nursery.start_soon(self._forward_notices, await self._store.watch_notices())
         if host is not None:
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
             self.nursery.start_soon(host.run)
         self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+
+    async def _forward_notices(self, notices: trio.MemoryReceiveChannel[StoreNotice]) -> None:
+        """What the store tells unasked, to clients: another writer's entries were taken in
+        (``entries_merged``), or the store turned read-only by itself (its lease was lost:
+        the run stops, prompts are refused, ``session_read_only`` says why, at once)."""
+        async with notices:
+            async for notice in notices:
+                if isinstance(notice, SessionReadOnly):
+                    self._read_only(ReadOnlySessionError(notice.error))
+                else:
+                    self._emit(notice)
+
+    async def _catch_up(self) -> bool:
+        """The store takes in another writer's entries; whether any came since last time."""
+        count = await self._store.catch_up()
+        moved, self._merges_seen = count != self._merges_seen, count
+        return moved
 
     def _notify_extensions(self, event: str, payload: Any) -> None:
         """Queue a notification-only event for the extensions (never waits)."""

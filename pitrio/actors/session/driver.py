@@ -60,6 +60,9 @@ class DriverSettings:
 
     resources: Resources | None = None
     tools: ToolExecutorHandle | None = None
+    catch_up: Callable[[], Awaitable[bool]] | None = None
+    """Take in what another writer appended to the session file; true when the projection
+    moved since the last call (the loop is then given the file's context)."""
 
 
 class RunDriver:
@@ -98,6 +101,7 @@ class RunDriver:
         self._nursery = nursery
         self._resources = settings.resources
         self._tools = settings.tools
+        self._catch_up = settings.catch_up
         self.current: Run | None = None
         self.count = 0  # runs accepted so far (the latest run's number)
         self.write_failure: ReadOnlySessionError | None = None
@@ -245,7 +249,12 @@ class RunDriver:
 
     async def _before_prompt(self, run: Run) -> None:
         """The compaction check before a new prompt runs (pi's preflight, spec §3.4.1 step 7):
-        the supervisor's, which compacts in a nursery the run lends when it must."""
+        the supervisor's, which compacts in a nursery the run lends when it must.
+
+        First, entries another writer appended to the file (pi, which writes without a lock)
+        are taken in, so the prompt follows the file's last entry and the model sees them."""
+        if self._catch_up is not None and await self._catch_up():
+            await self._loop.set_messages(await self._log.context_messages())
         facts = self._loop.facts()  # what the loop published: no round trip before each prompt
         last = facts.last_assistant
         if last is None:

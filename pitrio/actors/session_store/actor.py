@@ -34,6 +34,12 @@ text, reads keep working. Retrying on a full disk would only tear more lines, an
 the failed batch is ahead of the file, so nothing more is written. Any other failure (the lease
 fence moved: another writer owns the file) stops the actor (fail-stop); the session is reopened
 from the file.
+
+Another writer. pi appends to session files without a lock. Before each batch (and at a
+prompt's :class:`CatchUp`) the file is checked against what this store last left in it; whole
+valid entries another writer appended are taken in first and this store's queued entries
+follow them (``entries_merged`` to the watchers), anything else turns the store read-only
+(:mod:`.foreign`, :mod:`.reconcile`).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
     BranchWithSummary,
+    CatchUp,
     Flush,
     ForkResult,
     FsyncPolicy,
@@ -59,20 +66,26 @@ from pitrio.actors.session_store.commands import (
     Query,
     SessionSeed,
     StoreCommand,
+    StoreNotice,
     StoreOptions,
     StoreStatus,
     Subscribe,
+    WatchNotices,
     _Pending,
     _Source,
     new_header,
 )
 from pitrio.actors.session_store.file_format import ParsedSession, Problem
+from pitrio.actors.session_store.filemark import SUFFIX_BYTES
+from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import rewrite_migrated
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
+from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
+    FileChanged,
     append_durably,
     create_file,
     read_session,
@@ -107,6 +120,9 @@ __all__ = [
     "StoreStatus",
     "new_header",
 ]
+
+FOREIGN_TRIES = 8
+"""How often a batch is tried against a file another writer keeps appending to."""
 
 IDLE_SYNC_WAIT = 0.002
 """Longest wait of an inline fsync for the event loop to fall idle (see ``_commit``)."""
@@ -155,6 +171,10 @@ class SessionStore(Actor[StoreCommand]):
         self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
+        self.merges = 0
+        self._writing = False  # the writer has taken a batch and not answered it yet
+        """How many times another writer's entries were taken in (:mod:`.foreign`)."""
+        self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -269,6 +289,18 @@ class SessionStore(Actor[StoreCommand]):
         else:
             self._needs_newline = not parsed.ends_clean
         self._file = await trio.to_thread.run_sync(self._file_class, path)
+        if parsed.migrated:
+            self._know_suffix(data)
+        elif parsed.mark is not None:
+            # What was parsed, not what the file holds now: lines another writer appended
+            # since are taken in before the first batch (:mod:`.foreign`).
+            self._file.mark = parsed.mark
+
+    def _know_suffix(self, data: bytes) -> None:
+        """The file was just written as ``data``: its mark's suffix is ``data``'s end."""
+        file = self._file
+        if file is not None and file.mark.size == len(data):
+            file.mark = attrs.evolve(file.mark, suffix=data[-SUFFIX_BYTES:])
 
     def _whole_file(self, header_raw: bytes | None = None, tail: Sequence[bytes] = ()) -> bytes:
         parts = [header_raw if header_raw is not None else encode(self.header)]
@@ -300,6 +332,7 @@ class SessionStore(Actor[StoreCommand]):
             await self._take_lease()
         await trio.to_thread.run_sync(create_file, self.path, data)
         self._file = await trio.to_thread.run_sync(self._file_class, self.path)
+        self._know_suffix(data)
 
     def _create_file_now(self, data: bytes) -> None:
         assert self.path is not None
@@ -307,6 +340,7 @@ class SessionStore(Actor[StoreCommand]):
             self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
         create_file(self.path, data)
         self._file = self._file_class(self.path)
+        self._know_suffix(data)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -382,6 +416,24 @@ class SessionStore(Actor[StoreCommand]):
                 send, receive = trio.open_memory_channel[EntryAppended](capacity)
                 self._subscribers.append(send)
                 reply.set(receive)
+            case CatchUp(reply=reply):
+                if self.failure is not None:
+                    reply.fail(self.failure)
+                elif self._pending or self._writing:
+                    # In the writer's turn: never checked against a batch in flight.
+                    self._pending.append(_Pending(None, reply, None, catch_up=True))
+                    self._wake.set()
+                else:  # nothing in flight: checked here, without waking the writer
+                    try:
+                        self._catch_up_now([])
+                    except ReadOnlySessionError as exc:
+                        reply.fail(exc)
+                    else:
+                        reply.set(self.merges)
+            case WatchNotices(capacity=capacity, reply=reply):
+                notices, watched = trio.open_memory_channel[StoreNotice](capacity)
+                self._watchers.append(notices)
+                reply.set(watched)
 
     @property
     def fence(self) -> int | None:
@@ -442,6 +494,7 @@ class SessionStore(Actor[StoreCommand]):
     async def _writer(self) -> None:
         """Write queued appends in batches: one write and at most one fsync per batch."""
         while True:
+            self._writing = False
             while not self._pending:
                 # Policy ``batch``: the first unsynced write sets a deadline; load after it
                 # does not push it back, and waking early for nothing does not sync early.
@@ -459,6 +512,7 @@ class SessionStore(Actor[StoreCommand]):
                         self._turn_read_only(exc)
                         self._dirty, self._sync_deadline = False, math.inf  # no retry loop
             batch, self._pending = self._pending, []
+            self._writing = True
             if self.failure is not None:
                 # Queued while the failed batch was being written: refused too, even if it
                 # would fit now (its entries follow ones the file does not have).
@@ -475,12 +529,16 @@ class SessionStore(Actor[StoreCommand]):
                 for item in batch:
                     item.reply.fail(failure)
                 continue
+            except ReadOnlySessionError as failure:  # another writer's change (read-only now)
+                for item in batch:
+                    item.reply.fail(failure)
+                continue
             except BaseException as exc:
                 for item in batch:
                     item.reply.fail(exc)
                 raise
             for item in batch:
-                item.reply.set(item.result)
+                item.reply.set(self.merges if item.catch_up else item.result)
             if not self._subscribers and self._written():
                 self._unannounced = []  # announced to nobody (the usual case: no events made)
                 continue
@@ -517,6 +575,27 @@ class SessionStore(Actor[StoreCommand]):
             if lines and creatable and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()  # every entry so far, synced
             return
+        if not lines:
+            if any(item.catch_up for item in batch):
+                self._catch_up_now(batch)
+            if force and self._dirty:
+                await self._sync()
+            return
+        for _ in range(FOREIGN_TRIES):
+            try:
+                await self._write(batch, force)
+            except FileChanged as changed:
+                self._take_in(changed, batch)  # or read-only; the batch's lines may change
+                continue
+            return
+        raise self._foreign_conflict(
+            Conflict("rewritten", f"the file kept changing under {FOREIGN_TRIES} tries to write")
+        )
+
+    async def _write(self, batch: list[_Pending], force: bool) -> None:
+        """Write the batch's lines (the file checked against its mark first)."""
+        lines = [item.stored.raw for item in batch if item.stored is not None]
+        assert self._file is not None
         if lines:
             file, lease = self._file, self._lease
             data = b"\n".join(lines) + b"\n"
@@ -554,8 +633,55 @@ class SessionStore(Actor[StoreCommand]):
                 self._dirty = True
                 if policy == "batch":
                     self._sync_deadline = trio.current_time() + self.options.batch_interval
-        elif force and self._dirty:
-            await self._sync()
+
+    # -- another writer (pi appends without a lock; see :mod:`.foreign`) ------------------------
+
+    def _catch_up_now(self, batch: list[_Pending]) -> None:
+        """Check the file against its mark (inline: one ``fstat``, a read only when another
+        writer wrote) and take in or refuse what changed; raises ``ReadOnlySessionError``."""
+        if self._file is None:
+            return
+        try:
+            self._file.check_mark()
+        except FileChanged as changed:
+            self._take_in(changed, batch)
+        except OSError as exc:  # the file was replaced or cannot be read: as a failed write
+            raise self._turn_read_only(exc) from exc
+
+    def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
+        """Judge what another writer did to the file; take its entries in (the unwritten ones
+        of this store follow them), or turn read-only (raises the failure)."""
+        assert self._file is not None and self.path is not None
+        queued = [*batch, *self._pending]
+        outcome = take_in(self.path, self._file, changed, self.tree, queued)
+        if isinstance(outcome, Unchanged):  # only touched: the same bytes are there
+            self._file.mark = attrs.evolve(self._file.mark, mtime_ns=outcome.mtime_ns)
+        elif isinstance(outcome, Conflict):
+            raise self._foreign_conflict(outcome)
+        else:
+            self.tree = outcome.tree
+            self.projection.reset(self.tree.path())
+            self.merges += 1
+            log.warning("%s", outcome.event.message)
+            self._notify(outcome.event)
+
+    def _notify(self, notice: StoreNotice) -> None:
+        """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
+        merge is still counted by :class:`CatchUp`, a read-only store still refuses)."""
+        for watcher in list(self._watchers):
+            try:
+                watcher.send_nowait(notice)
+            except trio.WouldBlock:
+                log.warning("%s: a %s notice was not delivered (full)", self.path, notice.type)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._watchers.remove(watcher)
+
+    def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
+        """Turn read-only: another writer changed the file in a way that cannot be merged."""
+        if self.failure is None:
+            self.failure = conflict_failure(self.path, conflict)
+            log.error("%s", self.failure)
+        return self.failure
 
     async def _sync(self) -> None:
         file = self._file

@@ -25,7 +25,7 @@ from pitrio.messages.entries import (
     iso_now,
     new_session_id,
 )
-from pitrio.messages.events import EntryAppended
+from pitrio.messages.events import EntriesMerged, EntryAppended, SessionReadOnly
 
 if TYPE_CHECKING:
     from pitrio.actors.session_store.projection import Projection
@@ -170,7 +170,31 @@ class Subscribe:
     reply: Reply[trio.MemoryReceiveChannel[EntryAppended]]
 
 
-StoreCommand = Append | MoveLeaf | BranchWithSummary | Query | Flush | Subscribe
+@attrs.frozen
+class CatchUp:
+    """Take in what another writer appended to the file (checked in the writer's turn, so
+    never against a batch of this store's in flight); answers how many times the store has
+    taken in another writer's entries since it started."""
+
+    reply: Reply[int]
+
+
+StoreNotice = EntriesMerged | SessionReadOnly
+"""What a store tells its session unasked: another writer's entries were taken in, or the store
+turned read-only by itself (its lease was lost)."""
+
+
+@attrs.frozen
+class WatchNotices:
+    """A channel of the store's notices (:data:`StoreNotice`)."""
+
+    capacity: int
+    reply: Reply[trio.MemoryReceiveChannel[StoreNotice]]
+
+
+StoreCommand = (
+    Append | MoveLeaf | BranchWithSummary | Query | Flush | Subscribe | CatchUp | WatchNotices
+)
 
 
 @attrs.define
@@ -181,6 +205,7 @@ class _Pending:
     reply: Reply[Any]
     result: Any
     force_sync: bool = False
+    catch_up: bool = False  # a CatchUp marker: check the file even with nothing to write
 
 
 @attrs.frozen

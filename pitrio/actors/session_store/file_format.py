@@ -25,7 +25,7 @@ the caller rewrites the file when :attr:`ParsedSession.migrated` is set.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import orjson
@@ -43,6 +43,9 @@ from pitrio.actors.session_store.stored import (
 from pitrio.errors import DecodeError, SessionFileError
 from pitrio.messages.codec import dumps, from_json
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.filemark import FileMark
 
 Severity = Literal["error", "warning"]
 
@@ -100,6 +103,8 @@ class ParsedSession:
     version: int
     empty: bool
     torn: list[bytes] = attrs.field(factory=list)
+    mark: FileMark | None = None
+    """What was read (set by the reader of a file: :func:`~.storage.read_session`)."""
 
     @property
     def errors(self) -> list[Problem]:
@@ -155,6 +160,23 @@ class SessionParser:
         # Version < 3 files: (line, JSON object, raw) of each entry, migrated in finish().
         self._legacy: list[tuple[int, dict[str, Any], bytes]] | None = None
         self._no_version = False
+
+    @classmethod
+    def continuing(cls, origin: str, *, taken: Iterable[str], line: int) -> SessionParser:
+        """A parser for lines appended to a file whose header is read, whose last line was
+        ``line`` and whose entries (and any others not to be reused) have the ids ``taken``:
+        what another writer appended to a session file (:mod:`.foreign`). Every entry is
+        decoded: one that does not is refused here, not later in a running session."""
+        parser = cls(origin, decode_all=True)
+        parser._header_seen = True
+        parser._empty = False
+        parser._ids = {entry_id: entry_id for entry_id in taken}
+        parser._line = line
+        return parser
+
+    def taken(self) -> tuple[list[StoredEntry], list[Problem]]:
+        """The entries and problems so far, without :meth:`finish`'s checks between entries."""
+        return self._entries, self._problems
 
     def _problem(self, line: int, kind: ProblemKind, severity: Severity, message: str) -> None:
         self._problems.append(Problem(line, kind, severity, message))

@@ -14,14 +14,17 @@ from pitrio.actors.session_store.commands import (
     DRAFT,
     Append,
     BranchWithSummary,
+    CatchUp,
     Flush,
     ForkResult,
     MoveLeaf,
     Query,
     StoreCommand,
+    StoreNotice,
     StoreStatus,
     StoreView,
     Subscribe,
+    WatchNotices,
 )
 from pitrio.actors.session_store.projection import SessionContext
 from pitrio.actors.session_store.stored import AnyEntry
@@ -370,3 +373,15 @@ class SessionStoreHandle(Handle[StoreCommand]):
     async def subscribe(self, capacity: int = 256) -> trio.MemoryReceiveChannel[EntryAppended]:
         """``entry_appended`` events from now on, in order, once each entry is written."""
         return await self.ask(lambda reply: Subscribe(capacity, reply))
+
+    async def catch_up(self) -> int:
+        """Take in what another writer appended to the file since this store last wrote it
+        (one ``fstat`` when nothing was); returns how many times the store has taken in
+        another writer's entries so far (a change means the projection moved)."""
+        return await self.ask(CatchUp)
+
+    async def watch_notices(self, capacity: int = 16) -> trio.MemoryReceiveChannel[StoreNotice]:
+        """What the store tells unasked: ``entries_merged`` (another writer's entries taken
+        in, see :mod:`.foreign`), ``session_read_only`` (it turned read-only by itself: its
+        lease was lost)."""
+        return await self.ask(lambda reply: WatchNotices(capacity, reply))

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
+from pitrio.actors.session_store.filemark import SUFFIX_BYTES, FileMark
 from pitrio.actors.session_store.paths import file_kind, open_session_file
-from pitrio.errors import SessionFileReplacedError
+from pitrio.errors import SessionError, SessionFileReplacedError
 
 if TYPE_CHECKING:
     from pitrio.actors.session_store.lease import Lease
@@ -56,12 +57,20 @@ busy); 1 MB reads it in one or two (DESIGN-NOTES, issue 27, reopen). The lines a
 
 def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | None:
     """Parse a session file; ``None`` if it does not exist. Raises
-    :class:`~pitrio.errors.SessionPathError` for a path that is not a regular file."""
+    :class:`~pitrio.errors.SessionPathError` for a path that is not a regular file.
+
+    The result's :attr:`~ParsedSession.mark` says what was read (the bytes parsed, not the
+    file's size now: another writer may append meanwhile, and its lines are then news)."""
     file = open_session_file(path, buffering=READ_BUFFER)
     if file is None:
         return None
     with file, gc_paused():
-        return parse_lines(file, origin=str(path), decode_all=decode_all)
+        parsed = parse_lines(file, origin=str(path), decode_all=decode_all)
+        size = file.tell()
+        fd = file.fileno()
+        start = max(0, size - SUFFIX_BYTES)
+        parsed.mark = FileMark(size, os.fstat(fd).st_mtime_ns, os.pread(fd, size - start, start))
+        return parsed
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -187,6 +196,9 @@ class AppendFile:
             self._identity = (info.st_dev, info.st_ino)
         finally:
             os.close(fd)
+        self.mark = FileMark(info.st_size, info.st_mtime_ns, b"")
+        """What this writer knows the file holds (:mod:`.foreign`); its owner may give a
+        better one (the bytes parsed, with the suffix read). Checked before every batch."""
 
     def _open(self, identity: tuple[int, int] | None) -> int:
         flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -254,6 +266,53 @@ class AppendFile:
         with self.held() as fd:
             return os.fstat(fd).st_size
 
+    def check_mark(self) -> None:
+        """Raise :class:`FileChanged` (with what the file holds from the mark's suffix on) if
+        its size or time is not the mark's: one ``fstat`` (a ``stat`` of the name outside a
+        batch, checked to be the same file), nothing read when they agree."""
+        if self._fd is not None:
+            info = os.fstat(self._fd)
+        else:
+            try:
+                info = os.stat(self.path)
+            except FileNotFoundError as exc:
+                raise SessionFileReplacedError(
+                    errno.ENOENT, f"{self.path}: the session file was removed since it was opened"
+                ) from exc
+            if (info.st_dev, info.st_ino) != self._identity:
+                raise SessionFileReplacedError(
+                    errno.ESTALE,
+                    f"{self.path}: another file was put in place of the session file since "
+                    "it was opened; not appending to it",
+                )
+        mark = self.mark
+        if not mark.unchanged(info.st_size, info.st_mtime_ns):
+            raise FileChanged(*self._read_from(mark.read_from))
+
+    def _read_from(self, offset: int) -> tuple[int, int, bytes]:
+        """Size, time and the bytes from ``offset`` to the end, through a descriptor of its
+        own (the batch's is write-only), checked to be the same file."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != self._identity:
+                raise SessionFileReplacedError(
+                    errno.ESTALE,
+                    f"{self.path}: another file was put in place of the session file since "
+                    "it was opened; not appending to it",
+                )
+            chunks = []
+            position = offset
+            while True:
+                chunk = os.pread(fd, 1 << 20, position)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                position += len(chunk)
+            return position, info.st_mtime_ns, b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def truncate(self, size: int) -> None:
         """Cut the file back to ``size`` bytes, best effort (after a failed write)."""
         with contextlib.suppress(OSError, ValueError), self.held() as fd:
@@ -294,8 +353,9 @@ def write_batch(
     again, so the file holds exactly the entries whose appends returned."""
     if lease is not None:
         lease.check()
-    with file.held():  # one open for the batch's calls
-        start = file.size()
+    with file.held() as fd:  # one open for the batch's calls
+        file.check_mark()  # another writer's lines: the store reads them in first
+        start = file.mark.size
         try:
             file.write(data)
             if start_writeback:
@@ -305,9 +365,23 @@ def write_batch(
             # space).
             file.truncate(start)
             raise
+        # The size is counted, not read: a line another writer adds from now on is news at
+        # the next batch. Its time is read (the write set it).
+        file.mark = file.mark.after(data, os.fstat(fd).st_mtime_ns)
         if sync:
             sync_batch(file, start)
     return start
+
+
+class FileChanged(SessionError):
+    """The session file is not as its writer left it: ``size`` bytes now, modified at
+    ``mtime_ns``, holding ``data`` from the mark's suffix on (the store judges it)."""
+
+    def __init__(self, size: int, mtime_ns: int, data: bytes) -> None:
+        super().__init__(f"the session file changed: {size} bytes")
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.data = data
 
 
 def sync_batch(file: AppendFile, start: int) -> None:

@@ -90,6 +90,11 @@ class SessionTree:
     # -- reading -----------------------------------------------------------------------------
 
     @property
+    def new_id(self) -> IdFactory:
+        """How this tree makes entry ids (a tree rebuilt from it makes them the same way)."""
+        return self._new_id
+
+    @property
     def entries(self) -> list[StoredEntry]:
         """Every entry in file order (do not modify)."""
         return self._entries

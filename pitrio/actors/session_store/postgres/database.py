@@ -28,6 +28,7 @@ import trio
 
 from pitrio.actors.session_store.postgres import schema, sql
 from pitrio.actors.session_store.postgres.errors import SchemaError, StoreUnavailableError
+from pitrio.actors.session_store.postgres.keeper import LeaseKeeper
 
 log = logging.getLogger("pitrio.session_store.postgres")
 
@@ -82,6 +83,8 @@ class Database:
         self.counters = DatabaseCounters()
         self._changed = trio.Event()
         self._pool: psycopg_pool.ConnectionPool[Connection] | None = None
+        self.keeper = LeaseKeeper(url, connect_timeout=self.options.connect_timeout)
+        """Renews the leases of this database's sessions off the event loop (:mod:`.keeper`)."""
 
     # -- life --------------------------------------------------------------------------------
 
@@ -103,8 +106,9 @@ class Database:
     async def close(self) -> None:
         """Close every connection (shielded: it runs when the daemon is going down)."""
         pool, self._pool = self._pool, None
-        if pool is not None:
-            with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self.keeper.stop)
+            if pool is not None:
                 await trio.to_thread.run_sync(lambda: pool.close(timeout=2.0))
 
     @property

@@ -20,8 +20,14 @@ host use it unchanged. What differs is where a batch goes and how one writer is 
 * **New sessions** are written lazily as files are: the row and every entry so far appear with
   the first append that is not ``lazy`` (one transaction, before that append returns), and
   the lease is taken then.
-* **The lease** is renewed every :attr:`LeaseTerms.renew_interval`; a renewal that finds the
-  fence moved stops the actor. Closing releases it.
+* **The lease** is renewed every :attr:`LeaseTerms.renew_interval` by the database's
+  :class:`~.keeper.LeaseKeeper`, a thread with a connection of its own, so no work of the
+  session's on the event loop can delay it (issue 36). A lease lost for any reason (the
+  keeper's renewal refused, an append refused because the fence moved) turns the store
+  read-only at once: every later batch is refused before it reaches the database (the keeper's
+  flag is read in the batch's worker thread just before its statement, so a loss seen there
+  stops it even while the loop is busy), and the session is told (``session_read_only``).
+  Closing releases it.
 """
 
 from __future__ import annotations
@@ -49,14 +55,16 @@ from pitrio.actors.session_store.postgres.errors import (
     PgSessionNotFoundError,
     SessionOwnedElsewhereError,
 )
+from pitrio.actors.session_store.postgres.keeper import HeldLease
 from pitrio.actors.session_store.postgres.lease import LeaseCounters, LeaseTerms, Owner
 from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, session_bytes
 from pitrio.actors.session_store.projection import Projection
 from pitrio.actors.session_store.start import start_store
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
-from pitrio.errors import SessionError, StaleFenceError
+from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.codec import encode
+from pitrio.messages.events import SessionReadOnly
 
 log = logging.getLogger("pitrio.session_store.postgres")
 
@@ -98,8 +106,19 @@ class PgSessionStore(SessionStore):
         self._persisted = False
         self._commits = 0
         self.counters = counters or LeaseCounters()
-        self.renewing = True
+        self._held: HeldLease | None = None
+        self._renewing = True
+
+    @property
+    def renewing(self) -> bool:
         """Renew the lease while running (tests turn it off to play a paused daemon)."""
+        return self._renewing
+
+    @renewing.setter
+    def renewing(self, value: bool) -> None:
+        self._renewing = value
+        if self._held is not None:
+            self._held.renewing = value
 
     @property
     def origin(self) -> str:
@@ -133,8 +152,6 @@ class PgSessionStore(SessionStore):
                 await self._create_row()
         self.projection = Projection(self.tree.path())
         self.nursery.start_soon(self._writer)
-        if loaded and self._fence is not None:
-            self.nursery.start_soon(self._renewer)
 
     async def _load(self) -> bool:
         """Lease (unless read-only) and content of an existing row; ``False`` if there is none."""
@@ -226,7 +243,6 @@ class PgSessionStore(SessionStore):
         self._seq = len(entries)
         self._persisted = True
         self._commits += 1
-        self.nursery.start_soon(self._renewer)
 
     def _insert(
         self, conn: Connection, fence: int, first_seq: int, entries: Sequence[StoredEntry]
@@ -263,8 +279,10 @@ class PgSessionStore(SessionStore):
             return
         if not entries:
             return  # a flush: every commit is already durable
-        fence = self._fence
+        fence, held = self._fence, self._held
         assert fence is not None
+        if held is not None and held.lost is not None:  # seen by the keeper, not told yet
+            raise self._lease_lost(held.lost)
         first_seq = self._seq + 1
         last_seq = self._seq + len(entries)
         attempts = 0
@@ -277,9 +295,16 @@ class PgSessionStore(SessionStore):
                 state = conn.execute(sql.APPEND_STATE, {"session_id": self.session_id}).fetchone()
                 if state is not None and int(state[0]) == fence and int(state[1]) >= last_seq:
                     return
+            # Here too, in the worker thread: a loss the keeper saw while the loop was busy
+            # (its callback still waiting for the loop) stops the batch.
+            if held is not None and held.lost is not None:
+                raise StaleFenceError(f"{self.origin}: {held.lost}")
             self._insert(conn, fence, first_seq, entries)
 
-        await self.database.run(append, retry=True)
+        try:
+            await self.database.run(append, retry=True)
+        except StaleFenceError as exc:  # the fence moved (the database or the keeper says)
+            raise self._lease_lost(_reason(str(exc), self.origin)) from exc
         self._seq = last_seq
         self._commits += 1
 
@@ -290,44 +315,45 @@ class PgSessionStore(SessionStore):
     # -- the lease -----------------------------------------------------------------------------
 
     def _lease_taken(self, fence: int, taken_over: bool) -> None:
+        """Held from now on: the keeper renews it (on the loop: it takes the loop's token)."""
         self._fence = fence
         self.counters.held += 1
         self.counters.acquired += 1
         if taken_over:
             self.counters.taken_over += 1  # from a daemon that did not release it (expired)
+        self._held = self.database.keeper.hold(
+            self.session_id,
+            fence,
+            self.owner.id,
+            duration=self.terms.duration,
+            interval=self.terms.renew_interval,
+            on_lost=self._lease_lost,
+            counters=self.counters,
+        )
+        self._held.renewing = self._renewing
 
-    async def _renewer(self) -> None:
-        interval = self.terms.renew_interval
-        params = {
-            "session_id": self.session_id,
-            "owner": self.owner.id,
-            "duration": self.terms.duration,
-        }
-        while True:
-            await trio.sleep(interval)
-            if not self.renewing:
-                continue
-            fence = self._fence
-
-            def renew(conn: Connection, fence: int | None = fence) -> Any:
-                return conn.execute(sql.RENEW, {**params, "fence": fence}).fetchone()
-
-            try:
-                row = await self.database.run(renew)
-            except SessionError as exc:  # unavailable: try again next time
-                log.warning("%s: renewing the lease failed: %s", self.origin, exc)
-                continue
-            if row is None:
-                self.counters.lost += 1
-                raise StaleFenceError(
-                    f"{self.origin}: the lease {fence} was taken over by another daemon"
-                )
-            self.counters.renewals += 1
+    def _lease_lost(self, reason: str) -> ReadOnlySessionError:
+        """The lease is gone (on the loop): read-only at once, and the session is told."""
+        if self.failure is None:
+            self.failure = ReadOnlySessionError(
+                f"{self.origin}: {reason}. The session is read-only from now on: nothing "
+                "more is written by this daemon; every entry acknowledged before is stored"
+            )
+            self.counters.lost += 1
+            log.error("%s", self.failure)
+            self._notify(SessionReadOnly(error=str(self.failure)))
+        held = self._held
+        if held is not None and held.lost is None:
+            held.lost = reason  # found by an append: the keeper stops renewing it
+        return self.failure
 
     def _close(self) -> None:
         # In a worker thread, however the store ends: give the lease back so another daemon
         # need not wait for it to expire. A database that is down lets it expire instead.
         fence, self._fence = self._fence, None
+        held, self._held = self._held, None
+        if held is not None:
+            self.database.keeper.drop(held)
         if fence is None:
             return
         self.counters.held -= 1
@@ -360,6 +386,12 @@ class PgSessionStore(SessionStore):
             write_error=None if self.failure is None else str(self.failure),
             location=self.origin,
         )
+
+
+def _reason(text: str, origin: str) -> str:
+    """An error's text without the origin it starts with (the failure names it once)."""
+    prefix = f"{origin}: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 async def open_pg_store(
