@@ -91,6 +91,7 @@ def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
         "no_prompt_templates": args.no_prompt_templates,
         "no_context_files": args.no_context_files,
         "project_trust": True if args.approve else False if args.no_approve else None,
+        "project_trust_rules": True,  # pi 1.6.0's trust.json / defaultProjectTrust rules
     }
 
 

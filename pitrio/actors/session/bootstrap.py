@@ -40,6 +40,7 @@ from pitrio.actors.session.resources.loader import (
 from pitrio.actors.session.resources.settings import Settings
 from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
+from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
@@ -120,7 +121,16 @@ class SessionOptions:
     api_key: str | None = None
     """``--api-key``: the key of the start model's provider for this session's requests."""
     project_trust: bool | None = None
-    """``--approve`` (``True``) / ``--no-approve`` (``False``): recorded for project trust."""
+    """``--approve`` (``True``) / ``--no-approve`` (``False``): trust the project's files or
+    not for this start, whatever else says (:mod:`.resources.trust`)."""
+    project_trust_rules: bool = False
+    """Decide project trust by pi 1.6.0's rules (``trust.json``, ``defaultProjectTrust``, the
+    ``project_trust`` event, ``trust_asker``), as the command line, RPC and the daemon do;
+    ``False`` (the SDK's default, as pi's ``createAgentSession``): trusted unless
+    ``project_trust`` says otherwise."""
+    trust_asker: TrustAsker | None = None
+    """Asks the client creating the session when ``defaultProjectTrust`` is ``ask`` and
+    nothing else decided; ``None``: nobody can answer, the project is not trusted."""
     path: Path | None = None
     """Open (or start at) exactly this file, as pi's ``switch_session`` does."""
     seed: SessionSeed | None = None
@@ -322,8 +332,17 @@ def _handler_timeout(settings: Settings) -> float:
 
 
 async def _load_extensions(
-    cwd: str, agent: Path, options: SessionOptions, configured: object
+    cwd: str,
+    agent: Path,
+    options: SessionOptions,
+    configured: object,
+    *,
+    project: bool = True,
+    preloaded: LoadedExtensions | None = None,
+    final: bool = True,
 ) -> LoadedExtensions:
+    """Discover and load the extensions (``project``: the project's own too); ``final``
+    parses the extension flags, which needs every extension loaded."""
     setting_paths: list[str] = []
     if isinstance(configured, list) and not options.no_extensions:
         setting_paths = [item for item in configured if isinstance(item, str)]
@@ -334,9 +353,14 @@ async def _load_extensions(
             setting_paths=setting_paths,
             cli_paths=options.extensions,
             discover=not options.no_extensions,
+            project=project,
         )
     )
-    loaded = await load_extensions(sources, cwd=cwd, flag_values=dict(options.extension_flags))
+    loaded = await load_extensions(
+        sources, cwd=cwd, flag_values=dict(options.extension_flags), preloaded=preloaded
+    )
+    if not final:
+        return loaded
     values, unknown = parse_flag_args(list(loaded.extensions), options.extension_args)
     if unknown:
         raise PitrioError(f"unrecognized arguments: {' '.join(unknown)}")
@@ -415,7 +439,19 @@ async def start_session(
     cwd = absolute_cwd(options.cwd)
     _check_paths(options, cwd)  # before anything reads the cwd's files
     agent = options.agent_dir or default_agent_dir()
+    trust, preloaded = await project_trust(
+        cwd,
+        agent,
+        override=options.project_trust,
+        rules=options.project_trust_rules,
+        asker=options.trust_asker,
+        mode="rpc" if options.ui_clients else "print",
+        load_user_extensions=lambda user: _load_extensions(
+            cwd, agent, options, user.get("extensions"), project=False, final=False
+        ),
+    )
     resource_options = ResourceOptions(
+        project_trusted=trust.trusted,
         system_prompt=options.system_prompt,
         append_system_prompt=options.append_system_prompt,
         no_context_files=options.no_context_files,
@@ -426,9 +462,11 @@ async def start_session(
     )
     resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
     settings = resources.settings
-    notices = [f"Warning: {problem}" for problem in resources.problems()]
+    notices = [*trust.notices, *(f"Warning: {problem}" for problem in resources.problems())]
     # Extensions load first: the providers they register may serve the model asked for.
-    loaded = await _load_extensions(cwd, agent, options, settings.get("extensions"))
+    loaded = await _load_extensions(
+        cwd, agent, options, settings.get("extensions"), project=trust.trusted, preloaded=preloaded
+    )
     extension_tools, tool_problems = tool_conflicts(list(loaded.extensions))
     notices.extend(f"Warning: {problem}" for problem in loaded.problems)
     for name, config, path in loaded.holder.pending_providers:
@@ -501,6 +539,7 @@ async def start_session(
             cwd=cwd,
             mcp_settings=settings.get("mcp"),
             files=options.mcp_config,
+            project_trusted=trust.trusted,
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
