@@ -298,5 +298,5 @@ async def test_an_undecided_extension_leaves_the_rule_to_the_default(tmp_path: P
 async def test_a_broken_trust_file_stops_the_start_naming_it(tmp_path: Path) -> None:
     agent, cwd, _ = _marker_project(tmp_path)
     (agent / "trust.json").write_text('{"/x": "yes"}')
-    with pytest.raises(pitrio.PitrioError, match="trust.json: value for \"/x\""):
+    with pytest.raises(pitrio.PitrioError, match=r'trust\.json: value for "/x"'):
         await _start(cwd, agent)

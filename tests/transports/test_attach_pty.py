@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
+from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from tests.transports.attach_harness import PITRIO
 from tests.transports.daemon_harness import TOKEN, create_session, running_daemon
 
@@ -151,6 +152,8 @@ async def test_ctrl_c_cancels_a_question_and_editor_answers_in_editor(
     extensions = agent.parent / "work" / ".pitrio" / "extensions"
     extensions.mkdir(parents=True)
     (extensions / "ask.py").write_text(DIALOGS)
+    # a project's extensions load only for a trusted project (pi 1.6.0)
+    save_decisions(agent, [(canonical_path(agent.parent / "work"), True)])
     editor = tmp_path / "editor.py"
     editor.write_text(EDITOR)
     async with running_daemon(agent) as daemon:

@@ -85,6 +85,19 @@ def probe(cwd: str, agent: Path, home: Path) -> TrustProbe:
     )
 
 
+def trusted_without_asking(cwd: str, agent: Path, home: Path) -> bool:
+    """The decision from the files alone, no extension and no dialog (blocking): what the
+    daemon's ``models`` command assumes of a session not yet started."""
+    found = probe(cwd, agent, home)
+    inputs = TrustInputs(
+        cwd=found.cwd,
+        has_protected=found.has_protected,
+        saved=found.saved,
+        default=default_trust(found.default),
+    )
+    return decide(inputs).trusted
+
+
 async def ask_extensions(
     loaded: LoadedExtensions, cwd: str, mode: str
 ) -> tuple[ExtensionAnswer | None, list[str]]:
