@@ -34,6 +34,7 @@ SUBCOMMAND_ENTRIES = {
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),
     "login": ("pitrio.transports.login_cli", "login_main"),
+    "auth": ("pitrio.transports.auth_cli", "auth_main"),
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""
