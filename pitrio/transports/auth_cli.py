@@ -19,16 +19,15 @@ from typing import Any
 import orjson
 import trio
 
-from pitrio.actors.model_router.actor import MODELS_FILE_NAME
-from pitrio.actors.model_router.credentials import (
-    AUTH_FILE_NAME,
-    OAuthEntry,
-    load_auth_file,
-)
-from pitrio.actors.model_router.models_json import load_models_json
-from pitrio.actors.model_router.oauth import PROVIDER_NAMES
 from pitrio.errors import AuthFileError, CredentialError, ModelsJsonError, PitrioError
 from pitrio.messages.model import Model
+from pitrio.sdk.auth import (
+    MODELS_FILE_NAME,
+    PROVIDER_NAMES,
+    OAuthEntry,
+    load_auth_file,
+    load_models_json,
+)
 from pitrio.sdk.models import ModelRouter, RouterConfig
 from pitrio.transports.auth_request import AuthRequest, AuthUsageError, parse_auth_request
 
@@ -261,13 +260,6 @@ async def _check(request: AuthRequest, router: ModelRouter) -> int:
     else:
         sys.stdout.write(f"{credential or result['status']}\n")
     return {"ready": 0, "not_ready": 1}.get(result["status"], 2)
-
-
-def auth_file(env: Mapping[str, str]) -> str:
-    """Where the credentials are stored (for messages)."""
-    from pitrio.actors.session_store.paths import agent_dir
-
-    return str(agent_dir(dict(env)) / AUTH_FILE_NAME)
 
 
 def build_parser() -> Any:

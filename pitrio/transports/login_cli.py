@@ -21,15 +21,15 @@ from pathlib import Path
 
 import trio
 
-from pitrio.actors.model_router.catalogue import provider_env_vars
-from pitrio.actors.model_router.credentials import (
+from pitrio.errors import PitrioError
+from pitrio.sdk.auth import (
+    provider_env_vars,
     read_auth_document,
     save_api_key,
     try_lock,
     unlock,
     write_auth_document,
 )
-from pitrio.errors import PitrioError
 from pitrio.sdk.oauth import AUTH_FILE_NAME, PROVIDER_NAMES, agent_dir, login, save_entry
 
 PROVIDER_DISPLAY_NAMES = {
