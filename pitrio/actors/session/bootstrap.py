@@ -178,6 +178,9 @@ class StartedSession:
     tools: ToolExecutorHandle
     model: Model
     notices: tuple[str, ...]
+    project_trusted: bool = True
+    """Whether the project's protected files loaded (a restart of the same session passes it
+    back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -626,4 +629,5 @@ async def start_session(
         tools=tools,
         model=model,
         notices=tuple(notices),
+        project_trusted=trust.trusted,
     )
