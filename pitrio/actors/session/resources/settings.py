@@ -186,6 +186,7 @@ SCHEMA: dict[str, Check] = {
     "defaultThinkingLevel": _one_of(*_LEVELS),
     "modelThinkingLevels": _model_levels,
     "defaultTools": _strings,
+    "defaultProjectTrust": _one_of("ask", "always", "never"),
     "thinkingBudgets": _budgets,
     "transport": _one_of(*TRANSPORTS),
     "steeringMode": _one_of(*QUEUE_MODES),
