@@ -22,16 +22,13 @@ from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.extension_start import handler_timeout, load_session_extensions
 from pitrio.actors.session.extensions import (
     ExtensionLoadError,
     ExtensionRunner,
-    LoadedExtensions,
     SessionPort,
-    discover_extensions,
-    load_extensions,
 )
-from pitrio.actors.session.extensions.registry import parse_flag_args, tool_conflicts
-from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
+from pitrio.actors.session.extensions.registry import tool_conflicts
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
@@ -326,54 +323,6 @@ async def _open_by_id(
     )
 
 
-def _handler_timeout(settings: Settings) -> float:
-    """``extensionHandlerTimeoutMs`` (pitrio's key) in seconds."""
-    raw = settings.get("extensionHandlerTimeoutMs")
-    if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0:
-        return float(raw) / 1000
-    return DEFAULT_HANDLER_TIMEOUT
-
-
-async def _load_extensions(
-    cwd: str,
-    agent: Path,
-    options: SessionOptions,
-    configured: object,
-    *,
-    project: bool = True,
-    preloaded: LoadedExtensions | None = None,
-    final: bool = True,
-) -> LoadedExtensions:
-    """Discover and load the extensions (``project``: the project's own too); ``final``
-    parses the extension flags, which needs every extension loaded."""
-    setting_paths: list[str] = []
-    if isinstance(configured, list) and not options.no_extensions:
-        setting_paths = [item for item in configured if isinstance(item, str)]
-    sources = await trio.to_thread.run_sync(
-        lambda: discover_extensions(
-            cwd,
-            agent,
-            setting_paths=setting_paths,
-            cli_paths=options.extensions,
-            discover=not options.no_extensions,
-            project=project,
-        )
-    )
-    loaded = await load_extensions(
-        sources, cwd=cwd, flag_values=dict(options.extension_flags), preloaded=preloaded
-    )
-    if not final:
-        return loaded
-    values, unknown = parse_flag_args(list(loaded.extensions), options.extension_args)
-    if unknown:
-        raise PitrioError(f"unrecognized arguments: {' '.join(unknown)}")
-    for extension in loaded.extensions:
-        for name in extension.flags:
-            if name in values:
-                extension.flag_values[name] = values[name]
-    return loaded
-
-
 def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
     factory = options.trace if options.trace is not None else ambient_factory()
     return None if factory is None else factory(session_id)
@@ -449,7 +398,7 @@ async def start_session(
         rules=options.project_trust_rules,
         asker=options.trust_asker,
         mode="rpc" if options.ui_clients else "print",
-        load_user_extensions=lambda user: _load_extensions(
+        load_user_extensions=lambda user: load_session_extensions(
             cwd, agent, options, user.get("extensions"), project=False, final=False
         ),
     )
@@ -467,7 +416,7 @@ async def start_session(
     settings = resources.settings
     notices = [*trust.notices, *(f"Warning: {problem}" for problem in resources.problems())]
     # Extensions load first: the providers they register may serve the model asked for.
-    loaded = await _load_extensions(
+    loaded = await load_session_extensions(
         cwd, agent, options, settings.get("extensions"), project=trust.trusted, preloaded=preloaded
     )
     extension_tools, tool_problems = tool_conflicts(list(loaded.extensions))
@@ -581,7 +530,7 @@ async def start_session(
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
     runner: ExtensionRunner | None = None
     if loaded.extensions:
-        runner = ExtensionRunner(loaded.extensions, handler_timeout=_handler_timeout(settings))
+        runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         runner.problems.extend(tool_problems)
     actor = SessionActor(
         loop=loop,
