@@ -126,17 +126,39 @@ class AttachClient:
         return open_websocket_url(ws_url(self.base, path), extra_headers=self.headers)
 
     async def create_session(self) -> str:
-        """Create a session through ``/v1/host``: its id."""
-        fields = {"model": self.args.model} if self.args.model else {}
+        """Create a session through ``/v1/host``: its id. On a terminal the daemon's
+        project-trust question is answered here (a numbered choice, read as one line)."""
+        fields: dict[str, Any] = {"model": self.args.model} if self.args.model else {}
+        if self.interactive:
+            fields["trustDialog"] = True
         async with self._open("/v1/host") as host:
             await host.send_message(json.dumps({"id": "create", "type": "create", **fields}))
             while True:
                 frame = json.loads(await host.get_message())
+                if frame.get("type") == "project_trust_request":
+                    answer = {"type": "project_trust_response", "id": frame.get("id")}
+                    value = await self._choose(str(frame.get("title", "")), frame.get("options"))
+                    await host.send_message(json.dumps({**answer, "value": value}))
+                    continue
                 if frame.get("type") == "response" and frame.get("id") == "create":
                     if not frame["success"]:
                         raise AttachError(f"could not create a session: {frame['error']}")
                     session_id: str = frame["data"]["sessionId"]
                     return session_id
+
+    async def _choose(self, title: str, options: Any) -> str | None:
+        """``options`` numbered under ``title``; the label of the number typed, ``None`` for
+        an empty line or the end of input."""
+        labels = [str(option) for option in options] if isinstance(options, list) else []
+        self.term.text(title + "\n" + "".join(f"  {i}. {o}\n" for i, o in enumerate(labels, 1)))
+        while True:
+            self.term.text(f"Select 1-{len(labels)} (Enter: do not trust this time): ")
+            line = await self.keys.readline()
+            if line is None or not line.strip():
+                return None
+            if line.strip().isdigit() and 1 <= int(line) <= len(labels):
+                return labels[int(line) - 1]
+            self.term.text(f"Enter a number from 1 to {len(labels)}.\n")
 
     async def run(self) -> int:
         """Attach until the end: the exit code (``AttachError`` for a failure to tell)."""

@@ -34,6 +34,7 @@ SUBCOMMAND_ENTRIES = {
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),
     "login": ("pitrio.transports.login_cli", "login_main"),
+    "auth": ("pitrio.transports.auth_cli", "auth_main"),
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""
@@ -91,6 +92,7 @@ def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
         "no_prompt_templates": args.no_prompt_templates,
         "no_context_files": args.no_context_files,
         "project_trust": True if args.approve else False if args.no_approve else None,
+        "project_trust_rules": True,  # pi 1.6.0's trust.json / defaultProjectTrust rules
     }
 
 

@@ -50,9 +50,8 @@ SUBCOMMANDS = (
     Subcommand("attach", "chat in the terminal with a session of a running daemon"),
     Subcommand("sessions", "list, check, repair, export or import session files"),
     Subcommand("trace", "summarise, draw or replay a trace recorded with --trace"),
-    Subcommand(
-        "login", "log in to a subscription provider (anthropic, openai-codex, github-copilot)"
-    ),
+    Subcommand("auth", "log in or out, print a provider's key or token, check it (as pi auth)"),
+    Subcommand("login", "the same as pitrio auth login"),
     Subcommand("db", "migrate the PostgreSQL session database, or show its schema version"),
     Subcommand("completion", "print the bash or zsh completion script"),
 )

@@ -29,6 +29,7 @@ _PARSERS = {
     "trace": "pitrio.transports.trace_cli",
     "db": "pitrio.transports.db_cli",
     "login": "pitrio.transports.login_cli",
+    "auth": "pitrio.transports.auth_cli",
 }
 """The module whose ``build_parser()`` gives each subcommand's arguments."""
 

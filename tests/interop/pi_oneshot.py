@@ -93,19 +93,22 @@ def run_print(
     work_files: Mapping[str, str] | None = None,
     mock_config: dict[str, Any] | None = None,
     before: Callable[[Path, Path], None] | None = None,
+    agent_dir_name: str = "agent",
 ) -> OneShot:
     """Run ``argv + args`` once in a fresh sandbox whose agent dir holds ``files``.
 
     ``files`` maps a name in the agent dir to its content (a dict is written as JSON; the text
     ``{base}`` in it becomes the vendor's base URL and ``{port}`` its port); ``auth.json`` is
     written with mode 0600 as pi writes it. ``before(agent_dir, work)`` may add more.
+    ``agent_dir_name``: the agent dir under the sandbox (``.pi/agent``: pi's layout, where
+    pitrio reads a project's ``.pi`` dir too).
     """
     mock = MockLLM(kind)
     if mock_config:
         mock.configure(mock_config)
     root = Path(tempfile.mkdtemp(prefix="oneshot-", dir=base))
-    agent_dir, work = root / "agent", root / "work"
-    agent_dir.mkdir()
+    agent_dir, work = root / agent_dir_name, root / "work"
+    agent_dir.mkdir(parents=True)
     work.mkdir()
     url = f"http://127.0.0.1:{mock.port}"
     try:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import trio
 
+from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from tests.faults.mock_llm import mock_llm
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
@@ -134,6 +135,8 @@ async def serving(
     agent, work = tmp / "agent", tmp / "work"
     agent.mkdir(parents=True)
     (work / ".pitrio" / "extensions").mkdir(parents=True)
+    # a project's extensions load only for a trusted project (pi 1.6.0)
+    save_decisions(agent, [(canonical_path(work), True)])
     for extension in extensions:
         shutil.copy(extension, work / ".pitrio" / "extensions" / extension.name)
     base = {"defaultProvider": "mock", "defaultModel": "mock-model"}

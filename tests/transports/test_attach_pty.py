@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
+from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from tests.transports.attach_harness import PITRIO
 from tests.transports.daemon_harness import TOKEN, create_session, running_daemon
 
@@ -151,6 +152,8 @@ async def test_ctrl_c_cancels_a_question_and_editor_answers_in_editor(
     extensions = agent.parent / "work" / ".pitrio" / "extensions"
     extensions.mkdir(parents=True)
     (extensions / "ask.py").write_text(DIALOGS)
+    # a project's extensions load only for a trusted project (pi 1.6.0)
+    save_decisions(agent, [(canonical_path(agent.parent / "work"), True)])
     editor = tmp_path / "editor.py"
     editor.write_text(EDITOR)
     async with running_daemon(agent) as daemon:
@@ -224,3 +227,41 @@ async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
             screen.type("\x03")
             with trio.fail_after(10):
                 assert await process.wait() == 0
+
+
+MARKER_EXTENSION = """
+from pathlib import Path
+Path({marker!r}).write_text("imported")
+
+def setup(api):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("answer", "trusted"), [("1", True), ("", False)])
+async def test_attach_answers_the_project_trust_question(
+    agent: Path, tmp_path: Path, answer: str, trusted: bool
+) -> None:
+    """A new session in an untrusted project: attach on a terminal shows the daemon's
+    project-trust question as a numbered choice; 1 (Trust) saves the decision and the project's
+    extension loads, an empty line leaves it untrusted and unsaved."""
+    marker = tmp_path / "imported"
+    extensions = agent.parent / "work" / ".pitrio" / "extensions"
+    extensions.mkdir(parents=True)
+    (extensions / "marker.py").write_text(MARKER_EXTENSION.format(marker=str(marker)))
+    async with running_daemon(agent) as daemon, on_a_terminal(daemon.port) as (screen, process):
+        await screen.until(r"Trust project folder\?")
+        await screen.until(r"5\. Do not trust \(this session only\)")
+        await screen.until(r"Select 1-5")
+        screen.type(answer + "\n")
+        await screen.until(r"attached to ")
+        screen.type("\x04")
+        with trio.fail_after(10):
+            await process.wait()
+    assert marker.exists() == trusted
+    saved = agent / "trust.json"
+    work = canonical_path(agent.parent / "work")
+    assert (saved.read_text() if trusted else None) == (
+        f'{{\n  "{work}": true\n}}\n' if trusted else None
+    )
+    assert saved.exists() == trusted

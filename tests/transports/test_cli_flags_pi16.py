@@ -45,6 +45,7 @@ def test_each_flag_reaches_its_session_option() -> None:
         "no_prompt_templates": True,
         "no_context_files": True,
         "project_trust": True,
+        "project_trust_rules": True,  # the command line decides trust by pi 1.6.0's rules
     }
     assert options("-na")["project_trust"] is False
     assert options()["project_trust"] is None

@@ -119,7 +119,9 @@ async def test_login_anthropic_with_a_pasted_redirect_url(tmp_path: Path) -> Non
             assert "user:inference" in query["scope"]
             state = query["state"]
             await terminal.answer(f"{oauth.ANTHROPIC_REDIRECT_URI}?code=the-code&state={state}")
-            await terminal.until("Logged in to Anthropic (Claude Pro/Max)")
+            # pi 1.6.0's message: the provider's name, then where the credentials went
+            text = await terminal.until("Logged in to Anthropic. Credentials saved to ")
+            assert text.rstrip().endswith(str(tmp_path / "agent" / "auth.json"))
     assert terminal.process.returncode == 0
     (exchange,) = vendor.requests
     body = exchange.json()
@@ -225,21 +227,76 @@ async def test_login_copilot_device_flow_denied(tmp_path: Path) -> None:
             await terminal.until("GitHub Enterprise URL/domain")
             await terminal.answer("")
     assert terminal.process.returncode == 1
-    assert (
-        terminal.stderr
-        == b"Error: Device flow failed: access_denied: The user denied the request\n"
+    assert terminal.stderr == (  # pi 1.6.0's "Failed to log in to <name>: <why>"
+        b"Failed to log in to GitHub Copilot: "
+        b"Device flow failed: access_denied: The user denied the request\n"
     )
 
 
-def test_login_of_an_unknown_provider_is_bad_usage(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "pitrio.transports.cli", "login", "openai"],
+def test_login_of_an_unknown_provider_names_the_known_ones(tmp_path: Path) -> None:
+    result = subprocess.run(  # pi 1.6.0: exit 1, the providers one can log in to
+        [sys.executable, "-m", "pitrio.transports.cli", "login", "nope"],
         env=login_env(tmp_path, "http://127.0.0.1:9"),
         capture_output=True,
         check=False,
     )
-    assert result.returncode == 2
-    assert b"invalid choice: 'openai'" in result.stderr
+    assert result.returncode == 1
+    lines = result.stderr.decode().splitlines()
+    assert lines[0] == 'Unknown provider "nope".'
+    assert lines[1].startswith("Providers: ") and "anthropic, " in lines[1]
+    assert "openai-codex" in lines[1].split(", ")
+
+
+def _auth(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pitrio.transports.cli", "auth", *args],
+        env=login_env(tmp_path, "http://127.0.0.1:9"),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_api_key_login_then_logout(tmp_path: Path) -> None:
+    saved = _auth(tmp_path, "login", "openai", stdin="sk-typed\n")
+    path = tmp_path / "agent" / "auth.json"
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout.endswith(f"Saved API key for OpenAI. Credentials saved to {path}\n")
+    assert auth_file(tmp_path)["openai"] == {"type": "api_key", "key": "sk-typed"}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    printed = _auth(tmp_path, "print-api-key", "--provider", "openai")
+    assert (printed.stdout, printed.returncode) == ("sk-typed\n", 0)
+    # --api-key for a subscription provider that also takes keys
+    assert _auth(tmp_path, "login", "anthropic", "--api-key", stdin="sk-ant\n").returncode == 0
+    assert auth_file(tmp_path)["anthropic"] == {"type": "api_key", "key": "sk-ant"}
+    no_key = _auth(tmp_path, "login", "openai-codex", "--api-key")
+    assert no_key.returncode == 1
+    assert no_key.stderr == "OpenAI Codex has no API key login. Omit --api-key to sign in.\n"
+    empty = _auth(tmp_path, "login", "groq", stdin="\n")
+    assert (empty.returncode, empty.stderr) == (1, "Failed to log in to Groq: no API key given\n")
+
+    gone = _auth(tmp_path, "logout", "openai")
+    assert gone.returncode == 0
+    assert gone.stdout == (
+        "Removed stored API key for OpenAI. "
+        "Environment variables and models.json config are unchanged.\n"
+    )
+    assert "openai" not in auth_file(tmp_path) and "anthropic" in auth_file(tmp_path)
+    again = _auth(tmp_path, "logout", "openai")
+    assert again.stdout.startswith("No stored credentials for OpenAI.") and again.returncode == 0
+    unknown = _auth(tmp_path, "logout", "nope")
+    assert unknown.returncode == 1
+    assert unknown.stderr == 'Unknown provider "nope".\nStored credentials: anthropic\n'
+
+
+def test_auth_help_and_usage(tmp_path: Path) -> None:
+    shown = _auth(tmp_path, "--help")
+    assert shown.returncode == 0 and shown.stdout.startswith("Usage:\n  pitrio auth login")
+    assert _auth(tmp_path, "login").stderr == (
+        "Usage: pitrio auth login <provider> [--api-key] [--no-browser]\n"
+    )
+    assert _auth(tmp_path, "logout", "a", "b").returncode == 1
 
 
 def test_poll_schedule_and_domains() -> None:

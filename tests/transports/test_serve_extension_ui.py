@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from tests.transports.daemon_harness import (
     connect,
     create_session,
@@ -40,6 +41,8 @@ async def test_a_dialog_is_answered_by_another_client_of_the_session(agent: Path
     extensions = agent.parent / "work" / ".pitrio" / "extensions"
     extensions.mkdir(parents=True)
     (extensions / "ask.py").write_text(EXTENSION)
+    # a project's extensions load only for a trusted project (pi 1.6.0)
+    save_decisions(agent, [(canonical_path(agent.parent / "work"), True)])
     async with running_daemon(agent) as daemon:
         session_id = await create_session(daemon)
         path = f"/v1/sessions/{session_id}"

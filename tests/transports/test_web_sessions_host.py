@@ -19,6 +19,7 @@ from trio_websocket import WebSocketConnection
 from pitrio.actors.host import HostConfig
 from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.actors.model_router.actor import RouterConfig
+from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from pitrio.transports.daemon.server import DaemonConfig
 from pitrio.transports.serve import Daemon, open_daemon
 from tests.transports.daemon_harness import (
@@ -184,6 +185,8 @@ async def test_the_default_follows_the_settings_as_a_new_session_would(agent: Pa
     (agent / "models.json").write_text(json.dumps(MODELS_JSON))
     work = agent.parent / "work"
     (work / ".pitrio").mkdir(parents=True)
+    # a project's settings count only for a trusted project (pi 1.6.0)
+    save_decisions(agent, [(canonical_path(work), True)])
     (agent / "settings.json").write_text(
         json.dumps({"defaultProvider": "local", "defaultModel": "plain"})
     )

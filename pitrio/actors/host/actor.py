@@ -34,6 +34,7 @@ from pitrio.actors.host.policy import validate_session_id
 from pitrio.actors.host.start_options import SessionStub
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import absolute_cwd
+from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store import SessionInfo, new_header
 from pitrio.actors.session_store.paths import AGENT_DIR_ENV, session_dir, session_file_name
 from pitrio.errors import PitrioError, SessionNotFoundError
@@ -84,6 +85,7 @@ class Create:
     thinking_level: str | None
     name: str | None
     reply: Reply[HostedSession]
+    trust_asker: TrustAsker | None = None
 
 
 @attrs.frozen
@@ -304,6 +306,7 @@ class Host(Actor[HostCommand]):
             name=command.name.strip() if command.name and command.name.strip() else None,
         )
         hosted = HostedSession(self.context, header.id, cwd=cwd, path=path, stub=stub)
+        hosted.trust_asker = command.trust_asker
         self.sessions[hosted.id] = hosted
         self.emit({"type": "session_created", "sessionId": hosted.id})
         self.nursery.start_soon(self._open_new, hosted, command.reply)
@@ -547,9 +550,16 @@ class HostHandle(Handle[HostCommand]):
         model: str | None = None,
         thinking_level: str | None = None,
         name: str | None = None,
+        trust_asker: TrustAsker | None = None,
     ) -> HostedSession:
-        """A new session, started (its file is written with its first reply)."""
-        return await self.ask(lambda reply: Create(cwd, model, thinking_level, name, reply))
+        """A new session, started (its file is written with its first reply).
+
+        ``trust_asker``: the creating client answers the project-trust dialog when the rules
+        ask (:mod:`pitrio.actors.session.resources.trust`); ``None``: "ask" means untrusted.
+        """
+        return await self.ask(
+            lambda reply: Create(cwd, model, thinking_level, name, reply, trust_asker)
+        )
 
     async def get(self, session_id: str) -> HostedSession:
         """The session with this id (known, or found on disk); it is not started."""

@@ -40,6 +40,7 @@ from pitrio.actors.host.start_options import SessionStub, start_options
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
+from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
@@ -137,6 +138,7 @@ class HostedSession:
         "id",
         "last_active",
         "path",
+        "project_trust",
         "queued",
         "replay",
         "restarts",
@@ -146,6 +148,7 @@ class HostedSession:
         "started",
         "status",
         "stub",
+        "trust_asker",
     )
 
     def __init__(
@@ -162,6 +165,10 @@ class HostedSession:
         self.cwd = cwd
         self.path = path
         self.stub = stub
+        self.trust_asker: TrustAsker | None = None
+        """Asks the creating client about project trust, at the first start only."""
+        self.project_trust: bool | None = None
+        """The project-trust decision of the first start, kept for restarts."""
         self.epoch = secrets.token_hex(6)
         """Names this stream of sequence numbers (new when the daemon restarts)."""
         self.status: SessionStatus = "evicted"
@@ -451,7 +458,7 @@ class HostedSession:
     # -- supervision -------------------------------------------------------------------------
 
     def _options(self) -> SessionOptions:
-        return start_options(
+        options = start_options(
             self._context.config,
             session_id=self.id,
             cwd=self.cwd,
@@ -459,6 +466,7 @@ class HostedSession:
             persisted=self.persisted,
             stub=self.stub,
         )
+        return attrs.evolve(options, project_trust=self.project_trust, trust_asker=self.trust_asker)
 
     async def _supervise(self) -> None:
         """Run the tree until stopped; restart it after crashes while the policy allows."""
@@ -570,6 +578,8 @@ class HostedSession:
     async def _start_in(self, nursery: trio.Nursery) -> None:
         started = await start_session(nursery, self._context.router, self._options())
         self.started = started
+        self.project_trust = started.project_trusted
+        self.trust_asker = None  # the creating client was asked once
         if self.path is None and started.store.path is not None:
             self.path = started.store.path
         stub = self.stub

@@ -18,6 +18,7 @@ from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.bootstrap import absolute_cwd, default_model
 from pitrio.actors.session.resources.settings import load_settings
+from pitrio.actors.session.trust_gate import trusted_without_asking
 from pitrio.messages.codec import to_json
 from pitrio.messages.model import Model
 
@@ -35,7 +36,12 @@ async def model_choices(
     model is listed even when the offered list leaves it out (``faux/echo`` while a real
     model is configured), so a client can always pick what it would get anyway.
     """
-    settings = await trio.to_thread.run_sync(load_settings, agent_dir, absolute_cwd(cwd))
+    where = absolute_cwd(cwd)
+    # An untrusted project's settings do not choose the model (pi 1.6.0's project trust).
+    trusted = await trio.to_thread.run_sync(trusted_without_asking, where, agent_dir, Path.home())
+    settings = await trio.to_thread.run_sync(
+        lambda: load_settings(agent_dir, where, project_trusted=trusted)
+    )
     level: str | None = None
     chosen: Model
     if daemon_model:

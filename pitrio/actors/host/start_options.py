@@ -52,6 +52,8 @@ def start_options(
         agent_dir=config.agent_dir,
         session_dir=config.session_dir,
         ui_clients=True,  # websocket clients answer extension dialogs
+        # pi 1.6.0's project trust; no client is asked yet: "ask" means not trusted.
+        project_trust_rules=True,
         # One client's model or thinking choice is its session's, not every session's
         # and the CLI's default (DESIGN-NOTES, issue 23).
         save_model_defaults=False,

@@ -241,15 +241,18 @@ def load_mcp_config(
     extra: Sequence[str] = (),
     limits: TimeLimits = TimeLimits(),
     environ: Mapping[str, str] | None = None,
+    project: bool = True,
 ) -> McpConfig:
-    """Read and merge the discovered files and ``extra`` (``--mcp-config``) ones.
+    """Read and merge the discovered files and ``extra`` (``--mcp-config``) ones
+    (``project=False``: not the project's file, an untrusted project's).
 
     Raises :class:`McpConfigError` for an ``extra`` file that is missing or not JSON (the user
     named it); a discovered file's problems are reported in :attr:`McpConfig.problems`.
     """
     layers: list[dict[str, McpServerConfig | None]] = []
     problems: list[str] = []
-    sources = [(path, False) for path in config_files(agent_dir, cwd)]
+    user_file, project_file = config_files(agent_dir, cwd)
+    sources = [(user_file, False)] + ([(project_file, False)] if project else [])
     sources += [(Path(cwd, name), True) for name in extra]
     for path, required in sources:
         data, problem = _read(path, required=required)

@@ -48,6 +48,7 @@ async def start_session_mcp(
     cwd: str,
     mcp_settings: Any,
     files: Sequence[str] = (),
+    project_trusted: bool = True,
 ) -> SessionMcp:
     """Start the session's MCP servers in ``nursery``; ``files`` are ``--mcp-config`` ones
     (default: the process's command line's). Raises
@@ -55,7 +56,7 @@ async def start_session_mcp(
     extra = tuple(files) or cli_config_files()
     limits = limits_from_settings(mcp_settings)
     config: McpConfig = await trio.to_thread.run_sync(
-        lambda: load_mcp_config(agent_dir, cwd, extra, limits)
+        lambda: load_mcp_config(agent_dir, cwd, extra, limits, project=project_trusted)
     )
     notices = [f"Warning: {problem}" for problem in config.problems]
     if not config.servers:

@@ -272,6 +272,9 @@ class Credentials:
         self._secrets: set[str] = set()
         self._clock = clock
         self._refreshing = trio.Lock()  # one refresh at a time within this process
+        self.min_validity_ms = 0
+        """An OAuth token with less than this left counts as expired (``pitrio auth
+        print-bearer-token --min-expiry``)."""
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -448,7 +451,8 @@ class Credentials:
     # -- OAuth refresh ---------------------------------------------------------------------
 
     def _expired(self, entry: OAuthEntry) -> bool:
-        return entry.expires is not None and self._clock() * 1000 >= entry.expires
+        now_ms = self._clock() * 1000 + self.min_validity_ms
+        return entry.expires is not None and now_ms >= entry.expires
 
     async def _refresh(self, provider: str) -> OAuthEntry:
         """A fresh token for ``provider``, renewed the way pi renews it.

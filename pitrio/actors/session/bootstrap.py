@@ -22,16 +22,13 @@ from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.extension_start import handler_timeout, load_session_extensions
 from pitrio.actors.session.extensions import (
     ExtensionLoadError,
     ExtensionRunner,
-    LoadedExtensions,
     SessionPort,
-    discover_extensions,
-    load_extensions,
 )
-from pitrio.actors.session.extensions.registry import parse_flag_args, tool_conflicts
-from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
+from pitrio.actors.session.extensions.registry import tool_conflicts
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
@@ -40,6 +37,7 @@ from pitrio.actors.session.resources.loader import (
 from pitrio.actors.session.resources.settings import Settings
 from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
+from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
     SessionSeed,
     SessionStoreHandle,
@@ -120,7 +118,16 @@ class SessionOptions:
     api_key: str | None = None
     """``--api-key``: the key of the start model's provider for this session's requests."""
     project_trust: bool | None = None
-    """``--approve`` (``True``) / ``--no-approve`` (``False``): recorded for project trust."""
+    """``--approve`` (``True``) / ``--no-approve`` (``False``): trust the project's files or
+    not for this start, whatever else says (:mod:`.resources.trust`)."""
+    project_trust_rules: bool = False
+    """Decide project trust by pi 1.6.0's rules (``trust.json``, ``defaultProjectTrust``, the
+    ``project_trust`` event, ``trust_asker``), as the command line, RPC and the daemon do;
+    ``False`` (the SDK's default, as pi's ``createAgentSession``): trusted unless
+    ``project_trust`` says otherwise."""
+    trust_asker: TrustAsker | None = None
+    """Asks the client creating the session when ``defaultProjectTrust`` is ``ask`` and
+    nothing else decided; ``None``: nobody can answer, the project is not trusted."""
     path: Path | None = None
     """Open (or start at) exactly this file, as pi's ``switch_session`` does."""
     seed: SessionSeed | None = None
@@ -168,6 +175,9 @@ class StartedSession:
     tools: ToolExecutorHandle
     model: Model
     notices: tuple[str, ...]
+    project_trusted: bool = True
+    """Whether the project's protected files loaded (a restart of the same session passes it
+    back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -313,40 +323,6 @@ async def _open_by_id(
     )
 
 
-def _handler_timeout(settings: Settings) -> float:
-    """``extensionHandlerTimeoutMs`` (pitrio's key) in seconds."""
-    raw = settings.get("extensionHandlerTimeoutMs")
-    if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0:
-        return float(raw) / 1000
-    return DEFAULT_HANDLER_TIMEOUT
-
-
-async def _load_extensions(
-    cwd: str, agent: Path, options: SessionOptions, configured: object
-) -> LoadedExtensions:
-    setting_paths: list[str] = []
-    if isinstance(configured, list) and not options.no_extensions:
-        setting_paths = [item for item in configured if isinstance(item, str)]
-    sources = await trio.to_thread.run_sync(
-        lambda: discover_extensions(
-            cwd,
-            agent,
-            setting_paths=setting_paths,
-            cli_paths=options.extensions,
-            discover=not options.no_extensions,
-        )
-    )
-    loaded = await load_extensions(sources, cwd=cwd, flag_values=dict(options.extension_flags))
-    values, unknown = parse_flag_args(list(loaded.extensions), options.extension_args)
-    if unknown:
-        raise PitrioError(f"unrecognized arguments: {' '.join(unknown)}")
-    for extension in loaded.extensions:
-        for name in extension.flags:
-            if name in values:
-                extension.flag_values[name] = values[name]
-    return loaded
-
-
 def _session_tap(options: SessionOptions, session_id: str) -> SessionTap | None:
     factory = options.trace if options.trace is not None else ambient_factory()
     return None if factory is None else factory(session_id)
@@ -415,7 +391,19 @@ async def start_session(
     cwd = absolute_cwd(options.cwd)
     _check_paths(options, cwd)  # before anything reads the cwd's files
     agent = options.agent_dir or default_agent_dir()
+    trust, preloaded = await project_trust(
+        cwd,
+        agent,
+        override=options.project_trust,
+        rules=options.project_trust_rules,
+        asker=options.trust_asker,
+        mode="rpc" if options.ui_clients else "print",
+        load_user_extensions=lambda user: load_session_extensions(
+            cwd, agent, options, user.get("extensions"), project=False, final=False
+        ),
+    )
     resource_options = ResourceOptions(
+        project_trusted=trust.trusted,
         system_prompt=options.system_prompt,
         append_system_prompt=options.append_system_prompt,
         no_context_files=options.no_context_files,
@@ -426,9 +414,11 @@ async def start_session(
     )
     resources = await trio.to_thread.run_sync(load_resources, cwd, agent, resource_options)
     settings = resources.settings
-    notices = [f"Warning: {problem}" for problem in resources.problems()]
+    notices = [*trust.notices, *(f"Warning: {problem}" for problem in resources.problems())]
     # Extensions load first: the providers they register may serve the model asked for.
-    loaded = await _load_extensions(cwd, agent, options, settings.get("extensions"))
+    loaded = await load_session_extensions(
+        cwd, agent, options, settings.get("extensions"), project=trust.trusted, preloaded=preloaded
+    )
     extension_tools, tool_problems = tool_conflicts(list(loaded.extensions))
     notices.extend(f"Warning: {problem}" for problem in loaded.problems)
     for name, config, path in loaded.holder.pending_providers:
@@ -501,6 +491,7 @@ async def start_session(
             cwd=cwd,
             mcp_settings=settings.get("mcp"),
             files=options.mcp_config,
+            project_trusted=trust.trusted,
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
@@ -539,7 +530,7 @@ async def start_session(
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
     runner: ExtensionRunner | None = None
     if loaded.extensions:
-        runner = ExtensionRunner(loaded.extensions, handler_timeout=_handler_timeout(settings))
+        runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         runner.problems.extend(tool_problems)
     actor = SessionActor(
         loop=loop,
@@ -587,4 +578,5 @@ async def start_session(
         tools=tools,
         model=model,
         notices=tuple(notices),
+        project_trusted=trust.trusted,
     )

@@ -4,6 +4,7 @@ events."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -25,6 +26,9 @@ from pitrio.transports.daemon.socket_base import (
 from pitrio.transports.rpc.commands import unknown_command
 from pitrio.transports.rpc.protocol import MISSING, Request, failure, success
 
+TRUST_ANSWER_SECONDS = 300.0
+"""How long a session's creation waits for the client's project-trust answer."""
+
 
 class HostSocket(ClientSocket):
     """One client of ``/v1/host``."""
@@ -32,6 +36,47 @@ class HostSocket(ClientSocket):
     def __init__(self, server: DaemonContext, ws: WebSocketConnection) -> None:
         super().__init__(server, ws)
         self._out, self._out_receive = trio.open_memory_channel[bytes](server.config.host_queue)
+        self._trust_questions: dict[str, tuple[trio.Event, list[str | None]]] = {}
+        self._trust_ids = 0
+
+    async def _ask_trust(self, title: str, options: Sequence[str]) -> str | None:
+        """The project-trust dialog of a session this client creates: a
+        ``project_trust_request`` frame; the client answers with ``project_trust_response``
+        (``{"id", "value": <label> | null}``). No answer within :data:`TRUST_ANSWER_SECONDS`
+        (or the connection gone) is no answer: the project is not trusted."""
+        self._trust_ids += 1
+        question = f"trust-{self._trust_ids}"
+        answered = trio.Event()
+        slot: list[str | None] = [None]
+        self._trust_questions[question] = (answered, slot)
+        self._push(
+            {
+                "type": "project_trust_request",
+                "id": question,
+                "title": title,
+                "options": list(options),
+                "timeout": int(TRUST_ANSWER_SECONDS * 1000),
+            }
+        )
+        try:
+            with trio.move_on_after(TRUST_ANSWER_SECONDS):
+                await answered.wait()
+        finally:
+            self._trust_questions.pop(question, None)
+        return slot[0]
+
+    def _trust_answer(self, request: Request) -> Any:
+        question = request.get("id")
+        value = request.get("value")
+        waiting = self._trust_questions.get(question) if isinstance(question, str) else None
+        if waiting is None:
+            raise PitrioError(f"project_trust_response: no open question {question!r}")
+        if value is not None and not isinstance(value, str):
+            raise PitrioError("project_trust_response: value must be a string or null")
+        answered, slot = waiting
+        slot[0] = value
+        answered.set()
+        return MISSING
 
     def _push(self, value: Any) -> None:
         try:
@@ -110,11 +155,14 @@ class HostSocket(ClientSocket):
                 name = await host.rename(_session_id(request), _required_str(request, "name"))
                 return {"sessionId": request.get("sessionId"), "name": name}
             case "create":
+                # A client that can show the project-trust dialog says so; else "ask"
+                # means untrusted, as in pi 1.6.0's modes without a terminal.
                 hosted = await host.create(
                     cwd=_optional_str(request, "cwd"),
                     model=_optional_str(request, "model"),
                     thinking_level=_optional_str(request, "thinkingLevel"),
                     name=_optional_str(request, "name"),
+                    trust_asker=self._ask_trust if request.get("trustDialog") is True else None,
                 )
                 return {"sessionId": hosted.id, **_describe(hosted)}
             case "open":
@@ -131,6 +179,8 @@ class HostSocket(ClientSocket):
                 return MISSING
             case "stats":
                 return _stats_data(await host.host_stats())
+            case "project_trust_response":
+                return self._trust_answer(request)
         return None
 
 

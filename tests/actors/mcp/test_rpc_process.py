@@ -19,7 +19,8 @@ async def test_rpc_process_calls_mcp_tools_and_reports_servers(tmp_path: Path) -
     project = dirs.cwd / ".pitrio" / "mcp.json"
     project.parent.mkdir()
     project.write_bytes(orjson.dumps({"mcpServers": {"edge": edge_server(tmp_path / "m")}}))
-    async with rpc_process(dirs, "--mcp-config", str(config)) as rpc:
+    # --approve: a project's mcp.json loads only for a trusted project (pi 1.6.0)
+    async with rpc_process(dirs, "--approve", "--mcp-config", str(config)) as rpc:
         await rpc.send({"id": "s0", "type": "get_state"})
         state = await rpc.response("s0", WAIT)  # answered once the servers are up
         assert state["success"] is True

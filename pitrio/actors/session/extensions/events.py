@@ -260,3 +260,55 @@ class BoundaryResult:
 
     entries: tuple[Any, ...] | None = None
     continue_: bool | None = None
+
+
+# -- project_trust (pi 1.6.0) ---------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ProjectTrustEvent:
+    """A project with protected files is about to be trusted or not (only user-level and
+    ``-e`` extensions see it: the project's own are not loaded yet)."""
+
+    cwd: str
+    type: Literal["project_trust"] = "project_trust"
+
+
+@attrs.frozen(kw_only=True)
+class ProjectTrustResult:
+    """``yes`` / ``no`` decide (the first such answer wins); ``undecided`` passes on.
+    ``remember``: save the answer in ``trust.json``."""
+
+    trusted: Literal["yes", "no", "undecided"] = "undecided"
+    remember: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ProjectTrustContext:
+    """What a ``project_trust`` handler gets as ``ctx``: no session exists yet.
+
+    ``mode`` is ``rpc``, ``print``, ``json`` (or ``daemon``); ``has_ui`` is ``False`` and the
+    dialog methods answer at once as pi 1.6.0's do without a terminal (``None`` / ``False``);
+    ``notify`` adds a line to the session's start-up warnings.
+    """
+
+    cwd: str
+    mode: str
+    has_ui: bool = False
+    notes: list[str] = attrs.field(factory=list)
+
+    async def select(self, title: str, options: list[str]) -> str | None:
+        """No dialog before the session exists: ``None``."""
+        return None
+
+    async def confirm(self, title: str, message: str) -> bool:
+        """No dialog before the session exists: ``False``."""
+        return False
+
+    async def input(self, title: str, placeholder: str | None = None) -> str | None:
+        """No dialog before the session exists: ``None``."""
+        return None
+
+    def notify(self, message: str, type: str = "info") -> None:
+        """Reported with the session's start-up warnings."""
+        self.notes.append(message)

@@ -79,12 +79,14 @@ def discover_extensions(
     setting_paths: Sequence[str] = (),
     cli_paths: Sequence[str] = (),
     discover: bool = True,
+    project: bool = True,
 ) -> list[ExtensionSource]:
     """Every extension to load, in load order, without duplicates (``discover=False``: only
-    the ``-e`` paths, as ``--no-extensions`` asks)."""
+    the ``-e`` paths, as ``--no-extensions`` asks; ``project=False``: not the project's
+    ``.pitrio/extensions``, an untrusted project's)."""
     sources: list[ExtensionSource] = []
     if discover:
-        for child in _entries_of(Path(cwd) / ".pitrio" / "extensions"):
+        for child in _entries_of(Path(cwd) / ".pitrio" / "extensions") if project else ():
             sources.append(ExtensionSource(path=child, source="local", scope="project"))
         for child in _entries_of(agent_dir / "extensions"):
             sources.append(ExtensionSource(path=child, source="local", scope="user"))
@@ -144,12 +146,21 @@ async def load_extensions(
     *,
     cwd: str = "",
     flag_values: dict[str, Any] | None = None,
+    preloaded: LoadedExtensions | None = None,
 ) -> LoadedExtensions:
-    """Import each extension and run its ``setup(api)``, in order."""
-    holder = PortHolder(cwd=cwd)
-    bus = EventBus()
-    extensions: list[Extension] = []
+    """Import each extension and run its ``setup(api)``, in order.
+
+    ``preloaded``: extensions loaded already (the project-trust pass, which loads only the
+    user's and ``-e`` ones before the decision); they come first and keep their state, and a
+    source among them is not imported again.
+    """
+    holder = preloaded.holder if preloaded is not None else PortHolder(cwd=cwd)
+    bus = preloaded.bus if preloaded is not None else EventBus()
+    extensions: list[Extension] = list(preloaded.extensions) if preloaded is not None else []
+    done = {extension.path for extension in extensions}
     for source in sources:
+        if str(source.path) in done:
+            continue
         module = await trio.to_thread.run_sync(_import, source.path)
         setup = getattr(module, "setup", None)
         if not callable(setup):

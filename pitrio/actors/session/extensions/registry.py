@@ -24,6 +24,7 @@ Scope = Literal["user", "project", "temporary"]
 
 EVENT_NAMES = frozenset(
     {
+        "project_trust",
         "resources_discover",
         "session_start",
         "session_before_switch",

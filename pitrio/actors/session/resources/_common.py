@@ -435,11 +435,10 @@ def listed_candidates(
     project settings' directory), then user scope (relative to the agent dir)."""
     candidates: list[Candidate] = []
     problems: list[ResourceDiagnostic] = []
-    project_base = str(settings.project_path.parent) if settings.project_path else project_dirs[0]
-    scopes: tuple[tuple[Literal["user", "project"], str], ...] = (
-        ("project", project_base),
-        ("user", agent_dir),
-    )
+    scopes: tuple[tuple[Literal["user", "project"], str], ...] = (("user", agent_dir),)
+    if settings.project_path is not None or project_dirs:  # none: an untrusted project
+        base = str(settings.project_path.parent) if settings.project_path else project_dirs[0]
+        scopes = (("project", base), *scopes)
     for scope, base in scopes:
         found, reported = settings_candidates(
             settings.resource_entries(key, scope),

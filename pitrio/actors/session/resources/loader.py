@@ -77,6 +77,10 @@ class ResourceOptions:
     settings: Settings | None = None
     docs: DocsPaths | None = None
     """Documentation paths for the prompt; ``None``: the checkout's, when present."""
+    project_trusted: bool = True
+    """``False``: the project's protected files (:mod:`.trust`) are not read: its settings,
+    skills (``.agents/skills`` too), prompt templates and system-prompt files; context files
+    still load, as in pi 1.6.0. The SDK's default is trusted, as pi's ``createAgentSession``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -118,8 +122,15 @@ def load_resources(
     cwd_text = os.path.abspath(cwd)
     agent = os.path.abspath(agent_dir)
     home = options.home or Path.home()
-    settings = options.settings or load_settings(Path(agent), cwd_text, pi_compat=options.pi_compat)
-    project_dirs = [str(d) for d in project_config_dirs(cwd_text, Path(agent), options.pi_compat)]
+    trusted = options.project_trusted
+    settings = options.settings or load_settings(
+        Path(agent), cwd_text, pi_compat=options.pi_compat, project_trusted=trusted
+    )
+    project_dirs = (
+        [str(d) for d in project_config_dirs(cwd_text, Path(agent), options.pi_compat)]
+        if trusted
+        else []
+    )
     diagnostics: list[ResourceDiagnostic] = []
 
     skills = load_skills(
@@ -130,6 +141,7 @@ def load_resources(
         home=home,
         cli_paths=options.skill_paths,
         include_defaults=not options.no_skills,
+        project_agents=trusted,
     )
     diagnostics += skills.diagnostics
     templates = load_templates(

@@ -186,6 +186,7 @@ SCHEMA: dict[str, Check] = {
     "defaultThinkingLevel": _one_of(*_LEVELS),
     "modelThinkingLevels": _model_levels,
     "defaultTools": _strings,
+    "defaultProjectTrust": _one_of("ask", "always", "never"),
     "thinkingBudgets": _budgets,
     "transport": _one_of(*TRANSPORTS),
     "steeringMode": _one_of(*QUEUE_MODES),
@@ -464,9 +465,14 @@ class Settings:
 
 
 def load_settings(
-    agent_dir: Path, cwd: str | None = None, *, pi_compat: bool | None = None
+    agent_dir: Path,
+    cwd: str | None = None,
+    *,
+    pi_compat: bool | None = None,
+    project_trusted: bool = True,
 ) -> Settings:
-    """Global settings of ``agent_dir`` merged with the project settings of ``cwd``."""
+    """Global settings of ``agent_dir`` merged with the project settings of ``cwd`` (not
+    read at all for an untrusted project: :mod:`.trust`)."""
     global_path = agent_dir / SETTINGS_FILE
     global_raw, global_problem = read_settings_file(global_path)
     global_values, global_problems = validate_settings(global_raw, str(global_path))
@@ -474,7 +480,7 @@ def load_settings(
     project_problems: tuple[SettingsProblem, ...] = ()
     project_problem = None
     project_path = None
-    if cwd is not None:
+    if cwd is not None and project_trusted:
         project_path = project_settings_path(cwd, agent_dir, pi_compat)
         project_raw, project_problem = read_settings_file(project_path)
         project_values, project_problems = validate_settings(project_raw, str(project_path))

@@ -245,8 +245,10 @@ def discover_skill_candidates(
     project_dirs: Sequence[str],
     settings: Settings,
     home: Path,
+    project_agents: bool = True,
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
-    """Settings-listed and auto-discovered skill files, settled by precedence."""
+    """Settings-listed and auto-discovered skill files, settled by precedence
+    (``project_agents=False``: no ``.agents/skills`` of the project, an untrusted one's)."""
     candidates, diagnostics = listed_candidates(
         settings,
         "skills",
@@ -260,7 +262,7 @@ def discover_skill_candidates(
     for config_dir in project_dirs:
         files = collect_skill_files(os.path.join(config_dir, "skills"), "config")
         candidates += _auto(files, "project", config_dir, project_entries)
-    for agents_dir in ancestor_agents_skill_dirs(cwd, home):
+    for agents_dir in ancestor_agents_skill_dirs(cwd, home) if project_agents else ():
         base = os.path.dirname(agents_dir)
         files = collect_skill_files(agents_dir, "agents")
         candidates += _auto(files, "project", base, project_entries)
@@ -326,13 +328,19 @@ def load_skills(
     home: Path,
     cli_paths: Sequence[str] = (),
     include_defaults: bool = True,
+    project_agents: bool = True,
 ) -> SkillSet:
     """Every skill of a session: defaults (unless ``--no-skills``) then ``--skill`` paths."""
     candidates: list[Candidate] = []
     diagnostics: list[ResourceDiagnostic] = []
     if include_defaults:
         found, problems = discover_skill_candidates(
-            cwd=cwd, agent_dir=agent_dir, project_dirs=project_dirs, settings=settings, home=home
+            cwd=cwd,
+            agent_dir=agent_dir,
+            project_dirs=project_dirs,
+            settings=settings,
+            home=home,
+            project_agents=project_agents,
         )
         candidates += found
         diagnostics += problems

@@ -106,7 +106,8 @@ let hostTimer = null;
 
 /**
  * Open the host socket. `handlers`: onOpen() once it is up (again), onResponse(frame) for
- * every response, onEvent(frame) for session_* events, onRefused(message) when the daemon
+ * every response, onEvent(frame) for session_* events, onTrustRequest(frame, reply) for the
+ * project-trust question of a session this page creates, onRefused(message) when the daemon
  * refused the token.
  */
 export function connectHost(handlers) {
@@ -154,6 +155,10 @@ export function connectHost(handlers) {
       state.pending.delete(frame.id);
       handlers.onResponse(frame);
       if (done) done(frame);
+    } else if (frame.type === "project_trust_request") {
+      handlers.onTrustRequest?.(frame, (value) =>
+        ws.send(JSON.stringify({ type: "project_trust_response", id: frame.id, value })),
+      );
     } else if (frame.type && frame.type.startsWith("session_")) {
       handlers.onEvent(frame);
     }

@@ -7,12 +7,21 @@ import { $, el } from "./dom.js";
 import { send } from "./connection.js";
 
 const open = new Map(); // dialog id -> {node, timer}
+// Dialogs answered elsewhere than the session (the daemon's project-trust question on the host
+// socket): id -> function taking the chosen option, or null.
+const responders = new Map();
 // Dialogs this page saw end (answered, cancelled, timed out): a replay after a reconnect
 // (resume) sends their requests again, and they must not come back.
 const ended = new Set();
 
 function answer(id, fields) {
-  send({ type: "extension_ui_response", id, ...fields });
+  const responder = responders.get(id);
+  if (responder) {
+    responders.delete(id);
+    responder(fields.cancelled ? null : fields.value);
+  } else {
+    send({ type: "extension_ui_response", id, ...fields });
+  }
   close(id);
 }
 
@@ -170,6 +179,17 @@ export function onUiRequest(frame) {
     default:
       return;
   }
+}
+
+/** The daemon asks whether to trust the project of a session this page creates
+ * (project_trust_request on the host socket): its options as a choice; `reply` gets the
+ * label chosen, or null when cancelled. */
+export function onTrustRequest(frame, reply) {
+  if (open.has(frame.id)) return;
+  responders.set(frame.id, reply);
+  openDialog({ ...frame, method: "select" });
+  const node = open.get(frame.id)?.node;
+  if (node) node.classList.add("project-trust");
 }
 
 /** A client answered the dialog `id` (this page or another): close it here. */

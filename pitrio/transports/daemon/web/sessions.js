@@ -3,6 +3,7 @@
 // selects: the new-session picker (the daemon's models, before any session exists) and the
 // current session's model and thinking level (that session only).
 import { $, el, hideNotice, scrollDown, showNotice } from "./dom.js";
+import { onTrustRequest } from "./dialogs.js";
 import {
   closeSession,
   connectSession,
@@ -39,6 +40,9 @@ export const hostHandlers = {
     if (frame.type === "session_idle") setStreaming(false);
     if (frame.type === "session_renamed") $("session-title").textContent = frame.name;
     if (frame.type === "session_deleted") leaveSession("This session was deleted.");
+  },
+  onTrustRequest(frame, reply) {
+    onTrustRequest(frame, reply);
   },
   onRefused() {},
 };
@@ -187,7 +191,12 @@ function confirmDelete(item, info) {
  * when the daemon refused (the notice says why). */
 export async function newSession() {
   const model = $("new-model").value;
-  const response = await hostSend({ type: "create", ...(model ? { model } : {}) });
+  // trustDialog: this page answers the daemon's project-trust question (a dialog).
+  const response = await hostSend({
+    type: "create",
+    trustDialog: true,
+    ...(model ? { model } : {}),
+  });
   if (!response.success) {
     showNotice(`create: ${response.error}`, true);
     return null;
