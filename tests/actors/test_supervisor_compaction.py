@@ -590,6 +590,29 @@ def test_s75_s76_reasoning_follows_the_session_level() -> None:
     assert request.stream_options(PLAIN, "high", api_key="k").api_key == "k"
 
 
+def test_summary_calls_write_no_prompt_cache_and_route_by_their_own_id() -> None:
+    # pi 1.6.0's completeSummarization: cacheRetention "none", and a routing id that is not
+    # the session's (the caller's, here "r-1").
+    options = build_summary_request(_prep()).stream_options(THINK, "high", session_id="r-1")
+    assert (options.cache_retention, options.session_id) == ("none", "r-1")
+
+
+def test_uuid7_is_a_version_7_uuid_that_grows_with_time() -> None:
+    import uuid as uuidlib
+
+    from pitrio.actors.supervisor.actor.compactor import uuid7
+
+    first = uuidlib.UUID(uuid7())
+    assert (first.version, first.variant) == (7, uuidlib.RFC_4122)
+    ids = {uuid7() for _ in range(50)}
+    assert len(ids) == 50  # the random bits differ within one millisecond
+    # The first 48 bits are Unix milliseconds: now, give or take the test's run time.
+    import time
+
+    millis = first.int >> 80
+    assert abs(millis - time.time_ns() // 1_000_000) < 60_000
+
+
 def test_request_context() -> None:
     context = build_summary_request(_prep()).context(123)
     assert context.tools == ()

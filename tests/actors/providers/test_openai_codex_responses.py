@@ -196,3 +196,13 @@ async def test_a_token_without_account_is_one_error_event(pool: HttpPool) -> Non
 def test_the_router_registers_the_api() -> None:
     router = ModelRouter.from_config(RouterConfig(catalogue=False))
     assert router.registry.has_stream_fn(API)
+
+
+def test_a_request_that_turns_caching_off_sends_no_session() -> None:
+    # pi 1.6.0's Codex: no cache key, no session headers, no kept socket for such a request.
+    options = StreamOptions(session_id="s-1", cache_retention="none")
+    assert "prompt_cache_key" not in build_body(MODEL, CONTEXT, options)
+    assert build_body(MODEL, CONTEXT, StreamOptions(session_id="s-1"))["prompt_cache_key"] == "s-1"
+    request = build_request(MODEL, CONTEXT, options, api_key=TOKEN, headers={})
+    assert "session-id" not in request.headers and "x-client-request-id" not in request.headers
+    assert request.session_id is None

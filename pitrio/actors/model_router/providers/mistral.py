@@ -24,7 +24,11 @@ from typing import Any
 import attrs
 import orjson
 
-from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
+from pitrio.actors.model_router.providers.base import (
+    CacheRetention,
+    output_limit,
+    request_cache_retention,
+)
 from pitrio.actors.model_router.providers.convert import (
     TranscriptPreparer,
     data_url,
@@ -485,7 +489,7 @@ class MistralProvider(HttpProvider):
             options,
             api_key=api_key,
             headers=headers,
-            cache_retention=self.settings.cache_retention,
+            cache_retention=request_cache_retention(self.settings, options),
         )
 
     def retry_policy(self) -> RetryPolicy:

@@ -31,7 +31,11 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import openai_responses
-from pitrio.actors.model_router.providers.base import EventSender, output_limit
+from pitrio.actors.model_router.providers.base import (
+    EventSender,
+    cache_session_id,
+    output_limit,
+)
 from pitrio.actors.model_router.providers.codex_websocket import (
     CACHED_TRANSPORTS,
     CodexSocket,
@@ -119,8 +123,9 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
         "text": {"verbosity": "low"},
         "include": ["reasoning.encrypted_content"],
     }
-    if options.session_id:
-        body["prompt_cache_key"] = options.session_id
+    session = cache_session_id(options)
+    if session:
+        body["prompt_cache_key"] = session
     body["tool_choice"] = "auto"
     body["parallel_tool_calls"] = True
     max_tokens = output_limit(model, options)
@@ -169,16 +174,17 @@ def build_request(
             "content-type": "application/json",
         }
     )
-    if options.session_id:
-        request_headers["session-id"] = options.session_id  # pi 1.6.0's name
-        request_headers["x-client-request-id"] = options.session_id
+    session = cache_session_id(options)
+    if session:
+        request_headers["session-id"] = session  # pi 1.6.0's name
+        request_headers["x-client-request-id"] = session
     document = build_body(model, context, options)
     return CodexRequest(
         url=codex_url(model.base_url),
         headers=request_headers,
         body=encode_json_pieces(document),
         document=document,
-        session_id=options.session_id,
+        session_id=session,
     )
 
 

@@ -9,6 +9,9 @@ abandons a compaction before its entry is written and never half-way through it.
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -94,13 +97,27 @@ def known_entries(entries: Sequence[Any]) -> list[SessionEntry]:
     return [entry for entry in entries if not isinstance(entry, UnknownEntry)]
 
 
+def uuid7() -> str:
+    """A fresh UUID version 7 (RFC 9562: 48 bits of Unix milliseconds, then random bits), the
+    kind pi 1.6.0 routes a summary call by; Python 3.11's ``uuid`` has no ``uuid7``."""
+    millis = time.time_ns() // 1_000_000 & (1 << 48) - 1
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = millis << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64 | 0b10 << 62
+    value |= rand & (1 << 62) - 1
+    return str(uuid.UUID(int=value))
+
+
 async def complete(
     stream: StreamCall,
     model: Model,
     request: SummaryRequest,
     thinking_level: ThinkingLevel | None,
+    session_id: str | None = None,
 ) -> AssistantMessage:
-    """Run one summary request to its final message (failures come back as messages)."""
+    """Run one summary request to its final message (failures come back as messages).
+
+    ``session_id`` routes the call (a fresh one when ``None``: pi 1.6.0 gives each summary
+    call a routing id of its own, never the session's)."""
     send, receive = trio.open_memory_channel[AssistantMessageEvent](64)
     final: AssistantMessage | None = None
     async with trio.open_nursery() as nursery:
@@ -109,7 +126,7 @@ async def complete(
             stream,
             model,
             request.context(now_ms()),
-            request.stream_options(model, thinking_level),
+            request.stream_options(model, thinking_level, session_id=session_id or uuid7()),
             send,
         )
         async with receive:
@@ -146,8 +163,9 @@ async def complete_retrying(
     ``summarization_retry_attempt_start`` after it, ``summarization_retry_finished`` once
     the sequence ends (answered, failed for good, or cancelled during a wait)."""
     attempt = 0
+    session_id = uuid7()  # one routing id for every attempt of the call, as pi
     while True:
-        message = await complete(stream, model, request, thinking_level)
+        message = await complete(stream, model, request, thinking_level, session_id)
         scheduled = None
         if retry is not None and message.stop_reason == "error":
             scheduled = next_summarization_retry(
