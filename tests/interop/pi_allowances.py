@@ -148,7 +148,6 @@ FOUND_UNFIXED: list[Entry] = [
     ("*", "out:agent_end.messages[].usage", P_REANCHOR),
     ("*", "out:agent_end.messages[]:key-order(errorMessage/timestamp)", P_REANCHOR),
     ("*", "out:agent_end.messages[]:length", P_REANCHOR),
-    ("*", "out:agent_end.willRetry", P_REANCHOR),
     ("*", "out:bash_execution_update.delta", P_REANCHOR),
     ("*", "out:compaction_end.errorMessage", P_REANCHOR),
     ("*", "out:compaction_end.result", P_REANCHOR),
