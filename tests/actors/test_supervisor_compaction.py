@@ -968,3 +968,41 @@ def test_overflow_compaction_transcript() -> None:
         "assistant",
     ]
     assert prep.is_split_turn and [m.role for m in prep.turn_prefix_messages] == ["user"]
+
+
+async def test_a_split_turns_summary_calls_run_history_first_one_after_the_other() -> None:
+    # pi 1.6.0 awaits the history's summary before it asks for the turn prefix's (they ran
+    # concurrently before, and a server answering in arrival order swapped the two texts).
+    import trio
+    import trio.testing
+
+    from pitrio.actors.supervisor.actor.compactor import summarize
+    from pitrio.messages.stream import StreamDone
+
+    asked: list[str] = []
+    routes: list[str | None] = []
+    release = trio.Event()
+
+    async def stream(model: Any, context: Any, options: Any, send: Any) -> None:
+        prompt = context.messages[0].content[0].text
+        kind = "prefix" if "only the opening of a single turn" in prompt else "history"
+        asked.append(kind)
+        routes.append(options.session_id)
+        if kind == "history":
+            await release.wait()  # the prefix call must not start meanwhile
+        await send.send(StreamDone(reason="stop", message=assistant(kind.upper())))
+
+    async with trio.open_nursery() as nursery:
+        done: list[Any] = []
+
+        async def run() -> None:
+            done.append(await summarize(stream, PLAIN, _prep(split=True), None))
+
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert asked == ["history"]
+        release.set()
+    assert asked == ["history", "prefix"]
+    assert done[0].summary.startswith("HISTORY\n\n---\n\n**Turn Context (split turn):**\n\nPREFIX")
+    # Each call has a routing id of its own (pi: a fresh uuidv7 per summary call).
+    assert len(set(routes)) == 2 and all(routes)

@@ -196,7 +196,7 @@ def build_turn_prefix_request(preparation: CompactionPreparation) -> SummaryRequ
 
 @attrs.frozen(kw_only=True)
 class SummaryPlan:
-    """The model calls one compaction makes (the two of a split turn may run in parallel)."""
+    """The model calls one compaction makes (a split turn's two: the history's first)."""
 
     history: SummaryRequest | None
     """The history request; ``None`` means the history part is the text "No prior history."."""

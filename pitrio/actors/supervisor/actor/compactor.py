@@ -2,8 +2,8 @@
 
 The policy (what to summarize, the requests, the result) is the supervisor's pure code; this
 module does the I/O around it: reads the branch from the store, streams the summary requests
-through the model router (a split turn's two requests run concurrently), appends the
-``compaction`` entry. Everything runs in the caller's task, so the run's cancel scope (abort)
+through the model router (a split turn's two one after the other, as pi 1.6.0), appends
+the ``compaction`` entry. Everything runs in the caller's task, so the run's cancel scope (abort)
 abandons a compaction before its entry is written and never half-way through it.
 """
 
@@ -206,31 +206,22 @@ async def summarize(
     retry: SummaryRetry | None = None,
 ) -> CompactionResult:
     """Make the plan's summary calls (each retried as ``retry`` says) and assemble the
-    result."""
+    result.
+
+    The calls run one after the other, the history's first, as pi 1.6.0 makes them: a
+    failed history call is the compaction's error before the turn prefix is asked for, and
+    each call's ``summarization_retry_*`` events stay together."""
     plan = plan_summary(preparation, custom_instructions)
     texts: dict[str, str] = {}
     usages: dict[str, Usage] = {}
-
-    async def history(request: SummaryRequest) -> None:
-        message = await complete_retrying(stream, model, request, thinking_level, retry)
+    if plan.history is not None:
+        message = await complete_retrying(stream, model, plan.history, thinking_level, retry)
         texts["history"] = response_text(message)
         usages["history"] = message.usage
-
-    async def prefix(request: SummaryRequest) -> None:
-        message = await complete_retrying(stream, model, request, thinking_level, retry)
+    if plan.turn_prefix is not None:
+        message = await complete_retrying(stream, model, plan.turn_prefix, thinking_level, retry)
         texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
         usages["prefix"] = message.usage
-
-    try:
-        async with trio.open_nursery() as nursery:
-            if plan.history is not None:
-                nursery.start_soon(history, plan.history)
-            if plan.turn_prefix is not None:
-                nursery.start_soon(prefix, plan.turn_prefix)
-    except BaseExceptionGroup as group:
-        # One failed summary call is the compaction's error; report it, not the group.
-        first = group.exceptions[0]
-        raise first if isinstance(first, Exception) else group from None
     # pi 1.6.0 adds the history's usage to the turn prefix's, in that order.
     parts = [usages[k] for k in ("history", "prefix") if k in usages]
     usage = combine_usage(*parts) if parts else None
