@@ -94,7 +94,6 @@ def test_request_headers_and_body() -> None:
         "model",
         "store",
         "stream",
-        "instructions",
         "input",
         "text",
         "include",
@@ -106,7 +105,8 @@ def test_request_headers_and_body() -> None:
         "reasoning",
     ]
     assert body["max_output_tokens"] == min(MODEL.max_tokens, 32000)
-    assert body["instructions"] == "You are terse."
+    # pi 1.6.0: the system prompt leads the input (0.73.1 sent it as instructions).
+    assert body["input"][0] == {"role": "developer", "content": "You are terse."}
     assert body["text"] == {"verbosity": "low"}
     assert body["tools"][0]["strict"] is None
     assert body["reasoning"] == {"effort": "high", "summary": "auto"}
@@ -115,7 +115,8 @@ def test_request_headers_and_body() -> None:
 def test_body_defaults() -> None:
     context = CONTEXT.__class__(system_prompt=None, messages=CONTEXT.messages, tools=())
     body = build_body(MODEL, context, StreamOptions())
-    assert body["instructions"] == "You are a helpful assistant."
+    assert "instructions" not in body  # no prompt, no item for it (0.73.1 sent a default)
+    assert all("role" not in item or item["role"] == "user" for item in body["input"])
     assert "tools" not in body and "prompt_cache_key" not in body
     # pi 1.6.0 switches a reasoning model's thinking off explicitly (thinkingLevelMap.off or
     # "none").

@@ -69,7 +69,6 @@ from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 API = "openai-codex-responses"
 DEFAULT_BASE_URL = "https://chatgpt.com/backend-api"
 JWT_CLAIM = "https://api.openai.com/auth"
-DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
 NO_ACCOUNT = "Failed to extract accountId from token"
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "i686": "ia32"}
 
@@ -113,13 +112,21 @@ MIN_OUTPUT_TOKENS = 16
 
 
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed Codex request (pure; pi's key order)."""
+    """The JSON body of one streamed Codex request (pure; pi's key order).
+
+    The system prompt is the first input item (``developer`` for a reasoning model, else
+    ``system``), not ``instructions``: pi 1.6.0 moved it there because the backend appends
+    ``instructions`` after the input, which kept the prompt out of the prompt cache.
+    """
+    items = openai_responses.build_input(model, context)
+    if context.system_prompt:
+        role = "developer" if model.reasoning else "system"
+        items = [{"role": role, "content": context.system_prompt}, *items]
     body: dict[str, Any] = {
         "model": model.id,
         "store": False,
         "stream": True,
-        "instructions": context.system_prompt or DEFAULT_INSTRUCTIONS,
-        "input": openai_responses.build_input(model, context),
+        "input": items,
         "text": {"verbosity": "low"},
         "include": ["reasoning.encrypted_content"],
     }
