@@ -93,4 +93,7 @@ class StreamOptions:
     session_id: str | None = None
     api_key: str | None = None
     max_tokens: int | None = None
+    cache_retention: Literal["none", "short", "long"] | None = None
+    """This request's prompt caching, over the provider's setting (``None``: the setting).
+    pi 1.6.0 sends its one-off summary calls with ``none``: no cache writes."""
     extra: dict[str, Any] | None = extra_field()

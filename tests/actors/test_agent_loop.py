@@ -33,6 +33,7 @@ from pitrio.messages.agent import (
     UserMessage,
     user_message,
 )
+from pitrio.messages.codec import to_json
 from pitrio.messages.content import TextContent, ToolCall, text_of
 from pitrio.messages.convert import convert_to_llm
 from pitrio.messages.events import (
@@ -826,24 +827,39 @@ async def test_abort_before_the_first_chunk(autojump_clock: trio.testing.MockClo
     ]
     final = events[-3]
     assert isinstance(final, MessageEnd) and isinstance(final.message, AssistantMessage)
+    # pi 1.6.0 (0.73.1: "Request was aborted"): the request's setup fails with the abort, and
+    # its message has the error before the time.
     assert final.message.stop_reason == "aborted"
-    assert final.message.error_message == "Request was aborted"
+    assert final.message.error_message == "This operation was aborted"
     assert final.message.content == ()
+    keys = list(to_json(final.message))
+    assert keys.index("errorMessage") == keys.index("timestamp") - 1
+    assert keys[: keys.index("errorMessage")] == [
+        "role",
+        "content",
+        "api",
+        "provider",
+        "model",
+        "usage",
+        "stopReason",
+    ]
 
 
 @pytest.mark.parametrize(
     ("api", "text"),
     [
-        ("openai-completions", "Request was aborted."),
-        ("anthropic-messages", "Request was aborted."),
-        ("bedrock-converse-stream", "Request aborted"),  # the AWS SDK's AbortError
+        ("openai-completions", "This operation was aborted"),
+        ("anthropic-messages", "This operation was aborted"),
+        ("bedrock-converse-stream", "This operation was aborted"),
     ],
 )
-async def test_abort_before_a_vendor_answers_has_the_sdks_wording(
+async def test_abort_before_the_request_is_sent_is_the_setups_abort_for_every_api(
     autojump_clock: trio.testing.MockClock, api: str, text: str
 ) -> None:
-    """pi 0.73.1 against a vendor API: an abort that lands before the response begins ends
-    with the vendor SDK's sentence (with a full stop); once the stream runs, pi-ai's own."""
+    """pi 1.6.0: a request aborted before it is sent fails in its setup (the model runtime's,
+    the same for every API) with the abort's own text. (pi 0.73.1 sent it and reported the
+    vendor SDK's sentence; an abort while a sent request waits for its answer still does,
+    see :func:`aborted_text`.)"""
 
     async def stall(messages: list[AgentMessage]) -> list[AgentMessage]:
         await trio.sleep_forever()

@@ -141,8 +141,16 @@ def test_request() -> None:
     assert all(p > 0 for p in positions) and positions == sorted(positions)
     assert "## Critical Context" not in request.prompt
     assert summary_kind(request.prompt) == "Branch summary"
-    assert request.max_tokens == 2048
-    assert request.stream_options(THINK, "high").reasoning is None  # never reasons
+    # pi 1.6.0 (0.73.1: at most 2048 tokens, never reasoning): the model's default output
+    # limit, the session's thinking level, and no prompt caching.
+    assert request.max_tokens is None
+    options = request.stream_options(THINK, "high")
+    assert (options.reasoning, options.max_tokens, options.cache_retention) == (
+        "high",
+        None,
+        "none",
+    )
+    assert request.stream_options(THINK, "off").reasoning is None
 
 
 def test_custom_instructions() -> None:

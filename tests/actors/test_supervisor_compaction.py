@@ -590,6 +590,29 @@ def test_s75_s76_reasoning_follows_the_session_level() -> None:
     assert request.stream_options(PLAIN, "high", api_key="k").api_key == "k"
 
 
+def test_summary_calls_write_no_prompt_cache_and_route_by_their_own_id() -> None:
+    # pi 1.6.0's completeSummarization: cacheRetention "none", and a routing id that is not
+    # the session's (the caller's, here "r-1").
+    options = build_summary_request(_prep()).stream_options(THINK, "high", session_id="r-1")
+    assert (options.cache_retention, options.session_id) == ("none", "r-1")
+
+
+def test_uuid7_is_a_version_7_uuid_that_grows_with_time() -> None:
+    import uuid as uuidlib
+
+    from pitrio.actors.supervisor.actor.compactor import uuid7
+
+    first = uuidlib.UUID(uuid7())
+    assert (first.version, first.variant) == (7, uuidlib.RFC_4122)
+    ids = {uuid7() for _ in range(50)}
+    assert len(ids) == 50  # the random bits differ within one millisecond
+    # The first 48 bits are Unix milliseconds: now, give or take the test's run time.
+    import time
+
+    millis = first.int >> 80
+    assert abs(millis - time.time_ns() // 1_000_000) < 60_000
+
+
 def test_request_context() -> None:
     context = build_summary_request(_prep()).context(123)
     assert context.tools == ()
@@ -945,3 +968,41 @@ def test_overflow_compaction_transcript() -> None:
         "assistant",
     ]
     assert prep.is_split_turn and [m.role for m in prep.turn_prefix_messages] == ["user"]
+
+
+async def test_a_split_turns_summary_calls_run_history_first_one_after_the_other() -> None:
+    # pi 1.6.0 awaits the history's summary before it asks for the turn prefix's (they ran
+    # concurrently before, and a server answering in arrival order swapped the two texts).
+    import trio
+    import trio.testing
+
+    from pitrio.actors.supervisor.actor.compactor import summarize
+    from pitrio.messages.stream import StreamDone
+
+    asked: list[str] = []
+    routes: list[str | None] = []
+    release = trio.Event()
+
+    async def stream(model: Any, context: Any, options: Any, send: Any) -> None:
+        prompt = context.messages[0].content[0].text
+        kind = "prefix" if "only the opening of a single turn" in prompt else "history"
+        asked.append(kind)
+        routes.append(options.session_id)
+        if kind == "history":
+            await release.wait()  # the prefix call must not start meanwhile
+        await send.send(StreamDone(reason="stop", message=assistant(kind.upper())))
+
+    async with trio.open_nursery() as nursery:
+        done: list[Any] = []
+
+        async def run() -> None:
+            done.append(await summarize(stream, PLAIN, _prep(split=True), None))
+
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert asked == ["history"]
+        release.set()
+    assert asked == ["history", "prefix"]
+    assert done[0].summary.startswith("HISTORY\n\n---\n\n**Turn Context (split turn):**\n\nPREFIX")
+    # Each call has a routing id of its own (pi: a fresh uuidv7 per summary call).
+    assert len(set(routes)) == 2 and all(routes)

@@ -137,7 +137,9 @@ def test_s41_overflow_recovered_once_then_reported() -> None:
     error = failed(OVERFLOW)
     first = _decide(error)
     assert first.action == Compact(reason="overflow", will_retry=True, failed=error)
-    assert first.will_retry
+    # pi 1.6.0: agent_end.willRetry is for a transient failure's retry only; the recovery
+    # says so on compaction_end (pitrio said true here before).
+    assert not first.will_retry
     assert first.state.overflow_recovery_attempted
     # The continuation overflows again: no second compaction.
     second = decide_after_run(first.state, _run(failed(OVERFLOW, ts=9000)))
@@ -159,6 +161,7 @@ def test_length_stop_below_the_output_limit_is_recovered_once() -> None:
     cut = assistant("cut", stop="length", use=usage(input=5, output=5, total=10))
     first = _decide(cut, max_tokens=4096)
     assert first.action == Compact(reason="overflow", will_retry=True, failed=cut)
+    assert not first.will_retry  # pi 1.6.0's agent_end.willRetry (the finish_length case)
     second = decide_after_run(first.state, _run(cut, max_tokens=4096))
     assert second.events == (
         CompactionEnd(

@@ -15,6 +15,7 @@ from pitrio.messages.agent import (
     StopReason,
     now_ms,
 )
+from pitrio.messages.codec import Extra
 from pitrio.messages.content import TextContent
 from pitrio.messages.model import Model
 
@@ -126,6 +127,36 @@ def empty_response(model: Model | None) -> AssistantMessage:
         usage=EMPTY_USAGE,
         stop_reason="stop",
         timestamp=now_ms(),
+    )
+
+
+SETUP_ABORTED_TEXT = "This operation was aborted"
+"""pi 1.6.0's text for a request whose abort came before it was sent: the abort error of the
+request's setup (auth, the provider's module), which its lazy stream reports."""
+SETUP_FAILURE_ORDER = (
+    "role",
+    "content",
+    "api",
+    "provider",
+    "model",
+    "usage",
+    "stopReason",
+    "errorMessage",
+    "timestamp",
+)
+"""The keys of pi 1.6.0's setup-failure message, as it builds it (the error before the time,
+where a provider's own failures add the error to a message already made)."""
+
+
+def aborted_before_request(model: Model | None) -> AssistantMessage:
+    """The response of a request aborted before it was sent, as pi 1.6.0's lazy stream makes
+    it: no content, :data:`SETUP_ABORTED_TEXT`, its keys in :data:`SETUP_FAILURE_ORDER`."""
+    empty = empty_response(model)
+    return attrs.evolve(
+        empty,
+        stop_reason="aborted",
+        error_message=SETUP_ABORTED_TEXT,
+        extra=Extra({}, order=SETUP_FAILURE_ORDER),
     )
 
 

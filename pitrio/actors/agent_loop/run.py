@@ -17,6 +17,7 @@ import trio
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
     NO_CONTEXT,
+    aborted_before_request,
     aborted_text,
     continue_from_role,
     empty_response,
@@ -307,6 +308,7 @@ class LoopRun:
         announced = False
         open_blocks: set[int] = set()  # started, not ended: some providers end them on abort
         requested_at = trio.current_time()
+        sent = False  # whether the request went to the provider
         with self.abort.scope() as scope:
             # A snapshot made from the previous one (see ``RunContext``) unless a hook may
             # change the list: a converter that keeps the previous request's messages then
@@ -332,6 +334,7 @@ class LoopRun:
             )
             # An aborted run sends no request: the provider would only burn a connection.
             await trio.lowlevel.checkpoint_if_cancelled()
+            sent = True
             requested_at = trio.current_time()
             send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
             async with trio.open_nursery() as nursery:
@@ -374,7 +377,9 @@ class LoopRun:
                 nursery.cancel_scope.cancel()  # a provider still running past its end is cut off
         if final is None:
             base = partial or empty_response(config.model)
-            if scope.cancelled_caught or self.abort.aborted:
+            if (scope.cancelled_caught or self.abort.aborted) and not sent:
+                final = aborted_before_request(config.model)  # pi 1.6.0: its setup's abort
+            elif scope.cancelled_caught or self.abort.aborted:
                 if announced:  # pi's order: the blocks' ends, then the aborted message
                     for end in abort_block_ends(config.model.api, base, open_blocks):
                         await self._emit(MessageUpdate(assistant_message_event=end, message=base))

@@ -1,26 +1,34 @@
 """A user's own shell command (``!cmd``, RPC ``bash``; spec §3.12).
 
 Runs the command in the session's cwd through the configured shell, in its own process group,
-with stdout and stderr merged. Output is decoded, stripped of terminal control sequences and
-carriage returns, streamed to ``on_chunk``, and tail-truncated (2000 lines / 50 KB) with the
-whole output kept in a temp file once it grows past the limit. Cancellation (``abort_bash``)
-ends the whole process group and gives a result with ``cancelled`` set, never an exception.
+stdout and stderr on pipes of their own as pi 1.6.0 reads them: each chunk read from either
+is decoded (a UTF-8 decoder per pipe, so a character split across reads of one pipe survives
+the other's output), stripped of terminal control sequences and carriage returns, streamed to
+``on_chunk`` (one ``bash_execution_update`` per chunk) and added to the output, which is
+tail-truncated (2000 lines / 50 KB) with the whole of it kept in a temp file once it grows
+past the limit. Cancellation (``abort_bash``) ends the whole process group and gives a result
+with ``cancelled`` set, never an exception.
+
+One task reads both pipes (:func:`read_pipes`): two reader tasks would take chunks in the
+scheduler's order, not the command's. Writes separated in time come out in the order they
+were made; what is waiting on both pipes at once is taken stdout first.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 import secrets
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
 import trio
 
-from pitrio.actors.tool_executor.processes import open_merged, terminate_group
+from pitrio.actors.tool_executor.processes import open_split, terminate_group
 from pitrio.actors.tool_executor.tools.bash import nul_problem, shell_command
 from pitrio.actors.tool_executor.tools.output import OutputAccumulator
 from pitrio.errors import PitrioError
@@ -52,6 +60,74 @@ def sanitize(text: str) -> str:
     return _CONTROL.sub("", _ANSI.sub("", text).replace("\r", ""))
 
 
+class PipeTexts:
+    """Text of several pipes' bytes, a UTF-8 decoder per pipe (pure): a character whose bytes
+    arrive in two reads of one pipe decodes whole, whatever another pipe gave in between."""
+
+    def __init__(self, pipes: int) -> None:
+        self._decoders = [codecs.getincrementaldecoder("utf-8")("replace") for _ in range(pipes)]
+
+    def decode(self, index: int, data: bytes) -> str:
+        """The text of pipe ``index``'s next ``data`` (an incomplete character is held)."""
+        return self._decoders[index].decode(data)
+
+    def finish(self) -> list[str]:
+        """What each pipe still holds (an incomplete character, replaced), in pipe order."""
+        return [decoder.decode(b"", final=True) for decoder in self._decoders]
+
+
+def _read_ready(fd: int) -> bytes | None:
+    """One chunk of ``fd`` (non-blocking): ``None`` when nothing is waiting, ``b""`` at the
+    end of the pipe."""
+    try:
+        return os.read(fd, READ_CHUNK)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.EIO:  # a pty-like end that hung up: the end of its output
+            return b""
+        raise
+
+
+async def _wait_any_readable(fds: Sequence[int]) -> None:
+    """Return once at least one of ``fds`` is readable (data or the end of the pipe)."""
+    async with trio.open_nursery() as nursery:
+
+        async def watch(fd: int) -> None:
+            await trio.lowlevel.wait_readable(fd)
+            nursery.cancel_scope.cancel()
+
+        for fd in fds:
+            nursery.start_soon(watch, fd)
+
+
+async def read_pipes(fds: Sequence[int], on_data: Callable[[int, bytes], Awaitable[None]]) -> None:
+    """Read the non-blocking pipes ``fds`` to their ends in one task, giving each chunk to
+    ``on_data(index of its pipe, bytes)``.
+
+    Each round takes one chunk from every pipe that has one waiting, in the order of ``fds``
+    (stdout before stderr), then waits for any of them to have more. So what a command writes
+    at different times comes out in that order, and what waits on several pipes at once comes
+    out in ``fds``' order, never in a scheduler's.
+    """
+    open_pipes = list(range(len(fds)))
+    while open_pipes:
+        progressed = False
+        for index in list(open_pipes):
+            data = _read_ready(fds[index])
+            if data is None:
+                continue
+            progressed = True
+            if data:
+                await on_data(index, data)
+            else:
+                open_pipes.remove(index)
+        if progressed:
+            await trio.lowlevel.checkpoint()  # a cancellation lands between rounds too
+        elif open_pipes:
+            await _wait_any_readable([fds[index] for index in open_pipes])
+
+
 async def run_user_bash(
     command: str,
     cwd: str,
@@ -72,7 +148,7 @@ async def run_user_bash(
     scope = scope or trio.CancelScope()
     resolved = f"{command_prefix}\n{command}" if command_prefix else command
     argv = [*shell_command(shell_path), resolved]
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    texts = PipeTexts(2)
     output = OutputAccumulator()
     spill_path: str | None = None
     spill: Any = None
@@ -94,23 +170,30 @@ async def run_user_bash(
         if on_chunk is not None:
             await on_chunk(clean)
 
-    process = await open_merged(argv, cwd=cwd)
+    async def pipe_data(index: int, data: bytes) -> None:
+        await take(texts.decode(index, data))
+
+    process = await open_split(argv, cwd=cwd)
+    pipes = [process.stdout, process.stderr]
     cancelled = False
     try:
         with scope:
-            stream = process.stdout
-            assert stream is not None
-            while chunk := await stream.receive_some(READ_CHUNK):
-                await take(decoder.decode(bytes(chunk)))
+            fds = []
+            for pipe in pipes:
+                assert isinstance(pipe, trio.lowlevel.FdStream)  # POSIX pipes, both ways
+                fds.append(pipe.fileno())
+            await read_pipes(fds, pipe_data)
             await process.wait()
         cancelled = scope.cancelled_caught
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
                 await terminate_group(process.pid, process)
-            if process.stdout is not None:
-                await process.stdout.aclose()
-            await take(decoder.decode(b"", final=True))
+            for pipe in pipes:
+                if pipe is not None:
+                    await pipe.aclose()
+            for rest in texts.finish():  # a character cut off at a pipe's end: stdout's first
+                await take(rest)
             output.finish()
             chunks = output.take_spill()
             if chunks and spill is not None:

@@ -37,7 +37,6 @@ from pitrio.messages.entries import (
 DEFAULT_RESERVE_TOKENS = 16384
 # The window assumed when the model does not say how large its window is.
 FALLBACK_CONTEXT_WINDOW = 128000
-BRANCH_SUMMARY_MAX_TOKENS = 2048
 # A summary entry over budget is still taken while the total is under this share of it.
 SUMMARY_OVERRUN_SHARE = 0.9
 
@@ -178,8 +177,9 @@ def build_branch_summary_request(
 ) -> SummaryRequest | None:
     """The summary request for a branch, or ``None`` when there is nothing to summarize.
 
-    Same system prompt and conversation wrapping as compaction, at most 2048 output tokens,
-    and no reasoning.
+    Same system prompt and conversation wrapping as compaction; like compaction's, the call
+    leaves the output limit to the provider's default for the model and reasons at the
+    session's thinking level (pi 1.6.0; 0.73.1 capped it at 2048 tokens without reasoning).
     """
     if not preparation.messages:
         return None
@@ -190,8 +190,6 @@ def build_branch_summary_request(
         kind="branch",
         system_prompt=prompts.SYSTEM_PROMPT,
         prompt=prompt,
-        max_tokens=BRANCH_SUMMARY_MAX_TOKENS,
-        reasoning_allowed=False,
     )
 
 

@@ -119,10 +119,9 @@ class SummaryRequest:
     system_prompt: str
     prompt: str
     max_tokens: int | None = None
-    """``None``: the provider's default for the model, as pi 1.6.0 sends every summary call
-    (0.73.1 capped them at a share of the reserve)."""
-    reasoning_allowed: bool = True
-    """Whether the session's thinking level applies (compaction yes, branch summaries no)."""
+    """``None``: the provider's default for the model, as pi 1.6.0 sends every summary call,
+    branch summaries included (0.73.1 capped them at a share of the reserve, 2048 for a
+    branch)."""
 
     def context(self, timestamp: int) -> LlmContext:
         """The provider context: the prompt as one user message, no tools."""
@@ -130,19 +129,27 @@ class SummaryRequest:
         return LlmContext(system_prompt=self.system_prompt, messages=(user,))
 
     def stream_options(
-        self, model: Model, thinking_level: ThinkingLevel | None, api_key: str | None = None
+        self,
+        model: Model,
+        thinking_level: ThinkingLevel | None,
+        api_key: str | None = None,
+        *,
+        session_id: str | None = None,
     ) -> StreamOptions:
-        """Options for the call: the output limit, and reasoning at the session's level when
-        the model reasons and thinking is on (pi 0.73.1)."""
+        """Options for the call: the output limit, reasoning at the session's level when the
+        model reasons and thinking is on (every summary kind, as pi 1.6.0), and no prompt
+        caching: pi 1.6.0 sends its one-off summary calls with cache retention ``none``, under
+        a routing id of their own (``session_id``; Azure still sends it as the cache key)."""
         reasoning: ThinkingLevel | None = None
-        if (
-            self.reasoning_allowed
-            and model.reasoning
-            and thinking_level is not None
-            and thinking_level != "off"
-        ):
+        if model.reasoning and thinking_level is not None and thinking_level != "off":
             reasoning = thinking_level
-        return StreamOptions(reasoning=reasoning, max_tokens=self.max_tokens, api_key=api_key)
+        return StreamOptions(
+            reasoning=reasoning,
+            max_tokens=self.max_tokens,
+            api_key=api_key,
+            session_id=session_id,
+            cache_retention="none",
+        )
 
 
 def _with_focus(instructions: str, custom_instructions: str | None) -> str:
@@ -189,7 +196,7 @@ def build_turn_prefix_request(preparation: CompactionPreparation) -> SummaryRequ
 
 @attrs.frozen(kw_only=True)
 class SummaryPlan:
-    """The model calls one compaction makes (the two of a split turn may run in parallel)."""
+    """The model calls one compaction makes (a split turn's two: the history's first)."""
 
     history: SummaryRequest | None
     """The history request; ``None`` means the history part is the text "No prior history."."""

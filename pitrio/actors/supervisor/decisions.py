@@ -159,13 +159,11 @@ class PostRunDecision:
     def will_retry(self) -> bool:
         """Whether an automatic retry follows this run (``agent_end.willRetry``).
 
-        An overflow recovery's compact-and-continue counts too (pi 1.6.0 says false there and
-        announces the continuation on ``compaction_end.willRetry`` only; kept, because
-        clients replaying runs wait on it: see DESIGN-NOTES, issue 33).
+        Only a transient failure's retry counts, as pi 1.6.0's rule: an overflow or a cut
+        reply recovered by compacting and continuing says false here and announces the
+        continuation on ``compaction_end.willRetry``.
         """
-        if isinstance(self.action, Retry):
-            return True
-        return isinstance(self.action, Compact) and self.action.will_retry
+        return isinstance(self.action, Retry)
 
 
 def decide_after_run(state: SupervisorState, run: RunEnded) -> PostRunDecision:

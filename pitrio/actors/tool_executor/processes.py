@@ -9,6 +9,7 @@ members (a command that left ``server &`` behind) so the session's end can end t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -96,10 +97,17 @@ class SpawnedProcess:
     long instead, and the exit is awaited on a pidfd (Linux 5.3+), as trio does.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdout: trio.lowlevel.FdStream,
+        stderr: trio.lowlevel.FdStream | None = None,
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
+        self.stderr = stderr
+        """stderr's own pipe (:func:`spawn_split`); ``None`` when merged into stdout."""
         self._pidfd: int | None = os.pidfd_open(popen.pid)
         self._wait_lock = trio.Lock()
 
@@ -161,31 +169,76 @@ async def open_merged(
     )
 
 
+async def open_split(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None
+) -> SpawnedProcess | trio.Process:
+    """:func:`open_merged` with stdout and stderr on pipes of their own (``.stdout``,
+    ``.stderr``), for a reader that tells them apart (the user's ``bash``, as pi 1.6.0)."""
+    check_os_texts(argv, "argument", from_os=True)
+    check_os_text(cwd, "cwd", from_os=True)
+    if env is not None:
+        check_environment(env, from_os=True)
+    if can_spawn_inline():
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return spawn_split(argv, cwd=cwd, env=env)
+    return await trio.lowlevel.open_process(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+
+
 def spawn_merged(
     argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None
 ) -> SpawnedProcess:
     """Start ``argv`` in its own process group, stdin from ``/dev/null``, stdout and stderr
     into one pipe (see :class:`SpawnedProcess`). Raises ``OSError`` if it cannot start."""
-    read_end, write_end = os.pipe()
+    return _spawn(argv, cwd=cwd, env=env, split=False)
+
+
+def spawn_split(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None
+) -> SpawnedProcess:
+    """:func:`spawn_merged` with stdout and stderr on pipes of their own."""
+    return _spawn(argv, cwd=cwd, env=env, split=True)
+
+
+def _spawn(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None, split: bool
+) -> SpawnedProcess:
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe() if split else (None, out_write)
+    reads = [fd for fd in (out_read, err_read) if fd is not None]
     try:
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=write_end,
+            stdout=out_write,
+            stderr=err_write,
             cwd=cwd,
             env=env,
             start_new_session=True,
         )
     except BaseException:
-        os.close(read_end)
+        for fd in reads:
+            os.close(fd)
         raise
     finally:
-        os.close(write_end)
+        os.close(out_write)
+        if split:
+            os.close(err_write)
     try:
-        return SpawnedProcess(popen, trio.lowlevel.FdStream(read_end))
+        stdout = trio.lowlevel.FdStream(out_read)
+        stderr = None if err_read is None else trio.lowlevel.FdStream(err_read)
+        return SpawnedProcess(popen, stdout, stderr)
     except BaseException:
-        os.close(read_end)
+        for fd in reads:
+            with contextlib.suppress(OSError):  # one a stream already owns may be closed
+                os.close(fd)
         popen.kill()
         popen.wait()
         raise

@@ -425,3 +425,15 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(retention: st
     assert (
         kept and list(kept[0][0]) == messages and len(kept[0][1].fragments)
     )  # earlier turns encoded
+
+
+def test_a_request_that_turns_caching_off_gets_no_cache_control() -> None:
+    # pi 1.6.0's summary calls carry cacheRetention "none" over the provider's setting.
+    options = StreamOptions(session_id="s-1", cache_retention="none")
+    body = build_body(MODEL, CONTEXT, options, ProviderSettings(cache_retention="short"))
+    assert "cache_control" not in body["system"][0]
+    assert all("cache_control" not in block for m in body["messages"] for block in m["content"])
+    # And the other way: the request's own retention wins over a setting of none.
+    longer = StreamOptions(cache_retention="long")
+    body = build_body(MODEL, CONTEXT, longer, ProviderSettings(cache_retention="none"))
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}

@@ -234,3 +234,12 @@ async def test_abort_mid_stream_closes_the_connection(
 def test_the_router_registers_the_api() -> None:
     router = ModelRouter.from_config(RouterConfig(catalogue=False))
     assert router.registry.has_stream_fn(API)
+
+
+def test_azure_keeps_the_cache_key_of_a_request_that_turns_caching_off() -> None:
+    # pi 1.6.0's Azure sends the request's session id as prompt_cache_key whatever the
+    # retention: a summary call (retention none, its own routing id) carries it too.
+    env = {"AZURE_OPENAI_BASE_URL": "https://res.openai.azure.com"}
+    options = StreamOptions(session_id="route-1", cache_retention="none")
+    request = build_request(MODEL, CONTEXT, options, api_key=SECRET, headers={}, env=env)
+    assert request.json()["prompt_cache_key"] == "route-1"

@@ -202,10 +202,14 @@ async def test_handshake_frame_and_answer(pool: HttpPool) -> None:
     assert "accept" not in headers or headers["accept"] != "text/event-stream"
     _, frame = vendor.messages[0]
     assert frame["type"] == "response.create"
-    assert {k: frame[k] for k in ("model", "store", "stream", "instructions")} == {
-        "model": "gpt-5.2-codex", "store": False, "stream": True, "instructions": "sys",
+    assert {k: frame[k] for k in ("model", "store", "stream")} == {
+        "model": "gpt-5.2-codex", "store": False, "stream": True,
     }  # fmt: skip
-    assert frame["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
+    assert "instructions" not in frame  # pi 1.6.0: the prompt is the first input item
+    assert frame["input"] == [
+        {"role": "system", "content": "sys"},  # not a reasoning model: "system"
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    ]
     assert frame["prompt_cache_key"] == "sess-1" and "previous_response_id" not in frame
 
 
@@ -224,7 +228,8 @@ async def test_a_session_keeps_its_connection(pool: HttpPool, transport: str) ->
     assert len(vendor.handshakes) == 1  # one connection for both requests
     (_, one), (_, two) = vendor.messages
     if transport == "websocket":  # no cached context: the whole input again
-        assert "previous_response_id" not in two and len(two["input"]) == 3
+        # The whole input again: the system prompt's item, a, the answer, b.
+        assert "previous_response_id" not in two and len(two["input"]) == 4
     else:
         assert two["previous_response_id"] == "resp_1"
         assert two["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "b"}]}]
@@ -380,7 +385,7 @@ async def test_after_a_tool_call_only_its_result_is_sent(pool: HttpPool) -> None
     # The answer's reasoning and calls are the server's already: only the results go.
     assert [item["type"] for item in two["input"]] == ["function_call_output"] * len(calls)
     assert [item["output"] for item in two["input"]] == [f"body {n}" for n in range(len(calls))]
-    assert len(one["input"]) == 1
+    assert len(one["input"]) == 2  # the system prompt's item and the user's
 
 
 async def test_wss_through_tls(pool: HttpPool, tmp_path: Path) -> None:

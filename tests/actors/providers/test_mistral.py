@@ -160,7 +160,10 @@ def test_a_tool_turn_of_the_same_model_goes_back_as_it_was() -> None:
         "tool_call_id": "call_1",
         "name": "read",
     }
-    assert list(messages[3]) == ["role", "content", "tool_call_id", "name"]  # the SDK's order
+    # pi 1.6.0's key orders (0.73.1's SDK sent role, content, tool_call_id, name and the
+    # assistant's prefix last).
+    assert list(messages[2]) == ["role", "prefix", "content", "tool_calls"]
+    assert list(messages[3]) == ["role", "name", "content", "tool_call_id"]
     assert messages[4]["content"] == [{"type": "text", "text": "[tool error] (no tool output)"}]
 
 

@@ -94,7 +94,6 @@ def test_request_headers_and_body() -> None:
         "model",
         "store",
         "stream",
-        "instructions",
         "input",
         "text",
         "include",
@@ -106,7 +105,8 @@ def test_request_headers_and_body() -> None:
         "reasoning",
     ]
     assert body["max_output_tokens"] == min(MODEL.max_tokens, 32000)
-    assert body["instructions"] == "You are terse."
+    # pi 1.6.0: the system prompt leads the input (0.73.1 sent it as instructions).
+    assert body["input"][0] == {"role": "developer", "content": "You are terse."}
     assert body["text"] == {"verbosity": "low"}
     assert body["tools"][0]["strict"] is None
     assert body["reasoning"] == {"effort": "high", "summary": "auto"}
@@ -115,7 +115,8 @@ def test_request_headers_and_body() -> None:
 def test_body_defaults() -> None:
     context = CONTEXT.__class__(system_prompt=None, messages=CONTEXT.messages, tools=())
     body = build_body(MODEL, context, StreamOptions())
-    assert body["instructions"] == "You are a helpful assistant."
+    assert "instructions" not in body  # no prompt, no item for it (0.73.1 sent a default)
+    assert all("role" not in item or item["role"] == "user" for item in body["input"])
     assert "tools" not in body and "prompt_cache_key" not in body
     # pi 1.6.0 switches a reasoning model's thinking off explicitly (thinkingLevelMap.off or
     # "none").
@@ -196,3 +197,13 @@ async def test_a_token_without_account_is_one_error_event(pool: HttpPool) -> Non
 def test_the_router_registers_the_api() -> None:
     router = ModelRouter.from_config(RouterConfig(catalogue=False))
     assert router.registry.has_stream_fn(API)
+
+
+def test_a_request_that_turns_caching_off_sends_no_session() -> None:
+    # pi 1.6.0's Codex: no cache key, no session headers, no kept socket for such a request.
+    options = StreamOptions(session_id="s-1", cache_retention="none")
+    assert "prompt_cache_key" not in build_body(MODEL, CONTEXT, options)
+    assert build_body(MODEL, CONTEXT, StreamOptions(session_id="s-1"))["prompt_cache_key"] == "s-1"
+    request = build_request(MODEL, CONTEXT, options, api_key=TOKEN, headers={})
+    assert "session-id" not in request.headers and "x-client-request-id" not in request.headers
+    assert request.session_id is None

@@ -332,3 +332,11 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
         assert encoded == plain, f"after {len(messages)} messages"
     kept = [(src, b) for src, b in module._PREFIXES.states() if src and src[0] is steps[0]]
     assert kept and list(kept[0][0]) == messages
+
+
+def test_a_request_that_turns_caching_off_sends_no_cache_key_over_the_setting() -> None:
+    provider = make_provider(API, HttpPool(), settings=ProviderSettings(cache_retention="short"))
+    options = StreamOptions(session_id="s-1", cache_retention="none")
+    request = provider.build_request(MODEL, CONTEXT, options, api_key=SECRET, headers={})
+    assert "x-client-request-id" not in request.headers
+    assert "prompt_cache_key" not in request.json()

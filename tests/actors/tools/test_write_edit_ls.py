@@ -50,7 +50,12 @@ async def test_edit_reports_a_diff(tmp_path: Path) -> None:
         {"path": "app.py", "edits": [{"oldText": "b = 2", "newText": "b = 3"}]},
     )
     assert text(result) == "Successfully replaced 1 block(s) in app.py."
-    assert result.details == {"diff": " 1 a = 1\n-2 b = 2\n+2 b = 3", "firstChangedLine": 2}
+    # pi 1.6.0 adds the unified patch (0.73.1: diff and firstChangedLine only).
+    assert result.details == {
+        "diff": " 1 a = 1\n-2 b = 2\n+2 b = 3",
+        "patch": "--- app.py\n+++ app.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n",
+        "firstChangedLine": 2,
+    }
     assert (tmp_path / "app.py").read_text() == "a = 1\nb = 3\n"
 
 

@@ -34,6 +34,7 @@ from pitrio.actors.model_router.providers.base import (
     EventSender,
     ProviderSettings,
     output_limit,
+    request_settings,
 )
 from pitrio.actors.model_router.providers.claude_code import (
     claude_code_body,
@@ -249,6 +250,7 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: earlier turns as reused JSON
     fragments, see :func:`encoded_turns`; else plain, and pure)."""
+    settings = request_settings(settings, options)
     cache = _cache_control(settings)
     if encoded:
         messages = encoded_turns(model, context, cache)
@@ -344,7 +346,7 @@ def build_request(
         body = claude_code_body(body)
         beta = [*OAUTH_BETAS, *beta]
         identity: dict[str, Any] = {"type": "text", "text": CLAUDE_CODE_IDENTITY}
-        cache = _cache_control(settings)
+        cache = _cache_control(request_settings(settings, options))
         if cache is not None:
             identity["cache_control"] = cache
         body["system"] = [identity, *body.get("system", [])]

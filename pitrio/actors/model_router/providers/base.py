@@ -140,6 +140,26 @@ OUTPUT_LIMIT_CAP = 32000
 """The most output tokens a request asks for when its caller names no limit."""
 
 
+def request_settings(settings: ProviderSettings, options: StreamOptions) -> ProviderSettings:
+    """``settings`` with the request's own cache retention where it names one (pi 1.6.0's
+    ``cacheRetention`` option wins over the provider's setting)."""
+    retention = options.cache_retention
+    if retention is None or retention == settings.cache_retention:
+        return settings
+    return attrs.evolve(settings, cache_retention=retention)
+
+
+def request_cache_retention(settings: ProviderSettings, options: StreamOptions) -> CacheRetention:
+    """The prompt caching of one request: its own, else the provider's setting."""
+    return options.cache_retention or settings.cache_retention
+
+
+def cache_session_id(options: StreamOptions) -> str | None:
+    """The session id a request may cache and route by: none when the request itself turns
+    caching off (pi 1.6.0's Codex reads only the request's option, not the setting)."""
+    return None if options.cache_retention == "none" else options.session_id
+
+
 def output_limit(model: Model, options: StreamOptions) -> int | None:
     """The output token limit one request sends: the caller's, else the model's capped at
     :data:`OUTPUT_LIMIT_CAP` (pi's default for every provider), else none."""

@@ -25,7 +25,11 @@ from urllib.parse import quote
 import orjson
 
 from pitrio.actors.model_router.providers import bedrock_aws
-from pitrio.actors.model_router.providers.base import ProviderSettings, output_limit
+from pitrio.actors.model_router.providers.base import (
+    ProviderSettings,
+    output_limit,
+    request_settings,
+)
 from pitrio.actors.model_router.providers.convert import TranscriptPreparer
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
@@ -221,6 +225,7 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON body of one ConverseStream request (pure)."""
     env = env or {}
+    settings = request_settings(settings, options)
     caching = settings.cache_retention != "none" and supports_caching(model, env)
     cache = _cache_point(settings) if caching else None
     body: dict[str, Any] = {"messages": build_messages(model, context, cache)}

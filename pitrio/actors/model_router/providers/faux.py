@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.actors.model_router.providers.base import EventSender
+from pitrio.actors.model_router.providers.base import EventSender, cache_session_id
 from pitrio.actors.model_router.stream_builder import (
     ABORTED_MESSAGE,
     StreamBuilder,
@@ -401,7 +401,7 @@ class FauxProvider:
         reply: FauxReply,
         blocks: list[TextContent | ThinkingContent | ToolCall],
     ) -> Usage:
-        session_id = options.session_id if self.simulate_cache else None
+        session_id = cache_session_id(options) if self.simulate_cache else None
         if reply.usage is not None and session_id is None:
             return reply.usage  # nothing to estimate, no cache to keep up to date
         prompt = serialize_request(context)

@@ -24,7 +24,11 @@ from typing import Any
 import attrs
 import orjson
 
-from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
+from pitrio.actors.model_router.providers.base import (
+    CacheRetention,
+    output_limit,
+    request_cache_retention,
+)
 from pitrio.actors.model_router.providers.convert import (
     TranscriptPreparer,
     data_url,
@@ -162,12 +166,13 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
             calls.append(_tool_call(block))
     if not parts and not calls:
         return None
-    out: dict[str, Any] = {"role": "assistant"}
+    # pi 1.6.0's key order: the SDK's default ``prefix`` right after the role (pi sets it
+    # there), then the content, then the calls.
+    out: dict[str, Any] = {"role": "assistant", "prefix": False}
     if parts:
         out["content"] = parts
     if calls:
         out["tool_calls"] = calls
-    out["prefix"] = False  # the SDK's default, present in pi's requests
     return out
 
 
@@ -194,11 +199,13 @@ def _tool_result(message: ToolResultMessage, images: bool) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": _tool_result_text(message, images)}]
     if images:
         content.extend(_image(b) for b in message.content if isinstance(b, ImageContent))
-    return {  # the SDK's key order
+    # pi 1.6.0's key order: it builds role, call id, name, content and then renames the call
+    # id to its wire name, which moves that key last.
+    return {
         "role": "tool",
+        "name": message.tool_name,
         "content": content,
         "tool_call_id": message.tool_call_id,
-        "name": message.tool_name,
     }
 
 
@@ -482,7 +489,7 @@ class MistralProvider(HttpProvider):
             options,
             api_key=api_key,
             headers=headers,
-            cache_retention=self.settings.cache_retention,
+            cache_retention=request_cache_retention(self.settings, options),
         )
 
     def retry_policy(self) -> RetryPolicy:

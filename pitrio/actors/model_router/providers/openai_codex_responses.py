@@ -31,7 +31,11 @@ import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import openai_responses
-from pitrio.actors.model_router.providers.base import EventSender, output_limit
+from pitrio.actors.model_router.providers.base import (
+    EventSender,
+    cache_session_id,
+    output_limit,
+)
 from pitrio.actors.model_router.providers.codex_websocket import (
     CACHED_TRANSPORTS,
     CodexSocket,
@@ -65,7 +69,6 @@ from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 API = "openai-codex-responses"
 DEFAULT_BASE_URL = "https://chatgpt.com/backend-api"
 JWT_CLAIM = "https://api.openai.com/auth"
-DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
 NO_ACCOUNT = "Failed to extract accountId from token"
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "i686": "ia32"}
 
@@ -109,18 +112,27 @@ MIN_OUTPUT_TOKENS = 16
 
 
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
-    """The JSON body of one streamed Codex request (pure; pi's key order)."""
+    """The JSON body of one streamed Codex request (pure; pi's key order).
+
+    The system prompt is the first input item (``developer`` for a reasoning model, else
+    ``system``), not ``instructions``: pi 1.6.0 moved it there because the backend appends
+    ``instructions`` after the input, which kept the prompt out of the prompt cache.
+    """
+    items = openai_responses.build_input(model, context)
+    if context.system_prompt:
+        role = "developer" if model.reasoning else "system"
+        items = [{"role": role, "content": context.system_prompt}, *items]
     body: dict[str, Any] = {
         "model": model.id,
         "store": False,
         "stream": True,
-        "instructions": context.system_prompt or DEFAULT_INSTRUCTIONS,
-        "input": openai_responses.build_input(model, context),
+        "input": items,
         "text": {"verbosity": "low"},
         "include": ["reasoning.encrypted_content"],
     }
-    if options.session_id:
-        body["prompt_cache_key"] = options.session_id
+    session = cache_session_id(options)
+    if session:
+        body["prompt_cache_key"] = session
     body["tool_choice"] = "auto"
     body["parallel_tool_calls"] = True
     max_tokens = output_limit(model, options)
@@ -169,16 +181,17 @@ def build_request(
             "content-type": "application/json",
         }
     )
-    if options.session_id:
-        request_headers["session-id"] = options.session_id  # pi 1.6.0's name
-        request_headers["x-client-request-id"] = options.session_id
+    session = cache_session_id(options)
+    if session:
+        request_headers["session-id"] = session  # pi 1.6.0's name
+        request_headers["x-client-request-id"] = session
     document = build_body(model, context, options)
     return CodexRequest(
         url=codex_url(model.base_url),
         headers=request_headers,
         body=encode_json_pieces(document),
         document=document,
-        session_id=options.session_id,
+        session_id=session,
     )
 
 

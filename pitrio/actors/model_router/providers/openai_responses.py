@@ -29,7 +29,11 @@ from typing import Any
 
 import orjson
 
-from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
+from pitrio.actors.model_router.providers.base import (
+    CacheRetention,
+    output_limit,
+    request_cache_retention,
+)
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -600,7 +604,7 @@ class OpenAIResponsesProvider(HttpProvider):
             options,
             api_key=api_key,
             headers=headers,
-            cache_retention=self.settings.cache_retention,
+            cache_retention=request_cache_retention(self.settings, options),
         )
 
     def new_parser(self, model: Model) -> OpenAIResponsesParser:

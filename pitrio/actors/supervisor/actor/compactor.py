@@ -2,13 +2,16 @@
 
 The policy (what to summarize, the requests, the result) is the supervisor's pure code; this
 module does the I/O around it: reads the branch from the store, streams the summary requests
-through the model router (a split turn's two requests run concurrently), appends the
-``compaction`` entry. Everything runs in the caller's task, so the run's cancel scope (abort)
+through the model router (a split turn's two one after the other, as pi 1.6.0), appends
+the ``compaction`` entry. Everything runs in the caller's task, so the run's cancel scope (abort)
 abandons a compaction before its entry is written and never half-way through it.
 """
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -94,13 +97,27 @@ def known_entries(entries: Sequence[Any]) -> list[SessionEntry]:
     return [entry for entry in entries if not isinstance(entry, UnknownEntry)]
 
 
+def uuid7() -> str:
+    """A fresh UUID version 7 (RFC 9562: 48 bits of Unix milliseconds, then random bits), the
+    kind pi 1.6.0 routes a summary call by; Python 3.11's ``uuid`` has no ``uuid7``."""
+    millis = time.time_ns() // 1_000_000 & (1 << 48) - 1
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = millis << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64 | 0b10 << 62
+    value |= rand & (1 << 62) - 1
+    return str(uuid.UUID(int=value))
+
+
 async def complete(
     stream: StreamCall,
     model: Model,
     request: SummaryRequest,
     thinking_level: ThinkingLevel | None,
+    session_id: str | None = None,
 ) -> AssistantMessage:
-    """Run one summary request to its final message (failures come back as messages)."""
+    """Run one summary request to its final message (failures come back as messages).
+
+    ``session_id`` routes the call (a fresh one when ``None``: pi 1.6.0 gives each summary
+    call a routing id of its own, never the session's)."""
     send, receive = trio.open_memory_channel[AssistantMessageEvent](64)
     final: AssistantMessage | None = None
     async with trio.open_nursery() as nursery:
@@ -109,7 +126,7 @@ async def complete(
             stream,
             model,
             request.context(now_ms()),
-            request.stream_options(model, thinking_level),
+            request.stream_options(model, thinking_level, session_id=session_id or uuid7()),
             send,
         )
         async with receive:
@@ -146,8 +163,9 @@ async def complete_retrying(
     ``summarization_retry_attempt_start`` after it, ``summarization_retry_finished`` once
     the sequence ends (answered, failed for good, or cancelled during a wait)."""
     attempt = 0
+    session_id = uuid7()  # one routing id for every attempt of the call, as pi
     while True:
-        message = await complete(stream, model, request, thinking_level)
+        message = await complete(stream, model, request, thinking_level, session_id)
         scheduled = None
         if retry is not None and message.stop_reason == "error":
             scheduled = next_summarization_retry(
@@ -188,31 +206,22 @@ async def summarize(
     retry: SummaryRetry | None = None,
 ) -> CompactionResult:
     """Make the plan's summary calls (each retried as ``retry`` says) and assemble the
-    result."""
+    result.
+
+    The calls run one after the other, the history's first, as pi 1.6.0 makes them: a
+    failed history call is the compaction's error before the turn prefix is asked for, and
+    each call's ``summarization_retry_*`` events stay together."""
     plan = plan_summary(preparation, custom_instructions)
     texts: dict[str, str] = {}
     usages: dict[str, Usage] = {}
-
-    async def history(request: SummaryRequest) -> None:
-        message = await complete_retrying(stream, model, request, thinking_level, retry)
+    if plan.history is not None:
+        message = await complete_retrying(stream, model, plan.history, thinking_level, retry)
         texts["history"] = response_text(message)
         usages["history"] = message.usage
-
-    async def prefix(request: SummaryRequest) -> None:
-        message = await complete_retrying(stream, model, request, thinking_level, retry)
+    if plan.turn_prefix is not None:
+        message = await complete_retrying(stream, model, plan.turn_prefix, thinking_level, retry)
         texts["prefix"] = response_text(message, failure=TURN_PREFIX_FAILURE)
         usages["prefix"] = message.usage
-
-    try:
-        async with trio.open_nursery() as nursery:
-            if plan.history is not None:
-                nursery.start_soon(history, plan.history)
-            if plan.turn_prefix is not None:
-                nursery.start_soon(prefix, plan.turn_prefix)
-    except BaseExceptionGroup as group:
-        # One failed summary call is the compaction's error; report it, not the group.
-        first = group.exceptions[0]
-        raise first if isinstance(first, Exception) else group from None
     # pi 1.6.0 adds the history's usage to the turn prefix's, in that order.
     parts = [usages[k] for k in ("history", "prefix") if k in usages]
     usage = combine_usage(*parts) if parts else None

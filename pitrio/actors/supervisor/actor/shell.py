@@ -55,7 +55,7 @@ from pitrio.actors.supervisor.actor.compactor import (
     StreamCall,
     SummaryRetry,
     compact,
-    complete,
+    complete_retrying,
 )
 from pitrio.actors.supervisor.branch_summary import (
     BranchSummaryResult,
@@ -475,7 +475,14 @@ class Supervisor(Actor[SupervisorCommand]):
         text: str | None = None
         with self._compacting():
             if request is not None:
-                reply = await complete(self._stream, command.model, request, None)
+                # pi 1.6.0: at the session's thinking level, retried as compaction's calls are.
+                state = await self._loop.state()
+                retry = SummaryRetry(
+                    settings=self._settings.retry, emit=self._emit, source="branchSummary"
+                )
+                reply = await complete_retrying(
+                    self._stream, command.model, request, state.thinking_level, retry
+                )
                 text = branch_response_text(reply)
         return finish_branch_summary(preparation, text)
 

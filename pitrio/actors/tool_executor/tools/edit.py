@@ -24,6 +24,7 @@ from pitrio.actors.tool_executor.tools.edit_core import (
     normalize_to_lf,
     restore_line_endings,
     strip_bom,
+    unified_patch,
 )
 from pitrio.actors.tool_executor.tools.fs_errors import error_code, node_error_text
 from pitrio.actors.tool_executor.tools.paths import resolve_to_cwd
@@ -128,7 +129,11 @@ def edit_file(absolute: str, path: str, edits: list[Replacement]) -> AgentToolRe
     except OSError as exc:
         raise ToolError(node_error_text(exc, "open", absolute)) from None
     diff = generate_diff(applied.base, applied.new)
-    details: dict[str, Any] = {"diff": diff.text}
+    # pi 1.6.0's details: the display diff, the unified patch, the first changed line.
+    details: dict[str, Any] = {
+        "diff": diff.text,
+        "patch": unified_patch(path, applied.base, applied.new),
+    }
     if diff.first_changed_line is not None:
         details["firstChangedLine"] = diff.first_changed_line
     return AgentToolResult(

@@ -328,3 +328,73 @@ def generate_diff(old: str, new: str, context: int = DIFF_CONTEXT_LINES) -> Diff
             new_no += len(raw)
         last_was_change = False
     return Diff(text="\n".join(out), first_changed_line=first_changed)
+
+
+def _split_lines(text: str) -> list[str]:
+    """``text``'s lines, each with its ``\\n`` (the last one without, if the text has none)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    if text.endswith("\n"):
+        lines.pop()
+    else:
+        lines[-1] = lines[-1][:-1]
+    return lines
+
+
+def unified_patch(path: str, old: str, new: str, context: int = DIFF_CONTEXT_LINES) -> str:
+    """pi 1.6.0's edit ``patch``: a standard unified diff of ``old`` to ``new`` (jsdiff's
+    ``createTwoFilesPatch`` with file headers only: ``--- path``/``+++ path``, hunks with both
+    counts always written, ``context`` lines around changes, changes closer than twice that
+    in one hunk, ``\\ No newline at end of file`` after a last line without one)."""
+    parts = [(kind, _split_lines(value)) for kind, value in _diff_parts(old, new)]
+    parts.append(("=", []))  # closes the last hunk
+    hunks: list[tuple[int, int, int, int, list[str]]] = []
+    old_start = new_start = 0
+    current: list[str] = []
+    old_line = new_line = 1
+    for index, (kind, lines) in enumerate(parts):
+        if kind != "=":
+            if not old_start:
+                old_start, new_start = old_line, new_line
+                if index > 0:
+                    current = (
+                        [" " + line for line in parts[index - 1][1][-context:]] if context else []
+                    )
+                    old_start -= len(current)
+                    new_start -= len(current)
+            current.extend(kind + line for line in lines)
+            if kind == "+":
+                new_line += len(lines)
+            else:
+                old_line += len(lines)
+            continue
+        if old_start:
+            if len(lines) <= context * 2 and index < len(parts) - 2:
+                current.extend(" " + line for line in lines)  # joins the next change's hunk
+            else:
+                size = min(len(lines), context)
+                current.extend(" " + line for line in lines[:size])
+                hunks.append(
+                    (
+                        old_start,
+                        old_line - old_start + size,
+                        new_start,
+                        new_line - new_start + size,
+                        current,
+                    )
+                )
+                old_start = new_start = 0
+                current = []
+        old_line += len(lines)
+        new_line += len(lines)
+    out = [f"--- {path}", f"+++ {path}"]
+    for o_start, o_count, n_start, n_count, lines in hunks:
+        # The format's quirk: an empty side names the line before it.
+        o_at = o_start - 1 if o_count == 0 else o_start
+        n_at = n_start - 1 if n_count == 0 else n_start
+        out.append(f"@@ -{o_at},{o_count} +{n_at},{n_count} @@")
+        for line in lines:
+            if line.endswith("\n"):
+                out.append(line[:-1])
+            else:
+                out.extend((line, "\\ No newline at end of file"))
+    return "\n".join(out) + "\n"
