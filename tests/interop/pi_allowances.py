@@ -27,10 +27,20 @@ R_SETTERS = "`set_auto_retry` / `set_auto_compaction` need a boolean `enabled`; 
 R_DURABLE = "a new session's file is written with its first entry that is acknowledged"
 R_THRESHOLD = "a prompt sent during the threshold compaction after a run is accepted"
 R_CODEX = "repeats only retryable failures (429/5xx, connection errors)"
+R_RESUME = (
+    "a session file written by pi, resumed by pitrio, gets a `system` message on its next run"
+)
 R_ZSTD = "`openai-codex-responses` request bodies go as plain JSON, without `Content-Encoding`"
 
 DOCUMENTED: list[Entry] = [
     ("*", "out:message_start/*.queueId", R_QUEUEID),
+    # A file of the other agent resumed (resume_pi_* and resume_pitrio_*): the resuming agent's
+    # patch is one more message in its run, its counts and its file, shifting what follows.
+    ("resume_pi*", "out:only-*:message_*/system", R_RESUME),
+    ("resume_pi*", "out:agent_end.messages[]*", R_RESUME),
+    ("resume_pi*", "out:response:get_session_stats:ok.data.totalMessages", R_RESUME),
+    ("resume_pi*", "session:only-*:message/system", R_RESUME),
+    ("resume_pi*", "session:message/user.parentId", R_RESUME),
     ("*", "out:response:parse:error.error", R_PARSE),
     ("*", "out:response:*:error.error", R_FIELD),
     ("*", "request.system-prompt", R_PROMPT),
