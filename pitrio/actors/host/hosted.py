@@ -41,7 +41,7 @@ from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
-from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.content import TextContent
@@ -528,6 +528,8 @@ class HostedSession:
                 async with trio.open_nursery() as nursery:
                     await self._start_in(nursery)
                     assert self.started is not None
+                    if self.store is not None:  # a shared store: another daemon may take it
+                        nursery.start_soon(self._hand_over, self.started)
                     while True:
                         events = await self.started.session.subscribe(PUMP_CAPACITY)
                         await self._pump(events)
@@ -566,6 +568,19 @@ class HostedSession:
         if self._stop_requested:
             return None
         return "the session stopped by itself"
+
+    async def _hand_over(self, started: StartedSession) -> None:
+        """Once another daemon has taken the session's lease (its store is read-only by then),
+        end the run and unload it here: raised into the tree, the refusal is handled as at a
+        start (clients are told ``session_owned_elsewhere`` with the owner, the session is
+        left unloaded), so a client can reconnect to the owner at once. Nothing acknowledged
+        is lost: every acknowledged entry is committed, and nothing more can be."""
+        try:
+            moved = await started.store.lease_moved()
+        except ActorStoppedError:
+            return  # the store ended first: the tree reports why
+        await self._flush()  # the run aborted, bash commands ended
+        raise moved
 
     async def _start_in(self, nursery: trio.Nursery) -> None:
         started = await start_session(nursery, self._context.router, self._options())

@@ -70,6 +70,7 @@ from pitrio.actors.session_store.commands import (
     StoreOptions,
     StoreStatus,
     Subscribe,
+    WatchLease,
     WatchNotices,
     _Pending,
     _Source,
@@ -81,6 +82,7 @@ from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import rewrite_migrated
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
 from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
@@ -434,11 +436,17 @@ class SessionStore(Actor[StoreCommand]):
                 notices, watched = trio.open_memory_channel[StoreNotice](capacity)
                 self._watchers.append(notices)
                 reply.set(watched)
+            case WatchLease(reply=reply):
+                self._watch_lease(reply)
 
     @property
     def fence(self) -> int | None:
         """The fence of this store's lease (``None`` while it holds none)."""
         return None if self._lease is None else self._lease.fence
+
+    def _watch_lease(self, reply: Reply[SessionOwnedElsewhereError]) -> None:
+        """A file's lease is a lock the kernel holds for this store while it runs: no other
+        daemon takes it, so ``reply`` is never answered (it fails when the store stops)."""
 
     def _check_writable(self) -> None:
         if self.failure is not None:
