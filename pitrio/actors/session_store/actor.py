@@ -44,9 +44,10 @@ follow them (``entries_merged`` to the watchers), anything else turns the store 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -76,28 +77,28 @@ from pitrio.actors.session_store.commands import (
     _Source,
     new_header,
 )
-from pitrio.actors.session_store.file_format import ParsedSession, Problem
-from pitrio.actors.session_store.filemark import SUFFIX_BYTES
+from pitrio.actors.session_store.file_format import Problem
 from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
-from pitrio.actors.session_store.maintenance import rewrite_migrated
+from pitrio.actors.session_store.opening import (
+    create_session_file,
+    open_session_file,
+    rehome,
+    whole_file,
+)
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
 from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
-    append_durably,
-    create_file,
-    read_session,
     sync_batch,
     write_batch,
 )
 from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
-from pitrio.errors import ReadOnlySessionError, SessionError, SessionFileError, StaleFenceError
-from pitrio.messages.codec import encode
+from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.entries import (
     CompactionEntry,
     ContextEditEntry,
@@ -235,7 +236,7 @@ class SessionStore(Actor[StoreCommand]):
             await self._open(source.path)
         else:
             origin = str(self.path) if self.path else "<memory>"
-            entries = [_rehome(stored, origin) for stored in source.entries]
+            entries = [rehome(stored, origin) for stored in source.entries]
             self.tree = SessionTree(self.header, entries, new_id=self._new_id)
             self._wants_file = self.tree.has_assistant()
             if self.path is not None and (self._wants_file or not self.options.lazy_create):
@@ -244,71 +245,23 @@ class SessionStore(Actor[StoreCommand]):
         self.nursery.start_soon(self._writer)
 
     async def _open(self, path: Path) -> None:
-        parsed: ParsedSession | None = await trio.to_thread.run_sync(read_session, path)
-        if parsed is None or parsed.empty:
-            # pi: a missing file is a new session at that path; an empty one gets a header.
-            # The lease is taken now either way: another process may name the same path.
-            self.header = new_header(self.cwd or _process_cwd())
-            self.tree = SessionTree(self.header, new_id=self._new_id)
-            if not self.read_only:
-                await self._take_lease()
-            if parsed is not None and not self.read_only:
-                # Appended, not renamed over: the file (blank at most) stays the same inode,
-                # reached through a symbolic link if that is how it was named.
-                await trio.to_thread.run_sync(append_durably, path, encode(self.header) + b"\n")
-                self._file = await trio.to_thread.run_sync(self._file_class, path)
-            self.cwd = self.cwd or self.header.cwd
-            return
-        if self.options.strict:
-            parsed.raise_for_errors()
-        if parsed.header is None:
-            raise SessionFileError(str(path), 1, "no session header")
-        self.problems = tuple(parsed.problems)
-        for problem in parsed.problems:
-            log.warning("%s", problem.describe(str(path)))
-        self.header = parsed.header
-        self.cwd = self.cwd or parsed.header.cwd
-        self.tree = SessionTree(parsed.header, parsed.entries, new_id=self._new_id)
-        self._wants_file = self.tree.has_assistant()
-        self.migrated = parsed.migrated
-        if self.read_only:
-            return
-        await self._take_lease()
-        if parsed.migrated:
-            # The rewrite keeps torn lines (at the end) rather than losing them.
-            data = self._whole_file(parsed.header_raw, parsed.torn)
-            version = parsed.version
-            self.backup = await trio.to_thread.run_sync(
-                lambda: rewrite_migrated(path, data, version)
-            )
-            log.warning(
-                "%s: migrated from session format version %d to %d; the original is kept in %s",
+        opened = await trio.to_thread.run_sync(
+            functools.partial(
+                open_session_file,
                 path,
-                version,
-                self.header.version,
-                self.backup,
+                cwd=self.cwd,
+                read_only=self.read_only,
+                take_over=self.options.take_over,
+                strict=self.options.strict,
+                new_id=self._new_id,
+                file_class=self._file_class,
             )
-        else:
-            self._needs_newline = not parsed.ends_clean
-        self._file = await trio.to_thread.run_sync(self._file_class, path)
-        if parsed.migrated:
-            self._know_suffix(data)
-        elif parsed.mark is not None:
-            # What was parsed, not what the file holds now: lines another writer appended
-            # since are taken in before the first batch (:mod:`.foreign`).
-            self._file.mark = parsed.mark
-
-    def _know_suffix(self, data: bytes) -> None:
-        """The file was just written as ``data``: its mark's suffix is ``data``'s end."""
-        file = self._file
-        if file is not None and file.mark.size == len(data):
-            file.mark = attrs.evolve(file.mark, suffix=data[-SUFFIX_BYTES:])
-
-    def _whole_file(self, header_raw: bytes | None = None, tail: Sequence[bytes] = ()) -> bytes:
-        parts = [header_raw if header_raw is not None else encode(self.header)]
-        parts.extend(stored.raw for stored in self.tree.entries)
-        parts.extend(tail)
-        return b"\n".join(parts) + b"\n"
+        )
+        self.header, self.cwd, self.tree = opened.header, opened.cwd, opened.tree
+        self.problems, self._wants_file = opened.problems, opened.wants_file
+        self.migrated, self.backup = opened.migrated, opened.backup
+        self._lease, self._file = opened.lease, opened.file
+        self._needs_newline = opened.needs_newline
 
     async def _take_lease(self) -> None:
         assert self.path is not None
@@ -323,26 +276,20 @@ class SessionStore(Actor[StoreCommand]):
         assert self.path is not None
         # The entries so far, taken before the first await: one appended while the lease is
         # taken is written by its own batch, after them (taken later, it was written twice).
-        data = self._whole_file()
+        data = whole_file(self.header, self.tree.entries)
         if self.options.sync_inline:
             # One session per process (RPC mode): inline, as its fsyncs are. The first
             # prompt's append waits for this (issue 21); through worker threads the event
             # loop would go on streaming the answer meanwhile and then deliver it in a burst.
-            self._create_file_now(data)
+            if self._lease is None:
+                self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
+            self._file = create_session_file(self.path, data, self._file_class)
             return
         if self._lease is None:
             await self._take_lease()
-        await trio.to_thread.run_sync(create_file, self.path, data)
-        self._file = await trio.to_thread.run_sync(self._file_class, self.path)
-        self._know_suffix(data)
-
-    def _create_file_now(self, data: bytes) -> None:
-        assert self.path is not None
-        if self._lease is None:
-            self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
-        create_file(self.path, data)
-        self._file = self._file_class(self.path)
-        self._know_suffix(data)
+        self._file = await trio.to_thread.run_sync(
+            create_session_file, self.path, data, self._file_class
+        )
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -723,22 +670,3 @@ class SessionStore(Actor[StoreCommand]):
             problems=self.problems,
             write_error=None if self.failure is None else str(self.failure),
         )
-
-
-def _process_cwd() -> str:
-    return str(Path.cwd())
-
-
-def _rehome(stored: StoredEntry, origin: str) -> StoredEntry:
-    """A copy of an entry for another file (same bytes and decoded forms, new origin)."""
-    copy = StoredEntry(
-        type=stored.type,
-        id=stored.id,
-        parent_id=stored.parent_id,
-        timestamp=stored.timestamp,
-        raw=stored.raw,
-        role=stored.role,
-        origin=origin,
-        entry=stored.entry() if stored.decoded else None,
-    )
-    return copy
