@@ -528,7 +528,7 @@ class HostedSession:
                 async with trio.open_nursery() as nursery:
                     await self._start_in(nursery)
                     assert self.started is not None
-                    if self.store is not None:  # a shared store: another daemon may take it
+                    if self.store is not None:  # shared: another daemon may take it
                         nursery.start_soon(self._hand_over, self.started)
                     while True:
                         events = await self.started.session.subscribe(PUMP_CAPACITY)
@@ -570,16 +570,14 @@ class HostedSession:
         return "the session stopped by itself"
 
     async def _hand_over(self, started: StartedSession) -> None:
-        """Once another daemon has taken the session's lease (its store is read-only by then),
-        end the run and unload it here: raised into the tree, the refusal is handled as at a
-        start (clients are told ``session_owned_elsewhere`` with the owner, the session is
-        left unloaded), so a client can reconnect to the owner at once. Nothing acknowledged
-        is lost: every acknowledged entry is committed, and nothing more can be."""
+        """Once another daemon has taken the lease (the store is read-only by then): abort,
+        flush, and raise the refusal into the tree, handled as at a start (clients are told
+        ``session_owned_elsewhere``, the session is left unloaded)."""
         try:
             moved = await started.store.lease_moved()
         except ActorStoppedError:
             return  # the store ended first: the tree reports why
-        await self._flush()  # the run aborted, bash commands ended
+        await self._flush()  # nothing acknowledged is lost: every such entry is committed
         raise moved
 
     async def _start_in(self, nursery: trio.Nursery) -> None:

@@ -7,13 +7,8 @@ Appends. The actor adds an entry to the tree and the projection at once, in arri
 and queues its line for the writer task. The writer takes *everything queued* as one batch:
 one ``write`` and (policy ``always``) one ``fsync``, then answers every append of the batch and
 emits ``entry_appended`` for each, in order. While a batch is on its way to the disk the next
-one gathers, so concurrent appends share fsyncs (group commit). ``session.fsync`` policies:
-
-* ``always`` (default): an append returns once its line is on stable storage;
-* ``batch``: an append returns once its line is written to the OS (it survives the process
-  dying, not the machine); the file is fsynced every ``batch_interval`` seconds while there is
-  unsynced data, on :meth:`SessionStoreHandle.flush` and when the store closes;
-* ``never``: written to the OS, never fsynced except on ``flush``.
+one gathers, so concurrent appends share fsyncs (group commit); when a batch is synced is the
+``session.fsync`` policy's (:mod:`.syncing`). Subscribers and watchers: :mod:`.listeners`.
 
 Lazy creation (§4.6, issue 21): a new session's file appears with the first entry whose append
 is *acknowledged*: the header and every entry so far are written at once (atomically: temp
@@ -54,7 +49,6 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Reply
-from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
@@ -67,7 +61,6 @@ from pitrio.actors.session_store.commands import (
     Query,
     SessionSeed,
     StoreCommand,
-    StoreNotice,
     StoreOptions,
     StoreStatus,
     Subscribe,
@@ -81,6 +74,7 @@ from pitrio.actors.session_store.file_format import Problem
 from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
+from pitrio.actors.session_store.listeners import Listeners
 from pitrio.actors.session_store.opening import (
     create_session_file,
     open_session_file,
@@ -93,10 +87,9 @@ from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
-    sync_batch,
-    write_batch,
 )
 from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
+from pitrio.actors.session_store.syncing import IDLE_SYNC_WAIT, SyncClock, write_lines
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.entries import (
@@ -108,7 +101,6 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     iso_now,
 )
-from pitrio.messages.events import EntryAppended
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -126,9 +118,6 @@ __all__ = [
 
 FOREIGN_TRIES = 8
 """How often a batch is tried against a file another writer keeps appending to."""
-
-IDLE_SYNC_WAIT = 0.002
-"""Longest wait of an inline fsync for the event loop to fall idle (see ``_commit``)."""
 
 log = logging.getLogger("pitrio.session_store")
 
@@ -168,16 +157,13 @@ class SessionStore(Actor[StoreCommand]):
         message among the entries a store starts with (a fork's, as pi writes its file)."""
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
-        self._dirty = False  # written to the OS but not fsynced yet
-        self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
-        self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
-        self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
+        self._sync_clock = SyncClock()  # what is written but not synced (:mod:`.syncing`)
+        self._listeners = Listeners(str(self.path))
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
         self.merges = 0
         self._writing = False  # the writer has taken a batch and not answered it yet
         """How many times another writer's entries were taken in (:mod:`.foreign`)."""
-        self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -325,8 +311,7 @@ class SessionStore(Actor[StoreCommand]):
             await trio.to_thread.run_sync(self._file.close)
         if self._lease is not None:
             await trio.to_thread.run_sync(self._lease.release)
-        for subscriber in self._subscribers:
-            await subscriber.aclose()
+        await self._listeners.close()
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -362,9 +347,7 @@ class SessionStore(Actor[StoreCommand]):
                 self._pending.append(_Pending(None, reply, None, force_sync=True))
                 self._wake.set()
             case Subscribe(capacity=capacity, reply=reply):
-                send, receive = trio.open_memory_channel[EntryAppended](capacity)
-                self._subscribers.append(send)
-                reply.set(receive)
+                reply.set(self._listeners.subscribe(capacity))
             case CatchUp(reply=reply):
                 if self.failure is not None:
                     reply.fail(self.failure)
@@ -380,9 +363,7 @@ class SessionStore(Actor[StoreCommand]):
                     else:
                         reply.set(self.merges)
             case WatchNotices(capacity=capacity, reply=reply):
-                notices, watched = trio.open_memory_channel[StoreNotice](capacity)
-                self._watchers.append(notices)
-                reply.set(watched)
+                reply.set(self._listeners.watch(capacity))
             case WatchLease(reply=reply):
                 self._watch_lease(reply)
 
@@ -453,19 +434,19 @@ class SessionStore(Actor[StoreCommand]):
             while not self._pending:
                 # Policy ``batch``: the first unsynced write sets a deadline; load after it
                 # does not push it back, and waking early for nothing does not sync early.
-                deadline = self._sync_deadline
+                deadline = self._sync_clock.deadline
                 if deadline == math.inf:
                     await self._wake.wait()  # nothing unsynced: no deadline to keep
                 else:
                     with trio.move_on_at(deadline):
                         await self._wake.wait()
                 self._wake = trio.Event()
-                if not self._pending and self._dirty and trio.current_time() >= deadline:
+                if not self._pending and self._sync_clock.due(trio.current_time()):
                     try:
                         await self._sync()
                     except OSError as exc:  # policy ``batch``'s timed fsync
                         self._turn_read_only(exc)
-                        self._dirty, self._sync_deadline = False, math.inf  # no retry loop
+                        self._sync_clock = SyncClock()  # no retry loop
             batch, self._pending = self._pending, []
             self._writing = True
             if self.failure is not None:
@@ -494,18 +475,8 @@ class SessionStore(Actor[StoreCommand]):
                 raise
             for item in batch:
                 item.reply.set(self.merges if item.catch_up else item.result)
-            if not self._subscribers and self._written():
-                self._unannounced = []  # announced to nobody (the usual case: no events made)
-                continue
-            appended = [
-                EntryAppended(entry=item.result) for item in batch if item.stored is not None
-            ]
-            if not self._written():
-                self._unannounced.extend(appended)  # ``entry_appended`` means durable
-                continue
-            appended, self._unannounced = self._unannounced + appended, []
-            for event in appended:
-                await self._emit(event)
+            committed = (item.result for item in batch if item.stored is not None)
+            await self._listeners.committed(committed, written=self._written())
 
     def _written(self) -> bool:
         """Whether an entry committed now is stored (or never will be: a store in memory)."""
@@ -533,7 +504,7 @@ class SessionStore(Actor[StoreCommand]):
         if not lines:
             if any(item.catch_up for item in batch):
                 self._catch_up_now(batch)
-            if force and self._dirty:
+            if force and self._sync_clock.dirty:
                 await self._sync()
             return
         for _ in range(FOREIGN_TRIES):
@@ -557,37 +528,12 @@ class SessionStore(Actor[StoreCommand]):
             if self._needs_newline:
                 data = b"\n" + data  # start after a torn last line, never inside it
             policy = self.options.fsync
-            overdue = trio.current_time() >= self._sync_deadline
-            sync = policy == "always" or force or overdue
-            # The write goes to the page cache inline (microseconds); only the fsync, which
-            # may take long on a slow disk, runs in a thread. A whole batch in the thread cost
-            # a thread hop per append even without a sync, and its Python code waited for the
-            # GIL while the event loop was busy (issue 7: per-turn latency).
-            if sync and not self.options.sync_inline:
-                await trio.to_thread.run_sync(write_batch, file, lease, data, True)
-            elif sync:
-                # Synced in a process that hosts this one session (``sync_inline``): written at
-                # once with its writeback started, then the fsync, which stops the whole
-                # event loop, waits until nothing else can run (a user message's sync then
-                # overlaps the model request in flight instead of delaying it), for at most
-                # IDLE_SYNC_WAIT; by then the data is on its way and the fsync waits for the
-                # journal only (issue 7). Shielded: a batch taken is synced.
-                with file.held():  # one open for the write and its fsync
-                    start = write_batch(file, lease, data, False, start_writeback=True)
-                    await until_idle(IDLE_SYNC_WAIT, shield=True)
-                    sync_batch(file, start)
-            else:
-                # Page cache only (policies ``batch``/``never``): a thread hop costs more
-                # than the write (issue 7).
-                write_batch(file, lease, data, False)
+            sync = self._sync_clock.must_sync(policy, force, trio.current_time())
+            await write_lines(file, lease, data, sync=sync, inline=self.options.sync_inline)
             self._needs_newline = False
-            if sync:
-                self._dirty = False
-                self._sync_deadline = math.inf
-            elif not self._dirty:
-                self._dirty = True
-                if policy == "batch":
-                    self._sync_deadline = trio.current_time() + self.options.batch_interval
+            self._sync_clock = self._sync_clock.written(
+                sync, policy, trio.current_time(), self.options.batch_interval
+            )
 
     # -- another writer (pi appends without a lock; see :mod:`.foreign`) ------------------------
 
@@ -618,18 +564,7 @@ class SessionStore(Actor[StoreCommand]):
             self.projection.reset(self.tree.path())
             self.merges += 1
             log.warning("%s", outcome.event.message)
-            self._notify(outcome.event)
-
-    def _notify(self, notice: StoreNotice) -> None:
-        """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
-        merge is still counted by :class:`CatchUp`, a read-only store still refuses)."""
-        for watcher in list(self._watchers):
-            try:
-                watcher.send_nowait(notice)
-            except trio.WouldBlock:
-                log.warning("%s: a %s notice was not delivered (full)", self.path, notice.type)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._watchers.remove(watcher)
+            self._listeners.notify(outcome.event)
 
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""
@@ -642,15 +577,7 @@ class SessionStore(Actor[StoreCommand]):
         file = self._file
         if file is not None:
             await trio.to_thread.run_sync(file.sync)
-        self._dirty = False
-        self._sync_deadline = math.inf
-
-    async def _emit(self, event: EntryAppended) -> None:
-        for subscriber in list(self._subscribers):
-            try:
-                await subscriber.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscribers.remove(subscriber)
+        self._sync_clock = SyncClock()
 
     # -- state for queries -----------------------------------------------------------------------
 

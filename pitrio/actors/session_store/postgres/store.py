@@ -33,7 +33,6 @@ host use it unchanged. What differs is where a batch goes and how one writer is 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +62,7 @@ from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, 
 from pitrio.actors.session_store.projection import Projection
 from pitrio.actors.session_store.start import start_store
 from pitrio.actors.session_store.stored import StoredEntry
+from pitrio.actors.session_store.syncing import SyncClock
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.codec import encode
@@ -330,8 +330,7 @@ class PgSessionStore(SessionStore):
         self._commits += 1
 
     async def _sync(self) -> None:
-        self._dirty = False
-        self._sync_deadline = math.inf
+        self._sync_clock = SyncClock()  # every commit is durable: nothing to sync
 
     # -- the lease -----------------------------------------------------------------------------
 
@@ -374,7 +373,7 @@ class PgSessionStore(SessionStore):
             )
             self.counters.lost += 1
             log.error("%s", self.failure)
-            self._notify(SessionReadOnly(error=str(self.failure)))
+            self._listeners.notify(SessionReadOnly(error=str(self.failure)))
         if held is not None and held.lost is None:
             held.lost = reason  # found by an append: the keeper stops renewing it
         return self.failure
