@@ -450,6 +450,9 @@ async def test_a_paused_owner_is_taken_over_and_its_late_append_refused() -> Non
                         await handle_a.append_message(user_message("later", timestamp=11))
                     assert daemon_a.database.counters.queries == queries
                     assert store_a.counters.lost == 1
+                    # Found by the refused append: the daemon that holds it now, named.
+                    moved = await handle_a.lease_moved()
+                    assert moved.owner == daemon_b.owner.id
                     a_nursery.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
         exported = await daemon_b.export_session(header.id)

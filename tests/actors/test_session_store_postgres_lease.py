@@ -132,6 +132,11 @@ async def test_a_lease_taken_away_turns_the_store_read_only_at_once_and_says_so(
             assert daemon.leases.lost == 1
             status = await store.status()
             assert status.write_error is not None and "lease" in status.write_error
+            # Who holds it now, for a host to hand the session over (a store alone stays
+            # read-only: nothing else happens to it).
+            with trio.fail_after(5):
+                moved = await store.lease_moved()
+            assert (moved.owner, moved.url, moved.fence) == ("rival", None, rival.fence)
             await store.aclose()
         exported = await daemon.export_session(session_id)
     assert b"late" not in exported

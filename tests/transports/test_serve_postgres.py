@@ -130,6 +130,45 @@ def texts(found: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+@asynccontextmanager
+async def serve_process(
+    tmp_path: Path, url: str, name: str
+) -> AsyncIterator[tuple[trio.Process, str]]:
+    """A real ``pitrio serve`` process on the database (migrated first) and its URL."""
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / name)}
+    env.pop("PITRIO_SESSION_DIR", None)
+    migrate = await trio.run_process(
+        [PITRIO, "db", "migrate", "--store", url],
+        env=env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert migrate.returncode == 0, migrate
+    command = [
+        PITRIO, "serve", "--port", "0", "--no-auth", "--store", url,
+        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
+    ]  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        process: trio.Process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+        )
+        try:
+            assert process.stdout is not None
+            found = await Lines(process.stdout).until(r"listening on (http://\S+)")
+            yield process, found.group(1)
+        finally:
+            if process.returncode is None:
+                process.kill()
+
+
 async def test_a_killed_owners_session_moves_to_another_daemon(
     database: str, tmp_path: Path
 ) -> None:
@@ -320,8 +359,10 @@ async def test_a_client_is_told_at_once_when_its_session_loses_the_lease(
     database: str, tmp_path: Path
 ) -> None:
     # Issue 36, item 2: another daemon forces the lease away while a client is attached and
-    # idle; the lease keeper's next renewal finds it, and the client gets session_read_only
-    # without sending anything; a prompt is then refused, and nothing more is stored.
+    # idle; the lease keeper's next renewal finds it and the daemon hands the session over at
+    # once: the client is told session_owned_elsewhere naming the new owner without sending
+    # anything (it got session_read_only instead, before the hand-over was restored), the
+    # session is unloaded here, a prompt is refused naming the owner, nothing more is stored.
     from tests.actors.test_session_store_postgres_lease import Rival
 
     async with in_process_daemon(tmp_path, database, "agent") as daemon:
@@ -333,11 +374,13 @@ async def test_a_client_is_told_at_once_when_its_session_loses_the_lease(
             rival = Rival(database, session_id, take_over=True)
             rival.start()
             await trio.to_thread.run_sync(rival.join)
-            frames = await until(ws, lambda f: f.get("type") == "session_read_only", seconds=5)
-            assert "lease" in frames[-1]["error"] and "read-only" in frames[-1]["error"]
+            frames = await until(ws, is_owned_elsewhere, seconds=5)
+            assert frames[-1]["owner"] == "rival" and frames[-1]["sessionId"] == session_id
+            assert "owned by daemon rival" in frames[-1]["reason"]
+            assert await session_status(ws_url, session_id) == "evicted"
             await send(ws, {"id": "p", "type": "prompt", "message": "after"})
             refused = (await until(ws, is_response("p")))[-1]
-            assert not refused["success"] and "read-only" in refused["error"]
+            assert not refused["success"] and "owned by daemon rival" in refused["error"]
     stored = await trio.to_thread.run_sync(functools.partial(stored_lines, database, session_id))
     assert [line["message"]["role"] for line in stored if line["type"] == "message"] == [
         "system",
@@ -350,6 +393,67 @@ async def test_a_client_is_told_at_once_when_its_session_loses_the_lease(
         if line.get("message", {}).get("role") == "user"
     ]
     assert [block["text"] for content in users for block in content] == ["before"]
+
+
+async def test_a_paused_owners_client_follows_the_session_to_the_daemon_that_took_it(
+    database: str, tmp_path: Path
+) -> None:
+    # Issue 36: daemon A (a real process) is paused (SIGSTOP) past its lease while a client is
+    # attached; daemon B takes the session over. When A runs again its lease keeper's renewal
+    # is refused and A hands the session over at once: the client is told
+    # session_owned_elsewhere with B's id and url, reconnects there and goes on; every entry
+    # is stored once. On the code before the hand-over A only turned read-only.
+    async with serve_process(tmp_path, database, "agent-a") as (process, url_a):
+        ws_a = url_a.replace("http://", "ws://").rstrip("/")
+        session_id = await create(ws_a)
+        await prompt(ws_a, session_id, "one")
+        async with (
+            in_process_daemon(tmp_path, database, "agent-b") as daemon_b,
+            open_websocket_url(f"{ws_a}/v1/sessions/{session_id}") as client,
+        ):
+            assert (await receive(client))["type"] == "attached"
+            ws_b = f"ws://127.0.0.1:{daemon_b.port}"
+            process.send_signal(signal.SIGSTOP)
+            try:
+                with trio.fail_after(15):  # B takes the session once A's lease has expired
+                    while True:
+                        async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
+                            hello = await receive(ws)
+                        if hello["type"] == "attached":
+                            break
+                        assert hello["type"] == "session_owned_elsewhere", hello
+                        await trio.sleep(0.2)
+            finally:
+                process.send_signal(signal.SIGCONT)
+            frames = await until(client, is_owned_elsewhere, seconds=10)
+            notice = frames[-1]
+            assert notice["url"] == daemon_b.server.url, notice
+            assert notice["owner"] != "" and notice["sessionId"] == session_id
+            # Where it says: the client goes on with B at once.
+            await prompt(notice["url"].replace("http://", "ws://").rstrip("/"), session_id, "two")
+            await send(client, {"id": "x", "type": "prompt", "message": "no"})
+            refused = (await until(client, is_response("x")))[-1]
+            assert not refused["success"] and daemon_b.server.url in refused["error"]
+            found = texts(await messages(ws_b, session_id))
+    assert found == ["system:", "user:one", "assistant:one", "user:two", "assistant:two"]
+    stored = await trio.to_thread.run_sync(functools.partial(stored_lines, database, session_id))
+    ids = [line["id"] for line in stored]
+    assert len(ids) == len(set(ids))
+
+
+def is_owned_elsewhere(frame: dict[str, Any]) -> bool:
+    return frame.get("type") == "session_owned_elsewhere"
+
+
+async def session_status(ws_url: str, session_id: str) -> str:
+    """The session's status in the daemon's listing (``evicted``: not loaded)."""
+    async with open_websocket_url(f"{ws_url}/v1/host") as host:
+        await receive(host)
+        await send(host, {"id": "l", "type": "list"})
+        frames = await until(host, is_response("l"))
+    rows = [row for row in frames[-1]["data"]["sessions"] if row.get("id") == session_id]
+    status: str = rows[0]["status"]
+    return status
 
 
 def stored_lines(url: str, session_id: str) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, star
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
-from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.content import TextContent
@@ -536,6 +536,8 @@ class HostedSession:
                 async with trio.open_nursery() as nursery:
                     await self._start_in(nursery)
                     assert self.started is not None
+                    if self.store is not None:  # shared: another daemon may take it
+                        nursery.start_soon(self._hand_over, self.started)
                     while True:
                         events = await self.started.session.subscribe(PUMP_CAPACITY)
                         await self._pump(events)
@@ -574,6 +576,17 @@ class HostedSession:
         if self._stop_requested:
             return None
         return "the session stopped by itself"
+
+    async def _hand_over(self, started: StartedSession) -> None:
+        """Once another daemon has taken the lease (the store is read-only by then): abort,
+        flush, and raise the refusal into the tree, handled as at a start (clients are told
+        ``session_owned_elsewhere``, the session is left unloaded)."""
+        try:
+            moved = await started.store.lease_moved()
+        except ActorStoppedError:
+            return  # the store ended first: the tree reports why
+        await self._flush()  # nothing acknowledged is lost: every such entry is committed
+        raise moved
 
     async def _start_in(self, nursery: trio.Nursery) -> None:
         started = await start_session(nursery, self._context.router, self._options())

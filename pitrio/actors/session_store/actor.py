@@ -7,13 +7,8 @@ Appends. The actor adds an entry to the tree and the projection at once, in arri
 and queues its line for the writer task. The writer takes *everything queued* as one batch:
 one ``write`` and (policy ``always``) one ``fsync``, then answers every append of the batch and
 emits ``entry_appended`` for each, in order. While a batch is on its way to the disk the next
-one gathers, so concurrent appends share fsyncs (group commit). ``session.fsync`` policies:
-
-* ``always`` (default): an append returns once its line is on stable storage;
-* ``batch``: an append returns once its line is written to the OS (it survives the process
-  dying, not the machine); the file is fsynced every ``batch_interval`` seconds while there is
-  unsynced data, on :meth:`SessionStoreHandle.flush` and when the store closes;
-* ``never``: written to the OS, never fsynced except on ``flush``.
+one gathers, so concurrent appends share fsyncs (group commit); when a batch is synced is the
+``session.fsync`` policy's (:mod:`.syncing`). Subscribers and watchers: :mod:`.listeners`.
 
 Lazy creation (§4.6, issue 21): a new session's file appears with the first entry whose append
 is *acknowledged*: the header and every entry so far are written at once (atomically: temp
@@ -44,16 +39,16 @@ follow them (``entries_merged`` to the watchers), anything else turns the store 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Reply
-from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
@@ -66,36 +61,37 @@ from pitrio.actors.session_store.commands import (
     Query,
     SessionSeed,
     StoreCommand,
-    StoreNotice,
     StoreOptions,
     StoreStatus,
     Subscribe,
+    WatchLease,
     WatchNotices,
     _Pending,
     _Source,
     new_header,
 )
-from pitrio.actors.session_store.file_format import ParsedSession, Problem
-from pitrio.actors.session_store.filemark import SUFFIX_BYTES
+from pitrio.actors.session_store.file_format import Problem
 from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
-from pitrio.actors.session_store.maintenance import rewrite_migrated
+from pitrio.actors.session_store.listeners import Listeners
+from pitrio.actors.session_store.opening import (
+    create_session_file,
+    open_session_file,
+    rehome,
+    whole_file,
+)
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
 from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
-    append_durably,
-    create_file,
-    read_session,
-    sync_batch,
-    write_batch,
 )
 from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
+from pitrio.actors.session_store.syncing import IDLE_SYNC_WAIT, SyncClock, write_lines
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
-from pitrio.errors import ReadOnlySessionError, SessionError, SessionFileError, StaleFenceError
-from pitrio.messages.codec import encode
+from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.entries import (
     CompactionEntry,
     ContextEditEntry,
@@ -105,7 +101,6 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     iso_now,
 )
-from pitrio.messages.events import EntryAppended
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -123,9 +118,6 @@ __all__ = [
 
 FOREIGN_TRIES = 8
 """How often a batch is tried against a file another writer keeps appending to."""
-
-IDLE_SYNC_WAIT = 0.002
-"""Longest wait of an inline fsync for the event loop to fall idle (see ``_commit``)."""
 
 log = logging.getLogger("pitrio.session_store")
 
@@ -165,16 +157,13 @@ class SessionStore(Actor[StoreCommand]):
         message among the entries a store starts with (a fork's, as pi writes its file)."""
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
-        self._dirty = False  # written to the OS but not fsynced yet
-        self._sync_deadline = math.inf  # policy ``batch``: when the dirty data must be synced
-        self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
-        self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
+        self._sync_clock = SyncClock()  # what is written but not synced (:mod:`.syncing`)
+        self._listeners = Listeners(str(self.path))
         self.failure: ReadOnlySessionError | None = None
         """Why the store turned read-only after a failed write (``None``: it has not)."""
         self.merges = 0
         self._writing = False  # the writer has taken a batch and not answered it yet
         """How many times another writer's entries were taken in (:mod:`.foreign`)."""
-        self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -233,7 +222,7 @@ class SessionStore(Actor[StoreCommand]):
             await self._open(source.path)
         else:
             origin = str(self.path) if self.path else "<memory>"
-            entries = [_rehome(stored, origin) for stored in source.entries]
+            entries = [rehome(stored, origin) for stored in source.entries]
             self.tree = SessionTree(self.header, entries, new_id=self._new_id)
             self._wants_file = self.tree.has_assistant()
             if self.path is not None and (self._wants_file or not self.options.lazy_create):
@@ -242,71 +231,23 @@ class SessionStore(Actor[StoreCommand]):
         self.nursery.start_soon(self._writer)
 
     async def _open(self, path: Path) -> None:
-        parsed: ParsedSession | None = await trio.to_thread.run_sync(read_session, path)
-        if parsed is None or parsed.empty:
-            # pi: a missing file is a new session at that path; an empty one gets a header.
-            # The lease is taken now either way: another process may name the same path.
-            self.header = new_header(self.cwd or _process_cwd())
-            self.tree = SessionTree(self.header, new_id=self._new_id)
-            if not self.read_only:
-                await self._take_lease()
-            if parsed is not None and not self.read_only:
-                # Appended, not renamed over: the file (blank at most) stays the same inode,
-                # reached through a symbolic link if that is how it was named.
-                await trio.to_thread.run_sync(append_durably, path, encode(self.header) + b"\n")
-                self._file = await trio.to_thread.run_sync(self._file_class, path)
-            self.cwd = self.cwd or self.header.cwd
-            return
-        if self.options.strict:
-            parsed.raise_for_errors()
-        if parsed.header is None:
-            raise SessionFileError(str(path), 1, "no session header")
-        self.problems = tuple(parsed.problems)
-        for problem in parsed.problems:
-            log.warning("%s", problem.describe(str(path)))
-        self.header = parsed.header
-        self.cwd = self.cwd or parsed.header.cwd
-        self.tree = SessionTree(parsed.header, parsed.entries, new_id=self._new_id)
-        self._wants_file = self.tree.has_assistant()
-        self.migrated = parsed.migrated
-        if self.read_only:
-            return
-        await self._take_lease()
-        if parsed.migrated:
-            # The rewrite keeps torn lines (at the end) rather than losing them.
-            data = self._whole_file(parsed.header_raw, parsed.torn)
-            version = parsed.version
-            self.backup = await trio.to_thread.run_sync(
-                lambda: rewrite_migrated(path, data, version)
-            )
-            log.warning(
-                "%s: migrated from session format version %d to %d; the original is kept in %s",
+        opened = await trio.to_thread.run_sync(
+            functools.partial(
+                open_session_file,
                 path,
-                version,
-                self.header.version,
-                self.backup,
+                cwd=self.cwd,
+                read_only=self.read_only,
+                take_over=self.options.take_over,
+                strict=self.options.strict,
+                new_id=self._new_id,
+                file_class=self._file_class,
             )
-        else:
-            self._needs_newline = not parsed.ends_clean
-        self._file = await trio.to_thread.run_sync(self._file_class, path)
-        if parsed.migrated:
-            self._know_suffix(data)
-        elif parsed.mark is not None:
-            # What was parsed, not what the file holds now: lines another writer appended
-            # since are taken in before the first batch (:mod:`.foreign`).
-            self._file.mark = parsed.mark
-
-    def _know_suffix(self, data: bytes) -> None:
-        """The file was just written as ``data``: its mark's suffix is ``data``'s end."""
-        file = self._file
-        if file is not None and file.mark.size == len(data):
-            file.mark = attrs.evolve(file.mark, suffix=data[-SUFFIX_BYTES:])
-
-    def _whole_file(self, header_raw: bytes | None = None, tail: Sequence[bytes] = ()) -> bytes:
-        parts = [header_raw if header_raw is not None else encode(self.header)]
-        parts.extend(stored.raw for stored in self.tree.entries)
-        parts.extend(tail)
-        return b"\n".join(parts) + b"\n"
+        )
+        self.header, self.cwd, self.tree = opened.header, opened.cwd, opened.tree
+        self.problems, self._wants_file = opened.problems, opened.wants_file
+        self.migrated, self.backup = opened.migrated, opened.backup
+        self._lease, self._file = opened.lease, opened.file
+        self._needs_newline = opened.needs_newline
 
     async def _take_lease(self) -> None:
         assert self.path is not None
@@ -321,26 +262,20 @@ class SessionStore(Actor[StoreCommand]):
         assert self.path is not None
         # The entries so far, taken before the first await: one appended while the lease is
         # taken is written by its own batch, after them (taken later, it was written twice).
-        data = self._whole_file()
+        data = whole_file(self.header, self.tree.entries)
         if self.options.sync_inline:
             # One session per process (RPC mode): inline, as its fsyncs are. The first
             # prompt's append waits for this (issue 21); through worker threads the event
             # loop would go on streaming the answer meanwhile and then deliver it in a burst.
-            self._create_file_now(data)
+            if self._lease is None:
+                self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
+            self._file = create_session_file(self.path, data, self._file_class)
             return
         if self._lease is None:
             await self._take_lease()
-        await trio.to_thread.run_sync(create_file, self.path, data)
-        self._file = await trio.to_thread.run_sync(self._file_class, self.path)
-        self._know_suffix(data)
-
-    def _create_file_now(self, data: bytes) -> None:
-        assert self.path is not None
-        if self._lease is None:
-            self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
-        create_file(self.path, data)
-        self._file = self._file_class(self.path)
-        self._know_suffix(data)
+        self._file = await trio.to_thread.run_sync(
+            create_session_file, self.path, data, self._file_class
+        )
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -376,8 +311,7 @@ class SessionStore(Actor[StoreCommand]):
             await trio.to_thread.run_sync(self._file.close)
         if self._lease is not None:
             await trio.to_thread.run_sync(self._lease.release)
-        for subscriber in self._subscribers:
-            await subscriber.aclose()
+        await self._listeners.close()
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -413,9 +347,7 @@ class SessionStore(Actor[StoreCommand]):
                 self._pending.append(_Pending(None, reply, None, force_sync=True))
                 self._wake.set()
             case Subscribe(capacity=capacity, reply=reply):
-                send, receive = trio.open_memory_channel[EntryAppended](capacity)
-                self._subscribers.append(send)
-                reply.set(receive)
+                reply.set(self._listeners.subscribe(capacity))
             case CatchUp(reply=reply):
                 if self.failure is not None:
                     reply.fail(self.failure)
@@ -431,14 +363,18 @@ class SessionStore(Actor[StoreCommand]):
                     else:
                         reply.set(self.merges)
             case WatchNotices(capacity=capacity, reply=reply):
-                notices, watched = trio.open_memory_channel[StoreNotice](capacity)
-                self._watchers.append(notices)
-                reply.set(watched)
+                reply.set(self._listeners.watch(capacity))
+            case WatchLease(reply=reply):
+                self._watch_lease(reply)
 
     @property
     def fence(self) -> int | None:
         """The fence of this store's lease (``None`` while it holds none)."""
         return None if self._lease is None else self._lease.fence
+
+    def _watch_lease(self, reply: Reply[SessionOwnedElsewhereError]) -> None:
+        """A file's lease is a lock the kernel holds for this store while it runs: no other
+        daemon takes it, so ``reply`` is never answered (it fails when the store stops)."""
 
     def _check_writable(self) -> None:
         if self.failure is not None:
@@ -498,19 +434,19 @@ class SessionStore(Actor[StoreCommand]):
             while not self._pending:
                 # Policy ``batch``: the first unsynced write sets a deadline; load after it
                 # does not push it back, and waking early for nothing does not sync early.
-                deadline = self._sync_deadline
+                deadline = self._sync_clock.deadline
                 if deadline == math.inf:
                     await self._wake.wait()  # nothing unsynced: no deadline to keep
                 else:
                     with trio.move_on_at(deadline):
                         await self._wake.wait()
                 self._wake = trio.Event()
-                if not self._pending and self._dirty and trio.current_time() >= deadline:
+                if not self._pending and self._sync_clock.due(trio.current_time()):
                     try:
                         await self._sync()
                     except OSError as exc:  # policy ``batch``'s timed fsync
                         self._turn_read_only(exc)
-                        self._dirty, self._sync_deadline = False, math.inf  # no retry loop
+                        self._sync_clock = SyncClock()  # no retry loop
             batch, self._pending = self._pending, []
             self._writing = True
             if self.failure is not None:
@@ -539,18 +475,8 @@ class SessionStore(Actor[StoreCommand]):
                 raise
             for item in batch:
                 item.reply.set(self.merges if item.catch_up else item.result)
-            if not self._subscribers and self._written():
-                self._unannounced = []  # announced to nobody (the usual case: no events made)
-                continue
-            appended = [
-                EntryAppended(entry=item.result) for item in batch if item.stored is not None
-            ]
-            if not self._written():
-                self._unannounced.extend(appended)  # ``entry_appended`` means durable
-                continue
-            appended, self._unannounced = self._unannounced + appended, []
-            for event in appended:
-                await self._emit(event)
+            committed = (item.result for item in batch if item.stored is not None)
+            await self._listeners.committed(committed, written=self._written())
 
     def _written(self) -> bool:
         """Whether an entry committed now is stored (or never will be: a store in memory)."""
@@ -578,7 +504,7 @@ class SessionStore(Actor[StoreCommand]):
         if not lines:
             if any(item.catch_up for item in batch):
                 self._catch_up_now(batch)
-            if force and self._dirty:
+            if force and self._sync_clock.dirty:
                 await self._sync()
             return
         for _ in range(FOREIGN_TRIES):
@@ -602,37 +528,12 @@ class SessionStore(Actor[StoreCommand]):
             if self._needs_newline:
                 data = b"\n" + data  # start after a torn last line, never inside it
             policy = self.options.fsync
-            overdue = trio.current_time() >= self._sync_deadline
-            sync = policy == "always" or force or overdue
-            # The write goes to the page cache inline (microseconds); only the fsync, which
-            # may take long on a slow disk, runs in a thread. A whole batch in the thread cost
-            # a thread hop per append even without a sync, and its Python code waited for the
-            # GIL while the event loop was busy (issue 7: per-turn latency).
-            if sync and not self.options.sync_inline:
-                await trio.to_thread.run_sync(write_batch, file, lease, data, True)
-            elif sync:
-                # Synced in a process that hosts this one session (``sync_inline``): written at
-                # once with its writeback started, then the fsync, which stops the whole
-                # event loop, waits until nothing else can run (a user message's sync then
-                # overlaps the model request in flight instead of delaying it), for at most
-                # IDLE_SYNC_WAIT; by then the data is on its way and the fsync waits for the
-                # journal only (issue 7). Shielded: a batch taken is synced.
-                with file.held():  # one open for the write and its fsync
-                    start = write_batch(file, lease, data, False, start_writeback=True)
-                    await until_idle(IDLE_SYNC_WAIT, shield=True)
-                    sync_batch(file, start)
-            else:
-                # Page cache only (policies ``batch``/``never``): a thread hop costs more
-                # than the write (issue 7).
-                write_batch(file, lease, data, False)
+            sync = self._sync_clock.must_sync(policy, force, trio.current_time())
+            await write_lines(file, lease, data, sync=sync, inline=self.options.sync_inline)
             self._needs_newline = False
-            if sync:
-                self._dirty = False
-                self._sync_deadline = math.inf
-            elif not self._dirty:
-                self._dirty = True
-                if policy == "batch":
-                    self._sync_deadline = trio.current_time() + self.options.batch_interval
+            self._sync_clock = self._sync_clock.written(
+                sync, policy, trio.current_time(), self.options.batch_interval
+            )
 
     # -- another writer (pi appends without a lock; see :mod:`.foreign`) ------------------------
 
@@ -663,18 +564,7 @@ class SessionStore(Actor[StoreCommand]):
             self.projection.reset(self.tree.path())
             self.merges += 1
             log.warning("%s", outcome.event.message)
-            self._notify(outcome.event)
-
-    def _notify(self, notice: StoreNotice) -> None:
-        """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
-        merge is still counted by :class:`CatchUp`, a read-only store still refuses)."""
-        for watcher in list(self._watchers):
-            try:
-                watcher.send_nowait(notice)
-            except trio.WouldBlock:
-                log.warning("%s: a %s notice was not delivered (full)", self.path, notice.type)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._watchers.remove(watcher)
+            self._listeners.notify(outcome.event)
 
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""
@@ -687,15 +577,7 @@ class SessionStore(Actor[StoreCommand]):
         file = self._file
         if file is not None:
             await trio.to_thread.run_sync(file.sync)
-        self._dirty = False
-        self._sync_deadline = math.inf
-
-    async def _emit(self, event: EntryAppended) -> None:
-        for subscriber in list(self._subscribers):
-            try:
-                await subscriber.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscribers.remove(subscriber)
+        self._sync_clock = SyncClock()
 
     # -- state for queries -----------------------------------------------------------------------
 
@@ -715,22 +597,3 @@ class SessionStore(Actor[StoreCommand]):
             problems=self.problems,
             write_error=None if self.failure is None else str(self.failure),
         )
-
-
-def _process_cwd() -> str:
-    return str(Path.cwd())
-
-
-def _rehome(stored: StoredEntry, origin: str) -> StoredEntry:
-    """A copy of an entry for another file (same bytes and decoded forms, new origin)."""
-    copy = StoredEntry(
-        type=stored.type,
-        id=stored.id,
-        parent_id=stored.parent_id,
-        timestamp=stored.timestamp,
-        raw=stored.raw,
-        role=stored.role,
-        origin=origin,
-        entry=stored.entry() if stored.decoded else None,
-    )
-    return copy

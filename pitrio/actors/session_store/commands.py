@@ -16,6 +16,7 @@ import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.session_store.file_format import Problem
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.messages.entries import (
     CURRENT_SESSION_VERSION,
@@ -192,8 +193,25 @@ class WatchNotices:
     reply: Reply[trio.MemoryReceiveChannel[StoreNotice]]
 
 
+@attrs.frozen
+class WatchLease:
+    """Answered once another daemon has taken the store's lease (a shared store; the store is
+    read-only by then) with who holds it now, for the host to hand the session over. A file's
+    lease is a lock the kernel holds for the store: this is never answered for it."""
+
+    reply: Reply[SessionOwnedElsewhereError]
+
+
 StoreCommand = (
-    Append | MoveLeaf | BranchWithSummary | Query | Flush | Subscribe | CatchUp | WatchNotices
+    Append
+    | MoveLeaf
+    | BranchWithSummary
+    | Query
+    | Flush
+    | Subscribe
+    | CatchUp
+    | WatchNotices
+    | WatchLease
 )
 
 

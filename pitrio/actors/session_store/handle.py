@@ -24,8 +24,10 @@ from pitrio.actors.session_store.commands import (
     StoreStatus,
     StoreView,
     Subscribe,
+    WatchLease,
     WatchNotices,
 )
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import SessionContext
 from pitrio.actors.session_store.stored import AnyEntry
 from pitrio.actors.session_store.tree import ForkMessage, TreeNode
@@ -385,3 +387,8 @@ class SessionStoreHandle(Handle[StoreCommand]):
         in, see :mod:`.foreign`), ``session_read_only`` (it turned read-only by itself: its
         lease was lost)."""
         return await self.ask(lambda reply: WatchNotices(capacity, reply))
+
+    async def lease_moved(self) -> SessionOwnedElsewhereError:
+        """Wait until another daemon has taken this store's lease (a shared store: the store
+        is read-only by then); who holds the session now. Never returns for a file's lease."""
+        return await self.ask(WatchLease)

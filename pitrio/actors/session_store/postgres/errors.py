@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pitrio.errors import SessionError, SessionNotFoundError
+from pitrio.errors import SessionError, SessionNotFoundError, StaleFenceError
 
 
 class StoreUnavailableError(SessionError):
@@ -41,3 +41,12 @@ class SessionOwnedElsewhereError(SessionError):
 
 class PgSessionNotFoundError(SessionNotFoundError):
     """No session with that id in the database."""
+
+
+class LeaseMovedError(StaleFenceError):
+    """An append the database refused because the session's lease moved; ``moved`` names the
+    daemon that holds it now (``None``: nobody, or the session is gone)."""
+
+    def __init__(self, message: str, moved: SessionOwnedElsewhereError | None) -> None:
+        super().__init__(message)
+        self.moved = moved

@@ -38,6 +38,7 @@ import psycopg
 import trio
 
 from pitrio.actors.session_store.postgres import sql
+from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.postgres.lease import LeaseCounters
 
 log = logging.getLogger("pitrio.session_store.postgres")
@@ -71,6 +72,8 @@ class HeldLease:
         """Renew while true (a test turns it off to play a paused daemon)."""
         self.lost: str | None = None
         """Why the lease was lost (``None``: held)."""
+        self.moved: SessionOwnedElsewhereError | None = None
+        """Who holds the session now when another daemon took it (set before ``lost``)."""
         self.dropped = False
         """Its store let it go (set before the store releases it: a renewal refused after
         that is the release, not a loss)."""
@@ -80,10 +83,12 @@ class HeldLease:
         self._token = token
         self.counters = counters
 
-    def mark_lost(self, reason: str) -> None:
-        """Record the loss and tell the store on its loop (never waits for the loop)."""
+    def mark_lost(self, reason: str, moved: SessionOwnedElsewhereError | None = None) -> None:
+        """Record the loss (``moved``: to another daemon, naming it) and tell the store on
+        its loop (never waits for the loop)."""
         if self.lost is not None or self.dropped:
             return
+        self.moved = moved
         self.lost = reason
         with contextlib.suppress(trio.RunFinishedError):  # the loop is gone: nobody to tell
             self._token.run_sync_soon(self._on_lost, reason)
@@ -190,20 +195,33 @@ class LeaseKeeper:
             self._conn = conn
         return conn
 
-    def _who(self, conn: psycopg.Connection[Any], lease: HeldLease) -> str:
-        """Why a renewal was refused, naming the holder now (for the session's error)."""
+    def _who(
+        self, conn: psycopg.Connection[Any], lease: HeldLease
+    ) -> tuple[str, SessionOwnedElsewhereError | None]:
+        """Why a renewal was refused, naming the holder now (for the session's error), and
+        the daemon that holds it when it is another one (its host hands the session over)."""
         lost = f"the lease {lease.fence} was lost"
         try:
             holder = conn.execute(sql.LEASE_HOLDER, {"session_id": lease.session_id}).fetchone()
         except psycopg.Error:
             holder = None
         if holder is None:
-            return f"{lost}: the session is no longer stored"
-        owner, url, fence = holder[0], holder[1], holder[2]
+            return f"{lost}: the session is no longer stored", None
+        owner, url, fence, expires_in = holder
         if owner is None:
-            return f"{lost}: the session's lease is {fence} now, held by nobody"
+            return f"{lost}: the session's lease is {fence} now, held by nobody", None
         where = f" at {url}" if url else ""
-        return f"{lost}: another daemon holds the session now ({owner}{where}, lease {fence})"
+        reason = f"{lost}: another daemon holds the session now ({owner}{where}, lease {fence})"
+        moved = None
+        if owner != lease.owner:
+            moved = SessionOwnedElsewhereError(
+                lease.session_id,
+                owner=owner,
+                url=url,
+                fence=int(fence),
+                expires_in=float(expires_in or 0.0),
+            )
+        return reason, moved
 
     def _renew(self, lease: HeldLease) -> None:
         params = {
@@ -229,7 +247,7 @@ class LeaseKeeper:
             lease.due = time.monotonic() + min(lease.interval, RECONNECT_PAUSE)
             return
         if row is None:
-            lease.mark_lost(self._who(conn, lease))
+            lease.mark_lost(*self._who(conn, lease))
             return
         lease.renewals += 1
         self.renewals += 1

@@ -33,12 +33,12 @@ host use it unchanged. What differs is where a batch goes and how one writer is 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import trio
 
+from pitrio.actors._actor import Reply
 from pitrio.actors.session_store.actor import SessionStore
 from pitrio.actors.session_store.commands import (
     SessionSeed,
@@ -52,6 +52,7 @@ from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.postgres import sql
 from pitrio.actors.session_store.postgres.database import Connection, Database
 from pitrio.actors.session_store.postgres.errors import (
+    LeaseMovedError,
     PgSessionNotFoundError,
     SessionOwnedElsewhereError,
 )
@@ -61,6 +62,7 @@ from pitrio.actors.session_store.postgres.rows import HeaderRow, append_params, 
 from pitrio.actors.session_store.projection import Projection
 from pitrio.actors.session_store.start import start_store
 from pitrio.actors.session_store.stored import StoredEntry
+from pitrio.actors.session_store.syncing import SyncClock
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
 from pitrio.messages.codec import encode
@@ -108,6 +110,9 @@ class PgSessionStore(SessionStore):
         self.counters = counters or LeaseCounters()
         self._held: HeldLease | None = None
         self._renewing = True
+        self._moved: SessionOwnedElsewhereError | None = None
+        """Who took the lease, once another daemon has."""
+        self._moved_waiting: list[Reply[SessionOwnedElsewhereError]] = []
 
     @property
     def renewing(self) -> bool:
@@ -251,20 +256,35 @@ class PgSessionStore(SessionStore):
         row = conn.execute(sql.APPEND, params).fetchone()
         if row is None:
             state = conn.execute(sql.APPEND_STATE, params).fetchone()
-            raise self._refusal(fence, first_seq, state)
+            raise self._refusal(conn, fence, first_seq, state)
 
-    def _refusal(self, fence: int, first_seq: int, state: Any) -> StaleFenceError:
+    def _refusal(self, conn: Connection, fence: int, first_seq: int, state: Any) -> StaleFenceError:
         if state is None:
             return StaleFenceError(f"{self.origin}: the session was deleted")
         current, last_seq, owner = state
         if int(current) != fence:
-            return StaleFenceError(
+            return LeaseMovedError(
                 f"{self.origin}: append with lease {fence} refused, the lease is {current} "
-                f"(held by {owner or 'nobody'})"
+                f"(held by {owner or 'nobody'})",
+                self._holder(conn),
             )
         return StaleFenceError(
             f"{self.origin}: append at sequence {first_seq} refused, the session is at "
             f"{last_seq}: another writer appended"
+        )
+
+    def _holder(self, conn: Connection) -> SessionOwnedElsewhereError | None:
+        """The daemon holding the session now, when it is another one (after a refusal)."""
+        row = conn.execute(sql.LEASE_HOLDER, {"session_id": self.session_id}).fetchone()
+        if row is None or row[0] is None or row[0] == self.owner.id:
+            return None
+        owner, url, fence, expires_in = row
+        return SessionOwnedElsewhereError(
+            self.session_id,
+            owner=owner,
+            url=url,
+            fence=int(fence),
+            expires_in=float(expires_in or 0.0),
         )
 
     async def _commit(self, batch: list[_Pending]) -> None:
@@ -282,7 +302,7 @@ class PgSessionStore(SessionStore):
         fence, held = self._fence, self._held
         assert fence is not None
         if held is not None and held.lost is not None:  # seen by the keeper, not told yet
-            raise self._lease_lost(held.lost)
+            raise self._lease_lost(held.lost, held.moved)
         first_seq = self._seq + 1
         last_seq = self._seq + len(entries)
         attempts = 0
@@ -304,13 +324,13 @@ class PgSessionStore(SessionStore):
         try:
             await self.database.run(append, retry=True)
         except StaleFenceError as exc:  # the fence moved (the database or the keeper says)
-            raise self._lease_lost(_reason(str(exc), self.origin)) from exc
+            moved = exc.moved if isinstance(exc, LeaseMovedError) else None
+            raise self._lease_lost(_reason(str(exc), self.origin), moved) from exc
         self._seq = last_seq
         self._commits += 1
 
     async def _sync(self) -> None:
-        self._dirty = False
-        self._sync_deadline = math.inf
+        self._sync_clock = SyncClock()  # every commit is durable: nothing to sync
 
     # -- the lease -----------------------------------------------------------------------------
 
@@ -332,8 +352,20 @@ class PgSessionStore(SessionStore):
         )
         self._held.renewing = self._renewing
 
-    def _lease_lost(self, reason: str) -> ReadOnlySessionError:
-        """The lease is gone (on the loop): read-only at once, and the session is told."""
+    def _lease_lost(
+        self, reason: str, moved: SessionOwnedElsewhereError | None = None
+    ) -> ReadOnlySessionError:
+        """The lease is gone (on the loop): read-only at once, and the session is told; when
+        another daemon took it (``moved``), whoever waits for that (:class:`WatchLease`: the
+        host, which hands the session over) is told too."""
+        held = self._held
+        if moved is None and held is not None:
+            moved = held.moved  # the keeper's thread found who holds it now
+        if moved is not None and self._moved is None:
+            self._moved = moved
+            waiting, self._moved_waiting = self._moved_waiting, []
+            for reply in waiting:
+                reply.set(moved)
         if self.failure is None:
             self.failure = ReadOnlySessionError(
                 f"{self.origin}: {reason}. The session is read-only from now on: nothing "
@@ -341,11 +373,17 @@ class PgSessionStore(SessionStore):
             )
             self.counters.lost += 1
             log.error("%s", self.failure)
-            self._notify(SessionReadOnly(error=str(self.failure)))
-        held = self._held
+            self._listeners.notify(SessionReadOnly(error=str(self.failure)))
         if held is not None and held.lost is None:
             held.lost = reason  # found by an append: the keeper stops renewing it
         return self.failure
+
+    def _watch_lease(self, reply: Reply[SessionOwnedElsewhereError]) -> None:
+        """Answer ``reply`` once another daemon has taken the lease (at once if it has)."""
+        if self._moved is not None:
+            reply.set(self._moved)
+        else:
+            self._moved_waiting.append(reply)
 
     def _close(self) -> None:
         # In a worker thread, however the store ends: give the lease back so another daemon
