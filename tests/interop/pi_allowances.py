@@ -27,6 +27,7 @@ R_SETTERS = "`set_auto_retry` / `set_auto_compaction` need a boolean `enabled`; 
 R_DURABLE = "a new session's file is written with its first entry that is acknowledged"
 R_THRESHOLD = "a prompt sent during the threshold compaction after a run is accepted"
 R_CODEX = "repeats only retryable failures (429/5xx, connection errors)"
+R_BUILTIN_COMMANDS = "pitrio has no built-in extension commands: `get_commands` lists only"
 R_RESUME = (
     "a session file written by pi, resumed by pitrio, gets a `system` message on its next run"
 )
@@ -83,6 +84,8 @@ DOCUMENTED: list[Entry] = [
     # pi runs the missing command as the word `undefined` and streams bash's complaint; pitrio
     # refuses the command (the row above), so it has no output to stream.
     ("bash_missing_command", "out:only-pi:bash_execution_update", R_FIELD),
+    # pi's built-in extensions' /llama and /mcp (test_pi_rpc_client checks they are the two).
+    ("idle_queries", "out:response:get_commands:ok.data.commands[]:length", R_BUILTIN_COMMANDS),
     ("set_steering_mode_invalid", "*", R_SETTERS),
     ("set_auto_retry_no_enabled", "*", R_SETTERS),
     (

@@ -236,6 +236,10 @@ def _commands() -> list[Scenario]:
             "abort_bash_running",
             [
                 DEFAULT,
+                # Answered once the agent reads commands: pi reads the lines a slow start-up
+                # left waiting together, and an abort_bash handled before its bash has started
+                # (pi awaits the user_bash hook first) aborts nothing.
+                cmd("get_state"),
                 Cmd({"type": "bash", "command": "sleep 5", "id": "b1"}, wait=False),
                 Sleep(0.4),
                 cmd("abort_bash"),
