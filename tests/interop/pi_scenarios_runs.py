@@ -159,11 +159,20 @@ def retry_scenarios() -> list[Scenario]:
                 DEFAULT,
                 *prompt("one"),
                 *prompt("two"),
+                # The recovery's compaction cuts a split turn: two summary calls (history, then
+                # the turn's prefix, one after the other in 1.6.0), then the retry overflows too.
                 Mock(
-                    {"queue": [error("context_length"), text("SUMMARY"), error("context_length")]}
+                    {
+                        "queue": [
+                            error("context_length"),
+                            text("SUMMARY"),
+                            text("PREFIX"),
+                            error("context_length"),
+                        ]
+                    }
                 ),
                 Cmd({"type": "prompt", "message": "three"}),
-                WaitEvent("compaction_end", n=2),
+                WaitEvent("agent_settled"),
                 Quiet(0.3),
             ],
             settings={**st, **KEEP_LITTLE},
