@@ -386,6 +386,21 @@ def test_tokens_before_after_an_omitted_overflow_is_estimated_whole_as_pi_1_6() 
     assert prep is not None and prep.tokens_before == 900 + 100
 
 
+def test_a_kept_aborted_reply_is_cut_as_a_split_turn_as_pi_1_6() -> None:
+    # pi 1.6.0's compact during a stream: the run is aborted first and its partial reply kept,
+    # so the branch ends with it. With a budget it alone fills, the cut lands on it (the
+    # harness's compact_while_streaming): its prompt is the split turn's prefix, the turns
+    # before are the history, and the aborted reply's usage anchors nothing.
+    chain = Chain().msg(user("one")).msg(assistant("ok", use=usage(total=110)))  # e0 e1
+    chain.msg(user("long")).msg(assistant("a ", stop="aborted", use=usage(total=50)))  # e2 e3
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=1))
+    assert prep is not None
+    assert (prep.first_kept_entry_id, prep.is_split_turn) == ("e3", True)
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
+    assert [m.role for m in prep.turn_prefix_messages] == ["user"]
+    assert prep.tokens_before == 110 + 1 + 1  # "long" and "a " estimated after the usage
+
+
 def test_latest_compaction_ms() -> None:
     chain = Chain().msg(user("q")).compaction("e0", ts="2026-11-29T18:54:30.624Z")
     assert latest_compaction_ms(chain.entries) == 1795978470624
