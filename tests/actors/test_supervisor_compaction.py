@@ -29,6 +29,7 @@ from pitrio.actors.supervisor.compaction import (
     compaction_failure_message,
     context_usage,
     estimate_context_tokens,
+    estimate_projected_context_tokens,
     estimate_tokens,
     find_cut_point,
     finish_compaction,
@@ -359,6 +360,45 @@ def test_prepare_skips_omitted_messages_and_uses_the_given_context() -> None:
         chain.entries, CompactionSettings(keep_recent_tokens=50), context_messages=[user("abcd")]
     )
     assert given is not None and given.tokens_before == 1
+
+
+def test_tokens_before_after_an_omitted_overflow_is_estimated_whole_as_pi_1_6() -> None:
+    # pi 1.6.0's overflow compaction: the overflowing reply is omitted by a context edit, so
+    # the last measured usage no longer describes the context and tokensBefore estimates
+    # every message, the system message (replayed once, patches merged) included.
+    system = SystemMessage(content="", sections={"preamble": "p" * 400}, timestamp=1)
+    patch = SystemMessage(content="", sections={"preamble": "q" * 40}, timestamp=2)
+    chain = Chain().msg(system).msg(user("one")).msg(assistant("ok", use=usage(total=900)))
+    chain.msg(patch).msg(user("u" * 400))  # e3 e4
+    chain.msg(failed("context_length_exceeded", use=usage(total=700))).edit("e5", None)
+    settings = CompactionSettings(keep_recent_tokens=50)
+    prep = prepare_compaction(chain.entries, settings)
+    assert prep is not None
+    # The replayed prompt counts once with the patch's section (40 chars), not 400 + 40.
+    whole = 10 + 1 + 1 + 100
+    assert prep.tokens_before == whole
+    messages = project_path(chain.entries)
+    assert estimate_projected_context_tokens(chain.entries, messages) == whole
+    # Without the edit the usage of the last measured reply anchors the estimate.
+    unedited = Chain().msg(system).msg(user("one")).msg(assistant("ok", use=usage(total=900)))
+    unedited.msg(user("u" * 400))
+    prep = prepare_compaction(unedited.entries, settings)
+    assert prep is not None and prep.tokens_before == 900 + 100
+
+
+def test_a_kept_aborted_reply_is_cut_as_a_split_turn_as_pi_1_6() -> None:
+    # pi 1.6.0's compact during a stream: the run is aborted first and its partial reply kept,
+    # so the branch ends with it. With a budget it alone fills, the cut lands on it (the
+    # harness's compact_while_streaming): its prompt is the split turn's prefix, the turns
+    # before are the history, and the aborted reply's usage anchors nothing.
+    chain = Chain().msg(user("one")).msg(assistant("ok", use=usage(total=110)))  # e0 e1
+    chain.msg(user("long")).msg(assistant("a ", stop="aborted", use=usage(total=50)))  # e2 e3
+    prep = prepare_compaction(chain.entries, CompactionSettings(keep_recent_tokens=1))
+    assert prep is not None
+    assert (prep.first_kept_entry_id, prep.is_split_turn) == ("e3", True)
+    assert [m.role for m in prep.messages_to_summarize] == ["user", "assistant"]
+    assert [m.role for m in prep.turn_prefix_messages] == ["user"]
+    assert prep.tokens_before == 110 + 1 + 1  # "long" and "a " estimated after the usage
 
 
 def test_latest_compaction_ms() -> None:
@@ -891,11 +931,15 @@ def test_recorded_overflow_is_recovered_and_context_edit_changes_nothing() -> No
         failed=error.message,  # type: ignore[arg-type]
     )
     # pitrio omits the failed response with a context edit before compacting (DESIGN §5.6);
-    # the cut and the estimate stay those pi recorded.
+    # the cut stays the one pi 0.73.1 recorded. The estimate is pi 1.6.0's: after the edit
+    # the last usage (0.73.1's 2108) no longer describes the context, so every message
+    # is estimated from its characters.
     path = [*path_to(by_id, "9ee9ab48"), *Chain().edit("9ee9ab48", None).entries]
     prep = prepare_compaction(path, CompactionSettings(keep_recent_tokens=60))
     assert prep is not None
-    assert (prep.first_kept_entry_id, prep.tokens_before) == ("12c5757d", 2108)
+    whole = sum(estimate_tokens(m) for m in project_path(path))
+    assert (prep.first_kept_entry_id, prep.tokens_before) == ("12c5757d", whole)
+    assert whole == 74
 
 
 def _rebuild(events: list[dict[str, Any]], upto: int) -> list[SessionEntry]:

@@ -65,6 +65,11 @@ DOCUMENTED: list[Entry] = [
     # The context left after a compaction counts the system message, whose words are ours.
     ("*", "out:compaction_end.result.estimatedTokensAfter", R_PROMPT),
     ("*", "out:response:compact:ok.data.estimatedTokensAfter", R_PROMPT),
+    # After an overflow's context_edit the size before a compaction is estimated from every
+    # message (pi 1.6.0), the system message with our words included.
+    ("overflow_*", "out:compaction_end.result.tokensBefore", R_PROMPT),
+    ("overflow_*", "out:response:get_messages:ok.data.messages[].tokensBefore", R_PROMPT),
+    ("overflow_*", "session:compaction.tokensBefore", R_PROMPT),
     # The summarisation prompt in each kind's place for it (compact commands, overflows).
     *[
         (f"*/{scenario}", f"request.{path}.text", R_PROMPT)

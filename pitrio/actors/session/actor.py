@@ -505,7 +505,9 @@ class SessionActor(Actor[SessionCommand]):
         maintenance = self._maintenance
         assert maintenance is not None
         try:
-            await self._driver.abort_detached()  # pi: the aborted reply is not kept
+            # pi 1.6.0: the aborted partial reply is reported and kept, and compacted with
+            # the rest (0.73.1 dropped it unreported).
+            await self._driver.abort_and_wait()
             result = await lend(
                 maintenance, lambda lent: self.supervisor.compact(instructions, lent)
             )

@@ -159,13 +159,14 @@ class RunDriver:
         run.abort_waiters.append(reply)
         run.scope.cancel()
 
-    async def abort_detached(self) -> None:
-        """Abort the current run for a command that replaces what it did, and wait for its
-        settle (pi: the aborted reply is neither reported nor kept)."""
+    async def abort_and_wait(self) -> None:
+        """Abort the current run for a command that must start from an idle session (a
+        manual compaction) and wait for its settle. pi 1.6.0 aborts as its ``abort`` does:
+        the partial reply is reported (``message_end``, ``turn_end``, ``agent_end``) and
+        kept, so what follows sees it in the context."""
         run = self.current
         if run is not None:
             waiter: Reply[None] = Reply()
-            run.detached = True
             run.abort_waiters.append(waiter)
             run.scope.cancel()
             await waiter.wait()

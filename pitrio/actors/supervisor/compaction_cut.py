@@ -19,7 +19,7 @@ from pitrio.actors.supervisor.compaction_measure import (
     ALREADY_COMPACTED,
     NOTHING_TO_COMPACT,
     CompactionSettings,
-    estimate_context_tokens,
+    estimate_projected_context_tokens,
     estimate_tokens,
 )
 from pitrio.actors.supervisor.file_ops import FileOperations
@@ -207,7 +207,8 @@ def prepare_compaction(
     ``None`` when the branch already ends with a compaction, has no entry to keep, or has
     nothing before the kept part to summarize (pi 1.6.0's "Nothing to compact"). An
     earlier compaction's kept entries are summarized again together with its summary (pi
-    0.73.1). ``tokens_before`` estimates the current context; pass the session's projection as
+    0.73.1). ``tokens_before`` estimates the current context as pi 1.6.0 does (usage only when
+    nothing changed the context after it was measured); pass the session's projection as
     ``context_messages`` when it has one, else it is rebuilt from ``path_entries``.
     """
     if not path_entries or isinstance(path_entries[-1], CompactionEntry):
@@ -229,7 +230,7 @@ def prepare_compaction(
             file_ops = file_ops.with_details(previous.details)
     if context_messages is None:
         context_messages = project_path(path_entries)
-    tokens_before = estimate_context_tokens(context_messages).tokens
+    tokens_before = estimate_projected_context_tokens(path_entries, context_messages)
 
     cut = find_cut_point(
         path_entries, boundary_start, len(path_entries), settings.keep_recent_tokens

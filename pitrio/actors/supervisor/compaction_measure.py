@@ -35,6 +35,7 @@ from pitrio.messages.entries import (
     MessageEntry,
     SessionEntry,
 )
+from pitrio.messages.transcript import replay
 
 # --- settings -------------------------------------------------------------------------------
 
@@ -224,23 +225,12 @@ class ContextUsage:
     percent: float | None
 
 
-def context_usage(
-    path_entries: Sequence[SessionEntry],
-    context_messages: Sequence[AgentMessage],
-    context_window: int,
-) -> ContextUsage | None:
-    """The context usage report (spec §3.13, pi 1.6.0); ``None`` when the window is unknown.
-
-    After a compaction the size is unknown (tokens and percent ``None``) until a response
-    the context still holds has measured it. A response's usage anchors the estimate only
-    when nothing changed the context after it: with a ``context_edit`` or a compaction
-    later on the branch (a retried or recovered attempt omitted, say), every message is
-    estimated instead.
-    """
-    if context_window <= 0:
-        return None
+def _last_measured_and_changed(path_entries: Sequence[SessionEntry]) -> tuple[int, int]:
+    # Where on the branch the last response the context still holds with a usable usage
+    # is, and where the last entry that changed the context after the fact (a context edit
+    # or a compaction) is; -1 for none.
     omitted = edits_omitting(collect_edits(path_entries))
-    measured_at = -1  # the last response the context holds with a usable usage
+    measured_at = -1
     for index in range(len(path_entries) - 1, -1, -1):
         entry = path_entries[index]
         if (
@@ -258,6 +248,51 @@ def context_usage(
         ),
         default=-1,
     )
+    return measured_at, changed_at
+
+
+def _estimate_all(context_messages: Sequence[AgentMessage]) -> int:
+    # Every message estimated, the system messages once as the prompt they replay into
+    # (pi 1.6.0 counts the current system message, not each patch on the way to it).
+    current = replay(context_messages)
+    tokens = 0 if current is None else estimate_tokens(current)
+    return tokens + sum(
+        estimate_tokens(m) for m in context_messages if not isinstance(m, SystemMessage)
+    )
+
+
+def estimate_projected_context_tokens(
+    path_entries: Sequence[SessionEntry], context_messages: Sequence[AgentMessage]
+) -> int:
+    """The size of the context ``context_messages`` (the projection of the branch
+    ``path_entries``) as pi 1.6.0 estimates it before a compaction (its ``tokensBefore``).
+
+    The last response's usage anchors the estimate only when nothing changed the context
+    after it; after a ``context_edit`` (an overflowing or retried attempt omitted, say) or a
+    compaction every message is estimated from its characters, the prompt included.
+    """
+    measured_at, changed_at = _last_measured_and_changed(path_entries)
+    if measured_at >= 0 and measured_at > changed_at:
+        return estimate_context_tokens(context_messages).tokens
+    return _estimate_all(context_messages)
+
+
+def context_usage(
+    path_entries: Sequence[SessionEntry],
+    context_messages: Sequence[AgentMessage],
+    context_window: int,
+) -> ContextUsage | None:
+    """The context usage report (spec §3.13, pi 1.6.0); ``None`` when the window is unknown.
+
+    After a compaction the size is unknown (tokens and percent ``None``) until a response
+    the context still holds has measured it. A response's usage anchors the estimate only
+    when nothing changed the context after it: with a ``context_edit`` or a compaction
+    later on the branch (a retried or recovered attempt omitted, say), every message is
+    estimated instead.
+    """
+    if context_window <= 0:
+        return None
+    measured_at, changed_at = _last_measured_and_changed(path_entries)
     compacted_at = max(
         (i for i, entry in enumerate(path_entries) if isinstance(entry, CompactionEntry)),
         default=-1,

@@ -67,46 +67,73 @@ async def test_the_failed_attempt_leaves_the_state_when_the_back_off_starts(
     assert len(faux.requests) == 1
 
 
-async def test_compact_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
-    """pi stops listening to the agent before it aborts it for a compaction: no message_end
-    of the aborted reply, no agent_end, and the reply is neither in the context nor in the
-    file. A first prompt alone is "Nothing to compact" in pi 1.6.0 (0.73.1 summarized it),
-    so the prompt before it is long enough to leave a turn to summarize. The compaction entry
-    says fromHook false (no extension supplied it)."""
+async def test_compact_while_streaming_keeps_and_compacts_the_aborted_reply(
+    tmp_path: Path,
+) -> None:
+    """pi 1.6.0 aborts the run as ``abort`` does before a compaction (0.73.1 dropped the
+    reply unreported): the partial reply gets its message_end (stopReason ``aborted``) and the
+    run its agent_end before the compact response, the reply is written to the file, and the
+    compaction cuts with it in the context: a split turn kept from the aborted reply, whose
+    prompt is summarized as the turn's context. A first prompt alone is "Nothing to compact"
+    in pi 1.6.0, so the prompt before it is long enough to leave a turn to summarize. The
+    compaction entry says fromHook false (no extension supplied it)."""
     faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED)
-    settings = {"compaction": {"keepRecentTokens": 60}}
+    # The smallest budget: the partial reply alone fills it, so the cut lands on it.
+    settings = {"compaction": {"keepRecentTokens": 1}}
     async with served(tmp_path, faux, settings=settings) as client:
         await client.data({"type": "prompt", "message": "first " * 100})
         await client.event("agent_settled", 1)
         # Three updates of the slow reply itself (the first reply's are already there).
         streamed = len(events_of(client.lines, "message_update")) + 3
-        await client.send({"id": "p", "type": "prompt", "message": "SLOW please " * 30})
+        await client.send({"id": "p", "type": "prompt", "message": "SLOW please"})
         await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= streamed)
-        await client.data({"type": "compact"})
+        compacted = await client.data({"type": "compact"})
+        ends_at_reply = len(events_of(client.lines, "agent_end"))
         state = await client.data({"type": "get_state"})
         after_roles = await message_roles(client)
         ends_before_next = len(events_of(client.lines, "message_end"))
         await client.data({"type": "prompt", "message": "hello"})
         await client.event("agent_settled", 3)
-    assert events_of(client.lines, "agent_end")[-1]["messages"][-1]["stopReason"] == "stop"
-    assert len(events_of(client.lines, "agent_end")) == 2  # the first and the next prompt's
+    agent_ends = events_of(client.lines, "agent_end")
+    assert ends_at_reply == 2  # the aborted run's agent_end comes before the compact reply
+    assert agent_ends[1]["messages"][-1]["stopReason"] == "aborted"
+    assert agent_ends[-1]["messages"][-1]["stopReason"] == "stop"
+    assert len(agent_ends) == 3
     ends = events_of(client.lines, "message_end")[:ends_before_next]
-    assert roles([e["message"] for e in ends]) == ["system", "user", "assistant", "user"]
-    # pi 1.6.0: the compaction's system checkpoint leads the context.
-    assert after_roles == ["system", "compactionSummary", "user"]
-    assert state["messageCount"] == 3
+    assert roles([e["message"] for e in ends]) == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert ends[-1]["message"]["stopReason"] == "aborted"
     entries = file_entries(state["sessionFile"])
-    recorded = [e["message"] for e in entries if e["type"] == "message"]
-    assert [(m["role"], m.get("stopReason")) for m in recorded] == [
+    recorded = [e for e in entries if e["type"] == "message"]
+    aborted = recorded[4]
+    assert (aborted["message"]["role"], aborted["message"]["stopReason"]) == (
+        "assistant",
+        "aborted",
+    )
+    # The cut keeps the aborted reply; its prompt is summarized as a split turn's context.
+    [compaction] = [e for e in entries if e["type"] == "compaction"]
+    assert compaction["firstKeptEntryId"] == aborted["id"]
+    assert compaction["parentId"] == aborted["id"]
+    assert "**Turn Context (split turn):**" in compaction["summary"]
+    assert compacted["firstKeptEntryId"] == aborted["id"]
+    assert compaction["fromHook"] is False
+    # pi 1.6.0: the compaction's system checkpoint leads the context, then the kept reply.
+    assert after_roles == ["system", "compactionSummary", "assistant"]
+    assert state["messageCount"] == 3
+    assert [(e["message"]["role"], e["message"].get("stopReason")) for e in recorded] == [
         ("system", None),
         ("user", None),
         ("assistant", "stop"),
         ("user", None),
+        ("assistant", "aborted"),
         ("user", None),
         ("assistant", "stop"),
     ]
-    [compaction] = [e for e in entries if e["type"] == "compaction"]
-    assert compaction["fromHook"] is False
 
 
 async def test_new_session_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
