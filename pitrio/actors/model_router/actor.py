@@ -204,6 +204,8 @@ class ModelRouter(Actor[RouterCommand]):
                 user = load_models_json(models_path)
             except ModelsJsonError as exc:
                 problems.append(str(exc))
+            if user is not None:
+                problems += user.notes
         builtin = catalogue.models() if config.catalogue else ()
         try:
             physical, virtual = merge_models(builtin, user)
@@ -280,10 +282,11 @@ class ModelRouter(Actor[RouterCommand]):
     def problems(self) -> tuple[str, ...]:
         """Configuration problems (``models.json`` errors, a refused ``auth.json``)."""
         problem = self.credentials.problem
-        return self._problems + ((problem,) if problem else ())
+        notes = (*self.registry.notes, *self.credentials.notes)
+        return self._problems + notes + ((problem,) if problem else ())
 
     def _register_provider(self, name: str, config: dict[str, Any], source: str) -> tuple[str, ...]:
-        user = parse_models_json(orjson.dumps({"providers": {name: config}}), source)
+        user = parse_models_json(orjson.dumps({"providers": {name: config}}), source, schema=False)
         physical, virtual = merge_models((), user)
         for model in physical:
             self.registry.register(model)

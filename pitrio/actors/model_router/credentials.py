@@ -37,7 +37,12 @@ import orjson
 import trio
 
 from pitrio.actors.model_router import config_value, oauth
-from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
+from pitrio.actors.model_router.catalogue import (
+    RENAMED_PROVIDERS,
+    has_ambient_credentials,
+    provider_env_vars,
+    renamed_note,
+)
 from pitrio.errors import AuthFileError, CredentialError
 from pitrio.messages.ostext import os_text_problem
 
@@ -266,6 +271,8 @@ class Credentials:
         self.env_vars = dict(provider_env_vars() if env_vars is None else env_vars)
         self.command_timeout = command_timeout
         self._auth: dict[str, AuthEntry] | None = None
+        self.notes: list[str] = []
+        """Entries filed under a provider id pi renamed (read under the new id)."""
         self._auth_error: AuthFileError | None = None
         self._command_cache: dict[str, str | None] = {}
         self._command_failures: dict[str, str] = {}
@@ -530,7 +537,19 @@ class Credentials:
                     self._auth = load_auth_file(self.auth_path)
                 except AuthFileError as exc:
                     self._auth_error = exc
+                else:
+                    self._alias_renamed(self._auth)
         return self._auth or {}
+
+    def _alias_renamed(self, entries: dict[str, AuthEntry]) -> None:
+        # An entry under a renamed provider's old id serves the new id (pi 1.6.0 would ignore
+        # it); one under the new id wins. Only the in-memory table changes, never the file.
+        for old, new in RENAMED_PROVIDERS.items():
+            if old in entries and new not in entries:
+                entries[new] = entries[old]
+                note = renamed_note(old, f"{self.auth_path}: entry {old!r}")
+                if note not in self.notes:
+                    self.notes.append(note)
 
     async def _value(
         self,

@@ -266,8 +266,7 @@ def affinity_format(model: Model) -> str:
 
 
 def _compat_flag(model: Model, name: str) -> bool:
-    """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
-    ``supportsLongCacheRetention``)."""
+    """One of the model's ``compat`` flags that default to true (``supportsLongCacheRetention``)."""
     compat = model.compat if isinstance(model.compat, Mapping) else {}
     return compat.get(name, True) is not False
 
@@ -334,9 +333,10 @@ def build_request(
 
     With a session (and caching not off), its id also goes in headers by the model's
     ``compat.sessionAffinityFormat`` (pi 1.6.0): ``openrouter`` (the default at OpenRouter)
-    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` (unless the model's
-    ``sendSessionIdHeader`` is false) and ``x-client-request-id``; another format only
-    ``x-client-request-id``. The configured headers still win.
+    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` and
+    ``x-client-request-id``; ``openai-nosession`` only ``x-client-request-id`` (pi 1.6.0 dropped
+    ``compat.sendSessionIdHeader`` for it: the key is ignored, with a note). The configured
+    headers still win.
     """
     session: dict[str, str] = {}
     if options.session_id and cache_retention != "none":
@@ -344,7 +344,7 @@ def build_request(
         if form == "openrouter":
             session["x-session-id"] = options.session_id
         else:
-            if form == "openai" and _compat_flag(model, "sendSessionIdHeader"):
+            if form == "openai":
                 session["session-id"] = options.session_id
             session["x-client-request-id"] = options.session_id
     return bearer_json_request(
