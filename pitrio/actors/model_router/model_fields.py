@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from pitrio.messages import codec
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.codec import Extra
 from pitrio.messages.model import Model, ModelCost
@@ -104,15 +105,26 @@ def _number(value: Any) -> bool:
 # -- merging (models.json) -------------------------------------------------------------------
 
 
-def with_extra(model: Model, fields: Mapping[str, Any]) -> Model:
-    """``model`` with ``fields`` set in its extra (kept in pi's key order, new keys last)."""
-    if not fields:
+CUSTOM_MODEL_ORDER: tuple[str, ...] = (
+    "id", "name", "api", "provider", "baseUrl", "reasoning", "thinkingLevelMap", "input",
+    "inputLimits", "cost", "promptCache", "contextWindow", "maxTokens", "samplingParams",
+    "samplingParamsByThinkingLevel", "headers", "compat",
+)  # fmt: skip
+"""The key order of a model pi 1.6.0 builds from a ``models.json`` entry (its wire order)."""
+
+
+def with_extra(
+    model: Model, fields: Mapping[str, Any], order: tuple[str, ...] | None = None
+) -> Model:
+    """``model`` with ``fields`` set in its extra. Keys keep the order ``model`` is written in
+    (new ones follow), or take ``order`` where it names them."""
+    if not fields and order is None:
         return model
-    current = model.extra or {}
-    order = getattr(current, "order", tuple(current))
-    values = {**current, **fields}
-    merged = Extra(values, tuple(order) + tuple(k for k in fields if k not in order))
-    return attrs.evolve(model, extra=merged)
+    written = list(codec.to_json(model))
+    keys = written + [key for key in fields if key not in written]
+    if order is not None:
+        keys = [key for key in order if key in keys] + [key for key in keys if key not in order]
+    return attrs.evolve(model, extra=Extra({**(model.extra or {}), **fields}, tuple(keys)))
 
 
 def with_cost_tiers(cost: ModelCost, tiers: list[Any]) -> ModelCost:

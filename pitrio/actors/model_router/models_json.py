@@ -635,7 +635,8 @@ def _custom_model(
         headers=provider.headers,
         compat=_merge_compat(provider.compat, _auth(provider)),
     )
-    return _apply_fields(check, base, raw, entry, override=False)
+    model = _apply_fields(check, base, raw, entry, override=False)
+    return model_fields.with_extra(model, {}, model_fields.CUSTOM_MODEL_ORDER)
 
 
 def _auth(provider: ProviderConfig) -> dict[str, Any] | None:
