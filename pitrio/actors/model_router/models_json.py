@@ -325,7 +325,7 @@ def _expected(error: Any) -> str:
         if "number" in names and schema.get("exclusiveMinimum") == 0:
             wanted = "a positive number"
         else:
-            wanted = " or ".join(_TYPE_NAMES.get(name, name) for name in names)
+            wanted = " or ".join(_TYPE_NAMES.get(str(name), str(name)) for name in names)
         return f"expected {wanted}, got {_kind(error.instance)}"
     if kind == "exclusiveMinimum":
         bound = error.validator_value
@@ -345,7 +345,7 @@ def _expected(error: Any) -> str:
         types = [option.get("type") for option in error.validator_value]
         if all(isinstance(name, str) and len(option) == 1
                for name, option in zip(types, error.validator_value, strict=True)):  # fmt: skip
-            wanted = " or ".join(_TYPE_NAMES.get(name, name) for name in types)
+            wanted = " or ".join(_TYPE_NAMES.get(str(name), str(name)) for name in types)
             return f"expected {wanted}, got {_kind(error.instance)}"
     return str(error.message)
 
