@@ -195,3 +195,51 @@ def test_an_extension_provider_block_is_not_held_to_the_file_schema() -> None:
         parse_models_json(orjson.dumps(block), FILE)
     user = parse_models_json(orjson.dumps(block), "extension x", schema=False)
     assert merge_models((), user)[0][0].cost.input == 1
+
+
+async def test_cloudflare_needs_its_ids_and_its_urls_get_them(tmp_path: Path) -> None:
+    from pitrio.actors.model_router.credentials import Credentials
+    from pitrio.errors import CredentialError
+
+    key_only = Credentials(auth_path=None, env={"CLOUDFLARE_API_KEY": "k"})
+    assert not key_only.configured("cloudflare-workers-ai")  # pi 1.6.0: the account id too
+    url = "https://api.cloudflare.com/client/v4/accounts/{CLOUDFLARE_ACCOUNT_ID}/ai/v1"
+    with pytest.raises(CredentialError, match="set CLOUDFLARE_ACCOUNT_ID"):
+        key_only.base_url("cloudflare-workers-ai", url)
+    env = {"CLOUDFLARE_API_KEY": "k", "CLOUDFLARE_ACCOUNT_ID": "acct"}
+    workers = Credentials(auth_path=None, env=env)
+    assert workers.configured("cloudflare-workers-ai")
+    assert not workers.configured("cloudflare-ai-gateway")  # and the gateway's id
+    assert workers.base_url("cloudflare-workers-ai", url) == url.replace(
+        "{CLOUDFLARE_ACCOUNT_ID}", "acct"
+    )
+    # The auth.json entry's env names them too (pi's login stores them there).
+    auth = tmp_path / "auth.json"
+    auth.write_text(
+        '{"cloudflare-ai-gateway": {"type": "api_key", "key": "k", '
+        '"env": {"CLOUDFLARE_ACCOUNT_ID": "a1", "CLOUDFLARE_GATEWAY_ID": "g1"}}}'
+    )
+    auth.chmod(0o600)
+    gateway = Credentials(auth_path=auth, env={})
+    assert gateway.configured("cloudflare-ai-gateway")
+    assert (
+        gateway.base_url(
+            "cloudflare-ai-gateway",
+            "https://x/{CLOUDFLARE_ACCOUNT_ID}/{CLOUDFLARE_GATEWAY_ID}/openai",
+        )
+        == "https://x/a1/g1/openai"
+    )
+
+
+def test_listing_order_is_javascripts_locale_compare() -> None:
+    from pitrio.transports.models_cli import collation_key
+
+    # What pi 1.6.0 prints (localeCompare): case only breaks ties, punctuation before digits
+    # before letters (checked against node 22).
+    ids = ["~openai/gpt-latest", "Qwen/Qwen3-8B", "openai/gpt-5:batch", "openai/gpt-5",
+           "MiniMax-M2.5", "minimax-m2", "deepseek-v4", "a_b", "a-b", "a.b", "a1"]  # fmt: skip
+    assert sorted(ids, key=collation_key) == [
+        "~openai/gpt-latest", "a_b", "a-b", "a.b", "a1", "deepseek-v4", "minimax-m2",
+        "MiniMax-M2.5", "openai/gpt-5", "openai/gpt-5:batch", "Qwen/Qwen3-8B",
+    ]  # fmt: skip
+    assert sorted(["B", "b", "a"], key=collation_key) == ["a", "b", "B"]

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import gc
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -215,6 +216,30 @@ def provider_env_vars() -> dict[str, tuple[str, ...]]:
     for name, keys in _document()["keyOnlyProviders"].items():
         table.setdefault(name, tuple(keys))
     return table
+
+
+_URL_VARIABLE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
+
+
+@functools.cache
+def url_variables() -> dict[str, tuple[str, ...]]:
+    """The variables each built-in provider's base URLs name (``{CLOUDFLARE_ACCOUNT_ID}``):
+    pi 1.6.0 counts such a provider configured only with them set, and fills them in."""
+    table: dict[str, tuple[str, ...]] = {}
+    for model in models():
+        for name in _URL_VARIABLE.findall(model.base_url):
+            names = table.get(model.provider, ())
+            if name not in names:
+                table[model.provider] = (*names, name)
+    return table
+
+
+def fill_url(url: str, env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """``url`` with its ``{NAME}`` variables from ``env``, and the names ``env`` lacks."""
+    missing = tuple(name for name in _URL_VARIABLE.findall(url) if not env.get(name))
+    if missing:
+        return url, missing
+    return _URL_VARIABLE.sub(lambda found: env[found.group(1)], url), ()
 
 
 def ambient_credential_sets(provider: str) -> tuple[tuple[str, ...], ...]:

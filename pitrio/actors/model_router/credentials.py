@@ -39,9 +39,11 @@ import trio
 from pitrio.actors.model_router import config_value, oauth
 from pitrio.actors.model_router.catalogue import (
     RENAMED_PROVIDERS,
+    fill_url,
     has_ambient_credentials,
     provider_env_vars,
     renamed_note,
+    url_variables,
 )
 from pitrio.errors import AuthFileError, CredentialError
 from pitrio.messages.ostext import os_text_problem
@@ -302,6 +304,8 @@ class Credentials:
         """
         if provider in self.keyless:
             return True
+        if self._missing_url_variables(provider):
+            return False  # pi 1.6.0: Cloudflare needs its account (and gateway) id too
         entry = self._load_auth().get(provider)
         if isinstance(entry, OAuthEntry):
             return True
@@ -315,6 +319,13 @@ class Credentials:
         if self._env_key(provider) is not None:
             return True
         return has_ambient_credentials(provider, self.env)  # AWS chain, Google ADC
+
+    def _missing_url_variables(self, provider: str) -> tuple[str, ...]:
+        names = url_variables().get(provider, ())
+        if not names:
+            return ()
+        env = self.env_for(provider)
+        return tuple(name for name in names if not env.get(name))
 
     def needs_key(self, provider: str) -> bool:
         """Whether requests to ``provider`` must carry a key."""
@@ -395,8 +406,20 @@ class Credentials:
         """The base URL requests to ``provider`` go to: a Copilot OAuth token names its own.
 
         pi sends GitHub Copilot requests to the API host in the token's ``proxy-ep`` (else the
-        enterprise domain's); every other provider keeps ``configured``.
+        enterprise domain's); ``{NAME}`` variables of a URL (Cloudflare's account and gateway)
+        are filled in, a :class:`CredentialError` naming them when unset; every other
+        provider keeps ``configured``.
         """
+        if "{" in configured:
+            # pi 1.6.0's Cloudflare URLs name the account (and gateway): from the auth.json
+            # entry's env, then the process's.
+            filled, missing = fill_url(configured, self.env_for(provider))
+            if missing:
+                raise CredentialError(
+                    f"{provider}: set {' and '.join(missing)} (environment or the env of its "
+                    f"auth.json entry): its base URL {configured} names them"
+                )
+            return filled
         if provider != "github-copilot":
             return configured
         entry = self._load_auth().get(provider)
