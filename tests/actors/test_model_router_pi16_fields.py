@@ -243,3 +243,48 @@ def test_listing_order_is_javascripts_locale_compare() -> None:
         "MiniMax-M2.5", "openai/gpt-5", "openai/gpt-5:batch", "Qwen/Qwen3-8B",
     ]  # fmt: skip
     assert sorted(["B", "b", "a"], key=collation_key) == ["a", "b", "B"]
+
+
+def test_a_tiered_price_applies_to_the_whole_request_as_pi_prices_it() -> None:
+    from pitrio.actors.model_router.usage import make_usage
+
+    [model] = [m for m in CATALOGUE if model_fields.cost_tiers(m.cost)][:1]
+    [tier, *_] = model_fields.cost_tiers(model.cost)
+    edge = int(tier["inputTokensAbove"])
+    below = make_usage(input=edge - 100, cache_read=100, output=1000, model=model)
+    assert below.cost.input == model.cost.input / 1_000_000 * (edge - 100)
+    assert below.cost.output == model.cost.output / 1_000_000 * 1000
+    above = make_usage(input=edge - 100, cache_read=101, output=1000, model=model)
+    assert above.cost.input == tier["input"] / 1_000_000 * (edge - 100)
+    assert above.cost.output == tier["output"] / 1_000_000 * 1000
+    assert above.cost.cache_read == tier["cacheRead"] / 1_000_000 * 101
+
+
+def test_sampling_params_go_last_into_openai_bodies() -> None:
+    import attrs
+
+    from pitrio.actors.model_router.providers import openai_completions, openai_responses
+    from pitrio.messages import user_message
+    from pitrio.messages.model import LlmContext, StreamOptions
+
+    user = parse_models_json(
+        orjson.dumps(
+            local(
+                {
+                    "id": "m",
+                    "reasoning": True,
+                    "samplingParams": {"temperature": 0.6, "stream": True},
+                    "samplingParamsByThinkingLevel": {"high": {"temperature": 1}},
+                }
+            )
+        ),
+        FILE,
+    )
+    model = merge_models((), user)[0][0]
+    context = LlmContext(system_prompt="s", messages=(user_message("hi", timestamp=1),))
+    body = openai_completions.build_body(model, context, StreamOptions(reasoning="high"))
+    assert body["temperature"] == 1 and list(body)[-1] == "temperature"
+    assert openai_completions.build_body(model, context, StreamOptions())["temperature"] == 0.6
+    responses = attrs.evolve(model, api="openai-responses")
+    body = openai_responses.build_body(responses, context, StreamOptions(reasoning="high"))
+    assert body["temperature"] == 1

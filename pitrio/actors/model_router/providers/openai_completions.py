@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
@@ -42,7 +43,7 @@ from pitrio.actors.model_router.providers.openai_compat import (
     normalize_tool_id,
 )
 from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
-from pitrio.actors.model_router.thinking import reasoning_effort
+from pitrio.actors.model_router.thinking import effective_thinking_level, reasoning_effort
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -284,6 +285,9 @@ def build_body(
         body["provider"] = compat.open_router_routing
     if compat.vercel_gateway_routing:
         body["providerOptions"] = {"gateway": compat.vercel_gateway_routing}
+    # pi 1.6.0: the model's samplingParams (then its thinking level's) go in last, over the
+    # named fields.
+    body.update(sampling_params(model, effective_thinking_level(model, options.reasoning)))
     return body
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import CacheRetention, output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
@@ -317,6 +318,8 @@ def build_body(
             off = (model.thinking_level_map or {}).get("off", "none")
             if off is not None:
                 body["reasoning"] = {"effort": off}
+    # pi 1.6.0: the model's samplingParams (then its thinking level's) go in last.
+    body.update(sampling_params(model, effective_thinking_level(model, options.reasoning)))
     return body
 
 
