@@ -42,8 +42,9 @@ from pitrio.actors.model_router.providers.openai_compat import (
     detect_compat,
     normalize_tool_id,
 )
+from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
 from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
-from pitrio.actors.model_router.thinking import effective_thinking_level, reasoning_effort
+from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -267,27 +268,19 @@ def build_body(
         body["tools"] = [
             completions_tool(tool, compat.supports_strict_mode) for tool in context.tools
         ]
-    if model.reasoning:
-        effort = reasoning_effort(model, options.reasoning)
-        if effort is not None:
-            effort = compat.reasoning_effort_map.get(effort, effort)
-        if compat.thinking_format == "openai":
-            if effort is not None and compat.supports_reasoning_effort:
-                body["reasoning_effort"] = effort
-        elif compat.thinking_format == "openrouter":
-            if effort is not None:
-                body["reasoning"] = {"effort": effort}
-        elif compat.thinking_format == "zai":
-            body["thinking"] = {"type": "enabled" if effort else "disabled"}
-        else:
-            body["enable_thinking"] = effort is not None
+        if compat.zai_tool_stream:
+            body["tool_stream"] = True
+    if compat.vllm_priority is not None:
+        body["priority"] = compat.vllm_priority
+    level = effective_thinking_level(model, options.reasoning)
+    body.update(thinking_fields(model, compat, level))
     if compat.open_router_routing:
         body["provider"] = compat.open_router_routing
     if compat.vercel_gateway_routing:
         body["providerOptions"] = {"gateway": compat.vercel_gateway_routing}
     # pi 1.6.0: the model's samplingParams (then its thinking level's) go in last, over the
     # named fields.
-    body.update(sampling_params(model, effective_thinking_level(model, options.reasoning)))
+    body.update(sampling_params(model, level))
     return body
 
 

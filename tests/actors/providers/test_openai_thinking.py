@@ -1,0 +1,73 @@
+"""The thinking fields of pi 1.6.0's thinking formats (facts checked against real pi by
+tests/interop/test_pi_thinking_formats.py; these run without it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pitrio.actors.model_router.providers.openai_compat import OpenAICompat, detect_compat
+from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
+from pitrio.messages.model import Model, ModelCost
+
+MAP = {"off": "none", "minimal": None, "high": "hi"}
+
+
+def model(mapped: bool = False, **changes: Any) -> Model:
+    fields: dict[str, Any] = {
+        "id": "m", "name": "m", "api": "openai-completions", "provider": "p",
+        "base_url": "http://h/v1", "reasoning": True, "input": ("text",), "cost": ModelCost(),
+        "context_window": 1000, "max_tokens": 100,
+        "thinking_level_map": MAP if mapped else None,
+    }  # fmt: skip
+    fields.update(changes)
+    return Model(**fields)
+
+
+@pytest.mark.parametrize(
+    ("form", "level", "mapped", "expected"),
+    [
+        ("openai", "high", True, {"reasoning_effort": "hi"}),
+        ("openai", "off", True, {"reasoning_effort": "none"}),
+        ("openai", "off", False, {}),
+        ("openrouter", "off", False, {"reasoning": {"effort": "none"}}),
+        ("deepseek", "high", False, {"thinking": {"type": "enabled"}, "reasoning_effort": "high"}),
+        ("together", "off", False, {"reasoning": {"enabled": False}}),
+        ("zai", "high", False,
+         {"thinking": {"type": "enabled", "clear_thinking": False}, "reasoning_effort": "high"}),
+        ("qwen", "off", False, {"enable_thinking": False}),
+        ("qwen-chat-template", "high", False,
+         {"chat_template_kwargs": {"enable_thinking": True, "preserve_thinking": True}}),
+        ("ant-ling", "high", False, {}),
+        ("ant-ling", "off", True, {"reasoning_effort": "none"}),
+        ("string-thinking", "high", True, {"thinking": "hi"}),
+    ],
+)  # fmt: skip
+def test_thinking_formats(form: str, level: str, mapped: bool, expected: dict[str, Any]) -> None:
+    compat = OpenAICompat(thinking_format=form)
+    assert thinking_fields(model(mapped), compat, level) == expected
+
+
+def test_template_variables() -> None:
+    kwargs = {"on": {"$var": "thinking.enabled"}, "effort": {"$var": "thinking.effort"},
+              "hidden": {"$var": "thinking.effort", "omitWhenOff": True}, "fixed": 7}  # fmt: skip
+    compat = OpenAICompat(thinking_format="chat-template", chat_template_kwargs=kwargs)
+    assert thinking_fields(model(True), compat, "high") == {
+        "chat_template_kwargs": {"on": True, "effort": "hi", "hidden": "hi", "fixed": 7}
+    }
+    assert thinking_fields(model(True), compat, "off") == {
+        "chat_template_kwargs": {"on": False, "effort": "none", "fixed": 7}
+    }
+
+
+def test_detected_formats_and_efforts() -> None:
+    assert detect_compat(model(provider="deepseek")).thinking_format == "deepseek"
+    assert detect_compat(model(base_url="https://api.together.xyz/v1")).thinking_format == (
+        "together"
+    )
+    zai = detect_compat(model(provider="zai"))
+    assert (zai.thinking_format, zai.supports_reasoning_effort) == ("zai", False)
+    assert not detect_compat(model(provider="xai")).supports_reasoning_effort
+    assert detect_compat(model()).supports_reasoning_effort
+    assert thinking_fields(model(reasoning=False), OpenAICompat(), "high") == {}
