@@ -87,14 +87,14 @@ for (const [name, models] of Object.entries(MODELS)) {
   }
   process.env = realEnv;
   const list = Object.values(models).map((m) => {
-    // ``type`` is "chat" for every model of MODELS (image and classifier models live in
-    // tables of their own). ``provider`` is the table's key, kept where pi puts it: the key
-    // order is pi's wire order (get_available_models), which varies from model to model.
-    const { type, ...rest } = m;
+    // Every key is kept where pi puts it: the key order is pi's wire order
+    // (get_available_models), which varies from model to model. ``type`` is "chat" for every
+    // model of MODELS (image and classifier models live in tables of their own); ``provider``
+    // is the table's key.
     const filed = m.provider;
     if (filed !== name) throw new Error(`model ${m.id} filed under ${name} names ${filed}`);
-    if (type !== undefined && type !== "chat") throw new Error(`model ${m.id} is a ${type} model`);
-    return rest;
+    if (m.type !== undefined && m.type !== "chat") throw new Error(`${m.id} is a ${m.type} model`);
+    return m;
   });
   providers.push({ name, envKeys, ambient, models: list });
 }

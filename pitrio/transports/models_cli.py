@@ -116,12 +116,6 @@ def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequen
     )
 
 
-def _listed(router: ModelRouter, model: Model, reason: str | None) -> bool:
-    if reason is None:
-        return True
-    return reason.startswith("no adapter") and router.credentials.configured(model.provider)
-
-
 def list_models_command(
     search: str | None,
     *,
@@ -147,7 +141,7 @@ def list_models_command(
     reasons = {m.ref: router.availability(m) for m in candidates}
     # A provider with credentials is listed even where its API has no adapter yet (pi lists
     # it); asking that model for a reply is the error naming the API.
-    models = candidates if every else [m for m in candidates if _listed(router, m, reasons[m.ref])]
+    models = candidates if every else [m for m in candidates if router.listed(m)]
     if not models:
         hidden = [m for m in candidates if (reasons[m.ref] or "").startswith("no API key")]
         if search:

@@ -38,8 +38,7 @@ process.stdout.write(JSON.stringify(MODELS));
 
 
 def as_pi(model: Model) -> dict[str, Any]:
-    """``model`` in pi's field names, the way models.generated.js spells it (``type`` is pi's
-    model kind: every model of ``MODELS`` is a chat model)."""
+    """``model`` in pi's field names, the way models.generated.js spells it."""
     out: dict[str, Any] = {
         "id": model.id,
         "name": model.name,
@@ -65,7 +64,7 @@ def as_pi(model: Model) -> dict[str, Any]:
     ):
         if value is not None:
             out[key] = value
-    return {**out, **(model.extra or {}), "type": "chat"}
+    return {**out, **(model.extra or {})}
 
 
 def test_the_catalogue_holds_every_model_pi_lists_field_for_field() -> None:
@@ -89,10 +88,11 @@ def test_the_catalogue_holds_every_model_pi_lists_field_for_field() -> None:
     assert mine.keys() == theirs.keys()
     assert [mine[k] for k in theirs] == list(theirs.values())
     assert tuple(pi_models) == catalogue.BUILTIN_PROVIDERS  # pi's order
-    # Key for key in pi's order too, as get_available_models sends them (the ``type`` aside).
+    # Key for key in pi's order too, as get_available_models sends them (``type`` included).
     for key, theirs_model in theirs.items():
         [model] = [m for m in catalogue.models() if (m.provider, m.id) == key]
-        assert list(codec.to_json(model)) == [k for k in theirs_model if k != "type"]
+        assert list(codec.to_json(model)) == list(theirs_model)
+        assert (model.extra or {})["type"] == "chat"
 
 
 def test_pi_1_6_fields_are_read_with_their_types() -> None:

@@ -10,6 +10,8 @@ provider has credentials.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -183,3 +185,51 @@ def test_a_refused_models_json_is_named_on_stderr(shots: dict[tuple[str, str], O
         assert not [row for row in rows(shot.stdout) if row[0] == "local"], agent
     mine = shots[(case, "pitrio")].stderr
     assert "models.json: providers.local.apiKey: expected a string, got the number 5" in mine
+
+
+def rpc_available_models(argv: list[str], env: dict[str, str], root: Path) -> list[Any]:
+    """``get_available_models`` over RPC: the models, as the agent sends them."""
+    from tests.interop.pi_oneshot import base_env
+
+    agent_dir, work = root / "agent", root / "work"
+    agent_dir.mkdir(parents=True)
+    work.mkdir()
+    full_env = {**base_env(root, agent_dir), **env}
+    request = json.dumps({"id": "1", "type": "get_available_models"}) + "\n"
+    with subprocess.Popen(
+        [*argv, "--mode", "rpc", "--no-session"],
+        cwd=work,
+        env=full_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(request)
+        process.stdin.flush()
+        try:
+            for line in process.stdout:
+                answer = json.loads(line)
+                if answer.get("id") == "1":
+                    return list(answer["data"]["models"])
+        finally:
+            process.kill()
+    raise AssertionError("no answer to get_available_models")
+
+
+def test_get_available_models_sends_the_catalogue_as_pi(tmp_path: Path) -> None:
+    # Key for key and in pi's order: radius's pi-messages models included (offered, as pi
+    # offers them; using one is the error naming the API), type "chat", tiers, inputLimits.
+    if _CLI is None:
+        pytest.skip(WHY)
+    env = {"ANTHROPIC_API_KEY": "k", "RADIUS_API_KEY": "k", "OPENROUTER_API_KEY": "k"}
+    pi_cmd, mine_cmd = pi_argv(), pitrio_argv()
+    assert pi_cmd is not None
+    with ThreadPoolExecutor(2) as pool:
+        theirs, ours = pool.map(
+            lambda job: rpc_available_models(job[0], env, tmp_path / job[1]),
+            [(pi_cmd, "pi"), (mine_cmd, "pitrio")],
+        )
+    assert len(theirs) > 400 and any(m["api"] == "pi-messages" for m in theirs)
+    assert [json.dumps(m) for m in ours] == [json.dumps(m) for m in theirs]
