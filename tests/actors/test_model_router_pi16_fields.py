@@ -288,3 +288,29 @@ def test_sampling_params_go_last_into_openai_bodies() -> None:
     responses = attrs.evolve(model, api="openai-responses")
     body = openai_responses.build_body(responses, context, StreamOptions(reasoning="high"))
     assert body["temperature"] == 1
+
+
+def test_a_model_reference_under_the_old_azure_id_is_warned_about(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from pitrio.actors.model_router.catalogue import renamed_reference
+
+    assert renamed_reference("azure/gpt-4.1") is None
+    assert renamed_reference("openai/gpt-5") is None
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PITRIO_AGENT_DIR": str(tmp_path / "agent"),
+        "AZURE_OPENAI_API_KEY": "k",
+        "AZURE_OPENAI_BASE_URL": "http://127.0.0.1:9/openai/v1",  # nothing listens: fails fast
+    }
+    argv = [sys.executable, "-m", "pitrio.transports.cli", "--no-session"]
+    done = subprocess.run(
+        [*argv, "--model", "azure-openai-responses/gpt-4.1", "-p", "hi"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (
+        "Warning: model azure-openai-responses/gpt-4.1: provider 'azure-openai-responses' was "
+        "renamed 'azure' in pi 1.6.0" in done.stderr
+    ), done.stderr

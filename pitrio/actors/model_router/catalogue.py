@@ -66,6 +66,12 @@ RENAMED_PROVIDERS: dict[str, str] = {"azure-openai-responses": "azure"}
 pitrio takes it as the new one and says so."""
 
 
+def renamed_reference(pattern: str) -> str | None:
+    """The note for a model reference (``--model``) naming a renamed provider, else ``None``."""
+    old, sep, _ = pattern.partition("/")
+    return renamed_note(old, f"model {pattern}") if sep and old in RENAMED_PROVIDERS else None
+
+
 def renamed_note(old: str, where: str) -> str:
     """The note shown when ``where`` names provider ``old``, which pi renamed."""
     new = RENAMED_PROVIDERS[old]
