@@ -24,6 +24,8 @@ from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pitrio_argv, run
 
 _NODE, _CLI, WHY = find_pi()
 FIELDS = (
+    "thinking_token_budget",
+    "thinking_budget",
     "reasoning_effort",
     "reasoning",
     "thinking",
@@ -40,6 +42,8 @@ KWARGS = {
     "hidden": {"$var": "thinking.effort", "omitWhenOff": True},
     "fixed": 7,
 }
+
+BUDGET = {"budget": {"$var": "thinking.budget"}, "on": {"$var": "thinking.enabled"}}
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,11 @@ CASES = [
     Case({"thinkingFormat": "baseten", "chatTemplateArgs": KWARGS}, "off", True),
     Case({"thinkingFormat": "baseten", "chatTemplateArgs": KWARGS}, "off"),
     Case({"zaiToolStream": True, "vllmPriority": 3}, "high"),
+    Case({"thinkingFormat": "qwen", "supportsThinkingTokenBudget": True}, "high"),
+    Case({"thinkingTokenBudgetField": "thinking_budget"}, "xhigh"),
+    Case({"thinkingTokenBudgetField": "thinking_budget"}, "off"),
+    Case({"thinkingFormat": "chat-template", "chatTemplateKwargs": BUDGET}, "low"),
+    Case({"thinkingFormat": "baseten", "chatTemplateArgs": BUDGET}, "medium"),
 ]
 
 

@@ -71,3 +71,22 @@ def test_detected_formats_and_efforts() -> None:
     assert not detect_compat(model(provider="xai")).supports_reasoning_effort
     assert detect_compat(model()).supports_reasoning_effort
     assert thinking_fields(model(reasoning=False), OpenAICompat(), "high") == {}
+
+
+def test_thinking_budgets_leave_room_for_the_answer() -> None:
+    field = OpenAICompat(thinking_token_budget_field="thinking_budget")
+    assert thinking_fields(model(), field, "high", 16384) == {
+        "reasoning_effort": "high",
+        "thinking_budget": 16384 - 1024,
+    }
+    assert thinking_fields(model(), field, "low", 100000)["thinking_budget"] == 2048
+    assert "thinking_budget" not in thinking_fields(model(), field, "high", 1024)  # no room
+    assert "thinking_budget" not in thinking_fields(model(), field, "off", 100000)
+    flag = OpenAICompat(supports_thinking_token_budget=True)
+    assert thinking_fields(model(), flag, "max", 100000)["thinking_token_budget"] == 16384
+    kwargs = {"b": {"$var": "thinking.budget"}}
+    template = OpenAICompat(thinking_format="chat-template", chat_template_kwargs=kwargs)
+    assert thinking_fields(model(), template, "medium", 100000) == {
+        "chat_template_kwargs": {"b": 8192}
+    }
+    assert thinking_fields(model(), template, "off", 100000) == {}

@@ -41,6 +41,8 @@ class OpenAICompat:
     chat_template_args: dict[str, Any] = attrs.field(factory=dict)
     zai_tool_stream: bool = False
     vllm_priority: Any = None
+    supports_thinking_token_budget: bool = False
+    thinking_token_budget_field: str | None = None
 
 
 _COMPAT_KEYS = {
@@ -62,6 +64,8 @@ _COMPAT_KEYS = {
     "chatTemplateArgs": "chat_template_args",
     "zaiToolStream": "zai_tool_stream",
     "vllmPriority": "vllm_priority",
+    "supportsThinkingTokenBudget": "supports_thinking_token_budget",
+    "thinkingTokenBudgetField": "thinking_token_budget_field",
 }
 
 

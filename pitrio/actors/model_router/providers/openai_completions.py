@@ -273,7 +273,8 @@ def build_body(
     if compat.vllm_priority is not None:
         body["priority"] = compat.vllm_priority
     level = effective_thinking_level(model, options.reasoning)
-    body.update(thinking_fields(model, compat, level))
+    ceiling = body.get("max_tokens", body.get("max_completion_tokens"))
+    body.update(thinking_fields(model, compat, level, ceiling))
     if compat.open_router_routing:
         body["provider"] = compat.open_router_routing
     if compat.vercel_gateway_routing:

@@ -19,10 +19,39 @@ from pitrio.messages.model import Model
 _ABSENT = object()
 
 
-def thinking_fields(model: Model, compat: OpenAICompat, level: str) -> dict[str, Any]:
-    """The body fields that ask ``model``'s server for thinking at ``level``, in pi's order."""
+DEFAULT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+"""pi 1.6.0's thinking budgets of a top-level budget field (``xhigh`` and ``max`` take
+``high``'s)."""
+MIN_ANSWER_TOKENS = 1024
+"""Tokens a budget always leaves for the answer under the shared output ceiling."""
+
+
+def thinking_budget(model: Model, level: str, ceiling: int | None) -> int | None:
+    """The budget for ``level`` under the body's output ceiling (``None``: thinking off or
+    no room), as pi caps a top-level budget field and ``thinking.budget`` template values."""
+    if level == "off" or not model.reasoning:
+        return None
+    budget = DEFAULT_BUDGETS["high" if level in ("xhigh", "max") else level]
+    room = (ceiling if ceiling is not None else model.max_tokens) - MIN_ANSWER_TOKENS
+    budget = min(budget, max(0, room))
+    return budget if budget > 0 else None
+
+
+def budget_field(compat: OpenAICompat) -> str | None:
+    """The top-level field capping reasoning tokens, if the server takes one."""
+    if compat.thinking_token_budget_field:
+        return compat.thinking_token_budget_field
+    return "thinking_token_budget" if compat.supports_thinking_token_budget else None
+
+
+def thinking_fields(
+    model: Model, compat: OpenAICompat, level: str, ceiling: int | None = None
+) -> dict[str, Any]:
+    """The body fields that ask ``model``'s server for thinking at ``level``, in pi's order
+    (``ceiling``: the body's output limit, which a thinking budget must leave room under)."""
     if not model.reasoning:
         return {}
+    budget = thinking_budget(model, level, ceiling)
     levels = model.thinking_level_map or {}
     effort = None if level == "off" else level  # pi's reasoningEffort: absent when off
 
@@ -58,11 +87,11 @@ def thinking_fields(model: Model, compat: OpenAICompat, level: str) -> dict[str,
     elif form == "qwen-chat-template":
         out["chat_template_kwargs"] = {"enable_thinking": bool(effort), "preserve_thinking": True}
     elif form == "chat-template":
-        values = _template_values(levels, effort, compat.chat_template_kwargs)
+        values = _template_values(levels, effort, compat.chat_template_kwargs, budget)
         if values:
             out["chat_template_kwargs"] = values
     elif form == "baseten":
-        values = _template_values(levels, effort, compat.chat_template_args)
+        values = _template_values(levels, effort, compat.chat_template_args, budget)
         if values:
             out["chat_template_args"] = values
         if compat.supports_reasoning_effort:
@@ -100,14 +129,17 @@ def thinking_fields(model: Model, compat: OpenAICompat, level: str) -> dict[str,
         out["reasoning_effort"] = compat.reasoning_effort_map.get(value, value)
     elif not effort and compat.supports_reasoning_effort and isinstance(off, str):
         out["reasoning_effort"] = off
+    field = budget_field(compat)
+    if field is not None and budget is not None:
+        out[field] = budget  # whatever the format: one server serves several
     return out
 
 
 def _template_values(
-    levels: Mapping[str, Any], effort: str | None, values: Mapping[str, Any]
+    levels: Mapping[str, Any], effort: str | None, values: Mapping[str, Any], budget: int | None
 ) -> dict[str, Any]:
     """``chat_template_kwargs``/``_args`` with pi's ``$var`` values filled in (an entry that
-    resolves to nothing is left out; ``thinking.budget`` is not supported: left out)."""
+    resolves to nothing is left out)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if not isinstance(value, Mapping):
@@ -120,6 +152,8 @@ def _template_values(
             out[key] = bool(effort)
             continue
         if variable == "thinking.budget":
+            if budget is not None:
+                out[key] = budget
             continue
         mapped = levels.get(effort if effort else "off", _ABSENT)
         if mapped is _ABSENT:
