@@ -90,3 +90,22 @@ def test_thinking_budgets_leave_room_for_the_answer() -> None:
         "chat_template_kwargs": {"b": 8192}
     }
     assert thinking_fields(model(), template, "off", 100000) == {}
+
+
+def test_tools_with_tool_history() -> None:
+    from pitrio.actors.model_router.providers import openai_completions
+    from pitrio.messages import user_message
+    from pitrio.messages.content import ToolCall
+    from pitrio.messages.model import LlmContext, StreamOptions
+    from tests.actors.providers.support import assistant, tool_result
+
+    call = assistant(ToolCall(id="c1", name="read", arguments={}), stop_reason="toolUse")
+    result = tool_result("c1", "x")
+    history = LlmContext(
+        system_prompt="s", messages=(user_message("hi", timestamp=0), call, result)
+    )
+    plain = LlmContext(system_prompt="s", messages=(user_message("hi", timestamp=0),))
+    needs = model(compat={"requiresToolsWithToolHistory": True})
+    assert openai_completions.build_body(needs, history, StreamOptions())["tools"] == []
+    assert "tools" not in openai_completions.build_body(needs, plain, StreamOptions())
+    assert "tools" not in openai_completions.build_body(model(), history, StreamOptions())

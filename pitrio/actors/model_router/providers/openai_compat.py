@@ -41,6 +41,7 @@ class OpenAICompat:
     chat_template_args: dict[str, Any] = attrs.field(factory=dict)
     zai_tool_stream: bool = False
     vllm_priority: Any = None
+    requires_tools_with_tool_history: bool = False
     supports_thinking_token_budget: bool = False
     thinking_token_budget_field: str | None = None
 
@@ -64,6 +65,7 @@ _COMPAT_KEYS = {
     "chatTemplateArgs": "chat_template_args",
     "zaiToolStream": "zai_tool_stream",
     "vllmPriority": "vllm_priority",
+    "requiresToolsWithToolHistory": "requires_tools_with_tool_history",
     "supportsThinkingTokenBudget": "supports_thinking_token_budget",
     "thinkingTokenBudgetField": "thinking_token_budget_field",
 }

@@ -241,6 +241,17 @@ def completions_tool(tool: ToolSpec, supports_strict: bool) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
+def _has_tool_history(context: LlmContext) -> bool:
+    for message in context.messages:
+        if isinstance(message, ToolResultMessage):
+            return True
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(block, ToolCall) for block in message.content
+        ):
+            return True
+    return False
+
+
 def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
 ) -> dict[str, Any]:
@@ -270,6 +281,8 @@ def build_body(
         ]
         if compat.zai_tool_stream:
             body["tool_stream"] = True
+    elif compat.requires_tools_with_tool_history and _has_tool_history(context):
+        body["tools"] = []  # servers that refuse tool calls in history without a tools list
     if compat.vllm_priority is not None:
         body["priority"] = compat.vllm_priority
     level = effective_thinking_level(model, options.reasoning)
