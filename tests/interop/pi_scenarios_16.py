@@ -27,6 +27,16 @@ from tests.interop.pi_steps import (
     tool,
 )
 
+MAXED = {
+    **VISION,
+    "id": "mock-max",
+    "name": "Mock Max",
+    "thinkingLevelMap": {"minimal": None, "xhigh": "xhigh", "max": "max"},
+    "promptCache": {"short": 300},
+    "inputLimits": {"maxRequestBytes": 1000000},
+}
+"""A reasoning model that maps ``max`` (pi 1.6.0's models.json fields, issue 34)."""
+
 # pi 1.6.0 compacts nothing while the session is shorter than keepRecentTokens (20,000 by
 # default: "Nothing to compact"); the scenarios that mean a compaction to happen keep little.
 KEEP_LITTLE = {"compaction": {"keepRecentTokens": 1}}
@@ -101,6 +111,24 @@ def scenarios_16() -> list[Scenario]:
                 cmd("get_state"),
             ],
             extra_models=(VISION,),
+        )
+    )
+    add(
+        Scenario(
+            # A model whose thinkingLevelMap maps max (and xhigh, and leaves minimal out):
+            # pi 1.6.0 offers max for it; set_thinking_level max keeps max (issue 34).
+            "available_thinking_levels_max",
+            [
+                DEFAULT,
+                cmd("set_model", provider="mock", modelId="mock-max"),
+                cmd("get_available_thinking_levels"),
+                cmd("set_thinking_level", level="max"),
+                cmd("get_state"),
+                cmd("cycle_thinking_level"),
+                cmd("cycle_thinking_level"),
+                cmd("get_available_models"),
+            ],
+            extra_models=(MAXED,),
         )
     )
     add(

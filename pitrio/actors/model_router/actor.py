@@ -204,6 +204,8 @@ class ModelRouter(Actor[RouterCommand]):
                 user = load_models_json(models_path)
             except ModelsJsonError as exc:
                 problems.append(str(exc))
+            if user is not None:
+                problems += user.notes
         builtin = catalogue.models() if config.catalogue else ()
         try:
             physical, virtual = merge_models(builtin, user)
@@ -280,10 +282,11 @@ class ModelRouter(Actor[RouterCommand]):
     def problems(self) -> tuple[str, ...]:
         """Configuration problems (``models.json`` errors, a refused ``auth.json``)."""
         problem = self.credentials.problem
-        return self._problems + ((problem,) if problem else ())
+        notes = (*self.registry.notes, *self.credentials.notes)
+        return self._problems + notes + ((problem,) if problem else ())
 
     def _register_provider(self, name: str, config: dict[str, Any], source: str) -> tuple[str, ...]:
-        user = parse_models_json(orjson.dumps({"providers": {name: config}}), source)
+        user = parse_models_json(orjson.dumps({"providers": {name: config}}), source, schema=False)
         physical, virtual = merge_models((), user)
         for model in physical:
             self.registry.register(model)
@@ -308,6 +311,15 @@ class ModelRouter(Actor[RouterCommand]):
                 return None  # Vertex without a key: application-default credentials
             return f"no API key for provider {model.provider}"
         return None
+
+    def listed(self, model: Model) -> bool:
+        """Whether ``model`` is offered (``get_available_models``, ``--list-models``): usable
+        now, or its provider has credentials and only an adapter for its API is missing (pi
+        offers it, e.g. radius's ``pi-messages`` models; a request then fails naming the API)."""
+        reason = self.availability(model)
+        if reason is None:
+            return True
+        return reason.startswith("no adapter") and self.credentials.configured(model.provider)
 
     def _usable(self, model: Model) -> bool:
         return self.availability(model) is None
@@ -350,8 +362,7 @@ class ModelRouter(Actor[RouterCommand]):
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
-                    usable = (m for m in registry.list() if self.availability(m) is None)
-                    reply.set(offered(usable))
+                    reply.set(offered(m for m in registry.list() if self.listed(m)))
                 case RegisterProvider(name=name, config=config, source=source, reply=reply):
                     reply.set(self._register_provider(name, config, source))
                 case UnregisterProvider(name=name, reply=reply):
@@ -444,15 +455,18 @@ class ModelRouterHandle(Handle[RouterCommand]):
         return await self.ask(ListModels)
 
     async def available_models(self) -> tuple[Model, ...]:
-        """The models usable now (credentials configured), in registration order; the faux
-        models only when no other is (:func:`~.registry.offered`)."""
+        """The models offered now (credentials configured; see :meth:`ModelRouter.listed`), in
+        registration order; the faux models only when no other is
+        (:func:`~.registry.offered`)."""
         return await self.ask(ListAvailable)
 
     async def first_configured(self) -> Model | None:
         """The first usable model that is not a faux one (what a session starts on when no
-        model is named or saved, as pi starts on its first available model), or ``None``."""
+        model is named or saved, as pi starts on its first available model), or ``None``.
+        A model offered without an adapter for its API is passed over: a session started
+        without a choice should be able to answer."""
         for model in await self.available_models():
-            if model.provider != FAUX_PROVIDER:
+            if model.provider != FAUX_PROVIDER and await self.availability(model) is None:
                 return model
         return None
 

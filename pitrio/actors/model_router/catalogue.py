@@ -1,15 +1,19 @@
-"""The built-in model catalogue: every provider and model of pi 0.73.1, kept as data.
+"""The built-in model catalogue: every provider and chat model of pi 1.6.0, kept as data.
 
 The facts live in ``catalogue.json`` beside this module, regenerated from pi-ai's npm package
 by ``scripts/gen_catalogue.py`` (ids, names, API, base URL, context window, output limit,
-prices in USD per million tokens, reasoning and input support, ``compat`` flags, thinking
-level maps, headers, and the environment variables of each provider's key). The file is read
+prices in USD per million tokens and their ``tiers``, reasoning and input support, ``compat``
+flags, thinking level maps, headers, ``inputLimits``, ``promptCache``, and the environment
+variables of each provider's key). A model field pitrio has no attribute for is kept, in
+pi's key order, in the model's ``extra`` (so it reaches RPC clients as pi sends it; see
+:mod:`.model_fields` for typed readers). The file is read
 and turned into :class:`~pitrio.messages.model.Model` objects on first use only, so importing
 this module costs nothing; the tables other modules import by name (``CATALOGUE``,
 ``PROVIDER_APIS``, ...) are computed then, through the module's ``__getattr__``.
 
-Models whose API has no adapter yet stay listed; asking one for a stream is an error naming
-the API. ``models.json`` overrides any figure (``modelOverrides``) or adds models.
+Models whose API has no adapter (``pi-messages``, pi's own format) stay listed; asking one for
+a stream is an error naming the API. ``models.json`` overrides any figure (``modelOverrides``)
+or adds models.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import functools
 import gc
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from pitrio.messages.codec import Extra
 from pitrio.messages.model import Model, ModelCost
 
 OPENAI_COMPLETIONS = "openai-completions"
@@ -36,6 +42,8 @@ GOOGLE_GENERATIVE_AI = "google-generative-ai"
 GOOGLE_VERTEX = "google-vertex"
 MISTRAL_CONVERSATIONS = "mistral-conversations"
 BEDROCK_CONVERSE_STREAM = "bedrock-converse-stream"
+PI_MESSAGES = "pi-messages"
+"""pi's own wire format (Radius, pi 1.6.0): not public, so pitrio has no adapter for it."""
 VIRTUAL_API = "pi-virtual"
 """The API of a virtual model: resolved to a physical model before every request."""
 
@@ -49,8 +57,29 @@ CATALOGUE_APIS: tuple[str, ...] = (
     GOOGLE_VERTEX,
     MISTRAL_CONVERSATIONS,
     BEDROCK_CONVERSE_STREAM,
+    PI_MESSAGES,
 )
 """Every API a catalogue model may name (the ``faux`` API aside)."""
+
+RENAMED_PROVIDERS: dict[str, str] = {"azure-openai-responses": "azure"}
+"""Provider ids pi renamed (old -> new; pi 1.6.0's changelog 1.0.3): pi refuses the old id,
+pitrio takes it as the new one and says so."""
+
+
+def renamed_reference(pattern: str) -> str | None:
+    """The note for a model reference (``--model``) naming a renamed provider, else ``None``."""
+    old, sep, _ = pattern.partition("/")
+    return renamed_note(old, f"model {pattern}") if sep and old in RENAMED_PROVIDERS else None
+
+
+def renamed_note(old: str, where: str) -> str:
+    """The note shown when ``where`` names provider ``old``, which pi renamed."""
+    new = RENAMED_PROVIDERS[old]
+    return (
+        f"{where}: provider {old!r} was renamed {new!r} in pi 1.6.0; "
+        f"pitrio reads it as {new!r} (rename it to keep pi reading it)"
+    )
+
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.json")
 ADC_FILE_VARIABLE = "GOOGLE_APPLICATION_CREDENTIALS"
@@ -68,8 +97,8 @@ class ProviderInfo:
     name: str
     env_keys: tuple[str, ...]
     ambient: tuple[tuple[str, ...], ...]
-    api: str
-    base_url: str
+    api: str | None
+    base_url: str | None
 
 
 @contextlib.contextmanager
@@ -100,13 +129,31 @@ def pi_ai_version() -> str:
     return str(_document()["piAiVersion"])
 
 
-def _model(provider: str, raw: Mapping[str, Any]) -> Model:
+_MODEL_KEYS = ("id", "name", "api", "provider", "baseUrl", "reasoning", "input", "cost",
+               "contextWindow", "maxTokens", "thinkingLevelMap", "compat", "headers")  # fmt: skip
+"""pi's names of :class:`Model`'s attributes, in their order (the codec writes them so)."""
+_COST_KEYS = ("input", "output", "cacheRead", "cacheWrite")
+_KNOWN_MODEL_KEYS = frozenset(_MODEL_KEYS)
+_KNOWN_COST_KEYS = frozenset(_COST_KEYS)
+
+
+def _extra(raw: Mapping[str, Any], names: tuple[str, ...], known: frozenset[str]) -> Extra | None:
+    """The keys of ``raw`` pitrio has no attribute for, remembering pi's order of all keys
+    (so a model goes out key for key as pi sends it); ``None`` when the attributes alone
+    write ``raw`` back in its order (most models: cheaper to build and to encode)."""
+    order = tuple(raw)
+    if order == tuple(name for name in names if name in raw):
+        return None
+    return Extra({key: value for key, value in raw.items() if key not in known}, order)
+
+
+def _model(raw: Mapping[str, Any]) -> Model:
     cost = raw["cost"]
     return Model(
         id=raw["id"],
         name=raw["name"],
         api=raw["api"],
-        provider=provider,
+        provider=raw["provider"],
         base_url=raw["baseUrl"],
         reasoning=raw["reasoning"],
         input=tuple(raw["input"]),
@@ -115,12 +162,14 @@ def _model(provider: str, raw: Mapping[str, Any]) -> Model:
             output=cost["output"],
             cache_read=cost["cacheRead"],
             cache_write=cost["cacheWrite"],
+            extra=_extra(cost, _COST_KEYS, _KNOWN_COST_KEYS),
         ),
         context_window=raw["contextWindow"],
         max_tokens=raw["maxTokens"],
         thinking_level_map=raw.get("thinkingLevelMap"),
         compat=raw.get("compat"),
         headers=raw.get("headers"),
+        extra=_extra(raw, _MODEL_KEYS, _KNOWN_MODEL_KEYS),
     )
 
 
@@ -130,20 +179,19 @@ def models() -> tuple[Model, ...]:
     document = _document()
     with _collector_paused():
         return tuple(
-            _model(provider["name"], raw)
-            for provider in document["providers"]
-            for raw in provider["models"]
+            _model(raw) for provider in document["providers"] for raw in provider["models"]
         )
 
 
-def _most_common(values: list[str]) -> str:
+def _most_common(values: list[str]) -> str | None:
     # Counter keeps first-seen order among equals: a tie goes to the provider's first model.
-    return Counter(values).most_common(1)[0][0]
+    return Counter(values).most_common(1)[0][0] if values else None
 
 
 @functools.cache
 def providers() -> tuple[ProviderInfo, ...]:
-    """Every built-in provider; ``api``/``base_url`` are those most of its models use."""
+    """Every built-in provider; ``api``/``base_url`` are those most of its models use (``None``
+    for a provider without chat models: pi 1.6.0's ``typesafe`` has classifiers only)."""
     return tuple(
         ProviderInfo(
             name=provider["name"],
@@ -156,10 +204,10 @@ def providers() -> tuple[ProviderInfo, ...]:
     )
 
 
-DEFERRED_KEY_VARIABLES: frozenset[str] = frozenset()
-"""pi's key variables pitrio does not read yet (none: ``ANTHROPIC_OAUTH_TOKEN``, deferred until
-the Anthropic adapter sent an OAuth token as a bearer token with Claude Code's headers, is read
-first, as pi reads it)."""
+DEFERRED_KEY_VARIABLES: frozenset[str] = frozenset({"ANTHROPIC_AUTH_TOKEN"})
+"""pi's key variables pitrio does not read yet: ``ANTHROPIC_AUTH_TOKEN`` (pi 1.6.0 sends it as
+``Authorization: Bearer`` instead of a key; read as a key it would go out as ``x-api-key``).
+``ANTHROPIC_OAUTH_TOKEN`` is read, as pi reads it."""
 
 
 @functools.cache
@@ -174,6 +222,30 @@ def provider_env_vars() -> dict[str, tuple[str, ...]]:
     for name, keys in _document()["keyOnlyProviders"].items():
         table.setdefault(name, tuple(keys))
     return table
+
+
+_URL_VARIABLE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
+
+
+@functools.cache
+def url_variables() -> dict[str, tuple[str, ...]]:
+    """The variables each built-in provider's base URLs name (``{CLOUDFLARE_ACCOUNT_ID}``):
+    pi 1.6.0 counts such a provider configured only with them set, and fills them in."""
+    table: dict[str, tuple[str, ...]] = {}
+    for model in models():
+        for name in _URL_VARIABLE.findall(model.base_url):
+            names = table.get(model.provider, ())
+            if name not in names:
+                table[model.provider] = (*names, name)
+    return table
+
+
+def fill_url(url: str, env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """``url`` with its ``{NAME}`` variables from ``env``, and the names ``env`` lacks."""
+    missing = tuple(name for name in _URL_VARIABLE.findall(url) if not env.get(name))
+    if missing:
+        return url, missing
+    return _URL_VARIABLE.sub(lambda found: env[found.group(1)], url), ()
 
 
 def ambient_credential_sets(provider: str) -> tuple[tuple[str, ...], ...]:
@@ -208,8 +280,10 @@ def _set(name: str, env: Mapping[str, str]) -> bool:
 _LAZY: dict[str, Callable[[], object]] = {
     "CATALOGUE": models,
     "BUILTIN_PROVIDERS": lambda: tuple(p.name for p in providers()),
-    "PROVIDER_APIS": lambda: {p.name: p.api for p in providers()},
-    "PROVIDER_BASE_URLS": lambda: {p.name: p.base_url for p in providers()},
+    "PROVIDER_APIS": lambda: {p.name: p.api for p in providers() if p.api is not None},
+    "PROVIDER_BASE_URLS": lambda: {
+        p.name: p.base_url for p in providers() if p.base_url is not None
+    },
     "PROVIDER_ENV_VARS": provider_env_vars,
 }
 

@@ -37,7 +37,14 @@ import orjson
 import trio
 
 from pitrio.actors.model_router import config_value, oauth
-from pitrio.actors.model_router.catalogue import has_ambient_credentials, provider_env_vars
+from pitrio.actors.model_router.catalogue import (
+    RENAMED_PROVIDERS,
+    fill_url,
+    has_ambient_credentials,
+    provider_env_vars,
+    renamed_note,
+    url_variables,
+)
 from pitrio.errors import AuthFileError, CredentialError
 from pitrio.messages.ostext import os_text_problem
 
@@ -266,6 +273,8 @@ class Credentials:
         self.env_vars = dict(provider_env_vars() if env_vars is None else env_vars)
         self.command_timeout = command_timeout
         self._auth: dict[str, AuthEntry] | None = None
+        self.notes: list[str] = []
+        """Entries filed under a provider id pi renamed (read under the new id)."""
         self._auth_error: AuthFileError | None = None
         self._command_cache: dict[str, str | None] = {}
         self._command_failures: dict[str, str] = {}
@@ -298,6 +307,8 @@ class Credentials:
         """
         if provider in self.keyless:
             return True
+        if self._missing_url_variables(provider):
+            return False  # pi 1.6.0: Cloudflare needs its account (and gateway) id too
         entry = self._load_auth().get(provider)
         if isinstance(entry, OAuthEntry):
             return True
@@ -311,6 +322,13 @@ class Credentials:
         if self._env_key(provider) is not None:
             return True
         return has_ambient_credentials(provider, self.env)  # AWS chain, Google ADC
+
+    def _missing_url_variables(self, provider: str) -> tuple[str, ...]:
+        names = url_variables().get(provider, ())
+        if not names:
+            return ()
+        env = self.env_for(provider)
+        return tuple(name for name in names if not env.get(name))
 
     def needs_key(self, provider: str) -> bool:
         """Whether requests to ``provider`` must carry a key."""
@@ -391,8 +409,20 @@ class Credentials:
         """The base URL requests to ``provider`` go to: a Copilot OAuth token names its own.
 
         pi sends GitHub Copilot requests to the API host in the token's ``proxy-ep`` (else the
-        enterprise domain's); every other provider keeps ``configured``.
+        enterprise domain's); ``{NAME}`` variables of a URL (Cloudflare's account and gateway)
+        are filled in, a :class:`CredentialError` naming them when unset; every other
+        provider keeps ``configured``.
         """
+        if "{" in configured:
+            # pi 1.6.0's Cloudflare URLs name the account (and gateway): from the auth.json
+            # entry's env, then the process's.
+            filled, missing = fill_url(configured, self.env_for(provider))
+            if missing:
+                raise CredentialError(
+                    f"{provider}: set {' and '.join(missing)} (environment or the env of its "
+                    f"auth.json entry): its base URL {configured} names them"
+                )
+            return filled
         if provider != "github-copilot":
             return configured
         entry = self._load_auth().get(provider)
@@ -534,7 +564,19 @@ class Credentials:
                     self._auth = load_auth_file(self.auth_path)
                 except AuthFileError as exc:
                     self._auth_error = exc
+                else:
+                    self._alias_renamed(self._auth)
         return self._auth or {}
+
+    def _alias_renamed(self, entries: dict[str, AuthEntry]) -> None:
+        # An entry under a renamed provider's old id serves the new id (pi 1.6.0 would ignore
+        # it); one under the new id wins. Only the in-memory table changes, never the file.
+        for old, new in RENAMED_PROVIDERS.items():
+            if old in entries and new not in entries:
+                entries[new] = entries[old]
+                note = renamed_note(old, f"{self.auth_path}: entry {old!r}")
+                if note not in self.notes:
+                    self.notes.append(note)
 
     async def _value(
         self,

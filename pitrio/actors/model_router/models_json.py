@@ -17,11 +17,21 @@ A provider (or model) with ``"api": "pi-virtual"`` declares virtual models: each
 primary) and may give ``routes`` (``{"user"|"continuation"|"retry"|"direct": pattern}``;
 ``continuation`` may be ``"previous"``).
 
-Every problem raises :class:`~pitrio.errors.ModelsJsonError` naming the file, the entry
-(``providers.ollama.models[0]``) and the field. Unknown keys are ignored, as pi does, so a file
-shared with a newer pi keeps loading; wrong types and values of known keys are errors.
-Merging follows pi: built-in models of a provider stay, ``baseUrl``/``headers`` of the
-provider apply to them, ``modelOverrides`` patch them, custom models are upserted by id.
+The file is first checked against pi 1.6.0's published schema (``models.schema.json`` beside
+this module, copied from pi by ``scripts/gen_catalogue.py``) with ``jsonschema``: as in pi, a
+file that breaks it is refused whole (the built-in models stay), and every violation is named
+with its key path and what was expected. Every problem raises
+:class:`~pitrio.errors.ModelsJsonError` naming the file, the entry (``providers.ollama.models[0]``)
+and the field. Unknown keys are never an error, as in pi (its schema's objects are open), so a
+file shared with a newer pi keeps loading: an unknown model field is kept in the model's
+``extra``, an unknown thinking level or ``compat`` key is kept and ignored, an API pitrio has
+no adapter for loads (using its model is the error naming the API). Merging follows pi:
+built-in models of a provider stay, ``baseUrl``/``headers``/``compat`` of the provider apply to
+them, ``modelOverrides`` patch them (``thinkingLevelMap``, ``promptCache``, ``samplingParams``,
+``inputLimits`` merge key by key), custom models are upserted by id.
+
+Notes that do not refuse anything (a renamed provider id, a ``compat`` key pi 1.6.0 dropped)
+are collected in :attr:`UserModels.notes` and shown as warnings.
 """
 
 from __future__ import annotations
@@ -33,14 +43,18 @@ from typing import Any, Literal, cast
 import attrs
 import orjson
 
-from pitrio.actors.model_router import catalogue
+from pitrio.actors.model_router import catalogue, model_fields
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
     CATALOGUE_APIS,
     OPENAI_COMPLETIONS,
     OPENAI_RESPONSES,
+    RENAMED_PROVIDERS,
     VIRTUAL_API,
+    renamed_note,
 )
+from pitrio.actors.model_router.models_schema import kind_of as _kind
+from pitrio.actors.model_router.models_schema import schema_problems
 from pitrio.errors import ModelsJsonError
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.model import Model, ModelCost
@@ -56,8 +70,15 @@ KNOWN_APIS: tuple[str, ...] = (
     ),
     VIRTUAL_API,
 )
-"""APIs a ``models.json`` entry may name: the catalogue's (an API without an adapter loads, and
-using its model is an error naming the API) and virtual models'."""
+"""The APIs pitrio knows by name: the catalogue's and virtual models'. A ``models.json`` entry may
+name any other (pi 1.6.0 takes any string): its models load and list, and using one is the
+error naming the API."""
+
+DROPPED_COMPAT_KEYS: dict[str, str] = {
+    "sendSessionIdHeader": 'use "sessionAffinityFormat": "openai-nosession" to leave out the '
+    "session-id header",
+}
+"""``compat`` keys pi 1.6.0 no longer reads (ignored, with a note saying what replaced them)."""
 
 ROUTE_REASONS: tuple[str, ...] = ("user", "continuation", "retry", "direct")
 
@@ -75,10 +96,6 @@ _COMPAT_BOOLS = (
     "requiresThinkingAsText",
     "requiresMistralToolIds",
 )
-_COMPAT_CHOICES: dict[str, tuple[str, ...]] = {
-    "maxTokensField": ("max_completion_tokens", "max_tokens"),
-    "thinkingFormat": ("openai", "openrouter", "zai", "qwen"),
-}
 _COMPAT_OBJECTS = ("openRouterRouting", "vercelGatewayRouting")
 
 
@@ -113,6 +130,8 @@ class UserModels:
 
     file: str
     providers: tuple[ProviderConfig, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Warnings that refuse nothing (a renamed provider id, a dropped ``compat`` key)."""
 
     def provider(self, name: str) -> ProviderConfig | None:
         """The entry of provider ``name``, if the file has one."""
@@ -167,10 +186,8 @@ class _Checker:
         return dict(mapping)
 
     def api(self, value: Any, entry: str, field: str) -> str:
-        api = self.string(value, entry, field)
-        if api not in KNOWN_APIS:
-            raise self.fail(entry, field, f"unknown api {api!r} (known: {', '.join(KNOWN_APIS)})")
-        return api
+        # Any name loads (pi 1.6.0's rule): one without an adapter fails when used, naming it.
+        return self.string(value, entry, field)
 
     def base_url(self, value: Any, entry: str, field: str) -> str:
         url = self.string(value, entry, field)
@@ -183,9 +200,8 @@ class _Checker:
         for key in _COMPAT_BOOLS:
             if key in compat:
                 self.boolean(compat[key], entry, f"{field}.{key}")
-        for key, choices in _COMPAT_CHOICES.items():
-            if key in compat and compat[key] not in choices:
-                raise self.fail(entry, f"{field}.{key}", f"expected one of {', '.join(choices)}")
+        # Enumerations (thinkingFormat, maxTokensField, ...) are the schema's to check: its
+        # lists are pi 1.6.0's, and a value pitrio does not act on is pi's default behaviour.
         for key in _COMPAT_OBJECTS:
             if key in compat:
                 self.object(compat[key], entry, f"{field}.{key}")
@@ -218,13 +234,19 @@ class _Checker:
     def level_map(self, value: Any, entry: str, field: str) -> dict[str, str | None]:
         mapping = self.object(value, entry, field)
         for key, item in mapping.items():
-            if key not in THINKING_LEVELS:
-                raise self.fail(
-                    entry, f"{field}.{key}", f"unknown thinking level (known: {_levels()})"
-                )
-            if item is not None and not isinstance(item, str):
+            # A level pi does not know (a newer pi's) is kept and never consulted.
+            if key in THINKING_LEVELS and item is not None and not isinstance(item, str):
                 raise self.fail(entry, f"{field}.{key}", "expected a string or null")
         return dict(mapping)
+
+    def new_fields(self, raw: Mapping[str, Any], entry: str) -> dict[str, Any]:
+        """pi 1.6.0's model fields kept in ``extra`` (each an object; the schema checked
+        their insides)."""
+        return {
+            key: dict(self.object(raw[key], entry, key))
+            for key in model_fields.EXTRA_MODEL_FIELDS
+            if key in raw
+        }
 
     def pattern_list(self, value: Any, entry: str, field: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not value:
@@ -234,20 +256,6 @@ class _Checker:
         )
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
 def _levels() -> str:
     return ", ".join(THINKING_LEVELS)
 
@@ -255,23 +263,64 @@ def _levels() -> str:
 # -- parsing ---------------------------------------------------------------------------------
 
 
-def parse_models_json(text: str | bytes, file: str = "models.json") -> UserModels:
-    """Validate the text of a ``models.json``; raises :class:`ModelsJsonError`."""
+def parse_models_json(
+    text: str | bytes, file: str = "models.json", *, schema: bool = True
+) -> UserModels:
+    """Validate the text of a ``models.json``; raises :class:`ModelsJsonError`.
+
+    ``schema``: check pi 1.6.0's published schema first (off for an extension's
+    ``register_provider`` block, which pi checks by its own rules).
+    """
     check = _Checker(file)
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise check.fail("", "", f"invalid JSON: {exc}") from None
     root = check.object(document, "", "")
+    if schema and (problems := schema_problems(root, file)):
+        # pi refuses the whole file too; the first problem is the error, all are named.
+        first, *more = problems
+        if more:
+            also = "; ".join(str(problem).removeprefix(f"{file}: ") for problem in more)
+            raise check.fail(first.entry, first.field, f"{first.problem} (also: {also})")
+        raise first
     providers_value = root.get("providers", {})
     providers = check.object(providers_value, "", "providers")
     parsed: list[ProviderConfig] = []
+    notes: list[str] = []
     for name, value in providers.items():
         entry = f"providers.{name}"
         if not name.strip() or "/" in name:
             raise check.fail(entry, "", "a provider name must be non-empty and have no '/'")
-        parsed.append(_parse_provider(check, name, check.object(value, entry, "")))
-    return UserModels(file=file, providers=tuple(parsed))
+        provider = _parse_provider(check, name, check.object(value, entry, ""))
+        notes += _notes(file, entry, check.object(value, entry, ""))
+        if name in RENAMED_PROVIDERS:
+            notes.append(renamed_note(name, f"{file}: {entry}"))
+            provider = attrs.evolve(provider, name=RENAMED_PROVIDERS[name])
+        parsed.append(provider)
+    return UserModels(file=file, providers=tuple(parsed), notes=tuple(notes))
+
+
+def _notes(file: str, entry: str, raw: Mapping[str, Any]) -> list[str]:
+    """Notes on ``compat`` keys pi 1.6.0 dropped, wherever a ``compat`` object appears."""
+    places: list[tuple[str, Any]] = [(entry, raw.get("compat"))]
+    models = raw.get("models")
+    if isinstance(models, list):
+        places += [(f"{entry}.models[{i}]", m.get("compat")) for i, m in enumerate(models)
+                   if isinstance(m, dict)]  # fmt: skip
+    overrides = raw.get("modelOverrides")
+    if isinstance(overrides, dict):
+        places += [(f"{entry}.modelOverrides.{k}", v.get("compat")) for k, v in overrides.items()
+                   if isinstance(v, dict)]  # fmt: skip
+    notes = []
+    for place, compat in places:
+        if isinstance(compat, dict):
+            for key, instead in DROPPED_COMPAT_KEYS.items():
+                if key in compat:
+                    notes.append(
+                        f"{file}: {place}.compat.{key} is ignored since pi 1.6.0: {instead}"
+                    )
+    return notes
 
 
 def _parse_provider(check: _Checker, name: str, raw: dict[str, Any]) -> ProviderConfig:
@@ -349,7 +398,11 @@ def _merge_compat(*layers: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def _apply_fields(
     check: _Checker, base: Model, raw: Mapping[str, Any], entry: str, *, override: bool
 ) -> Model:
-    """``base`` with the model fields of ``raw`` applied (validated)."""
+    """``base`` with the model fields of ``raw`` applied (validated).
+
+    ``override`` (a ``modelOverrides`` entry): maps and pi 1.6.0's object fields merge into
+    the model's (pi's rules); otherwise (a custom model) they are the model's own.
+    """
     changes: dict[str, Any] = {}
     if "name" in raw:
         changes["name"] = check.string(raw["name"], entry, "name")
@@ -365,6 +418,9 @@ def _apply_fields(
         changes["max_tokens"] = check.positive_int(raw["maxTokens"], entry, "maxTokens")
     if "cost" in raw:
         changes["cost"] = check.cost(raw["cost"], entry, "cost", base.cost)
+        tiers = raw["cost"].get("tiers")
+        if isinstance(tiers, list):
+            changes["cost"] = model_fields.with_cost_tiers(changes["cost"], tiers)
     if "headers" in raw:
         headers = check.string_map(raw["headers"], entry, "headers")
         changes["headers"] = _merge_headers(base.headers, headers)
@@ -372,10 +428,15 @@ def _apply_fields(
         compat = check.compat(raw["compat"], entry, "compat")
         changes["compat"] = _merge_compat(base.compat, compat)
     if "thinkingLevelMap" in raw:
-        changes["thinking_level_map"] = check.level_map(
-            raw["thinkingLevelMap"], entry, "thinkingLevelMap"
-        )
-    return attrs.evolve(base, **changes) if changes else base
+        mapping = check.level_map(raw["thinkingLevelMap"], entry, "thinkingLevelMap")
+        if override:
+            mapping = {**(base.thinking_level_map or {}), **mapping}
+        changes["thinking_level_map"] = mapping
+    new = check.new_fields(raw, entry)
+    model = attrs.evolve(base, **changes) if changes else base
+    if override:
+        new = model_fields.merge_override(base, new)
+    return model_fields.with_extra(model, new)
 
 
 def merge_models(
@@ -461,7 +522,8 @@ def _custom_model(
         headers=provider.headers,
         compat=_merge_compat(provider.compat, _auth(provider)),
     )
-    return _apply_fields(check, base, raw, entry, override=False)
+    model = _apply_fields(check, base, raw, entry, override=False)
+    return model_fields.with_extra(model, {}, model_fields.CUSTOM_MODEL_ORDER)
 
 
 def _auth(provider: ProviderConfig) -> dict[str, Any] | None:

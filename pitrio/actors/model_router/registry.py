@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
+from pitrio.actors.model_router.catalogue import RENAMED_PROVIDERS, renamed_note
 from pitrio.actors.model_router.models_json import VirtualModelSpec
 from pitrio.actors.model_router.providers.base import StreamFn
 from pitrio.errors import UnknownModelError
@@ -90,6 +91,8 @@ class ModelRegistry:
         self._by_id: dict[str, list[Model]] = {}
         self._stream_fns: dict[str, StreamFn] = {}
         self._virtual: dict[str, VirtualModelSpec] = {}
+        self.notes: list[str] = []
+        """Renamed provider ids a reference used (each said once; see :meth:`resolve`)."""
         self.revision = 0  # bumped when the stream functions change (see ``stream_fns``)
 
     def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
@@ -184,6 +187,9 @@ class ModelRegistry:
         model = self._models.get(ref)
         if model is not None:
             return model
+        renamed = self._renamed(ref)
+        if renamed is not None:
+            return renamed
         candidates = self._by_id.get(ref, [])
         if len(candidates) == 1:
             return candidates[0]
@@ -195,6 +201,23 @@ class ModelRegistry:
             refs = ", ".join(candidate.ref for candidate in candidates)
             raise UnknownModelError(f"Ambiguous model: {ref} (matches {refs})")
         raise UnknownModelError(f"Unknown model: {ref}")
+
+    def _renamed(self, ref: str) -> Model | None:
+        """The model ``ref`` names under a provider id pi renamed (``azure-openai-responses/x``
+        is ``azure/x``), noting the rename once."""
+        old, sep, model_id = ref.partition("/")
+        if (
+            not sep
+            or old not in RENAMED_PROVIDERS
+            or old in {m.provider for m in self._models.values()}
+        ):
+            return None
+        model = self._models.get(f"{RENAMED_PROVIDERS[old]}/{model_id}")
+        if model is not None:
+            note = renamed_note(old, f"model {ref}")
+            if note not in self.notes:
+                self.notes.append(note)
+        return model
 
     def list(self) -> tuple[Model, ...]:
         """Every registered model, in registration order."""

@@ -6,6 +6,7 @@ import math
 
 import attrs
 
+from pitrio.actors.model_router.model_fields import tier_for
 from pitrio.messages.agent import Cost, Usage
 from pitrio.messages.model import Model
 
@@ -58,8 +59,11 @@ def with_cost(usage: Usage, model: Model, *, mark_computed: bool = True) -> Usag
     """``usage`` with its cost computed from ``model``'s prices (USD per million tokens), as
     pi-ai's ``calculateCost``: one-hour cache writes cost twice the input price, and the cost
     is marked as computed, not the provider's (``totalFromProvider: false``) unless
-    ``mark_computed`` is false (pi's faux provider, which writes no such flag)."""
-    prices = model.cost
+    ``mark_computed`` is false (pi's faux provider, which writes no such flag).
+
+    A model with ``cost.tiers`` (pi 1.6.0) is priced by the highest tier whose threshold the
+    request's input (fresh, cached and cache-written tokens) exceeds, for the whole request."""
+    prices = tier_for(model.cost, usage.input + usage.cache_read + usage.cache_write)
     long_write = usage.cache_write_1h or 0
     short_write = usage.cache_write - long_write
     cost_input = prices.input / 1_000_000 * usage.input

@@ -20,6 +20,7 @@ import trio
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
+from pitrio.actors.model_router.catalogue import renamed_reference
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
 from pitrio.actors.session.extension_start import handler_timeout, load_session_extensions
@@ -450,6 +451,8 @@ async def start_session(
     model: Model | None = None
     if options.model:
         model, pattern_level = await router.resolve_pattern(options.model)
+        if renamed := renamed_reference(options.model):  # azure-openai-responses/... (1.6.0)
+            notices.append(f"Warning: {renamed}")
     elif context.model is not None:
         wanted = f"{context.model.provider}/{context.model.model_id}"
         try:

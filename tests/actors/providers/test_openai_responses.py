@@ -109,14 +109,25 @@ def test_session_affinity_headers_by_format() -> None:
     assert "session-id" not in headers and headers["x-client-request-id"] == "s-1"
 
 
-def test_send_session_id_header_false_keeps_only_the_request_id() -> None:
-    quiet = make_model(API, compat={"sendSessionIdHeader": False})
+def test_openai_nosession_keeps_only_the_request_id() -> None:
+    # pi 1.6.0 replaced compat.sendSessionIdHeader (0.73.1) with this format.
+    quiet = make_model(API, compat={"sessionAffinityFormat": "openai-nosession"})
     request = build_request(
         quiet, CONTEXT, StreamOptions(session_id="s-1"), api_key=SECRET, headers={}
     )
     assert "session-id" not in request.headers
     assert request.headers["x-client-request-id"] == "s-1"
     assert request.json()["prompt_cache_key"] == "s-1"
+
+
+def test_send_session_id_header_is_ignored_as_pi_1_6_ignores_it() -> None:
+    # 0.73.1 left session-id out for sendSessionIdHeader: false; 1.6.0 dropped the key.
+    old = make_model(API, compat={"sendSessionIdHeader": False})
+    request = build_request(
+        old, CONTEXT, StreamOptions(session_id="s-1"), api_key=SECRET, headers={}
+    )
+    assert request.headers["session-id"] == "s-1"
+    assert request.headers["x-client-request-id"] == "s-1"
 
 
 def test_the_providers_cache_retention_setting_reaches_the_request() -> None:

@@ -13,7 +13,10 @@ import attrs
 from pitrio.actors.model_router.providers.convert import short_hash
 from pitrio.messages.model import Model
 
-ThinkingFormat = Literal["openai", "openrouter", "zai", "qwen"]
+ThinkingFormat = str
+"""pi 1.6.0's ``thinkingFormat``: ``openai``, ``openrouter``, ``deepseek``, ``together``,
+``baseten``, ``zai``, ``qwen``, ``chat-template``, ``qwen-chat-template``, ``ant-ling``,
+``string-thinking`` (see :mod:`.openai_thinking`); another value is treated as ``openai``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -34,6 +37,13 @@ class OpenAICompat:
     reasoning_effort_map: dict[str, str] = attrs.field(factory=dict)
     open_router_routing: dict[str, Any] | None = None
     vercel_gateway_routing: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] = attrs.field(factory=dict)
+    chat_template_args: dict[str, Any] = attrs.field(factory=dict)
+    zai_tool_stream: bool = False
+    vllm_priority: Any = None
+    requires_tools_with_tool_history: bool = False
+    supports_thinking_token_budget: bool = False
+    thinking_token_budget_field: str | None = None
 
 
 _COMPAT_KEYS = {
@@ -51,6 +61,13 @@ _COMPAT_KEYS = {
     "reasoningEffortMap": "reasoning_effort_map",
     "openRouterRouting": "open_router_routing",
     "vercelGatewayRouting": "vercel_gateway_routing",
+    "chatTemplateKwargs": "chat_template_kwargs",
+    "chatTemplateArgs": "chat_template_args",
+    "zaiToolStream": "zai_tool_stream",
+    "vllmPriority": "vllm_priority",
+    "requiresToolsWithToolHistory": "requires_tools_with_tool_history",
+    "supportsThinkingTokenBudget": "supports_thinking_token_budget",
+    "thinkingTokenBudgetField": "thinking_token_budget_field",
 }
 
 
@@ -75,10 +92,31 @@ def detect_compat(model: Model) -> OpenAICompat:
             supports_developer_role=True,
             max_tokens_field="max_completion_tokens",
         )
+    # pi 1.6.0's detected thinking formats, and the hosts that take no reasoning_effort.
+    zai = on("zai", "z.ai") or on("zai", "bigmodel.cn")
+    together = on("together", "together.ai") or on("together", "together.xyz")
+    ant_ling = on("ant-ling", "ant-ling.com")
     if on("openrouter", "openrouter.ai"):
         flags["thinking_format"] = "openrouter"
-    if on("zai", "z.ai") or on("zai", "bigmodel.cn"):
+    if ant_ling:
+        flags["thinking_format"] = "ant-ling"
+    if together:
+        flags["thinking_format"] = "together"
+    if zai:
         flags["thinking_format"] = "zai"
+    if on("deepseek", "deepseek.com"):
+        flags["thinking_format"] = "deepseek"
+    if (
+        zai
+        or together
+        or ant_ling
+        or on("xai", "x.ai")
+        or on("moonshotai", "moonshot.ai")
+        or on("moonshotai-cn", "moonshot.cn")
+        or on("nvidia", "integrate.api.nvidia.com")
+        or on("cloudflare-ai-gateway", "gateway.ai.cloudflare.com")
+    ):
+        flags["supports_reasoning_effort"] = False
     if on("mistral", "mistral.ai"):
         flags.update(
             requires_tool_result_name=True,

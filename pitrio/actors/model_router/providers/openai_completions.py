@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
@@ -41,8 +42,9 @@ from pitrio.actors.model_router.providers.openai_compat import (
     detect_compat,
     normalize_tool_id,
 )
+from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
 from pitrio.actors.model_router.providers.strict_tools import resolve_strict, tool_parameters
-from pitrio.actors.model_router.thinking import reasoning_effort
+from pitrio.actors.model_router.thinking import effective_thinking_level
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import (
     AssistantMessage,
@@ -239,6 +241,17 @@ def completions_tool(tool: ToolSpec, supports_strict: bool) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
+def _has_tool_history(context: LlmContext) -> bool:
+    for message in context.messages:
+        if isinstance(message, ToolResultMessage):
+            return True
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(block, ToolCall) for block in message.content
+        ):
+            return True
+    return False
+
+
 def build_body(
     model: Model, context: LlmContext, options: StreamOptions, *, encoded: bool = False
 ) -> dict[str, Any]:
@@ -266,24 +279,22 @@ def build_body(
         body["tools"] = [
             completions_tool(tool, compat.supports_strict_mode) for tool in context.tools
         ]
-    if model.reasoning:
-        effort = reasoning_effort(model, options.reasoning)
-        if effort is not None:
-            effort = compat.reasoning_effort_map.get(effort, effort)
-        if compat.thinking_format == "openai":
-            if effort is not None and compat.supports_reasoning_effort:
-                body["reasoning_effort"] = effort
-        elif compat.thinking_format == "openrouter":
-            if effort is not None:
-                body["reasoning"] = {"effort": effort}
-        elif compat.thinking_format == "zai":
-            body["thinking"] = {"type": "enabled" if effort else "disabled"}
-        else:
-            body["enable_thinking"] = effort is not None
+        if compat.zai_tool_stream:
+            body["tool_stream"] = True
+    elif compat.requires_tools_with_tool_history and _has_tool_history(context):
+        body["tools"] = []  # servers that refuse tool calls in history without a tools list
+    if compat.vllm_priority is not None:
+        body["priority"] = compat.vllm_priority
+    level = effective_thinking_level(model, options.reasoning)
+    ceiling = body.get("max_tokens", body.get("max_completion_tokens"))
+    body.update(thinking_fields(model, compat, level, ceiling))
     if compat.open_router_routing:
         body["provider"] = compat.open_router_routing
     if compat.vercel_gateway_routing:
         body["providerOptions"] = {"gateway": compat.vercel_gateway_routing}
+    # pi 1.6.0: the model's samplingParams (then its thinking level's) go in last, over the
+    # named fields.
+    body.update(sampling_params(model, level))
     return body
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import (
     CacheRetention,
     output_limit,
@@ -270,8 +271,7 @@ def affinity_format(model: Model) -> str:
 
 
 def _compat_flag(model: Model, name: str) -> bool:
-    """One of the model's ``compat`` flags that default to true (``sendSessionIdHeader``,
-    ``supportsLongCacheRetention``)."""
+    """One of the model's ``compat`` flags that default to true (``supportsLongCacheRetention``)."""
     compat = model.compat if isinstance(model.compat, Mapping) else {}
     return compat.get(name, True) is not False
 
@@ -322,6 +322,8 @@ def build_body(
             off = (model.thinking_level_map or {}).get("off", "none")
             if off is not None:
                 body["reasoning"] = {"effort": off}
+    # pi 1.6.0: the model's samplingParams (then its thinking level's) go in last.
+    body.update(sampling_params(model, effective_thinking_level(model, options.reasoning)))
     return body
 
 
@@ -338,9 +340,10 @@ def build_request(
 
     With a session (and caching not off), its id also goes in headers by the model's
     ``compat.sessionAffinityFormat`` (pi 1.6.0): ``openrouter`` (the default at OpenRouter)
-    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` (unless the model's
-    ``sendSessionIdHeader`` is false) and ``x-client-request-id``; another format only
-    ``x-client-request-id``. The configured headers still win.
+    ``x-session-id``; ``openai`` (the default elsewhere) ``session-id`` and
+    ``x-client-request-id``; ``openai-nosession`` only ``x-client-request-id`` (pi 1.6.0 dropped
+    ``compat.sendSessionIdHeader`` for it: the key is ignored, with a note). The configured
+    headers still win.
     """
     session: dict[str, str] = {}
     if options.session_id and cache_retention != "none":
@@ -348,7 +351,7 @@ def build_request(
         if form == "openrouter":
             session["x-session-id"] = options.session_id
         else:
-            if form == "openai" and _compat_flag(model, "sendSessionIdHeader"):
+            if form == "openai":
                 session["session-id"] = options.session_id
             session["x-client-request-id"] = options.session_id
     return bearer_json_request(
