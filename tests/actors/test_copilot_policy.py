@@ -12,8 +12,8 @@ from tests.oauth_server import oauth_vendor
 
 def test_the_models_enabled_are_the_catalogues_copilot_models() -> None:
     ids = copilot_model_ids()
-    assert len(ids) == 26  # pi 0.73.1's getModels("github-copilot")
-    assert "claude-sonnet-4.5" in ids and "grok-code-fast-1" in ids
+    assert len(ids) == 35  # pi 1.6.0's github-copilot models (the catalogue of pi-ai 1.6.0)
+    assert "claude-sonnet-4.6" in ids and "grok-4.7" in ids
 
 
 def test_the_policy_request_goes_to_the_host_the_token_names() -> None:

@@ -174,7 +174,7 @@ async def test_login_copilot_device_flow(tmp_path: Path) -> None:
         )
         # One model's policy is accepted; every other policy path answers 404, which pi
         # ignores: the login still succeeds.
-        vendor.script("/models/claude-sonnet-4.5/policy", 200, {"state": "enabled"})
+        vendor.script("/models/claude-sonnet-4.6/policy", 200, {"state": "enabled"})
         async with running_login(tmp_path, base, "github-copilot") as terminal:
             await terminal.until("GitHub Enterprise URL/domain")
             await terminal.answer("")
@@ -191,7 +191,7 @@ async def test_login_copilot_device_flow(tmp_path: Path) -> None:
         "/copilot_internal/v2/token",
     ]
     assert sorted(paths[4:]) == sorted(f"/models/{id}/policy" for id in copilot_model_ids())
-    assert "/models/claude-sonnet-4.5/policy" in paths[4:]
+    assert "/models/claude-sonnet-4.6/policy" in paths[4:]
     policy = vendor.requests[4]
     assert policy.method == "POST" and policy.json() == {"state": "enabled"}
     assert policy.headers["authorization"] == (
