@@ -4,6 +4,7 @@
 import { marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 import hljs from "./vendor/highlight.min.js";
+import { scrollDown } from "./dom.js";
 
 marked.setOptions({ gfm: true, breaks: true });
 
@@ -66,6 +67,9 @@ export function flush() {
   for (const [node, text] of work) {
     if (node.isConnected) renderMarkdown(node, text, false);
   }
+  // The text just rendered grew the transcript after the delta's own scroll: follow it now
+  // (unless the reader scrolled up), not a delta later.
+  if (work.length) scrollDown();
 }
 
 /** Forget a pending update of `node` (it is being replaced). */
