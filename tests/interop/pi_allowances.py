@@ -101,7 +101,7 @@ DOCUMENTED: list[Entry] = [
     # The run's first prompt is written when acknowledged: a file pi (no reply yet) never
     # writes, whose session id comes first in pitrio's output, so the normalised ids shift.
     ("models", "files:only-pitrio:<ts>_<uuid>.jsonl", R_DURABLE),
-    ("available_thinking_levels", "files:only-pitrio:<ts>_<uuid>.jsonl", R_DURABLE),
+    ("available_thinking_levels*", "files:only-pitrio:<ts>_<uuid>.jsonl", R_DURABLE),
     ("abort_bash_running", "files:only-pitrio:<ts>_<uuid>.jsonl", R_DURABLE),
     ("new_session_while_streaming", "files:only-pitrio:<ts>_<uuid>.jsonl", R_DURABLE),
     ("new_session_while_streaming", "out:response:get_state:ok.data.session*", R_DURABLE),

@@ -242,11 +242,12 @@ class SessionRuntime:
         if slot is None:
             return
         with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
+            # pi 1.6.0 settles the run first (teardownCurrent): the aborted reply's events go
+            # out and the aborted turn is written to the outgoing session, then extensions
+            # hear session_shutdown. (0.73.1 stopped listening first and dropped the reply.)
+            await slot.started.session.abort()
             shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
             await slot.started.session.extension_lifecycle("session_shutdown", shutdown)
-            # A replacement stops listening to the old session first (pi: its aborted reply
-            # and agent_end are neither sent nor recorded); quitting keeps what it streamed.
-            await slot.started.session.abort(detach=reason != "quit")
             await slot.started.store.flush()
         slot.scope.cancel()
         await slot.stopped.wait()

@@ -136,25 +136,33 @@ async def test_compact_while_streaming_keeps_and_compacts_the_aborted_reply(
     ]
 
 
-async def test_new_session_while_streaming_drops_the_aborted_reply(tmp_path: Path) -> None:
-    """pi tears the old session down without listening to its agent: no agent_end, and the
-    old file does not get the aborted reply."""
+async def test_new_session_while_streaming_settles_the_run_into_the_old_session(
+    tmp_path: Path,
+) -> None:
+    """pi 1.6.0 settles the run before it replaces the session (``teardownCurrent``: abort,
+    then ``session_shutdown``): the partial reply gets its message_end (``aborted``) and the
+    run its agent_end before the new_session response, and the aborted turn is written to the
+    outgoing session's file. (0.73.1 stopped listening first: no agent_end, nothing written.)"""
     faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED)
     async with served(tmp_path, faux) as client:
         old = (await client.data({"type": "get_state"}))["sessionFile"]
         await client.send({"id": "p", "type": "prompt", "message": "SLOW please"})
         await client.wait_until(lambda lines: len(events_of(lines, "message_update")) >= 3)
         await client.data({"type": "new_session"})
+        ends_at_reply = len(events_of(client.lines, "agent_end"))
         state = await client.data({"type": "get_state"})
-    assert events_of(client.lines, "agent_end") == []
-    ended = roles([e["message"] for e in events_of(client.lines, "message_end")])
-    assert ended == ["system", "user"]  # pi 1.6.0: the session's system message first
+    agent_ends = events_of(client.lines, "agent_end")
+    assert ends_at_reply == 1 and len(agent_ends) == 1  # before the new_session response
+    assert agent_ends[0]["messages"][-1]["stopReason"] == "aborted"
+    ended = [e["message"] for e in events_of(client.lines, "message_end")]
+    assert roles(ended) == ["system", "user", "assistant"]
+    assert ended[-1]["stopReason"] == "aborted"
     assert state["messageCount"] == 0 and state["sessionFile"] != old
-    # The old file holds the prompt at most, after the session's system message (pi 1.6.0
-    # creates the file at the first user message; before the fix it had the aborted reply).
-    old_entries = file_entries(old, missing_ok=True)
-    old_roles = [e["message"]["role"] for e in old_entries if e["type"] == "message"]
-    assert old_roles in ([], ["system", "user"])
+    old_entries = file_entries(old)
+    recorded = [e["message"] for e in old_entries if e["type"] == "message"]
+    assert roles(recorded) == ["system", "user", "assistant"]
+    assert recorded[-1]["stopReason"] == "aborted"
+    assert recorded[-1]["content"] == ended[-1]["content"]  # the partial text, as streamed
 
 
 async def test_bash_during_a_run_is_recorded_at_the_next_prompt(tmp_path: Path) -> None:
