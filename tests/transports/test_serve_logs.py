@@ -90,7 +90,10 @@ def write_agent(agent: Path, port: int) -> None:
                 "api": "openai-completions",
                 "apiKey": "mock-key",
                 "models": [
-                    {"id": "mock-model", "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0}},
+                    {
+                        "id": "mock-model",
+                        "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0},
+                    },
                 ],
             }
         }
