@@ -134,8 +134,8 @@ class ClearQueue:
 @attrs.frozen
 class Abort:
     """Abort the active run; answered once the session is idle. ``detach``: what the run
-    still does is neither reported nor recorded (pi's new_session and session switches
-    stop listening to the agent before they abort it)."""
+    still does is neither reported nor recorded (pi 0.73.1's session replacements; 1.6.0
+    settles the run first, and pitrio's runtime does too: an SDK caller's option now)."""
 
     reply: Reply[None]
     detach: bool = False

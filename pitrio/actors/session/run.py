@@ -39,8 +39,8 @@ class Run:
     # The scope of the supervisor's step in progress (a retry back-off, a compaction), lent
     # with a nursery for it: abort cancels it together with the run's scope.
     work: trio.CancelScope | None = None
-    # Aborted by a command that replaces what it did (compact, new_session, a switch): the
-    # pump neither reports nor records its remaining events (pi stops listening first).
+    # Aborted with ``detach`` (an SDK caller's option; pi 0.73.1's session replacements): the
+    # pump neither reports nor records its remaining events.
     detached: bool = False
 
 
