@@ -119,10 +119,14 @@ def test_body_defaults() -> None:
     assert all("role" not in item or item["role"] == "user" for item in body["input"])
     assert "tools" not in body and "prompt_cache_key" not in body
     # pi 1.6.0 switches a reasoning model's thinking off explicitly (thinkingLevelMap.off or
-    # "none").
-    assert body["reasoning"] == {"effort": "none"}
+    # "none"), as an effort with the summary of every effort (checked against real pi 1.6.0
+    # by the harness's openai-codex-responses/thinking_replay); a null off sends none.
+    assert body["reasoning"] == {"effort": "none", "summary": "auto"}
     named = attrs.evolve(MODEL, thinking_level_map={"off": "minimal"})
-    assert build_body(named, context, StreamOptions())["reasoning"] == {"effort": "minimal"}
+    reasoning = build_body(named, context, StreamOptions())["reasoning"]
+    assert reasoning == {"effort": "minimal", "summary": "auto"}
+    silent = attrs.evolve(MODEL, thinking_level_map={"off": None})
+    assert "reasoning" not in build_body(silent, context, StreamOptions())
     small = build_body(MODEL, context, StreamOptions(max_tokens=3))
     assert small["max_output_tokens"] == 16  # pi's floor for the Responses API
     capped = attrs.evolve(MODEL, compat={"supportsMaxOutputTokens": False})

@@ -143,14 +143,19 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
         supported = supports_strict_mode(model, True)
         body["tools"] = responses_tools(context.tools, supported, default=None)
     levels = model.thinking_level_map or {}
-    level = effective_thinking_level(model, options.reasoning) if model.reasoning else "off"
+    # As pi 1.6.0: a level asked for is clamped to the model; none asked for is off as such.
+    asked = model.reasoning and options.reasoning
+    level = effective_thinking_level(model, options.reasoning) if asked else "off"
     if level != "off":
-        mapped = levels.get(level, level)
-        if mapped is not None:
-            body["reasoning"] = {"effort": mapped, "summary": "auto"}
-    elif model.reasoning and levels.get("off", "none") is not None:
-        # pi 1.6.0 turns a reasoning model's thinking off explicitly.
-        body["reasoning"] = {"effort": levels.get("off") or "none"}
+        # A level the map leaves out or maps to null is sent by its own name (pi's `??`).
+        mapped = levels.get(level)
+        body["reasoning"] = {"effort": level if mapped is None else mapped, "summary": "auto"}
+    elif model.reasoning:
+        # pi 1.6.0 sends off as effort "none" (so a switch to it keeps the prompt cache), the
+        # model's own word for off where its map has one, and nothing where that is null.
+        effort = levels.get("off", "none")
+        if effort is not None:
+            body["reasoning"] = {"effort": effort, "summary": "auto"}
     return body
 
 
