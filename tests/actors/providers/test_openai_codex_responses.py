@@ -174,10 +174,12 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool) -> None
     assert request.headers["chatgpt-account-id"] == "acct-42"
 
 
-async def test_pi_s_three_repeats_one_second_doubling(
+async def test_repeats_are_the_provider_retry_setting_one_second_doubling(
     server: LoopbackServer, autojump_clock: trio.testing.MockClock
 ) -> None:
-    pool = HttpPool(HttpSettings(trust_env=False, max_retries=0))  # Codex's own count applies
+    # pi 1.6.0's Codex repeats retry.provider.maxRetries times (three here; 0.73.1 always
+    # made three), one second doubling.
+    pool = HttpPool(HttpSettings(trust_env=False, max_retries=3))
     try:
         busy = {"error": {"message": "overloaded"}}
         server.push(
@@ -189,6 +191,18 @@ async def test_pi_s_three_repeats_one_second_doubling(
         await pool.aclose()
     times = [r.first_byte_at for r in server.requests]
     assert [b - a for a, b in itertools.pairwise(times)] == pytest.approx([1.0, 2.0, 4.0])
+
+
+async def test_no_repeat_by_default(server: LoopbackServer) -> None:
+    # pi 1.6.0's default (retry.provider.maxRetries 0): a 503 is the reply's error at once.
+    pool = HttpPool(HttpSettings(trust_env=False))
+    try:
+        server.push(json_error(503, {"error": {"message": "overloaded"}}))
+        model = make_model(API, server.base_url)
+        message = final(await collect(provider(pool), model))
+    finally:
+        await pool.aclose()
+    assert message.stop_reason == "error" and len(server.requests) == 1
 
 
 async def test_a_token_without_account_is_one_error_event(pool: HttpPool) -> None:

@@ -13,8 +13,8 @@ The stream is the Responses API's, parsed by :class:`.openai_responses.OpenAIRes
 after Codex's own mapping: an ``error`` event fails as ``Codex error: <message>``,
 ``response.failed`` with its error's message, and ``response.done``/``response.incomplete``
 complete the response like ``response.completed`` (an ``incomplete`` status is a length stop).
-pi repeats a failed try three times, one second doubling; here the transport's retry rules
-with those numbers. The setting ``transport`` (pi's default ``auto``) sends requests over a
+pi 1.6.0 repeats a failed try ``retry.provider.maxRetries`` times (none by default; 0.73.1
+made three), one second doubling; here the transport's retry rules with those numbers. The setting ``transport`` (pi's default ``auto``) sends requests over a
 WebSocket first, falling back to SSE as pi does: see :mod:`.codex_websocket`.
 """
 
@@ -357,10 +357,11 @@ class OpenAICodexResponsesProvider(HttpProvider):
             self.sockets.sse_sessions.add(session)
 
     def retry_policy(self) -> RetryPolicy:
-        """pi's Codex repeats: three, after 1 s doubling, no jitter."""
+        """pi's Codex repeats: ``retry.provider.maxRetries`` of them (none by default in pi
+        1.6.0; 0.73.1 made three), after 1 s doubling, no jitter."""
         settings = self.pool.settings
         return RetryPolicy(
-            max_retries=3,
+            max_retries=settings.max_retries,
             initial_delay=1.0,
             max_delay=settings.max_retry_backoff,
             jitter=0.0,
