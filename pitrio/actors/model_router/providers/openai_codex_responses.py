@@ -15,7 +15,8 @@ after Codex's own mapping: an ``error`` event fails as ``Codex error: <message>`
 complete the response like ``response.completed`` (an ``incomplete`` status is a length stop).
 pi 1.6.0 repeats a failed try ``retry.provider.maxRetries`` times (none by default; 0.73.1
 made three), one second doubling; here the transport's retry rules with those numbers. The
-setting ``transport`` (pi's default ``auto``) sends requests over a WebSocket first, falling back to SSE as pi does: see :mod:`.codex_websocket`.
+setting ``transport`` (pi's default ``auto``) sends requests over a WebSocket first, falling
+back to SSE as pi does: see :mod:`.codex_websocket`.
 """
 
 from __future__ import annotations
