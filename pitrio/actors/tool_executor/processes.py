@@ -151,22 +151,7 @@ async def open_merged(
     Raises :class:`~pitrio.errors.UnencodableTextError` for an argument, ``cwd`` or environment
     entry the OS cannot take (callers check what clients and models gave first, strictly and
     with their own names; here names the OS gave, bytes kept by ``surrogateescape``, pass)."""
-    check_os_texts(argv, "argument", from_os=True)
-    check_os_text(cwd, "cwd", from_os=True)
-    if env is not None:
-        check_environment(env, from_os=True)
-    if can_spawn_inline():
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return spawn_merged(argv, cwd=cwd, env=env)
-    return await trio.lowlevel.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    return await _open(argv, cwd=cwd, env=env, split=False)
 
 
 async def open_split(
@@ -174,18 +159,24 @@ async def open_split(
 ) -> SpawnedProcess | trio.Process:
     """:func:`open_merged` with stdout and stderr on pipes of their own (``.stdout``,
     ``.stderr``), for a reader that tells them apart (the user's ``bash``, as pi 1.6.0)."""
+    return await _open(argv, cwd=cwd, env=env, split=True)
+
+
+async def _open(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None, split: bool
+) -> SpawnedProcess | trio.Process:
     check_os_texts(argv, "argument", from_os=True)
     check_os_text(cwd, "cwd", from_os=True)
     if env is not None:
         check_environment(env, from_os=True)
     if can_spawn_inline():
         await trio.lowlevel.checkpoint_if_cancelled()
-        return spawn_split(argv, cwd=cwd, env=env)
+        return _spawn(argv, cwd=cwd, env=env, split=split)
     return await trio.lowlevel.open_process(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if split else subprocess.STDOUT,
         cwd=cwd,
         env=env,
         start_new_session=True,
