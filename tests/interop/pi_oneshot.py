@@ -14,10 +14,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tests.interop.pi_install import find_pi, pi_command, pi_env
 from tests.interop.pi_runner import MockLLM
@@ -157,3 +159,29 @@ def cleanup(shot: OneShot) -> None:
     """Remove the sandbox of ``shot``."""
     if shot.root is not None:
         shutil.rmtree(shot.root, ignore_errors=True)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+C = TypeVar("C", bound=_Named)
+R = TypeVar("R")
+AGENTS = ("pi", "pitrio")
+
+
+@contextmanager
+def both_agents(
+    cases: Sequence[C], run: Callable[[C, str, Path], R], prefix: str
+) -> Iterator[dict[tuple[str, str], R]]:
+    """Every case run by pi and by pitrio (``run(case, agent, base)``), four runs at a time,
+    keyed by ``(case.name, agent)``; the runs' folder is removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    jobs = [(case, agent) for case in cases for agent in AGENTS]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            done = pool.map(lambda job: run(job[0], job[1], base), jobs)
+            yield {(case.name, agent): out for (case, agent), out in zip(jobs, done, strict=True)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

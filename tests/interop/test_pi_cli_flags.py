@@ -11,9 +11,7 @@ expected *and* that both agents give it.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
 
 _NODE, _CLI, WHY = find_pi()
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
@@ -259,11 +257,8 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, Any]:
 def outcomes() -> Iterator[dict[tuple[str, str], tuple[OneShot, Any]]]:
     if _CLI is None:
         pytest.skip(WHY)
-    base = Path(tempfile.mkdtemp(prefix="pitrio-cli-flags-"))
-    jobs = [(case, agent) for case in CASES for agent in ("pi", "pitrio")]
-    with ThreadPoolExecutor(4) as pool:
-        done = pool.map(lambda job: run_case(job[0], job[1], base), jobs)
-        yield {(case.name, agent): out for (case, agent), out in zip(jobs, done, strict=True)}
+    with both_agents(CASES, run_case, "pitrio-cli-flags-") as done:
+        yield done
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
 from tests.interop.test_pi_cli_flags import MODELS, SETTINGS, system_text, tool_names, user_text
 
 _NODE, _CLI, WHY = find_pi()
@@ -134,11 +132,8 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, dict[str, Any
 def outcomes() -> Iterator[dict[tuple[str, str], tuple[OneShot, dict[str, Any], Any]]]:
     if _CLI is None:
         pytest.skip(WHY)
-    base = Path(tempfile.mkdtemp(prefix="pitrio-trust-"))
-    jobs = [(case, agent) for case in CASES for agent in ("pi", "pitrio")]
-    with ThreadPoolExecutor(4) as pool:
-        done = pool.map(lambda job: run_case(job[0], job[1], base), jobs)
-        yield {(case.name, agent): out for (case, agent), out in zip(jobs, done, strict=True)}
+    with both_agents(CASES, run_case, "pitrio-trust-") as done:
+        yield done
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -8,9 +8,7 @@ rest of the bodies differ in known ways: system prompt, tools).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
 
 _NODE, _CLI, WHY = find_pi()
 FIELDS = ("temperature", "top_p", "top_k", "presence_penalty", "reasoning_effort", "reasoning")
@@ -99,11 +97,8 @@ def run(case: Case, agent: str, base: Path) -> OneShot:
 def shots() -> Iterator[dict[tuple[str, str], OneShot]]:
     if _CLI is None:
         pytest.skip(WHY)
-    base = Path(tempfile.mkdtemp(prefix="pitrio-sampling-"))
-    jobs = [(case, agent) for case in CASES for agent in ("pi", "pitrio")]
-    with ThreadPoolExecutor(4) as pool:
-        done = pool.map(lambda job: run(job[0], job[1], base), jobs)
-        yield {(case.name, agent): shot for (case, agent), shot in zip(jobs, done, strict=True)}
+    with both_agents(CASES, run, "pitrio-sampling-") as done:
+        yield done
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -10,9 +10,7 @@ bodies differ in known ways: system prompt, tools).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
 
 _NODE, _CLI, WHY = find_pi()
 FIELDS = (
@@ -108,11 +106,8 @@ def run(case: Case, agent: str, base: Path) -> OneShot:
 def shots() -> Iterator[dict[tuple[str, str], OneShot]]:
     if _CLI is None:
         pytest.skip(WHY)
-    base = Path(tempfile.mkdtemp(prefix="pitrio-thinking-formats-"))
-    jobs = [(case, agent) for case in CASES for agent in ("pi", "pitrio")]
-    with ThreadPoolExecutor(4) as pool:
-        done = pool.map(lambda job: run(job[0], job[1], base), jobs)
-        yield {(case.name, agent): shot for (case, agent), shot in zip(jobs, done, strict=True)}
+    with both_agents(CASES, run, "pitrio-thinking-formats-") as done:
+        yield done
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
