@@ -111,20 +111,6 @@ DOCUMENTED: list[Entry] = [
     ("prompt_during_threshold_compaction", "*", R_THRESHOLD),
 ]
 
-P_ERRTEXT = "error texts: `500 server_error: ...` vs pi's `500 ...`; pitrio's `diagnostics` field"
-P_QUIET = "the providers' quiet transport retry of 5xx/429 (pi's SDK retries twice first)"
-P_TEXTEND = "text_end order on abort and at stream end"
-P_FAUX = "faux models listed in get_available_models/cycle_model"
-P_LOCK = "lock files beside sessions"
-P_ABORTRETRY = "abort_retry leaves the failed attempt in context (messageCount 2 vs 1)"
-P_STREAMCMD = "compact/new_session while streaming add an agent_end(aborted)"
-P_ABORTTEXT = "`Request was aborted` vs pi's `Request was aborted.`"
-P_CLONE = "clone of an empty session succeeds"
-P_BASHREC = "bashExecution record timing"
-P_FROMHOOK = "compaction entries lack `fromHook`"
-P_NOSESSION = "sessionFile after new_session with --no-session"
-P_STEERMODE = "an invalid steering mode is ignored by pi"
-P_AUTORETRY = "set_auto_retry without enabled"
 
 # Not differences: how many deltas of a reply come out before an abort or a stop lands is
 # timing, on either side (seen both ways in runs of the same code). Left out before counting.
