@@ -21,21 +21,9 @@ import trio
 from pitrio.actors.session_store import SessionStoreHandle, StoreOptions, open_store
 from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.errors import ReadOnlySessionError
-from pitrio.messages.agent import AssistantMessage, Usage, user_message
-from pitrio.messages.content import TextContent
+from pitrio.messages.agent import user_message
 from pitrio.messages.events import EntriesMerged
-
-
-def assistant(text: str = "reply") -> AssistantMessage:
-    return AssistantMessage(
-        content=(TextContent(text=text),),
-        api="faux-api",
-        provider="faux",
-        model="faux-1",
-        usage=Usage(),
-        stop_reason="stop",
-        timestamp=1_700_000_000_000,
-    )
+from tests.actors.test_session_store_actor import assistant
 
 
 def foreign_line(entry_id: str, parent: str | None, text: str, role: str = "user") -> bytes:
