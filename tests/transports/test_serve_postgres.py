@@ -144,7 +144,7 @@ async def serve_process(
         capture_stderr=True,
         check=False,
     )
-    assert migrate.returncode == 0, migrate
+    assert migrate.returncode == 0 and b"up to date" in migrate.stdout, migrate
     command = [
         PITRIO, "serve", "--port", "0", "--no-auth", "--store", url,
         "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
@@ -172,85 +172,57 @@ async def serve_process(
 async def test_a_killed_owners_session_moves_to_another_daemon(
     database: str, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / "agent-a")}
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / "agent-a")}  # as serve_process's
     env.pop("PITRIO_SESSION_DIR", None)
-    migrate = await trio.run_process(
-        [PITRIO, "db", "migrate", "--store", database],
-        env=env,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-    assert migrate.returncode == 0 and b"up to date" in migrate.stdout, migrate
-    command = [
-        PITRIO, "serve", "--port", "0", "--no-auth", "--store", database,
-        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
-    ]  # fmt: skip
-    async with trio.open_nursery() as nursery:
-        process: trio.Process = await nursery.start(
-            functools.partial(
-                trio.run_process,
-                command,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                check=False,
-            )
-        )
-        try:
-            assert process.stdout is not None
-            url_a = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
-            ws_a = url_a.replace("http://", "ws://").rstrip("/")
-            session_id = await create(ws_a)
-            await prompt(ws_a, session_id, "one")
-            async with in_process_daemon(tmp_path, database, "agent-b") as daemon_b:
-                ws_b = f"ws://127.0.0.1:{daemon_b.port}"
-                # B does not run A's session: its client is told who does, then follows it.
-                async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as follower:
-                    notice = await receive(follower)
-                    assert notice["type"] == "session_owned_elsewhere", notice
-                    assert notice["url"] == url_a
-                    await send(follower, {"id": "x", "type": "prompt", "message": "no"})
-                    refused = await receive(follower)
-                    assert refused["success"] is False and url_a in refused["error"]
-                    await prompt(ws_a, session_id, "two")
-                    followed = []
-                    while len(followed) < 2:  # the user message and the reply, as committed
-                        frame = await receive(follower)
-                        assert frame["type"] == "entry_appended", frame
-                        followed.append(frame)
-                    assert [f["entrySeq"] for f in followed] == [
-                        notice["entrySeq"] + 1,
-                        notice["entrySeq"] + 2,
-                    ]
-                    assert followed[0]["entry"]["message"]["content"][0]["text"] == "two"
-                # A dies without releasing anything. Once its lease expires, B takes over.
-                process.send_signal(signal.SIGKILL)
-                await process.wait()
-                with trio.fail_after(15):
-                    while True:
-                        async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
-                            hello = await receive(ws)
-                        if hello["type"] == "attached":
-                            break
-                        assert hello["type"] == "session_owned_elsewhere", hello
-                        await trio.sleep(0.2)
-                await prompt(ws_b, session_id, "three")
-                found = texts(await messages(ws_b, session_id))
-                # pi 1.6.0: the system message leads (its prompt is in sections, no content).
-                assert found == [
-                    "system:", "user:one", "assistant:one", "user:two", "assistant:two",
-                    "user:three", "assistant:three",
-                ]  # fmt: skip
-                async with httpx.AsyncClient() as client:
-                    got = await client.get(f"http://127.0.0.1:{daemon_b.port}/metrics")
-                metrics = got.text
-                assert re.search(r"^pitrio_pg_leases_taken_over_total 1$", metrics, re.M)
-                assert re.search(r"^pitrio_pg_leases_held 1$", metrics, re.M)
-                assert re.search(r"^pitrio_pg_pool_size [1-9]", metrics, re.M)
-        finally:
-            if process.returncode is None:
-                process.kill()
+    async with serve_process(tmp_path, database, "agent-a") as (process, url_a):
+        ws_a = url_a.replace("http://", "ws://").rstrip("/")
+        session_id = await create(ws_a)
+        await prompt(ws_a, session_id, "one")
+        async with in_process_daemon(tmp_path, database, "agent-b") as daemon_b:
+            ws_b = f"ws://127.0.0.1:{daemon_b.port}"
+            # B does not run A's session: its client is told who does, then follows it.
+            async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as follower:
+                notice = await receive(follower)
+                assert notice["type"] == "session_owned_elsewhere", notice
+                assert notice["url"] == url_a
+                await send(follower, {"id": "x", "type": "prompt", "message": "no"})
+                refused = await receive(follower)
+                assert refused["success"] is False and url_a in refused["error"]
+                await prompt(ws_a, session_id, "two")
+                followed = []
+                while len(followed) < 2:  # the user message and the reply, as committed
+                    frame = await receive(follower)
+                    assert frame["type"] == "entry_appended", frame
+                    followed.append(frame)
+                assert [f["entrySeq"] for f in followed] == [
+                    notice["entrySeq"] + 1,
+                    notice["entrySeq"] + 2,
+                ]
+                assert followed[0]["entry"]["message"]["content"][0]["text"] == "two"
+            # A dies without releasing anything. Once its lease expires, B takes over.
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+            with trio.fail_after(15):
+                while True:
+                    async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
+                        hello = await receive(ws)
+                    if hello["type"] == "attached":
+                        break
+                    assert hello["type"] == "session_owned_elsewhere", hello
+                    await trio.sleep(0.2)
+            await prompt(ws_b, session_id, "three")
+            found = texts(await messages(ws_b, session_id))
+            # pi 1.6.0: the system message leads (its prompt is in sections, no content).
+            assert found == [
+                "system:", "user:one", "assistant:one", "user:two", "assistant:two",
+                "user:three", "assistant:three",
+            ]  # fmt: skip
+            async with httpx.AsyncClient() as client:
+                got = await client.get(f"http://127.0.0.1:{daemon_b.port}/metrics")
+            metrics = got.text
+            assert re.search(r"^pitrio_pg_leases_taken_over_total 1$", metrics, re.M)
+            assert re.search(r"^pitrio_pg_leases_held 1$", metrics, re.M)
+            assert re.search(r"^pitrio_pg_pool_size [1-9]", metrics, re.M)
     # What the database holds: every entry once, numbered without a gap.
     exported = await trio.run_process(
         [PITRIO, "sessions", "export", session_id, "--jsonl", "--store", database],
