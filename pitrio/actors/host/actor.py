@@ -86,6 +86,8 @@ class Create:
     name: str | None
     reply: Reply[HostedSession]
     trust_asker: TrustAsker | None = None
+    session_id: str | None = None
+    """The id to give it (an idempotent create's); one already registered is answered."""
 
 
 @attrs.frozen
@@ -284,6 +286,10 @@ class Host(Actor[HostCommand]):
     async def _create(self, command: Create) -> None:
         if self.context.shutting_down:
             raise PitrioError("The daemon is shutting down")
+        known = None if command.session_id is None else self.sessions.get(command.session_id)
+        if known is not None:  # a repeat of an idempotent create still starting: the same one
+            self.nursery.start_soon(self._open_new, known, command.reply)
+            return
         if command.cwd:  # a client's: strictly (the daemon's own default came from the OS)
             check_os_text(command.cwd, "cwd")
         cwd = absolute_cwd(command.cwd or self.config.default_cwd)
@@ -292,7 +298,7 @@ class Host(Actor[HostCommand]):
         model = command.model or self.config.default_model
         if model:
             await self.router.resolve_pattern(model)  # an unknown model fails the create
-        header = new_header(cwd)
+        header = new_header(cwd, session_id=command.session_id)
         path: Path | None = None
         if self.config.store is None:
             # The host's own agent dir, not the environment's: the index reads it back there.
@@ -551,14 +557,17 @@ class HostHandle(Handle[HostCommand]):
         thinking_level: str | None = None,
         name: str | None = None,
         trust_asker: TrustAsker | None = None,
+        session_id: str | None = None,
     ) -> HostedSession:
         """A new session, started (its file is written with its first reply).
 
         ``trust_asker``: the creating client answers the project-trust dialog when the rules
         ask (:mod:`pitrio.actors.session.resources.trust`); ``None``: "ask" means untrusted.
+        ``session_id``: its id (an idempotent create's, :func:`idempotent_session_id`); a
+        session registered with it already is answered instead.
         """
         return await self.ask(
-            lambda reply: Create(cwd, model, thinking_level, name, reply, trust_asker)
+            lambda reply: Create(cwd, model, thinking_level, name, reply, trust_asker, session_id)
         )
 
     async def get(self, session_id: str) -> HostedSession:

@@ -39,6 +39,7 @@ from pitrio.actors.host.runs import LogEvent, RunLedger
 from pitrio.actors.host.start_options import SessionStub, start_options
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.session.command_ledger import CommandLedger
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
@@ -137,6 +138,7 @@ class HostedSession:
         "history",
         "id",
         "last_active",
+        "ledger",
         "path",
         "project_trust",
         "queued",
@@ -167,6 +169,9 @@ class HostedSession:
         self.stub = stub
         self.trust_asker: TrustAsker | None = None
         """Asks the creating client about project trust, at the first start only."""
+        self.ledger: CommandLedger | None = None
+        """The client command ids taken (exactly once; made and seeded from the session's
+        entries by the first command that carries an id, kept across restarts of the tree)."""
         self.project_trust: bool | None = None
         """The project-trust decision of the first start, kept for restarts."""
         self.epoch = secrets.token_hex(6)

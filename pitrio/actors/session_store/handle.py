@@ -10,6 +10,7 @@ import trio
 
 from pitrio.actors._actor import Address, Handle
 from pitrio.actors.session_store import queries
+from pitrio.actors.session_store.command_stamp import COMMAND_STAMP, stamped
 from pitrio.actors.session_store.commands import (
     DRAFT,
     Append,
@@ -106,6 +107,9 @@ class SessionStoreHandle(Handle[StoreCommand]):
         With ``fence``, the append is refused (:class:`StaleFenceError`) unless it is the
         store's current lease fence.
         """
+        stamp = COMMAND_STAMP.get()
+        if stamp is not None:  # appended while a client's command is applied (exactly once)
+            entry = stamped(entry, stamp)
         written: SessionEntry = await self.ask(lambda reply: Append(entry, fence, reply, lazy))
         assert isinstance(written, type(entry))
         return written
@@ -243,6 +247,9 @@ class SessionStoreHandle(Handle[StoreCommand]):
             details=details,
             from_hook=from_hook,
         )
+        stamp = COMMAND_STAMP.get()
+        if stamp is not None:
+            draft = stamped(draft, stamp)
         written: SessionEntry = await self.ask(
             lambda reply: BranchWithSummary(from_id, draft, reply)
         )

@@ -67,6 +67,7 @@ from pitrio.transports.rpc.commands import (
     unknown_command,
 )
 from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
+from pitrio.transports.rpc.once import apply_once, hosted_ledger, ledger_key
 from pitrio.transports.rpc.protocol import Request, failure, success
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
@@ -264,10 +265,7 @@ class SessionSocket(ClientSocket):
     async def _handle(self, client: AttachedClient, request: Request, gate: int | None) -> None:
         try:
             try:
-                if request.type in BRANCHING_COMMANDS:
-                    response = await self._branching(request)
-                else:
-                    response = await execute(self, request)
+                response = await self._apply(request)
             except Exception as exc:  # a bug answering one command: answered, not fatal
                 log.exception("session %s: %s failed", self.hosted.id, request.type)
                 response = failure(request, problem_of(exc))
@@ -282,6 +280,22 @@ class SessionSocket(ClientSocket):
             if gate is not None:
                 client.feed.close_gate(gate)
                 client.wake()
+
+    async def _apply(self, request: Request) -> dict[str, Any]:
+        """Apply ``request`` once per id for the session, whichever connection or daemon
+        sent it before (its id is written with the entries it produces)."""
+        if ledger_key(request) is None:
+            return await self._apply_now(request)
+        try:
+            ledger = await hosted_ledger(self.hosted)
+        except PitrioError:
+            return await self._apply_now(request)  # no session to ask: the command says why
+        return await apply_once(ledger, request, lambda: self._apply_now(request), durable=True)
+
+    async def _apply_now(self, request: Request) -> dict[str, Any]:
+        if request.type in BRANCHING_COMMANDS:
+            return await self._branching(request)
+        return await execute(self, request)
 
     async def _branching(self, request: Request) -> dict[str, Any]:
         """``new_session``, ``fork``, ``clone``: a new hosted session; ``switch_session``: no."""
