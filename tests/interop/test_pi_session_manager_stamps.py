@@ -9,11 +9,11 @@ entry kept, the file not rewritten, the leaf's context the messages pitrio holds
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
+import trio
 
 from pitrio.actors.model_router import FauxProvider, FauxReply
 from tests.interop.pi_install import find_pi
@@ -59,7 +59,7 @@ async def test_pi_opens_a_file_whose_entries_carry_command_ids(tmp_path: Path) -
             await send(ws, {"id": "m", "type": "get_messages"})
             messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
     file = Path(state["sessionFile"])
-    lines = [orjson.loads(line) for line in file.read_bytes().splitlines()]
+    lines = [orjson.loads(line) for line in (await trio.Path(file).read_bytes()).splitlines()]
     stamped = [line["pitrioCommand"]["id"] for line in lines if "pitrioCommand" in line]
     assert stamped == ["p1", "n1", "b1", "m1", "p2"]
 
@@ -69,8 +69,9 @@ async def test_pi_opens_a_file_whose_entries_carry_command_ids(tmp_path: Path) -
         "files": [str(file)],
         "output": str(output),
     }
-    subprocess.run([str(NODE), str(SCRIPT), json.dumps(config)], check=True, timeout=60)
-    seen = json.loads(output.read_text())[str(file)]
+    with trio.fail_after(60):
+        await trio.run_process([str(NODE), str(SCRIPT), json.dumps(config)])
+    seen = json.loads(await trio.Path(output).read_text())[str(file)]
     assert seen["ok"], seen.get("error")
     assert seen["rewritten"] is False
     assert seen["types"] == [line["type"] for line in lines[1:]]

@@ -5,7 +5,6 @@ request. Ids of a stdio client are kept for the process only, so the file stays 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +14,7 @@ import trio
 
 from tests.faults.mock_llm import mock_llm
 from tests.transports.rpc.harness import Dirs, RpcProcess, rpc_process
-
-
-def write_models(agent: Path, port: int) -> None:
-    models = {
-        "providers": {
-            "mock": {
-                "baseUrl": f"http://127.0.0.1:{port}/v1",
-                "api": "openai-completions",
-                "apiKey": "mock-key",
-                "models": [{"id": "mock-model"}],
-            }
-        }
-    }
-    (agent / "models.json").write_text(json.dumps(models))
+from tests.transports.test_serve_logs import write_agent
 
 
 def responses_to(rpc: RpcProcess, request_id: str) -> list[dict[str, Any]]:
@@ -48,9 +34,9 @@ async def chat_requests(port: int) -> list[dict[str, Any]]:
 
 async def test_a_repeated_prompt_id_runs_once_over_real_pipes(tmp_path: Path) -> None:
     script = {"default": {"kind": "text", "text": "only once", "deltas": 4, "delay": 0.02}}
-    dirs = Dirs.make(tmp_path)
     async with mock_llm(script, tmp_path) as port:
-        write_models(dirs.agent, port)
+        write_agent(tmp_path / "agent", port)  # models.json; Dirs.make writes the settings
+        dirs = Dirs.make(tmp_path)
         async with rpc_process(dirs, model="mock/mock-model") as rpc:
             prompt = {"id": "p1", "type": "prompt", "message": "do it once"}
             line = orjson.dumps(prompt) + b"\n"
@@ -91,5 +77,5 @@ async def test_a_repeated_prompt_id_runs_once_over_real_pipes(tmp_path: Path) ->
                 assert await rpc.wait_exit() == 0
     # A stdio client's ids are the process's (pi's RpcClient numbers them from req_1 in
     # every process): none is written, the file is what pi writes.
-    written = Path(state["sessionFile"]).read_bytes()
+    written = await trio.Path(state["sessionFile"]).read_bytes()
     assert b"pitrioCommand" not in written and written.count(b'"role":"user"') == 1
