@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -88,6 +89,9 @@ class AttachClient:
         self.state = RunState()
         self.idle = trio.Event()
         self.ids = 0
+        # A session remembers the ids its commands carried (exactly-once commands, issue 36):
+        # ids unique to this process, so a later attach's "a1" is never taken for this one's.
+        self.id_prefix = "a" + secrets.token_hex(4) + "-"
         self.input_done = False
         self.asking = False  # a marker or a question awaits a line on stdout
         self.read_scope: trio.CancelScope | None = None
@@ -114,7 +118,7 @@ class AttachClient:
     async def send(self, command: dict[str, Any]) -> str:
         """Send a command with a fresh id (returned); ``ConnectionClosed`` when not connected."""
         self.ids += 1
-        command = {"id": f"a{self.ids}", **command}
+        command = {"id": f"{self.id_prefix}{self.ids}", **command}
         if self.ws is None:
             raise ConnectionClosed(None)
         await self.ws.send_message(json.dumps(command))

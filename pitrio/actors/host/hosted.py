@@ -42,6 +42,7 @@ from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, star
 from pitrio.actors.session.command_ledger import CommandLedger
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session.trust_gate import TrustAsker
+from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
@@ -266,7 +267,10 @@ class HostedSession:
             raise PitrioError("The daemon is shutting down")
         self._set_status("starting")
         self._stopped = trio.Event()
-        self._context.nursery.start_soon(self._supervise)
+        # A task inherits its starter's context: a client command being applied (its id
+        # stamped on entries) must not stamp every entry of the tree it happened to start.
+        with stamping(None):
+            self._context.nursery.start_soon(self._supervise)
 
     async def stop(self, *, delete: bool = False) -> None:
         """Abort a run, flush and stop the tree (if it runs); wait until it has stopped.
@@ -502,6 +506,9 @@ class HostedSession:
                 if not self._context.shutting_down:
                     gc.collect(1)
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
+                # Its ids are read again from its entries when it is next loaded (memory:
+                # a daemon holds thousands of evicted sessions).
+                self.ledger = None
                 self._set_status("evicted")
                 self._context.emit({"type": "session_evicted", "sessionId": self.id})
                 return

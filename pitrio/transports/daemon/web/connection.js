@@ -19,6 +19,10 @@ export const state = {
   //  reconnecting, replayUntil, replayFrom}
   current: null,
   requestId: 0,
+  // A session remembers the ids its commands carried (a repeated id is answered, not applied
+  // again): ids unique to this page load, so a reloaded page's first prompt is never taken
+  // for an earlier page's.
+  idPrefix: Math.random().toString(36).slice(2, 10) + "-",
   pending: new Map(),
 };
 
@@ -168,7 +172,7 @@ export function connectHost(handlers) {
 /** Send a host command; resolves with its response frame (a failed one when the host
  * socket is not open or closes first). */
 export function hostSend(command) {
-  const id = "h" + ++state.requestId;
+  const id = "h" + state.idPrefix + ++state.requestId;
   if (!state.host || state.host.readyState !== 1) {
     const error = "not connected to the daemon";
     return Promise.resolve({ type: "response", id, command: command.type, success: false, error });
@@ -225,7 +229,7 @@ export function closeSession() {
 export function send(command) {
   const current = state.current;
   if (!current || !current.ws || current.ws.readyState !== 1) return null;
-  const id = "s" + ++state.requestId;
+  const id = "s" + state.idPrefix + ++state.requestId;
   current.ws.send(JSON.stringify({ id, ...command }));
   return id;
 }
