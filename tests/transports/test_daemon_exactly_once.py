@@ -10,8 +10,9 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
 
-from pitrio.actors.model_router import FauxProvider, FauxReply
+from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
 from tests.transports.daemon_harness import (
     connect,
     create_session,
@@ -176,3 +177,39 @@ async def test_an_idempotent_create_makes_one_session(agent: Path) -> None:
         await receive(host)
         again = await request(host, {**create, "id": "c5"})
         assert again["data"]["sessionId"] == session_id and again["data"]["duplicate"]
+
+
+async def test_steers_follow_ups_and_compactions_carry_their_ids(agent: Path) -> None:
+    # The queued messages' ids reach their user entries when they are delivered, later; the
+    # run holds in a tool until the test has queued both (explicit, no timing).
+    work = agent.parent / "work"
+    agent.mkdir(parents=True)  # a small session can be compacted: keep almost nothing
+    (agent / "settings.json").write_text('{"compaction": {"keepRecentTokens": 1}}')
+    hold = FauxToolCall("bash", {"command": "until [ -e release ]; do sleep 0.02; done"})
+    faux = FauxProvider(
+        [FauxReply(tool_calls=[hold]), "steered", "followed"], default=FauxReply(text="summary")
+    )
+    async with running_daemon(agent, faux) as daemon:
+        session_id = await create_session(daemon)
+        async with connect(daemon, f"/v1/sessions/{session_id}") as ws:
+            await receive(ws)
+            assert (await request(ws, {"id": "p1", "type": "prompt", "message": "go"}))["success"]
+            await until(ws, lambda frame: frame.get("type") == "tool_execution_start")
+            for key, kind in (("s1", "steer"), ("f1", "follow_up")):
+                queued = await request(ws, {"id": key, "type": kind, "message": f"{kind} it"})
+                assert queued["success"], queued
+            await trio.Path(work / "release").touch()
+            await until(ws, settled)
+            compacted = await request(ws, {"id": "c1", "type": "compact"})
+            assert compacted["success"], compacted["error"]
+            calls = len(faux.requests)
+            repeat = await request(ws, {"id": "c1", "type": "compact"})
+            assert repeat == {**compacted, "duplicate": True}
+            assert len(faux.requests) == calls  # no second summary
+        file = await session_path(daemon, session_id)
+    assert stamped_entries(file) == [
+        ("user", "p1"),
+        ("user", "s1"),
+        ("user", "f1"),
+        ("compaction", "c1"),
+    ]
