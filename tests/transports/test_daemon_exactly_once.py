@@ -183,8 +183,9 @@ async def test_steers_follow_ups_and_compactions_carry_their_ids(agent: Path) ->
     # The queued messages' ids reach their user entries when they are delivered, later; the
     # run holds in a tool until the test has queued both (explicit, no timing).
     work = agent.parent / "work"
-    agent.mkdir(parents=True)  # a small session can be compacted: keep almost nothing
-    (agent / "settings.json").write_text('{"compaction": {"keepRecentTokens": 1}}')
+    await trio.Path(agent).mkdir(parents=True)  # a small session can be compacted:
+    settings = '{"compaction": {"keepRecentTokens": 1}}'  # keep almost nothing
+    await trio.Path(agent / "settings.json").write_text(settings)
     hold = FauxToolCall("bash", {"command": "until [ -e release ]; do sleep 0.02; done"})
     faux = FauxProvider(
         [FauxReply(tool_calls=[hold]), "steered", "followed"], default=FauxReply(text="summary")
