@@ -267,6 +267,9 @@ class HostedSession:
             raise PitrioError("The daemon is shutting down")
         self._set_status("starting")
         self._stopped = trio.Event()
+        # Loaded again: the ids are read from the entries again, which may hold commands
+        # another daemon applied while it had the session (a shared store).
+        self.ledger = None
         # A task inherits its starter's context: a client command being applied (its id
         # stamped on entries) must not stamp every entry of the tree it happened to start.
         with stamping(None):
