@@ -23,7 +23,11 @@ from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
 from pitrio.actors.session.tool_selection import tool_list_error
 from pitrio.actors.session.user_bash import BashResult
-from pitrio.actors.session_store.command_stamp import CommandStamp, read_stamps, stamping
+from pitrio.actors.session_store.command_stamp import (
+    CommandStamp,
+    read_stamped_entries,
+    stamping,
+)
 from pitrio.actors.session_store.paths import SESSION_ID
 
 __all__ = [
@@ -46,7 +50,7 @@ __all__ = [
     "UiResponse",
     "event_weight",
     "fingerprint",
-    "read_stamps",
+    "read_stamped_entries",
     "stamping",
     "tool_list_error",
 ]

@@ -78,8 +78,13 @@ def stamped(entry: E, stamp: CommandStamp) -> E:
 
 def read_stamps(lines: Iterable[bytes]) -> list[CommandStamp]:
     """The stamps ``lines`` carry, in file order, each id once (its first stamp)."""
+    return [stamp for stamp, _ in read_stamped_entries(lines)]
+
+
+def read_stamped_entries(lines: Iterable[bytes]) -> list[tuple[CommandStamp, dict[str, Any]]]:
+    """Each stamp ``lines`` carry with the (first) entry carrying it, as JSON, in file order."""
     seen: set[str] = set()
-    stamps: list[CommandStamp] = []
+    found: list[tuple[CommandStamp, dict[str, Any]]] = []
     for line in lines:
         if _STAMP_BYTES not in line:  # a byte search first: most lines carry none
             continue
@@ -87,8 +92,10 @@ def read_stamps(lines: Iterable[bytes]) -> list[CommandStamp]:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        stamp = CommandStamp.from_json(value.get(STAMP_KEY) if isinstance(value, dict) else None)
+        if not isinstance(value, dict):
+            continue
+        stamp = CommandStamp.from_json(value.get(STAMP_KEY))
         if stamp is not None and stamp.id not in seen:
             seen.add(stamp.id)
-            stamps.append(stamp)
-    return stamps
+            found.append((stamp, value))
+    return found

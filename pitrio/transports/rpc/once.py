@@ -27,7 +27,7 @@ from pitrio.sdk.session import (
     Repeat,
     SessionHandle,
     fingerprint,
-    read_stamps,
+    read_stamped_entries,
     stamping,
 )
 from pitrio.transports.rpc.protocol import Request, failure, success
@@ -79,14 +79,22 @@ async def apply_once(
     return response
 
 
-def rebuilt_answer(stamp: CommandStamp) -> dict[str, Any]:
-    """The answer to a command known only from a stamp in the session's entries: a success
-    without ``data`` (not kept), but a prompt's disposition, which its entry implies (its
-    message was recorded, so it ran)."""
+def rebuilt_answer(stamp: CommandStamp, entry: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a command known only from ``entry``, which carries its stamp: a success;
+    a prompt's disposition, which its entry implies (its message was recorded, so it ran); a
+    ``bash`` command's result, which its record holds; no other ``data`` (not kept)."""
     request = Request(id=stamp.id, type=stamp.command, fields={})
     if stamp.command == "prompt":
         return success(request, {"disposition": "started"})
+    message = entry.get("message")
+    if stamp.command == "bash" and isinstance(message, dict):
+        record = {key: message.get(key) for key in _BASH_DATA if key in message}
+        return success(request, record)
     return success(request)
+
+
+_BASH_DATA = ("output", "exitCode", "cancelled", "truncated", "fullOutputPath")
+"""``bash``'s answer: its record's fields of the same names, in this order (``bash_data``)."""
 
 
 async def hosted_ledger(hosted: HostedSession) -> CommandLedger:
@@ -105,7 +113,7 @@ async def hosted_ledger(hosted: HostedSession) -> CommandLedger:
 async def seed_ledger(ledger: CommandLedger, session: SessionHandle) -> int:
     """Give ``ledger`` the ids the session's entries carry (the last it can hold); how many."""
     lines, _ = await session.invoke(lambda target: target.entry_lines())
-    stamps = read_stamps(line for _, line in lines)
-    for stamp in stamps[-ledger.capacity :]:
-        ledger.recorded(stamp.id, stamp.fingerprint, rebuilt_answer(stamp))
-    return len(stamps)
+    stamped = read_stamped_entries(line for _, line in lines)
+    for stamp, entry in stamped[-ledger.capacity :]:
+        ledger.recorded(stamp.id, stamp.fingerprint, rebuilt_answer(stamp, entry))
+    return len(stamped)
