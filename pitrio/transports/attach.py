@@ -236,6 +236,9 @@ class AttachClient:
                     return 1
                 raise
             self._frame(frame)
+            if self.state.resend is not None:
+                command, self.state.resend = self.state.resend, None
+                await ws.send_message(json.dumps(command))  # the same id: applied once
             if self.state.probe:
                 self.state.sent(await self.send({"type": "get_state"}))
             while self.input_done and self.dialogs.current is not None:
@@ -321,7 +324,9 @@ class AttachClient:
                     {"type": "follow_up" if self.args.follow_up else "steer", "message": line}
                 )
             else:
-                self.state.sent(await self.send({"type": "prompt", "message": line}))
+                prompt = {"type": "prompt", "message": line}
+                request_id = await self.send(prompt)
+                self.state.sent(request_id, {"id": request_id, **prompt})
                 self._changed()
         except ConnectionClosed:
             self.term.error("(not connected: the line was dropped)")

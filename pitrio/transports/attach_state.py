@@ -28,6 +28,12 @@ class RunState:
     """The id of the prompt (or of the ``get_state`` after it) awaiting its response."""
     probe: bool = False
     """A ``get_state`` is to be sent (see the module's docstring); the shell clears it."""
+    pending_command: dict[str, Any] | None = None
+    """The prompt ``pending`` names, as sent (with its id)."""
+    resend: dict[str, Any] | None = None
+    """A prompt to send again, with the same id, on the new connection: its answer went
+    down with the old one. The daemon applies an id once (exactly-once commands), so it runs
+    if it never arrived and is answered, not run again, if it did. The shell clears it."""
     last_seq: int = 0
     """The last event seen: where a resumed connection starts."""
     stream: str | None = None
@@ -38,9 +44,10 @@ class RunState:
         """Whether a run or a prompt of ours is in flight."""
         return self.running or self.pending is not None or self.probe
 
-    def sent(self, request_id: str) -> None:
-        """A prompt (or the probe) went out with ``request_id``."""
+    def sent(self, request_id: str, command: Mapping[str, Any] | None = None) -> None:
+        """A prompt (``command``, as sent) or the probe went out with ``request_id``."""
         self.pending = request_id
+        self.pending_command = None if command is None else dict(command)
         self.probe = False
 
     def feed(self, frame: Mapping[str, Any]) -> None:
@@ -51,7 +58,9 @@ class RunState:
             self.stream = frame.get("stream")
             self.last_seq = max(self.last_seq, int(frame.get("seq") or 0))
             self.running = bool(frame.get("isStreaming"))
-            if self.pending is not None:  # its response went down with the old connection
+            if self.pending_command is not None:  # its answer went down with the old connection
+                self.resend = self.pending_command
+            elif self.pending is not None:  # the probe's: ask again
                 self.pending, self.probe = None, True
             return
         if isinstance(seq, int) and kind != "response":
@@ -61,8 +70,10 @@ class RunState:
         elif kind == "agent_settled":
             self.running = False
         elif kind == "response" and self.pending is not None and frame.get("id") == self.pending:
-            self.pending = None
-            if frame.get("command") == "get_state":
+            self.pending = self.pending_command = None
+            if frame.get("inProgress"):  # a resent prompt the daemon is still accepting
+                self.probe = True
+            elif frame.get("command") == "get_state":
                 data = frame.get("data") or {}
                 self.running = self.running or bool(data.get("isStreaming"))
             elif frame.get("success") and not self.running:
