@@ -25,6 +25,7 @@ from pitrio.actors.session.tool_selection import tool_list_error
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store.command_stamp import (
     CommandStamp,
+    current_stamp,
     read_stamped_entries,
     stamping,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "SessionState",
     "StreamingBehavior",
     "UiResponse",
+    "current_stamp",
     "event_weight",
     "fingerprint",
     "read_stamped_entries",

@@ -104,6 +104,10 @@ async def test_a_restarted_daemon_recognises_ids_from_the_session_file(agent: Pa
             await until(ws, settled)
             answers = [await request(ws, command) for command in commands[1:]]
             assert all(answer["success"] for answer in answers)
+            clone = {"id": "k1", "type": "clone"}
+            cloned = await request(ws, clone)
+            assert cloned["success"], cloned
+            assert await request(ws, clone) == {**cloned, "duplicate": True}
         file = await session_path(daemon, session_id)
     written = file.read_bytes()
     # Each id is written with the entry its command produced.
@@ -139,6 +143,10 @@ async def test_a_restarted_daemon_recognises_ids_from_the_session_file(agent: Pa
                 assert answer == {**first, "duplicate": True}
         assert fresh.requests == []
         assert file.read_bytes() == written  # nothing applied again
+        # A clone writes nothing in its source, but its id names the copy: a repeat after the
+        # restart finds the copy the first made.
+        again = await request(ws, clone)
+        assert again["data"]["sessionId"] == cloned["data"]["sessionId"], (cloned, again)
         # A changed command under a used id is a new command (pi gives ids no meaning).
         changed = await request(ws, {**commands[0], "message": "second"})
         assert "duplicate" not in changed

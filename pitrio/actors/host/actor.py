@@ -127,6 +127,9 @@ class Branch:
     entry_id: str | None
     """A user message to fork before; ``None``: clone the current branch."""
     reply: Reply[tuple[HostedSession, str | None]]
+    session_id: str | None = None
+    """The new session's id (a client command's, made from its id): one that exists already
+    is answered instead of a second copy."""
 
 
 @attrs.frozen
@@ -326,6 +329,13 @@ class Host(Actor[HostCommand]):
         else:
             reply.set(hosted)
 
+    async def _existing(self, session_id: str) -> HostedSession | None:
+        """The session with this id if there is one (registered, in a file, in the store)."""
+        try:
+            return await self._get(session_id)
+        except SessionNotFoundError:
+            return None
+
     async def _get(self, session_id: str) -> HostedSession:
         session_id = validate_session_id(session_id)
         hosted = self.sessions.get(session_id)
@@ -436,10 +446,18 @@ class Host(Actor[HostCommand]):
             started = command.source.started
             assert started is not None
             if command.entry_id is None:
-                result = await started.store.clone()
+                result = await started.store.clone(session_id=command.session_id)
             else:
-                result = await started.store.fork(command.entry_id, position="before")
+                result = await started.store.fork(
+                    command.entry_id, position="before", session_id=command.session_id
+                )
             del source
+            if command.session_id is not None:
+                existing = await self._existing(command.session_id)
+                if existing is not None:  # a repeat (after a restart): the copy made before
+                    await existing.session()
+                    command.reply.set((existing, result.selected_text))
+                    return
             seed = result.seed
             header = seed.header
             stub = SessionStub(header=header, seed_entries=seed.entries)
@@ -607,14 +625,17 @@ class HostHandle(Handle[HostCommand]):
         """Stop the session and delete its file."""
         await self.ask(lambda reply: Close(session_id, True, reply))
 
-    async def fork(self, source: HostedSession, entry_id: str) -> tuple[HostedSession, str | None]:
-        """A new session holding ``source``'s path before a user message, and that text."""
-        return await self.ask(lambda reply: Branch(source, entry_id, reply))
+    async def fork(
+        self, source: HostedSession, entry_id: str, *, session_id: str | None = None
+    ) -> tuple[HostedSession, str | None]:
+        """A new session holding ``source``'s path before a user message, and that text
+        (``session_id``: its id; a session with it already is answered instead)."""
+        return await self.ask(lambda reply: Branch(source, entry_id, reply, session_id))
 
-    async def clone(self, source: HostedSession) -> HostedSession:
-        """A new session holding ``source``'s current branch."""
+    async def clone(self, source: HostedSession, *, session_id: str | None = None) -> HostedSession:
+        """A new session holding ``source``'s current branch (``session_id`` as for fork)."""
         result: tuple[HostedSession, str | None] = await self.ask(
-            lambda reply: Branch(source, None, reply)
+            lambda reply: Branch(source, None, reply, session_id)
         )
         return result[0]
 

@@ -57,6 +57,11 @@ COMMAND_STAMP: ContextVar[CommandStamp | None] = ContextVar("pitrio_command_stam
 """The command being applied in this task (and the tasks it started)."""
 
 
+def current_stamp() -> CommandStamp | None:
+    """The client command being applied in this task, if any."""
+    return COMMAND_STAMP.get()
+
+
 @contextmanager
 def stamping(stamp: CommandStamp | None) -> Iterator[None]:
     """Make ``stamp`` current for the block (``None``: no stamp, also clearing an outer one)."""

@@ -357,17 +357,22 @@ class SessionStoreHandle(Handle[StoreCommand]):
     # -- new sessions --------------------------------------------------------------------------
 
     async def fork(
-        self, entry_id: str, *, position: Literal["before", "at"] = "before"
+        self,
+        entry_id: str,
+        *,
+        position: Literal["before", "at"] = "before",
+        session_id: str | None = None,
     ) -> ForkResult:
         """pi's fork: ``before`` a user message (its text is the ``selected_text``) or ``at``
         an entry (clone). The result's seed starts the new store (:func:`start_seeded_store`);
-        this store and its file are unchanged."""
-        return await self._query(lambda store: queries.fork(store, entry_id, position))
+        this store and its file are unchanged. ``session_id``: the new session's id."""
+        return await self._query(lambda store: queries.fork(store, entry_id, position, session_id))
 
-    async def clone(self) -> ForkResult:
+    async def clone(self, *, session_id: str | None = None) -> ForkResult:
         """pi's clone: a new session holding the whole current branch."""
-
-        return await self._query(lambda store: ForkResult(queries.seed(store, store.tree.leaf_id)))
+        return await self._query(
+            lambda store: ForkResult(queries.seed(store, store.tree.leaf_id, session_id))
+        )
 
     # -- durability and events -----------------------------------------------------------------
 
