@@ -209,7 +209,7 @@ class ChatScreen:
     # -- keyboard, signals, timers -----------------------------------------------------------
 
     async def _keyboard(self) -> None:
-        while True:
+        while not self.input_done:
             if self.dialogs.wants_editor():
                 await self._reply(*self.dialogs.edited(await self._edit()))
                 continue
