@@ -87,10 +87,15 @@ class ChatScreen:
             self.asking = True
             self.term.text(("" if self.term.renderer.at_line_start else "\n") + PROMPT)
 
-    async def send(self, command: dict[str, Any]) -> str:
-        """Send a command with a fresh id (returned); ``ConnectionClosed`` when not connected."""
+    def next_id(self) -> str:
+        """A fresh command id (to know a response by before the command is sent)."""
         self.ids += 1
-        command = {"id": f"a{self.ids}", **command}
+        return f"a{self.ids}"
+
+    async def send(self, command: dict[str, Any], request_id: str | None = None) -> str:
+        """Send a command with ``request_id`` (default: a fresh one), returned;
+        ``ConnectionClosed`` when not connected."""
+        command = {"id": request_id or self.next_id(), **command}
         if self.link is None:
             raise ConnectionClosed(None)
         await self.link.send_message(json.dumps(command))

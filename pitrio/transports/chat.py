@@ -13,8 +13,10 @@ commands of pi's terminal UI (:mod:`chat_commands`).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,10 +26,17 @@ from trio_websocket import ConnectionClosed
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.models import FauxProvider, ModelRouterHandle, start_model_router
 from pitrio.sdk.session import SessionOptions, SessionRuntime
+from pitrio.sdk.store import list_sessions, session_dir
 from pitrio.transports.attach_render import Chunk, Style, tool_summary
 from pitrio.transports.attach_screen import PROMPT, ChatScreen
 from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_lines, stdio_terminal
-from pitrio.transports.chat_commands import LocalCommand, parse_command
+from pitrio.transports.chat_commands import (
+    PICK_MOST,
+    LocalCommand,
+    parse_command,
+    picked,
+    session_rows,
+)
 from pitrio.transports.rpc.commands import ScopedModel
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
 
@@ -160,12 +169,42 @@ def history_text(messages: Sequence[Mapping[str, Any]], style: Style) -> str:
 class TerminalChat(ChatScreen):
     """The screen on a session of this process."""
 
-    def __init__(self, term: Terminal, keys: Keyboard, prompts: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        term: Terminal,
+        keys: Keyboard,
+        prompts: Sequence[str] = (),
+        *,
+        sessions: Path | None = None,
+    ) -> None:
         super().__init__(term, keys)
         self.prompts = list(prompts)
+        self.sessions = sessions
+        """The folder of this directory's session files (what the picker lists)."""
         self.local: dict[str, LocalCommand] = {}
+        self.waiters: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
         self.trust_answers: dict[tuple[str, tuple[str, ...]], str | None] = {}
         self.started = False
+        self.in_command = False
+
+    async def pick_session(self) -> Path | None:
+        """The session picker (``-r``, ``/resume``): this directory's sessions, newest first,
+        numbered; the file of the one chosen, ``None`` when cancelled or there is none."""
+        folder = self.sessions
+        infos = await trio.to_thread.run_sync(list_sessions, folder) if folder else []
+        if not infos:
+            self.term.text(f"No sessions to resume in {folder}.\n")
+            return None
+        self.term.text("Sessions of this folder, newest first:\n" + session_rows(infos))
+        shown = min(len(infos), PICK_MOST)
+        ask = f"Resume 1-{shown} (Enter: cancel): "
+        while True:
+            self.term.text(ask)
+            choice = picked(await self.keys.readline(), shown)
+            self.term.renderer.at_line_start = True  # the terminal echoed the Enter
+            if choice is None or isinstance(choice, int):
+                return None if choice is None else infos[choice].path
+            ask = choice
 
     async def ask_trust(self, title: str, options: Sequence[str]) -> str | None:
         """The project-trust question (a ``SessionOptions.trust_asker``): asked on the
@@ -227,22 +266,60 @@ class TerminalChat(ChatScreen):
         parsed = parse_command(line)
         if parsed is None:
             return False
+        self.in_command = True  # no prompt marker until the command is done
+        try:
+            await self._command(parsed)
+        finally:
+            self.in_command = False
+        self._changed()
+        return True
+
+    async def _command(self, parsed: LocalCommand) -> None:
         if parsed.text:
             self.term.text(parsed.text + "\n")
         if parsed.quit:
             await self._end_of_input()
-            return True
-        if parsed.request is None:
-            self._changed()
-            return True
-        request_id = await self.send(parsed.request)
-        self.local[request_id] = parsed
-        if parsed.runs:
-            self.state.sent(request_id)
-        return True
+        elif parsed.resume:
+            await self._resume()
+        elif parsed.request is not None:
+            request_id = self.next_id()  # known before its response can come
+            self.local[request_id] = parsed
+            if parsed.runs:
+                self.state.sent(request_id)
+            await self.send(parsed.request, request_id)
+
+    async def _request(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Send ``command`` while the screen reads, and wait for its response frame."""
+        request_id = self.next_id()
+        answered, box = self.waiters[request_id] = (trio.Event(), [])
+        await self.send(command, request_id)
+        await answered.wait()
+        return box[0]
+
+    async def _resume(self) -> None:
+        """``/resume``: pick a session, switch to it, show its conversation."""
+        path = await self.pick_session()
+        if path is None:
+            return
+        switched = await self._request({"type": "switch_session", "sessionPath": str(path)})
+        data = switched.get("data") or {}
+        if not switched.get("success") or data.get("cancelled"):
+            told = switched.get("error") or "an extension kept the current session"
+            self.term.error(f"(not resumed: {told})")
+            return
+        history = await self._request({"type": "get_messages"})
+        messages = (history.get("data") or {}).get("messages")
+        if isinstance(messages, list):
+            self.term.text(history_text(messages, self.term.renderer.style))
+        self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
 
     def own_response(self, frame: dict[str, Any]) -> bool:
         """The response of a command of :meth:`command`: shown here."""
+        if frame.get("type") == "response" and frame.get("id") in self.waiters:
+            answered, box = self.waiters.pop(str(frame.get("id")))
+            box.append(frame)
+            answered.set()
+            return True
         if frame.get("type") != "response" or frame.get("id") not in self.local:
             return False
         parsed = self.local.pop(str(frame.get("id")))
@@ -262,7 +339,7 @@ class TerminalChat(ChatScreen):
     def _changed(self) -> None:
         """As the screen's, but the prompt marker waits for the answers of the chat's own
         commands (events the command caused come first and must not show it early)."""
-        if self.local and not self.busy:
+        if (self.local or self.waiters or self.in_command) and not self.busy:
             self.idle.set()
             return
         super()._changed()
@@ -306,13 +383,20 @@ async def run_chat(
     faux: FauxProvider | None = None,
     model_patterns: Sequence[str] = (),
     warnings: Sequence[str] = (),
+    resume: bool = False,
 ) -> int:
-    """Start the session of ``options`` and chat with it on the terminal; the exit code."""
+    """Start the session of ``options`` (``resume``: of the picker's choice first) and chat
+    with it on the terminal; the exit code."""
     code = 0
     async with trio.open_nursery() as root:
         router = await start_model_router(root, faux=faux)
         runtime = SessionRuntime(root, router)
         try:
+            if resume:
+                picked_path = await chat.pick_session()
+                if picked_path is None:
+                    return 0  # pi: leaving the picker leaves
+                options = attrs.evolve(options, session=str(picked_path))
             try:
                 with collapse_groups():
                     started = await runtime.start(attrs.evolve(options, trust_asker=chat.ask_trust))
@@ -339,15 +423,19 @@ def chat_main(
     *,
     faux: FauxProvider | None = None,
     model_patterns: Sequence[str] = (),
+    resume: bool = False,
 ) -> int:
     """``pitrio`` on a terminal: chat until Ctrl-D, ``/quit`` or Ctrl-C when idle."""
     term = stdio_terminal()
     fd = sys.stdin.fileno()
+    sessions = session_dir(options.cwd or os.getcwd(), override=options.session_dir)
     with escape_ends_lines(fd) as escape:
-        chat = TerminalChat(term, Keyboard(fd, escape=escape), prompts)
+        chat = TerminalChat(term, Keyboard(fd, escape=escape), prompts, sessions=sessions)
         try:
             return trio.run(
-                lambda: run_chat(options, chat, faux=faux, model_patterns=model_patterns)
+                lambda: run_chat(
+                    options, chat, faux=faux, model_patterns=model_patterns, resume=resume
+                )
             )
         except Exception as exc:  # a bug: one line, never a traceback (DESIGN.md)
             from pitrio.transports.rpc.commands import describe

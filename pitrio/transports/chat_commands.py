@@ -9,10 +9,12 @@ mode (and an unknown one reaches the model as text, as in pi).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from pitrio.sdk.store import SessionInfo
 
 Shown = Callable[[Mapping[str, Any]], str]
 """The text shown for a command's response data."""
@@ -31,6 +33,8 @@ class LocalCommand:
     text: str = ""
     quit: bool = False
     runs: bool = False
+    resume: bool = False
+    """Pick a session of this directory and switch to it (:func:`session_rows`)."""
 
 
 def _model(data: Mapping[str, Any]) -> str:
@@ -70,6 +74,7 @@ HELP = """\
 /name [name]          show or set the session's name
 /session              the session's file, id, messages and tokens
 /new                  start a new session
+/resume               pick a session of this folder and continue it
 /compact [text]       compact the context (text: what the summary should keep)
 /quit, /exit          leave (Ctrl-D too)
 Other /commands (extensions, prompt templates, /skill:name) go to the session.
@@ -122,6 +127,8 @@ def parse_command(line: str) -> LocalCommand | None:
         return LocalCommand({"type": "get_session_stats"}, _stats)
     if name == "new":
         return LocalCommand({"type": "new_session"}, _new)
+    if name == "resume":
+        return LocalCommand(resume=True)
     if name == "compact":
         request: dict[str, Any] = {"type": "compact"}
         if arg:
@@ -135,3 +142,31 @@ def _new(data: Mapping[str, Any]) -> str:
     if data.get("cancelled"):
         return "(an extension kept the current session)"
     return "(a new session)"
+
+
+PICK_MOST = 20
+"""Sessions the picker lists (the newest)."""
+TITLE_CHARS = 60
+
+
+def session_rows(sessions: Sequence[SessionInfo]) -> str:
+    """The picker's numbered list: when, how many messages, the name or first prompt."""
+    rows = []
+    for number, info in enumerate(sessions[:PICK_MOST], 1):
+        title = info.name or info.first_message.replace("\n", " ") or "(no messages)"
+        if len(title) > TITLE_CHARS:
+            title = title[: TITLE_CHARS - 1] + "…"
+        stamp = info.modified.astimezone().strftime("%Y-%m-%d %H:%M")
+        rows.append(f"  {number}. {stamp}  {info.message_count:3d} msgs  {title}\n")
+    return "".join(rows)
+
+
+def picked(line: str | None, count: int) -> int | str | None:
+    """A line typed at the picker: the 0-based index chosen, ``None`` to cancel (an empty
+    line, end of input), or the hint to show when it is no choice."""
+    text = (line or "").strip().rstrip("\x1b")
+    if line is None or line.endswith("\x1b") or not text:
+        return None
+    if text.isdigit() and 1 <= int(text) <= count:
+        return int(text) - 1
+    return f"Enter a number from 1 to {count} (Enter: cancel): "

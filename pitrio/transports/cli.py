@@ -14,6 +14,7 @@ import trio
 
 from pitrio import telemetry
 from pitrio.transports.cli_args import (
+    RESUME_ELSEWHERE,
     UsageError,
     parse,
     print_help,
@@ -153,6 +154,7 @@ def _chat_mode(args: argparse.Namespace) -> int:
         build_prompts(args.messages, None),
         faux=_faux(args.faux_chunk_delay),
         model_patterns=_split_names(args.models),
+        resume=args.resume,
     )
 
 
@@ -210,6 +212,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return exit_code(_rpc_mode(args))
     if _wants_chat(args):
         return exit_code(_chat_mode(args))
+    if args.resume:  # stdin or stdout redirected: print mode, which has no picker
+        return _usage_error(RESUME_ELSEWHERE)
     json_mode = args.mode == "json"
     prompts = build_prompts(args.messages, _read_stdin())
     if not prompts and not json_mode:

@@ -270,3 +270,50 @@ async def test_print_flag_on_a_terminal_is_print_mode(work: Path) -> None:
         await screen.until(r"You said: just once\r\n")
         await _exits(process)
     assert "pitrio chat" not in screen.text
+
+
+async def _print_mode(work: Path, prompt: str) -> None:
+    """A session of ``work`` written by ``pitrio -p``."""
+    command = [PITRIO, "--model", "faux/faux-1", "-p", prompt]
+    await trio.run_process(command, env=_env(work), cwd=work, capture_stdout=True, stdin=b"")
+
+
+async def test_resume_picks_a_session_of_this_folder(work: Path) -> None:
+    await _print_mode(work, "alpha")
+    await _print_mode(work, "beta")
+    alpha = next(p for p in _session_files(work) if "alpha" in p.read_text())
+    async with chat(work, "-r") as (screen, process):
+        await screen.until(r"Sessions of this folder, newest first:\r\n")
+        await screen.until(r"  1\. \S+ \S+ +\d+ msgs  beta\r\n  2\. \S+ \S+ +\d+ msgs  alpha\r\n")
+        await screen.until(r"Resume 1-2 \(Enter: cancel\): ")
+        screen.type("2\n")
+        await screen.until(r"> alpha\r\nYou said: alpha\r\n")
+        await screen.until(rf"session {alpha}")
+        await screen.until(MARKER)
+        await exchange(screen, "gamma", r"You said: gamma")
+        # /resume in the chat: the same picker, then the other session's conversation.
+        screen.type("/resume\n")
+        await screen.until(r"  1\. .* alpha\r\n  2\. .* beta\r\n")
+        await screen.until(r"Resume 1-2 \(Enter: cancel\): ")
+        await exchange(screen, "2", r"> beta\r\nYou said: beta\r\n", r"\(resumed .*\)")
+        await exchange(screen, "delta", r"You said: delta")
+        await leave(screen, process)
+    texts = {p.read_text().count("You said: ") for p in _session_files(work)}
+    assert texts == {2}  # alpha + gamma, beta + delta: each went to the session picked
+    assert "gamma" in alpha.read_text()
+
+
+async def test_resume_cancelled_leaves_and_is_refused_without_a_terminal(work: Path) -> None:
+    await _print_mode(work, "alpha")
+    async with chat(work, "--resume") as (screen, process):
+        await screen.until(r"Resume 1-1 \(Enter: cancel\): ")
+        screen.type("\n")
+        await _exits(process)
+    assert "pitrio chat" not in screen.text
+    refused = await trio.run_process(
+        [PITRIO, "-r", "hi"], env=_env(work), cwd=work, capture_stderr=True, stdin=b"", check=False
+    )
+    assert refused.returncode == 1
+    assert b"-r/--resume opens pi's session picker, which only the terminal chat has" in (
+        refused.stderr
+    )
