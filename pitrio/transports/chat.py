@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from pitrio.transports.chat_commands import (
     picked,
     session_rows,
 )
+from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
 
@@ -387,27 +389,24 @@ async def run_chat(
 ) -> int:
     """Start the session of ``options`` (``resume``: of the picker's choice first) and chat
     with it on the terminal; the exit code."""
-    code = 0
     async with trio.open_nursery() as root:
         router = await start_model_router(root, faux=faux)
         runtime = SessionRuntime(root, router)
         try:
-            if resume:
-                picked_path = await chat.pick_session()
-                if picked_path is None:
-                    return 0  # pi: leaving the picker leaves
-                options = attrs.evolve(options, session=str(picked_path))
-            try:
-                with collapse_groups():
-                    started = await runtime.start(attrs.evolve(options, trust_asker=chat.ask_trust))
-                scoped, scope_warnings = await resolve_scope(router, model_patterns)
-            except PitrioError as exc:
-                from pitrio.transports.cli_hints import startup_error_text
-
-                chat.term.error(f"Error: {startup_error_text(exc)}")
-                code = 1
+            with trio.open_signal_receiver(signal.SIGINT) as signals:
+                # Ctrl-C before the screen takes the keys (a picker, the trust question, a
+                # slow start) ends the start-up, not the process: the terminal is given back.
+                starting = trio.CancelScope()
+                with starting:
+                    root.start_soon(cancel_on_signal, signals, starting)
+                    begun = await _start(runtime, router, options, chat, model_patterns, resume)
+            if starting.cancelled_caught:
+                code = INTERRUPTED
+            elif isinstance(begun, int):
+                code = begun
             else:
-                for line in (*warnings, *scope_warnings, *started.notices):
+                notices, scoped = begun
+                for line in (*warnings, *notices):
                     chat.term.error(line)
                 code = await _serve(runtime, router, scoped, chat)
         finally:
@@ -415,6 +414,36 @@ async def run_chat(
                 await runtime.aclose()  # the session file is complete after this
             root.cancel_scope.cancel()
     return code
+
+
+async def _start(
+    runtime: SessionRuntime,
+    router: ModelRouterHandle,
+    options: SessionOptions,
+    chat: TerminalChat,
+    model_patterns: Sequence[str],
+    resume: bool,
+) -> tuple[tuple[str, ...], tuple[ScopedModel, ...]] | int:
+    """The picker (``resume``) and the session's start: the start's notices and the
+    ``--models`` scope (its warnings told), or the exit code when there is nothing to chat
+    with."""
+    if resume:
+        path = await chat.pick_session()
+        if path is None:
+            return 0  # pi: leaving the picker leaves
+        options = attrs.evolve(options, session=str(path))
+    try:
+        with collapse_groups():
+            started = await runtime.start(attrs.evolve(options, trust_asker=chat.ask_trust))
+        scoped, warnings = await resolve_scope(router, model_patterns)
+    except PitrioError as exc:
+        from pitrio.transports.cli_hints import startup_error_text
+
+        chat.term.error(f"Error: {startup_error_text(exc)}")
+        return 1
+    for line in warnings:
+        chat.term.error(line)
+    return tuple(started.notices), scoped
 
 
 def chat_main(

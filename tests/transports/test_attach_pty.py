@@ -159,7 +159,10 @@ async def test_a_running_tools_output_is_redrawn_live_then_replaced(
     assert screen.text.count("  finished\r\n") == 1  # not also in a live area
 
 
-async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
+@pytest.mark.parametrize("key", ["\x03", "\x1b"], ids=["ctrl-c", "esc"])
+async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path, key: str) -> None:
+    """Ctrl-C, or Esc (the terminal hands it over at once: VEOL), aborts the reply; Ctrl-C
+    when idle exits."""
     faux = FauxProvider([FauxReply(text="word " * 400, chunk_size=5, chunk_delay=0.02)])
     async with running_daemon(agent, faux) as daemon:
         session_id = await create_session(daemon)
@@ -167,7 +170,7 @@ async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
             await screen.until(r"(?m)^> $")
             screen.type("talk\n")
             await screen.until(r"word word ")
-            screen.type("\x03")
+            screen.type(key)
             await screen.until(r"\(aborting\)")
             await screen.until(r"\(aborted\)")
             await screen.until(r"(?m)^> $")

@@ -317,3 +317,54 @@ async def test_resume_cancelled_leaves_and_is_refused_without_a_terminal(work: P
     assert b"-r/--resume opens pi's session picker, which only the terminal chat has" in (
         refused.stderr
     )
+
+
+async def test_ctrl_c_when_idle_leaves_with_0(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        await exchange(screen, "hi", r"You said: hi")
+        screen.type("\x03")
+        await _exits(process)
+    assert len(_session_files(work)) == 1
+
+
+async def test_ctrl_c_at_the_trust_question_ends_the_start_cleanly(
+    work: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "imported"
+    _project_extension(work, marker)
+    async with chat(work) as (screen, process):
+        await screen.until(r"Select 1-5")
+        screen.type("\x03")
+        await _exits(process, -2)  # as pi: the process ends by the signal
+    assert "Traceback" not in screen.text
+    assert not marker.exists()
+    assert not (work.parent / "agent" / "trust.json").exists()
+
+
+async def test_the_session_flags_reach_the_chat(work: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    args = ("--session-dir", str(elsewhere), "--name", "flagged", "--tools", "read")
+    async with chat(work, *args) as (screen, process):
+        await screen.until(rf"session {elsewhere}/\S+\.jsonl")
+        await screen.until(MARKER)
+        await exchange(screen, "/name", r"name: flagged\r\n")
+        # bash is not among the tools: the model's call of it fails.
+        await exchange(screen, '<<bash {"command": "echo no"}>>', r"✗ bash echo no \(error\)")
+        await leave(screen, process)
+    assert len(list(elsewhere.glob("*.jsonl"))) == 1
+    assert _session_files(work) == []
+
+    async with chat(work, "--no-session") as (screen, process):
+        await screen.until(r"session not saved \(--no-session\)")
+        await screen.until(MARKER)
+        await exchange(screen, "hello", r"You said: hello")
+        await leave(screen, process)
+    assert _session_files(work) == []
+
+
+async def test_an_unknown_model_is_one_line_and_exit_1(work: Path) -> None:
+    async with chat(work, "--model", "faux/nope") as (screen, process):
+        await screen.until(r"Error: .*nope")
+        await _exits(process, 1)
+    assert "Traceback" not in screen.text
