@@ -368,3 +368,21 @@ async def test_an_unknown_model_is_one_line_and_exit_1(work: Path) -> None:
         await screen.until(r"Error: .*nope")
         await _exits(process, 1)
     assert "Traceback" not in screen.text
+
+
+async def test_compact_shows_its_outcome_and_gives_the_prompt_back(work: Path) -> None:
+    agent = work.parent / "agent"
+    agent.mkdir()
+    # Keep only the last turn, so three turns leave something to summarise.
+    (agent / "settings.json").write_text('{"compaction": {"keepRecentTokens": 1}}')
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        # Too small: the failure is told, and the chat is not left waiting for a run's end.
+        await exchange(screen, "/compact", r"compaction failed: .*Nothing to compact")
+        for word in ("one", "two", "three"):
+            await exchange(screen, word, rf"You said: {word}")
+        await exchange(screen, "/compact", r"compacting the context \(manual\)", r"compacted")
+        await exchange(screen, "after", r"You said: after")
+        await leave(screen, process)
+    (written,) = _session_files(work)
+    assert "compaction" in _shape(written)
