@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -89,10 +91,29 @@ def _shape(path: Path) -> list[str]:
     return shape
 
 
+def _veol(screen: Screen) -> bytes:
+    """The terminal's extra end-of-line character (the master's termios are the terminal's)."""
+    value: bytes = termios.tcgetattr(screen.master)[6][termios.VEOL]
+    return value
+
+
+def _fresh_veol() -> bytes:
+    """A new terminal's extra end-of-line character (none)."""
+    master, slave = pty.openpty()
+    try:
+        value: bytes = termios.tcgetattr(master)[6][termios.VEOL]
+    finally:
+        os.close(slave)
+        os.close(master)
+    return value
+
+
 async def test_a_reply_streams_a_tool_call_shows_and_ctrl_d_exits_0(work: Path) -> None:
+    before = _fresh_veol()
     async with chat(work) as (screen, process):
         await screen.until(r"pitrio chat · faux/faux-1 · session ")
         await screen.until(MARKER)
+        assert _veol(screen) == b"\x1b"  # Esc ends a line while the chat runs
         await exchange(screen, "hello there", r"You said: hello there\r\n")
         await exchange(
             screen,
@@ -102,6 +123,7 @@ async def test_a_reply_streams_a_tool_call_shows_and_ctrl_d_exits_0(work: Path) 
             r"Finished 1 tool step",
         )
         await leave(screen, process)
+        assert _veol(screen) == before  # the terminal is given back as found
 
 
 async def test_the_session_file_is_print_modes_and_reopens_with_continue(
@@ -333,10 +355,12 @@ async def test_ctrl_c_at_the_trust_question_ends_the_start_cleanly(
 ) -> None:
     marker = tmp_path / "imported"
     _project_extension(work, marker)
+    before = _fresh_veol()
     async with chat(work) as (screen, process):
         await screen.until(r"Select 1-5")
         screen.type("\x03")
         await _exits(process, -2)  # as pi: the process ends by the signal
+        assert _veol(screen) == before
     assert "Traceback" not in screen.text
     assert not marker.exists()
     assert not (work.parent / "agent" / "trust.json").exists()
