@@ -101,6 +101,18 @@ class ChatScreen:
         await self.link.send_message(json.dumps(command))
         return str(command["id"])
 
+    async def send_awaited(self, command: dict[str, Any]) -> None:
+        """Send a command whose response the run state waits for (a prompt): it is counted
+        before it leaves, so a response that comes at once is never missed."""
+        request_id = self.next_id()
+        self.state.sent(request_id)
+        try:
+            await self.send(command, request_id)
+        except ConnectionClosed:
+            if self.state.pending == request_id:
+                self.state.pending = None  # never sent: nothing to wait for
+            raise
+
     async def choose(self, title: str, options: Any) -> str | None:
         """``options`` numbered under ``title``; the label of the number typed, ``None`` for
         an empty line or the end of input (the project-trust question)."""
@@ -254,7 +266,7 @@ class ChatScreen:
                 kind = "follow_up" if self.follow_up else "steer"
                 await self.send({"type": kind, "message": line})
             elif not await self.command(line):
-                self.state.sent(await self.send({"type": "prompt", "message": line}))
+                await self.send_awaited({"type": "prompt", "message": line})
                 self._changed()
         except ConnectionClosed:
             self.term.error("(not connected: the line was dropped)")

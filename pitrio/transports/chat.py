@@ -257,7 +257,7 @@ class TerminalChat(ChatScreen):
             self.term.text(("" if self.asking else PROMPT) + prompt + "\n")
             self.asking = False
             self.idle = trio.Event()
-            self.state.sent(await self.send({"type": "prompt", "message": prompt}))
+            await self.send_awaited({"type": "prompt", "message": prompt})
             await self.idle.wait()
         self._changed()
 
@@ -287,7 +287,7 @@ class TerminalChat(ChatScreen):
             request_id = self.next_id()  # known before its response can come
             self.local[request_id] = parsed
             if parsed.runs:
-                self.state.sent(request_id)
+                self.state.sent(request_id)  # busy until answered (a compaction)
             await self.send(parsed.request, request_id)
 
     async def _request(self, command: dict[str, Any]) -> dict[str, Any]:
