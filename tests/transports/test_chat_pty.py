@@ -294,6 +294,20 @@ async def test_print_flag_on_a_terminal_is_print_mode(work: Path) -> None:
     assert "pitrio chat" not in screen.text
 
 
+async def test_json_and_rpc_modes_on_a_terminal_keep_their_meaning(work: Path) -> None:
+    async with chat(work, "--mode", "json", "as json") as (screen, process):
+        await screen.until(r'\{"type":"session","version":3,')
+        await screen.until(r'"type":"agent_end"')
+        await _exits(process)
+    assert "pitrio chat" not in screen.text
+    async with chat(work, "--mode", "rpc") as (screen, process):
+        screen.type('{"id":"s","type":"get_state"}\n')
+        await screen.until(r'\{"id":"s","type":"response","command":"get_state","success":true')
+        screen.type("\x04")
+        await _exits(process)
+    assert "pitrio chat" not in screen.text
+
+
 async def _print_mode(work: Path, prompt: str) -> None:
     """A session of ``work`` written by ``pitrio -p``."""
     command = [PITRIO, "--model", "faux/faux-1", "-p", prompt]
@@ -369,10 +383,12 @@ async def test_ctrl_c_at_the_trust_question_ends_the_start_cleanly(
 async def test_the_session_flags_reach_the_chat(work: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     args = ("--session-dir", str(elsewhere), "--name", "flagged", "--tools", "read")
-    async with chat(work, *args) as (screen, process):
+    thinking = ("--model", "faux/faux-think", "--thinking", "high")
+    async with chat(work, *args, *thinking) as (screen, process):
         await screen.until(rf"session {elsewhere}/\S+\.jsonl")
         await screen.until(MARKER)
         await exchange(screen, "/name", r"name: flagged\r\n")
+        await exchange(screen, "/model", r"model: faux/faux-think \(thinking high\)\r\n")
         # bash is not among the tools: the model's call of it fails.
         await exchange(screen, '<<bash {"command": "echo no"}>>', r"✗ bash echo no \(error\)")
         await leave(screen, process)
