@@ -169,6 +169,20 @@ def _usage_error(message: str) -> int:
     return 1
 
 
+def _export(values: list[str]) -> int:
+    """``--export FILE [OUTPUT]``: the page is written and the command ends (later words, as
+    in pi, are not run as prompts)."""
+    from pitrio.errors import PitrioError
+    from pitrio.sdk.store import export_file_html
+
+    try:
+        written = export_file_html(values[0], values[1] if len(values) > 1 else None)
+    except PitrioError as exc:
+        return _usage_error(str(exc))
+    print(f"Exported to: {written}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pitrio`` console script; returns the exit code.
 
@@ -203,6 +217,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
         with recording_sessions(args.trace, payloads=args.trace_payloads):
             return main(without_trace_flags(argv))
+    if args.export is not None:
+        return _export(args.export)
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command
 

@@ -296,6 +296,25 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="accepted for pi's command lines (no effect)"
     )
     parser.add_argument(
+        "--export",
+        nargs="+",
+        metavar="FILE [OUTPUT]",
+        help="write the session file FILE as an HTML page (to OUTPUT, or a name derived from "
+        "FILE's) and exit",
+    )
+    # pi's themes and full-screen mode belong to its own terminal UI; pitrio takes the flags so
+    # a pi command line runs unchanged, and its terminal keeps its plain look.
+    parser.add_argument(
+        "--theme", action="append", metavar="PATH", help="accepted for pi's command lines"
+    )
+    parser.add_argument("--use-theme", metavar="NAME", help="accepted for pi's command lines")
+    parser.add_argument("--no-themes", action="store_true", help="accepted for pi's command lines")
+    parser.add_argument(
+        "--tui-mode",
+        choices=("fullscreen", "regular"),
+        help="accepted for pi's command lines (fullscreen or regular)",
+    )
+    parser.add_argument(
         "--faux-chunk-delay",
         type=float,
         default=None,
