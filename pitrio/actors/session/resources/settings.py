@@ -133,6 +133,12 @@ def _number(value: Any) -> str | None:
     return None
 
 
+def _timeout(value: Any) -> str | None:
+    if value == "disabled" or _number(value) is None:
+        return None
+    return 'expected a number of milliseconds (0 or "disabled": no limit)'
+
+
 def _one_of(*choices: str) -> Check:
     listed = ", ".join(f'"{c}"' for c in choices)
 
@@ -204,6 +210,9 @@ SCHEMA: dict[str, Check] = {
     "retry.provider.timeoutMs": _number,
     "retry.provider.maxRetries": _number,
     "retry.provider.maxRetryDelayMs": _number,
+    "httpProxy": _string,
+    "httpIdleTimeoutMs": _timeout,
+    "websocketConnectTimeoutMs": _timeout,
     "shellPath": _string,
     "shellCommandPrefix": _string,
     "session.fsync": _one_of("always", "batch", "never"),
