@@ -433,7 +433,10 @@ async def start_session(
         # without a word (print and RPC modes, the SDK).
         notices.append(STORE_NOT_USED)
     store = await _open_store(
-        nursery, options, cwd, store_options(settings, sync_inline=options.sync_inline)
+        nursery,
+        attrs.evolve(options, session_dir=settings.session_dir_for(cwd, options.session_dir)),
+        cwd,
+        store_options(settings, sync_inline=options.sync_inline),
     )
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for

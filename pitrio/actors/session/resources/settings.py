@@ -41,6 +41,7 @@ from pitrio.actors.session.resources.settings_checks import (
     SettingsProblem,
     validate_settings,
 )
+from pitrio.actors.session_store.paths import SESSION_DIR_ENV
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
@@ -306,6 +307,17 @@ class Settings:
         """``sessionDir``: where session files go (``~`` expanded)."""
         value = self.text("sessionDir")
         return os.path.expanduser(value) if value else None
+
+    def session_dir_for(
+        self, cwd: str, flag: str | None, env: Mapping[str, str] | None = None
+    ) -> str | None:
+        """The session dir of a session in ``cwd``: ``flag`` (``--session-dir``), else none
+        where ``$PITRIO_SESSION_DIR`` names one (the store reads it), else :attr:`session_dir`
+        taken from ``cwd`` when relative: pi 1.6.0's order of flag, variable, setting."""
+        environ = os.environ if env is None else env
+        if flag or environ.get(SESSION_DIR_ENV) or not self.session_dir:
+            return flag
+        return str(Path(cwd) / self.session_dir)
 
     def resource_entries(self, kind: str, scope: Literal["user", "project"]) -> tuple[str, ...]:
         """One file's resource list (``skills``, ``prompts``, ...): paths and patterns."""
