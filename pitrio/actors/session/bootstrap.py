@@ -179,6 +179,9 @@ class StartedSession:
     project_trusted: bool = True
     """Whether the project's protected files loaded (a restart of the same session passes it
     back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
+    enabled_models: tuple[str, ...] = ()
+    """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
+    gives none (pi 1.6.0)."""
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -585,4 +588,5 @@ async def start_session(
         model=model,
         notices=tuple(notices),
         project_trusted=trust.trusted,
+        enabled_models=settings.enabled_models or (),
     )
