@@ -205,6 +205,7 @@ def session_settings(settings: Settings) -> SessionSettings:
         shell_path=settings.text("shellPath"),
         shell_command_prefix=settings.text("shellCommandPrefix"),
         auto_resize_images=settings.images_auto_resize,
+        block_images=settings.images_block,
     )
 
 
