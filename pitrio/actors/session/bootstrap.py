@@ -35,7 +35,7 @@ from pitrio.actors.session.resources.loader import (
     load_resources,
     system_prompt_sections,
 )
-from pitrio.actors.session.resources.settings import Settings
+from pitrio.actors.session.resources.settings import Settings, builtin_tool_settings
 from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
@@ -510,6 +510,7 @@ async def start_session(
         [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
+        settings=builtin_tool_settings(settings),
         active=_active_tools(
             options,
             [*options.tools, *extension_tools],

@@ -45,6 +45,7 @@ from pitrio.actors.session_store.paths import SESSION_DIR_ENV
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.actors.tool_executor import BashSettings, BuiltinSettings, ReadSettings
 from pitrio.errors import PitrioError
 
 PROJECT_DIR_NAME = ".pitrio"
@@ -64,6 +65,7 @@ __all__ = [
     "Settings",
     "SettingsProblem",
     "SettingsWriteError",
+    "builtin_tool_settings",
     "load_settings",
     "merge_settings",
     "migrate_settings",
@@ -324,6 +326,17 @@ class Settings:
         values = self.global_values if scope == "user" else self.project_values
         entries = values.get(kind)
         return tuple(entries) if isinstance(entries, list) else ()
+
+
+def builtin_tool_settings(settings: Settings) -> BuiltinSettings:
+    """What the built-in tools take from the settings, as pi 1.6.0 gives them: the read tool
+    ``images.autoResize``, the bash tool ``shellPath`` and ``shellCommandPrefix``."""
+    return BuiltinSettings(
+        read=ReadSettings(auto_resize_images=settings.images_auto_resize),
+        bash=BashSettings(
+            shell_path=settings.shell_path, command_prefix=settings.shell_command_prefix
+        ),
+    )
 
 
 def load_settings(
