@@ -1,6 +1,7 @@
-"""The settings pi 1.6.0 gives its built-in tools reach pitrio's too: ``shellPath`` and
-``shellCommandPrefix`` the model's bash tool (not only ``!`` commands), ``images.autoResize``
-the read tool."""
+"""Settings and flags of pi 1.6.0 that ``docs/pi-1.6-surface.md`` calls the same, checked on
+a session: ``shellPath`` and ``shellCommandPrefix`` reach the model's bash tool (not only
+``!`` commands), ``images.autoResize`` the read tool; ``--no-extensions`` stops discovery
+only."""
 
 from __future__ import annotations
 
@@ -58,3 +59,25 @@ async def test_the_read_tool_follows_images_auto_resize(
     [image] = [block for block in result.content if isinstance(block, ImageContent)]
     with Image.open(io.BytesIO(base64.b64decode(image.data))) as decoded:
         assert decoded.width == width
+
+
+@pytest.mark.parametrize("no_extensions", [False, True])
+async def test_no_extensions_skips_discovery_but_not_explicit_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_extensions: bool
+) -> None:
+    # pi's --no-extensions/-ne: the agent dir's extensions are not discovered; -e ones load.
+    agent = tmp_path / "agent"
+    (agent / "extensions").mkdir(parents=True)
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(agent))
+    source = "def setup(api):\n    api.register_command('{name}', lambda args, ctx: None)\n"
+    (agent / "extensions" / "found.py").write_text(source.format(name="found"))
+    (tmp_path / "given.py").write_text(source.format(name="given"))
+    async with pitrio.create_session(
+        cwd=str(tmp_path),
+        model="faux/faux-1",
+        persist=False,
+        extensions=[str(tmp_path / "given.py")],
+        no_extensions=no_extensions,
+    ) as session:
+        names = sorted(c["name"] for c in await session.handle.commands())
+    assert names == (["given"] if no_extensions else ["found", "given"])
