@@ -81,3 +81,36 @@ async def test_no_extensions_skips_discovery_but_not_explicit_paths(
     ) as session:
         names = sorted(c["name"] for c in await session.handle.commands())
     assert names == (["given"] if no_extensions else ["found", "given"])
+
+
+SESSION_ECHO = 'echo "$PI_SESSION_ID|$PI_SESSION_FILE|$PI_PROVIDER/$PI_MODEL|$PI_REASONING_LEVEL"'
+
+
+@pytest.mark.parametrize("persist", [True, False])
+async def test_bash_commands_see_the_session_as_pi_describes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, persist: bool
+) -> None:
+    # pi 1.6.0's docs/environment-variables.md: read when each command starts; a parent
+    # pi's values do not leak in; no file, no PI_SESSION_FILE.
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.setenv("PI_SESSION_FILE", "/a/parent/session.jsonl")
+    call = FauxToolCall("bash", {"command": SESSION_ECHO})
+    faux = FauxProvider([FauxReply(tool_calls=[call]), "one", FauxReply(tool_calls=[call]), "two"])
+    async with pitrio.create_session(
+        cwd=str(tmp_path),
+        model="faux/faux-think:low",
+        faux=faux,
+        persist=persist,
+        session_dir=str(tmp_path / "sessions"),
+    ) as session:
+        await session.prompt("first")
+        await session.wait_for_idle()
+        await session.set_model("faux", "faux-1")
+        await session.prompt("second")
+        await session.wait_for_idle()
+        messages = await session.messages()
+        session_id, path = session.header.id, session.session_file
+    first, second = [m.content[0].text for m in messages if isinstance(m, ToolResultMessage)]
+    file = str(path) if persist else ""
+    assert first == f"{session_id}|{file}|faux/faux-think|low\n"
+    assert second == f"{session_id}|{file}|faux/faux-1|off\n"

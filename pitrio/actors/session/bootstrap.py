@@ -37,6 +37,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.resources.settings import Settings, builtin_tool_settings
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.shell_env import SessionShellEnvironment
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
@@ -506,11 +507,12 @@ async def start_session(
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
         await store.append_session_info(options.session_name)
+    shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
-        settings=builtin_tool_settings(settings),
+        settings=builtin_tool_settings(settings, env=shell_env),
         active=_active_tools(
             options,
             [*options.tools, *extension_tools],
@@ -539,6 +541,7 @@ async def start_session(
         options=loop_options,
     )
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+    shell_env.bind(loop)
     runner: ExtensionRunner | None = None
     if loaded.extensions:
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))

@@ -328,13 +328,16 @@ class Settings:
         return tuple(entries) if isinstance(entries, list) else ()
 
 
-def builtin_tool_settings(settings: Settings) -> BuiltinSettings:
+def builtin_tool_settings(
+    settings: Settings, env: Mapping[str, str] | None = None
+) -> BuiltinSettings:
     """What the built-in tools take from the settings, as pi 1.6.0 gives them: the read tool
-    ``images.autoResize``, the bash tool ``shellPath`` and ``shellCommandPrefix``."""
+    ``images.autoResize``, the bash tool ``shellPath`` and ``shellCommandPrefix`` (and ``env``,
+    its commands' environment: the process's when ``None``)."""
     return BuiltinSettings(
         read=ReadSettings(auto_resize_images=settings.images_auto_resize),
         bash=BashSettings(
-            shell_path=settings.shell_path, command_prefix=settings.shell_command_prefix
+            shell_path=settings.shell_path, command_prefix=settings.shell_command_prefix, env=env
         ),
     )
 
