@@ -208,7 +208,7 @@ class SessionActor(Actor[SessionCommand]):
         # The session decides what reaches the model: custom, bash and summary messages too.
         # A converter of its own for the loop (only the loop's task calls it): a request
         # converts the messages added since the last one, not the whole transcript.
-        converter = PrefixConverter()
+        converter = PrefixConverter(block_images=self._settings.block_images)
 
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)

@@ -35,8 +35,9 @@ from pitrio.actors.session.resources.loader import (
     load_resources,
     system_prompt_sections,
 )
-from pitrio.actors.session.resources.settings import Settings
+from pitrio.actors.session.resources.settings import Settings, builtin_tool_settings
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.shell_env import SessionShellEnvironment
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
@@ -179,6 +180,9 @@ class StartedSession:
     project_trusted: bool = True
     """Whether the project's protected files loaded (a restart of the same session passes it
     back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
+    enabled_models: tuple[str, ...] = ()
+    """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
+    gives none (pi 1.6.0)."""
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -202,6 +206,7 @@ def session_settings(settings: Settings) -> SessionSettings:
         shell_path=settings.text("shellPath"),
         shell_command_prefix=settings.text("shellCommandPrefix"),
         auto_resize_images=settings.images_auto_resize,
+        block_images=settings.images_block,
     )
 
 
@@ -433,7 +438,10 @@ async def start_session(
         # without a word (print and RPC modes, the SDK).
         notices.append(STORE_NOT_USED)
     store = await _open_store(
-        nursery, options, cwd, store_options(settings, sync_inline=options.sync_inline)
+        nursery,
+        attrs.evolve(options, session_dir=settings.session_dir_for(cwd, options.session_dir)),
+        cwd,
+        store_options(settings, sync_inline=options.sync_inline),
     )
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
@@ -499,10 +507,12 @@ async def start_session(
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
         await store.append_session_info(options.session_name)
+    shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
+        settings=builtin_tool_settings(settings, env=shell_env),
         active=_active_tools(
             options,
             [*options.tools, *extension_tools],
@@ -531,6 +541,7 @@ async def start_session(
         options=loop_options,
     )
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+    shell_env.bind(loop)
     runner: ExtensionRunner | None = None
     if loaded.extensions:
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
@@ -582,4 +593,5 @@ async def start_session(
         model=model,
         notices=tuple(notices),
         project_trusted=trust.trusted,
+        enabled_models=settings.enabled_models or (),
     )

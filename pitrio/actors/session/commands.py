@@ -57,6 +57,8 @@ class SessionSettings:
     shell_command_prefix: str | None = None
     auto_resize_images: bool = True
     """``images.autoResize``: a prompt's images are fitted within the inline limits."""
+    block_images: bool = False
+    """``images.blockImages``: no image reaches a model (a text stands for each)."""
 
 
 @attrs.frozen(kw_only=True)

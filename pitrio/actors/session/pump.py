@@ -242,6 +242,7 @@ class EventPump:
             abort_requested=run is None or run.scope.cancel_called,
             has_queued_messages=facts.has_queued,
             context_window=facts.model.context_window,
+            model_ref=facts.model.ref,
             max_tokens=facts.model.max_tokens,
             same_model=last is not None and is_same_model(last, facts.model),
             retry_after_ms=retry_after_ms(last) if last is not None else None,

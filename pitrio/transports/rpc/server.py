@@ -500,9 +500,9 @@ def _widen_pipe(fd: int) -> None:
 
 
 async def resolve_scope(
-    router: ModelRouterHandle, patterns: Sequence[str]
+    router: ModelRouterHandle, patterns: Sequence[str], source: str = "--models"
 ) -> tuple[tuple[ScopedModel, ...], list[str]]:
-    """The ``--models`` patterns as available models (and warnings for the others)."""
+    """``source``'s model patterns as available models (and warnings for the others)."""
     available = {(m.provider, m.id) for m in await router.available_models()}
     scoped: list[ScopedModel] = []
     warnings: list[str] = []
@@ -510,10 +510,10 @@ async def resolve_scope(
         try:
             model, level = await router.resolve_pattern(pattern)
         except PitrioError as exc:
-            warnings.append(f"Warning: --models {pattern}: {exc}")
+            warnings.append(f"Warning: {source} {pattern}: {exc}")
             continue
         if (model.provider, model.id) not in available:
-            warnings.append(f"Warning: --models {pattern}: no credentials for {model.provider}")
+            warnings.append(f"Warning: {source} {pattern}: no credentials for {model.provider}")
             continue
         if all(s.model != model for s in scoped):
             scoped.append(ScopedModel(model, level))
@@ -552,7 +552,9 @@ async def serve_process(
                     runtime = SessionRuntime(root, router)
                     with collapse_groups():
                         started = await runtime.start(options)
-                    scoped, scope_warnings = await resolve_scope(router, model_patterns)
+                    patterns = model_patterns or started.enabled_models  # pi 1.6.0's order
+                    source = "--models" if model_patterns else "enabledModels"
+                    scoped, scope_warnings = await resolve_scope(router, patterns, source)
                 except PitrioError as exc:
                     from pitrio.transports.cli_hints import startup_error_text
 

@@ -141,6 +141,9 @@ def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
             if number is not None and number > 0:
                 budgets[str(level)] = int(number)
     transport = settings.get("transport")
+    legacy = settings.get("websockets")  # pi's older boolean, read as transport when alone
+    if transport is None and isinstance(legacy, bool):
+        transport = "websocket" if legacy else "sse"
     if transport not in ("sse", "websocket", "websocket-cached", "auto"):
         transport = "auto"
     return ProviderSettings(
