@@ -178,9 +178,12 @@ class TerminalChat(ChatScreen):
         prompts: Sequence[str] = (),
         *,
         sessions: Path | None = None,
+        images: Sequence[dict[str, Any]] = (),
     ) -> None:
         super().__init__(term, keys)
         self.prompts = list(prompts)
+        self.images = list(images)
+        """The first prompt's images (the ``@file`` arguments'), in RPC's JSON form."""
         self.sessions = sessions
         """The folder of this directory's session files (what the picker lists)."""
         self.local: dict[str, LocalCommand] = {}
@@ -253,11 +256,14 @@ class TerminalChat(ChatScreen):
 
     async def _first_prompts(self) -> None:
         """The prompts of the command line, one after another, as if typed."""
-        for prompt in self.prompts:
+        for index, prompt in enumerate(self.prompts):
             self.term.text(("" if self.asking else PROMPT) + prompt + "\n")
             self.asking = False
             self.idle = trio.Event()
-            await self.send_awaited({"type": "prompt", "message": prompt})
+            command: dict[str, Any] = {"type": "prompt", "message": prompt}
+            if self.images and not index:
+                command["images"] = self.images
+            await self.send_awaited(command)
             await self.idle.wait()
         self._changed()
 
@@ -453,13 +459,17 @@ def chat_main(
     faux: FauxProvider | None = None,
     model_patterns: Sequence[str] = (),
     resume: bool = False,
+    images: Sequence[dict[str, Any]] = (),
 ) -> int:
-    """``pitrio`` on a terminal: chat until Ctrl-D, ``/quit`` or Ctrl-C when idle."""
+    """``pitrio`` on a terminal: chat until Ctrl-D, ``/quit`` or Ctrl-C when idle; ``images``
+    go with the first of ``prompts``."""
     term = stdio_terminal()
     fd = sys.stdin.fileno()
     sessions = session_dir(options.cwd or os.getcwd(), override=options.session_dir)
     with escape_ends_lines(fd) as escape:
-        chat = TerminalChat(term, Keyboard(fd, escape=escape), prompts, sessions=sessions)
+        chat = TerminalChat(
+            term, Keyboard(fd, escape=escape), prompts, sessions=sessions, images=images
+        )
         try:
             return trio.run(
                 lambda: run_chat(

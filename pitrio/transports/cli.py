@@ -145,16 +145,19 @@ def _is_tty(stream: Any) -> bool:
     return stream is not None and bool(stream.isatty())
 
 
-def _chat_mode(args: argparse.Namespace) -> int:
-    """The terminal chat (:mod:`pitrio.transports.chat`) on the session of the flags."""
+def _chat_mode(args: argparse.Namespace, attached: Any = None) -> int:
+    """The terminal chat (:mod:`pitrio.transports.chat`) on the session of the flags;
+    ``attached``: the ``@file`` arguments read (``FileArguments``), if any."""
+    from pitrio.messages.codec import to_json
     from pitrio.transports.chat import chat_main
 
     return chat_main(
         _session_options(args),
-        build_prompts(args.messages, None),
+        build_prompts(args.messages, None, attached.text if attached else ""),
         faux=_faux(args.faux_chunk_delay),
         model_patterns=_split_names(args.models),
         resume=args.resume,
+        images=[to_json(image) for image in attached.images] if attached else (),
     )
 
 
@@ -223,15 +226,20 @@ def _main(argv: Sequence[str] | None) -> int:
         from pitrio.transports.models_cli import list_models_command
 
         return list_models_command(args.list_models or None, every=args.all)
+    attached: Any = None
+    if any(word.startswith("@") for word in args.messages):
+        attached = _file_arguments(args)
+        if isinstance(attached, int):
+            return attached
     default_sigint()  # no KeyboardInterrupt: SIGINT kills, or ends the session cleanly
     if args.mode == "rpc":
         return exit_code(_rpc_mode(args))
     if _wants_chat(args):
-        return exit_code(_chat_mode(args))
+        return exit_code(_chat_mode(args, attached))
     if args.resume:  # stdin or stdout redirected: print mode, which has no picker
         return _usage_error(RESUME_ELSEWHERE)
     json_mode = args.mode == "json"
-    prompts = build_prompts(args.messages, _read_stdin())
+    prompts = build_prompts(args.messages, _read_stdin(), attached.text if attached else "")
     if not prompts and not json_mode:
         # pi exits 0 having done nothing; a clear error says why nothing happened. JSON mode
         # keeps pi's answer (the session header alone), which scripts may rely on.
@@ -261,9 +269,29 @@ def _main(argv: Sequence[str] | None) -> int:
                 **_flag_options(args),
             },
             sigint=True,
+            images=attached.images if attached else (),
         )
     )
     return exit_code(code)
+
+
+def _file_arguments(args: argparse.Namespace) -> Any:
+    """The ``@file`` words taken out of ``args.messages`` and read (``FileArguments``), or
+    the exit code of pi's error line."""
+    from pitrio.transports.cli_files import (
+        RPC_REFUSAL,
+        FileArgumentError,
+        read_file_arguments,
+        split_file_arguments,
+    )
+
+    files, args.messages = split_file_arguments(args.messages)
+    if args.mode == "rpc":
+        return _usage_error(RPC_REFUSAL)
+    try:
+        return read_file_arguments(files)
+    except FileArgumentError as exc:
+        return _usage_error(str(exc))
 
 
 def _faux(delay: float | None) -> FauxProvider | None:

@@ -21,7 +21,7 @@ from pitrio import Sequenced
 from pitrio.errors import unwrap_group
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.codec import to_json
-from pitrio.messages.content import TextContent
+from pitrio.messages.content import ImageContent, TextContent
 from pitrio.messages.events import (
     AgentSessionEvent,
     AgentSettled,
@@ -50,16 +50,18 @@ def _silence_stdout() -> None:
     quiet_stream(sys.stdout)
 
 
-def build_prompts(messages: Sequence[str], stdin_text: str | None) -> list[str]:
-    """The prompts to run: piped stdin (trimmed) is prepended to the first, a blank line
-    between the two (pi glues them with nothing between: a documented difference)."""
+def build_prompts(
+    messages: Sequence[str], stdin_text: str | None, file_text: str = ""
+) -> list[str]:
+    """The prompts to run: piped stdin (trimmed), then the ``@file`` arguments' text, then the
+    first message make the first prompt, as pi 1.6.0 makes it; a blank line follows the stdin
+    part (pi glues it to what follows with nothing between: a documented difference)."""
     prompts = list(messages)
+    head = ""
     if stdin_text:
-        if prompts:
-            prompts[0] = f"{stdin_text}\n\n{prompts[0]}"
-        else:
-            prompts = [stdin_text]
-    return prompts
+        head = stdin_text + ("\n\n" if file_text or prompts else "")
+    first = head + file_text + (prompts[0] if prompts else "")
+    return [first, *prompts[1:]] if first else prompts
 
 
 TRUNCATED = "Response was truncated: the model reached its output token limit."
@@ -147,8 +149,11 @@ async def run_print_mode(
     faux: pitrio.FauxProvider | None = None,
     session_options: dict[str, Any] | None = None,
     sigint: bool = False,
+    images: Sequence[ImageContent] = (),
 ) -> int:
     """Run ``prompts`` one after another; returns the process exit code.
+
+    ``images`` go with the first prompt (the ``@file`` arguments' images).
 
     ``faux`` scripts the replies of the built-in ``faux/*`` models (default: they echo).
     With ``sigint``, SIGINT stops the prompts, the session shuts down cleanly (run aborted,
@@ -165,13 +170,14 @@ async def run_print_mode(
         **(session_options or {}),
     }
     if not sigint:
-        return await _print_mode(prompts, json_mode, out, err, options, None)
+        return await _print_mode(prompts, images, json_mode, out, err, options, None)
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        return await _print_mode(prompts, json_mode, out, err, options, signals)
+        return await _print_mode(prompts, images, json_mode, out, err, options, signals)
 
 
 async def _print_mode(
     prompts: Sequence[str],
+    images: Sequence[ImageContent],
     json_mode: bool,
     out: BinaryIO,
     err: TextIO,
@@ -198,8 +204,9 @@ async def _print_mode(
                 nursery.start_soon(cancel_on_signal, signals, work)
             with work:
                 subscribed = await session.handle.emitted_seq()  # the stream has all after
-                for prompt in prompts:
-                    await session.prompt(prompt)  # returns once its run (if any) settled
+                for index, prompt in enumerate(prompts):
+                    # returns once its run (if any) settled
+                    await session.prompt(prompt, images=() if index else images)
                 # Wait for the events emitted so far, not for one agent_settled a prompt: an
                 # extension command (``/stats``) runs no agent, so none would come (issue 21).
                 last = await session.handle.emitted_seq()
