@@ -134,11 +134,14 @@ def test_key_variables_are_pis() -> None:
     assert env["deepseek"] == ("DEEPSEEK_API_KEY",)  # pi 1.6.0 lists deepseek's models too
     assert env["azure"] == ("AZURE_OPENAI_API_KEY",)  # renamed, same variable
     assert env["qwen-token-plan"] == ("QWEN_TOKEN_PLAN_TEAM_API_KEY", "QWEN_TOKEN_PLAN_API_KEY")
-    # pi 1.6.0 lists ANTHROPIC_AUTH_TOKEN first but sends it as a bearer token, not a key:
-    # pitrio does not read it yet (DEFERRED_KEY_VARIABLES); the OAuth token still wins.
-    assert env["anthropic"] == ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY")
-    [info] = [p for p in catalogue.providers() if p.name == "anthropic"]
-    assert info.env_keys[0] == "ANTHROPIC_AUTH_TOKEN"
+    # pi 1.6.0 lists ANTHROPIC_AUTH_TOKEN first and sends it as a bearer token, not a key
+    # (catalogue.BEARER_KEY_VARIABLES).
+    assert env["anthropic"] == (
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_OAUTH_TOKEN",
+        "ANTHROPIC_API_KEY",
+    )
+    assert {"ANTHROPIC_AUTH_TOKEN"} == catalogue.BEARER_KEY_VARIABLES
     assert "openai-codex" not in env and "amazon-bedrock" not in env  # no key variable
 
 

@@ -175,7 +175,8 @@ async def test_missing_key_error_names_the_variables_not_secrets(tmp_path: Path)
     with pytest.raises(CredentialError) as info:
         await store.api_key("anthropic")
     assert str(info.value) == (
-        "No API key for provider anthropic: set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY or add "
+        "No API key for provider anthropic: set ANTHROPIC_AUTH_TOKEN or ANTHROPIC_OAUTH_TOKEN "
+        "or ANTHROPIC_API_KEY or add "
         '{"anthropic": {"type": "api_key", "key": "..."}} to '
         f"{tmp_path / 'auth.json'} (mode 600)"
     )
@@ -270,3 +271,21 @@ async def test_a_key_command_the_os_cannot_take_is_a_credential_error(tmp_path: 
         f"contains a NUL character (at offset {len(f'touch {marker}')}): the OS cannot take one"
     ) in text
     assert not marker.exists()
+
+
+async def test_anthropic_auth_token_is_a_bearer_token_after_stored_keys(tmp_path: Path) -> None:
+    env = {"ANTHROPIC_AUTH_TOKEN": "tok", "ANTHROPIC_API_KEY": "key"}
+    store = creds(tmp_path, env)
+    assert store.configured("anthropic")
+    assert store.bearer_token("anthropic") == "tok"  # before the key variables, as pi 1.6.0
+    assert await store.api_key("anthropic") == "key"  # never read as a key itself
+    assert store.bearer_token("openai") is None
+    write_auth(tmp_path / "auth.json", {"anthropic": {"type": "api_key", "key": "stored"}})
+    stored = creds(tmp_path, env)
+    assert stored.bearer_token("anthropic") is None  # a stored credential decides
+    assert await stored.api_key("anthropic") == "stored"
+    (tmp_path / "none").mkdir()
+    token = creds(tmp_path / "none", {"ANTHROPIC_AUTH_TOKEN": "secret-token"})
+    assert token.configured("anthropic")
+    assert token.bearer_token("anthropic") == "secret-token"
+    assert token.redact("echo secret-token") == "echo ***"  # a secret like a key

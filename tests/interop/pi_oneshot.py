@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import pytest
+
 from tests.interop.pi_install import find_pi, pi_command, pi_env
 from tests.interop.pi_runner import MockLLM
 from tests.shared_dir import ROOT
@@ -190,3 +192,18 @@ def both_agents(
             yield {(case.name, agent): out for (case, agent), out in zip(jobs, done, strict=True)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def outcomes_fixture(cases: Sequence[C], run: Callable[[C, str, Path], R], prefix: str) -> Any:
+    """A module-scoped fixture giving :func:`both_agents`' outcomes of ``cases`` (skipped,
+    with the reason, where pi 1.6.0 cannot run). Use: ``outcomes = outcomes_fixture(...)``."""
+
+    @pytest.fixture(scope="module")
+    def outcomes() -> Iterator[dict[tuple[str, str], R]]:
+        _node, cli, why = find_pi()
+        if cli is None:
+            pytest.skip(why)
+        with both_agents(cases, run, prefix) as done:
+            yield done
+
+    return outcomes

@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import (
+    OneShot,
+    cleanup,
+    outcomes_fixture,
+    pi_argv,
+    pitrio_argv,
+    run_print,
+)
 
-_NODE, _CLI, WHY = find_pi()
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 MODELS = {
     "providers": {
@@ -105,12 +109,7 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, Any]:
         cleanup(shot)
 
 
-@pytest.fixture(scope="module")
-def outcomes() -> Iterator[dict[tuple[str, str], tuple[OneShot, Any]]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run_case, "pitrio-file-args-") as done:
-        yield done
+outcomes = outcomes_fixture(CASES, run_case, "pitrio-file-args-")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -76,8 +76,8 @@ def test_list_models_names_the_providers_hidden_for_lack_of_a_key(tmp_path: Path
     # Each provider whose models match, with what would sign it in: a key variable, the
     # environment's credentials (AWS), a subscription login.
     assert (
-        "anthropic (set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY, or run pitrio login anthropic)"
-        in hidden
+        "anthropic (set ANTHROPIC_AUTH_TOKEN or ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY, "
+        "or run pitrio login anthropic)" in hidden
     )
     assert (
         "amazon-bedrock (set AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)" in hidden
@@ -124,7 +124,8 @@ def test_a_missing_key_names_the_variable_and_the_auth_json_entry(tmp_path: Path
     assert (result.returncode, result.stdout) == (1, b"")
     auth = tmp_path / "agent" / "auth.json"
     assert result.stderr.decode() == (
-        "No API key for provider anthropic: set ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY or add "
+        "No API key for provider anthropic: set ANTHROPIC_AUTH_TOKEN or ANTHROPIC_OAUTH_TOKEN "
+        "or ANTHROPIC_API_KEY or add "
         f'{{"anthropic": {{"type": "api_key", "key": "..."}}}} to {auth} (mode 600)\n'
     )
     # The entry as printed is one pitrio accepts.

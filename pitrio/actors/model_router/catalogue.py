@@ -204,21 +204,17 @@ def providers() -> tuple[ProviderInfo, ...]:
     )
 
 
-DEFERRED_KEY_VARIABLES: frozenset[str] = frozenset({"ANTHROPIC_AUTH_TOKEN"})
-"""pi's key variables pitrio does not read yet: ``ANTHROPIC_AUTH_TOKEN`` (pi 1.6.0 sends it as
-``Authorization: Bearer`` instead of a key; read as a key it would go out as ``x-api-key``).
-``ANTHROPIC_OAUTH_TOKEN`` is read, as pi reads it."""
+BEARER_KEY_VARIABLES: frozenset[str] = frozenset({"ANTHROPIC_AUTH_TOKEN"})
+"""pi's key variables whose value is a bearer token, not a key: ``ANTHROPIC_AUTH_TOKEN``
+(pi 1.6.0 sends it as ``Authorization: Bearer``, never as ``x-api-key``; it counts towards the
+provider being configured). ``ANTHROPIC_OAUTH_TOKEN`` is a key, as pi reads it."""
 
 
 @functools.cache
 def provider_env_vars() -> dict[str, tuple[str, ...]]:
-    """The variables holding each provider's key, first set wins (pi's names, less
-    :data:`DEFERRED_KEY_VARIABLES`)."""
-    table = {
-        p.name: keys
-        for p in providers()
-        if (keys := tuple(k for k in p.env_keys if k not in DEFERRED_KEY_VARIABLES))
-    }
+    """The variables holding each provider's credentials, in pi's order (first set wins;
+    :data:`BEARER_KEY_VARIABLES` among them)."""
+    table = {p.name: p.env_keys for p in providers() if p.env_keys}
     for name, keys in _document()["keyOnlyProviders"].items():
         table.setdefault(name, tuple(keys))
     return table

@@ -38,6 +38,7 @@ import trio
 
 from pitrio.actors.model_router import config_value, oauth
 from pitrio.actors.model_router.catalogue import (
+    BEARER_KEY_VARIABLES,
     RENAMED_PROVIDERS,
     fill_url,
     has_ambient_credentials,
@@ -319,7 +320,7 @@ class Credentials:
         configured = self.provider_keys.get(provider)
         if configured is not None:
             return config_value.configured(configured, (self.env,))
-        if self._env_key(provider) is not None:
+        if self._env_key(provider) is not None or self.bearer_token(provider) is not None:
             return True
         return has_ambient_credentials(provider, self.env)  # AWS chain, Google ADC
 
@@ -401,7 +402,20 @@ class Credentials:
     def _env_key(self, provider: str) -> str | None:
         for name in self.env_vars.get(provider, ()):
             value = self.env.get(name)
-            if value:
+            if value and name not in BEARER_KEY_VARIABLES:
+                return value
+        return None
+
+    def bearer_token(self, provider: str) -> str | None:
+        """A bearer token from the environment that stands for ``provider``'s key (pi 1.6.0's
+        ``ANTHROPIC_AUTH_TOKEN``): read after an ``auth.json`` entry and a ``models.json``
+        key, before the key variables; ``None`` where one of those decides."""
+        if self._load_auth().get(provider) is not None or provider in self.provider_keys:
+            return None
+        for name in self.env_vars.get(provider, ()):
+            value = self.env.get(name)
+            if value and name in BEARER_KEY_VARIABLES:
+                self._secrets.add(value)
                 return value
         return None
 

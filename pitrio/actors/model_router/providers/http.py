@@ -274,13 +274,18 @@ class HttpProvider(abc.ABC):
 
         Raises :class:`CredentialError` when the key cannot be had.
         """
-        api_key = await self.credentials.api_key(model.provider, options.api_key)
+        bearer = None if options.api_key else self.credentials.bearer_token(model.provider)
+        api_key = None
+        if bearer is None:
+            api_key = await self.credentials.api_key(model.provider, options.api_key)
         base_url = self.credentials.base_url(model.provider, model.base_url)
         if base_url != model.base_url:
             model = attrs.evolve(model, base_url=base_url)
         headers = await self.credentials.resolve_headers(
             model.headers, f"models.json providers.{model.provider}", model.provider
         )
+        if bearer is not None:  # the token goes as itself, never as a key (x-api-key)
+            headers = {"authorization": f"Bearer {bearer}", **headers}
         if model.provider == "github-copilot":
             headers.update(copilot_dynamic_headers(context.messages))
         return self.build_request(model, context, options, api_key=api_key, headers=headers)
