@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,8 @@ def run_cases(
             lines = _Lines(proc)
             runs = [_one_case(proc, lines, mock, index, steps) for index, steps in enumerate(cases)]
             assert proc.stdin is not None
-            proc.stdin.close()
+            with suppress(OSError):
+                proc.stdin.close()
             try:
                 code: int | None = proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -134,6 +136,10 @@ def run_cases(
     finally:
         mock.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _is_response(ident: str, obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "response" and obj.get("id") == ident
 
 
 def _one_case(
@@ -150,10 +156,13 @@ def _one_case(
     for number, step in enumerate(steps):
         ident = f"c{index}.{number}"
         sent = len(lines.seen)
-        proc.stdin.write((json.dumps({**step, "id": ident}) + "\n").encode())
-        proc.stdin.flush()
-        at = lines.find(lambda o, i=ident: o.get("type") == "response" and o.get("id") == i,
-                        sent, deadline)  # fmt: skip
+        try:
+            proc.stdin.write((json.dumps({**step, "id": ident}) + "\n").encode())
+            proc.stdin.flush()
+        except OSError:  # the agent has gone: this case and the rest fail, not the fixture
+            run.failures.append(f"stdin closed before {step['type']}")
+            break
+        at = lines.find(partial(_is_response, ident), sent, deadline)
         if at < 0:
             run.failures.append(f"no response to {step['type']}")
             break
