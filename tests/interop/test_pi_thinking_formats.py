@@ -3,14 +3,18 @@ pi: the same models.json sends the same thinking fields in the first openai-comp
 (issue 34; the catalogue's models use ``openrouter``, ``qwen``, ``deepseek``, ``together``,
 ``zai``, ``ant-ling`` and ``baseten``).
 
-Each case runs in print mode with tools (the default ones), at a thinking level, against a
-loopback vendor; only the fields a thinking format or flag writes are compared (the rest of the
-bodies differ in known ways: system prompt, tools).
+Every case runs in one RPC process of each agent (``pi_rpc_batch``), with tools (the default
+ones): provider ``cN`` of the one models.json is case N's compat block, and each case is a new
+session, ``set_model`` to it, ``set_thinking_level`` and one prompt against a loopback vendor
+(one process per case cost about a minute of CPU). Two cases also run in print mode, the level
+given by ``--thinking``, and must send what their RPC run sent. Only the fields a thinking
+format or flag writes are compared (the rest of the bodies differ in known ways: system prompt,
+tools).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,8 @@ from typing import Any
 import pytest
 
 from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import AGENTS, OneShot, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_rpc_batch import BatchRun, run_cases
 
 _NODE, _CLI, WHY = find_pi()
 FIELDS = (
@@ -84,16 +89,67 @@ CASES = [
 ]
 
 
-def run(case: Case, agent: str, base: Path) -> OneShot:
-    argv = pi_argv() if agent == "pi" else pitrio_argv()
-    assert argv is not None
+def provider(case: Case, base: str = "{base}") -> dict[str, Any]:
+    """The ``models.json`` provider of a case: its compat block and one reasoning model."""
     model: dict[str, Any] = {"id": "m", "reasoning": True}
     if case.mapped:
         model["thinkingLevelMap"] = LEVEL_MAP
-    provider = {"baseUrl": "{base}/v1", "api": "openai-completions", "apiKey": "k",
-                "compat": case.compat, "models": [model]}  # fmt: skip
+    return {"baseUrl": f"{base}/v1", "api": "openai-completions", "apiKey": "k",
+            "compat": case.compat, "models": [model]}  # fmt: skip
+
+
+def fields_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a request body that a thinking format or flag writes."""
+    return {key: body[key] for key in FIELDS if key in body}
+
+
+def run_batch(agent: str) -> BatchRun:
+    """Every case by one RPC process of ``agent``: provider ``cN`` is case N's, and each case
+    is a new session, that model and thinking level, and one prompt."""
+    argv = pi_argv() if agent == "pi" else pitrio_argv()
+    assert argv is not None
     files = {
-        "models.json": {"providers": {"mock": provider}},
+        "models.json": {"providers": {f"c{n}": provider(c) for n, c in enumerate(CASES)}},
+        "settings.json": {"defaultProvider": "c0", "defaultModel": "m"},
+    }
+    steps = [
+        [
+            {"type": "new_session"},
+            {"type": "set_model", "provider": f"c{n}", "modelId": "m"},
+            {"type": "set_thinking_level", "level": case.thinking},
+            {"type": "prompt", "message": "hi"},
+        ]
+        for n, case in enumerate(CASES)
+    ]
+    return run_cases(agent, argv, files, steps, kind="openai-completions")
+
+
+@pytest.fixture(scope="module")
+def batches() -> dict[str, BatchRun]:
+    if _CLI is None:
+        pytest.skip(WHY)
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(AGENTS, pool.map(run_batch, AGENTS), strict=True))
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[c.name for c in CASES])
+def test_same_thinking_fields_as_pi(index: int, batches: dict[str, BatchRun]) -> None:
+    fields = {}
+    for agent in AGENTS:
+        batch = batches[agent]
+        run = batch.cases[index]
+        what = f"{agent}: {run.failures}, exit {batch.exit_code}, {batch.stderr[-400:]!r}"
+        assert run.requests and not run.failures, what
+        fields[agent] = fields_of(run.requests[0])
+    assert fields["pitrio"] == fields["pi"]
+
+
+def run_print_case(case: Case, agent: str, base: Path) -> OneShot:
+    """``case`` by ``agent`` in print mode, its level given by ``--thinking``."""
+    argv = pi_argv() if agent == "pi" else pitrio_argv()
+    assert argv is not None
+    files = {
+        "models.json": {"providers": {"mock": provider(case)}},
         "settings.json": {"defaultProvider": "mock", "defaultModel": "m"},
     }
     args = ["-p", "hi", "--thinking", case.thinking]
@@ -102,20 +158,17 @@ def run(case: Case, agent: str, base: Path) -> OneShot:
     return shot
 
 
-@pytest.fixture(scope="module")
-def shots() -> Iterator[dict[tuple[str, str], OneShot]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run, "pitrio-thinking-formats-") as done:
-        yield done
+PRINT_CASES = [CASES[2], CASES[3]]
+"""A level reached through ``--thinking`` in print mode (one on, one off, a mapped model)."""
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_same_thinking_fields_as_pi(case: Case, shots: dict[tuple[str, str], OneShot]) -> None:
-    fields = {}
-    for agent in ("pi", "pitrio"):
-        shot = shots[(case.name, agent)]
+@pytest.mark.parametrize("case", PRINT_CASES, ids=[c.name for c in PRINT_CASES])
+def test_same_thinking_fields_as_pi_in_print_mode(
+    case: Case, batches: dict[str, BatchRun], tmp_path: Path
+) -> None:
+    index = CASES.index(case)
+    for agent in AGENTS:
+        shot = run_print_case(case, agent, tmp_path)
         assert shot.requests, f"{agent}: exit {shot.exit_code}, {shot.stderr[-400:]!r}"
-        body = shot.requests[0]
-        fields[agent] = {key: body[key] for key in FIELDS if key in body}
-    assert fields["pitrio"] == fields["pi"]
+        # the same fields as the case's RPC run, where the level came from set_thinking_level
+        assert fields_of(shot.requests[0]) == fields_of(batches[agent].cases[index].requests[0])

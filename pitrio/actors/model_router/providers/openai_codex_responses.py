@@ -39,7 +39,6 @@ from pitrio.actors.model_router.providers.base import (
 )
 from pitrio.actors.model_router.providers.codex_websocket import (
     CACHED_TRANSPORTS,
-    CodexSocket,
     CodexSockets,
     Continuation,
     Lease,
@@ -295,7 +294,10 @@ class OpenAICodexResponsesProvider(HttpProvider):
         url, headers = websocket_url(request.url), handshake_headers(request.headers, session)
 
         def connect() -> Any:
-            return CodexSocket.connect(
+            # wsproto comes with the first WebSocket request (start-up stays lighter).
+            from pitrio.actors.model_router.providers.codex_socket import WsprotoSocket
+
+            return WsprotoSocket.connect(
                 url,
                 headers,
                 connect_timeout=settings.websocket_connect_timeout,
