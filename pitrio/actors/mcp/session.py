@@ -16,11 +16,14 @@ import attrs
 import trio
 
 from pitrio.actors.mcp.config import (
+    PROJECT_DIRS,
     McpConfig,
+    McpServerConfig,
     cli_config_files,
     limits_from_settings,
     load_mcp_config,
 )
+from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.tool_executor.tool import AgentTool
 
 if TYPE_CHECKING:
@@ -49,32 +52,46 @@ async def start_session_mcp(
     mcp_settings: Any,
     files: Sequence[str] = (),
     project_trusted: bool = True,
+    project_dirs: Sequence[str] = PROJECT_DIRS,
 ) -> SessionMcp:
-    """Start the session's MCP servers in ``nursery``; ``files`` are ``--mcp-config`` ones
-    (default: the process's command line's). Raises
+    """Start the session's enabled MCP servers in ``nursery``; ``files`` are ``--mcp-config``
+    ones (default: the process's command line's). Raises
     :class:`~pitrio.actors.mcp.config.McpConfigError` for a named file that cannot be used."""
     extra = tuple(files) or cli_config_files()
     limits = limits_from_settings(mcp_settings)
     config: McpConfig = await trio.to_thread.run_sync(
-        lambda: load_mcp_config(agent_dir, cwd, extra, limits, project=project_trusted)
+        lambda: load_mcp_config(
+            agent_dir, cwd, extra, limits, project=project_trusted, project_dirs=project_dirs
+        )
     )
     notices = [f"Warning: {problem}" for problem in config.problems]
-    if not config.servers:
+    servers = config.enabled
+    if not servers:
         return SessionMcp(notices=tuple(notices))
     try:
         from pitrio.actors.mcp.actor import start_mcp
+        from pitrio.actors.mcp.resources import ResourceTools
         from pitrio.actors.mcp.tools import make_tools
     except ImportError:
         return SessionMcp(notices=(*notices, MISSING_PACKAGE))
-    handle = await start_mcp(nursery, config.servers, cwd=cwd)
+    handle = await start_mcp(nursery, servers, cwd=cwd)
     connections = await handle.connect_all()
     tools: list[AgentTool] = []
-    for server in config.servers:
+    owners: dict[str, str] = {}
+    with_resources: list[McpServerConfig] = []
+    resources_at = 0
+    for server in servers:
         outcome = connections[server.name]
         if isinstance(outcome, Exception):
             notices.append(f"Warning: {outcome}")
             continue
-        made, problems = make_tools(server, outcome.tools, handle)
+        made, problems = make_tools(server, outcome.tools, handle, owners)
         tools.extend(made)
         notices.extend(f"Warning: {problem}" for problem in problems)
+        if outcome.has_resources and declared_exposure(server.exposure or "codemode") != "hidden":
+            if not with_resources:  # declared where 1.6.0 registers them: after this server's
+                resources_at = len(tools)
+            with_resources.append(server)
+    if with_resources:
+        tools[resources_at:resources_at] = ResourceTools(with_resources, handle).tools()
     return SessionMcp(handle=handle, tools=tuple(tools), notices=tuple(notices))

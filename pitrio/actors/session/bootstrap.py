@@ -35,7 +35,7 @@ from pitrio.actors.session.resources.loader import (
     load_resources,
     system_prompt_sections,
 )
-from pitrio.actors.session.resources.settings import Settings
+from pitrio.actors.session.resources.settings import Settings, project_dir_names
 from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
@@ -495,6 +495,7 @@ async def start_session(
             mcp_settings=settings.get("mcp"),
             files=options.mcp_config,
             project_trusted=trust.trusted,
+            project_dirs=project_dir_names(agent),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":

@@ -7,7 +7,6 @@ import base64
 import mcp_types
 
 from pitrio.actors.mcp.results import agent_result, convert_result, error_text, limit_text
-from pitrio.actors.mcp.tools import tool_name
 from pitrio.messages.content import ImageContent, TextContent
 
 PNG = "iVBORw0KGgo="
@@ -77,9 +76,6 @@ def test_one_huge_line_keeps_its_first_50kb() -> None:
     assert (result.details["mcpServer"], result.details["mcpTool"]) == ("srv", "big")
 
 
-def test_error_text_and_tool_names() -> None:
+def test_error_text() -> None:
     assert error_text([TextContent(text="a"), ImageContent(data=PNG, mime_type="image/png")]) == "a"
     assert error_text([]) == "MCP tool reported an error"
-    assert tool_name("time", "get_current_time") == "time__get_current_time"
-    assert tool_name("my server", "do.it/now") == "my_server__do_it_now"
-    assert len(tool_name("s" * 40, "t" * 40)) == 64
