@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import pytest
+
 from tests.interop.pi_install import find_pi, pi_command, pi_env
 from tests.interop.pi_runner import MockLLM
 from tests.shared_dir import ROOT
@@ -185,3 +187,15 @@ def both_agents(
             yield {(case.name, agent): out for (case, agent), out in zip(jobs, done, strict=True)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def pi_outcomes(
+    cases: Sequence[C], run: Callable[[C, str, Path], R], prefix: str
+) -> Iterator[dict[tuple[str, str], R]]:
+    """A module fixture's body: :func:`both_agents` over ``cases``, or the module skipped
+    (why) when real pi 1.6.0 cannot be installed."""
+    _node, cli, why = find_pi()
+    if cli is None:
+        pytest.skip(why)
+    with both_agents(cases, run, prefix) as done:
+        yield done

@@ -3,9 +3,12 @@
 
 * The default selection is the default built-ins (``read, bash, edit, write``), then every
   extension, custom and MCP tool; ``--no-builtin-tools`` leaves the built-ins out of it.
-* ``--tools`` with names or ``*`` patterns replaces it with the tools they match; MCP tools
-  stay unless an entry starts with ``mcp__``. A list of only ``+name`` / ``-name`` entries
-  edits the default selection instead (exact names). The two kinds cannot be mixed.
+* ``--tools`` with names or ``*`` patterns replaces it with the tools they match. An MCP
+  tool it does not match stays registered but is not declared: 1.6.0 keeps such tools for
+  ``codemode`` and ``tool_search`` alone (when no entry starts with ``mcp__``), which pitrio
+  does not have yet, and never declares a ``direct`` one. A list of only ``+name`` /
+  ``-name`` entries edits the default selection instead (exact names). The two kinds cannot
+  be mixed.
 * ``--exclude-tools`` (names or patterns) removes tools last, MCP tools included.
 """
 
@@ -111,7 +114,5 @@ def select_tools(
             ordered: list[str] = []
             for entry in tools:
                 ordered += [n for n in everything if matches(n, entry) and n not in ordered]
-            if not any(entry.startswith(MCP_PREFIX) for entry in tools):
-                ordered += [n for n in mcp if n not in ordered]
             return [n for n in ordered if not any(matches(n, p) for p in exclude)]
     return [n for n in selected if not any(matches(n, p) for p in exclude)]
