@@ -131,3 +131,9 @@ def test_pi_continues_pitrios_mcp_calls(runs: dict[str, Any]) -> None:
         (CONVERT[0], False),
     ]
     assert "Europe/Paris" in results[1]["content"][0]["text"]
+    # pi's result (the first) and pitrio's have the same shape.
+    assert [r["details"] for r in results] == [
+        {"server": "time", "tool": "get_current_time"},
+        {"server": "time", "tool": "convert_time"},
+    ]
+    assert [[part["type"] for part in r["content"]] for r in results] == [["text"], ["text"]]

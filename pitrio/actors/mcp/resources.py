@@ -26,7 +26,7 @@ from pitrio.actors.mcp.naming import (
     LIST_MCP_RESOURCES,
     READ_MCP_RESOURCE,
 )
-from pitrio.actors.mcp.results import block_part
+from pitrio.actors.mcp.results import block_part, limit_parts, save_output
 from pitrio.actors.mcp.tools import McpToolError
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.messages.agent import AgentToolResult
@@ -86,7 +86,7 @@ def _visible(item: dict[str, Any]) -> bool:
 
 
 def _listed(server: str, item: Any) -> dict[str, Any]:
-    data = item.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data = item.model_dump(mode="json", by_alias=True, exclude_unset=True)
     data.pop("_meta", None)
     data.pop("icons", None)
     return {"server": server, **data}
@@ -107,11 +107,18 @@ async def _templates_page(connection: Connection, cursor: str | None) -> Page:
 PageFn = Callable[[Connection, str | None], Awaitable[Page]]
 
 
-def _json_result(tool: str, server: str | None, payload: dict[str, Any]) -> AgentToolResult:
-    return AgentToolResult(
-        content=(TextContent(text=orjson.dumps(payload).decode()),),
-        details={"server": server or "", "tool": tool},
-    )
+def _limited(tool: str, server: str | None, parts: list[Any], structured: Any) -> AgentToolResult:
+    """A result within the text limit (blocking: a cut one's full text is saved)."""
+    parts, path = limit_parts(parts, save_output)
+    details: dict[str, Any] = {"server": server or "", "tool": tool}
+    if path is not None:
+        details["fullOutputPath"] = path
+    return AgentToolResult(content=tuple(parts), details=details, structured_content=structured)
+
+
+async def _json_result(tool: str, server: str | None, payload: dict[str, Any]) -> AgentToolResult:
+    parts = [TextContent(text=orjson.dumps(payload).decode())]
+    return await trio.to_thread.run_sync(lambda: _limited(tool, server, parts, payload))
 
 
 class ResourceTools:
@@ -179,16 +186,24 @@ class ResourceTools:
             raise McpToolError("uri must be provided")
         connection = await self._connection(server)
         result = await connection.session.read_resource(uri)
-        parts: list[Any] = []
-        for contents in result.contents:
-            if len(result.contents) > 1:
-                parts.append(TextContent(text=f"{contents.uri}:"))
-            parts.append(block_part(mcp_types.EmbeddedResource(type="resource", resource=contents)))
-        if not parts:
-            parts = [TextContent(text=f"Resource {uri} is empty.")]
-        return AgentToolResult(
-            content=tuple(parts), details={"server": server, "tool": READ_MCP_RESOURCE}
-        )
+        contents = [
+            c.model_dump(mode="json", by_alias=True, exclude_unset=True) for c in result.contents
+        ]
+        for item in contents:
+            item.pop("_meta", None)
+
+        def convert() -> AgentToolResult:
+            parts: list[Any] = []
+            for each in result.contents:
+                if len(result.contents) > 1:  # several (a directory): each headed by its URI
+                    parts.append(TextContent(text=f"{each.uri}:"))
+                block = mcp_types.EmbeddedResource(type="resource", resource=each)
+                parts.append(block_part(server, block, save_output))
+            parts = parts or [TextContent(text=f"Resource {uri} is empty.")]
+            structured = {"server": server, "uri": uri, "contents": contents}
+            return _limited(READ_MCP_RESOURCE, server, parts, structured)
+
+        return await trio.to_thread.run_sync(convert)
 
     def tools(self) -> list[AgentTool]:
         """The three agent tools."""
@@ -197,13 +212,13 @@ class ResourceTools:
             tool_call_id: str, args: dict[str, Any], on_update: UpdateFn
         ) -> AgentToolResult:
             payload = await self._list(args, "resources", _resources_page)
-            return _json_result(LIST_MCP_RESOURCES, _string(args, "server"), payload)
+            return await _json_result(LIST_MCP_RESOURCES, _string(args, "server"), payload)
 
         async def list_templates(
             tool_call_id: str, args: dict[str, Any], on_update: UpdateFn
         ) -> AgentToolResult:
             payload = await self._list(args, "resourceTemplates", _templates_page)
-            return _json_result(LIST_MCP_RESOURCE_TEMPLATES, _string(args, "server"), payload)
+            return await _json_result(LIST_MCP_RESOURCE_TEMPLATES, _string(args, "server"), payload)
 
         async def read(
             tool_call_id: str, args: dict[str, Any], on_update: UpdateFn

@@ -7,7 +7,9 @@ so arguments are converted and checked like the built-in tools' before a call. A
 exposure is ``hidden`` is not made at all. A call asks the MCP actor for the server's live
 connection (starting it again if it went away), then calls the tool in the caller's task
 within the server's call limit; abort cancels the call, and the SDK tells the server
-(``notifications/cancelled``). Every failure is an error result naming the server.
+(``notifications/cancelled``). A failure of the call (a time limit, a lost connection, a
+protocol error) is an error naming the server; a result the server marks ``isError`` is an
+error result with the server's own content (:mod:`.results`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from mcp import MCPError
 from pitrio.actors.mcp.actor import Connection, McpHandle, describe
 from pitrio.actors.mcp.config import McpServerConfig
 from pitrio.actors.mcp.naming import assign_tool_names, declared_exposure, tool_exposure
-from pitrio.actors.mcp.results import agent_result, convert_result, error_text
+from pitrio.actors.mcp.results import convert_result
 from pitrio.actors.mcp.state import McpServerError
 from pitrio.actors.tool_executor.registry import check_definition
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
@@ -100,10 +102,11 @@ async def call_tool(
         raise McpToolError(
             f"MCP server {server}: {tool} did not finish within {limit:g} s (cancelled)"
         )
-    parts, truncation = convert_result(result)
-    if result.is_error:
-        raise McpToolError(f"MCP server {server}: {tool}: {error_text(parts)}")
-    return agent_result(server, tool, parts, truncation)
+    readable = connection.has_resources
+    # Saving a cut result's full text is file I/O: off the event loop.
+    return await trio.to_thread.run_sync(
+        lambda: convert_result(server, tool, result, readable=readable)
+    )
 
 
 def make_tools(

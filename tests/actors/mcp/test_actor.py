@@ -35,12 +35,11 @@ async def test_the_time_servers_tools_are_agent_tools_and_answer(tmp_path: Path)
         assert not result.is_error, text(result)
         answer = json.loads(text(result))
         assert answer["timezone"] == "UTC" and answer["datetime"].endswith("+00:00")
-        assert result.details == {"mcpServer": "time", "mcpTool": "get_current_time"}
-        # The server's own error (an unknown zone) is an error result naming the server.
+        assert result.details == {"server": "time", "tool": "get_current_time"}
+        # The server's own error (an unknown zone) is an error result with its words.
         await s.started.session.prompt('<<mcp__time__get_current_time {"timezone": "Nowhere/X"}>>')
         result = await s.last_result()
         assert result.is_error
-        assert text(result).startswith("MCP server time: get_current_time: ")
         assert "Nowhere/X" in text(result)
         assert await s.server("time") == {
             "name": "time",
@@ -99,19 +98,23 @@ async def test_a_crashing_server_is_an_error_naming_it_then_restarts(tmp_path: P
         assert (await s.server("edge"))["status"] == "running"
 
 
-async def test_a_large_result_is_cut_to_the_tool_output_limit(tmp_path: Path) -> None:
+async def test_a_large_result_keeps_its_ends_and_its_whole_text_in_a_file(tmp_path: Path) -> None:
     async with mcp_session(tmp_path, {"edge": edge_server(tmp_path / "m")}) as s:
         # ~2 MB from the server
         await s.started.session.prompt('<<mcp__edge__big {"lines": 20000}>>')
         result = await s.last_result()
         assert not result.is_error
-        first, note = result.content
-        assert isinstance(first, TextContent) and isinstance(note, TextContent)
-        lines = first.text.split("\n")
-        assert lines[0] == "000000 " + "x" * 93 and len(first.text.encode()) <= 50 * 1024
-        assert lines[-1] == f"{len(lines) - 1:06d} " + "x" * 93  # whole lines, in order
-        assert note.text.endswith("of 1.9MB (20000 lines)]")
-        assert result.details["truncation"]["totalBytes"] == 20000 * 101 - 1
+        (part,) = result.content
+        assert isinstance(part, TextContent) and len(part.text.encode()) < 21 * 1024
+        assert "\n000000 " + "x" * 93 + "\n000001 " in part.text
+        assert "019999 " + "x" * 93 + "\n\n[Full output: " in part.text
+        full = trio.Path(result.details["fullOutputPath"])
+        try:
+            whole = "\n".join(f"{n:06d} " + "x" * 93 for n in range(20000))
+            assert await full.read_text() == whole
+            assert (await full.stat()).st_mode & 0o777 == 0o600
+        finally:
+            await full.unlink()
 
 
 async def test_an_image_result_is_an_image_part(tmp_path: Path) -> None:
@@ -140,7 +143,7 @@ async def test_arguments_are_checked_against_the_servers_schema(tmp_path: Path) 
         result = await s.last_result()
         assert (result.is_error, text(result)) == (
             True,
-            "MCP server edge: fail: Error executing tool fail: the edge server refuses",
+            "Error executing tool fail: the edge server refuses",
         )
 
 
