@@ -32,9 +32,11 @@ CONVERT = (
 )
 
 
-def _run(
-    argv: list[str], root: Path, prompt: str, queue: list[dict[str, Any]]
+def run_in(
+    root: Path, argv: list[str], args: list[str], queue: list[dict[str, Any]]
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run ``argv + args`` in ``root``'s work dir with its agent dir, against a fresh mock
+    (Anthropic Messages) answering ``queue``; the process and the requests it sent."""
     agent_dir = root / "agent"
     mock = MockLLM(ANTHROPIC)
     try:
@@ -42,7 +44,7 @@ def _run(
         models = json.dumps(MODELS).replace("{base}", f"http://127.0.0.1:{mock.port}")
         (agent_dir / "models.json").write_text(models)
         done = subprocess.run(
-            [*argv, "-c", "-p", prompt],
+            [*argv, *args],
             cwd=root / "work",
             env=base_env(root, agent_dir),
             input="",
@@ -54,6 +56,12 @@ def _run(
         return done, mock.captured()
     finally:
         mock.close()
+
+
+def _run(
+    argv: list[str], root: Path, prompt: str, queue: list[dict[str, Any]]
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    return run_in(root, argv, ["-c", "-p", prompt], queue)
 
 
 @pytest.fixture(scope="module")

@@ -108,12 +108,12 @@ def tool_exposure(
 def declared_exposure(exposure: Exposure) -> Exposure:
     """How pitrio reaches a tool of ``exposure`` today.
 
-    pi 1.6.0 reaches ``codemode`` tools through its ``codemode`` tool and ``deferred`` ones
-    through ``tool_search``; pitrio has neither yet, so both are declared to the model like
-    ``direct`` ones (a README difference). This is the one place that mapping lives: a later
-    codemode or tool_search returns the exposure as it is for the modes it serves.
+    pi 1.6.0 reaches ``codemode`` tools through its ``codemode`` tool, which pitrio does not
+    have yet: they are declared to the model like ``direct`` ones (a README difference).
+    ``deferred`` tools are loaded by ``tool_search`` (:mod:`.search_tool`). This is the one
+    place that mapping lives: a later codemode returns ``codemode`` unchanged.
     """
-    return "direct" if exposure in ("codemode", "deferred") else exposure
+    return "direct" if exposure == "codemode" else exposure
 
 
 def is_mcp_tool(name: str) -> bool:

@@ -8,7 +8,7 @@ a failed session. Without configured servers nothing MCP-related is imported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +23,17 @@ from pitrio.actors.mcp.config import (
     limits_from_settings,
     load_mcp_config,
 )
-from pitrio.actors.mcp.naming import declared_exposure
+from pitrio.actors.mcp.naming import (
+    DEFAULT_EXPOSURE,
+    Exposure,
+    declared_exposure,
+    mcp_namespace,
+)
+from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
+from pitrio.actors.mcp.ranking import SearchDocument, search_document
+from pitrio.actors.mcp.search_tool import ToolSearch, loaded_tools
 from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.messages.agent import AgentMessage
 
 if TYPE_CHECKING:
     from pitrio.actors.mcp.actor import McpHandle
@@ -37,11 +46,47 @@ MISSING_PACKAGE = (
 
 @attrs.frozen
 class SessionMcp:
-    """What a session gets: the actor's handle (``None``: no servers), tools, warnings."""
+    """What a session gets: the actor's handle (``None``: no servers), the MCP tools (and
+    ``tool_search`` when a server has deferred tools), warnings, the ``mcp_servers`` prompt
+    section."""
 
     handle: McpHandle | None = None
     tools: tuple[AgentTool, ...] = ()
+    """The MCP tools, deferred ones included, in declaration order."""
     notices: tuple[str, ...] = ()
+    search: ToolSearch | None = None
+    """``tool_search`` over the deferred tools, when a server's exposure asks for it."""
+    section: str | None = None
+    """The ``mcp_servers`` section's text (without its tag), when a server is listed."""
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """The tools registered inactive, for ``tool_search`` to load."""
+        return () if self.search is None else self.search.names
+
+    def active_with_loaded(
+        self, active: Sequence[str], messages: Iterable[AgentMessage]
+    ) -> list[str]:
+        """``active`` without the deferred tools, then those an earlier search on this
+        branch loaded (the transcript declares them): a resumed session keeps them."""
+        deferred = set(self.deferred)
+        kept = [name for name in active if name not in deferred]
+        return kept + [n for n in loaded_tools(messages, self.deferred) if n not in kept]
+
+
+def _listed(server: McpServerConfig, connection: Any) -> ListedServer:
+    return ListedServer(
+        name=server.name,
+        exposure=server.exposure,
+        tool_exposures=tuple(exposure for _tool, exposure in server.tool_exposure),
+        description=server.description,
+        instructions=getattr(connection, "instructions", None),
+    )
+
+
+def _document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+    namespace = (mcp_namespace(server.name), server.description, connection.instructions)
+    return search_document(tool.name, tool.description, tool.parameters, namespace)
 
 
 async def start_session_mcp(
@@ -78,7 +123,8 @@ async def start_session_mcp(
     connections = await handle.connect_all()
     tools: list[AgentTool] = []
     owners: dict[str, str] = {}
-    with_resources: list[McpServerConfig] = []
+    documents: dict[str, SearchDocument] = {}
+    with_resources: list[tuple[McpServerConfig, Exposure]] = []
     resources_at = 0
     for server in servers:
         outcome = connections[server.name]
@@ -86,12 +132,31 @@ async def start_session_mcp(
             notices.append(f"Warning: {outcome}")
             continue
         made, problems = make_tools(server, outcome.tools, handle, owners)
-        tools.extend(made)
         notices.extend(f"Warning: {problem}" for problem in problems)
-        if outcome.has_resources and declared_exposure(server.exposure or "codemode") != "hidden":
+        for tool, exposure in made:
+            tools.append(tool)
+            if exposure == "deferred":
+                documents[tool.name] = _document(tool, server, outcome)
+        exposure = declared_exposure(server.exposure or DEFAULT_EXPOSURE)
+        if outcome.has_resources and exposure != "hidden":
             if not with_resources:  # declared where 1.6.0 registers them: after this server's
                 resources_at = len(tools)
-            with_resources.append(server)
+            with_resources.append((server, exposure))
     if with_resources:
-        tools[resources_at:resources_at] = ResourceTools(with_resources, handle).tools()
-    return SessionMcp(handle=handle, tools=tuple(tools), notices=tuple(notices))
+        made_resources = ResourceTools([server for server, _ in with_resources], handle).tools()
+        tools[resources_at:resources_at] = made_resources
+        # The widest exposure of the servers they reach (1.6.0): direct, else deferred.
+        if all(exposure == "deferred" for _, exposure in with_resources):
+            for tool in made_resources:
+                documents[tool.name] = search_document(tool.name, tool.description, tool.parameters)
+    # tool_search is made from the configuration, as 1.6.0 activates it before connecting.
+    wants_search = any(
+        "deferred" in _listed(server, None).exposures(declared_exposure) for server in servers
+    )
+    search = ToolSearch(documents) if wants_search else None
+    section = render_servers_section(
+        [_listed(server, connections[server.name]) for server in servers], declared_exposure
+    )
+    return SessionMcp(
+        handle=handle, tools=tuple(tools), notices=tuple(notices), search=search, section=section
+    )

@@ -23,7 +23,12 @@ from mcp import MCPError
 
 from pitrio.actors.mcp.actor import Connection, McpHandle, describe
 from pitrio.actors.mcp.config import McpServerConfig
-from pitrio.actors.mcp.naming import assign_tool_names, declared_exposure, tool_exposure
+from pitrio.actors.mcp.naming import (
+    Exposure,
+    assign_tool_names,
+    declared_exposure,
+    tool_exposure,
+)
 from pitrio.actors.mcp.results import convert_result
 from pitrio.actors.mcp.state import McpServerError
 from pitrio.actors.tool_executor.registry import check_definition
@@ -114,21 +119,24 @@ def make_tools(
     tools: Iterable[mcp_types.Tool],
     mcp: McpHandle,
     owners: MutableMapping[str, str] | None = None,
-) -> tuple[list[AgentTool], list[str]]:
-    """The agent tools of one server that are not hidden, and the problems of those left
+) -> tuple[list[tuple[AgentTool, Exposure]], list[str]]:
+    """The agent tools of one server that are not hidden, each with how pitrio reaches it
+    (:func:`~pitrio.actors.mcp.naming.declared_exposure`), and the problems of those left
     out (a bad schema). ``owners`` (name -> ``<server>\\0<tool>``, shared by the session's
     servers) keeps names unique across servers and is updated."""
     owners = {} if owners is None else owners
     # A name listed twice is one tool: the later listing wins, as a re-registration does in pi.
     listed = list({tool.name: tool for tool in tools}.values())
     names = assign_tool_names(config.name, [tool.name for tool in listed], owners)
-    made: list[AgentTool] = []
+    made: list[tuple[AgentTool, Exposure]] = []
     problems: list[str] = []
     for tool in listed:
         name = names[tool.name]
         owners[name] = f"{config.name}\0{tool.name}"
-        exposure = tool_exposure(config.exposure, config.tool_exposure, tool.name)
-        if declared_exposure(exposure) == "hidden":
+        exposure = declared_exposure(
+            tool_exposure(config.exposure, config.tool_exposure, tool.name)
+        )
+        if exposure == "hidden":
             continue
         agent_tool = make_tool(config, tool, name, mcp)
         try:
@@ -136,5 +144,5 @@ def make_tools(
         except ToolError as exc:
             problems.append(f"MCP server {config.name}: tool {tool.name} left out: {exc}")
             continue
-        made.append(agent_tool)
+        made.append((agent_tool, exposure))
     return made, problems

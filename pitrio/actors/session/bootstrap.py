@@ -34,6 +34,7 @@ from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
     system_prompt_sections,
+    with_section,
 )
 from pitrio.actors.session.resources.settings import Settings, project_dir_names
 from pitrio.actors.session.resources.system_prompt import render_sections
@@ -342,16 +343,19 @@ def _active_tools(
     extra: Sequence[AgentTool],
     mcp: Sequence[AgentTool],
     default_tools: object = None,
+    *,
+    always: bool = False,
 ) -> Sequence[str] | None:
     """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
-    selection flag or ``defaultTools`` was used, else ``None`` (the executor's defaults)."""
+    selection flag or ``defaultTools`` was used (or ``always``), else ``None`` (the
+    executor's defaults, which the selection without flags equals)."""
     if options.active_tools is not None:
         return options.active_tools
     configured = None
     if isinstance(default_tools, list) and all(isinstance(t, str) for t in default_tools):
         configured = default_tools
     flags = options.tool_patterns is not None or options.exclude_tools
-    if not flags and not options.no_builtin_tools and configured is None:
+    if not flags and not options.no_builtin_tools and configured is None and not always:
         return None
     try:
         return select_tools(
@@ -500,19 +504,30 @@ async def start_session(
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
         await store.append_session_info(options.session_name)
+    # tool_search goes after the extension tools, before the MCP ones (1.6.0 activates it
+    # before its servers connect); deferred tools are registered inactive.
+    search = () if mcp.search is None else (mcp.search.tool(),)
+    active = _active_tools(
+        options,
+        [*options.tools, *extension_tools, *search],
+        mcp.tools,
+        settings.get("defaultTools"),
+        always=mcp.search is not None,
+    )
+    if active is not None and mcp.search is not None:
+        active = mcp.active_with_loaded(active, context.messages)
     executor = ToolExecutor(
-        [*options.tools, *extension_tools, *mcp.tools],
+        [*options.tools, *extension_tools, *search, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
-        active=_active_tools(
-            options,
-            [*options.tools, *extension_tools],
-            mcp.tools,
-            settings.get("defaultTools"),
-        ),
+        active=active,
     )
     tools_address = await nursery.start(executor.run)
     tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)
+    if mcp.search is not None:
+        mcp.search.attach(lambda: tools)
+    if mcp.section is not None:
+        resources = with_section(resources, "mcp_servers", mcp.section)
     loop_options = LoopOptions(
         steering_mode="all" if settings.text("steeringMode") == "all" else "one-at-a-time",
         follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",

@@ -65,10 +65,10 @@ def test_exposure_exact_name_first_then_the_first_pattern_then_the_server() -> N
     assert tool_exposure(None, (), "search") == "codemode"
 
 
-def test_pitrio_declares_codemode_and_deferred_tools_directly_for_now() -> None:
+def test_pitrio_declares_codemode_tools_directly_until_it_has_codemode() -> None:
     assert [declared_exposure(e) for e in ("codemode", "deferred", "direct", "hidden")] == [
         "direct",
-        "direct",
+        "deferred",
         "direct",
         "hidden",
     ]

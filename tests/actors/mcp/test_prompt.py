@@ -31,6 +31,7 @@ def test_a_few_servers_share_the_room_for_summaries() -> None:
     assert "`tool_search`" in text.splitlines()[0] and "`codemode`" not in text.splitlines()[0]
 
 
-def test_pitrio_lists_no_server_while_it_declares_every_tool() -> None:
+def test_pitrio_lists_only_servers_with_deferred_tools_until_it_has_codemode() -> None:
     servers = [ListedServer("a"), ListedServer("b", exposure="deferred")]
-    assert render_servers_section(servers, declared_exposure) is None
+    text = render_servers_section(servers, declared_exposure)
+    assert text is not None and text.splitlines()[1:] == ["- mcp__b (tool_search)"]
