@@ -8,6 +8,7 @@ from pitrio.actors.session.tool_selection import (
     ToolListError,
     default_selection,
     matches,
+    registered,
     select_tools,
     tool_list_error,
 )
@@ -80,3 +81,12 @@ def test_default_tools_setting() -> None:
     assert pick(tools=None, exclude=()) != pick(tools=["+find"])
     got = select_tools(builtin=BUILTIN, defaults=defaults, extra=EXTRA, tools=["+find"])
     assert got == ["ls", "read", "todo", "find"]  # the setting's order is kept
+
+
+def test_which_mcp_tools_stay_registered_for_tool_search() -> None:
+    assert registered("mcp__git__log", None)
+    assert registered("mcp__git__log", ["read"])  # no mcp__ entry: every MCP tool stays
+    assert not registered("mcp__git__log", ["read", "mcp__web__*"])
+    assert registered("mcp__web__fetch", ["read", "mcp__web__*"])
+    assert not registered("mcp__web__fetch", None, ["mcp__web__*"])
+    assert registered("mcp__web__fetch", ["+read"])

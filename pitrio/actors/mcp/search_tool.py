@@ -73,6 +73,10 @@ class ToolSearch:
         """The tools it may load."""
         return tuple(self._documents)
 
+    def keep(self, wanted: Callable[[str], bool]) -> None:
+        """Search only the tools ``wanted`` accepts (those the tool flags leave registered)."""
+        self._documents = {name: doc for name, doc in self._documents.items() if wanted(name)}
+
     def attach(self, executor: Callable[[], ToolExecutorHandle]) -> None:
         """Give it the session's tool executor."""
         self._executor = executor

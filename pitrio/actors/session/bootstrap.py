@@ -38,7 +38,12 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.resources.settings import Settings, project_dir_names
 from pitrio.actors.session.resources.system_prompt import render_sections
-from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
+from pitrio.actors.session.tool_selection import (
+    ToolListError,
+    default_selection,
+    registered,
+    select_tools,
+)
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
     SessionSeed,
@@ -515,6 +520,8 @@ async def start_session(
         always=mcp.search is not None,
     )
     if active is not None and mcp.search is not None:
+        patterns, excluded = options.tool_patterns, options.exclude_tools
+        mcp.search.keep(lambda name: registered(name, patterns, excluded))
         active = mcp.active_with_loaded(active, context.messages)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *search, *mcp.tools],

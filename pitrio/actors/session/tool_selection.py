@@ -43,6 +43,19 @@ def is_edit_list(entries: Sequence[str]) -> bool:
     return bool(entries) and all(entry[:1] in ("+", "-") for entry in entries)
 
 
+def registered(name: str, tools: Sequence[str] | None, exclude: Sequence[str] = ()) -> bool:
+    """Whether 1.6.0 registers MCP tool ``name`` at all under ``--tools`` / ``--exclude-tools``
+    (what ``tool_search`` may load): not excluded, and matched by an allowlist that has an
+    ``mcp__`` entry (one without such an entry keeps every MCP tool registered)."""
+    if any(matches(name, pattern) for pattern in exclude):
+        return False
+    if tools is None or is_edit_list(tools):
+        return True
+    if not any(entry.startswith(MCP_PREFIX) for entry in tools):
+        return True
+    return any(matches(name, entry) for entry in tools)
+
+
 def tool_list_error(entries: Sequence[str]) -> str | None:
     """Why pi refuses ``entries`` as a ``--tools`` list, or ``None``."""
     edits = [entry for entry in entries if entry[:1] in ("+", "-")]
