@@ -129,3 +129,24 @@ def loaded_tools(messages: Iterable[AgentMessage], deferred: Sequence[str]) -> l
     earlier search on this branch), in the transcript's order."""
     wanted = set(deferred)
     return [t.name for t in current_tools(replay(messages)) if t.name in wanted]
+
+
+def with_loaded(
+    active: Sequence[str], messages: Iterable[AgentMessage], deferred: Sequence[str]
+) -> list[str]:
+    """``active`` without the ``deferred`` tools, then those the transcript declares (loaded
+    by an earlier search on this branch)."""
+    excluded = set(deferred)
+    kept = [name for name in active if name not in excluded]
+    return kept + [n for n in loaded_tools(messages, deferred) if n not in kept]
+
+
+async def restore_loaded(
+    executor: ToolExecutorHandle, deferred: Sequence[str], messages: Iterable[AgentMessage]
+) -> None:
+    """Make the deferred tools active that ``messages`` (the branch now current) declare, and
+    only those (after a move in the session's tree)."""
+    active = [tool.name for tool in await executor.active_tools()]
+    wanted = with_loaded(active, messages, deferred)
+    if wanted != active:
+        await executor.set_active(wanted)

@@ -8,7 +8,7 @@ a failed session. Without configured servers nothing MCP-related is imported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,8 @@ from pitrio.actors.mcp.naming import (
 )
 from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
 from pitrio.actors.mcp.ranking import SearchDocument, search_document
-from pitrio.actors.mcp.search_tool import ToolSearch, loaded_tools
+from pitrio.actors.mcp.search_tool import ToolSearch, restore_loaded, with_loaded
+from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.messages.agent import AgentMessage
 
@@ -69,9 +70,20 @@ class SessionMcp:
     ) -> list[str]:
         """``active`` without the deferred tools, then those an earlier search on this
         branch loaded (the transcript declares them): a resumed session keeps them."""
-        deferred = set(self.deferred)
-        kept = [name for name in active if name not in deferred]
-        return kept + [n for n in loaded_tools(messages, self.deferred) if n not in kept]
+        return with_loaded(active, messages, self.deferred)
+
+    def restorer(
+        self, executor: ToolExecutorHandle
+    ) -> Callable[[Sequence[AgentMessage]], Awaitable[None]] | None:
+        """What restores the loaded tools after a move in the tree (``None``: no search)."""
+        if self.search is None:
+            return None
+        deferred = self.deferred
+
+        async def restore(messages: Sequence[AgentMessage]) -> None:
+            await restore_loaded(executor, deferred, messages)
+
+        return restore
 
 
 def _listed(server: McpServerConfig, connection: Any) -> ListedServer:

@@ -573,6 +573,7 @@ async def start_session(
         start_reason=options.start_reason,
         tools=tools,
         mcp_servers=None if mcp.handle is None else mcp.handle.servers,
+        restore_tools=mcp.restorer(tools),
     )
     session = SessionHandle(await nursery.start(actor.run))
     telemetry = active_telemetry()
