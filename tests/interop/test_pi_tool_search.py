@@ -31,7 +31,14 @@ SERVERS = {
     # get-thing stays direct (names_server's toolExposure); a description makes the section's
     # line independent of when the server connects (1.6.0 does not wait for it).
     "names": names_server(exposure="deferred", description="Things and names"),
-    "time": time_server(exposure="deferred", description="Clock and time zones"),
+    # A direct entry (for no tool) makes 1.6.0's first prompt wait for the server: without
+    # it, a resumed session's first request may be built before the server's tools are
+    # registered, and 1.6.0 then leaves the tools its transcript loaded undeclared (a race).
+    "time": time_server(
+        exposure="deferred",
+        description="Clock and time zones",
+        toolExposure={"no_such_tool": "direct"},
+    ),
 }
 NOW = "mcp__time__get_current_time"
 LOADED = [NOW, "mcp__time__convert_time"]
