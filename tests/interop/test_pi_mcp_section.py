@@ -3,9 +3,9 @@
 same order, with the same ``(codemode)`` / ``(tool_search)`` and the same summaries. The first
 line is each agent's own words; it names the same ways of reaching the tools.
 
-pitrio's sessions do not have the section yet (it declares ``codemode`` and ``deferred`` tools
-directly: README), so the renderer is checked here with 1.6.0's reach, as a later
-``codemode`` / ``tool_search`` will use it.
+pitrio's sessions list only servers with ``deferred`` tools (it declares ``codemode`` tools
+directly until it has a codemode tool: README), so the renderer is checked here with 1.6.0's
+reach, as a later ``codemode`` will use it (test_pi_tool_search compares a session's section).
 """
 
 from __future__ import annotations

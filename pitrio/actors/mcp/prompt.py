@@ -9,8 +9,9 @@ which of the two ways the listed servers use. The section holds at most 4096 cha
 a cut one); when the bare lines alone do not fit, the last servers are left out and counted.
 
 Which exposures count as reached indirectly is the caller's (``reach``): pitrio declares
-``codemode`` and ``deferred`` tools directly until it has those tools
-(:func:`~pitrio.actors.mcp.naming.declared_exposure`), so its sessions have no such section yet.
+``codemode`` tools directly until it has a codemode tool
+(:func:`~pitrio.actors.mcp.naming.declared_exposure`), so its sessions list only servers with
+``deferred`` tools (reached through ``tool_search``).
 """
 
 from __future__ import annotations
