@@ -43,6 +43,10 @@ DESCRIPTION = (
     "need an MCP tool you have not been given."
 )
 SNIPPET = "Find tools that are not loaded yet, and load the best matches"
+DEFERRED_UNREACHABLE = (
+    "Warning: MCP tools of deferred exposure are loaded only by tool_search, which is not "
+    "active (see --tools); they cannot be called"
+)
 
 
 def _first_line(text: str) -> str:

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
+from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.catalogue import renamed_reference
@@ -523,6 +524,8 @@ async def start_session(
         patterns, excluded = options.tool_patterns, options.exclude_tools
         mcp.search.keep(lambda name: registered(name, patterns, excluded))
         active = mcp.active_with_loaded(active, context.messages)
+        if TOOL_SEARCH not in active:  # as 1.6.0 warns, once
+            notices.append(DEFERRED_UNREACHABLE)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *search, *mcp.tools],
         builtin=options.builtin_tools,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pitrio.actors.mcp.search_tool import with_loaded
+from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, with_loaded
 from pitrio.messages.agent import SystemMessage, ToolDeclaration, UserMessage
 from tests.actors.mcp.support import McpSession, mcp_session, text, time_server
 
@@ -42,6 +42,15 @@ async def test_a_search_loads_and_navigation_restores_the_branchs_tools(tmp_path
         assert await active(s) == ["read", "bash", "edit", "write", "tool_search", *LOADED]
         await s.started.session.prompt('<<tool_search {"query": "weather"}>>')
         assert text(await s.last_result()) == "No tool matched."
+
+
+async def test_deferred_tools_without_tool_search_are_a_warning(tmp_path: Path) -> None:
+    servers = {"time": {**time_server(), "exposure": "deferred"}}
+    async with mcp_session(tmp_path, servers, tool_patterns=("read",)) as s:
+        assert await active(s) == ["read"]
+        assert DEFERRED_UNREACHABLE in s.started.notices
+    async with mcp_session(tmp_path / "2", servers) as s:
+        assert DEFERRED_UNREACHABLE not in s.started.notices
 
 
 def test_with_loaded_keeps_the_active_order_and_adds_what_the_transcript_declares() -> None:
