@@ -195,7 +195,8 @@ async def test_a_streamable_http_server_with_headers_gone_and_back(tmp_path: Pat
         async with mcp_session(tmp_path, {"remote": remote}) as s:
             await s.started.session.prompt("<<mcp__remote__whoami {}>>")
             result = await s.last_result()
-            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken")
+            why = s.started.notices
+            assert (result.is_error, text(result)) == (False, "auth=Bearer t0ken"), why
             assert (await s.server("remote"))["status"] == "running"
             # The server goes away: an error naming it, then a reconnect once it is back.
             await _stop(process)
