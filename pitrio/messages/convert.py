@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+import attrs
+
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -17,7 +19,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.messages.content import TextContent
+from pitrio.messages.content import ImageContent, TextContent
 from pitrio.messages.snapshot import Snapshot, immutable
 
 T = TypeVar("T")
@@ -31,6 +33,8 @@ BRANCH_SUMMARY_PREFIX = (
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
+IMAGES_BLOCKED = "Image reading is disabled."
+"""What stands for each image when ``images.blockImages`` is on (pi 1.6.0's text)."""
 
 
 def bash_execution_to_text(message: BashExecutionMessage) -> str:
@@ -76,6 +80,30 @@ def convert_message(message: AgentMessage) -> LlmMessage | None:
             # collapses them into the request's head.
             return None
     return None
+
+
+def without_images(message: LlmMessage) -> LlmMessage:
+    """``message`` with each image of a user turn or tool result replaced by
+    :data:`IMAGES_BLOCKED`, a run of such texts kept once (pi 1.6.0's ``images.blockImages``);
+    the message itself when it holds no image."""
+    if not isinstance(message, UserMessage | ToolResultMessage) or isinstance(message.content, str):
+        return message
+    if not any(isinstance(block, ImageContent) for block in message.content):
+        return message
+    blocks: list[TextContent | ImageContent] = []
+    for block in message.content:
+        if isinstance(block, ImageContent):
+            block = TextContent(text=IMAGES_BLOCKED)
+        previous = blocks[-1] if blocks else None
+        if (
+            isinstance(block, TextContent)
+            and block.text == IMAGES_BLOCKED
+            and isinstance(previous, TextContent)
+            and previous.text == IMAGES_BLOCKED
+        ):
+            continue
+        blocks.append(block)
+    return attrs.evolve(message, content=tuple(blocks))
 
 
 def convert_to_llm(messages: Iterable[AgentMessage]) -> list[LlmMessage]:
@@ -124,17 +152,23 @@ class PrefixConverter:
     reused too. The result is a :class:`Snapshot` made from the previous result, so the
     provider need not compare either. Used by one caller at a time (the agent loop's hook)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, block_images: bool = False) -> None:
         self._source: Sequence[AgentMessage] = ()
         self._out: Snapshot[LlmMessage] = Snapshot()
+        self._one = _blocking_images if block_images else convert_message
 
     def convert(self, messages: Sequence[AgentMessage]) -> Snapshot[LlmMessage]:
         """The converted transcript (immutable)."""
         if extends(self._source, messages):
-            converted = map(convert_message, messages[len(self._source) :])
+            converted = map(self._one, messages[len(self._source) :])
             out = self._out.extended(m for m in converted if m is not None)
         else:
-            out = Snapshot(m for m in map(convert_message, messages) if m is not None)
+            out = Snapshot(m for m in map(self._one, messages) if m is not None)
         self._source = immutable(messages)
         self._out = out
         return out
+
+
+def _blocking_images(message: AgentMessage) -> LlmMessage | None:
+    converted = convert_message(message)
+    return None if converted is None else without_images(converted)

@@ -16,6 +16,7 @@ from pitrio.actors.host import (
     HostHandle,
     InvalidSessionIdError,
     Outgoing,
+    idempotent_session_id,
     start_host,
     validate_session_id,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidSessionIdError",
     "Outgoing",
     "SessionOwnedElsewhereError",
+    "idempotent_session_id",
     "start_host",
     "validate_session_id",
 ]

@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from pitrio.actors.session.actor import SessionHandle, SessionState, StreamingBehavior
 from pitrio.actors.session.bootstrap import SessionOptions
+from pitrio.actors.session.command_ledger import (
+    CommandLedger,
+    Fresh,
+    InProgress,
+    Repeat,
+    fingerprint,
+)
 from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
@@ -16,12 +23,23 @@ from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
 from pitrio.actors.session.tool_selection import tool_list_error
 from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.session_store.command_stamp import (
+    CommandStamp,
+    current_stamp,
+    read_stamped_entries,
+    stamping,
+)
 from pitrio.actors.session_store.paths import SESSION_ID
 
 __all__ = [
     "SESSION_ID",
     "BashResult",
+    "CommandLedger",
+    "CommandStamp",
     "CycleResult",
+    "Fresh",
+    "InProgress",
+    "Repeat",
     "Sequenced",
     "SessionBeforeSwitchEvent",
     "SessionHandle",
@@ -31,6 +49,10 @@ __all__ = [
     "SessionState",
     "StreamingBehavior",
     "UiResponse",
+    "current_stamp",
     "event_weight",
+    "fingerprint",
+    "read_stamped_entries",
+    "stamping",
     "tool_list_error",
 ]

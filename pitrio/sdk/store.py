@@ -2,11 +2,13 @@
 
 The agent's directory and the session directory of a cwd, the catalog of session files (pi's
 ``SessionInfo``), resolving a ``--session`` argument, parsing a session file, checking and
-repairing one, and the ``session.store`` setting that names a shared store instead.
+repairing one, exporting one as HTML, and the ``session.store`` setting that names a shared
+store instead.
 """
 
 from __future__ import annotations
 
+from pitrio.actors.session.export_file import export_file_html
 from pitrio.actors.session.resources.settings import configured_store
 from pitrio.actors.session_store.catalog import (
     SessionInfo,
@@ -25,6 +27,7 @@ __all__ = [
     "agent_dir",
     "check_file",
     "configured_store",
+    "export_file_html",
     "list_all_sessions",
     "list_sessions",
     "parse_session_bytes",

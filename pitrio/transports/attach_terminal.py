@@ -3,30 +3,48 @@ written with the live area redrawn below the transcript, and ``$EDITOR`` run on 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
+import sys
 import tempfile
-from collections.abc import Sequence
+import termios
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
 import trio
 
-from pitrio.transports.attach_render import Chunk, Renderer
+from pitrio.transports.attach_render import Chunk, Renderer, choose_style
+
+ESC = "\x1b"
+"""Ends a line read from a terminal set up by :func:`escape_ends_lines` (the key was Esc)."""
 
 
 class Keyboard:
     """Lines of stdin read by a trio task, not a thread, so reading can pause (``$EDITOR``)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, escape: bool = False) -> None:
         self.fd = fd
         self.buffer = b""
         self.eof = False
         self.pollable = True
+        self.escape = escape
+        """Esc ends a line too (kept at its end): the terminal delivers it at once."""
+
+    def _end(self) -> int:
+        """Where the first line in the buffer ends (its terminator's index), -1: not yet."""
+        ends = [self.buffer.find(b"\n")]
+        if self.escape:
+            ends.append(self.buffer.find(ESC.encode()))
+        found = [end for end in ends if end >= 0]
+        return min(found) if found else -1
 
     async def readline(self) -> str | None:
-        """The next line without its newline; ``None`` at end of input."""
-        while b"\n" not in self.buffer and not self.eof:
+        """The next line without its newline (a line Esc ended keeps the Esc at its end);
+        ``None`` at end of input."""
+        while self._end() < 0 and not self.eof:
             if self.pollable:
                 try:
                     await trio.lowlevel.wait_readable(self.fd)
@@ -42,8 +60,39 @@ class Keyboard:
             self.buffer += data
         if not self.buffer:
             return None
-        line, _, self.buffer = self.buffer.partition(b"\n")
+        end = self._end()
+        if end < 0:  # the last line, without a newline
+            line, self.buffer = self.buffer, b""
+        elif self.buffer[end : end + 1] == b"\n":
+            line, self.buffer = self.buffer[:end], self.buffer[end + 1 :]
+        else:
+            line, self.buffer = self.buffer[: end + 1], self.buffer[end + 1 :]
         return line.decode("utf-8", "replace").rstrip("\r")
+
+
+@contextlib.contextmanager
+def escape_ends_lines(fd: int) -> Iterator[bool]:
+    """On a terminal in line mode, make Esc end a line (``VEOL``), so a read returns at the
+    key press instead of at the next Enter; yields whether it could (not a terminal: no).
+    The terminal's settings are given back as found."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except (termios.error, OSError):
+        yield False
+        return
+    changed = list(saved)
+    changed[6] = list(saved[6])
+    changed[6][termios.VEOL] = ESC.encode()
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, changed)
+    except (termios.error, OSError):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class Terminal:
@@ -79,6 +128,17 @@ class Terminal:
     def error(self, text: str) -> None:
         """A line on stderr."""
         self.show([Chunk(text + "\n", err=True)])
+
+
+def stdio_terminal() -> Terminal:
+    """The process's stdout and stderr as a :class:`Terminal` (colour on a terminal unless
+    ``NO_COLOR``); text that cannot be encoded is replaced, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    tty = sys.stdout.isatty()
+    style = choose_style(tty=tty, env=os.environ, width=shutil.get_terminal_size().columns)
+    return Terminal(sys.stdout, sys.stderr, Renderer(style), tty)
 
 
 async def edit_in(editor: str, text: str) -> str | None:

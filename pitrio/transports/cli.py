@@ -1,4 +1,5 @@
-"""The ``pitrio`` command line: print mode (``-p``), JSON mode (``--mode json``) and RPC mode
+"""The ``pitrio`` command line: the terminal chat (a terminal on stdin and stdout), print mode
+(``-p``, or stdin or stdout redirected), JSON mode (``--mode json``) and RPC mode
 (``--mode rpc``)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import trio
 
 from pitrio import telemetry
 from pitrio.transports.cli_args import (
+    RESUME_ELSEWHERE,
     UsageError,
     parse,
     print_help,
@@ -25,7 +27,7 @@ from pitrio.transports.interrupt import default_sigint, exit_code
 from pitrio.transports.print_mode import build_prompts, run_print_mode
 
 if TYPE_CHECKING:
-    from pitrio import FauxProvider
+    from pitrio import FauxProvider, SessionOptions
 
 SUBCOMMAND_ENTRIES = {
     "sessions": ("pitrio.transports.sessions_cli", "run_sessions_command"),
@@ -97,16 +99,11 @@ def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _rpc_mode(args: argparse.Namespace) -> int:
-    """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
+def _session_options(args: argparse.Namespace) -> SessionOptions:
+    """The session of ``--mode rpc`` and of the terminal chat: every session flag."""
     from pitrio import SessionOptions
-    from pitrio.transports.rpc.server import run_rpc
 
-    if any(message.startswith("@") for message in args.messages):
-        sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
-        return 1
-    warnings: list[str] = []
-    options = SessionOptions(
+    return SessionOptions(
         model=_model_ref(args.provider, args.model),
         thinking_level=session_thinking_level(args.thinking),
         session=args.session,
@@ -122,7 +119,44 @@ def _rpc_mode(args: argparse.Namespace) -> int:
         sync_inline=True,  # one session per process: no worker-thread hop per append
         **_flag_options(args),
     )
-    return run_rpc(options, model_patterns=_split_names(args.models), warnings=warnings)
+
+
+def _rpc_mode(args: argparse.Namespace) -> int:
+    """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
+    from pitrio.transports.rpc.server import run_rpc
+
+    if any(message.startswith("@") for message in args.messages):
+        sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")
+        return 1
+    warnings: list[str] = []
+    return run_rpc(
+        _session_options(args), model_patterns=_split_names(args.models), warnings=warnings
+    )
+
+
+def _wants_chat(args: argparse.Namespace) -> bool:
+    """pi's rule: with a terminal on stdin and stdout the terminal UI opens, unless ``-p`` or
+    ``--mode json|rpc`` chose another interface (prompts given become its first ones)."""
+    if args.print or args.mode != "text":
+        return False
+    return _is_tty(sys.stdin) and _is_tty(sys.stdout)
+
+
+def _is_tty(stream: Any) -> bool:
+    return stream is not None and bool(stream.isatty())
+
+
+def _chat_mode(args: argparse.Namespace) -> int:
+    """The terminal chat (:mod:`pitrio.transports.chat`) on the session of the flags."""
+    from pitrio.transports.chat import chat_main
+
+    return chat_main(
+        _session_options(args),
+        build_prompts(args.messages, None),
+        faux=_faux(args.faux_chunk_delay),
+        model_patterns=_split_names(args.models),
+        resume=args.resume,
+    )
 
 
 def _subcommand(name: str) -> Callable[[list[str]], int]:
@@ -134,6 +168,20 @@ def _subcommand(name: str) -> Callable[[list[str]], int]:
 def _usage_error(message: str) -> int:
     sys.stderr.write(f"Error: {message}\n")
     return 1
+
+
+def _export(values: list[str]) -> int:
+    """``--export FILE [OUTPUT]``: the page is written and the command ends (later words, as
+    in pi, are not run as prompts)."""
+    from pitrio.errors import PitrioError
+    from pitrio.sdk.store import export_file_html
+
+    try:
+        written = export_file_html(values[0], values[1] if len(values) > 1 else None)
+    except PitrioError as exc:
+        return _usage_error(str(exc))
+    print(f"Exported to: {written}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,8 +201,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return telemetry.run_main(main, argv)
     if argv and argv[0] in SUBCOMMAND_ENTRIES:
         return _subcommand(argv[0])(argv[1:])
-    if not argv and sys.stdin is not None and sys.stdin.isatty():
-        print_help()  # pi would open its terminal UI, which pitrio does not have
+    if not argv and _is_tty(sys.stdin) and not _is_tty(sys.stdout):
+        # Typed at a terminal, read elsewhere (``pitrio | less``): the help, not a chat
+        # nobody sees nor print mode's "no prompt" error.
+        print_help()
         return 0
     try:
         args = parse(argv)
@@ -168,6 +218,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
         with recording_sessions(args.trace, payloads=args.trace_payloads):
             return main(without_trace_flags(argv))
+    if args.export is not None:
+        return _export(args.export)
     if args.list_models is not None:
         from pitrio.transports.models_cli import list_models_command
 
@@ -175,6 +227,10 @@ def _main(argv: Sequence[str] | None) -> int:
     default_sigint()  # no KeyboardInterrupt: SIGINT kills, or ends the session cleanly
     if args.mode == "rpc":
         return exit_code(_rpc_mode(args))
+    if _wants_chat(args):
+        return exit_code(_chat_mode(args))
+    if args.resume:  # stdin or stdout redirected: print mode, which has no picker
+        return _usage_error(RESUME_ELSEWHERE)
     json_mode = args.mode == "json"
     prompts = build_prompts(args.messages, _read_stdin())
     if not prompts and not json_mode:

@@ -207,7 +207,7 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         "-r",
         "--resume",
         action="store_true",
-        help="pick a session to resume (pi's picker; pitrio: see pitrio sessions)",
+        help="pick a session of this directory to resume (the terminal chat)",
     )
     opened.add_argument(
         "-c",
@@ -297,6 +297,25 @@ def build_parser(*, prompts: bool = True) -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="accepted for pi's command lines (no effect)"
     )
     parser.add_argument(
+        "--export",
+        nargs="+",
+        metavar="FILE [OUTPUT]",
+        help="write the session file FILE as an HTML page (to OUTPUT, or a name derived from "
+        "FILE's) and exit",
+    )
+    # pi's themes and full-screen mode belong to its own terminal UI; pitrio takes the flags so
+    # a pi command line runs unchanged, and its terminal keeps its plain look.
+    parser.add_argument(
+        "--theme", action="append", metavar="PATH", help="accepted for pi's command lines"
+    )
+    parser.add_argument("--use-theme", metavar="NAME", help="accepted for pi's command lines")
+    parser.add_argument("--no-themes", action="store_true", help="accepted for pi's command lines")
+    parser.add_argument(
+        "--tui-mode",
+        choices=("fullscreen", "regular"),
+        help="accepted for pi's command lines (fullscreen or regular)",
+    )
+    parser.add_argument(
         "--faux-chunk-delay",
         type=float,
         default=None,
@@ -358,6 +377,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+RESUME_ELSEWHERE = (
+    "-r/--resume opens pi's session picker, which only the terminal chat has (stdin and stdout "
+    "a terminal, no -p or --mode): elsewhere list sessions with pitrio sessions list, then use "
+    "--session ID (or -c)"
+)
+
+
 def check(args: argparse.Namespace) -> None:
     """The combinations pitrio refuses (pi silently lets one flag win or ignores one)."""
     if args.no_session:
@@ -365,6 +391,7 @@ def check(args: argparse.Namespace) -> None:
             ("--session", args.session),
             ("--continue", args.continue_recent),
             ("--fork", args.fork),
+            ("--resume", args.resume),
         ):
             if value:
                 raise UsageError(
@@ -388,11 +415,8 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(
             "--api-key requires a model to be specified via --model or --provider/--model"
         )
-    if args.resume:
-        raise UsageError(
-            "-r/--resume opens pi's session picker, which pitrio does not have: "
-            "list sessions with pitrio sessions list, then use --session ID (or -c)"
-        )
+    if args.resume and (args.print or args.mode != "text"):
+        raise UsageError(RESUME_ELSEWHERE)
     if args.session_id is not None:
         _check_session_id(args)
     if args.name is not None and not args.name.strip():
@@ -425,6 +449,7 @@ def _check_session_id(args: argparse.Namespace) -> None:
         ("--session", args.session),
         ("--continue", args.continue_recent),
         ("--fork", args.fork),
+        ("--resume", args.resume),
     ):
         if value:
             raise UsageError(f"--session-id cannot be combined with {flag}")

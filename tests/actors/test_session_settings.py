@@ -30,12 +30,18 @@ def write_json(path: Path, value: object) -> Path:
     return path
 
 
-def test_merge_is_one_level_deep_and_project_wins() -> None:
+def test_merge_is_deep_and_project_wins() -> None:
     merged = merge_settings(
         {"retry": {"enabled": True, "maxRetries": 3}, "skills": ["a"], "theme": "dark"},
         {"retry": {"maxRetries": 1}, "skills": ["b"], "theme": None},
     )
     assert merged == {"retry": {"enabled": True, "maxRetries": 1}, "skills": ["b"], "theme": "dark"}
+    # pi 1.6.0 merges at every depth: a project's override entry adds to the user's.
+    merged = merge_settings(
+        {"retry": {"provider": {"timeoutMs": 5, "maxRetries": 2}}},
+        {"retry": {"provider": {"maxRetries": 0}}},
+    )
+    assert merged == {"retry": {"provider": {"timeoutMs": 5, "maxRetries": 0}}}
 
 
 def test_migrations() -> None:

@@ -34,6 +34,21 @@ def test_new_keys_are_checked_one_by_one() -> None:
     ]
 
 
+def test_http_settings_are_checked() -> None:
+    good = {"httpProxy": "http://p:3128", "httpIdleTimeoutMs": "disabled"}
+    good["websocketConnectTimeoutMs"] = 0
+    assert validate_settings(good, "settings.json") == (good, ())
+    bad = {"httpIdleTimeoutMs": "soon", "websocketConnectTimeoutMs": -1, "httpProxy": 3}
+    clean, problems = validate_settings(bad, "settings.json")
+    assert clean == {}
+    wanted = 'expected a number of milliseconds (0 or "disabled": no limit)'
+    assert sorted((p.key, p.error) for p in problems) == [
+        ("httpIdleTimeoutMs", wanted),
+        ("httpProxy", "expected a string"),
+        ("websocketConnectTimeoutMs", wanted),
+    ]
+
+
 async def test_default_tools_and_model_thinking_levels_start_a_session(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     agent.mkdir()

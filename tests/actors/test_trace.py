@@ -633,3 +633,16 @@ async def test_queries_are_not_inputs() -> None:
 
     assert classify_input(GetState(reply)) is None
     assert classify_input(Invoke(lambda actor: actor.emitted_seq(), reply)) is None
+
+
+def test_a_command_applied_for_a_client_id_is_the_same_input() -> None:
+    # Exactly-once commands: the daemon sends a command with a client id wrapped as Stamped;
+    # a trace records the command inside, so a replay applies it.
+    from pitrio.actors.session.actor import Abort, GetState
+    from pitrio.actors.session.commands import Stamped
+    from pitrio.actors.session_store.command_stamp import CommandStamp
+
+    reply: Reply[Any] = Reply()
+    stamp = CommandStamp("req-1", "abort", "f")
+    assert classify_input(Stamped(Abort(reply), stamp)) == ("abort", {})
+    assert classify_input(Stamped(GetState(reply), stamp)) is None

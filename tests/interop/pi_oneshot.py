@@ -130,25 +130,30 @@ def run_print(
         if before is not None:
             before(agent_dir, work)
         full_env = {**base_env(root, agent_dir), **(env or {})}
+        # Output goes to files, not pipes: node writes to a pipe asynchronously, and pi ends
+        # its process with writes still queued when the machine is busy (a long
+        # --list-models came out 575 of 1,699 lines under load); a file is written at once.
+        out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         try:
-            done = subprocess.run(
-                [*argv, *args],
-                cwd=work,
-                env=full_env,
-                input="",
-                capture_output=True,
-                text=True,
-                timeout=RUN_TIMEOUT,
-                check=False,
-            )
+            with out_path.open("wb") as out, err_path.open("wb") as err:
+                done = subprocess.run(
+                    [*argv, *args],
+                    cwd=work,
+                    env=full_env,
+                    input=b"",
+                    stdout=out,
+                    stderr=err,
+                    timeout=RUN_TIMEOUT,
+                    check=False,
+                )
         except subprocess.TimeoutExpired:
             # One stuck run fails its own case (exit -1), not every case of the module.
             return OneShot(agent, -1, "", f"timed out after {RUN_TIMEOUT:g} s", [], [], root)
         return OneShot(
             agent,
             done.returncode,
-            done.stdout,
-            done.stderr,
+            out_path.read_text(errors="replace"),
+            err_path.read_text(errors="replace"),
             mock.captured(),
             mock.http(),
             root,

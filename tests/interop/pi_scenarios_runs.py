@@ -195,6 +195,31 @@ def retry_scenarios() -> list[Scenario]:
             settings={**st, **KEEP_LITTLE},
         )
     )
+    # pi 1.6.0's compaction.modelOverrides: the mock model's own reserve (40000 of its 128000
+    # window: compaction above 88000) compacts a context the ordinary 16384 (above 111616)
+    # leaves; an entry whose key differs in case is not the model's.
+    for name, ref, compacts in (
+        ("threshold_compaction_model_override", "mock/mock-model", True),
+        ("threshold_model_override_other_key", "mock/Mock-Model", False),
+    ):
+        override = {"modelOverrides": {ref: {"reserveTokens": 40000}}}
+        mid = {"prompt_tokens": 100000, "completion_tokens": 10}
+        add(
+            Scenario(
+                name,
+                [
+                    Mock(
+                        {"default": text("ok"), "queue": [text("ok", usage=mid), text("SUMMARY")]}
+                    ),
+                    Cmd({"type": "prompt", "message": "one"}),
+                    WaitEvent("compaction_end" if compacts else "agent_settled"),
+                    Quiet(0.3),
+                    *prompt("two"),
+                    cmd("get_messages"),
+                ],
+                settings={**st, "compaction": {**KEEP_LITTLE["compaction"], **override}},
+            )
+        )
     add(
         Scenario(
             "prompt_during_threshold_compaction",

@@ -4,12 +4,8 @@ The daemon runs in this process with the faux model (thinking needs a scripted r
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import re
 import sys
-import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +17,7 @@ from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
 from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from tests.transports.attach_harness import PITRIO
 from tests.transports.daemon_harness import TOKEN, create_session, running_daemon
+from tests.transports.pty_harness import Screen, on_a_pty
 
 
 @pytest.fixture
@@ -31,46 +28,10 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return agent
 
 
-class Screen:
-    """What the program wrote to the terminal, raw (ANSI included; a dim span closed and
-    reopened at once is read as one)."""
-
-    def __init__(self, master: int) -> None:
-        self.master = master
-        self.text = ""
-        self.mark = 0
-
-    async def until(self, pattern: str, seconds: float = 30.0) -> re.Match[str]:
-        """Wait for ``pattern`` in the output after the previous match."""
-        with trio.move_on_after(seconds):
-            while True:
-                if match := re.compile(pattern).search(self.text, self.mark):
-                    self.mark = match.end()
-                    return match
-                await trio.lowlevel.wait_readable(self.master)
-                try:
-                    data = os.read(self.master, 65536)
-                except OSError:  # EIO: the program closed the terminal
-                    break
-                # One dim span per delta: adjacent spans are read as one.
-                self.text += data.decode("utf-8", "replace")
-                self.text = self.text.replace("\x1b[22m\x1b[2m", "")
-        raise AssertionError(f"no {pattern!r} in {self.text[self.mark :]!r}")
-
-    def type(self, keys: str) -> None:
-        os.write(self.master, keys.encode())
-
-
-def _controlling_terminal() -> None:  # runs in the child before exec
-    os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
 @asynccontextmanager
 async def on_a_terminal(
     port: int, *args: str, **env: str
 ) -> AsyncIterator[tuple[Screen, trio.Process]]:
-    master, slave = pty.openpty()
     environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "VISUAL", "EDITOR")}
     environment.update(
         PITRIO_DAEMON_URL=f"http://127.0.0.1:{port}/",
@@ -78,22 +39,8 @@ async def on_a_terminal(
         TERM="xterm",
         **env,
     )
-    process = await trio.lowlevel.open_process(
-        [PITRIO, "attach", *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=environment,
-        preexec_fn=_controlling_terminal,
-    )
-    os.close(slave)
-    try:
-        yield Screen(master), process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        os.close(master)
+    async with on_a_pty([PITRIO, "attach", *args], environment) as (screen, process):
+        yield screen, process
 
 
 async def test_thinking_is_dimmed_and_the_marker_asks_for_a_prompt(agent: Path) -> None:
@@ -212,7 +159,10 @@ async def test_a_running_tools_output_is_redrawn_live_then_replaced(
     assert screen.text.count("  finished\r\n") == 1  # not also in a live area
 
 
-async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
+@pytest.mark.parametrize("key", ["\x03", "\x1b"], ids=["ctrl-c", "esc"])
+async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path, key: str) -> None:
+    """Ctrl-C, or Esc (the terminal hands it over at once: VEOL), aborts the reply; Ctrl-C
+    when idle exits."""
     faux = FauxProvider([FauxReply(text="word " * 400, chunk_size=5, chunk_delay=0.02)])
     async with running_daemon(agent, faux) as daemon:
         session_id = await create_session(daemon)
@@ -220,7 +170,7 @@ async def test_ctrl_c_aborts_a_reply_then_exits_when_idle(agent: Path) -> None:
             await screen.until(r"(?m)^> $")
             screen.type("talk\n")
             await screen.until(r"word word ")
-            screen.type("\x03")
+            screen.type(key)
             await screen.until(r"\(aborting\)")
             await screen.until(r"\(aborted\)")
             await screen.until(r"(?m)^> $")

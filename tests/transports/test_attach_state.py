@@ -67,3 +67,40 @@ def test_a_prompt_whose_response_was_lost_with_the_connection_is_probed() -> Non
     state.sent("a1")
     state.feed({"type": "attached", "seq": 1, "stream": "e", "isStreaming": False})  # again
     assert state.pending is None and state.probe and state.busy
+
+
+def test_a_prompt_whose_answer_was_lost_with_the_connection_is_sent_again_with_its_id() -> None:
+    # Exactly-once commands: the daemon runs it if it never arrived, else answers it again.
+    state = RunState()
+    state.feed({"type": "attached", "seq": 1, "stream": "e", "isStreaming": False})
+    prompt = {"id": "a7-1", "type": "prompt", "message": "go"}
+    state.sent("a7-1", prompt)
+    state.feed({"type": "attached", "seq": 1, "stream": "e", "isStreaming": True})  # again
+    assert state.resend == prompt and state.pending == "a7-1" and state.busy
+    answer = {"type": "response", "id": "a7-1", "command": "prompt", "success": True}
+    state.feed({**answer, "duplicate": True})
+    assert state.pending is None and state.busy  # its run is on
+    # Still being accepted when it came again: the state is asked.
+    state.sent("a7-2", {**prompt, "id": "a7-2"})
+    state.feed({**answer, "id": "a7-2", "success": False, "inProgress": True})
+    assert state.pending is None and state.probe
+
+
+def test_a_compaction_of_its_own_is_busy_until_its_end() -> None:
+    """``/compact`` outside a run: no ``agent_settled`` follows, ``compaction_end`` ends it."""
+    state = RunState()
+    state.sent("c1")
+    state.feed({"type": "compaction_start", "reason": "manual", "seq": 1})
+    state.feed({"type": "response", "id": "c1", "command": "compact", "success": False})
+    assert state.busy
+    state.feed({"type": "compaction_end", "aborted": False, "seq": 2})
+    assert not state.busy
+
+
+def test_a_compaction_inside_a_run_leaves_it_running() -> None:
+    state = RunState()
+    for kind in ("agent_start", "compaction_start", "compaction_end"):
+        state.feed({"type": kind, "seq": 1})
+    assert state.busy
+    state.feed({"type": "agent_settled", "seq": 2})
+    assert not state.busy

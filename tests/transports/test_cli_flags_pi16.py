@@ -144,3 +144,24 @@ def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) 
     assert (states[0]["sessionId"], states[0].get("sessionName")) == ("start-id", "start name")
     assert states[1]["sessionId"] != "start-id"
     assert states[1].get("sessionName") is None
+
+
+def test_pis_terminal_ui_flags_are_taken_and_change_nothing() -> None:
+    themes = ["--theme", "a", "--theme", "b", "--use-theme", "dark", "--no-themes"]
+    args = parse([*themes, "--tui-mode", "regular", "-p", "hi"])
+    assert (args.theme, args.use_theme, args.no_themes, args.tui_mode) == (
+        ["a", "b"],
+        "dark",
+        True,
+        "regular",
+    )
+    assert options() == options("--tui-mode", "fullscreen", "--use-theme", "x")
+    with pytest.raises(UsageError, match="tui-mode"):
+        parse(["--tui-mode", "window", "-p", "hi"])
+
+
+def test_export_takes_a_file_and_an_optional_output() -> None:
+    assert parse(["--export", "s.jsonl"]).export == ["s.jsonl"]
+    assert parse(["--export", "s.jsonl", "o.html"]).export == ["s.jsonl", "o.html"]
+    with pytest.raises(UsageError, match="--export"):
+        parse(["--export"])

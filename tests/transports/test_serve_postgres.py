@@ -130,6 +130,19 @@ def texts(found: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+async def taken_over(ws_url: str, session_id: str) -> None:
+    """Return once the daemon at ``ws_url`` runs the session (it takes it over when the
+    owner's lease has expired; until then a client is told who owns it)."""
+    with trio.fail_after(15):
+        while True:
+            async with open_websocket_url(f"{ws_url}/v1/sessions/{session_id}") as ws:
+                hello = await receive(ws)
+            if hello["type"] == "attached":
+                return
+            assert hello["type"] == "session_owned_elsewhere", hello
+            await trio.sleep(0.2)
+
+
 @asynccontextmanager
 async def serve_process(
     tmp_path: Path, url: str, name: str
@@ -202,14 +215,7 @@ async def test_a_killed_owners_session_moves_to_another_daemon(
             # A dies without releasing anything. Once its lease expires, B takes over.
             process.send_signal(signal.SIGKILL)
             await process.wait()
-            with trio.fail_after(15):
-                while True:
-                    async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
-                        hello = await receive(ws)
-                    if hello["type"] == "attached":
-                        break
-                    assert hello["type"] == "session_owned_elsewhere", hello
-                    await trio.sleep(0.2)
+            await taken_over(ws_b, session_id)
             await prompt(ws_b, session_id, "three")
             found = texts(await messages(ws_b, session_id))
             # pi 1.6.0: the system message leads (its prompt is in sections, no content).
@@ -387,14 +393,7 @@ async def test_a_paused_owners_client_follows_the_session_to_the_daemon_that_too
             ws_b = f"ws://127.0.0.1:{daemon_b.port}"
             process.send_signal(signal.SIGSTOP)
             try:
-                with trio.fail_after(15):  # B takes the session once A's lease has expired
-                    while True:
-                        async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
-                            hello = await receive(ws)
-                        if hello["type"] == "attached":
-                            break
-                        assert hello["type"] == "session_owned_elsewhere", hello
-                        await trio.sleep(0.2)
+                await taken_over(ws_b, session_id)
             finally:
                 process.send_signal(signal.SIGCONT)
             frames = await until(client, is_owned_elsewhere, seconds=10)
@@ -411,6 +410,37 @@ async def test_a_paused_owners_client_follows_the_session_to_the_daemon_that_too
     stored = await trio.to_thread.run_sync(functools.partial(stored_lines, database, session_id))
     ids = [line["id"] for line in stored]
     assert len(ids) == len(set(ids))
+
+
+async def test_a_repeated_command_id_is_recognised_by_the_daemon_a_session_failed_over_to(
+    database: str, tmp_path: Path
+) -> None:
+    # Issue 36, item 1: the prompt's id is stored with its user entry, so the daemon that
+    # takes the session over after its owner died answers the client's resent prompt with
+    # the first answer and runs nothing.
+    async with serve_process(tmp_path, database, "agent-a") as (process, url_a):
+        ws_a = url_a.replace("http://", "ws://").rstrip("/")
+        session_id = await create(ws_a)
+        frames = await prompt(ws_a, session_id, "one")
+        (answer,) = [frame for frame in frames if is_response("p")(frame)]
+        assert answer["data"] == {"disposition": "started"}
+        async with in_process_daemon(tmp_path, database, "agent-b") as daemon_b:
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+            ws_b = f"ws://127.0.0.1:{daemon_b.port}"
+            await taken_over(ws_b, session_id)
+            async with open_websocket_url(f"{ws_b}/v1/sessions/{session_id}") as ws:
+                assert (await receive(ws))["type"] == "attached"
+                await send(ws, {"id": "p", "type": "prompt", "message": "one"})
+                repeat = (await until(ws, is_response("p")))[-1]
+                assert repeat == {**answer, "duplicate": True}
+                await send(ws, {"id": "q", "type": "prompt", "message": "two"})
+                await until(ws, settled)
+            found = texts(await messages(ws_b, session_id))
+    assert found == ["system:", "user:one", "assistant:one", "user:two", "assistant:two"]
+    stored = await trio.to_thread.run_sync(functools.partial(stored_lines, database, session_id))
+    stamps = [line["pitrioCommand"]["id"] for line in stored if "pitrioCommand" in line]
+    assert stamps == ["p", "q"]
 
 
 def is_owned_elsewhere(frame: dict[str, Any]) -> bool:

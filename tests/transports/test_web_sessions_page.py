@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import Served, browser, needs_chromium, page, serve, served
@@ -53,6 +54,20 @@ SOCKETS = """
   window.__drop = (part) => {
     window.__offline = true;
     for (const ws of sockets) if (ws.url.includes(part) && ws.readyState <= 1) ws.close();
+  };
+  // The next prompt a session socket sends is lost ("lose": never reaches the daemon) or
+  // reaches it ("deliver"), and the socket drops at once, before any answer.
+  window.__promptFate = null;
+  const send = Native.prototype.send;
+  Native.prototype.send = function (data) {
+    const fate = window.__promptFate;
+    if (fate && this.url.includes("/v1/sessions/") && data.includes('"type":"prompt"')) {
+      window.__promptFate = null;
+      if (fate === "deliver") send.call(this, data);
+      window.__drop("/v1/sessions/");
+      return;
+    }
+    send.call(this, data);
   };
 }
 """
@@ -318,4 +333,30 @@ def test_a_restarted_daemon_is_reconnected_and_the_session_reloaded(
         ask(page, "after the restart")
         expect(page.locator(".msg.assistant .text").last).to_have_text("after the restart")
         expect(page.locator("#sessions li.session")).to_have_count(1)
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("fate", ["lose", "deliver"])
+def test_a_prompt_cut_off_with_its_socket_is_sent_again_and_runs_once(
+    page: Any, served: Served, fate: str
+) -> None:
+    # Exactly-once commands: the page keeps a prompt until it is answered and sends it again,
+    # with its id, after the reconnect. Lost on the way, it runs then; delivered, the daemon
+    # answers the repeat and does not run it again.
+    control_sockets(page)
+    open_page(page, served)
+    new_session(page)
+    page.evaluate(f"window.__promptFate = {json.dumps(fate)}")
+    page.fill("#prompt", "only once")
+    page.click("#send")
+    expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
+    page.evaluate("window.__offline = false")
+    expect(page.locator(".line.reconnected")).to_have_count(1, timeout=LONG)
+    expect(page.locator(".msg.assistant .text")).to_have_text("only once", timeout=LONG)
+    expect(page.locator("#status")).to_have_text("idle", timeout=LONG)
+    # One prompt and one reply in the session (pi 1.6.0 counts its system message too).
+    expect(page.locator("#sessions li.active .meta")).to_have_text(
+        "live · 3 messages", timeout=LONG
+    )
+    expect(page.locator(".msg.user")).to_have_count(1)
     assert page.errors == []

@@ -140,7 +140,7 @@ class AgentLoop(Actor[AgentCommand]):
         else:
             self._base, self._messages = messages, []
         self._options = options or LoopOptions()
-        self._facts = Latest(LoopFacts(self._model, self._last_assistant()))
+        self._facts = Latest(LoopFacts(self._model, self._last_assistant(), self._thinking_level))
         # The last run's last context snapshot while it still starts the transcript: the next
         # run's context starts from it (see ``RunContext``). Any change other than appending
         # forgets it (and bumps the generation, for a run in progress).
@@ -196,8 +196,12 @@ class AgentLoop(Actor[AgentCommand]):
         # transcript's end is visible to the next read. Unchanged facts publish nothing.
         published = self._facts.get()
         last = self._last_assistant()
-        if published.model is not self._model or published.last_assistant is not last:
-            self._facts.publish(LoopFacts(self._model, last))
+        if (
+            published.model is not self._model
+            or published.last_assistant is not last
+            or published.thinking_level != self._thinking_level
+        ):
+            self._facts.publish(LoopFacts(self._model, last, self._thinking_level))
 
     async def _handle(self, command: AgentCommand) -> None:
         match command:
@@ -441,7 +445,7 @@ class AgentLoop(Actor[AgentCommand]):
                 self._streaming_message = None
                 self._messages.append(message)
                 if isinstance(message, AssistantMessage):
-                    self._facts.publish(LoopFacts(self._model, message))
+                    self._facts.publish(LoopFacts(self._model, message, self._thinking_level))
             case ToolExecutionStart(tool_call_id=call_id):
                 self._pending_tool_calls = self._pending_tool_calls | {call_id}
             case ToolExecutionEnd(tool_call_id=call_id):

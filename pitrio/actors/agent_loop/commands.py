@@ -120,6 +120,9 @@ class LoopFacts:
 
     model: Model
     last_assistant: AssistantMessage | None
+    thinking_level: str = "off"
+    """The loop's thinking level (the bash tool gives it to commands as pi's
+    ``PI_REASONING_LEVEL``)."""
 
 
 @attrs.frozen

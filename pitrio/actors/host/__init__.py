@@ -20,6 +20,7 @@ from pitrio.actors.host.policy import (
     EvictionPolicy,
     InvalidSessionIdError,
     RestartPolicy,
+    idempotent_session_id,
     validate_session_id,
 )
 from pitrio.actors.host.replay import ReplayBuffer
@@ -43,6 +44,7 @@ __all__ = [
     "SessionFailedError",
     "SessionStatus",
     "codec_frame",
+    "idempotent_session_id",
     "info_row",
     "start_host",
     "validate_session_id",

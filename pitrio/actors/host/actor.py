@@ -86,6 +86,8 @@ class Create:
     name: str | None
     reply: Reply[HostedSession]
     trust_asker: TrustAsker | None = None
+    session_id: str | None = None
+    """The id to give it (an idempotent create's); one already registered is answered."""
 
 
 @attrs.frozen
@@ -125,6 +127,9 @@ class Branch:
     entry_id: str | None
     """A user message to fork before; ``None``: clone the current branch."""
     reply: Reply[tuple[HostedSession, str | None]]
+    session_id: str | None = None
+    """The new session's id (a client command's, made from its id): one that exists already
+    is answered instead of a second copy."""
 
 
 @attrs.frozen
@@ -284,6 +289,10 @@ class Host(Actor[HostCommand]):
     async def _create(self, command: Create) -> None:
         if self.context.shutting_down:
             raise PitrioError("The daemon is shutting down")
+        known = None if command.session_id is None else self.sessions.get(command.session_id)
+        if known is not None:  # a repeat of an idempotent create still starting: the same one
+            self.nursery.start_soon(self._open_new, known, command.reply)
+            return
         if command.cwd:  # a client's: strictly (the daemon's own default came from the OS)
             check_os_text(command.cwd, "cwd")
         cwd = absolute_cwd(command.cwd or self.config.default_cwd)
@@ -292,7 +301,7 @@ class Host(Actor[HostCommand]):
         model = command.model or self.config.default_model
         if model:
             await self.router.resolve_pattern(model)  # an unknown model fails the create
-        header = new_header(cwd)
+        header = new_header(cwd, session_id=command.session_id)
         path: Path | None = None
         if self.config.store is None:
             # The host's own agent dir, not the environment's: the index reads it back there.
@@ -319,6 +328,13 @@ class Host(Actor[HostCommand]):
             reply.fail(exc)
         else:
             reply.set(hosted)
+
+    async def _existing(self, session_id: str) -> HostedSession | None:
+        """The session with this id if there is one (registered, in a file, in the store)."""
+        try:
+            return await self._get(session_id)
+        except SessionNotFoundError:
+            return None
 
     async def _get(self, session_id: str) -> HostedSession:
         session_id = validate_session_id(session_id)
@@ -430,10 +446,18 @@ class Host(Actor[HostCommand]):
             started = command.source.started
             assert started is not None
             if command.entry_id is None:
-                result = await started.store.clone()
+                result = await started.store.clone(session_id=command.session_id)
             else:
-                result = await started.store.fork(command.entry_id, position="before")
+                result = await started.store.fork(
+                    command.entry_id, position="before", session_id=command.session_id
+                )
             del source
+            if command.session_id is not None:
+                existing = await self._existing(command.session_id)
+                if existing is not None:  # a repeat (after a restart): the copy made before
+                    await existing.session()
+                    command.reply.set((existing, result.selected_text))
+                    return
             seed = result.seed
             header = seed.header
             stub = SessionStub(header=header, seed_entries=seed.entries)
@@ -551,14 +575,17 @@ class HostHandle(Handle[HostCommand]):
         thinking_level: str | None = None,
         name: str | None = None,
         trust_asker: TrustAsker | None = None,
+        session_id: str | None = None,
     ) -> HostedSession:
         """A new session, started (its file is written with its first reply).
 
         ``trust_asker``: the creating client answers the project-trust dialog when the rules
         ask (:mod:`pitrio.actors.session.resources.trust`); ``None``: "ask" means untrusted.
+        ``session_id``: its id (an idempotent create's, :func:`idempotent_session_id`); a
+        session registered with it already is answered instead.
         """
         return await self.ask(
-            lambda reply: Create(cwd, model, thinking_level, name, reply, trust_asker)
+            lambda reply: Create(cwd, model, thinking_level, name, reply, trust_asker, session_id)
         )
 
     async def get(self, session_id: str) -> HostedSession:
@@ -598,14 +625,17 @@ class HostHandle(Handle[HostCommand]):
         """Stop the session and delete its file."""
         await self.ask(lambda reply: Close(session_id, True, reply))
 
-    async def fork(self, source: HostedSession, entry_id: str) -> tuple[HostedSession, str | None]:
-        """A new session holding ``source``'s path before a user message, and that text."""
-        return await self.ask(lambda reply: Branch(source, entry_id, reply))
+    async def fork(
+        self, source: HostedSession, entry_id: str, *, session_id: str | None = None
+    ) -> tuple[HostedSession, str | None]:
+        """A new session holding ``source``'s path before a user message, and that text
+        (``session_id``: its id; a session with it already is answered instead)."""
+        return await self.ask(lambda reply: Branch(source, entry_id, reply, session_id))
 
-    async def clone(self, source: HostedSession) -> HostedSession:
-        """A new session holding ``source``'s current branch."""
+    async def clone(self, source: HostedSession, *, session_id: str | None = None) -> HostedSession:
+        """A new session holding ``source``'s current branch (``session_id`` as for fork)."""
         result: tuple[HostedSession, str | None] = await self.ask(
-            lambda reply: Branch(source, None, reply)
+            lambda reply: Branch(source, None, reply, session_id)
         )
         return result[0]
 

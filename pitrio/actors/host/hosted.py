@@ -39,8 +39,10 @@ from pitrio.actors.host.runs import LogEvent, RunLedger
 from pitrio.actors.host.start_options import SessionStub, start_options
 from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
+from pitrio.actors.session.command_ledger import CommandLedger
 from pitrio.actors.session.fanout import Offer, Sequenced
 from pitrio.actors.session.trust_gate import TrustAsker
+from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
@@ -137,6 +139,7 @@ class HostedSession:
         "history",
         "id",
         "last_active",
+        "ledger",
         "path",
         "project_trust",
         "queued",
@@ -167,6 +170,9 @@ class HostedSession:
         self.stub = stub
         self.trust_asker: TrustAsker | None = None
         """Asks the creating client about project trust, at the first start only."""
+        self.ledger: CommandLedger | None = None
+        """The client command ids taken (exactly once; made and seeded from the session's
+        entries by the first command that carries an id, kept across restarts of the tree)."""
         self.project_trust: bool | None = None
         """The project-trust decision of the first start, kept for restarts."""
         self.epoch = secrets.token_hex(6)
@@ -261,7 +267,13 @@ class HostedSession:
             raise PitrioError("The daemon is shutting down")
         self._set_status("starting")
         self._stopped = trio.Event()
-        self._context.nursery.start_soon(self._supervise)
+        # Loaded again: the ids are read from the entries again, which may hold commands
+        # another daemon applied while it had the session (a shared store).
+        self.ledger = None
+        # A task inherits its starter's context: a client command being applied (its id
+        # stamped on entries) must not stamp every entry of the tree it happened to start.
+        with stamping(None):
+            self._context.nursery.start_soon(self._supervise)
 
     async def stop(self, *, delete: bool = False) -> None:
         """Abort a run, flush and stop the tree (if it runs); wait until it has stopped.
@@ -497,6 +509,9 @@ class HostedSession:
                 if not self._context.shutting_down:
                     gc.collect(1)
                 self.replay.reset(self.seq)  # an evicted session keeps only its numbering
+                # Its ids are read again from its entries when it is next loaded (memory:
+                # a daemon holds thousands of evicted sessions).
+                self.ledger = None
                 self._set_status("evicted")
                 self._context.emit({"type": "session_evicted", "sessionId": self.id})
                 return

@@ -6,6 +6,7 @@ shell), so the rules are tested without sleeping.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import attrs
@@ -27,6 +28,27 @@ def validate_session_id(value: object) -> str:
         shown = repr(value)[:80]
         raise InvalidSessionIdError(f"Invalid session id: {shown}")
     return value
+
+
+MAX_IDEMPOTENCY_KEY = 256
+"""The longest ``idempotencyKey`` a create accepts (characters)."""
+
+
+def idempotent_session_id(key: object) -> str:
+    """The session id an idempotent create with ``key`` makes: a UUID-shaped digest of it,
+    so a repeat finds the same session on this daemon, after a restart or on another daemon
+    sharing the store, with nothing to remember but the session itself."""
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY:
+        raise PitrioError(
+            f"create: idempotencyKey must be a string of 1 to {MAX_IDEMPOTENCY_KEY} characters"
+        )
+    digest = bytearray(
+        hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x80  # version 8: made by the application
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 9562 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @attrs.frozen(kw_only=True)

@@ -43,6 +43,7 @@ from typing import Any, Literal, cast
 import attrs
 import orjson
 
+from pitrio.actors.json_schema import kind_of as _kind
 from pitrio.actors.model_router import catalogue, model_fields
 from pitrio.actors.model_router.catalogue import (
     ANTHROPIC_MESSAGES,
@@ -53,7 +54,6 @@ from pitrio.actors.model_router.catalogue import (
     VIRTUAL_API,
     renamed_note,
 )
-from pitrio.actors.model_router.models_schema import kind_of as _kind
 from pitrio.actors.model_router.models_schema import schema_problems
 from pitrio.errors import ModelsJsonError
 from pitrio.messages.agent import THINKING_LEVELS

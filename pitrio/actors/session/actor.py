@@ -43,6 +43,7 @@ from pitrio.actors.session.commands import (
     SessionCommand,
     SessionSettings,
     SessionState,
+    Stamped,
     StreamingBehavior,
     Subscribe,
     SubscribeInto,
@@ -77,6 +78,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
+from pitrio.actors.session_store.command_stamp import CommandStamp, stamping
 from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import (
     CompactionCancelled,
@@ -208,7 +210,7 @@ class SessionActor(Actor[SessionCommand]):
         # The session decides what reaches the model: custom, bash and summary messages too.
         # A converter of its own for the loop (only the loop's task calls it): a request
         # converts the messages added since the last one, not the whole transcript.
-        converter = PrefixConverter()
+        converter = PrefixConverter(block_images=self._settings.block_images)
 
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
             return converter.convert(messages)
@@ -334,6 +336,11 @@ class SessionActor(Actor[SessionCommand]):
     # -- inbox -----------------------------------------------------------------------------
 
     async def handle(self, command: SessionCommand) -> None:
+        if isinstance(command, Stamped):
+            # Entries appended here and in the tasks started here carry the client's id.
+            with stamping(command.stamp):
+                await self.handle(command.command)
+            return
         if (
             isinstance(command, Prompt)
             and command.streaming_behavior is None
@@ -446,29 +453,41 @@ class SessionActor(Actor[SessionCommand]):
                 command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
                 command.settled.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
                 return
-            await self._queue(command.text, command.images, command.streaming_behavior)
+            await self._queue(
+                command.text, command.images, command.streaming_behavior, command.stamp
+            )
             command.accepted.set(Accepted(self._seq, "queued"))
             command.settled.set(None)
             return
-        message = self._user_message(command.text, command.images)
+        message = self._user_message(command.text, command.images, command.stamp)
         self._driver.start_prompt(message, command.accepted, command.settled)
 
     async def _queue_command(self, command: Queue) -> None:
         """Queue what the ``input`` handlers left of a steer or follow-up."""
         text = await self._expand(command.text)
-        command.reply.set(await self._queue(text, command.images, command.kind))
+        command.reply.set(await self._queue(text, command.images, command.kind, command.stamp))
 
-    def _user_message(self, text: str, images: tuple[ImageContent, ...]) -> UserMessage:
-        """A prompt's user message, its images fitted or left out with a note (pi 1.6.0)."""
+    def _user_message(
+        self, text: str, images: tuple[ImageContent, ...], stamp: CommandStamp | None = None
+    ) -> UserMessage:
+        """A prompt's user message, its images fitted or left out with a note (pi 1.6.0);
+        with ``stamp``, its entry will carry the client's command id."""
         text, images = normalize_prompt_images(
             text, images, auto_resize=self._settings.auto_resize_images
         )
-        return user_message(text, images)
+        message = user_message(text, images)
+        if stamp is not None:
+            self._pump.stamp(message, stamp)
+        return message
 
     async def _queue(
-        self, text: str, images: tuple[ImageContent, ...], kind: StreamingBehavior
+        self,
+        text: str,
+        images: tuple[ImageContent, ...],
+        kind: StreamingBehavior,
+        stamp: CommandStamp | None = None,
     ) -> str:
-        message = self._user_message(text, images)
+        message = self._user_message(text, images, stamp)
         queue_id = secrets.token_hex(6)
         # The agent loop holds the message before the display says so: a run that sees a
         # queued text may continue and find the message there.

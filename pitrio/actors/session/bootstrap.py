@@ -37,8 +37,13 @@ from pitrio.actors.session.resources.loader import (
     system_prompt_sections,
     with_section,
 )
-from pitrio.actors.session.resources.settings import Settings, project_dir_names
+from pitrio.actors.session.resources.settings import (
+    Settings,
+    builtin_tool_settings,
+    project_dir_names,
+)
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.shell_env import SessionShellEnvironment
 from pitrio.actors.session.tool_selection import (
     ToolListError,
     default_selection,
@@ -186,6 +191,9 @@ class StartedSession:
     project_trusted: bool = True
     """Whether the project's protected files loaded (a restart of the same session passes it
     back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
+    enabled_models: tuple[str, ...] = ()
+    """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
+    gives none (pi 1.6.0)."""
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -209,6 +217,7 @@ def session_settings(settings: Settings) -> SessionSettings:
         shell_path=settings.text("shellPath"),
         shell_command_prefix=settings.text("shellCommandPrefix"),
         auto_resize_images=settings.images_auto_resize,
+        block_images=settings.images_block,
     )
 
 
@@ -443,7 +452,10 @@ async def start_session(
         # without a word (print and RPC modes, the SDK).
         notices.append(STORE_NOT_USED)
     store = await _open_store(
-        nursery, options, cwd, store_options(settings, sync_inline=options.sync_inline)
+        nursery,
+        attrs.evolve(options, session_dir=settings.session_dir_for(cwd, options.session_dir)),
+        cwd,
+        store_options(settings, sync_inline=options.sync_inline),
     )
     context = await store.context()
     # Envelope checks only: decoding every entry here made resuming a long session pay for
@@ -526,10 +538,12 @@ async def start_session(
         active = mcp.active_with_loaded(active, context.messages)
         if TOOL_SEARCH not in active:  # as 1.6.0 warns, once
             notices.append(DEFERRED_UNREACHABLE)
+    shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
         [*options.tools, *extension_tools, *search, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
+        settings=builtin_tool_settings(settings, env=shell_env),
         active=active,
     )
     tools_address = await nursery.start(executor.run)
@@ -557,6 +571,7 @@ async def start_session(
         options=loop_options,
     )
     loop = AgentLoopHandle(await nursery.start(agent_loop.run))
+    shell_env.bind(loop)
     runner: ExtensionRunner | None = None
     if loaded.extensions:
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
@@ -609,4 +624,5 @@ async def start_session(
         model=model,
         notices=tuple(notices),
         project_trusted=trust.trusted,
+        enabled_models=settings.enabled_models or (),
     )

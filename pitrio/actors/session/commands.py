@@ -26,6 +26,7 @@ from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import NavigationResult
 from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.session_store.command_stamp import CommandStamp
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
@@ -56,6 +57,8 @@ class SessionSettings:
     shell_command_prefix: str | None = None
     auto_resize_images: bool = True
     """``images.autoResize``: a prompt's images are fitted within the inline limits."""
+    block_images: bool = False
+    """``images.blockImages``: no image reaches a model (a text stands for each)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +110,8 @@ class Prompt:
     """Extension commands, ``/skill:`` and templates apply (``False`` for an extension's
     ``send_user_message``)."""
     source: InputSource = "interactive"
+    stamp: CommandStamp | None = None
+    """The client's command id, written with the prompt's user message entry."""
 
 
 @attrs.frozen
@@ -122,6 +127,8 @@ class Queue:
     reply: Reply[str | None]
     source: InputSource = "interactive"
     filtered: bool = False
+    stamp: CommandStamp | None = None
+    """The client's command id, written with the queued message's entry when delivered."""
 
 
 @attrs.frozen
@@ -233,8 +240,18 @@ class PumpBarrier:
     reply: Reply[PumpState]
 
 
+@attrs.frozen
+class Stamped:
+    """Another command applied for a client command id: the entries it appends (in the
+    actor's task and the tasks it starts) carry ``stamp`` (exactly-once commands)."""
+
+    command: Any
+    stamp: CommandStamp
+
+
 SessionCommand = (
     Prompt
+    | Stamped
     | Queue
     | ClearQueue
     | Abort

@@ -265,6 +265,7 @@ class RunDriver:
             context_window=facts.model.context_window,
             same_model=is_same_model(last, facts.model),
             settings=self._supervisor.view().settings.compaction,
+            model_ref=facts.model.ref,
         )
         if self._supervisor.wants_before_prompt(check):
             last_id = self._entry_id_of(last)

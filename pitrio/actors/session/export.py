@@ -170,7 +170,7 @@ for (const entry of data.entries) {{
 
 
 def export_html(
-    header: SessionHeader,
+    header: SessionHeader | None,
     entries: Sequence[Any],
     leaf_id: str | None,
     *,
@@ -178,10 +178,14 @@ def export_html(
     tools: Sequence[dict[str, Any]],
     title: str | None = None,
 ) -> bytes:
-    """The session as one self-contained HTML page (entries of unknown type included)."""
+    """The session as one self-contained HTML page (entries of unknown type included).
+
+    ``entries`` are decoded entries or their JSON objects as read (a file exported unopened);
+    ``header`` is ``None`` only for an empty file, which then needs a ``title``.
+    """
     payload = {
-        "header": to_json(header),
-        "entries": [e.data if isinstance(e, UnknownEntry) else to_json(e) for e in entries],
+        "header": None if header is None else to_json(header),
+        "entries": [_entry_json(e) for e in entries],
         "leafId": leaf_id,
         "systemPrompt": system_prompt,
         "tools": list(tools),
@@ -191,8 +195,14 @@ def export_html(
     # the data, and as a character reference (shown as U+FFFD, as a browser shows it) in the
     # title.
     data = dumps(payload).decode().replace("</", "<\\/")
-    name = title or f"Session {header.id}"
+    name = title or f"Session {header.id if header is not None else ''}"
     return _PAGE.format(title=html.escape(name), data=data).encode("utf-8", "xmlcharrefreplace")
+
+
+def _entry_json(entry: Any) -> Any:
+    if isinstance(entry, dict):
+        return entry
+    return entry.data if isinstance(entry, UnknownEntry) else to_json(entry)
 
 
 async def write_session_html(

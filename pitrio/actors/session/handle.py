@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+import attrs
 import trio
 
 from pitrio.actors._actor import Handle, Reply
@@ -23,6 +24,7 @@ from pitrio.actors.session.commands import (
     Queue,
     SessionCommand,
     SessionState,
+    Stamped,
     StreamingBehavior,
     Subscribe,
     SubscribeInto,
@@ -34,6 +36,7 @@ from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
 from pitrio.actors.session.user_bash import BashResult
+from pitrio.actors.session_store.command_stamp import COMMAND_STAMP
 from pitrio.messages.agent import AgentMessage, CustomMessage, ThinkingLevel
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionResult
@@ -50,6 +53,18 @@ DEFAULT_SUBSCRIBER_CAPACITY = 4096
 
 class SessionHandle(Handle[SessionCommand]):
     """Typed access to a :class:`~pitrio.actors.session.actor.SessionActor`."""
+
+    async def tell(self, command: SessionCommand) -> None:
+        """Send ``command``; sent while a client command id is being applied (a transport's
+        :func:`~pitrio.actors.session_store.command_stamp.stamping`), it carries the id to
+        the entries it produces."""
+        stamp = COMMAND_STAMP.get()
+        if stamp is not None:
+            if isinstance(command, Prompt | Queue):
+                command = attrs.evolve(command, stamp=stamp)
+            elif not isinstance(command, Stamped):
+                command = Stamped(command, stamp)
+        await super().tell(command)
 
     async def prompt(
         self,

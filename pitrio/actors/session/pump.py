@@ -26,6 +26,7 @@ from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.run import Run
+from pitrio.actors.session_store.command_stamp import CommandStamp, stamping
 from pitrio.actors.supervisor.actor.shell import SupervisorHandle
 from pitrio.actors.supervisor.compaction import is_same_model
 from pitrio.actors.supervisor.decisions import (
@@ -60,6 +61,9 @@ DECISION_CAPACITY = 16
 """Post-run decisions the pump has made and the run has not taken yet. One per low-level run,
 and the loop starts the next low-level run only after the run took the last decision, so at
 most one waits; when full the pump would wait (back-pressure), which cannot happen."""
+
+_STAMPS_HELD = 256
+"""Stamped user messages waiting to be recorded before the oldest is forgotten."""
 
 Decided = tuple[int, PostRunDecision]
 """A post-run decision and the number of the low-level run it is for."""
@@ -104,6 +108,9 @@ class EventPump:
         self._decided = decided
         self._agent_ends = 0  # low-level runs whose agent_end the pump has processed
         self._entry_ids: dict[int, tuple[AgentMessage, str]] = {}
+        # Stamped messages not recorded yet; a cleared queue's never are, so the oldest go
+        # past _STAMPS_HELD (a queue that long is not waiting for its stamps).
+        self._stamps: dict[int, tuple[AgentMessage, CommandStamp]] = {}
         self._end_facts: RunFacts | None = None  # sent by the loop before each agent_end
         self._barriers: list[PumpBarrier] = []
         self._busy = False
@@ -136,6 +143,12 @@ class EventPump:
         self._barriers.append(command)
         self._release_barriers()
 
+    def stamp(self, message: AgentMessage, stamp: CommandStamp) -> None:
+        """``message``'s entry will carry ``stamp`` (a client's command id) when recorded."""
+        self._stamps[id(message)] = (message, stamp)
+        if len(self._stamps) > _STAMPS_HELD:
+            del self._stamps[next(iter(self._stamps))]
+
     async def persist(self, message: AgentMessage) -> None:
         """Record ``message`` (custom messages as their own entry kind) and announce it."""
         entry: SessionEntry
@@ -147,7 +160,9 @@ class EventPump:
             return
         if message.role not in ("user", "assistant", "toolResult", "system"):
             return  # bash messages are recorded by their own path, summaries are derived
-        entry = await self._log.append_message(message)
+        stamped = self._stamps.pop(id(message), None)
+        with stamping(None if stamped is None else stamped[1]):
+            entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryRecorded(entry=entry))
 
@@ -227,6 +242,7 @@ class EventPump:
             abort_requested=run is None or run.scope.cancel_called,
             has_queued_messages=facts.has_queued,
             context_window=facts.model.context_window,
+            model_ref=facts.model.ref,
             max_tokens=facts.model.max_tokens,
             same_model=last is not None and is_same_model(last, facts.model),
             retry_after_ms=retry_after_ms(last) if last is not None else None,

@@ -10,6 +10,7 @@ import trio
 
 from pitrio.actors._actor import Address, Handle
 from pitrio.actors.session_store import queries
+from pitrio.actors.session_store.command_stamp import COMMAND_STAMP, stamped
 from pitrio.actors.session_store.commands import (
     DRAFT,
     Append,
@@ -106,6 +107,9 @@ class SessionStoreHandle(Handle[StoreCommand]):
         With ``fence``, the append is refused (:class:`StaleFenceError`) unless it is the
         store's current lease fence.
         """
+        stamp = COMMAND_STAMP.get()
+        if stamp is not None:  # appended while a client's command is applied (exactly once)
+            entry = stamped(entry, stamp)
         written: SessionEntry = await self.ask(lambda reply: Append(entry, fence, reply, lazy))
         assert isinstance(written, type(entry))
         return written
@@ -243,6 +247,9 @@ class SessionStoreHandle(Handle[StoreCommand]):
             details=details,
             from_hook=from_hook,
         )
+        stamp = COMMAND_STAMP.get()
+        if stamp is not None:
+            draft = stamped(draft, stamp)
         written: SessionEntry = await self.ask(
             lambda reply: BranchWithSummary(from_id, draft, reply)
         )
@@ -350,17 +357,22 @@ class SessionStoreHandle(Handle[StoreCommand]):
     # -- new sessions --------------------------------------------------------------------------
 
     async def fork(
-        self, entry_id: str, *, position: Literal["before", "at"] = "before"
+        self,
+        entry_id: str,
+        *,
+        position: Literal["before", "at"] = "before",
+        session_id: str | None = None,
     ) -> ForkResult:
         """pi's fork: ``before`` a user message (its text is the ``selected_text``) or ``at``
         an entry (clone). The result's seed starts the new store (:func:`start_seeded_store`);
-        this store and its file are unchanged."""
-        return await self._query(lambda store: queries.fork(store, entry_id, position))
+        this store and its file are unchanged. ``session_id``: the new session's id."""
+        return await self._query(lambda store: queries.fork(store, entry_id, position, session_id))
 
-    async def clone(self) -> ForkResult:
+    async def clone(self, *, session_id: str | None = None) -> ForkResult:
         """pi's clone: a new session holding the whole current branch."""
-
-        return await self._query(lambda store: ForkResult(queries.seed(store, store.tree.leaf_id)))
+        return await self._query(
+            lambda store: ForkResult(queries.seed(store, store.tree.leaf_id, session_id))
+        )
 
     # -- durability and events -----------------------------------------------------------------
 

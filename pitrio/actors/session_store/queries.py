@@ -44,8 +44,14 @@ def context_at(store: StoreView, leaf_id: str | None) -> SessionContext:
     return Projection(tree.path(leaf_id)).context()
 
 
-def fork(store: StoreView, entry_id: str, position: Literal["before", "at"]) -> ForkResult:
-    """The new session of pi's fork (``before`` a user message) or clone (``at`` an entry)."""
+def fork(
+    store: StoreView,
+    entry_id: str,
+    position: Literal["before", "at"],
+    session_id: str | None = None,
+) -> ForkResult:
+    """The new session of pi's fork (``before`` a user message) or clone (``at`` an entry),
+    with the id ``session_id`` if given."""
     tree = store.tree
     stored = tree.get(entry_id)
     selected: str | None = None
@@ -60,13 +66,16 @@ def fork(store: StoreView, entry_id: str, position: Literal["before", "at"]) -> 
         if stored is None:
             raise EntryNotFoundError(f"Entry {entry_id} not found")
         target = entry_id
-    return ForkResult(seed(store, target), selected)
+    return ForkResult(seed(store, target, session_id), selected)
 
 
-def seed(store: StoreView, leaf_id: str | None) -> SessionSeed:
+def seed(store: StoreView, leaf_id: str | None, session_id: str | None = None) -> SessionSeed:
     """pi's ``createBranchedSession(leaf_id)`` as a new session beside this one
-    (``None``: an empty session), with ``parentSession`` = this file."""
-    header = new_header(store.header.cwd, parent_session=_parent_ref(store.path))
+    (``None``: an empty session), with ``parentSession`` = this file (and the id
+    ``session_id`` if given)."""
+    header = new_header(
+        store.header.cwd, session_id=session_id, parent_session=_parent_ref(store.path)
+    )
     entries = () if leaf_id is None else tuple(store.tree.branched_entries(leaf_id))
     path = None
     if store.path is not None:

@@ -167,6 +167,8 @@ class CompactionCheck:
     same_model: bool
     """Whether ``message`` came from the current model (only then can it show overflow)."""
     settings: CompactionSettings
+    model_ref: str = ""
+    """The current model's ``provider/id``: its ``compaction.modelOverrides`` entry applies."""
     context_messages: Sequence[AgentMessage] = ()
     """The projected context, for the estimate when ``message`` failed."""
     latest_compaction_ms: int | None = None
@@ -247,7 +249,7 @@ def auto_compaction_decision(check: CompactionCheck) -> CompactionDecision:
       estimate anchored on the last successful one - skipped when no usage exists or it
       predates the latest compaction.
     """
-    message, settings = check.message, check.settings
+    message, settings = check.message, check.settings.for_model(check.model_ref)
     if not settings.enabled:
         return NoCompaction()
     if check.skip_aborted and message.stop_reason == "aborted":

@@ -64,6 +64,15 @@ TRUNCATION_RECOVERY_FAILED = (
 )
 
 
+@attrs.frozen
+class ModelOverride:
+    """One ``compaction.modelOverrides`` entry; ``None``: the ordinary value applies."""
+
+    ref: str
+    reserve: int | None
+    keep: int | None
+
+
 @attrs.frozen(kw_only=True)
 class CompactionSettings:
     """The ``compaction.*`` settings (spec §3.8.1)."""
@@ -74,6 +83,8 @@ class CompactionSettings:
     """Room kept free for the response; also sizes the summary requests."""
     keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
     """Roughly how many recent tokens stay verbatim after a compaction."""
+    model_overrides: tuple[ModelOverride, ...] = ()
+    """pi 1.6.0's ``compaction.modelOverrides``: per-model token values (:meth:`for_model`)."""
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any] | None) -> CompactionSettings:
@@ -82,13 +93,44 @@ class CompactionSettings:
             return cls()
         defaults = cls()
         enabled = value.get("enabled", defaults.enabled)
+        overrides = value.get("modelOverrides")
         return cls(
             enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
             reserve_tokens=int_setting(value.get("reserveTokens"), defaults.reserve_tokens),
             keep_recent_tokens=int_setting(
                 value.get("keepRecentTokens"), defaults.keep_recent_tokens
             ),
-        )
+            model_overrides=tuple(
+                ModelOverride(
+                    ref, _token_count(entry.get("reserveTokens")),
+                    _token_count(entry.get("keepRecentTokens")),
+                )
+                for ref, entry in (overrides.items() if isinstance(overrides, Mapping) else ())
+                if isinstance(entry, Mapping)
+            ),
+        )  # fmt: skip
+
+    def for_model(self, ref: str) -> CompactionSettings:
+        """The settings for the model ``ref`` (``provider/modelId``, exact and case-sensitive):
+        each token value of its override entry in place of the ordinary one, an absent value
+        falling back on its own (pi 1.6.0's rule). ``self`` when no entry changes anything, so
+        callers comparing by identity see no change."""
+        for override in self.model_overrides:
+            if override.ref != ref:
+                continue
+            reserve = self.reserve_tokens if override.reserve is None else override.reserve
+            keep = self.keep_recent_tokens if override.keep is None else override.keep
+            if (reserve, keep) == (self.reserve_tokens, self.keep_recent_tokens):
+                return self
+            return attrs.evolve(self, reserve_tokens=reserve, keep_recent_tokens=keep)
+        return self
+
+
+def _token_count(value: Any) -> int | None:
+    # The settings layer has reported and dropped anything but a non-negative safe integer.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        return None
+    return value
 
 
 # --- token estimation (§3.8.2) ---------------------------------------------------------------

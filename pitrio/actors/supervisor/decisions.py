@@ -96,6 +96,8 @@ class RunEnded:
     """Whether ``last_assistant`` came from the current model."""
     retry_settings: RetrySettings = attrs.field(factory=RetrySettings)
     compaction_settings: CompactionSettings = attrs.field(factory=CompactionSettings)
+    model_ref: str = ""
+    """The current model's ``provider/id`` (its ``compaction.modelOverrides`` entry)."""
     context_messages: Sequence[AgentMessage] = ()
     """The projected context (for the threshold estimate after a failed response)."""
     latest_compaction_ms: int | None = None
@@ -216,6 +218,7 @@ def _compaction_check(
         max_tokens=run.max_tokens,
         same_model=run.same_model,
         settings=run.compaction_settings,
+        model_ref=run.model_ref,
         context_messages=run.context_messages,
         latest_compaction_ms=run.latest_compaction_ms,
         overflow_recovery_attempted=state.overflow_recovery_attempted,

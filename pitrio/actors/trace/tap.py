@@ -39,6 +39,7 @@ from pitrio.actors.session.actor import (
     SessionActor,
     SessionHandle,
 )
+from pitrio.actors.session.commands import Stamped
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.tool_executor import AgentTool, ToolExecutorHandle
 from pitrio.actors.tool_executor.actor import ToolExecutorCommand
@@ -171,6 +172,8 @@ def classify_input(command: object) -> tuple[str, dict[str, Any]] | None:
             return "navigate", {"targetId": target, "summarize": summarize}
         case Invoke(operation=operation):
             return _invoked(operation)
+        case Stamped(command=inner):  # applied for a client command id: the same input
+            return classify_input(inner)
     return None
 
 

@@ -12,8 +12,8 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from pitrio.errors import PitrioError
-from pitrio.sdk.host import HostedSession
+from pitrio.errors import PitrioError, SessionNotFoundError
+from pitrio.sdk.host import HostedSession, idempotent_session_id
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.frames import problem_of, safe_json_frame
 from pitrio.transports.daemon.socket_base import (
@@ -155,6 +155,17 @@ class HostSocket(ClientSocket):
                 name = await host.rename(_session_id(request), _required_str(request, "name"))
                 return {"sessionId": request.get("sessionId"), "name": name}
             case "create":
+                session_id = None
+                if request.get("idempotencyKey") is not None:
+                    # The key names the session: a repeat (after a lost answer, a restart,
+                    # on another daemon) finds the one the first made.
+                    session_id = idempotent_session_id(request.get("idempotencyKey"))
+                    try:
+                        hosted = await host.open(session_id)
+                    except SessionNotFoundError:
+                        pass
+                    else:
+                        return {"sessionId": hosted.id, **_describe(hosted), "duplicate": True}
                 # A client that can show the project-trust dialog says so; else "ask"
                 # means untrusted, as in pi 1.6.0's modes without a terminal.
                 hosted = await host.create(
@@ -163,6 +174,7 @@ class HostSocket(ClientSocket):
                     thinking_level=_optional_str(request, "thinkingLevel"),
                     name=_optional_str(request, "name"),
                     trust_asker=self._ask_trust if request.get("trustDialog") is True else None,
+                    session_id=session_id,
                 )
                 return {"sessionId": hosted.id, **_describe(hosted)}
             case "open":

@@ -31,7 +31,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from pitrio.errors import PitrioError
+from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.model import Model
 from pitrio.sdk.host import (
@@ -40,8 +40,9 @@ from pitrio.sdk.host import (
     HostedSession,
     Outgoing,
     SessionOwnedElsewhereError,
+    idempotent_session_id,
 )
-from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse
+from pitrio.sdk.session import Sequenced, SessionHandle, UiResponse, current_stamp
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.follower import follow_elsewhere
 from pitrio.transports.daemon.frames import (
@@ -67,6 +68,7 @@ from pitrio.transports.rpc.commands import (
     unknown_command,
 )
 from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
+from pitrio.transports.rpc.once import apply_once, hosted_ledger, ledger_key
 from pitrio.transports.rpc.protocol import Request, failure, success
 
 BRANCHING_COMMANDS = frozenset({"new_session", "fork", "clone", "switch_session"})
@@ -264,10 +266,7 @@ class SessionSocket(ClientSocket):
     async def _handle(self, client: AttachedClient, request: Request, gate: int | None) -> None:
         try:
             try:
-                if request.type in BRANCHING_COMMANDS:
-                    response = await self._branching(request)
-                else:
-                    response = await execute(self, request)
+                response = await self._apply(request)
             except Exception as exc:  # a bug answering one command: answered, not fatal
                 log.exception("session %s: %s failed", self.hosted.id, request.type)
                 response = failure(request, problem_of(exc))
@@ -283,27 +282,58 @@ class SessionSocket(ClientSocket):
                 client.feed.close_gate(gate)
                 client.wake()
 
+    async def _apply(self, request: Request) -> dict[str, Any]:
+        """Apply ``request`` once per id for the session, whichever connection or daemon
+        sent it before (its id is written with the entries it produces)."""
+        if ledger_key(request) is None:
+            return await self._apply_now(request)
+        try:
+            ledger = await hosted_ledger(self.hosted)
+        except PitrioError:
+            return await self._apply_now(request)  # no session to ask: the command says why
+        return await apply_once(ledger, request, lambda: self._apply_now(request), durable=True)
+
+    async def _apply_now(self, request: Request) -> dict[str, Any]:
+        if request.type in BRANCHING_COMMANDS:
+            return await self._branching(request)
+        return await execute(self, request)
+
     async def _branching(self, request: Request) -> dict[str, Any]:
-        """``new_session``, ``fork``, ``clone``: a new hosted session; ``switch_session``: no."""
+        """``new_session``, ``fork``, ``clone``: a new hosted session; ``switch_session``: no.
+        Applied for a client id, the new session's id is made from it (a repeat after a
+        restart, or on another daemon, finds the session the first made)."""
         host = self.server.host
+        stamp = current_stamp()
+        made = None
+        if stamp is not None:
+            made = idempotent_session_id(f"{self.hosted.id}\n{stamp.id}\n{stamp.fingerprint}")
         try:
             if request.type == "switch_session":
                 raise PitrioError(_NO_SWITCH)
             if request.type == "new_session":
-                hosted = await host.create(cwd=self.hosted.cwd)
+                hosted = await self._new_session(made)
                 return success(request, {"cancelled": False, "sessionId": hosted.id})
             if request.type == "clone":
-                hosted = await host.clone(self.hosted)
+                hosted = await host.clone(self.hosted, session_id=made)
                 return success(request, {"cancelled": False, "sessionId": hosted.id})
             entry_id = request.get("entryId")
             if not isinstance(entry_id, str):
                 raise PitrioError("fork: entryId must be a string")
-            hosted, text = await host.fork(self.hosted, entry_id)
+            hosted, text = await host.fork(self.hosted, entry_id, session_id=made)
             return success(
                 request, {"text": text or "", "cancelled": False, "sessionId": hosted.id}
             )
         except PitrioError as exc:
             return failure(request, str(exc))
+
+    async def _new_session(self, session_id: str | None) -> HostedSession:
+        host = self.server.host
+        if session_id is not None:
+            try:
+                return await host.open(session_id)  # a repeat: the one the first made
+            except SessionNotFoundError:
+                pass
+        return await host.create(cwd=self.hosted.cwd, session_id=session_id)
 
     # -- sending ---------------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from pitrio.messages.events import AgentStart
 from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouterHandle, start_model_router
 from pitrio.sdk.session import (
+    CommandLedger,
     SessionBeforeSwitchEvent,
     SessionHandle,
     SessionOptions,
@@ -65,6 +66,7 @@ from pitrio.transports.rpc.commands import (
 )
 from pitrio.transports.rpc.events import EntryFormat, UpdateFormat, announced, encode_event
 from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
+from pitrio.transports.rpc.once import apply_once
 from pitrio.transports.rpc.output import WRITE_BATCH, RpcOutput
 from pitrio.transports.rpc.protocol import (
     Request,
@@ -152,6 +154,7 @@ class RpcServer:
         self._prompts_answered = trio.Event()
         self._at_gate = False
         self._in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
+        self._ledger = CommandLedger()  # the ids this client's commands carried (exactly once)
 
     # -- RpcBackend ----------------------------------------------------------------------
 
@@ -321,7 +324,11 @@ class RpcServer:
 
     async def _handle(self, request: Request) -> None:
         try:
-            response = await execute(self, request)
+            # One client per process (pi's RpcClient numbers its ids from req_1 in each), so
+            # its ids are kept for the process only and not written to the file.
+            response = await apply_once(
+                self._ledger, request, lambda: execute(self, request), durable=False
+            )
             known = self._barriers.pop(id(request), None)
             if request.type in EVENTFUL_COMMANDS:
                 await self._events_written(gate_ok=request.type == "prompt", known=known)
@@ -493,9 +500,9 @@ def _widen_pipe(fd: int) -> None:
 
 
 async def resolve_scope(
-    router: ModelRouterHandle, patterns: Sequence[str]
+    router: ModelRouterHandle, patterns: Sequence[str], source: str = "--models"
 ) -> tuple[tuple[ScopedModel, ...], list[str]]:
-    """The ``--models`` patterns as available models (and warnings for the others)."""
+    """``source``'s model patterns as available models (and warnings for the others)."""
     available = {(m.provider, m.id) for m in await router.available_models()}
     scoped: list[ScopedModel] = []
     warnings: list[str] = []
@@ -503,10 +510,10 @@ async def resolve_scope(
         try:
             model, level = await router.resolve_pattern(pattern)
         except PitrioError as exc:
-            warnings.append(f"Warning: --models {pattern}: {exc}")
+            warnings.append(f"Warning: {source} {pattern}: {exc}")
             continue
         if (model.provider, model.id) not in available:
-            warnings.append(f"Warning: --models {pattern}: no credentials for {model.provider}")
+            warnings.append(f"Warning: {source} {pattern}: no credentials for {model.provider}")
             continue
         if all(s.model != model for s in scoped):
             scoped.append(ScopedModel(model, level))
@@ -545,7 +552,9 @@ async def serve_process(
                     runtime = SessionRuntime(root, router)
                     with collapse_groups():
                         started = await runtime.start(options)
-                    scoped, scope_warnings = await resolve_scope(router, model_patterns)
+                    patterns = model_patterns or started.enabled_models  # pi 1.6.0's order
+                    source = "--models" if model_patterns else "enabledModels"
+                    scoped, scope_warnings = await resolve_scope(router, patterns, source)
                 except PitrioError as exc:
                     from pitrio.transports.cli_hints import startup_error_text
 

@@ -10,6 +10,7 @@ trio cancellation of the task running it; the caller turns the last partial mess
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -46,7 +47,14 @@ class HttpSettings:
 
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
-    """Longest silence between two reads of a response (thinking models pause long)."""
+    """Longest silence between two reads of a response (thinking models pause long): pi
+    1.6.0's ``httpIdleTimeoutMs``, or ``retry.provider.timeoutMs`` where that is set;
+    ``math.inf`` where the setting disables it."""
+    websocket_connect_timeout: float = 15.0
+    """pi 1.6.0's ``websocketConnectTimeoutMs`` (``math.inf``: disabled)."""
+    proxy: str | None = None
+    """pi 1.6.0's ``httpProxy``: every HTTP request goes through it, as if it were
+    ``HTTP_PROXY`` and ``HTTPS_PROXY`` (``NO_PROXY`` still exempts its hosts)."""
     write_timeout: float = 60.0
     pool_timeout: float = 60.0
     max_connections: int = 100
@@ -90,14 +98,24 @@ class ProviderSettings:
 def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
     """:class:`ProviderSettings` from pi's (merged) ``settings.json`` keys.
 
-    Reads ``thinkingBudgets`` and ``retry.provider.{timeoutMs,maxRetries,maxRetryDelayMs}``
-    (spec §8.2) and ``transport``; values of the wrong type are ignored (the settings layer
-    reports them). The legacy ``retry.maxDelayMs`` stands for ``maxRetryDelayMs`` when that is
-    unset (pi 1.6.0 migrates it there).
+    Reads ``thinkingBudgets``, ``retry.provider.{timeoutMs,maxRetries,maxRetryDelayMs}``
+    (spec §8.2), ``transport`` and pi 1.6.0's ``httpIdleTimeoutMs``,
+    ``websocketConnectTimeoutMs`` and ``httpProxy``; values of the wrong type are ignored
+    (the settings layer reports them). The legacy ``retry.maxDelayMs`` stands for
+    ``maxRetryDelayMs`` when that is unset (pi 1.6.0 migrates it there).
     ``timeoutMs`` bounds each read of a response, the closest a streaming client gets to a
     request timeout without cutting long answers.
     """
     http: dict[str, Any] = {}
+    idle = _timeout(settings.get("httpIdleTimeoutMs"))
+    if idle is not None:
+        http["read_timeout"] = idle
+    connect = _timeout(settings.get("websocketConnectTimeoutMs"))
+    if connect is not None:
+        http["websocket_connect_timeout"] = connect
+    proxy = settings.get("httpProxy")
+    if isinstance(proxy, str) and proxy.strip():
+        http["proxy"] = proxy.strip()
     retry = settings.get("retry")
     provider = retry.get("provider") if isinstance(retry, Mapping) else None
     if isinstance(retry, Mapping):
@@ -123,11 +141,25 @@ def provider_settings(settings: Mapping[str, Any]) -> ProviderSettings:
             if number is not None and number > 0:
                 budgets[str(level)] = int(number)
     transport = settings.get("transport")
+    legacy = settings.get("websockets")  # pi's older boolean, read as transport when alone
+    if transport is None and isinstance(legacy, bool):
+        transport = "websocket" if legacy else "sse"
     if transport not in ("sse", "websocket", "websocket-cached", "auto"):
         transport = "auto"
     return ProviderSettings(
         thinking_budgets=budgets or None, http=HttpSettings(**http), transport=str(transport)
     )
+
+
+def _timeout(value: Any) -> float | None:
+    """Seconds of a ``...Ms`` timeout setting: ``0`` or ``"disabled"`` is no limit
+    (``math.inf``); anything else that is not a number leaves the default (``None``)."""
+    if value == "disabled":
+        return math.inf
+    number = _number(value)
+    if number is None or number < 0:
+        return None
+    return number / 1000 if number > 0 else math.inf
 
 
 def _number(value: Any) -> float | None:

@@ -72,6 +72,25 @@ if TYPE_CHECKING:
 _MAX_AFTER_FINAL = 64  # events read after the final one before giving up on draining
 
 
+def proxy_mounts(proxy: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """httpx mounts sending every request through ``proxy`` (pi 1.6.0's ``httpProxy``, which
+    it applies as ``HTTP_PROXY`` and ``HTTPS_PROXY``), except to the hosts ``NO_PROXY`` names
+    (a ``*`` there: no proxy at all), which keep the direct transport."""
+    import httpx
+
+    through = httpx.AsyncHTTPTransport(proxy=proxy)
+    mounts: dict[str, Any] = {"http://": through, "https://": through}
+    exempt = env.get("NO_PROXY", env.get("no_proxy", ""))
+    for host in (part.strip() for part in exempt.split(",")):
+        if host == "*":
+            return {}
+        if host:
+            bare = host.lstrip(".")
+            mounts[f"all://{bare}"] = None
+            mounts[f"all://*.{bare}"] = None
+    return mounts
+
+
 class HttpPool:
     """The process's one HTTP client: every provider and session shares its connections.
 
@@ -117,7 +136,7 @@ class HttpPool:
         layers cost about as much CPU as the transport itself (issue 7)."""
         if self._direct is None:
             names = {"http_proxy", "https_proxy", "all_proxy"}
-            self._direct = not (
+            self._direct = self.settings.proxy is None and not (
                 self.settings.trust_env
                 and any(key.lower() in names and value for key, value in os.environ.items())
             )
@@ -139,6 +158,7 @@ class HttpPool:
                 max_keepalive_connections=settings.max_keepalive,
             ),
             trust_env=settings.trust_env,
+            mounts=proxy_mounts(settings.proxy, os.environ) if settings.proxy else None,
             follow_redirects=False,
             # Direct connections through pitrio's lean HTTP/1.1 transport (half the CPU per
             # request of httpcore + h11, issue 7); proxies from the environment still get

@@ -298,7 +298,7 @@ class OpenAICodexResponsesProvider(HttpProvider):
             return CodexSocket.connect(
                 url,
                 headers,
-                connect_timeout=settings.connect_timeout,
+                connect_timeout=settings.websocket_connect_timeout,
                 ssl_context=self._ssl_context,
             )
 

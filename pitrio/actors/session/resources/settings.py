@@ -3,12 +3,17 @@
 Pure merge, validation and typed reading; the file I/O is a few small functions.
 
 * Effective settings are the global object with the project's keys on top, nested objects
-  merged one level (pi's rule). The project file is ``<cwd>/.pitrio/settings.json``; when the
-  agent dir is pi's own (``~/.pi/agent``, or ``pi_compat=True``) a project without
-  ``.pitrio/settings.json`` falls back to ``.pi/settings.json``.
-* A file that does not parse is reported and read as ``{}`` (pi does the same). A known key
-  (§8.2) holding a value of the wrong type is reported with its file and dotted key and left
-  out, so its default applies; unknown keys are kept untouched (files shared with a newer pi).
+  merged at every depth (pi 1.6.0's rule; ``compaction.modelOverrides`` entries of both files
+  merge before a model's entry is looked up). The project file is
+  ``<cwd>/.pitrio/settings.json``; when the agent dir is pi's own (``~/.pi/agent``, or
+  ``pi_compat=True``) a project without ``.pitrio/settings.json`` falls back to
+  ``.pi/settings.json``.
+* A file that does not parse is reported and read as ``{}`` (pi does the same). A key holding
+  a value of the wrong type is reported with its file and key path and left out, so its
+  default applies: first the keys pitrio reads are checked by :data:`SCHEMA` (pitrio's own
+  keys, and checks stricter than pi's schema where a value is used), then the rest against pi
+  1.6.0's published ``settings.schema.json``. Keys neither knows are kept untouched (files
+  shared with a newer pi).
 * Writes change only the keys given, re-read the file under a directory lock right before
   replacing it atomically, and refuse to touch a file that is invalid: the user's file is
   never overwritten while it has a problem.
@@ -17,10 +22,9 @@ Pure merge, validation and typed reading; the file I/O is a few small functions.
 from __future__ import annotations
 
 import fcntl
-import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -28,9 +32,20 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from pitrio.actors.session.resources.settings_checks import (
+    QUEUE_MODES,
+    SCHEMA,
+    SETTINGS_SCHEMA_PATH,
+    THINKING_LEVELS,
+    TRANSPORTS,
+    SettingsProblem,
+    validate_settings,
+)
+from pitrio.actors.session_store.paths import SESSION_DIR_ENV
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
+from pitrio.actors.tool_executor import BashSettings, BuiltinSettings, ReadSettings
 from pitrio.errors import PitrioError
 
 PROJECT_DIR_NAME = ".pitrio"
@@ -38,28 +53,24 @@ PI_PROJECT_DIR_NAME = ".pi"
 SETTINGS_FILE = "settings.json"
 
 QueueMode = Literal["all", "one-at-a-time"]
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
-TRANSPORTS = ("sse", "websocket", "websocket-cached", "auto")
-QUEUE_MODES = ("all", "one-at-a-time")
 RESOURCE_KINDS = ("extensions", "skills", "prompts", "themes")
 
-
-@attrs.frozen
-class SettingsProblem:
-    """A settings file, or one key in it, that could not be used.
-
-    ``key`` is the dotted key (``retry.maxRetries``) or ``None`` when the whole file is
-    unusable.
-    """
-
-    path: str
-    error: str
-    key: str | None = None
-
-    def __str__(self) -> str:
-        if self.key is None:
-            return f"{self.path}: {self.error}"
-        return f"{self.path}: {self.key}: {self.error}"
+__all__ = [
+    "QUEUE_MODES",
+    "RESOURCE_KINDS",
+    "SCHEMA",
+    "SETTINGS_SCHEMA_PATH",
+    "THINKING_LEVELS",
+    "TRANSPORTS",
+    "Settings",
+    "SettingsProblem",
+    "SettingsWriteError",
+    "builtin_tool_settings",
+    "load_settings",
+    "merge_settings",
+    "migrate_settings",
+    "validate_settings",
+]
 
 
 class SettingsWriteError(PitrioError, ValueError):
@@ -76,14 +87,14 @@ class SettingsWriteError(PitrioError, ValueError):
 
 
 def merge_settings(global_: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
-    """Project wins; nested objects merge one level; arrays and scalars are replaced."""
+    """Project wins; nested objects merge at every depth; arrays and scalars are replaced."""
     merged = dict(global_)
     for key, value in project.items():
         if value is None:
             continue
         base = merged.get(key)
         if isinstance(value, dict) and isinstance(base, dict):
-            merged[key] = {**base, **value}
+            merged[key] = merge_settings(base, value)
         else:
             merged[key] = value
     return merged
@@ -111,164 +122,6 @@ def migrate_settings(raw: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(directories, list) and directories:
             out["skills"] = list(directories)
     return out
-
-
-Check = Callable[[Any], str | None]
-"""Returns the problem with a value, or ``None`` when it is acceptable."""
-
-
-def _string(value: Any) -> str | None:
-    return None if isinstance(value, str) else "expected a string"
-
-
-def _flag(value: Any) -> str | None:
-    return None if isinstance(value, bool) else "expected true or false"
-
-
-def _number(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "expected a number"
-    if not math.isfinite(value) or value < 0:
-        return "expected a number of at least 0"
-    return None
-
-
-def _one_of(*choices: str) -> Check:
-    listed = ", ".join(f'"{c}"' for c in choices)
-
-    def check(value: Any) -> str | None:
-        return None if value in choices else f"expected one of {listed}"
-
-    return check
-
-
-def _strings(value: Any) -> str | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return None
-    return "expected an array of strings"
-
-
-def _packages(value: Any) -> str | None:
-    if isinstance(value, list) and all(
-        isinstance(v, str) or (isinstance(v, dict) and isinstance(v.get("source"), str))
-        for v in value
-    ):
-        return None
-    return "expected an array of package sources"
-
-
-def _budgets(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "expected an object"
-    for level, budget in value.items():
-        if _number(budget) is not None:
-            return f'"{level}": expected a number of at least 0'
-    return None
-
-
-_LEVELS = THINKING_LEVELS if "max" in THINKING_LEVELS else (*THINKING_LEVELS, "max")
-"""The thinking levels a setting may name: pi 1.6.0's, ``max`` included."""
-
-
-def _model_levels(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "expected an object of provider/model: thinking level"
-    for ref, level in value.items():
-        if level not in _LEVELS:
-            return f'"{ref}": expected one of {", ".join(_LEVELS)}'
-    return None
-
-
-# Keys of §8.2 this layer reads, with their checks. Parents of dotted keys must be objects.
-SCHEMA: dict[str, Check] = {
-    "defaultProvider": _string,
-    "defaultModel": _string,
-    "defaultThinkingLevel": _one_of(*_LEVELS),
-    "modelThinkingLevels": _model_levels,
-    "defaultTools": _strings,
-    "defaultProjectTrust": _one_of("ask", "always", "never"),
-    "thinkingBudgets": _budgets,
-    "transport": _one_of(*TRANSPORTS),
-    "steeringMode": _one_of(*QUEUE_MODES),
-    "followUpMode": _one_of(*QUEUE_MODES),
-    "compaction.enabled": _flag,
-    "compaction.reserveTokens": _number,
-    "compaction.keepRecentTokens": _number,
-    "branchSummary.reserveTokens": _number,
-    "branchSummary.skipPrompt": _flag,
-    "retry.enabled": _flag,
-    "retry.maxRetries": _number,
-    "retry.baseDelayMs": _number,
-    "retry.maxDelayMs": _number,
-    "retry.maxAgentDelayMs": _number,
-    "retry.provider.timeoutMs": _number,
-    "retry.provider.maxRetries": _number,
-    "retry.provider.maxRetryDelayMs": _number,
-    "shellPath": _string,
-    "shellCommandPrefix": _string,
-    "session.fsync": _one_of("always", "batch", "never"),
-    "images.autoResize": _flag,
-    "images.blockImages": _flag,
-    "enableSkillCommands": _flag,
-    "enabledModels": _strings,
-    "sessionDir": _string,
-    "extensions": _strings,
-    "skills": _strings,
-    "prompts": _strings,
-    "themes": _strings,
-    "packages": _packages,
-}
-
-
-def _parents() -> tuple[str, ...]:
-    parents: dict[str, None] = {}
-    for key in SCHEMA:
-        parts = key.split(".")
-        for depth in range(1, len(parts)):
-            parents.setdefault(".".join(parts[:depth]), None)
-    return tuple(parents)
-
-
-_PARENTS = _parents()
-
-
-def validate_settings(
-    values: Mapping[str, Any], path: str
-) -> tuple[dict[str, Any], tuple[SettingsProblem, ...]]:
-    """``values`` without the known keys whose values are unusable, and one problem per key.
-
-    A parent that is not an object (``"retry": 3``) is one problem and is dropped whole.
-    """
-    clean: dict[str, Any] = _deep_copy(values)
-    problems: list[SettingsProblem] = []
-    for parent in _PARENTS:
-        container, leaf = _locate(clean, parent)
-        if container is not None and leaf in container and not isinstance(container[leaf], dict):
-            problems.append(SettingsProblem(path, "expected an object", parent))
-            del container[leaf]
-    for key, check in SCHEMA.items():
-        container, leaf = _locate(clean, key)
-        if container is None or leaf not in container:
-            continue
-        error = check(container[leaf])
-        if error is not None:
-            problems.append(SettingsProblem(path, error, key))
-            del container[leaf]
-    return clean, tuple(problems)
-
-
-def _deep_copy(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in values.items()}
-
-
-def _locate(values: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
-    *parents, leaf = dotted.split(".")
-    node: Any = values
-    for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            return None, leaf
-    return node, leaf
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -457,11 +310,36 @@ class Settings:
         value = self.text("sessionDir")
         return os.path.expanduser(value) if value else None
 
+    def session_dir_for(
+        self, cwd: str, flag: str | None, env: Mapping[str, str] | None = None
+    ) -> str | None:
+        """The session dir of a session in ``cwd``: ``flag`` (``--session-dir``), else none
+        where ``$PITRIO_SESSION_DIR`` names one (the store reads it), else :attr:`session_dir`
+        taken from ``cwd`` when relative: pi 1.6.0's order of flag, variable, setting."""
+        environ = os.environ if env is None else env
+        if flag or environ.get(SESSION_DIR_ENV) or not self.session_dir:
+            return flag
+        return str(Path(cwd) / self.session_dir)
+
     def resource_entries(self, kind: str, scope: Literal["user", "project"]) -> tuple[str, ...]:
         """One file's resource list (``skills``, ``prompts``, ...): paths and patterns."""
         values = self.global_values if scope == "user" else self.project_values
         entries = values.get(kind)
         return tuple(entries) if isinstance(entries, list) else ()
+
+
+def builtin_tool_settings(
+    settings: Settings, env: Mapping[str, str] | None = None
+) -> BuiltinSettings:
+    """What the built-in tools take from the settings, as pi 1.6.0 gives them: the read tool
+    ``images.autoResize``, the bash tool ``shellPath`` and ``shellCommandPrefix`` (and ``env``,
+    its commands' environment: the process's when ``None``)."""
+    return BuiltinSettings(
+        read=ReadSettings(auto_resize_images=settings.images_auto_resize),
+        bash=BashSettings(
+            shell_path=settings.shell_path, command_prefix=settings.shell_command_prefix, env=env
+        ),
+    )
 
 
 def load_settings(

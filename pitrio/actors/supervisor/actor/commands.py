@@ -7,6 +7,7 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Reply
+from pitrio.actors.session_store.command_stamp import CommandStamp
 from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
 from pitrio.actors.supervisor.compaction import CompactionCheck
 from pitrio.actors.supervisor.decisions import (
@@ -97,6 +98,8 @@ class ManualCompact:
     custom_instructions: str | None
     lent: Lent
     reply: Reply[CompactionResult]
+    stamp: CommandStamp | None = None
+    """The client command id its compaction entry carries (exactly-once commands)."""
 
 
 @attrs.frozen

@@ -250,6 +250,7 @@ async def compact(
     one that ``before`` cancels raises :class:`CompactionCancelledByHook`. ``prepared`` is
     called once there is something to compact, before ``before`` and the summary calls.
     """
+    settings = settings.for_model(model.ref)  # pi 1.6.0's compaction.modelOverrides
     path = known_entries(await store.branch_entries())
     preparation = prepare_compaction(
         path, settings, context_messages=await store.context_messages()

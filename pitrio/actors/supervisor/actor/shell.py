@@ -34,6 +34,7 @@ import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
+from pitrio.actors.session_store.command_stamp import COMMAND_STAMP, stamping
 from pitrio.actors.supervisor._entries import iso_to_ms, recovery_omission_targets
 from pitrio.actors.supervisor.actor.commands import (
     AbortRetry,
@@ -198,7 +199,8 @@ class Supervisor(Actor[SupervisorCommand]):
             case BeforePrompt(lent=lent, reply=reply):
                 lent.nursery.start_soon(self._answer, reply, self._before_prompt, command)
             case ManualCompact(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._manual, command)
+                with stamping(command.stamp):  # the compaction task's entry carries it
+                    lent.nursery.start_soon(self._answer, reply, self._manual, command)
             case SummarizeBranch(lent=lent, reply=reply):
                 lent.nursery.start_soon(self._answer, reply, self._summarize_branch, command)
             case RunAborted(reply=reply):
@@ -571,7 +573,8 @@ class SupervisorHandle(Handle[SupervisorCommand]):
 
     async def compact(self, custom_instructions: str | None, lent: Lent) -> CompactionResult:
         """A manual compaction, run in ``lent``."""
-        return await self.ask(lambda reply: ManualCompact(custom_instructions, lent, reply))
+        stamp = COMMAND_STAMP.get()  # a client's compact command: its id goes on the entry
+        return await self.ask(lambda reply: ManualCompact(custom_instructions, lent, reply, stamp))
 
     async def summarize_branch(
         self,

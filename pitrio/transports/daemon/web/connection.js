@@ -15,10 +15,14 @@ export const state = {
   host: null,
   hostOpened: false,
   sessions: [],
-  // {id, ws, lastSeq, stream, streaming, view, closing, attached, outbox, attempts,
-  //  reconnecting, replayUntil, replayFrom}
+  // {id, ws, lastSeq, stream, streaming, view, closing, attached, outbox, unanswered,
+  //  attempts, reconnecting, replayUntil, replayFrom}
   current: null,
   requestId: 0,
+  // A session remembers the ids its commands carried (a repeated id is answered, not applied
+  // again): ids unique to this page load, so a reloaded page's first prompt is never taken
+  // for an earlier page's.
+  idPrefix: Math.random().toString(36).slice(2, 10) + "-",
   pending: new Map(),
 };
 
@@ -168,7 +172,7 @@ export function connectHost(handlers) {
 /** Send a host command; resolves with its response frame (a failed one when the host
  * socket is not open or closes first). */
 export function hostSend(command) {
-  const id = "h" + ++state.requestId;
+  const id = "h" + state.idPrefix + ++state.requestId;
   if (!state.host || state.host.readyState !== 1) {
     const error = "not connected to the daemon";
     return Promise.resolve({ type: "response", id, command: command.type, success: false, error });
@@ -221,13 +225,31 @@ export function closeSession() {
   }
 }
 
+// Commands kept until answered, to be sent again, with the same id, after a reconnect: the
+// daemon applies an id once, so one that never arrived runs and one that did is only answered.
+const RESENT = new Set(["prompt", "steer", "follow_up", "bash"]);
+
 /** Send an RPC command on the current session's socket; its id, or null when not open. */
 export function send(command) {
   const current = state.current;
   if (!current || !current.ws || current.ws.readyState !== 1) return null;
-  const id = "s" + ++state.requestId;
-  current.ws.send(JSON.stringify({ id, ...command }));
+  const id = command.id || "s" + state.idPrefix + ++state.requestId;
+  const sent = { ...command, id };
+  if (RESENT.has(command.type)) current.unanswered.set(id, sent);
+  current.ws.send(JSON.stringify(sent));
   return id;
+}
+
+/** A response arrived: its command needs no resending. */
+export function answered(current, id) {
+  current.unanswered.delete(id);
+}
+
+/** Send again what was sent on a lost socket and not answered (before the outbox). */
+export function resendUnanswered(current) {
+  for (const command of [...current.unanswered.values()]) {
+    if (send(command) === null) return;
+  }
 }
 
 /** Send now when the session is attached, else once it is (see flushOutbox); whether it

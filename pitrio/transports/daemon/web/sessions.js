@@ -5,11 +5,13 @@
 import { $, el, hideNotice, scrollDown, showNotice } from "./dom.js";
 import { onTrustRequest } from "./dialogs.js";
 import {
+  answered,
   closeSession,
   connectSession,
   flushOutbox,
   hostSend,
   reconnectSession,
+  resendUnanswered,
   send,
   sendSoon,
   state,
@@ -240,6 +242,7 @@ export function openSession(id) {
     view: null,
     attached: false,
     outbox: [],
+    unanswered: new Map(),
     attempts: 0,
     reconnecting: false,
     replayUntil: null,
@@ -299,6 +302,7 @@ function onAttached(current, frame) {
     refresh();
   }
   current.reconnecting = false;
+  resendUnanswered(current);
   flushOutbox(current);
 }
 
@@ -311,6 +315,7 @@ function onFrame(current, frame) {
     case "attached":
       return onAttached(current, frame);
     case "response":
+      answered(current, frame.id);
       return onResponse(frame);
     case "resync": {
       // The frames missed are gone (or numbered by another daemon): reload, once.

@@ -1,0 +1,473 @@
+"""``pitrio`` on a terminal: a chat with a session run in this process (pi's interactive mode).
+
+The screen is ``pitrio attach``'s (:class:`~pitrio.transports.attach_screen.ChatScreen`); the
+session behind it is the one ``pitrio --mode rpc`` would run with the same command line: an
+:class:`~pitrio.transports.rpc.server.RpcServer` over a pair of in-memory byte pipes, so every
+flag reaches the session exactly as in RPC mode, and the frames are RPC's event lines (the
+attach renderer reads those: the daemon's frames are the same lines with a ``seq``). What the
+chat adds: the project-trust question asked on the terminal, the conversation so far shown
+when a session is reopened, the prompts of the command line sent first, and a few ``/``
+commands of pi's terminal UI (:mod:`chat_commands`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed
+
+from pitrio.errors import PitrioError, collapse_groups
+from pitrio.sdk.models import FauxProvider, ModelRouterHandle, start_model_router
+from pitrio.sdk.session import SessionOptions, SessionRuntime
+from pitrio.sdk.store import list_sessions, session_dir
+from pitrio.transports.attach_render import Chunk, Style, tool_summary
+from pitrio.transports.attach_screen import PROMPT, ChatScreen
+from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_lines, stdio_terminal
+from pitrio.transports.chat_commands import (
+    PICK_MOST,
+    LocalCommand,
+    parse_command,
+    picked,
+    session_rows,
+)
+from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
+from pitrio.transports.rpc.commands import ScopedModel
+from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
+
+PIPE_CHUNKS = 64
+"""Writes a pipe holds before its writer waits (back-pressure, never dropped): the server's
+output waits for the screen, the screen's commands for the server."""
+
+
+class PipeWriter(trio.abc.SendStream):
+    """The writing end of an in-memory byte pipe (:func:`byte_pipe`)."""
+
+    def __init__(self, channel: trio.MemorySendChannel[bytes]) -> None:
+        self._channel = channel
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue ``data`` (waits while the pipe is full); ``BrokenResourceError`` once the
+        reader is gone."""
+        if data:
+            await self._channel.send(bytes(data))
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """No useful answer here: returns at once."""
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        """The reader sees the end of the stream."""
+        await self._channel.aclose()
+
+
+class PipeReader(trio.abc.ReceiveStream):
+    """The reading end of an in-memory byte pipe."""
+
+    def __init__(self, channel: trio.MemoryReceiveChannel[bytes]) -> None:
+        self._channel = channel
+        self._pending = b""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """The next bytes written (``b""`` at the end of the stream)."""
+        if not self._pending:
+            try:
+                self._pending = await self._channel.receive()
+            except trio.EndOfChannel:
+                return b""
+        else:
+            await trio.lowlevel.checkpoint()
+        size = max_bytes or len(self._pending)
+        data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+    async def aclose(self) -> None:
+        """No more reading: the writer's next write fails."""
+        await self._channel.aclose()
+
+
+def byte_pipe(capacity: int = PIPE_CHUNKS) -> tuple[PipeWriter, PipeReader]:
+    """A one-way byte stream between two tasks of this process."""
+    send, receive = trio.open_memory_channel[bytes](capacity)
+    return PipeWriter(send), PipeReader(receive)
+
+
+class RpcLink:
+    """The screen's :class:`~pitrio.transports.attach_screen.Link` to the in-process RPC
+    server: commands as lines one way, event and response lines the other."""
+
+    def __init__(self, commands: PipeWriter, lines: PipeReader) -> None:
+        self._commands, self._lines = commands, lines
+        self._buffer = b""
+
+    async def send_message(self, message: str) -> None:
+        """Send one command line."""
+        try:
+            await self._commands.send_all(message.encode("utf-8") + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionClosed(None) from exc
+
+    async def get_message(self) -> bytes:
+        """The next line the server wrote."""
+        while b"\n" not in self._buffer:
+            try:
+                data = await self._lines.receive_some()
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionClosed(None) from exc
+            if not data:
+                raise ConnectionClosed(None)
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    async def aclose(self) -> None:
+        """End both ways: the server sees the end of its input, and stops writing."""
+        await self._commands.aclose()
+        await self._lines.aclose()
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = [str(b.get("text", "")) for b in content if isinstance(b, dict)]
+    return "\n".join(part for part in parts if part)
+
+
+def history_text(messages: Sequence[Mapping[str, Any]], style: Style) -> str:
+    """The conversation so far, as the chat shows it when a session is reopened: prompts
+    after the marker, replies' text, tool calls as one line each."""
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            lines.append(style.bold(PROMPT + _text_of(message.get("content"))))
+        elif role == "assistant":
+            for block in message.get("content") or []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and block.get("text"):
+                    lines.append(str(block["text"]))
+                elif block.get("type") == "toolCall":
+                    name = str(block.get("name", "?"))
+                    lines.append(f"⚙ {name} {tool_summary(name, block.get('arguments'))}")
+            if message.get("stopReason") in ("error", "aborted"):
+                lines.append(style.dim(f"({message.get('stopReason')})"))
+        elif role == "compactionSummary":
+            lines.append(style.dim("(the context was compacted here)"))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+class TerminalChat(ChatScreen):
+    """The screen on a session of this process."""
+
+    def __init__(
+        self,
+        term: Terminal,
+        keys: Keyboard,
+        prompts: Sequence[str] = (),
+        *,
+        sessions: Path | None = None,
+    ) -> None:
+        super().__init__(term, keys)
+        self.prompts = list(prompts)
+        self.sessions = sessions
+        """The folder of this directory's session files (what the picker lists)."""
+        self.local: dict[str, LocalCommand] = {}
+        self.waiters: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
+        self.trust_answers: dict[tuple[str, tuple[str, ...]], str | None] = {}
+        self.started = False
+        self.in_command = False
+
+    async def pick_session(self) -> Path | None:
+        """The session picker (``-r``, ``/resume``): this directory's sessions, newest first,
+        numbered; the file of the one chosen, ``None`` when cancelled or there is none."""
+        folder = self.sessions
+        infos = await trio.to_thread.run_sync(list_sessions, folder) if folder else []
+        if not infos:
+            self.term.text(f"No sessions to resume in {folder}.\n")
+            return None
+        self.term.text("Sessions of this folder, newest first:\n" + session_rows(infos))
+        shown = min(len(infos), PICK_MOST)
+        ask = f"Resume 1-{shown} (Enter: cancel): "
+        while True:
+            self.term.text(ask)
+            choice = picked(await self.keys.readline(), shown)
+            self.term.renderer.at_line_start = True  # the terminal echoed the Enter
+            if choice is None or isinstance(choice, int):
+                return None if choice is None else infos[choice].path
+            ask = choice
+
+    async def ask_trust(self, title: str, options: Sequence[str]) -> str | None:
+        """The project-trust question (a ``SessionOptions.trust_asker``): asked on the
+        terminal at start-up; a later session of the same project (``/new``) gets the same
+        answer, as pi asks once per project and process."""
+        key = (title, tuple(options))
+        if key not in self.trust_answers:
+            if self.started:
+                return None  # the keyboard is the chat's now: not trusted
+            self.trust_answers[key] = await self.choose(title, list(options))
+        return self.trust_answers[key]
+
+    # -- the session -------------------------------------------------------------------------
+
+    async def session(self) -> int:
+        """The chat until its end (a :meth:`screen` connection): the exit code."""
+        self.started = True
+        link = self.link
+        assert link is not None
+        await self._call({"type": "set_event_format", "updates": "delta"})
+        state = await self._call({"type": "get_state"})
+        history = await self._call({"type": "get_messages"})
+        messages = history.get("messages") if isinstance(history, dict) else None
+        style = self.term.renderer.style
+        if isinstance(messages, list) and messages:
+            self.term.text(history_text(messages, style))
+        self.term.error(style.dim(_banner(state)))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._first_prompts)
+            code = await self.receive(link, None)
+            nursery.cancel_scope.cancel()
+        return code
+
+    async def _call(self, command: dict[str, Any]) -> Any:
+        """Send ``command`` and read up to its response (before the screen reads: frames
+        on the way are shown as usual); its data, ``None`` when it failed."""
+        assert self.link is not None
+        request_id = await self.send(command)
+        while True:
+            frame = json.loads(await self.link.get_message())
+            if frame.get("type") == "response" and frame.get("id") == request_id:
+                return frame.get("data") if frame.get("success") else None
+            self._frame(frame)
+
+    async def _first_prompts(self) -> None:
+        """The prompts of the command line, one after another, as if typed."""
+        for prompt in self.prompts:
+            self.term.text(("" if self.asking else PROMPT) + prompt + "\n")
+            self.asking = False
+            self.idle = trio.Event()
+            await self.send_awaited({"type": "prompt", "message": prompt})
+            await self.idle.wait()
+        self._changed()
+
+    # -- the chat's own commands -------------------------------------------------------------
+
+    async def command(self, line: str) -> bool:
+        """A ``/`` command of the chat's own (:mod:`chat_commands`)."""
+        parsed = parse_command(line)
+        if parsed is None:
+            return False
+        self.in_command = True  # no prompt marker until the command is done
+        try:
+            await self._command(parsed)
+        finally:
+            self.in_command = False
+        self._changed()
+        return True
+
+    async def _command(self, parsed: LocalCommand) -> None:
+        if parsed.text:
+            self.term.text(parsed.text + "\n")
+        if parsed.quit:
+            await self._end_of_input()
+        elif parsed.resume:
+            await self._resume()
+        elif parsed.request is not None:
+            request_id = self.next_id()  # known before its response can come
+            self.local[request_id] = parsed
+            if parsed.runs:
+                self.state.sent(request_id)  # busy until answered (a compaction)
+            await self.send(parsed.request, request_id)
+
+    async def _request(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Send ``command`` while the screen reads, and wait for its response frame."""
+        request_id = self.next_id()
+        answered, box = self.waiters[request_id] = (trio.Event(), [])
+        await self.send(command, request_id)
+        await answered.wait()
+        return box[0]
+
+    async def _resume(self) -> None:
+        """``/resume``: pick a session, switch to it, show its conversation."""
+        path = await self.pick_session()
+        if path is None:
+            return
+        switched = await self._request({"type": "switch_session", "sessionPath": str(path)})
+        data = switched.get("data") or {}
+        if not switched.get("success") or data.get("cancelled"):
+            told = switched.get("error") or "an extension kept the current session"
+            self.term.error(f"(not resumed: {told})")
+            return
+        history = await self._request({"type": "get_messages"})
+        messages = (history.get("data") or {}).get("messages")
+        if isinstance(messages, list):
+            self.term.text(history_text(messages, self.term.renderer.style))
+        self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+
+    def own_response(self, frame: dict[str, Any]) -> bool:
+        """The response of a command of :meth:`command`: shown here."""
+        if frame.get("type") == "response" and frame.get("id") in self.waiters:
+            answered, box = self.waiters.pop(str(frame.get("id")))
+            box.append(frame)
+            answered.set()
+            return True
+        if frame.get("type") != "response" or frame.get("id") not in self.local:
+            return False
+        parsed = self.local.pop(str(frame.get("id")))
+        renderer = self.term.renderer
+        if not frame.get("success"):
+            self.term.show([*renderer.newline(), Chunk(f"Error: {frame.get('error')}\n", True)])
+            self.asking = False
+        elif parsed.show is not None:
+            data = frame.get("data")
+            told = parsed.show(data if isinstance(data, dict) else {})
+            if told:
+                self.term.show(renderer.newline())
+                self.term.text(told + "\n")
+                self.asking = False
+        return True
+
+    def _changed(self) -> None:
+        """As the screen's, but the prompt marker waits for the answers of the chat's own
+        commands (events the command caused come first and must not show it early)."""
+        if (self.local or self.waiters or self.in_command) and not self.busy:
+            self.idle.set()
+            return
+        super()._changed()
+
+
+def _banner(state: Any) -> str:
+    data = state if isinstance(state, dict) else {}
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    assert isinstance(model, dict)
+    where = data.get("sessionFile") or "not saved (--no-session)"
+    return (
+        f"pitrio chat · {model.get('provider')}/{model.get('id')} · session {where}\n"
+        "/help for commands · Esc stops a reply · Ctrl-D leaves"
+    )
+
+
+async def _serve(
+    runtime: SessionRuntime,
+    router: ModelRouterHandle,
+    scoped: Sequence[ScopedModel],
+    chat: TerminalChat,
+) -> int:
+    """The RPC server on its pipes and the screen on the other ends, until the chat ends."""
+    to_server, server_in = byte_pipe()
+    server_out, from_server = byte_pipe()
+    server = RpcServer(runtime, router, server_out, scoped_models=scoped)
+    link = RpcLink(to_server, from_server)
+    chat.link = link
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.serve, server_in)
+        try:
+            return await chat.screen(chat.session)
+        finally:
+            await link.aclose()  # the server aborts a run, answers and ends (see serve)
+
+
+async def run_chat(
+    options: SessionOptions,
+    chat: TerminalChat,
+    *,
+    faux: FauxProvider | None = None,
+    model_patterns: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+    resume: bool = False,
+) -> int:
+    """Start the session of ``options`` (``resume``: of the picker's choice first) and chat
+    with it on the terminal; the exit code."""
+    async with trio.open_nursery() as root:
+        router = await start_model_router(root, faux=faux)
+        runtime = SessionRuntime(root, router)
+        try:
+            with trio.open_signal_receiver(signal.SIGINT) as signals:
+                # Ctrl-C before the screen takes the keys (a picker, the trust question, a
+                # slow start) ends the start-up, not the process: the terminal is given back.
+                starting = trio.CancelScope()
+                with starting:
+                    root.start_soon(cancel_on_signal, signals, starting)
+                    begun = await _start(runtime, router, options, chat, model_patterns, resume)
+            if starting.cancelled_caught:
+                code = INTERRUPTED
+            elif isinstance(begun, int):
+                code = begun
+            else:
+                notices, scoped = begun
+                for line in (*warnings, *notices):
+                    chat.term.error(line)
+                code = await _serve(runtime, router, scoped, chat)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_SECONDS):
+                await runtime.aclose()  # the session file is complete after this
+            root.cancel_scope.cancel()
+    return code
+
+
+async def _start(
+    runtime: SessionRuntime,
+    router: ModelRouterHandle,
+    options: SessionOptions,
+    chat: TerminalChat,
+    model_patterns: Sequence[str],
+    resume: bool,
+) -> tuple[tuple[str, ...], tuple[ScopedModel, ...]] | int:
+    """The picker (``resume``) and the session's start: the start's notices and the
+    ``--models`` scope (its warnings told), or the exit code when there is nothing to chat
+    with."""
+    if resume:
+        path = await chat.pick_session()
+        if path is None:
+            return 0  # pi: leaving the picker leaves
+        options = attrs.evolve(options, session=str(path))
+    try:
+        with collapse_groups():
+            started = await runtime.start(attrs.evolve(options, trust_asker=chat.ask_trust))
+        scoped, warnings = await resolve_scope(router, model_patterns)
+    except PitrioError as exc:
+        from pitrio.transports.cli_hints import startup_error_text
+
+        chat.term.error(f"Error: {startup_error_text(exc)}")
+        return 1
+    for line in warnings:
+        chat.term.error(line)
+    return tuple(started.notices), scoped
+
+
+def chat_main(
+    options: SessionOptions,
+    prompts: Sequence[str],
+    *,
+    faux: FauxProvider | None = None,
+    model_patterns: Sequence[str] = (),
+    resume: bool = False,
+) -> int:
+    """``pitrio`` on a terminal: chat until Ctrl-D, ``/quit`` or Ctrl-C when idle."""
+    term = stdio_terminal()
+    fd = sys.stdin.fileno()
+    sessions = session_dir(options.cwd or os.getcwd(), override=options.session_dir)
+    with escape_ends_lines(fd) as escape:
+        chat = TerminalChat(term, Keyboard(fd, escape=escape), prompts, sessions=sessions)
+        try:
+            return trio.run(
+                lambda: run_chat(
+                    options, chat, faux=faux, model_patterns=model_patterns, resume=resume
+                )
+            )
+        except Exception as exc:  # a bug: one line, never a traceback (DESIGN.md)
+            from pitrio.transports.rpc.commands import describe
+
+            term.error(f"Error: internal error: {describe(exc)}")
+            return 1

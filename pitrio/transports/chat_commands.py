@@ -1,0 +1,172 @@
+"""The terminal chat's own ``/`` commands, without any I/O: a typed line in, the RPC command
+to send and how to show its answer out.
+
+pi's terminal UI has built-in commands (``/model``, ``/new``, ``/quit``, ...); the chat has
+those of them an RPC command can carry out. Any other ``/`` line goes to the session as a
+prompt, where extension commands, prompt templates and ``/skill:name`` are run as in print
+mode (and an unknown one reaches the model as text, as in pi).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from pitrio.sdk.store import SessionInfo
+
+Shown = Callable[[Mapping[str, Any]], str]
+"""The text shown for a command's response data."""
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+@attrs.frozen
+class LocalCommand:
+    """What one typed command does: ``request`` is sent (none: nothing to send), ``show``
+    renders its response's data; ``text`` is shown at once; ``quit`` ends the chat; ``runs``:
+    the session is busy until the response comes (compaction)."""
+
+    request: dict[str, Any] | None = None
+    show: Shown | None = None
+    text: str = ""
+    quit: bool = False
+    runs: bool = False
+    resume: bool = False
+    """Pick a session of this directory and switch to it (:func:`session_rows`)."""
+
+
+def _model(data: Mapping[str, Any]) -> str:
+    model = data.get("model") if "model" in data else data
+    if not isinstance(model, Mapping):
+        return "(no model)"
+    return f"{model.get('provider')}/{model.get('id')}"
+
+
+def _state_model(data: Mapping[str, Any]) -> str:
+    level = data.get("thinkingLevel")
+    return f"model: {_model(data)}" + (f" (thinking {level})" if level else "")
+
+
+def _stats(data: Mapping[str, Any]) -> str:
+    tokens = data.get("tokens") if isinstance(data.get("tokens"), Mapping) else {}
+    assert isinstance(tokens, Mapping)
+    lines = [
+        f"session: {data.get('sessionId')}",
+        f"file: {data.get('sessionFile') or '(not saved: --no-session)'}",
+        f"messages: {data.get('userMessages', 0)} user, {data.get('assistantMessages', 0)}"
+        f" assistant, {data.get('toolCalls', 0)} tool calls",
+        f"tokens: {tokens.get('input', 0)} in, {tokens.get('output', 0)} out,"
+        f" {tokens.get('cacheRead', 0)} cache read; cost ${float(data.get('cost') or 0):.4f}",
+    ]
+    return "\n".join(lines)
+
+
+def _name(data: Mapping[str, Any]) -> str:
+    name = data.get("sessionName")
+    return f"name: {name}" if name else "the session has no name (/name NAME sets one)"
+
+
+HELP = """\
+/model [provider/id]  show or set the model
+/thinking [level]     show or set the thinking level
+/name [name]          show or set the session's name
+/session              the session's file, id, messages and tokens
+/new                  start a new session
+/resume               pick a session of this folder and continue it
+/compact [text]       compact the context (text: what the summary should keep)
+/quit, /exit          leave (Ctrl-D too)
+Other /commands (extensions, prompt templates, /skill:name) go to the session.
+Esc or Ctrl-C stops a reply; Ctrl-C when idle leaves."""
+
+
+def _with_commands(data: Mapping[str, Any]) -> str:
+    commands = data.get("commands")
+    if not isinstance(commands, list) or not commands:
+        return HELP
+    rows = []
+    for command in commands:
+        if isinstance(command, Mapping):
+            about = command.get("description") or command.get("source") or ""
+            rows.append(f"/{command.get('name')}" + (f"  {about}" if about else ""))
+    return HELP + "\nThe session's commands:\n" + "\n".join(f"  {row}" for row in rows)
+
+
+def parse_command(line: str) -> LocalCommand | None:
+    """The chat command ``line`` is (``None``: it is not one of the chat's own)."""
+    text = line.strip()
+    if not text.startswith("/"):
+        return None
+    name, _, rest = text[1:].partition(" ")
+    arg = rest.strip()
+    if name in ("quit", "exit"):
+        return LocalCommand(quit=True)
+    if name == "help":
+        return LocalCommand({"type": "get_commands"}, _with_commands)
+    if name == "model":
+        if not arg:
+            return LocalCommand({"type": "get_state"}, _state_model)
+        provider, slash, model_id = arg.partition("/")
+        if not slash or not provider or not model_id:
+            return LocalCommand(text="Usage: /model provider/id (e.g. /model faux/faux-1)")
+        chosen = {"type": "set_model", "provider": provider, "modelId": model_id}
+        return LocalCommand(chosen, lambda data: f"model: {_model(data)}")
+    if name == "thinking":
+        if not arg:
+            return LocalCommand({"type": "get_state"}, _state_model)
+        if arg not in THINKING_LEVELS:
+            return LocalCommand(text=f"Usage: /thinking {'|'.join(THINKING_LEVELS)}")
+        level = {"type": "set_thinking_level", "level": arg}
+        return LocalCommand(level, lambda data: f"thinking: {arg}")
+    if name == "name":
+        if not arg:
+            return LocalCommand({"type": "get_state"}, _name)
+        return LocalCommand({"type": "set_session_name", "name": arg}, lambda _: f"name: {arg}")
+    if name == "session":
+        return LocalCommand({"type": "get_session_stats"}, _stats)
+    if name == "new":
+        return LocalCommand({"type": "new_session"}, _new)
+    if name == "resume":
+        return LocalCommand(resume=True)
+    if name == "compact":
+        request: dict[str, Any] = {"type": "compact"}
+        if arg:
+            request["customInstructions"] = arg
+        # The compaction's own frames tell how it went.
+        return LocalCommand(request, lambda _: "", runs=True)
+    return None
+
+
+def _new(data: Mapping[str, Any]) -> str:
+    if data.get("cancelled"):
+        return "(an extension kept the current session)"
+    return "(a new session)"
+
+
+PICK_MOST = 20
+"""Sessions the picker lists (the newest)."""
+TITLE_CHARS = 60
+
+
+def session_rows(sessions: Sequence[SessionInfo]) -> str:
+    """The picker's numbered list: when, how many messages, the name or first prompt."""
+    rows = []
+    for number, info in enumerate(sessions[:PICK_MOST], 1):
+        title = info.name or info.first_message.replace("\n", " ") or "(no messages)"
+        if len(title) > TITLE_CHARS:
+            title = title[: TITLE_CHARS - 1] + "…"
+        stamp = info.modified.astimezone().strftime("%Y-%m-%d %H:%M")
+        rows.append(f"  {number}. {stamp}  {info.message_count:3d} msgs  {title}\n")
+    return "".join(rows)
+
+
+def picked(line: str | None, count: int) -> int | str | None:
+    """A line typed at the picker: the 0-based index chosen, ``None`` to cancel (an empty
+    line, end of input), or the hint to show when it is no choice."""
+    text = (line or "").strip().rstrip("\x1b")
+    if line is None or line.endswith("\x1b") or not text:
+        return None
+    if text.isdigit() and 1 <= int(text) <= count:
+        return int(text) - 1
+    return f"Enter a number from 1 to {count} (Enter: cancel): "

@@ -1,0 +1,135 @@
+"""The terminal chat's own ``/`` commands and session picker, without a terminal, and the
+in-memory pipe the chat's RPC server talks through."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from trio_websocket import ConnectionClosed
+
+from pitrio.sdk.store import SessionInfo
+from pitrio.transports.chat import RpcLink, byte_pipe
+from pitrio.transports.chat_commands import PICK_MOST, parse_command, picked, session_rows
+
+
+@pytest.mark.parametrize(
+    ("line", "sent"),
+    [
+        ("/model faux/faux-1", {"type": "set_model", "provider": "faux", "modelId": "faux-1"}),
+        ("/model", {"type": "get_state"}),
+        ("/thinking high", {"type": "set_thinking_level", "level": "high"}),
+        ("/name  my  chat ", {"type": "set_session_name", "name": "my  chat"}),
+        ("/session", {"type": "get_session_stats"}),
+        ("/new", {"type": "new_session"}),
+        ("/compact keep the plan", {"type": "compact", "customInstructions": "keep the plan"}),
+        ("/help", {"type": "get_commands"}),
+    ],
+)
+def test_the_chats_commands_are_rpc_commands(line: str, sent: dict[str, str]) -> None:
+    parsed = parse_command(line)
+    assert parsed is not None and parsed.request == sent
+
+
+@pytest.mark.parametrize("line", ["hello", "/stats", "/skill:lint", "/greet Ada", " / x"])
+def test_other_lines_go_to_the_session(line: str) -> None:
+    assert parse_command(line) is None
+
+
+def test_commands_that_send_nothing() -> None:
+    assert parse_command("/quit") == parse_command("/exit")
+    assert parse_command("/quit").quit  # type: ignore[union-attr]
+    assert parse_command("/resume").resume  # type: ignore[union-attr]
+    wrong = parse_command("/model faux-1")
+    assert wrong is not None and wrong.request is None and wrong.text.startswith("Usage: /model")
+    level = parse_command("/thinking loud")
+    assert level is not None and level.request is None and "max" in level.text
+
+
+def test_answers_are_told_in_a_line() -> None:
+    model = parse_command("/model")
+    assert model is not None and model.show is not None
+    shown = model.show({"model": {"provider": "faux", "id": "faux-1"}, "thinkingLevel": "off"})
+    assert shown == "model: faux/faux-1 (thinking off)"
+    stats = parse_command("/session")
+    assert stats is not None and stats.show is not None
+    told = stats.show({"sessionId": "s1", "userMessages": 2, "tokens": {"input": 7}, "cost": 0.5})
+    assert "session: s1" in told and "2 user" in told and "7 in" in told and "$0.5000" in told
+    assert "(not saved: --no-session)" in told
+
+
+def _info(name: str | None, first: str, minutes: int) -> SessionInfo:
+    stamp = datetime.datetime(2026, 1, 2, 3, minutes, tzinfo=datetime.UTC)
+    return SessionInfo(
+        path=Path(f"/s/{minutes}.jsonl"),
+        id=str(minutes),
+        cwd="/w",
+        name=name,
+        parent_session_path=None,
+        created=stamp,
+        modified=stamp,
+        message_count=minutes,
+        first_message=first,
+        all_messages_text=first,
+    )
+
+
+def test_the_picker_numbers_sessions_by_name_or_first_prompt() -> None:
+    rows = session_rows([_info("named", "ignored", 5), _info(None, "line one\nline two", 4)])
+    lines = rows.splitlines()
+    assert lines[0].startswith("  1. ") and lines[0].endswith("  5 msgs  named")
+    assert lines[1].endswith("  4 msgs  line one line two")
+    long = session_rows([_info(None, "x" * 100, 1)] * (PICK_MOST + 5))
+    assert len(long.splitlines()) == PICK_MOST
+    assert long.splitlines()[0].endswith("x" * 59 + "…")
+
+
+def test_the_pickers_answers() -> None:
+    assert picked("2", 3) == 1
+    assert picked(" 1 ", 3) == 0
+    assert picked("", 3) is None
+    assert picked(None, 3) is None
+    assert picked("2\x1b", 3) is None  # Esc cancels
+    assert picked("4", 3) == "Enter a number from 1 to 3 (Enter: cancel): "
+    assert picked("two", 3) == "Enter a number from 1 to 3 (Enter: cancel): "
+
+
+async def test_the_pipe_carries_lines_both_ways_and_tells_its_end() -> None:
+    to_server, server_in = byte_pipe(2)
+    server_out, from_server = byte_pipe(2)
+    link = RpcLink(to_server, from_server)
+    await link.send_message('{"type":"get_state"}')
+    assert await server_in.receive_some(5) == b'{"typ'
+    assert await server_in.receive_some() == b'e":"get_state"}\n'
+    await server_out.send_all(b'{"a":1}\n{"b"')
+    await server_out.send_all(b":2}\n")
+    assert await link.get_message() == b'{"a":1}'
+    assert await link.get_message() == b'{"b":2}'
+    await server_out.aclose()
+    with pytest.raises(ConnectionClosed):
+        await link.get_message()
+    await link.aclose()
+    assert await server_in.receive_some() == b""  # the server sees the end of its input
+    with pytest.raises(ConnectionClosed):
+        await link.send_message("{}")
+
+
+async def test_a_full_pipe_makes_its_writer_wait() -> None:
+    writer, reader = byte_pipe(1)
+    await writer.send_all(b"one")
+    sent = trio.Event()
+
+    async def second() -> None:
+        await writer.send_all(b"two")
+        sent.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not sent.is_set()  # waits for room: nothing dropped, nothing grows
+        assert await reader.receive_some() == b"one"
+        await sent.wait()
+    assert await reader.receive_some() == b"two"
