@@ -12,7 +12,8 @@ these re-exports follow.
 * :mod:`.store`: where sessions live on disk, listing, resolving, checking and repairing them.
 * :mod:`.tools`: the tool executor's ledger of process groups (reaped at daemon start).
 * :mod:`.streams`: reading a transport's input stream.
-* :mod:`.mcp`: the ``--mcp-config`` flag of the command line (MCP servers, issue 26).
+* :mod:`.mcp`: the ``--mcp-config`` flag of the command line (MCP servers, issue 26);
+  :mod:`.mcp_manage`: ``mcp.json`` files and server checks for ``pitrio mcp`` (issue 35).
 * :mod:`.postgres` and :mod:`.trace` load optional or rarely needed code: import them inside
   the function that needs them, as the transports do, so a plain start never pays for them.
 

@@ -38,6 +38,7 @@ SUBCOMMAND_ENTRIES = {
     "login": ("pitrio.transports.login_cli", "login_main"),
     "auth": ("pitrio.transports.auth_cli", "auth_main"),
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
+    "mcp": ("pitrio.transports.mcp_cli", "run_mcp_command"),
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""
 

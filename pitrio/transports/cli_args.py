@@ -52,6 +52,7 @@ SUBCOMMANDS = (
     Subcommand("trace", "summarise, draw or replay a trace recorded with --trace"),
     Subcommand("auth", "log in or out, print a provider's key or token, check it (as pi auth)"),
     Subcommand("login", "the same as pitrio auth login"),
+    Subcommand("mcp", "add, remove or check the MCP servers of mcp.json (as pi mcp)"),
     Subcommand("db", "migrate the PostgreSQL session database, or show its schema version"),
     Subcommand("completion", "print the bash or zsh completion script"),
 )

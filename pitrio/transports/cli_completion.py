@@ -30,6 +30,7 @@ _PARSERS = {
     "db": "pitrio.transports.db_cli",
     "login": "pitrio.transports.login_cli",
     "auth": "pitrio.transports.auth_cli",
+    "mcp": "pitrio.transports.mcp_cli",
 }
 """The module whose ``build_parser()`` gives each subcommand's arguments."""
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from pitrio.messages.collation import collation_key
 from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouter, RouterConfig
 
@@ -40,33 +41,6 @@ def fuzzy_match(query: str, text: str) -> bool:
                 return False
             position += 1
     return True
-
-
-_PUNCTUATION = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$"
-"""ASCII punctuation and symbols in the Unicode collation's root order (before digits)."""
-
-
-def collation_key(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """A sort key that orders ASCII text as JavaScript's ``localeCompare`` does (the Unicode
-    collation's root order, which pi's model list uses): whitespace, punctuation, digits,
-    then letters regardless of case; case decides only between otherwise equal strings
-    (lower first). Other characters follow, by code point."""
-    primary: list[int] = []
-    case: list[int] = []
-    for char in text:
-        if char.isspace():
-            weight = 0
-        elif (index := _PUNCTUATION.find(char)) >= 0:
-            weight = 1 + index
-        elif "0" <= char <= "9":
-            weight = 100 + ord(char)
-        elif char.isascii() and char.isalpha():
-            weight = 200 + ord(char.lower())
-        else:
-            weight = 1000 + ord(char)
-        primary.append(weight)
-        case.append(1 if char.isupper() else 0)
-    return tuple(primary), tuple(case)
 
 
 def models_table(models: Sequence[Model]) -> list[str]:

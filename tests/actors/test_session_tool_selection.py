@@ -8,6 +8,7 @@ from pitrio.actors.session.tool_selection import (
     ToolListError,
     default_selection,
     matches,
+    registered,
     select_tools,
     tool_list_error,
 )
@@ -29,12 +30,14 @@ def test_default_selection_and_no_builtin_tools() -> None:
     assert pick(no_tools=True, tools=["read"]) == []
 
 
-def test_allowlist_keeps_entry_order_and_mcp_tools() -> None:
-    assert pick(tools=["ls", "read"]) == ["ls", "read", *MCP]
-    # "*i*" matches mcp__git__log too; no entry starts with mcp__, so every MCP tool stays.
-    assert pick(tools=["ls", "*i*"]) == ["ls", "edit", "write", "find", *MCP]
-    assert pick(tools=["read", "mcp__git__*"]) == ["read", "mcp__git__log"]  # filters MCP
-    assert pick(tools=["nosuch"]) == list(MCP)
+def test_allowlist_keeps_entry_order_and_declares_only_the_mcp_tools_it_matches() -> None:
+    # pi 1.6.0 keeps unmatched MCP tools for codemode and tool_search only, never declared
+    # (tests/interop/test_pi_mcp.py checks it against real pi).
+    assert pick(tools=["ls", "read"]) == ["ls", "read"]
+    # "*i*" matches mcp__git__log too.
+    assert pick(tools=["ls", "*i*"]) == ["ls", "edit", "write", "find", "mcp__git__log"]
+    assert pick(tools=["read", "mcp__git__*"]) == ["read", "mcp__git__log"]
+    assert pick(tools=["nosuch"]) == []
 
 
 def test_edit_lists_change_the_default_selection() -> None:
@@ -78,3 +81,12 @@ def test_default_tools_setting() -> None:
     assert pick(tools=None, exclude=()) != pick(tools=["+find"])
     got = select_tools(builtin=BUILTIN, defaults=defaults, extra=EXTRA, tools=["+find"])
     assert got == ["ls", "read", "todo", "find"]  # the setting's order is kept
+
+
+def test_which_mcp_tools_stay_registered_for_tool_search() -> None:
+    assert registered("mcp__git__log", None)
+    assert registered("mcp__git__log", ["read"])  # no mcp__ entry: every MCP tool stays
+    assert not registered("mcp__git__log", ["read", "mcp__web__*"])
+    assert registered("mcp__web__fetch", ["read", "mcp__web__*"])
+    assert not registered("mcp__web__fetch", None, ["mcp__web__*"])
+    assert registered("mcp__web__fetch", ["+read"])

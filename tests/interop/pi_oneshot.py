@@ -194,16 +194,23 @@ def both_agents(
         shutil.rmtree(base, ignore_errors=True)
 
 
+def pi_outcomes(
+    cases: Sequence[C], run: Callable[[C, str, Path], R], prefix: str
+) -> Iterator[dict[tuple[str, str], R]]:
+    """A module fixture's body: :func:`both_agents` over ``cases``, or the module skipped
+    (why) when real pi 1.6.0 cannot be installed."""
+    _node, cli, why = find_pi()
+    if cli is None:
+        pytest.skip(why)
+    with both_agents(cases, run, prefix) as done:
+        yield done
+
+
 def outcomes_fixture(cases: Sequence[C], run: Callable[[C, str, Path], R], prefix: str) -> Any:
-    """A module-scoped fixture giving :func:`both_agents`' outcomes of ``cases`` (skipped,
-    with the reason, where pi 1.6.0 cannot run). Use: ``outcomes = outcomes_fixture(...)``."""
+    """A module-scoped fixture of :func:`pi_outcomes` (``outcomes = outcomes_fixture(...)``)."""
 
     @pytest.fixture(scope="module")
     def outcomes() -> Iterator[dict[tuple[str, str], R]]:
-        _node, cli, why = find_pi()
-        if cli is None:
-            pytest.skip(why)
-        with both_agents(cases, run, prefix) as done:
-            yield done
+        yield from pi_outcomes(cases, run, prefix)
 
     return outcomes

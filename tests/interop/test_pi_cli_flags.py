@@ -18,10 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pi_outcomes, pitrio_argv, run_print
 
-_NODE, _CLI, WHY = find_pi()
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 MODELS = {
     "providers": {
@@ -255,10 +253,7 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, Any]:
 
 @pytest.fixture(scope="module")
 def outcomes() -> Iterator[dict[tuple[str, str], tuple[OneShot, Any]]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run_case, "pitrio-cli-flags-") as done:
-        yield done
+    yield from pi_outcomes(CASES, run_case, "pitrio-cli-flags-")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

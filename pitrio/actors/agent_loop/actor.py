@@ -383,6 +383,7 @@ class AgentLoop(Actor[AgentCommand]):
                 hooks=self._hooks,
                 forced_system_prompt=self._forced_system_prompt,
                 system_replay=self._system_replay,
+                current_tools=None if self._tools is None else self._tools.active_tools,
             )
             run = LoopRun(
                 config,

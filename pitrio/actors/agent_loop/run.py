@@ -95,6 +95,10 @@ class RunConfig:
     """Sent instead of the transcript's prompt (an extension's ``before_agent_start``)."""
     system_replay: SystemReplay = attrs.field(factory=SystemReplay)
     """The transcript's system messages replayed, kept between requests (and runs)."""
+    current_tools: Callable[[], Awaitable[tuple[AgentTool, ...]]] | None = None
+    """The active tools now: read again before each later request of the run, so a tool set
+    changed during the run (``tool_search`` loading tools) counts from the next request, as
+    pi 1.6.0 applies a changed tool set at the next turn."""
 
 
 class RunContext:
@@ -228,6 +232,7 @@ class LoopRun:
                     first_turn = False
                 else:
                     await self._emit(TurnStart())
+                    await self._refresh_tools()
                 # Before each request, tools the agent can run that the transcript does not
                 # declare (or declares otherwise) are declared (pi's declareToolChanges).
                 for message in self._declare_tools(pending):
@@ -267,6 +272,15 @@ class LoopRun:
                 break
             pending = follow_ups
         await self._end()
+
+    async def _refresh_tools(self) -> None:
+        """Take the active tools again (only a changed set makes a new config)."""
+        current = self.config.current_tools
+        if current is None:
+            return
+        tools = await current()
+        if tools != self.config.tools:
+            self.config = attrs.evolve(self.config, tools=tools)
 
     def _declare_tools(self, pending: Sequence[AgentMessage]) -> list[AgentMessage]:
         """``pending`` with the tool set's changes declared on a ``system`` message."""

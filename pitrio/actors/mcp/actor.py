@@ -20,6 +20,7 @@ without a round trip (:mod:`pitrio.actors.latest`).
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
@@ -35,8 +36,9 @@ from mcp.shared.message import SessionMessage
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
-from pitrio.actors.mcp.config import McpServerConfig
+from pitrio.actors.mcp.config import McpServerConfig, expand_home
 from pitrio.actors.mcp.state import McpServerError, McpServerState, ServerStatus
+from pitrio.actors.mcp.values import resolve_values
 from pitrio.errors import PitrioError, unwrap_group
 from pitrio.messages.ostext import check_environment, check_os_text, check_os_texts
 
@@ -54,6 +56,10 @@ class Connection:
     session: ClientSession
     tools: tuple[mcp_types.Tool, ...]
     generation: int
+    instructions: str | None = None
+    """What the server said of itself when it connected (the prompt's server summary)."""
+    has_resources: bool = False
+    """Whether it offers resources (the resource tools reach it)."""
 
 
 @attrs.frozen
@@ -130,19 +136,23 @@ async def open_transport(
     config: McpServerConfig, cwd: str, errlog: IO[bytes] | None
 ) -> AsyncIterator[TransportStreams]:
     """The server's message streams: a spawned stdio process or a streamable-HTTP session."""
+    what = f'MCP server "{config.name}"'
     if config.transport == "stdio":
         from mcp import StdioServerParameters, stdio_client
 
+        command = expand_home(config.command)
+        args = [expand_home(arg) for arg in config.args]
+        env = await resolve_values(config.env, f"{what} env")
         # Refused here with the field named, not deep in the SDK's spawn.
-        check_os_texts([config.command, *config.args], f"MCP server {config.name} argument")
-        check_environment(config.env, f"MCP server {config.name} environment")
+        check_os_texts([command, *args], f"MCP server {config.name} argument")
+        check_environment(env, f"MCP server {config.name} environment")
         if config.cwd:
             check_os_text(config.cwd, f"MCP server {config.name} cwd")
         params = StdioServerParameters(
-            command=config.command,
-            args=list(config.args),
-            env=dict(config.env) or None,
-            cwd=config.cwd or cwd,
+            command=command,
+            args=args,
+            env=env or None,
+            cwd=os.path.join(cwd, expand_home(config.cwd or ".")),
         )
         # The SDK passes errlog to the subprocess as its stderr: it needs a real file.
         async with stdio_client(params, errlog=errlog) as streams:  # type: ignore[arg-type]
@@ -151,8 +161,9 @@ async def open_transport(
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        headers = await resolve_values(config.headers, f"{what} header")
         async with (
-            create_mcp_http_client(headers=dict(config.headers)) as client,
+            create_mcp_http_client(headers=headers) as client,
             streamable_http_client(config.url, http_client=client) as streams,
         ):
             yield streams
@@ -256,11 +267,18 @@ class McpActor(Actor[McpCommand]):
                             self._relay, slot, generation, read, relay_send, ended, errlog
                         )
                         async with ClientSession(relay_recv, write, client_info=CLIENT_INFO) as s:
-                            await s.initialize()
+                            hello = await s.initialize()
                             tools = await list_all_tools(s)
                             start_scope.deadline = math.inf
                             started = True
-                            live = Connection(config.name, s, tools, generation)
+                            live = Connection(
+                                config.name,
+                                s,
+                                tools,
+                                generation,
+                                instructions=hello.instructions,
+                                has_resources=hello.capabilities.resources is not None,
+                            )
                             self._running(slot, generation, live)
                             await ended.wait()
                         inner.cancel_scope.cancel()

@@ -1,18 +1,27 @@
-"""``mcpServers`` configuration: files, merging by server name, per-server time limits.
+"""``mcp.json`` as pi 1.6.0 reads it: files, the entry schema, project overrides, merging.
 
-The format is Claude Desktop's and Cursor's: ``{"mcpServers": {"<name>": {...}}}`` where an
-entry is either a stdio server (``command``, ``args``, ``env``, optional ``cwd``) or a
-streamable-HTTP one (``url``, ``headers``); ``"type"`` may say ``"stdio"`` or ``"http"``
-(``"streamable-http"`` too) and is otherwise inferred. pitrio adds ``disabled``,
-``startupTimeoutMs`` and ``callTimeoutMs`` per server; ``${VAR}`` and ``${VAR:-default}`` in
-``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` read the environment.
+Files, in order: ``<agentDir>/mcp.json`` (scope ``global``), the project's ``mcp.json`` in its
+config dir (``.pitrio``, and ``.pi`` for pi's agent dir; scope ``project``, read only when the
+project is trusted), then each ``--mcp-config FILE`` (scope ``cli``, pitrio's). An entry
+replaces an earlier one of the same name. A ``project`` or ``cli`` entry without ``command``,
+``url`` and ``type`` is an override: it may set only ``enabled``, ``exposure`` and
+``toolExposure`` of the server defined earlier and keeps the rest (credentials included).
 
-Files, later ones replacing earlier entries of the same name: ``<agentDir>/mcp.json``, the
-project's ``<cwd>/.pitrio/mcp.json``, then each ``--mcp-config FILE`` in order. The default
-time limits come from ``settings.json`` (``mcp.startupTimeoutMs``, ``mcp.callTimeoutMs``).
+An entry is a stdio server (``command``, ``args``, ``env``, ``cwd``) or a streamable-HTTP
+one (``url``, ``headers``, ``oauth``); ``type`` may say ``stdio``, ``http`` or
+``streamable-http`` (``sse`` is refused). Both take ``timeout`` (seconds), ``enabled``,
+``exposure`` / ``toolExposure`` (:mod:`.naming`) and ``description``. A file may set
+``autoEnableCodemode`` beside ``mcpServers`` (a later file's value wins). ``env`` and
+``headers`` values are ``${VAR}`` templates or ``!command`` values, resolved when the server
+is started (:mod:`.values`); a leading ``~/`` in ``command``, an argument or ``cwd`` is the
+home directory, and a relative ``cwd`` is the session's.
 
-Parsing is pure (:func:`parse_servers`); a bad entry is a problem naming its file and server,
-and only that entry is left out. Reading files is :func:`load_mcp_config`.
+pitrio's earlier fields still work: ``disabled: true`` (``enabled: false``), and the time
+limits ``startupTimeoutMs`` / ``callTimeoutMs`` (with the ``settings.json`` defaults
+``mcp.startupTimeoutMs`` / ``mcp.callTimeoutMs``); ``timeout`` sets both.
+
+Parsing is pure (:func:`parse_file`); a bad entry is a problem naming its file and server and
+only that entry is left out. Reading files is :func:`load_mcp_config`.
 """
 
 from __future__ import annotations
@@ -23,20 +32,24 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 import orjson
 
+from pitrio.actors.mcp.naming import EXPOSURE_ALIASES, EXPOSURES, Exposure, mcp_namespace
 from pitrio.errors import PitrioError
 
 CONFIG_FILE = "mcp.json"
-PROJECT_DIR = ".pitrio"
+PROJECT_DIRS = (".pitrio",)
 DEFAULT_STARTUP_TIMEOUT_MS = 30_000
 DEFAULT_CALL_TIMEOUT_MS = 300_000
+OVERRIDE_KEYS = ("enabled", "exposure", "toolExposure")
 
 Transport = Literal["stdio", "http"]
+Scope = Literal["global", "project", "cli"]
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class McpConfigError(PitrioError, ValueError):
@@ -45,30 +58,50 @@ class McpConfigError(PitrioError, ValueError):
 
 @attrs.frozen(kw_only=True)
 class McpServerConfig:
-    """One configured MCP server."""
+    """One configured MCP server (enabled or not)."""
 
     name: str
     source: str
-    """The file it was read from (for messages)."""
+    """The file that defines it (for messages)."""
+    scope: Scope = "global"
     transport: Transport
     command: str = ""
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
+    """As written: templates and ``!command`` values are resolved when the server starts."""
     cwd: str | None = None
     url: str = ""
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    """As written, like :attr:`env`."""
+    enabled: bool = True
+    exposure: Exposure | None = None
+    """The server's ``exposure`` (``None``: unset, which is ``codemode``)."""
+    tool_exposure: tuple[tuple[str, Exposure], ...] = ()
+    """``toolExposure`` entries in the file's order."""
+    description: str | None = None
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_MS / 1000
     """Seconds from spawning (or connecting) to a listed tool set."""
     call_timeout: float = DEFAULT_CALL_TIMEOUT_MS / 1000
     """Seconds a tool call may take before it is cancelled (on the server too)."""
+    override: str | None = None
+    """The file whose override entry changed ``enabled`` / exposure, if one did."""
+    entry: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    """The entry as written (an override is merged into it)."""
 
 
 @attrs.frozen
 class McpConfig:
-    """The effective servers (in first-seen order) and what could not be used."""
+    """The servers (disabled ones too, in first-seen order) and what could not be used."""
 
     servers: tuple[McpServerConfig, ...] = ()
     problems: tuple[str, ...] = ()
+    auto_enable_codemode: bool | None = None
+    """``autoEnableCodemode`` of the last file that sets it (``None``: unset, meaning true)."""
+
+    @property
+    def enabled(self) -> tuple[McpServerConfig, ...]:
+        """The servers to connect."""
+        return tuple(server for server in self.servers if server.enabled)
 
 
 @attrs.frozen
@@ -79,16 +112,11 @@ class TimeLimits:
     call_ms: float = DEFAULT_CALL_TIMEOUT_MS
 
 
-def expand(text: str, environ: Mapping[str, str]) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` replaced from ``environ`` (unset: empty or default)."""
-
-    def value(match: re.Match[str]) -> str:
-        found = environ.get(match.group(1))
-        if found:
-            return found
-        return match.group(2) if match.group(2) is not None else (found or "")
-
-    return _VARIABLE.sub(value, text)
+def expand_home(value: str, home: str | None = None) -> str:
+    """``~`` and ``~/...`` as the home directory, as a shell would."""
+    if value == "~" or value.startswith("~/"):
+        return (home or os.path.expanduser("~")) + value[1:]
+    return value
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:
@@ -103,94 +131,179 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
-def _timeout(entry: Mapping[str, Any], key: str, default_ms: float) -> float:
+def _millis(entry: Mapping[str, Any], key: str, default_ms: float) -> float:
     value = entry.get(key, default_ms)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"{key} must be a positive number of milliseconds")
     return float(value) / 1000
 
 
-def _server(
-    name: str, entry: Any, source: str, limits: TimeLimits, environ: Mapping[str, str]
-) -> McpServerConfig | None:
-    """One entry, or ``None`` when it is disabled; raises ``ValueError`` naming the problem."""
-    if not isinstance(entry, dict):
-        raise ValueError("must be an object")
-    if entry.get("disabled") is True:
-        return None
-    kind = entry.get("type")
-    if kind is None:
-        kind = "http" if "url" in entry and "command" not in entry else "stdio"
-    if kind == "streamable-http":
-        kind = "http"
-    if kind not in ("stdio", "http"):
-        raise ValueError(f"type {kind!r} is not supported (stdio or http)")
-    common: dict[str, Any] = {
-        "name": name,
-        "source": source,
-        "startup_timeout": _timeout(entry, "startupTimeoutMs", limits.startup_ms),
-        "call_timeout": _timeout(entry, "callTimeoutMs", limits.call_ms),
-    }
-    if kind == "http":
-        url = entry.get("url")
-        if not isinstance(url, str) or not url:
-            raise ValueError("url must be a non-empty string")
-        headers = _string_map(entry.get("headers", {}), "headers")
-        return McpServerConfig(
-            transport="http",
-            url=expand(url, environ),
-            headers={key: expand(value, environ) for key, value in headers.items()},
-            **common,
+def _exposure(value: Any, what: str) -> Exposure:
+    value = EXPOSURE_ALIASES.get(value, value) if isinstance(value, str) else value
+    if value not in EXPOSURES:
+        raise ValueError(f"{what} must be one of {', '.join(EXPOSURES)}")
+    exposure: Exposure = value
+    return exposure
+
+
+def _exposures(entry: Mapping[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if entry.get("exposure") is not None:
+        found["exposure"] = _exposure(entry["exposure"], "exposure")
+    overrides = entry.get("toolExposure")
+    if overrides is not None:
+        if not isinstance(overrides, dict):
+            raise ValueError("toolExposure must be an object of tool names to exposures")
+        found["tool_exposure"] = tuple(
+            (tool, _exposure(value, f"toolExposure {tool!r}")) for tool, value in overrides.items()
         )
-    command = entry.get("command")
-    if not isinstance(command, str) or not command:
-        raise ValueError("command must be a non-empty string")
+    return found
+
+
+def _common(entry: Mapping[str, Any], limits: TimeLimits) -> dict[str, Any]:
+    """The fields both transports share."""
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ValueError("enabled must be true or false")
+    description = entry.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ValueError("description must be a string")
+    timeout = entry.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise ValueError("timeout must be a positive number of seconds")
+    common: dict[str, Any] = {
+        "enabled": enabled and entry.get("disabled") is not True,
+        "description": description,
+        "startup_timeout": _millis(entry, "startupTimeoutMs", limits.startup_ms),
+        "call_timeout": _millis(entry, "callTimeoutMs", limits.call_ms),
+        **_exposures(entry),
+    }
+    if timeout is not None:  # pi's one per-request limit: the start-up and each call
+        common["startup_timeout"] = common["call_timeout"] = float(timeout)
+    return common
+
+
+def _http(entry: Mapping[str, Any], url: str) -> dict[str, Any]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("url must be an http or https URL")
+    oauth = entry.get("oauth")
+    if oauth is not None and not isinstance(oauth, dict):
+        raise ValueError("oauth must be an object")
+    headers = _string_map(entry.get("headers", {}), "headers")
+    return {"transport": "http", "url": url, "headers": headers}
+
+
+def _stdio(entry: Mapping[str, Any], command: str) -> dict[str, Any]:
     cwd = entry.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise ValueError("cwd must be a string")
-    env = _string_map(entry.get("env", {}), "env")
-    return McpServerConfig(
-        transport="stdio",
-        command=expand(command, environ),
-        args=tuple(expand(arg, environ) for arg in _strings(entry.get("args", []), "args")),
-        env={key: expand(value, environ) for key, value in env.items()},
-        cwd=None if cwd is None else expand(cwd, environ),
-        **common,
+    return {
+        "transport": "stdio",
+        "command": command,
+        "args": _strings(entry.get("args", []), "args"),
+        "env": _string_map(entry.get("env", {}), "env"),
+        "cwd": cwd,
+    }
+
+
+def parse_server(
+    name: str, entry: Any, source: str, scope: Scope = "global", limits: TimeLimits = TimeLimits()
+) -> McpServerConfig:
+    """One entry; raises ``ValueError`` saying what is wrong with it."""
+    if not _SERVER_NAME.fullmatch(name):
+        raise ValueError("a server name may only have letters, digits, '_' and '-'")
+    if not isinstance(entry, dict):
+        raise ValueError("must be an object")
+    common = _common(entry, limits)
+    kind, url, command = entry.get("type"), entry.get("url"), entry.get("command")
+    if kind == "sse":
+        raise ValueError("the SSE transport is not supported (use its streamable-HTTP URL)")
+    if isinstance(url, str) and kind in (None, "http", "streamable-http"):
+        fields = _http(entry, url)
+    elif isinstance(command, str) and command and kind in (None, "stdio"):
+        fields = _stdio(entry, command)
+    else:
+        raise ValueError('needs "command" (a stdio server) or "url" (a streamable-HTTP server)')
+    return McpServerConfig(name=name, source=source, scope=scope, entry=entry, **fields, **common)
+
+
+def is_override(entry: Mapping[str, Any]) -> bool:
+    """An entry that only changes a server defined earlier: no ``command``, ``url``, ``type``."""
+    return all(key not in entry for key in ("command", "url", "type"))
+
+
+@attrs.define
+class _Merge:
+    """The servers read so far, by name, and the problems."""
+
+    limits: TimeLimits
+    servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
+    problems: list[str] = attrs.field(factory=list)
+    auto_enable_codemode: bool | None = None
+
+    def read(self, data: Any, source: str, scope: Scope) -> None:
+        """Take in one file's JSON."""
+        if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+            self.problems.append(f"{source}: must be a JSON object with an mcpServers object")
+            return
+        auto = data.get("autoEnableCodemode")
+        if isinstance(auto, bool):
+            self.auto_enable_codemode = auto
+        elif auto is not None:
+            self.problems.append(f"{source}: autoEnableCodemode must be true or false")
+        for name, entry in data.get("mcpServers", {}).items():
+            try:
+                self._entry(name, entry, source, scope)
+            except ValueError as exc:
+                self.problems.append(f"{source}: MCP server {name}: {exc}")
+
+    def _entry(self, name: str, entry: Any, source: str, scope: Scope) -> None:
+        if scope != "global" and isinstance(entry, dict) and is_override(entry):
+            base = self.servers.get(name)
+            if base is None:
+                raise ValueError('needs "command" or "url", or an earlier server to override')
+            extra = [key for key in entry if key not in OVERRIDE_KEYS]
+            if extra:
+                raise ValueError(f"an override may only set {', '.join(OVERRIDE_KEYS)}")
+            merged = parse_server(
+                name, {**base.entry, **entry}, base.source, base.scope, self.limits
+            )
+            self.servers[name] = attrs.evolve(merged, override=source)
+            return
+        server = parse_server(name, entry, source, scope, self.limits)
+        clash = next(
+            (
+                other
+                for other in self.servers
+                if other != name and mcp_namespace(other) == mcp_namespace(name)
+            ),
+            None,
+        )
+        if clash is not None:
+            raise ValueError(f"its name clashes with server {clash} ('-' and '_' are the same)")
+        self.servers[name] = server  # a replaced entry keeps its place (pi's Map)
+
+
+def parse_file(
+    data: Any, source: str, scope: Scope = "global", limits: TimeLimits = TimeLimits()
+) -> McpConfig:
+    """One file's servers and problems (overrides need an earlier file: see :func:`merge_files`)."""
+    return merge_files([(data, source, scope)], limits)
+
+
+def merge_files(
+    files: Sequence[tuple[Any, str, Scope]], limits: TimeLimits = TimeLimits()
+) -> McpConfig:
+    """The servers of several files' JSON, later entries replacing earlier ones by name."""
+    merge = _Merge(limits)
+    for data, source, scope in files:
+        merge.read(data, source, scope)
+    return McpConfig(
+        tuple(merge.servers.values()), tuple(merge.problems), merge.auto_enable_codemode
     )
-
-
-def parse_servers(
-    data: Any,
-    source: str,
-    limits: TimeLimits = TimeLimits(),
-    environ: Mapping[str, str] | None = None,
-) -> tuple[dict[str, McpServerConfig | None], list[str]]:
-    """The entries of one file's JSON (``None`` for a disabled one) and its problems."""
-    environ = os.environ if environ is None else environ
-    if not isinstance(data, dict):
-        return {}, [f"{source}: must be a JSON object with an mcpServers object"]
-    servers = data.get("mcpServers", {})
-    if not isinstance(servers, dict):
-        return {}, [f"{source}: mcpServers must be an object"]
-    found: dict[str, McpServerConfig | None] = {}
-    problems: list[str] = []
-    for name, entry in servers.items():
-        if not name.strip():
-            problems.append(f"{source}: an MCP server name must not be empty")
-            continue
-        try:
-            found[name] = _server(name, entry, source, limits, environ)
-        except ValueError as exc:
-            problems.append(f"{source}: MCP server {name}: {exc}")
-    return found, problems
-
-
-def merge(layers: Sequence[Mapping[str, McpServerConfig | None]]) -> tuple[McpServerConfig, ...]:
-    """Later layers replace earlier entries by name; a disabled entry removes the server."""
-    merged: dict[str, McpServerConfig | None] = {}
-    for layer in layers:
-        merged.update(layer)
-    return tuple(server for server in merged.values() if server is not None)
 
 
 def limits_from_settings(mcp_settings: Any) -> TimeLimits:
@@ -210,7 +323,7 @@ def limits_from_settings(mcp_settings: Any) -> TimeLimits:
     )
 
 
-def _read(path: Path, *, required: bool) -> tuple[Any, str | None]:
+def read_json(path: Path, *, required: bool) -> tuple[Any, str | None]:
     """A file's JSON, or why not; a missing optional file is just absent."""
     try:
         raw = path.read_bytes()
@@ -223,16 +336,22 @@ def _read(path: Path, *, required: bool) -> tuple[Any, str | None]:
             raise McpConfigError(f"Cannot read MCP config file {path}: {exc.strerror}") from None
         return None, f"{path}: cannot be read ({exc.strerror})"
     try:
-        return orjson.loads(raw), None
+        return orjson.loads(raw.removeprefix(b"\xef\xbb\xbf")), None
     except orjson.JSONDecodeError as exc:
         if required:
             raise McpConfigError(f"MCP config file {path} is not valid JSON: {exc}") from None
         return None, f"{path}: not valid JSON ({exc})"
 
 
-def config_files(agent_dir: Path, cwd: str) -> tuple[Path, Path]:
-    """The two discovered files: the agent dir's and the project's."""
-    return agent_dir / CONFIG_FILE, Path(cwd) / PROJECT_DIR / CONFIG_FILE
+def user_config_file(agent_dir: Path) -> Path:
+    """The agent dir's ``mcp.json``."""
+    return agent_dir / CONFIG_FILE
+
+
+def project_config_file(cwd: str, project_dirs: Sequence[str] = PROJECT_DIRS) -> Path:
+    """The project's ``mcp.json``: the first config dir's that exists, else the first dir's."""
+    candidates = [Path(cwd, name, CONFIG_FILE) for name in project_dirs]
+    return next((path for path in candidates if path.exists()), candidates[0])
 
 
 def load_mcp_config(
@@ -240,30 +359,29 @@ def load_mcp_config(
     cwd: str,
     extra: Sequence[str] = (),
     limits: TimeLimits = TimeLimits(),
-    environ: Mapping[str, str] | None = None,
     project: bool = True,
+    project_dirs: Sequence[str] = PROJECT_DIRS,
 ) -> McpConfig:
-    """Read and merge the discovered files and ``extra`` (``--mcp-config``) ones
-    (``project=False``: not the project's file, an untrusted project's).
+    """Read and merge the agent dir's file, the project's (unless ``project=False``: an
+    untrusted project's) and ``extra`` (``--mcp-config``) ones.
 
     Raises :class:`McpConfigError` for an ``extra`` file that is missing or not JSON (the user
     named it); a discovered file's problems are reported in :attr:`McpConfig.problems`.
     """
-    layers: list[dict[str, McpServerConfig | None]] = []
+    sources: list[tuple[Path, Scope]] = [(user_config_file(agent_dir), "global")]
+    if project:
+        sources.append((project_config_file(cwd, project_dirs), "project"))
+    sources += [(Path(cwd, name), "cli") for name in extra]
+    files: list[tuple[Any, str, Scope]] = []
     problems: list[str] = []
-    user_file, project_file = config_files(agent_dir, cwd)
-    sources = [(user_file, False)] + ([(project_file, False)] if project else [])
-    sources += [(Path(cwd, name), True) for name in extra]
-    for path, required in sources:
-        data, problem = _read(path, required=required)
+    for path, scope in sources:
+        data, problem = read_json(path, required=scope == "cli")
         if problem is not None:
             problems.append(problem)
-        if data is None:
-            continue
-        found, found_problems = parse_servers(data, str(path), limits, environ)
-        layers.append(found)
-        problems.extend(found_problems)
-    return McpConfig(servers=merge(layers), problems=tuple(problems))
+        if data is not None:
+            files.append((data, str(path), scope))
+    merged = merge_files(files, limits)
+    return attrs.evolve(merged, problems=(*problems, *merged.problems))
 
 
 _CLI_FILES: list[str] = []

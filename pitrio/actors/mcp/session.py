@@ -8,7 +8,7 @@ a failed session. Without configured servers nothing MCP-related is imported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +16,25 @@ import attrs
 import trio
 
 from pitrio.actors.mcp.config import (
+    PROJECT_DIRS,
     McpConfig,
+    McpServerConfig,
     cli_config_files,
     limits_from_settings,
     load_mcp_config,
 )
+from pitrio.actors.mcp.naming import (
+    DEFAULT_EXPOSURE,
+    Exposure,
+    declared_exposure,
+    mcp_namespace,
+)
+from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
+from pitrio.actors.mcp.ranking import SearchDocument, search_document
+from pitrio.actors.mcp.search_tool import ToolSearch, restore_loaded, with_loaded
+from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.messages.agent import AgentMessage
 
 if TYPE_CHECKING:
     from pitrio.actors.mcp.actor import McpHandle
@@ -34,11 +47,58 @@ MISSING_PACKAGE = (
 
 @attrs.frozen
 class SessionMcp:
-    """What a session gets: the actor's handle (``None``: no servers), tools, warnings."""
+    """What a session gets: the actor's handle (``None``: no servers), the MCP tools (and
+    ``tool_search`` when a server has deferred tools), warnings, the ``mcp_servers`` prompt
+    section."""
 
     handle: McpHandle | None = None
     tools: tuple[AgentTool, ...] = ()
+    """The MCP tools, deferred ones included, in declaration order."""
     notices: tuple[str, ...] = ()
+    search: ToolSearch | None = None
+    """``tool_search`` over the deferred tools, when a server's exposure asks for it."""
+    section: str | None = None
+    """The ``mcp_servers`` section's text (without its tag), when a server is listed."""
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """The tools registered inactive, for ``tool_search`` to load."""
+        return () if self.search is None else self.search.names
+
+    def active_with_loaded(
+        self, active: Sequence[str], messages: Iterable[AgentMessage]
+    ) -> list[str]:
+        """``active`` without the deferred tools, then those an earlier search on this
+        branch loaded (the transcript declares them): a resumed session keeps them."""
+        return with_loaded(active, messages, self.deferred)
+
+    def restorer(
+        self, executor: ToolExecutorHandle
+    ) -> Callable[[Sequence[AgentMessage]], Awaitable[None]] | None:
+        """What restores the loaded tools after a move in the tree (``None``: no search)."""
+        if self.search is None:
+            return None
+        deferred = self.deferred
+
+        async def restore(messages: Sequence[AgentMessage]) -> None:
+            await restore_loaded(executor, deferred, messages)
+
+        return restore
+
+
+def _listed(server: McpServerConfig, connection: Any) -> ListedServer:
+    return ListedServer(
+        name=server.name,
+        exposure=server.exposure,
+        tool_exposures=tuple(exposure for _tool, exposure in server.tool_exposure),
+        description=server.description,
+        instructions=getattr(connection, "instructions", None),
+    )
+
+
+def _document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+    namespace = (mcp_namespace(server.name), server.description, connection.instructions)
+    return search_document(tool.name, tool.description, tool.parameters, namespace)
 
 
 async def start_session_mcp(
@@ -49,32 +109,66 @@ async def start_session_mcp(
     mcp_settings: Any,
     files: Sequence[str] = (),
     project_trusted: bool = True,
+    project_dirs: Sequence[str] = PROJECT_DIRS,
 ) -> SessionMcp:
-    """Start the session's MCP servers in ``nursery``; ``files`` are ``--mcp-config`` ones
-    (default: the process's command line's). Raises
+    """Start the session's enabled MCP servers in ``nursery``; ``files`` are ``--mcp-config``
+    ones (default: the process's command line's). Raises
     :class:`~pitrio.actors.mcp.config.McpConfigError` for a named file that cannot be used."""
     extra = tuple(files) or cli_config_files()
     limits = limits_from_settings(mcp_settings)
     config: McpConfig = await trio.to_thread.run_sync(
-        lambda: load_mcp_config(agent_dir, cwd, extra, limits, project=project_trusted)
+        lambda: load_mcp_config(
+            agent_dir, cwd, extra, limits, project=project_trusted, project_dirs=project_dirs
+        )
     )
     notices = [f"Warning: {problem}" for problem in config.problems]
-    if not config.servers:
+    servers = config.enabled
+    if not servers:
         return SessionMcp(notices=tuple(notices))
     try:
         from pitrio.actors.mcp.actor import start_mcp
+        from pitrio.actors.mcp.resources import ResourceTools
         from pitrio.actors.mcp.tools import make_tools
     except ImportError:
         return SessionMcp(notices=(*notices, MISSING_PACKAGE))
-    handle = await start_mcp(nursery, config.servers, cwd=cwd)
+    handle = await start_mcp(nursery, servers, cwd=cwd)
     connections = await handle.connect_all()
     tools: list[AgentTool] = []
-    for server in config.servers:
+    owners: dict[str, str] = {}
+    documents: dict[str, SearchDocument] = {}
+    with_resources: list[tuple[McpServerConfig, Exposure]] = []
+    resources_at = 0
+    for server in servers:
         outcome = connections[server.name]
         if isinstance(outcome, Exception):
             notices.append(f"Warning: {outcome}")
             continue
-        made, problems = make_tools(server, outcome.tools, handle)
-        tools.extend(made)
+        made, problems = make_tools(server, outcome.tools, handle, owners)
         notices.extend(f"Warning: {problem}" for problem in problems)
-    return SessionMcp(handle=handle, tools=tuple(tools), notices=tuple(notices))
+        for tool, exposure in made:
+            tools.append(tool)
+            if exposure == "deferred":
+                documents[tool.name] = _document(tool, server, outcome)
+        exposure = declared_exposure(server.exposure or DEFAULT_EXPOSURE)
+        if outcome.has_resources and exposure != "hidden":
+            if not with_resources:  # declared where 1.6.0 registers them: after this server's
+                resources_at = len(tools)
+            with_resources.append((server, exposure))
+    if with_resources:
+        made_resources = ResourceTools([server for server, _ in with_resources], handle).tools()
+        tools[resources_at:resources_at] = made_resources
+        # The widest exposure of the servers they reach (1.6.0): direct, else deferred.
+        if all(exposure == "deferred" for _, exposure in with_resources):
+            for tool in made_resources:
+                documents[tool.name] = search_document(tool.name, tool.description, tool.parameters)
+    # tool_search is made from the configuration, as 1.6.0 activates it before connecting.
+    wants_search = any(
+        "deferred" in _listed(server, None).exposures(declared_exposure) for server in servers
+    )
+    search = ToolSearch(documents) if wants_search else None
+    section = render_servers_section(
+        [_listed(server, connections[server.name]) for server in servers], declared_exposure
+    )
+    return SessionMcp(
+        handle=handle, tools=tuple(tools), notices=tuple(notices), search=search, section=section
+    )

@@ -1,17 +1,20 @@
-"""MCP tools as agent tools: ``<server>__<tool>``, their schemas, and one call's life.
+"""MCP tools as agent tools: pi 1.6.0's names and declarations, and one call's life.
 
-A name keeps the characters model vendors accept (letters, digits, ``_`` and ``-``; others
-become ``_``) and at most 64 of them. The input schema is the server's, so arguments are
-converted and checked like the built-in tools' before a call. A call asks the MCP actor for
-the server's live connection (starting it again if it went away), then calls the tool in the
-caller's task within the server's call limit; abort cancels the call, and the SDK tells the
-server (``notifications/cancelled``). Every failure is an error result naming the server.
+A tool is named ``mcp__<server>__<tool>`` (:mod:`.naming`), labelled ``<server>/<tool>`` and
+described by its own description, else its title, else a line naming tool and server. The
+input schema is the server's, with ``type: object`` and ``properties: {}`` added when missing,
+so arguments are converted and checked like the built-in tools' before a call. A tool whose
+exposure is ``hidden`` is not made at all. A call asks the MCP actor for the server's live
+connection (starting it again if it went away), then calls the tool in the caller's task
+within the server's call limit; abort cancels the call, and the SDK tells the server
+(``notifications/cancelled``). A failure of the call (a time limit, a lost connection, a
+protocol error) is an error naming the server; a result the server marks ``isError`` is an
+error result with the server's own content (:mod:`.results`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 import mcp_types
@@ -20,7 +23,13 @@ from mcp import MCPError
 
 from pitrio.actors.mcp.actor import Connection, McpHandle, describe
 from pitrio.actors.mcp.config import McpServerConfig
-from pitrio.actors.mcp.results import agent_result, convert_result, error_text
+from pitrio.actors.mcp.naming import (
+    Exposure,
+    assign_tool_names,
+    declared_exposure,
+    tool_exposure,
+)
+from pitrio.actors.mcp.results import convert_result
 from pitrio.actors.mcp.state import McpServerError
 from pitrio.actors.tool_executor.registry import check_definition
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
@@ -28,28 +37,31 @@ from pitrio.errors import PitrioError, ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.ostext import check_json_texts
 
-MAX_NAME = 64
-SEPARATOR = "__"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
 
 class McpToolError(ToolError):
     """An MCP tool call failed (the server's error, a time limit, a lost connection)."""
 
 
-def tool_name(server: str, tool: str) -> str:
-    """The agent tool's name for ``tool`` of ``server``."""
-    return _UNSAFE.sub("_", f"{server}{SEPARATOR}{tool}")[:MAX_NAME]
-
-
-def _schema(tool: mcp_types.Tool) -> dict[str, Any]:
+def input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
+    """The tool's input schema as an object schema (some vendors refuse one without
+    ``properties``); its other keywords are kept."""
     schema = dict(tool.input_schema)
-    schema.setdefault("type", "object")
+    schema["type"] = schema.get("type") or "object"
+    schema.setdefault("properties", {})
     return schema
 
 
-def make_tool(config: McpServerConfig, tool: mcp_types.Tool, mcp: McpHandle) -> AgentTool:
-    """One agent tool calling ``tool`` on the server of ``config``."""
+def tool_description(server: str, tool: mcp_types.Tool) -> str:
+    """The declared description: the tool's, else its title, else a line naming it."""
+    annotations = tool.annotations
+    title = tool.title or (annotations.title if annotations is not None else None)
+    return (tool.description or "").strip() or title or f"MCP tool {tool.name} of server {server}"
+
+
+def make_tool(
+    config: McpServerConfig, tool: mcp_types.Tool, name: str, mcp: McpHandle
+) -> AgentTool:
+    """One agent tool, ``name``, calling ``tool`` on the server of ``config``."""
     server, remote = config.name, tool.name
 
     async def execute(
@@ -59,10 +71,10 @@ def make_tool(config: McpServerConfig, tool: mcp_types.Tool, mcp: McpHandle) -> 
         return await call_tool(connection, remote, args, config.call_timeout, mcp)
 
     return AgentTool(
-        name=tool_name(server, remote),
-        label=tool.title or remote,
-        description=tool.description or f"{remote} (MCP server {server})",
-        parameters=_schema(tool),
+        name=name,
+        label=f"{server}/{remote}",
+        description=tool_description(server, tool),
+        parameters=input_schema(tool),
         execute=execute,
     )
 
@@ -95,33 +107,42 @@ async def call_tool(
         raise McpToolError(
             f"MCP server {server}: {tool} did not finish within {limit:g} s (cancelled)"
         )
-    parts, truncation = convert_result(result)
-    if result.is_error:
-        raise McpToolError(f"MCP server {server}: {tool}: {error_text(parts)}")
-    return agent_result(server, tool, parts, truncation)
+    readable = connection.has_resources
+    # Saving a cut result's full text is file I/O: off the event loop.
+    return await trio.to_thread.run_sync(
+        lambda: convert_result(server, tool, result, readable=readable)
+    )
 
 
 def make_tools(
-    config: McpServerConfig, tools: Iterable[mcp_types.Tool], mcp: McpHandle
-) -> tuple[list[AgentTool], list[str]]:
-    """The agent tools of one server and the problems of those left out (bad schema, a
-    name clash after shortening)."""
-    made: list[AgentTool] = []
+    config: McpServerConfig,
+    tools: Iterable[mcp_types.Tool],
+    mcp: McpHandle,
+    owners: MutableMapping[str, str] | None = None,
+) -> tuple[list[tuple[AgentTool, Exposure]], list[str]]:
+    """The agent tools of one server that are not hidden, each with how pitrio reaches it
+    (:func:`~pitrio.actors.mcp.naming.declared_exposure`), and the problems of those left
+    out (a bad schema). ``owners`` (name -> ``<server>\\0<tool>``, shared by the session's
+    servers) keeps names unique across servers and is updated."""
+    owners = {} if owners is None else owners
+    # A name listed twice is one tool: the later listing wins, as a re-registration does in pi.
+    listed = list({tool.name: tool for tool in tools}.values())
+    names = assign_tool_names(config.name, [tool.name for tool in listed], owners)
+    made: list[tuple[AgentTool, Exposure]] = []
     problems: list[str] = []
-    seen: set[str] = set()
-    for tool in tools:
-        agent_tool = make_tool(config, tool, mcp)
-        if agent_tool.name in seen:
-            problems.append(
-                f"MCP server {config.name}: tool {tool.name} left out: "
-                f"its name {agent_tool.name} is taken"
-            )
+    for tool in listed:
+        name = names[tool.name]
+        owners[name] = f"{config.name}\0{tool.name}"
+        exposure = declared_exposure(
+            tool_exposure(config.exposure, config.tool_exposure, tool.name)
+        )
+        if exposure == "hidden":
             continue
+        agent_tool = make_tool(config, tool, name, mcp)
         try:
             check_definition(agent_tool)
         except ToolError as exc:
             problems.append(f"MCP server {config.name}: tool {tool.name} left out: {exc}")
             continue
-        seen.add(agent_tool.name)
-        made.append(agent_tool)
+        made.append((agent_tool, exposure))
     return made, problems

@@ -632,37 +632,39 @@ class Credentials:
         takes longer than :attr:`command_timeout` (the reason kept, not raised)."""
         # The output is the secret: it is never part of an error; stderr is not shown either,
         # since tools like password managers may echo what they were asked for.
-        failure: str | None = None
-        value: str | None = None
         problem = os_text_problem(command, "command", from_os=True)
         if problem is not None:  # the spawn would fail with a bare UnicodeEncodeError
             self._command_failures[command] = f"the key command of {origin} cannot run: {problem}"
             return None
-        try:
-            with trio.fail_after(self.command_timeout):
-                result = await trio.run_process(
-                    ["/bin/sh", "-c", command],
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    stdin=b"",
-                )
-        except trio.TooSlowError:
-            failure = f"did not finish within {self.command_timeout:g} s"
-        except OSError as exc:
-            failure = f"could not run: {exc.strerror}"
-        else:
-            if result.returncode != 0:
-                failure = f"failed with exit code {result.returncode}"
-            else:
-                value = result.stdout.decode("utf-8", errors="replace").strip() or None
-                if value is None:
-                    failure = "printed nothing"
+        value, failure = await command_output(command, self.command_timeout)
         if failure is not None:
             self._command_failures[command] = f"the key command of {origin} {failure}"
         else:
             self._command_failures.pop(command, None)
         return value
+
+
+async def command_output(command: str, seconds: float) -> tuple[str | None, str | None]:
+    """The trimmed stdout of ``sh -c command`` and ``None``, or ``None`` and why not (it failed,
+    printed nothing or took longer than ``seconds``). stderr is never kept: tools like
+    password managers may echo what they were asked for."""
+    try:
+        with trio.fail_after(seconds):
+            result = await trio.run_process(
+                ["/bin/sh", "-c", command],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                stdin=b"",
+            )
+    except trio.TooSlowError:
+        return None, f"did not finish within {seconds:g} s"
+    except OSError as exc:
+        return None, f"could not run: {exc.strerror}"
+    if result.returncode != 0:
+        return None, f"failed with exit code {result.returncode}"
+    value = result.stdout.decode("utf-8", errors="replace").strip() or None
+    return value, None if value is not None else "printed nothing"
 
 
 async def send_oauth_request(request: oauth.OAuthRequest, provider: str) -> bytes:

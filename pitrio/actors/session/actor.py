@@ -17,7 +17,7 @@ decisions always see persisted state) and the display queues
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -164,11 +164,13 @@ class SessionActor(Actor[SessionCommand]):
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
+        restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None = None,
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
         self._loop = loop
         self._mcp_servers = mcp_servers
+        self._restore_tools = restore_tools
         self._store = store
         self._log: SessionLog = store
         self._router = router
@@ -603,6 +605,7 @@ class SessionActor(Actor[SessionCommand]):
                 custom_instructions=command.custom_instructions,
                 replace_instructions=command.replace_instructions,
                 label=command.label,
+                restore_tools=self._restore_tools,
             )
         except PitrioError as exc:
             command.reply.fail(exc)

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
+from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.catalogue import renamed_reference
@@ -34,11 +35,21 @@ from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
     system_prompt_sections,
+    with_section,
 )
-from pitrio.actors.session.resources.settings import Settings, builtin_tool_settings
+from pitrio.actors.session.resources.settings import (
+    Settings,
+    builtin_tool_settings,
+    project_dir_names,
+)
 from pitrio.actors.session.resources.system_prompt import render_sections
 from pitrio.actors.session.shell_env import SessionShellEnvironment
-from pitrio.actors.session.tool_selection import ToolListError, default_selection, select_tools
+from pitrio.actors.session.tool_selection import (
+    ToolListError,
+    default_selection,
+    registered,
+    select_tools,
+)
 from pitrio.actors.session.trust_gate import TrustAsker, project_trust
 from pitrio.actors.session_store import (
     SessionSeed,
@@ -347,16 +358,19 @@ def _active_tools(
     extra: Sequence[AgentTool],
     mcp: Sequence[AgentTool],
     default_tools: object = None,
+    *,
+    always: bool = False,
 ) -> Sequence[str] | None:
     """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
-    selection flag or ``defaultTools`` was used, else ``None`` (the executor's defaults)."""
+    selection flag or ``defaultTools`` was used (or ``always``), else ``None`` (the
+    executor's defaults, which the selection without flags equals)."""
     if options.active_tools is not None:
         return options.active_tools
     configured = None
     if isinstance(default_tools, list) and all(isinstance(t, str) for t in default_tools):
         configured = default_tools
     flags = options.tool_patterns is not None or options.exclude_tools
-    if not flags and not options.no_builtin_tools and configured is None:
+    if not flags and not options.no_builtin_tools and configured is None and not always:
         return None
     try:
         return select_tools(
@@ -503,25 +517,41 @@ async def start_session(
             mcp_settings=settings.get("mcp"),
             files=options.mcp_config,
             project_trusted=trust.trusted,
+            project_dirs=project_dir_names(agent),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
         await store.append_session_info(options.session_name)
+    # tool_search goes after the extension tools, before the MCP ones (1.6.0 activates it
+    # before its servers connect); deferred tools are registered inactive.
+    search = () if mcp.search is None else (mcp.search.tool(),)
+    active = _active_tools(
+        options,
+        [*options.tools, *extension_tools, *search],
+        mcp.tools,
+        settings.get("defaultTools"),
+        always=mcp.search is not None,
+    )
+    if active is not None and mcp.search is not None:
+        patterns, excluded = options.tool_patterns, options.exclude_tools
+        mcp.search.keep(lambda name: registered(name, patterns, excluded))
+        active = mcp.active_with_loaded(active, context.messages)
+        if TOOL_SEARCH not in active:  # as 1.6.0 warns, once
+            notices.append(DEFERRED_UNREACHABLE)
     shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
-        [*options.tools, *extension_tools, *mcp.tools],
+        [*options.tools, *extension_tools, *search, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
         settings=builtin_tool_settings(settings, env=shell_env),
-        active=_active_tools(
-            options,
-            [*options.tools, *extension_tools],
-            mcp.tools,
-            settings.get("defaultTools"),
-        ),
+        active=active,
     )
     tools_address = await nursery.start(executor.run)
     tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)
+    if mcp.search is not None:
+        mcp.search.attach(lambda: tools)
+    if mcp.section is not None:
+        resources = with_section(resources, "mcp_servers", mcp.section)
     loop_options = LoopOptions(
         steering_mode="all" if settings.text("steeringMode") == "all" else "one-at-a-time",
         follow_up_mode="all" if settings.text("followUpMode") == "all" else "one-at-a-time",
@@ -561,6 +591,7 @@ async def start_session(
         start_reason=options.start_reason,
         tools=tools,
         mcp_servers=None if mcp.handle is None else mcp.handle.servers,
+        restore_tools=mcp.restorer(tools),
     )
     session = SessionHandle(await nursery.start(actor.run))
     telemetry = active_telemetry()

@@ -9,7 +9,7 @@ Texts and event orders follow pi (spec §3.8-§3.13, pi-rpc.md §5).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -361,9 +361,11 @@ async def navigate_tree(
     custom_instructions: str | None = None,
     replace_instructions: bool = False,
     label: str | None = None,
+    restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None = None,
 ) -> NavigationResult:
     """Move the session to another point of its tree (the caller made sure it is idle);
-    ``summarize`` gives the summary call (it raises when the session cannot summarise)."""
+    ``summarize`` gives the summary call (it raises when the session cannot summarise);
+    ``restore_tools`` sets the tools the new branch's transcript loaded (``tool_search``)."""
     old_leaf = await store.leaf_id()
     if target_id == old_leaf:
         return NavigationResult()
@@ -396,5 +398,8 @@ async def navigate_tree(
             await store.branch(where.new_leaf_id)
         if label:
             emit(EntryRecorded(entry=await store.append_label_change(target_id, label)))
-    await loop.set_messages(await store.context_messages())
+    messages = await store.context_messages()
+    await loop.set_messages(messages)
+    if restore_tools is not None:
+        await restore_tools(messages)
     return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)

@@ -3,9 +3,12 @@
 
 * The default selection is the default built-ins (``read, bash, edit, write``), then every
   extension, custom and MCP tool; ``--no-builtin-tools`` leaves the built-ins out of it.
-* ``--tools`` with names or ``*`` patterns replaces it with the tools they match; MCP tools
-  stay unless an entry starts with ``mcp__``. A list of only ``+name`` / ``-name`` entries
-  edits the default selection instead (exact names). The two kinds cannot be mixed.
+* ``--tools`` with names or ``*`` patterns replaces it with the tools they match. An MCP
+  tool it does not match stays registered but is not declared: 1.6.0 keeps such tools for
+  ``codemode`` and ``tool_search`` alone (when no entry starts with ``mcp__``), which pitrio
+  does not have yet, and never declares a ``direct`` one. A list of only ``+name`` /
+  ``-name`` entries edits the default selection instead (exact names). The two kinds cannot
+  be mixed.
 * ``--exclude-tools`` (names or patterns) removes tools last, MCP tools included.
 """
 
@@ -38,6 +41,19 @@ def matches(name: str, pattern: str) -> bool:
 def is_edit_list(entries: Sequence[str]) -> bool:
     """Whether ``entries`` edit the default selection (every one is ``+name`` / ``-name``)."""
     return bool(entries) and all(entry[:1] in ("+", "-") for entry in entries)
+
+
+def registered(name: str, tools: Sequence[str] | None, exclude: Sequence[str] = ()) -> bool:
+    """Whether 1.6.0 registers MCP tool ``name`` at all under ``--tools`` / ``--exclude-tools``
+    (what ``tool_search`` may load): not excluded, and matched by an allowlist that has an
+    ``mcp__`` entry (one without such an entry keeps every MCP tool registered)."""
+    if any(matches(name, pattern) for pattern in exclude):
+        return False
+    if tools is None or is_edit_list(tools):
+        return True
+    if not any(entry.startswith(MCP_PREFIX) for entry in tools):
+        return True
+    return any(matches(name, entry) for entry in tools)
 
 
 def tool_list_error(entries: Sequence[str]) -> str | None:
@@ -111,7 +127,5 @@ def select_tools(
             ordered: list[str] = []
             for entry in tools:
                 ordered += [n for n in everything if matches(n, entry) and n not in ordered]
-            if not any(entry.startswith(MCP_PREFIX) for entry in tools):
-                ordered += [n for n in mcp if n not in ordered]
             return [n for n in ordered if not any(matches(n, p) for p in exclude)]
     return [n for n in selected if not any(matches(n, p) for p in exclude)]

@@ -69,9 +69,11 @@ async def mcp_session(
     *,
     settings: dict[str, Any] | None = None,
     start_limit: float = WAIT,
+    **options: Any,
 ) -> AsyncIterator[McpSession]:
     """A session in ``root`` whose ``--mcp-config`` file lists ``servers`` (started within
-    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock)."""
+    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock); ``options`` are
+    more :class:`SessionOptions` fields."""
     agent, work = root / "agent", root / "work"
     agent.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -88,6 +90,7 @@ async def mcp_session(
             agent_dir=agent,
             persist=False,
             mcp_config=(str(config),),
+            **options,
         )
         with trio.fail_after(start_limit):
             started = await start_session(nursery, router, options)

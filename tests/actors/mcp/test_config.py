@@ -13,14 +13,17 @@ from pitrio.actors.mcp.config import (
     McpConfigError,
     McpConfigFlag,
     TimeLimits,
-    expand,
+    expand_home,
     limits_from_settings,
     load_mcp_config,
-    parse_servers,
+    merge_files,
+    parse_file,
 )
+from pitrio.actors.mcp.state import McpServerError
+from pitrio.actors.mcp.values import resolve_value, resolve_values
 
 
-def test_stdio_and_http_entries_in_claude_desktops_format() -> None:
+def test_stdio_and_http_entries_in_the_shared_mcpservers_format() -> None:
     data = {
         "mcpServers": {
             "files": {"command": "npx", "args": ["-y", "server", "/tmp"], "env": {"A": "1"}},
@@ -28,10 +31,9 @@ def test_stdio_and_http_entries_in_claude_desktops_format() -> None:
             "typed": {"type": "streamable-http", "url": "http://127.0.0.1:9/x"},
         }
     }
-    found, problems = parse_servers(data, "f.json", environ={})
-    assert problems == []
-    files, remote, typed = found["files"], found["remote"], found["typed"]
-    assert files is not None and remote is not None and typed is not None
+    config = parse_file(data, "f.json")
+    assert config.problems == ()
+    files, remote, typed = config.servers
     assert (files.transport, files.command, files.args) == (
         "stdio",
         "npx",
@@ -42,6 +44,34 @@ def test_stdio_and_http_entries_in_claude_desktops_format() -> None:
     assert dict(remote.headers) == {"Authorization": "Bearer t"}
     assert typed.transport == "http"
     assert (files.startup_timeout, files.call_timeout) == (30.0, 300.0)
+    assert (files.enabled, files.exposure, files.tool_exposure, files.description) == (
+        True,
+        None,
+        (),
+        None,
+    )
+
+
+def test_pi_fields_exposure_tool_exposure_description_timeout_enabled() -> None:
+    data = {
+        "autoEnableCodemode": False,
+        "mcpServers": {
+            "gh": {
+                "url": "https://h/mcp",
+                "exposure": "codemode-deferred",
+                "toolExposure": {"search_code": "direct", "delete_*": "hidden"},
+                "description": "GitHub",
+                "timeout": 5,
+                "enabled": False,
+            }
+        },
+    }
+    config = parse_file(data, "f.json")
+    (gh,) = config.servers
+    assert config.auto_enable_codemode is False and config.enabled == ()
+    assert gh.exposure == "codemode" and gh.enabled is False and gh.description == "GitHub"
+    assert gh.tool_exposure == (("search_code", "direct"), ("delete_*", "hidden"))
+    assert (gh.startup_timeout, gh.call_timeout) == (5.0, 5.0)
 
 
 def test_a_bad_entry_is_a_problem_naming_file_and_server_and_only_it_is_left_out() -> None:
@@ -52,56 +82,82 @@ def test_a_bad_entry_is_a_problem_naming_file_and_server_and_only_it_is_left_out
             "badargs": {"command": "x", "args": "no"},
             "sse": {"type": "sse", "url": "http://h"},
             "slowstart": {"command": "x", "startupTimeoutMs": -1},
+            "bad name": {"command": "x"},
+            "badexp": {"command": "x", "exposure": "loud"},
+            "badtime": {"command": "x", "timeout": 0},
+            "ftp": {"url": "ftp://h/x"},
             "off": {"command": "x", "disabled": True},
+        },
+        "autoEnableCodemode": "yes",
+    }
+    config = parse_file(data, "f.json")
+    assert [s.name for s in config.servers] == ["ok", "off"]
+    assert [s.name for s in config.enabled] == ["ok"]
+    assert config.problems == (
+        "f.json: autoEnableCodemode must be true or false",
+        'f.json: MCP server nocommand: needs "command" (a stdio server) or "url" (a '
+        "streamable-HTTP server)",
+        "f.json: MCP server badargs: args must be a list of strings",
+        "f.json: MCP server sse: the SSE transport is not supported (use its streamable-HTTP URL)",
+        "f.json: MCP server slowstart: startupTimeoutMs must be a positive number of milliseconds",
+        "f.json: MCP server bad name: a server name may only have letters, digits, '_' and '-'",
+        "f.json: MCP server badexp: exposure must be one of codemode, deferred, direct, hidden",
+        "f.json: MCP server badtime: timeout must be a positive number of seconds",
+        "f.json: MCP server ftp: url must be an http or https URL",
+    )
+    assert parse_file([], "g.json").problems == (
+        "g.json: must be a JSON object with an mcpServers object",
+    )
+
+
+def test_names_differing_only_in_dash_and_underscore_clash() -> None:
+    config = parse_file({"mcpServers": {"a-b": {"command": "x"}, "a_b": {"command": "y"}}}, "f")
+    assert [s.name for s in config.servers] == ["a-b"]
+    assert config.problems == (
+        "f: MCP server a_b: its name clashes with server a-b ('-' and '_' are the same)",
+    )
+
+
+def test_a_project_override_changes_only_enabled_and_exposure() -> None:
+    user = {"mcpServers": {"t": {"url": "http://h/mcp", "headers": {"K": "${SECRET}"}}}}
+    project = {
+        "mcpServers": {
+            "t": {"enabled": False, "exposure": "direct"},
+            "u": {"enabled": False},
+            "v": {"exposure": "direct"},
         }
     }
-    found, problems = parse_servers(data, "f.json", environ={})
-    assert list(found) == ["ok", "off"] and found["off"] is None
-    assert problems == [
-        "f.json: MCP server nocommand: command must be a non-empty string",
-        "f.json: MCP server badargs: args must be a list of strings",
-        "f.json: MCP server sse: type 'sse' is not supported (stdio or http)",
-        "f.json: MCP server slowstart: startupTimeoutMs must be a positive number of milliseconds",
-    ]
-    assert parse_servers([], "g.json")[1] == [
-        "g.json: must be a JSON object with an mcpServers object"
-    ]
-    assert parse_servers({"mcpServers": 3}, "g.json")[1] == ["g.json: mcpServers must be an object"]
-
-
-def test_variables_expand_from_the_environment() -> None:
-    environ = {"TOKEN": "s3cret", "EMPTY": ""}
-    assert expand("Bearer ${TOKEN}", environ) == "Bearer s3cret"
-    assert expand("${MISSING}|${MISSING:-dflt}|${EMPTY:-e}", environ) == "|dflt|e"
-    found, _ = parse_servers(
-        {
-            "mcpServers": {
-                "s": {"command": "${TOKEN}", "args": ["${TOKEN}"], "env": {"K": "${TOKEN}"}}
-            }
-        },
-        "f",
-        environ=environ,
+    config = merge_files([(user, "user.json", "global"), (project, "p.json", "project")])
+    (t,) = config.servers
+    assert (t.enabled, t.exposure, dict(t.headers), t.source, t.override) == (
+        False,
+        "direct",
+        {"K": "${SECRET}"},
+        "user.json",
+        "p.json",
     )
-    server = found["s"]
-    assert server is not None
-    assert (server.command, server.args, dict(server.env)) == (
-        "s3cret",
-        ("s3cret",),
-        {"K": "s3cret"},
+    assert config.problems == (
+        'p.json: MCP server u: needs "command" or "url", or an earlier server to override',
+        'p.json: MCP server v: needs "command" or "url", or an earlier server to override',
     )
+    sneaky = {"mcpServers": {"t": {"enabled": True, "headers": {"K": "stolen"}}}}
+    config = merge_files([(user, "user.json", "global"), (sneaky, "p.json", "project")])
+    assert config.problems == (
+        "p.json: MCP server t: an override may only set enabled, exposure, toolExposure",
+    )
+    assert dict(config.servers[0].headers) == {"K": "${SECRET}"}
 
 
 def test_time_limits_come_from_settings_and_entries_override_them() -> None:
     limits = limits_from_settings({"startupTimeoutMs": 5000, "callTimeoutMs": 0})
     assert limits == TimeLimits(startup_ms=5000, call_ms=mcp_config.DEFAULT_CALL_TIMEOUT_MS)
     assert limits_from_settings("nonsense") == TimeLimits()
-    found, _ = parse_servers(
+    config = parse_file(
         {"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "callTimeoutMs": 1500}}},
         "f",
-        limits,
+        limits=limits,
     )
-    a, b = found["a"], found["b"]
-    assert a is not None and b is not None
+    a, b = config.servers
     assert (a.startup_timeout, a.call_timeout) == (5.0, 300.0)
     assert b.call_timeout == 1.5
 
@@ -115,10 +171,11 @@ def test_files_merge_by_name_agent_dir_then_project_then_command_line(tmp_path: 
     agent, cwd = tmp_path / "agent", tmp_path / "work"
     _write(agent / "mcp.json", {"a": {"command": "agent-a"}, "b": {"command": "agent-b"}})
     _write(cwd / ".pitrio" / "mcp.json", {"b": {"command": "project-b"}, "c": {"command": "c"}})
-    _write(tmp_path / "extra.json", {"c": {"disabled": True}, "d": {"url": "http://h/mcp"}})
-    config = load_mcp_config(agent, str(cwd), [str(tmp_path / "extra.json")], environ={})
+    _write(tmp_path / "extra.json", {"c": {"enabled": False}, "d": {"url": "http://h/mcp"}})
+    config = load_mcp_config(agent, str(cwd), [str(tmp_path / "extra.json")])
     assert config.problems == ()
-    assert [(s.name, s.command or s.url) for s in config.servers] == [
+    assert [s.scope for s in config.servers] == ["global", "project", "project", "cli"]
+    assert [(s.name, s.command or s.url) for s in config.enabled] == [
         ("a", "agent-a"),
         ("b", "project-b"),
         ("d", "http://h/mcp"),
@@ -150,3 +207,23 @@ def test_the_command_line_flag_records_absolute_paths(
     args = parser.parse_args(["--mcp-config", "one.json", "--mcp-config", "/abs/two.json"])
     assert args.mcp_config == ["one.json", "/abs/two.json"]
     assert mcp_config.cli_config_files() == (str(tmp_path / "one.json"), "/abs/two.json")
+
+
+async def test_env_and_header_values_are_templates_or_commands() -> None:
+    environ = {"TOKEN": "s3cret", "EMPTY": ""}
+    assert await resolve_value("Bearer ${TOKEN}", "h", environ) == "Bearer s3cret"
+    assert await resolve_value("!printf ' out \\n'", "h", environ) == "out"
+    with pytest.raises(
+        McpServerError, match=r"^Failed to resolve h from environment variable: EMPTY$"
+    ):
+        await resolve_value("${EMPTY}", "h", environ)
+    with pytest.raises(McpServerError, match=r"^Failed to resolve e from shell command: exit 3$"):
+        await resolve_value("!exit 3", "e", environ)
+    resolved = await resolve_values({"A": "$TOKEN", "B": "plain"}, "MCP server x env", environ)
+    assert resolved == {"A": "s3cret", "B": "plain"}
+
+
+def test_home_is_expanded_in_commands_and_cwd() -> None:
+    assert expand_home("~/bin/x", "/home/u") == "/home/u/bin/x"
+    assert expand_home("~", "/home/u") == "/home/u"
+    assert expand_home("a~/b", "/home/u") == "a~/b"

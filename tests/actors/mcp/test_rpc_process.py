@@ -37,14 +37,16 @@ async def test_rpc_process_calls_mcp_tools_and_reports_servers(tmp_path: Path) -
             "messageCount", "pendingMessageCount",
         ]  # fmt: skip
 
-        prompt = 'PARALLEL <<time__get_current_time {"timezone": "UTC"}>> <<edge__picture {}>>'
+        prompt = (
+            'PARALLEL <<mcp__time__get_current_time {"timezone": "UTC"}>> <<mcp__edge__picture {}>>'
+        )
         assert (await rpc.request({"type": "prompt", "message": prompt}))["success"] is True
         await rpc.event("agent_settled")
         ends = {e["toolName"]: e for e in rpc.by_type["tool_execution_end"]}
-        clock = ends["time__get_current_time"]
+        clock = ends["mcp__time__get_current_time"]
         assert clock["isError"] is False
         assert json.loads(clock["result"]["content"][0]["text"])["timezone"] == "UTC"
-        picture = ends["edge__picture"]["result"]["content"]
+        picture = ends["mcp__edge__picture"]["result"]["content"]
         assert [part["type"] for part in picture] == ["image"]
         assert picture[0]["mimeType"] == "image/png"
 
@@ -76,7 +78,7 @@ async def test_a_lone_surrogate_never_reaches_an_mcp_server(tmp_path: Path) -> N
     async with rpc_process(dirs, "--mcp-config", str(config)) as rpc:
         await rpc.send({"id": "s0", "type": "get_state"})
         assert (await rpc.response("s0", WAIT))["success"] is True
-        bad = '<<time__get_current_time {"timezone": "UTC\\ud800"}>>'
+        bad = '<<mcp__time__get_current_time {"timezone": "UTC\\ud800"}>>'
         await rpc.data({"type": "prompt", "message": f"go {bad}"})
         end = await rpc.event("tool_execution_end")
         assert end["isError"] is True
@@ -85,7 +87,7 @@ async def test_a_lone_surrogate_never_reaches_an_mcp_server(tmp_path: Path) -> N
             "it cannot be encoded as UTF-8"
         )
         await rpc.event("agent_settled")
-        good = '<<time__get_current_time {"timezone": "UTC"}>>'
+        good = '<<mcp__time__get_current_time {"timezone": "UTC"}>>'
         await rpc.data({"type": "prompt", "message": f"go {good}"})
         end = await rpc.event("tool_execution_end", 2)
         assert end["isError"] is False, end

@@ -66,7 +66,7 @@ async def test_a_call_past_its_limit_is_cancelled_and_an_error_naming_the_server
     edge = edge_server(markers, callTimeoutMs=1_000_000)
     async with mcp_session(tmp_path, {"edge": edge}) as s:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(s.started.session.prompt, '<<edge__slow {"label": "t"}>>')
+            nursery.start_soon(s.started.session.prompt, '<<mcp__edge__slow {"label": "t"}>>')
             await wait_for((markers / "slow-t.started").exists, "the slow call to start")
             mock_clock.jump(1001)
         result = (await s.tool_results())[-1]
@@ -77,6 +77,6 @@ async def test_a_call_past_its_limit_is_cancelled_and_an_error_naming_the_server
         await wait_for((markers / "slow-t.cancelled").exists, "the server to see the cancel")
         # A slow call is not a dead server: it stays up for the next call.
         assert (await s.server("edge"))["status"] == "running"
-        await s.started.session.prompt('<<edge__typed {"count": 1, "name": "ok"}>>')
+        await s.started.session.prompt('<<mcp__edge__typed {"count": 1, "name": "ok"}>>')
         assert text((await s.tool_results())[-1]) == "ok"
         assert len((markers / "starts").read_text().splitlines()) == 1

@@ -97,6 +97,9 @@ class Resources:
     docs: DocsPaths | None = None
     diagnostics: tuple[ResourceDiagnostic, ...] = ()
     """Warnings and name collisions of skills, templates and prompt files."""
+    extra_sections: tuple[tuple[str, str], ...] = ()
+    """Prompt sections the session's parts add after the others, ``(name, text)`` (MCP's
+    ``mcp_servers``: 1.6.0's custom sections)."""
 
     def skill(self, name: str) -> Skill | None:
         """The skill called ``name``."""
@@ -237,6 +240,12 @@ def commands(resources: Resources) -> list[dict[str, Any]]:
     return out
 
 
+def with_section(resources: Resources, name: str, text: str) -> Resources:
+    """``resources`` with the prompt section ``name`` (replacing one of that name)."""
+    others = tuple(section for section in resources.extra_sections if section[0] != name)
+    return attrs.evolve(resources, extra_sections=(*others, (name, text)))
+
+
 def system_prompt_options(
     resources: Resources, tools: Sequence[ToolPromptInfo] | None
 ) -> SystemPromptOptions:
@@ -249,6 +258,7 @@ def system_prompt_options(
         custom_prompt=resources.system_prompt.custom_prompt,
         append_system_prompt=resources.system_prompt.append,
         docs=resources.docs,
+        sections=resources.extra_sections,
     )
 
 

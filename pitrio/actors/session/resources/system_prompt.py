@@ -107,6 +107,8 @@ class SystemPromptOptions:
     custom_prompt: str | None = None
     append_system_prompt: str | None = None
     docs: DocsPaths | None = None
+    sections: tuple[tuple[str, str], ...] = ()
+    """More sections, after ``cwd``, each tagged with its name (1.6.0's custom sections)."""
 
 
 @attrs.frozen
@@ -200,6 +202,7 @@ def build_system_prompt_sections(options: SystemPromptOptions) -> tuple[PromptSe
     if skills:
         sections.append(_tagged("skills", skills))
     sections.append(_tagged("cwd", options.cwd.replace("\\", "/")))
+    sections += [_tagged(name, text) for name, text in options.sections if text]
     return tuple(PromptSection(section.name, shared_text(section.text)) for section in sections)
 
 

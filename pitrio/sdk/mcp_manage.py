@@ -1,0 +1,52 @@
+"""What ``pitrio mcp add|remove|list`` needs (issue 35): reading and editing ``mcp.json``
+files, checking servers, and the project's trust. Imported only by that command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pitrio.actors.mcp.config import (
+    McpConfig,
+    McpServerConfig,
+    load_mcp_config,
+    parse_server,
+    project_config_file,
+    user_config_file,
+)
+from pitrio.actors.mcp.manage import (
+    McpFileError,
+    ServerReport,
+    add_server,
+    check_servers,
+    remove_server,
+)
+from pitrio.actors.mcp.naming import EXPOSURES
+from pitrio.actors.session.resources.settings import project_dir_names
+from pitrio.actors.session.resources.trust import canonical_path, nearest_saved, read_trust_file
+from pitrio.actors.session_store.paths import agent_dir
+
+
+def project_trusted(agent: Path, cwd: str) -> bool:
+    """Whether a session in ``cwd`` would read the project's ``mcp.json`` without asking:
+    ``trust.json``'s nearest saved decision for it trusts it."""
+    saved = nearest_saved(read_trust_file(agent), canonical_path(cwd))
+    return saved is not None and saved[1]
+
+
+__all__ = [
+    "EXPOSURES",
+    "McpConfig",
+    "McpFileError",
+    "McpServerConfig",
+    "ServerReport",
+    "add_server",
+    "agent_dir",
+    "check_servers",
+    "load_mcp_config",
+    "parse_server",
+    "project_config_file",
+    "project_dir_names",
+    "project_trusted",
+    "remove_server",
+    "user_config_file",
+]
