@@ -3,21 +3,26 @@ schema of the installed SDK, and the check of a line against it."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import trio
 
 from tests.transports.acp.acp_sdk_install import find_sdk
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
 
 DIALOG_EXTENSION = """
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 async def ask(args, ctx):
@@ -128,3 +133,81 @@ def sent_methods(lines: list[str]) -> dict[Any, str]:
         if isinstance(message, dict) and "id" in message and "method" in message:
             found[json.dumps(message["id"])] = message["method"]
     return found
+
+
+Line = str | dict[str, Any]
+
+
+class Agent:
+    """A ``pitrio acp`` process (stdin and stdout piped) and the lines it wrote."""
+
+    def __init__(self, process: trio.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.written: list[str] = []
+        self._buffer = b""
+
+    async def send(self, *lines: Line) -> None:
+        assert self.process.stdin is not None
+        for line in lines:
+            text = line if isinstance(line, str) else json.dumps(line)
+            await self.process.stdin.send_all(text.encode() + b"\n")
+
+    async def _read_line(self) -> None:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            data = await self.process.stdout.receive_some()
+            assert data, "pitrio acp ended"
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        self.lines.append(line.decode())
+        self.written.append(line.decode())
+
+    async def answer(self, request_id: Any) -> dict[str, Any]:
+        """Read until the response with ``request_id``, taken out of ``lines`` (the other
+        lines stay); every line read is kept in ``written``."""
+        with trio.fail_after(30):
+            while True:
+                for index, line in enumerate(self.lines):
+                    message = json.loads(line)
+                    if "method" not in message and message.get("id", "?") == request_id:
+                        del self.lines[index]
+                        message_dict: dict[str, Any] = message
+                        return message_dict
+                await self._read_line()
+
+    async def until(self, text: str) -> None:
+        """Read until a line holding ``text`` has come."""
+        with trio.fail_after(30):
+            while not any(text in line for line in self.lines):
+                await self._read_line()
+
+
+@contextlib.asynccontextmanager
+async def running_acp(work: Path, *flags: str, **env: str) -> AsyncIterator[Agent]:
+    """``pitrio acp --model faux/faux-1 *flags`` in ``work``; at the end its stdin is closed
+    and it must exit 0."""
+    process = await trio.lowlevel.open_process(
+        [PITRIO, "acp", "--model", "faux/faux-1", *flags],
+        cwd=work,
+        env=acp_env(work, **env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        yield Agent(process)
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        with trio.fail_after(30):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """The project folder ``pitrio acp`` runs in (its agent dir beside it)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    return folder

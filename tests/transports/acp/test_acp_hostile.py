@@ -11,9 +11,15 @@ from typing import Any
 
 import trio
 
-from tests.transports.acp.harness import PITRIO, SchemaCheck, acp_env, sdk_or_skip, sent_methods
-
-Line = str | dict[str, Any]
+from tests.transports.acp.harness import (
+    PITRIO,
+    Agent,
+    Line,
+    SchemaCheck,
+    acp_env,
+    sdk_or_skip,
+    sent_methods,
+)
 
 
 def _request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
@@ -21,41 +27,6 @@ def _request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]
     if params is not None:
         body["params"] = params
     return body
-
-
-class Agent:
-    """A ``pitrio acp`` process and the lines it wrote."""
-
-    def __init__(self, process: trio.Process) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self.written: list[str] = []
-        self._buffer = b""
-
-    async def send(self, *lines: Line) -> None:
-        assert self.process.stdin is not None
-        for line in lines:
-            text = line if isinstance(line, str) else json.dumps(line)
-            await self.process.stdin.send_all(text.encode() + b"\n")
-
-    async def answer(self, request_id: Any) -> dict[str, Any]:
-        """Read until the response with ``request_id``, taken out of ``lines`` (the other
-        lines stay); every line read is kept in ``written``."""
-        assert self.process.stdout is not None
-        with trio.fail_after(30):
-            while True:
-                for index, line in enumerate(self.lines):
-                    message = json.loads(line)
-                    if "method" not in message and message.get("id", "?") == request_id:
-                        del self.lines[index]
-                        return message
-                while b"\n" not in self._buffer:
-                    data = await self.process.stdout.receive_some()
-                    assert data, "pitrio acp ended"
-                    self._buffer += data
-                line, _, self._buffer = self._buffer.partition(b"\n")
-                self.lines.append(line.decode())
-                self.written.append(line.decode())
 
 
 def _code(message: dict[str, Any]) -> int:
