@@ -5,21 +5,10 @@ process goes on serving; every line it writes stays valid ACP."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from tests.transports.acp.harness import (
-    PITRIO,
-    Agent,
-    Line,
-    SchemaCheck,
-    acp_env,
-    sdk_or_skip,
-    sent_methods,
-)
+from tests.transports.acp.harness import Line, SchemaCheck, running_acp, sdk_or_skip, sent_methods
 
 
 def _request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
@@ -38,21 +27,11 @@ def _code(message: dict[str, Any]) -> int:
 
 
 async def test_hostile_lines_get_the_right_errors_and_the_agent_keeps_serving(
-    tmp_path: Path,
+    work: Path,
 ) -> None:
     package = sdk_or_skip()
-    work = tmp_path / "work"
-    work.mkdir()
-    process = await trio.lowlevel.open_process(
-        [PITRIO, "acp", "--model", "faux/faux-1"],
-        cwd=work,
-        env=acp_env(work),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        agent = Agent(process)
-        sent: list[str] = []
+    sent: list[str] = []
+    async with running_acp(work) as agent:
 
         async def send(*lines: Line) -> None:
             sent.extend(line if isinstance(line, str) else json.dumps(line) for line in lines)
@@ -108,13 +87,6 @@ async def test_hostile_lines_get_the_right_errors_and_the_agent_keeps_serving(
         # A session without a message has no file yet (as in pi): nothing to list.
         assert (await agent.answer(26))["result"] == {"sessions": []}
         every = list(agent.written)
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with trio.fail_after(30):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
 
     check = SchemaCheck(package)
     methods = sent_methods(sent)
