@@ -67,6 +67,8 @@ class Bridge:
         self._calls: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
         self._settles: list[_Settle] = []
         self._cancelled = False
+        self.closing = False
+        """Set by :func:`close_bridge`: prompts still waiting answer ``cancelled``."""
         self._send_lock = trio.Lock()
 
     # -- RPC commands ------------------------------------------------------------------------
@@ -107,7 +109,10 @@ class Bridge:
             pass
         finally:
             for settle in self._settles:
-                settle.error = "the session has ended"
+                if self.closing:
+                    settle.reason = "cancelled"  # session/close ends the run it was in
+                else:
+                    settle.error = "the session has ended"
                 settle.done.set()
             self._settles.clear()
             self.closed.set()
@@ -343,5 +348,6 @@ async def _run_bridge(
 
 async def close_bridge(bridge: Bridge) -> None:
     """End a session: its run is aborted, its file completed (returns when it has ended)."""
+    bridge.closing = True
     await bridge.link.aclose()  # the server aborts a run, answers and ends
     await bridge.finished.wait()

@@ -107,3 +107,15 @@ async def test_a_provider_error_ends_the_prompt_with_an_internal_error(work: Pat
         assert error["code"] == -32603 and "503" in error["message"]
         await agent.send(_prompt(3, session_id, _text("again")))
         assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
+
+
+async def test_closing_a_session_during_a_prompt_answers_it_cancelled(work: Path) -> None:
+    async with running_acp(work, "--faux-chunk-delay", "0.01") as agent:
+        session_id = await _new(agent, work)
+        await agent.send(_prompt(2, session_id, _text("SLOW one")))
+        await agent.until('"agent_message_chunk"')
+        close = {"sessionId": session_id}
+        await agent.send({"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": close})
+        assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
+        assert (await agent.answer(3))["result"] == {}
+        assert "word150." not in _replies(agent)
