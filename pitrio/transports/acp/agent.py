@@ -17,10 +17,10 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.errors import collapse_groups
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.sdk.session import SessionOptions
-from pitrio.transports.acp.bridge import Bridge, run_bridge
+from pitrio.transports.acp.backends import Daemon, DaemonSessions, LocalSessions, Sessions
+from pitrio.transports.acp.bridge import Bridge
 from pitrio.transports.acp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -59,16 +59,22 @@ class AcpServer:
         router: ModelRouterHandle,
         options: SessionOptions,
         output: trio.abc.SendStream,
+        *,
+        daemon: Daemon | None = None,
     ) -> None:
         from pitrio.transports.acp.methods import Methods  # the handlers need this shell
 
         self.router, self.options, self._output = router, options, output
+        self.backend: Sessions = (
+            LocalSessions(lambda: self.session_nursery, router, options, self.notify, self.ask)
+            if daemon is None
+            else DaemonSessions(lambda: self.session_nursery, daemon, self.notify, self.ask)
+        )
         self._out_send, self._out_receive = trio.open_memory_channel[bytes](OUT_LINES)
         self._outbox = Outbox()
         self._asked: dict[int, _Asked] = {}
         self._limit = trio.CapacityLimiter(MAX_IN_FLIGHT)
         self.sessions: dict[str, Bridge] = {}
-        self.closed_sessions: set[str] = set()
         self.methods = Methods(self)
         self._nursery: trio.Nursery | None = None
 
@@ -183,11 +189,3 @@ class AcpServer:
             await self.write(encode_error(request.id, RpcError(INTERNAL_ERROR, "Internal error")))
         finally:
             self._limit.release_on_behalf_of(token)
-
-    async def open_session(self, options: SessionOptions) -> Bridge:
-        """Start a session and keep it until closed."""
-        with collapse_groups():
-            bridge: Bridge = await self.session_nursery.start(
-                run_bridge, self.router, options, self.notify, self.ask
-            )
-        return bridge

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import attrs
 import orjson
@@ -26,6 +27,20 @@ from pitrio.transports.acp.mapping import Translator, commands_update, history_u
 from pitrio.transports.acp.messages import ImageBlock, StopReason, Update
 from pitrio.transports.chat import RpcLink, byte_pipe
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer
+
+
+class Link(Protocol):
+    """Lines to and from a session: the chat's in-memory pipes or a daemon's websocket."""
+
+    async def send_message(self, message: str) -> None:
+        """Send one command line."""
+
+    async def get_message(self) -> str | bytes:
+        """The next line (``ConnectionClosed`` at the end)."""
+
+    async def aclose(self) -> None:
+        """End both ways."""
+
 
 Notify = Callable[[Update], Awaitable[None]]
 """Sends one ``session/update`` of this session to the client."""
@@ -56,7 +71,7 @@ class _Settle:
 class Bridge:
     """The ACP side of one running session (made by :func:`run_bridge`)."""
 
-    def __init__(self, link: RpcLink, cwd: str, notify: Notify, ask: Ask) -> None:
+    def __init__(self, link: Link, cwd: str, notify: Notify, ask: Ask) -> None:
         self.link, self.cwd, self.notify, self.ask = link, cwd, notify, ask
         self.translator = Translator(cwd)
         self.session_id = ""
@@ -344,6 +359,37 @@ async def _run_bridge(
             ):
                 await runtime.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def serve_link(
+    connect: Callable[[], AbstractAsyncContextManager[Link]],
+    session_id: str,
+    cwd: str,
+    notify: Callable[[Bridge, Update], Awaitable[None]],
+    ask: Ask,
+    *,
+    task_status: trio.TaskStatus[Bridge] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve a daemon's session over the link ``connect`` opens (its first frame is the
+    daemon's ``attached``) until :func:`close_bridge`; the daemon's session goes on."""
+    made: list[Bridge] = []
+    try:
+        async with connect() as link, trio.open_nursery() as nursery:
+            await link.get_message()  # ``attached``: the session is there
+
+            async def to_client(update: Update) -> None:
+                await notify(bridge, update)
+
+            bridge = Bridge(link, cwd, to_client, ask)
+            bridge.session_id = session_id
+            made.append(bridge)
+            nursery.start_soon(bridge.read_frames, nursery)
+            task_status.started(bridge)
+            await bridge.closed.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        for bridge in made:
+            bridge.finished.set()
 
 
 async def close_bridge(bridge: Bridge) -> None:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
-from pitrio.sdk.store import SessionInfo, list_all_sessions, list_sessions, session_dir
 from pitrio.transports.acp.bridge import Bridge, Config, close_bridge
 from pitrio.transports.acp.jsonrpc import RESOURCE_NOT_FOUND, RpcError, invalid_params
 from pitrio.transports.acp.messages import (
@@ -77,19 +74,6 @@ def _next_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
 
 
-def session_entry(info: SessionInfo) -> dict[str, Any]:
-    """A ``SessionInfo`` of ``session/list``."""
-    entry: dict[str, Any] = {
-        "sessionId": info.id,
-        "cwd": info.cwd,
-        "updatedAt": info.modified.isoformat().replace("+00:00", "Z"),
-    }
-    title = info.name or info.first_message
-    if title:
-        entry["title"] = title[:200]
-    return entry
-
-
 class Methods:
     """The handlers, by ACP method name."""
 
@@ -148,11 +132,6 @@ class Methods:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def _options(self, cwd: str, **changes: Any) -> Any:
-        return attrs.evolve(
-            self.server.options, cwd=cwd, continue_recent=False, fork=None, **changes
-        )
-
     def bridge(self, params: Any) -> Bridge:
         """The open session a request names (``-32002`` when none)."""
         session_id = string_param(params_object(params), "sessionId")
@@ -173,21 +152,10 @@ class Methods:
         fields = params_object(params)
         cwd = absolute_path(fields, "cwd")
         _mcp_servers(fields)
-        bridge = await self.server.open_session(self._options(cwd, session=None, session_id=None))
+        bridge = await self.server.backend.create(cwd)
         self.server.sessions[bridge.session_id] = bridge
         result = {"sessionId": bridge.session_id, **await self._setup(bridge)}
         return result, bridge.send_commands
-
-    def _find(self, session_id: str, cwd: str) -> SessionInfo:
-        directory = session_dir(cwd, override=self.server.options.session_dir)
-        for info in list_sessions(directory):
-            if info.id == session_id:
-                return info
-        if self.server.options.session_dir is None:
-            for info in list_all_sessions():
-                if info.id == session_id:
-                    return info
-        raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}")
 
     async def _open(self, params: Any) -> Bridge:
         fields = params_object(params)
@@ -199,10 +167,8 @@ class Methods:
             bridge = self.server.sessions.get(session_id)
             if bridge is not None and not bridge.closed.is_set():
                 return bridge
-            info = await trio.to_thread.run_sync(self._find, session_id, cwd)
-            bridge = await self.server.open_session(self._options(cwd, session=str(info.path)))
+            bridge = await self.server.backend.open(session_id, cwd)
             self.server.sessions[bridge.session_id] = bridge
-            self.server.closed_sessions.discard(bridge.session_id)
             return bridge
 
     async def load(self, params: Any) -> Result:
@@ -221,22 +187,15 @@ class Methods:
         fields = params_object(params)
         cwd = string_param(fields, "cwd", required=False)
         offset = _cursor(string_param(fields, "cursor", required=False))
-        override = self.server.options.session_dir
-        if cwd is not None:
-            directory = session_dir(cwd, override=override)
-            infos = await trio.to_thread.run_sync(list_sessions, directory)
-        elif override is not None:
-            infos = await trio.to_thread.run_sync(list_sessions, Path(override))
-        else:
-            infos = await trio.to_thread.run_sync(list_all_sessions)
-        page = infos[offset : offset + PAGE_SIZE]
-        result: dict[str, Any] = {"sessions": [session_entry(info) for info in page]}
-        if offset + PAGE_SIZE < len(infos):
+        entries = await self.server.backend.listing(cwd)
+        result: dict[str, Any] = {"sessions": entries[offset : offset + PAGE_SIZE]}
+        if offset + PAGE_SIZE < len(entries):
             result["nextCursor"] = _next_cursor(offset + PAGE_SIZE)
         return result, None
 
     async def close(self, params: Any) -> Result:
-        """``session/close``: its run aborted, the session ended (its file stays)."""
+        """``session/close``: a local session's run aborted and the session ended (its file
+        stays); a daemon's session only loses this client."""
         bridge = self.bridge(params)
         self.server.sessions.pop(bridge.session_id, None)
         await close_bridge(bridge)

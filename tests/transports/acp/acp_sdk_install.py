@@ -10,9 +10,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
+
+from tests.interop.pi_install import npm_install
 
 SDK_PACKAGE = "@agentclientprotocol/sdk"
 SDK_VERSION = "2.4.0"
@@ -25,31 +25,7 @@ def sdk_install_dir() -> Path:
 
 
 def _install(base: Path) -> str:
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm is not installed: the ACP SDK cannot be installed"
-    base.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                f"{SDK_PACKAGE}@{SDK_VERSION}",
-            ],
-            cwd=base,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
-    except subprocess.TimeoutExpired:
-        return "npm install of the ACP SDK took over 600 s"
-    if done.returncode != 0:
-        return f"npm install of the ACP SDK failed: {done.stderr.strip()[-300:]}"
-    return ""
+    return npm_install(base, [f"{SDK_PACKAGE}@{SDK_VERSION}"], f"{SDK_PACKAGE} {SDK_VERSION}")
 
 
 def find_sdk() -> tuple[Path | None, str]:

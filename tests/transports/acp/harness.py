@@ -50,7 +50,11 @@ def acp_env(work: Path, **extra: str) -> dict[str, str]:
         if k not in ("PITRIO_SESSION_DIR", "PYTHONDONTWRITEBYTECODE")
     }
     environment.update(
-        PITRIO_AGENT_DIR=str(work.parent / "agent"), PITRIO_FAUX_SCRIPT="fixture-rules", **extra
+        {
+            "PITRIO_AGENT_DIR": str(work.parent / "agent"),
+            "PITRIO_FAUX_SCRIPT": "fixture-rules",
+            **extra,
+        }
     )
     return environment
 
@@ -145,15 +149,18 @@ class Agent:
         self.process = process
         self.lines: list[str] = []
         self.written: list[str] = []
+        self.sent: list[str] = []
         self._buffer = b""
 
     async def send(self, *lines: Line) -> None:
         assert self.process.stdin is not None
         for line in lines:
             text = line if isinstance(line, str) else json.dumps(line)
+            self.sent.append(text)
             await self.process.stdin.send_all(text.encode() + b"\n")
 
-    async def _read_line(self) -> None:
+    async def read_line(self) -> None:
+        """Read one more line into ``lines`` and ``written``."""
         assert self.process.stdout is not None
         while b"\n" not in self._buffer:
             data = await self.process.stdout.receive_some()
@@ -174,13 +181,13 @@ class Agent:
                         del self.lines[index]
                         message_dict: dict[str, Any] = message
                         return message_dict
-                await self._read_line()
+                await self.read_line()
 
     async def until(self, text: str) -> None:
         """Read until a line holding ``text`` has come."""
         with trio.fail_after(30):
             while not any(text in line for line in self.lines):
-                await self._read_line()
+                await self.read_line()
 
 
 @contextlib.asynccontextmanager
@@ -211,3 +218,12 @@ def work(tmp_path: Path) -> Path:
     folder = tmp_path / "work"
     folder.mkdir()
     return folder
+
+
+def schema_problems(agent: Agent) -> list[tuple[str, list[str]]]:
+    """The lines ``agent`` wrote that break ACP v1's schema, with why (the test is skipped
+    without the SDK, which ships the schema)."""
+    check = SchemaCheck(sdk_or_skip())
+    methods = sent_methods(agent.sent)
+    found = [(line[:300], check.errors(line, methods)) for line in agent.written]
+    return [(line, why) for line, why in found if why]

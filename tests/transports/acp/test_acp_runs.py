@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.transports.acp.harness import Agent, running_acp
+from tests.transports.acp.harness import Agent, running_acp, schema_problems
 
 PIXEL = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
@@ -81,6 +81,7 @@ async def test_meta_asks_for_a_steer(work: Path) -> None:
         # next reply answers it, and the second step never runs.
         assert "You said: change of plan" in _replies(agent)
         assert "Finished" not in _replies(agent)
+    assert schema_problems(agent) == []
 
 
 async def test_an_image_prompt_reaches_the_session(work: Path) -> None:
@@ -119,3 +120,4 @@ async def test_closing_a_session_during_a_prompt_answers_it_cancelled(work: Path
         assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
         assert (await agent.answer(3))["result"] == {}
         assert "word150." not in _replies(agent)
+    assert schema_problems(agent) == []

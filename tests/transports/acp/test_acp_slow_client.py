@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from tests.transports.acp.harness import running_acp
+from tests.transports.acp.harness import running_acp, schema_problems
 
 NOISY = '<<bash {"command": "for i in $(seq 1 40); do seq 1 20000; sleep 0.05; done; echo END"}>>'
 
@@ -41,6 +41,7 @@ async def test_a_client_that_stops_reading_loses_nothing_and_memory_stays_bounde
             peak = max(peak, _rss_kib(agent.process.pid))
         answer = await agent.answer(2)
         assert answer["result"] == {"stopReason": "end_turn"}
+    assert schema_problems(agent) == []
     updates = [json.loads(line)["params"]["update"] for line in agent.written if "/update" in line]
     calls = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
     assert calls[-1]["status"] == "completed"
