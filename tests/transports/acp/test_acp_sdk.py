@@ -109,7 +109,18 @@ async def test_a_whole_conversation_then_load_in_a_fresh_process(tmp_path: Path)
     init = _result(seen, "initialize")
     assert init["protocolVersion"] == 1
     assert init["agentCapabilities"]["loadSession"] is True
-    session_id = _result(seen, "new")["sessionId"]
+    created = _result(seen, "new")
+    session_id = created["sessionId"]
+    assert created["modes"]["currentModeId"] == "off"
+    assert [o["id"] for o in created["configOptions"]] == ["model", "thinking"]
+    # The extension's command is offered after session/new's answer.
+    commands = [u for u in _updates_before(seen, "prompt-tools") if "availableCommands" in u]
+    assert commands == [
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": "ask", "description": "One question"}],
+        }
+    ]
 
     # Tool calls: announced pending with their diffs, run, completed; the reply streamed.
     assert _result(seen, "prompt-tools") == {"stopReason": "end_turn"}
@@ -157,6 +168,12 @@ async def test_a_whole_conversation_then_load_in_a_fresh_process(tmp_path: Path)
     ]
     assert modes == [{"sessionUpdate": "current_mode_update", "currentModeId": "high"}]
     assert _result(seen, "set-mode") == {}
+    after_mode = _updates_before(seen, "list")
+    [config] = [u for u in after_mode if u["sessionUpdate"] == "config_option_update"]
+    assert {o["id"]: o["currentValue"] for o in config["configOptions"]} == {
+        "model": "faux/faux-think",
+        "thinking": "low",
+    }
     listed = _result(seen, "list")["sessions"]
     assert listed[0]["sessionId"] == session_id and listed[0]["cwd"] == str(work)
     assert _result(seen, "close") == {}
