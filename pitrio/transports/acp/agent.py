@@ -169,6 +169,7 @@ class AcpServer:
         else:
             token = object()  # a request is unhashable (its params): the slot's borrower
             await self._limit.acquire_on_behalf_of(token)
+            self.methods.read(message)
             nursery.start_soon(self._answer, message, token)
 
     async def _answer(self, request: Request, token: object) -> None:

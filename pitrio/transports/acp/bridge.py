@@ -82,6 +82,9 @@ class Bridge:
         self._calls: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
         self._settles: list[_Settle] = []
         self._cancelled = False
+        self._unaccepted = 0
+        """Prompts sent and not yet answered by the session (accepted or refused)."""
+        self._accepted = trio.Event()
         self.closing = False
         """Set by :func:`close_bridge`: prompts still waiting answer ``cancelled``."""
         self._send_lock = trio.Lock()
@@ -160,7 +163,8 @@ class Bridge:
 
     async def prompt(self, text: str, images: tuple[ImageBlock, ...], *, steer: bool) -> StopReason:
         """Send a prompt and wait for the run it started or joined to settle (while a run is
-        in progress a prompt is a follow-up, or steers when asked): the run's stop reason."""
+        in progress a prompt is a follow-up, or steers when asked): the run's stop reason.
+        The caller holds the bridge (:meth:`hold`); the hold ends at acceptance."""
         settle = _Settle()
         self._settles.append(settle)  # before sending: the settle may come first
         command: dict[str, Any] = {
@@ -178,6 +182,8 @@ class Bridge:
         except RpcError:
             self._forget(settle)
             raise
+        finally:
+            self.release()
         if isinstance(accepted, dict) and accepted.get("disposition") == "handled":
             self._forget(settle)  # an extension command: no run
             return "end_turn"
@@ -186,12 +192,29 @@ class Bridge:
             raise RpcError(INTERNAL_ERROR, settle.error)
         return settle.reason
 
+    def hold(self) -> None:
+        """A prompt request for this session has been read: a ``session/cancel`` read after
+        it waits until the session has taken that prompt (see :meth:`cancel`). Each hold is
+        ended by :meth:`prompt` (at the prompt's acceptance) or :meth:`release`."""
+        self._unaccepted += 1
+
+    def release(self) -> None:
+        """End one :meth:`hold`."""
+        self._unaccepted -= 1
+        if not self._unaccepted:
+            self._accepted.set()
+            self._accepted = trio.Event()
+
     def _forget(self, settle: _Settle) -> None:
         if settle in self._settles:
             self._settles.remove(settle)
 
     async def cancel(self) -> None:
         """``session/cancel``: abort the run (its prompts answer ``cancelled``)."""
+        # A prompt still on its way would start its run after the abort: wait until the
+        # session has taken it, so the abort stops that run too.
+        while self._unaccepted and not self.closed.is_set():
+            await self._accepted.wait()
         self._cancelled = bool(self._settles) or self.translator.running
         with contextlib.suppress(RpcError):  # the session has ended: nothing runs
             await self.call({"type": "abort"})

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from pitrio.transports.acp.bridge import Bridge, Config, close_bridge
-from pitrio.transports.acp.jsonrpc import RESOURCE_NOT_FOUND, RpcError, invalid_params
+from pitrio.transports.acp.jsonrpc import RESOURCE_NOT_FOUND, Request, RpcError, invalid_params
 from pitrio.transports.acp.messages import (
     PROTOCOL_VERSION,
     ConfigUpdate,
@@ -92,6 +92,9 @@ class Methods:
             "session/set_config_option": self.set_config_option,
         }
         self._opening = trio.Lock()
+        self._held: dict[int, Bridge] = {}
+        """Prompt requests read and not yet handled (by ``id`` of their params): the bridge
+        each holds."""
 
     def handler(self, method: str) -> Callable[[Any], Awaitable[Result]] | None:
         """The handler of a request's method."""
@@ -211,11 +214,32 @@ class Methods:
 
     async def prompt(self, params: Any) -> Result:
         """``session/prompt``: answered with the stop reason when the run settles."""
-        bridge = self.bridge(params)
-        text, images = prompt_blocks(params)
+        held = self._held.pop(id(params), None)
+        try:
+            bridge = self.bridge(params)
+            if held is not bridge:
+                if held is not None:
+                    held.release()
+                bridge.hold()  # the session was opened after the request was read
+            held = bridge
+            text, images = prompt_blocks(params)
+        except RpcError:
+            if held is not None:
+                held.release()
+            raise
         meta = params.get("_meta")
         steer = isinstance(meta, dict) and meta.get(STEER_META) == "steer"
         return {"stopReason": await bridge.prompt(text, images, steer=steer)}, None
+
+    def read(self, request: Request) -> None:
+        """Called as each request is read, in order: a prompt holds its session's bridge, so a
+        ``session/cancel`` read after it cannot overtake it (:meth:`Bridge.hold`)."""
+        if request.method != "session/prompt" or not isinstance(request.params, dict):
+            return
+        bridge = self.server.sessions.get(str(request.params.get("sessionId")))
+        if bridge is not None and not bridge.closed.is_set():
+            bridge.hold()
+            self._held[id(request.params)] = bridge
 
     async def set_config_option(self, params: Any) -> Result:
         """``session/set_config_option``: ``model`` (``provider/id``) or ``thinking`` (a level

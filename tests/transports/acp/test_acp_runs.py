@@ -121,3 +121,20 @@ async def test_closing_a_session_during_a_prompt_answers_it_cancelled(work: Path
         assert (await agent.answer(3))["result"] == {}
         assert "word150." not in _replies(agent)
     assert schema_problems(agent) == []
+
+
+async def test_a_cancel_right_behind_its_prompt_stops_the_run_the_prompt_starts(
+    work: Path,
+) -> None:
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel"}
+    async with running_acp(work, "--faux-chunk-delay", "0.01") as agent:
+        session_id = await _new(agent, work)
+        await agent.send(
+            _prompt(2, session_id, _text("SLOW one")),
+            {**cancel, "params": {"sessionId": session_id}},
+        )
+        assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
+        assert "word150." not in _replies(agent)
+        await agent.send(_prompt(3, session_id, _text("next")))
+        assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
+        assert _replies(agent).endswith("You said: next")
