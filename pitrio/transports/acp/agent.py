@@ -38,8 +38,12 @@ from pitrio.transports.acp.jsonrpc import (
     encode_result,
 )
 from pitrio.transports.acp.messages import Update, session_update
+from pitrio.transports.rpc.server import SHUTDOWN_SECONDS
 
 MAX_IN_FLIGHT = 32
+EOF_GRACE_SECONDS = 2.0
+"""After the end of input: how long open requests may take to answer, and the answers to be
+written (a client that stopped reading gets no more)."""
 OUT_LINES = 256
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -76,7 +80,6 @@ class AcpServer:
         self._limit = trio.CapacityLimiter(MAX_IN_FLIGHT)
         self.sessions: dict[str, Bridge] = {}
         self.methods = Methods(self)
-        self._nursery: trio.Nursery | None = None
 
     # -- output ----------------------------------------------------------------------------
 
@@ -120,19 +123,23 @@ class AcpServer:
     # -- input -----------------------------------------------------------------------------
 
     async def serve(self, stdin: trio.abc.ReceiveStream) -> None:
-        """Serve until the end of ``stdin``; then every session is closed."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._writer)
-            async with trio.open_nursery() as sessions:
-                self.session_nursery = sessions
-                try:
-                    await self._read(stdin, nursery)
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self.methods.close_all()
-                    sessions.cancel_scope.cancel()
-            nursery.cancel_scope.cancel()
+        """Serve until the end of ``stdin``; then every session is closed, the requests still
+        open are answered (a prompt: ``cancelled``) and written, within a grace period."""
+        async with trio.open_nursery() as outer:
+            outer.start_soon(self._writer)
+            async with trio.open_nursery() as handlers:
+                async with trio.open_nursery() as sessions:
+                    self.session_nursery = sessions
+                    try:
+                        await self._read(stdin, handlers)
+                    finally:
+                        with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_SECONDS):
+                            await self.methods.close_all()
+                        sessions.cancel_scope.cancel()
+                # A request waiting on the client (a permission asked) will get no answer.
+                handlers.cancel_scope.deadline = trio.current_time() + EOF_GRACE_SECONDS
+            await self._out_send.aclose()  # the writer ends once what is queued is written
+            outer.cancel_scope.deadline = trio.current_time() + EOF_GRACE_SECONDS
 
     async def _read(self, stdin: trio.abc.ReceiveStream, nursery: trio.Nursery) -> None:
         framer = LineFramer()

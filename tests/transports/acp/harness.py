@@ -204,7 +204,7 @@ async def running_acp(work: Path, *flags: str, **env: str) -> AsyncIterator[Agen
     try:
         yield Agent(process)
         assert process.stdin is not None
-        await process.stdin.aclose()
+        await process.stdin.aclose()  # (again: closing twice is allowed)
         with trio.fail_after(30):
             assert await process.wait() == 0
     finally:

@@ -138,3 +138,15 @@ async def test_a_cancel_right_behind_its_prompt_stops_the_run_the_prompt_starts(
         await agent.send(_prompt(3, session_id, _text("next")))
         assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
         assert _replies(agent).endswith("You said: next")
+
+
+async def test_the_end_of_input_answers_a_running_prompt_cancelled_before_exiting(
+    work: Path,
+) -> None:
+    async with running_acp(work, "--faux-chunk-delay", "0.01") as agent:
+        session_id = await _new(agent, work)
+        await agent.send(_prompt(2, session_id, _text("SLOW one")))
+        await agent.until('"agent_message_chunk"')
+        assert agent.process.stdin is not None
+        await agent.process.stdin.aclose()  # the editor closed its end; it still reads
+        assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
