@@ -65,10 +65,12 @@ class AcpServer:
         output: trio.abc.SendStream,
         *,
         daemon: Daemon | None = None,
+        editor_files: bool = True,
     ) -> None:
         from pitrio.transports.acp.methods import Methods  # the handlers need this shell
 
         self.router, self.options, self._output = router, options, output
+        self._editor_files = editor_files
         self.backend: Sessions = (
             LocalSessions(lambda: self.session_nursery, router, options, self.notify, self.ask)
             if daemon is None
@@ -80,6 +82,12 @@ class AcpServer:
         self._limit = trio.CapacityLimiter(MAX_IN_FLIGHT)
         self.sessions: dict[str, Bridge] = {}
         self.methods = Methods(self)
+
+    def client_files(self, declared: bool) -> None:
+        """The client said (at ``initialize``) whether it serves ``fs/read_text_file`` and
+        ``fs/write_text_file``: the sessions started from now on use them when allowed."""
+        if isinstance(self.backend, LocalSessions):
+            self.backend.editor_files = declared and self._editor_files
 
     # -- output ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError,
 
 from pitrio.errors import collapse_groups
 from pitrio.sdk.store import SessionInfo, list_all_sessions, list_sessions, session_dir
+from pitrio.sdk.tools import delegated_file_tools
 from pitrio.transports.acp.bridge import Ask, Bridge, run_bridge, serve_link
 from pitrio.transports.acp.jsonrpc import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 from pitrio.transports.acp.messages import Update
@@ -78,11 +79,39 @@ class LocalSessions:
         self._nursery, self._router, self._base = nursery, router, options
         self._notify, self._ask = notify, ask
 
+    editor_files = False
+    """Whether ``read``/``write``/``edit`` go through the editor's ``fs/*`` methods (the
+    client declared both, and ``--no-editor-fs`` was not given)."""
+
+    def _editor_tools(self, cwd: str, session: list[str]) -> list[Any]:
+        """The file tools through the editor, for the session whose id ``session`` will hold."""
+
+        async def read_text(path: str) -> str:
+            params = {"sessionId": session[0], "path": path}
+            result = await self._ask("fs/read_text_file", params)
+            content = result.get("content") if isinstance(result, dict) else None
+            if not isinstance(content, str):
+                raise RpcError(INTERNAL_ERROR, "fs/read_text_file gave no content")
+            return content
+
+        async def write_text(path: str, content: str) -> None:
+            params = {"sessionId": session[0], "path": path, "content": content}
+            await self._ask("fs/write_text_file", params)
+
+        return delegated_file_tools(cwd, read_text, write_text)
+
     async def _start(self, options: SessionOptions) -> Bridge:
+        session: list[str] = [options.session_id or ""]
+        if self.editor_files:
+            cwd = options.cwd or "/"
+            options = attrs.evolve(
+                options, tools=[*options.tools, *self._editor_tools(cwd, session)]
+            )
         with collapse_groups():
             bridge: Bridge = await self._nursery().start(
                 run_bridge, self._router, options, self._notify, self._ask
             )
+        session[0] = bridge.session_id
         return bridge
 
     def _options(self, cwd: str, **changes: Any) -> SessionOptions:

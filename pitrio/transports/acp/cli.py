@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 USAGE = (
     "usage: pitrio acp [session flags of pitrio --mode rpc]\n"
     "       pitrio acp --connect [URL] [--token TOKEN] [--model provider/id]\n"
+    "--no-editor-fs: the file tools use the disk even when the editor offers its buffers.\n"
     "Serve the Agent Client Protocol on stdin/stdout: sessions of this process, or with\n"
     "--connect those of a running pitrio serve (URL and token found as pitrio attach does).\n"
 )
@@ -36,6 +37,7 @@ async def serve_acp(
     stdin_fd: int,
     stdout_fd: int,
     daemon: Daemon | None = None,
+    editor_fs: bool = True,
 ) -> int:
     """Serve ACP on the given fds until the end of stdin or SIGINT/SIGTERM; the exit code."""
     from pitrio.sdk.models import start_model_router
@@ -45,7 +47,7 @@ async def serve_acp(
     async with trio.open_nursery() as root:
         router = await start_model_router(root, faux=faux)
         output = trio.lowlevel.FdStream(stdout_fd)
-        server = AcpServer(router, options, output, daemon=daemon)
+        server = AcpServer(router, options, output, daemon=daemon, editor_files=editor_fs)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             serving = trio.CancelScope()
             root.start_soon(cancel_on_signal, signals, serving)
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = session_parser(prompts=False)
     parser.add_argument("--connect", nargs="?", const="", metavar="URL", help="a daemon's sessions")
     parser.add_argument("--token", help="the daemon token (with --connect)")
+    parser.add_argument(
+        "--no-editor-fs",
+        action="store_true",
+        help="read and write files on disk even when the editor offers its buffers",
+    )
     return parser
 
 
@@ -97,7 +104,8 @@ def acp_main(argv: Sequence[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
         sys.stdout.write(USAGE)
         return 0
-    rest, url, token = split_connect(argv)
+    editor_fs = "--no-editor-fs" not in argv
+    rest, url, token = split_connect([arg for arg in argv if arg != "--no-editor-fs"])
     try:
         args = parse(rest)
     except UsageError as exc:
@@ -114,7 +122,12 @@ def acp_main(argv: Sequence[str]) -> int:
         with stdout_takeover() as (stdin_fd, stdout_fd):
             return trio.run(
                 lambda: serve_acp(
-                    options, faux, stdin_fd=stdin_fd, stdout_fd=stdout_fd, daemon=daemon
+                    options,
+                    faux,
+                    stdin_fd=stdin_fd,
+                    stdout_fd=stdout_fd,
+                    daemon=daemon,
+                    editor_fs=editor_fs,
                 )
             )
     except NoStdioError as exc:

@@ -112,9 +112,15 @@ class Methods:
 
     async def initialize(self, params: Any) -> Result:
         """Protocol version 1 and what pitrio can do."""
-        version = params_object(params).get("protocolVersion")
+        fields = params_object(params)
+        version = fields.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise invalid_params("protocolVersion must be a non-negative integer")
+        capabilities = fields.get("clientCapabilities")
+        fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
+        both = isinstance(fs, dict) and fs.get("readTextFile") is True
+        both = both and isinstance(fs, dict) and fs.get("writeTextFile") is True
+        self.server.client_files(both)
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {

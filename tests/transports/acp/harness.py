@@ -227,3 +227,10 @@ def schema_problems(agent: Agent) -> list[tuple[str, list[str]]]:
     methods = sent_methods(agent.sent)
     found = [(line[:300], check.errors(line, methods)) for line in agent.written]
     return [(line, why) for line, why in found if why]
+
+
+def replies(agent: Agent) -> str:
+    """The text of every ``agent_message_chunk`` ``agent`` wrote, joined."""
+    updates = [json.loads(line)["params"]["update"] for line in agent.written if "/update" in line]
+    chunks = [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    return "".join(chunk["content"]["text"] for chunk in chunks)

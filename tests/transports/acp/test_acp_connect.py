@@ -14,7 +14,7 @@ import trio
 from pitrio.actors.model_router import FauxProvider
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.transports.serve import Daemon
-from tests.transports.acp.harness import PITRIO, Agent, acp_env, schema_problems
+from tests.transports.acp.harness import PITRIO, Agent, acp_env, replies, schema_problems
 from tests.transports.daemon_harness import (
     TOKEN,
     connect,
@@ -44,13 +44,6 @@ async def _acp_on(daemon: Daemon, work: Path, *flags: str) -> trio.Process:
     )
 
 
-def _chunks(agent: Agent) -> str:
-    updates = [json.loads(line)["params"]["update"] for line in agent.written if "/update" in line]
-    return "".join(
-        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
-    )
-
-
 async def test_an_editor_and_a_web_client_share_a_daemon_session(tmp_path: Path) -> None:
     agent_dir = tmp_path / "agent"
     async with running_daemon(agent_dir, FauxProvider(default=FixtureRules())) as daemon:
@@ -72,12 +65,12 @@ async def test_an_editor_and_a_web_client_share_a_daemon_session(tmp_path: Path)
                 assert (await agent.answer(2))["result"] == {"stopReason": "end_turn"}
                 seen = await until(web, settled)
                 assert text_of_deltas(seen) == "You said: hello"
-                assert _chunks(agent) == "You said: hello"
+                assert replies(agent) == "You said: hello"
                 # The web client prompts: the editor sees it as updates.
                 await send(web, {"id": "w", "type": "prompt", "message": "from the web"})
                 await until(web, settled)
                 with trio.fail_after(20):
-                    while not _chunks(agent).endswith("You said: from the web"):
+                    while not replies(agent).endswith("You said: from the web"):
                         await agent.read_line()
                 await agent.send(_request(3, "session/list", {"cwd": str(work)}))
                 listed = (await agent.answer(3))["result"]["sessions"]
@@ -123,7 +116,7 @@ async def test_load_through_the_daemon_replays_and_an_unknown_id_is_not_found(
                 if "/update" in line
             ]
             assert kinds == ["user_message_chunk", "agent_message_chunk"]
-            assert _chunks(agent) == "You said: first words"
+            assert replies(agent) == "You said: first words"
             missing = {**load, "sessionId": "00000000-0000-0000-0000-000000000000"}
             await agent.send(_request(2, "session/load", missing))
             assert (await agent.answer(2))["error"]["code"] == -32002

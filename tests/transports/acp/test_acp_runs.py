@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.transports.acp.harness import Agent, running_acp, schema_problems
+from tests.transports.acp.harness import Agent, replies, running_acp, schema_problems
 
 PIXEL = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
@@ -38,15 +38,6 @@ async def _new(agent: Agent, work: Path) -> str:
     return session_id
 
 
-def _replies(agent: Agent) -> str:
-    chunks = [
-        json.loads(line)["params"]["update"] for line in agent.written if "session/update" in line
-    ]
-    return "".join(
-        c["content"]["text"] for c in chunks if c["sessionUpdate"] == "agent_message_chunk"
-    )
-
-
 def _user_messages(work: Path) -> list[Any]:
     [path] = (work.parent / "agent" / "sessions").rglob("*.jsonl")
     entries = [json.loads(line) for line in path.read_text().splitlines()]
@@ -61,9 +52,9 @@ async def test_a_prompt_during_a_run_is_a_follow_up_answered_at_the_settle(work:
         await agent.send(_prompt(3, session_id, _text("two")))
         assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
         assert (await agent.answer(2))["result"] == {"stopReason": "end_turn"}
-        replies = _replies(agent)
+        text = replies(agent)
         # The follow-up waited for the whole slow reply.
-        assert replies.index("word150.") < replies.index("You said: two")
+        assert text.index("word150.") < text.index("You said: two")
     assert [m[0]["text"] for m in _user_messages(work)] == ["SLOW one", "two"]
 
 
@@ -79,8 +70,8 @@ async def test_meta_asks_for_a_steer(work: Path) -> None:
         assert (await agent.answer(2))["result"] == {"stopReason": "end_turn"}
         # The steer came in after the tool and before the step's final answer: the model's
         # next reply answers it, and the second step never runs.
-        assert "You said: change of plan" in _replies(agent)
-        assert "Finished" not in _replies(agent)
+        assert "You said: change of plan" in replies(agent)
+        assert "Finished" not in replies(agent)
     assert schema_problems(agent) == []
 
 
@@ -119,7 +110,7 @@ async def test_closing_a_session_during_a_prompt_answers_it_cancelled(work: Path
         await agent.send({"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": close})
         assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
         assert (await agent.answer(3))["result"] == {}
-        assert "word150." not in _replies(agent)
+        assert "word150." not in replies(agent)
     assert schema_problems(agent) == []
 
 
@@ -134,10 +125,10 @@ async def test_a_cancel_right_behind_its_prompt_stops_the_run_the_prompt_starts(
             {**cancel, "params": {"sessionId": session_id}},
         )
         assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
-        assert "word150." not in _replies(agent)
+        assert "word150." not in replies(agent)
         await agent.send(_prompt(3, session_id, _text("next")))
         assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
-        assert _replies(agent).endswith("You said: next")
+        assert replies(agent).endswith("You said: next")
 
 
 async def test_the_end_of_input_answers_a_running_prompt_cancelled_before_exiting(
