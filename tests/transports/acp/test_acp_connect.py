@@ -128,3 +128,40 @@ async def test_load_through_the_daemon_replays_and_an_unknown_id_is_not_found(
         finally:
             if process.returncode is None:
                 process.kill()
+
+
+async def test_two_editors_on_one_daemon_session_see_the_same_updates(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    async with running_daemon(agent_dir, FauxProvider(default=FixtureRules())) as daemon:
+        work = agent_dir.parent / "work"
+        first, second = await _acp_on(daemon, work), await _acp_on(daemon, work)
+        try:
+            one, two = Agent(first), Agent(second)
+            await one.send(
+                _request(0, "initialize", {"protocolVersion": 1}),
+                _request(1, "session/new", {"cwd": str(work)}),
+            )
+            session_id = (await one.answer(1))["result"]["sessionId"]
+            resume = {"sessionId": session_id, "cwd": str(work)}
+            await two.send(
+                _request(0, "initialize", {"protocolVersion": 1}),
+                _request(1, "session/resume", resume),
+            )
+            await two.answer(1)
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "shared"}]}
+            await one.send(_request(2, "session/prompt", prompt))
+            assert (await one.answer(2))["result"] == {"stopReason": "end_turn"}
+            with trio.fail_after(20):
+                while not replies(two).endswith("You said: shared"):
+                    await two.read_line()
+            assert replies(one) == replies(two) == "You said: shared"
+            for process in (first, second):
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                with trio.fail_after(30):
+                    assert await process.wait() == 0
+            assert schema_problems(one) == schema_problems(two) == []
+        finally:
+            for process in (first, second):
+                if process.returncode is None:
+                    process.kill()
