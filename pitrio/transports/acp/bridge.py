@@ -83,7 +83,7 @@ class Bridge:
         self._settles: list[_Settle] = []
         self._cancelled = False
         self._unaccepted = 0
-        """Prompts sent and not yet answered by the session (accepted or refused)."""
+        """Prompt requests read (:meth:`hold`) and not yet taken or refused by the session."""
         self._accepted = trio.Event()
         self.closing = False
         """Set by :func:`close_bridge`: prompts still waiting answer ``cancelled``."""
@@ -102,6 +102,8 @@ class Bridge:
             await answered.wait()
         finally:
             self._calls.pop(request_id, None)
+        if not box:  # the link ended first (see read_frames)
+            raise RpcError(INTERNAL_ERROR, "the session has ended")
         frame = box[0]
         if not frame.get("success"):
             raise RpcError(INTERNAL_ERROR, str(frame.get("error") or "the session refused"))
@@ -120,12 +122,18 @@ class Bridge:
         """Route every line the RPC server writes, until it ends."""
         try:
             while True:
-                frame = orjson.loads(await self.link.get_message())
+                line = await self.link.get_message()
+                try:
+                    frame = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # not a frame (neither server writes such a line)
                 if isinstance(frame, dict):
                     await self._frame(frame, nursery)
         except ConnectionClosed:
             pass
         finally:
+            for answered, _ in self._calls.values():
+                answered.set()  # no response will come: the callers fail
             for settle in self._settles:
                 if self.closing:
                     settle.reason = "cancelled"  # session/close ends the run it was in
