@@ -39,6 +39,7 @@ SUBCOMMAND_ENTRIES = {
     "auth": ("pitrio.transports.auth_cli", "auth_main"),
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
     "mcp": ("pitrio.transports.mcp_cli", "run_mcp_command"),
+    "acp": ("pitrio.transports.acp.cli", "acp_main"),
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""
 
@@ -119,6 +120,12 @@ def _session_options(args: argparse.Namespace) -> SessionOptions:
         sync_inline=True,  # one session per process: no worker-thread hop per append
         **_flag_options(args),
     )
+
+
+def session_options_of(args: argparse.Namespace) -> tuple[SessionOptions, FauxProvider | None]:
+    """The session options of the session flags (``pitrio acp`` starts its sessions so), and
+    the faux model ``--faux-chunk-delay`` asks for."""
+    return _session_options(args), _faux(args.faux_chunk_delay)
 
 
 def _rpc_mode(args: argparse.Namespace) -> int:

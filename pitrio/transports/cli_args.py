@@ -48,6 +48,7 @@ class Subcommand:
 SUBCOMMANDS = (
     Subcommand("serve", "run the daemon: sessions over websockets, with a web page"),
     Subcommand("attach", "chat in the terminal with a session of a running daemon"),
+    Subcommand("acp", "serve editors over the Agent Client Protocol on stdin/stdout"),
     Subcommand("sessions", "list, check, repair, export or import session files"),
     Subcommand("trace", "summarise, draw or replay a trace recorded with --trace"),
     Subcommand("auth", "log in or out, print a provider's key or token, check it (as pi auth)"),

@@ -25,6 +25,7 @@ SHELLS = ("bash", "zsh")
 _PARSERS = {
     "serve": "pitrio.transports.serve",
     "attach": "pitrio.transports.attach",
+    "acp": "pitrio.transports.acp.cli",
     "sessions": "pitrio.transports.sessions_cli",
     "trace": "pitrio.transports.trace_cli",
     "db": "pitrio.transports.db_cli",

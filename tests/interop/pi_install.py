@@ -30,6 +30,7 @@ __all__ = [
     "find_pi_cli",
     "install_pi",
     "node_for",
+    "npm_install",
     "pi_command",
     "pi_env",
     "pi_install_dir",
@@ -43,16 +44,17 @@ def pi_install_dir(env: dict[str, str] | None = None) -> Path:
     return Path(cache) / "pitrio-interop" / f"pi-{PI_VERSION}"
 
 
-def install_pi(base: Path) -> str:
-    """Install pi and node 22 from the npm registry into ``base``; ``""``, or why not."""
+def npm_install(base: Path, specs: list[str], what: str) -> str:
+    """``npm install`` of ``specs`` into ``base`` (from the npm registry); ``""``, or why not
+    (``what`` names the install in the reason)."""
     npm = shutil.which("npm")
     if npm is None:
-        return f"npm is not installed: pi {PI_VERSION} cannot be installed"
+        return f"npm is not installed: {what} cannot be installed"
     base.mkdir(parents=True, exist_ok=True)
     command = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
     try:
         done = subprocess.run(
-            [*command, f"{PI_PACKAGE}@{PI_VERSION}", NODE_PACKAGE],
+            [*command, *specs],
             cwd=base,
             capture_output=True,
             text=True,
@@ -60,10 +62,15 @@ def install_pi(base: Path) -> str:
             timeout=600,
         )
     except subprocess.TimeoutExpired:
-        return f"npm install of pi {PI_VERSION} took over 600 s"
+        return f"npm install of {what} took over 600 s"
     if done.returncode != 0:
-        return f"npm install of pi {PI_VERSION} failed: {done.stderr.strip()[-300:]}"
+        return f"npm install of {what} failed: {done.stderr.strip()[-300:]}"
     return ""
+
+
+def install_pi(base: Path) -> str:
+    """Install pi and node 22 from the npm registry into ``base``; ``""``, or why not."""
+    return npm_install(base, [f"{PI_PACKAGE}@{PI_VERSION}", NODE_PACKAGE], f"pi {PI_VERSION}")
 
 
 def node_for(cli: Path) -> Path | None:

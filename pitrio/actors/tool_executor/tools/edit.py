@@ -119,15 +119,22 @@ def edit_file(absolute: str, path: str, edits: list[Replacement]) -> AgentToolRe
         raise ToolError("EISDIR: illegal operation on a directory, read") from None
     except OSError as exc:
         raise ToolError(node_error_text(exc, "open", absolute)) from None
-    bom, content = strip_bom(raw)
-    ending = detect_line_ending(content)
-    applied = apply_edits(normalize_to_lf(content), edits, path)
-    final = bom + restore_line_endings(applied.new, ending)
+    final, result = edit_text(raw, path, edits)
     try:
         with open(absolute, "wb") as handle:
             handle.write(to_utf8(final))
     except OSError as exc:
         raise ToolError(node_error_text(exc, "open", absolute)) from None
+    return result
+
+
+def edit_text(raw: str, path: str, edits: list[Replacement]) -> tuple[str, AgentToolResult]:
+    """The edited text of a file whose text is ``raw`` (its BOM and line endings kept) and
+    the tool's result (pure)."""
+    bom, content = strip_bom(raw)
+    ending = detect_line_ending(content)
+    applied = apply_edits(normalize_to_lf(content), edits, path)
+    final = bom + restore_line_endings(applied.new, ending)
     diff = generate_diff(applied.base, applied.new)
     # pi 1.6.0's details: the display diff, the unified patch, the first changed line.
     details: dict[str, Any] = {
@@ -136,10 +143,15 @@ def edit_file(absolute: str, path: str, edits: list[Replacement]) -> AgentToolRe
     }
     if diff.first_changed_line is not None:
         details["firstChangedLine"] = diff.first_changed_line
-    return AgentToolResult(
+    return final, AgentToolResult(
         content=(TextContent(text=f"Successfully replaced {len(edits)} block(s) in {path}."),),
         details=details,
     )
+
+
+def replacements(args: dict[str, Any]) -> list[Replacement]:
+    """The edits of checked ``edit`` arguments."""
+    return [Replacement(item["oldText"], item["newText"]) for item in args.get("edits") or ()]
 
 
 def create_edit_tool(cwd: str) -> AgentTool:
@@ -149,8 +161,9 @@ def create_edit_tool(cwd: str) -> AgentTool:
         return resolve_to_cwd(args["path"], cwd)
 
     async def execute(_call_id: str, args: dict[str, Any], _update: UpdateFn) -> AgentToolResult:
-        edits = [Replacement(item["oldText"], item["newText"]) for item in args.get("edits") or ()]
-        return await trio.to_thread.run_sync(edit_file, target(args), args["path"], edits)
+        return await trio.to_thread.run_sync(
+            edit_file, target(args), args["path"], replacements(args)
+        )
 
     return AgentTool(
         name="edit",
