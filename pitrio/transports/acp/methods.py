@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -28,7 +28,19 @@ from pitrio.transports.acp.messages import (
 )
 
 if TYPE_CHECKING:
-    from pitrio.transports.acp.agent import AcpServer
+    from pitrio.transports.acp.backends import Sessions
+
+
+class AcpServer(Protocol):
+    """What the handlers use of the shell (:class:`~pitrio.transports.acp.agent.AcpServer`):
+    a protocol, so the shell imports the handlers and not the other way round."""
+
+    sessions: dict[str, Bridge]
+    session_nursery: trio.Nursery
+    backend: Sessions
+
+    def client_files(self, declared: bool) -> None:
+        """Whether the client's ``fs`` methods serve the file tools."""
 
 After = Callable[[], Awaitable[None]] | None
 Result = tuple[Any, After]
