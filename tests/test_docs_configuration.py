@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
+from pitrio.actors.model_router.auth_file import load_auth_file
 from pitrio.actors.model_router.catalogue import PROVIDER_ENV_VARS
-from pitrio.actors.model_router.credentials import load_auth_file
 from pitrio.actors.session.resources.settings import SCHEMA, validate_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,9 +4,7 @@ format, pi's lock on it, ``models.json``, the providers' variables)."""
 from __future__ import annotations
 
 from pitrio.actors.model_router.actor import MODELS_FILE_NAME
-from pitrio.actors.model_router.catalogue import provider_env_vars
-from pitrio.actors.model_router.credentials import (
-    AUTH_FILE_NAME,
+from pitrio.actors.model_router.auth_file import (
     OAuthEntry,
     load_auth_file,
     read_auth_document,
@@ -15,6 +13,8 @@ from pitrio.actors.model_router.credentials import (
     unlock,
     write_auth_document,
 )
+from pitrio.actors.model_router.catalogue import provider_env_vars
+from pitrio.actors.model_router.credentials import AUTH_FILE_NAME
 from pitrio.actors.model_router.models_json import load_models_json
 from pitrio.actors.model_router.oauth import PROVIDER_NAMES
 from pitrio.actors.session_store.paths import agent_dir

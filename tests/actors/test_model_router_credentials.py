@@ -13,12 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pitrio.actors.model_router.credentials import (
-    Credentials,
-    load_auth_file,
-    redact,
-    save_api_key,
-)
+from pitrio.actors.model_router.auth_file import load_auth_file, save_api_key
+from pitrio.actors.model_router.credentials import Credentials, redact
 from pitrio.errors import AuthFileError, CredentialError
 
 

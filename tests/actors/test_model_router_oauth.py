@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 from pitrio.actors.model_router import oauth
-from pitrio.actors.model_router.credentials import Credentials, lock_path
+from pitrio.actors.model_router.auth_file import lock_path
+from pitrio.actors.model_router.credentials import Credentials
 from pitrio.errors import CredentialError
 from tests.oauth_server import oauth_vendor
 

@@ -23,8 +23,9 @@ from pitrio.actors.model_router.actor import (
     RouterConfig,
     start_model_router,
 )
+from pitrio.actors.model_router.auth_file import save_api_key
 from pitrio.actors.model_router.catalogue import VIRTUAL_API
-from pitrio.actors.model_router.credentials import Credentials, save_api_key
+from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import http_status, retry_after_ms
 from pitrio.actors.model_router.models_json import VirtualModelSpec, parse_models_json
 from pitrio.actors.model_router.providers.base import (

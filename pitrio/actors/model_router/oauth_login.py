@@ -11,7 +11,7 @@
 
 The flows talk to the user through two callables (``show`` a line, ``ask`` for one), so the
 CLI shell and the tests drive them the same way. The credentials returned are what
-:func:`pitrio.actors.model_router.credentials.save_entry` stores under ``"type": "oauth"``.
+:func:`pitrio.actors.model_router.auth_file.save_entry` stores under ``"type": "oauth"``.
 """
 
 from __future__ import annotations

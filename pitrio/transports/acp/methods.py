@@ -42,6 +42,7 @@ class AcpServer(Protocol):
     def client_files(self, declared: bool) -> None:
         """Whether the client's ``fs`` methods serve the file tools."""
 
+
 After = Callable[[], Awaitable[None]] | None
 Result = tuple[Any, After]
 
