@@ -6,7 +6,8 @@ File discovery: :mod:`.index`. What the shells share: :mod:`.context` (the host'
 Shells: :mod:`.hosted` (one session's supervision and fan-out) and :mod:`.actor` (the registry).
 """
 
-from pitrio.actors.host.actor import Host, HostHandle, HostStats, info_row, start_host
+from pitrio.actors.host.actor import Host, HostHandle, info_row, start_host
+from pitrio.actors.host.commands import HostStats
 from pitrio.actors.host.context import HostConfig, HostEvent, codec_frame
 from pitrio.actors.host.feed import ClientFeed, FramedEvent, Outgoing
 from pitrio.actors.host.hosted import (

@@ -20,11 +20,24 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Handle, Reply
 from pitrio.actors.host.backend import SessionBackend
+from pitrio.actors.host.commands import (
+    Branch,
+    Close,
+    Create,
+    Get,
+    HostCommand,
+    HostStats,
+    ListSessions,
+    Models,
+    Rename,
+    Shutdown,
+    Stats,
+    SubscribeHost,
+)
 from pitrio.actors.host.context import HostConfig, HostContext, HostEvent
 from pitrio.actors.host.hosted import HostedSession
 from pitrio.actors.host.index import SessionIndex
@@ -54,111 +67,6 @@ LOGGED_EVENTS: dict[str, int] = {
 }
 """Host events written to the log, by level; the others (``session_busy``/``idle``: the run
 events say more; the store's, logged by the store) only at ``debug``."""
-
-
-@attrs.frozen(kw_only=True)
-class HostStats:
-    """Counters for ``/metrics``."""
-
-    sessions: dict[str, int]
-    running: int
-    queued: int
-    clients: int
-    events_total: int
-    coalesced_total: int
-    dropped_clients_total: int
-    restarts_total: int
-    replay_bytes: int
-    evictions_total: int
-    host_subscribers: int
-    store_metrics: tuple[tuple[str, str, str, float], ...] = ()
-    """``(name, kind, help, value)`` of the shared store (pool, leases), if there is one."""
-
-
-# -- commands ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Create:
-    cwd: str | None
-    model: str | None
-    thinking_level: str | None
-    name: str | None
-    reply: Reply[HostedSession]
-    trust_asker: TrustAsker | None = None
-    session_id: str | None = None
-    """The id to give it (an idempotent create's); one already registered is answered."""
-
-
-@attrs.frozen
-class Get:
-    session_id: str
-    reply: Reply[HostedSession]
-
-
-@attrs.frozen
-class ListSessions:
-    reply: Reply[list[dict[str, Any]]]
-
-
-@attrs.frozen
-class Close:
-    session_id: str
-    delete: bool
-    reply: Reply[None]
-
-
-@attrs.frozen
-class Rename:
-    session_id: str
-    name: str
-    reply: Reply[str]
-
-
-@attrs.frozen
-class Models:
-    cwd: str | None
-    reply: Reply[dict[str, Any]]
-
-
-@attrs.frozen
-class Branch:
-    source: HostedSession
-    entry_id: str | None
-    """A user message to fork before; ``None``: clone the current branch."""
-    reply: Reply[tuple[HostedSession, str | None]]
-    session_id: str | None = None
-    """The new session's id (a client command's, made from its id): one that exists already
-    is answered instead of a second copy."""
-
-
-@attrs.frozen
-class SubscribeHost:
-    reply: Reply[trio.MemoryReceiveChannel[HostEvent]]
-
-
-@attrs.frozen
-class Stats:
-    reply: Reply[HostStats]
-
-
-@attrs.frozen
-class Shutdown:
-    reply: Reply[None]
-
-
-HostCommand = (
-    Create
-    | Get
-    | ListSessions
-    | Close
-    | Rename
-    | Models
-    | Branch
-    | SubscribeHost
-    | Stats
-    | Shutdown
-)
 
 
 def _iso(value: datetime.datetime) -> str:
