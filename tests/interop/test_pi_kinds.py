@@ -20,7 +20,7 @@ from pitrio.actors.model_router.providers.bedrock_converse_stream import Bedrock
 from pitrio.actors.model_router.providers.google import GoogleParser
 from pitrio.actors.model_router.providers.mistral import MistralParser
 from pitrio.actors.model_router.providers.openai_codex_responses import account_id
-from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesParser
+from pitrio.actors.model_router.providers.openai_responses_stream import OpenAIResponsesParser
 from pitrio.actors.model_router.providers.sse import SseParser
 from pitrio.messages import TextContent, ThinkingContent, ToolCall
 from pitrio.messages.stream import AssistantMessageEvent

@@ -31,6 +31,7 @@ from pitrio.actors.model_router.providers.http import (
     bearer_json_request,
     join_url,
 )
+from pitrio.actors.model_router.providers.openai_responses_stream import OpenAIResponsesParser
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 
@@ -187,9 +188,9 @@ class AzureOpenAIResponsesProvider(HttpProvider):
             model, context, options, api_key=api_key, headers=headers, env=self.credentials.env
         )
 
-    def new_parser(self, model: Model) -> openai_responses.OpenAIResponsesParser:
+    def new_parser(self, model: Model) -> OpenAIResponsesParser:
         """The Responses API parser, for one response of ``model``."""
-        return openai_responses.OpenAIResponsesParser(model)
+        return OpenAIResponsesParser(model)
 
 
 __all__ = [

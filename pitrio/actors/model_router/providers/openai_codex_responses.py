@@ -9,7 +9,7 @@ plus ``chatgpt-account-id`` (read from the token's JWT claim ``https://api.opena
 fields (``instructions`` always, ``text.verbosity: low``, ``tool_choice: auto``,
 ``parallel_tool_calls``, tools with ``strict: null``).
 
-The stream is the Responses API's, parsed by :class:`.openai_responses.OpenAIResponsesParser`
+The stream is the Responses API's, parsed by :class:`.OpenAIResponsesParser`
 after Codex's own mapping: an ``error`` event fails as ``Codex error: <message>``,
 ``response.failed`` with its error's message, and ``response.done``/``response.incomplete``
 complete the response like ``response.completed`` (an ``incomplete`` status is a length stop).
@@ -55,6 +55,7 @@ from pitrio.actors.model_router.providers.http import (
     SseParser,
     join_url,
 )
+from pitrio.actors.model_router.providers.openai_responses_stream import OpenAIResponsesParser
 from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.actors.model_router.providers.strict_tools import (
     compat_flag,
@@ -209,7 +210,7 @@ class CodexRequest(HttpRequest):
     session_id: str | None = None
 
 
-class CodexParser(openai_responses.OpenAIResponsesParser):
+class CodexParser(OpenAIResponsesParser):
     """Codex's stream events mapped onto the Responses API parser (sans-IO)."""
 
     api_label = API
