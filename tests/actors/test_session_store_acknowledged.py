@@ -39,7 +39,10 @@ async def rpc_on_vendor(tmp_path: Path) -> AsyncIterator[tuple[RpcProcess, Vendo
     dirs = Dirs.make(tmp_path / "root")
     sessions = tmp_path / "sessions"
     async with running_vendor() as vendor:
-        vendor.push(Act(parts=[*text_parts("thinking about it"), trio.Event()]))
+        # "stall": a chunked body that never ends. (The default "complete" would announce a
+        # content-length covering only the text, so the body ended there and the client
+        # could record an error reply before the kill: the race this test lost now and then.)
+        vendor.push(Act(parts=[*text_parts("thinking about it"), trio.Event()], ending="stall"))
         write_agent_dir(dirs.agent, vendor.base_url, {"quietStartup": True})
         command = [sys.executable, "-m", "pitrio.transports.cli", "--mode", "rpc"]
         process = await trio.lowlevel.open_process(
