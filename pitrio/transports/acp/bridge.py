@@ -24,7 +24,7 @@ from pitrio.sdk.models import ModelRouterHandle
 from pitrio.sdk.session import SessionOptions, SessionRuntime
 from pitrio.transports.acp.jsonrpc import INTERNAL_ERROR, RpcError
 from pitrio.transports.acp.mapping import Translator, commands_update, history_updates
-from pitrio.transports.acp.messages import ImageBlock, StopReason, Update
+from pitrio.transports.acp.messages import ImageBlock, PlanUpdate, StopReason, Update
 from pitrio.transports.chat import RpcLink, byte_pipe
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer
 
@@ -152,7 +152,10 @@ class Bridge:
                 waiting[0].set()
             return
         if kind == "extension_ui_request":
-            nursery.start_soon(self._dialog, frame)
+            if frame.get("method") == "setPlan":  # in order with the run's updates
+                await self.notify(PlanUpdate.from_frame(frame.get("planEntries")))
+            else:
+                nursery.start_soon(self._dialog, frame)
             return
         for update in self.translator.updates(frame):
             await self.notify(update)

@@ -251,7 +251,50 @@ class ModeUpdate:
         return {"sessionUpdate": "current_mode_update", "currentModeId": self.mode_id}
 
 
-Update = Chunk | ToolCallStart | ToolCallProgress | CommandsUpdate | ConfigUpdate | ModeUpdate
+@attrs.frozen(slots=True)
+class PlanUpdate:
+    """``plan``: an extension's whole plan (``ctx.ui.set_plan``), replacing the one shown."""
+
+    entries: tuple[tuple[str, str, str], ...]
+    """``(content, priority, status)`` of each entry."""
+
+    @classmethod
+    def from_frame(cls, entries: Any) -> PlanUpdate:
+        """From a ``setPlan`` request's ``planEntries``: wrong entries are left out (they come
+        from a session, which checked them, or from a daemon of another version)."""
+        kept: list[tuple[str, str, str]] = []
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            content, priority, status = (entry.get(k) for k in ("content", "priority", "status"))
+            if (
+                isinstance(content, str)
+                and priority in ("high", "medium", "low")
+                and status in ("pending", "in_progress", "completed")
+            ):
+                kept.append((content, priority, status))
+        return cls(tuple(kept))
+
+    def to_json(self) -> dict[str, Any]:
+        """ACP's JSON."""
+        return {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": content, "priority": priority, "status": status}
+                for content, priority, status in self.entries
+            ],
+        }
+
+
+Update = (
+    Chunk
+    | ToolCallStart
+    | ToolCallProgress
+    | CommandsUpdate
+    | ConfigUpdate
+    | ModeUpdate
+    | PlanUpdate
+)
 
 
 def session_update(session_id: str, update: Update) -> dict[str, Any]:
