@@ -209,8 +209,8 @@ class DaemonSessions:
     async def _attach(self, session_id: str, cwd: str) -> Bridge:
         url = ws_url(self.daemon.url, f"/v1/sessions/{session_id}")
 
-        def connect() -> Any:
-            return open_websocket_url(url, extra_headers=self.daemon.headers())
+        def connect(query: str) -> Any:
+            return open_websocket_url(url + query, extra_headers=self.daemon.headers())
 
         try:
             with collapse_groups():
