@@ -28,6 +28,15 @@ from tests.transports.daemon_harness import (
 )
 
 
+async def _ends_cleanly(agent: Agent) -> None:
+    """Close the ACP process's input: it exits 0, having written only schema-valid lines."""
+    assert agent.process.stdin is not None
+    await agent.process.stdin.aclose()
+    with trio.fail_after(30):
+        assert await agent.process.wait() == 0
+    assert schema_problems(agent) == []
+
+
 def _request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
@@ -121,11 +130,7 @@ async def test_load_through_the_daemon_replays_and_an_unknown_id_is_not_found(
             missing = {**load, "sessionId": "00000000-0000-0000-0000-000000000000"}
             await agent.send(_request(2, "session/load", missing))
             assert (await agent.answer(2))["error"]["code"] == -32002
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with trio.fail_after(30):
-                assert await process.wait() == 0
-            assert schema_problems(agent) == []
+            await _ends_cleanly(agent)
         finally:
             if process.returncode is None:
                 process.kill()
@@ -240,11 +245,7 @@ async def test_a_dropped_daemon_link_resumes_and_the_reply_arrives_whole(tmp_pat
             await agent.send(_request(3, "session/prompt", again))
             assert (await agent.answer(3))["result"] == {"stopReason": "end_turn"}
             assert replies(agent) == slow_text() + "You said: after"
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with trio.fail_after(30):
-                assert await process.wait() == 0
-            assert schema_problems(agent) == []
+            await _ends_cleanly(agent)
         finally:
             if process.returncode is None:
                 process.kill()

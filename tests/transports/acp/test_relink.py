@@ -113,46 +113,36 @@ async def test_a_dropped_link_resumes_from_the_last_seq_and_resends_unanswered(
     ]
 
 
-async def test_a_refused_reconnect_ends_the_link(autojump_clock: trio.testing.MockClock) -> None:
-    one = FakeSocket()
-    link = Relink(Daemon(one, None).connect)
+async def _lost_for_good(link: Relink, socket: FakeSocket, seq: int) -> None:
+    """Attach, drop the connection: the link must end (``ConnectionClosed`` to the bridge)."""
     async with trio.open_nursery() as nursery:
-        one.feed(type="attached", seq=0, stream="s")
+        socket.feed(type="attached", seq=seq, stream="s")
         await nursery.start(link.run)
         await _frame(link)
-        one.drop()
+        socket.drop()
         with pytest.raises(ConnectionClosed):
             await _frame(link)
+
+
+async def test_a_refused_reconnect_ends_the_link(autojump_clock: trio.testing.MockClock) -> None:
+    one = FakeSocket()
+    daemon = Daemon(one, None)
+    await _lost_for_good(Relink(daemon.connect), one, 0)
+    assert daemon.queries == ["", "?since=0&stream=s"]  # refused: not tried again
 
 
 async def test_a_daemon_gone_for_good_ends_the_link_after_the_tries(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    class Gone:
-        @asynccontextmanager
-        async def connect(self, query: str) -> AsyncIterator[FakeSocket]:
-            raise OSError("connection refused")
-            yield FakeSocket()  # pragma: no cover
-
     one = FakeSocket()
     tries: list[str] = []
-    gone = Gone()
 
     @asynccontextmanager
     async def connect(query: str) -> AsyncIterator[FakeSocket]:
         tries.append(query)
-        if len(tries) == 1:
-            yield one
-        else:
-            async with gone.connect(query) as socket:
-                yield socket
+        if len(tries) > 1:
+            raise OSError("connection refused")
+        yield one
 
-    link = Relink(connect)
-    async with trio.open_nursery() as nursery:
-        one.feed(type="attached", seq=2, stream="s")
-        await nursery.start(link.run)
-        await _frame(link)
-        one.drop()
-        with pytest.raises(ConnectionClosed):
-            await _frame(link)
-    assert len(tries) == 1 + 5
+    await _lost_for_good(Relink(connect), one, 2)
+    assert tries == ["", *["?since=2&stream=s"] * 5]
