@@ -348,6 +348,9 @@ class ExtensionUiRequest:
     widget_lines: tuple[str, ...] | None = None
     widget_placement: str | None = None
     text: str | None = None
+    plan_entries: tuple[dict[str, str], ...] | None = None
+    """``setPlan`` (pitrio's, no pi method): the whole plan, each entry's ``content``,
+    ``priority`` and ``status`` (an empty plan clears it)."""
     extra: dict[str, Any] | None = extra_field()
 
 

@@ -140,9 +140,12 @@ async def open_transport(
     if config.transport == "stdio":
         from mcp import StdioServerParameters, stdio_client
 
-        command = expand_home(config.command)
-        args = [expand_home(arg) for arg in config.args]
-        env = await resolve_values(config.env, f"{what} env")
+        if config.literal:  # a client's plain values
+            command, args, env = config.command, list(config.args), dict(config.env)
+        else:
+            command = expand_home(config.command)
+            args = [expand_home(arg) for arg in config.args]
+            env = await resolve_values(config.env, f"{what} env")
         # Refused here with the field named, not deep in the SDK's spawn.
         check_os_texts([command, *args], f"MCP server {config.name} argument")
         check_environment(env, f"MCP server {config.name} environment")
@@ -161,7 +164,10 @@ async def open_transport(
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        headers = await resolve_values(config.headers, f"{what} header")
+        if config.literal:
+            headers = dict(config.headers)
+        else:
+            headers = await resolve_values(config.headers, f"{what} header")
         async with (
             create_mcp_http_client(headers=headers) as client,
             streamable_http_client(config.url, http_client=client) as streams,

@@ -47,7 +47,8 @@ DEFAULT_CALL_TIMEOUT_MS = 300_000
 OVERRIDE_KEYS = ("enabled", "exposure", "toolExposure")
 
 Transport = Literal["stdio", "http"]
-Scope = Literal["global", "project", "cli"]
+Scope = Literal["global", "project", "cli", "client"]
+"""``client``: servers a client gave the session (ACP's ``mcpServers``), after every file."""
 
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -87,6 +88,10 @@ class McpServerConfig:
     """The file whose override entry changed ``enabled`` / exposure, if one did."""
     entry: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     """The entry as written (an override is merged into it)."""
+    literal: bool = False
+    """``env``, ``headers``, ``command`` and ``args`` are used as given, with no templates,
+    ``!command`` values or ``~/``: a client's server (scope ``client``), whose protocol
+    (ACP) gives plain values."""
 
 
 @attrs.frozen
@@ -227,7 +232,15 @@ def parse_server(
         fields = _stdio(entry, command)
     else:
         raise ValueError('needs "command" (a stdio server) or "url" (a streamable-HTTP server)')
-    return McpServerConfig(name=name, source=source, scope=scope, entry=entry, **fields, **common)
+    return McpServerConfig(
+        name=name,
+        source=source,
+        scope=scope,
+        entry=entry,
+        literal=scope == "client",
+        **fields,
+        **common,
+    )
 
 
 def is_override(entry: Mapping[str, Any]) -> bool:
@@ -361,9 +374,11 @@ def load_mcp_config(
     limits: TimeLimits = TimeLimits(),
     project: bool = True,
     project_dirs: Sequence[str] = PROJECT_DIRS,
+    client: tuple[Any, str] | None = None,
 ) -> McpConfig:
     """Read and merge the agent dir's file, the project's (unless ``project=False``: an
-    untrusted project's) and ``extra`` (``--mcp-config``) ones.
+    untrusted project's), ``extra`` (``--mcp-config``) ones and ``client``: an ``mcp.json``
+    object a client gave (ACP's ``mcpServers``) and its name for messages, scope ``client``.
 
     Raises :class:`McpConfigError` for an ``extra`` file that is missing or not JSON (the user
     named it); a discovered file's problems are reported in :attr:`McpConfig.problems`.
@@ -380,6 +395,8 @@ def load_mcp_config(
             problems.append(problem)
         if data is not None:
             files.append((data, str(path), scope))
+    if client is not None:
+        files.append((client[0], client[1], "client"))
     merged = merge_files(files, limits)
     return attrs.evolve(merged, problems=(*problems, *merged.problems))
 

@@ -110,15 +110,23 @@ async def start_session_mcp(
     files: Sequence[str] = (),
     project_trusted: bool = True,
     project_dirs: Sequence[str] = PROJECT_DIRS,
+    client: tuple[Any, str] | None = None,
 ) -> SessionMcp:
     """Start the session's enabled MCP servers in ``nursery``; ``files`` are ``--mcp-config``
-    ones (default: the process's command line's). Raises
+    ones (default: the process's command line's); ``client``: a client's servers, as
+    :func:`~pitrio.actors.mcp.config.load_mcp_config` takes them. Raises
     :class:`~pitrio.actors.mcp.config.McpConfigError` for a named file that cannot be used."""
     extra = tuple(files) or cli_config_files()
     limits = limits_from_settings(mcp_settings)
     config: McpConfig = await trio.to_thread.run_sync(
         lambda: load_mcp_config(
-            agent_dir, cwd, extra, limits, project=project_trusted, project_dirs=project_dirs
+            agent_dir,
+            cwd,
+            extra,
+            limits,
+            project=project_trusted,
+            project_dirs=project_dirs,
+            client=client,
         )
     )
     notices = [f"Warning: {problem}" for problem in config.problems]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -173,6 +174,9 @@ class SessionOptions:
     mcp_config: tuple[str, ...] = ()
     """``--mcp-config FILE``s: MCP server files read after the agent dir's and the project's
     ``mcp.json`` (default: the process's command line's; :mod:`pitrio.actors.mcp`)."""
+    mcp_servers: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """MCP servers a client gave the session (ACP's ``mcpServers``), by name, as ``mcp.json``
+    entries: added after every file, their values used as given."""
     trace: TapFactory | None = None
     """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
     :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
@@ -518,6 +522,11 @@ async def start_session(
             files=options.mcp_config,
             project_trusted=trust.trusted,
             project_dirs=project_dir_names(agent),
+            client=(
+                ({"mcpServers": dict(options.mcp_servers)}, "the client's mcpServers")
+                if options.mcp_servers
+                else None
+            ),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":

@@ -35,13 +35,17 @@ if TYPE_CHECKING:
 Notify = Callable[[Bridge, Update], Awaitable[None]]
 
 
+McpServers = tuple[tuple[str, dict[str, Any]], ...]
+"""A client's MCP servers (``mcpServers``) as ``mcp.json`` entries by name."""
+
+
 class Sessions(Protocol):
     """What the methods need of a session store."""
 
-    async def create(self, cwd: str) -> Bridge:
-        """A new session in ``cwd``, running."""
+    async def create(self, cwd: str, servers: McpServers = ()) -> Bridge:
+        """A new session in ``cwd``, running, with the client's MCP servers too."""
 
-    async def open(self, session_id: str, cwd: str) -> Bridge:
+    async def open(self, session_id: str, cwd: str, servers: McpServers = ()) -> Bridge:
         """An existing session, running (``-32002`` when there is none)."""
 
     async def listing(self, cwd: str | None) -> list[dict[str, Any]]:
@@ -117,9 +121,11 @@ class LocalSessions:
     def _options(self, cwd: str, **changes: Any) -> SessionOptions:
         return attrs.evolve(self._base, cwd=cwd, continue_recent=False, fork=None, **changes)
 
-    async def create(self, cwd: str) -> Bridge:
-        """A new session file in ``cwd``'s session dir (written at its first reply)."""
-        return await self._start(self._options(cwd, session=None, session_id=None))
+    async def create(self, cwd: str, servers: McpServers = ()) -> Bridge:
+        """A new session file in ``cwd``'s session dir (written at its first reply), with the
+        client's MCP servers after pitrio's configured ones."""
+        options = self._options(cwd, session=None, session_id=None, mcp_servers=servers)
+        return await self._start(options)
 
     def _find(self, session_id: str, cwd: str) -> SessionInfo:
         override = self._base.session_dir
@@ -132,10 +138,10 @@ class LocalSessions:
                     return info
         raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {session_id}")
 
-    async def open(self, session_id: str, cwd: str) -> Bridge:
+    async def open(self, session_id: str, cwd: str, servers: McpServers = ()) -> Bridge:
         """The session file with that id: the ``cwd``'s session dir first, then every one."""
         info = await trio.to_thread.run_sync(self._find, session_id, cwd)
-        return await self._start(self._options(cwd, session=str(info.path)))
+        return await self._start(self._options(cwd, session=str(info.path), mcp_servers=servers))
 
     async def listing(self, cwd: str | None) -> list[dict[str, Any]]:
         """pitrio's session catalogue."""
@@ -203,8 +209,8 @@ class DaemonSessions:
     async def _attach(self, session_id: str, cwd: str) -> Bridge:
         url = ws_url(self.daemon.url, f"/v1/sessions/{session_id}")
 
-        def connect() -> Any:
-            return open_websocket_url(url, extra_headers=self.daemon.headers())
+        def connect(query: str) -> Any:
+            return open_websocket_url(url + query, extra_headers=self.daemon.headers())
 
         try:
             with collapse_groups():
@@ -215,16 +221,19 @@ class DaemonSessions:
             raise self._failure(exc, f"session {session_id}") from None
         return bridge
 
-    async def create(self, cwd: str) -> Bridge:
-        """A new daemon session in ``cwd``."""
+    async def create(self, cwd: str, servers: McpServers = ()) -> Bridge:
+        """A new daemon session in ``cwd``; the client's MCP servers are not passed on (the
+        daemon's sessions have the daemon's MCP configuration: an editor's commands are not
+        run on the daemon's side)."""
         fields: dict[str, Any] = {"type": "create", "cwd": cwd}
         if self.daemon.model:
             fields["model"] = self.daemon.model
         created = await self._host(fields)
         return await self._attach(str(created["sessionId"]), cwd)
 
-    async def open(self, session_id: str, cwd: str) -> Bridge:
-        """A daemon session (loaded by the daemon when it was not in memory)."""
+    async def open(self, session_id: str, cwd: str, servers: McpServers = ()) -> Bridge:
+        """A daemon session (loaded by the daemon when it was not in memory); as
+        :meth:`create`, without the client's MCP servers."""
         opened = await self._host({"type": "open", "sessionId": session_id})
         return await self._attach(session_id, str(opened.get("cwd") or cwd))
 

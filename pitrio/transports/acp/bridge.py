@@ -10,8 +10,8 @@ tests already hold to pi's behaviour; the bridge only translates.
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import attrs
@@ -24,7 +24,8 @@ from pitrio.sdk.models import ModelRouterHandle
 from pitrio.sdk.session import SessionOptions, SessionRuntime
 from pitrio.transports.acp.jsonrpc import INTERNAL_ERROR, RpcError
 from pitrio.transports.acp.mapping import Translator, commands_update, history_updates
-from pitrio.transports.acp.messages import ImageBlock, StopReason, Update
+from pitrio.transports.acp.messages import ImageBlock, PlanUpdate, StopReason, Update
+from pitrio.transports.acp.relink import Connect, Relink
 from pitrio.transports.chat import RpcLink, byte_pipe
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer
 
@@ -79,6 +80,11 @@ class Bridge:
         self.finished = trio.Event()
         """Set once the session's actors have stopped (its file is complete)."""
         self._ids = 0
+        self._id_prefix = f"acp-{secrets.token_hex(4)}"
+        """Command ids of this bridge: a daemon session applies an id once and remembers
+        it, so another ACP process's ``acp-1`` must not pass for a repeat of this one's."""
+        self._dialogs: set[Any] = set()
+        """Dialogs being asked (a resumed link shows a waiting one again: asked once)."""
         self._calls: dict[str, tuple[trio.Event, list[dict[str, Any]]]] = {}
         self._settles: list[_Settle] = []
         self._cancelled = False
@@ -95,7 +101,7 @@ class Bridge:
         """Send an RPC command and wait for its response: its data; :class:`RpcError` with
         the RPC error's text when it failed."""
         self._ids += 1
-        request_id = f"acp-{self._ids}"
+        request_id = f"{self._id_prefix}-{self._ids}"
         answered, box = self._calls[request_id] = (trio.Event(), [])
         try:
             await self._send({**command, "id": request_id})
@@ -152,7 +158,13 @@ class Bridge:
                 waiting[0].set()
             return
         if kind == "extension_ui_request":
-            nursery.start_soon(self._dialog, frame)
+            if frame.get("method") == "setPlan":  # in order with the run's updates
+                await self.notify(PlanUpdate.from_frame(frame.get("planEntries")))
+            else:
+                nursery.start_soon(self._dialog, frame)
+            return
+        if kind == "resync":  # events were lost with a dropped link: is a run still going?
+            nursery.start_soon(self._resynced)
             return
         for update in self.translator.updates(frame):
             await self.notify(update)
@@ -166,6 +178,16 @@ class Bridge:
                 settle.reason, settle.error = reason, error
                 settle.done.set()
             self._settles.clear()
+
+    async def _resynced(self) -> None:
+        """The daemon no longer held the events a resumed link missed: a prompt waiting for
+        a settle that was among them ends now if no run is going (else at the run's)."""
+        with contextlib.suppress(RpcError):
+            state = await self.call({"type": "get_state"})
+            if isinstance(state, dict) and not state.get("isStreaming"):
+                for settle in self._settles:
+                    settle.done.set()
+                self._settles.clear()
 
     # -- ACP methods ---------------------------------------------------------------------------
 
@@ -275,6 +297,9 @@ class Bridge:
         method, dialog_id = frame.get("method"), frame.get("id")
         if method not in ("confirm", "select", "input", "editor"):
             return  # fire-and-forget UI (status, widgets, notices): nothing to answer
+        if dialog_id in self._dialogs:
+            return
+        self._dialogs.add(dialog_id)
         answer: dict[str, Any] = {"cancelled": True}
         if method in ("confirm", "select"):
             answer = await self._ask_permission(frame)
@@ -393,7 +418,7 @@ async def _run_bridge(
 
 
 async def serve_link(
-    connect: Callable[[], AbstractAsyncContextManager[Link]],
+    connect: Connect,
     session_id: str,
     cwd: str,
     notify: Callable[[Bridge, Update], Awaitable[None]],
@@ -401,11 +426,14 @@ async def serve_link(
     *,
     task_status: trio.TaskStatus[Bridge] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve a daemon's session over the link ``connect`` opens (its first frame is the
-    daemon's ``attached``) until :func:`close_bridge`; the daemon's session goes on."""
+    """Serve a daemon's session over the websocket ``connect`` opens (its first frame is the
+    daemon's ``attached``), connected again after a drop (:class:`Relink`), until
+    :func:`close_bridge`; the daemon's session goes on."""
     made: list[Bridge] = []
     try:
-        async with connect() as link, trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:
+            link = Relink(connect)
+            await nursery.start(link.run)
             await link.get_message()  # ``attached``: the session is there
 
             async def to_client(update: Update) -> None:

@@ -251,7 +251,50 @@ class ModeUpdate:
         return {"sessionUpdate": "current_mode_update", "currentModeId": self.mode_id}
 
 
-Update = Chunk | ToolCallStart | ToolCallProgress | CommandsUpdate | ConfigUpdate | ModeUpdate
+@attrs.frozen(slots=True)
+class PlanUpdate:
+    """``plan``: an extension's whole plan (``ctx.ui.set_plan``), replacing the one shown."""
+
+    entries: tuple[tuple[str, str, str], ...]
+    """``(content, priority, status)`` of each entry."""
+
+    @classmethod
+    def from_frame(cls, entries: Any) -> PlanUpdate:
+        """From a ``setPlan`` request's ``planEntries``: wrong entries are left out (they come
+        from a session, which checked them, or from a daemon of another version)."""
+        kept: list[tuple[str, str, str]] = []
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            content, priority, status = (entry.get(k) for k in ("content", "priority", "status"))
+            if (
+                isinstance(content, str)
+                and priority in ("high", "medium", "low")
+                and status in ("pending", "in_progress", "completed")
+            ):
+                kept.append((content, priority, status))
+        return cls(tuple(kept))
+
+    def to_json(self) -> dict[str, Any]:
+        """ACP's JSON."""
+        return {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": content, "priority": priority, "status": status}
+                for content, priority, status in self.entries
+            ],
+        }
+
+
+Update = (
+    Chunk
+    | ToolCallStart
+    | ToolCallProgress
+    | CommandsUpdate
+    | ConfigUpdate
+    | ModeUpdate
+    | PlanUpdate
+)
 
 
 def session_update(session_id: str, update: Update) -> dict[str, Any]:
@@ -324,3 +367,64 @@ def prompt_blocks(params: Mapping[str, Any]) -> tuple[str, tuple[ImageBlock, ...
 def texts_of(blocks: Sequence[Block]) -> str:
     """The text of some blocks (tests and logs)."""
     return "".join(block.text for block in blocks if isinstance(block, TextBlock))
+
+
+def _pairs(server: Mapping[str, Any], key: str, what: str) -> dict[str, str]:
+    """An ACP list of ``{name, value}`` (``env``, ``headers``) as a mapping."""
+    items = server.get(key)
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise invalid_params(f"{what}: {key} must be an array")
+    found: dict[str, str] = {}
+    for item in items:
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("value"), str)
+        ):
+            raise invalid_params(f"{what}: each of {key} must have a string name and value")
+        found[item["name"]] = item["value"]
+    return found
+
+
+def mcp_servers(params: Mapping[str, Any]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``mcpServers`` as ``mcp.json`` entries by name: stdio (``command``, ``args``, ``env``)
+    and ``http`` (``url``, ``headers``); ``sse`` is refused, as ``initialize`` says. A name's
+    characters other than letters, digits, ``-`` and ``_`` become ``_`` (as in the tools'
+    ``mcp__<server>__<tool>`` names)."""
+    servers = params.get("mcpServers")
+    if servers is None:
+        return ()
+    if not isinstance(servers, list):
+        raise invalid_params("mcpServers must be an array")
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for server in servers:
+        if not isinstance(server, dict) or not isinstance(server.get("name"), str):
+            raise invalid_params("each of mcpServers must be an object with a string name")
+        name = "".join(
+            c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in server["name"]
+        )
+        what = f"MCP server {server['name']!r}"
+        kind = server.get("type")
+        if kind == "sse":
+            raise invalid_params(f"{what}: the sse transport is not supported (mcpCapabilities)")
+        if kind == "http":
+            if not isinstance(server.get("url"), str):
+                raise invalid_params(f"{what}: url must be a string")
+            entry: dict[str, Any] = {
+                "type": "http",
+                "url": server["url"],
+                "headers": _pairs(server, "headers", what),
+            }
+        elif kind is None or kind == "stdio":
+            args = server.get("args") or []
+            if not isinstance(server.get("command"), str) or not server["command"]:
+                raise invalid_params(f"{what}: command must be a string")
+            if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+                raise invalid_params(f"{what}: args must be an array of strings")
+            entry = {"command": server["command"], "args": args, "env": _pairs(server, "env", what)}
+        else:
+            raise invalid_params(f"{what}: unknown transport {kind!r}")
+        entries.append((name or "_", entry))
+    return tuple(entries)

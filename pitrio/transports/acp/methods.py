@@ -22,6 +22,7 @@ from pitrio.transports.acp.messages import (
     ModeUpdate,
     SelectOption,
     absolute_path,
+    mcp_servers,
     params_object,
     prompt_blocks,
     string_param,
@@ -61,14 +62,6 @@ def _version() -> str:
         return metadata.version("pitrio")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _mcp_servers(params: Any) -> None:
-    """``mcpServers`` is checked for its shape; the servers are not started yet (see the
-    README: pitrio's own MCP configuration applies)."""
-    servers = params.get("mcpServers")
-    if servers is not None and not isinstance(servers, list):
-        raise invalid_params("mcpServers must be an array")
 
 
 def _cursor(value: str | None) -> int:
@@ -139,7 +132,8 @@ class Methods:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                # streamable HTTP as pitrio's MCP client speaks it; no SSE (pi 1.6.0 refuses it)
+                "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
             "authMethods": [],
@@ -173,8 +167,7 @@ class Methods:
         """``session/new``: a fresh session in ``cwd``."""
         fields = params_object(params)
         cwd = absolute_path(fields, "cwd")
-        _mcp_servers(fields)
-        bridge = await self.server.backend.create(cwd)
+        bridge = await self.server.backend.create(cwd, mcp_servers(fields))
         self.server.sessions[bridge.session_id] = bridge
         result = {"sessionId": bridge.session_id, **await self._setup(bridge)}
         return result, bridge.send_commands
@@ -183,13 +176,13 @@ class Methods:
         fields = params_object(params)
         session_id = string_param(fields, "sessionId")
         cwd = absolute_path(fields, "cwd")
-        _mcp_servers(fields)
+        servers = mcp_servers(fields)
         assert session_id is not None
         async with self._opening:  # one opening of a file at a time: it has one writer
             bridge = self.server.sessions.get(session_id)
             if bridge is not None and not bridge.closed.is_set():
                 return bridge
-            bridge = await self.server.backend.open(session_id, cwd)
+            bridge = await self.server.backend.open(session_id, cwd, servers)
             self.server.sessions[bridge.session_id] = bridge
             return bridge
 

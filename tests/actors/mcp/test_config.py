@@ -227,3 +227,24 @@ def test_home_is_expanded_in_commands_and_cwd() -> None:
     assert expand_home("~/bin/x", "/home/u") == "/home/u/bin/x"
     assert expand_home("~", "/home/u") == "/home/u"
     assert expand_home("a~/b", "/home/u") == "a~/b"
+
+
+def test_a_clients_servers_come_last_and_keep_their_values_as_given(tmp_path: Path) -> None:
+    agent, cwd = tmp_path / "agent", tmp_path / "work"
+    _write(agent / "mcp.json", {"a": {"command": "agent-a", "env": {"K": "${HOME}"}}})
+    client = {
+        "mcpServers": {
+            "a": {"command": "~/editor-a", "env": {"K": "${HOME}"}},
+            "h": {"type": "http", "url": "http://h/mcp", "headers": {"X": "!echo no"}},
+        }
+    }
+    config = load_mcp_config(agent, str(cwd), client=(client, "the client"))
+    assert config.problems == ()
+    assert [(s.name, s.scope, s.source, s.literal) for s in config.servers] == [
+        ("a", "client", "the client", True),
+        ("h", "client", "the client", True),
+    ]
+    assert config.servers[0].command == "~/editor-a"
+    assert dict(config.servers[1].headers) == {"X": "!echo no"}
+    alone = load_mcp_config(agent, str(cwd))
+    assert [(s.scope, s.literal) for s in alone.servers] == [("global", False)]

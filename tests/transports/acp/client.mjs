@@ -105,6 +105,14 @@ await app.connectWith(stream, async (agent) => {
     await step("prompt-after-close", () =>
       agent.request("session/prompt", { sessionId, prompt: text("still there?") }),
     );
+  } else if (phase === "mcp") {
+    // The editor's MCP servers: started for the session, their tools called by the model.
+    const created = await step("new", () =>
+      agent.request("session/new", { cwd: args.cwd, mcpServers: args.mcpServers }),
+    );
+    await step("prompt-mcp", () =>
+      agent.request("session/prompt", { sessionId: created.sessionId, prompt: text(args.prompt) }),
+    );
   } else if (phase === "reload") {
     await step("load", () =>
       agent.request("session/load", { sessionId: args.sessionId, cwd: args.cwd, mcpServers: [] }),

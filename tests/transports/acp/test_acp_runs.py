@@ -141,3 +141,32 @@ async def test_the_end_of_input_answers_a_running_prompt_cancelled_before_exitin
         assert agent.process.stdin is not None
         await agent.process.stdin.aclose()  # the editor closed its end; it still reads
         assert (await agent.answer(2))["result"] == {"stopReason": "cancelled"}
+
+
+PLAN_EXTENSION = """
+async def plan(args, ctx):
+    await ctx.ui.set_plan([{"content": "one", "status": "in_progress", "priority": "high"}])
+    await ctx.ui.set_plan([{"content": "one", "status": "completed"}, {"content": "two"}])
+
+def setup(api):
+    api.register_command("plan", plan, description="Show a plan")
+"""
+
+
+async def test_an_extensions_plan_is_a_plan_update(work: Path) -> None:
+    extension = work.parent / "plan.py"
+    extension.write_text(PLAN_EXTENSION)
+    async with running_acp(work, "-e", str(extension)) as agent:
+        session_id = await _new(agent, work)
+        await agent.send(_prompt(2, session_id, _text("/plan")))
+        assert (await agent.answer(2))["result"] == {"stopReason": "end_turn"}
+    updates = [json.loads(line)["params"]["update"] for line in agent.written if "/update" in line]
+    plans = [u["entries"] for u in updates if u["sessionUpdate"] == "plan"]
+    assert plans == [
+        [{"content": "one", "priority": "high", "status": "in_progress"}],
+        [
+            {"content": "one", "priority": "medium", "status": "completed"},
+            {"content": "two", "priority": "medium", "status": "pending"},
+        ],
+    ]
+    assert schema_problems(agent) == []

@@ -102,3 +102,43 @@ async def test_a_failing_command_reports_and_the_prompt_succeeds(tmp_path: Path)
     }
     assert steer["success"] is False
     assert steer["error"].startswith('Extension command "/boom" cannot be queued.')
+
+
+PLAN_EXTENSION = """
+async def plan(args, ctx):
+    await ctx.ui.set_plan([
+        {"content": "read the code", "status": "completed", "priority": "high"},
+        {"content": "write the test"},
+    ])
+    await ctx.ui.set_plan([])
+    try:
+        await ctx.ui.set_plan([{"content": "x", "status": "done"}])
+    except ValueError as exc:
+        await ctx.ui.notify(str(exc))
+
+def setup(api):
+    api.register_command("plan", plan, description="Show a plan")
+"""
+
+
+async def test_set_plan_is_a_set_plan_request_and_a_wrong_entry_raises(tmp_path: Path) -> None:
+    """pitrio's ``ctx.ui.set_plan``: a fire-and-forget ``setPlan`` request with the whole
+    plan (defaults filled in), ``[]`` to clear it; a wrong status raises in the extension."""
+    dirs = Dirs.make(tmp_path)
+    extension = tmp_path / "plan.py"
+    extension.write_text(PLAN_EXTENSION)
+    async with rpc_process(dirs, "-e", str(extension)) as rpc:
+        response = await rpc.request({"type": "prompt", "message": "/plan"})
+        await rpc.event("extension_ui_request", 3)
+    assert response["success"] is True
+    first, cleared, notice = rpc.by_type["extension_ui_request"]
+    assert (first["method"], first["planEntries"]) == (
+        "setPlan",
+        [
+            {"content": "read the code", "priority": "high", "status": "completed"},
+            {"content": "write the test", "priority": "medium", "status": "pending"},
+        ],
+    )
+    assert (cleared["method"], cleared["planEntries"]) == ("setPlan", [])
+    assert notice["method"] == "notify"
+    assert notice["message"].startswith("a plan entry's status must be one of")

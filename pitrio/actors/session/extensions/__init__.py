@@ -30,7 +30,14 @@ from pitrio.actors.session.extensions.loader import (
 )
 from pitrio.actors.session.extensions.registry import Extension, SourceInfo
 from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlockedError
-from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
+from pitrio.actors.session.extensions.ui import (
+    ClientUI,
+    ExtensionUI,
+    NoUI,
+    PlanEntry,
+    PlanError,
+    UiResponse,
+)
 
 __all__ = [
     "BeforeAgentStartResult",
@@ -55,6 +62,8 @@ __all__ = [
     "LoadedExtensions",
     "MessageEndResult",
     "NoUI",
+    "PlanEntry",
+    "PlanError",
     "PortHolder",
     "SessionPort",
     "SourceInfo",

@@ -8,20 +8,66 @@ late reply is ignored. Fire-and-forget calls (``notify``, ``set_status``, ...) a
 
 :class:`NoUI` is what an extension sees where no client can answer (print and JSON modes):
 ``has_ui`` is false and every dialog returns its default at once.
+
+``set_plan`` is pitrio's (pi 1.6.0's ``ctx.ui`` has no plan): an extension that keeps a plan
+(a todo list, a plan mode) shows it to clients as a ``setPlan`` request, which ACP editors
+get as a ``plan`` update.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
 import trio
 
+from pitrio.errors import PitrioError
 from pitrio.messages.events import ExtensionUiRequest
 
 NotifyType = Literal["info", "warning", "error"]
+PlanPriority = Literal["high", "medium", "low"]
+PlanStatus = Literal["pending", "in_progress", "completed"]
+PLAN_PRIORITIES = ("high", "medium", "low")
+PLAN_STATUSES = ("pending", "in_progress", "completed")
+
+
+class PlanError(PitrioError, ValueError):
+    """A plan entry with a wrong content, priority or status."""
+
+
+@attrs.frozen(kw_only=True)
+class PlanEntry:
+    """One task of a plan (ACP's ``PlanEntry``): what it is, how important, how far along."""
+
+    content: str
+    priority: PlanPriority = "medium"
+    status: PlanStatus = "pending"
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.content, str):
+            raise PlanError("a plan entry's content must be a string")
+        if self.priority not in PLAN_PRIORITIES:
+            raise PlanError(f"a plan entry's priority must be one of {', '.join(PLAN_PRIORITIES)}")
+        if self.status not in PLAN_STATUSES:
+            raise PlanError(f"a plan entry's status must be one of {', '.join(PLAN_STATUSES)}")
+
+    @classmethod
+    def of(cls, entry: PlanEntry | Mapping[str, Any]) -> PlanEntry:
+        """An entry, or one from a mapping with the same keys."""
+        if isinstance(entry, PlanEntry):
+            return entry
+        if not isinstance(entry, Mapping):
+            raise PlanError("a plan entry must be a PlanEntry or a mapping")
+        known = {key: entry[key] for key in ("content", "priority", "status") if key in entry}
+        if "content" not in known:
+            raise PlanError("a plan entry needs a content")
+        return cls(**known)
+
+    def to_json(self) -> dict[str, str]:
+        """The entry's JSON (ACP's field names)."""
+        return {"content": self.content, "priority": self.priority, "status": self.status}
 
 
 @attrs.frozen(kw_only=True)
@@ -78,6 +124,8 @@ class ExtensionUI(Protocol):
 
     async def set_editor_text(self, text: str) -> None: ...
 
+    async def set_plan(self, entries: Sequence[PlanEntry | Mapping[str, Any]]) -> None: ...
+
 
 class NoUI:
     """No client can answer: dialogs return their defaults, the rest does nothing."""
@@ -128,6 +176,12 @@ class NoUI:
 
     async def set_editor_text(self, text: str) -> None:
         """Nothing to show it on."""
+        await trio.lowlevel.checkpoint()
+
+    async def set_plan(self, entries: Sequence[PlanEntry | Mapping[str, Any]]) -> None:
+        """Nothing to show it on (the entries are still checked)."""
+        for entry in entries:
+            PlanEntry.of(entry)
         await trio.lowlevel.checkpoint()
 
 
@@ -238,3 +292,9 @@ class ClientUI:
     async def set_editor_text(self, text: str) -> None:
         """Put text into the client's editor."""
         await self._tell(ExtensionUiRequest(id=self._id(), method="set_editor_text", text=text))
+
+    async def set_plan(self, entries: Sequence[PlanEntry | Mapping[str, Any]]) -> None:
+        """Show the whole plan (replacing the one shown; ``[]`` clears it). Raises
+        :class:`PlanError` for a wrong entry."""
+        plan = tuple(PlanEntry.of(entry).to_json() for entry in entries)
+        await self._tell(ExtensionUiRequest(id=self._id(), method="setPlan", plan_entries=plan))
