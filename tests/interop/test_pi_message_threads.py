@@ -7,6 +7,7 @@ model (a fallback's) is not continued: the next request starts a new thread."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,25 @@ CASES = [
 ]
 
 
-def run_case(case: Case, agent: str, base: Path) -> OneShot:
+def saved_diagnostics(shot: OneShot) -> list[Any]:
+    """The ``diagnostics`` of each assistant message in the run's session file, timestamps
+    left out."""
+    out: list[Any] = []
+    assert shot.root is not None
+    for path in sorted(shot.root.rglob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            message = json.loads(line).get("message") or {}
+            if message.get("role") == "assistant":
+                found = message.get("diagnostics")
+                out.append(
+                    None if found is None else [
+                        {k: v for k, v in d.items() if k != "timestamp"} for d in found
+                    ]
+                )  # fmt: skip
+    return out
+
+
+def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, list[Any]]:
     argv = pi_argv() if agent == "pi" else pitrio_argv()
     assert argv is not None
     shot = run_print(
@@ -88,8 +107,10 @@ def run_case(case: Case, agent: str, base: Path) -> OneShot:
         base=base,
         mock_config={"model": case.served, "queue": list(case.queue)},
     )
-    cleanup(shot)
-    return shot
+    try:
+        return shot, saved_diagnostics(shot)
+    finally:
+        cleanup(shot)
 
 
 outcomes = outcomes_fixture(CASES, run_case, "pitrio-threads-")
@@ -116,16 +137,22 @@ def shape(shot: OneShot) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_same_thread_requests_as_pi(
-    case: Case, outcomes: dict[tuple[str, str], OneShot]
+    case: Case, outcomes: dict[tuple[str, str], tuple[OneShot, list[Any]]]
 ) -> None:
-    pi, pitrio = outcomes[(case.name, "pi")], outcomes[(case.name, "pitrio")]
+    (pi, pi_saved), (pitrio, pitrio_saved) = (outcomes[(case.name, a)] for a in ("pi", "pitrio"))
     for shot in (pi, pitrio):
         assert shot.exit_code == 0, (shot.agent, shot.stderr[-600:])
     assert shape(pitrio) == shape(pi)
+    assert pitrio_saved == pi_saved
     if case.queue:  # continue refused, resent whole without a thread, then threads off
         kinds = [(s["thread"] or {}).get("type") for s in shape(pi)]
         assert kinds == ["create", "continue", None, None]
         assert all(s["beta"] == BETA for s in shape(pi))
+        fallback = {"type": "anthropic_thread_fallback", "details": {"reason": "400"}}
+        assert pi_saved[1] == [
+            {**fallback, "error": {"message": pi_saved[1][0]["error"]["message"]}}
+        ]
+        assert "thread: Extra inputs" in pi_saved[1][0]["error"]["message"]
         return
     assert len(pi.requests) == 2, pi.requests
     first, second = shape(pi)

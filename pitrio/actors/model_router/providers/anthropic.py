@@ -518,7 +518,7 @@ class AnthropicProvider(HttpProvider):
             Diagnostic(
                 type="anthropic_thread_fallback",
                 timestamp=now_ms(),
-                error={"message": failure.text},
+                error={"message": parser.redact(failure.text)},
                 details={"reason": reason},
             )
         )
