@@ -25,6 +25,18 @@ from tests.interop.pi_oneshot import (
 
 BETA = "message-threads-2026-08-12"
 TEXT = {"kind": "text", "deltas": 1, "delta_text": "ok"}
+EXPIRED = {
+    "kind": "error",
+    "status": 404,
+    "body": {
+        "type": "error",
+        "error": {
+            "type": "not_found_error",
+            "message": "thread expired",
+            "details": {"error_code": "thread_not_found"},
+        },
+    },
+}
 REFUSED = {
     "kind": "error",
     "status": 400,
@@ -73,6 +85,12 @@ CASES = [
         "an endpoint that refuses threads",
         {"supportsMessageThreads": True},
         queue=(TEXT, REFUSED),
+        prompts=("one", "two", "three"),
+    ),
+    Case(
+        "an expired thread",
+        {"supportsMessageThreads": True},
+        queue=(TEXT, EXPIRED),
         prompts=("one", "two", "three"),
     ),
 ]
@@ -144,8 +162,12 @@ def test_the_same_thread_requests_as_pi(
         assert shot.exit_code == 0, (shot.agent, shot.stderr[-600:])
     assert shape(pitrio) == shape(pi)
     assert pitrio_saved == pi_saved
+    kinds = [(s["thread"] or {}).get("type") for s in shape(pi)]
+    if case.queue == (TEXT, EXPIRED):  # resent whole as a new thread, which continues next
+        assert kinds == ["create", "continue", "create", "continue"]
+        assert pi_saved[1][0]["details"] == {"reason": "thread_not_found"}
+        return
     if case.queue:  # continue refused, resent whole without a thread, then threads off
-        kinds = [(s["thread"] or {}).get("type") for s in shape(pi)]
         assert kinds == ["create", "continue", None, None]
         assert all(s["beta"] == BETA for s in shape(pi))
         fallback = {"type": "anthropic_thread_fallback", "details": {"reason": "400"}}

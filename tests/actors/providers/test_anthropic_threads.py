@@ -372,3 +372,23 @@ async def test_other_errors_stand_and_a_failed_resend_keeps_threads_on(
     assert failed.diagnostics[0].details == {"reason": "thread_unsupported_request"}
     assert len(server.requests) == 3
     assert provider2.threads.get(SESSION) is None  # type: ignore[attr-defined]
+
+
+def test_reply_turns_are_what_the_next_request_sends() -> None:
+    from pitrio.actors.model_router.providers.anthropic import reply_turns
+    from pitrio.messages import ToolCall
+    from tests.actors.providers.support import assistant
+
+    call = ToolCall(id="call 1", name="read", arguments={"path": "a"})
+    reply = assistant(TextContent(text="look"), call, api=API, stop_reason="toolUse")
+    model = make_model(API)
+    expected_call = {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a"}}
+    # The assistant turn only (no placeholder result for the open call), ids as sent.
+    assert reply_turns(model, reply, oauth=False) == [
+        {"role": "assistant", "content": [{"type": "text", "text": "look"}, expected_call]}
+    ]
+    # Under an OAuth token the names are Claude Code's, as in the next request's history.
+    (turn,) = reply_turns(model, reply, oauth=True)
+    assert turn["content"][1]["name"] == "Read"
+    empty = assistant(TextContent(text="  "), api=API)
+    assert reply_turns(model, empty, oauth=False) == []
