@@ -70,11 +70,11 @@ class Case:
     name: str
     compat: dict[str, Any] | None
     served: str = "thr-model"
+    """The model the mock's replies name (another than the request's: a fallback's reply,
+    which the server keeps no thread of)."""
     queue: tuple[dict[str, Any], ...] = ()
     """Answers scripted before the mock's default text (an error refusing the thread)."""
     prompts: tuple[str, ...] = ("one", "two")
-    """The model the mock's replies name (another than the request's: a fallback's reply,
-    which the server keeps no thread of)."""
 
 
 CASES = [
@@ -98,7 +98,7 @@ CASES = [
 
 def saved_diagnostics(shot: OneShot) -> list[Any]:
     """The ``diagnostics`` of each assistant message in the run's session file, timestamps
-    left out."""
+    left out, and its ``responseModel``."""
     out: list[Any] = []
     assert shot.root is not None
     for path in sorted(shot.root.rglob("*.jsonl")):
@@ -106,11 +106,9 @@ def saved_diagnostics(shot: OneShot) -> list[Any]:
             message = json.loads(line).get("message") or {}
             if message.get("role") == "assistant":
                 found = message.get("diagnostics")
-                out.append(
-                    None if found is None else [
-                        {k: v for k, v in d.items() if k != "timestamp"} for d in found
-                    ]
-                )  # fmt: skip
+                if found is not None:
+                    found = [{k: v for k, v in d.items() if k != "timestamp"} for d in found]
+                out.append((message.get("responseModel"), found))
     return out
 
 
@@ -165,20 +163,21 @@ def test_the_same_thread_requests_as_pi(
     kinds = [(s["thread"] or {}).get("type") for s in shape(pi)]
     if case.queue == (TEXT, EXPIRED):  # resent whole as a new thread, which continues next
         assert kinds == ["create", "continue", "create", "continue"]
-        assert pi_saved[1][0]["details"] == {"reason": "thread_not_found"}
+        assert pi_saved[1][1][0]["details"] == {"reason": "thread_not_found"}
         return
     if case.queue:  # continue refused, resent whole without a thread, then threads off
         assert kinds == ["create", "continue", None, None]
         assert all(s["beta"] == BETA for s in shape(pi))
         fallback = {"type": "anthropic_thread_fallback", "details": {"reason": "400"}}
-        assert pi_saved[1] == [
-            {**fallback, "error": {"message": pi_saved[1][0]["error"]["message"]}}
+        assert pi_saved[1][1] == [
+            {**fallback, "error": {"message": pi_saved[1][1][0]["error"]["message"]}}
         ]
-        assert "thread: Extra inputs" in pi_saved[1][0]["error"]["message"]
+        assert "thread: Extra inputs" in pi_saved[1][1][0]["error"]["message"]
         return
     assert len(pi.requests) == 2, pi.requests
     first, second = shape(pi)
     if case.compat and case.served != "thr-model":  # nothing to continue: a new thread
+        assert [model for model, _ in pi_saved] == [case.served, case.served]
         assert first["thread"] == second["thread"] == {"type": "create"}
         assert len(second["messages"]) == 3
     elif case.compat:

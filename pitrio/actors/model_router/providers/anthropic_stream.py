@@ -65,9 +65,11 @@ class AnthropicParser(SseParser):
         if kind == "message_start":
             started = payload.get("message")
             if isinstance(started, dict):
-                self.builder.set_response_id(started.get("id"))
                 served = started.get("model")
                 self.served_model = served if isinstance(served, str) else None
+                # pi 1.6.0 names the answering model only when it is not the one asked for.
+                other = self.served_model if self.served_model != self.model.id else None
+                self.builder.set_response_id(started.get("id"), other)
                 self._take_usage(started.get("usage"))
         elif kind == "content_block_start":
             self._block_start(payload, out)
