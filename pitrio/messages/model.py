@@ -96,4 +96,7 @@ class StreamOptions:
     cache_retention: Literal["none", "short", "long"] | None = None
     """This request's prompt caching, over the provider's setting (``None``: the setting).
     pi 1.6.0 sends its one-off summary calls with ``none``: no cache writes."""
+    disable_continuation: bool = False
+    """Never continue a provider-side thread of the session (pi 1.6.0's
+    ``disableContinuation``, which its cache-warming requests set): the whole request goes."""
     extra: dict[str, Any] | None = extra_field()

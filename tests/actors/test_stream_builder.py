@@ -342,3 +342,21 @@ def test_thinking_block_given_whole_and_error_diagnostics() -> None:
             thinking="[Reasoning redacted]", thinking_signature="opaque", redacted=True
         ),
     )
+
+
+def test_a_diagnostic_added_shows_on_later_snapshots_and_the_final_message() -> None:
+    from pitrio.messages.agent import Diagnostic
+
+    fallback = Diagnostic(type="anthropic_thread_fallback", timestamp=1, details={"reason": "x"})
+    b = builder()
+    assert b.partial.diagnostics is None
+    b.add_diagnostic(fallback)
+    b.start()
+    assert b.partial.diagnostics == (fallback,)
+    assert b.done().message.diagnostics == (fallback,)
+    # A failure's own diagnostic comes after the ones added before it.
+    failing = builder()
+    failing.add_diagnostic(fallback)
+    own = Diagnostic(type="error", timestamp=2)
+    error = failing.error("error", "boom", diagnostics=(own,))
+    assert error.error.diagnostics == (fallback, own)

@@ -95,6 +95,12 @@ BODY_SCENARIOS = (
     "retry_requests",
 )
 
+KIND_SCENARIOS: dict[str, tuple[str, ...]] = {
+    # A models.json compat key only this API reads (Anthropic message threads, issue 34).
+    "anthropic-messages": ("anthropic_threads",),
+}
+"""Scenarios a kind runs by default beside :data:`BODY_SCENARIOS` (its own request fields)."""
+
 
 # Scenarios a kind does not run, and why: they wait for auto-retry events that neither agent
 # emits there. pi's AWS client repeats a failed request quietly first (twice, pitrio's adapter
@@ -124,7 +130,8 @@ def matrix(
 ) -> list[tuple[str, Scenario]]:
     """The (kind, scenario) pairs beyond ``openai-completions`` that a run covers.
 
-    ``PITRIO_INTEROP_KINDS`` unset: every kind with :data:`BODY_SCENARIOS`; ``all``: every kind
+    ``PITRIO_INTEROP_KINDS`` unset: every kind with :data:`BODY_SCENARIOS` and its own
+    :data:`KIND_SCENARIOS`; ``all``: every kind
     with every scenario; a comma-separated list of kinds: those with every scenario; ``none``:
     no other kind. A kind's :data:`UNFIT` scenarios are left out.
     """
@@ -132,7 +139,12 @@ def matrix(
     if chosen == "none":
         return []
     if not chosen:
-        return [(k, sc) for k in KINDS for sc in scenarios if sc.name in BODY_SCENARIOS]
+        return [
+            (k, sc)
+            for k in KINDS
+            for sc in scenarios
+            if sc.name in BODY_SCENARIOS or sc.name in KIND_SCENARIOS.get(k, ())
+        ]
     kinds = list(KINDS) if chosen == "all" else [k.strip() for k in chosen.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:

@@ -37,6 +37,18 @@ MAXED = {
 }
 """A reasoning model that maps ``max`` (pi 1.6.0's models.json fields, issue 34)."""
 
+THREADED = {
+    "id": "mock-threads",
+    "name": "Mock Threads",
+    "input": ["text"],
+    "contextWindow": 128000,
+    "maxTokens": 16384,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    "compat": {"supportsMessageThreads": True},
+}
+"""A model whose endpoint takes Anthropic message threads (``compat``; pi 1.6.0 turns them on
+by default only on api.anthropic.com). Other APIs ignore the key."""
+
 # pi 1.6.0 compacts nothing while the session is shorter than keepRecentTokens (20,000 by
 # default: "Nothing to compact"); the scenarios that mean a compaction to happen keep little.
 KEEP_LITTLE = {"compaction": {"keepRecentTokens": 1}}
@@ -49,6 +61,22 @@ def scenarios_16() -> list[Scenario]:
     """The scenarios of pi 1.6.0's new commands and behaviours."""
     s: list[Scenario] = []
     add = s.append
+    add(
+        Scenario(
+            # On the anthropic-messages vendor: the first request creates a thread, the second
+            # continues it with only the new turn (the mock answers as the model asked for, or
+            # the reply would be a fallback's, which is never continued).
+            "anthropic_threads",
+            [
+                Mock({"model": "mock-threads", "default": text("ok")}),
+                cmd("set_model", provider="mock", modelId="mock-threads"),
+                *prompt("one"),
+                *prompt("two"),
+                cmd("get_messages"),
+            ],
+            extra_models=(THREADED,),
+        )
+    )
     add(
         Scenario(
             "get_entries",

@@ -27,7 +27,14 @@ from pitrio.messages.stream import AssistantMessageEvent
 from tests.actors.providers.support import final, make_model, parse_all
 from tests.interop import pi_wire
 from tests.interop.pi_compare_kinds import headers, system_prompt
-from tests.interop.pi_kinds import BODY_SCENARIOS, KINDS, KINDS_ENV, UNFIT, matrix
+from tests.interop.pi_kinds import (
+    BODY_SCENARIOS,
+    KIND_SCENARIOS,
+    KINDS,
+    KINDS_ENV,
+    UNFIT,
+    matrix,
+)
 from tests.interop.pi_scenarios import SCENARIOS
 
 PARSERS: dict[str, Any] = {
@@ -110,7 +117,10 @@ def test_the_kinds_a_run_covers() -> None:
     assert set(BODY_SCENARIOS) <= names
     default = matrix(SCENARIOS, {})
     assert {k for k, _ in default} == set(KINDS)
-    assert len(default) == len(KINDS) * len(BODY_SCENARIOS)
+    own = sum(len(names) for names in KIND_SCENARIOS.values())
+    assert len(default) == len(KINDS) * len(BODY_SCENARIOS) + own
+    assert ("anthropic-messages", "anthropic_threads") in {(k, sc.name) for k, sc in default}
+    assert {n for names in KIND_SCENARIOS.values() for n in names} <= names
     unfit = sum(len(names) for names in UNFIT.values())
     assert len(matrix(SCENARIOS, {KINDS_ENV: "all"})) == len(KINDS) * len(SCENARIOS) - unfit
     assert not set(BODY_SCENARIOS) & {n for names in UNFIT.values() for n in names}

@@ -134,6 +134,7 @@ class StreamBuilder:
         self._last_open: list[int] = []  # open indexes in opening order, for the default target
         self._started = False
         self._result: AssistantMessage | None = None
+        self._diagnostics: list[Diagnostic] = []
 
     @classmethod
     def for_model(cls, model: Model, **kwargs: Any) -> StreamBuilder:
@@ -181,6 +182,11 @@ class StreamBuilder:
         self._response_id = response_id
         if response_model is not None:
             self._response_model = response_model
+
+    def add_diagnostic(self, diagnostic: Diagnostic) -> None:
+        """Attach ``diagnostic`` to later snapshots and the final message (pi 1.6.0 notes a
+        provider's own recovery there, e.g. an ``anthropic_thread_fallback``)."""
+        self._diagnostics.append(diagnostic)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -313,7 +319,7 @@ class StreamBuilder:
             raise StreamStateError("the stream already finished")
         final = self._snapshot(reason, message, self._timestamp if timestamp is None else timestamp)
         if diagnostics:
-            final = attrs.evolve(final, diagnostics=diagnostics)
+            final = attrs.evolve(final, diagnostics=(*(final.diagnostics or ()), *diagnostics))
         self._result = final
         return StreamError(reason=reason, error=final)
 
@@ -338,6 +344,7 @@ class StreamBuilder:
             stop_reason=stop_reason,
             error_message=error_message,
             timestamp=timestamp,
+            diagnostics=tuple(self._diagnostics) or None,
         )
 
     @staticmethod

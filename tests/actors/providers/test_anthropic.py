@@ -280,8 +280,15 @@ def test_parse_text_with_cache_usage() -> None:
     assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
     message = final(events)
     assert message.content == (TextContent(text="Hello, world! Ünïcödé ✓"),)
-    # pi 0.73.1 records the answering model for Chat Completions only.
-    assert (message.response_id, message.response_model) == ("msg_01A", None)
+    # pi 1.6.0 records the answering model when it is not the one asked for (the recording's
+    # is not "test-model"; tests/interop/test_pi_message_threads.py checks it against pi).
+    assert (message.response_id, message.response_model) == (
+        "msg_01A",
+        "claude-sonnet-4-5-20250929",
+    )
+    same = make_model(API, id="claude-sonnet-4-5-20250929")
+    asked = final(parse_all(AnthropicParser(same), recording("anthropic_text.sse")))
+    assert asked.response_model is None
     usage = message.usage
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (25, 12, 100, 50)
     assert usage.total_tokens == 187

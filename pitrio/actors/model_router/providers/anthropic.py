@@ -29,11 +29,23 @@ from pitrio.actors.model_router.providers.anthropic_forms import (
     tools_of,
 )
 from pitrio.actors.model_router.providers.anthropic_stream import API, AnthropicParser
+from pitrio.actors.model_router.providers.anthropic_threads import (
+    MESSAGE_THREADS_BETA,
+    OFF,
+    ThreadPlan,
+    ThreadStates,
+    classify_rejection,
+    create_plan,
+    plan_request,
+    record_reply,
+    threads_supported,
+)
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
     ProviderSettings,
     output_limit,
+    request_cache_retention,
     request_settings,
 )
 from pitrio.actors.model_router.providers.claude_code import (
@@ -49,6 +61,7 @@ from pitrio.actors.model_router.providers.convert import (
 from pitrio.actors.model_router.providers.http import (
     HttpProvider,
     HttpRequest,
+    RequestFailure,
     SseParser,
     join_url,
 )
@@ -59,9 +72,11 @@ from pitrio.actors.model_router.thinking import (
 )
 from pitrio.messages.agent import (
     AssistantMessage,
+    Diagnostic,
     LlmMessage,
     ToolResultMessage,
     UserMessage,
+    now_ms,
 )
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -305,6 +320,8 @@ class AnthropicRequest(HttpRequest):
     names back (see :func:`reply_tool_names`); ``None``: the reply's names are kept."""
 
     tool_names: Mapping[str, str] | None = None
+    thread: ThreadPlan | None = None
+    """The message thread this request was sent in (its whole request included), if any."""
 
 
 def is_oauth_token(model: Model, api_key: str | None) -> bool:
@@ -317,6 +334,14 @@ def is_oauth_token(model: Model, api_key: str | None) -> bool:
     )
 
 
+def thread_session(model: Model, options: StreamOptions, settings: ProviderSettings) -> str | None:
+    """The session whose requests may use message threads (pi 1.6.0: the endpoint takes
+    them, caching is on and the request names a session), else ``None``."""
+    if not threads_supported(model) or request_cache_retention(settings, options) == "none":
+        return None
+    return options.session_id or None
+
+
 def build_request(
     model: Model,
     context: LlmContext,
@@ -325,12 +350,22 @@ def build_request(
     api_key: str | None,
     headers: Mapping[str, str],
     settings: ProviderSettings,
+    threads: ThreadStates | None = None,
 ) -> HttpRequest:
-    """The HTTP request of one streamed response (pure)."""
+    """The HTTP request of one streamed response; with ``threads`` (the sessions' thread
+    states, read and updated) a threaded session's request joins its message thread."""
     oauth_token = is_oauth_token(model, api_key)
-    # With an OAuth token the tool names are rewritten, so the plain (not pre-encoded)
-    # turns are built: the encoded prefix holds the names as given.
-    body = build_body(model, context, options, settings, encoded=not oauth_token)
+    session = thread_session(model, options, settings)
+    threaded = (
+        threads is not None
+        and session is not None
+        and not options.disable_continuation
+        and threads.get(session) != OFF
+    )
+    # With an OAuth token the tool names are rewritten, and a thread may send only the newer
+    # turns, so the plain (not pre-encoded) turns are built: the encoded prefix holds the
+    # names as given and cannot be cut by turn.
+    body = build_body(model, context, options, settings, encoded=not (oauth_token or threaded))
     # pi 1.6.0's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
     # interleaved thinking when a reasoning model thinks, but the adaptive ones (it is built
     # into those).
@@ -342,6 +377,8 @@ def build_request(
         thinking = False
     if thinking and not adaptive_thinking(model):
         beta.append(THINKING_BETA)
+    if session is not None:  # also once threads are off: the resend was accepted with it
+        beta.append(MESSAGE_THREADS_BETA)
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
         body = claude_code_body(body)
         beta = [*OAUTH_BETAS, *beta]
@@ -369,13 +406,29 @@ def build_request(
         if compat_of(model).get("authHeader"):
             request_headers["authorization"] = f"Bearer {api_key}"
     request_headers.update({name.lower(): value for name, value in headers.items()})
+    plan = None
+    if threaded and threads is not None and session is not None:
+        sent_betas = [b.strip() for b in request_headers.get("anthropic-beta", "").split(",")]
+        plan = plan_request(threads, model, session, body, [b for b in sent_betas if b])
     return AnthropicRequest(
         # pi 1.6.0 sends through the SDK's beta client, whose path says so.
         url=join_url(model.base_url, "v1/messages?beta=true"),
         headers=request_headers,
-        body=encode_json_pieces(body),
+        body=encode_json_pieces(body if plan is None else plan.body),
         tool_names=reply_tool_names(context) if oauth_token else None,
+        thread=plan,
     )
+
+
+def reply_turns(model: Model, reply: AssistantMessage, *, oauth: bool) -> list[Any]:
+    """``reply`` as the next request will send it (its assistant turn, or none when it has
+    nothing to send), tool names in Claude Code's casing under an OAuth token."""
+    builder = AnthropicTurns(model)
+    builder.feed(reply)
+    turns = [turn for turn in builder.finish() if turn["role"] == "assistant"]
+    if oauth and turns:
+        turns = claude_code_body({"messages": turns})["messages"]
+    return turns
 
 
 class AnthropicProvider(HttpProvider):
@@ -384,6 +437,11 @@ class AnthropicProvider(HttpProvider):
     api_label = API
     accept = "application/json"  # what pi's Anthropic client asks for, streaming or not
     error_style = "anthropic"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.threads = ThreadStates()
+        """Every session's message-thread state (see :mod:`.anthropic_threads`)."""
 
     def build_request(
         self,
@@ -396,7 +454,13 @@ class AnthropicProvider(HttpProvider):
     ) -> HttpRequest:
         """See :func:`build_request`."""
         return build_request(
-            model, context, options, api_key=api_key, headers=headers, settings=self.settings
+            model,
+            context,
+            options,
+            api_key=api_key,
+            headers=headers,
+            settings=self.settings,
+            threads=self.threads,
         )
 
     def new_parser(self, model: Model) -> AnthropicParser:
@@ -406,7 +470,66 @@ class AnthropicProvider(HttpProvider):
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
     ) -> None:
-        """As the base, the parser told first how the request renamed its tools."""
-        if isinstance(parser, AnthropicParser) and isinstance(request, AnthropicRequest):
-            parser.tool_names = request.tool_names
-        await super().send_request(request, parser, send)
+        """As the base, the parser told first how the request renamed its tools; a thread
+        request's clean reply is recorded for the next, and its rejection answered as pi
+        1.6.0 does (:meth:`_thread_fallback`)."""
+        if not isinstance(parser, AnthropicParser) or not isinstance(request, AnthropicRequest):
+            await super().send_request(request, parser, send)
+            return
+        parser.tool_names = request.tool_names
+        if request.thread is not None:
+            self._record_on_done(parser, request, request.thread)
+        failure = await self.exchange(request, parser, send)
+        if failure is not None and request.thread is not None:
+            failure = await self._thread_fallback(request, request.thread, failure, parser, send)
+        if failure is not None:
+            await send.send(parser.fail(failure.text, **failure.diagnostic))
+
+    def _record_on_done(
+        self, parser: AnthropicParser, request: AnthropicRequest, plan: ThreadPlan
+    ) -> None:
+        model = parser.model
+        oauth = request.tool_names is not None
+
+        def record(message: AssistantMessage, served_model: str | None) -> None:
+            turns = reply_turns(model, message, oauth=oauth)
+            record_reply(self.threads, model, plan, turns, message.response_id, served_model)
+
+        parser.on_done = record
+
+    async def _thread_fallback(
+        self,
+        request: AnthropicRequest,
+        plan: ThreadPlan,
+        failure: RequestFailure,
+        parser: AnthropicParser,
+        send: EventSender,
+    ) -> RequestFailure | None:
+        """Answer a refused thread request once, in full (pi 1.6.0): as a new thread when the
+        old one cannot be continued, else without ``thread``, which turns the session's
+        threads off once the endpoint took it. Other failures stand (returned)."""
+        if failure.status is None:
+            return failure  # no answer at all: nothing says the thread was the trouble
+        verdict, reason = classify_rejection(failure.status, failure.body)
+        if verdict is None:
+            return failure
+        # On the message whatever the resend does (pi records it before resending).
+        parser.builder.add_diagnostic(
+            Diagnostic(
+                type="anthropic_thread_fallback",
+                timestamp=now_ms(),
+                error={"message": parser.redact(failure.text)},
+                details={"reason": reason},
+            )
+        )
+        if verdict == "new-thread":
+            created = create_plan(plan.session_id, plan.full, plan.betas)
+            self._record_on_done(parser, request, created)
+            resend = attrs.evolve(request, body=encode_json_pieces(created.body), thread=created)
+            return await self.exchange(resend, parser, send)
+        parser.on_done = None
+        plain = attrs.evolve(request, body=encode_json_pieces(plan.full), thread=None)
+        outcome = await self.exchange(plain, parser, send)
+        if outcome is None:
+            self.threads.set(plan.session_id, OFF)
+        return outcome

@@ -8,7 +8,7 @@ the request side (``anthropic.py``) so each module reads in one sitting.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pitrio.actors.model_router.providers.http import (
@@ -17,8 +17,9 @@ from pitrio.actors.model_router.providers.http import (
     stream_error_message,
 )
 from pitrio.actors.model_router.usage import make_usage
+from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.model import Model
-from pitrio.messages.stream import AssistantMessageEvent
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 
 API = "anthropic-messages"
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
@@ -42,6 +43,11 @@ class AnthropicParser(SseParser):
         self.tool_names: Mapping[str, str] | None = None
         """Set from :attr:`AnthropicRequest.tool_names`: a tool call's name is looked up
         lower-cased (an unknown one is kept)."""
+        self.served_model: str | None = None
+        """The model ``message_start`` names (another than the request's: a fallback)."""
+        self.on_done: Callable[[AssistantMessage, str | None], None] | None = None
+        """Told the final message and :attr:`served_model` of a clean reply before its
+        ``done`` event goes out (a caller may stop reading at that event)."""
 
     def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
         """Events for one SSE event (its JSON ``type`` names it; the SSE name is a fallback)."""
@@ -59,7 +65,11 @@ class AnthropicParser(SseParser):
         if kind == "message_start":
             started = payload.get("message")
             if isinstance(started, dict):
-                self.builder.set_response_id(started.get("id"))
+                served = started.get("model")
+                self.served_model = served if isinstance(served, str) else None
+                # pi 1.6.0 names the answering model only when it is not the one asked for.
+                other = self.served_model if self.served_model != self.model.id else None
+                self.builder.set_response_id(started.get("id"), other)
                 self._take_usage(started.get("usage"))
         elif kind == "content_block_start":
             self._block_start(payload, out)
@@ -219,6 +229,9 @@ class AnthropicParser(SseParser):
             )
         else:
             out.append(self.builder.done())
+        done = out[-1]
+        if isinstance(done, StreamDone) and self.on_done is not None:
+            self.on_done(done.message, self.served_model)
         return out
 
 

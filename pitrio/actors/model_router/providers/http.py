@@ -216,7 +216,7 @@ def join_url(base_url: str, path: str) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class _Failure:
+class RequestFailure:
     """A try that failed before anything streamed: its error text, what decides a repeat
     (status and headers of a response; neither for a failed connection), and the details of
     its diagnostic."""
@@ -227,6 +227,9 @@ class _Failure:
     diagnostic: dict[str, Any] = attrs.field(factory=dict)
     final: bool = False
     """Not worth repeating whatever the policy (a host name that does not resolve)."""
+    body: bytes = b""
+    """The error response's body as read (a provider may look into it, see Anthropic's
+    thread rejections)."""
 
 
 class HttpProvider(abc.ABC):
@@ -312,15 +315,25 @@ class HttpProvider(abc.ABC):
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
     ) -> None:
+        """POST ``request`` and stream the parsed answer (see :meth:`exchange`); a failure
+        before anything streamed becomes the final error event."""
+        failure = await self.exchange(request, parser, send)
+        if failure is not None:
+            await _send_all(send, [parser.fail(failure.text, **failure.diagnostic)])
+
+    async def exchange(
+        self, request: HttpRequest, parser: SseParser, send: EventSender
+    ) -> RequestFailure | None:
         """POST ``request`` and stream the parsed answer, repeating a try that failed before
-        anything streamed as the vendor SDKs do (:mod:`.retry`). The waits are plain trio
-        sleeps: an abort cancels them at once."""
+        anything streamed as the vendor SDKs do (:mod:`.retry`); ``None`` once the outcome was
+        sent, else the failure that ended the last try (not sent: the caller reports it or
+        tries another request). The waits are plain trio sleeps: an abort cancels them."""
         policy: retry.RetryPolicy | None = None  # made at the first failure, not per request
         retries = 0
         while True:
             failure = await self._attempt(request, parser, send)
             if failure is None:
-                return
+                return None
             if policy is None:
                 policy = self.retry_policy()
             verdict = retry.decide(
@@ -331,15 +344,13 @@ class HttpProvider(abc.ABC):
                 note_transport_retry(self.api_label, failure.status)  # no event shows these
                 await trio.sleep(verdict.seconds)
                 continue
-            text = failure.text
             if isinstance(verdict, retry.TooLong):
-                text = f"{verdict.note} {text}"
-            await _send_all(send, [parser.fail(text, **failure.diagnostic)])
-            return
+                failure = attrs.evolve(failure, text=f"{verdict.note} {failure.text}")
+            return failure
 
     async def _attempt(
         self, request: HttpRequest, parser: SseParser, send: EventSender
-    ) -> _Failure | None:
+    ) -> RequestFailure | None:
         """One try: ``None`` when its outcome was sent, else the failure that ended it before
         anything streamed (the caller repeats it or reports it)."""
         import httpx
@@ -372,8 +383,9 @@ class HttpProvider(abc.ABC):
                     message, kind = self.describe_http_error(
                         response.status_code, dict(response.headers.items()), body
                     )
-                    return _Failure(
+                    return RequestFailure(
                         text=message,
+                        body=body,
                         status=response.status_code,
                         headers=dict(response.headers.items()),
                         diagnostic={
@@ -397,14 +409,14 @@ class HttpProvider(abc.ABC):
                 # The name does not resolve: a repeat a second later cannot do better, and
                 # the SDKs' terse "Connection error." hides the cause (issue 24). The text
                 # matches no auto-retry rule either, so the user hears it at once.
-                return _Failure(
+                return RequestFailure(
                     text=unreachable, diagnostic={"name": "ConnectionError"}, final=True
                 )
             if not headed:
                 # No response yet: the SDKs repeat a connection that failed or timed out, and
                 # then say only which of the two it was (the cause goes to the diagnostics).
                 timed_out = isinstance(exc, httpx.TimeoutException)
-                return _Failure(
+                return RequestFailure(
                     text="Request timed out." if timed_out else "Connection error.",
                     diagnostic={"name": name, "cause": text},
                 )
@@ -497,6 +509,7 @@ __all__ = [
     "HttpProvider",
     "HttpRequest",
     "MalformedStreamError",
+    "RequestFailure",
     "SseDecoder",
     "SseParser",
     "describe_error_body",
