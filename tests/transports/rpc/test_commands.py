@@ -23,15 +23,17 @@ from pitrio.transports.rpc.commands import (
     HANDLERS,
     CommandError,
     ScopedModel,
+    execute,
+)
+from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
+from pitrio.transports.rpc.protocol import Request, parse_record
+from pitrio.transports.rpc.shapes import (
     bash_data,
     cycle_model_data,
-    execute,
     fork_messages_data,
     last_text_data,
     state_data,
 )
-from pitrio.transports.rpc.events import EntryFormat, UpdateFormat
-from pitrio.transports.rpc.protocol import Request, parse_record
 
 MODELS = {m.id: m for m in FAUX_MODELS}
 
