@@ -63,6 +63,12 @@ class Fake:
     async def tokens(self) -> int:
         return PROMPT
 
+    async def is_current(self) -> bool:
+        return self.current
+
+    async def always(self) -> bool:
+        return True
+
     def warmer(self, nursery: trio.Nursery, **kw: object) -> CacheWarmer:
         return CacheWarmer(
             nursery,
@@ -92,7 +98,7 @@ def test_refreshes_during_a_run_then_idle_until_thirty_minutes() -> None:
     async def main(clock: trio.testing.MockClock) -> None:
         async with trio.open_nursery() as nursery:
             warmer = fake.warmer(nursery)
-            warmer.start(REQUEST, lambda: fake.current)
+            warmer.start(REQUEST, fake.is_current)
             await trio.sleep_until(600.0)
             assert [t for t, _ in fake.sent] == [270.0, 541.0]
             warmer.settled()
@@ -125,7 +131,7 @@ def test_streaming_mode_stops_when_the_run_settles_and_off_sends_none(
     async def main(clock: trio.testing.MockClock) -> None:
         async with trio.open_nursery() as nursery:
             warmer = fake.warmer(nursery)
-            warmer.start(REQUEST, lambda: True)
+            warmer.start(REQUEST, fake.always)
             await trio.sleep_until(300.0)
             warmer.settled()
             await trio.sleep_until(2000.0)
@@ -141,9 +147,9 @@ def test_a_new_request_replaces_the_run_and_a_lost_prefix_stops_it() -> None:
     async def main(clock: trio.testing.MockClock) -> None:
         async with trio.open_nursery() as nursery:
             warmer = fake.warmer(nursery)
-            warmer.start(REQUEST, lambda: fake.current)
+            warmer.start(REQUEST, fake.is_current)
             await trio.sleep_until(200.0)
-            warmer.start(REQUEST, lambda: fake.current)  # the conversation asked again
+            warmer.start(REQUEST, fake.is_current)  # the conversation asked again
             await trio.sleep_until(480.0)
             assert [t for t, _ in fake.sent] == [470.0]
             fake.current = False  # e.g. compaction rewrote the context
@@ -170,7 +176,7 @@ def test_ineligible_requests_never_warm() -> None:
         async with trio.open_nursery() as nursery:
             warmer = fake.warmer(nursery)
             for reason, request in cases.items():
-                warmer.start(request, lambda: True)
+                warmer.start(request, fake.always)
                 assert (await warmer.status()).reason == reason
             await trio.sleep_until(4000.0)
 
@@ -191,7 +197,7 @@ def test_the_extensions_decision_wins(answer: str) -> None:
     async def main(clock: trio.testing.MockClock) -> None:
         async with trio.open_nursery() as nursery:
             warmer = fake.warmer(nursery, decide=decide)
-            warmer.start(REQUEST, lambda: True)
+            warmer.start(REQUEST, fake.always)
             await trio.sleep_until(280.0)
             status = await warmer.status()
             if answer == "stop":
@@ -220,7 +226,7 @@ def test_an_override_is_noted_and_a_failed_refresh_is_not_recorded() -> None:
             prompt_tokens=tokens,
             decide=force,
         ) as warmer:
-            warmer.start(cheap, lambda: True)
+            warmer.start(cheap, fake.always)
             await trio.sleep_until(275.0)
             fake.stop_reason = "stop"
             await trio.sleep_until(541.5)  # the second refresh is in flight
@@ -250,7 +256,7 @@ def test_a_refresh_past_its_deadline_stops_warming() -> None:
                 mode=lambda: "idle",
                 prompt_tokens=slow_tokens,
             )
-            warmer.start(REQUEST, lambda: True)
+            warmer.start(REQUEST, fake.always)
             await trio.sleep_until(1000.0)
             assert (await warmer.status()).reason == "cache refresh deadline missed"
 

@@ -33,6 +33,8 @@ Record = Callable[[UsageEntry], Awaitable[object]]
 """Appends a ``usage`` entry at the session's leaf."""
 Decide = Callable[[policy.Decision], Awaitable[policy.Action]]
 """The extensions' say (``cache_warming_decision``): the action to take."""
+IsCurrent = Callable[[], Awaitable[bool]]
+"""Whether the conversation still extends the request's prefix on the request's model."""
 
 
 async def _keep(decision: policy.Decision) -> policy.Action:
@@ -51,7 +53,7 @@ class WarmRequest:
 @attrs.define
 class _Run:
     request: WarmRequest
-    is_current: Callable[[], bool]
+    is_current: IsCurrent
     ttl: float
     delay: float
     started_at: float
@@ -90,7 +92,7 @@ class CacheWarmer:
 
     # -- the session's calls --------------------------------------------------------------
 
-    def start(self, request: WarmRequest, is_current: Callable[[], bool]) -> None:
+    def start(self, request: WarmRequest, is_current: IsCurrent) -> None:
         """Keep ``request``'s cache entry warm while ``is_current`` holds (the conversation
         still extends the request's prefix on the same model); replaces any earlier run."""
         self._clear()
@@ -144,7 +146,7 @@ class CacheWarmer:
         run = self._run
         if run is None:
             return self._inactive
-        if not run.is_current():
+        if not await run.is_current():
             return policy.Status(state="inactive", reason="conversation context changed")
         decision = policy.evaluate(run.request.model, await self._prompt_tokens(), run.phase)
         if not decision.economics_available and not run.refreshing:
@@ -184,14 +186,14 @@ class CacheWarmer:
         """One refresh; ``False`` when warming stopped instead."""
         run.refreshing = True
         try:
-            if not self._valid(run):
+            if not await self._valid(run):
                 return False
             decision = policy.evaluate(run.request.model, await self._prompt_tokens(), run.phase)
             try:
                 action = await self._decide(decision)
             except Exception:  # an extension's failure leaves pi's decision
                 action = decision.action
-            if not self._valid(run):
+            if not await self._valid(run):
                 return False
             overridden = action != decision.action
             if action == "stop":
@@ -226,13 +228,15 @@ class CacheWarmer:
         except Exception:  # best effort: a failed refresh never reaches the conversation
             return
 
-    def _valid(self, run: _Run) -> bool:
+    async def _valid(self, run: _Run) -> bool:
         """The run is still the current one, its mode allows it and its deadline holds."""
         if self._run is not run:
             return False
         reason = self._mode_stop(run)
-        if reason is None and not run.is_current():
+        if reason is None and not await run.is_current():
             reason = "conversation context changed"
+        if self._run is not run:  # replaced while the check awaited: not ours to stop
+            return False
         if reason is None and trio.current_time() > run.deadline:
             reason = "cache refresh deadline missed"
         if reason is not None:
