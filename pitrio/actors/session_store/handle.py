@@ -48,6 +48,7 @@ from pitrio.messages.entries import (
     SessionHeader,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
+    UsageEntry,
 )
 from pitrio.messages.events import EntryAppended
 
@@ -219,6 +220,11 @@ class SessionStoreHandle(Handle[StoreCommand]):
                 reason=reason,
             )
         )
+
+    async def append_usage(self, entry: UsageEntry) -> UsageEntry:
+        """Append a ``usage`` entry: model usage outside the conversation (a cache refresh),
+        counted by the statistics, never projected into the model context."""
+        return await self.append(entry)
 
     # -- the leaf ------------------------------------------------------------------------------
 

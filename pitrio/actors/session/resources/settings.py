@@ -32,6 +32,7 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from pitrio.actors.session.cache_warming import WarmingMode, cache_warming_mode
 from pitrio.actors.session.resources.settings_checks import (
     QUEUE_MODES,
     SCHEMA,
@@ -303,6 +304,13 @@ class Settings:
         """``enabledModels``: the model patterns to cycle through, or ``None`` for all."""
         value = self.get("enabledModels")
         return tuple(value) if isinstance(value, list) else None
+
+    @property
+    def cache_warming(self) -> WarmingMode:
+        """``cacheWarming`` (``off``/``streaming``/``idle``, default ``idle``), read from the
+        agent dir's settings only: pi 1.6.0 ignores a project's value, since warming spends
+        the user's money."""
+        return cache_warming_mode(self.global_values)
 
     @property
     def session_dir(self) -> str | None:
