@@ -259,16 +259,21 @@ def check(clients: list[ChaosClient], rows: dict[str, list[dict[str, Any]]]) -> 
     duplicates: list[str] = []
     twice: list[str] = []
     inconsistent: list[str] = []
+    details: list[str] = []
     acked_entries = 0
     for client in clients:
         entries = rows.get(client.session_id, [])
         stamped = Counter(
             e["pitrioCommand"]["id"] for e in entries if isinstance(e.get("pitrioCommand"), dict)
         )
-        duplicates += [key for key, count in stamped.items() if count > 1]
+        for key, count in stamped.items():
+            if count > 1:
+                duplicates.append(key)
+                details.append(f"{where(key, entries)}; client: {client.notes.get(key)}")
         for key in client.acked:
             if stamped[key] == 0:
                 lost.append(key)
+                details.append(f"{key} lost in {client.session_id}: {client.notes.get(key)}")
         acked_entries += sum(stamped[key] for key in client.acked)
         # A prompt's run, once: after its user entry, one reply before the next user entry.
         roles = [e["message"]["role"] for e in entries if e.get("type") == "message"]
@@ -301,8 +306,28 @@ def check(clients: list[ChaosClient], rows: dict[str, list[dict[str, Any]]]) -> 
         "lost": lost,
         "duplicates": duplicates,
         "prompts_run_twice": twice,
+        "bash_records_with_enospc": sum(
+            "No space left" in str(e["message"].get("output", ""))
+            for entries in rows.values()
+            for e in entries
+            if e.get("type") == "message" and e["message"].get("role") == "bashExecution"
+        ),
         "inconsistent_views": inconsistent,
+        "details": details,
     }
+
+
+def where(key: str, entries: list[dict[str, Any]]) -> str:
+    """Where command ``key``'s entries stand in its session (for a duplicate's report)."""
+    found = []
+    for index, entry in enumerate(entries):
+        if (entry.get("pitrioCommand") or {}).get("id") == key:
+            kind = entry.get("message", {}).get("role") or entry.get("type")
+            found.append(
+                f"#{index} {kind} {entry.get('id')} {entry.get('timestamp')}"
+                f" parent {entry.get('parentId')}"
+            )
+    return f"{key} twice: " + "; ".join(found)
 
 
 async def run_chaos(config: ChaosConfig, root: Path, cluster: Cluster, url: str) -> dict[str, Any]:
@@ -405,7 +430,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         return await run_chaos(config, root, cluster, cluster.url("chaos"))
     finally:
         cluster.remove()
-        await trio.to_thread.run_sync(functools.partial(shutil.rmtree, root, ignore_errors=True))
+        if not args.keep:
+            await trio.to_thread.run_sync(
+                functools.partial(shutil.rmtree, root, ignore_errors=True)
+            )
 
 
 def main() -> None:
@@ -418,6 +446,7 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--deadline", type=float, default=900.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--keep", action="store_true", help="keep the daemons' logs")
     args = parser.parse_args()
     report = trio.run(main_async, args)
     text = json.dumps(report, indent=2)

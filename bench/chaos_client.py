@@ -67,6 +67,8 @@ class ChaosClient:
     outages: list[float] = attrs.Factory(list)
     errors: Counter[str] = attrs.Factory(Counter)
     final_view: list[str] = attrs.Factory(list)
+    notes: dict[str, list[str]] = attrs.Factory(dict)
+    """Per command id, what each attempt met (for the report of a lost or repeated one)."""
     sent: int = 0
     resends: int = 0
     repeats: int = 0
@@ -127,12 +129,19 @@ class ChaosClient:
             try:
                 answer = await self._attempt(command)
             except (Retry, *TRANSIENT) as exc:
+                self.notes.setdefault(command["id"], []).append(
+                    f"{self.home}:{exc!r}"[:60] + f"@{time.time():.2f}"
+                )
                 first_failure = first_failure or time.monotonic()
                 self.reconnects += 1
                 if not isinstance(exc, Retry):  # dead or silent: try the other daemon
                     self.home = 1 - self.home
                 await self._backoff(str(exc) if isinstance(exc, Retry) else type(exc).__name__)
                 continue
+            note = (
+                f"{self.home}:ok{' duplicate' if answer.get('duplicate') else ''}@{time.time():.2f}"
+            )
+            self.notes.setdefault(command["id"], []).append(note)
             if first_failure is not None:
                 self.outages.append(time.monotonic() - first_failure)
             if repeat:
