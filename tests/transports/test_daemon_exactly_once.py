@@ -240,13 +240,14 @@ async def test_a_command_whose_connection_closed_mid_way_is_not_applied_again(
         command = {
             "id": "b1",
             "type": "bash",
-            "command": "touch started; until [ -e release ]; do sleep 0.02; done; echo ran >> count",
+            "command": "touch started; until [ -e release ]; do sleep 0.02; done; echo ran >>count",
         }
         async with connect(daemon, path) as first:
             await receive(first)
             await send(first, command)
             with trio.fail_after(10):  # the command runs (a file it makes says so)
-                while not await trio.Path(work / "started").exists():
+                # Another process makes the file: there is no event to wait on.
+                while not await trio.Path(work / "started").exists():  # noqa: ASYNC110
                     await trio.sleep(0.02)
         # Gone before its answer. The command is still in progress, then answered from the
         # ledger; never run again.
@@ -260,6 +261,6 @@ async def test_a_command_whose_connection_closed_mid_way_is_not_applied_again(
                     assert answer.get("inProgress"), answer
                     await trio.sleep(0.05)
             assert answer["duplicate"] is True and answer["data"]["exitCode"] == 0, answer
-        assert (await trio.Path(work / "count").read_text()) == "ran\n"
+        assert (await trio.Path(work / "count").read_text()) == "ran\n"  # one run
         file = await session_path(daemon, session_id)
     assert stamped_entries(file) == [("bashExecution", "b1")]

@@ -82,6 +82,7 @@ async def apply_once(
             response = await apply()
     finally:
         ledger.finish(key, print_, response)
+    assert response is not None  # the scope has no deadline: it never ends the apply itself
     return response
 
 
