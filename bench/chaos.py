@@ -148,7 +148,7 @@ class Disk:
     def mount(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(self.path)],
+            ["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(self.path)],
             capture_output=True,
             check=False,
         )

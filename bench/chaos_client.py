@@ -107,7 +107,7 @@ class ChaosClient:
         while step < count or not faults_over.is_set():
             key = f"s{self.index}-{step}"
             if step % 3 == 2:
-                line = f"echo {key} >> out-{self.index}.txt"
+                line = f"echo {key} > out-{key}.txt"  # a new file: a full disk refuses it
                 command = {"id": key, "type": "bash", "command": line}
             else:
                 command = {"id": key, "type": "prompt", "message": self.prompt}
