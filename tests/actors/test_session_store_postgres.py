@@ -535,3 +535,39 @@ async def test_appends_wait_through_a_database_restart_and_nothing_is_lost() -> 
         exported = await backend.export_session(header.id)
     ids = [orjson.loads(line)["id"] for line in exported.splitlines()[1:]]
     assert ids == [e.id for e in before] + [during[0].id, after.id]
+
+
+async def test_lazy_creation_waits_through_a_database_restart_and_nothing_is_lost() -> None:
+    # A session's first entries are stored with its row (lazy creation): a database down at
+    # that moment pauses them as it pauses appends; the store used to fail at once, the
+    # session's tree crashed, and a run its client had seen settle was gone (chaos run).
+    pg_modules()
+    cluster = shared_cluster()
+    url = fresh_database()
+    async with running_backend(url) as backend:
+        header = new_header(CWD)
+        seed = SessionSeed(header=header, entries=(), path=None)
+        async with trio.open_nursery() as nursery:
+            store = await backend.opener(header.id, seed)(nursery, StoreOptions(lazy_create=True))
+            first = await store.append_model_change("faux", "faux-1", lazy=True)
+            assert not await persisted(store)  # kept in memory until an acknowledged append
+            await trio.to_thread.run_sync(cluster.stop, "immediate")
+            during: list[Any] = []
+            acknowledged = trio.Event()
+
+            async def first_message_while_down() -> None:  # the row is made with it
+                during.append(await store.append_message(user_message("hi", timestamp=2)))
+                acknowledged.set()
+
+            nursery.start_soon(first_message_while_down)
+            with trio.fail_after(10):
+                assert await backend.database.wait_change() is False
+            assert not during
+            await trio.to_thread.run_sync(cluster.start)
+            with trio.fail_after(15):
+                await acknowledged.wait()
+            assert await persisted(store)
+            nursery.cancel_scope.cancel()
+        exported = await backend.export_session(header.id)
+    ids = [orjson.loads(line)["id"] for line in exported.splitlines()[1:]]
+    assert ids == [first.id, during[0].id]
