@@ -27,6 +27,7 @@ answer. ``tests/faults/test_chaos.py`` runs a small seeded version; on demand:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -358,12 +359,13 @@ async def run_chaos(config: ChaosConfig, root: Path, cluster: Cluster, url: str)
             for i in range(config.sessions)
         ]
         started = time.monotonic()
-        with trio.fail_after(config.deadline):
+        injected: list[Injected] = []
+        # A run past its deadline still reports (what each unfinished client was doing).
+        with trio.move_on_after(config.deadline) as limit:
             async with trio.open_nursery() as nursery:
                 for client in clients:
                     nursery.start_soon(client.create)
             faults_over = trio.Event()
-            injected: list[Injected] = []
 
             async def faults() -> None:
                 injected.extend(await inject(kinds, config, daemons, cluster, disk, rng, started))
@@ -377,6 +379,9 @@ async def run_chaos(config: ChaosConfig, root: Path, cluster: Cluster, url: str)
                 for client in clients:
                     nursery.start_soon(client.final)
         elapsed = time.monotonic() - started
+        if limit.cancelled_caught:  # a fault may have been cut short: the database must run
+            with contextlib.suppress(subprocess.SubprocessError):
+                await trio.to_thread.run_sync(cluster.start)
         rows = await trio.to_thread.run_sync(store_rows, url)
     finally:
         for daemon in daemons:
@@ -401,6 +406,12 @@ async def run_chaos(config: ChaosConfig, root: Path, cluster: Cluster, url: str)
         "failover_p99": percentile(outages, 0.99),
         "failover_max": percentile(outages, 1.0),
         "failovers": len(outages),
+        "timed_out": limit.cancelled_caught,
+        "unfinished": [
+            f"{c.index} {c.session_id}: {c.current} {c.notes.get(c.current, [])[-3:]}"
+            for c in clients
+            if not c.done
+        ],
         **check(clients, rows),
     }
 

@@ -69,6 +69,9 @@ class ChaosClient:
     final_view: list[str] = attrs.Factory(list)
     notes: dict[str, list[str]] = attrs.Factory(dict)
     """Per command id, what each attempt met (for the report of a lost or repeated one)."""
+    current: str = "create"
+    """The command being applied (``create``, an id, ``final``)."""
+    done: bool = False
     sent: int = 0
     resends: int = 0
     repeats: int = 0
@@ -121,6 +124,7 @@ class ChaosClient:
         """Send ``command`` until it is answered (and a prompt's run has ended)."""
         first_failure: float | None = None
         attempts = 0
+        self.current = command["id"]
         while True:
             attempts += 1
             self.sent += 1
@@ -187,6 +191,7 @@ class ChaosClient:
 
     async def final(self) -> None:
         """Read the session's messages as this client sees them now."""
+        self.current = "final"
         while True:
             try:
                 with trio.fail_after(WAIT):
@@ -197,6 +202,7 @@ class ChaosClient:
                         answer = await response(ws, "m")
                 if answer["success"]:
                     self.final_view = [text_of(m) for m in answer["data"]["messages"]]
+                    self.done = True
                     return
                 await self._backoff("final refused")
             except (Retry, *TRANSIENT) as exc:

@@ -32,6 +32,7 @@ async def test_every_acknowledged_command_is_stored_once_through_every_fault(
     assert report["faults_by_kind"] == expected
     if "disk" in expected:  # the full disk reached the sessions' commands, as ENOSPC
         assert report["bash_records_with_enospc"] > 0
+    assert not report["timed_out"], report["unfinished"]
     assert report["acked_commands"] >= 20 * 3
     assert report["acked_entries"] == report["acked_commands"]  # one entry per command id
     assert report["lost"] == []
