@@ -140,6 +140,10 @@ class ChaosClient:
                 self.reconnects += 1
                 if not isinstance(exc, Retry):  # dead or silent: try the other daemon
                     self.home = 1 - self.home
+                if isinstance(exc, ConnectionRejected) and exc.status_code == 404:
+                    # Never prompted, so never stored (pi's lazy creation), and its daemon
+                    # restarted: the documented answer is the idempotent create again.
+                    await self.create()
                 await self._backoff(str(exc) if isinstance(exc, Retry) else type(exc).__name__)
                 continue
             note = (
