@@ -301,3 +301,27 @@ async def test_two_hundred_sessions_evicted_and_reopened(
         assert (await host.host_stats()).sessions == {"live": 200}
         assert len(await host.list()) == 200
     assert time.monotonic() - started < 60
+
+
+async def test_a_crash_restart_reads_the_command_ids_again_from_what_was_stored(
+    agent_dir: Path,
+) -> None:
+    # An id the crashed tree answered but whose entry never reached the store (a prompt
+    # accepted while the database was down) must not be answered "done" after the restart:
+    # the client's repeat is applied (found by the chaos run, tests/faults/test_chaos.py).
+    from pitrio.sdk.session import Fresh
+    from pitrio.transports.rpc.once import hosted_ledger
+
+    async with running_host(agent_dir) as host:
+        hosted = await host.create()
+        await (await hosted.session()).prompt("stored")
+        ledger = await hosted_ledger(hosted)
+        ledger.begin("lost", "fp")
+        ledger.finish("lost", "fp", {"success": True, "data": {"disposition": "started"}})
+        session = await hosted.session()
+        with pytest.raises(Exception):  # noqa: B017 - the actor dies answering
+            await session.invoke(boom)
+        await wait_for(lambda: hosted.restarts == 1 and hosted.status == "live")
+        again = await hosted_ledger(hosted)
+        assert again is not ledger
+        assert isinstance(again.begin("lost", "fp"), Fresh)

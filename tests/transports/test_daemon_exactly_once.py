@@ -225,3 +225,42 @@ async def test_steers_follow_ups_and_compactions_carry_their_ids(agent: Path) ->
         ("user", "f1"),
         ("compaction", "c1"),
     ]
+
+
+async def test_a_command_whose_connection_closed_mid_way_is_not_applied_again(
+    agent: Path,
+) -> None:
+    # The session carries a `bash` out even when the connection that sent it goes; the id
+    # must not be forgotten then, or the client's repeat runs it twice (found by the chaos
+    # run, tests/faults/test_chaos.py). The command waits for a file the test makes.
+    work = agent.parent / "work"
+    async with running_daemon(agent) as daemon:
+        session_id = await create_session(daemon)
+        path = f"/v1/sessions/{session_id}"
+        command = {
+            "id": "b1",
+            "type": "bash",
+            "command": "touch started; until [ -e release ]; do sleep 0.02; done; echo ran >>count",
+        }
+        async with connect(daemon, path) as first:
+            await receive(first)
+            await send(first, command)
+            with trio.fail_after(10):  # the command runs (a file it makes says so)
+                # Another process makes the file: there is no event to wait on.
+                while not await trio.Path(work / "started").exists():  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+        # Gone before its answer. The command is still in progress, then answered from the
+        # ledger; never run again.
+        async with connect(daemon, path) as second:
+            await receive(second)
+            busy = await request(second, command)
+            assert busy["success"] is False and busy["inProgress"] is True, busy
+            await trio.Path(work / "release").touch()
+            with trio.fail_after(10):
+                while not (answer := await request(second, command))["success"]:
+                    assert answer.get("inProgress"), answer
+                    await trio.sleep(0.05)
+            assert answer["duplicate"] is True and answer["data"]["exitCode"] == 0, answer
+        assert (await trio.Path(work / "count").read_text()) == "ran\n"  # one run
+        file = await session_path(daemon, session_id)
+    assert stamped_entries(file) == [("bashExecution", "b1")]

@@ -532,6 +532,10 @@ class HostedSession:
                 return
             self.restarts += 1
             self._context.restarts_total += 1
+            # The crashed tree's entries not yet stored died with it: an id answered from
+            # memory would say "done" for a command nothing durable shows (a prompt accepted
+            # while the database was down). Read the ids again from what was stored.
+            self.ledger = None
             notice: dict[str, Any] = {
                 "type": "session_restarted",
                 "sessionId": self.id,

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import trio
 
 from pitrio.sdk.session import (
     CommandLedger,
@@ -72,10 +73,16 @@ async def apply_once(
     stamp = CommandStamp(key, request.type, print_) if durable else None
     response: dict[str, Any] | None = None
     try:
-        with stamping(stamp):
+        # A durable command, once begun, is applied to its end even if the connection that
+        # sent it goes (its task cancelled): the session carries it out regardless (a `bash`
+        # runs and writes its record), and a cancelled apply would forget the id, so the
+        # client's repeat on a new connection would apply it a second time (found by the
+        # chaos run: a daemon paused past its client's patience, then resumed).
+        with trio.CancelScope(shield=durable), stamping(stamp):
             response = await apply()
     finally:
         ledger.finish(key, print_, response)
+    assert response is not None  # the scope has no deadline: it never ends the apply itself
     return response
 
 

@@ -229,14 +229,28 @@ class PgSessionStore(SessionStore):
         entries = list(self.tree.entries)
         header = HeaderRow.of(self.header, encode(self.header))
 
+        attempts = 0
+
         def create(conn: Connection) -> int:
+            nonlocal attempts
+            attempts += 1
+            params = {
+                **header.params(),
+                "owner": self.owner.id,
+                "owner_url": self.owner.url,
+                "duration": self.terms.duration,
+            }
+            if attempts > 1:
+                # The previous attempt lost its connection: it may have committed (the row is
+                # ours, with every entry), as an append's retry checks.
+                state = conn.execute(sql.APPEND_STATE, {"session_id": self.session_id}).fetchone()
+                if (
+                    state is not None
+                    and state[2] == self.owner.id
+                    and int(state[1]) >= len(entries)
+                ):
+                    return int(state[0])
             with conn.transaction():
-                params = {
-                    **header.params(),
-                    "owner": self.owner.id,
-                    "owner_url": self.owner.url,
-                    "duration": self.terms.duration,
-                }
                 row = conn.execute(sql.INSERT_SESSION, params).fetchone()
                 if row is None:
                     raise SessionError(f"{self.origin}: a session with this id already exists")
@@ -244,7 +258,10 @@ class PgSessionStore(SessionStore):
                     self._insert(conn, int(row[0]), 1, entries)
                 return int(row[0])
 
-        self._lease_taken(await self.database.run(create), False)
+        # Retried like an append: a database restart while a session's first entries are
+        # being stored must pause them, not crash the tree and lose them (found by the chaos
+        # run: first prompts settled for their clients, then gone).
+        self._lease_taken(await self.database.run(create, retry=True), False)
         self._seq = len(entries)
         self._persisted = True
         self._commits += 1
