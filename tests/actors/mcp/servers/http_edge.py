@@ -1,6 +1,6 @@
 """A streamable-HTTP MCP server for the tests: ``python http_edge.py PORT_FILE [PORT]``.
 
-Binds PORT on loopback (default: an ephemeral one), writes it to PORT_FILE once listening;
+Binds PORT on loopback (default: an ephemeral one), listens, then writes it to PORT_FILE;
 its ``whoami`` tool answers with the ``Authorization`` header its request carried.
 """
 
@@ -28,6 +28,10 @@ async def main(port_file: Path, port: int) -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    # Listening before the port file appears: a client that reads the file and connects at
+    # once is queued in the backlog until uvicorn accepts (bound but not yet listening, the
+    # connect was refused now and then: the test's reconnect failed in a fresh-clone run).
+    sock.listen(128)
     app = server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning")
     serving = uvicorn.Server(config)
