@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pi_outcomes, pitrio_argv, run_print
 
-_NODE, _CLI, WHY = find_pi()
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 BUILTIN = {"defaultProvider": "anthropic", "defaultModel": "claude-sonnet-4-5"}
 
@@ -166,10 +164,7 @@ def run_case(case: Case, agent: str, base: Path) -> OneShot:
 
 @pytest.fixture(scope="module")
 def shots() -> Iterator[dict[tuple[str, str], OneShot]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run_case, "pitrio-config-values-") as done:
-        yield done
+    yield from pi_outcomes(CASES, run_case, "pitrio-config-values-")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -19,11 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pi_outcomes, pitrio_argv, run_print
 from tests.interop.test_pi_cli_flags import MODELS, SETTINGS, system_text, tool_names, user_text
 
-_NODE, _CLI, WHY = find_pi()
 PROJECT_SKILL = """---
 name: project-skill
 description: PROJECT-SKILL-MARKER use for project things
@@ -130,10 +128,7 @@ def run_case(case: Case, agent: str, base: Path) -> tuple[OneShot, dict[str, Any
 
 @pytest.fixture(scope="module")
 def outcomes() -> Iterator[dict[tuple[str, str], tuple[OneShot, dict[str, Any], Any]]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run_case, "pitrio-trust-") as done:
-        yield done
+    yield from pi_outcomes(CASES, run_case, "pitrio-trust-")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

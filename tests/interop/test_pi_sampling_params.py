@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_install import find_pi
-from tests.interop.pi_oneshot import OneShot, both_agents, cleanup, pi_argv, pitrio_argv, run_print
+from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pi_outcomes, pitrio_argv, run_print
 
-_NODE, _CLI, WHY = find_pi()
 FIELDS = ("temperature", "top_p", "top_k", "presence_penalty", "reasoning_effort", "reasoning")
 
 
@@ -95,10 +93,7 @@ def run(case: Case, agent: str, base: Path) -> OneShot:
 
 @pytest.fixture(scope="module")
 def shots() -> Iterator[dict[tuple[str, str], OneShot]]:
-    if _CLI is None:
-        pytest.skip(WHY)
-    with both_agents(CASES, run, "pitrio-sampling-") as done:
-        yield done
+    yield from pi_outcomes(CASES, run, "pitrio-sampling-")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
