@@ -11,10 +11,11 @@ import attrs
 import trio
 import trio.testing
 
-from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
+from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.model_router import FAUX_MODELS, FauxProvider, RouterConfig, start_model_router
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings
@@ -40,6 +41,8 @@ class Fixture:
     store: SessionStoreHandle
     faux: FauxProvider
     events: trio.MemoryReceiveChannel[Sequenced]
+    actor: SessionActor | None = None
+    loop: AgentLoopHandle | None = None
 
     async def drain(self) -> list[AgentSessionEvent]:
         """Every event delivered so far (the feeder hands them over one at a time)."""
@@ -68,8 +71,12 @@ async def session(
     model: Model = FAUX_1,
     settings: SessionSettings = FIXTURE_SETTINGS,
     tools: Sequence[AgentTool] = (),
+    extensions: ExtensionRunner | None = None,
+    routed: bool = False,
 ) -> AsyncIterator[Fixture]:
-    """A session in memory (``faux`` scripts the model; default: the fixtures' rules)."""
+    """A session in memory (``faux`` scripts the model; default: the fixtures' rules).
+    ``routed``: the loop sends the session's id with its requests, as a started session's
+    does (the fixtures' recordings have none)."""
     faux = faux or FauxProvider(default=FixtureRules())
     async with trio.open_nursery() as nursery:
         router = await start_model_router(nursery, faux, config=RouterConfig(catalogue=False))
@@ -78,10 +85,13 @@ async def session(
         await store.append_model_change(model.provider, model.id)
         await store.append_thinking_level_change("off")
         executor = ToolExecutorHandle(await nursery.start(ToolExecutor(list(tools)).run))
-        agent_loop = AgentLoop(stream=router.stream, model=model, tools=executor)
+        options = LoopOptions(session_id=store.header.id if routed else None)
+        agent_loop = AgentLoop(stream=router.stream, model=model, tools=executor, options=options)
         loop = AgentLoopHandle(await nursery.start(agent_loop.run))
-        actor = SessionActor(loop=loop, store=store, router=router, settings=settings)
+        actor = SessionActor(
+            loop=loop, store=store, router=router, settings=settings, extensions=extensions
+        )
         handle = SessionHandle(await nursery.start(actor.run))
         events = await handle.subscribe(capacity=100_000)
-        yield Fixture(session=handle, store=store, faux=faux, events=events)
+        yield Fixture(session=handle, store=store, faux=faux, events=events, actor=actor, loop=loop)
         nursery.cancel_scope.cancel()

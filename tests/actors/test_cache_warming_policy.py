@@ -72,7 +72,7 @@ def test_budget_thinking_on_anthropic_is_not_replayable() -> None:
     assert policy.replayable(model(compat={"forceAdaptiveThinking": True}), thinking)
     assert policy.replayable(model(api="openai-responses"), thinking)
     assert policy.refresh_options(StreamOptions(max_tokens=9000, session_id="s")) == (
-        StreamOptions(max_tokens=1, session_id="s")
+        StreamOptions(max_tokens=1, session_id="s", disable_continuation=True)
     )
 
 

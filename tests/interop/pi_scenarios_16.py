@@ -49,6 +49,18 @@ THREADED = {
 """A model whose endpoint takes Anthropic message threads (``compat``; pi 1.6.0 turns them on
 by default only on api.anthropic.com). Other APIs ignore the key."""
 
+WARMED = {
+    "id": "mock-warm",
+    "name": "Mock Warm",
+    "input": ["text"],
+    "contextWindow": 128000,
+    "maxTokens": 16384,
+    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 10000},
+    "promptCache": {"short": 12},
+}
+"""A model whose prompt cache lives 12 s (a refresh every 2 s) and whose cache writes cost
+$0.01 a token: warming the mock's 100-token prompt pays for itself even while idle."""
+
 # pi 1.6.0 compacts nothing while the session is shorter than keepRecentTokens (20,000 by
 # default: "Nothing to compact"); the scenarios that mean a compaction to happen keep little.
 KEEP_LITTLE = {"compaction": {"keepRecentTokens": 1}}
@@ -75,6 +87,23 @@ def scenarios_16() -> list[Scenario]:
                 cmd("get_messages"),
             ],
             extra_models=(THREADED,),
+        )
+    )
+    add(
+        Scenario(
+            # cacheWarming (default idle): 2 s after the request the same request goes again
+            # with a one-token cap, its usage recorded as a cache_warm usage entry and
+            # announced; a model change then ends warming before the next refresh.
+            "cache_warming",
+            [
+                Mock({"default": text("ok")}),
+                cmd("set_model", provider="mock", modelId="mock-warm"),
+                *prompt("one"),
+                WaitEvent("entry_appended", where=(("entry.type", "usage"),), timeout=10.0),
+                cmd("set_model", provider="mock", modelId="mock-vision"),
+                cmd("get_entries"),
+            ],
+            extra_models=(WARMED,),
         )
     )
     add(

@@ -26,6 +26,7 @@ from pitrio.messages.agent import (
     LlmMessage,
     ToolResultMessage,
 )
+from pitrio.messages.model import LlmContext, Model, StreamOptions
 
 __all__ = [
     "AfterToolCall",
@@ -38,6 +39,7 @@ __all__ = [
     "GetApiKey",
     "LoopHooks",
     "LoopOptions",
+    "OnRequest",
     "ShouldStopAfterTurn",
     "ToolExecutionMode",
     "TransformContext",
@@ -58,6 +60,9 @@ class TurnContext:
 TransformContext = Callable[[list[AgentMessage]], Awaitable[list[AgentMessage]]]
 ConvertToLlm = Callable[[Sequence[AgentMessage]], Awaitable[Sequence[LlmMessage]]]
 GetApiKey = Callable[[str], Awaitable[str | None]]
+OnRequest = Callable[[Model, LlmContext, StreamOptions, Sequence[AgentMessage]], None]
+"""Told of each provider request as it goes out: the model, the request, its options and the
+transcript it was built from (the session's cache warmer keeps that request's cache warm)."""
 ShouldStopAfterTurn = Callable[[TurnContext], Awaitable[bool]]
 
 
@@ -71,6 +76,7 @@ class LoopHooks:
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
     should_stop_after_turn: ShouldStopAfterTurn | None = None
+    on_request: OnRequest | None = None
 
 
 @attrs.frozen(kw_only=True)

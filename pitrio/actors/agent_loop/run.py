@@ -327,7 +327,8 @@ class LoopRun:
             # A snapshot made from the previous one (see ``RunContext``) unless a hook may
             # change the list: a converter that keeps the previous request's messages then
             # knows this one extends them without comparing (issue 10).
-            messages: Sequence[AgentMessage] = self.context.snapshot()
+            transcript: Sequence[AgentMessage] = self.context.snapshot()
+            messages = transcript
             system_prompt, tools = self._system(messages)
             if config.hooks.transform_context is not None:
                 messages = await config.hooks.transform_context(list(messages))
@@ -350,6 +351,8 @@ class LoopRun:
             await trio.lowlevel.checkpoint_if_cancelled()
             sent = True
             requested_at = trio.current_time()
+            if config.hooks.on_request is not None:
+                config.hooks.on_request(config.model, llm_context, options, transcript)
             send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_stream, llm_context, options, send)

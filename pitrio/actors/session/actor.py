@@ -78,6 +78,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
+from pitrio.actors.session.warming import SessionWarming
 from pitrio.actors.session_store.command_stamp import CommandStamp, stamping
 from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import (
@@ -204,6 +205,8 @@ class SessionActor(Actor[SessionCommand]):
         # The extension host (with extensions only) and the funnel that keeps its prompts'
         # order; the event pump and the run driver, made once the supervisor is up.
         self._host: ExtensionHostHandle | None = None
+        self.warming: SessionWarming | None = None
+        """The prompt-cache warmer (with a model router only)."""
         self._funnel: PromptFunnel | None = None
 
     async def started(self) -> None:
@@ -256,6 +259,20 @@ class SessionActor(Actor[SessionCommand]):
             named_models=self._named_models,
         )
         hooks = LoopHooks(convert_to_llm=convert)
+        if self._stream is not None:
+            self.warming = SessionWarming(
+                self.nursery,
+                session_id=self._store.header.id,
+                loop=self._loop,
+                store=self._store,
+                stream=self._stream,
+                emit=self._emit,
+                mode=lambda: self._settings.cache_warming,
+                host=self._host,
+                retention=self._settings.cache_retention,
+            )
+            hooks = attrs.evolve(hooks, on_request=self.warming.on_request)
+            self._driver_settings.on_settled = self.warming.settled
         if self._host is not None:
             hooks = self._host.hooks(hooks)
         await self._loop.configure(hooks=hooks)

@@ -22,6 +22,7 @@ from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
+from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
@@ -222,6 +223,10 @@ def session_settings(settings: Settings) -> SessionSettings:
         shell_command_prefix=settings.text("shellCommandPrefix"),
         auto_resize_images=settings.images_auto_resize,
         block_images=settings.images_block,
+        cache_warming=settings.cache_warming,
+        cache_retention=next(
+            (tier for tier in CACHE_RETENTIONS if os.environ.get(CACHE_RETENTION_ENV) == tier), None
+        ),
     )
 
 

@@ -89,8 +89,9 @@ def replayable(model: Model, options: StreamOptions) -> bool:
 
 
 def refresh_options(options: StreamOptions) -> StreamOptions:
-    """A refresh's options: the request's own with a one-token output cap."""
-    return attrs.evolve(options, max_tokens=1)
+    """A refresh's options: the request's own with a one-token output cap, never continuing
+    a provider-side thread (the refresh repeats the request the thread already holds)."""
+    return attrs.evolve(options, max_tokens=1, disable_continuation=True)
 
 
 @attrs.frozen(kw_only=True)

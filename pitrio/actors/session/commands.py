@@ -16,6 +16,7 @@ import trio
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
 from pitrio.actors.mcp.state import McpServerState
+from pitrio.actors.session.cache_warming import WarmingMode
 from pitrio.actors.session.extensions.events import InputSource
 
 # Accepted and Disposition live beside the extension host's RunCommand, which answers with
@@ -59,6 +60,11 @@ class SessionSettings:
     """``images.autoResize``: a prompt's images are fitted within the inline limits."""
     block_images: bool = False
     """``images.blockImages``: no image reaches a model (a text stands for each)."""
+    cache_warming: WarmingMode = "idle"
+    """``cacheWarming`` of the agent dir's settings (pi 1.6.0's default: ``idle``)."""
+    cache_retention: Literal["none", "short", "long"] | None = None
+    """The process's prompt caching (``$PITRIO_CACHE_RETENTION``, pi's ``PI_CACHE_RETENTION``)
+    for requests that do not set their own: the tier whose lifetime warming plans with."""
 
 
 @attrs.frozen(kw_only=True)

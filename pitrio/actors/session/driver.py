@@ -63,6 +63,8 @@ class DriverSettings:
     catch_up: Callable[[], Awaitable[bool]] | None = None
     """Take in what another writer appended to the session file; true when the projection
     moved since the last call (the loop is then given the file's context)."""
+    on_settled: Callable[[], None] | None = None
+    """Told right before each ``agent_settled`` (the cache warmer turns idle)."""
 
 
 class RunDriver:
@@ -102,6 +104,7 @@ class RunDriver:
         self._resources = settings.resources
         self._tools = settings.tools
         self._catch_up = settings.catch_up
+        self._settings = settings
         self.current: Run | None = None
         self.count = 0  # runs accepted so far (the latest run's number)
         self.write_failure: ReadOnlySessionError | None = None
@@ -365,6 +368,8 @@ class RunDriver:
             await self._drop_decisions(state.runs)
             await self._supervisor.run_aborted()
         settled = AgentSettled(aborted=aborted)
+        if self._settings.on_settled is not None:
+            self._settings.on_settled()
         self._emit(settled)
         self._notify("agent_settled", settled)
         self.current = None

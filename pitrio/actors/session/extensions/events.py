@@ -312,3 +312,29 @@ class ProjectTrustContext:
     def notify(self, message: str, type: str = "info") -> None:
         """Reported with the session's start-up warnings."""
         self.notes.append(message)
+
+
+# -- cache_warming_decision (pi 1.6.0) ------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class CacheWarmingDecisionEvent:
+    """A prompt-cache refresh is due: pi's price estimates and its own decision. Handlers
+    read anything else (the model, idleness) from ``ctx``."""
+
+    warm_cost: float
+    """What this refresh costs."""
+    miss_cost: float
+    """What the next real request pays extra when the cache entry is lost."""
+    continuation_probability: float
+    """pi's chance that a real request comes before the entry expires."""
+    action: Literal["warm", "stop"]
+    type: Literal["cache_warming_decision"] = "cache_warming_decision"
+
+
+@attrs.frozen(kw_only=True)
+class CacheWarmingDecisionResult:
+    """``warm`` or ``stop`` overrides pi's decision (the last handler giving one wins);
+    ``stop`` ends warming until the next real request."""
+
+    action: Literal["warm", "stop"] | None = None

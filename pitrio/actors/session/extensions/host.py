@@ -61,6 +61,7 @@ from pitrio.actors.session.extensions.host_commands import (
     UiAnswer,
     UiAsk,
     UiForget,
+    WarmingDecision,
     WorkCommand,
 )
 from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlockedError
@@ -230,6 +231,8 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._turn_boundary(context)
             case SettleBoundary(outcome=outcome):
                 return self._settle_boundary(outcome)
+            case WarmingDecision(event=event):
+                return self._runner.cache_warming_decision(event)
 
     # -- notifications ------------------------------------------------------------------------
 

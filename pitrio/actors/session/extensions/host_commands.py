@@ -20,7 +20,7 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallContext,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.events import CacheWarmingDecisionEvent, InputSource
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.supervisor.compaction import CompactionPreparation
 from pitrio.messages.agent import AgentMessage
@@ -185,6 +185,14 @@ class SettleBoundary:
 
 
 @attrs.frozen
+class WarmingDecision:
+    """``cache_warming_decision``: answered with the action to take."""
+
+    event: CacheWarmingDecisionEvent
+    work: Work
+
+
+@attrs.frozen
 class SetBasePrompt:
     """The session rebuilt the system prompt before any message: the base that
     ``before_agent_start`` handlers chain from."""
@@ -208,6 +216,7 @@ HostCommand = (
     | ToolResult
     | TurnBoundary
     | SettleBoundary
+    | WarmingDecision
     | SetBasePrompt
 )
 
@@ -222,6 +231,7 @@ WorkCommand = (
     | ToolResult
     | TurnBoundary
     | SettleBoundary
+    | WarmingDecision
 )
 """The commands whose handlers run in a task of the host, answered through their ``work``."""
 
@@ -243,6 +253,7 @@ __all__ = [
     "UiAnswer",
     "UiAsk",
     "UiForget",
+    "WarmingDecision",
     "Work",
     "WorkCommand",
 ]

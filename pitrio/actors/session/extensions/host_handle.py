@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -30,7 +30,11 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallResult,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import InputResult, InputSource
+from pitrio.actors.session.extensions.events import (
+    CacheWarmingDecisionEvent,
+    InputResult,
+    InputSource,
+)
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
@@ -48,6 +52,7 @@ from pitrio.actors.session.extensions.host_commands import (
     TransformContext,
     TurnBoundary,
     UiAnswer,
+    WarmingDecision,
     Work,
     WorkCommand,
 )
@@ -222,6 +227,15 @@ class ExtensionHostHandle(Handle[HostCommand]):
         caller returns after the handlers, as in pi)."""
         if self.has("session_compact"):
             await self._run(lambda work: AfterCompact(entry, from_extension, work))
+
+    async def cache_warming_decision(
+        self, event: CacheWarmingDecisionEvent
+    ) -> Literal["warm", "stop"]:
+        """``cache_warming_decision``: the action the handlers leave (pi's without any)."""
+        if not self.has(event.type):
+            return event.action
+        action: Literal["warm", "stop"] = await self._run(lambda work: WarmingDecision(event, work))
+        return action
 
     # -- the agent loop's hooks -----------------------------------------------------------------
 

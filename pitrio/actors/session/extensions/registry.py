@@ -25,6 +25,7 @@ Scope = Literal["user", "project", "temporary"]
 EVENT_NAMES = frozenset(
     {
         "project_trust",
+        "cache_warming_decision",
         "resources_discover",
         "session_start",
         "session_before_switch",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -24,6 +24,8 @@ from pitrio.actors.session.extensions.events import (
     BeforeAgentStartResult,
     BeforeCompactResult,
     BoundaryResult,
+    CacheWarmingDecisionEvent,
+    CacheWarmingDecisionResult,
     CancelResult,
     CompactionOverride,
     ContextEvent,
@@ -344,6 +346,22 @@ class ExtensionRunner:
                     return result
                 last = result
         return last
+
+    async def cache_warming_decision(
+        self, event: CacheWarmingDecisionEvent
+    ) -> Literal["warm", "stop"]:
+        """``cache_warming_decision``: the last handler that names an action decides; a
+        failing handler is reported and leaves the action as it was."""
+        action = event.action
+        name = event.type
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for(name)):
+                result = await self._result(
+                    extension, name, handler, event, CacheWarmingDecisionResult
+                )
+                if result is not None and result.action in ("warm", "stop"):
+                    action = result.action
+        return action
 
     async def boundary(self, event: str, payload: Any) -> tuple[tuple[Any, ...], bool]:
         """``turn_end`` / ``agent_before_settle``: each handler sees the drafts and the

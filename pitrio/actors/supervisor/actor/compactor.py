@@ -118,25 +118,32 @@ async def complete(
 
     ``session_id`` routes the call (a fresh one when ``None``: pi 1.6.0 gives each summary
     call a routing id of its own, never the session's)."""
+    final = await final_message(
+        stream,
+        model,
+        request.context(now_ms()),
+        request.stream_options(model, thinking_level, session_id=session_id or uuid7()),
+    )
+    if final is None:
+        raise SummarizationError("Summarization failed: the model stream ended without a result")
+    return final
+
+
+async def final_message(
+    stream: StreamCall, model: Model, context: LlmContext, options: StreamOptions
+) -> AssistantMessage | None:
+    """Run one request to its end; its final message (a failure is a message), ``None``
+    when the stream ended without one."""
     send, receive = trio.open_memory_channel[AssistantMessageEvent](64)
     final: AssistantMessage | None = None
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(
-            _stream_into,
-            stream,
-            model,
-            request.context(now_ms()),
-            request.stream_options(model, thinking_level, session_id=session_id or uuid7()),
-            send,
-        )
+        nursery.start_soon(_stream_into, stream, model, context, options, send)
         async with receive:
             async for event in receive:
                 if isinstance(event, StreamDone):
                     final = event.message
                 elif isinstance(event, StreamError):
                     final = event.error
-    if final is None:
-        raise SummarizationError("Summarization failed: the model stream ended without a result")
     return final
 
 
