@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -202,7 +203,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from pitrio.transports.cli_pipe import quiet_exit_on_closed_output
 
+    mark_process()
     return quiet_exit_on_closed_output(lambda: _main(argv))
+
+
+PROCESS_MARKERS = {"PI_CODING_AGENT": "true", "AI_AGENT": "pi"}
+"""pi 1.6.0's process markers (``docs/environment-variables.md``), set by its command line and
+RPC entry points, not by its SDK: every child process (bash commands, user ``!`` commands, MCP
+servers, extensions' processes) inherits them. pitrio runs pi's sessions for pi's tooling,
+so it marks its processes with pi's values."""
+
+
+def mark_process() -> None:
+    """Set :data:`PROCESS_MARKERS` in this process's environment (the command line's only)."""
+    os.environ.update(PROCESS_MARKERS)
 
 
 def _main(argv: Sequence[str] | None) -> int:

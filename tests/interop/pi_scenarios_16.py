@@ -61,6 +61,8 @@ WARMED = {
 """A model whose prompt cache lives 12 s (a refresh every 2 s) and whose cache writes cost
 $0.01 a token: warming the mock's 100-token prompt pays for itself even while idle."""
 
+MARKERS = 'echo "AI_AGENT=$AI_AGENT PI_CODING_AGENT=$PI_CODING_AGENT"'
+
 # pi 1.6.0 compacts nothing while the session is shorter than keepRecentTokens (20,000 by
 # default: "Nothing to compact"); the scenarios that mean a compaction to happen keep little.
 KEEP_LITTLE = {"compaction": {"keepRecentTokens": 1}}
@@ -104,6 +106,19 @@ def scenarios_16() -> list[Scenario]:
                 cmd("get_entries"),
             ],
             extra_models=(WARMED,),
+        )
+    )
+    add(
+        Scenario(
+            # The process markers pi's command line sets, seen by a user bash command and by
+            # the model's bash tool (AI_AGENT=pi, PI_CODING_AGENT=true).
+            "process_markers",
+            [
+                Mock({"queue": [tool("bash", {"command": MARKERS}), text("seen")]}),
+                cmd("bash", command=MARKERS),
+                *prompt("markers"),
+                cmd("get_messages"),
+            ],
         )
     )
     add(

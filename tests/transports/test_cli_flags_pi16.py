@@ -108,7 +108,8 @@ async def test_session_id_opens_or_creates_that_session(tmp_path: Path) -> None:
             pass
 
 
-def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) -> None:
+def _rpc(tmp_path: Path, commands: list[dict[str, object]], *flags: str) -> tuple[str, str]:
+    """``pitrio --mode rpc --no-session FLAGS`` fed ``commands``: its stdout and stderr."""
     import subprocess
     import sys
 
@@ -117,16 +118,8 @@ def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) 
         "PITRIO_AGENT_DIR": str(tmp_path / "agent"),
         "PATH": "/usr/bin:/bin",
     }
-    commands = [
-        {"id": "1", "type": "get_state"},
-        {"id": "2", "type": "new_session"},
-        {"id": "3", "type": "get_state"},
-    ]
     done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pitrio.transports.cli", "--mode", "rpc", "--no-session"),
-            *("--session-id", "start-id", "-n", "start name"),
-        ],
+        [sys.executable, "-m", "pitrio.transports.cli", "--mode", "rpc", "--no-session", *flags],
         input="".join(json.dumps(c) + "\n" for c in commands),
         capture_output=True,
         text=True,
@@ -135,12 +128,22 @@ def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) 
         env=env,
         check=False,
     )
+    return done.stdout, done.stderr
+
+
+def test_rpc_new_session_does_not_reuse_the_start_up_id_or_name(tmp_path: Path) -> None:
+    commands: list[dict[str, object]] = [
+        {"id": "1", "type": "get_state"},
+        {"id": "2", "type": "new_session"},
+        {"id": "3", "type": "get_state"},
+    ]
+    stdout, stderr = _rpc(tmp_path, commands, "--session-id", "start-id", "-n", "start name")
     states = [
         json.loads(line)["data"]
-        for line in done.stdout.splitlines()
+        for line in stdout.splitlines()
         if '"command":"get_state"' in line.replace(" ", "")
     ]
-    assert len(states) == 2, done.stdout + done.stderr
+    assert len(states) == 2, stdout + stderr
     assert (states[0]["sessionId"], states[0].get("sessionName")) == ("start-id", "start name")
     assert states[1]["sessionId"] != "start-id"
     assert states[1].get("sessionName") is None
@@ -165,3 +168,12 @@ def test_export_takes_a_file_and_an_optional_output() -> None:
     assert parse(["--export", "s.jsonl", "o.html"]).export == ["s.jsonl", "o.html"]
     with pytest.raises(UsageError, match="--export"):
         parse(["--export"])
+
+
+def test_the_command_line_marks_its_child_processes_as_pi_does(tmp_path: Path) -> None:
+    """pi 1.6.0's ``AI_AGENT=pi`` and ``PI_CODING_AGENT=true``, inherited by a ``bash``
+    command (the differential scenario ``process_markers`` compares with pi itself)."""
+    command = {"id": "1", "type": "bash", "command": 'echo "$AI_AGENT $PI_CODING_AGENT"'}
+    stdout, stderr = _rpc(tmp_path, [command])
+    answer = json.loads(stdout.splitlines()[0])
+    assert answer["data"]["output"] == "pi true\n", stdout + stderr
