@@ -26,6 +26,7 @@ KINDS = ("models.json", "auth.json", "settings.json")
 NOT_ENVIRONMENT = {
     "F_SETPIPE_SZ": "an fcntl constant looked up by name",
     "MAX_TOKENS": "a Gemini finish reason",
+    "FETCH_HEAD": "git's name of the commit a fetch brought",
 }
 """Upper-case names in the package that look like variables but are not read from the
 environment."""

@@ -41,6 +41,10 @@ SUBCOMMAND_ENTRIES = {
     "completion": ("pitrio.transports.cli_completion", "completion_main"),
     "mcp": ("pitrio.transports.mcp_cli", "run_mcp_command"),
     "acp": ("pitrio.transports.acp.cli", "acp_main"),
+    **{
+        word: ("pitrio.transports.packages_cli", f"{word}_main")
+        for word in ("install", "remove", "uninstall", "update", "list", "config")
+    },
 }
 """Each subcommand's module and entry point (imported when used: start-up stays light)."""
 

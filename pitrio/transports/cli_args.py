@@ -54,6 +54,12 @@ SUBCOMMANDS = (
     Subcommand("auth", "log in or out, print a provider's key or token, check it (as pi auth)"),
     Subcommand("login", "the same as pitrio auth login"),
     Subcommand("mcp", "add, remove or check the MCP servers of mcp.json (as pi mcp)"),
+    Subcommand("install", "install a pi package and add it to settings (as pi install)"),
+    Subcommand("remove", "remove a pi package and its settings entry (as pi remove)"),
+    Subcommand("uninstall", "the same as pitrio remove"),
+    Subcommand("list", "list the pi packages of the user's and the project's settings"),
+    Subcommand("update", "update installed pi packages (as pi update --extensions)"),
+    Subcommand("config", "pi's package resource screen (not available yet)"),
     Subcommand("db", "migrate the PostgreSQL session database, or show its schema version"),
     Subcommand("completion", "print the bash or zsh completion script"),
 )

@@ -32,6 +32,10 @@ _PARSERS = {
     "login": "pitrio.transports.login_cli",
     "auth": "pitrio.transports.auth_cli",
     "mcp": "pitrio.transports.mcp_cli",
+    **{
+        word: f"pitrio.transports.packages_cli:{word}"
+        for word in ("install", "remove", "uninstall", "list", "update", "config")
+    },
 }
 """The module whose ``build_parser()`` gives each subcommand's arguments."""
 
@@ -54,7 +58,9 @@ def full_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     summaries = {command.name: command.summary for command in SUBCOMMANDS}
     for name, module in _PARSERS.items():
-        sub = importlib.import_module(module).build_parser()
+        module, _, word = module.partition(":")
+        built = importlib.import_module(module)
+        sub = built.build_parser(word) if word else built.build_parser()
         commands.add_parser(
             name, parents=[sub], add_help=False, help=summaries[name], description=summaries[name]
         )

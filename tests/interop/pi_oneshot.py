@@ -63,6 +63,27 @@ def pitrio_argv() -> list[str]:
     return [str(ROOT / ".venv" / "bin" / "pitrio")]
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """A fresh folder for one agent's run of a command sequence: how to start the agent,
+    the folder, its agent dir and the working directory the commands run in."""
+
+    argv: list[str]
+    root: Path
+    agent_dir: Path
+    work: Path
+
+
+def sandbox(agent: str, base: Path) -> Sandbox:
+    """A :class:`Sandbox` under ``base`` for ``agent`` (``pi`` or ``pitrio``)."""
+    argv = pi_argv() if agent == "pi" else pitrio_argv()
+    assert argv is not None
+    root = Path(tempfile.mkdtemp(prefix=f"{agent}-", dir=base))
+    (root / "agent").mkdir()
+    (root / "work").mkdir()
+    return Sandbox(argv=argv, root=root, agent_dir=root / "agent", work=root / "work")
+
+
 def base_env(root: Path, agent_dir: Path) -> dict[str, str]:
     """The scrubbed environment of a run (no key of the machine leaks in)."""
     home = root / "home"

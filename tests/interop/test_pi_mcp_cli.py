@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_oneshot import base_env, pi_argv, pitrio_argv
+from tests.interop.pi_oneshot import base_env, pi_argv, sandbox
 from tests.shared_dir import ROOT
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -47,12 +47,8 @@ LISTING = ["list", "--json"]
 
 def run_all(agent: str, base: Path) -> dict[str, Any]:
     """Run :data:`STEPS` then ``list --json`` in a fresh sandbox; what they left."""
-    argv = pi_argv() if agent == "pi" else pitrio_argv()
-    assert argv is not None
-    root = Path(tempfile.mkdtemp(prefix=f"{agent}-", dir=base))
-    agent_dir, work = root / "agent", root / "work"
-    agent_dir.mkdir()
-    work.mkdir()
+    box = sandbox(agent, base)
+    argv, root, agent_dir, work = box.argv, box.root, box.agent_dir, box.work
     env = {**base_env(root, agent_dir), "HINT": "utc"}
 
     def run(args: list[str]) -> subprocess.CompletedProcess[str]:
