@@ -84,6 +84,23 @@ def sandbox(agent: str, base: Path) -> Sandbox:
     return Sandbox(argv=argv, root=root, agent_dir=root / "agent", work=root / "work")
 
 
+def run_in(
+    argv: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """One command of a sandbox's sequence, its output captured as text (never raises for
+    a non-zero status: the status is compared)."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
 def base_env(root: Path, agent_dir: Path) -> dict[str, str]:
     """The scrubbed environment of a run (no key of the machine leaks in)."""
     home = root / "home"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.pi_oneshot import base_env, pi_argv, sandbox
+from tests.interop.pi_oneshot import base_env, pi_argv, run_in, sandbox
 from tests.shared_dir import ROOT
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -52,15 +52,7 @@ def run_all(agent: str, base: Path) -> dict[str, Any]:
     env = {**base_env(root, agent_dir), "HINT": "utc"}
 
     def run(args: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*argv, "mcp", *args],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return run_in([*argv, "mcp", *args], work, env)
 
     codes = [run(step).returncode for step in STEPS]
     # The project's file: pi's in .pi, pitrio's in .pitrio (its project dir; .pi only with

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import pytest
 
-from tests.interop.pi_oneshot import base_env, outcomes_fixture, sandbox
+from tests.interop.pi_oneshot import base_env, outcomes_fixture, run_in, sandbox
 
 TARBALL = "@TARBALL@"
 STEPS: list[list[str]] = [
@@ -69,6 +69,8 @@ def _demo(root: Path) -> Path:
     (demo / "skills" / "hello" / "SKILL.md").write_text(
         "---\nname: hello\ndescription: Say hello\n---\nSay hello.\n"
     )
+    (demo / "prompts").mkdir()
+    (demo / "prompts" / "review.md").write_text("---\ndescription: Review it\n---\nReview $1\n")
     subprocess.run(["npm", "pack", "--silent"], cwd=demo, check=True, capture_output=True)
     return demo / "demo-pkg-1.0.0.tgz"
 
@@ -82,24 +84,26 @@ def run_all(agent: str, base: Path) -> dict[str, Any]:
     codes, out, err = [], [], []
     for step in STEPS:
         args = [word.replace(TARBALL, str(tarball)) for word in step]
-        done = subprocess.run(
-            [*argv, *args],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = run_in([*argv, *args], work, env)
         codes.append(done.returncode)
         out.append(_own(done.stdout, agent, root))
         err.append(_own(done.stderr, agent, root))
+    # Installed again: what a session of this directory offers from it.
+    run_in([*argv, "install", "../demo"], work, env)
+    request = json.dumps({"id": "c", "type": "get_commands"}) + "\n"
+    asked = run_in([*argv, "--mode", "rpc", "--no-session"], work, env, request)
+    answer = next(json.loads(x) for x in asked.stdout.splitlines() if '"id":"c"' in x)
+    offered = [
+        json.loads(json.dumps(c).replace(str(root), "<root>"))
+        for c in answer["data"]["commands"]
+        if c["sourceInfo"]["origin"] == "package"
+    ]
     project = work / (".pi" if agent == "pi" else ".pitrio") / "settings.json"
     settings = {
         "user": json.loads((agent_dir / "settings.json").read_text()),
         "project": json.loads(project.read_text()) if project.exists() else None,
     }
-    return {"codes": codes, "out": out, "err": err, "settings": settings}
+    return {"codes": codes, "out": out, "err": err, "settings": settings, "offered": offered}
 
 
 @attrs.frozen
@@ -132,7 +136,7 @@ def test_exit_statuses_are_pis(outcomes: dict[str, dict[str, Any]]) -> None:
 
 def test_the_settings_left_are_pis(outcomes: dict[str, dict[str, Any]]) -> None:
     settings = outcomes["pi"]["settings"]
-    assert settings == {"user": {"packages": []}, "project": {"packages": []}}
+    assert settings == {"user": {"packages": ["../demo"]}, "project": {"packages": []}}
     assert outcomes["pi"]["err"][8] == [
         "Project is not trusted. Use --approve to modify local package config."
     ]
@@ -158,3 +162,21 @@ def test_the_messages_and_listings_are_pis(outcomes: dict[str, dict[str, Any]]) 
     for index, step in enumerate(STEPS):
         assert (index, step, pitrio["out"][index]) == (index, step, pi["out"][index])
         assert (index, step, pitrio["err"][index]) == (index, step, pi["err"][index])
+
+
+def test_a_session_offers_the_packages_skill_and_prompt_as_pi(
+    outcomes: dict[str, dict[str, Any]],
+) -> None:
+    offered = outcomes["pi"]["offered"]
+    assert [(c["name"], c["source"]) for c in offered] == [
+        ("review", "prompt"),
+        ("skill:hello", "skill"),
+    ]
+    assert offered[1]["sourceInfo"] == {
+        "path": "<root>/demo/skills/hello/SKILL.md",
+        "source": "../demo",
+        "scope": "user",
+        "origin": "package",
+        "baseDir": "<root>/demo",
+    }
+    assert outcomes["pitrio"]["offered"] == offered

@@ -46,6 +46,7 @@ from pitrio.actors.session.resources._common import (
     to_posix,
     warning,
 )
+from pitrio.actors.session.resources.package_resources import package_candidates
 from pitrio.actors.session.resources.settings import Settings
 
 SKILL_FILE = "SKILL.md"
@@ -272,6 +273,16 @@ def discover_skill_candidates(
     user_agents = os.path.join(home, ".agents", "skills")
     files = collect_skill_files(user_agents, "agents")
     candidates += _auto(files, "user", os.path.dirname(user_agents), user_entries)
+    found, problems = package_candidates(
+        "skills",
+        cwd=cwd,
+        agent_dir=agent_dir,
+        settings=settings,
+        project_trusted=bool(project_dirs),
+        collect=collect_skill_files,
+    )
+    candidates += found
+    diagnostics += problems
     return settle_candidates(candidates), diagnostics
 
 

@@ -44,6 +44,7 @@ from pitrio.actors.session.resources._common import (
     settle_candidates,
     warning,
 )
+from pitrio.actors.session.resources.package_resources import package_candidates
 from pitrio.actors.session.resources.settings import Settings
 
 DESCRIPTION_FALLBACK_LENGTH = 60
@@ -208,9 +209,15 @@ def _recursive_markdown(directory: str) -> list[str]:
 
 
 def discover_template_candidates(
-    *, agent_dir: str, project_dirs: Sequence[str], settings: Settings, home: Path
+    *,
+    agent_dir: str,
+    project_dirs: Sequence[str],
+    settings: Settings,
+    home: Path,
+    cwd: str | None = None,
 ) -> tuple[list[Candidate], list[ResourceDiagnostic]]:
-    """Settings-listed and auto-discovered template files, settled by precedence."""
+    """Settings-listed, auto-discovered and (given ``cwd``) installed packages' template
+    files, settled by precedence."""
     candidates, diagnostics = listed_candidates(
         settings,
         "prompts",
@@ -228,6 +235,16 @@ def discover_template_candidates(
             info = SourceInfo(path=path, source="auto", scope=scope, base_dir=config_dir)
             enabled = enabled_by_overrides(path, entries, config_dir)
             candidates.append(Candidate(path=path, info=info, enabled=enabled))
+    if cwd is not None:
+        found, _ = package_candidates(  # a missing package is reported with the skills
+            "prompts",
+            cwd=cwd,
+            agent_dir=agent_dir,
+            settings=settings,
+            project_trusted=bool(project_dirs),
+            collect=_recursive_markdown,
+        )
+        candidates += found
     return settle_candidates(candidates), diagnostics
 
 
@@ -288,7 +305,7 @@ def load_templates(
     candidates, diagnostics = cli_template_candidates(cli_paths, cwd, home)
     if include_defaults:
         found, problems = discover_template_candidates(
-            agent_dir=agent_dir, project_dirs=project_dirs, settings=settings, home=home
+            agent_dir=agent_dir, project_dirs=project_dirs, settings=settings, home=home, cwd=cwd
         )
         candidates += found
         diagnostics += problems
