@@ -34,6 +34,9 @@ from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_li
 from pitrio.transports.chat_commands import (
     PICK_MOST,
     LocalCommand,
+    match_models,
+    model_ref,
+    model_rows,
     parse_command,
     picked,
     session_rows,
@@ -202,13 +205,18 @@ class TerminalChat(ChatScreen):
             return None
         self.term.text("Sessions of this folder, newest first:\n" + session_rows(infos))
         shown = min(len(infos), PICK_MOST)
-        ask = f"Resume 1-{shown} (Enter: cancel): "
+        choice = await self._pick(shown, f"Resume 1-{shown} (Enter: cancel): ")
+        return None if choice is None else infos[choice].path
+
+    async def _pick(self, shown: int, ask: str) -> int | None:
+        """A number typed for one of ``shown`` numbered rows (0-based), asked with ``ask``
+        until it is one; ``None`` for an empty line or the end of input."""
         while True:
             self.term.text(ask)
             choice = picked(await self.keys.readline(), shown)
             self.term.renderer.at_line_start = True  # the terminal echoed the Enter
             if choice is None or isinstance(choice, int):
-                return None if choice is None else infos[choice].path
+                return choice
             ask = choice
 
     async def ask_trust(self, title: str, options: Sequence[str]) -> str | None:
@@ -289,6 +297,8 @@ class TerminalChat(ChatScreen):
             await self._end_of_input()
         elif parsed.resume:
             await self._resume()
+        elif parsed.model_query is not None:
+            await self._pick_model(parsed.model_query)
         elif parsed.request is not None:
             request_id = self.next_id()  # known before its response can come
             self.local[request_id] = parsed
@@ -320,6 +330,31 @@ class TerminalChat(ChatScreen):
         if isinstance(messages, list):
             self.term.text(history_text(messages, self.term.renderer.style))
         self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+
+    async def _pick_model(self, query: str) -> None:
+        """``/model [text]``: the available models that fit ``text``; one is chosen at once,
+        several are numbered to pick from (Enter: keep the current model)."""
+        state = (await self._request({"type": "get_state"})).get("data") or {}
+        current = model_ref(state)
+        listed = await self._request({"type": "get_available_models"})
+        models = match_models((listed.get("data") or {}).get("models") or [], query)
+        if not models:
+            self.term.text(f"No model fits {query!r} (/model lists them all).\n")
+            return
+        if len(models) > 1:
+            self.term.text(model_rows(models, current))
+            shown = min(len(models), PICK_MOST)
+            choice = await self._pick(shown, f"Model 1-{shown} (Enter: keep {current}): ")
+            if choice is None:
+                return
+            models = [models[choice]]
+        model = models[0]
+        chosen = {"type": "set_model", "provider": model["provider"], "modelId": model["id"]}
+        answer = await self._request(chosen)
+        if answer.get("success"):
+            self.term.text(f"model: {model['provider']}/{model['id']}\n")
+        else:
+            self.term.error(f"(model not changed: {answer.get('error')})")
 
     def own_response(self, frame: dict[str, Any]) -> bool:
         """The response of a command of :meth:`command`: shown here."""

@@ -35,6 +35,8 @@ class LocalCommand:
     runs: bool = False
     resume: bool = False
     """Pick a session of this directory and switch to it (:func:`session_rows`)."""
+    model_query: str | None = None
+    """Choose a model among the available ones matching this text (:func:`match_models`)."""
 
 
 def _model(data: Mapping[str, Any]) -> str:
@@ -42,6 +44,11 @@ def _model(data: Mapping[str, Any]) -> str:
     if not isinstance(model, Mapping):
         return "(no model)"
     return f"{model.get('provider')}/{model.get('id')}"
+
+
+def model_ref(data: Mapping[str, Any]) -> str:
+    """``provider/id`` of the model in ``get_state``'s (or ``set_model``'s) data."""
+    return _model(data)
 
 
 def _state_model(data: Mapping[str, Any]) -> str:
@@ -69,7 +76,7 @@ def _name(data: Mapping[str, Any]) -> str:
 
 
 HELP = """\
-/model [provider/id]  show or set the model
+/model [text]         show the model, set it (provider/id) or pick one whose name fits
 /thinking [level]     show or set the thinking level
 /name [name]          show or set the session's name
 /session              the session's file, id, messages and tokens
@@ -108,10 +115,10 @@ def parse_command(line: str) -> LocalCommand | None:
         if not arg:
             return LocalCommand({"type": "get_state"}, _state_model)
         provider, slash, model_id = arg.partition("/")
-        if not slash or not provider or not model_id:
-            return LocalCommand(text="Usage: /model provider/id (e.g. /model faux/faux-1)")
-        chosen = {"type": "set_model", "provider": provider, "modelId": model_id}
-        return LocalCommand(chosen, lambda data: f"model: {_model(data)}")
+        if slash and provider and model_id and " " not in arg:
+            chosen = {"type": "set_model", "provider": provider, "modelId": model_id}
+            return LocalCommand(chosen, lambda data: f"model: {_model(data)}")
+        return LocalCommand(model_query=arg)  # a part of a name: pick among those that fit
     if name == "thinking":
         if not arg:
             return LocalCommand({"type": "get_state"}, _state_model)
@@ -170,3 +177,44 @@ def picked(line: str | None, count: int) -> int | str | None:
     if text.isdigit() and 1 <= int(text) <= count:
         return int(text) - 1
     return f"Enter a number from 1 to {count} (Enter: cancel): "
+
+
+def _subsequence(needle: str, haystack: str) -> bool:
+    letters = iter(haystack)
+    return all(char in letters for char in needle)
+
+
+def match_models(models: Sequence[Mapping[str, Any]], query: str) -> list[Mapping[str, Any]]:
+    """The models whose ``provider/id`` fits ``query``, best first: the exact reference
+    alone; else each word of the query found in the reference or in the model's name, its
+    letters in order but not necessarily side by side (``son45`` fits
+    ``claude-sonnet-4-5``); those holding the words as typed come first, then the shorter
+    references."""
+    words = query.lower().split()
+    refs = [(f"{m.get('provider')}/{m.get('id')}", m) for m in models]
+    exact = [m for ref, m in refs if ref.lower() == query.strip().lower()]
+    if exact:
+        return exact
+    fits = [
+        (ref, m)
+        for ref, m in refs
+        if all(
+            _subsequence(word, ref.lower()) or _subsequence(word, str(m.get("name") or "").lower())
+            for word in words
+        )
+    ]
+    fits.sort(key=lambda pair: (not all(w in pair[0].lower() for w in words), len(pair[0])))
+    return [m for _, m in fits]
+
+
+def model_rows(models: Sequence[Mapping[str, Any]], current: str | None) -> str:
+    """The model picker's numbered list (the current model marked)."""
+    rows = []
+    for number, model in enumerate(models[:PICK_MOST], 1):
+        ref = f"{model.get('provider')}/{model.get('id')}"
+        mark = " (current)" if ref == current else ""
+        rows.append(f"  {number}. {ref}{mark}\n")
+    more = len(models) - PICK_MOST
+    if more > 0:
+        rows.append(f"  ... and {more} more (type more of the name: /model TEXT)\n")
+    return "".join(rows)

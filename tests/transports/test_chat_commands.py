@@ -13,7 +13,14 @@ from trio_websocket import ConnectionClosed
 
 from pitrio.sdk.store import SessionInfo
 from pitrio.transports.chat import RpcLink, byte_pipe
-from pitrio.transports.chat_commands import PICK_MOST, parse_command, picked, session_rows
+from pitrio.transports.chat_commands import (
+    PICK_MOST,
+    match_models,
+    model_rows,
+    parse_command,
+    picked,
+    session_rows,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,8 +50,8 @@ def test_commands_that_send_nothing() -> None:
     assert parse_command("/quit") == parse_command("/exit")
     assert parse_command("/quit").quit  # type: ignore[union-attr]
     assert parse_command("/resume").resume  # type: ignore[union-attr]
-    wrong = parse_command("/model faux-1")
-    assert wrong is not None and wrong.request is None and wrong.text.startswith("Usage: /model")
+    fuzzy = parse_command("/model faux-1")  # not provider/id: the models that fit it
+    assert fuzzy is not None and fuzzy.request is None and fuzzy.model_query == "faux-1"
     level = parse_command("/thinking loud")
     assert level is not None and level.request is None and "max" in level.text
 
@@ -133,3 +140,24 @@ async def test_a_full_pipe_makes_its_writer_wait() -> None:
         assert await reader.receive_some() == b"one"
         await sent.wait()
     assert await reader.receive_some() == b"two"
+
+
+MODELS = [
+    {"provider": "anthropic", "id": "claude-sonnet-4-5", "name": "Claude Sonnet 4.5"},
+    {"provider": "anthropic", "id": "claude-haiku-4-5", "name": "Claude Haiku 4.5"},
+    {"provider": "openai", "id": "gpt-5", "name": "GPT-5"},
+    {"provider": "openrouter", "id": "anthropic/claude-sonnet-4.5", "name": "Sonnet (OR)"},
+]
+
+
+def test_model_text_is_matched_loosely_best_first() -> None:
+    refs = [f"{m['provider']}/{m['id']}" for m in match_models(MODELS, "sonnet")]
+    # Both hold "sonnet" as typed; the shorter reference first.
+    assert refs == ["anthropic/claude-sonnet-4-5", "openrouter/anthropic/claude-sonnet-4.5"]
+    loose = match_models(MODELS, "son45")  # letters in order, not side by side
+    assert [m["id"] for m in loose] == ["claude-sonnet-4-5", "anthropic/claude-sonnet-4.5"]
+    assert [m["id"] for m in match_models(MODELS, "openai/gpt-5")] == ["gpt-5"]  # exact
+    assert [m["id"] for m in match_models(MODELS, "haiku 4.5")] == ["claude-haiku-4-5"]
+    assert match_models(MODELS, "llama") == []
+    rows = model_rows(MODELS, "openai/gpt-5")
+    assert rows.splitlines()[2] == "  3. openai/gpt-5 (current)"

@@ -380,6 +380,21 @@ async def test_ctrl_c_at_the_trust_question_ends_the_start_cleanly(
     assert not (work.parent / "agent" / "trust.json").exists()
 
 
+async def test_model_picks_among_the_models_whose_name_fits(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        # One model fits: chosen at once.
+        await exchange(screen, "/model think", r"model: faux/faux-think\r\n")
+        # Several: numbered, the current one marked; the number typed chooses.
+        screen.type("/model faux\n")
+        await screen.until(r"2\. faux/faux-think \(current\)")
+        await screen.until(r"Model 1-3 \(Enter: keep faux/faux-think\): ")
+        await exchange(screen, "3", r"model: faux/faux-small\r\n")
+        await exchange(screen, "/model", r"model: faux/faux-small \(thinking ")
+        await exchange(screen, "/model llama", r"No model fits 'llama'")
+        await leave(screen, process)
+
+
 async def test_the_session_flags_reach_the_chat(work: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     args = ("--session-dir", str(elsewhere), "--name", "flagged", "--tools", "read")
