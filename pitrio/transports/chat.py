@@ -40,6 +40,7 @@ from pitrio.transports.chat_commands import (
     parse_command,
     picked,
     session_rows,
+    session_text,
 )
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
@@ -299,6 +300,13 @@ class TerminalChat(ChatScreen):
             await self._resume()
         elif parsed.model_query is not None:
             await self._pick_model(parsed.model_query)
+        elif parsed.session_info:
+            stats = await self._request({"type": "get_session_stats"})
+            if not stats.get("success"):
+                self.term.error(f"Error: {stats.get('error')}")
+                return
+            warming = await self._request({"type": "get_cache_warming"})
+            self.term.text(session_text(stats.get("data") or {}, warming.get("data")) + "\n")
         elif parsed.request is not None:
             request_id = self.next_id()  # known before its response can come
             self.local[request_id] = parsed

@@ -35,6 +35,8 @@ class LocalCommand:
     runs: bool = False
     resume: bool = False
     """Pick a session of this directory and switch to it (:func:`session_rows`)."""
+    session_info: bool = False
+    """``/session``: the statistics, then the cache warmer's block (:func:`session_text`)."""
     model_query: str | None = None
     """Choose a model among the available ones matching this text (:func:`match_models`)."""
 
@@ -131,7 +133,7 @@ def parse_command(line: str) -> LocalCommand | None:
             return LocalCommand({"type": "get_state"}, _name)
         return LocalCommand({"type": "set_session_name", "name": arg}, lambda _: f"name: {arg}")
     if name == "session":
-        return LocalCommand({"type": "get_session_stats"}, _stats)
+        return LocalCommand(session_info=True)
     if name == "new":
         return LocalCommand({"type": "new_session"}, _new)
     if name == "resume":
@@ -218,3 +220,21 @@ def model_rows(models: Sequence[Mapping[str, Any]], current: str | None) -> str:
     if more > 0:
         rows.append(f"  ... and {more} more (type more of the name: /model TEXT)\n")
     return "".join(rows)
+
+
+def session_text(stats: Mapping[str, Any], warming: Mapping[str, Any] | None) -> str:
+    """``/session``: the statistics and, as pi's "Cache Warming" block, the warmer's mode,
+    status and (when known) the cost of losing the cache against that of a refresh."""
+    text = _stats(stats)
+    if not warming:
+        return text
+    lines = [
+        "",
+        "Cache Warming",
+        f"Mode: {warming.get('mode')}",
+        f"Status: {warming.get('status')}",
+    ]
+    if "missCost" in warming and "warmCost" in warming:
+        lines.append(f"Cache miss penalty: ${float(warming['missCost']):.3f}")
+        lines.append(f"Refresh cost: ${float(warming['warmCost']):.3f}")
+    return text + "\n".join(lines)

@@ -83,6 +83,9 @@ async def test_idle_warming_replays_the_request_until_the_30_minute_horizon(
         assert fx.actor is not None and fx.actor.warming is not None
         line, _ = await fx.actor.warming.status_line()
         assert line.startswith("Decision in 4m 30s (15% continuation probability, ")
+        block = await fx.session.cache_warming()  # RPC's get_cache_warming, the chat's /session
+        assert (block["mode"], block["status"]) == ("idle", line)
+        assert (round(block["missCost"], 6), round(block["warmCost"], 6)) == (1.035, 0.090015)
         await trio.sleep(3600)
         entries = await _usage_entries(fx)
         events = await fx.drain()

@@ -20,6 +20,7 @@ from pitrio.transports.chat_commands import (
     parse_command,
     picked,
     session_rows,
+    session_text,
 )
 
 
@@ -30,7 +31,6 @@ from pitrio.transports.chat_commands import (
         ("/model", {"type": "get_state"}),
         ("/thinking high", {"type": "set_thinking_level", "level": "high"}),
         ("/name  my  chat ", {"type": "set_session_name", "name": "my  chat"}),
-        ("/session", {"type": "get_session_stats"}),
         ("/new", {"type": "new_session"}),
         ("/compact keep the plan", {"type": "compact", "customInstructions": "keep the plan"}),
         ("/help", {"type": "get_commands"}),
@@ -61,11 +61,22 @@ def test_answers_are_told_in_a_line() -> None:
     assert model is not None and model.show is not None
     shown = model.show({"model": {"provider": "faux", "id": "faux-1"}, "thinkingLevel": "off"})
     assert shown == "model: faux/faux-1 (thinking off)"
-    stats = parse_command("/session")
-    assert stats is not None and stats.show is not None
-    told = stats.show({"sessionId": "s1", "userMessages": 2, "tokens": {"input": 7}, "cost": 0.5})
+    assert parse_command("/session").session_info  # type: ignore[union-attr]
+    numbers = {"sessionId": "s1", "userMessages": 2, "tokens": {"input": 7}, "cost": 0.5}
+    told = session_text(numbers, None)
     assert "session: s1" in told and "2 user" in told and "7 in" in told and "$0.5000" in told
     assert "(not saved: --no-session)" in told
+    warming = {"mode": "idle", "status": "Decision in 4m 30s (...)", "missCost": 1.035}
+    block = session_text(numbers, {**warming, "warmCost": 0.090015}).split("\n")[-5:]
+    assert block == [
+        "Cache Warming",
+        "Mode: idle",
+        "Status: Decision in 4m 30s (...)",
+        "Cache miss penalty: $1.035",
+        "Refresh cost: $0.090",
+    ]
+    inactive = session_text(numbers, {"mode": "off", "status": "Inactive (cache warming disabled)"})
+    assert inactive.endswith("Mode: off\nStatus: Inactive (cache warming disabled)")
 
 
 def _info(name: str | None, first: str, minutes: int) -> SessionInfo:

@@ -392,6 +392,8 @@ async def test_model_picks_among_the_models_whose_name_fits(work: Path) -> None:
         await exchange(screen, "3", r"model: faux/faux-small\r\n")
         await exchange(screen, "/model", r"model: faux/faux-small \(thinking ")
         await exchange(screen, "/model llama", r"No model fits 'llama'")
+        # /session ends with pi's Cache Warming block (no request yet: nothing to warm).
+        await exchange(screen, "/session", r"Mode: idle\r\nStatus: Inactive \(waiting for first")
         await leave(screen, process)
 
 

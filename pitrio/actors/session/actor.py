@@ -78,7 +78,7 @@ from pitrio.actors.session.resources.loader import (
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
-from pitrio.actors.session.warming import SessionWarming
+from pitrio.actors.session.warming import UNAVAILABLE_WARMING, SessionWarming
 from pitrio.actors.session_store.command_stamp import CommandStamp, stamping
 from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import (
@@ -653,6 +653,12 @@ class SessionActor(Actor[SessionCommand]):
     async def last_assistant_text(self) -> str | None:
         """The last assistant reply's text (pi's ``getLastAssistantText``)."""
         return last_assistant_text((await self._loop.state()).messages)
+
+    async def cache_warming(self) -> dict[str, Any]:
+        """The warmer's mode and status (pi's wording when a session makes no requests)."""
+        if self.warming is None:
+            return {"mode": self._settings.cache_warming, "status": UNAVAILABLE_WARMING}
+        return await self.warming.info()
 
     async def export_html(self, output_path: str | None) -> str:
         """Write the session as a self-contained HTML page; returns its path."""

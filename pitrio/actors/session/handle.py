@@ -309,6 +309,11 @@ class SessionHandle(Handle[SessionCommand]):
         """The ``seq`` of the last event emitted so far: a response barrier for transports."""
         return await self.invoke(lambda actor: actor.emitted_seq())
 
+    async def cache_warming(self) -> dict[str, Any]:
+        """The prompt-cache warmer's ``mode``, ``status`` line and, when known, the
+        decision's ``missCost`` and ``warmCost`` (pi's ``/session`` block)."""
+        return await self.invoke(lambda actor: actor.cache_warming())
+
     async def session_stats(self) -> SessionStats:
         """Counts, tokens and cost over the current context."""
         return await self.invoke(lambda actor: actor.operations.stats())

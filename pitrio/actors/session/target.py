@@ -25,6 +25,10 @@ class SessionTarget(Protocol):
         """Settings, model and thinking, name and stats (an object the actor owns)."""
         ...
 
+    async def cache_warming(self) -> dict[str, Any]:
+        """The prompt-cache warmer's mode and status (``/session``'s block)."""
+        ...
+
     async def abort_retry(self) -> None:
         """Cancel a pending retry sleep."""
         ...

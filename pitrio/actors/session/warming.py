@@ -12,7 +12,7 @@ entries and the session's outlet announces them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -32,6 +32,10 @@ from pitrio.messages.model import LlmContext, Model, StreamOptions
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+
+
+UNAVAILABLE_WARMING = "Inactive (cache warming unavailable)"
+"""pi's status line for a session without a warmer."""
 
 
 class SessionWarming:
@@ -91,6 +95,18 @@ class SessionWarming:
         """``/session``'s ``Status:`` text and the status it was made from."""
         status = await self.warmer.status()
         return status.line(trio.current_time()), status
+
+    async def info(self) -> dict[str, Any]:
+        """pi's ``/session`` "Cache Warming" block as data: ``mode``, ``status`` (the line
+        after ``Status:``) and, when the decision's economics are known, ``missCost`` and
+        ``warmCost`` (dollars)."""
+        line, status = await self.status_line()
+        out: dict[str, Any] = {"mode": self.mode(), "status": line}
+        decision = status.decision
+        if decision is not None and decision.economics_available:
+            out["missCost"] = decision.miss_cost
+            out["warmCost"] = decision.warm_cost
+        return out
 
     def _is_current(self, model: Model, transcript: Sequence[AgentMessage]) -> IsCurrent:
         """Whether the loop still has the request's model and a transcript that extends the

@@ -410,6 +410,10 @@ async def _get_session_stats(backend: RpcBackend, request: Request) -> Any:
     return to_json(await (await backend.session()).session_stats())
 
 
+async def _get_cache_warming(backend: RpcBackend, request: Request) -> Any:
+    return await (await backend.session()).cache_warming()
+
+
 async def _export_html(backend: RpcBackend, request: Request) -> Any:
     path = await (await backend.session()).export_html(_optional_text(request, "outputPath"))
     return {"path": path}
@@ -503,6 +507,7 @@ HANDLERS: dict[str, Handler] = {
     "bash": _bash,
     "abort_bash": _abort_bash,
     "get_session_stats": _get_session_stats,
+    "get_cache_warming": _get_cache_warming,
     "export_html": _export_html,
     "switch_session": _switch_session,
     "fork": _fork,
