@@ -159,6 +159,8 @@ class SessionActor(Actor[SessionCommand]):
         resources: Resources | None = None,
         extensions: ExtensionRunner | None = None,
         ui_clients: bool = False,
+        extension_mode: str = "print",
+        project_trusted: bool = True,
         save_model_defaults: bool = False,
         named_models: tuple[Model, ...] = (),
         start_reason: str = "startup",
@@ -192,12 +194,15 @@ class SessionActor(Actor[SessionCommand]):
             cwd=self._cwd,
             shell_path=self._settings.shell_path,
             command_prefix=self._settings.shell_command_prefix,
+            intercept=self._user_bash_hook,
         )
         self._queues = DisplayQueues(self._emit)
         self._driver_settings = DriverSettings(resources, tools, self._catch_up)
         self._merges_seen = 0  # the store's count of other writers' entries taken in
         self._extensions = extensions
         self._ui_clients = ui_clients
+        self._extension_mode = extension_mode
+        self._project_trusted = project_trusted
         self._save_model_defaults = save_model_defaults
         self._named_models = named_models
         self._start_reason = start_reason
@@ -218,7 +223,12 @@ class SessionActor(Actor[SessionCommand]):
         host = None
         if self._extensions is not None:
             host = ExtensionHost(
-                settings=HostSettings(runner=self._extensions, ui_clients=self._ui_clients),
+                settings=HostSettings(
+                    runner=self._extensions,
+                    ui_clients=self._ui_clients,
+                    mode=self._extension_mode,
+                    project_trusted=self._project_trusted,
+                ),
                 session=self._self_handle(),
                 loop=self._loop,
                 store=self._store,
@@ -318,6 +328,12 @@ class SessionActor(Actor[SessionCommand]):
         """Queue a notification-only event for the extensions (never waits)."""
         if self._host is not None:
             self._host.notify(event, payload)
+
+    async def _user_bash_hook(self, command: str, exclude: bool, cwd: str) -> Any:
+        """The extensions' ``user_bash`` answer (in the shell's task, never the inbox's)."""
+        if self._host is None:
+            return None
+        return await self._host.user_bash(command, exclude, cwd)
 
     def _self_handle(self) -> SessionHandle:
         return SessionHandle(self.address)

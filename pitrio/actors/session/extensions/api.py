@@ -91,6 +91,18 @@ class EventBus:
             handler(data)
 
 
+class _Registration:
+    """One ``on()`` registration: calls its handler (identity marks the registration)."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def __call__(self, *args: Any) -> Any:
+        return self.handler(*args)
+
+
 class ExtensionAPI:
     """``api`` of one extension."""
 
@@ -111,11 +123,27 @@ class ExtensionAPI:
 
     # -- registration -----------------------------------------------------------------------
 
-    def on(self, event: str, handler: Handler) -> None:
-        """Handle ``event`` (spec §7.3) with ``handler(event, ctx)``."""
+    def on(self, event: str, handler: Handler) -> Callable[[], None]:
+        """Handle ``event`` (spec §7.3) with ``handler(event, ctx)``; returns a function that
+        removes this registration only (pi 1.6.0). A dispatch already in progress is not
+        affected either way: the runner walks a copy of the handler list."""
         if event not in EVENT_NAMES:
             raise ExtensionApiError(f"Unknown extension event: {event!r}")
-        self._extension.handlers.setdefault(event, []).append(handler)
+        # A registration is a one-element holder, so removing it takes this registration out
+        # even when the same function was registered twice.
+        registration = _Registration(handler)
+        self._extension.handlers.setdefault(event, []).append(registration)
+
+        def unsubscribe() -> None:
+            handlers = self._extension.handlers.get(event, [])
+            for index, item in enumerate(handlers):
+                if item is registration:
+                    # A new list, not an in-place removal: a reader iterating the old one
+                    # (a dispatch in progress) keeps what it started with.
+                    self._extension.handlers[event] = handlers[:index] + handlers[index + 1 :]
+                    return
+
+        return unsubscribe
 
     def register_tool(self, tool: AgentTool) -> None:
         """Add a tool (a built-in of the same name is replaced); after start-up it is

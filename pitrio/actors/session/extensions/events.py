@@ -312,3 +312,38 @@ class ProjectTrustContext:
     def notify(self, message: str, type: str = "info") -> None:
         """Reported with the session's start-up warnings."""
         self.notes.append(message)
+
+
+# -- pi 1.6.0: user_bash, ui prompts (issue 35) -------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class UserBashEvent:
+    """A user's own shell command (``!cmd``, ``!!cmd``, RPC ``bash``) about to run."""
+
+    command: str
+    exclude_from_context: bool
+    cwd: str
+    type: Literal["user_bash"] = "user_bash"
+
+
+@attrs.frozen(kw_only=True)
+class UserBashResult:
+    """Exactly one of: ``operations``, a backend the command runs through (an object whose
+    ``async exec(command, cwd, *, on_data)`` streams bytes to ``on_data`` and returns the exit
+    code); ``result``, the finished command (a ``BashResult`` or a dict of its fields),
+    recorded without running anything."""
+
+    operations: Any = None
+    result: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class UiPromptEvent:
+    """``ui_prompt_start`` / ``ui_prompt_end``: a blocking dialog span (nested dialogs are one
+    span, named after the outer one)."""
+
+    type: Literal["ui_prompt_start", "ui_prompt_end"]
+    kind: str
+    title: str | None = None
+    reason: Literal["ui_prompt"] = "ui_prompt"

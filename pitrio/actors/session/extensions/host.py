@@ -41,6 +41,7 @@ from pitrio.actors.session.extensions.events import (
     SessionCompactEvent,
     ToolResultEvent,
     TurnEndEvent,
+    UiPromptEvent,
 )
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
@@ -61,7 +62,9 @@ from pitrio.actors.session.extensions.host_commands import (
     UiAnswer,
     UiAsk,
     UiForget,
+    UserBash,
     WorkCommand,
+    queue_notification,
 )
 from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlockedError
 from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
@@ -90,6 +93,8 @@ class HostSettings:
 
     runner: ExtensionRunner
     ui_clients: bool = False  # a client can answer dialogs (RPC, the daemon)
+    mode: str = "print"  # ctx.mode: tui, rpc, json or print (pi 1.6.0)
+    project_trusted: bool = True  # ctx.is_project_trusted(): the session's trust decision
 
 
 @attrs.frozen
@@ -120,6 +125,8 @@ class ExtensionHost(Actor[HostCommand]):
         super().__init__(name="extensions", capacity=capacity)
         self._runner = settings.runner
         self._ui_clients = settings.ui_clients
+        self._mode = settings.mode
+        self._project_trusted = settings.project_trusted
         self._session = session
         self._loop = loop
         self._store = store
@@ -127,6 +134,8 @@ class ExtensionHost(Actor[HostCommand]):
         self._dialogs: dict[str, Reply[UiResponse]] = {}
         self._ui: ExtensionUI = NoUI()
         self._base_system_prompt: str | None = None
+        self._prompt_depth = 0  # dialogs open now (ui_prompt_start / ui_prompt_end)
+        self._prompt_open: UiPromptEvent | None = None
         self._notify_send, self._notify_receive = trio.open_memory_channel[tuple[str, Any]](
             NOTIFICATION_CAPACITY
         )
@@ -164,10 +173,18 @@ class ExtensionHost(Actor[HostCommand]):
             store=self._store,
             ui=self._ui,
             system_prompt=self._runner.system_prompt,
+            mode=self._mode,
+            project_trusted=self._project_trusted,
         )
 
     def _command_context(self) -> CommandContext:
-        return CommandContext(session=self._session, store=self._store, ui=self._ui)
+        return CommandContext(
+            session=self._session,
+            store=self._store,
+            ui=self._ui,
+            mode=self._mode,
+            project_trusted=self._project_trusted,
+        )
 
     # -- the inbox ----------------------------------------------------------------------------
 
@@ -230,6 +247,8 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._turn_boundary(context)
             case SettleBoundary(outcome=outcome):
                 return self._settle_boundary(outcome)
+            case UserBash(event=event):
+                return self._runner.user_bash(event)
 
     # -- notifications ------------------------------------------------------------------------
 
@@ -405,15 +424,36 @@ class ExtensionHost(Actor[HostCommand]):
         # Called by a handler (in one of this host's tasks): through the inbox, like a client's
         # answer, so a dialog and its answer meet in one place.
         reply: Reply[UiResponse] = Reply(self.address.link)
-        await self._tell(UiAsk(request, reply))
-        with trio.move_on_after(math.inf if time_limit is None else time_limit):
-            try:
-                return await reply.wait()
-            except PitrioError:
-                return None
-        with trio.CancelScope(shield=True):
-            await self._tell(UiForget(request.id))
-        return None
+        self._prompt_span(+1, request)
+        try:
+            await self._tell(UiAsk(request, reply))
+            with trio.move_on_after(math.inf if time_limit is None else time_limit):
+                try:
+                    return await reply.wait()
+                except PitrioError:
+                    return None
+            with trio.CancelScope(shield=True):
+                await self._tell(UiForget(request.id))
+            return None
+        finally:
+            self._prompt_span(-1, request)
+
+    def _prompt_span(self, step: int, request: ExtensionUiRequest) -> None:
+        """``ui_prompt_start`` when the first dialog opens, ``ui_prompt_end`` when the last
+        one closes (overlapping dialogs are one span, named after its first), queued for the
+        notification task: the dialog never waits for their handlers (pi 1.6.0)."""
+        self._prompt_depth += step
+        if step > 0 and self._prompt_depth == 1:
+            self._prompt_open = UiPromptEvent(
+                type="ui_prompt_start", kind=request.method, title=request.title
+            )
+            self._notify_prompt(self._prompt_open)
+        elif step < 0 and self._prompt_depth == 0 and self._prompt_open is not None:
+            self._notify_prompt(attrs.evolve(self._prompt_open, type="ui_prompt_end"))
+            self._prompt_open = None
+
+    def _notify_prompt(self, event: UiPromptEvent) -> None:
+        queue_notification(self._runner, self._notify_send, event.type, event)
 
     async def _tell(self, command: HostCommand) -> None:
         await Handle(self.address).tell(command)

@@ -20,7 +20,8 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallContext,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import InputSource
+from pitrio.actors.session.extensions.events import InputSource, UserBashEvent
+from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.supervisor.compaction import CompactionPreparation
 from pitrio.messages.agent import AgentMessage
@@ -185,11 +186,36 @@ class SettleBoundary:
 
 
 @attrs.frozen
+class UserBash:
+    """The ``user_bash`` handlers for a user's shell command: answered with the handlers'
+    :class:`~.events.UserBashResult` or ``None``; a failed handler is the answer's error."""
+
+    event: UserBashEvent
+    work: Work
+
+
+@attrs.frozen
 class SetBasePrompt:
     """The session rebuilt the system prompt before any message: the base that
     ``before_agent_start`` handlers chain from."""
 
     prompt: str
+
+
+def queue_notification(
+    registry: ExtensionRunner,
+    channel: trio.MemorySendChannel[tuple[str, Any]],
+    event: str,
+    payload: Any,
+) -> None:
+    """Queue a notification-only event for the host's notification task, without waiting (an
+    inbox may call it); nothing when no handler wants it; a full queue drops it, reported."""
+    if not registry.has(event):
+        return
+    try:
+        channel.send_nowait((event, payload))
+    except trio.WouldBlock:
+        registry.report("<runtime>", event, "notification queue full; event dropped")
 
 
 HostCommand = (
@@ -209,6 +235,7 @@ HostCommand = (
     | TurnBoundary
     | SettleBoundary
     | SetBasePrompt
+    | UserBash
 )
 
 WorkCommand = (
@@ -222,6 +249,7 @@ WorkCommand = (
     | ToolResult
     | TurnBoundary
     | SettleBoundary
+    | UserBash
 )
 """The commands whose handlers run in a task of the host, answered through their ``work``."""
 
@@ -243,6 +271,8 @@ __all__ = [
     "UiAnswer",
     "UiAsk",
     "UiForget",
+    "UserBash",
     "Work",
     "WorkCommand",
+    "queue_notification",
 ]

@@ -30,7 +30,12 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallResult,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import InputResult, InputSource
+from pitrio.actors.session.extensions.events import (
+    InputResult,
+    InputSource,
+    UserBashEvent,
+    UserBashResult,
+)
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
@@ -48,8 +53,10 @@ from pitrio.actors.session.extensions.host_commands import (
     TransformContext,
     TurnBoundary,
     UiAnswer,
+    UserBash,
     Work,
     WorkCommand,
+    queue_notification,
 )
 from pitrio.actors.supervisor.compaction import CompactionPreparation
 from pitrio.messages.agent import AgentMessage
@@ -134,12 +141,7 @@ class ExtensionHostHandle(Handle[HostCommand]):
         """Queue a notification-only event for the extensions (never waits: safe from an
         inbox task); a full queue drops it, reported as an ``extension_error``."""
         port = self._port
-        if not port.registry.has(event):
-            return
-        try:
-            port.notify.send_nowait((event, payload))
-        except trio.WouldBlock:
-            port.registry.report("<runtime>", event, "notification queue full; event dropped")
+        queue_notification(port.registry, port.notify, event, payload)
 
     def wants_settle_boundary(self) -> bool:
         """Whether the run's end needs the ``agent_before_settle`` boundary."""
@@ -195,6 +197,17 @@ class ExtensionHostHandle(Handle[HostCommand]):
             return event
         emitted: AgentEvent = await self._run(lambda work: Emit(event, work))
         return emitted
+
+    async def user_bash(
+        self, command: str, exclude_from_context: bool, cwd: str
+    ) -> UserBashResult | None:
+        """The ``user_bash`` handlers' answer (``None``: run it locally); raises
+        :class:`~.runner.UserBashBlockedError` when a handler failed (fail closed)."""
+        if not self.has("user_bash"):
+            return None
+        event = UserBashEvent(command=command, exclude_from_context=exclude_from_context, cwd=cwd)
+        result: UserBashResult | None = await self._run(lambda work: UserBash(event, work))
+        return result
 
     async def settle_boundary(self, outcome: str) -> tuple[bool, bool]:
         """``agent_before_settle``: (continue requested, can continue)."""

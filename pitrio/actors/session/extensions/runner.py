@@ -37,8 +37,11 @@ from pitrio.actors.session.extensions.events import (
     ToolCallResult,
     ToolResultEvent,
     ToolResultPatch,
+    UserBashEvent,
+    UserBashResult,
 )
 from pitrio.actors.session.extensions.registry import Command, Extension, invocation_names
+from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, CustomMessage, now_ms
 from pitrio.messages.content import ImageContent
@@ -56,6 +59,17 @@ ErrorSink = Callable[[ExtensionError], None]
 
 class ToolCallBlockedError(PitrioError):
     """A ``tool_call`` handler failed: the call is blocked with this message."""
+
+
+class UserBashBlockedError(PitrioError):
+    """A ``user_bash`` handler failed or answered wrongly: the command is not run (pi 1.6.0
+    fails closed, never falling back to running it locally)."""
+
+
+INVALID_USER_BASH = (
+    "Invalid user_bash handler result: return None for local execution or exactly one valid "
+    "operations or result"
+)
 
 
 class _TimedOut(Exception):
@@ -104,6 +118,46 @@ def coerce(value: Any, cls: type[R]) -> R | None:
                 kwargs[name] = tuple(kwargs[name])
         return cls(**kwargs)
     raise TypeError(f"expected {cls.__name__}, a dict or None, got {type(value).__name__}")
+
+
+def valid_user_bash(raw: Any) -> UserBashResult:
+    """A ``user_bash`` handler's answer checked as pi 1.6.0 checks it: exactly one of
+    ``operations`` (with an ``exec`` method) and ``result`` (``output`` text, ``exit_code``
+    an int or absent, ``cancelled`` and ``truncated`` booleans); raises ``ValueError``."""
+    result = coerce(raw, UserBashResult)
+    if result is None or (result.operations is None) == (result.result is None):
+        raise ValueError(INVALID_USER_BASH)
+    if result.operations is not None:
+        if not callable(getattr(result.operations, "exec", None)):
+            raise ValueError(INVALID_USER_BASH)
+        return result
+    done = result.result
+    fields = done if isinstance(done, dict) else attrs.asdict(done) if attrs.has(type(done)) else {}
+
+    def get(*names: str) -> Any:
+        return next((fields[name] for name in names if name in fields), None)
+
+    code = get("exitCode", "exit_code")
+    output = get("output")
+    flags = (get("cancelled"), get("truncated"))
+    path = get("fullOutputPath", "full_output_path")
+    if (
+        not isinstance(output, str)
+        or not ("exitCode" in fields or "exit_code" in fields)
+        or (code is not None and (isinstance(code, bool) or not isinstance(code, int)))
+        or not all(isinstance(flag, bool) for flag in flags)
+        or (path is not None and not isinstance(path, str))
+    ):
+        raise ValueError(INVALID_USER_BASH)
+    return UserBashResult(
+        result=BashResult(
+            output=output,
+            exit_code=code,
+            cancelled=flags[0],
+            truncated=flags[1],
+            full_output_path=path,
+        )
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -289,6 +343,26 @@ class ExtensionRunner:
                 last = result
         return last
 
+    async def user_bash(self, event: UserBashEvent) -> UserBashResult | None:
+        """``user_bash``: the first handler answering ``operations`` or ``result`` decides.
+
+        Fails closed (pi 1.6.0): a handler that raises, times out or answers anything but
+        ``None`` or exactly one valid field is reported and raises
+        :class:`UserBashBlockedError`, so the command does not run."""
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("user_bash")):
+                try:
+                    limit = self.handler_timeout
+                    raw = await self._invoke(handler, (event, self._context()), limit)
+                    if raw is None:
+                        continue
+                    result = valid_user_bash(raw)
+                except Exception as exc:
+                    self.report(extension.path, "user_bash", exc)
+                    raise UserBashBlockedError(str(exc) or type(exc).__name__) from None
+                return result
+        return None
+
     async def tool_result(self, event: ToolResultEvent) -> ToolResultEvent:
         """``tool_result``: partial patches chained; each handler sees the latest values."""
         current = event
@@ -378,5 +452,6 @@ __all__ = [
     "ExtensionRunner",
     "StartAdditions",
     "ToolCallBlockedError",
+    "UserBashBlockedError",
     "coerce",
 ]
