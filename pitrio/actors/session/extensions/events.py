@@ -347,3 +347,52 @@ class UiPromptEvent:
     kind: str
     title: str | None = None
     reason: Literal["ui_prompt"] = "ui_prompt"
+
+
+# -- pi 1.6.0: the provider request's hooks (issue 35) ----------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ContextWithSystemEvent:
+    """The whole request transcript, system messages included (index 0: the prompt and the
+    initial tools); return a list to send instead (it must keep a system message first)."""
+
+    messages: tuple[AgentMessage, ...]
+    type: Literal["context_with_system"] = "context_with_system"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderHeadersEvent:
+    """The request's HTTP headers: change ``headers`` in place (``None`` removes one)."""
+
+    headers: dict[str, str | None]
+    type: Literal["before_provider_headers"] = "before_provider_headers"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRequestEvent:
+    """The provider's JSON payload about to be sent: return another to send it instead (the
+    handlers after see it); ``None`` keeps it (changed in place or not)."""
+
+    payload: Any
+    type: Literal["before_provider_request"] = "before_provider_request"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderResponseEvent:
+    """An HTTP answer arrived; its body is not read yet."""
+
+    status: int
+    headers: dict[str, str]
+    type: Literal["after_provider_response"] = "after_provider_response"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderStreamEvent:
+    """One stream event as decoded, before it is normalised (read-only; not persisted)."""
+
+    provider: str
+    api: str
+    model: str
+    data: Any
+    type: Literal["provider_stream_event"] = "provider_stream_event"

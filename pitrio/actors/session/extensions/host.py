@@ -52,6 +52,7 @@ from pitrio.actors.session.extensions.host_commands import (
     HostCommand,
     Input,
     Lifecycle,
+    ProviderStage,
     RunCommand,
     SetBasePrompt,
     SettleBoundary,
@@ -249,6 +250,13 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._settle_boundary(outcome)
             case UserBash(event=event):
                 return self._runner.user_bash(event)
+            case ProviderStage(stage="before_provider_headers", payload=headers):
+                return self._runner.provider_headers(headers)
+            case ProviderStage(stage="before_provider_request", payload=payload):
+                return self._runner.provider_payload(payload)
+            case ProviderStage(stage=stage, payload=payload):
+                # after_provider_response, provider_stream_event: awaited in order
+                return self._runner.notify(stage, payload)
 
     # -- notifications ------------------------------------------------------------------------
 

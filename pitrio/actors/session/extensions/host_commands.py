@@ -195,6 +195,17 @@ class UserBash:
 
 
 @attrs.frozen
+class ProviderStage:
+    """A stage of a provider request for its handlers (``stage`` is the event's name): the
+    headers (changed in place), the payload (answered with the one to send), an answer's
+    status and headers, a stream event."""
+
+    stage: str
+    payload: Any
+    work: Work
+
+
+@attrs.frozen
 class SetBasePrompt:
     """The session rebuilt the system prompt before any message: the base that
     ``before_agent_start`` handlers chain from."""
@@ -236,6 +247,7 @@ HostCommand = (
     | SettleBoundary
     | SetBasePrompt
     | UserBash
+    | ProviderStage
 )
 
 WorkCommand = (
@@ -250,6 +262,7 @@ WorkCommand = (
     | TurnBoundary
     | SettleBoundary
     | UserBash
+    | ProviderStage
 )
 """The commands whose handlers run in a task of the host, answered through their ``work``."""
 
@@ -261,6 +274,7 @@ __all__ = [
     "HostCommand",
     "Input",
     "Lifecycle",
+    "ProviderStage",
     "RunCommand",
     "SetBasePrompt",
     "SettleBoundary",

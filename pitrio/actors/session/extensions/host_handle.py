@@ -33,6 +33,8 @@ from pitrio.actors.agent_loop.hooks import (
 from pitrio.actors.session.extensions.events import (
     InputResult,
     InputSource,
+    ProviderResponseEvent,
+    ProviderStreamEvent,
     UserBashEvent,
     UserBashResult,
 )
@@ -45,6 +47,7 @@ from pitrio.actors.session.extensions.host_commands import (
     HostCommand,
     Input,
     Lifecycle,
+    ProviderStage,
     RunCommand,
     SetBasePrompt,
     SettleBoundary,
@@ -239,17 +242,23 @@ class ExtensionHostHandle(Handle[HostCommand]):
     # -- the agent loop's hooks -----------------------------------------------------------------
 
     def hooks(self, base: LoopHooks) -> LoopHooks:
-        """``base`` with the hooks through which extensions see the loop's turns."""
+        """``base`` with the hooks through which extensions see the loop's turns and its
+        provider requests."""
         return attrs.evolve(
             base,
             transform_context=self._hook_context,
             before_tool_call=self._hook_tool_call,
             after_tool_call=self._hook_tool_result,
             should_stop_after_turn=self._hook_turn_end,
+            provider=ExtensionProviderHooks(self),
         )
 
+    async def provider_stage(self, stage: str, payload: Any) -> Any:
+        """Run ``stage``'s handlers (see :class:`ExtensionProviderHooks`)."""
+        return await self._run(lambda work: ProviderStage(stage, payload, work))
+
     async def _hook_context(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        if not self.has("context"):
+        if not self.has("context") and not self.has("context_with_system"):
             return messages
         result: list[AgentMessage] = await self._run(lambda work: TransformContext(messages, work))
         return result
@@ -271,3 +280,37 @@ class ExtensionHostHandle(Handle[HostCommand]):
             return False
         stop: bool = await self._run(lambda work: TurnBoundary(context, work))
         return stop
+
+
+class ExtensionProviderHooks:
+    """The session's extensions as a provider request's hooks
+    (:class:`~pitrio.actors.model_router.provider_hooks.ProviderHooks`): each stage some
+    handler listens to is one message to the host, the provider awaiting its answer (so stream
+    events reach handlers in order); other stages cost a registry look-up."""
+
+    __slots__ = ("_host",)
+
+    def __init__(self, host: ExtensionHostHandle) -> None:
+        self._host = host
+
+    def wants(self, stage: str) -> bool:
+        """Whether a handler listens to ``stage``."""
+        return self._host.has(stage)
+
+    async def headers(self, headers: dict[str, str | None]) -> None:
+        """``before_provider_headers``: handlers change ``headers`` in place."""
+        await self._host.provider_stage("before_provider_headers", headers)
+
+    async def payload(self, payload: Any) -> Any:
+        """``before_provider_request``: the payload to send."""
+        return await self._host.provider_stage("before_provider_request", payload)
+
+    async def response(self, status: int, headers: dict[str, str]) -> None:
+        """``after_provider_response``."""
+        event = ProviderResponseEvent(status=status, headers=headers)
+        await self._host.provider_stage("after_provider_response", event)
+
+    async def stream_event(self, provider: str, api: str, model: str, data: Any) -> None:
+        """``provider_stream_event``."""
+        event = ProviderStreamEvent(provider=provider, api=api, model=model, data=data)
+        await self._host.provider_stage("provider_stream_event", event)

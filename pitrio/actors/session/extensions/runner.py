@@ -13,6 +13,7 @@ session's inbox task: a handler may call back into the session through its handl
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -28,11 +29,14 @@ from pitrio.actors.session.extensions.events import (
     CompactionOverride,
     ContextEvent,
     ContextResult,
+    ContextWithSystemEvent,
     InjectedMessage,
     InputEvent,
     InputResult,
     InputSource,
     MessageEndResult,
+    ProviderHeadersEvent,
+    ProviderRequestEvent,
     ToolCallEvent,
     ToolCallResult,
     ToolResultEvent,
@@ -43,9 +47,10 @@ from pitrio.actors.session.extensions.events import (
 from pitrio.actors.session.extensions.registry import Command, Extension, invocation_names
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentMessage, CustomMessage, now_ms
+from pitrio.messages.agent import AgentMessage, CustomMessage, SystemMessage, now_ms
 from pitrio.messages.content import ImageContent
 from pitrio.messages.events import ExtensionError
+from pitrio.messages.transcript import replay
 
 R = TypeVar("R")
 
@@ -69,6 +74,12 @@ class UserBashBlockedError(PitrioError):
 INVALID_USER_BASH = (
     "Invalid user_bash handler result: return None for local execution or exactly one valid "
     "operations or result"
+)
+
+
+DROPPED_SYSTEM_MESSAGE = (
+    "Handler removed the leading system message; the request has no prompt or initial tool "
+    "declarations. Keep it at index 0 or put the replay of the dropped prefix first."
 )
 
 
@@ -304,19 +315,54 @@ class ExtensionRunner:
         return StartAdditions(messages=tuple(messages), system_prompt=chained)
 
     async def context(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        """``context``: each handler may replace the list; the last list is sent."""
+        """``context`` then ``context_with_system`` (pi 1.6.0), each handler seeing the list
+        its predecessors returned.
+
+        ``context`` handlers see the conversation without system messages; a list they change
+        is sent after one system message holding the current prompt and tools (the replay of
+        those left out), so no filtering can drop them. ``context_with_system`` handlers see
+        the whole list and own it: one that drops the leading system message is reported."""
         current = list(messages)
         for extension in self.extensions:
             for handler in list(extension.handlers_for("context")):
+                visible = [m for m in current if not isinstance(m, SystemMessage)]
+                shown = ContextEvent(messages=tuple(visible))
+                result = await self._result(extension, "context", handler, shown, ContextResult)
+                if result is None or result.messages is None:
+                    continue
+                returned = list(result.messages)
+                if len(returned) == len(visible) and all(map(operator.is_, returned, visible)):
+                    continue  # unchanged: mid-conversation system messages stay where they are
+                head = replay(current)
+                current = returned if head is None else [head, *returned]
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("context_with_system")):
+                headed = bool(current) and isinstance(current[0], SystemMessage)
+                event = ContextWithSystemEvent(messages=tuple(current))
                 result = await self._result(
-                    extension,
-                    "context",
-                    handler,
-                    ContextEvent(messages=tuple(current)),
-                    ContextResult,
+                    extension, "context_with_system", handler, event, ContextResult
                 )
-                if result is not None and result.messages is not None:
-                    current = list(result.messages)
+                if result is None or result.messages is None:
+                    continue
+                current = list(result.messages)
+                if headed and not (current and isinstance(current[0], SystemMessage)):
+                    self.report(extension.path, "context_with_system", DROPPED_SYSTEM_MESSAGE)
+        return current
+
+    async def provider_headers(self, headers: dict[str, str | None]) -> None:
+        """``before_provider_headers``: handlers change ``headers`` in place."""
+        await self.notify("before_provider_headers", ProviderHeadersEvent(headers=headers))
+
+    async def provider_payload(self, payload: Any) -> Any:
+        """``before_provider_request``: a handler's non-``None`` answer replaces the payload
+        for the handlers after it and for the request."""
+        current = payload
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("before_provider_request")):
+                event = ProviderRequestEvent(payload=current)
+                answer = await self._call(extension, "before_provider_request", handler, event)
+                if answer is not None:
+                    current = answer
         return current
 
     async def tool_call(
