@@ -47,11 +47,16 @@ class InputResult:
 
 @attrs.frozen(kw_only=True)
 class BeforeAgentStartEvent:
-    """A prompt is about to run; ``system_prompt`` is the prompt as chained so far."""
+    """A run is about to start; ``system_prompt`` is the prompt as chained so far.
+    ``message_type`` says what started it (pi 1.6.0): ``user`` (a prompt: ``prompt`` and
+    ``images``) or ``custom`` (``send_message(..., trigger_turn=True)`` while idle: the
+    starting ``message``; ``prompt`` empty)."""
 
     prompt: str
     images: tuple[ImageContent, ...]
     system_prompt: str
+    message_type: Literal["user", "custom"] = "user"
+    message: Any = None
 
 
 @attrs.frozen(kw_only=True)

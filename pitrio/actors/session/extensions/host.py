@@ -70,7 +70,7 @@ from pitrio.actors.session.extensions.host_commands import (
 from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlockedError
 from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest, MessageEnd
 
@@ -229,8 +229,8 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._agent_event(event)
             case Input(text=text, images=images, source=source):
                 return self._runner.input(text, images, source)
-            case BeforeAgentStart(text=text, images=images):
-                return self._before_agent_start(text, images)
+            case BeforeAgentStart(text=text, images=images, message=message):
+                return self._before_agent_start(text, images, message)
             case BeforeCompact():
                 return self._before_compact(command)
             case AfterCompact(entry=entry, from_extension=from_extension):
@@ -287,12 +287,12 @@ class ExtensionHost(Actor[HostCommand]):
         command.settled.set(None)
 
     async def _before_agent_start(
-        self, text: str, images: tuple[Any, ...]
+        self, text: str, images: tuple[Any, ...], message: CustomMessage | None
     ) -> tuple[AgentMessage, ...]:
         """Extra custom messages, and this run's system prompt (the base prompt again when no
         handler changes it)."""
         base = self._base_system_prompt or ""
-        additions = await self._runner.before_agent_start(text, images, base)
+        additions = await self._runner.before_agent_start(text, images, base, message)
         # A handler's prompt replaces the transcript's in this run's requests; the transcript
         # keeps its sections (pi 1.6.0's forced prompt).
         await self._loop.configure(forced_system_prompt=additions.system_prompt)

@@ -24,7 +24,7 @@ from pitrio.actors.session.extensions.events import InputSource, UserBashEvent
 from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.supervisor.compaction import CompactionPreparation
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, SessionEntry
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest
@@ -117,11 +117,13 @@ class RunCommand:
 
 @attrs.frozen
 class BeforeAgentStart:
-    """``before_agent_start``: answered with the custom messages handlers added."""
+    """``before_agent_start``: answered with the custom messages handlers added; ``message``:
+    the custom message that starts the run (pi 1.6.0's ``messageType: "custom"``)."""
 
     text: str
     images: tuple[Any, ...]
     work: Work
+    message: CustomMessage | None = None
 
 
 @attrs.frozen

@@ -62,7 +62,7 @@ from pitrio.actors.session.extensions.host_commands import (
     queue_notification,
 )
 from pitrio.actors.supervisor.compaction import CompactionPreparation
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
 from pitrio.messages.events import AgentEvent, TurnEnd
@@ -183,13 +183,14 @@ class ExtensionHostHandle(Handle[HostCommand]):
         return result
 
     async def before_agent_start(
-        self, text: str, images: tuple[Any, ...]
+        self, text: str, images: tuple[Any, ...], message: CustomMessage | None = None
     ) -> tuple[AgentMessage, ...]:
-        """``before_agent_start``: extra custom messages (the host sets the run's prompt)."""
+        """``before_agent_start``: extra custom messages (the host sets the run's prompt);
+        ``message``: the custom message starting the run, when one does."""
         if not self.has("before_agent_start"):
             return ()
         added: tuple[AgentMessage, ...] = await self._run(
-            lambda work: BeforeAgentStart(text, images, work)
+            lambda work: BeforeAgentStart(text, images, work, message)
         )
         return added
 

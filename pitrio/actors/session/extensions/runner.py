@@ -281,7 +281,11 @@ class ExtensionRunner:
         return current
 
     async def before_agent_start(
-        self, prompt: str, images: tuple[ImageContent, ...], system_prompt: str
+        self,
+        prompt: str,
+        images: tuple[ImageContent, ...],
+        system_prompt: str,
+        message: CustomMessage | None = None,
     ) -> StartAdditions:
         """``before_agent_start``: messages collected from every handler; the system prompt
         chained (each handler sees the prompt as changed before it)."""
@@ -291,7 +295,11 @@ class ExtensionRunner:
         for extension in self.extensions:
             for handler in list(extension.handlers_for("before_agent_start")):
                 event = BeforeAgentStartEvent(
-                    prompt=prompt, images=images, system_prompt=chained or system_prompt
+                    prompt=prompt,
+                    images=images,
+                    system_prompt=chained or system_prompt,
+                    message_type="user" if message is None else "custom",
+                    message=message,
                 )
                 result = await self._result(
                     extension, "before_agent_start", handler, event, BeforeAgentStartResult

@@ -16,7 +16,13 @@ from pitrio.actors.session.extensions.events import UiPromptEvent, UserBashEvent
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import BashExecutionMessage
-from pitrio.messages.events import BashExecutionUpdate, ExtensionError, ExtensionUiRequest
+from pitrio.messages.content import text_of
+from pitrio.messages.events import (
+    AgentEnd,
+    BashExecutionUpdate,
+    ExtensionError,
+    ExtensionUiRequest,
+)
 from tests.actors.test_session_extensions import agent_dir, session_with
 
 __all__ = ["agent_dir"]  # the fixture, used by name
@@ -234,3 +240,35 @@ async def test_user_bash_fails_closed(
     assert not marker.exists()  # never fell back to running it
     assert error.event == "user_bash" and message in error.error
     assert not any(isinstance(m, BashExecutionMessage) for m in context)
+
+
+async def test_before_agent_start_runs_for_a_custom_message_run(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    starts: list[Any] = []
+
+    def setup(api: Any) -> None:
+        def before(event: Any, ctx: Any) -> Any:
+            starts.append((event.message_type, event.prompt, event.message))
+            if event.message_type == "custom":
+                return {"message": {"customType": "note", "content": "added for custom runs"}}
+            return None
+
+        async def kick(args: str, ctx: Any) -> None:
+            await trio.lowlevel.checkpoint()
+            api.send_message("ping", "wake up", trigger_turn=True)
+
+        api.on("before_agent_start", before)
+        api.register_command("kick", kick)
+
+    async with session_with(tmp_path, setup) as h:
+        await h.session.prompt("hello")
+        await h.session.prompt("/kick")
+        await h.next_of(AgentEnd)  # the prompt's run
+        await h.next_of(AgentEnd)  # the run the custom message started
+        await h.session.handle.wait_for_idle()
+        sent = h.faux.last_request.context.messages
+    assert [(kind, prompt) for kind, prompt, _ in starts] == [("user", "hello"), ("custom", "")]
+    assert starts[0][2] is None and starts[1][2].custom_type == "ping"
+    texts = [text_of(m.content) for m in sent if m.role == "user"]
+    assert texts[-2:] == ["wake up", "added for custom runs"]
