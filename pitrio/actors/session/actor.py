@@ -329,6 +329,10 @@ class SessionActor(Actor[SessionCommand]):
         if self._host is not None:
             self._host.notify(event, payload)
 
+    def notify_extensions(self, event: str, payload: Any) -> None:
+        """Queue a notification-only event for the extensions, in order (never waits)."""
+        self._notify_extensions(event, payload)
+
     async def _user_bash_hook(self, command: str, exclude: bool, cwd: str) -> Any:
         """The extensions' ``user_bash`` answer (in the shell's task, never the inbox's)."""
         if self._host is None:

@@ -411,6 +411,11 @@ async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
     return found
 
 
+def extension_mcp_servers(config: dict[str, Any] | None) -> tuple[Any, str] | None:
+    """The MCP servers extensions registered while loading, for the session's MCP start."""
+    return None if config is None else (config, "servers registered by extensions")
+
+
 def extension_mode(options: SessionOptions) -> str:
     """``ctx.mode`` of the session's extensions (see :attr:`SessionOptions.mode`)."""
     if options.mode is not None:
@@ -537,6 +542,7 @@ async def start_session(
                 if options.mcp_servers
                 else None
             ),
+            registered=extension_mcp_servers(loaded.holder.mcp_config()),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
@@ -635,7 +641,13 @@ async def start_session(
         )
     if runner is not None:
         loaded.holder.port = SessionPort(
-            session=session, tools=tools, runner=runner, nursery=nursery, cwd=cwd, router=router
+            session=session,
+            tools=tools,
+            runner=runner,
+            nursery=nursery,
+            cwd=cwd,
+            router=router,
+            notify=actor.notify_extensions,
         )
     return StartedSession(
         session=session,

@@ -401,3 +401,28 @@ class ProviderStreamEvent:
     model: str
     data: Any
     type: Literal["provider_stream_event"] = "provider_stream_event"
+
+
+# -- pi 1.6.0: MCP servers extensions register (issue 35) -------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RegisteredMcpServer:
+    """An MCP server an extension registered (``config``: an ``mcpServers`` entry)."""
+
+    name: str
+    config: dict[str, Any]
+    extension_path: str
+
+    def to_json(self) -> dict[str, Any]:
+        """pi's ``RegisteredMcpServer`` object."""
+        return {"name": self.name, "config": self.config, "extensionPath": self.extension_path}
+
+
+@attrs.frozen(kw_only=True)
+class McpServersChangeEvent:
+    """An extension registered or removed an MCP server after start-up: every registered
+    server after the change, in registration order."""
+
+    servers: tuple[RegisteredMcpServer, ...]
+    type: Literal["mcp_servers_change"] = "mcp_servers_change"

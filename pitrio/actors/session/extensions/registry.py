@@ -70,6 +70,7 @@ EVENT_NAMES = frozenset(
         "context_with_system",
         "before_provider_headers",
         "provider_stream_event",
+        "mcp_servers_change",
     }
 )
 """Every event name :meth:`ExtensionAPI.on` accepts."""
