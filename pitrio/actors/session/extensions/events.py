@@ -244,6 +244,21 @@ class TurnEndEvent:
     entries: tuple[Any, ...] = ()
     """Drafts asked for by the handlers before this one."""
     continue_: bool = False
+    outcome: Literal["completed", "aborted", "error"] = "completed"
+    """How the turn's response ended (pi 1.6.0)."""
+    context: BoundaryContext | None = None
+    """The session's context at this boundary (pi 1.6.0's preview; see the class)."""
+
+
+@attrs.frozen(kw_only=True)
+class BoundaryContext:
+    """What a boundary handler sees of the session's context (pi 1.6.0's
+    ``BoundaryContextPreview``, in part): the projected messages as persisted and whether a
+    continuation could start from them. Built once per boundary: the drafts of the handlers
+    before are in ``entries``, not applied here."""
+
+    context_messages: tuple[AgentMessage, ...]
+    can_continue: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -255,6 +270,8 @@ class AgentBeforeSettleEvent:
     can_continue: bool = True
     entries: tuple[Any, ...] = ()
     continue_: bool = False
+    context: BoundaryContext | None = None
+    """As :attr:`TurnEndEvent.context` (pi 1.6.0)."""
 
 
 @attrs.frozen(kw_only=True)

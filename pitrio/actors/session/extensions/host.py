@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -36,6 +36,7 @@ from pitrio.actors.session.extensions.context import CommandContext, ExtensionCo
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
+    BoundaryContext,
     CancelResult,
     SessionBeforeCompactEvent,
     SessionCompactEvent,
@@ -384,12 +385,17 @@ class ExtensionHost(Actor[HostCommand]):
         loop after this turn, so the next request is built from the file's projection."""
         # The turn's messages are persisted and their ids known once the pump caught up.
         pump = await self._session.pump_barrier((context.message, *context.tool_results))
+        projected = await self._store.context_messages()
         event = TurnEndEvent(
             turn_index=max(pump.turn_index, 0),
             message=context.message,
             tool_results=context.tool_results,
             message_entry_id=pump.entry_ids[0],
             tool_result_entry_ids=tuple(i for i in pump.entry_ids[1:] if i is not None),
+            outcome=turn_outcome(context.message),
+            context=BoundaryContext(
+                context_messages=tuple(projected), can_continue=can_continue(projected)
+            ),
         )
         drafts, proceed = await self._runner.boundary("turn_end", event)
         changed = await self._commit("turn_end", drafts)
@@ -411,6 +417,7 @@ class ExtensionHost(Actor[HostCommand]):
                 context_messages=tuple(context),
                 can_continue=can,
                 continue_=proceed,
+                context=BoundaryContext(context_messages=tuple(context), can_continue=can),
             )
             drafts, asked = await runner.boundary("agent_before_settle", event)
             if await self._commit("agent_before_settle", drafts):
@@ -469,3 +476,13 @@ class ExtensionHost(Actor[HostCommand]):
     async def _ui_tell(self, request: ExtensionUiRequest) -> None:
         await trio.lowlevel.checkpoint()
         self._outlet.emit(request)
+
+
+def turn_outcome(message: AgentMessage) -> Literal["completed", "aborted", "error"]:
+    """How a turn's response ended, as pi 1.6.0's boundaries name it."""
+    reason = getattr(message, "stop_reason", None)
+    if reason == "aborted":
+        return "aborted"
+    if reason == "error":
+        return "error"
+    return "completed"

@@ -272,3 +272,32 @@ async def test_before_agent_start_runs_for_a_custom_message_run(
     assert starts[0][2] is None and starts[1][2].custom_type == "ping"
     texts = [text_of(m.content) for m in sent if m.role == "user"]
     assert texts[-2:] == ["wake up", "added for custom runs"]
+
+
+async def test_boundaries_carry_the_outcome_and_the_context(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    from pitrio.actors.model_router import FauxReply
+
+    seen: list[Any] = []
+
+    def setup(api: Any) -> None:
+        def turn_end(event: Any, ctx: Any) -> None:
+            seen.append(("turn_end", event.outcome, event.context))
+
+        def before_settle(event: Any, ctx: Any) -> None:
+            seen.append(("agent_before_settle", event.outcome, event.context))
+
+        api.on("turn_end", turn_end)
+        api.on("agent_before_settle", before_settle)
+
+    async with session_with(tmp_path, setup, replies=(FauxReply(text="fine"),)) as h:
+        await h.session.prompt("go")
+    (turn, _, turn_context), (settle, outcome, settle_context) = seen
+    assert (turn, settle, outcome) == ("turn_end", "agent_before_settle", "completed")
+    assert seen[0][1] == "completed"
+    # The turn's reply is persisted and projected: it ends the context, so no continuation.
+    assert [m.role for m in turn_context.context_messages][-2:] == ["user", "assistant"]
+    assert turn_context.can_continue is False
+    assert settle_context.context_messages == turn_context.context_messages
+    assert settle_context.can_continue is False
