@@ -52,7 +52,7 @@ from pitrio.actors.session.commands import (
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import write_session_html, write_session_jsonl
-from pitrio.actors.session.extensions.events import SessionStartEvent
+from pitrio.actors.session.extensions.events import SessionCompactFailedEvent, SessionStartEvent
 from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle, queued_command_error
@@ -104,6 +104,8 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionEnd,
     EntryAppended,
     EntryRecorded,
     MessageEnd,
@@ -242,7 +244,7 @@ class SessionActor(Actor[SessionCommand]):
             loop=self._loop,
             store=self._store,
             stream=self._stream,
-            emit=self._outlet.emit,
+            emit=self._outlet.emit if host is None else self._supervisor_emit,
             settings=SupervisorSettings(
                 retry=self._settings.retry,
                 compaction=self._settings.compaction,
@@ -328,6 +330,21 @@ class SessionActor(Actor[SessionCommand]):
         """Queue a notification-only event for the extensions (never waits)."""
         if self._host is not None:
             self._host.notify(event, payload)
+
+    def _supervisor_emit(self, event: AgentSessionEvent) -> None:
+        """The supervisor's events; a failed or aborted compaction is also the extensions'
+        ``session_compact_failed`` (pi 1.6.0)."""
+        self._outlet.emit(event)
+        if isinstance(event, CompactionEnd) and (event.aborted or event.error_message):
+            self._notify_extensions(
+                "session_compact_failed",
+                SessionCompactFailedEvent(
+                    reason=event.reason,
+                    aborted=event.aborted,
+                    will_retry=event.will_retry,
+                    error_message=event.error_message,
+                ),
+            )
 
     def notify_extensions(self, event: str, payload: Any) -> None:
         """Queue a notification-only event for the extensions, in order (never waits)."""

@@ -443,3 +443,17 @@ class McpServersChangeEvent:
 
     servers: tuple[RegisteredMcpServer, ...]
     type: Literal["mcp_servers_change"] = "mcp_servers_change"
+
+
+@attrs.frozen(kw_only=True)
+class SessionCompactFailedEvent:
+    """A compaction failed or was aborted (pi 1.6.0); ``error_message`` for a failure that is
+    not an abort. ``from_extension``: always ``False`` here (a compaction a handler supplied
+    is written without a request that could fail)."""
+
+    reason: str
+    aborted: bool
+    will_retry: bool
+    error_message: str | None = None
+    from_extension: bool = False
+    type: Literal["session_compact_failed"] = "session_compact_failed"

@@ -301,3 +301,29 @@ async def test_boundaries_carry_the_outcome_and_the_context(
     assert turn_context.can_continue is False
     assert settle_context.context_messages == turn_context.context_messages
     assert settle_context.can_continue is False
+
+
+async def test_a_cancelled_compaction_is_session_compact_failed(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    from tests.actors.test_session_extensions import SMALL_KEEP, _talk
+
+    failures: list[Any] = []
+
+    def setup(api: Any) -> None:
+        api.on("session_before_compact", lambda event, ctx: {"cancel": True})
+        api.on("session_compact_failed", lambda event, ctx: failures.append(event))
+
+    async with session_with(tmp_path, setup, settings=SMALL_KEEP) as h:
+        await _talk(h, 3)
+        with pytest.raises(PitrioError):
+            await h.session.compact()
+        await h.drain()
+    (failed,) = failures
+    assert (failed.type, failed.reason, failed.aborted, failed.will_retry) == (
+        "session_compact_failed",
+        "manual",
+        True,
+        False,
+    )
+    assert failed.error_message is None and failed.from_extension is False
