@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from pitrio import telemetry
@@ -160,7 +161,7 @@ def _chat_mode(args: argparse.Namespace, attached: Any = None) -> int:
     from pitrio.transports.chat import chat_main
 
     return chat_main(
-        _session_options(args),
+        attrs.evolve(_session_options(args), mode="tui"),  # the extensions' ctx.mode
         build_prompts(args.messages, None, attached.text if attached else ""),
         faux=_faux(args.faux_chunk_delay),
         model_patterns=_split_names(args.models),

@@ -128,7 +128,10 @@ class RunDriver:
 
         async def start() -> RunResult:
             patch = await self._system_patch()
-            return await self._loop.run_prompt((*patch, message))
+            added = (
+                () if self._host is None else await self._host.before_agent_start("", (), message)
+            )
+            return await self._loop.run_prompt((*patch, message, *added))
 
         self._nursery.start_soon(self._drive, run, start)
 
