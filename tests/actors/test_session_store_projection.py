@@ -15,6 +15,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pitrio.actors.agent_loop.state import JsonTranscript, TranscriptView
 from pitrio.actors.session_store.projection import (
     ContextMessages,
     ModelRef,
@@ -608,3 +609,56 @@ def test_a_compaction_leads_with_its_checkpoint_and_folds_kept_system_messages()
     assert [to_json(m) for m in fresh.context().messages] == [
         to_json(m) for m in s.projection.context().messages
     ]
+
+
+def test_json_values_come_from_stored_lines_and_typed_forms() -> None:
+    # get_messages (issue 38): a message entry read from a file is sent as its line holds it,
+    # parsed but not decoded (its own key order and fields, as pi sends what it read); an
+    # edited message or a compaction summary is encoded from its typed form.
+    s = Session()
+    s.message(user("kept"))
+    edited = s.message(assistant("to be edited"))
+    line = (
+        b'{"type":"message","id":"read","parentId":"%s","timestamp":"2026-01-01T00:09:00.000Z",'
+        b'"message":{"timestamp":3,"content":"from a file","role":"user","extra":[1]}}' % b"2"
+    )
+    read = StoredEntry.read(
+        "message", "read", "2", "2026-01-01T00:09:00.000Z", line, "user", 7, "f.jsonl"
+    )
+    s.tree.add(read)
+    s.projection.append(read)
+    edit(s, edited, "rewritten")
+    view = s.projection.context().messages
+    values = [view.json_value(i) for i in range(len(view))]
+    assert values[0] == to_json(user("kept"))
+    assert values[1] == to_json(view[1]) and values[1]["content"] == [
+        {"type": "text", "text": "rewritten"}
+    ]
+    assert values[2] == {"timestamp": 3, "content": "from a file", "role": "user", "extra": [1]}
+    assert list(values[2]) == ["timestamp", "content", "role", "extra"]
+    assert not read.decoded  # nothing was decoded to answer
+
+
+def test_a_transcripts_json_view_joins_stored_and_added_messages() -> None:
+    # AgentState.messages_json: the lazy base answers from its lines, the tail (messages of
+    # this process's runs) and a decoded tuple are encoded from their typed forms.
+    s = Session()
+    s.message(user("one"))
+    base = s.projection.context().messages
+    line = (
+        b'{"type":"message","id":"r","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x","timestamp":1}}'
+    )
+    read = StoredEntry.read("message", "r", None, "t", line, "user", 1, "f.jsonl")
+    lazy = ContextMessages([read], 1)
+    joined = JsonTranscript(TranscriptView(lazy, (user("two"),)))
+    assert len(joined) == 2
+    assert joined[0] == {"role": "user", "content": "x", "timestamp": 1}
+    assert joined[-1] == to_json(user("two")) and joined[0:2] == [joined[0], joined[1]]
+    assert JsonTranscript(tuple(base))[:] == [to_json(user("one"))]
+    try:
+        joined[2]
+    except IndexError:
+        pass
+    else:
+        raise AssertionError("no IndexError")

@@ -34,7 +34,7 @@ The rules, as pi applies them:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import attrs
 
@@ -52,6 +52,7 @@ from pitrio.messages.agent import (
     UnknownMessage,
     UserMessage,
 )
+from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent, TextContent, text_of
 from pitrio.messages.entries import (
     BranchSummaryEntry,
@@ -132,6 +133,14 @@ class ContextMessages(Sequence[AgentMessage]):
 
     def __repr__(self) -> str:
         return f"ContextMessages({self._length} messages)"
+
+    def json_value(self, index: int) -> Any:
+        """Message ``index`` as plain JSON: a stored message entry's object straight from its
+        line (nothing decoded), any other message encoded from its typed form."""
+        item = self._items[index]
+        if isinstance(item, StoredEntry) and item.type == "message":
+            return item.message_json()
+        return to_json(item.message())
 
     def source_id(self, index: int) -> str:
         """The id of the entry message ``index`` comes from (a compaction's for its summary)."""

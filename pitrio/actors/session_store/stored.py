@@ -312,6 +312,15 @@ class StoredEntry:
         value: dict[str, Any] = loads_line(self.raw)
         return value
 
+    def message_json(self) -> Any:
+        """A ``message`` entry's message as the JSON object its line holds, parsed and not
+        decoded: what pi sends for a message it read from a file (``get_messages`` of a long
+        session re-encoded 48,000 decoded messages; issue 38)."""
+        value = loads_line(self.raw).get("message")
+        if not isinstance(value, dict):
+            raise self._error(f"entry {self.id} has no message object")
+        return value
+
     def message(self) -> AgentMessage:
         """What this entry contributes to the model context (the caller checks it does)."""
         message = self._message

@@ -8,7 +8,7 @@ plain JSON values in pi's key order (``id, type, command, success, data|error``)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -166,13 +166,19 @@ ARRAY_BATCH = 256
 """Items of an array encoded together by :func:`array_pieces`."""
 
 
-def array_pieces(values: Sequence[Any], batch: int = ARRAY_BATCH) -> Iterator[bytes]:
-    """The JSON array of ``values`` (attrs objects allowed), ``batch`` items a piece."""
+def array_pieces(
+    values: Sequence[Any],
+    batch: int = ARRAY_BATCH,
+    encode: Callable[[Any], Any] | None = to_json,
+) -> Iterator[bytes]:
+    """The JSON array of ``values`` (attrs objects allowed), ``batch`` items a piece;
+    ``encode=None`` for values that are plain JSON already."""
     yield b"["
     for start in range(0, len(values), batch):
         if start:
             yield b","
-        encoded = dump_line([to_json(value) for value in values[start : start + batch]])
+        chunk = values[start : start + batch]
+        encoded = dump_line(list(chunk) if encode is None else [encode(value) for value in chunk])
         yield encoded[1:-2]  # without the brackets and the newline
     yield b"]"
 
