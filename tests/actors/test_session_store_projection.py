@@ -16,13 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pitrio.actors.agent_loop.state import JsonTranscript, TranscriptView
+from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.projection import (
     ContextMessages,
     ModelRef,
     Projection,
     edited_message,
 )
-from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
+from pitrio.actors.session_store.stored import StoredEntry, TailMessageEntry, iso_to_ms
 from pitrio.actors.session_store.tree import SessionTree
 from pitrio.messages.agent import (
     AgentMessage,
@@ -662,3 +663,26 @@ def test_a_transcripts_json_view_joins_stored_and_added_messages() -> None:
         pass
     else:
         raise AssertionError("no IndexError")
+
+
+def test_a_message_line_ending_with_its_message_gives_its_text_unparsed() -> None:
+    # pi's own line (four envelope strings, then the message) is cut, not parsed; a line with
+    # anything else in its envelope is parsed. Both give the message as the file holds it.
+    header = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}'
+    usual = (
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x \\"message\\":{","timestamp":1}}'
+    )
+    extra = (
+        b'{"type":"message","id":"b","parentId":"a","timestamp":"t",'
+        b'"message":{"role":"user","content":"y","timestamp":2},"note":{"message":{}}}'
+    )
+    parsed = parse_session_bytes(b"\n".join([header, usual, extra, b""]), origin="f.jsonl")
+    first, second = parsed.entries
+    assert isinstance(first, TailMessageEntry) and not isinstance(second, TailMessageEntry)
+    assert first.message_bytes() == b'{"role":"user","content":"x \\"message\\":{","timestamp":1}'
+    assert second.message_bytes() is None
+    view = ContextMessages(list(parsed.entries), 2)
+    assert view.json_value(0) == first.message_bytes()
+    assert view.json_value(1) == {"role": "user", "content": "y", "timestamp": 2}
+    assert not first.decoded and not second.decoded

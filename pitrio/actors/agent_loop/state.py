@@ -124,7 +124,8 @@ class TranscriptView(Sequence[AgentMessage]):
 
 class JsonTranscript(Sequence[Any]):
     """A transcript's messages as plain JSON values, each built when read (see
-    :meth:`AgentState.messages_json`)."""
+    :meth:`AgentState.messages_json`); a stored message may come as ``bytes``, its JSON
+    text as the session file holds it."""
 
     __slots__ = ("_base", "_tail")
 

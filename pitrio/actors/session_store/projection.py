@@ -135,11 +135,13 @@ class ContextMessages(Sequence[AgentMessage]):
         return f"ContextMessages({self._length} messages)"
 
     def json_value(self, index: int) -> Any:
-        """Message ``index`` as plain JSON: a stored message entry's object straight from its
-        line (nothing decoded), any other message encoded from its typed form."""
+        """Message ``index`` as plain JSON, or as ``bytes`` holding its JSON text: a stored
+        message entry's straight from its line (nothing decoded; its text where it can be cut
+        out of the line unparsed), any other message encoded from its typed form."""
         item = self._items[index]
         if isinstance(item, StoredEntry) and item.type == "message":
-            return item.message_json()
+            text = item.message_bytes()
+            return item.message_json() if text is None else text
         return to_json(item.message())
 
     def source_id(self, index: int) -> str:
