@@ -26,7 +26,6 @@ import marshal
 import os
 import re
 import sys
-import tempfile
 import types
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,6 +78,8 @@ class _Cache:
         stale = len(self.entries) > len(self.used)
         if not (self.added or stale) or sys.dont_write_bytecode:
             return
+        import tempfile  # here: most starts write nothing (start-up time, issue 38)
+
         try:
             self.path.parent.mkdir(exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".")
