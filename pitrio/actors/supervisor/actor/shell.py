@@ -283,6 +283,8 @@ class Supervisor(Actor[SupervisorCommand]):
                 # omission follows the event synchronously).
                 await self._loop.set_messages(await self._store.context_messages())
                 # pi 1.6.0's order: auto_retry_start, then the omissions' entry_appended.
+                self._state = attrs.evolve(self._state, retry=self._state.retry.announced())
+                self._publish()
                 self._emit(event)
                 for entry in omitted:
                     self._emit(EntryAppended(entry=entry))
