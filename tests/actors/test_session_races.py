@@ -14,6 +14,7 @@ from pitrio.actors.model_router import (
     FauxReply,
     FauxToolCall,
 )
+from pitrio.actors.session.commands import Prompt
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.tool_executor import AgentTool, UpdateFn
 from pitrio.errors import PitrioError
@@ -276,3 +277,24 @@ async def test_a_prompt_sent_on_agent_end_runs_after_the_settle_not_refused() ->
     assert kinds.count("agent_settled") == 2 and kinds[-1] == "agent_settled"
     second_start = len(kinds) - 1 - kinds[::-1].index("agent_start")
     assert kinds.index("agent_settled") < second_start
+
+
+async def test_a_prompt_aborted_in_its_preflight_is_answered_and_settles_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Found by ``pitrio explore`` (a prompt and an abort sent together): the abort reached
+    the run while its preflight ran, before the prompt was answered; the prompt's answer never
+    came and its sender waited for ever. The prompt is now answered, and its run settles as
+    aborted without having started (pi would still run the agent once: the abort is kept)."""
+    async with session(FauxProvider(["not asked"])) as fx:
+        accepted = fx.session.new_reply()
+        settled = fx.session.new_reply()
+        await fx.session.tell(Prompt("hello", (), None, accepted, settled, True, "interactive"))
+        await fx.session.abort()
+        with trio.fail_after(60):
+            assert (await accepted.wait()).disposition == "started"
+            await settled.wait()
+        events = await fx.drain()
+        assert not (await fx.session.state()).is_running
+    assert [e.type for e in events] == ["agent_settled"]
+    assert getattr(events[0], "aborted", None) is True
