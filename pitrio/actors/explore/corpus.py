@@ -7,6 +7,7 @@ inside or after a tool batch, a stream, a retry back-off or a compaction.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ import trio
 from pitrio.actors.explore.scenario import Op, Scenario, Step
 from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.actors.model_router.providers.faux import FauxToolCall
+from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.actors.tool_executor import AgentTool
 from pitrio.actors.tool_executor.tool import UpdateFn, text_result
 from pitrio.messages.agent import AgentToolResult
@@ -72,7 +74,7 @@ def _during_second_run(name: str, description: str, op: Op, then_after: int) -> 
     )
 
 
-CORPUS: tuple[Scenario, ...] = (
+_SCRIPTED: tuple[Scenario, ...] = (
     _interrupted(
         "abort-tool-batch",
         "abort while a batch of three tool calls runs, then prompt again",
@@ -185,6 +187,76 @@ CORPUS: tuple[Scenario, ...] = (
         1,
     ),
 )
+
+
+TRIGGERS = (
+    "agent_start",
+    "message_update",
+    "tool_execution_start",
+    "tool_execution_end",
+    "agent_end",
+    "agent_settled",
+    "auto_retry_start",
+    "compaction_start",
+)
+PROMPTS = (
+    "hello",
+    "FAILONCE try this",
+    "<<slow {}>> work",
+    'PARALLEL <<slow {"n": 1}>> <<slow {"n": 2}>> both',
+    "SLOW tell me a lot",
+)
+OPS: tuple[Op, ...] = (
+    "prompt",
+    "prompt",
+    "steer",
+    "follow_up",
+    "abort",
+    "abort",
+    "compact",
+    "navigate",
+    "abort_retry",
+    "new_session",
+    "fork",
+)
+
+
+def random_client(rng: random.Random, count: int = 6) -> list[Step]:
+    """A prompt, then ``count`` commands the seed picks, each placed after an event or an
+    earlier step's answer the seed picks."""
+    steps = [Step(op="prompt", text=rng.choice(PROMPTS))]
+    for index in range(count):
+        op = rng.choice(OPS)
+        behavior = rng.choice((None, "steer", "followUp")) if op == "prompt" else None
+        waits_for_step = rng.random() < 0.3
+        steps.append(
+            Step(
+                op=op,
+                text=rng.choice(PROMPTS) if op in ("prompt", "steer", "follow_up") else "",
+                behavior=behavior,
+                after=None if waits_for_step else rng.choice(TRIGGERS),
+                nth=rng.randint(1, 2),
+                after_step=rng.randrange(index + 1) if waits_for_step else None,
+                jitter=rng.randint(0, 30),
+                spread=rng.choice((0.0, 0.5, 2.0)),
+            )
+        )
+    return steps
+
+
+RANDOM_CLIENTS = Scenario(
+    name="random-clients",
+    description="the seed picks seven commands and where each lands (the fixtures' model rules)",
+    model=lambda: FauxProvider(default=FixtureRules(), chunk_delay=0.1),
+    tools=slow_tools,
+    settings={"retry": {"maxRetries": 2, "baseDelayMs": 500}},
+    steps=(),
+    generate=random_client,
+)
+
+
+CORPUS: tuple[Scenario, ...] = (*_SCRIPTED, RANDOM_CLIENTS)
+"""Every shipped scenario (``pitrio explore all``)."""
 
 
 def scenario_named(name: str) -> Scenario | None:

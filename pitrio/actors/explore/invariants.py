@@ -71,7 +71,8 @@ def _segments(obs: Observation) -> Iterator[list[dict[str, Any]]]:
 def one_settle_per_run(obs: Observation) -> list[str]:
     """Each run ends in exactly one ``agent_settled`` and nothing of the run comes after it:
     every ``agent_start`` is followed by an ``agent_settled``, no ``agent_settled`` comes
-    without a run since the previous one, and no run event (:data:`RUN_EVENTS`) comes between
+    without a run since the previous one (but an aborted one: a run aborted before its
+    ``agent_start``), and no run event (:data:`RUN_EVENTS`) comes between
     an ``agent_settled`` and the next ``agent_start``. Prompts accepted as ``started`` are
     not more than the settles."""
     out: list[str] = []
@@ -85,7 +86,9 @@ def one_settle_per_run(obs: Observation) -> list[str]:
                 open_run, settled = True, False
             elif kind == "agent_settled":
                 settles += 1
-                if settled:
+                # A run aborted in its preflight settles without having started (pitrio
+                # honours the abort; pi 1.6.0 would still run the agent once).
+                if settled and not event.get("aborted"):
                     out.append(f"event {event.get('_seq')}: agent_settled without a run")
                 open_run, settled = False, True
             elif kind in RUN_EVENTS and settled:
@@ -249,15 +252,17 @@ def no_child_left(obs: Observation) -> list[str]:
 
 def idle_at_end(obs: Observation) -> list[str]:
     """Once every client had its answer, the session is idle: no run, no compaction, no
-    retry, and both queues empty but for messages queued while the session was already idle
-    (pi keeps a steer or follow-up sent to an idle session for the next prompt: its
-    ``queue_update`` comes after the last ``agent_settled``)."""
+    retry, and both queues empty but for messages pi keeps for the next prompt: those queued
+    while the session was already idle (their ``queue_update`` comes after the last
+    ``agent_settled``) and, when the last run was aborted, those queued during it (pi's
+    abort does not clear the queues)."""
     state = obs.final_state
     busy = [key for key in ("is_running", "is_compacting", "is_retrying") if state.get(key)]
     out = [f"{key} at the end" for key in busy]
-    idle_from = max(
-        (i for i, e in enumerate(obs.events) if e["type"] == "agent_settled"), default=-1
-    )
+    settles = [i for i, e in enumerate(obs.events) if e["type"] == "agent_settled"]
+    idle_from = settles[-1] if settles else -1
+    if settles and obs.events[idle_from].get("aborted"):
+        idle_from = settles[-2] if len(settles) > 1 else -1
     for key, field in (("steering", "steering"), ("follow_up", "followUp")):
         for text in state.get(key) or ():
             first = next(

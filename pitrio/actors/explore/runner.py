@@ -98,6 +98,8 @@ class _Context:
     seen: dict[str, int] = attrs.field(factory=dict)
     changed: trio.Event = attrs.field(factory=trio.Event)
     answered: list[trio.Event] = attrs.field(factory=list)
+    busy: int = 0
+    """Clients past their trigger and not yet answered."""
 
     def note_event(self, kind: str) -> None:
         self.seen[kind] = self.seen.get(kind, 0) + 1
@@ -185,8 +187,11 @@ async def _send(ctx: _Context, index: int, step: Step, record: StepRecord) -> st
 
 async def _client(ctx: _Context, index: int, step: Step) -> None:
     record = ctx.obs.steps[index]
+    counted = False
     try:
         await ctx.trigger(step)
+        ctx.busy += 1
+        counted = True
         yields, delay = ctx.landing[index]
         if delay:
             await trio.sleep(delay)
@@ -204,6 +209,20 @@ async def _client(ctx: _Context, index: int, step: Step) -> None:
         record.answers.append(answer)
     finally:
         ctx.answered[index].set()
+        ctx.busy -= counted
+        ctx.note_event("")  # wakes the waiter for quiescence
+
+
+async def _quiescent(ctx: _Context) -> None:
+    """Return once nothing more can happen: every client is answered or waits for a trigger,
+    the session is idle and every task is blocked (no event on its way to a client)."""
+    while True:
+        while ctx.busy:
+            await ctx.changed.wait()
+        await ctx.runtime.current.session.wait_for_idle()
+        await trio.testing.wait_all_tasks_blocked()
+        if not ctx.busy:
+            return
 
 
 async def _collect(ctx: _Context) -> None:
@@ -251,10 +270,11 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
     (agent / "settings.json").write_bytes(orjson.dumps(settings))
     for name, text in scenario.files.items():
         (work / name).write_text(text)
+    steps = scenario.steps_for(seed)
     land = random.Random(f"land:{seed}")
     landing = [
         (land.randint(0, step.jitter), round(land.uniform(0, step.spread), 3) if step.spread else 0)
-        for step in scenario.steps
+        for step in steps
     ]
     alive: list[weakref.ref[Any]] = []
     async with trio.open_nursery() as nursery:
@@ -275,15 +295,17 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
         started = await runtime.start(options)
         ctx = _Context(scenario=scenario, runtime=runtime, obs=obs, landing=landing)
         ctx.first_file = None if started.store.path is None else str(started.store.path)
-        ctx.answered = [trio.Event() for _ in scenario.steps]
-        obs.steps = [StepRecord(index=i, op=step.op) for i, step in enumerate(scenario.steps)]
+        ctx.answered = [trio.Event() for _ in steps]
+        obs.steps = [StepRecord(index=i, op=step.op) for i, step in enumerate(steps)]
         nursery.start_soon(_collect, ctx)
         obs.children_start = child_processes()
         obs.tasks_start = count_tasks()
         with trio.move_on_after(scenario.budget) as budget:
             async with trio.open_nursery() as clients:
-                for index, step in enumerate(scenario.steps):
+                for index, step in enumerate(steps):
                     clients.start_soon(_client, ctx, index, step)
+                await _quiescent(ctx)
+                clients.cancel_scope.cancel()  # the steps left wait for what cannot come
             await runtime.current.session.wait_for_idle()
             await trio.testing.wait_all_tasks_blocked()
         obs.timed_out = budget.cancelled_caught

@@ -9,6 +9,7 @@ runs in a task of its own, so the steps of a scenario race each other as two cli
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -73,5 +74,11 @@ class Scenario:
     model_id: str = "faux/faux-1"
     budget: float = 600.0
     """Mock seconds the scenario may take; a step still unanswered then is a finding."""
-    expect: Callable[[Any], list[str]] | None = None
-    """Scenario-specific checks of the observation (each string a problem)."""
+    generate: Callable[[random.Random], Sequence[Step]] | None = None
+    """Steps chosen by the seed instead of ``steps`` (a random client)."""
+
+    def steps_for(self, seed: int) -> Sequence[Step]:
+        """The steps played under ``seed``."""
+        if self.generate is None:
+            return self.steps
+        return self.generate(random.Random(f"steps:{seed}"))
