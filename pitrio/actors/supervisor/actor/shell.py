@@ -275,13 +275,25 @@ class Supervisor(Actor[SupervisorCommand]):
     async def _carry_out(self, command: CarryOut) -> Step:
         match command.action:
             case Retry(delay_ms=delay_ms, event=event, failed=failed):
-                omitted = await self._omit(command.failed_entry_id, failed, announce=False)
-                # pi drops the failed attempt from the agent's messages when the back-off
-                # starts: messageCount and get_messages during and after it (an abort or
-                # abort_retry ends the run here) show the context without it. Done before
-                # the events, so a client that asks on seeing them sees it done (in pi the
-                # omission follows the event synchronously).
-                await self._loop.set_messages(await self._store.context_messages())
+                # The omission and the agent's messages change together or not at all: an
+                # abort between the two left the file's projection without the failed
+                # attempt and the live context with it (found by ``pitrio explore``,
+                # random-clients seed 1134). An abort by then stops the retry after both,
+                # before its auto_retry_start (nothing announced, nothing to end).
+                with trio.CancelScope(shield=True):
+                    omitted = await self._omit(command.failed_entry_id, failed, announce=False)
+                    # pi drops the failed attempt from the agent's messages when the back-off
+                    # starts: messageCount and get_messages during and after it (an abort or
+                    # abort_retry ends the run here) show the context without it. Done before
+                    # the events, so a client that asks on seeing them sees it done (in pi
+                    # the omission follows the event synchronously).
+                    await self._loop.set_messages(await self._store.context_messages())
+                try:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                except trio.Cancelled:
+                    for entry in omitted:  # written all the same: announced
+                        self._emit(EntryAppended(entry=entry))
+                    raise
                 # pi 1.6.0's order: auto_retry_start, then the omissions' entry_appended.
                 self._state = attrs.evolve(self._state, retry=self._state.retry.announced())
                 self._publish()
