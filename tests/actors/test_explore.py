@@ -14,7 +14,7 @@ from pitrio.actors.explore.corpus import CORPUS, scenario_named
 from pitrio.actors.explore.explorer import event_fingerprint, explore, make_strategy
 from pitrio.actors.explore.invariants import first_violation
 from pitrio.actors.explore.runner import run_schedule
-from pitrio.actors.explore.scenario import Scenario
+from pitrio.actors.explore.scenario import Scenario, Step
 from pitrio.actors.explore.schedule import (
     MAX_DEFERRALS,
     Decision,
@@ -23,6 +23,7 @@ from pitrio.actors.explore.schedule import (
     Replaying,
     apply_decision,
 )
+from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.actors.trace.replay import load_trace
 from pitrio.actors.trace.summary import render_timeline
 from pitrio.errors import PitrioError
@@ -165,3 +166,22 @@ def test_a_scenario_with_its_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first_violation(obs) is None
     assert obs.steps[0].answers == ["settled (started)"]
     assert obs.file_context == obs.live_context and obs.live_context
+
+
+ABORT_AT_RETRY = Scenario(
+    name="abort-at-retry-decision",
+    description="an abort as the failed run ends, around the decision to retry",
+    model=lambda: FauxProvider([FauxReply(error="503 Service Unavailable"), "recovered"]),
+    settings={"retry": {"maxRetries": 2, "baseDelayMs": 2000}},
+    steps=(Step(op="prompt", text="fails once"), Step(op="abort", after="agent_end", jitter=30)),
+)
+
+
+def test_an_abort_around_the_retry_decision_keeps_projection_and_retry_events() -> None:
+    """Regressions found by the explorer: an abort between the decision to retry and its
+    ``auto_retry_start`` ended a retry never announced, and one between the omission of the
+    failed attempt and the agent's new messages left the file's projection without it and
+    the live context with it."""
+    found = explore(ABORT_AT_RETRY, range(16), "random", shrink_failures=False, stop_after=0)
+    assert not found.failures, found.failures[0].describe(ABORT_AT_RETRY.name, "random")
+    assert len(found.event_sequences) > 1  # the abort lands on both sides of the decision

@@ -265,17 +265,23 @@ def idle_at_end(obs: Observation) -> list[str]:
         idle_from = settles[-2] if len(settles) > 1 else -1
     for key, field in (("steering", "steering"), ("follow_up", "followUp")):
         for text in state.get(key) or ():
-            first = next(
-                (
-                    i
-                    for i, e in enumerate(obs.events)
-                    if e["type"] == "queue_update" and text in (e.get(field) or ())
-                ),
-                None,
-            )
-            if first is None or first < idle_from:
+            added = _last_added(obs.events, field, text)
+            if added is None or added < idle_from:
                 out.append(f"{key} queue still holds {text!r}, queued during a run")
     return out
+
+
+def _last_added(events: Sequence[Mapping[str, Any]], field: str, text: str) -> int | None:
+    """The index of the last ``queue_update`` that added ``text`` to ``field`` (the same
+    text may have been queued, delivered and queued again)."""
+    last, before = None, 0
+    for index, event in enumerate(events):
+        if event["type"] == "queue_update":
+            count = list(event.get(field) or ()).count(text)
+            if count > before:
+                last = index
+            before = count
+    return last
 
 
 def resources_released(obs: Observation) -> list[str]:
