@@ -25,6 +25,7 @@ from pitrio.actors.model_router.providers.faux import FauxToolCall
 from pitrio.actors.tool_executor import AgentTool
 from pitrio.actors.tool_executor.tool import UpdateFn, text_result
 from pitrio.messages.agent import AgentToolResult
+from tests.actors.explore_planted import sticky_follow_ups
 
 pytestmark = pytest.mark.usefixtures("quiet_pitrio_log")
 
@@ -212,19 +213,7 @@ def test_no_child_left_catches_a_tool_that_leaves_its_process() -> None:
 def test_idle_at_end_catches_a_follow_up_still_shown_queued(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pitrio.actors.session.queues import DisplayQueues
-
-    shown: list[str] = []
-    add = DisplayQueues.add
-
-    def remembering(self: DisplayQueues, follow_up: bool, text: str, queue_id: str) -> None:
-        shown.append(text)
-        add(self, follow_up, text, queue_id)
-
-    # Planted: the state a client reads shows every follow-up ever queued (delivered ones
-    # are never taken off the display list, though the run itself gets them).
-    monkeypatch.setattr(DisplayQueues, "add", remembering)
-    monkeypatch.setattr(DisplayQueues, "follow_up", property(lambda self: tuple(shown)))
+    sticky_follow_ups(monkeypatch)
     obs = observe(scenario(Step(op="follow_up", text="later", after="tool_execution_start")))
     assert inv.idle_at_end(obs) == ["follow_up queue still holds 'later', queued during a run"]
 

@@ -12,6 +12,7 @@ import pytest
 from pitrio.transports.cli import main
 from pitrio.transports.explore_cli import run_explore_command
 from pitrio.transports.trace_cli import run_trace_command
+from tests.actors.explore_planted import sticky_follow_ups
 
 
 @pytest.fixture(autouse=True)
@@ -56,18 +57,7 @@ def test_a_passing_scenario_prints_its_figures_and_exits_0(
 def test_a_failing_seed_is_reported_with_its_trace(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pitrio.actors.session.queues import DisplayQueues
-
-    shown: list[str] = []
-    add = DisplayQueues.add
-
-    def remembering(self: DisplayQueues, follow_up: bool, text: str, queue_id: str) -> None:
-        shown.append(text)
-        add(self, follow_up, text, queue_id)
-
-    # A planted bug: delivered follow-ups stay on the list clients are shown.
-    monkeypatch.setattr(DisplayQueues, "add", remembering)
-    monkeypatch.setattr(DisplayQueues, "follow_up", property(lambda self: tuple(shown)))
+    sticky_follow_ups(monkeypatch)  # a planted bug
     code = run_explore_command(
         ["steer-follow-up-during-retry", "--seeds", "3", "--out", str(tmp_path)]
     )

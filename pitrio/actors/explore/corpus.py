@@ -82,6 +82,16 @@ _SCRIPTED: tuple[Scenario, ...] = (
         model=_model(_calls(3), "after the tools", "second answer"),
         tools=slow_tools,
     ),
+    Scenario(
+        name="abort-right-after-prompt",
+        description="a prompt and an abort sent together (Esc right after Enter)",
+        model=_model(_stream("a streamed answer"), "next"),
+        steps=(
+            Step(op="prompt", text="go", jitter=10),
+            Step(op="abort", jitter=10),
+            Step(op="prompt", text="again", after_step=1),
+        ),
+    ),
     _interrupted(
         "abort-retry-backoff",
         "abort during the back-off before a retry",

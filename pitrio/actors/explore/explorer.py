@@ -72,6 +72,8 @@ class Failure:
     prefix_order: tuple[str, ...]
     """That prefix's batches as task names in running order."""
     trace: bytes
+    steps: tuple[str, ...] = ()
+    """Each step as the seed placed it (for the report)."""
 
     def describe(self, scenario: str, strategy: str) -> str:
         """The report printed for it."""
@@ -79,7 +81,9 @@ class Failure:
             f"FAIL {scenario} seed {self.seed} (--strategy {strategy}): {self.violation.invariant}",
             *(f"  {problem}" for problem in self.violation.problems[:10]),
             f"  schedule: {self.decisions} decisions; shortest failing prefix: "
-            f"{len(self.prefix)} (then trio's FIFO order)",
+            f"{len(self.prefix)} (then trio's FIFO order)"
+            + ("; no task order needed: the steps' places fail" if not self.prefix else ""),
+            *(f"  step {line}" for line in self.steps),
         ]
         for index, (decision, order) in enumerate(
             zip(self.prefix[-8:], self.prefix_order[-8:], strict=False)
@@ -160,7 +164,26 @@ def shrink(
         prefix=tuple(best_prefix),
         prefix_order=order,
         trace=best.trace,
+        steps=placed_steps(scenario, best.observation),
     )
+
+
+def placed_steps(scenario: Scenario, obs: Observation) -> tuple[str, ...]:
+    """Each step, where the seed placed it, and what it got."""
+    out = []
+    for step, record, (yields, delay) in zip(
+        scenario.steps_for(obs.seed), obs.steps, obs.landing, strict=False
+    ):
+        trigger = f"after step {step.after_step}'s answer" if step.after_step is not None else ""
+        if step.after is not None:
+            trigger += f"{' and ' if trigger else ''}after {step.after} #{step.nth}"
+        text = f" {step.text[:30]!r}" if step.text else ""
+        answer = "; ".join(record.answers) if record.sent else "not sent"
+        out.append(
+            f"{record.index}: {step.op}{text} {trigger or 'at the start'}, "
+            f"+{yields} yields +{delay}s -> {answer or 'NO ANSWER'}"
+        )
+    return tuple(out)
 
 
 def explore(

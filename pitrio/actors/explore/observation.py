@@ -57,3 +57,6 @@ class Observation:
     """An exception that ended the whole run."""
     workdir: str = ""
     steps_run: int = 0
+    landing: list[tuple[int, float]] = attrs.field(factory=list)
+    """Per step, the scheduling points and mock seconds the seed had it wait after its
+    trigger."""

@@ -276,6 +276,7 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
         (land.randint(0, step.jitter), round(land.uniform(0, step.spread), 3) if step.spread else 0)
         for step in steps
     ]
+    obs.landing = landing
     alive: list[weakref.ref[Any]] = []
     async with trio.open_nursery() as nursery:
         router = await start_model_router(
