@@ -251,3 +251,32 @@ def test_the_first_violation_is_reported_in_the_list_order() -> None:
     assert violation is not None
     assert violation.invariant == "clean-errors"
     assert violation.problems == ("the session crashed: boom",)
+
+
+def test_idle_at_end_allows_what_pi_keeps_for_the_next_prompt() -> None:
+    """Queued while idle, queued again after being delivered, queued in a replacement
+    session, or left by an aborted run: pi keeps these for the next prompt."""
+    text = "later"
+
+    def queued(seq: int, *texts: str) -> dict[str, Any]:
+        return {"type": "queue_update", "steering": [], "followUp": list(texts), "_seq": seq}
+
+    def settled(seq: int, aborted: bool = False) -> dict[str, Any]:
+        return {"type": "agent_settled", "aborted": aborted, "_seq": seq}
+
+    start = {"type": "agent_start", "_seq": 1}
+    state = {"follow_up": [text]}
+    cases = {
+        "idle": [start, settled(2), queued(3, text)],
+        "again": [start, queued(2, text), queued(3), settled(4), queued(5, text)],
+        "new session": [start, queued(2, text), settled(3), queued(1, text)],
+        "aborted": [settled(1), start, queued(3, text), settled(4, True)],
+    }
+    for name, events in cases.items():
+        obs = Observation(scenario=name, seed=0, strategy="random", events=events)
+        obs.final_state = state
+        assert inv.idle_at_end(obs) == [], name
+    during = Observation(scenario="x", seed=0, strategy="random")
+    during.events = [start, queued(2, text), settled(3)]
+    during.final_state = state
+    assert inv.idle_at_end(during) == ["follow_up queue still holds 'later', queued during a run"]

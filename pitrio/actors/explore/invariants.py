@@ -273,9 +273,14 @@ def idle_at_end(obs: Observation) -> list[str]:
 
 def _last_added(events: Sequence[Mapping[str, Any]], field: str, text: str) -> int | None:
     """The index of the last ``queue_update`` that added ``text`` to ``field`` (the same
-    text may have been queued, delivered and queued again)."""
-    last, before = None, 0
+    text may have been queued, delivered and queued again; a replacement session starts
+    with empty queues, its ``seq`` from 1)."""
+    last, before, seq = None, 0, 0
     for index, event in enumerate(events):
+        current = event.get("_seq", seq + 1)
+        if current <= seq:
+            before = 0  # another session
+        seq = current
         if event["type"] == "queue_update":
             count = list(event.get(field) or ()).count(text)
             if count > before:
