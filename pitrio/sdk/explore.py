@@ -19,6 +19,7 @@ from pitrio.actors.explore.observation import Observation, StepRecord
 from pitrio.actors.explore.runner import RunResult, run_schedule
 from pitrio.actors.explore.scenario import Scenario, Step
 from pitrio.actors.explore.schedule import Decision, PctStrategy, RandomStrategy, Replaying
+from pitrio.actors.tool_executor.tool import text_result
 
 __all__ = [
     "CORPUS",
@@ -43,4 +44,5 @@ __all__ = [
     "make_strategy",
     "run_schedule",
     "scenario_named",
+    "text_result",
 ]
