@@ -8,7 +8,7 @@ inside or after a tool batch, a stream, a retry back-off or a compaction.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -56,6 +56,30 @@ def _interrupted(name: str, description: str, step: Step, **fields: Any) -> Scen
     """A prompt, ``step`` racing its run, then a prompt once ``step`` was answered."""
     steps = (Step(op="prompt", text="go"), step, Step(op="prompt", text="again", after_step=1))
     return Scenario(name=name, description=description, steps=steps, **fields)
+
+
+def _dying_server(die: Callable[[], Awaitable[None]]) -> Any:
+    """An MCP server with ``work`` (a second of work) and ``die`` (the process crashes a
+    moment into the call, its pipe closing under the caller)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("flaky")
+
+    @server.tool()
+    async def work(n: int) -> str:
+        """A second of work."""
+        await trio.sleep(1)
+        return f"worked {n}"
+
+    @server.tool()
+    async def crash() -> str:
+        """Half a second in, the server dies."""
+        await trio.sleep(0.5)
+        await die()
+        await trio.sleep(60)
+        return "not reached"
+
+    return server
 
 
 def _during_second_run(name: str, description: str, op: Op, then_after: int) -> Scenario:
@@ -153,6 +177,27 @@ _SCRIPTED: tuple[Scenario, ...] = (
             Step(op="prompt", text="hello"),
             Step(op="prompt", text="x " * 4_000, after_step=0),
             Step(op="prompt", text="during", after="compaction_start", jitter=20, spread=3),
+        ),
+    ),
+    Scenario(
+        name="mcp-server-dies-mid-call",
+        description="an MCP server dies during one of two parallel calls; an abort races it",
+        model=_model(
+            FauxReply(
+                tool_calls=[
+                    FauxToolCall("mcp__flaky__work", {"n": 1}),
+                    FauxToolCall("mcp__flaky__crash", {}),
+                ]
+            ),
+            "after the crash",
+            FauxReply(tool_calls=[FauxToolCall("mcp__flaky__work", {"n": 2})]),
+            "after the restart",
+        ),
+        mcp_servers={"flaky": _dying_server},
+        steps=(
+            Step(op="prompt", text="call the server"),
+            Step(op="abort", after="tool_execution_start", jitter=30, spread=1.5),
+            Step(op="prompt", text="again", after_step=1),
         ),
     ),
     _interrupted(

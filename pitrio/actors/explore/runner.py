@@ -25,6 +25,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from pitrio.actors.explore.inprocess_mcp import config_entries, serving
 from pitrio.actors.explore.observation import Observation, StepRecord
 from pitrio.actors.explore.scenario import Scenario, Step
 from pitrio.actors.explore.schedule import Scheduler, Strategy, controlled_scheduling
@@ -277,6 +278,11 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
         for step in steps
     ]
     obs.landing = landing
+    mcp_config: tuple[str, ...] = ()
+    if scenario.mcp_servers:
+        path = root / "mcp.json"
+        path.write_bytes(orjson.dumps({"mcpServers": config_entries(scenario.mcp_servers)}))
+        mcp_config = (str(path),)
     alive: list[weakref.ref[Any]] = []
     async with trio.open_nursery() as nursery:
         router = await start_model_router(
@@ -290,7 +296,8 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
             session_dir=str(sessions),
             tools=tuple(scenario.tools()),
             no_extensions=True,
-            no_mcp=True,
+            no_mcp=not mcp_config,
+            mcp_config=mcp_config,
             trace=record_to_file(root / TRACE_NAME),
         )
         started = await runtime.start(options)
@@ -372,7 +379,7 @@ def run_schedule(
         # most of a schedule's time on a slow disk.
         fsync, os.fsync = os.fsync, _no_fsync
         try:
-            with controlled_scheduling(scheduler, seed):
+            with controlled_scheduling(scheduler, seed), serving(scenario.mcp_servers):
                 try:
                     trio.run(_play, scenario, root, obs, seed, clock=clock)
                 except BaseException as exc:  # a crash is what this looks for

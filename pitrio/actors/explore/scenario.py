@@ -10,7 +10,7 @@ runs in a task of its own, so the steps of a scenario race each other as two cli
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -74,6 +74,12 @@ class Scenario:
     model_id: str = "faux/faux-1"
     budget: float = 600.0
     """Mock seconds the scenario may take; a step still unanswered then is a finding."""
+    mcp_servers: Mapping[str, Callable[[Callable[[], Awaitable[None]]], Any]] = attrs.field(
+        factory=dict
+    )
+    """In-process MCP servers by name: each factory gets the server's ``die`` (which ends
+    it as a crashed process would: its connection closes mid-call) and returns an
+    ``mcp`` ``MCPServer``. Served over memory streams, so the seed controls their timing."""
     generate: Callable[[random.Random], Sequence[Step]] | None = None
     """Steps chosen by the seed instead of ``steps`` (a random client)."""
 
