@@ -1,6 +1,6 @@
 """``pitrio explore`` (issue 39): seeded schedules are reproducible, the decisions replay,
 a failing schedule shrinks and leaves a trace, and the shipped corpus keeps every invariant at
-a small number of seeds (more on demand: ``pitrio explore all --seeds 200``)."""
+one seed per strategy (more on demand: ``pitrio explore all --seeds 200``)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_the_same_seed_gives_the_same_schedule_and_events(strategy: str) -> None
     # ...and the seeds do reach different interleavings and outcomes.
     other = {
         event_fingerprint(run_schedule(BATCH, s, make_strategy(strategy, s)).observation)
-        for s in (0, 1, 2)
+        for s in (0, 1)
     }
     assert len(other | {event_fingerprint(first)}) > 1
 
@@ -144,7 +144,7 @@ def _records(data: bytes, name: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("scenario", CORPUS, ids=lambda s: s.name)
 def test_the_corpus_keeps_every_invariant_at_a_few_seeds(scenario: Scenario) -> None:
-    for strategy, seeds in (("random", range(2)), ("pct", range(1))):
+    for strategy, seeds in (("random", range(1)), ("pct", range(1))):
         found = explore(scenario, seeds, strategy, shrink_failures=False, stop_after=0)
         described = [f.describe(scenario.name, strategy) for f in found.failures]
         assert not described, "\n".join(described)
@@ -153,7 +153,7 @@ def test_the_corpus_keeps_every_invariant_at_a_few_seeds(scenario: Scenario) -> 
 def test_scenario_steps_land_where_the_seed_says() -> None:
     # The abort lands at different points: before the batch ends, or after it.
     outcomes = set()
-    for seed in range(6):
+    for seed in range(4):
         obs = run_schedule(BATCH, seed, RandomStrategy(seed)).observation
         ends = [e for e in obs.events if e["type"] == "tool_execution_end"]
         outcomes.add(tuple(bool(e.get("isError")) for e in ends))
