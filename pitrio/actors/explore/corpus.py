@@ -11,6 +11,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from pitrio.actors.explore.scenario import Op, Scenario, Step
@@ -276,12 +277,16 @@ OPS: tuple[Op, ...] = (
 )
 
 
-def random_client(rng: random.Random, count: int = 6) -> list[Step]:
-    """A prompt, then ``count`` commands the seed picks, each placed after an event or an
-    earlier step's answer the seed picks."""
+WIDE_OPS: tuple[Op, ...] = (*OPS, "foreign_append", "switch_session", "compact", "abort")
+"""``random-clients-wide`` adds a second writer and switching back to the first file."""
+
+
+def random_client(rng: random.Random, count: int = 6, ops: Sequence[Op] = OPS) -> list[Step]:
+    """A prompt, then ``count`` commands the seed picks among ``ops``, each placed after an
+    event or an earlier step's answer the seed picks."""
     steps = [Step(op="prompt", text=rng.choice(PROMPTS))]
     for index in range(count):
-        op = rng.choice(OPS)
+        op = rng.choice(ops)
         behavior = rng.choice((None, "steer", "followUp")) if op == "prompt" else None
         waits_for_step = rng.random() < 0.3
         steps.append(
@@ -310,7 +315,14 @@ RANDOM_CLIENTS = Scenario(
 )
 
 
-CORPUS: tuple[Scenario, ...] = (*_SCRIPTED, RANDOM_CLIENTS)
+RANDOM_CLIENTS_WIDE = attrs.evolve(
+    RANDOM_CLIENTS,
+    name="random-clients-wide",
+    description="nine commands the seed picks, a foreign writer and switch_session among them",
+    generate=lambda rng: random_client(rng, 8, WIDE_OPS),
+)
+
+CORPUS: tuple[Scenario, ...] = (*_SCRIPTED, RANDOM_CLIENTS, RANDOM_CLIENTS_WIDE)
 """Every shipped scenario (``pitrio explore all``)."""
 
 
