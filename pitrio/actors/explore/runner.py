@@ -104,6 +104,10 @@ class _Context:
 
     def note_event(self, kind: str) -> None:
         self.seen[kind] = self.seen.get(kind, 0) + 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake every task waiting for a change (a trigger, or quiescence)."""
         self.changed.set()
         self.changed = trio.Event()
 
@@ -211,7 +215,7 @@ async def _client(ctx: _Context, index: int, step: Step) -> None:
     finally:
         ctx.answered[index].set()
         ctx.busy -= counted
-        ctx.note_event("")  # wakes the waiter for quiescence
+        ctx.wake()  # the waiter for quiescence counts the clients again
 
 
 async def _quiescent(ctx: _Context) -> None:
