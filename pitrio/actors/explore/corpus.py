@@ -180,9 +180,10 @@ _SCRIPTED: tuple[Scenario, ...] = (
             Step(op="prompt", text="during", after="compaction_start", jitter=20, spread=3),
         ),
     ),
-    Scenario(
-        name="mcp-server-dies-mid-call",
-        description="an MCP server dies during one of two parallel calls; an abort races it",
+    _interrupted(
+        "mcp-server-dies-mid-call",
+        "an MCP server dies during one of two parallel calls; an abort races it",
+        Step(op="abort", after="tool_execution_start", jitter=30, spread=1.5),
         model=_model(
             FauxReply(
                 tool_calls=[
@@ -195,11 +196,6 @@ _SCRIPTED: tuple[Scenario, ...] = (
             "after the restart",
         ),
         mcp_servers={"flaky": _dying_server},
-        steps=(
-            Step(op="prompt", text="call the server"),
-            Step(op="abort", after="tool_execution_start", jitter=30, spread=1.5),
-            Step(op="prompt", text="again", after_step=1),
-        ),
     ),
     _interrupted(
         "new-session-during-run",
