@@ -121,6 +121,7 @@ AfterCompact = Callable[[CompactionEntry, bool], Awaitable[None]]
 """Called once a compaction entry is written (extensions' ``session_compact``)."""
 
 NO_ROUTER = "No model router: this session cannot make model requests"
+STEP_ABANDONED = "Abandoned: the step's requester was aborted before the step started"
 
 
 class CompactionCancelled(PitrioError):
@@ -195,14 +196,14 @@ class Supervisor(Actor[SupervisorCommand]):
                 self._publish()
                 reply.set(event)
             case CarryOut(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._carry_out, command)
+                self._start_lent(lent, reply, self._carry_out, command)
             case BeforePrompt(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._before_prompt, command)
+                self._start_lent(lent, reply, self._before_prompt, command)
             case ManualCompact(lent=lent, reply=reply):
                 with stamping(command.stamp):  # the compaction task's entry carries it
-                    lent.nursery.start_soon(self._answer, reply, self._manual, command)
+                    self._start_lent(lent, reply, self._manual, command)
             case SummarizeBranch(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._summarize_branch, command)
+                self._start_lent(lent, reply, self._summarize_branch, command)
             case RunAborted(reply=reply):
                 self._on_abort()
                 reply.set(None)
@@ -223,6 +224,24 @@ class Supervisor(Actor[SupervisorCommand]):
                 self._settings = settings
                 self._publish()
                 reply.set(None)
+
+    def _start_lent(
+        self,
+        lent: Lent,
+        reply: Reply[Any],
+        step: Callable[[Any], Awaitable[Any]],
+        command: object,
+    ) -> None:
+        """Start ``step`` in the nursery its requester lent, unless the requester was aborted
+        while the command waited in the inbox: its nursery may be closed by then, and
+        starting a task there crashed the supervisor and the session with it (found by
+        ``pitrio explore``, random-clients-wide seed 9590, PCT: an abort during a failed
+        reply, before the retry's carry-out was taken). Nothing of the step had started, so
+        there is nothing to report; nobody waits for the reply any more."""
+        if lent.scope.cancel_called:
+            reply.fail(PitrioError(STEP_ABANDONED))
+            return
+        lent.nursery.start_soon(self._answer, reply, step, command)
 
     async def _answer(
         self, reply: Reply[Any], step: Callable[[Any], Awaitable[Any]], command: object
