@@ -16,7 +16,7 @@ import trio.lowlevel
 
 from pitrio.actors.explore import invariants as inv
 from pitrio.actors.explore.invariants import INVARIANTS, first_violation
-from pitrio.actors.explore.observation import Observation
+from pitrio.actors.explore.observation import Observation, StepRecord
 from pitrio.actors.explore.runner import run_schedule
 from pitrio.actors.explore.scenario import Scenario, Step
 from pitrio.actors.explore.schedule import RandomStrategy
@@ -280,3 +280,13 @@ def test_idle_at_end_allows_what_pi_keeps_for_the_next_prompt() -> None:
     during.events = [start, queued(2, text), settled(3)]
     during.final_state = state
     assert inv.idle_at_end(during) == ["follow_up queue still holds 'later', queued during a run"]
+
+
+def test_clean_errors_catches_an_exception_group_in_an_answer() -> None:
+    obs = Observation(scenario="x", seed=0, strategy="random")
+    obs.steps = [StepRecord(index=0, op="prompt", sent=True)]
+    obs.steps[0].answers = ["error: actor session failed: ExceptionGroup: Exceptions from Trio"]
+    assert inv.clean_errors(obs) == [
+        "step 0 (prompt) was answered with an exception group: "
+        "error: actor session failed: ExceptionGroup: Exceptions from Trio"
+    ]

@@ -45,9 +45,16 @@ def answered_once(obs: Observation) -> list[str]:
 
 
 def clean_errors(obs: Observation) -> list[str]:
-    """Nothing but a :class:`~pitrio.errors.PitrioError` reached a client, and the run
-    itself did not crash (an exception group or a bare trio error is a bug to a user)."""
+    """Nothing but a :class:`~pitrio.errors.PitrioError` reached a client, no answer shows an
+    exception group or a traceback, and the run itself did not crash (an exception group or
+    a bare trio error is a bug to a user)."""
     out = [f"step {s.index} ({s.op}) saw {c}" for s in obs.steps for c in s.crashes]
+    out.extend(
+        f"step {s.index} ({s.op}) was answered with an exception group: {answer}"
+        for s in obs.steps
+        for answer in s.answers
+        if "ExceptionGroup" in answer or "Traceback" in answer
+    )
     if obs.crash is not None:
         out.append(f"the session crashed: {obs.crash}")
     return out
