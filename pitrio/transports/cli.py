@@ -35,6 +35,7 @@ SUBCOMMAND_ENTRIES = {
     "db": ("pitrio.transports.db_cli", "run_db_command"),
     "serve": ("pitrio.transports.serve", "serve_main"),
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
+    "explore": ("pitrio.transports.explore_cli", "run_explore_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),
     "login": ("pitrio.transports.login_cli", "login_main"),
     "auth": ("pitrio.transports.auth_cli", "auth_main"),
