@@ -45,7 +45,11 @@ from pitrio.messages.content import TextContent
 from pitrio.messages.entries import MessageEntry, iso_now
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_SESSION = ROOT.parent / "shared" / "tools" / "make_session.py"
+MAKE_SESSION = (
+    Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared")
+    / "tools"
+    / "make_session.py"
+)
 PI_SECONDS, PI_MB = 1.8, 310.0
 
 RESUME_CHILD = r"""

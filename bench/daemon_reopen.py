@@ -54,7 +54,11 @@ from bench.daemon_proc import (  # noqa: E402
 )
 from pitrio.actors.session_store.paths import session_dir, session_file_name  # noqa: E402
 
-MAKE_SESSION = ROOT.parent / "shared" / "tools" / "make_session.py"
+MAKE_SESSION = (
+    Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared")
+    / "tools"
+    / "make_session.py"
+)
 MODELS = {
     "providers": {
         "mock": {

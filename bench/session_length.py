@@ -44,7 +44,7 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT.parent / "shared" / "tools"
+TOOLS = Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared") / "tools"
 PITRIO = ROOT / ".venv" / "bin" / "pitrio"
 PITRIO_CMD = f"env PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"
 PI_CMD = "node {pi_cli} --mode rpc"

@@ -56,7 +56,7 @@ from typing import Any
 from bench.interleave import INTERLEAVED, combine
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT.parent / "shared" / "tools"
+TOOLS = Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared") / "tools"
 RESULTS = ROOT / "bench" / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 PITRIO = ROOT / ".venv" / "bin" / "pitrio"

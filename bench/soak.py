@@ -55,7 +55,9 @@ from pitrio.actors.session_store.maintenance import check_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PITRIO = ROOT / ".venv" / "bin" / "pitrio"
-MOCK_LLM = ROOT.parent / "shared" / "tools" / "mock_llm.py"
+MOCK_LLM = (
+    Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared") / "tools" / "mock_llm.py"
+)
 MOCK_MODEL = "mock/mock-model"
 MOCK_SCRIPT: dict[str, Any] = {
     "default": {"kind": "text", "deltas": 8, "delta_text": "ok "},

@@ -78,7 +78,7 @@ def table_rows() -> list[tuple[str, str]]:
         states = re.findall(r"\| \*\*([a-z/ ]+)\*\* \|", line)
         if states:
             rows.append((line.split(" | ")[0], states[0]))
-        elif not line.startswith(("| flag ", "| command ", "| key ", "| variable ")):
+        elif not line.startswith(("| flag ", "| command ", "| key ", "| variable ", "| event ")):
             rows.append((line.split(" | ")[0], ""))
     return rows
 

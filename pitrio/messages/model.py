@@ -99,4 +99,8 @@ class StreamOptions:
     disable_continuation: bool = False
     """Never continue a provider-side thread of the session (pi 1.6.0's
     ``disableContinuation``, which its cache-warming requests set): the whole request goes."""
+    hooks: Any = attrs.field(default=None, eq=False, repr=False)
+    """What an HTTP provider calls at each stage of this request (a
+    :class:`~pitrio.actors.model_router.provider_hooks.ProviderHooks`: the extensions'
+    ``before_provider_headers`` ... ``provider_stream_event``); ``None``: nothing."""
     extra: dict[str, Any] | None = extra_field()

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from pitrio import telemetry
@@ -35,6 +36,7 @@ SUBCOMMAND_ENTRIES = {
     "db": ("pitrio.transports.db_cli", "run_db_command"),
     "serve": ("pitrio.transports.serve", "serve_main"),
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
+    "explore": ("pitrio.transports.explore_cli", "run_explore_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),
     "login": ("pitrio.transports.login_cli", "login_main"),
     "auth": ("pitrio.transports.auth_cli", "auth_main"),
@@ -165,7 +167,7 @@ def _chat_mode(args: argparse.Namespace, attached: Any = None) -> int:
     from pitrio.transports.chat import chat_main
 
     return chat_main(
-        _session_options(args),
+        attrs.evolve(_session_options(args), mode="tui"),  # the extensions' ctx.mode
         build_prompts(args.messages, None, attached.text if attached else ""),
         faux=_faux(args.faux_chunk_delay),
         model_patterns=_split_names(args.models),

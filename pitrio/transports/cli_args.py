@@ -51,6 +51,7 @@ SUBCOMMANDS = (
     Subcommand("acp", "serve editors over the Agent Client Protocol on stdin/stdout"),
     Subcommand("sessions", "list, check, repair, export or import session files"),
     Subcommand("trace", "summarise, draw or replay a trace recorded with --trace"),
+    Subcommand("explore", "run a scenario under seeded task schedules and check invariants"),
     Subcommand("auth", "log in or out, print a provider's key or token, check it (as pi auth)"),
     Subcommand("login", "the same as pitrio auth login"),
     Subcommand("mcp", "add, remove or check the MCP servers of mcp.json (as pi mcp)"),

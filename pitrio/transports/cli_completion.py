@@ -28,6 +28,7 @@ _PARSERS = {
     "acp": "pitrio.transports.acp.cli",
     "sessions": "pitrio.transports.sessions_cli",
     "trace": "pitrio.transports.trace_cli",
+    "explore": "pitrio.transports.explore_cli",
     "db": "pitrio.transports.db_cli",
     "login": "pitrio.transports.login_cli",
     "auth": "pitrio.transports.auth_cli",

@@ -167,6 +167,7 @@ async def run_print_mode(
         "session_dir": session_dir,
         "thinking_level": thinking_level,
         "faux": faux,
+        "mode": "json" if json_mode else "print",  # the extensions' ctx.mode
         **(session_options or {}),
     }
     if not sigint:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopHooks, LoopOptions
@@ -87,3 +89,14 @@ def shape(events: Sequence[AgentEvent]) -> list[str]:
                 name += " error"
         out.append(name)
     return out
+
+
+@pytest.fixture
+def quiet_pitrio_log() -> Iterator[None]:
+    """pitrio's log at CRITICAL for one test: its scenarios provoke what the log reports
+    (aborted requests, a foreign writer) and its output would only be noise."""
+    logger = logging.getLogger("pitrio")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)

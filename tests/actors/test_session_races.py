@@ -14,6 +14,7 @@ from pitrio.actors.model_router import (
     FauxReply,
     FauxToolCall,
 )
+from pitrio.actors.session.commands import Prompt
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.tool_executor import AgentTool, UpdateFn
 from pitrio.errors import PitrioError
@@ -276,3 +277,64 @@ async def test_a_prompt_sent_on_agent_end_runs_after_the_settle_not_refused() ->
     assert kinds.count("agent_settled") == 2 and kinds[-1] == "agent_settled"
     second_start = len(kinds) - 1 - kinds[::-1].index("agent_start")
     assert kinds.index("agent_settled") < second_start
+
+
+async def test_a_prompt_aborted_in_its_preflight_is_answered_and_settles_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Found by ``pitrio explore`` (a prompt and an abort sent together): the abort reached
+    the run while its preflight ran, before the prompt was answered; the prompt's answer never
+    came and its sender waited for ever. The prompt is now answered, and its run settles as
+    aborted without having started (pi would still run the agent once: the abort is kept)."""
+    async with session(FauxProvider(["not asked"])) as fx:
+        accepted = fx.session.new_reply()
+        settled = fx.session.new_reply()
+        await fx.session.tell(Prompt("hello", (), None, accepted, settled, True, "interactive"))
+        await fx.session.abort()
+        with trio.fail_after(60):
+            assert (await accepted.wait()).disposition == "started"
+            await settled.wait()
+        events = await fx.drain()
+        assert not (await fx.session.state()).is_running
+    assert [e.type for e in events] == ["agent_settled"]
+    assert getattr(events[0], "aborted", None) is True
+
+
+async def test_a_step_whose_lender_was_aborted_is_not_started_in_its_closed_nursery(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Found by ``pitrio explore`` (random-clients-wide, PCT seed 9590): an abort reached a run
+    while its retry's ``CarryOut`` waited in the supervisor's inbox; the run's lent nursery
+    closed, then the supervisor took the command and started the step in it: "Nursery is
+    closed to new arrivals" crashed the supervisor, and the session with it. A step whose
+    lender is gone is now answered as abandoned and not started."""
+    from pitrio.actors.supervisor.actor.commands import CarryOut, Lent
+    from pitrio.actors.supervisor.actor.shell import STEP_ABANDONED
+    from pitrio.actors.supervisor.decisions import Retry
+    from pitrio.messages.events import AutoRetryStart
+    from tests.actors.test_supervisor_support import failed
+
+    async with session(FauxProvider(["still here"])) as fx:
+
+        async def supervisor_of(actor: Any) -> Any:
+            return actor.supervisor
+
+        supervisor = await fx.session.invoke(supervisor_of)
+        async with trio.open_nursery() as gone:
+            pass  # the lender's nursery: closed
+        scope = trio.CancelScope()
+        scope.cancel()  # the lender was aborted
+        error = "503 Service Unavailable"
+        event = AutoRetryStart(attempt=1, max_attempts=2, delay_ms=10, error_message=error)
+        retry = Retry(attempt=1, delay_ms=10, failed=failed(error), event=event)
+        reply = supervisor.new_reply()
+        await supervisor.tell(CarryOut(retry, None, scope, Lent(gone, scope), reply))
+        with trio.fail_after(5):
+            try:
+                await reply.wait()
+            except PitrioError as exc:
+                assert str(exc) == STEP_ABANDONED
+            else:
+                raise AssertionError("the abandoned step was carried out")
+        await fx.session.prompt("are you there?")  # the session still answers
+        assert await fx.session.last_assistant_text() == "still here"

@@ -15,13 +15,15 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pitrio.actors.agent_loop.state import JsonTranscript, TranscriptView
+from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.projection import (
     ContextMessages,
     ModelRef,
     Projection,
     edited_message,
 )
-from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
+from pitrio.actors.session_store.stored import StoredEntry, TailMessageEntry, iso_to_ms
 from pitrio.actors.session_store.tree import SessionTree
 from pitrio.messages.agent import (
     AgentMessage,
@@ -608,3 +610,79 @@ def test_a_compaction_leads_with_its_checkpoint_and_folds_kept_system_messages()
     assert [to_json(m) for m in fresh.context().messages] == [
         to_json(m) for m in s.projection.context().messages
     ]
+
+
+def test_json_values_come_from_stored_lines_and_typed_forms() -> None:
+    # get_messages (issue 38): a message entry read from a file is sent as its line holds it,
+    # parsed but not decoded (its own key order and fields, as pi sends what it read); an
+    # edited message or a compaction summary is encoded from its typed form.
+    s = Session()
+    s.message(user("kept"))
+    edited = s.message(assistant("to be edited"))
+    line = (
+        b'{"type":"message","id":"read","parentId":"%s","timestamp":"2026-01-01T00:09:00.000Z",'
+        b'"message":{"timestamp":3,"content":"from a file","role":"user","extra":[1]}}' % b"2"
+    )
+    read = StoredEntry.read(
+        "message", "read", "2", "2026-01-01T00:09:00.000Z", line, "user", 7, "f.jsonl"
+    )
+    s.tree.add(read)
+    s.projection.append(read)
+    edit(s, edited, "rewritten")
+    view = s.projection.context().messages
+    values = [view.json_value(i) for i in range(len(view))]
+    assert values[0] == to_json(user("kept"))
+    assert values[1] == to_json(view[1]) and values[1]["content"] == [
+        {"type": "text", "text": "rewritten"}
+    ]
+    assert values[2] == {"timestamp": 3, "content": "from a file", "role": "user", "extra": [1]}
+    assert list(values[2]) == ["timestamp", "content", "role", "extra"]
+    assert not read.decoded  # nothing was decoded to answer
+
+
+def test_a_transcripts_json_view_joins_stored_and_added_messages() -> None:
+    # AgentState.messages_json: the lazy base answers from its lines, the tail (messages of
+    # this process's runs) and a decoded tuple are encoded from their typed forms.
+    s = Session()
+    s.message(user("one"))
+    base = s.projection.context().messages
+    line = (
+        b'{"type":"message","id":"r","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x","timestamp":1}}'
+    )
+    read = StoredEntry.read("message", "r", None, "t", line, "user", 1, "f.jsonl")
+    lazy = ContextMessages([read], 1)
+    joined = JsonTranscript(TranscriptView(lazy, (user("two"),)))
+    assert len(joined) == 2
+    assert joined[0] == {"role": "user", "content": "x", "timestamp": 1}
+    assert joined[-1] == to_json(user("two")) and joined[0:2] == [joined[0], joined[1]]
+    assert JsonTranscript(tuple(base))[:] == [to_json(user("one"))]
+    try:
+        joined[2]
+    except IndexError:
+        pass
+    else:
+        raise AssertionError("no IndexError")
+
+
+def test_a_message_line_ending_with_its_message_gives_its_text_unparsed() -> None:
+    # pi's own line (four envelope strings, then the message) is cut, not parsed; a line with
+    # anything else in its envelope is parsed. Both give the message as the file holds it.
+    header = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}'
+    usual = (
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x \\"message\\":{","timestamp":1}}'
+    )
+    extra = (
+        b'{"type":"message","id":"b","parentId":"a","timestamp":"t",'
+        b'"message":{"role":"user","content":"y","timestamp":2},"note":{"message":{}}}'
+    )
+    parsed = parse_session_bytes(b"\n".join([header, usual, extra, b""]), origin="f.jsonl")
+    first, second = parsed.entries
+    assert isinstance(first, TailMessageEntry) and not isinstance(second, TailMessageEntry)
+    assert first.message_bytes() == b'{"role":"user","content":"x \\"message\\":{","timestamp":1}'
+    assert second.message_bytes() is None
+    view = ContextMessages(list(parsed.entries), 2)
+    assert view.json_value(0) == first.message_bytes()
+    assert view.json_value(1) == {"role": "user", "content": "y", "timestamp": 2}
+    assert not first.decoded and not second.decoded

@@ -95,7 +95,9 @@ def test_retryable_error_retries_before_compaction() -> None:
     assert decision.action.event.error_message == FLAKY
     assert decision.events == ()
     assert decision.will_retry
-    assert decision.state.retry == RetryState(1)
+    # Decided, not yet announced: its auto_retry_start goes out when the back-off starts.
+    assert decision.state.retry == RetryState(1, pending=True)
+    assert decision.state.retry.announced() == RetryState(1)
 
 
 def test_exhausted_retries_fall_through_to_compaction() -> None:

@@ -325,3 +325,22 @@ def test_summarization_retry_schedule() -> None:
     assert next_summarization_retry(1, "Invalid API key", settings) is None
     assert next_summarization_retry(1, FLAKY, RetrySettings(enabled=False)) is None
     assert next_summarization_retry(1, FLAKY, settings, retry_after_ms=10**6) is None
+
+
+def test_an_abort_before_the_retry_was_announced_reports_no_end() -> None:
+    """Found by ``pitrio explore`` (random-clients): an abort landing after the decision to
+    retry but before its ``auto_retry_start`` went out emitted an ``auto_retry_end`` for an
+    attempt no client had heard of. Now the end names the last announced attempt, if any."""
+    state, step = RetryState().on_run_end(failed(FLAKY), SETTINGS)
+    assert isinstance(step, ScheduleRetry) and state.pending
+    assert state.on_cancel() == (RetryState(), None)
+    state = state.announced()
+    assert state.on_cancel() == (
+        RetryState(),
+        AutoRetryEnd(success=False, attempt=1, final_error=RETRY_CANCELLED),
+    )
+    second, step = state.on_run_end(failed(FLAKY), SETTINGS)
+    assert isinstance(step, ScheduleRetry) and second == RetryState(2, pending=True)
+    assert second.on_cancel()[1] == AutoRetryEnd(
+        success=False, attempt=1, final_error=RETRY_CANCELLED
+    )

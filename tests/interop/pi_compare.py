@@ -3,7 +3,8 @@
 Normalising replaces what differs by nature between two runs: the sandbox path (also in pi's
 ``--path--`` session folder form), the mock's port, ISO timestamps, epoch ``timestamp`` fields,
 durations (``durationMs``, the bash tool's ``wall_time_seconds``: their value only; that there is
-one, and its type, is still compared), a ``message_update``'s ``usage`` (timing in pi 1.6.0),
+one, and its type, is still compared, except on a reply that failed before its request
+left), a ``message_update``'s ``usage`` (timing in pi 1.6.0),
 session uuids, entry ids and response ids. An entry id is named after the entry it identifies
 in the session files (``<message/user#2>``: the second user message entry), so a reference to
 an id still has to point at the same kind of entry, and an entry only one agent wrote (pi
@@ -103,6 +104,13 @@ class Normaliser:
                 # runs of pi differ there (seen in `--self-check`). That there is a usage is
                 # still compared; the final usage is compared on message_end and after.
                 out["usage"] = "<usage>"
+            if _failed_before_request(out):
+                # A reply that failed before its request left (no content; pi 1.6.0's lazy
+                # stream answers an abort or a setup failure itself) has pi's durationMs only
+                # when its clock did not pass a millisecond between two reads of it (the
+                # message's time is taken just before the stream's own start time): seen
+                # both ways in runs of pi. Whether there is one is left out for such replies.
+                out.pop("durationMs", None)
             return out
         if isinstance(v, list):
             return [self.value(x) for x in v]
@@ -114,6 +122,16 @@ class Normaliser:
             if key in DURATION_KEYS:
                 return "<duration>"
         return v
+
+
+def _failed_before_request(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is an assistant reply with no content that stopped with an error
+    or an abort: what an agent records for a request that never got an answer."""
+    return (
+        message.get("role") == "assistant"
+        and message.get("content") == []
+        and message.get("stopReason") in ("error", "aborted")
+    )
 
 
 def signature(obj: Any) -> str:

@@ -552,7 +552,16 @@ def _streaming() -> list[Scenario]:
         Scenario(
             "bash_while_streaming",
             [
-                Mock({"queue": [SLOW, text("next")]}),
+                # Slower than SLOW: the command must answer while the reply still streams,
+                # and on a loaded machine pi took longer than SLOW's 0.9 s to spawn bash.
+                Mock(
+                    {
+                        "queue": [
+                            text("one two three four five six", deltas=6, delay=0.6),
+                            text("next"),
+                        ]
+                    }
+                ),
                 Cmd({"type": "prompt", "message": "long"}),
                 WaitEvent("message_update", where=(("assistantMessageEvent.type", "text_delta"),)),
                 cmd("bash", command="echo during"),

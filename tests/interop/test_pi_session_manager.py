@@ -111,7 +111,10 @@ def _overflow() -> list[Step]:
         Mock({"queue": [error("context_length"), text("SUMMARY"), text("after")]}),
         Cmd({"type": "prompt", "message": "second"}),
         WaitEvent("compaction_end"),
-        WaitEvent("agent_end", where=(("willRetry", False),)),
+        # Both agents end the overflowed attempt with an agent_end whose willRetry is false (it
+        # names an auto-retry, not the compaction's retry): the second one ends the retried run.
+        # Waiting for the first let get_messages race the retried reply (seen once in CI).
+        WaitEvent("agent_end", n=2, where=(("willRetry", False),)),
     ]
 
 

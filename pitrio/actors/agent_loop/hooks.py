@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 
 from pitrio.actors.agent_loop.queues import QueueMode
+from pitrio.actors.model_router.provider_hooks import ProviderHooks
 from pitrio.actors.tool_executor.hooks import (
     AfterToolCall,
     AfterToolCallContext,
@@ -77,6 +78,8 @@ class LoopHooks:
     after_tool_call: AfterToolCall | None = None
     should_stop_after_turn: ShouldStopAfterTurn | None = None
     on_request: OnRequest | None = None
+    provider: ProviderHooks | None = None
+    """Handed to the provider with each request (pi 1.6.0's provider-request hooks)."""
 
 
 @attrs.frozen(kw_only=True)

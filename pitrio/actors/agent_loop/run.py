@@ -31,6 +31,7 @@ from pitrio.errors import ContinueError, unwrap_group
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
+    SystemMessage,
     ThinkingLevel,
     ToolResultMessage,
 )
@@ -289,13 +290,20 @@ class LoopRun:
         executable = [tool.declaration for tool in self.config.tools]
         return declare_tool_changes(declared, pending, executable)
 
-    def _system(self, messages: Sequence[AgentMessage]) -> tuple[str, tuple[ToolSpec, ...]]:
+    def _system(
+        self, messages: Sequence[AgentMessage], *, owned: bool = False
+    ) -> tuple[str, tuple[ToolSpec, ...]]:
         """The request's system prompt and tools: the replay of the transcript's system
         messages (pi 1.6.0 collapses them into the request's head); a forced prompt replaces
-        the prompt's text; a transcript without any (a bare agent) sends the configured ones."""
+        the prompt's text; a transcript without any (a bare agent) sends the configured ones.
+        ``owned``: ``messages`` are a hook's list made from a transcript with system messages;
+        without one it carries no prompt and no tools."""
         config = self.config
         replayed = config.system_replay.current(messages)
-        if replayed is None:
+        tools: tuple[ToolSpec, ...]
+        if replayed is None and owned:
+            prompt, tools = "", ()
+        elif replayed is None:
             prompt, tools = config.system_prompt, tuple(tool.spec for tool in config.tools)
         else:
             tools = tuple(spec_of(tool) for tool in current_tools(replayed))
@@ -331,7 +339,14 @@ class LoopRun:
             messages = transcript
             system_prompt, tools = self._system(messages)
             if config.hooks.transform_context is not None:
-                messages = await config.hooks.transform_context(list(messages))
+                seen = list(messages)
+                messages = await config.hooks.transform_context(seen)
+                if messages is not seen:
+                    # The hook may own the system messages (pi 1.6.0's context_with_system):
+                    # the request's prompt and tools are those of the list it returned, none
+                    # when it dropped every system message the transcript had.
+                    owned = any(isinstance(m, SystemMessage) for m in seen)
+                    system_prompt, tools = self._system(messages, owned=owned)
             if config.hooks.convert_to_llm is not None:
                 llm_messages = await config.hooks.convert_to_llm(messages)
             else:
@@ -346,6 +361,7 @@ class LoopRun:
                 reasoning=None if config.thinking_level == "off" else config.thinking_level,
                 session_id=config.session_id,
                 api_key=api_key,
+                hooks=config.hooks.provider,
             )
             # An aborted run sends no request: the provider would only burn a connection.
             await trio.lowlevel.checkpoint_if_cancelled()

@@ -4,7 +4,7 @@ transcript view a resumed session's snapshot holds."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import attrs
 import trio
@@ -12,6 +12,7 @@ import trio
 from pitrio.actors.agent_loop.hooks import LoopOptions
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.messages.agent import AgentMessage, ThinkingLevel
+from pitrio.messages.codec import to_json
 from pitrio.messages.model import Model
 
 
@@ -53,6 +54,12 @@ class AgentState:
     def message_count(self) -> int:
         """``len(messages)`` without decoding anything."""
         return len(self._messages)
+
+    def messages_json(self) -> JsonTranscript:
+        """The transcript as plain JSON values, for ``get_messages``: messages a resumed
+        session never decoded come straight from their stored lines (issue 38), the others
+        are encoded from their typed form."""
+        return JsonTranscript(self._messages)
 
     async def load_messages(self, slice_size: int = 2000) -> tuple[AgentMessage, ...]:
         """:attr:`messages`, decoding a lazy transcript in slices with a checkpoint between
@@ -103,3 +110,54 @@ class TranscriptView(Sequence[AgentMessage]):
     def __iter__(self) -> Iterator[AgentMessage]:
         yield from self._base
         yield from self._tail
+
+    @property
+    def base(self) -> Sequence[AgentMessage]:
+        """The lazily decoded part (a resumed session's stored messages)."""
+        return self._base
+
+    @property
+    def tail(self) -> tuple[AgentMessage, ...]:
+        """The messages added since the base was read."""
+        return self._tail
+
+
+class JsonTranscript(Sequence[Any]):
+    """A transcript's messages as plain JSON values, each built when read (see
+    :meth:`AgentState.messages_json`); a stored message may come as ``bytes``, its JSON
+    text as the session file holds it."""
+
+    __slots__ = ("_base", "_tail")
+
+    def __init__(self, messages: Sequence[AgentMessage]) -> None:
+        # A lazy view's stored part answers from its lines; a decoded tuple has none.
+        if isinstance(messages, TranscriptView):
+            self._base, self._tail = messages.base, messages.tail
+        else:
+            self._base, self._tail = messages, ()
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._tail)
+
+    def _value(self, index: int) -> Any:
+        base = self._base
+        size = len(base)
+        if index >= size:
+            return to_json(self._tail[index - size])
+        json_value = getattr(base, "json_value", None)
+        return to_json(base[index]) if json_value is None else json_value(index)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._value(i) for i in range(*index.indices(len(self)))]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        return self._value(index)

@@ -69,6 +69,9 @@ SessionStatus = Literal["evicted", "starting", "live", "stopping", "failed", "cl
 PUMP_CAPACITY = 8192
 """The host's own subscription to a session: drained at once, so it only fills when the
 daemon is starved; then the stream has a gap and clients are told to resync."""
+RELAY_BATCH = 16
+"""Events the relay's channel holds unmerged (as few as the RPC transport's: each update holds
+its partial message; the subscriber buffer behind it bounds a backlog by bytes)."""
 STOP_SECONDS = 8.0
 """A stop's abort-and-flush deadline (the daemon must exit within 10 s of SIGTERM)."""
 BARRIER_SECONDS = 10.0
@@ -466,6 +469,13 @@ class HostedSession:
         async with events:
             async for item in events:
                 self._relay(item)
+                # Then whatever else is queued, in this wake-up: every event, in order.
+                while True:
+                    try:
+                        item = events.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    self._relay(item)
 
     # -- supervision -------------------------------------------------------------------------
 
@@ -558,7 +568,11 @@ class HostedSession:
                     if self.store is not None:  # shared: another daemon may take it
                         nursery.start_soon(self._hand_over, self.started)
                     while True:
-                        events = await self.started.session.subscribe(PUMP_CAPACITY)
+                        # A buffered channel: the session hands events over without a
+                        # rendezvous while the relay is busy, and the relay takes what queued
+                        # in one wake-up (issue 38); past it the subscriber buffer's policy.
+                        send, events = trio.open_memory_channel[Sequenced](RELAY_BATCH)
+                        await self.started.session.subscribe_into(send, PUMP_CAPACITY)
                         await self._pump(events)
                         # The subscription ended. Either the tree is going down (this task is
                         # about to be cancelled and the crash reported) or the host fell behind

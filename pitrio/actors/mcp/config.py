@@ -375,10 +375,13 @@ def load_mcp_config(
     project: bool = True,
     project_dirs: Sequence[str] = PROJECT_DIRS,
     client: tuple[Any, str] | None = None,
+    registered: tuple[Any, str] | None = None,
 ) -> McpConfig:
     """Read and merge the agent dir's file, the project's (unless ``project=False``: an
     untrusted project's), ``extra`` (``--mcp-config``) ones and ``client``: an ``mcp.json``
     object a client gave (ACP's ``mcpServers``) and its name for messages, scope ``client``.
+    ``registered``: the servers extensions registered (an ``mcp.json`` object and its name),
+    read first, so a file's server of the same name replaces one (pi 1.6.0).
 
     Raises :class:`McpConfigError` for an ``extra`` file that is missing or not JSON (the user
     named it); a discovered file's problems are reported in :attr:`McpConfig.problems`.
@@ -388,6 +391,8 @@ def load_mcp_config(
         sources.append((project_config_file(cwd, project_dirs), "project"))
     sources += [(Path(cwd, name), "cli") for name in extra]
     files: list[tuple[Any, str, Scope]] = []
+    if registered is not None:
+        files.append((registered[0], registered[1], "global"))
     problems: list[str] = []
     for path, scope in sources:
         data, problem = read_json(path, required=scope == "cli")

@@ -111,6 +111,7 @@ async def start_session_mcp(
     project_trusted: bool = True,
     project_dirs: Sequence[str] = PROJECT_DIRS,
     client: tuple[Any, str] | None = None,
+    registered: tuple[Any, str] | None = None,
 ) -> SessionMcp:
     """Start the session's enabled MCP servers in ``nursery``; ``files`` are ``--mcp-config``
     ones (default: the process's command line's); ``client``: a client's servers, as
@@ -127,6 +128,7 @@ async def start_session_mcp(
             project=project_trusted,
             project_dirs=project_dirs,
             client=client,
+            registered=registered,
         )
     )
     notices = [f"Warning: {problem}" for problem in config.problems]

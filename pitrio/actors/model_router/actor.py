@@ -16,9 +16,9 @@ commands the actor takes are in :mod:`.commands` (re-exported here).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
@@ -27,12 +27,7 @@ import trio
 from pitrio.actors._actor import Actor, Address, Handle
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.model_router import catalogue
-from pitrio.actors.model_router.catalogue import (
-    ANTHROPIC_MESSAGES,
-    OPENAI_COMPLETIONS,
-    OPENAI_RESPONSES,
-    VIRTUAL_API,
-)
+from pitrio.actors.model_router.catalogue import VIRTUAL_API
 from pitrio.actors.model_router.commands import (
     Availability,
     GetStreamFn,
@@ -48,19 +43,13 @@ from pitrio.actors.model_router.commands import (
     UnregisterProvider,
 )
 from pitrio.actors.model_router.credentials import AUTH_FILE_NAME, Credentials
+from pitrio.actors.model_router.lazy_http import LazyHttpProviders
 from pitrio.actors.model_router.models_json import (
     UserModels,
     VirtualModelSpec,
     load_models_json,
     merge_models,
     parse_models_json,
-)
-from pitrio.actors.model_router.providers.anthropic import AnthropicProvider
-from pitrio.actors.model_router.providers.azure_openai_responses import (
-    API as AZURE_OPENAI_RESPONSES,
-)
-from pitrio.actors.model_router.providers.azure_openai_responses import (
-    AzureOpenAIResponsesProvider,
 )
 from pitrio.actors.model_router.providers.base import (
     CacheRetention,
@@ -69,27 +58,7 @@ from pitrio.actors.model_router.providers.base import (
     StreamFn,
     provider_settings,
 )
-from pitrio.actors.model_router.providers.bedrock_converse_stream import (
-    API as BEDROCK_CONVERSE_STREAM,
-)
-from pitrio.actors.model_router.providers.bedrock_converse_stream import BedrockProvider
 from pitrio.actors.model_router.providers.faux import FauxProvider
-from pitrio.actors.model_router.providers.google import GoogleProvider
-from pitrio.actors.model_router.providers.google_vertex import (
-    GoogleVertexProvider,
-    adc_configured,
-)
-from pitrio.actors.model_router.providers.http import HttpPool
-from pitrio.actors.model_router.providers.mistral import API as MISTRAL_CONVERSATIONS
-from pitrio.actors.model_router.providers.mistral import MistralProvider
-from pitrio.actors.model_router.providers.openai_codex_responses import (
-    API as OPENAI_CODEX_RESPONSES,
-)
-from pitrio.actors.model_router.providers.openai_codex_responses import (
-    OpenAICodexResponsesProvider,
-)
-from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsProvider
-from pitrio.actors.model_router.providers.openai_responses import OpenAIResponsesProvider
 from pitrio.actors.model_router.registry import (
     FAUX_MODELS,
     FAUX_PROVIDER,
@@ -103,6 +72,9 @@ from pitrio.errors import ModelsJsonError, UnknownModelError, unwrap_group
 from pitrio.messages.agent import AssistantMessage, ThinkingLevel, ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import StreamError
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router.providers.http import HttpPool
 
 MODELS_FILE_NAME = "models.json"
 SETTINGS_FILE_NAME = "settings.json"
@@ -173,7 +145,7 @@ class ModelRouter(Actor[RouterCommand]):
         *,
         capacity: int = 64,
         credentials: Credentials | None = None,
-        pool: HttpPool | None = None,
+        pool: HttpPool | LazyHttpProviders | None = None,
         problems: tuple[str, ...] = (),
     ) -> None:
         super().__init__(name="model-router", capacity=capacity)
@@ -236,36 +208,10 @@ class ModelRouter(Actor[RouterCommand]):
             provider_keys=provider_keys,
             keyless=keyless,
         )
-        pool = HttpPool(config.settings.http)
-        registry.register_api(
-            OPENAI_COMPLETIONS,
-            OpenAICompletionsProvider(pool, credentials, config.settings).stream,
-        )
-        registry.register_api(
-            OPENAI_RESPONSES, OpenAIResponsesProvider(pool, credentials, config.settings).stream
-        )
-        registry.register_api(
-            ANTHROPIC_MESSAGES, AnthropicProvider(pool, credentials, config.settings).stream
-        )
-        registry.register_api(
-            BEDROCK_CONVERSE_STREAM, BedrockProvider(pool, credentials, config.settings).stream
-        )
-        registry.register_api(
-            MISTRAL_CONVERSATIONS, MistralProvider(pool, credentials, config.settings).stream
-        )
-        registry.register_api(
-            AZURE_OPENAI_RESPONSES,
-            AzureOpenAIResponsesProvider(pool, credentials, config.settings).stream,
-        )
-        registry.register_api(
-            OPENAI_CODEX_RESPONSES,
-            OpenAICodexResponsesProvider(pool, credentials, config.settings).stream,
-        )
-        for api, google in (
-            ("google-generative-ai", GoogleProvider),
-            ("google-vertex", GoogleVertexProvider),
-        ):
-            registry.register_api(api, google(pool, credentials, config.settings).stream)
+        # Providers, httpx and the pool are imported and built at their API's first request.
+        pool = LazyHttpProviders(credentials, config.settings)
+        for api, stream in pool.stream_fns().items():
+            registry.register_api(api, stream)
         return cls(registry, credentials=credentials, pool=pool, problems=tuple(problems))
 
     async def run(
@@ -300,26 +246,44 @@ class ModelRouter(Actor[RouterCommand]):
             self.credentials.keyless.add(name)
         return tuple(model.ref for model in physical)
 
-    def availability(self, model: Model) -> str | None:
-        """Why ``model`` cannot be used now, or ``None``."""
+    def availability(
+        self, model: Model, configured: Callable[[str], bool] | None = None
+    ) -> str | None:
+        """Why ``model`` cannot be used now, or ``None``; ``configured`` (default: the
+        credentials') says whether a provider has a key source."""
         if model.api == VIRTUAL_API:
             return None if self.registry.virtual_spec(model) else "not a routable virtual model"
         if not self.registry.has_stream_fn(model.api):
             return f"no adapter for api {model.api}"
-        if not self.credentials.configured(model.provider):
-            if model.api == "google-vertex" and adc_configured(self.credentials.env):
+        if not (configured or self.credentials.configured)(model.provider):
+            if model.api == "google-vertex" and catalogue.adc_configured(self.credentials.env):
                 return None  # Vertex without a key: application-default credentials
             return f"no API key for provider {model.provider}"
         return None
 
-    def listed(self, model: Model) -> bool:
+    def listed(self, model: Model, configured: Callable[[str], bool] | None = None) -> bool:
         """Whether ``model`` is offered (``get_available_models``, ``--list-models``): usable
         now, or its provider has credentials and only an adapter for its API is missing (pi
         offers it, e.g. radius's ``pi-messages`` models; a request then fails naming the API)."""
-        reason = self.availability(model)
+        configured = configured or self.credentials.configured
+        reason = self.availability(model, configured)
         if reason is None:
             return True
-        return reason.startswith("no adapter") and self.credentials.configured(model.provider)
+        return reason.startswith("no adapter") and configured(model.provider)
+
+    def available(self) -> tuple[Model, ...]:
+        """The models offered now (see :meth:`listed` and :func:`~.registry.offered`)."""
+        # One credentials check per provider, not two per model: the catalogue's 1,698
+        # models have 43 providers, and the first listing is part of every start (issue 38).
+        known: dict[str, bool] = {}
+
+        def configured(provider: str) -> bool:
+            found = known.get(provider)
+            if found is None:
+                found = known[provider] = self.credentials.configured(provider)
+            return found
+
+        return offered(m for m in self.registry.list() if self.listed(m, configured))
 
     def _usable(self, model: Model) -> bool:
         return self.availability(model) is None
@@ -362,7 +326,7 @@ class ModelRouter(Actor[RouterCommand]):
                 case ListModels(reply=reply):
                     reply.set(registry.list())
                 case ListAvailable(reply=reply):
-                    reply.set(offered(m for m in registry.list() if self.listed(m)))
+                    reply.set(self.available())
                 case RegisterProvider(name=name, config=config, source=source, reply=reply):
                     reply.set(self._register_provider(name, config, source))
                 case UnregisterProvider(name=name, reply=reply):

@@ -261,6 +261,20 @@ def has_ambient_credentials(provider: str, env: Mapping[str, str]) -> bool:
     return False
 
 
+def adc_configured(env: Mapping[str, str]) -> bool:
+    """Whether application-default credentials look usable without asking anyone (pi's test
+    for listing Vertex models without a key): a credentials file (``GOOGLE_APPLICATION_
+    CREDENTIALS`` or gcloud's default one), a project and a location."""
+    path = env.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if path:
+        found = Path(path).is_file()
+    else:
+        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+        found = (home / ".config" / "gcloud" / "application_default_credentials.json").is_file()
+    project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
+    return found and bool(project) and bool(env.get("GOOGLE_CLOUD_LOCATION"))
+
+
 def _set(name: str, env: Mapping[str, str]) -> bool:
     if name != ADC_FILE_VARIABLE:
         return bool(env.get(name))

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-import httpx
 import orjson
 import trio
 
@@ -514,6 +513,8 @@ async def send_oauth_request(request: oauth.OAuthRequest, provider: str) -> byte
 
     The vendor's error body is not quoted: it may echo the token it refused.
     """
+    import httpx  # here: a start that refreshes nothing need not load it (issue 38)
+
     try:
         with trio.fail_after(REFRESH_TIMEOUT_S):
             async with httpx.AsyncClient() as client:

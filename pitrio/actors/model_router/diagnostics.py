@@ -13,7 +13,6 @@ diagnostic never holds a key.
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Mapping
@@ -108,6 +107,8 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> i
     try:
         seconds = float(raw)
     except ValueError:
+        import email.utils  # here: only an HTTP date needs it (start-up time, issue 38)
+
         try:
             when = email.utils.parsedate_to_datetime(raw)
         except (TypeError, ValueError):

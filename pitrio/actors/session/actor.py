@@ -52,7 +52,7 @@ from pitrio.actors.session.commands import (
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import write_session_html, write_session_jsonl
-from pitrio.actors.session.extensions.events import SessionStartEvent
+from pitrio.actors.session.extensions.events import SessionCompactFailedEvent, SessionStartEvent
 from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle, queued_command_error
@@ -105,6 +105,8 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
 from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
+    AgentSessionEvent,
+    CompactionEnd,
     EntryAppended,
     EntryRecorded,
     MessageEnd,
@@ -160,6 +162,8 @@ class SessionActor(Actor[SessionCommand]):
         resources: Resources | None = None,
         extensions: ExtensionRunner | None = None,
         ui_clients: bool = False,
+        extension_mode: str = "print",
+        project_trusted: bool = True,
         save_model_defaults: bool = False,
         named_models: tuple[Model, ...] = (),
         start_reason: str = "startup",
@@ -193,12 +197,15 @@ class SessionActor(Actor[SessionCommand]):
             cwd=self._cwd,
             shell_path=self._settings.shell_path,
             command_prefix=self._settings.shell_command_prefix,
+            intercept=self._user_bash_hook,
         )
         self._queues = DisplayQueues(self._emit)
         self._driver_settings = DriverSettings(resources, tools, self._catch_up)
         self._merges_seen = 0  # the store's count of other writers' entries taken in
         self._extensions = extensions
         self._ui_clients = ui_clients
+        self._extension_mode = extension_mode
+        self._project_trusted = project_trusted
         self._save_model_defaults = save_model_defaults
         self._named_models = named_models
         self._start_reason = start_reason
@@ -221,7 +228,12 @@ class SessionActor(Actor[SessionCommand]):
         host = None
         if self._extensions is not None:
             host = ExtensionHost(
-                settings=HostSettings(runner=self._extensions, ui_clients=self._ui_clients),
+                settings=HostSettings(
+                    runner=self._extensions,
+                    ui_clients=self._ui_clients,
+                    mode=self._extension_mode,
+                    project_trusted=self._project_trusted,
+                ),
                 session=self._self_handle(),
                 loop=self._loop,
                 store=self._store,
@@ -235,7 +247,7 @@ class SessionActor(Actor[SessionCommand]):
             loop=self._loop,
             store=self._store,
             stream=self._stream,
-            emit=self._outlet.emit,
+            emit=self._outlet.emit if host is None else self._supervisor_emit,
             settings=SupervisorSettings(
                 retry=self._settings.retry,
                 compaction=self._settings.compaction,
@@ -335,6 +347,31 @@ class SessionActor(Actor[SessionCommand]):
         """Queue a notification-only event for the extensions (never waits)."""
         if self._host is not None:
             self._host.notify(event, payload)
+
+    def _supervisor_emit(self, event: AgentSessionEvent) -> None:
+        """The supervisor's events; a failed or aborted compaction is also the extensions'
+        ``session_compact_failed`` (pi 1.6.0)."""
+        self._outlet.emit(event)
+        if isinstance(event, CompactionEnd) and (event.aborted or event.error_message):
+            self._notify_extensions(
+                "session_compact_failed",
+                SessionCompactFailedEvent(
+                    reason=event.reason,
+                    aborted=event.aborted,
+                    will_retry=event.will_retry,
+                    error_message=event.error_message,
+                ),
+            )
+
+    def notify_extensions(self, event: str, payload: Any) -> None:
+        """Queue a notification-only event for the extensions, in order (never waits)."""
+        self._notify_extensions(event, payload)
+
+    async def _user_bash_hook(self, command: str, exclude: bool, cwd: str) -> Any:
+        """The extensions' ``user_bash`` answer (in the shell's task, never the inbox's)."""
+        if self._host is None:
+            return None
+        return await self._host.user_bash(command, exclude, cwd)
 
     def _self_handle(self) -> SessionHandle:
         return SessionHandle(self.address)

@@ -163,6 +163,9 @@ class SessionOptions:
     that no extension declared stops start-up."""
     ui_clients: bool = False
     """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
+    mode: str | None = None
+    """What extensions see as ``ctx.mode`` (pi 1.6.0: ``tui``, ``rpc``, ``json``, ``print``);
+    ``None``: ``rpc`` with :attr:`ui_clients`, else ``print``."""
     save_model_defaults: bool = False
     """A model or thinking level chosen in the session becomes the settings' default
     (``defaultProvider``/``defaultModel``/``defaultThinkingLevel``), as pi's ``persist``
@@ -413,6 +416,18 @@ async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
     return found
 
 
+def extension_mcp_servers(config: dict[str, Any] | None) -> tuple[Any, str] | None:
+    """The MCP servers extensions registered while loading, for the session's MCP start."""
+    return None if config is None else (config, "servers registered by extensions")
+
+
+def extension_mode(options: SessionOptions) -> str:
+    """``ctx.mode`` of the session's extensions (see :attr:`SessionOptions.mode`)."""
+    if options.mode is not None:
+        return options.mode
+    return "rpc" if options.ui_clients else "print"
+
+
 async def start_session(
     nursery: trio.Nursery, router: ModelRouterHandle, options: SessionOptions
 ) -> StartedSession:
@@ -426,7 +441,7 @@ async def start_session(
         override=options.project_trust,
         rules=options.project_trust_rules,
         asker=options.trust_asker,
-        mode="rpc" if options.ui_clients else "print",
+        mode=extension_mode(options),
         load_user_extensions=lambda user: load_session_extensions(
             cwd, agent, options, user.get("extensions"), project=False, final=False
         ),
@@ -532,6 +547,7 @@ async def start_session(
                 if options.mcp_servers
                 else None
             ),
+            registered=extension_mcp_servers(loaded.holder.mcp_config()),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
@@ -600,6 +616,8 @@ async def start_session(
         resources=resources,
         extensions=runner,
         ui_clients=options.ui_clients,
+        extension_mode=extension_mode(options),
+        project_trusted=trust.trusted,
         save_model_defaults=options.save_model_defaults,
         named_models=(model,),
         start_reason=options.start_reason,
@@ -628,7 +646,13 @@ async def start_session(
         )
     if runner is not None:
         loaded.holder.port = SessionPort(
-            session=session, tools=tools, runner=runner, nursery=nursery, cwd=cwd, router=router
+            session=session,
+            tools=tools,
+            runner=runner,
+            nursery=nursery,
+            cwd=cwd,
+            router=router,
+            notify=actor.notify_extensions,
         )
     return StartedSession(
         session=session,

@@ -131,7 +131,10 @@ class RunDriver:
 
         async def start() -> RunResult:
             patch = await self._system_patch()
-            return await self._loop.run_prompt((*patch, message))
+            added = (
+                () if self._host is None else await self._host.before_agent_start("", (), message)
+            )
+            return await self._loop.run_prompt((*patch, message, *added))
 
         self._nursery.start_soon(self._drive, run, start)
 
@@ -205,17 +208,25 @@ class RunDriver:
         """A user prompt's run: preflight (pending bash, compaction check), then the run."""
 
         async def start() -> RunResult:
-            await self._flush_pending_bash()
-            await self._before_prompt(run)
-            next_turn, self._next_turn = self._next_turn, []
-            patch = await self._system_patch()
-            added = (
-                ()
-                if self._host is None
-                else await self._host.before_agent_start(
-                    text_of(prompt.content), _images_of(prompt)
+            try:
+                await self._flush_pending_bash()
+                await self._before_prompt(run)
+                next_turn, self._next_turn = self._next_turn, []
+                patch = await self._system_patch()
+                added = (
+                    ()
+                    if self._host is None
+                    else await self._host.before_agent_start(
+                        text_of(prompt.content), _images_of(prompt)
+                    )
                 )
-            )
+            except trio.Cancelled:
+                # Aborted in its preflight: the prompt was accepted all the same and its run
+                # settles as aborted. Unanswered, its sender waited for ever (found by
+                # ``pitrio explore``: a prompt and an abort sent together).
+                if run.failure is None:
+                    accepted.set(Accepted(self._seq()))
+                raise
             accepted.set(Accepted(self._seq()))  # pi answers a prompt after its preflight
             return await self._loop.run_prompt((*patch, prompt, *next_turn, *added))
 

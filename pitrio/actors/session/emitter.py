@@ -65,7 +65,13 @@ class EventOutlet:
                         continue
                     subscriber.sending = True
                     try:
-                        await subscriber.send.send(item)
+                        # A backlog goes over without a task switch per event while the
+                        # channel takes it (a buffered one, or a receiver waiting): one wake-up
+                        # of the feeder moves what is queued (issue 38). A full channel waits.
+                        try:
+                            subscriber.send.send_nowait(item)
+                        except trio.WouldBlock:
+                            await subscriber.send.send(item)
                         item = None
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         item = None

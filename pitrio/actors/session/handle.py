@@ -322,6 +322,11 @@ class SessionHandle(Handle[SessionCommand]):
         """The agent's current messages (the context, custom roles included)."""
         return await (await self.state()).agent.load_messages()
 
+    async def messages_json(self) -> Sequence[Any]:
+        """:meth:`messages` as plain JSON values, built as they are read: a resumed session's
+        stored messages come from their lines without being decoded (``get_messages``)."""
+        return (await self.state()).agent.messages_json()
+
     async def subscribe(
         self, capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
     ) -> trio.MemoryReceiveChannel[Sequenced]:

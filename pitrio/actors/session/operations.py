@@ -310,7 +310,9 @@ class SessionOperations:
             raise PitrioError(EMPTY_SESSION_NAME)
         entry = await self._store.append_session_info(trimmed)
         self._emit(EntryRecorded(entry=entry))
-        self._emit(SessionInfoChanged(name=trimmed))
+        changed = SessionInfoChanged(name=trimmed)
+        self._emit(changed)
+        self._notify_extensions("session_info_changed", changed)  # pi 1.6.0: the same event
         return trimmed
 
     async def stats(self) -> SessionStats:

@@ -8,14 +8,14 @@ the session actor, whose tasks alone call it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentLoopHandle
-from pitrio.actors.session.user_bash import BashResult, run_user_bash
+from pitrio.actors.session.user_bash import BashResult, run_bash_operations, run_user_bash
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import BashExecutionMessage, now_ms
 from pitrio.messages.events import AgentSessionEvent, BashExecutionUpdate, EntryRecorded
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 ALREADY_RUNNING = "A bash command is already running"
+
+Intercept = Callable[[str, bool, str], Awaitable[Any]]
+"""``(command, exclude_from_context, cwd)`` -> the extensions' ``UserBashResult`` or ``None``
+(run it locally); raises to stop the command (the extensions fail closed)."""
 
 
 class UserShell:
@@ -38,7 +42,9 @@ class UserShell:
         cwd: str,
         shell_path: str | None,
         command_prefix: str | None,
+        intercept: Intercept | None = None,
     ) -> None:
+        self._intercept = intercept
         self._loop = loop
         self._store = store
         self._emit = emit
@@ -87,14 +93,31 @@ class UserShell:
                 await trio.lowlevel.checkpoint()
                 self._emit(BashExecutionUpdate(id=stream_id, delta=delta))
 
-            result = await run_user_bash(
-                command,
-                self._cwd,
-                shell_path=self._shell_path,
-                command_prefix=self._command_prefix,
-                on_chunk=stream,
-                scope=scope,
-            )
+            # The extensions' user_bash first (pi 1.6.0): a handler may run the command
+            # elsewhere, answer it itself, or (by failing) stop it from running at all.
+            verdict = None
+            if self._intercept is not None:
+                verdict = await self._intercept(command, bool(exclude), self._cwd)
+            if verdict is not None and verdict.result is not None:
+                result = verdict.result
+            elif verdict is not None:
+                result = await run_bash_operations(
+                    command,
+                    self._cwd,
+                    verdict.operations,
+                    command_prefix=self._command_prefix,
+                    on_chunk=stream,
+                    scope=scope,
+                )
+            else:
+                result = await run_user_bash(
+                    command,
+                    self._cwd,
+                    shell_path=self._shell_path,
+                    command_prefix=self._command_prefix,
+                    on_chunk=stream,
+                    scope=scope,
+                )
             message = BashExecutionMessage(
                 command=command,
                 output=result.output,

@@ -128,6 +128,60 @@ async def read_pipes(fds: Sequence[int], on_data: Callable[[int, bytes], Awaitab
             await _wait_any_readable([fds[index] for index in open_pipes])
 
 
+class OutputCollector:
+    """A user command's output as it arrives: sanitised, streamed to ``on_chunk``, kept
+    tail-truncated, the whole of it spilled to pi's temp file once past the limit."""
+
+    def __init__(
+        self,
+        on_chunk: Callable[[str], Awaitable[None]] | None = None,
+        temp_dir: str | None = None,
+    ) -> None:
+        self._on_chunk = on_chunk
+        self._temp_dir = temp_dir
+        self._output = OutputAccumulator()
+        self._spill: Any = None
+        self.spill_path: str | None = None
+
+    async def take(self, text: str) -> None:
+        """Add ``text`` (a decoded chunk)."""
+        clean = sanitize(text)
+        if not clean:
+            return
+        self._output.append(clean.encode())
+        chunks = self._output.take_spill()
+        if chunks:
+            if self._spill is None:
+                directory = self._temp_dir or tempfile.gettempdir()
+                # pi's name for it (issue 21), as the bash tool's
+                self.spill_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
+                self._spill = await trio.open_file(self.spill_path, "wb")
+            await self._spill.write(b"".join(chunks))
+        if self._on_chunk is not None:
+            await self._on_chunk(clean)
+
+    async def finish(self) -> None:
+        """Close the output (and its spill file); call once, shielded."""
+        self._output.finish()
+        chunks = self._output.take_spill()
+        if chunks and self._spill is not None:
+            await self._spill.write(b"".join(chunks))
+        if self._spill is not None:
+            await self._spill.aclose()
+
+    def result(self, exit_code: int | None, cancelled: bool) -> BashResult:
+        """The command's result once finished."""
+        snapshot = self._output.snapshot()
+        truncated = snapshot.truncation.truncated
+        return BashResult(
+            output=snapshot.content,
+            exit_code=None if cancelled else exit_code,
+            cancelled=cancelled,
+            truncated=truncated,
+            full_output_path=self.spill_path if truncated else None,
+        )
+
+
 async def run_user_bash(
     command: str,
     cwd: str,
@@ -149,29 +203,10 @@ async def run_user_bash(
     resolved = f"{command_prefix}\n{command}" if command_prefix else command
     argv = [*shell_command(shell_path), resolved]
     texts = PipeTexts(2)
-    output = OutputAccumulator()
-    spill_path: str | None = None
-    spill: Any = None
-
-    async def take(text: str) -> None:
-        nonlocal spill, spill_path
-        clean = sanitize(text)
-        if not clean:
-            return
-        output.append(clean.encode())
-        chunks = output.take_spill()
-        if chunks:
-            if spill is None:
-                directory = temp_dir or tempfile.gettempdir()
-                # pi's name for it (issue 21), as the bash tool's
-                spill_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
-                spill = await trio.open_file(spill_path, "wb")
-            await spill.write(b"".join(chunks))
-        if on_chunk is not None:
-            await on_chunk(clean)
+    output = OutputCollector(on_chunk, temp_dir)
 
     async def pipe_data(index: int, data: bytes) -> None:
-        await take(texts.decode(index, data))
+        await output.take(texts.decode(index, data))
 
     process = await open_split(argv, cwd=cwd)
     pipes = [process.stdout, process.stderr]
@@ -193,19 +228,42 @@ async def run_user_bash(
                 if pipe is not None:
                     await pipe.aclose()
             for rest in texts.finish():  # a character cut off at a pipe's end: stdout's first
-                await take(rest)
-            output.finish()
-            chunks = output.take_spill()
-            if chunks and spill is not None:
-                await spill.write(b"".join(chunks))
-            if spill is not None:
-                await spill.aclose()
-    snapshot = output.snapshot()
-    truncated = snapshot.truncation.truncated
-    return BashResult(
-        output=snapshot.content,
-        exit_code=None if cancelled else process.returncode,
-        cancelled=cancelled,
-        truncated=truncated,
-        full_output_path=spill_path if truncated else None,
-    )
+                await output.take(rest)
+            await output.finish()
+    return output.result(process.returncode, cancelled)
+
+
+async def run_bash_operations(
+    command: str,
+    cwd: str,
+    operations: Any,
+    *,
+    command_prefix: str | None = None,
+    on_chunk: Callable[[str], Awaitable[None]] | None = None,
+    temp_dir: str | None = None,
+    scope: trio.CancelScope | None = None,
+) -> BashResult:
+    """Run ``command`` through an extension's backend (a ``user_bash`` handler's
+    ``operations``: ``await operations.exec(command, cwd, on_data=...)`` calls ``on_data``
+    with each chunk of bytes and returns the exit code, or a dict with ``exitCode``), its
+    output collected as a local command's. Cancelling ``scope`` gives a cancelled result."""
+    scope = scope or trio.CancelScope()
+    resolved = f"{command_prefix}\n{command}" if command_prefix else command
+    texts = PipeTexts(1)
+    output = OutputCollector(on_chunk, temp_dir)
+
+    async def on_data(data: bytes | str) -> None:
+        await output.take(data if isinstance(data, str) else texts.decode(0, data))
+
+    code: Any = None
+    try:
+        with scope:
+            code = await operations.exec(resolved, cwd, on_data=on_data)
+    finally:
+        with trio.CancelScope(shield=True):
+            for rest in texts.finish():
+                await output.take(rest)
+            await output.finish()
+    if isinstance(code, dict):
+        code = code.get("exitCode", code.get("exit_code"))
+    return output.result(code if isinstance(code, int) else None, scope.cancelled_caught)

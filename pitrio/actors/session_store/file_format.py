@@ -35,6 +35,7 @@ from pitrio.actors.session_store.migrations import migrate_to_current, session_v
 from pitrio.actors.session_store.stored import (
     ENTRY_CLASSES,
     StoredEntry,
+    TailMessageEntry,
     intern_role,
 )
 from pitrio.actors.session_store.stored import (
@@ -242,6 +243,7 @@ class SessionParser:
         decode_all = self._decode_all
         roles = _ROLE_OBJECTS
         read = StoredEntry.read
+        read_tail = TailMessageEntry.read
         append = entries.append
         for line in lines:
             if not self._header_seen or self._legacy is not None or line[-1:] != b"\n":
@@ -273,8 +275,12 @@ class SessionParser:
                 ):
                     role = message.get("role")
                     if type(role) is str:
+                        # pi's line: the four envelope strings above, then the message (see
+                        # TailMessageEntry: its text is then the line's tail).
+                        tail = len(value) == 5 and next(reversed(value)) == "message"
+                        reader = read_tail if tail else read
                         append(
-                            read(
+                            reader(
                                 "message",
                                 entry_id,
                                 ids.get(parent_id, parent_id) if parent_id else parent_id,
@@ -353,7 +359,8 @@ class SessionParser:
             role = intern_role(role)
         if parent_id:
             parent_id = self._ids.get(parent_id, parent_id)
-        stored = StoredEntry.read(
+        tail = role is not None and len(value) == 5 and next(reversed(value)) == "message"
+        stored = (TailMessageEntry if tail else StoredEntry).read(
             entry_type, entry_id, parent_id, timestamp, raw, role, line, self.origin
         )
         if (self._decode_all or entry_type != "message") and entry_type in ENTRY_CLASSES:

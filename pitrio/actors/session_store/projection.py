@@ -34,7 +34,7 @@ The rules, as pi applies them:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import attrs
 
@@ -52,6 +52,7 @@ from pitrio.messages.agent import (
     UnknownMessage,
     UserMessage,
 )
+from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent, TextContent, text_of
 from pitrio.messages.entries import (
     BranchSummaryEntry,
@@ -132,6 +133,16 @@ class ContextMessages(Sequence[AgentMessage]):
 
     def __repr__(self) -> str:
         return f"ContextMessages({self._length} messages)"
+
+    def json_value(self, index: int) -> Any:
+        """Message ``index`` as plain JSON, or as ``bytes`` holding its JSON text: a stored
+        message entry's straight from its line (nothing decoded; its text where it can be cut
+        out of the line unparsed), any other message encoded from its typed form."""
+        item = self._items[index]
+        if isinstance(item, StoredEntry) and item.type == "message":
+            text = item.message_bytes()
+            return item.message_json() if text is None else text
+        return to_json(item.message())
 
     def source_id(self, index: int) -> str:
         """The id of the entry message ``index`` comes from (a compaction's for its summary)."""

@@ -183,10 +183,19 @@ class RetryState:
     """One session's retry sequence: how many retries of the current failure were made.
 
     ``attempt`` is 0 outside a sequence. A successful response ends the sequence (and resets
-    the counter), so retries never accumulate across the calls of one run.
+    the counter), so retries never accumulate across the calls of one run. ``pending``: the
+    latest attempt was decided but its ``auto_retry_start`` not emitted yet (the shell emits
+    it after omitting the failed response); an abort in that window must not report the end
+    of an attempt no client heard of (found by ``pitrio explore``: an ``auto_retry_end``
+    with no ``auto_retry_start`` before it).
     """
 
     attempt: int = 0
+    pending: bool = False
+
+    def announced(self) -> RetryState:
+        """The latest attempt's ``auto_retry_start`` went out."""
+        return RetryState(self.attempt) if self.pending else self
 
     @property
     def retrying(self) -> bool:
@@ -224,7 +233,9 @@ class RetryState:
                     delay_ms=delay,
                     error_message=message.error_message or UNKNOWN_ERROR,
                 )
-                return RetryState(attempt), ScheduleRetry(attempt, delay, message, event)
+                return RetryState(attempt, pending=True), ScheduleRetry(
+                    attempt, delay, message, event
+                )
             return self._end(message.error_message or UNKNOWN_ERROR)
         if self.attempt == 0:
             return self, StopRetrying()
@@ -238,12 +249,14 @@ class RetryState:
         return RetryState(0), StopRetrying()
 
     def on_cancel(self) -> tuple[RetryState, AutoRetryEnd | None]:
-        """The run was aborted (e.g. during the back-off sleep): end a started sequence."""
+        """The run was aborted (e.g. during the back-off sleep): end a started sequence, as
+        of the last attempt announced (none announced: nothing to end)."""
+        last = self.attempt - 1 if self.pending else self.attempt
         if self.attempt == 0:
             return self, None
-        return RetryState(0), AutoRetryEnd(
-            success=False, attempt=self.attempt, final_error=RETRY_CANCELLED
-        )
+        if last == 0:
+            return RetryState(0), None
+        return RetryState(0), AutoRetryEnd(success=False, attempt=last, final_error=RETRY_CANCELLED)
 
     def _end(self, final_error: str) -> tuple[RetryState, StopRetrying]:
         if self.attempt == 0:

@@ -268,9 +268,9 @@ async def _get_state(backend: RpcBackend, request: Request) -> Any:
 
 
 async def _get_messages(backend: RpcBackend, request: Request) -> Any:
-    messages = await (await backend.session()).messages()
+    messages = await (await backend.session()).messages_json()
     pieces = [b'{"messages":']
-    for piece in array_pieces(messages):
+    for piece in array_pieces(messages, encode=None):
         pieces.append(piece)
         # A long transcript takes a while to encode: other commands go on between batches.
         await trio.lowlevel.checkpoint()

@@ -146,3 +146,15 @@ def test_numbers_beyond_a_double_are_read_as_javascript_reads_them() -> None:
     assert dump_line(success(request)) == (
         b'{"id":null,"type":"response","command":"get_state","success":true}\n'
     )
+
+
+def test_plain_array_pieces_write_json_text_as_it_is() -> None:
+    # get_messages' stored messages come as their JSON text (issue 38), written unchanged
+    # beside values still to encode; a lone surrogate anywhere takes the slow path, whose
+    # output is the same value.
+    texts = [b'{"role":"user","content":"a \\u00e9"}', {"role": "user", "content": "b"}]
+    joined = b"".join(array_pieces(texts, 1, encode=None))
+    assert joined == b'[{"role":"user","content":"a \\u00e9"},{"role":"user","content":"b"}]'
+    lone = [b'{"content":"\\ud800"}', {"content": "\ud800"}]
+    written = b"".join(array_pieces(lone, 256, encode=None))
+    assert written == b'[{"content":"\\ud800"},{"content":"\\ud800"}]'

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import attrs
 import orjson
 
 from pitrio.actors.model_router.providers import bedrock_aws
@@ -56,6 +57,7 @@ from pitrio.messages.stream import AssistantMessageEvent, StreamError
 if TYPE_CHECKING:
     import httpx
 
+    from pitrio.actors.model_router.provider_hooks import ProviderHooks
     from pitrio.actors.model_router.providers.base import EventSender
     from pitrio.actors.model_router.providers.transport import DirectResponse
 
@@ -546,7 +548,9 @@ class BedrockProvider(HttpProvider):
         except (CredentialError, ProviderError) as exc:
             await send.send(parser.fail(str(exc), name=type(exc).__name__))
             return
-        await self.send_request(request, parser, send)
+        # The request is signed (SigV4): headers and payload stay as signed; its answers are
+        # still reported (after_provider_response).
+        await self.send_request(attrs.evolve(request, hooks=options.hooks), parser, send)
 
     def describe_http_error(
         self, status: int, headers: Mapping[str, str], body: bytes
@@ -559,7 +563,12 @@ class BedrockProvider(HttpProvider):
         return f"{ERROR_PREFIXES.get(kind, kind)}: {message}", kind
 
     async def _read_events(
-        self, response: httpx.Response | DirectResponse, parser: SseParser, send: EventSender
+        self,
+        response: httpx.Response | DirectResponse,
+        parser: SseParser,
+        send: EventSender,
+        *,
+        hooks: ProviderHooks | None = None,
     ) -> None:
         # Binary event-stream frames, not SSE: decoded by botocore, fed to the parser.
         assert isinstance(parser, BedrockParser)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
+from pitrio.actors.model_router.catalogue import adc_configured
 from pitrio.actors.model_router.providers.convert import encode_json_pieces
 from pitrio.actors.model_router.providers.google import (
     API as GEMINI_API,
@@ -302,20 +303,6 @@ class GoogleVertexProvider(HttpProvider):
         parser = GoogleParser(model)
         parser.api_label = API
         return parser
-
-
-def adc_configured(env: Mapping[str, str]) -> bool:
-    """Whether application-default credentials look usable without asking anyone (pi's test
-    for listing Vertex models without a key): a credentials file (``GOOGLE_APPLICATION_
-    CREDENTIALS`` or gcloud's default one), a project and a location."""
-    path = env.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if path:
-        found = Path(path).is_file()
-    else:
-        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-        found = (home / ".config" / "gcloud" / "application_default_credentials.json").is_file()
-    project = env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
-    return found and bool(project) and bool(env.get("GOOGLE_CLOUD_LOCATION"))
 
 
 def _project(env: Mapping[str, str]) -> str:

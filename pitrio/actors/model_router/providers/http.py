@@ -40,6 +40,7 @@ import attrs
 import orjson
 import trio
 
+from pitrio.actors.model_router import provider_hooks
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
 from pitrio.actors.model_router.oauth import copilot_dynamic_headers
@@ -63,6 +64,7 @@ from pitrio.telemetry import note_transport_retry
 if TYPE_CHECKING:
     import httpx
 
+    from pitrio.actors.model_router.provider_hooks import ProviderHooks
     from pitrio.actors.model_router.providers.transport import DirectResponse, Http11Transport
 
 # httpx (~35 ms to import) is imported by the first request, not at start-up: a process
@@ -185,6 +187,8 @@ class HttpRequest:
     url: str
     headers: dict[str, str]
     body: bytes | tuple[bytes, ...]  # a long transcript's body in pieces, sent in order
+    hooks: ProviderHooks | None = attrs.field(default=None, eq=False, repr=False)
+    """Who hears of the answers (``after_provider_response``, ``provider_stream_event``)."""
 
     def content(self) -> bytes:
         """The body as one bytes."""
@@ -305,7 +309,26 @@ class HttpProvider(abc.ABC):
         except CredentialError as exc:
             await send.send(parser.fail(str(exc), name="CredentialError"))
             return
+        if options.hooks is not None:
+            request = await self.apply_request_hooks(request, options.hooks)
         await self.send_request(request, parser, send)
+
+    async def apply_request_hooks(self, request: HttpRequest, hooks: ProviderHooks) -> HttpRequest:
+        """``before_provider_headers`` then ``before_provider_request``, once per request (a
+        repeated try sends what they gave); the request carries ``hooks`` for its answers."""
+        if hooks.wants(provider_hooks.HEADERS):
+            headers: dict[str, str | None] = dict(request.headers)
+            await hooks.headers(headers)
+            request = attrs.evolve(request, headers=provider_hooks.applied_headers(headers))
+        if hooks.wants(provider_hooks.PAYLOAD):
+            # Handlers may change the payload in place or return another: sent either way.
+            request = self.with_payload(request, await hooks.payload(request.json()))
+        return attrs.evolve(request, hooks=hooks)
+
+    def with_payload(self, request: HttpRequest, payload: Any) -> HttpRequest:
+        """``request`` sending ``payload`` (a provider keeping the document elsewhere too
+        overrides it)."""
+        return attrs.evolve(request, body=provider_hooks.encoded_payload(payload))
 
     def retry_policy(self) -> retry.RetryPolicy:
         """How this provider repeats a failed try (the pool's settings; a vendor whose SDK pi
@@ -375,9 +398,12 @@ class HttpProvider(abc.ABC):
                 "POST", request.url, headers=headers, content=request.content()
             )
         headed = False
+        hooks = request.hooks
         try:
             async with exchange as response:
                 headed = True
+                if hooks is not None and hooks.wants(provider_hooks.RESPONSE):
+                    await hooks.response(response.status_code, dict(response.headers.items()))
                 if response.status_code >= 300:
                     body = await _read_limited(response, settings.max_error_body)
                     message, kind = self.describe_http_error(
@@ -395,7 +421,7 @@ class HttpProvider(abc.ABC):
                             "retry_after_ms": parse_retry_after(response.headers),
                         },
                     )
-                await self._read_events(response, parser, send)
+                await self._read_events(response, parser, send, hooks=hooks)
                 return None
         except httpx.TransportError as exc:
             if parser.finished:
@@ -424,7 +450,12 @@ class HttpProvider(abc.ABC):
             return None
 
     async def _read_events(
-        self, response: httpx.Response | DirectResponse, parser: SseParser, send: EventSender
+        self,
+        response: httpx.Response | DirectResponse,
+        parser: SseParser,
+        send: EventSender,
+        *,
+        hooks: ProviderHooks | None = None,
     ) -> None:
         content_type = response.headers.get("content-type", "").partition(";")[0]
         if "text/event-stream" not in content_type:
@@ -438,10 +469,18 @@ class HttpProvider(abc.ABC):
             return
         decoder = SseDecoder()
         chunks = response.aiter_bytes()
+        observe = None
+        if hooks is not None and hooks.wants(provider_hooks.STREAM_EVENT):
+            observe = hooks
+        model = parser.model
         try:
             async for chunk in chunks:
                 decoded = decoder.feed(chunk)
                 for position, (event, data) in enumerate(decoded):
+                    if observe is not None:  # before the event is normalised (pi 1.6.0)
+                        await observe.stream_event(
+                            model.provider, model.api, model.id, provider_hooks.event_data(data)
+                        )
                     events = parser.feed(event, data)
                     if isinstance(parser.final, StreamError):
                         # A failure: stop reading; the connection is not worth keeping.

@@ -273,6 +273,13 @@ class OpenAICodexResponsesProvider(HttpProvider):
             self._ssl = httpx.create_ssl_context(trust_env=self.pool.settings.trust_env)
         return self._ssl
 
+    def with_payload(self, request: HttpRequest, payload: Any) -> HttpRequest:
+        """The base's, and the WebSocket's ``document`` too."""
+        changed = super().with_payload(request, payload)
+        if isinstance(changed, CodexRequest) and isinstance(payload, dict):
+            changed = attrs.evolve(changed, document=payload)
+        return changed
+
     async def send_request(
         self, request: HttpRequest, parser: SseParser, send: EventSender
     ) -> None:

@@ -18,7 +18,6 @@ auto-retry. The rules here are those SDKs' defaults:
 
 from __future__ import annotations
 
-import email.utils
 import math
 import re
 import time
@@ -90,6 +89,8 @@ def requested_delay_ms(headers: Mapping[str, str], now: float | None = None) -> 
         if seconds is not None:
             delay = seconds * 1000
         else:
+            import email.utils  # here: only an HTTP date needs it (start-up time, issue 38)
+
             try:
                 when = email.utils.parsedate_to_datetime(raw.strip())
             except (TypeError, ValueError):

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.mcp.config import parse_file
+from pitrio.actors.mcp.naming import mcp_namespace
+from pitrio.actors.session.extensions.events import McpServersChangeEvent, RegisteredMcpServer
 from pitrio.actors.session.extensions.registry import (
     EVENT_NAMES,
     Command,
@@ -65,6 +68,8 @@ class SessionPort:
     nursery: trio.Nursery
     cwd: str
     router: ModelRouterHandle
+    notify: Callable[[str, Any], None] | None = None
+    """Queues a notification for the extensions' handlers, in order (the session's)."""
 
 
 class EventBus:
@@ -91,6 +96,18 @@ class EventBus:
             handler(data)
 
 
+class _Registration:
+    """One ``on()`` registration: calls its handler (identity marks the registration)."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def __call__(self, *args: Any) -> Any:
+        return self.handler(*args)
+
+
 class ExtensionAPI:
     """``api`` of one extension."""
 
@@ -111,11 +128,27 @@ class ExtensionAPI:
 
     # -- registration -----------------------------------------------------------------------
 
-    def on(self, event: str, handler: Handler) -> None:
-        """Handle ``event`` (spec §7.3) with ``handler(event, ctx)``."""
+    def on(self, event: str, handler: Handler) -> Callable[[], None]:
+        """Handle ``event`` (spec §7.3) with ``handler(event, ctx)``; returns a function that
+        removes this registration only (pi 1.6.0). A dispatch already in progress is not
+        affected either way: the runner walks a copy of the handler list."""
         if event not in EVENT_NAMES:
             raise ExtensionApiError(f"Unknown extension event: {event!r}")
-        self._extension.handlers.setdefault(event, []).append(handler)
+        # A registration is a one-element holder, so removing it takes this registration out
+        # even when the same function was registered twice.
+        registration = _Registration(handler)
+        self._extension.handlers.setdefault(event, []).append(registration)
+
+        def unsubscribe() -> None:
+            handlers = self._extension.handlers.get(event, [])
+            for index, item in enumerate(handlers):
+                if item is registration:
+                    # A new list, not an in-place removal: a reader iterating the old one
+                    # (a dispatch in progress) keeps what it started with.
+                    self._extension.handlers[event] = handlers[:index] + handlers[index + 1 :]
+                    return
+
+        return unsubscribe
 
     def register_tool(self, tool: AgentTool) -> None:
         """Add a tool (a built-in of the same name is replaced); after start-up it is
@@ -339,6 +372,80 @@ class ExtensionAPI:
         """Set the thinking level (clamped to the model); the level in effect."""
         return await self._port("set_thinking_level").session.set_thinking_level(level)
 
+    # -- MCP servers (pi 1.6.0) -----------------------------------------------------------------
+
+    def register_mcp_server(self, name: str, config: dict[str, Any]) -> None:
+        """Add an MCP server (``config``: an ``mcpServers`` entry of ``mcp.json``) for this
+        session; registering the name again replaces this extension's entry. During ``setup``
+        it starts with the session, beside the ``mcp.json`` servers (a server there of the same
+        name wins). Raises :class:`ExtensionApiError` for an invalid entry or a name another
+        extension registered (or one differing only in ``-`` / ``_``)."""
+        problem = mcp_entry_problem(name, config)
+        if problem is not None:
+            raise ExtensionApiError(
+                f'Invalid MCP server registered by extension "{self.path}": {problem}'
+            )
+        servers = self._holder.mcp_servers
+        owner = servers.get(name)
+        if owner is not None and owner.extension_path != self.path:
+            raise ExtensionApiError(
+                f'MCP server "{name}" is already registered by extension "{owner.extension_path}"'
+            )
+        clash = next(
+            (s for s in servers if s != name and mcp_namespace(s) == mcp_namespace(name)), None
+        )
+        if clash is not None:
+            raise ExtensionApiError(
+                f'MCP server "{name}" conflicts with registered server "{clash}"'
+            )
+        registration = RegisteredMcpServer(name=name, config=dict(config), extension_path=self.path)
+        servers[name] = registration
+        self._mcp_changed()
+
+    def unregister_mcp_server(self, name: str) -> None:
+        """Remove an MCP server this extension registered (others' are left alone)."""
+        server = self._holder.mcp_servers.get(name)
+        if server is not None and server.extension_path == self.path:
+            del self._holder.mcp_servers[name]
+            self._mcp_changed()
+
+    def get_mcp_servers(self) -> list[RegisteredMcpServer]:
+        """Every MCP server the session's extensions registered, in registration order."""
+        return list(self._holder.mcp_servers.values())
+
+    def _mcp_changed(self) -> None:
+        """After start-up: ``mcp_servers_change`` for the extensions that connect servers; with
+        none, each server registered now is reported (pitrio's MCP support connects the servers
+        registered during ``setup`` only)."""
+        port = self._holder.port
+        if port is None:
+            return
+        event = McpServersChangeEvent(servers=tuple(self._holder.mcp_servers.values()))
+        if port.runner.has("mcp_servers_change"):
+            if port.notify is not None:
+                port.notify("mcp_servers_change", event)
+            else:
+                port.nursery.start_soon(port.runner.notify, "mcp_servers_change", event)
+            return
+        for server in event.servers:
+            if server.name not in self._holder.mcp_reported:
+                self._holder.mcp_reported.add(server.name)
+                port.runner.report(
+                    server.extension_path,
+                    "register_mcp_server",
+                    f'MCP server "{server.name}" is registered after start-up, but no loaded '
+                    "extension connects MCP servers (pitrio connects those registered while "
+                    "extensions load)",
+                )
+
+
+def mcp_entry_problem(name: str, config: Any) -> str | None:
+    """Why ``config`` is not a valid ``mcpServers`` entry named ``name`` (``None``: valid)."""
+    checked = parse_file({"mcpServers": {name: config}}, "the extension")
+    if checked.problems:
+        return checked.problems[0].removeprefix("the extension: ")
+    return None
+
 
 @attrs.define
 class PortHolder:
@@ -350,3 +457,14 @@ class PortHolder:
     pending_providers: list[tuple[str, dict[str, Any], str]] = attrs.field(factory=list)
     """``register_provider`` calls made during ``setup``: registered before the session
     resolves its model."""
+    mcp_servers: dict[str, RegisteredMcpServer] = attrs.field(factory=dict)
+    """MCP servers the extensions registered, in registration order (those registered during
+    ``setup`` start with the session's ``mcp.json`` servers)."""
+    mcp_reported: set[str] = attrs.field(factory=set)
+    """Servers registered after start-up already reported as not connected."""
+
+    def mcp_config(self) -> dict[str, Any] | None:
+        """The registered servers as an ``mcp.json`` object (``None``: none)."""
+        if not self.mcp_servers:
+            return None
+        return {"mcpServers": {name: dict(s.config) for name, s in self.mcp_servers.items()}}

@@ -77,11 +77,26 @@ class ExtensionContext:
         store: SessionStoreHandle,
         ui: ExtensionUI | None = None,
         system_prompt: str | None = None,
+        mode: str = "print",
+        project_trusted: bool = True,
     ) -> None:
         self._session = session
         self.ui: ExtensionUI = ui or NoUI()
         self.session_manager = SessionView(store)
         self._system_prompt = system_prompt
+        self._mode = mode
+        self._project_trusted = project_trusted
+
+    @property
+    def mode(self) -> str:
+        """How the session is driven (pi 1.6.0's ``ctx.mode``): ``tui`` (the terminal chat),
+        ``rpc`` (RPC, the daemon's clients, the SDK with UI clients), ``json`` or ``print``."""
+        return self._mode
+
+    def is_project_trusted(self) -> bool:
+        """Whether the project's own files are trusted in this session (saved, temporary or
+        command-line decisions alike): check it before reading project-local configuration."""
+        return self._project_trusted
 
     @property
     def has_ui(self) -> bool:

@@ -47,11 +47,16 @@ class InputResult:
 
 @attrs.frozen(kw_only=True)
 class BeforeAgentStartEvent:
-    """A prompt is about to run; ``system_prompt`` is the prompt as chained so far."""
+    """A run is about to start; ``system_prompt`` is the prompt as chained so far.
+    ``message_type`` says what started it (pi 1.6.0): ``user`` (a prompt: ``prompt`` and
+    ``images``) or ``custom`` (``send_message(..., trigger_turn=True)`` while idle: the
+    starting ``message``; ``prompt`` empty)."""
 
     prompt: str
     images: tuple[ImageContent, ...]
     system_prompt: str
+    message_type: Literal["user", "custom"] = "user"
+    message: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -239,6 +244,21 @@ class TurnEndEvent:
     entries: tuple[Any, ...] = ()
     """Drafts asked for by the handlers before this one."""
     continue_: bool = False
+    outcome: Literal["completed", "aborted", "error"] = "completed"
+    """How the turn's response ended (pi 1.6.0)."""
+    context: BoundaryContext | None = None
+    """The session's context at this boundary (pi 1.6.0's preview; see the class)."""
+
+
+@attrs.frozen(kw_only=True)
+class BoundaryContext:
+    """What a boundary handler sees of the session's context (pi 1.6.0's
+    ``BoundaryContextPreview``, in part): the projected messages as persisted and whether a
+    continuation could start from them. Built once per boundary: the drafts of the handlers
+    before are in ``entries``, not applied here."""
+
+    context_messages: tuple[AgentMessage, ...]
+    can_continue: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -250,6 +270,8 @@ class AgentBeforeSettleEvent:
     can_continue: bool = True
     entries: tuple[Any, ...] = ()
     continue_: bool = False
+    context: BoundaryContext | None = None
+    """As :attr:`TurnEndEvent.context` (pi 1.6.0)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -338,3 +360,126 @@ class CacheWarmingDecisionResult:
     ``stop`` ends warming until the next real request."""
 
     action: Literal["warm", "stop"] | None = None
+
+
+# -- pi 1.6.0: user_bash, ui prompts (issue 35) -------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class UserBashEvent:
+    """A user's own shell command (``!cmd``, ``!!cmd``, RPC ``bash``) about to run."""
+
+    command: str
+    exclude_from_context: bool
+    cwd: str
+    type: Literal["user_bash"] = "user_bash"
+
+
+@attrs.frozen(kw_only=True)
+class UserBashResult:
+    """Exactly one of: ``operations``, a backend the command runs through (an object whose
+    ``async exec(command, cwd, *, on_data)`` streams bytes to ``on_data`` and returns the exit
+    code); ``result``, the finished command (a ``BashResult`` or a dict of its fields),
+    recorded without running anything."""
+
+    operations: Any = None
+    result: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class UiPromptEvent:
+    """``ui_prompt_start`` / ``ui_prompt_end``: a blocking dialog span (nested dialogs are one
+    span, named after the outer one)."""
+
+    type: Literal["ui_prompt_start", "ui_prompt_end"]
+    kind: str
+    title: str | None = None
+    reason: Literal["ui_prompt"] = "ui_prompt"
+
+
+# -- pi 1.6.0: the provider request's hooks (issue 35) ----------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ContextWithSystemEvent:
+    """The whole request transcript, system messages included (index 0: the prompt and the
+    initial tools); return a list to send instead (it must keep a system message first)."""
+
+    messages: tuple[AgentMessage, ...]
+    type: Literal["context_with_system"] = "context_with_system"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderHeadersEvent:
+    """The request's HTTP headers: change ``headers`` in place (``None`` removes one)."""
+
+    headers: dict[str, str | None]
+    type: Literal["before_provider_headers"] = "before_provider_headers"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRequestEvent:
+    """The provider's JSON payload about to be sent: return another to send it instead (the
+    handlers after see it); ``None`` keeps it (changed in place or not)."""
+
+    payload: Any
+    type: Literal["before_provider_request"] = "before_provider_request"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderResponseEvent:
+    """An HTTP answer arrived; its body is not read yet."""
+
+    status: int
+    headers: dict[str, str]
+    type: Literal["after_provider_response"] = "after_provider_response"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderStreamEvent:
+    """One stream event as decoded, before it is normalised (read-only; not persisted)."""
+
+    provider: str
+    api: str
+    model: str
+    data: Any
+    type: Literal["provider_stream_event"] = "provider_stream_event"
+
+
+# -- pi 1.6.0: MCP servers extensions register (issue 35) -------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RegisteredMcpServer:
+    """An MCP server an extension registered (``config``: an ``mcpServers`` entry)."""
+
+    name: str
+    config: dict[str, Any]
+    extension_path: str
+
+    def to_json(self) -> dict[str, Any]:
+        """pi's ``RegisteredMcpServer`` object."""
+        return {"name": self.name, "config": self.config, "extensionPath": self.extension_path}
+
+
+@attrs.frozen(kw_only=True)
+class McpServersChangeEvent:
+    """An extension registered or removed an MCP server after start-up: every registered
+    server after the change, in registration order."""
+
+    servers: tuple[RegisteredMcpServer, ...]
+    type: Literal["mcp_servers_change"] = "mcp_servers_change"
+
+
+@attrs.frozen(kw_only=True)
+class SessionCompactFailedEvent:
+    """A compaction failed or was aborted (pi 1.6.0); ``error_message`` for a failure that is
+    not an abort. ``from_extension``: always ``False`` here (a compaction a handler supplied
+    is written without a request that could fail)."""
+
+    reason: str
+    aborted: bool
+    will_retry: bool
+    error_message: str | None = None
+    from_extension: bool = False
+    type: Literal["session_compact_failed"] = "session_compact_failed"

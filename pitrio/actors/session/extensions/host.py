@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -36,11 +36,13 @@ from pitrio.actors.session.extensions.context import CommandContext, ExtensionCo
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
+    BoundaryContext,
     CancelResult,
     SessionBeforeCompactEvent,
     SessionCompactEvent,
     ToolResultEvent,
     TurnEndEvent,
+    UiPromptEvent,
 )
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
@@ -51,6 +53,7 @@ from pitrio.actors.session.extensions.host_commands import (
     HostCommand,
     Input,
     Lifecycle,
+    ProviderStage,
     RunCommand,
     SetBasePrompt,
     SettleBoundary,
@@ -61,13 +64,15 @@ from pitrio.actors.session.extensions.host_commands import (
     UiAnswer,
     UiAsk,
     UiForget,
+    UserBash,
     WarmingDecision,
     WorkCommand,
+    queue_notification,
 )
 from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlockedError
 from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest, MessageEnd
 
@@ -91,6 +96,8 @@ class HostSettings:
 
     runner: ExtensionRunner
     ui_clients: bool = False  # a client can answer dialogs (RPC, the daemon)
+    mode: str = "print"  # ctx.mode: tui, rpc, json or print (pi 1.6.0)
+    project_trusted: bool = True  # ctx.is_project_trusted(): the session's trust decision
 
 
 @attrs.frozen
@@ -121,6 +128,8 @@ class ExtensionHost(Actor[HostCommand]):
         super().__init__(name="extensions", capacity=capacity)
         self._runner = settings.runner
         self._ui_clients = settings.ui_clients
+        self._mode = settings.mode
+        self._project_trusted = settings.project_trusted
         self._session = session
         self._loop = loop
         self._store = store
@@ -128,6 +137,8 @@ class ExtensionHost(Actor[HostCommand]):
         self._dialogs: dict[str, Reply[UiResponse]] = {}
         self._ui: ExtensionUI = NoUI()
         self._base_system_prompt: str | None = None
+        self._prompt_depth = 0  # dialogs open now (ui_prompt_start / ui_prompt_end)
+        self._prompt_open: UiPromptEvent | None = None
         self._notify_send, self._notify_receive = trio.open_memory_channel[tuple[str, Any]](
             NOTIFICATION_CAPACITY
         )
@@ -165,10 +176,18 @@ class ExtensionHost(Actor[HostCommand]):
             store=self._store,
             ui=self._ui,
             system_prompt=self._runner.system_prompt,
+            mode=self._mode,
+            project_trusted=self._project_trusted,
         )
 
     def _command_context(self) -> CommandContext:
-        return CommandContext(session=self._session, store=self._store, ui=self._ui)
+        return CommandContext(
+            session=self._session,
+            store=self._store,
+            ui=self._ui,
+            mode=self._mode,
+            project_trusted=self._project_trusted,
+        )
 
     # -- the inbox ----------------------------------------------------------------------------
 
@@ -212,8 +231,8 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._agent_event(event)
             case Input(text=text, images=images, source=source):
                 return self._runner.input(text, images, source)
-            case BeforeAgentStart(text=text, images=images):
-                return self._before_agent_start(text, images)
+            case BeforeAgentStart(text=text, images=images, message=message):
+                return self._before_agent_start(text, images, message)
             case BeforeCompact():
                 return self._before_compact(command)
             case AfterCompact(entry=entry, from_extension=from_extension):
@@ -233,6 +252,15 @@ class ExtensionHost(Actor[HostCommand]):
                 return self._settle_boundary(outcome)
             case WarmingDecision(event=event):
                 return self._runner.cache_warming_decision(event)
+            case UserBash(event=event):
+                return self._runner.user_bash(event)
+            case ProviderStage(stage="before_provider_headers", payload=headers):
+                return self._runner.provider_headers(headers)
+            case ProviderStage(stage="before_provider_request", payload=payload):
+                return self._runner.provider_payload(payload)
+            case ProviderStage(stage=stage, payload=payload):
+                # after_provider_response, provider_stream_event: awaited in order
+                return self._runner.notify(stage, payload)
 
     # -- notifications ------------------------------------------------------------------------
 
@@ -263,12 +291,12 @@ class ExtensionHost(Actor[HostCommand]):
         command.settled.set(None)
 
     async def _before_agent_start(
-        self, text: str, images: tuple[Any, ...]
+        self, text: str, images: tuple[Any, ...], message: CustomMessage | None
     ) -> tuple[AgentMessage, ...]:
         """Extra custom messages, and this run's system prompt (the base prompt again when no
         handler changes it)."""
         base = self._base_system_prompt or ""
-        additions = await self._runner.before_agent_start(text, images, base)
+        additions = await self._runner.before_agent_start(text, images, base, message)
         # A handler's prompt replaces the transcript's in this run's requests; the transcript
         # keeps its sections (pi 1.6.0's forced prompt).
         await self._loop.configure(forced_system_prompt=additions.system_prompt)
@@ -360,12 +388,17 @@ class ExtensionHost(Actor[HostCommand]):
         loop after this turn, so the next request is built from the file's projection."""
         # The turn's messages are persisted and their ids known once the pump caught up.
         pump = await self._session.pump_barrier((context.message, *context.tool_results))
+        projected = await self._store.context_messages()
         event = TurnEndEvent(
             turn_index=max(pump.turn_index, 0),
             message=context.message,
             tool_results=context.tool_results,
             message_entry_id=pump.entry_ids[0],
             tool_result_entry_ids=tuple(i for i in pump.entry_ids[1:] if i is not None),
+            outcome=turn_outcome(context.message),
+            context=BoundaryContext(
+                context_messages=tuple(projected), can_continue=can_continue(projected)
+            ),
         )
         drafts, proceed = await self._runner.boundary("turn_end", event)
         changed = await self._commit("turn_end", drafts)
@@ -387,6 +420,7 @@ class ExtensionHost(Actor[HostCommand]):
                 context_messages=tuple(context),
                 can_continue=can,
                 continue_=proceed,
+                context=BoundaryContext(context_messages=tuple(context), can_continue=can),
             )
             drafts, asked = await runner.boundary("agent_before_settle", event)
             if await self._commit("agent_before_settle", drafts):
@@ -408,15 +442,36 @@ class ExtensionHost(Actor[HostCommand]):
         # Called by a handler (in one of this host's tasks): through the inbox, like a client's
         # answer, so a dialog and its answer meet in one place.
         reply: Reply[UiResponse] = Reply(self.address.link)
-        await self._tell(UiAsk(request, reply))
-        with trio.move_on_after(math.inf if time_limit is None else time_limit):
-            try:
-                return await reply.wait()
-            except PitrioError:
-                return None
-        with trio.CancelScope(shield=True):
-            await self._tell(UiForget(request.id))
-        return None
+        self._prompt_span(+1, request)
+        try:
+            await self._tell(UiAsk(request, reply))
+            with trio.move_on_after(math.inf if time_limit is None else time_limit):
+                try:
+                    return await reply.wait()
+                except PitrioError:
+                    return None
+            with trio.CancelScope(shield=True):
+                await self._tell(UiForget(request.id))
+            return None
+        finally:
+            self._prompt_span(-1, request)
+
+    def _prompt_span(self, step: int, request: ExtensionUiRequest) -> None:
+        """``ui_prompt_start`` when the first dialog opens, ``ui_prompt_end`` when the last
+        one closes (overlapping dialogs are one span, named after its first), queued for the
+        notification task: the dialog never waits for their handlers (pi 1.6.0)."""
+        self._prompt_depth += step
+        if step > 0 and self._prompt_depth == 1:
+            self._prompt_open = UiPromptEvent(
+                type="ui_prompt_start", kind=request.method, title=request.title
+            )
+            self._notify_prompt(self._prompt_open)
+        elif step < 0 and self._prompt_depth == 0 and self._prompt_open is not None:
+            self._notify_prompt(attrs.evolve(self._prompt_open, type="ui_prompt_end"))
+            self._prompt_open = None
+
+    def _notify_prompt(self, event: UiPromptEvent) -> None:
+        queue_notification(self._runner, self._notify_send, event.type, event)
 
     async def _tell(self, command: HostCommand) -> None:
         await Handle(self.address).tell(command)
@@ -424,3 +479,13 @@ class ExtensionHost(Actor[HostCommand]):
     async def _ui_tell(self, request: ExtensionUiRequest) -> None:
         await trio.lowlevel.checkpoint()
         self._outlet.emit(request)
+
+
+def turn_outcome(message: AgentMessage) -> Literal["completed", "aborted", "error"]:
+    """How a turn's response ended, as pi 1.6.0's boundaries name it."""
+    reason = getattr(message, "stop_reason", None)
+    if reason == "aborted":
+        return "aborted"
+    if reason == "error":
+        return "error"
+    return "completed"

@@ -20,10 +20,15 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallContext,
     TurnContext,
 )
-from pitrio.actors.session.extensions.events import CacheWarmingDecisionEvent, InputSource
+from pitrio.actors.session.extensions.events import (
+    CacheWarmingDecisionEvent,
+    InputSource,
+    UserBashEvent,
+)
+from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.supervisor.compaction import CompactionPreparation
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, SessionEntry
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest
@@ -116,11 +121,13 @@ class RunCommand:
 
 @attrs.frozen
 class BeforeAgentStart:
-    """``before_agent_start``: answered with the custom messages handlers added."""
+    """``before_agent_start``: answered with the custom messages handlers added; ``message``:
+    the custom message that starts the run (pi 1.6.0's ``messageType: "custom"``)."""
 
     text: str
     images: tuple[Any, ...]
     work: Work
+    message: CustomMessage | None = None
 
 
 @attrs.frozen
@@ -193,11 +200,47 @@ class WarmingDecision:
 
 
 @attrs.frozen
+class UserBash:
+    """The ``user_bash`` handlers for a user's shell command: answered with the handlers'
+    :class:`~.events.UserBashResult` or ``None``; a failed handler is the answer's error."""
+
+    event: UserBashEvent
+    work: Work
+
+
+@attrs.frozen
+class ProviderStage:
+    """A stage of a provider request for its handlers (``stage`` is the event's name): the
+    headers (changed in place), the payload (answered with the one to send), an answer's
+    status and headers, a stream event."""
+
+    stage: str
+    payload: Any
+    work: Work
+
+
+@attrs.frozen
 class SetBasePrompt:
     """The session rebuilt the system prompt before any message: the base that
     ``before_agent_start`` handlers chain from."""
 
     prompt: str
+
+
+def queue_notification(
+    registry: ExtensionRunner,
+    channel: trio.MemorySendChannel[tuple[str, Any]],
+    event: str,
+    payload: Any,
+) -> None:
+    """Queue a notification-only event for the host's notification task, without waiting (an
+    inbox may call it); nothing when no handler wants it; a full queue drops it, reported."""
+    if not registry.has(event):
+        return
+    try:
+        channel.send_nowait((event, payload))
+    except trio.WouldBlock:
+        registry.report("<runtime>", event, "notification queue full; event dropped")
 
 
 HostCommand = (
@@ -218,6 +261,8 @@ HostCommand = (
     | SettleBoundary
     | WarmingDecision
     | SetBasePrompt
+    | UserBash
+    | ProviderStage
 )
 
 WorkCommand = (
@@ -232,6 +277,8 @@ WorkCommand = (
     | TurnBoundary
     | SettleBoundary
     | WarmingDecision
+    | UserBash
+    | ProviderStage
 )
 """The commands whose handlers run in a task of the host, answered through their ``work``."""
 
@@ -243,6 +290,7 @@ __all__ = [
     "HostCommand",
     "Input",
     "Lifecycle",
+    "ProviderStage",
     "RunCommand",
     "SetBasePrompt",
     "SettleBoundary",
@@ -253,7 +301,9 @@ __all__ = [
     "UiAnswer",
     "UiAsk",
     "UiForget",
+    "UserBash",
     "WarmingDecision",
     "Work",
     "WorkCommand",
+    "queue_notification",
 ]

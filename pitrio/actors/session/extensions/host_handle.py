@@ -34,6 +34,10 @@ from pitrio.actors.session.extensions.events import (
     CacheWarmingDecisionEvent,
     InputResult,
     InputSource,
+    ProviderResponseEvent,
+    ProviderStreamEvent,
+    UserBashEvent,
+    UserBashResult,
 )
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
@@ -44,6 +48,7 @@ from pitrio.actors.session.extensions.host_commands import (
     HostCommand,
     Input,
     Lifecycle,
+    ProviderStage,
     RunCommand,
     SetBasePrompt,
     SettleBoundary,
@@ -52,12 +57,14 @@ from pitrio.actors.session.extensions.host_commands import (
     TransformContext,
     TurnBoundary,
     UiAnswer,
+    UserBash,
     WarmingDecision,
     Work,
     WorkCommand,
+    queue_notification,
 )
 from pitrio.actors.supervisor.compaction import CompactionPreparation
-from pitrio.messages.agent import AgentMessage
+from pitrio.messages.agent import AgentMessage, CustomMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, CompactionResult, SessionEntry
 from pitrio.messages.events import AgentEvent, TurnEnd
@@ -139,12 +146,7 @@ class ExtensionHostHandle(Handle[HostCommand]):
         """Queue a notification-only event for the extensions (never waits: safe from an
         inbox task); a full queue drops it, reported as an ``extension_error``."""
         port = self._port
-        if not port.registry.has(event):
-            return
-        try:
-            port.notify.send_nowait((event, payload))
-        except trio.WouldBlock:
-            port.registry.report("<runtime>", event, "notification queue full; event dropped")
+        queue_notification(port.registry, port.notify, event, payload)
 
     def wants_settle_boundary(self) -> bool:
         """Whether the run's end needs the ``agent_before_settle`` boundary."""
@@ -183,13 +185,14 @@ class ExtensionHostHandle(Handle[HostCommand]):
         return result
 
     async def before_agent_start(
-        self, text: str, images: tuple[Any, ...]
+        self, text: str, images: tuple[Any, ...], message: CustomMessage | None = None
     ) -> tuple[AgentMessage, ...]:
-        """``before_agent_start``: extra custom messages (the host sets the run's prompt)."""
+        """``before_agent_start``: extra custom messages (the host sets the run's prompt);
+        ``message``: the custom message starting the run, when one does."""
         if not self.has("before_agent_start"):
             return ()
         added: tuple[AgentMessage, ...] = await self._run(
-            lambda work: BeforeAgentStart(text, images, work)
+            lambda work: BeforeAgentStart(text, images, work, message)
         )
         return added
 
@@ -200,6 +203,17 @@ class ExtensionHostHandle(Handle[HostCommand]):
             return event
         emitted: AgentEvent = await self._run(lambda work: Emit(event, work))
         return emitted
+
+    async def user_bash(
+        self, command: str, exclude_from_context: bool, cwd: str
+    ) -> UserBashResult | None:
+        """The ``user_bash`` handlers' answer (``None``: run it locally); raises
+        :class:`~.runner.UserBashBlockedError` when a handler failed (fail closed)."""
+        if not self.has("user_bash"):
+            return None
+        event = UserBashEvent(command=command, exclude_from_context=exclude_from_context, cwd=cwd)
+        result: UserBashResult | None = await self._run(lambda work: UserBash(event, work))
+        return result
 
     async def settle_boundary(self, outcome: str) -> tuple[bool, bool]:
         """``agent_before_settle``: (continue requested, can continue)."""
@@ -240,17 +254,23 @@ class ExtensionHostHandle(Handle[HostCommand]):
     # -- the agent loop's hooks -----------------------------------------------------------------
 
     def hooks(self, base: LoopHooks) -> LoopHooks:
-        """``base`` with the hooks through which extensions see the loop's turns."""
+        """``base`` with the hooks through which extensions see the loop's turns and its
+        provider requests."""
         return attrs.evolve(
             base,
             transform_context=self._hook_context,
             before_tool_call=self._hook_tool_call,
             after_tool_call=self._hook_tool_result,
             should_stop_after_turn=self._hook_turn_end,
+            provider=ExtensionProviderHooks(self),
         )
 
+    async def provider_stage(self, stage: str, payload: Any) -> Any:
+        """Run ``stage``'s handlers (see :class:`ExtensionProviderHooks`)."""
+        return await self._run(lambda work: ProviderStage(stage, payload, work))
+
     async def _hook_context(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        if not self.has("context"):
+        if not self.has("context") and not self.has("context_with_system"):
             return messages
         result: list[AgentMessage] = await self._run(lambda work: TransformContext(messages, work))
         return result
@@ -272,3 +292,37 @@ class ExtensionHostHandle(Handle[HostCommand]):
             return False
         stop: bool = await self._run(lambda work: TurnBoundary(context, work))
         return stop
+
+
+class ExtensionProviderHooks:
+    """The session's extensions as a provider request's hooks
+    (:class:`~pitrio.actors.model_router.provider_hooks.ProviderHooks`): each stage some
+    handler listens to is one message to the host, the provider awaiting its answer (so stream
+    events reach handlers in order); other stages cost a registry look-up."""
+
+    __slots__ = ("_host",)
+
+    def __init__(self, host: ExtensionHostHandle) -> None:
+        self._host = host
+
+    def wants(self, stage: str) -> bool:
+        """Whether a handler listens to ``stage``."""
+        return self._host.has(stage)
+
+    async def headers(self, headers: dict[str, str | None]) -> None:
+        """``before_provider_headers``: handlers change ``headers`` in place."""
+        await self._host.provider_stage("before_provider_headers", headers)
+
+    async def payload(self, payload: Any) -> Any:
+        """``before_provider_request``: the payload to send."""
+        return await self._host.provider_stage("before_provider_request", payload)
+
+    async def response(self, status: int, headers: dict[str, str]) -> None:
+        """``after_provider_response``."""
+        event = ProviderResponseEvent(status=status, headers=headers)
+        await self._host.provider_stage("after_provider_response", event)
+
+    async def stream_event(self, provider: str, api: str, model: str, data: Any) -> None:
+        """``provider_stream_event``."""
+        event = ProviderStreamEvent(provider=provider, api=api, model=model, data=data)
+        await self._host.provider_stage("provider_stream_event", event)

@@ -1,8 +1,9 @@
 """What one loaded extension registered: handlers, commands, tools, flags (spec §7.1, §7.2).
 
-Registries are append-only lists owned by the session that loaded the extension; everything
-that reads them (the session's tasks, the loop's hooks) runs in the same trio thread, and no
-entry is ever removed, so a reader sees a consistent prefix.
+Registries are lists owned by the session that loaded the extension; everything that reads
+them (the session's tasks, the loop's hooks) runs in the same trio thread. Handlers are appended
+in place and removed (``on()``'s unsubscribe function) by replacing the list, so a reader walking
+a list sees what it started with.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ EVENT_NAMES = frozenset(
         "compaction_end",
         "auto_retry_start",
         "auto_retry_end",
+        # pi 1.6.0 (issue 35, item 5)
+        "session_info_changed",
+        "ui_prompt_start",
+        "ui_prompt_end",
+        "context_with_system",
+        "before_provider_headers",
+        "provider_stream_event",
+        "mcp_servers_change",
     }
 )
 """Every event name :meth:`ExtensionAPI.on` accepts."""

@@ -13,6 +13,7 @@ session's inbox task: a handler may call back into the session through its handl
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -30,21 +31,28 @@ from pitrio.actors.session.extensions.events import (
     CompactionOverride,
     ContextEvent,
     ContextResult,
+    ContextWithSystemEvent,
     InjectedMessage,
     InputEvent,
     InputResult,
     InputSource,
     MessageEndResult,
+    ProviderHeadersEvent,
+    ProviderRequestEvent,
     ToolCallEvent,
     ToolCallResult,
     ToolResultEvent,
     ToolResultPatch,
+    UserBashEvent,
+    UserBashResult,
 )
 from pitrio.actors.session.extensions.registry import Command, Extension, invocation_names
+from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AgentMessage, CustomMessage, now_ms
+from pitrio.messages.agent import AgentMessage, CustomMessage, SystemMessage, now_ms
 from pitrio.messages.content import ImageContent
 from pitrio.messages.events import ExtensionError
+from pitrio.messages.transcript import replay
 
 R = TypeVar("R")
 
@@ -58,6 +66,23 @@ ErrorSink = Callable[[ExtensionError], None]
 
 class ToolCallBlockedError(PitrioError):
     """A ``tool_call`` handler failed: the call is blocked with this message."""
+
+
+class UserBashBlockedError(PitrioError):
+    """A ``user_bash`` handler failed or answered wrongly: the command is not run (pi 1.6.0
+    fails closed, never falling back to running it locally)."""
+
+
+INVALID_USER_BASH = (
+    "Invalid user_bash handler result: return None for local execution or exactly one valid "
+    "operations or result"
+)
+
+
+DROPPED_SYSTEM_MESSAGE = (
+    "Handler removed the leading system message; the request has no prompt or initial tool "
+    "declarations. Keep it at index 0 or put the replay of the dropped prefix first."
+)
 
 
 class _TimedOut(Exception):
@@ -106,6 +131,46 @@ def coerce(value: Any, cls: type[R]) -> R | None:
                 kwargs[name] = tuple(kwargs[name])
         return cls(**kwargs)
     raise TypeError(f"expected {cls.__name__}, a dict or None, got {type(value).__name__}")
+
+
+def valid_user_bash(raw: Any) -> UserBashResult:
+    """A ``user_bash`` handler's answer checked as pi 1.6.0 checks it: exactly one of
+    ``operations`` (with an ``exec`` method) and ``result`` (``output`` text, ``exit_code``
+    an int or absent, ``cancelled`` and ``truncated`` booleans); raises ``ValueError``."""
+    result = coerce(raw, UserBashResult)
+    if result is None or (result.operations is None) == (result.result is None):
+        raise ValueError(INVALID_USER_BASH)
+    if result.operations is not None:
+        if not callable(getattr(result.operations, "exec", None)):
+            raise ValueError(INVALID_USER_BASH)
+        return result
+    done = result.result
+    fields = done if isinstance(done, dict) else attrs.asdict(done) if attrs.has(type(done)) else {}
+
+    def get(*names: str) -> Any:
+        return next((fields[name] for name in names if name in fields), None)
+
+    code = get("exitCode", "exit_code")
+    output = get("output")
+    flags = (get("cancelled"), get("truncated"))
+    path = get("fullOutputPath", "full_output_path")
+    if (
+        not isinstance(output, str)
+        or not ("exitCode" in fields or "exit_code" in fields)
+        or (code is not None and (isinstance(code, bool) or not isinstance(code, int)))
+        or not all(isinstance(flag, bool) for flag in flags)
+        or (path is not None and not isinstance(path, str))
+    ):
+        raise ValueError(INVALID_USER_BASH)
+    return UserBashResult(
+        result=BashResult(
+            output=output,
+            exit_code=code,
+            cancelled=flags[0],
+            truncated=flags[1],
+            full_output_path=path,
+        )
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -218,7 +283,11 @@ class ExtensionRunner:
         return current
 
     async def before_agent_start(
-        self, prompt: str, images: tuple[ImageContent, ...], system_prompt: str
+        self,
+        prompt: str,
+        images: tuple[ImageContent, ...],
+        system_prompt: str,
+        message: CustomMessage | None = None,
     ) -> StartAdditions:
         """``before_agent_start``: messages collected from every handler; the system prompt
         chained (each handler sees the prompt as changed before it)."""
@@ -228,7 +297,11 @@ class ExtensionRunner:
         for extension in self.extensions:
             for handler in list(extension.handlers_for("before_agent_start")):
                 event = BeforeAgentStartEvent(
-                    prompt=prompt, images=images, system_prompt=chained or system_prompt
+                    prompt=prompt,
+                    images=images,
+                    system_prompt=chained or system_prompt,
+                    message_type="user" if message is None else "custom",
+                    message=message,
                 )
                 result = await self._result(
                     extension, "before_agent_start", handler, event, BeforeAgentStartResult
@@ -252,19 +325,54 @@ class ExtensionRunner:
         return StartAdditions(messages=tuple(messages), system_prompt=chained)
 
     async def context(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        """``context``: each handler may replace the list; the last list is sent."""
+        """``context`` then ``context_with_system`` (pi 1.6.0), each handler seeing the list
+        its predecessors returned.
+
+        ``context`` handlers see the conversation without system messages; a list they change
+        is sent after one system message holding the current prompt and tools (the replay of
+        those left out), so no filtering can drop them. ``context_with_system`` handlers see
+        the whole list and own it: one that drops the leading system message is reported."""
         current = list(messages)
         for extension in self.extensions:
             for handler in list(extension.handlers_for("context")):
+                visible = [m for m in current if not isinstance(m, SystemMessage)]
+                shown = ContextEvent(messages=tuple(visible))
+                result = await self._result(extension, "context", handler, shown, ContextResult)
+                if result is None or result.messages is None:
+                    continue
+                returned = list(result.messages)
+                if len(returned) == len(visible) and all(map(operator.is_, returned, visible)):
+                    continue  # unchanged: mid-conversation system messages stay where they are
+                head = replay(current)
+                current = returned if head is None else [head, *returned]
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("context_with_system")):
+                headed = bool(current) and isinstance(current[0], SystemMessage)
+                event = ContextWithSystemEvent(messages=tuple(current))
                 result = await self._result(
-                    extension,
-                    "context",
-                    handler,
-                    ContextEvent(messages=tuple(current)),
-                    ContextResult,
+                    extension, "context_with_system", handler, event, ContextResult
                 )
-                if result is not None and result.messages is not None:
-                    current = list(result.messages)
+                if result is None or result.messages is None:
+                    continue
+                current = list(result.messages)
+                if headed and not (current and isinstance(current[0], SystemMessage)):
+                    self.report(extension.path, "context_with_system", DROPPED_SYSTEM_MESSAGE)
+        return current
+
+    async def provider_headers(self, headers: dict[str, str | None]) -> None:
+        """``before_provider_headers``: handlers change ``headers`` in place."""
+        await self.notify("before_provider_headers", ProviderHeadersEvent(headers=headers))
+
+    async def provider_payload(self, payload: Any) -> Any:
+        """``before_provider_request``: a handler's non-``None`` answer replaces the payload
+        for the handlers after it and for the request."""
+        current = payload
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("before_provider_request")):
+                event = ProviderRequestEvent(payload=current)
+                answer = await self._call(extension, "before_provider_request", handler, event)
+                if answer is not None:
+                    current = answer
         return current
 
     async def tool_call(
@@ -290,6 +398,26 @@ class ExtensionRunner:
                     return result
                 last = result
         return last
+
+    async def user_bash(self, event: UserBashEvent) -> UserBashResult | None:
+        """``user_bash``: the first handler answering ``operations`` or ``result`` decides.
+
+        Fails closed (pi 1.6.0): a handler that raises, times out or answers anything but
+        ``None`` or exactly one valid field is reported and raises
+        :class:`UserBashBlockedError`, so the command does not run."""
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for("user_bash")):
+                try:
+                    limit = self.handler_timeout
+                    raw = await self._invoke(handler, (event, self._context()), limit)
+                    if raw is None:
+                        continue
+                    result = valid_user_bash(raw)
+                except Exception as exc:
+                    self.report(extension.path, "user_bash", exc)
+                    raise UserBashBlockedError(str(exc) or type(exc).__name__) from None
+                return result
+        return None
 
     async def tool_result(self, event: ToolResultEvent) -> ToolResultEvent:
         """``tool_result``: partial patches chained; each handler sees the latest values."""
@@ -396,5 +524,6 @@ __all__ = [
     "ExtensionRunner",
     "StartAdditions",
     "ToolCallBlockedError",
+    "UserBashBlockedError",
     "coerce",
 ]

@@ -121,6 +121,7 @@ AfterCompact = Callable[[CompactionEntry, bool], Awaitable[None]]
 """Called once a compaction entry is written (extensions' ``session_compact``)."""
 
 NO_ROUTER = "No model router: this session cannot make model requests"
+STEP_ABANDONED = "Abandoned: the step's requester was aborted before the step started"
 
 
 class CompactionCancelled(PitrioError):
@@ -195,14 +196,14 @@ class Supervisor(Actor[SupervisorCommand]):
                 self._publish()
                 reply.set(event)
             case CarryOut(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._carry_out, command)
+                self._start_lent(lent, reply, self._carry_out, command)
             case BeforePrompt(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._before_prompt, command)
+                self._start_lent(lent, reply, self._before_prompt, command)
             case ManualCompact(lent=lent, reply=reply):
                 with stamping(command.stamp):  # the compaction task's entry carries it
-                    lent.nursery.start_soon(self._answer, reply, self._manual, command)
+                    self._start_lent(lent, reply, self._manual, command)
             case SummarizeBranch(lent=lent, reply=reply):
-                lent.nursery.start_soon(self._answer, reply, self._summarize_branch, command)
+                self._start_lent(lent, reply, self._summarize_branch, command)
             case RunAborted(reply=reply):
                 self._on_abort()
                 reply.set(None)
@@ -223,6 +224,24 @@ class Supervisor(Actor[SupervisorCommand]):
                 self._settings = settings
                 self._publish()
                 reply.set(None)
+
+    def _start_lent(
+        self,
+        lent: Lent,
+        reply: Reply[Any],
+        step: Callable[[Any], Awaitable[Any]],
+        command: object,
+    ) -> None:
+        """Start ``step`` in the nursery its requester lent, unless the requester was aborted
+        while the command waited in the inbox: its nursery may be closed by then, and
+        starting a task there crashed the supervisor and the session with it (found by
+        ``pitrio explore``, random-clients-wide seed 9590, PCT: an abort during a failed
+        reply, before the retry's carry-out was taken). Nothing of the step had started, so
+        there is nothing to report; nobody waits for the reply any more."""
+        if lent.scope.cancel_called:
+            reply.fail(PitrioError(STEP_ABANDONED))
+            return
+        lent.nursery.start_soon(self._answer, reply, step, command)
 
     async def _answer(
         self, reply: Reply[Any], step: Callable[[Any], Awaitable[Any]], command: object
@@ -275,14 +294,28 @@ class Supervisor(Actor[SupervisorCommand]):
     async def _carry_out(self, command: CarryOut) -> Step:
         match command.action:
             case Retry(delay_ms=delay_ms, event=event, failed=failed):
-                omitted = await self._omit(command.failed_entry_id, failed, announce=False)
-                # pi drops the failed attempt from the agent's messages when the back-off
-                # starts: messageCount and get_messages during and after it (an abort or
-                # abort_retry ends the run here) show the context without it. Done before
-                # the events, so a client that asks on seeing them sees it done (in pi the
-                # omission follows the event synchronously).
-                await self._loop.set_messages(await self._store.context_messages())
+                # The omission and the agent's messages change together or not at all: an
+                # abort between the two left the file's projection without the failed
+                # attempt and the live context with it (found by ``pitrio explore``,
+                # random-clients seed 1134). An abort by then stops the retry after both,
+                # before its auto_retry_start (nothing announced, nothing to end).
+                with trio.CancelScope(shield=True):
+                    omitted = await self._omit(command.failed_entry_id, failed, announce=False)
+                    # pi drops the failed attempt from the agent's messages when the back-off
+                    # starts: messageCount and get_messages during and after it (an abort or
+                    # abort_retry ends the run here) show the context without it. Done before
+                    # the events, so a client that asks on seeing them sees it done (in pi
+                    # the omission follows the event synchronously).
+                    await self._loop.set_messages(await self._store.context_messages())
+                try:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                except trio.Cancelled:
+                    for entry in omitted:  # written all the same: announced
+                        self._emit(EntryAppended(entry=entry))
+                    raise
                 # pi 1.6.0's order: auto_retry_start, then the omissions' entry_appended.
+                self._state = attrs.evolve(self._state, retry=self._state.retry.announced())
+                self._publish()
                 self._emit(event)
                 for entry in omitted:
                     self._emit(EntryAppended(entry=entry))

@@ -1,0 +1,130 @@
+"""pi 1.6.0's ``register_mcp_server`` / ``unregister_mcp_server`` / ``get_mcp_servers`` and
+``mcp_servers_change``: the API's rules on hand-made extensions, a server registered during
+``setup`` started with the session (a real server process), and registrations after start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+import pitrio
+from pitrio.actors.mcp.config import load_mcp_config
+from pitrio.actors.session.extensions.api import (
+    EventBus,
+    ExtensionAPI,
+    ExtensionApiError,
+    PortHolder,
+)
+from pitrio.actors.session.extensions.events import McpServersChangeEvent
+from pitrio.actors.session.extensions.registry import Extension, SourceInfo
+from pitrio.messages.events import ExtensionError
+from tests.actors import extension_probe
+from tests.actors.mcp.support import WAIT, edge_server
+from tests.actors.test_session_extensions import agent_dir, session_with
+
+__all__ = ["agent_dir"]  # the fixture, used by name
+
+
+def api_of(name: str, holder: PortHolder) -> ExtensionAPI:
+    path = f"/x/{name}.py"
+    extension = Extension(
+        path=path, source_info=SourceInfo(path=path, source="cli", scope="temporary")
+    )
+    return ExtensionAPI(extension, EventBus(), holder)
+
+
+def test_registrations_are_validated_owned_and_listed_in_order() -> None:
+    holder = PortHolder()
+    one, two = api_of("one", holder), api_of("two", holder)
+    one.register_mcp_server("jira", {"url": "https://mcp.example.com/jira"})
+    one.register_mcp_server("my-docs", {"command": "docs-server", "exposure": "direct"})
+    one.register_mcp_server("jira", {"url": "https://mcp.example.com/v2"})  # replaced in place
+    with pytest.raises(ExtensionApiError, match=r'already registered by extension "/x/one\.py"'):
+        two.register_mcp_server("jira", {"url": "https://elsewhere.example.com"})
+    with pytest.raises(ExtensionApiError, match='conflicts with registered server "my-docs"'):
+        two.register_mcp_server("my_docs", {"command": "x"})
+    with pytest.raises(ExtensionApiError, match=r'Invalid MCP server .*"/x/two.py"'):
+        two.register_mcp_server("bad", {"exposure": "direct"})  # neither command nor url
+    two.unregister_mcp_server("jira")  # not its own: left alone
+    listed = two.get_mcp_servers()
+    assert [(s.name, s.extension_path) for s in listed] == [
+        ("jira", "/x/one.py"),
+        ("my-docs", "/x/one.py"),
+    ]
+    assert listed[0].to_json() == {
+        "name": "jira",
+        "config": {"url": "https://mcp.example.com/v2"},
+        "extensionPath": "/x/one.py",
+    }
+    one.unregister_mcp_server("jira")
+    assert [s.name for s in one.get_mcp_servers()] == ["my-docs"]
+
+
+def test_an_mcp_json_server_of_the_same_name_wins(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "mcp.json").write_text(
+        orjson.dumps({"mcpServers": {"shared": {"command": "from-file"}}}).decode()
+    )
+    registered = {"mcpServers": {"shared": {"command": "from-ext"}, "own": {"command": "own"}}}
+    config = load_mcp_config(agent, str(tmp_path), registered=(registered, "extensions"))
+    by_name = {server.name: server for server in config.servers}
+    assert by_name["shared"].command == "from-file"
+    assert by_name["own"].command == "own" and by_name["own"].source == "extensions"
+
+
+async def test_a_server_registered_in_setup_starts_with_the_session(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    markers = tmp_path / "markers"
+
+    apis: list[Any] = []
+
+    def setup(api: Any) -> None:
+        apis.append(api)
+        api.register_mcp_server("edge", edge_server(markers, exposure="direct"))
+
+    extension_probe.setup = setup
+    path = extension_probe.write_bridge(tmp_path / "exts")
+    with trio.fail_after(WAIT):
+        async with pitrio.create_session(
+            cwd=str(tmp_path),
+            model="faux/echo",
+            persist=False,
+            extensions=[str(path)],
+        ) as session:
+            state = await session.handle.state()
+            tools = [tool.name for tool in await apis[0].get_all_tools()]
+    (edge,) = [s for s in state.mcp_servers if s.name == "edge"]
+    assert edge.status == "running" and edge.tools
+    assert any(name.startswith("mcp__edge__") for name in tools)
+
+
+async def test_later_registrations_reach_mcp_servers_change_or_are_reported(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    changes: list[McpServersChangeEvent] = []
+    apis: list[Any] = []
+
+    def setup(api: Any) -> None:
+        apis.append(api)
+
+    async with session_with(tmp_path, setup) as h:
+        apis[0].register_mcp_server("late", {"command": "late-server"})
+        error = await h.next_of(ExtensionError)
+        assert error.event == "register_mcp_server" and '"late"' in error.error
+        apis[0].on("mcp_servers_change", lambda event, ctx: changes.append(event))
+        apis[0].register_mcp_server("later", {"url": "https://mcp.example.com"})
+        apis[0].unregister_mcp_server("late")
+        await trio.testing.wait_all_tasks_blocked()
+        events = await h.drain()
+    assert [[s.name for s in change.servers] for change in changes] == [
+        ["late", "later"],
+        ["later"],
+    ]
+    assert not any(isinstance(e, ExtensionError) for e in events[events.index(error) + 1 :])
