@@ -78,6 +78,9 @@ class JsonFormatter(logging.Formatter):
             "event": name,
             "fields": fields,
         }
+        worker = getattr(record, "worker", None)
+        if worker is not None:  # set by WorkerFilter in a worker of ``serve --workers``
+            entry["worker"] = worker
         # Set by TraceContextFilter when the record belongs to a span (telemetry on).
         trace_id = getattr(record, "trace_id", "")
         if trace_id:
@@ -101,6 +104,9 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         name, fields = record_fields(record, self)
         head = f"{_time(record)} {record.levelname.lower():<7} {record.name}"
+        worker = getattr(record, "worker", None)
+        if worker is not None:
+            head += f"[worker {worker}]"
         if name == PLAIN_EVENT and set(fields) <= {"message", "exception"}:
             line = f"{head} {fields['message']}"
             if "exception" in fields:
@@ -127,3 +133,22 @@ def configure(level: str = "info", fmt: str = "json", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class WorkerFilter(logging.Filter):
+    """Names the worker (of ``pitrio serve --workers``) on every record it passes."""
+
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Adds ``worker`` to the record; passes every record."""
+        record.worker = self.worker
+        return True
+
+
+def name_worker(worker: int) -> None:
+    """Every line logged from now on names ``worker`` (call after :func:`configure`)."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(WorkerFilter(worker))

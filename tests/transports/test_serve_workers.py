@@ -1,0 +1,165 @@
+"""``pitrio serve --workers 2`` from the outside: real processes, real websockets.
+
+One daemon serves the whole module (its start-up, about a second, is paid once): sessions
+created through two ``/v1/host`` connections land in both workers, each session's connections
+reach its owner, the listing covers both workers, ``/metrics`` names them, and a worker killed
+with SIGKILL has its session resumed in another worker by ``seq``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, open_websocket_url
+
+from tests.transports.daemon_harness import is_response, receive, send, settled, until
+from tests.transports.test_serve_process import Lines
+
+PITRIO = str(Path(sys.executable).parent / "pitrio")
+
+
+class Workers:
+    """A running ``pitrio serve --workers 2``."""
+
+    def __init__(self, process: trio.Process, url: str, token: str) -> None:
+        self.process = process
+        self.ws = url.replace("http://", "ws://").rstrip("/")
+        self.url = url
+        self.headers = [(b"Authorization", f"Bearer {token}".encode())]
+
+    def worker_pids(self) -> set[int]:
+        """The acceptor's children: its workers."""
+        pid = self.process.pid
+        # Spawned from worker threads: each thread's children file has its own.
+        return {
+            int(child)
+            for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in _read(task / "children").split()
+        }
+
+    async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One ``/v1/host`` command on a connection of its own: the response."""
+        async with open_websocket_url(f"{self.ws}/v1/host", extra_headers=self.headers) as host:
+            assert (await receive(host))["type"] == "host_attached"
+            await send(host, {"id": "q", **request})
+            return (await until(host, is_response("q")))[-1]
+
+    async def rows(self) -> dict[str, dict[str, Any]]:
+        response = await self.host_call({"type": "list"})
+        assert response["success"], response
+        return {row["id"]: row for row in response["data"]["sessions"]}
+
+
+@pytest.fixture
+async def workers(tmp_path: Path) -> AsyncIterator[Workers]:
+    agent = tmp_path / "agent"
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(agent)}
+    env.pop("PITRIO_SESSION_DIR", None)
+    process = await trio.lowlevel.open_process(
+        [PITRIO, "serve", "--workers", "2", "--port", "0", "--cwd", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        url = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
+        token = (agent / "daemon-token").read_text().strip()
+        yield Workers(process, url, token)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(10):
+            assert await process.wait() == 0
+        if process.returncode is None:
+            process.kill()
+
+
+async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
+    workers: Workers,
+) -> None:
+    # Two host connections go to the two workers (round robin): one session made by each.
+    made = [(await workers.host_call({"type": "create"}))["data"]["sessionId"] for _ in range(2)]
+    rows = await workers.rows()
+    assert {rows[session]["worker"] for session in made} == {0, 1}
+    assert len(workers.worker_pids()) == 2
+    target = made[0]
+    path = f"{workers.ws}/v1/sessions/{target}"
+    async with open_websocket_url(path, extra_headers=workers.headers) as ws:
+        attached = await receive(ws)
+        assert attached["type"] == "attached"
+        await send(ws, {"id": "p", "type": "prompt", "message": "before the kill"})
+        frames = await until(ws, settled)
+        seq = max(frame["seq"] for frame in frames if "seq" in frame)
+        # The worker answering is the session's owner: get_state runs there, pid and all.
+        owner_slot = rows[target]["worker"]
+        owner = await _pid_of_worker(workers, owner_slot)
+        os.kill(owner, signal.SIGKILL)
+        with pytest.raises(ConnectionClosed), trio.fail_after(10):
+            while True:
+                await ws.get_message()
+    # The client resumes by seq (another worker now: the stream is new, so a resync) and
+    # finds every entry saved before the kill, then goes on.
+    resumed = f"{path}?since={seq}&stream={attached['stream']}"
+    with trio.fail_after(20):
+        while True:
+            try:
+                async with open_websocket_url(resumed, extra_headers=workers.headers) as ws:
+                    hello = await receive(ws)
+                    assert hello["type"] == "attached"
+                    assert (await receive(ws))["type"] == "resync"
+                    await send(ws, {"id": "m", "type": "get_messages"})
+                    messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
+                    await send(ws, {"id": "p2", "type": "prompt", "message": "after the kill"})
+                    await until(ws, settled)
+                    break
+            except (ConnectionClosed, OSError):
+                await trio.sleep(0.1)  # the acceptor had not yet seen the worker die
+    texts = [_text(message) for message in messages]
+    assert texts[1:] == ["before the kill", "before the kill"]  # faux/echo answers the prompt
+    assert owner not in workers.worker_pids()  # and the dead worker was replaced
+    rows = await workers.rows()
+    row = rows[target]
+    assert row["status"] == "live" and isinstance(row["worker"], int)
+    assert row["allMessagesText"] == "before the kill before the kill after the kill after the kill"
+
+async def test_metrics_name_each_worker(workers: Workers) -> None:
+    request = urllib.request.Request(
+        f"{workers.url}metrics", headers={"Authorization": workers.headers[0][1].decode()}
+    )
+    text = await trio.to_thread.run_sync(lambda: urllib.request.urlopen(request).read().decode())
+    assert 'pitrio_events_total{worker="0"}' in text
+    assert 'pitrio_events_total{worker="1"}' in text
+    assert 'pitrio_workers_live{worker="acceptor"} 2' in text
+
+
+async def _pid_of_worker(workers: Workers, slot: int) -> int:
+    """The pid of worker ``slot``: the one whose metrics say so (each worker's
+    ``process_pid``)."""
+    for pid in workers.worker_pids():
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if cmdline[cmdline.index(b"--worker-slot") + 1] == str(slot).encode():
+            return pid
+    raise AssertionError(f"no worker in slot {slot}")
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or () if isinstance(part, dict))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # the thread ended meanwhile
+        return ""
