@@ -52,7 +52,8 @@ def record_fields(
     record: logging.LogRecord, formatter: logging.Formatter
 ) -> tuple[str, dict[str, Any]]:
     """The event name and fields of ``record`` (a plain record's text is ``fields.message``;
-    an exception adds ``fields.exception``, its traceback as text)."""
+    an exception adds ``fields.exception``, its traceback as text; a worker of ``pitrio
+    serve --workers`` adds ``fields.worker``, its slot)."""
     name = getattr(record, _EVENT, None)
     fields: dict[str, Any]
     if isinstance(name, str):
@@ -60,6 +61,9 @@ def record_fields(
     else:
         name = PLAIN_EVENT
         fields = {"message": record.getMessage()}
+    worker = getattr(record, "worker", None)
+    if worker is not None:  # set by WorkerFilter in a worker of ``serve --workers``
+        fields["worker"] = worker
     if record.exc_info:
         fields["exception"] = formatter.formatException(record.exc_info)
     return name, fields
@@ -78,9 +82,6 @@ class JsonFormatter(logging.Formatter):
             "event": name,
             "fields": fields,
         }
-        worker = getattr(record, "worker", None)
-        if worker is not None:  # set by WorkerFilter in a worker of ``serve --workers``
-            entry["worker"] = worker
         # Set by TraceContextFilter when the record belongs to a span (telemetry on).
         trace_id = getattr(record, "trace_id", "")
         if trace_id:
@@ -104,9 +105,6 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         name, fields = record_fields(record, self)
         head = f"{_time(record)} {record.levelname.lower():<7} {record.name}"
-        worker = getattr(record, "worker", None)
-        if worker is not None:
-            head += f"[worker {worker}]"
         if name == PLAIN_EVENT and set(fields) <= {"message", "exception"}:
             line = f"{head} {fields['message']}"
             if "exception" in fields:

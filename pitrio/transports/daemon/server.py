@@ -97,15 +97,20 @@ class UnsafeBindError(PitrioError):
     """A non-loopback address without a token."""
 
 
+def check_bind(config: DaemonConfig) -> None:
+    """Refuse (:class:`UnsafeBindError`) a non-loopback address without a token."""
+    if config.token is None and not is_loopback(config.host):
+        raise UnsafeBindError(
+            f"Refusing to listen on {config.host} without a token: only loopback "
+            "addresses may run without authentication"
+        )
+
+
 class DaemonServer:
     """Serves one :class:`DaemonConfig` on behalf of a host."""
 
     def __init__(self, config: DaemonConfig, host: HostHandle, router: ModelRouterHandle) -> None:
-        if config.token is None and not is_loopback(config.host):
-            raise UnsafeBindError(
-                f"Refusing to listen on {config.host} without a token: only loopback "
-                "addresses may run without authentication"
-            )
+        check_bind(config)
         self.config = config
         self.host = host
         self.router = router

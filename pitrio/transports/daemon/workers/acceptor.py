@@ -27,9 +27,10 @@ import orjson
 import trio
 
 from pitrio import logs
-from pitrio.errors import PitrioError
+from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.host import InvalidSessionIdError, validate_session_id
 from pitrio.transports.daemon.http import BadRequest, parse_head, read_head, response
+from pitrio.transports.daemon.server import check_bind
 from pitrio.transports.daemon.workers.channel import (
     ControlChannel,
     PeerGoneError,
@@ -62,6 +63,10 @@ def session_of(head: bytes) -> str | None:
         return None
 
 
+class WorkerStartError(PitrioError):
+    """A worker exited before the daemon first served."""
+
+
 class Acceptor:
     """Listens on one port and keeps ``slots`` workers serving it."""
 
@@ -74,6 +79,8 @@ class Acceptor:
         self.handshake_timeout = handshake_timeout
         self.port = args.port
         self.stopping = False
+        self.serving = False
+        """Set once every worker was ready at start."""
         self.counters: Counter[str] = Counter()
         self._links: dict[int, ControlChannel] = {}
         self._handoffs: dict[int, trio.socket.SocketType] = {}
@@ -95,6 +102,7 @@ class Acceptor:
                 nursery.start_soon(self._keep, slot)
             while len(self.table.live) < self.table.slots:
                 await self._live_changed.wait()
+            self.serving = True
             task_status.started(self)
             with self._listen_scope:
                 await trio.serve_listeners(self._connection, listeners, handler_nursery=nursery)
@@ -134,9 +142,16 @@ class Acceptor:
         deaths: deque[float] = deque()
         try:
             while not self.stopping:
-                await self._run_worker(slot)
+                code = await self._run_worker(slot)
                 if self.stopping:
                     return
+                if not self.serving:
+                    # It never served: whatever stopped it (a port, a store, a setting) will
+                    # stop it again; the daemon fails to start rather than retrying forever.
+                    raise WorkerStartError(
+                        f"worker {slot} exited with code {code} while starting (its log "
+                        "lines above say why)"
+                    )
                 now = time.monotonic()
                 deaths.append(now)
                 while deaths and deaths[0] < now - 60:
@@ -146,7 +161,7 @@ class Acceptor:
         finally:
             self._stopped[slot].set()
 
-    async def _run_worker(self, slot: int) -> None:
+    async def _run_worker(self, slot: int) -> int:
         parent_control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         parent_handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -185,6 +200,7 @@ class Acceptor:
         logs.event(
             log, "worker_exited", level, worker=slot, pid=process.pid, code=code, sessions=len(lost)
         )
+        return code
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -324,6 +340,7 @@ async def _accept(args: argparse.Namespace, argv: list[str]) -> int:
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as receiver:
         prepared = await prepare(args)  # creates the token before any worker reads it
+        check_bind(prepared.daemon)  # a worker would refuse it at every start
         acceptor = Acceptor(args, argv, args.workers, prepared.daemon.handshake_timeout)
         async with trio.open_nursery() as nursery:
             await nursery.start(acceptor.run)
@@ -352,7 +369,8 @@ def _url_host(host: str) -> str:
 def acceptor_main(args: argparse.Namespace, argv: list[str]) -> int:
     """``pitrio serve --workers N`` with N > 1; returns the exit code."""
     try:
-        return trio.run(_accept, args, argv)
+        with collapse_groups():
+            return trio.run(_accept, args, argv)
     except PitrioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1
