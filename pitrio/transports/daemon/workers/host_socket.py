@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pitrio.errors import PitrioError
-from pitrio.sdk.host import idempotent_session_id
+from pitrio.sdk.host import idempotent_session_id, validate_session_id
 from pitrio.transports.daemon.host_socket import (
     NAMED_COMMANDS,
     HostSocket,
@@ -74,7 +74,7 @@ class ClusterHostSocket(HostSocket):
             answers = await self.worker.link.call("gather", what=request.type, **fields)
             return {"sessions": merge_rows(answers)}
         if request.type in NAMED_COMMANDS:
-            owner = await self.worker.claim(session_id_of(request))
+            owner = await self.worker.claim(validate_session_id(session_id_of(request)))
             if owner != self.worker.slot:
                 return await self.worker.forward(owner, request)
         return await super()._command(request)

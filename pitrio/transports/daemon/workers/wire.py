@@ -32,7 +32,10 @@ class WireError(PitrioError):
 
 def encode_control(message: dict[str, Any]) -> bytes:
     """One control message as it goes on the stream."""
-    body = orjson.dumps(message)
+    try:
+        body = orjson.dumps(message)
+    except orjson.JSONEncodeError as exc:  # a lone surrogate a client sent, say
+        raise WireError(f"cannot pass this to another worker: {exc}") from exc
     if len(body) > MAX_CONTROL_MESSAGE:
         raise WireError(f"control message of {len(body)} bytes is too large")
     return LENGTH.pack(len(body)) + body

@@ -45,6 +45,9 @@ from pitrio.transports.rpc.protocol import Request
 
 log = logging.getLogger("pitrio.daemon")
 
+EXIT_ORPHANED = 70
+"""A worker's exit code when its acceptor went away without stopping it."""
+
 
 def metric_json(family: metrics.Metric) -> dict[str, Any]:
     """A metric family as JSON, to travel to the worker that answers ``/metrics``."""
@@ -214,8 +217,13 @@ async def _work(args: argparse.Namespace) -> int:
 
                     async def until_orphaned() -> None:
                         await link.closed.wait()
-                        logs.event(log, "acceptor_gone", logging.WARNING)
-                        waiting.cancel_scope.cancel()
+                        # The acceptor is the daemon: killed, it takes its workers with it,
+                        # as SIGKILL takes a one-process daemon (every acknowledged entry is
+                        # on disk already; the next daemon reaps the tool processes left).
+                        # Serving on would keep sessions locked from the next daemon.
+                        logs.event(log, "acceptor_gone", logging.ERROR)
+                        sys.stderr.flush()
+                        os._exit(EXIT_ORPHANED)
 
                     waiting.start_soon(until_signal)
                     waiting.start_soon(until_orphaned)
