@@ -158,9 +158,12 @@ async def serve_process(
         check=False,
     )
     assert migrate.returncode == 0 and b"up to date" in migrate.stdout, migrate
+    # One process (--workers 1): these tests pause or kill the daemon's process and watch
+    # its leases (with workers, the acceptor's pid holds none; tests/transports/
+    # test_serve_workers.py covers workers).
     command = [
         PITRIO, "serve", "--port", "0", "--no-auth", "--store", url,
-        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
+        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path), "--workers", "1",
     ]  # fmt: skip
     async with trio.open_nursery() as nursery:
         process: trio.Process = await nursery.start(
