@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.daemon_proc import family  # noqa: E402
 from pitrio.actors.model_router.providers.faux_load import TOOL_FILE, monotonic_micros  # noqa: E402
 
 STEPS = [50, 100, 200, 500, 1000]
@@ -72,17 +73,6 @@ def percentile(values: list[int], fraction: float) -> float | None:
     if not values:
         return None
     return float(values[min(len(values) - 1, int(fraction * len(values)))])
-
-
-def family(pid: int) -> list[int]:
-    """``pid`` and its children (a daemon with ``--workers``: the acceptor and its workers)."""
-    children: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            children.extend(int(child) for child in (task / "children").read_text().split())
-        except OSError:
-            continue  # a thread that ended meanwhile
-    return [pid, *children]
 
 
 def cpu_seconds(pid: int) -> float:

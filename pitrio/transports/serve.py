@@ -18,7 +18,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -482,9 +482,16 @@ def serve_main(argv: Sequence[str]) -> int:
         return acceptor_main(args, list(argv))
     from pitrio.transports.trace_cli import recording_sessions
 
+    with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
+        return run_daemon(args, _serve, args)
+
+
+def run_daemon(args: argparse.Namespace, main: Callable[..., Awaitable[int]], *rest: Any) -> int:
+    """``trio.run(main, *rest)``: its exit code, or 1 with a pitrio error or a failure to
+    listen written as one line on stderr."""
     try:
-        with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
-            return trio.run(_serve, args)
+        with collapse_groups():
+            return trio.run(main, *rest)
     except PitrioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1

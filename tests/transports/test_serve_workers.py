@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import urllib.request
 from collections.abc import AsyncIterator
@@ -21,8 +20,8 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
+from tests.transports.attach_harness import serve_process
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
-from tests.transports.test_serve_process import Lines
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
 
@@ -61,26 +60,10 @@ class Workers:
 
 @pytest.fixture
 async def workers(tmp_path: Path) -> AsyncIterator[Workers]:
-    agent = tmp_path / "agent"
-    env = {**os.environ, "PITRIO_AGENT_DIR": str(agent)}
-    env.pop("PITRIO_SESSION_DIR", None)
-    process = await trio.lowlevel.open_process(
-        [PITRIO, "serve", "--workers", "2", "--port", "0", "--cwd", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        assert process.stdout is not None
-        url = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
-        token = (agent / "daemon-token").read_text().strip()
+    async with serve_process(tmp_path / "agent", tmp_path, "--workers", "2") as running:
+        process, url, token = running
         yield Workers(process, url, token)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(10):
-            assert await process.wait() == 0
-        if process.returncode is None:
-            process.kill()
+    assert process.returncode == 0  # SIGTERM: every worker stopped, the acceptor exits 0
 
 
 async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
@@ -101,7 +84,7 @@ async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
         seq = max(frame["seq"] for frame in frames if "seq" in frame)
         # The worker answering is the session's owner: get_state runs there, pid and all.
         owner_slot = rows[target]["worker"]
-        owner = await _pid_of_worker(workers, owner_slot)
+        owner = _pid_of_worker(workers, owner_slot)
         os.kill(owner, signal.SIGKILL)
         with pytest.raises(ConnectionClosed), trio.fail_after(10):
             while True:
@@ -131,6 +114,7 @@ async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
     assert row["status"] == "live" and isinstance(row["worker"], int)
     assert row["allMessagesText"] == "before the kill before the kill after the kill after the kill"
 
+
 async def test_metrics_name_each_worker(workers: Workers) -> None:
     request = urllib.request.Request(
         f"{workers.url}metrics", headers={"Authorization": workers.headers[0][1].decode()}
@@ -141,7 +125,7 @@ async def test_metrics_name_each_worker(workers: Workers) -> None:
     assert 'pitrio_workers_live{worker="acceptor"} 2' in text
 
 
-async def _pid_of_worker(workers: Workers, slot: int) -> int:
+def _pid_of_worker(workers: Workers, slot: int) -> int:
     """The pid of worker ``slot``: the one whose metrics say so (each worker's
     ``process_pid``)."""
     for pid in workers.worker_pids():

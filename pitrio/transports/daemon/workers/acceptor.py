@@ -27,7 +27,7 @@ import orjson
 import trio
 
 from pitrio import logs
-from pitrio.errors import PitrioError, collapse_groups
+from pitrio.errors import PitrioError
 from pitrio.sdk.host import InvalidSessionIdError, validate_session_id
 from pitrio.transports.daemon.http import BadRequest, parse_head, read_head, response
 from pitrio.transports.daemon.server import check_bind
@@ -368,12 +368,6 @@ def _url_host(host: str) -> str:
 
 def acceptor_main(args: argparse.Namespace, argv: list[str]) -> int:
     """``pitrio serve --workers N`` with N > 1; returns the exit code."""
-    try:
-        with collapse_groups():
-            return trio.run(_accept, args, argv)
-    except PitrioError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return 1
-    except OSError as exc:
-        sys.stderr.write(f"Error: cannot listen on {args.host}:{args.port}: {exc}\n")
-        return 1
+    from pitrio.transports.serve import run_daemon
+
+    return run_daemon(args, _accept, args, argv)
