@@ -69,10 +69,25 @@ async def workers(tmp_path: Path) -> AsyncIterator[Workers]:
 async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
     workers: Workers,
 ) -> None:
-    # Two host connections go to the two workers (round robin): one session made by each.
-    made = [(await workers.host_call({"type": "create"}))["data"]["sessionId"] for _ in range(2)]
+    # Two creates on one host connection: each goes to the worker owning fewest sessions.
+    made = []
+    async with open_websocket_url(f"{workers.ws}/v1/host", extra_headers=workers.headers) as host:
+        await receive(host)
+        for index in range(2):
+            await send(host, {"id": index, "type": "create"})
+            made.append((await until(host, is_response(index)))[-1]["data"]["sessionId"])
+        # This connection's worker owns one of them: the other's rename is answered by its
+        # owner through the acceptor.
+        for index, session in enumerate(made):
+            await send(
+                host,
+                {"id": f"r{index}", "type": "rename", "sessionId": session, "name": f"n{index}"},
+            )
+            renamed = (await until(host, is_response(f"r{index}")))[-1]
+            assert renamed["success"] and renamed["data"]["name"] == f"n{index}", renamed
     rows = await workers.rows()
     assert {rows[session]["worker"] for session in made} == {0, 1}
+    assert [rows[session]["name"] for session in made] == ["n0", "n1"]
     assert len(workers.worker_pids()) == 2
     target = made[0]
     path = f"{workers.ws}/v1/sessions/{target}"

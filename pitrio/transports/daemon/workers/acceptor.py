@@ -262,6 +262,8 @@ class Acceptor:
                 self._live_changed = trio.Event()
                 logs.event(log, "worker_ready", worker=slot, pid=message.get("pid"))
                 return None
+            case "place":
+                return self.table.place()
             case "owns" | "claim":
                 return self.table.claim(_session(message), slot)
             case "forget":

@@ -82,12 +82,18 @@ class ClusterHostSocket(HostSocket):
     async def create(self, request: Request) -> Any:
         """A create with an ``idempotencyKey`` names its session: the worker owning it
         answers (without the trust dialog, which needs this connection). Any other create
-        makes the session here, claimed before the client learns its id."""
+        goes to the worker owning fewest sessions (so one client's sessions spread), except
+        one asking for the trust dialog, made here where the client can be asked; either
+        way the session is claimed before the client learns its id."""
         if request.get("idempotencyKey") is not None:
             session = idempotent_session_id(request.get("idempotencyKey"))
             owner = await self.worker.claim(session)
             if owner != self.worker.slot:
                 return await self.worker.forward(owner, request)
+        elif request.get("trustDialog") is not True:
+            target = int(await self.worker.link.call("place"))
+            if target != self.worker.slot:
+                return await self.worker.forward(target, request)
         data = await super().create(request)
         await self.worker.claim(data["sessionId"])
         return data

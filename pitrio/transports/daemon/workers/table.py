@@ -60,17 +60,23 @@ class Table:
         raise AssertionError("unreachable: live is not empty")
 
     def route(self, session: str) -> int:
-        """The owner of ``session``; an unowned one is given to the least loaded worker."""
+        """The owner of ``session``; an unowned one is given to :meth:`place`'s worker."""
         owner = self.owners.get(session)
         if owner is not None:
             return owner
+        chosen = self.place()
+        self._give(session, chosen)
+        return chosen
+
+    def place(self) -> int:
+        """The live worker a new or unowned session should go to: the one owning fewest
+        (ties: the first after the last one chosen)."""
         if not self.live:
             raise NoWorkerError("no worker is running; try again shortly")
         chosen = min(
             self.live, key=lambda slot: (self.owned[slot], (slot - self._next) % self.slots)
         )
         self._next = chosen + 1
-        self._give(session, chosen)
         return chosen
 
     def claim(self, session: str, slot: int) -> int:

@@ -148,7 +148,9 @@ class WorkerServer(DaemonServer):
                     raise PitrioError("host: request must be an object")
                 request = Request(fields.get("id"), str(fields.get("type")), fields)
                 if request.type == "create":
-                    return encode_result(await create_session(self.host, request, None))
+                    data = await create_session(self.host, request, None)
+                    await self.claim(data["sessionId"])  # before the client learns the id
+                    return encode_result(data)
                 if request.type in NAMED_COMMANDS:
                     return encode_result(await session_command(self.host, request))
                 raise PitrioError(f"host: {request.type} is not forwarded")
