@@ -54,8 +54,10 @@ from bench.daemon_proc import (  # noqa: E402
     stop_daemon,
 )
 from pitrio.actors.session_store.paths import session_dir, session_file_name  # noqa: E402
+from tests.shared_dir import find_shared_dir  # noqa: E402
 
-MAKE_SESSION = ROOT.parent / "shared" / "tools" / "make_session.py"
+MAKE_SESSION = find_shared_dir() / "tools" / "make_session.py"
+"""``$PITRIO_SHARED_DIR`` or ``shared/`` beside the checkout (a worktree has none beside it)."""
 MODELS = {
     "providers": {
         "mock": {
