@@ -93,19 +93,21 @@ async def open_daemon(
     store: str | None = None,
     store_options: Any = None,
     server_factory: ServerFactory | None = None,
+    store_owner: str | None = None,
 ) -> AsyncIterator[Daemon]:
     """Start a daemon; leaving the block shuts it down gracefully.
 
     ``store``: a ``postgresql://`` URL to keep sessions in that database, shared with other
     daemons (``store_options``: its ``BackendOptions``), instead of session files.
     ``server_factory``: makes the server (a worker of ``--workers`` takes its connections
-    from the acceptor instead of listening).
+    from the acceptor instead of listening). ``store_owner``: the lease owner's id in the
+    database (default: one of this process's own; the workers of one daemon share theirs).
     """
     with collapse_groups():
         async with trio.open_nursery() as nursery:
             backend = None
             if store is not None:
-                backend = await _start_store(nursery, store, store_options)
+                backend = await _start_store(nursery, store, store_options, store_owner)
                 host = attrs.evolve(host, store=backend)
             router = await start_model_router(nursery, faux, config=router_config)
             host_handle = await start_host(
@@ -127,7 +129,9 @@ async def open_daemon(
                 await running.shutdown()
 
 
-async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
+async def _start_store(
+    nursery: trio.Nursery, url: str, options: Any, owner_id: str | None = None
+) -> Any:
     """Start the PostgreSQL store (imported here: psycopg is an optional dependency)."""
     from pitrio.sdk.postgres import PgBackend, is_postgres_url
 
@@ -135,7 +139,7 @@ async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
         raise PitrioError("--store must be a postgresql:// URL (the default is session files)")
     from pitrio.sdk.postgres import Owner
 
-    backend = PgBackend(url, Owner.this_process(), options)
+    backend = PgBackend(url, Owner(id=owner_id) if owner_id else Owner.this_process(), options)
     await nursery.start(backend.run)
     return backend
 
@@ -416,6 +420,9 @@ async def open_prepared(
         store=store,
         store_options=_store_options(args.lease_seconds) if store else None,
         server_factory=server_factory,
+        # A worker of ``--workers`` holds leases as its daemon (the acceptor's id): a sibling
+        # retakes a dead worker's sessions at once instead of waiting for their leases.
+        store_owner=getattr(args, "worker_owner", None),
     ) as running:
         yield running
 

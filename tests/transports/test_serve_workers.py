@@ -8,17 +8,19 @@ with SIGKILL has its session resumed in another worker by ``seq``.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import urllib.request
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
 from tests.transports.attach_harness import serve_process
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
@@ -37,13 +39,7 @@ class Workers:
 
     def worker_pids(self) -> set[int]:
         """The acceptor's children: its workers."""
-        pid = self.process.pid
-        # Spawned from worker threads: each thread's children file has its own.
-        return {
-            int(child)
-            for task in Path(f"/proc/{pid}/task").iterdir()
-            for child in _read(task / "children").split()
-        }
+        return worker_pids(self.process.pid)
 
     async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
         """One ``/v1/host`` command on a connection of its own: the response."""
@@ -99,7 +95,7 @@ async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
         seq = max(frame["seq"] for frame in frames if "seq" in frame)
         # The worker answering is the session's owner: get_state runs there, pid and all.
         owner_slot = rows[target]["worker"]
-        owner = _pid_of_worker(workers, owner_slot)
+        owner = pid_of_worker(workers.process.pid, owner_slot)
         os.kill(owner, signal.SIGKILL)
         with pytest.raises(ConnectionClosed), trio.fail_after(10):
             while True:
@@ -107,20 +103,12 @@ async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
     # The client resumes by seq (another worker now: the stream is new, so a resync) and
     # finds every entry saved before the kill, then goes on.
     resumed = f"{path}?since={seq}&stream={attached['stream']}"
-    with trio.fail_after(20):
-        while True:
-            try:
-                async with open_websocket_url(resumed, extra_headers=workers.headers) as ws:
-                    hello = await receive(ws)
-                    assert hello["type"] == "attached"
-                    assert (await receive(ws))["type"] == "resync"
-                    await send(ws, {"id": "m", "type": "get_messages"})
-                    messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
-                    await send(ws, {"id": "p2", "type": "prompt", "message": "after the kill"})
-                    await until(ws, settled)
-                    break
-            except (ConnectionClosed, OSError):
-                await trio.sleep(0.1)  # the acceptor had not yet seen the worker die
+    async with after_failover(resumed, workers.headers) as ws:
+        assert (await receive(ws))["type"] == "resync"
+        await send(ws, {"id": "m", "type": "get_messages"})
+        messages = (await until(ws, is_response("m")))[-1]["data"]["messages"]
+        await send(ws, {"id": "p2", "type": "prompt", "message": "after the kill"})
+        await until(ws, settled)
     texts = [_text(message) for message in messages]
     assert texts[1:] == ["before the kill", "before the kill"]  # faux/echo answers the prompt
     assert owner not in workers.worker_pids()  # and the dead worker was replaced
@@ -140,10 +128,41 @@ async def test_metrics_name_each_worker(workers: Workers) -> None:
     assert 'pitrio_workers_live{worker="acceptor"} 2' in text
 
 
-def _pid_of_worker(workers: Workers, slot: int) -> int:
-    """The pid of worker ``slot``: the one whose metrics say so (each worker's
-    ``process_pid``)."""
-    for pid in workers.worker_pids():
+@asynccontextmanager
+async def after_failover(
+    url: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> AsyncIterator[WebSocketConnection]:
+    """A session connection made after its worker was killed, its ``attached`` frame read.
+    A connection the acceptor hands over in the instant the worker dies (before it has seen
+    the exit) is never answered, so each attempt has 3 s; then the next goes to a live one."""
+    with trio.fail_after(30):
+        while True:
+            with trio.move_on_after(3) as attempt:
+                try:
+                    async with open_websocket_url(url, extra_headers=headers or []) as ws:
+                        hello = await receive(ws)
+                        assert hello["type"] == "attached", hello
+                        attempt.deadline = math.inf  # attached: the rest is the caller's
+                        yield ws
+                        return
+                except (ConnectionClosed, OSError):
+                    pass
+            await trio.sleep(0.1)
+
+
+def worker_pids(acceptor: int) -> set[int]:
+    """The children of ``acceptor``: its workers."""
+    # Spawned from worker threads: each thread's children file has its own.
+    return {
+        int(child)
+        for task in Path(f"/proc/{acceptor}/task").iterdir()
+        for child in _read(task / "children").split()
+    }
+
+
+def pid_of_worker(acceptor: int, slot: int) -> int:
+    """The pid of ``acceptor``'s worker ``slot`` (its command line says which)."""
+    for pid in worker_pids(acceptor):
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         if cmdline[cmdline.index(b"--worker-slot") + 1] == str(slot).encode():
             return pid

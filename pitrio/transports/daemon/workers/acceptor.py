@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 import signal
 import socket
 import sys
@@ -78,6 +80,10 @@ class Acceptor:
         self.table = Table(slots)
         self.handshake_timeout = handshake_timeout
         self.port = args.port
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        """The workers' lease owner id in a shared store: the daemon's, one for all of them
+        (a worker that dies leaves leases its siblings may retake at once; the table keeps two
+        live workers from ever opening one session, and the fence still moves)."""
         self.stopping = False
         self.serving = False
         """Set once every worker was ready at start."""
@@ -135,6 +141,7 @@ class Acceptor:
             *("--port", str(self.port), "--cwd", self.args.cwd, "--workers", "1"),
             *("--worker-slot", str(slot)),
             *("--worker-control", str(control), "--worker-handoff", str(handoff)),
+            *("--worker-owner", self.owner),
         ]
 
     async def _keep(self, slot: int) -> None:
@@ -248,6 +255,7 @@ class Acceptor:
                     self.table.down(slot)
                     continue
                 self.counters["handoffs"] += 1
+                logs.event(log, "handed_over", logging.DEBUG, worker=slot, session=session)
                 return
         logs.event(log, "handoff_failed", logging.WARNING, session=session)
 

@@ -242,6 +242,7 @@ def worker_parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker-slot", type=int, required=True, help=argparse.SUPPRESS)
     parser.add_argument("--worker-control", type=int, required=True, help=argparse.SUPPRESS)
     parser.add_argument("--worker-handoff", type=int, required=True, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-owner", help=argparse.SUPPRESS)
     return parser
 
 
