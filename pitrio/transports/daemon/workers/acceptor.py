@@ -213,6 +213,15 @@ class Acceptor:
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         try:
+            await self._route(stream)
+        except Exception:
+            # A bug while routing one connection must not take the daemon down.
+            log.exception("error while routing a connection")
+            with suppress(OSError):
+                stream.socket.close()
+
+    async def _route(self, stream: trio.SocketStream) -> None:
+        try:
             with trio.fail_after(self.handshake_timeout):
                 head, rest = await read_head(stream)
         except BadRequest as exc:
@@ -250,9 +259,15 @@ class Acceptor:
                     if handoff is None:
                         raise OSError("worker gone")
                     await send_connection(handoff, stream.socket.fileno(), meta, head + rest)
-                except OSError:
-                    # The worker died between routing and hand-off: another one serves it.
+                except (OSError, trio.ClosedResourceError):
+                    # The worker died between routing and hand-off (or its socket broke: it
+                    # cannot be reached, so it is ended and started again); another one
+                    # serves this connection.
                     self.table.down(slot)
+                    process = self._processes.get(slot)
+                    if process is not None and process.returncode is None:
+                        with suppress(ProcessLookupError):
+                            process.kill()
                     continue
                 self.counters["handoffs"] += 1
                 logs.event(log, "handed_over", logging.DEBUG, worker=slot, session=session)
