@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from pitrio.errors import PitrioError
 from pitrio.sdk.host import idempotent_session_id, validate_session_id
 from pitrio.transports.daemon.host_socket import (
@@ -90,10 +92,20 @@ class ClusterHostSocket(HostSocket):
             owner = await self.worker.claim(session)
             if owner != self.worker.slot:
                 return await self.worker.forward(owner, request)
-        elif request.get("trustDialog") is not True:
+        elif request.get("trustDialog") is not True and _passable(request):
             target = int(await self.worker.link.call("place"))
             if target != self.worker.slot:
                 return await self.worker.forward(target, request)
         data = await super().create(request)
         await self.worker.claim(data["sessionId"])
         return data
+
+
+def _passable(request: Request) -> bool:
+    """Whether ``request`` can travel to another worker (JSON text: a client's lone surrogate
+    cannot); one that cannot is answered here, with the error a one-process daemon gives."""
+    try:
+        orjson.dumps(request.fields)
+    except orjson.JSONEncodeError:
+        return False
+    return True
