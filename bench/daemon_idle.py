@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -96,7 +97,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     agent, work = fresh_agent_dir("pitrio-idle-")
     result: dict[str, Any] = {"sessions": args.sessions, "warm": args.warm}
     try:
-        daemon = start_daemon(agent, work, "--model", args.model, source=args.source)
+        daemon = start_daemon(
+            agent, work, "--model", args.model, *shlex.split(args.serve_args), source=args.source
+        )
         try:
             async with daemon.host() as host:
                 await host.call({"type": "list"})
@@ -135,7 +138,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "kb_freed_per_session": per(live - evicted, args.sessions),
         }
         # Indexed: a new daemon finds them on disk and lists them, none started.
-        daemon = start_daemon(agent, work, "--model", args.model, source=args.source)
+        daemon = start_daemon(
+            agent, work, "--model", args.model, *shlex.split(args.serve_args), source=args.source
+        )
         try:
             async with daemon.host() as host:
                 before = await settle_rss(daemon)
@@ -165,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at-once", type=int, default=32, help="creates in flight")
     parser.add_argument("--model", default="faux/echo")
     parser.add_argument("--keep", action="store_true", help="keep the agent dir")
+    parser.add_argument(
+        "--serve-args", default="", help="more pitrio serve arguments, e.g. '--workers 2'"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--source",
@@ -176,7 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--warm must be between 0 and --sessions")
     figures = trio.run(run, args)
     result = {
-        "meta": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg(), "model": args.model},
+        "meta": {
+            "cpus": os.cpu_count(),
+            "loadavg_end": os.getloadavg(),
+            "model": args.model,
+            "serve_args": args.serve_args,
+        },
         "workloads": {"daemon_idle": figures},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

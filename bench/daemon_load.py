@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.daemon_proc import family  # noqa: E402
 from pitrio.actors.model_router.providers.faux_load import TOOL_FILE, monotonic_micros  # noqa: E402
 
 STEPS = [50, 100, 200, 500, 1000]
@@ -75,25 +76,32 @@ def percentile(values: list[int], fraction: float) -> float | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU of process ``pid`` so far (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """User plus system CPU of process ``pid`` and its children so far (``/proc/<pid>/stat``)."""
+    total = 0
+    for member in family(pid):
+        fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
 
 
 def run_delay_seconds(pid: int) -> float:
-    """Time the threads of ``pid`` spent runnable but waiting for a CPU (``schedstat``)."""
+    """Time the threads of ``pid`` and its children spent runnable but waiting for a CPU
+    (``schedstat``)."""
     total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # a thread that ended meanwhile
+    for member in family(pid):
+        for task in Path(f"/proc/{member}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended meanwhile
     return total / 1e9
 
 
 def rss_bytes(pid: int) -> int:
-    """Resident set size of process ``pid`` (``/proc/<pid>/statm``)."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    """Resident set size of process ``pid`` and its children (``/proc/<pid>/statm``)."""
+    return sum(
+        int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE for member in family(pid)
+    )
 
 
 class DaemonProcess:

@@ -32,17 +32,31 @@ MAX_MESSAGE = 256 << 20
 """A ``list`` of thousands of sessions is one frame of several MB."""
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and its children (a daemon with ``--workers``: the acceptor and its workers)."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return [pid, *children]
+
+
 def rss_of(pid: int) -> int:
-    """The resident set size of process ``pid`` now, in bytes."""
-    with open(f"/proc/{pid}/statm") as file:
-        return int(file.read().split()[1]) * PAGE
+    """The resident set size of process ``pid`` and its children now, in bytes."""
+    return sum(
+        int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE for member in family(pid)
+    )
 
 
 def cpu_of(pid: int) -> float:
-    """User plus system CPU seconds process ``pid`` has used so far."""
-    with open(f"/proc/{pid}/stat") as file:
-        fields = file.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User plus system CPU seconds process ``pid`` and its children have used so far."""
+    ticks = 0
+    for member in family(pid):
+        fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def fresh_agent_dir(prefix: str) -> tuple[Path, Path]:

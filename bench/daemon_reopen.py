@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -53,12 +54,10 @@ from bench.daemon_proc import (  # noqa: E402
     stop_daemon,
 )
 from pitrio.actors.session_store.paths import session_dir, session_file_name  # noqa: E402
+from tests.shared_dir import find_shared_dir  # noqa: E402
 
-MAKE_SESSION = (
-    Path(os.environ.get("PITRIO_SHARED_DIR") or ROOT.parent / "shared")
-    / "tools"
-    / "make_session.py"
-)
+MAKE_SESSION = find_shared_dir() / "tools" / "make_session.py"
+"""``$PITRIO_SHARED_DIR`` or ``shared/`` beside the checkout (a worktree has none beside it)."""
 MODELS = {
     "providers": {
         "mock": {
@@ -110,13 +109,20 @@ def write_session(agent: Path, work: Path, turns: int) -> tuple[str, Path]:
 class Target:
     """One daemon under test: its agent dir, the session it reopens, its times so far."""
 
-    def __init__(self, name: str, source: Path | None, turns: int, profile: Path | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        source: Path | None,
+        turns: int,
+        profile: Path | None,
+        serve_args: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         self.agent, work = fresh_agent_dir(f"pitrio-reopen-{name}-")
         (self.agent / "models.json").write_text(json.dumps(MODELS))
         self.session_id, self.path = write_session(self.agent, work, turns)
         self.daemon = start_daemon(
-            self.agent, work, "--model", "faux/echo", source=source, profile=profile
+            self.agent, work, "--model", "faux/echo", *serve_args, source=source, profile=profile
         )
         self.times: dict[str, list[float]] = {"open": [], "first_response": []}
 
@@ -179,7 +185,8 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     targets: list[Target] = []
     try:
         for name, source in parse_variants(args.variant):
-            targets.append(Target(name, source, args.turns, args.profile))
+            serve_args = tuple(shlex.split(args.serve_args))
+            targets.append(Target(name, source, args.turns, args.profile, serve_args))
         await rounds(targets, args.runs + 1, args.background)
         return {target.name: figures(target, args) for target in targets}
     finally:
@@ -216,13 +223,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", type=Path, help="run this checkout's daemon under cProfile, stats here"
     )
+    parser.add_argument(
+        "--serve-args", default="", help="more pitrio serve arguments, e.g. '--workers 2'"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     by_variant = trio.run(run, args)
     # One variant keeps the old layout; several are keyed by name.
     work = by_variant["default"] if list(by_variant) == ["default"] else by_variant
     result = {
-        "meta": {"cpus": os.cpu_count(), "loadavg_end": os.getloadavg()},
+        "meta": {
+            "cpus": os.cpu_count(),
+            "loadavg_end": os.getloadavg(),
+            "serve_args": args.serve_args,
+        },
         "workloads": {"daemon_reopen": work},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

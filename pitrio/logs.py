@@ -52,7 +52,8 @@ def record_fields(
     record: logging.LogRecord, formatter: logging.Formatter
 ) -> tuple[str, dict[str, Any]]:
     """The event name and fields of ``record`` (a plain record's text is ``fields.message``;
-    an exception adds ``fields.exception``, its traceback as text)."""
+    an exception adds ``fields.exception``, its traceback as text; a worker of ``pitrio
+    serve --workers`` adds ``fields.worker``, its slot)."""
     name = getattr(record, _EVENT, None)
     fields: dict[str, Any]
     if isinstance(name, str):
@@ -60,6 +61,9 @@ def record_fields(
     else:
         name = PLAIN_EVENT
         fields = {"message": record.getMessage()}
+    worker = getattr(record, "worker", None)
+    if worker is not None:  # set by WorkerFilter in a worker of ``serve --workers``
+        fields["worker"] = worker
     if record.exc_info:
         fields["exception"] = formatter.formatException(record.exc_info)
     return name, fields
@@ -127,3 +131,22 @@ def configure(level: str = "info", fmt: str = "json", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class WorkerFilter(logging.Filter):
+    """Names the worker (of ``pitrio serve --workers``) on every record it passes."""
+
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Adds ``worker`` to the record; passes every record."""
+        record.worker = self.worker
+        return True
+
+
+def name_worker(worker: int) -> None:
+    """Every line logged from now on names ``worker`` (call after :func:`configure`)."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(WorkerFilter(worker))

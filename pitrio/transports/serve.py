@@ -18,7 +18,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,10 @@ HOST_STOP_SECONDS = 7.0
 """Aborting runs and flushing sessions at shutdown; the whole exit stays under 10 s."""
 SOCKETS_STOP_SECONDS = 2.0
 STATE_FILE = "daemon.json"
+
+
+ServerFactory = Callable[[DaemonConfig, HostHandle, ModelRouterHandle], DaemonServer]
+"""Makes a daemon's server from its configuration, host and router."""
 
 
 @attrs.define
@@ -88,23 +92,28 @@ async def open_daemon(
     router_config: RouterConfig | None = None,
     store: str | None = None,
     store_options: Any = None,
+    server_factory: ServerFactory | None = None,
+    store_owner: str | None = None,
 ) -> AsyncIterator[Daemon]:
     """Start a daemon; leaving the block shuts it down gracefully.
 
     ``store``: a ``postgresql://`` URL to keep sessions in that database, shared with other
     daemons (``store_options``: its ``BackendOptions``), instead of session files.
+    ``server_factory``: makes the server (a worker of ``--workers`` takes its connections
+    from the acceptor instead of listening). ``store_owner``: the lease owner's id in the
+    database (default: one of this process's own; the workers of one daemon share theirs).
     """
     with collapse_groups():
         async with trio.open_nursery() as nursery:
             backend = None
             if store is not None:
-                backend = await _start_store(nursery, store, store_options)
+                backend = await _start_store(nursery, store, store_options, store_owner)
                 host = attrs.evolve(host, store=backend)
             router = await start_model_router(nursery, faux, config=router_config)
             host_handle = await start_host(
                 nursery, router, attrs.evolve(host, encode_frame=delta_frame)
             )
-            server = DaemonServer(daemon, host_handle, router)
+            server = (server_factory or DaemonServer)(daemon, host_handle, router)
             await nursery.start(server.serve)
             if backend is not None:
                 backend.set_url(server.url)  # told to clients of other daemons
@@ -120,7 +129,9 @@ async def open_daemon(
                 await running.shutdown()
 
 
-async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
+async def _start_store(
+    nursery: trio.Nursery, url: str, options: Any, owner_id: str | None = None
+) -> Any:
     """Start the PostgreSQL store (imported here: psycopg is an optional dependency)."""
     from pitrio.sdk.postgres import PgBackend, is_postgres_url
 
@@ -128,7 +139,7 @@ async def _start_store(nursery: trio.Nursery, url: str, options: Any) -> Any:
         raise PitrioError("--store must be a postgresql:// URL (the default is session files)")
     from pitrio.sdk.postgres import Owner
 
-    backend = PgBackend(url, Owner.this_process(), options)
+    backend = PgBackend(url, Owner(id=owner_id) if owner_id else Owner.this_process(), options)
     await nursery.start(backend.run)
     return backend
 
@@ -152,6 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
+    parser.add_argument(
+        "--workers",
+        type=worker_count,
+        default=None,
+        metavar="N",
+        help="worker processes sharing the port, each owning its own sessions (default: the "
+        "cores this process may use; 1: everything in this one process)",
+    )
     parser.add_argument("--cwd", help="working directory of new sessions (default: here)")
     parser.add_argument("--model", help="default model of new sessions (provider/id)")
     parser.add_argument("--session-dir", help="one directory for every session file")
@@ -235,6 +254,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def worker_count(text: str) -> int:
+    """``--workers``: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers; got {text!r}")
+    return value
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 DAEMON_GC_THRESHOLDS = (50_000, 20, 10)
 """The daemon's collector thresholds. CPython's (700, 10, 10) collect the youngest objects
 every 700 allocations; under a streaming load the events and frames queued between a
@@ -313,7 +351,21 @@ def _faux(delay: float) -> FauxProvider | None:
     return faux
 
 
-async def _serve(args: argparse.Namespace) -> int:
+@attrs.frozen
+class Prepared:
+    """What ``pitrio serve``'s arguments and environment make of a daemon (or a worker)."""
+
+    agent: Path
+    daemon: DaemonConfig
+    host: HostConfig
+    token: str | None
+    store: str | None
+    open_files: int
+
+
+async def prepare(args: argparse.Namespace) -> Prepared:
+    """Reap a killed daemon's tool processes, raise the open-files limit, set the
+    collector's thresholds, read (or create) the token; the daemon's configuration."""
     agent = default_agent_dir()
     # Tool processes of a daemon that was killed (SIGKILL, power loss of the process) end
     # before this one serves; this daemon's own are recorded for its successor to do the same.
@@ -347,42 +399,69 @@ async def _serve(args: argparse.Namespace) -> int:
         default_model=args.model,
         eviction=EvictionPolicy(idle_seconds=args.idle if args.idle > 0 else None),
     )
+    store = configured_store(agent, args.store)
+    if store:
+        from pitrio.transports.cli_hints import require_postgres
+
+        require_postgres()  # before the store's modules import psycopg (issue 24)
+    return Prepared(agent, daemon_config, host_config, token, store, open_files)
+
+
+@asynccontextmanager
+async def open_prepared(
+    args: argparse.Namespace, prepared: Prepared, server_factory: ServerFactory | None = None
+) -> AsyncIterator[Daemon]:
+    """:func:`open_daemon` with what :func:`prepare` made of ``args``."""
+    store = prepared.store
+    async with open_daemon(
+        prepared.daemon,
+        prepared.host,
+        faux=_faux(args.faux_chunk_delay),
+        store=store,
+        store_options=_store_options(args.lease_seconds) if store else None,
+        server_factory=server_factory,
+        # A worker of ``--workers`` holds leases as its daemon (the acceptor's id): a sibling
+        # retakes a dead worker's sessions at once instead of waiting for their leases.
+        store_owner=getattr(args, "worker_owner", None),
+    ) as running:
+        yield running
+
+
+def announce(args: argparse.Namespace, prepared: Prepared, url: str, **fields: Any) -> Path:
+    """Print the start-up lines, write ``daemon.json``, log ``daemon_started`` (with
+    ``fields``); the state file's path, to remove at exit."""
+    agent, token = prepared.agent, prepared.token
+    state = _write_state(agent, url)
+    page = f"{url}#token={token}" if token else url
+    print(f"pitrio daemon listening on {url}", flush=True)
+    print(f"web page: {page}", flush=True)
+    if token:
+        print(f"token: {token_path(agent)}", flush=True)
+    logs.event(
+        log,
+        "daemon_started",
+        url=url,
+        pid=os.getpid(),
+        auth=token is not None,
+        store="postgresql" if prepared.store else "files",
+        idle_seconds=args.idle,
+        open_files=prepared.open_files,
+        gc_threshold=list(gc.get_threshold()),
+        **fields,
+    )
+    return state
+
+
+async def _serve(args: argparse.Namespace) -> int:
     signals = (signal.SIGTERM, signal.SIGINT)
     with trio.open_signal_receiver(*signals) as receiver:
-        store = configured_store(agent, args.store)
-        if store:
-            from pitrio.transports.cli_hints import require_postgres
-
-            require_postgres()  # before the store's modules import psycopg (issue 24)
-        async with open_daemon(
-            daemon_config,
-            host_config,
-            faux=_faux(args.faux_chunk_delay),
-            store=store,
-            store_options=_store_options(args.lease_seconds) if store else None,
-        ) as d:
-            url = d.server.url
-            state = _write_state(agent, url)
-            page = f"{url}#token={token}" if token else url
-            print(f"pitrio daemon listening on {url}", flush=True)
-            print(f"web page: {page}", flush=True)
-            if token:
-                print(f"token: {token_path(agent)}", flush=True)
-            logs.event(
-                log,
-                "daemon_started",
-                url=url,
-                pid=os.getpid(),
-                auth=token is not None,
-                store="postgresql" if store else "files",
-                idle_seconds=args.idle,
-                open_files=open_files,
-                gc_threshold=list(gc.get_threshold()),
-            )
+        prepared = await prepare(args)
+        async with open_prepared(args, prepared) as d:
+            state = announce(args, prepared, d.server.url)
             try:
                 async for signum in receiver:
                     logs.event(log, "signal", signal=signal.Signals(signum).name)
-                    d.nursery.start_soon(_second_signal, receiver)
+                    d.nursery.start_soon(exit_on_second_signal, receiver)
                     break
             finally:
                 with suppress(OSError):
@@ -391,7 +470,8 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _second_signal(receiver: AsyncIterator[int]) -> None:
+async def exit_on_second_signal(receiver: AsyncIterator[int]) -> None:
+    """Exit at once on the next signal (a second request while shutting down)."""
     async for signum in receiver:
         os._exit(128 + signum)  # a second request while shutting down: leave now
 
@@ -401,11 +481,24 @@ def serve_main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     logs.configure(args.log_level, args.log_format)
     args.cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
+    if args.workers is None:
+        args.workers = available_cores()
+    if args.workers > 1:
+        from pitrio.transports.daemon.workers.acceptor import acceptor_main
+
+        return acceptor_main(args, list(argv))
     from pitrio.transports.trace_cli import recording_sessions
 
+    with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
+        return run_daemon(args, _serve, args)
+
+
+def run_daemon(args: argparse.Namespace, main: Callable[..., Awaitable[int]], *rest: Any) -> int:
+    """``trio.run(main, *rest)``: its exit code, or 1 with a pitrio error or a failure to
+    listen written as one line on stderr."""
     try:
-        with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
-            return trio.run(_serve, args)
+        with collapse_groups():
+            return trio.run(main, *rest)
     except PitrioError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return 1

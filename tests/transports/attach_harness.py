@@ -143,27 +143,38 @@ async def serving(
     (agent / "settings.json").write_text(json.dumps({**base, **(settings or {})}))
     async with mock_llm(dict(script), tmp) as port:
         (agent / "models.json").write_text(json.dumps(mock_models(port)))
-        env = {**os.environ, "PITRIO_AGENT_DIR": str(agent)}
-        env.pop("PITRIO_SESSION_DIR", None)
-        process = await trio.lowlevel.open_process(
-            [PITRIO, "serve", "--port", "0", "--cwd", str(work)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        try:
-            assert process.stdout is not None
-            url = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
-            token = (agent / "daemon-token").read_text().strip()
+        async with serve_process(agent, work) as (_, url, token):
             yield Served(url, token, agent, work)
-        finally:
-            process.terminate()
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(10):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+
+
+@asynccontextmanager
+async def serve_process(
+    agent: Path, cwd: Path, *args: str
+) -> AsyncIterator[tuple[trio.Process, str, str]]:
+    """``pitrio serve`` as a process on any free port, sessions under ``agent`` (``args``:
+    more of its options): the process, its url and token. SIGTERM at the end (SIGKILL after
+    10 s)."""
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(agent)}
+    env.pop("PITRIO_SESSION_DIR", None)
+    process = await trio.lowlevel.open_process(
+        [PITRIO, "serve", "--port", "0", "--cwd", str(cwd), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        url = (await Lines(process.stdout).until(r"listening on (http://\S+)")).group(1)
+        token = (agent / "daemon-token").read_text().strip()
+        yield process, url, token
+    finally:
+        process.terminate()
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
 
 
 @attrs.define

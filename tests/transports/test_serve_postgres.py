@@ -145,9 +145,10 @@ async def taken_over(ws_url: str, session_id: str) -> None:
 
 @asynccontextmanager
 async def serve_process(
-    tmp_path: Path, url: str, name: str
+    tmp_path: Path, url: str, name: str, *extra: str
 ) -> AsyncIterator[tuple[trio.Process, str]]:
-    """A real ``pitrio serve`` process on the database (migrated first) and its URL."""
+    """A real ``pitrio serve`` process on the database (migrated first) and its URL
+    (``extra``: more options, which win over these)."""
     env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / name)}
     env.pop("PITRIO_SESSION_DIR", None)
     migrate = await trio.run_process(
@@ -158,9 +159,12 @@ async def serve_process(
         check=False,
     )
     assert migrate.returncode == 0 and b"up to date" in migrate.stdout, migrate
+    # One process (--workers 1): these tests pause or kill the daemon's process and watch
+    # its leases (with workers, the acceptor's pid holds none; tests/transports/
+    # test_serve_workers.py covers workers).
     command = [
         PITRIO, "serve", "--port", "0", "--no-auth", "--store", url,
-        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path),
+        "--lease-seconds", str(LEASE), "--cwd", str(tmp_path), "--workers", "1", *extra,
     ]  # fmt: skip
     async with trio.open_nursery() as nursery:
         process: trio.Process = await nursery.start(

@@ -4,7 +4,7 @@ events."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -13,7 +13,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from pitrio.errors import PitrioError, SessionNotFoundError
-from pitrio.sdk.host import HostedSession, idempotent_session_id
+from pitrio.sdk.host import HostedSession, HostHandle, idempotent_session_id
 from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.frames import problem_of, safe_json_frame
 from pitrio.transports.daemon.socket_base import (
@@ -26,6 +26,8 @@ from pitrio.transports.daemon.socket_base import (
 from pitrio.transports.rpc.commands import unknown_command
 from pitrio.transports.rpc.protocol import MISSING, Request, failure, success
 
+TrustAsker = Callable[[str, Sequence[str]], Awaitable[str | None]]
+"""Asks a client the project-trust question: its answer (an option's label) or ``None``."""
 TRUST_ANSWER_SECONDS = 300.0
 """How long a session's creation waits for the client's project-trust answer."""
 
@@ -151,49 +153,75 @@ class HostSocket(ClientSocket):
                 return {"sessions": await host.search(_required_str(request, "query"))}
             case "models":
                 return await host.models(_optional_str(request, "cwd"))
-            case "rename":
-                name = await host.rename(_session_id(request), _required_str(request, "name"))
-                return {"sessionId": request.get("sessionId"), "name": name}
             case "create":
-                session_id = None
-                if request.get("idempotencyKey") is not None:
-                    # The key names the session: a repeat (after a lost answer, a restart,
-                    # on another daemon) finds the one the first made.
-                    session_id = idempotent_session_id(request.get("idempotencyKey"))
-                    try:
-                        hosted = await host.open(session_id)
-                    except SessionNotFoundError:
-                        pass
-                    else:
-                        return {"sessionId": hosted.id, **_describe(hosted), "duplicate": True}
-                # A client that can show the project-trust dialog says so; else "ask"
-                # means untrusted, as in pi 1.6.0's modes without a terminal.
-                hosted = await host.create(
-                    cwd=_optional_str(request, "cwd"),
-                    model=_optional_str(request, "model"),
-                    thinking_level=_optional_str(request, "thinkingLevel"),
-                    name=_optional_str(request, "name"),
-                    trust_asker=self._ask_trust if request.get("trustDialog") is True else None,
-                    session_id=session_id,
-                )
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "open":
-                hosted = await host.open(_session_id(request))
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "get":
-                hosted = await host.get(_session_id(request))
-                return {"sessionId": hosted.id, **_describe(hosted)}
-            case "close":
-                await host.close(_session_id(request))
-                return MISSING
-            case "delete":
-                await host.delete(_session_id(request))
-                return MISSING
+                return await self.create(request)
+            case "open" | "get" | "close" | "delete" | "rename":
+                return await session_command(host, request)
             case "stats":
                 return _stats_data(await host.host_stats())
             case "project_trust_response":
                 return self._trust_answer(request)
         return None
+
+    async def create(self, request: Request) -> Any:
+        """``create``: a new session in this daemon (or, with an ``idempotencyKey``, the one
+        an earlier create with that key made)."""
+        # A client that can show the project-trust dialog says so; else "ask" means
+        # untrusted, as in pi 1.6.0's modes without a terminal.
+        asker = self._ask_trust if request.get("trustDialog") is True else None
+        return await create_session(self.server.host, request, asker)
+
+
+async def create_session(
+    host: HostHandle, request: Request, trust_asker: TrustAsker | None
+) -> dict[str, Any]:
+    """Apply a ``create`` command to ``host``: the response's data."""
+    session_id = None
+    if request.get("idempotencyKey") is not None:
+        # The key names the session: a repeat (after a lost answer, a restart, on another
+        # daemon or worker) finds the one the first made.
+        session_id = idempotent_session_id(request.get("idempotencyKey"))
+        try:
+            hosted = await host.open(session_id)
+        except SessionNotFoundError:
+            pass
+        else:
+            return {"sessionId": hosted.id, **_describe(hosted), "duplicate": True}
+    hosted = await host.create(
+        cwd=_optional_str(request, "cwd"),
+        model=_optional_str(request, "model"),
+        thinking_level=_optional_str(request, "thinkingLevel"),
+        name=_optional_str(request, "name"),
+        trust_asker=trust_asker,
+        session_id=session_id,
+    )
+    return {"sessionId": hosted.id, **_describe(hosted)}
+
+
+NAMED_COMMANDS = frozenset({"open", "get", "close", "delete", "rename"})
+"""The ``/v1/host`` commands that act on the one session their ``sessionId`` names (with
+``--workers``, the worker owning it answers them)."""
+
+
+async def session_command(host: HostHandle, request: Request) -> Any:
+    """Apply one of :data:`NAMED_COMMANDS` to ``host``: the response's data."""
+    match request.type:
+        case "open":
+            hosted = await host.open(session_id_of(request))
+            return {"sessionId": hosted.id, **_describe(hosted)}
+        case "get":
+            hosted = await host.get(session_id_of(request))
+            return {"sessionId": hosted.id, **_describe(hosted)}
+        case "close":
+            await host.close(session_id_of(request))
+            return MISSING
+        case "delete":
+            await host.delete(session_id_of(request))
+            return MISSING
+        case "rename":
+            name = await host.rename(session_id_of(request), _required_str(request, "name"))
+            return {"sessionId": request.get("sessionId"), "name": name}
+    raise PitrioError(f"{request.type}: not a command on one session")
 
 
 def _describe(hosted: HostedSession) -> dict[str, Any]:
@@ -225,7 +253,8 @@ def _required_str(request: Request, name: str) -> str:
     return value
 
 
-def _session_id(request: Request) -> str:
+def session_id_of(request: Request) -> str:
+    """The ``sessionId`` of a command naming one session (a string, else an error)."""
     value = request.get("sessionId")
     if not isinstance(value, str):
         raise PitrioError(f"{request.type}: sessionId must be a string")

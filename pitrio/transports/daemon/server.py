@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import trio
+from trio_websocket import WebSocketConnection
 
 from pitrio.errors import PitrioError, SessionNotFoundError
 from pitrio.logs import event as log_event
@@ -96,15 +97,20 @@ class UnsafeBindError(PitrioError):
     """A non-loopback address without a token."""
 
 
+def check_bind(config: DaemonConfig) -> None:
+    """Refuse (:class:`UnsafeBindError`) a non-loopback address without a token."""
+    if config.token is None and not is_loopback(config.host):
+        raise UnsafeBindError(
+            f"Refusing to listen on {config.host} without a token: only loopback "
+            "addresses may run without authentication"
+        )
+
+
 class DaemonServer:
     """Serves one :class:`DaemonConfig` on behalf of a host."""
 
     def __init__(self, config: DaemonConfig, host: HostHandle, router: ModelRouterHandle) -> None:
-        if config.token is None and not is_loopback(config.host):
-            raise UnsafeBindError(
-                f"Refusing to listen on {config.host} without a token: only loopback "
-                "addresses may run without authentication"
-            )
+        check_bind(config)
         self.config = config
         self.host = host
         self.router = router
@@ -139,16 +145,26 @@ class DaemonServer:
         self, *, task_status: trio.TaskStatus[DaemonServer] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Listen until :meth:`stop_listening`; connections go on until they close."""
-        listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
-        self.port = listeners[0].socket.getsockname()[1]
+        listeners = await self.listen()
         self._origins = (*own_origins(self.config.host, self.port), *self.config.allowed_origins)
         async with trio.open_nursery() as connections:
             self._connections = connections
             task_status.started(self)
             with self._listen_scope:
-                await trio.serve_listeners(self._connection, listeners, handler_nursery=connections)
+                await self.accept(listeners, connections)
             for listener in listeners:
                 await listener.aclose()
+
+    async def listen(self) -> list[trio.SocketListener]:
+        """Open the listening sockets and set :attr:`port` (a worker of ``--workers`` opens
+        none: its connections come from the acceptor)."""
+        listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
+        self.port = listeners[0].socket.getsockname()[1]
+        return listeners
+
+    async def accept(self, listeners: list[trio.SocketListener], connections: trio.Nursery) -> None:
+        """Serve each new connection in ``connections`` until cancelled."""
+        await trio.serve_listeners(self._connection, listeners, handler_nursery=connections)
 
     async def sockets_closed(self) -> None:
         """Return once no websocket is open."""
@@ -171,8 +187,15 @@ class DaemonServer:
     # -- one connection --------------------------------------------------------------------
 
     async def _connection(self, stream: trio.SocketStream) -> None:
+        await self.serve_connection(stream)
+
+    async def serve_connection(
+        self, stream: trio.SocketStream, read: tuple[bytes, bytes] | None = None
+    ) -> None:
+        """Serve one client until it closes; ``read``: its request head and the bytes after
+        it when another process already read them (a worker's hand-off)."""
         try:
-            await self._serve_connection(stream)
+            await self._serve_connection(stream, read)
         except Exception:
             # A bug while serving one connection must not take the daemon down.
             log.exception("error while serving a connection")
@@ -180,12 +203,16 @@ class DaemonServer:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await stream.aclose()
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(
+        self, stream: trio.SocketStream, read: tuple[bytes, bytes] | None
+    ) -> None:
         if self.config.send_buffer is not None:
             stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.send_buffer)
         try:
-            with trio.fail_after(self.config.handshake_timeout):
-                head_bytes, rest = await read_head(stream)
+            if read is None:
+                with trio.fail_after(self.config.handshake_timeout):
+                    read = await read_head(stream)
+            head_bytes, rest = read
             head = _parse(head_bytes)
         except BadRequest as exc:
             await self._refuse(stream, exc.status, str(exc), "bad_request")
@@ -312,12 +339,16 @@ class DaemonServer:
                         stream=head.param("stream"),
                     )
                 else:
-                    await HostSocket(self, ws).run()
+                    await self.host_socket(ws).run()
             finally:
                 self._socket_closed()
                 nursery.cancel_scope.cancel()
                 seconds = round(trio.current_time() - opened, 3)
                 log_event(log, "client_disconnected", **connection, seconds=seconds)
+
+    def host_socket(self, ws: WebSocketConnection) -> HostSocket:
+        """The ``/v1/host`` endpoint for one client (a worker's lists across workers)."""
+        return HostSocket(self, ws)
 
     # -- metrics ---------------------------------------------------------------------------
 

@@ -1,0 +1,9 @@
+"""``pitrio serve --workers N``: N trio worker processes behind one port.
+
+:mod:`.acceptor` (the parent process) owns the listening socket: it reads each request head,
+picks the worker (:mod:`.table`: the one owning the session a ``/v1/sessions/{id}`` names, else
+the least loaded) and passes it the socket's descriptor and the bytes already read over a Unix
+socket (``SCM_RIGHTS``, :mod:`.channel`); the worker serves the connection itself, so no
+session byte crosses a second process. :mod:`.worker` is a worker's process; :mod:`.host_socket`
+its ``/v1/host`` endpoint, which lists and creates across workers through the acceptor.
+"""

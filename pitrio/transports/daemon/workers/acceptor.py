@@ -1,0 +1,398 @@
+"""The acceptor of ``pitrio serve --workers N``: one listening port, N worker processes.
+
+For each connection it reads the request head (nothing more is parsed), picks the worker
+(:class:`.table.Table`: the owner of the session a ``/v1/sessions/{id}`` upgrade names; any
+other request round robin) and passes the socket's descriptor and the bytes read to it
+(:func:`.channel.send_connection`); its own copy is closed at once, so every byte after the head
+flows between the client and the worker alone. It keeps N workers running: one that exits is
+started again (its sessions are given to the live workers as their clients come back), with a
+growing pause when they keep dying. It answers the workers' control requests: claims,
+requests for another worker, and gathering from every worker (listings, metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections import Counter, deque
+from contextlib import suppress
+from functools import partial
+from typing import Any
+
+import orjson
+import trio
+
+from pitrio import logs
+from pitrio.errors import PitrioError
+from pitrio.sdk.host import InvalidSessionIdError, validate_session_id
+from pitrio.transports.daemon.http import BadRequest, parse_head, read_head, response
+from pitrio.transports.daemon.server import check_bind
+from pitrio.transports.daemon.workers.channel import (
+    ControlChannel,
+    PeerGoneError,
+    RemoteError,
+    send_connection,
+)
+from pitrio.transports.daemon.workers.table import NoWorkerError, Table
+
+log = logging.getLogger("pitrio.daemon.workers")
+
+SESSIONS_PREFIX = "/v1/sessions/"
+STOP_SECONDS = 10.0
+"""How long the workers have to stop gracefully before they are killed."""
+RESTART_PAUSES = (0.0, 0.5, 1.0, 2.0, 5.0)
+"""The pause before starting a worker again, by how many times it died in the last minute."""
+
+
+def session_of(head: bytes) -> str | None:
+    """The session a websocket upgrade to ``/v1/sessions/{id}`` names, else ``None`` (any
+    worker then serves the request, and refuses it if it must)."""
+    try:
+        parsed = parse_head(head)
+    except BadRequest:
+        return None
+    if not parsed.is_websocket or not parsed.path.startswith(SESSIONS_PREFIX):
+        return None
+    try:
+        return validate_session_id(parsed.path[len(SESSIONS_PREFIX) :])
+    except InvalidSessionIdError:
+        return None
+
+
+class WorkerStartError(PitrioError):
+    """A worker exited before the daemon first served."""
+
+
+class Acceptor:
+    """Listens on one port and keeps ``slots`` workers serving it."""
+
+    def __init__(
+        self, args: argparse.Namespace, argv: list[str], slots: int, handshake_timeout: float
+    ) -> None:
+        self.args = args
+        self.argv = argv
+        self.table = Table(slots)
+        self.handshake_timeout = handshake_timeout
+        self.port = args.port
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        """The workers' lease owner id in a shared store: the daemon's, one for all of them
+        (a worker that dies leaves leases its siblings may retake at once; the table keeps two
+        live workers from ever opening one session, and the fence still moves)."""
+        self.stopping = False
+        self.serving = False
+        """Set once every worker was ready at start."""
+        self.counters: Counter[str] = Counter()
+        self._links: dict[int, ControlChannel] = {}
+        self._handoffs: dict[int, trio.socket.SocketType] = {}
+        self._processes: dict[int, trio.Process] = {}
+        self._live_changed = trio.Event()
+        self._listen_scope = trio.CancelScope()
+        self._stopped: dict[int, trio.Event] = {slot: trio.Event() for slot in range(slots)}
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Acceptor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen, start the workers, and serve once every worker is ready."""
+        listeners = await trio.open_tcp_listeners(self.args.port, host=self.args.host)
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            for slot in range(self.table.slots):
+                nursery.start_soon(self._keep, slot)
+            while len(self.table.live) < self.table.slots:
+                await self._live_changed.wait()
+            self.serving = True
+            task_status.started(self)
+            with self._listen_scope:
+                await trio.serve_listeners(self._connection, listeners, handler_nursery=nursery)
+            for listener in listeners:
+                await listener.aclose()
+
+    async def stop(self) -> None:
+        """Stop listening; ask every worker to stop (SIGTERM), kill those still running after
+        :data:`STOP_SECONDS`, and return once all have exited."""
+        self.stopping = True
+        self._listen_scope.cancel()
+        for process in self._processes.values():
+            with suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STOP_SECONDS):
+            for stopped in self._stopped.values():
+                await stopped.wait()
+            return
+        for process in self._processes.values():
+            with suppress(ProcessLookupError):
+                process.kill()
+
+    def _argv(self, slot: int, control: int, handoff: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "pitrio.transports.daemon.workers.worker",
+            *self.argv,
+            # Later options win: the port actually bound, the absolute cwd, one process each.
+            *("--port", str(self.port), "--cwd", self.args.cwd, "--workers", "1"),
+            *("--worker-slot", str(slot)),
+            *("--worker-control", str(control), "--worker-handoff", str(handoff)),
+            *("--worker-owner", self.owner),
+        ]
+
+    async def _keep(self, slot: int) -> None:
+        """Run worker ``slot`` until the acceptor stops, starting it again when it exits."""
+        deaths: deque[float] = deque()
+        try:
+            while not self.stopping:
+                code = await self._run_worker(slot)
+                if self.stopping:
+                    return
+                if not self.serving:
+                    # It never served: whatever stopped it (a port, a store, a setting) will
+                    # stop it again; the daemon fails to start rather than retrying forever.
+                    raise WorkerStartError(
+                        f"worker {slot} exited with code {code} while starting (its log "
+                        "lines above say why)"
+                    )
+                now = time.monotonic()
+                deaths.append(now)
+                while deaths and deaths[0] < now - 60:
+                    deaths.popleft()
+                self.counters["worker_restarts"] += 1
+                await trio.sleep(RESTART_PAUSES[min(len(deaths), len(RESTART_PAUSES)) - 1])
+        finally:
+            self._stopped[slot].set()
+
+    async def _run_worker(self, slot: int) -> int:
+        parent_control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        parent_handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = await trio.lowlevel.open_process(
+                self._argv(slot, child_control.fileno(), child_handoff.fileno()),
+                pass_fds=(child_control.fileno(), child_handoff.fileno()),
+                # Its own session: a terminal's Ctrl-C reaches the acceptor alone, which
+                # then stops the workers in order (rather than seeing them exit and restarting
+                # them).
+                start_new_session=True,
+            )
+        finally:
+            child_control.close()
+            child_handoff.close()
+        link = ControlChannel(
+            trio.SocketStream(trio.socket.from_stdlib_socket(parent_control)),
+            partial(self._answer, slot),
+        )
+        self._links[slot] = link
+        self._handoffs[slot] = trio.socket.from_stdlib_socket(parent_handoff)
+        self._processes[slot] = process
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(link.run)
+                code = await process.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            lost = self.table.down(slot)
+            self._live_changed.set()
+            self._live_changed = trio.Event()
+            self._handoffs.pop(slot).close()
+            self._links.pop(slot, None)
+            with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                await link.stream.aclose()
+        level = logging.INFO if self.stopping else logging.ERROR
+        logs.event(
+            log, "worker_exited", level, worker=slot, pid=process.pid, code=code, sessions=len(lost)
+        )
+        return code
+
+    # -- connections ---------------------------------------------------------------------------
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        try:
+            await self._route(stream)
+        except Exception:
+            # A bug while routing one connection must not take the daemon down.
+            log.exception("error while routing a connection")
+            with suppress(OSError):
+                stream.socket.close()
+
+    async def _route(self, stream: trio.SocketStream) -> None:
+        try:
+            with trio.fail_after(self.handshake_timeout):
+                head, rest = await read_head(stream)
+        except BadRequest as exc:
+            body = orjson.dumps({"error": str(exc)}) + b"\n"
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                with trio.move_on_after(self.handshake_timeout):
+                    await stream.send_all(
+                        response(exc.status, body, content_type="application/json")
+                    )
+            await stream.aclose()
+            return
+        except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.aclose()
+            return
+        session = session_of(head)
+        try:
+            await self._hand_over(stream, session, head, rest)
+        finally:
+            # The worker holds its own descriptor for the connection now (or it is dropped).
+            stream.socket.close()
+
+    async def _hand_over(
+        self, stream: trio.SocketStream, session: str | None, head: bytes, rest: bytes
+    ) -> None:
+        meta = {"head": len(head)}
+        with trio.move_on_after(self.handshake_timeout):
+            while True:
+                try:
+                    slot = self.table.route(session) if session else self.table.any()
+                except NoWorkerError:
+                    await self._live_changed.wait()  # every worker is (re)starting
+                    continue
+                handoff = self._handoffs.get(slot)
+                try:
+                    if handoff is None:
+                        raise OSError("worker gone")
+                    await send_connection(handoff, stream.socket.fileno(), meta, head + rest)
+                except (OSError, trio.ClosedResourceError):
+                    # The worker died between routing and hand-off (or its socket broke: it
+                    # cannot be reached, so it is ended and started again); another one
+                    # serves this connection.
+                    self.table.down(slot)
+                    process = self._processes.get(slot)
+                    if process is not None and process.returncode is None:
+                        with suppress(ProcessLookupError):
+                            process.kill()
+                    continue
+                self.counters["handoffs"] += 1
+                logs.event(log, "handed_over", logging.DEBUG, worker=slot, session=session)
+                return
+        logs.event(log, "handoff_failed", logging.WARNING, session=session)
+
+    # -- the workers' requests -----------------------------------------------------------------
+
+    async def _answer(self, slot: int, message: dict[str, Any]) -> Any:
+        op = message.get("op")
+        match op:
+            case "ready":
+                self.table.up(slot)
+                self._live_changed.set()
+                self._live_changed = trio.Event()
+                logs.event(log, "worker_ready", worker=slot, pid=message.get("pid"))
+                return None
+            case "place":
+                return self.table.place()
+            case "owns" | "claim":
+                return self.table.claim(_session(message), slot)
+            case "forget":
+                self.table.forget(_session(message), slot)
+                return None
+            case "call":
+                target = message.get("slot")
+                link = self._links.get(target) if isinstance(target, int) else None
+                if link is None or target not in self.table.live:
+                    raise PitrioError(f"worker {target} is restarting; try again shortly")
+                return await link.call(**_request(message))
+            case "gather":
+                return await self._gather(_request(message))
+        raise PitrioError(f"unknown request {op!r}")
+
+    async def _gather(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Ask every live worker the same request: ``[{"worker", "data"}, ...]``."""
+        answers: list[dict[str, Any]] = []
+
+        async def ask(slot: int, link: ControlChannel) -> None:
+            try:
+                answers.append({"worker": slot, "data": await link.call(**request)})
+            except PeerGoneError:
+                pass  # it died meanwhile: its sessions are nobody's until asked for
+            except RemoteError as exc:
+                logs.event(log, "gather_failed", logging.WARNING, worker=slot, error=str(exc))
+
+        async with trio.open_nursery() as nursery:
+            for slot in sorted(self.table.live):
+                link = self._links.get(slot)
+                if link is not None:
+                    nursery.start_soon(ask, slot, link)
+        answers.sort(key=lambda answer: answer["worker"])
+        if request.get("op") == "metrics":
+            answers.append({"worker": "acceptor", "data": self._metrics()})
+        return answers
+
+    def _metrics(self) -> list[dict[str, Any]]:
+        def family(name: str, kind: str, text: str, value: float) -> dict[str, Any]:
+            return {"name": name, "kind": kind, "help": text, "samples": [[{}, value]]}
+
+        return [
+            family("pitrio_workers", "gauge", "Worker processes.", self.table.slots),
+            family("pitrio_workers_live", "gauge", "Workers serving.", len(self.table.live)),
+            family(
+                "pitrio_worker_restarts_total",
+                "counter",
+                "Workers started again after exiting.",
+                self.counters["worker_restarts"],
+            ),
+            family(
+                "pitrio_handoffs_total",
+                "counter",
+                "Connections passed to a worker.",
+                self.counters["handoffs"],
+            ),
+        ]
+
+
+def _session(message: dict[str, Any]) -> str:
+    session = message.get("session")
+    if not isinstance(session, str):
+        raise PitrioError("session must be a string")
+    return session
+
+
+def _request(message: dict[str, Any]) -> dict[str, Any]:
+    """A worker's request for other workers: its ``what`` becomes their ``op``."""
+    fields = {key: value for key, value in message.items() if key not in ("id", "op", "slot")}
+    fields["op"] = fields.pop("what", None)
+    return fields
+
+
+async def _accept(args: argparse.Namespace, argv: list[str]) -> int:
+    from pitrio.transports.serve import announce, exit_on_second_signal, prepare
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as receiver:
+        prepared = await prepare(args)  # creates the token before any worker reads it
+        check_bind(prepared.daemon)  # a worker would refuse it at every start
+        acceptor = Acceptor(args, argv, args.workers, prepared.daemon.handshake_timeout)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(acceptor.run)
+            url = f"http://{_url_host(args.host)}:{acceptor.port}/"
+            state = announce(args, prepared, url, workers=args.workers)
+            try:
+                async for signum in receiver:
+                    logs.event(log, "signal", signal=signal.Signals(signum).name)
+                    nursery.start_soon(exit_on_second_signal, receiver)
+                    break
+                with trio.CancelScope(shield=True):
+                    logs.event(log, "daemon_stopping")
+                    await acceptor.stop()
+            finally:
+                with suppress(OSError):
+                    state.unlink()
+            nursery.cancel_scope.cancel()
+    logs.event(log, "daemon_stopped")
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def acceptor_main(args: argparse.Namespace, argv: list[str]) -> int:
+    """``pitrio serve --workers N`` with N > 1; returns the exit code."""
+    from pitrio.transports.serve import run_daemon
+
+    return run_daemon(args, _accept, args, argv)
