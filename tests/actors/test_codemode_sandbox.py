@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from pitrio.actors.tool_executor.codemode import sandbox
 from pitrio.actors.tool_executor.codemode.sandbox import (
@@ -47,7 +48,7 @@ async def test_output_value_console_and_store_writes() -> None:
     assert [(i.kind, i.data) for i in result.output] == [
         ("text", "one"),
         ("text", '{"a":1}'),
-        ("console", 'x 2 [3]'),
+        ("console", "x 2 [3]"),
     ]
     assert result.value == {"name": "my-tool", "args": {"q": 1}}
     assert result.writes == (("k", '{"v":1}'), ("gone", None))
@@ -162,21 +163,23 @@ async def test_exit_ends_successfully_and_keeps_writes() -> None:
 async def test_workers_are_limited_and_granted_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PITRIO_CODEMODE_MAX_WORKERS", "1")
     release = trio.Event()
+    first_in = trio.Event()
     order: list[str] = []
 
     async def hold(name: str, args: Any) -> Any:
         order.append(args["who"])
+        first_in.set()
         if args["who"] == "first":
             await release.wait()
         return None
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(run, "await tools.echo({who: 'first'})", call_tool=hold))
-        while not order:
-            await trio.sleep(0.01)
+        await first_in.wait()
         nursery.start_soon(partial(run, "await tools.echo({who: 'second'})", call_tool=hold))
-        await trio.sleep(0.3)
-        assert order == ["first"]  # the second script has no engine yet
+        await trio.testing.wait_all_tasks_blocked(0.05)
+        assert order == ["first"]  # the second script has no engine yet: it waits its turn
+        assert sandbox.worker_slots().active == 1
         release.set()
     assert order == ["first", "second"]
 
@@ -193,9 +196,12 @@ async def test_a_deadline_shorter_than_the_wait_for_a_worker(
     outcome: list[ScriptResult] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(run, "await tools.echo({})", call_tool=hold))
-        await trio.sleep(0.2)
+        await trio.testing.wait_all_tasks_blocked(0.05)
         outcome.append(await run("return 1", timeout_ms=100))
         release.set()
     error = outcome[0].error
-    assert error is not None and error.kind == "timeout"
-    assert error.message.endswith("while waiting for a free codemode worker")
+    assert error is not None and error.kind == "busy"
+    assert error.message == (
+        "Script timed out: Execution timed out after 100 ms while waiting for a free codemode"
+        " worker"
+    )

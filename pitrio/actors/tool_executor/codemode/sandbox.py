@@ -58,7 +58,8 @@ class HostCallError(Exception):
 
 @attrs.frozen
 class ScriptError:
-    """Why a script failed: ``kind`` is ``script``, ``timeout``, ``aborted`` or ``sandbox``."""
+    """Why a script failed: ``kind`` is ``script``, ``timeout``, ``aborted``, ``sandbox``, or
+    ``busy`` (it never started: no engine process became free in time)."""
 
     kind: str
     message: str
@@ -290,10 +291,10 @@ async def run_script(
     if not acquired:
         if timeout_ms is not None and deadline <= clock + WORKER_WAIT_SECONDS:
             message = (
-                f"Execution timed out after {timeout_ms} ms while waiting"
+                f"Script timed out: Execution timed out after {timeout_ms} ms while waiting"
                 " for a free codemode worker"
             )
-            return ScriptResult(False, (), error=ScriptError("timeout", message))
+            return ScriptResult(False, (), error=ScriptError("busy", message))
         message = (
             f"No codemode worker became free within {round(WORKER_WAIT_SECONDS)} seconds. All"
             f" {max_workers()} workers, shared by every session in this process, are held by"

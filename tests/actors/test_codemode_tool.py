@@ -1,0 +1,185 @@
+"""The codemode tool in a tool batch: nested calls, result layout, store, description."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pitrio.actors.tool_executor import AgentTool, ToolBatch, run_tool_batch, text_result
+from pitrio.actors.tool_executor.codemode.describe import describe, loadout_descriptions
+from pitrio.actors.tool_executor.codemode.source import SourceError, parse_source
+from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
+from pitrio.actors.tool_executor.tools import create_builtin_tools
+from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
+from pitrio.messages.content import ToolCall, text_of
+from pitrio.messages.entries import CustomEntry
+from pitrio.messages.events import ToolExecutionEnd, ToolExecutionStart
+
+
+def response(code: str) -> AssistantMessage:
+    return AssistantMessage(
+        content=(ToolCall(id="cm_1", name="codemode", arguments={"code": code}),),
+        api="openai-completions",
+        provider="faux",
+        model="m",
+        usage=Usage(),
+        stop_reason="toolUse",
+        timestamp=0,
+    )
+
+
+def mcp_like(gate: trio.Event | None = None) -> AgentTool:
+    async def execute(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        if gate is not None:
+            gate.set()
+        return AgentToolResult(
+            content=(), details={}, structured_content={"zone": args.get("timezone")}
+        )
+
+    return AgentTool(
+        name="mcp__time__get-time",
+        description="Current time",
+        parameters={"type": "object", "properties": {"timezone": {"type": "string"}}},
+        execute=execute,
+        exposure="codemode",
+        namespace={"name": "mcp__time", "description": "Clocks"},
+        output_schema={"type": "object"},
+    )
+
+
+async def run(code: str, tools: tuple[AgentTool, ...], host: CodemodeHost | None = None) -> Any:
+    codemode = create_codemode_tool(host)
+    events: list[Any] = []
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+
+    batch = ToolBatch(
+        assistant_message=response(code),
+        tools=(codemode, *[t for t in tools if t.exposure == "direct"]),
+        callable_tools=(codemode, *tools),
+    )
+    result = await run_tool_batch(batch, emit=emit)
+    return result.messages[0], events
+
+
+async def test_a_script_calls_tools_together_and_reports_them(tmp_path: Path) -> None:
+    (tmp_path / "hello.txt").write_text("hello there")
+    builtins = tuple(create_builtin_tools(str(tmp_path)))
+    message, events = await run(
+        "const [a, b] = await Promise.all([\n"
+        "  tools.mcp__time__get_time({timezone: 'UTC'}),\n"
+        "  tools.read({path: 'hello.txt'}),\n"
+        "]);\n"
+        "console.log('two calls');\n"
+        "return {a, b}",
+        (*builtins, mcp_like()),
+    )
+    text = text_of(message.content)
+    assert not message.is_error, text
+    assert re.match(r"Script completed\nWall time \d+\.\d seconds\nOutput:\n", text)
+    assert text.endswith(
+        '{"a":{"zone":"UTC"},"b":"hello there"}\n<console_output>\ntwo calls\n</console_output>'
+    ) or text.endswith(
+        '<console_output>\ntwo calls\n</console_output>\n{"a":{"zone":"UTC"},"b":"hello there"}'
+    )
+    calls = message.details["calls"]
+    assert sorted((c["id"], c["name"], c["status"]) for c in calls) == [
+        ("cm_1/1", "mcp__time__get-time", "ok"),
+        ("cm_1/2", "read", "ok"),
+    ] or sorted((c["id"], c["name"], c["status"]) for c in calls) == [
+        ("cm_1/1", "read", "ok"),
+        ("cm_1/2", "mcp__time__get-time", "ok"),
+    ]
+    nested = message.nested_calls
+    assert nested is not None and nested.complete and len(nested.calls) == 2
+    starts = [e for e in events if isinstance(e, ToolExecutionStart)]
+    ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert [e.parent_tool_call_id for e in starts] == [None, "cm_1", "cm_1"]
+    assert ends[-1].tool_call_id == "cm_1" and ends[-1].parent_tool_call_id is None
+
+
+async def test_a_failed_script_keeps_its_output_and_names_the_calls_made() -> None:
+    async def boom(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        raise RuntimeError("disk on fire")
+
+    broken = AgentTool(name="broken", execute=boom, exposure="codemode")
+    message, _ = await run(
+        "text('partial');\nawait tools.broken({});\ntext('never')", (broken, mcp_like())
+    )
+    assert message.is_error
+    text = text_of(message.content)
+    assert "Output:\npartial\nScript error:\nError: disk on fire" in text
+    assert text.endswith("Tool calls made before the failure (they are not undone): broken (error)")
+    assert message.details["calls"][0]["error"] == "disk on fire"
+
+
+async def test_unknown_tools_and_bad_options_fail_clearly() -> None:
+    message, _ = await run("await tools.nope({})", (mcp_like(),))
+    assert "TypeError: tools.nope does not exist." in text_of(message.content)
+    assert "No tool calls were made." in text_of(message.content)
+    message, _ = await run('x\n// @options: {"timeout_ms": 5}\n', ())
+    assert message.is_error
+    assert text_of(message.content) == (
+        "The // @options: line must be the first line of the input; found one on line 2"
+    )
+
+
+async def test_store_values_survive_between_scripts_on_the_branch() -> None:
+    entries: list[Any] = []
+
+    async def branch() -> list[Any]:
+        return list(entries)
+
+    async def append(custom_type: str, data: Any) -> None:
+        entries.append(
+            CustomEntry(custom_type=custom_type, data=data, id="e", parent_id=None, timestamp="t")
+        )
+
+    host = CodemodeHost(branch_entries=branch, append_entry=append)
+    await run("store('cursor', {page: 2}); store('old', undefined)", (), host)
+    assert [(e.custom_type, e.data) for e in entries] == [
+        ("codemode-store", {"set": {"cursor": {"page": 2}}, "delete": ["old"]})
+    ]
+    message, _ = await run("return load('cursor').page + 1", (), host)
+    assert text_of(message.content).endswith("Output:\n3")
+    await run("store('x', 1); throw new Error('no')", (), host)
+    assert len(entries) == 1  # a failed script's writes are dropped
+
+
+async def test_the_description_lists_what_scripts_can_call_within_the_budget() -> None:
+    async def nothing(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        return text_result("")
+
+    read = AgentTool(name="read", description="Read a file", execute=nothing)
+    deferred = AgentTool(
+        name="later", description="Loaded later", execute=nothing, exposure="deferred"
+    )
+    descriptions = loadout_descriptions((read,), (read, mcp_like(), deferred))
+    listing = descriptions["codemode"]
+    assert "## mcp__time\nClocks" in listing
+    assert "### `mcp__time__get_time` (`mcp__time__get-time`)" in listing
+    assert "tools.mcp__time__get_time(args: { timezone?: string }): Promise<{ }>" not in listing
+    assert "later" not in listing and "### `read`" not in listing
+    assert descriptions["read"].startswith("Read a file\n\nFrom codemode: `await tools.read(args)`")
+    assert "(tools not listed)" in describe((mcp_like(),), inline_budget=0)
+
+
+def test_the_options_line() -> None:
+    source = parse_source('// @options: {"max_output_tokens": 20, "timeout_ms": 500}\nreturn 1')
+    assert (source.code, source.max_output_tokens, source.timeout_ms) == ("\nreturn 1", 20, 500)
+    for bad, message in [
+        ("", "Expected JavaScript source text"),
+        ('// @options: {"x": 1}\n1', "@options only supports"),
+        ('// @options: {"timeout_ms": 0}\n1', "`timeout_ms` must be a positive integer"),
+        ("// @options: {}", "must be followed by JavaScript source"),
+    ]:
+        try:
+            parse_source(bad)
+        except SourceError as exc:
+            assert message in str(exc)
+        else:
+            raise AssertionError(bad)
