@@ -292,10 +292,10 @@ class _BatchRunner:
     # -- the steps of one call ----------------------------------------------------------
 
     async def _prepare(
-        self, index: int, call: ToolCall, nested: bool = False
+        self, index: int, call: ToolCall, parent: str | None = None
     ) -> _Prepared | _Finished:
         """Look the tool up, prepare and validate the arguments, ask ``before_tool_call``."""
-        tool = (self.nested_tools if nested else self.tools).get(call.name)
+        tool = (self.tools if parent is None else self.nested_tools).get(call.name)
         if tool is None:
             return _Finished(index, call, error_result(f"Tool {call.name} not found"), True)
         with self.abort.scope() as scope:
@@ -314,6 +314,7 @@ class _BatchRunner:
                             tool_call=call,
                             args=args,
                             context=self.batch.context,
+                            parent_tool_call_id=parent,
                         )
                     )
                     if verdict is not None and verdict.block:
@@ -403,11 +404,17 @@ class _BatchRunner:
         if aborted:
             result = context.aborted_result or item.tool.result_on_abort(state.latest)
             is_error = True
-        done = await self._after(item, result, is_error)
+        done = await self._after(item, result, is_error, parent_id)
         nested = context.recorder.snapshot() if parent is None else None
         return attrs.evolve(done, duration_ms=duration_ms, nested=nested)
 
-    async def _after(self, item: _Prepared, result: AgentToolResult, is_error: bool) -> _Finished:
+    async def _after(
+        self,
+        item: _Prepared,
+        result: AgentToolResult,
+        is_error: bool,
+        parent: str | None = None,
+    ) -> _Finished:
         after = self.batch.after_tool_call
         if after is None:
             return _Finished(item.index, item.call, result, is_error)
@@ -422,6 +429,7 @@ class _BatchRunner:
                         result=result,
                         is_error=is_error,
                         context=self.batch.context,
+                        parent_tool_call_id=parent,
                     )
                 )
             except Exception as exc:
@@ -454,7 +462,7 @@ class _BatchRunner:
                 limited = f"Nested tool calls are limited to {MAX_NESTING_DEPTH} levels"
                 done = _Finished(-1, call, error_result(limited), True)
             else:
-                prepared = await self._prepare(-1, call, nested=True)
+                prepared = await self._prepare(-1, call, parent.tool_call_id)
                 if isinstance(prepared, _Prepared):
                     ticket = self._ticket(prepared, parent)
                     done = await self._execute_one(prepared, ticket, parent, state)

@@ -1,7 +1,8 @@
 """The codemode engine process: one QuickJS context running one script (see ``sandbox``).
 
-Started as ``python -I child.py`` by :mod:`.sandbox`; it imports nothing of pitrio (a cold
-start of the whole package would cost more than the script), only the QuickJS binding. It
+Started as ``python -I -S child.py <binding dir>`` by :mod:`.sandbox`; it imports nothing
+of pitrio (a cold start of the whole package would cost more than the script), only the
+QuickJS binding. It
 speaks JSON lines: the first line on stdin is the job (``code``, ``prelude``, ``tools``,
 ``globals``, ``store``, ``memoryLimit``), later lines settle host calls
 (``{"t": "result", "id", "ok", "payload", "properties"}``). On stdout it writes ``call``,
@@ -41,6 +42,8 @@ def _exception_json(exc: BaseException) -> str:
 
 def main() -> int:
     """Run the job read from stdin; exit when the script is done or the pipe closes."""
+    if len(sys.argv) > 1:  # started without ``site``: the binding's directory is given
+        sys.path.insert(0, sys.argv[1])
     import _quickjs  # type: ignore[import-not-found]  # the C module of quickjs-ng
 
     job = json.loads(sys.stdin.buffer.readline())

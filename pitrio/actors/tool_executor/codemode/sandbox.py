@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -28,6 +29,8 @@ from typing import Any
 
 import attrs
 import trio
+
+from pitrio.errors import ToolError
 
 MEMORY_LIMIT_BYTES = 256 * 1024 * 1024
 """The engine's heap: past it the script gets ``InternalError: out of memory`` (pi's figure)."""
@@ -43,6 +46,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHILD = Path(__file__).with_name("child.py")
 _PRELUDE = Path(__file__).with_name("prelude.js")
 _prelude_text: str | None = None
+_engine_path: str | None = None
 
 HostCall = Callable[[str, Any], Awaitable[Any]]
 """``await call(name, args)``: a tool's or global's value (JSON-able); raise to reject."""
@@ -140,6 +144,18 @@ def worker_slots() -> WorkerSlots:
         slots = WorkerSlots()
         _SLOTS.set(slots)
         return slots
+
+
+def _engine_dir() -> str:
+    """Where the QuickJS binding lives: the engine process skips ``site`` (its ``.pth`` files
+    cost more than the script) and imports the binding from there."""
+    global _engine_path
+    if _engine_path is None:
+        spec = importlib.util.find_spec("_quickjs")
+        if spec is None or spec.origin is None:
+            raise ToolError("codemode needs the quickjs-ng package (pip install quickjs-ng)")
+        _engine_path = os.path.dirname(spec.origin)
+    return _engine_path
 
 
 def _prelude() -> str:
@@ -323,7 +339,7 @@ async def _run_in_process(
     timeout_ms: int | None,
 ) -> ScriptResult:
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-I", str(_CHILD)],
+        [sys.executable, "-I", "-S", str(_CHILD), _engine_dir()],
         stdin=-1,  # subprocess.PIPE
         stdout=-1,
         stderr=-3,  # subprocess.DEVNULL: the engine's own diagnostics are not the user's
