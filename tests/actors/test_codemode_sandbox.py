@@ -127,10 +127,11 @@ async def test_script_failures_are_results(code: str, name: str, fragment: str) 
 
 async def test_an_endless_loop_meets_the_deadline_and_keeps_its_output() -> None:
     before = trio.current_time()
-    result = await run("text('started'); while (true) {}", timeout_ms=400)
-    assert trio.current_time() - before < 5
+    # The deadline counts the engine's start too: room for a start on a loaded machine.
+    result = await run("text('started'); while (true) {}", timeout_ms=1500)
+    assert trio.current_time() - before < 10
     assert result.error is not None and result.error.kind == "timeout"
-    assert result.error.message == "Execution timed out after 400 ms"
+    assert result.error.message == "Execution timed out after 1500 ms"
     assert [i.data for i in result.output] == ["started"]
 
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import trio
 
+from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.tool_executor import AgentTool, ToolBatch, run_tool_batch, text_result
+from pitrio.actors.tool_executor.codemode import sandbox
 from pitrio.actors.tool_executor.codemode.describe import describe, loadout_descriptions
 from pitrio.actors.tool_executor.codemode.source import SourceError, parse_source
 from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
@@ -183,3 +185,44 @@ def test_the_options_line() -> None:
             assert message in str(exc)
         else:
             raise AssertionError(bad)
+
+
+async def test_abort_ends_the_script_with_its_calls_cancelled() -> None:
+    entered = trio.Event()
+
+    async def hang(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        entered.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    slow = AgentTool(name="slow", execute=hang, exposure="codemode")
+    codemode = create_codemode_tool()
+    abort = RunAbort()
+    outcome: list[Any] = []
+
+    async def emit(event: Any) -> None:
+        pass
+
+    async with trio.open_nursery() as nursery:
+
+        async def go() -> None:
+            batch = ToolBatch(
+                assistant_message=response("text('before');\nawait tools.slow({})"),
+                tools=(codemode,),
+                callable_tools=(codemode, slow),
+            )
+            outcome.append(await run_tool_batch(batch, emit=emit, abort=abort))
+
+        nursery.start_soon(go)
+        await entered.wait()
+        abort.abort()
+    message = outcome[0].messages[0]
+    assert message.is_error
+    assert text_of(message.content).startswith("Script failed\nWall time ")
+    assert "Output:\nbefore\nScript error:\n" in text_of(message.content)
+    assert text_of(message.content).endswith(
+        "Script aborted: This operation was aborted\n\n"
+        "Tool calls made before the failure (they are not undone): slow (cancelled)"
+    )
+    assert message.details["calls"][0]["status"] == "cancelled"
+    assert sandbox.worker_slots().active == 0

@@ -11,6 +11,7 @@ cuts it short.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -142,7 +143,7 @@ class ToolCallContext:
         """The tools :meth:`execute_tool` may run (what codemode lists to its scripts)."""
         self._runner = runner
         self._count = 0
-        self._aborted_result: AgentToolResult | None = None
+        self._aborted_result: AgentToolResult | Callable[[], AgentToolResult] | None = None
 
     async def execute_tool(self, name: str, args: dict[str, Any] | None = None) -> NestedCall:
         """Run another tool of the batch's tool set as a call nested in this one.
@@ -159,14 +160,16 @@ class ToolCallContext:
         self._count += 1
         return f"{self.tool_call_id}/{self._count}"
 
-    def set_aborted_result(self, result: AgentToolResult) -> None:
-        """The result to report if abort ends this call (e.g. output so far + ``aborted``)."""
+    def set_aborted_result(self, result: AgentToolResult | Callable[[], AgentToolResult]) -> None:
+        """The result to report if abort ends this call (e.g. output so far + ``aborted``),
+        or what makes it when the abort comes (a tool whose state keeps changing)."""
         self._aborted_result = result
 
     @property
     def aborted_result(self) -> AgentToolResult | None:
         """What :meth:`set_aborted_result` set, if anything."""
-        return self._aborted_result
+        made = self._aborted_result
+        return made() if callable(made) else made
 
 
 _CURRENT: ContextVar[ToolCallContext | None] = ContextVar("pitrio_tool_call", default=None)

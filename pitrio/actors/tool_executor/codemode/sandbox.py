@@ -181,11 +181,17 @@ def _script_error(raw: str | None) -> ScriptError:
 class _Run:
     """The state of one script between its engine process and the host."""
 
-    def __init__(self, process: trio.Process, call_tool: HostCall, call_global: HostCall) -> None:
+    def __init__(
+        self,
+        process: trio.Process,
+        call_tool: HostCall,
+        call_global: HostCall,
+        output: list[OutputItem],
+    ) -> None:
         self.process = process
         self.call_tool = call_tool
         self.call_global = call_global
-        self.output: list[OutputItem] = []
+        self.output = output
         self.result: ScriptResult | None = None
         self.finished = trio.Event()
         self._write_lock = trio.Lock()
@@ -289,13 +295,15 @@ async def run_script(
     call_global: HostCall,
     timeout_ms: int | None = None,
     memory_limit: int = MEMORY_LIMIT_BYTES,
+    output: list[OutputItem] | None = None,
 ) -> ScriptResult:
     """Run ``code`` (a script body: top-level ``await`` and ``return`` work) to its end.
 
     ``tools`` lists ``{name, jsName, description}``; ``globals_`` ``{name, spread}``;
     ``store`` maps keys to JSON text. Script failures, the deadline (``timeout_ms``,
     counting the wait for a free engine process) and engine crashes are a failed result;
-    cancellation (abort) kills the engine and propagates.
+    cancellation (abort) kills the engine and propagates. ``output``, when given, receives
+    the items as they come (what an aborted script had output).
     """
     clock = trio.current_time()
     deadline = clock + timeout_ms / 1000 if timeout_ms is not None else float("inf")
@@ -326,7 +334,8 @@ async def run_script(
             "store": dict(store or {}),
             "memoryLimit": memory_limit,
         }
-        return await _run_in_process(job, call_tool, call_global, deadline, timeout_ms)
+        items = output if output is not None else []
+        return await _run_in_process(job, call_tool, call_global, deadline, timeout_ms, items)
     finally:
         slots.release()
 
@@ -337,6 +346,7 @@ async def _run_in_process(
     call_global: HostCall,
     deadline: float,
     timeout_ms: int | None,
+    output: list[OutputItem],
 ) -> ScriptResult:
     process = await trio.lowlevel.open_process(
         [sys.executable, "-I", "-S", str(_CHILD), _engine_dir()],
@@ -344,7 +354,7 @@ async def _run_in_process(
         stdout=-1,
         stderr=-3,  # subprocess.DEVNULL: the engine's own diagnostics are not the user's
     )
-    run = _Run(process, call_tool, call_global)
+    run = _Run(process, call_tool, call_global, output)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.send, job)

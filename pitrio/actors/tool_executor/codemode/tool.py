@@ -46,6 +46,8 @@ PARAMETERS: dict[str, Any] = {
 ARGS_PREVIEW_CHARS = 200
 ERROR_PREVIEW_CHARS = 500
 DEFAULT_SEARCH_LIMIT = 8
+ABORTED = "This operation was aborted"
+"""Why an aborted script failed: the text of the abort 1.6.0's scripts see."""
 
 Search = Callable[[str, Sequence[AgentTool], int], list[str]]
 """``search(query, tools, limit)``: the names of the best matches, best first."""
@@ -118,6 +120,9 @@ class _Script:
         self.host = host
         self.on_update = on_update
         self.calls: list[dict[str, Any]] = []
+        self.output: list[OutputItem] = []
+        """What the script has output so far (the sandbox appends to it)."""
+        ctx.set_aborted_result(self.aborted)
         self.started = trio.current_time()
         self.tools = [t for t in ctx.callable_tools if t.name != text.CODEMODE]
         self.by_name = {tool.name: tool for tool in self.tools}
@@ -129,16 +134,14 @@ class _Script:
         return {"calls": [dict(call) for call in self.calls]}
 
     async def publish(self) -> None:
-        self.ctx.set_aborted_result(self.failed_result(ScriptError("aborted", "Execution aborted")))
         await self.on_update(AgentToolResult(content=(), details=self.details()))
 
-    def failed_result(
-        self, error: ScriptError, output: Sequence[OutputItem] = ()
-    ) -> AgentToolResult:
+    def aborted(self) -> AgentToolResult:
+        """The result of a script an abort ended: its output so far, its calls cancelled."""
         for call in self.calls:
             if call["status"] == "running":
                 call["status"] = "cancelled"
-        return self.result(False, output, error)
+        return self.result(False, self.output, ScriptError("aborted", ABORTED))
 
     def result(
         self, ok: bool, output: Sequence[OutputItem], error: ScriptError | None
@@ -289,6 +292,7 @@ def create_codemode_tool(host: CodemodeHost | None = None) -> AgentTool:
             call_tool=script.call_tool,
             call_global=script.call_global,
             timeout_ms=source.timeout_ms,
+            output=script.output,
         )
         if result.error is not None and result.error.kind == "busy":
             return _not_started(script, result.error.message)
