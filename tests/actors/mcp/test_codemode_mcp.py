@@ -65,3 +65,22 @@ async def test_without_auto_enable_the_tools_are_unreachable_and_said_so(tmp_pat
         names = [tool.name for tool in await s.started.tools.active_tools()]
         assert "codemode" not in names
         assert any("neither is active" in notice for notice in s.started.notices)
+
+
+async def test_hostile_scripts_fail_and_the_session_stays_usable(tmp_path: Path) -> None:
+    scripts = [
+        ('// @options: {"timeout_ms": 1500}\nwhile (true) {}', "Script timed out:"),
+        ("return 'x'.repeat(1 << 30).length", "RangeError"),
+        ("await tools.nope({})", "tools.nope does not exist"),
+        ("throw new Error('thrown on purpose')", "Error: thrown on purpose"),
+        ("return 2 + 2", None),
+    ]
+    async with mcp_session(tmp_path, {}, tool_patterns=("+codemode",)) as s:
+        for code, expected in scripts:
+            await s.started.session.prompt("<<codemode " + json.dumps({"code": code}) + ">>")
+            result = await s.last_result()
+            if expected is None:
+                assert not result.is_error and text(result).endswith("Output:\n4")
+            else:
+                assert result.is_error and text(result).startswith("Script failed"), text(result)
+                assert expected in text(result), text(result)
