@@ -932,6 +932,9 @@ async def test_a_tool_runs_another_through_execute_tool_with_hooks_and_a_record(
         api.register_tool(_echo_tool())
 
         async def relay(call_id: str, args: dict[str, Any], on_update: Any) -> Any:
+            callable_names = await api.get_callable_tools()
+            assert {"echo", "relay", "read"} <= set(callable_names)
+            assert "codemode" not in callable_names  # registered, inactive, model-only
             inner = await api.execute_tool("echo", {"text": "inner"})
             ghost = await api.execute_tool("ghost", {})
             assert ghost.is_error

@@ -321,6 +321,13 @@ class ExtensionAPI:
         """Names of the tools the model may call."""
         return [tool.name for tool in await self._port("get_active_tools").tools.active_tools()]
 
+    async def get_callable_tools(self) -> list[str]:
+        """Names of the tools :meth:`execute_tool` and codemode scripts may call (pi 1.6.0's
+        ``getCallableToolNames``): the active ``direct`` ones and every ``codemode`` or
+        ``deferred`` one."""
+        tools = await self._port("get_callable_tools").tools.callable_tools()
+        return [tool.name for tool in tools if tool.exposure != "model-only"]
+
     async def get_all_tools(self) -> list[AgentTool]:
         """Every registered tool."""
         return list(await self._port("get_all_tools").tools.all_tools())
