@@ -12,11 +12,13 @@ from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.tool_executor import AgentTool, ToolBatch, run_tool_batch, text_result
 from pitrio.actors.tool_executor.codemode import sandbox
 from pitrio.actors.tool_executor.codemode.describe import describe, loadout_descriptions
+from pitrio.actors.tool_executor.codemode.output import lay_out
+from pitrio.actors.tool_executor.codemode.sandbox import OutputItem
 from pitrio.actors.tool_executor.codemode.source import SourceError, parse_source
 from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
 from pitrio.actors.tool_executor.tools import create_builtin_tools
 from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
-from pitrio.messages.content import ToolCall, text_of
+from pitrio.messages.content import ImageContent, TextContent, ToolCall, text_of
 from pitrio.messages.entries import CustomEntry
 from pitrio.messages.events import ToolExecutionEnd, ToolExecutionStart
 
@@ -226,3 +228,33 @@ async def test_abort_ends_the_script_with_its_calls_cancelled() -> None:
     )
     assert message.details["calls"][0]["status"] == "cancelled"
     assert sandbox.worker_slots().active == 0
+
+
+def test_long_output_keeps_its_ends_and_images_are_saved_before_they_show() -> None:
+    saved: list[tuple[str, bytes]] = []
+
+    def save(extension: str, data: bytes) -> str:
+        saved.append((extension, data))
+        return f"/tmp/out{len(saved)}{extension}"
+
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+        "RU5ErkJggg=="
+    )
+    items = [
+        OutputItem("text", "a" * 30 + "b" * 30),
+        OutputItem("image", png, "image/png"),
+        OutputItem("console", "logged"),
+    ]
+    laid = lay_out(items, ok=True, error=None, wall_seconds=0.04, max_output_tokens=10, save=save)
+    head, body, image = laid.content  # the image's label joins the text before it
+    assert head == TextContent(text="Script completed\nWall time 0.0 seconds\nOutput:\n")
+    assert body.text.startswith("Warning: truncated output (original token count: 26)\n")
+    assert "Total output lines: 4\n\n" + "a" * 20 + "…" in body.text
+    assert body.text.endswith(
+        "…ed\n</console_output>\n\n[Full output: /tmp/out1.txt (read with offset/limit)]\n"
+        "[Image saved to /tmp/out2.png (image/png, 70B)]"
+    )
+    assert isinstance(image, ImageContent) and image.data == png
+    assert laid.full_output_path == "/tmp/out1.txt"
+    assert saved[0][1].decode().startswith("a" * 30)

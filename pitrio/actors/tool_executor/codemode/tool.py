@@ -144,13 +144,21 @@ class _Script:
         return self.result(False, self.output, ScriptError("aborted", ABORTED))
 
     def result(
-        self, ok: bool, output: Sequence[OutputItem], error: ScriptError | None
+        self,
+        ok: bool,
+        output: Sequence[OutputItem],
+        error: ScriptError | None,
+        wall_seconds: float | None = None,
     ) -> AgentToolResult:
+        """The result content and details (writes the output files: off the event loop when
+        ``wall_seconds`` is given, as it must be there)."""
+        if wall_seconds is None:
+            wall_seconds = trio.current_time() - self.started
         laid = lay_out(
             output,
             ok=ok,
             error=None if error is None else error_text(error, self.calls),
-            wall_seconds=trio.current_time() - self.started,
+            wall_seconds=wall_seconds,
             max_output_tokens=self.max_output_tokens,
             save=lambda extension, data: write_output_file("pi-codemode", extension, data),
         )
@@ -308,7 +316,9 @@ def create_codemode_tool(host: CodemodeHost | None = None) -> AgentTool:
             if result.has_value:
                 raw = json.dumps(result.value, ensure_ascii=False, separators=(",", ":"))
                 output.append(OutputItem("text", value_text(result.value, raw)))
-        return script.result(result.ok, output, result.error)
+        wall = trio.current_time() - script.started
+        # Cutting a long output and saving images writes files: off the event loop.
+        return await trio.to_thread.run_sync(script.result, result.ok, output, result.error, wall)
 
     def prepare(loadout: Loadout) -> dict[str, str]:
         return text.loadout_descriptions(
