@@ -16,6 +16,7 @@ from pitrio.actors.tool_executor.codemode.output import lay_out
 from pitrio.actors.tool_executor.codemode.sandbox import OutputItem
 from pitrio.actors.tool_executor.codemode.source import SourceError, parse_source
 from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
+from pitrio.actors.tool_executor.registry import ToolRegistry
 from pitrio.actors.tool_executor.tools import create_builtin_tools
 from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
 from pitrio.messages.content import ImageContent, TextContent, ToolCall, text_of
@@ -258,3 +259,20 @@ def test_long_output_keeps_its_ends_and_images_are_saved_before_they_show() -> N
     assert isinstance(image, ImageContent) and image.data == png
     assert laid.full_output_path == "/tmp/out1.txt"
     assert saved[0][1].decode().startswith("a" * 30)
+
+
+def test_mode_only_lists_every_tool_and_leaves_out_their_declarations() -> None:
+    builtins = create_builtin_tools("/tmp")
+    registry = ToolRegistry()
+    registry.register([*builtins, create_codemode_tool(CodemodeHost(mode="only"))], activate=False)
+    registry.set_active(["read", "bash", "codemode"])
+    declared = {tool.name: tool for tool in registry.active_tools()}
+    assert list(declared) == ["codemode"]
+    assert {"read", "bash"} <= {tool.name for tool in registry.callable_tools()}
+    assert "### `read`" in declared["codemode"].description
+    registry = ToolRegistry()
+    registry.register([*builtins, create_codemode_tool()], activate=False)
+    registry.set_active(["read", "codemode"])
+    declared = {tool.name: tool for tool in registry.active_tools()}
+    assert list(declared) == ["read", "codemode"]  # mode on: declared, with a note
+    assert "### `read`" not in declared["codemode"].description

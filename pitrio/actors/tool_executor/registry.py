@@ -154,20 +154,25 @@ class ToolRegistry:
         return tuple(self._active)
 
     def active_tools(self) -> tuple[AgentTool, ...]:
-        """The active tools, in order, with the descriptions their loadout hooks give."""
+        """The declared tools: the active ones, in order, with the descriptions their loadout
+        hooks give, less those the hooks hide (still callable: :meth:`callable_tools`)."""
         tools = tuple(self._tools[name] for name in self._active)
         hooks = [tool.prepare_loadout for tool in tools if tool.prepare_loadout is not None]
         if not hooks:
             return tools
         loadout = Loadout(declared=tools, callable=self.callable_tools())
         descriptions: dict[str, str] = {}
+        hidden: set[str] = set()
         for hook in hooks:
-            descriptions.update(hook(loadout))
+            change = hook(loadout)
+            descriptions.update(change.descriptions)
+            hidden |= change.hidden
         return tuple(
             attrs.evolve(tool, description=descriptions[tool.name])
             if tool.name in descriptions
             else tool
             for tool in tools
+            if tool.name not in hidden
         )
 
     def callable_tools(self) -> tuple[AgentTool, ...]:

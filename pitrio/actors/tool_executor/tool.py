@@ -28,8 +28,17 @@ and callable by other tools while active; ``codemode`` and ``deferred`` ones are
 other tools (codemode scripts) whether active or not; ``hidden`` ones by nobody; a
 ``model-only`` one only by the model (``codemode`` itself: scripts start no scripts)."""
 
-LoadoutHook = Callable[["Loadout"], dict[str, str]]
-"""``prepare_loadout(loadout)``: new descriptions by tool name for the declared tools."""
+LoadoutHook = Callable[["Loadout"], "LoadoutChange"]
+"""``prepare_loadout(loadout)``: what to change in the declared tools."""
+
+
+@attrs.frozen
+class LoadoutChange:
+    """New descriptions by tool name, and the active tools whose declarations are left out
+    of requests (they stay callable by other tools: codemode's ``only`` mode)."""
+
+    descriptions: dict[str, str] = attrs.field(factory=dict)
+    hidden: frozenset[str] = frozenset()
 
 
 @attrs.frozen

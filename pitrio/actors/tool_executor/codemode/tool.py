@@ -31,7 +31,7 @@ from pitrio.actors.tool_executor.codemode.sandbox import (
 )
 from pitrio.actors.tool_executor.codemode.source import parse_source
 from pitrio.actors.tool_executor.context import ToolCallContext, current_call
-from pitrio.actors.tool_executor.tool import AgentTool, Loadout, UpdateFn
+from pitrio.actors.tool_executor.tool import AgentTool, Loadout, LoadoutChange, UpdateFn
 from pitrio.actors.tool_executor.tools.output_files import write_output_file
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
@@ -320,10 +320,19 @@ def create_codemode_tool(host: CodemodeHost | None = None) -> AgentTool:
         # Cutting a long output and saving images writes files: off the event loop.
         return await trio.to_thread.run_sync(script.result, result.ok, output, result.error, wall)
 
-    def prepare(loadout: Loadout) -> dict[str, str]:
-        return text.loadout_descriptions(
+    def prepare(loadout: Loadout) -> LoadoutChange:
+        descriptions = text.loadout_descriptions(
             loadout.declared, loadout.callable, mode=host.mode, inline_budget=host.inline_budget
         )
+        hidden: frozenset[str] = frozenset()
+        if host.mode == "only":  # scripts reach them: their declarations are left out
+            declared = {tool.name for tool in loadout.declared}
+            hidden = frozenset(
+                tool.name
+                for tool in loadout.callable
+                if tool.exposure == "direct" and tool.name in declared
+            )
+        return LoadoutChange(descriptions=descriptions, hidden=hidden)
 
     return AgentTool(
         name=text.CODEMODE,
