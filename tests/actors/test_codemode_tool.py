@@ -276,3 +276,24 @@ def test_mode_only_lists_every_tool_and_leaves_out_their_declarations() -> None:
     declared = {tool.name: tool for tool in registry.active_tools()}
     assert list(declared) == ["read", "codemode"]  # mode on: declared, with a note
     assert "### `read`" not in declared["codemode"].description
+
+
+async def test_calls_still_running_when_the_script_ends_are_cancelled_and_ended() -> None:
+    cancelled = trio.Event()
+
+    async def hang(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    slow = AgentTool(name="slow", execute=hang, exposure="codemode")
+    message, events = await run("tools.slow({});\nreturn 'left it running'", (slow,))
+    assert cancelled.is_set()
+    assert not message.is_error and text_of(message.content).endswith("left it running")
+    assert message.details["calls"][0]["status"] == "cancelled"
+    nested = message.nested_calls
+    assert nested is not None and [(c.name, c.status) for c in nested.calls] == [("slow", "error")]
+    ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert [(e.tool_call_id, e.is_error) for e in ends] == [("cm_1/1", True), ("cm_1", False)]

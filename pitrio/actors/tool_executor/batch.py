@@ -470,11 +470,12 @@ class _BatchRunner:
                     done = prepared
         except trio.Cancelled:
             # The abort cancelled the parent's scope as well, and trio hands the cancellation
-            # to the outermost cancelled scope: this call's own scope never sees it. Report
-            # the nested call as aborted before letting the parent end too.
-            if not self.abort.aborted:
-                raise
+            # to the outermost cancelled scope: this call's own scope never sees it; or the
+            # calling tool stopped waiting (a codemode script that ended). Either way the
+            # nested call ends as aborted, and says so, before the cancellation goes on.
             done = _Finished(-1, call, self._nested_aborted(name, state), True)
+            if not self.abort.aborted:  # the caller goes on: the record is final
+                parent.recorder.finish(handle, True, _text_of(done.result))
             with trio.CancelScope(shield=True):
                 await self._emit_end(done, parent.tool_call_id)
             raise
