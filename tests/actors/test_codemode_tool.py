@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,22 @@ async def test_calls_still_running_when_the_script_ends_are_cancelled_and_ended(
     assert nested is not None and [(c.name, c.status) for c in nested.calls] == [("slow", "error")]
     ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
     assert [(e.tool_call_id, e.is_error) for e in ends] == [("cm_1/1", True), ("cm_1", False)]
+
+
+async def test_read_of_an_image_gives_an_image_block_that_image_shows(tmp_path: Path) -> None:
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+        "RU5ErkJggg=="
+    )
+    (tmp_path / "dot.png").write_bytes(base64.b64decode(png))
+    builtins = tuple(create_builtin_tools(str(tmp_path)))
+    message, _ = await run(
+        "const shot = await tools.read({path: 'dot.png'});\n"
+        "image(shot);\nreturn [shot.type, shot.mimeType, typeof shot.note]",
+        builtins,
+    )
+    assert not message.is_error, text_of(message.content)
+    images = [part for part in message.content if isinstance(part, ImageContent)]
+    assert len(images) == 1 and images[0].mime_type == "image/png"
+    assert text_of(message.content).endswith('["image","image/png","string"]')
+    assert "[Image saved to " in text_of(message.content)
