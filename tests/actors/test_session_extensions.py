@@ -921,3 +921,51 @@ async def test_an_invalid_provider_block_fails_start_up_naming_the_extension(
             extensions=[str(path)],
         ):
             pass
+
+
+async def test_a_tool_runs_another_through_execute_tool_with_hooks_and_a_record(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    seen: list[tuple[str, str, str | None]] = []
+
+    def setup(api: Any) -> None:
+        api.register_tool(_echo_tool())
+
+        async def relay(call_id: str, args: dict[str, Any], on_update: Any) -> Any:
+            callable_names = await api.get_callable_tools()
+            assert {"echo", "relay", "read"} <= set(callable_names)
+            assert "codemode" not in callable_names  # registered, inactive, model-only
+            inner = await api.execute_tool("echo", {"text": "inner"})
+            ghost = await api.execute_tool("ghost", {})
+            assert ghost.is_error
+            return text_result(f"relayed {text_of(inner.result.content)} as {inner.tool_call_id}")
+
+        api.register_tool(AgentTool(name="relay", execute=relay))
+
+        async def gate(event: Any, ctx: Any) -> Any:
+            seen.append(("call", event.tool_call_id, event.parent_tool_call_id))
+
+        async def after(event: Any, ctx: Any) -> Any:
+            seen.append(("result", event.tool_call_id, event.parent_tool_call_id))
+
+        api.on("tool_call", gate)
+        api.on("tool_result", after)
+
+    replies = (_tool_reply("relay", {}), FauxReply(text="done"))
+    async with session_with(tmp_path, setup, replies=replies) as h:
+        await h.session.prompt("go")
+        messages = await h.session.messages()
+    (result,) = [m for m in messages if isinstance(m, ToolResultMessage)]
+    call_id = result.tool_call_id
+    assert text_of(result.content) == f"relayed echo inner as {call_id}/1"
+    assert result.nested_calls is not None
+    assert [(c.id, c.name, c.status) for c in result.nested_calls.calls] == [
+        (f"{call_id}/1", "echo", "ok"),
+        (f"{call_id}/2", "ghost", "error"),
+    ]
+    assert seen == [
+        ("call", call_id, None),
+        ("call", f"{call_id}/1", call_id),
+        ("result", f"{call_id}/1", call_id),
+        ("result", call_id, None),
+    ]

@@ -6,6 +6,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -458,18 +459,76 @@ async def test_nested_calls_share_the_pipeline_and_are_recorded(tmp_path: Path) 
     updates = [e for e in recorder.events if isinstance(e, ToolExecutionUpdate)]
     assert {u.parent_tool_call_id for u in updates} == {"call_1"}
     message = result.messages[0]
-    assert message.details["mine"] is True
-    records = message.details["nestedCalls"]
-    assert [(r["toolCallId"], r["toolName"], r["isError"]) for r in records] == [
-        ("call_1/1", "read", False),
-        ("call_1/2", "read", True),
-        ("call_1/3", "ghost", True),
-        ("call_1/4", "bash", False),
-        ("call_1/5", "write", True),
+    assert message.details == {"mine": True}  # pi 1.6.0 records nested calls on the message
+    nested = message.nested_calls
+    assert nested is not None and nested.complete
+    assert [(r.id, r.name, r.status) for r in nested.calls] == [
+        ("call_1/1", "read", "ok"),
+        ("call_1/2", "read", "error"),
+        ("call_1/3", "ghost", "error"),
+        ("call_1/4", "bash", "ok"),
+        ("call_1/5", "write", "error"),
     ]
-    assert records[0]["args"] == {"path": "n.txt"}
-    assert records[0]["content"] == [{"type": "text", "text": "nested content"}]
-    assert "details" not in records[0] and records[1]["details"] == {}
+    assert nested.calls[0].arguments == {"path": "n.txt"}
+    assert nested.calls[0].error is None and nested.calls[0].duration_ms is not None
+    assert nested.calls[2].error == "Tool ghost not found"
+    assert nested.calls[4].error == "no writes from inside"
+
+
+async def test_nested_calls_of_nested_calls_are_recorded_on_the_model_issued_call() -> None:
+    async def leaf(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        return text_result("leaf")
+
+    async def middle(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        call = current_call()
+        assert call is not None
+        await call.execute_tool("leaf", {"big": "x" * 9000})
+        return text_result("middle")
+
+    async def top(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        call = current_call()
+        assert call is not None
+        await call.execute_tool("middle", {})
+        return text_result("top")
+
+    tools = tuple(
+        AgentTool(name=name, execute=body)
+        for name, body in (("top", top), ("middle", middle), ("leaf", leaf))
+    )
+    batch = ToolBatch(assistant_message=response(("top", {})), tools=tools)
+    result = await run_tool_batch(batch, emit=Recorder())
+    nested = result.messages[0].nested_calls
+    assert nested is not None
+    assert [(r.id, r.name, r.status) for r in nested.calls] == [
+        ("call_1/1", "middle", "ok"),
+        ("call_1/1/1", "leaf", "ok"),
+    ]
+    # arguments over 8 KiB are left out with their size, and the record says it is incomplete
+    assert nested.calls[1].arguments is None and nested.calls[1].arguments_bytes == 9010
+    assert nested.complete is False
+
+
+async def test_nested_calls_reach_callable_tools_that_are_not_declared() -> None:
+    async def hidden(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        return text_result("from a codemode tool")
+
+    seen: list[Any] = []
+    outer = outer_tool([("only_callable", {}), ("outer", {})], seen)
+    outer = attrs.evolve(outer, exposure="model-only")
+    callable_only = AgentTool(name="only_callable", execute=hidden, exposure="codemode")
+    batch = ToolBatch(
+        assistant_message=response(("outer", {}), ("only_callable", {})),
+        tools=(outer,),
+        callable_tools=(outer, callable_only),
+    )
+    result = await run_tool_batch(batch, emit=Recorder())
+    assert [(n.tool_name, n.is_error) for n in seen] == [
+        ("only_callable", False),
+        ("outer", True),  # a model-only tool is not callable from other tools
+    ]
+    assert text_of(seen[1].result.content) == "Tool outer not found"
+    # the model cannot call what is not declared to it
+    assert text_of(result.messages[1].content) == "Tool only_callable not found"
 
 
 async def test_nesting_depth_is_bounded() -> None:
@@ -526,9 +585,9 @@ async def test_abort_inside_a_nested_call_ends_both(autojump_clock: trio.testing
     ]
     message = outcome[0].messages[0]
     assert text_of(message.content) == "Operation aborted"
-    assert message.details["nestedCalls"][0]["content"] == [
-        {"type": "text", "text": "Operation aborted"}
-    ]
+    nested = message.nested_calls
+    assert nested is not None and not nested.complete  # the nested call never finished
+    assert [(r.id, r.status) for r in nested.calls] == [("call_1/1", "unfinished")]
 
 
 async def test_a_nested_edit_of_the_file_its_parent_holds_does_not_deadlock(tmp_path: Path) -> None:

@@ -384,6 +384,7 @@ class AgentLoop(Actor[AgentCommand]):
                 forced_system_prompt=self._forced_system_prompt,
                 system_replay=self._system_replay,
                 current_tools=None if self._tools is None else self._tools.active_tools,
+                callable_tools=None if self._tools is None else self._tools.callable_tools,
             )
             run = LoopRun(
                 config,

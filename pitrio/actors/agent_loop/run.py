@@ -100,6 +100,9 @@ class RunConfig:
     """The active tools now: read again before each later request of the run, so a tool set
     changed during the run (``tool_search`` loading tools) counts from the next request, as
     pi 1.6.0 applies a changed tool set at the next turn."""
+    callable_tools: Callable[[], Awaitable[tuple[AgentTool, ...]]] | None = None
+    """What nested calls may reach now (the executor's): tools that scripts call without
+    their being declared (``codemode`` exposure) live here."""
 
 
 class RunContext:
@@ -464,6 +467,9 @@ class LoopRun:
             before_tool_call=hooks.before_tool_call,
             after_tool_call=hooks.after_tool_call,
             model=self.config.model,
+            callable_tools=(
+                None if self.config.callable_tools is None else await self.config.callable_tools()
+            ),
         )
         result = await run_tool_batch(
             batch, emit=self._emit, abort=self.abort, execute=self._execute

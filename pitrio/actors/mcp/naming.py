@@ -106,14 +106,22 @@ def tool_exposure(
 
 
 def declared_exposure(exposure: Exposure) -> Exposure:
-    """How pitrio reaches a tool of ``exposure`` today.
+    """How pitrio reaches a tool of ``exposure``: as 1.6.0 does, now that it has both
+    ``codemode`` (scripts call ``codemode`` tools) and ``tool_search`` (it loads ``deferred``
+    ones). Kept as the one place such a mapping would live."""
+    return exposure
 
-    pi 1.6.0 reaches ``codemode`` tools through its ``codemode`` tool, which pitrio does not
-    have yet: they are declared to the model like ``direct`` ones (a README difference).
-    ``deferred`` tools are loaded by ``tool_search`` (:mod:`.search_tool`). This is the one
-    place that mapping lives: a later codemode returns ``codemode`` unchanged.
-    """
-    return "direct" if exposure == "codemode" else exposure
+
+CALL_TOOL_RESULT_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "content": {"type": "array", "items": {"type": "object"}},
+        "structuredContent": {"type": "object"},
+        "isError": {"type": "boolean"},
+    },
+    "required": ["content"],
+}
+"""What a script's call of an MCP tool gives: the server's whole ``CallToolResult``."""
 
 
 def is_mcp_tool(name: str) -> bool:

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
-import secrets
-import tempfile
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +30,7 @@ import mcp_types
 import orjson
 
 from pitrio.actors.mcp.naming import READ_MCP_RESOURCE
+from pitrio.actors.tool_executor.tools.output_files import write_output_file
 from pitrio.actors.tool_executor.tools.truncate import format_size, utf8_len
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import ImageContent, TextContent
@@ -44,13 +42,8 @@ _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
 def save_output(data: bytes, extension: str) -> str:
-    """Write ``data`` to a new private temporary file; its path."""
-    path = os.path.join(tempfile.gettempdir(), f"pi-mcp-{secrets.token_hex(8)}{extension}")
-    # O_EXCL: never write through a link someone else put at the path.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(data)
-    return path
+    """Write ``data`` to a new private temporary file ``pi-mcp-...``; its path."""
+    return write_output_file("pi-mcp", extension, data)
 
 
 def _decoded(data: str) -> bytes:

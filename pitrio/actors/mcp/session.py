@@ -30,7 +30,7 @@ from pitrio.actors.mcp.naming import (
     mcp_namespace,
 )
 from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
-from pitrio.actors.mcp.ranking import SearchDocument, search_document
+from pitrio.actors.mcp.ranking import SearchDocument, rank, search_document
 from pitrio.actors.mcp.search_tool import ToolSearch, restore_loaded, with_loaded
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool
@@ -59,6 +59,16 @@ class SessionMcp:
     """``tool_search`` over the deferred tools, when a server's exposure asks for it."""
     section: str | None = None
     """The ``mcp_servers`` section's text (without its tag), when a server is listed."""
+    wants_codemode: bool = False
+    """An enabled server's configured exposures include ``codemode``: 1.6.0 activates the
+    ``codemode`` tool for it unless ``autoEnableCodemode`` is false."""
+    auto_enable_codemode: bool = True
+
+    @property
+    def script_only(self) -> tuple[str, ...]:
+        """The MCP tools of ``codemode`` exposure: registered, callable from scripts, never
+        declared unless an ``mcp__`` entry of ``--tools`` names them."""
+        return tuple(tool.name for tool in self.tools if tool.exposure == "codemode")
 
     @property
     def deferred(self) -> tuple[str, ...]:
@@ -138,7 +148,7 @@ async def start_session_mcp(
     try:
         from pitrio.actors.mcp.actor import start_mcp
         from pitrio.actors.mcp.resources import ResourceTools
-        from pitrio.actors.mcp.tools import make_tools
+        from pitrio.actors.mcp.tools import make_tools, namespace_of
     except ImportError:
         return SessionMcp(notices=(*notices, MISSING_PACKAGE))
     handle = await start_mcp(nursery, servers, cwd=cwd)
@@ -155,7 +165,9 @@ async def start_session_mcp(
             continue
         made, problems = make_tools(server, outcome.tools, handle, owners)
         notices.extend(f"Warning: {problem}" for problem in problems)
+        space = namespace_of(server, outcome.instructions)
         for tool, exposure in made:
+            tool = attrs.evolve(tool, namespace=space)
             tools.append(tool)
             if exposure == "deferred":
                 documents[tool.name] = _document(tool, server, outcome)
@@ -166,6 +178,10 @@ async def start_session_mcp(
             with_resources.append((server, exposure))
     if with_resources:
         made_resources = ResourceTools([server for server, _ in with_resources], handle).tools()
+        # The widest exposure of the servers they reach (1.6.0): direct, codemode, deferred.
+        reach = {exposure for _, exposure in with_resources}
+        widest = next(e for e in ("direct", "codemode", "deferred") if e in reach)
+        made_resources = [attrs.evolve(tool, exposure=widest) for tool in made_resources]
         tools[resources_at:resources_at] = made_resources
         # The widest exposure of the servers they reach (1.6.0): direct, else deferred.
         if all(exposure == "deferred" for _, exposure in with_resources):
@@ -179,6 +195,36 @@ async def start_session_mcp(
     section = render_servers_section(
         [_listed(server, connections[server.name]) for server in servers], declared_exposure
     )
-    return SessionMcp(
-        handle=handle, tools=tuple(tools), notices=tuple(notices), search=search, section=section
+    wants_codemode = any(
+        "codemode" in _listed(server, None).exposures(declared_exposure) for server in servers
     )
+    return SessionMcp(
+        handle=handle,
+        tools=tuple(tools),
+        notices=tuple(notices),
+        search=search,
+        section=section,
+        wants_codemode=wants_codemode,
+        auto_enable_codemode=config.auto_enable_codemode is not False,
+    )
+
+
+def rank_tools(query: str, tools: Sequence[AgentTool], limit: int) -> list[str]:
+    """Codemode's ``searchTools``: ``tools`` ranked for ``query`` as ``tool_search`` ranks
+    (1.6.0's BM25 over names, descriptions, parameters and namespaces), best first."""
+    documents = [
+        search_document(
+            tool.name,
+            tool.description,
+            tool.parameters,
+            None
+            if tool.namespace is None
+            else (
+                str(tool.namespace.get("name", "")),
+                tool.namespace.get("description"),
+                tool.namespace.get("instructions"),
+            ),
+        )
+        for tool in tools
+    ]
+    return [name for name, _score in rank(query, documents, limit)]

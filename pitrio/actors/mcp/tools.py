@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
+import attrs
 import mcp_types
 import trio
 from mcp import MCPError
@@ -24,9 +25,11 @@ from mcp import MCPError
 from pitrio.actors.mcp.actor import Connection, McpHandle, describe
 from pitrio.actors.mcp.config import McpServerConfig
 from pitrio.actors.mcp.naming import (
+    CALL_TOOL_RESULT_SCHEMA,
     Exposure,
     assign_tool_names,
     declared_exposure,
+    mcp_namespace,
     tool_exposure,
 )
 from pitrio.actors.mcp.results import convert_result
@@ -114,6 +117,16 @@ async def call_tool(
     )
 
 
+def namespace_of(config: McpServerConfig, instructions: str | None = None) -> dict[str, Any]:
+    """A server's tools' namespace (``mcp__<server>``, its description and instructions)."""
+    space: dict[str, Any] = {"name": mcp_namespace(config.name)}
+    if config.description:
+        space["description"] = config.description
+    if instructions:
+        space["instructions"] = instructions
+    return space
+
+
 def make_tools(
     config: McpServerConfig,
     tools: Iterable[mcp_types.Tool],
@@ -144,5 +157,15 @@ def make_tools(
         except ToolError as exc:
             problems.append(f"MCP server {config.name}: tool {tool.name} left out: {exc}")
             continue
-        made.append((agent_tool, exposure))
+        made.append(
+            (
+                attrs.evolve(
+                    agent_tool,
+                    exposure=exposure,
+                    namespace=namespace_of(config),
+                    output_schema=CALL_TOOL_RESULT_SCHEMA,
+                ),
+                exposure,
+            )
+        )
     return made, problems

@@ -20,7 +20,7 @@ import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
-from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
+from pitrio.actors.mcp.session import SessionMcp, rank_tools, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
@@ -49,6 +49,8 @@ from pitrio.actors.session.shell_env import SessionShellEnvironment
 from pitrio.actors.session.tool_selection import (
     ToolListError,
     default_selection,
+    is_edit_list,
+    matches,
     registered,
     select_tools,
 )
@@ -75,6 +77,8 @@ from pitrio.actors.tool_executor import (
     ToolExecutor,
     ToolExecutorHandle,
 )
+from pitrio.actors.tool_executor.codemode.describe import CODEMODE, DEFAULT_INLINE_BUDGET
+from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
 from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS
 from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
 from pitrio.errors import PitrioError
@@ -372,6 +376,7 @@ def _active_tools(
     default_tools: object = None,
     *,
     always: bool = False,
+    inactive: Sequence[str] = (),
 ) -> Sequence[str] | None:
     """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
     selection flag or ``defaultTools`` was used (or ``always``), else ``None`` (the
@@ -393,9 +398,70 @@ def _active_tools(
             tools=options.tool_patterns,
             exclude=options.exclude_tools,
             no_builtin_tools=options.no_builtin_tools,
+            inactive=inactive,
         )
     except ToolListError as exc:
         raise PitrioError(f"--tools: {exc}") from None
+
+
+def _client_servers(servers: Any) -> dict[str, Any]:
+    """A client's servers (an editor's, over ACP) with ``direct`` exposure unless they say
+    otherwise: the client gave them to be called, and shows each call (1.6.0's ``codemode``
+    default is for ``mcp.json``, whose users chose it)."""
+    return {
+        name: {"exposure": "direct", **dict(entry)} if hasattr(entry, "keys") else entry
+        for name, entry in dict(servers).items()
+    }
+
+
+def _codemode_tool(store: SessionStoreHandle, config: object) -> AgentTool | None:
+    """The session's ``codemode`` tool, its store on the session's branch."""
+    settings = config if isinstance(config, dict) else {}
+    budget = settings.get("inlineBudget")
+    host = CodemodeHost(
+        branch_entries=store.branch_entries,
+        append_entry=store.append_custom_entry,
+        search=rank_tools,
+        mode="only" if settings.get("mode") == "only" else "on",
+        inline_budget=(
+            int(budget)
+            if isinstance(budget, int | float) and not isinstance(budget, bool) and budget >= 0
+            else DEFAULT_INLINE_BUDGET
+        ),
+    )
+    return create_codemode_tool(host)
+
+
+def _codemode_reach(
+    options: SessionOptions, mcp: SessionMcp, active: Sequence[str] | None
+) -> tuple[Sequence[str] | None, str | None]:
+    """The active set with MCP's script-only tools left out (unless an ``mcp__`` entry of
+    ``--tools`` names them) and ``codemode`` added for them, as 1.6.0's MCP extension does
+    unless ``autoEnableCodemode`` is false; and the warning when nothing reaches them."""
+    script_only = set(mcp.script_only)
+    if active is None or not script_only:
+        return active, None
+    patterns = options.tool_patterns
+    plain = patterns is not None and not is_edit_list(patterns)
+    named = {
+        name
+        for name in script_only
+        if plain
+        and any(entry.startswith("mcp__") and matches(name, entry) for entry in patterns or ())
+    }
+    kept = [name for name in active if name not in script_only or name in named]
+    allowed = not any(matches(CODEMODE, p) for p in options.exclude_tools) and (
+        not plain or any(matches(CODEMODE, entry) for entry in patterns or ())
+    )
+    if mcp.wants_codemode and mcp.auto_enable_codemode and allowed and CODEMODE not in kept:
+        kept.append(CODEMODE)
+    if CODEMODE in kept or TOOL_SEARCH in kept:
+        return kept, None
+    reason = " (autoEnableCodemode is false)" if not mcp.auto_enable_codemode else ""
+    return kept, (
+        "Warning: MCP tools are only reachable from the codemode or tool_search tool, but "
+        f"neither is active{reason}; they cannot be called."
+    )
 
 
 async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
@@ -543,7 +609,7 @@ async def start_session(
             project_trusted=trust.trusted,
             project_dirs=project_dir_names(agent),
             client=(
-                ({"mcpServers": dict(options.mcp_servers)}, "the client's mcpServers")
+                ({"mcpServers": _client_servers(options.mcp_servers)}, "the client's mcpServers")
                 if options.mcp_servers
                 else None
             ),
@@ -555,13 +621,23 @@ async def start_session(
     # tool_search goes after the extension tools, before the MCP ones (1.6.0 activates it
     # before its servers connect); deferred tools are registered inactive.
     search = () if mcp.search is None else (mcp.search.tool(),)
+    codemode = _codemode_tool(store, settings.get("codemode"))
+    extra = [*options.tools, *extension_tools, *search]
+    # codemode is registered in every session and active only when selected (pi 1.6.0's
+    # built-in extension registers it inactive); an extension's own codemode replaces it.
+    if codemode is not None and all(tool.name != CODEMODE for tool in extra):
+        extra.append(codemode)
     active = _active_tools(
         options,
-        [*options.tools, *extension_tools, *search],
+        extra,
         mcp.tools,
         settings.get("defaultTools"),
-        always=mcp.search is not None,
+        always=True,
+        inactive=(CODEMODE,),
     )
+    active, unreachable = _codemode_reach(options, mcp, active)
+    if unreachable is not None:
+        notices.append(unreachable)
     if active is not None and mcp.search is not None:
         patterns, excluded = options.tool_patterns, options.exclude_tools
         mcp.search.keep(lambda name: registered(name, patterns, excluded))
@@ -570,7 +646,7 @@ async def start_session(
             notices.append(DEFERRED_UNREACHABLE)
     shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
-        [*options.tools, *extension_tools, *search, *mcp.tools],
+        [*extra, *mcp.tools],
         builtin=options.builtin_tools,
         cwd=cwd,
         settings=builtin_tool_settings(settings, env=shell_env),

@@ -98,18 +98,23 @@ def select_tools(
     exclude: Sequence[str] = (),
     no_tools: bool = False,
     no_builtin_tools: bool = False,
+    inactive: Sequence[str] = (),
 ) -> list[str]:
     """The names of the tools to activate, in the order pi 1.6.0 declares them: an allowlist's
     in the order of its entries (a pattern's matches in registration order: built-ins, then
     ``extra`` extension and custom tools, then ``mcp``), else the ``defaults`` in their order,
-    the other tools, then ``+name`` additions. Raises :class:`ToolListError`."""
+    the other tools but ``inactive`` ones, then ``+name`` additions. Raises
+    :class:`ToolListError`."""
     if no_tools:
         return []
     everything = [*builtin, *extra, *mcp]
     # The default selection keeps its own order (pi 1.6.0 declares defaultTools' names in
     # the order given), then the extension, custom and MCP tools, then ``+name`` additions.
     default = [] if no_builtin_tools else [name for name in defaults if name in everything]
-    selected = list(dict.fromkeys([*default, *extra, *mcp]))
+    # ``inactive`` tools (pi's ``defaultActive: false``, e.g. ``codemode``) are active only
+    # when a selection names them.
+    others = [name for name in extra if name not in inactive]
+    selected = list(dict.fromkeys([*default, *others, *mcp]))
     if tools is not None:
         why = tool_list_error(tools)
         if why is not None:

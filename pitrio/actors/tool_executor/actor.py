@@ -70,6 +70,8 @@ class ActiveTools:
 
     tools: tuple[AgentTool, ...]
     prompt_entries: tuple[PromptEntry, ...]
+    callable: tuple[AgentTool, ...] = ()
+    """What tools may call through nested calls (:meth:`ToolRegistry.callable_tools`)."""
 
 
 ToolExecutorCommand = RegisterTools | SetActiveTools | GetAllTools
@@ -125,7 +127,9 @@ class ToolExecutor(Actor[ToolExecutorCommand]):
 
     def _snapshot(self) -> ActiveTools:
         return ActiveTools(
-            tools=self._registry.active_tools(), prompt_entries=self._registry.prompt_entries()
+            tools=self._registry.active_tools(),
+            prompt_entries=self._registry.prompt_entries(),
+            callable=self._registry.callable_tools(),
         )
 
     async def run(
@@ -181,6 +185,10 @@ class ToolExecutorHandle(Handle[ToolExecutorCommand]):
     async def active_tools(self) -> tuple[AgentTool, ...]:
         """The active tools, in order (the executor's latest snapshot: no round trip)."""
         return self._published().tools
+
+    async def callable_tools(self) -> tuple[AgentTool, ...]:
+        """The tools nested calls may reach (latest snapshot: no round trip)."""
+        return self._published().callable
 
     async def all_tools(self) -> tuple[AgentTool, ...]:
         """Every registered tool, in registration order."""

@@ -17,8 +17,9 @@ scopes reach every tool body and abort is plain cancellation:
   its tool's aborted result (``Operation aborted`` unless the tool says otherwise).
 * **Nested calls**: a tool body may run another tool through
   :meth:`~pitrio.actors.tool_executor.context.ToolCallContext.execute_tool`, with the same
-  preflight, hooks and file queue; its events carry ``parentToolCallId`` and the parent's
-  result details list it under ``nestedCalls``.
+  preflight, hooks and file queue, against the batch's ``callable_tools``; its events carry
+  ``parentToolCallId`` and the model-issued call's result message lists it (and the calls
+  nested deeper) under ``nestedCalls``, as pi 1.6.0 records them.
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ from pitrio.messages.agent import (
     AgentMessage,
     AgentToolResult,
     AssistantMessage,
+    NestedToolCalls,
     ToolResultMessage,
     now_ms,
 )
-from pitrio.messages.codec import to_json
-from pitrio.messages.content import ToolCall
+from pitrio.messages.content import TextContent, ToolCall
 from pitrio.messages.events import (
     AgentEvent,
     MessageEnd,
@@ -117,6 +118,9 @@ class ToolBatch:
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
     model: Model | None = None
+    callable_tools: tuple[AgentTool, ...] | None = None
+    """What nested calls may run (pi 1.6.0: the active ``direct`` tools and every
+    ``codemode`` or ``deferred`` one); ``None``: the batch's ``tools``."""
 
 
 @attrs.frozen
@@ -155,6 +159,8 @@ class _Finished:
     is_error: bool
     duration_ms: int | None = None
     """How long the tool body ran (pi 1.6.0); ``None`` for a call refused before it ran."""
+    nested: NestedToolCalls | None = None
+    """The calls this model-issued call made through nested calls."""
 
 
 def error_result(message: str) -> AgentToolResult:
@@ -204,6 +210,9 @@ class _BatchRunner:
     ) -> None:
         self.batch = batch
         self.tools = {tool.name: tool for tool in batch.tools}
+        reachable = batch.tools if batch.callable_tools is None else batch.callable_tools
+        self.callable = tuple(tool for tool in reachable if tool.exposure != "model-only")
+        self.nested_tools = {tool.name: tool for tool in self.callable}
         self._emit = emit
         self.abort = abort
         self._execute = execute
@@ -282,9 +291,11 @@ class _BatchRunner:
 
     # -- the steps of one call ----------------------------------------------------------
 
-    async def _prepare(self, index: int, call: ToolCall) -> _Prepared | _Finished:
+    async def _prepare(
+        self, index: int, call: ToolCall, parent: str | None = None
+    ) -> _Prepared | _Finished:
         """Look the tool up, prepare and validate the arguments, ask ``before_tool_call``."""
-        tool = self.tools.get(call.name)
+        tool = (self.tools if parent is None else self.nested_tools).get(call.name)
         if tool is None:
             return _Finished(index, call, error_result(f"Tool {call.name} not found"), True)
         with self.abort.scope() as scope:
@@ -303,6 +314,7 @@ class _BatchRunner:
                             tool_call=call,
                             args=args,
                             context=self.batch.context,
+                            parent_tool_call_id=parent,
                         )
                     )
                     if verdict is not None and verdict.block:
@@ -348,6 +360,8 @@ class _BatchRunner:
             runner=self,
             depth=parent.depth + 1 if parent is not None else 0,
             held_files=held | {ticket.key} if ticket is not None else held,
+            recorder=parent.recorder if parent is not None else None,
+            callable_tools=self.callable,
         )
         state.context = context
 
@@ -390,11 +404,17 @@ class _BatchRunner:
         if aborted:
             result = context.aborted_result or item.tool.result_on_abort(state.latest)
             is_error = True
-        result = _with_nested_calls(result, context)
-        done = await self._after(item, result, is_error)
-        return attrs.evolve(done, duration_ms=duration_ms)
+        done = await self._after(item, result, is_error, parent_id)
+        nested = context.recorder.snapshot() if parent is None else None
+        return attrs.evolve(done, duration_ms=duration_ms, nested=nested)
 
-    async def _after(self, item: _Prepared, result: AgentToolResult, is_error: bool) -> _Finished:
+    async def _after(
+        self,
+        item: _Prepared,
+        result: AgentToolResult,
+        is_error: bool,
+        parent: str | None = None,
+    ) -> _Finished:
         after = self.batch.after_tool_call
         if after is None:
             return _Finished(item.index, item.call, result, is_error)
@@ -409,6 +429,7 @@ class _BatchRunner:
                         result=result,
                         is_error=is_error,
                         context=self.batch.context,
+                        parent_tool_call_id=parent,
                     )
                 )
             except Exception as exc:
@@ -433,6 +454,7 @@ class _BatchRunner:
     ) -> NestedCall:
         """Run ``name(args)`` inside ``parent``'s call, through the whole pipeline."""
         call = ToolCall(id=parent.next_nested_id(), name=name, arguments=args)
+        handle = parent.recorder.start(call.id, name, args)
         await self._emit_start(call, parent.tool_call_id)
         state = _CallState()
         try:
@@ -440,7 +462,7 @@ class _BatchRunner:
                 limited = f"Nested tool calls are limited to {MAX_NESTING_DEPTH} levels"
                 done = _Finished(-1, call, error_result(limited), True)
             else:
-                prepared = await self._prepare(-1, call)
+                prepared = await self._prepare(-1, call, parent.tool_call_id)
                 if isinstance(prepared, _Prepared):
                     ticket = self._ticket(prepared, parent)
                     done = await self._execute_one(prepared, ticket, parent, state)
@@ -448,30 +470,28 @@ class _BatchRunner:
                     done = prepared
         except trio.Cancelled:
             # The abort cancelled the parent's scope as well, and trio hands the cancellation
-            # to the outermost cancelled scope: this call's own scope never sees it. Report
-            # the nested call as aborted before letting the parent end too.
-            if not self.abort.aborted:
-                raise
+            # to the outermost cancelled scope: this call's own scope never sees it; or the
+            # calling tool stopped waiting (a codemode script that ended). Either way the
+            # nested call ends as aborted, and says so, before the cancellation goes on.
             done = _Finished(-1, call, self._nested_aborted(name, state), True)
+            if not self.abort.aborted:  # the caller goes on: the record is final
+                parent.recorder.finish(handle, True, _text_of(done.result))
             with trio.CancelScope(shield=True):
                 await self._emit_end(done, parent.tool_call_id)
-            parent.record(_nested_record(done))
             raise
+        parent.recorder.finish(handle, done.is_error, _text_of(done.result))
         await self._emit_end(done, parent.tool_call_id)
-        parent.record(_nested_record(done))
         return NestedCall(
             tool_call_id=call.id, tool_name=name, result=done.result, is_error=done.is_error
         )
 
     def _nested_aborted(self, name: str, state: _CallState) -> AgentToolResult:
-        tool = self.tools.get(name)
+        tool = self.nested_tools.get(name)
         result = state.context.aborted_result if state.context is not None else None
         if result is None:
             result = (
                 tool.result_on_abort(state.latest) if tool else error_result("Operation aborted")
             )
-        if state.context is not None:
-            result = _with_nested_calls(result, state.context)
         return result
 
     # -- events -------------------------------------------------------------------------------
@@ -508,31 +528,9 @@ class _BatchRunner:
             is_error=done.is_error,
             duration_ms=done.duration_ms,
             timestamp=now_ms(),
+            nested_calls=done.nested,
         )
 
 
-def _nested_record(done: _Finished) -> dict[str, Any]:
-    """How a nested call is listed in its parent's ``details.nestedCalls``."""
-    record: dict[str, Any] = {
-        "toolCallId": done.call.id,
-        "toolName": done.call.name,
-        "args": done.call.arguments,
-        "isError": done.is_error,
-        "content": [to_json(block) for block in done.result.content],
-    }
-    if done.result.details is not None:
-        record["details"] = done.result.details
-    return record
-
-
-def _with_nested_calls(result: AgentToolResult, context: ToolCallContext) -> AgentToolResult:
-    """Add ``nestedCalls`` to the details (a new dict; non-dict details are left alone)."""
-    records = context.nested_calls
-    if not records:
-        return result
-    details = result.details
-    if details is None:
-        details = {}
-    elif not isinstance(details, dict):
-        return result
-    return attrs.evolve(result, details={**details, "nestedCalls": list(records)})
+def _text_of(result: AgentToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))

@@ -1,21 +1,29 @@
 """What a running tool can reach about its own call: :func:`current_call`.
 
 A batch sets a :class:`ToolCallContext` for each call it runs (a context variable, so it is
-private to the call's task). Through it a tool may run another tool — a *nested call* (seed
-§3.15.2) that goes through the same lookup, validation and hooks, emits ``tool_execution_*``
-events carrying ``parentToolCallId`` and is recorded under ``nestedCalls`` in the parent's
-result details — and may say what its result is if abort cuts it short.
+private to the call's task). Through it a tool may run another tool — a *nested call* (pi
+1.6.0's ``ctx.executeTool``) that goes through the same lookup, validation and hooks, emits
+``tool_execution_*`` events carrying ``parentToolCallId`` and is recorded, with the calls of
+its own nested calls, in the ``nestedCalls`` of the model-issued call's result message
+(:class:`NestedCallRecorder`, pi's bounded record) — and may say what its result is if abort
+cuts it short.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
+import orjson
+import trio
 
-from pitrio.messages.agent import AgentToolResult
+from pitrio.messages.agent import AgentToolResult, NestedToolCallRecord, NestedToolCalls
 from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.tool_executor.tool import AgentTool
 
 MAX_NESTING_DEPTH = 8
 """Nested calls deeper than this fail instead of running (a tool calling itself forever)."""
@@ -29,6 +37,61 @@ class NestedCall:
     tool_name: str
     result: AgentToolResult
     is_error: bool
+
+
+MAX_RECORDED_CALLS = 256
+MAX_ARGUMENT_BYTES = 8 * 1024
+MAX_ARGUMENT_BYTES_TOTAL = 32 * 1024
+MAX_ERROR_CHARS = 500
+
+
+class NestedCallRecorder:
+    """The nested calls of one model-issued call, its nested calls' calls included, with pi
+    1.6.0's bounds: 256 calls, arguments over 8 KiB (or past 32 KiB in all) left out with
+    their size, and ``complete`` false when anything was left out or had not finished."""
+
+    def __init__(self) -> None:
+        self._calls: list[dict[str, Any]] = []
+        self._started: dict[int, float] = {}
+        self._complete = True
+        self._argument_bytes = 0
+
+    def start(self, call_id: str, name: str, args: dict[str, Any]) -> int | None:
+        """Record a call as it starts; its handle for :meth:`finish` (``None``: dropped)."""
+        if len(self._calls) >= MAX_RECORDED_CALLS:
+            self._complete = False
+            return None
+        record: dict[str, Any] = {"id": call_id, "name": name, "status": "unfinished"}
+        size = len(orjson.dumps(args))
+        if size > MAX_ARGUMENT_BYTES or self._argument_bytes + size > MAX_ARGUMENT_BYTES_TOTAL:
+            record["arguments_bytes"] = size
+            self._complete = False
+        else:
+            record["arguments"] = args
+            self._argument_bytes += size
+        self._calls.append(record)
+        handle = len(self._calls) - 1
+        self._started[handle] = trio.current_time()
+        return handle
+
+    def finish(self, handle: int | None, is_error: bool, error_text: str) -> None:
+        """Record how the call ``handle`` ended."""
+        if handle is None:
+            return
+        record = self._calls[handle]
+        record["status"] = "error" if is_error else "ok"
+        started = self._started.pop(handle, trio.current_time())
+        record["duration_ms"] = max(0, round((trio.current_time() - started) * 1000))
+        if is_error and error_text:
+            record["error"] = error_text[:MAX_ERROR_CHARS]
+
+    def snapshot(self) -> NestedToolCalls | None:
+        """The record so far (``None`` when no nested call was made)."""
+        if not self._calls and self._complete:
+            return None
+        calls = tuple(NestedToolCallRecord(**record) for record in self._calls)
+        complete = self._complete and all(call.status != "unfinished" for call in calls)
+        return NestedToolCalls(calls=calls, complete=complete)
 
 
 class NestedRunner(Protocol):
@@ -47,11 +110,12 @@ class ToolCallContext:
     __slots__ = (
         "_aborted_result",
         "_count",
-        "_records",
         "_runner",
+        "callable_tools",
         "depth",
         "held_files",
         "model",
+        "recorder",
         "tool_call_id",
         "tool_name",
     )
@@ -65,16 +129,21 @@ class ToolCallContext:
         runner: NestedRunner | None = None,
         depth: int = 0,
         held_files: frozenset[str] = frozenset(),
+        recorder: NestedCallRecorder | None = None,
+        callable_tools: tuple[AgentTool, ...] = (),
     ) -> None:
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
         self.model = model
         self.depth = depth
         self.held_files = held_files
+        self.recorder = recorder if recorder is not None else NestedCallRecorder()
+        """Shared by a model-issued call and every call nested in it."""
+        self.callable_tools = callable_tools
+        """The tools :meth:`execute_tool` may run (what codemode lists to its scripts)."""
         self._runner = runner
-        self._records: list[dict[str, Any]] = []
         self._count = 0
-        self._aborted_result: AgentToolResult | None = None
+        self._aborted_result: AgentToolResult | Callable[[], AgentToolResult] | None = None
 
     async def execute_tool(self, name: str, args: dict[str, Any] | None = None) -> NestedCall:
         """Run another tool of the batch's tool set as a call nested in this one.
@@ -91,23 +160,16 @@ class ToolCallContext:
         self._count += 1
         return f"{self.tool_call_id}/{self._count}"
 
-    def record(self, entry: dict[str, Any]) -> None:
-        """Remember one finished nested call (the batch adds these to the result details)."""
-        self._records.append(entry)
-
-    @property
-    def nested_calls(self) -> tuple[dict[str, Any], ...]:
-        """Records of the nested calls made so far, in the order they finished."""
-        return tuple(self._records)
-
-    def set_aborted_result(self, result: AgentToolResult) -> None:
-        """The result to report if abort ends this call (e.g. output so far + ``aborted``)."""
+    def set_aborted_result(self, result: AgentToolResult | Callable[[], AgentToolResult]) -> None:
+        """The result to report if abort ends this call (e.g. output so far + ``aborted``),
+        or what makes it when the abort comes (a tool whose state keeps changing)."""
         self._aborted_result = result
 
     @property
     def aborted_result(self) -> AgentToolResult | None:
         """What :meth:`set_aborted_result` set, if anything."""
-        return self._aborted_result
+        made = self._aborted_result
+        return made() if callable(made) else made
 
 
 _CURRENT: ContextVar[ToolCallContext | None] = ContextVar("pitrio_tool_call", default=None)

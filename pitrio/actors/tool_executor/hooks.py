@@ -29,6 +29,8 @@ class BeforeToolCallContext:
     tool_call: ToolCall
     args: dict[str, Any]
     context: tuple[AgentMessage, ...]
+    parent_tool_call_id: str | None = None
+    """Set when another tool (a codemode script) made this call."""
 
 
 @attrs.frozen(kw_only=True)
@@ -49,6 +51,8 @@ class AfterToolCallContext:
     result: AgentToolResult
     is_error: bool
     context: tuple[AgentMessage, ...]
+    parent_tool_call_id: str | None = None
+    """Set when another tool (a codemode script) made this call."""
 
 
 @attrs.frozen(kw_only=True)

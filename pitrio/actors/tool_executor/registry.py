@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.actors.tool_executor.tool import AgentTool, Loadout
 from pitrio.errors import ToolNotFoundError, ToolRegistryError
 
 DEFAULT_ACTIVE_TOOLS = ("read", "bash", "edit", "write")
@@ -154,8 +154,37 @@ class ToolRegistry:
         return tuple(self._active)
 
     def active_tools(self) -> tuple[AgentTool, ...]:
-        """The active tools, in order."""
-        return tuple(self._tools[name] for name in self._active)
+        """The declared tools: the active ones, in order, with the descriptions their loadout
+        hooks give, less those the hooks hide (still callable: :meth:`callable_tools`)."""
+        tools = tuple(self._tools[name] for name in self._active)
+        hooks = [tool.prepare_loadout for tool in tools if tool.prepare_loadout is not None]
+        if not hooks:
+            return tools
+        loadout = Loadout(declared=tools, callable=self.callable_tools())
+        descriptions: dict[str, str] = {}
+        hidden: set[str] = set()
+        for hook in hooks:
+            change = hook(loadout)
+            descriptions.update(change.descriptions)
+            hidden |= change.hidden
+        return tuple(
+            attrs.evolve(tool, description=descriptions[tool.name])
+            if tool.name in descriptions
+            else tool
+            for tool in tools
+            if tool.name not in hidden
+        )
+
+    def callable_tools(self) -> tuple[AgentTool, ...]:
+        """What other tools may call (pi 1.6.0): the active ``direct`` tools and every
+        ``codemode`` or ``deferred`` one, in registration order."""
+        active = set(self._active)
+        return tuple(
+            tool
+            for tool in self._tools.values()
+            if tool.exposure in ("codemode", "deferred")
+            or (tool.exposure == "direct" and tool.name in active)
+        )
 
     def prompt_entries(self) -> tuple[PromptEntry, ...]:
         """The system-prompt lines of the active tools, in order."""

@@ -22,6 +22,32 @@ call's :class:`~pitrio.actors.tool_executor.context.ToolCallContext` (nested cal
 through :func:`~pitrio.actors.tool_executor.context.current_call`."""
 
 ExecutionMode = Literal["sequential", "parallel"]
+Exposure = Literal["direct", "codemode", "deferred", "hidden", "model-only"]
+"""How a tool is reached (pi 1.6.0's ``exposure``): ``direct`` ones are declared when active
+and callable by other tools while active; ``codemode`` and ``deferred`` ones are callable by
+other tools (codemode scripts) whether active or not; ``hidden`` ones by nobody; a
+``model-only`` one only by the model (``codemode`` itself: scripts start no scripts)."""
+
+LoadoutHook = Callable[["Loadout"], "LoadoutChange"]
+"""``prepare_loadout(loadout)``: what to change in the declared tools."""
+
+
+@attrs.frozen
+class LoadoutChange:
+    """New descriptions by tool name, and the active tools whose declarations are left out
+    of requests (they stay callable by other tools: codemode's ``only`` mode)."""
+
+    descriptions: dict[str, str] = attrs.field(factory=dict)
+    hidden: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class Loadout:
+    """What a ``prepare_loadout`` hook sees: the declared (active) tools and the callable ones."""
+
+    declared: tuple[AgentTool, ...]
+    callable: tuple[AgentTool, ...]
+
 
 JSON_SCHEMA_PREFER: dict[str, Any] = {"type": "json_schema", "strict": "prefer"}
 """The constrained sampling pi 1.6.0's built-in read, bash, edit and write tools ask for."""
@@ -68,6 +94,16 @@ class AgentTool:
     constrained_sampling: dict[str, Any] | None = None
     """How a provider may constrain the model's arguments (pi's ``constrainedSampling``,
     declared with the tool in the transcript), e.g. :data:`JSON_SCHEMA_PREFER`."""
+    exposure: Exposure = "direct"
+    namespace: dict[str, Any] | None = None
+    """The group a tool belongs to (pi's ``namespace``: ``{name, description?,
+    instructions?}``, an MCP server's tools share one), for codemode's listing and search."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema of the tool's ``structured_content`` (pi's ``outputSchema``): a script
+    calling the tool gets that value instead of the text."""
+    prepare_loadout: LoadoutHook | None = None
+    """Called whenever the active set is read: descriptions to replace (codemode lists the
+    tools its scripts can call in its own description)."""
 
     @property
     def spec(self) -> ToolSpec:

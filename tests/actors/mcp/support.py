@@ -25,14 +25,25 @@ WAIT = 60.0
 
 
 def edge_server(markers: Path, **extra: Any) -> dict[str, Any]:
-    """The config entry of the edge-case server, writing its markers into ``markers``."""
+    """The config entry of the edge-case server, writing its markers into ``markers``; its
+    tools are ``direct`` (declared) unless ``extra`` says otherwise (1.6.0's default is
+    ``codemode``: see test_codemode_mcp)."""
     markers.mkdir(parents=True, exist_ok=True)
-    return {"command": sys.executable, "args": [str(SERVERS / "edge.py"), str(markers)], **extra}
+    return {
+        "command": sys.executable,
+        "args": [str(SERVERS / "edge.py"), str(markers)],
+        "exposure": "direct",
+        **extra,
+    }
 
 
 def time_server() -> dict[str, Any]:
-    """The config entry of the third-party ``mcp-server-time`` (PyPI), offline."""
-    return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    """The config entry of the third-party ``mcp-server-time`` (PyPI), offline, ``direct``."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+        "exposure": "direct",
+    }
 
 
 @attrs.define
@@ -69,10 +80,12 @@ async def mcp_session(
     *,
     settings: dict[str, Any] | None = None,
     start_limit: float = WAIT,
+    top: dict[str, Any] | None = None,
     **options: Any,
 ) -> AsyncIterator[McpSession]:
     """A session in ``root`` whose ``--mcp-config`` file lists ``servers`` (started within
-    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock); ``options`` are
+    ``start_limit`` seconds, ``inf`` for the tests that move a mock clock; ``top``: more keys
+    of the file, such as ``autoEnableCodemode``); ``options`` are
     more :class:`SessionOptions` fields."""
     agent, work = root / "agent", root / "work"
     agent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +93,7 @@ async def mcp_session(
     if settings is not None:
         (agent / "settings.json").write_bytes(orjson.dumps(settings))
     config = root / "mcp-test.json"
-    config.write_bytes(orjson.dumps({"mcpServers": servers}))
+    config.write_bytes(orjson.dumps({"mcpServers": servers, **(top or {})}))
     async with trio.open_nursery() as nursery:
         faux = FauxProvider(default=FixtureRules())
         router = await start_model_router(nursery, faux, config=RouterConfig(agent_dir=None))

@@ -191,6 +191,7 @@ async def test_a_streamable_http_server_with_headers_gone_and_back(tmp_path: Pat
         remote = {
             "url": f"http://127.0.0.1:{port}/mcp",
             "headers": {"Authorization": "!echo Bearer t0ken"},  # a !command value
+            "exposure": "direct",
         }
         async with mcp_session(tmp_path, {"remote": remote}) as s:
             await s.started.session.prompt("<<mcp__remote__whoami {}>>")

@@ -65,9 +65,9 @@ def test_exposure_exact_name_first_then_the_first_pattern_then_the_server() -> N
     assert tool_exposure(None, (), "search") == "codemode"
 
 
-def test_pitrio_declares_codemode_tools_directly_until_it_has_codemode() -> None:
+def test_pitrio_reaches_each_exposure_as_1_6_0_does() -> None:
     assert [declared_exposure(e) for e in ("codemode", "deferred", "direct", "hidden")] == [
-        "direct",
+        "codemode",
         "deferred",
         "direct",
         "hidden",

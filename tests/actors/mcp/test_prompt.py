@@ -31,7 +31,13 @@ def test_a_few_servers_share_the_room_for_summaries() -> None:
     assert "`tool_search`" in text.splitlines()[0] and "`codemode`" not in text.splitlines()[0]
 
 
-def test_pitrio_lists_only_servers_with_deferred_tools_until_it_has_codemode() -> None:
-    servers = [ListedServer("a"), ListedServer("b", exposure="deferred")]
+def test_pitrio_lists_servers_reached_by_codemode_and_by_tool_search() -> None:
+    servers = [
+        ListedServer("a"),
+        ListedServer("b", exposure="deferred"),
+        ListedServer("c", exposure="direct"),
+    ]
     text = render_servers_section(servers, declared_exposure)
-    assert text is not None and text.splitlines()[1:] == ["- mcp__b (tool_search)"]
+    assert text is not None
+    assert text.splitlines()[1:] == ["- mcp__a (codemode)", "- mcp__b (tool_search)"]
+    assert "codemode script" in text.splitlines()[0]

@@ -28,7 +28,7 @@ from pitrio.actors.session.extensions.registry import (
     Flag,
     Handler,
 )
-from pitrio.actors.tool_executor import AgentTool
+from pitrio.actors.tool_executor import AgentTool, NestedCall, current_call
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import CustomMessage, now_ms
 from pitrio.messages.content import ImageContent, TextContent
@@ -163,6 +163,18 @@ class ExtensionAPI:
             await port.tools.register(tool)
         except PitrioError as exc:
             port.runner.report(self.path, "register_tool", exc)
+
+    async def execute_tool(self, name: str, args: dict[str, Any] | None = None) -> NestedCall:
+        """pi 1.6.0's ``ctx.executeTool``, from a tool's body: run another tool the session's
+        tools may call (active ``direct`` ones, every ``codemode`` / ``deferred`` one) as a
+        call nested in the running one: id ``<calling id>/<n>``, the same validation and
+        ``tool_call`` / ``tool_result`` hooks, events with ``parentToolCallId``, recorded in
+        the calling result's ``nestedCalls``. Failures come back as ``is_error``; outside a
+        tool's body it raises :class:`ExtensionApiError`."""
+        call = current_call()
+        if call is None:
+            raise ExtensionApiError("execute_tool() works only inside a tool's execution")
+        return await call.execute_tool(name, args)
 
     def register_command(
         self, name: str, handler: CommandHandler, *, description: str | None = None
@@ -341,6 +353,13 @@ class ExtensionAPI:
     async def get_active_tools(self) -> list[str]:
         """Names of the tools the model may call."""
         return [tool.name for tool in await self._port("get_active_tools").tools.active_tools()]
+
+    async def get_callable_tools(self) -> list[str]:
+        """Names of the tools :meth:`execute_tool` and codemode scripts may call (pi 1.6.0's
+        ``getCallableToolNames``): the active ``direct`` ones and every ``codemode`` or
+        ``deferred`` one."""
+        tools = await self._port("get_callable_tools").tools.callable_tools()
+        return [tool.name for tool in tools if tool.exposure != "model-only"]
 
     async def get_all_tools(self) -> list[AgentTool]:
         """Every registered tool."""

@@ -102,6 +102,8 @@ class ToolCallEvent:
     tool_name: str
     tool_call_id: str
     input: dict[str, Any]
+    parent_tool_call_id: str | None = None
+    """Set when another tool (a codemode script, ``execute_tool``) made this call."""
 
 
 ToolCallResult = BeforeToolCallResult
@@ -119,6 +121,7 @@ class ToolResultEvent:
     content: tuple[Any, ...]
     details: Any
     is_error: bool
+    parent_tool_call_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -342,7 +342,9 @@ class ExtensionHost(Actor[HostCommand]):
         await self._session.pump_barrier(())
         ctx = command.context
         try:
-            result = await self._runner.tool_call(ctx.tool_call.name, ctx.tool_call.id, ctx.args)
+            result = await self._runner.tool_call(
+                ctx.tool_call.name, ctx.tool_call.id, ctx.args, ctx.parent_tool_call_id
+            )
         except ToolCallBlockedError as exc:
             return BeforeToolCallResult(block=True, reason=str(exc))
         return result if result is not None and result.block else None
@@ -356,6 +358,7 @@ class ExtensionHost(Actor[HostCommand]):
             content=tuple(ctx.result.content),
             details=ctx.result.details,
             is_error=ctx.is_error,
+            parent_tool_call_id=ctx.parent_tool_call_id,
         )
         after = await self._runner.tool_result(before)
         if after == before:

@@ -376,13 +376,22 @@ class ExtensionRunner:
         return current
 
     async def tool_call(
-        self, tool_name: str, tool_call_id: str, args: dict[str, Any]
+        self,
+        tool_name: str,
+        tool_call_id: str,
+        args: dict[str, Any],
+        parent_tool_call_id: str | None = None,
     ) -> ToolCallResult | None:
         """``tool_call``: the first ``block`` wins; otherwise the last non-empty result.
 
         A handler's exception is not isolated: it raises :class:`ToolCallBlockedError`,
         which blocks the call (spec §7.3)."""
-        event = ToolCallEvent(tool_name=tool_name, tool_call_id=tool_call_id, input=args)
+        event = ToolCallEvent(
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            input=args,
+            parent_tool_call_id=parent_tool_call_id,
+        )
         last: ToolCallResult | None = None
         for extension in self.extensions:
             for handler in list(extension.handlers_for("tool_call")):
