@@ -10,9 +10,9 @@ import shutil
 import sys
 import tempfile
 import termios
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import trio
 
@@ -32,6 +32,13 @@ class Keyboard:
         self.pollable = True
         self.escape = escape
         """Esc ends a line too (kept at its end): the terminal delivers it at once."""
+
+    def remember(self, line: str) -> None:
+        """A prompt or command the user sent (an editing keyboard recalls it; this one
+        has no history)."""
+
+    def know(self, *, history: Sequence[str] = (), commands: Sequence[str] = ()) -> None:
+        """Earlier prompts and the ``/`` command names (for an editing keyboard; unused here)."""
 
     def _end(self) -> int:
         """Where the first line in the buffer ends (its terminator's index), -1: not yet."""
@@ -70,29 +77,52 @@ class Keyboard:
         return line.decode("utf-8", "replace").rstrip("\r")
 
 
+Settings = list[Any]
+"""A terminal's ``termios`` attributes as ``tcgetattr`` gives them."""
+
+
+@contextlib.contextmanager
+def changed_settings(
+    fd: int, change: Callable[[Settings], Settings]
+) -> Iterator[Callable[[], None] | None]:
+    """The terminal ``fd`` with its settings ``change``d (given a copy whose control
+    characters may be edited in place): yields a function that gives the settings back,
+    ``None`` when ``fd`` is no terminal. They are given back as found on the way out."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except (termios.error, OSError):
+        yield None
+        return
+    changed = list(saved)
+    changed[6] = list(saved[6])
+
+    def restore() -> None:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, change(changed))
+    except (termios.error, OSError):
+        yield None
+        return
+    try:
+        yield restore
+    finally:
+        restore()
+
+
+def _escape_eol(settings: Settings) -> Settings:
+    settings[6][termios.VEOL] = ESC.encode()
+    return settings
+
+
 @contextlib.contextmanager
 def escape_ends_lines(fd: int) -> Iterator[bool]:
     """On a terminal in line mode, make Esc end a line (``VEOL``), so a read returns at the
     key press instead of at the next Enter; yields whether it could (not a terminal: no).
     The terminal's settings are given back as found."""
-    try:
-        saved = termios.tcgetattr(fd)
-    except (termios.error, OSError):
-        yield False
-        return
-    changed = list(saved)
-    changed[6] = list(saved[6])
-    changed[6][termios.VEOL] = ESC.encode()
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, changed)
-    except (termios.error, OSError):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        with contextlib.suppress(termios.error, OSError):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+    with changed_settings(fd, _escape_eol) as restore:
+        yield restore is not None
 
 
 class Terminal:

@@ -32,6 +32,7 @@ from pitrio.transports.attach_render import Chunk, Style, tool_summary
 from pitrio.transports.attach_screen import PROMPT, ChatScreen
 from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_lines, stdio_terminal
 from pitrio.transports.chat_commands import (
+    CHAT_COMMANDS,
     PICK_MOST,
     LocalCommand,
     match_models,
@@ -42,6 +43,7 @@ from pitrio.transports.chat_commands import (
     session_rows,
     session_text,
 )
+from pitrio.transports.chat_keyboard import EditingKeyboard, prompt_line_mode
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
@@ -245,12 +247,27 @@ class TerminalChat(ChatScreen):
         style = self.term.renderer.style
         if isinstance(messages, list) and messages:
             self.term.text(history_text(messages, style))
+        await self._know(messages)
         self.term.error(style.dim(_banner(state)))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._first_prompts)
             code = await self.receive(link, None)
             nursery.cancel_scope.cancel()
         return code
+
+    async def _know(self, messages: Any) -> None:
+        """Give the keyboard the session's earlier prompts (Up recalls them, as pi's editor
+        does for a reopened session) and every ``/`` name Tab completes: the chat's own and
+        the session's (extension commands, prompt templates, skills)."""
+        prompts = [
+            _text_of(m.get("content"))
+            for m in (messages if isinstance(messages, list) else [])
+            if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        listed = await self._call({"type": "get_commands"})
+        commands = listed.get("commands") if isinstance(listed, dict) else None
+        names = [str(c["name"]) for c in commands or [] if isinstance(c, dict) and c.get("name")]
+        self.keys.know(history=prompts, commands=[*CHAT_COMMANDS, *names])
 
     async def _call(self, command: dict[str, Any]) -> Any:
         """Send ``command`` and read up to its response (before the screen reads: frames
@@ -509,10 +526,10 @@ def chat_main(
     term = stdio_terminal()
     fd = sys.stdin.fileno()
     sessions = session_dir(options.cwd or os.getcwd(), override=options.session_dir)
-    with escape_ends_lines(fd) as escape:
-        chat = TerminalChat(
-            term, Keyboard(fd, escape=escape), prompts, sessions=sessions, images=images
-        )
+    with escape_ends_lines(fd) as escape, prompt_line_mode(fd if term.tty else -1) as editing:
+        # On a terminal each line is edited here (history, Tab, cursor keys); else as before.
+        keys = EditingKeyboard(fd, term.out) if editing else Keyboard(fd, escape=escape)
+        chat = TerminalChat(term, keys, prompts, sessions=sessions, images=images)
         try:
             return trio.run(
                 lambda: run_chat(

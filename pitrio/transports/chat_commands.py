@@ -90,6 +90,21 @@ Other /commands (extensions, prompt templates, /skill:name) go to the session.
 Esc or Ctrl-C stops a reply; Ctrl-C when idle leaves."""
 
 
+CHAT_COMMANDS = (
+    "model",
+    "thinking",
+    "name",
+    "session",
+    "new",
+    "resume",
+    "compact",
+    "quit",
+    "exit",
+    "help",
+)
+"""The chat's own command names, which Tab completes with the session's."""
+
+
 def _with_commands(data: Mapping[str, Any]) -> str:
     commands = data.get("commands")
     if not isinstance(commands, list) or not commands:

@@ -1,0 +1,97 @@
+"""The terminal chat's prompt line on a real pseudo-terminal: the keys a pi user types (Up
+for an earlier prompt, Tab for a command, cursor keys mid-line), and the terminal given back
+as found however the chat ends."""
+
+from __future__ import annotations
+
+import signal
+import termios
+from pathlib import Path
+
+from tests.transports.test_chat_pty import MARKER, _exits, chat, exchange, leave, work
+
+__all__ = ["work"]  # the fixture, used by name
+
+UP, DOWN, LEFT, RIGHT, HOME, END = "\x1b[A", "\x1b[B", "\x1b[D", "\x1b[C", "\x1b[H", "\x1b[F"
+
+
+def _line_mode(screen_master: int) -> tuple[bool, bool]:
+    """Whether the terminal is in canonical mode and echoes."""
+    lflag = termios.tcgetattr(screen_master)[3]
+    return bool(lflag & termios.ICANON), bool(lflag & termios.ECHO)
+
+
+async def test_up_recalls_earlier_prompts_also_of_a_reopened_session(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        assert _line_mode(screen.master) == (False, False)  # keys come one by one
+        await exchange(screen, "first words", r"You said: first words")
+        await exchange(screen, "second words", r"You said: second words")
+        # Up twice: the older prompt; Enter sends it again.
+        await exchange(screen, UP + UP, r"You said: first words")
+        # Up, then Down past the newest: the line typed before browsing comes back.
+        await exchange(screen, "draft" + HOME + UP + DOWN + " kept", r"You said: draft kept")
+        await leave(screen, process)
+        assert _line_mode(screen.master) == (True, True)  # given back as found
+    async with chat(work, "--continue") as (screen, process):
+        await screen.until(MARKER)
+        # pi's editor fills its history from the reopened session's prompts.
+        await exchange(screen, UP, r"draft kept\x1b\[K.*\r\nYou said: draft kept")
+        await leave(screen, process)
+
+
+async def test_tab_completes_the_chats_and_the_sessions_commands(work: Path) -> None:
+    templates = work / ".pitrio" / "prompts"
+    templates.mkdir(parents=True)
+    (templates / "greet.md").write_text("Say hello to $1")
+    async with chat(work, "--approve") as (screen, process):
+        await screen.until(MARKER)
+        # The chat's own command: /mo + Tab is "/model ".
+        await exchange(screen, "/mo\tfaux/faux-think", r"model: faux/faux-think\r\n")
+        # A prompt template of the session (from get_commands).
+        await exchange(screen, "/gr\tAda", r"You said: Say hello to Ada")
+        # Several fit: Tab lists them under the line, which is written again.
+        screen.type("/n\t")
+        await screen.until(r"/name  /new\r\n> /n")
+        await exchange(screen, "ame\tchatty", r"name: chatty\r\n")
+        await leave(screen, process)
+
+
+async def test_editing_in_the_middle_of_a_line(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        # "helo wörld": two Left, an "l"; Home, "¡"; End, Backspace, "d!".
+        keys = "helo wörld" + LEFT * 7 + "l" + HOME + "¡" + END + "\x7f" + "d!"
+        await exchange(screen, keys, r"You said: ¡hello wörld!\r\n")
+        # Ctrl-A / Ctrl-E / Right / Delete.
+        await exchange(screen, "bc\x01a\x05d" + HOME + RIGHT + "\x1b[3~", r"You said: acd\r\n")
+        await leave(screen, process)
+
+
+async def test_esc_aborts_a_reply_while_a_steer_is_being_typed(work: Path) -> None:
+    async with chat(work, "--faux-chunk-delay", "0.05") as (screen, process):
+        await screen.until(MARKER)
+        screen.type("SLOW please\n")
+        await screen.until(r"Slow answer: word1 ")
+        screen.type("half typed\x1b")  # Esc drops the half-typed line and aborts
+        await screen.until(r"\(aborting\)")
+        await screen.until(r"\(aborted\)")
+        await screen.until(MARKER)
+        await exchange(screen, "still there?", r"You said: still there\?")
+        await leave(screen, process)
+    assert "word150" not in screen.text
+    assert "You said: half typed" not in screen.text
+
+
+async def test_the_terminal_is_given_back_when_the_chat_is_killed(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        assert _line_mode(screen.master) == (False, False)
+        process.send_signal(signal.SIGTERM)
+        await _exits(process, -signal.SIGTERM)
+        assert _line_mode(screen.master) == (True, True)
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        screen.type("typed, then Ctrl-C\x03")  # Ctrl-C when idle leaves, as before
+        await _exits(process)
+        assert _line_mode(screen.master) == (True, True)
