@@ -8,7 +8,15 @@ import signal
 import termios
 from pathlib import Path
 
-from tests.transports.test_chat_pty import MARKER, _exits, chat, exchange, leave, work
+from tests.transports.test_chat_pty import (
+    MARKER,
+    _exits,
+    chat,
+    exchange,
+    greeting_chat,
+    leave,
+    work,
+)
 
 __all__ = ["work"]  # the fixture, used by name
 
@@ -41,15 +49,11 @@ async def test_up_recalls_earlier_prompts_also_of_a_reopened_session(work: Path)
 
 
 async def test_tab_completes_the_chats_and_the_sessions_commands(work: Path) -> None:
-    templates = work / ".pitrio" / "prompts"
-    templates.mkdir(parents=True)
-    (templates / "greet.md").write_text("Say hello to $1")
-    async with chat(work, "--approve") as (screen, process):
-        await screen.until(MARKER)
-        # The chat's own command: /mo + Tab is "/model ".
-        await exchange(screen, "/mo\tfaux/faux-think", r"model: faux/faux-think\r\n")
+    async with greeting_chat(work) as (screen, process):
         # A prompt template of the session (from get_commands).
         await exchange(screen, "/gr\tAda", r"You said: Say hello to Ada")
+        # The chat's own command: /mo + Tab is "/model ".
+        await exchange(screen, "/mo\tfaux/faux-think", r"model: faux/faux-think\r\n")
         # Several fit: Tab lists them under the line, which is written again.
         screen.type("/n\t")
         await screen.until(r"/name  /new\r\n> /n")
@@ -66,21 +70,6 @@ async def test_editing_in_the_middle_of_a_line(work: Path) -> None:
         # Ctrl-A / Ctrl-E / Right / Delete.
         await exchange(screen, "bc\x01a\x05d" + HOME + RIGHT + "\x1b[3~", r"You said: acd\r\n")
         await leave(screen, process)
-
-
-async def test_esc_aborts_a_reply_while_a_steer_is_being_typed(work: Path) -> None:
-    async with chat(work, "--faux-chunk-delay", "0.05") as (screen, process):
-        await screen.until(MARKER)
-        screen.type("SLOW please\n")
-        await screen.until(r"Slow answer: word1 ")
-        screen.type("half typed\x1b")  # Esc drops the half-typed line and aborts
-        await screen.until(r"\(aborting\)")
-        await screen.until(r"\(aborted\)")
-        await screen.until(MARKER)
-        await exchange(screen, "still there?", r"You said: still there\?")
-        await leave(screen, process)
-    assert "word150" not in screen.text
-    assert "You said: half typed" not in screen.text
 
 
 async def test_the_terminal_is_given_back_when_the_chat_is_killed(work: Path) -> None:
