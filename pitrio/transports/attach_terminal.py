@@ -40,6 +40,9 @@ class Keyboard:
     def know(self, *, history: Sequence[str] = (), commands: Sequence[str] = ()) -> None:
         """Earlier prompts and the ``/`` command names (for an editing keyboard; unused here)."""
 
+    def prefill(self, text: str) -> None:
+        """The next line starts as ``text`` (an editing keyboard; here it is dropped)."""
+
     def _end(self) -> int:
         """Where the first line in the buffer ends (its terminator's index), -1: not yet."""
         ends = [self.buffer.find(b"\n")]

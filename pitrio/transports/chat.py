@@ -35,6 +35,7 @@ from pitrio.transports.chat_commands import (
     CHAT_COMMANDS,
     PICK_MOST,
     LocalCommand,
+    fork_rows,
     match_models,
     model_ref,
     model_rows,
@@ -315,6 +316,8 @@ class TerminalChat(ChatScreen):
             await self._end_of_input()
         elif parsed.resume:
             await self._resume()
+        elif parsed.fork:
+            await self._fork()
         elif parsed.model_query is not None:
             await self._pick_model(parsed.model_query)
         elif parsed.session_info:
@@ -344,17 +347,47 @@ class TerminalChat(ChatScreen):
         path = await self.pick_session()
         if path is None:
             return
-        switched = await self._request({"type": "switch_session", "sessionPath": str(path)})
-        data = switched.get("data") or {}
-        if not switched.get("success") or data.get("cancelled"):
-            told = switched.get("error") or "an extension kept the current session"
-            self.term.error(f"(not resumed: {told})")
-            return
+        command = {"type": "switch_session", "sessionPath": str(path)}
+        if await self._replace(command, "resumed") is not None:
+            self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+
+    async def _replace(self, command: dict[str, Any], done: str) -> dict[str, Any] | None:
+        """Send ``command``, which replaces the session (``switch_session``, ``fork``), and
+        show the new session's conversation: the response's data, ``None`` (told as not
+        ``done``) when it failed or an extension kept the current session."""
+        answer = await self._request(command)
+        data: dict[str, Any] = answer.get("data") or {}
+        if not answer.get("success") or data.get("cancelled"):
+            told = answer.get("error") or "an extension kept the current session"
+            self.term.error(f"(not {done}: {told})")
+            return None
         history = await self._request({"type": "get_messages"})
         messages = (history.get("data") or {}).get("messages")
         if isinstance(messages, list):
             self.term.text(history_text(messages, self.term.renderer.style))
-        self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+        return data
+
+    async def _fork(self) -> None:
+        """``/fork``: pick an earlier prompt; a new session holds what came before it, and
+        the prompt's text waits on the prompt line to be edited and sent (pi's editor)."""
+        listed = await self._request({"type": "get_fork_messages"})
+        messages = (listed.get("data") or {}).get("messages") or []
+        if not messages:
+            self.term.text("No prompt to fork from yet.\n")
+            return
+        messages = messages[-PICK_MOST:]
+        self.term.text("Fork from which prompt?\n" + fork_rows(messages))
+        choice = await self._pick(len(messages), f"Fork 1-{len(messages)} (Enter: cancel): ")
+        if choice is None:
+            return
+        command = {"type": "fork", "entryId": messages[choice]["entryId"]}
+        data = await self._replace(command, "forked")
+        if data is None:
+            return
+        state = (await self._request({"type": "get_state"})).get("data") or {}
+        where = state.get("sessionFile") or "not saved"
+        self.term.error(self.term.renderer.style.dim(f"(forked: a new session, {where})"))
+        self.keys.prefill(str(data.get("text") or ""))
 
     async def _pick_model(self, query: str) -> None:
         """``/model [text]``: the available models that fit ``text``; one is chosen at once,

@@ -33,6 +33,8 @@ class EditingKeyboard(Keyboard):
         """What stands before the line when it is written again (after a Tab listing)."""
         self.editor = LineEditor()
         self.partial = b""
+        self.prefilled = ""
+        """The text the next line starts with (``/fork``'s prompt), shown when it is read."""
         self.ahead: list[Key] = []
         """Keys read but not yet fed (typed ahead of the line that asks for them)."""
 
@@ -45,6 +47,10 @@ class EditingKeyboard(Keyboard):
         for line in history:
             self.editor.remember(line)
         self.editor.commands = sorted(set(commands))
+
+    def prefill(self, text: str) -> None:
+        """The next line starts as ``text``, the cursor at its end."""
+        self.prefilled = text
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -82,9 +88,13 @@ class EditingKeyboard(Keyboard):
         """The next line as edited (one the Esc key ended ends with Esc); ``None`` at the end
         of input. Enter is echoed as a new line; Esc is not."""
         editor = self.editor
-        editor.start()
+        editor.start(self.prefilled)
+        self.prefilled = ""
         shown, shown_cursor = "", 0
         while True:
+            if (shown, shown_cursor) != (editor.text, editor.cursor):
+                self._write(redraw(shown, shown_cursor, editor.text, editor.cursor))
+                shown, shown_cursor = editor.text, editor.cursor
             key = await self._next_key()
             outcome = Done(editor.text or None) if key is None else editor.feed(key)
             if isinstance(outcome, Done):
@@ -95,9 +105,6 @@ class EditingKeyboard(Keyboard):
                 names = "  ".join("/" + name for name in outcome.names)
                 self._write(f"\n{names}\n{self.marker}")
                 shown, shown_cursor = "", 0
-            if (shown, shown_cursor) != (editor.text, editor.cursor):
-                self._write(redraw(shown, shown_cursor, editor.text, editor.cursor))
-                shown, shown_cursor = editor.text, editor.cursor
 
 
 def _non_canonical(settings: Settings) -> Settings:

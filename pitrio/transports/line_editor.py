@@ -154,9 +154,9 @@ class LineEditor:
             self.history.insert(0, trimmed)
             del self.history[HISTORY_MOST:]
 
-    def start(self) -> None:
-        """A new, empty line."""
-        self.text, self.cursor, self.browsing, self.draft = "", 0, -1, ""
+    def start(self, text: str = "") -> None:
+        """A new line, empty or starting as ``text`` (the cursor at its end)."""
+        self.text, self.cursor, self.browsing, self.draft = text, len(text), -1, ""
 
     def feed(self, key: Key) -> Done | Listing | None:
         """Apply one key: what finished, if anything."""

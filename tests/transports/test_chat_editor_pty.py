@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.transports.test_chat_pty import (
     MARKER,
     _exits,
+    _session_files,
     chat,
     exchange,
     greeting_chat,
@@ -84,3 +85,24 @@ async def test_the_terminal_is_given_back_when_the_chat_is_killed(work: Path) ->
         screen.type("typed, then Ctrl-C\x03")  # Ctrl-C when idle leaves, as before
         await _exits(process)
         assert _line_mode(screen.master) == (True, True)
+
+
+async def test_fork_puts_the_prompt_picked_on_the_line_in_a_new_session(work: Path) -> None:
+    async with chat(work) as (screen, process):
+        await screen.until(MARKER)
+        for word in ("one", "two", "three"):
+            await exchange(screen, word, rf"You said: {word}")
+        screen.type("/fork\n")
+        await screen.until(r"Fork from which prompt\?\r\n  1\. one\r\n  2\. two\r\n  3\. three")
+        screen.type("2\n")
+        # What came before "two", then "two" on the prompt line to edit and send.
+        await screen.until(r"> one\r\nYou said: one\r\n")
+        await screen.until(r"\(forked: a new session, \S+\.jsonl\)")
+        await exchange(screen, " more", r"> two.* more\x1b\[K\r\n.*You said: two more")
+        await exchange(screen, "/clone", r"\(cloned: a new session with this conversation\)")
+        await leave(screen, process)
+    files = {p: p.read_text() for p in _session_files(work)}
+    assert len(files) == 3
+    forked = [text for text in files.values() if "two more" in text]
+    assert len(forked) == 2  # the fork and its clone
+    assert all("You said: one" in text and "three" not in text for text in forked)
