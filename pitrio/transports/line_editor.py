@@ -3,11 +3,12 @@
 the line is, where its cursor is and what to write to show a change (:func:`redraw`).
 
 What pi's editor does for one line: printable text (UTF-8), Backspace/Delete, Left/Right,
-Home/End (Ctrl-A/Ctrl-E), Up/Down through the prompt history (pi's rules: Up browses when the
-line is empty, already browsing or the cursor is at its start, else goes to the start; Down
-browses back while browsing, else goes to the end; the line typed before browsing comes back
-past the newest entry), Tab completes a ``/`` command name, Enter submits, Esc ends the line
-as an interrupt, Ctrl-D on an empty line is the end of input.
+Home/End (Ctrl-A/Ctrl-E), Ctrl-U/Ctrl-K/Ctrl-W, Up/Down through the prompt history (pi's
+rules: Up browses when the line is empty, already browsing or the cursor is at its start,
+else goes to the start; Down browses back while browsing, else goes to the end; the line
+typed before browsing comes back past the newest entry), Tab completes a ``/`` command name,
+Enter submits, Esc ends the line as an interrupt, Ctrl-D on an empty line is the end of
+input.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ _CONTROL_KEYS = {
     "\x04": "ctrl-d",
     "\x15": "kill-start",
     "\x0b": "kill-end",
+    "\x17": "kill-word",
     "\x10": "up",
     "\x0e": "down",
 }
@@ -99,7 +101,9 @@ def decode(data: bytes, *, waiting: bool = False) -> tuple[list[Key], bytes]:
                 keys.append(Key(char, char))
             index += 1
             continue
-        size = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+        size = (
+            1 if byte < 0xC0 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+        )  # a stray continuation byte is one replacement character, never a longer read
         if index + size > len(data):
             return keys, data[index:]
         text = data[index : index + size].decode("utf-8", "replace")
@@ -162,9 +166,8 @@ class LineEditor:
         """Apply one key: what finished, if anything."""
         name = key.name
         if key.text:
-            self._set(
-                self.text[: self.cursor] + key.text + self.text[self.cursor :], self.cursor + 1
-            )
+            before, after = self.text[: self.cursor], self.text[self.cursor :]
+            self._set(before + key.text + after, self.cursor + len(key.text))
         elif name == "enter":
             return Done(self.text)
         elif name == "escape":
@@ -187,6 +190,11 @@ class LineEditor:
             self.cursor = len(self.text)
         elif name == "kill-start":
             self._set(self.text[self.cursor :], 0)
+        elif name == "kill-word":
+            start = len(self.text[: self.cursor].rstrip())
+            while start and not self.text[start - 1].isspace():
+                start -= 1
+            self._set(self.text[:start] + self.text[self.cursor :], start)
         elif name == "kill-end":
             self._set(self.text[: self.cursor], self.cursor)
         elif name == "up":

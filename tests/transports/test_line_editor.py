@@ -23,6 +23,7 @@ def test_decode_names_keys_and_keeps_unfinished_sequences() -> None:
     assert rest == b""
     assert decode(b"x\x1b[") == ([Key("x", "x")], b"\x1b[")
     assert decode("é".encode()[:1]) == ([], "é".encode()[:1])
+    assert decode(b"\x80a")[0] == [Key("\ufffd", "\ufffd"), Key("a", "a")]  # a stray byte
     assert decode("é€😀".encode())[0] == [Key("é", "é"), Key("€", "€"), Key("😀", "😀")]
     # A lone Esc at the end is the key; Esc before a letter is the key, then the letter.
     assert decode(b"\x1b") == ([Key("escape")], b"")
@@ -44,6 +45,11 @@ def test_typing_and_editing_mid_line() -> None:
     _type(editor, b"\x01\x1b[C\x0b")  # Ctrl-K after the first letter
     assert editor.text == "H"
     assert _type(editor, b"\r") == Done("H")
+    editor.start()
+    _type(editor, b"one two  three\x1b[D\x1b[D\x17")  # Ctrl-W: the word before the cursor
+    assert (editor.text, editor.cursor) == ("one two  ee", 9)
+    _type(editor, b"\x17\x17")
+    assert (editor.text, editor.cursor) == ("ee", 0)
 
 
 def test_escape_ends_the_line_as_an_interrupt_and_ctrl_d_ends_input_only_when_empty() -> None:
