@@ -8,6 +8,8 @@ import signal
 import termios
 from pathlib import Path
 
+import pytest
+
 from tests.transports.test_chat_pty import (
     MARKER,
     _exits,
@@ -73,12 +75,15 @@ async def test_editing_in_the_middle_of_a_line(work: Path) -> None:
         await leave(screen, process)
 
 
-async def test_the_terminal_is_given_back_when_the_chat_is_killed(work: Path) -> None:
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["term", "hup"])
+async def test_the_terminal_is_given_back_when_the_chat_is_killed(
+    work: Path, number: signal.Signals
+) -> None:
     async with chat(work) as (screen, process):
         await screen.until(MARKER)
         assert _line_mode(screen.master) == (False, False)
-        process.send_signal(signal.SIGTERM)
-        await _exits(process, -signal.SIGTERM)
+        process.send_signal(number)
+        await _exits(process, -number)
         assert _line_mode(screen.master) == (True, True)
     async with chat(work) as (screen, process):
         await screen.until(MARKER)
