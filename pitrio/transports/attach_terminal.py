@@ -12,7 +12,7 @@ import tempfile
 import termios
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import trio
 
@@ -128,15 +128,31 @@ def escape_ends_lines(fd: int) -> Iterator[bool]:
         yield restore is not None
 
 
+class Overlay(Protocol):
+    """Something drawn after the output that output must not overwrite (a half-typed line):
+    taken away before output is written and drawn again after it."""
+
+    def hide(self) -> str:
+        """What to write to take it away (the cursor where it began)."""
+
+    def reveal(self) -> str:
+        """What to write to draw it again where the cursor is."""
+
+
 class Terminal:
     """stdout and stderr: chunks of the transcript, and the live area a terminal redraws."""
 
     def __init__(self, out: TextIO, err: TextIO, renderer: Renderer, tty: bool) -> None:
         self.out, self.err, self.renderer, self.tty = out, err, renderer, tty
         self.drawn = 0
+        self.overlay: Overlay | None = None
+        """The line being typed, moved below each piece of output (an editing keyboard)."""
 
     def show(self, chunks: Sequence[Chunk]) -> None:
-        """Write ``chunks`` above the live area, then redraw it."""
+        """Write ``chunks`` above the live area, then redraw it (and the overlay after)."""
+        if self.overlay is not None:
+            self.out.write(self.overlay.hide())
+            self.out.flush()  # before any stderr text goes to the same terminal
         if self.drawn:
             self.out.write(f"\x1b[{self.drawn}F\x1b[J")
             self.drawn = 0
@@ -149,6 +165,8 @@ class Terminal:
         for line in live:
             self.out.write(line + "\n")
         self.drawn = len(live)
+        if self.overlay is not None:
+            self.out.write(self.overlay.reveal())
         self.out.flush()
         self.err.flush()
 

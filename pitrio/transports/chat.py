@@ -562,6 +562,8 @@ def chat_main(
     with escape_ends_lines(fd) as escape, prompt_line_mode(fd if term.tty else -1) as editing:
         # On a terminal each line is edited here (history, Tab, cursor keys); else as before.
         keys = EditingKeyboard(fd, term.out) if editing else Keyboard(fd, escape=escape)
+        if isinstance(keys, EditingKeyboard):
+            term.overlay = keys  # output moves the half-typed line down, never over it
         chat = TerminalChat(term, keys, prompts, sessions=sessions, images=images)
         try:
             return trio.run(

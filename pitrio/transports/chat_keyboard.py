@@ -35,6 +35,9 @@ class EditingKeyboard(Keyboard):
         self.partial = b""
         self.prefilled = ""
         """The text the next line starts with (``/fork``'s prompt), shown when it is read."""
+        self.reading = False
+        self.shown, self.shown_cursor = "", 0
+        """The line as it stands on the screen, and its cursor."""
         self.ahead: list[Key] = []
         """Keys read but not yet fed (typed ahead of the line that asks for them)."""
 
@@ -51,6 +54,22 @@ class EditingKeyboard(Keyboard):
     def prefill(self, text: str) -> None:
         """The next line starts as ``text``, the cursor at its end."""
         self.prefilled = text
+
+    def hide(self) -> str:
+        """Output is coming: the typed line is taken away (see :class:`Overlay`)."""
+        if not self.shown:
+            return ""
+        erase = redraw(self.shown, self.shown_cursor, "", 0)
+        self.shown, self.shown_cursor = "", 0
+        return erase
+
+    def reveal(self) -> str:
+        """Output was written: the line being typed is drawn again after it."""
+        editor = self.editor
+        if not self.reading or not editor.text:
+            return ""
+        self.shown, self.shown_cursor = editor.text, editor.cursor
+        return redraw("", 0, editor.text, editor.cursor)
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -90,21 +109,30 @@ class EditingKeyboard(Keyboard):
         editor = self.editor
         editor.start(self.prefilled)
         self.prefilled = ""
-        shown, shown_cursor = "", 0
-        while True:
-            if (shown, shown_cursor) != (editor.text, editor.cursor):
-                self._write(redraw(shown, shown_cursor, editor.text, editor.cursor))
-                shown, shown_cursor = editor.text, editor.cursor
-            key = await self._next_key()
-            outcome = Done(editor.text or None) if key is None else editor.feed(key)
-            if isinstance(outcome, Done):
-                if outcome.line is not None and not outcome.line.endswith("\x1b"):
-                    self._write("\n")  # the terminal adds the CR (ONLCR), as for all output
-                return outcome.line
-            if outcome is not None:  # a listing of the commands that fit
-                names = "  ".join("/" + name for name in outcome.names)
-                self._write(f"\n{names}\n{self.marker}")
-                shown, shown_cursor = "", 0
+        self.shown, self.shown_cursor = "", 0
+        self.reading = True
+        try:
+            while True:
+                self._update()
+                key = await self._next_key()
+                outcome = Done(editor.text or None) if key is None else editor.feed(key)
+                if isinstance(outcome, Done):
+                    if outcome.line is not None and not outcome.line.endswith("\x1b"):
+                        self._write("\n")  # the terminal adds the CR (ONLCR), as for all output
+                    return outcome.line
+                if outcome is not None:  # a listing of the commands that fit
+                    names = "  ".join("/" + name for name in outcome.names)
+                    self._write(f"\n{names}\n{self.marker}")
+                    self.shown, self.shown_cursor = "", 0
+        finally:
+            self.reading = False
+
+    def _update(self) -> None:
+        """Make the line on the screen the editor's."""
+        editor = self.editor
+        if (self.shown, self.shown_cursor) != (editor.text, editor.cursor):
+            self._write(redraw(self.shown, self.shown_cursor, editor.text, editor.cursor))
+            self.shown, self.shown_cursor = editor.text, editor.cursor
 
 
 def _non_canonical(settings: Settings) -> Settings:

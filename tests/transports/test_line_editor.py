@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
+from pitrio.transports.attach_render import Chunk, Renderer, Style
+from pitrio.transports.attach_terminal import Terminal
+from pitrio.transports.chat_keyboard import EditingKeyboard
 from pitrio.transports.line_editor import Done, Key, LineEditor, Listing, decode, redraw, width
 
 
@@ -109,3 +114,22 @@ def test_redraw_moves_back_over_columns_not_characters() -> None:
     assert redraw("", 0, "ab", 2) == "ab\x1b[K"
     assert redraw("ab", 2, "axb", 2) == "\x1b[2Daxb\x1b[K\x1b[1D"
     assert redraw("漢字", 1, "字", 0) == "\x1b[2D字\x1b[K\x1b[2D"
+
+
+def test_output_moves_the_half_typed_line_below_it_never_over_it() -> None:
+    out = io.StringIO()
+    term = Terminal(out, io.StringIO(), Renderer(Style()), tty=True)
+    keys = EditingKeyboard(-1, out)
+    term.overlay = keys
+    keys.reading = True  # as while readline waits for a key
+    keys.editor.start("ab")
+    keys.editor.feed(Key("left"))
+    keys._update()
+    assert out.getvalue() == "ab\x1b[K\x1b[1D"
+    # A streamed piece: the line is taken away (back 1 column: the cursor's), the piece
+    # written where the line began, then the line drawn after it, the cursor where it was.
+    term.show([Chunk("xyz")])
+    assert out.getvalue()[len("ab\x1b[K\x1b[1D") :] == "\x1b[1D\x1b[K" + "xyz" + "ab\x1b[K\x1b[1D"
+    keys.reading = False  # the line was sent: output no longer draws it
+    term.show([Chunk("!")])
+    assert out.getvalue().endswith("ab\x1b[K\x1b[1D" + "\x1b[1D\x1b[K!")
