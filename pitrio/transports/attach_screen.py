@@ -271,6 +271,7 @@ class ChatScreen:
         if not line.strip():
             self._changed()
             return
+        self.keys.remember(line)
         try:
             if self.busy:
                 kind = "follow_up" if self.follow_up else "steer"

@@ -10,9 +10,9 @@ import shutil
 import sys
 import tempfile
 import termios
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
 import trio
 
@@ -32,6 +32,16 @@ class Keyboard:
         self.pollable = True
         self.escape = escape
         """Esc ends a line too (kept at its end): the terminal delivers it at once."""
+
+    def remember(self, line: str) -> None:
+        """A prompt or command the user sent (an editing keyboard recalls it; this one
+        has no history)."""
+
+    def know(self, *, history: Sequence[str] = (), commands: Sequence[str] = ()) -> None:
+        """Earlier prompts and the ``/`` command names (for an editing keyboard; unused here)."""
+
+    def prefill(self, text: str) -> None:
+        """The next line starts as ``text`` (an editing keyboard; here it is dropped)."""
 
     def _end(self) -> int:
         """Where the first line in the buffer ends (its terminator's index), -1: not yet."""
@@ -70,29 +80,63 @@ class Keyboard:
         return line.decode("utf-8", "replace").rstrip("\r")
 
 
+Settings = list[Any]
+"""A terminal's ``termios`` attributes as ``tcgetattr`` gives them."""
+
+
+@contextlib.contextmanager
+def changed_settings(
+    fd: int, change: Callable[[Settings], Settings]
+) -> Iterator[Callable[[], None] | None]:
+    """The terminal ``fd`` with its settings ``change``d (given a copy whose control
+    characters may be edited in place): yields a function that gives the settings back,
+    ``None`` when ``fd`` is no terminal. They are given back as found on the way out."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except (termios.error, OSError):
+        yield None
+        return
+    changed = list(saved)
+    changed[6] = list(saved[6])
+
+    def restore() -> None:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, change(changed))
+    except (termios.error, OSError):
+        yield None
+        return
+    try:
+        yield restore
+    finally:
+        restore()
+
+
+def _escape_eol(settings: Settings) -> Settings:
+    settings[6][termios.VEOL] = ESC.encode()
+    return settings
+
+
 @contextlib.contextmanager
 def escape_ends_lines(fd: int) -> Iterator[bool]:
     """On a terminal in line mode, make Esc end a line (``VEOL``), so a read returns at the
     key press instead of at the next Enter; yields whether it could (not a terminal: no).
     The terminal's settings are given back as found."""
-    try:
-        saved = termios.tcgetattr(fd)
-    except (termios.error, OSError):
-        yield False
-        return
-    changed = list(saved)
-    changed[6] = list(saved[6])
-    changed[6][termios.VEOL] = ESC.encode()
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, changed)
-    except (termios.error, OSError):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        with contextlib.suppress(termios.error, OSError):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+    with changed_settings(fd, _escape_eol) as restore:
+        yield restore is not None
+
+
+class Overlay(Protocol):
+    """Something drawn after the output that output must not overwrite (a half-typed line):
+    taken away before output is written and drawn again after it."""
+
+    def hide(self) -> str:
+        """What to write to take it away (the cursor where it began)."""
+
+    def reveal(self) -> str:
+        """What to write to draw it again where the cursor is."""
 
 
 class Terminal:
@@ -101,9 +145,14 @@ class Terminal:
     def __init__(self, out: TextIO, err: TextIO, renderer: Renderer, tty: bool) -> None:
         self.out, self.err, self.renderer, self.tty = out, err, renderer, tty
         self.drawn = 0
+        self.overlay: Overlay | None = None
+        """The line being typed, moved below each piece of output (an editing keyboard)."""
 
     def show(self, chunks: Sequence[Chunk]) -> None:
-        """Write ``chunks`` above the live area, then redraw it."""
+        """Write ``chunks`` above the live area, then redraw it (and the overlay after)."""
+        if self.overlay is not None:
+            self.out.write(self.overlay.hide())
+            self.out.flush()  # before any stderr text goes to the same terminal
         if self.drawn:
             self.out.write(f"\x1b[{self.drawn}F\x1b[J")
             self.drawn = 0
@@ -116,6 +165,8 @@ class Terminal:
         for line in live:
             self.out.write(line + "\n")
         self.drawn = len(live)
+        if self.overlay is not None:
+            self.out.write(self.overlay.reveal())
         self.out.flush()
         self.err.flush()
 

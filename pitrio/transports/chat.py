@@ -32,8 +32,10 @@ from pitrio.transports.attach_render import Chunk, Style, tool_summary
 from pitrio.transports.attach_screen import PROMPT, ChatScreen
 from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_lines, stdio_terminal
 from pitrio.transports.chat_commands import (
+    CHAT_COMMANDS,
     PICK_MOST,
     LocalCommand,
+    fork_rows,
     match_models,
     model_ref,
     model_rows,
@@ -42,6 +44,7 @@ from pitrio.transports.chat_commands import (
     session_rows,
     session_text,
 )
+from pitrio.transports.chat_keyboard import EditingKeyboard, prompt_line_mode
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
 from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
@@ -245,12 +248,27 @@ class TerminalChat(ChatScreen):
         style = self.term.renderer.style
         if isinstance(messages, list) and messages:
             self.term.text(history_text(messages, style))
+        await self._know(messages)
         self.term.error(style.dim(_banner(state)))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._first_prompts)
             code = await self.receive(link, None)
             nursery.cancel_scope.cancel()
         return code
+
+    async def _know(self, messages: Any) -> None:
+        """Give the keyboard the session's earlier prompts (Up recalls them, as pi's editor
+        does for a reopened session) and every ``/`` name Tab completes: the chat's own and
+        the session's (extension commands, prompt templates, skills)."""
+        prompts = [
+            _text_of(m.get("content"))
+            for m in (messages if isinstance(messages, list) else [])
+            if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        listed = await self._call({"type": "get_commands"})
+        commands = listed.get("commands") if isinstance(listed, dict) else None
+        names = [str(c["name"]) for c in commands or [] if isinstance(c, dict) and c.get("name")]
+        self.keys.know(history=prompts, commands=[*CHAT_COMMANDS, *names])
 
     async def _call(self, command: dict[str, Any]) -> Any:
         """Send ``command`` and read up to its response (before the screen reads: frames
@@ -298,6 +316,8 @@ class TerminalChat(ChatScreen):
             await self._end_of_input()
         elif parsed.resume:
             await self._resume()
+        elif parsed.fork:
+            await self._fork()
         elif parsed.model_query is not None:
             await self._pick_model(parsed.model_query)
         elif parsed.session_info:
@@ -327,17 +347,47 @@ class TerminalChat(ChatScreen):
         path = await self.pick_session()
         if path is None:
             return
-        switched = await self._request({"type": "switch_session", "sessionPath": str(path)})
-        data = switched.get("data") or {}
-        if not switched.get("success") or data.get("cancelled"):
-            told = switched.get("error") or "an extension kept the current session"
-            self.term.error(f"(not resumed: {told})")
-            return
+        command = {"type": "switch_session", "sessionPath": str(path)}
+        if await self._replace(command, "resumed") is not None:
+            self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+
+    async def _replace(self, command: dict[str, Any], done: str) -> dict[str, Any] | None:
+        """Send ``command``, which replaces the session (``switch_session``, ``fork``), and
+        show the new session's conversation: the response's data, ``None`` (told as not
+        ``done``) when it failed or an extension kept the current session."""
+        answer = await self._request(command)
+        data: dict[str, Any] = answer.get("data") or {}
+        if not answer.get("success") or data.get("cancelled"):
+            told = answer.get("error") or "an extension kept the current session"
+            self.term.error(f"(not {done}: {told})")
+            return None
         history = await self._request({"type": "get_messages"})
         messages = (history.get("data") or {}).get("messages")
         if isinstance(messages, list):
             self.term.text(history_text(messages, self.term.renderer.style))
-        self.term.error(self.term.renderer.style.dim(f"(resumed {path})"))
+        return data
+
+    async def _fork(self) -> None:
+        """``/fork``: pick an earlier prompt; a new session holds what came before it, and
+        the prompt's text waits on the prompt line to be edited and sent (pi's editor)."""
+        listed = await self._request({"type": "get_fork_messages"})
+        messages = (listed.get("data") or {}).get("messages") or []
+        if not messages:
+            self.term.text("No prompt to fork from yet.\n")
+            return
+        messages = messages[-PICK_MOST:]
+        self.term.text("Fork from which prompt?\n" + fork_rows(messages))
+        choice = await self._pick(len(messages), f"Fork 1-{len(messages)} (Enter: cancel): ")
+        if choice is None:
+            return
+        command = {"type": "fork", "entryId": messages[choice]["entryId"]}
+        data = await self._replace(command, "forked")
+        if data is None:
+            return
+        state = (await self._request({"type": "get_state"})).get("data") or {}
+        where = state.get("sessionFile") or "not saved"
+        self.term.error(self.term.renderer.style.dim(f"(forked: a new session, {where})"))
+        self.keys.prefill(str(data.get("text") or ""))
 
     async def _pick_model(self, query: str) -> None:
         """``/model [text]``: the available models that fit ``text``; one is chosen at once,
@@ -509,10 +559,12 @@ def chat_main(
     term = stdio_terminal()
     fd = sys.stdin.fileno()
     sessions = session_dir(options.cwd or os.getcwd(), override=options.session_dir)
-    with escape_ends_lines(fd) as escape:
-        chat = TerminalChat(
-            term, Keyboard(fd, escape=escape), prompts, sessions=sessions, images=images
-        )
+    with escape_ends_lines(fd) as escape, prompt_line_mode(fd if term.tty else -1) as editing:
+        # On a terminal each line is edited here (history, Tab, cursor keys); else as before.
+        keys = EditingKeyboard(fd, term.out) if editing else Keyboard(fd, escape=escape)
+        if isinstance(keys, EditingKeyboard):
+            term.overlay = keys  # output moves the half-typed line down, never over it
+        chat = TerminalChat(term, keys, prompts, sessions=sessions, images=images)
         try:
             return trio.run(
                 lambda: run_chat(

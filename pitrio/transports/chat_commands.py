@@ -39,6 +39,8 @@ class LocalCommand:
     """``/session``: the statistics, then the cache warmer's block (:func:`session_text`)."""
     model_query: str | None = None
     """Choose a model among the available ones matching this text (:func:`match_models`)."""
+    fork: bool = False
+    """``/fork``: pick an earlier prompt, fork the session there (:func:`fork_rows`)."""
 
 
 def _model(data: Mapping[str, Any]) -> str:
@@ -84,10 +86,29 @@ HELP = """\
 /session              the session's file, id, messages and tokens
 /new                  start a new session
 /resume               pick a session of this folder and continue it
+/fork                 a new session from an earlier prompt (its text to edit and send)
+/clone                a new session with a copy of this one's conversation
 /compact [text]       compact the context (text: what the summary should keep)
 /quit, /exit          leave (Ctrl-D too)
 Other /commands (extensions, prompt templates, /skill:name) go to the session.
 Esc or Ctrl-C stops a reply; Ctrl-C when idle leaves."""
+
+
+CHAT_COMMANDS = (
+    "model",
+    "thinking",
+    "name",
+    "session",
+    "new",
+    "resume",
+    "compact",
+    "quit",
+    "exit",
+    "help",
+    "fork",
+    "clone",
+)
+"""The chat's own command names, which Tab completes with the session's."""
 
 
 def _with_commands(data: Mapping[str, Any]) -> str:
@@ -138,6 +159,10 @@ def parse_command(line: str) -> LocalCommand | None:
         return LocalCommand({"type": "new_session"}, _new)
     if name == "resume":
         return LocalCommand(resume=True)
+    if name == "fork":
+        return LocalCommand(fork=True)
+    if name == "clone":
+        return LocalCommand({"type": "clone"}, _cloned)
     if name == "compact":
         request: dict[str, Any] = {"type": "compact"}
         if arg:
@@ -151,6 +176,12 @@ def _new(data: Mapping[str, Any]) -> str:
     if data.get("cancelled"):
         return "(an extension kept the current session)"
     return "(a new session)"
+
+
+def _cloned(data: Mapping[str, Any]) -> str:
+    if data.get("cancelled"):
+        return "(an extension kept the current session)"
+    return "(cloned: a new session with this conversation)"
 
 
 PICK_MOST = 20
@@ -167,6 +198,18 @@ def session_rows(sessions: Sequence[SessionInfo]) -> str:
             title = title[: TITLE_CHARS - 1] + "…"
         stamp = info.modified.astimezone().strftime("%Y-%m-%d %H:%M")
         rows.append(f"  {number}. {stamp}  {info.message_count:3d} msgs  {title}\n")
+    return "".join(rows)
+
+
+def fork_rows(messages: Sequence[Mapping[str, Any]]) -> str:
+    """``/fork``'s numbered list of the earlier prompts (``get_fork_messages``), on one line
+    each, oldest first, as many as the picker shows (the newest)."""
+    rows = []
+    for number, message in enumerate(messages[-PICK_MOST:], 1):
+        text = str(message.get("text") or "").replace("\n", " ")
+        if len(text) > TITLE_CHARS:
+            text = text[: TITLE_CHARS - 1] + "…"
+        rows.append(f"  {number}. {text}\n")
     return "".join(rows)
 
 

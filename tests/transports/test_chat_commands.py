@@ -14,7 +14,9 @@ from trio_websocket import ConnectionClosed
 from pitrio.sdk.store import SessionInfo
 from pitrio.transports.chat import RpcLink, byte_pipe
 from pitrio.transports.chat_commands import (
+    CHAT_COMMANDS,
     PICK_MOST,
+    fork_rows,
     match_models,
     model_rows,
     parse_command,
@@ -34,6 +36,7 @@ from pitrio.transports.chat_commands import (
         ("/new", {"type": "new_session"}),
         ("/compact keep the plan", {"type": "compact", "customInstructions": "keep the plan"}),
         ("/help", {"type": "get_commands"}),
+        ("/clone", {"type": "clone"}),
     ],
 )
 def test_the_chats_commands_are_rpc_commands(line: str, sent: dict[str, str]) -> None:
@@ -50,6 +53,7 @@ def test_commands_that_send_nothing() -> None:
     assert parse_command("/quit") == parse_command("/exit")
     assert parse_command("/quit").quit  # type: ignore[union-attr]
     assert parse_command("/resume").resume  # type: ignore[union-attr]
+    assert parse_command("/fork").fork  # type: ignore[union-attr]
     fuzzy = parse_command("/model faux-1")  # not provider/id: the models that fit it
     assert fuzzy is not None and fuzzy.request is None and fuzzy.model_query == "faux-1"
     level = parse_command("/thinking loud")
@@ -172,3 +176,21 @@ def test_model_text_is_matched_loosely_best_first() -> None:
     assert match_models(MODELS, "llama") == []
     rows = model_rows(MODELS, "openai/gpt-5")
     assert rows.splitlines()[2] == "  3. openai/gpt-5 (current)"
+
+
+def test_fork_lists_the_newest_prompts_on_a_line_each() -> None:
+    messages = [{"entryId": f"e{n}", "text": f"prompt {n}"} for n in range(PICK_MOST + 3)]
+    messages[-1]["text"] = "two\nlines " + "x" * 80
+    lines = fork_rows(messages).splitlines()
+    assert len(lines) == PICK_MOST
+    assert lines[0] == "  1. prompt 3"  # the oldest three are not offered
+    assert lines[-1].startswith(f"  {PICK_MOST}. two lines xxx") and lines[-1].endswith("…")
+    clone = parse_command("/clone")
+    assert clone is not None and clone.show is not None
+    assert "new session" in clone.show({"cancelled": False})
+    assert "kept" in clone.show({"cancelled": True})
+
+
+def test_tab_knows_every_command_the_chat_parses() -> None:
+    for name in CHAT_COMMANDS:
+        assert parse_command("/" + name) is not None, name

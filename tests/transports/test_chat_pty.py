@@ -159,7 +159,11 @@ async def test_the_session_file_is_print_modes_and_reopens_with_continue(
     assert _shape(written)[-4:] == ["message:user", "message:assistant"] * 2
 
 
-@pytest.mark.parametrize("key", ["\x03", "\x1b"], ids=["ctrl-c", "esc"])
+# esc-typing: Esc with a steering line half typed (the prompt-line editor's Esc): the line
+# is dropped and the reply aborted.
+@pytest.mark.parametrize(
+    "key", ["\x03", "\x1b", "half typed\x1b"], ids=["ctrl-c", "esc", "esc-typing"]
+)
 async def test_ctrl_c_or_esc_aborts_a_reply_and_the_session_goes_on(work: Path, key: str) -> None:
     async with chat(work, "--faux-chunk-delay", "0.05") as (screen, process):
         await screen.until(MARKER)
@@ -172,14 +176,23 @@ async def test_ctrl_c_or_esc_aborts_a_reply_and_the_session_goes_on(work: Path, 
         await exchange(screen, "still there?", r"You said: still there\?")
         await leave(screen, process)
     assert "word150" not in screen.text
+    assert "You said: half typed" not in screen.text
 
 
-async def test_slash_commands_of_the_chat_and_of_the_session(work: Path) -> None:
+@asynccontextmanager
+async def greeting_chat(work: Path) -> AsyncIterator[tuple[Screen, trio.Process]]:
+    """The chat in a trusted project with a prompt template ``/greet NAME``, at its first
+    prompt marker."""
     templates = work / ".pitrio" / "prompts"
     templates.mkdir(parents=True)
     (templates / "greet.md").write_text("Say hello to $1")
     async with chat(work, "--approve") as (screen, process):
         await screen.until(MARKER)
+        yield screen, process
+
+
+async def test_slash_commands_of_the_chat_and_of_the_session(work: Path) -> None:
+    async with greeting_chat(work) as (screen, process):
         await exchange(screen, "/model faux/faux-think", r"model: faux/faux-think\r\n")
         await exchange(screen, "/model", r"model: faux/faux-think \(thinking ")
         await exchange(screen, "/name my chat", r"name: my chat\r\n")
