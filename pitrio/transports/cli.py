@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 SUBCOMMAND_ENTRIES = {
     "sessions": ("pitrio.transports.sessions_cli", "run_sessions_command"),
     "db": ("pitrio.transports.db_cli", "run_db_command"),
-    "serve": ("pitrio.transports.serve", "serve_main"),
+    "serve": ("pitrio.transports.serve_entry", "serve_main"),
     "trace": ("pitrio.transports.trace_cli", "run_trace_command"),
     "explore": ("pitrio.transports.explore_cli", "run_explore_command"),
     "attach": ("pitrio.transports.attach", "attach_main"),

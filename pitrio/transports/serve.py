@@ -1,7 +1,8 @@
 """``pitrio serve``: the daemon process (many sessions, websocket clients, a web page).
 
 :func:`open_daemon` starts the model router, the host and the server in a nursery (tests and
-benchmarks use it in-process); :func:`serve_main` is the command: it prints the page's address
+benchmarks use it in-process); :func:`serve_one` is the one-process daemon of the command
+(:mod:`pitrio.transports.serve_entry` chooses it or the workers): it prints the page's address
 (with the token in the URL fragment, which browsers never send to a server), writes
 ``<agent dir>/daemon.json`` so ``pitrio attach`` finds the daemon, logs JSON lines on stderr,
 and shuts down gracefully on SIGTERM/SIGINT: stop accepting, abort runs, flush every session,
@@ -18,7 +19,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -452,7 +453,9 @@ def announce(args: argparse.Namespace, prepared: Prepared, url: str, **fields: A
     return state
 
 
-async def _serve(args: argparse.Namespace) -> int:
+async def serve_one(args: argparse.Namespace) -> int:
+    """The daemon in this one process (``--workers 1``): serve until SIGTERM or SIGINT; the
+    exit code."""
     signals = (signal.SIGTERM, signal.SIGINT)
     with trio.open_signal_receiver(*signals) as receiver:
         prepared = await prepare(args)
@@ -474,23 +477,6 @@ async def exit_on_second_signal(receiver: AsyncIterator[int]) -> None:
     """Exit at once on the next signal (a second request while shutting down)."""
     async for signum in receiver:
         os._exit(128 + signum)  # a second request while shutting down: leave now
-
-
-def serve_main(argv: Sequence[str]) -> int:
-    """Entry point of ``pitrio serve``; returns the exit code."""
-    args = build_parser().parse_args(list(argv))
-    logs.configure(args.log_level, args.log_format)
-    args.cwd = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
-    if args.workers is None:
-        args.workers = available_cores()
-    if args.workers > 1:
-        from pitrio.transports.daemon.workers.acceptor import acceptor_main
-
-        return acceptor_main(args, list(argv))
-    from pitrio.transports.trace_cli import recording_sessions
-
-    with recording_sessions(directory=args.trace, payloads=args.trace_payloads):
-        return run_daemon(args, _serve, args)
 
 
 def run_daemon(args: argparse.Namespace, main: Callable[..., Awaitable[int]], *rest: Any) -> int:

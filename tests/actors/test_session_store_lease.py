@@ -176,6 +176,21 @@ def test_a_dead_holders_lease_is_taken_over(
     lease.release()
 
 
+def test_a_holder_killed_and_not_yet_reaped_does_not_hold_the_lease(
+    session: Path, holders: list[subprocess.Popen[str]]
+) -> None:
+    # A zombie (dead, its pid kept until its parent reaps it) has let go of its flock: a
+    # worker of a SIGKILLed `serve --workers` acceptor stays one, as nobody reaps it.
+    process, fence = spawn_holder(session)
+    holders.append(process)
+    os.kill(process.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped
+    assert (Path(f"/proc/{process.pid}/stat").read_text().split(") ")[1][0]) == "Z"
+    lease = Lease.acquire(session)
+    assert lease.fence == fence + 1
+    lease.release()
+
+
 def write_record(session: Path, **fields: object) -> None:
     lock_path(session).write_bytes(LeaseRecord(**fields).to_bytes())  # type: ignore[arg-type]
 

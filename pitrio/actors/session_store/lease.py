@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import orjson
 
-from pitrio.actors.procfs import start_time
+from pitrio.actors.procfs import ENDED_STATES, proc_stat, start_time
 from pitrio.actors.session_store.paths import file_kind
 from pitrio.errors import SessionLockedError, SessionPathError, StaleFenceError
 from pitrio.messages.entries import iso_now
@@ -109,8 +109,8 @@ class LeaseRecord:
 
 
 def pid_alive(pid: int, started: int | None = None) -> bool:
-    """Whether process ``pid`` exists on this host (and, if ``started`` is known, is the same
-    process rather than a later one that reused the pid)."""
+    """Whether process ``pid`` exists on this host and has not ended (a zombie has), and, if
+    ``started`` is known, is the same process rather than a later one that reused the pid."""
     if pid <= 0:
         return False
     try:
@@ -119,6 +119,12 @@ def pid_alive(pid: int, started: int | None = None) -> bool:
         return False
     except PermissionError:
         pass  # it exists, owned by someone else
+    fields = proc_stat(pid)
+    if fields is not None and fields and fields[0] in ENDED_STATES:
+        # A zombie has closed its files (its flock is gone) but keeps its pid until its
+        # parent reaps it, which a killed parent never does: a worker of a SIGKILLed
+        # ``serve --workers`` acceptor stayed one, and the next daemon refused its sessions.
+        return False
     if started is not None:
         now = start_time(pid)
         return now is None or now == started

@@ -10,21 +10,36 @@ connection reaches this worker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from pitrio.errors import PitrioError
 from pitrio.sdk.host import idempotent_session_id, validate_session_id
+from pitrio.transports.daemon.context import DaemonContext
 from pitrio.transports.daemon.host_socket import (
     NAMED_COMMANDS,
     HostSocket,
     session_id_of,
 )
+from pitrio.transports.daemon.workers.channel import ControlChannel
 from pitrio.transports.rpc.protocol import MISSING, Request
 
-if TYPE_CHECKING:
-    from pitrio.transports.daemon.workers.worker import WorkerServer
+
+class WorkerContext(DaemonContext, Protocol):
+    """What this endpoint needs of its worker's server (``worker.WorkerServer``), named
+    here so that the server can import the endpoint without a circle."""
+
+    slot: int
+    link: ControlChannel
+
+    async def claim(self, session: str) -> int:
+        """The worker owning ``session`` once this worker asked for it."""
+        ...
+
+    async def forward(self, owner: int, request: Request) -> Any:
+        """Worker ``owner``'s answer to ``request``."""
+        ...
 
 
 def merge_rows(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,7 +76,7 @@ def decode_result(answer: Any) -> Any:
 class ClusterHostSocket(HostSocket):
     """``/v1/host`` for one client of a worker."""
 
-    def __init__(self, server: WorkerServer, ws: Any) -> None:
+    def __init__(self, server: WorkerContext, ws: Any) -> None:
         super().__init__(server, ws)
         self.worker = server
 
