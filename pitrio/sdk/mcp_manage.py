@@ -1,10 +1,12 @@
-"""What ``pitrio mcp add|remove|list`` needs (issue 35): reading and editing ``mcp.json``
-files, checking servers, and the project's trust. Imported only by that command."""
+"""What ``pitrio mcp add|remove|list|login|logout`` needs (issue 35): reading and editing
+``mcp.json`` files, checking servers, OAuth sign-in and the project's trust. Imported only
+by that command."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from pitrio.actors.mcp.actor import describe
 from pitrio.actors.mcp.config import (
     McpConfig,
     McpServerConfig,
@@ -21,6 +23,8 @@ from pitrio.actors.mcp.manage import (
     remove_server,
 )
 from pitrio.actors.mcp.naming import EXPOSURES
+from pitrio.actors.mcp.oauth import CredentialFile, McpSignInRequired, uses_oauth
+from pitrio.actors.mcp.signin import SignInError, connect_and_list, sign_in, sign_in_needed
 from pitrio.actors.session.resources.settings import project_dir_names
 from pitrio.actors.session.resources.trust import canonical_path, nearest_saved, read_trust_file
 from pitrio.actors.session_store.paths import agent_dir
@@ -35,18 +39,26 @@ def project_trusted(agent: Path, cwd: str) -> bool:
 
 __all__ = [
     "EXPOSURES",
+    "CredentialFile",
     "McpConfig",
     "McpFileError",
     "McpServerConfig",
+    "McpSignInRequired",
     "ServerReport",
+    "SignInError",
     "add_server",
     "agent_dir",
     "check_servers",
+    "connect_and_list",
+    "describe",
     "load_mcp_config",
     "parse_server",
     "project_config_file",
     "project_dir_names",
     "project_trusted",
     "remove_server",
+    "sign_in",
+    "sign_in_needed",
     "user_config_file",
+    "uses_oauth",
 ]

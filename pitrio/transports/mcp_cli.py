@@ -4,8 +4,10 @@
 writes an entry to the agent dir's ``mcp.json`` (``-l`` / ``--local``: the project's);
 ``remove <server> [-l]`` takes one out; ``list [--json]`` connects every enabled server and
 prints its state, tools and errors. Each exits 1 on a usage error or failure (``list``: an
-invalid entry or an enabled server that did not connect), else 0. ``login`` / ``logout``
-(MCP OAuth) are not in pitrio yet: they exit 1 saying so.
+invalid entry or an enabled server that did not connect), else 0. ``login <server> [-l]
+[--timeout <seconds>]`` signs in to an OAuth HTTP server (the URL to open is printed; no
+browser is started, as ``pitrio auth login``); ``logout <server> [-l]`` deletes its stored
+credentials (:mod:`pitrio.transports.mcp_login`).
 
 Options stop at ``--`` or at the second positional argument (``add <server> <command>``), so
 a command's own options pass through untouched.
@@ -30,18 +32,22 @@ HELP = """Usage:
   pitrio mcp add <server> [options] --url <url>
   pitrio mcp remove <server> [-l]
   pitrio mcp list [--json]
+  pitrio mcp login <server> [-l] [--timeout <seconds>]
+  pitrio mcp logout <server> [-l]
 
-Add, remove and check MCP servers without starting a session. The servers are read from
-the agent dir's mcp.json and, when the project is trusted, the project's (.pitrio/mcp.json;
-.pi/mcp.json too with pi's agent dir).
+Add, remove and check MCP servers and sign in to OAuth servers without starting a
+session. The servers are read from the agent dir's mcp.json and, when the project is
+trusted, the project's (.pitrio/mcp.json; .pi/mcp.json too with pi's agent dir).
 
 Commands:
   add <server>            add a server to mcp.json, or replace the one of that name
   remove <server>         remove a server from mcp.json
   list                    connect each enabled server and show its state, tools and errors
                           (exit status 1 when an entry is invalid or a server did not connect)
+  login <server>          sign in to an OAuth server (open the printed URL in a browser)
+  logout <server>         delete the stored OAuth credentials
 
-Options of add and remove:
+Options of add, remove, login and logout:
   -l, --local             the project's mcp.json instead of the agent dir's
 
 Options of add:
@@ -53,12 +59,15 @@ Options of add:
                           send "Authorization: Bearer ${NAME}"
   --oauth-client-id <id>, --oauth-client-secret <secret>, --oauth-callback-port <port>,
   --oauth-client-name <name>, --oauth-client-registration <auto|cimd|dcr>
-                          written to the entry's oauth object (pitrio does not sign in yet)
+                          written to the entry's oauth object
   --exposure <mode>       codemode (the default), deferred, direct or hidden
   --description <text>    what the server offers, in a sentence
 
 Options of list:
-  --json                  print the report as JSON"""
+  --json                  print the report as JSON
+
+Options of login:
+  --timeout <seconds>     time limit for the whole sign-in (default: 300)"""
 
 HINT = 'See "pitrio mcp --help".'
 Kind = Literal["flag", "value", "list"]
@@ -359,8 +368,9 @@ def run_mcp_command(argv: list[str]) -> int:
         if name == "list":
             return command.list(rest)
         if name in ("login", "logout"):
-            err(f"pitrio mcp {name}: MCP OAuth sign-in is not supported by pitrio yet.")
-            return 1
+            from pitrio.transports.mcp_login import run_sign_in_command
+
+            return run_sign_in_command(command, name, rest)
         raise UsageError(f'Unknown mcp command "{name}". {HINT}')
     except (UsageError, McpFileError) as exc:
         err(str(exc))

@@ -34,9 +34,9 @@ def serving(factories: Mapping[str, Factory]) -> Iterator[None]:
     real = actor.open_transport
 
     @asynccontextmanager
-    async def opened(config: Any, cwd: str, errlog: Any) -> AsyncIterator[Any]:
+    async def opened(config: Any, cwd: str, errlog: Any, auth: Any = None) -> AsyncIterator[Any]:
         if config.transport != "stdio" or config.command != IN_PROCESS:
-            async with real(config, cwd, errlog) as streams:
+            async with real(config, cwd, errlog, auth) as streams:
                 yield streams
             return
         async with _served(factories[config.args[0]]) as streams:

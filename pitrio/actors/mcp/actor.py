@@ -37,6 +37,7 @@ from mcp.shared.message import SessionMessage
 from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.mcp.config import McpServerConfig, expand_home
+from pitrio.actors.mcp.oauth import connection_auth, sign_in_required, uses_oauth
 from pitrio.actors.mcp.state import McpServerError, McpServerState, ServerStatus
 from pitrio.actors.mcp.values import resolve_values
 from pitrio.errors import PitrioError, unwrap_group
@@ -133,9 +134,11 @@ def stderr_tail(errlog: IO[bytes] | None) -> str:
 
 @asynccontextmanager
 async def open_transport(
-    config: McpServerConfig, cwd: str, errlog: IO[bytes] | None
+    config: McpServerConfig, cwd: str, errlog: IO[bytes] | None, auth: Any = None
 ) -> AsyncIterator[TransportStreams]:
-    """The server's message streams: a spawned stdio process or a streamable-HTTP session."""
+    """The server's message streams: a spawned stdio process or a streamable-HTTP session.
+
+    ``auth`` (an ``httpx2.Auth``) overrides the OAuth of a server that uses it (sign-in)."""
     what = f'MCP server "{config.name}"'
     if config.transport == "stdio":
         from mcp import StdioServerParameters, stdio_client
@@ -168,8 +171,10 @@ async def open_transport(
             headers = dict(config.headers)
         else:
             headers = await resolve_values(config.headers, f"{what} header")
+        if auth is None and uses_oauth(config):
+            auth = connection_auth(config)
         async with (
-            create_mcp_http_client(headers=headers) as client,
+            create_mcp_http_client(headers=headers, auth=auth) as client,
             streamable_http_client(config.url, http_client=client) as streams,
         ):
             yield streams
@@ -248,6 +253,8 @@ class McpActor(Actor[McpCommand]):
             tail = stderr_tail(errlog)
         if not started:
             error = f"MCP server {config.name} failed to start: {failure}{tail}"
+            if failure == str(sign_in_required(config.name)):
+                error = failure  # the whole message, saying what to do
             self._failed(slot, generation, error)
         else:
             self._exited(slot, generation, tail)

@@ -1,0 +1,295 @@
+"""MCP OAuth for HTTP servers, as pi 1.6.0: credentials in ``<agentDir>/mcp-auth.json``.
+
+The file holds one state per server, keyed ``mcp__<server>|<url>`` (pi's key: the server's
+namespace and its normalized URL), each ``{serverUrl, clientInformation, tokens,
+tokensExpireAt, discovery}`` with pi's field names. It is written whole to a temporary file
+and renamed over the old one, mode 0600.
+
+A connection never starts a browser sign-in: with no stored tokens it sends no
+``Authorization`` header and a 401 fails with :class:`McpSignInRequired`; with stored tokens
+the ``mcp`` SDK's :class:`OAuthClientProvider` sends them, refreshes them when they expired or
+the server rejects them, and fails the same way when it would need the user. ``pitrio mcp
+login`` (:mod:`pitrio.actors.mcp.signin`) runs the SDK's browser flow (discovery, dynamic
+client registration or the entry's client, PKCE) against a loopback callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+)
+
+from pitrio.actors.mcp.config import McpServerConfig
+from pitrio.actors.mcp.state import McpServerError
+from pitrio.actors.session_store.paths import agent_dir
+
+AUTH_FILE = "mcp-auth.json"
+CLIENT_NAME = "pitrio"
+"""The name a dynamically registered client gets (pi registers as ``pi``)."""
+
+
+class McpSignInRequired(McpServerError):
+    """The server wants OAuth credentials the user has to grant (``pitrio mcp login``)."""
+
+
+def sign_in_required(name: str) -> McpSignInRequired:
+    """The error a connection fails with when only a sign-in can let it in."""
+    return McpSignInRequired(
+        f'MCP server "{name}" requires sign-in. Run pitrio mcp login {name} to sign in.'
+    )
+
+
+def uses_oauth(config: McpServerConfig) -> bool:
+    """pi's rule: an HTTP server whose headers set no ``Authorization``."""
+    if config.transport == "stdio" or not config.url:
+        return False
+    return not any(key.lower() == "authorization" for key in config.headers)
+
+
+def normalized_url(url: str) -> str:
+    """The URL as WHATWG's serializer writes it for the cases that matter to the key
+    (lower-case scheme and host, ``/`` for an empty path)."""
+    parts = urlsplit(url)
+    return urlunsplit(
+        (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query, "")
+    )
+
+
+def store_key(name: str, url: str) -> str:
+    """pi's key of a server's state: its tool namespace and its URL."""
+    return f"mcp__{name.replace('-', '_')}|{normalized_url(url)}"
+
+
+class CredentialFile:
+    """``mcp-auth.json``: read whole, written whole (atomically, mode 0600)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else agent_dir() / AUTH_FILE
+
+    def states(self) -> dict[str, Any]:
+        """Every stored state; ``{}`` for a missing, empty or malformed file."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        if not text.strip():
+            return {}
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def write(self, states: dict[str, Any]) -> None:
+        """Replace the file's content; a reader sees the old file or the new one, never half."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, temp = tempfile.mkstemp(prefix=".mcp-auth-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(states, indent=2) + "\n")
+            os.replace(temp, self.path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def load(self, name: str, url: str) -> dict[str, Any] | None:
+        """One server's state (also under the legacy key, the bare URL, older pi versions used)."""
+        states = self.states()
+        found = states.get(store_key(name, url)) or states.get(normalized_url(url))
+        return found if isinstance(found, dict) else None
+
+    def update(self, name: str, url: str, change: dict[str, Any]) -> None:
+        """Merge ``change`` into a server's state (``None`` values delete fields)."""
+        states = self.states()
+        key = store_key(name, url)
+        state = dict(states.get(key) or {"serverUrl": url})
+        for field, value in change.items():
+            if value is None:
+                state.pop(field, None)
+            else:
+                state[field] = value
+        states[key] = state
+        states.pop(normalized_url(url), None)
+        self.write(states)
+
+    def remove(self, name: str, url: str) -> bool:
+        """Delete a server's credentials; whether there were any."""
+        states = self.states()
+        removed = False
+        for key in (store_key(name, url), normalized_url(url)):
+            if key in states:
+                del states[key]
+                removed = True
+        if removed:
+            self.write(states)
+        return removed
+
+
+class ServerStorage:
+    """The SDK's ``TokenStorage`` over one server's state in the credential file."""
+
+    def __init__(self, file: CredentialFile, name: str, url: str) -> None:
+        self.file, self.name, self.url = file, name, url
+
+    def state(self) -> dict[str, Any]:
+        """The stored state (``{}`` when none)."""
+        return self.file.load(self.name, self.url) or {}
+
+    async def get_tokens(self) -> OAuthToken | None:
+        """The stored tokens, if any."""
+        tokens = self.state().get("tokens")
+        return OAuthToken.model_validate(tokens) if isinstance(tokens, dict) else None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        """Save tokens with pi's ``tokensExpireAt`` (milliseconds since the epoch)."""
+        expires = None
+        if tokens.expires_in is not None:
+            expires = int((time.time() + tokens.expires_in) * 1000)
+        self.file.update(
+            self.name,
+            self.url,
+            {"tokens": tokens.model_dump(exclude_none=True), "tokensExpireAt": expires},
+        )
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        """The registered (or configured) client."""
+        info = self.state().get("clientInformation")
+        return OAuthClientInformationFull.model_validate(info) if isinstance(info, dict) else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        """Keep a registered client for later sign-ins and refreshes."""
+        self.file.update(
+            self.name,
+            self.url,
+            {"clientInformation": client_info.model_dump(mode="json", exclude_none=True)},
+        )
+
+    def save_discovery(self, auth_server_url: str | None, metadata: OAuthMetadata | None) -> None:
+        """Remember the authorization server, so a later process refreshes at its endpoint."""
+        if metadata is None:
+            return
+        discovery: dict[str, Any] = {
+            "authorizationServerMetadata": metadata.model_dump(mode="json", exclude_none=True)
+        }
+        if auth_server_url:
+            discovery["authorizationServerUrl"] = auth_server_url
+        self.file.update(self.name, self.url, {"discovery": discovery})
+
+
+class StoredOAuth(OAuthClientProvider):
+    """The SDK's provider, started from pi's stored state: the token's expiry and the
+    authorization server's metadata come from the file (the SDK keeps both in memory only,
+    so without this an expired stored token is sent once before it is refreshed)."""
+
+    storage: ServerStorage
+
+    def __init__(
+        self,
+        storage: ServerStorage,
+        metadata: OAuthClientMetadata,
+        redirect_handler: Callable[[str], Awaitable[None]],
+        callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]],
+    ) -> None:
+        super().__init__(
+            storage.url,
+            metadata,
+            storage,
+            redirect_handler=redirect_handler,
+            callback_handler=callback_handler,
+        )
+        self.storage = storage
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        state = self.storage.state()
+        expires = state.get("tokensExpireAt")
+        if isinstance(expires, int | float):
+            self.context.token_expiry_time = expires / 1000
+        discovery = state.get("discovery")
+        if isinstance(discovery, dict) and self.context.oauth_metadata is None:
+            found = discovery.get("authorizationServerMetadata")
+            if isinstance(found, dict):
+                # A document this SDK cannot read is dropped: discovery runs again on a 401.
+                with suppress(ValueError):
+                    self.context.oauth_metadata = OAuthMetadata.model_validate(found)
+            server = discovery.get("authorizationServerUrl")
+            if isinstance(server, str):
+                self.context.auth_server_url = server
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        self.storage.save_discovery(self.context.auth_server_url, self.context.oauth_metadata)
+
+
+class _NoCredentials(httpx2.Auth):
+    """A server we hold no tokens for: send nothing, and make a 401 a sign-in request."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        response = yield request
+        if response.status_code == 401:
+            raise sign_in_required(self.name)
+
+
+def client_metadata(config: McpServerConfig, redirect_uri: str) -> OAuthClientMetadata:
+    """What a dynamic registration asks for (``oauth.clientName`` as the name, if set)."""
+    oauth = config.entry.get("oauth") or {}
+    scope = oauth.get("scope") if isinstance(oauth.get("scope"), str) else None
+    name = oauth.get("clientName") if isinstance(oauth.get("clientName"), str) else CLIENT_NAME
+    return OAuthClientMetadata(
+        client_name=name,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        scope=scope,
+    )
+
+
+def connection_auth(config: McpServerConfig, file: CredentialFile | None = None) -> httpx2.Auth:
+    """The auth a session's connection to an OAuth server uses (never a browser)."""
+    storage = ServerStorage(file or CredentialFile(), config.name, config.url)
+    state = storage.state()
+    if not isinstance(state.get("tokens"), dict):
+        return _NoCredentials(config.name)
+
+    async def no_browser(_url: str) -> None:
+        raise sign_in_required(config.name)
+
+    async def no_callback() -> AuthorizationCodeResult:
+        raise sign_in_required(config.name)
+
+    redirect = _stored_redirect(state) or "http://127.0.0.1/callback"
+    return StoredOAuth(storage, client_metadata(config, redirect), no_browser, no_callback)
+
+
+def _stored_redirect(state: dict[str, Any]) -> str | None:
+    info = state.get("clientInformation")
+    if (
+        isinstance(info, dict)
+        and isinstance(info.get("redirect_uris"), list)
+        and info["redirect_uris"]
+    ):
+        return str(info["redirect_uris"][0])
+    return None

@@ -1,0 +1,200 @@
+"""``pitrio mcp login``'s sign-in: the browser flow against a loopback callback.
+
+The user's browser is sent to the authorization URL; the authorization server redirects it
+to ``http://127.0.0.1:<port>/callback`` (``oauth.callbackPort``, else a free port), where a
+one-request-at-a-time HTTP listener takes the code and the state. The ``mcp`` SDK does the
+rest (discovery, registration unless ``oauth.clientId`` is set, PKCE, the token request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import trio
+from mcp import ClientSession
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
+
+from pitrio.actors.mcp.actor import CLIENT_INFO, list_all_tools, open_transport
+from pitrio.actors.mcp.config import McpServerConfig
+from pitrio.actors.mcp.oauth import (
+    CredentialFile,
+    McpSignInRequired,
+    ServerStorage,
+    StoredOAuth,
+    client_metadata,
+)
+from pitrio.actors.mcp.values import resolve_values
+from pitrio.errors import PitrioError
+
+MAX_REQUEST = 16 * 1024
+"""Bytes of a callback request read before giving up on it (a browser sends far fewer)."""
+
+PAGE_OK = (
+    "<!doctype html><title>Signed in</title>"
+    "<p>Signed in to the MCP server. You may close this page.</p>"
+)
+PAGE_BAD = "<!doctype html><title>Sign-in failed</title><p>{}</p>"
+
+
+class SignInError(PitrioError):
+    """The sign-in could not finish (refused, or the callback said so)."""
+
+
+def sign_in_needed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error in its groups) says only a sign-in lets us in."""
+    if isinstance(exc, McpSignInRequired):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(sign_in_needed(inner) for inner in exc.exceptions)
+    return exc.__cause__ is not None and sign_in_needed(exc.__cause__)
+
+
+async def connect_and_list(config: McpServerConfig, cwd: str, auth: Any = None) -> int:
+    """Connect (with ``auth``, else the stored credentials) and count the server's tools."""
+    async with (
+        open_transport(config, cwd, None, auth) as (read, write),
+        ClientSession(read, write, client_info=CLIENT_INFO) as session,
+    ):
+        await session.initialize()
+        return len(await list_all_tools(session))
+
+
+class LoopbackCallback:
+    """The redirect target: answers each request, keeps the first with a code or error."""
+
+    def __init__(self, listener: trio.SocketListener, path: str = "/callback") -> None:
+        self.listener = listener
+        self.path = path
+        self.port: int = listener.socket.getsockname()[1]
+        self._result: AuthorizationCodeResult | SignInError | None = None
+        self._arrived = trio.Event()
+
+    @property
+    def redirect_uri(self) -> str:
+        """What the authorization server is told to redirect to."""
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    async def serve(self) -> None:
+        """Accept connections until cancelled."""
+        await trio.serve_listeners(self._handle, [self.listener])
+
+    async def wait(self) -> AuthorizationCodeResult:
+        """The authorization response (raises :class:`SignInError` for an error response)."""
+        await self._arrived.wait()
+        if isinstance(self._result, SignInError):
+            raise self._result
+        assert self._result is not None
+        return self._result
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        async with stream:
+            data = b""
+            with trio.move_on_after(10):
+                while b"\r\n\r\n" not in data and len(data) < MAX_REQUEST:
+                    chunk = await stream.receive_some(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            line = data.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            target = line[1] if len(line) >= 2 else ""
+            status, page = self._take(target)
+            body = page.encode()
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            # A browser that went away does not matter: the code (if any) is kept.
+            with suppress(trio.BrokenResourceError):
+                await stream.send_all(head.encode() + body)
+
+    def _take(self, target: str) -> tuple[str, str]:
+        parts = urlsplit(target)
+        if parts.path != self.path:
+            return "404 Not Found", PAGE_BAD.format("Not found.")
+        query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+        if self._arrived.is_set():
+            return "200 OK", PAGE_OK
+        if "error" in query:
+            described = query.get("error_description") or query["error"]
+            self._result = SignInError(f"the authorization server refused: {described}")
+            self._arrived.set()
+            return "400 Bad Request", PAGE_BAD.format("Sign-in failed.")
+        if "code" not in query:
+            return "400 Bad Request", PAGE_BAD.format("No authorization code.")
+        self._result = AuthorizationCodeResult(
+            code=query["code"], state=query.get("state"), iss=query.get("iss")
+        )
+        self._arrived.set()
+        return "200 OK", PAGE_OK
+
+
+async def _configured_client(
+    config: McpServerConfig, redirect_uri: str
+) -> OAuthClientInformationFull | None:
+    """``oauth.clientId`` / ``clientSecret`` as the SDK's registered client, if set."""
+    oauth = config.entry.get("oauth") or {}
+    client_id = oauth.get("clientId")
+    if not isinstance(client_id, str) or not client_id:
+        return None
+    secret = oauth.get("clientSecret")
+    if isinstance(secret, str) and secret:
+        secret = (
+            await resolve_values({"clientSecret": secret}, f'MCP server "{config.name}" oauth')
+        )["clientSecret"]
+    else:
+        secret = None
+    return OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=secret,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        token_endpoint_auth_method="client_secret_post" if secret else "none",
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+    )
+
+
+async def sign_in(
+    config: McpServerConfig,
+    cwd: str,
+    show_url: Callable[[str], None],
+    file: CredentialFile | None = None,
+) -> int:
+    """Run the browser sign-in and connect with the new tokens; the server's tool count.
+
+    ``show_url`` is given the authorization URL (to print and open). The caller bounds the
+    wait (``--timeout``) by cancelling."""
+    oauth = config.entry.get("oauth") or {}
+    port = oauth.get("callbackPort")
+    listeners = await trio.open_tcp_listeners(
+        port if isinstance(port, int) else 0, host="127.0.0.1"
+    )
+    callback = LoopbackCallback(listeners[0])
+    storage = ServerStorage(file or CredentialFile(), config.name, config.url)
+    client = await _configured_client(config, callback.redirect_uri)
+    if client is not None:
+        await storage.set_client_info(client)
+    else:
+        stored = await storage.get_client_info()
+        # A client registered for another redirect URI (another port) cannot be reused.
+        if stored is not None and [str(u) for u in stored.redirect_uris or []] != [
+            callback.redirect_uri
+        ]:
+            storage.file.update(config.name, config.url, {"clientInformation": None})
+    # Stale tokens would be refreshed instead of asking the user, who asked to sign in.
+    storage.file.update(config.name, config.url, {"tokens": None, "tokensExpireAt": None})
+
+    async def redirect(url: str) -> None:
+        show_url(url)
+
+    auth = StoredOAuth(
+        storage, client_metadata(config, callback.redirect_uri), redirect, callback.wait
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(callback.serve)
+        try:
+            return await connect_and_list(config, cwd, auth)
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,174 @@
+"""An OAuth-protected streamable-HTTP MCP server: ``python oauth_edge.py PORT_FILE [TTL]``.
+
+With ``OAUTH_EDGE_CLIENT=id:secret:redirect_uri`` in its environment that client is
+registered from the start (a client configured with ``oauth.clientId``).
+
+The same process is the authorization server (metadata, dynamic client registration,
+``/authorize``, ``/token``) and the resource server at ``/mcp``, built from the ``mcp`` SDK's
+server-side auth pieces. ``/authorize`` approves at once: it redirects to the client's
+callback with a code, so a test "browser" is an HTTP client that follows the URL. Access
+tokens live TTL seconds (default 3600); each issued token is numbered (``at-1``, ``at-2``...)
+so a test sees a refresh. The ``whoami`` tool answers with the bearer token of its request.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+
+class ApprovingProvider:
+    """An in-memory authorization server that approves every request."""
+
+    def __init__(self, ttl: int) -> None:
+        self.ttl = ttl
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.issued = 0
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        code = secrets.token_urlsafe(16)
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [],
+            expires_at=time.time() + 300,
+            client_id=client.client_id or "",
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        self.issued += 1
+        token = f"at-{self.issued}"
+        refresh = f"rt-{self.issued}"
+        self.access[token] = AccessToken(
+            token=token,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.ttl,
+            resource=resource,
+        )
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client_id, scopes=scopes, resource=resource
+        )
+        return OAuthToken(
+            access_token=token,
+            token_type="Bearer",
+            expires_in=self.ttl,
+            refresh_token=refresh,
+            scope=" ".join(scopes) or None,
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        del self.codes[authorization_code.code]
+        return self._issue(
+            client.client_id or "", authorization_code.scopes, authorization_code.resource
+        )
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        del self.refresh[refresh_token.token]
+        return self._issue(
+            client.client_id or "", scopes or refresh_token.scopes, refresh_token.resource
+        )
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def revoke_token(self, token: Any) -> None:
+        self.access.pop(getattr(token, "token", ""), None)
+
+
+async def main(port_file: Path, ttl: int) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    provider = ApprovingProvider(ttl)
+    preset = os.environ.get("OAUTH_EDGE_CLIENT")
+    if preset:
+        client_id, secret, redirect = preset.split(":", 2)
+        await provider.register_client(
+            OAuthClientInformationFull(
+                client_id=client_id,
+                client_secret=secret,
+                redirect_uris=[redirect],  # type: ignore[list-item]
+                token_endpoint_auth_method="client_secret_post",
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+            )
+        )
+    server = MCPServer(
+        "oauth-edge",
+        auth_server_provider=provider,
+        auth=AuthSettings(
+            issuer_url=base,  # type: ignore[arg-type]
+            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+            client_registration_options=ClientRegistrationOptions(enabled=True),
+            validate_token_resource=True,
+        ),
+    )
+
+    @server.tool()
+    async def whoami(ctx: Context) -> str:
+        """The bearer token of this call's HTTP request."""
+        headers = ctx.headers or {}
+        return f"auth={headers.get('authorization', '')}"
+
+    app = server.streamable_http_app()
+    serving = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    port_file.with_suffix(".tmp").write_text(str(sock.getsockname()[1]))
+    port_file.with_suffix(".tmp").rename(port_file)
+    await serving.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    anyio.run(main, Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3600)

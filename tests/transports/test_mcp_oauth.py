@@ -1,0 +1,243 @@
+"""``pitrio mcp login|logout`` and OAuth connections, against a real local OAuth server.
+
+The server (tests/actors/mcp/servers/oauth_edge.py) is both the authorization server and
+the MCP server; its ``/authorize`` approves at once, so the "browser" is an HTTP client that
+follows the URL the login command prints to the loopback callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import trio
+
+from pitrio.actors.mcp.actor import McpHandle, start_mcp
+from pitrio.actors.mcp.config import parse_server
+from pitrio.actors.mcp.state import McpServerError
+from tests.actors.mcp.support import SERVERS, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _oauth_server(tmp_path: Path, client: str = "") -> tuple[trio.Process, str]:
+    port_file = tmp_path / "port"
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
+        env={**os.environ, "OAUTH_EDGE_CLIENT": client},
+    )
+    await wait_for(port_file.exists, "the OAuth server to listen")
+    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
+
+
+def _env(agent: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PITRIO_AGENT_DIR"] = str(agent)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _configure(agent: Path, entry: dict[str, Any]) -> None:
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "mcp.json").write_text(json.dumps({"mcpServers": {"remote": entry}}))
+
+
+async def _cli(agent: Path, cwd: Path, *args: str) -> tuple[int, str, str]:
+    done = await trio.run_process(
+        [sys.executable, "-m", "pitrio.transports.cli", "mcp", *args],
+        cwd=cwd,
+        env=_env(agent),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def _login_following_the_url(agent: Path, cwd: Path, **env: str) -> tuple[int, str, str]:
+    """Run ``pitrio mcp login remote`` and play the browser: open the printed URL."""
+    login = ["mcp", "login", "remote", "--timeout", "60"]
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "pitrio.transports.cli", *login],
+        cwd=cwd,
+        env={**_env(agent), **env},
+        stdout=-1,
+        stderr=-1,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    out = b""
+    with trio.fail_after(60):
+        while b"/authorize?" not in out or not out.endswith(b"\n"):
+            chunk = await process.stdout.receive_some()
+            assert chunk, f"login ended before printing a URL: {out!r}"
+            out += chunk
+        url = next(line for line in out.decode().splitlines() if "/authorize?" in line)
+        async with httpx.AsyncClient(follow_redirects=True) as browser:
+            page = await browser.get(url)
+        assert page.status_code == 200 and "Signed in" in page.text
+        async for chunk in process.stdout:
+            out += chunk
+        err = b""
+        async for chunk in process.stderr:
+            err += chunk
+        code = await process.wait()
+    return code, out.decode(), err.decode()
+
+
+async def _whoami(agent: Path, url: str, cwd: Path) -> str:
+    """Connect as a session does and ask the server which bearer token it got."""
+    os.environ["PITRIO_AGENT_DIR"] = str(agent)
+    config = parse_server("remote", {"url": url}, "test")
+    async with trio.open_nursery() as nursery:
+        handle: McpHandle = await start_mcp(nursery, [config], cwd=str(cwd))
+        try:
+            connection = await handle.connect("remote")
+            result = await connection.session.call_tool("whoami", {})
+            return str(result.content[0].text)  # type: ignore[union-attr]
+        except McpServerError as exc:
+            return f"error: {exc}"
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(agent))
+    return agent
+
+
+async def test_login_stores_pis_state_and_sessions_send_and_refresh_the_token(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    process, url = await _oauth_server(tmp_path)
+    try:
+        _configure(agent_env, {"url": url})
+        # Without a token: the 401 tells the user to sign in.
+        assert await _whoami(agent_env, url, tmp_path) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio mcp login remote to sign in.'
+        )
+
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert 'Sign in to MCP server "remote" in your browser:\n' in out
+        assert out.endswith('Signed in to MCP server "remote" (1 tools).\n')
+
+        auth_file = agent_env / "mcp-auth.json"
+        assert stat.S_IMODE(auth_file.stat().st_mode) == 0o600
+        states = json.loads(auth_file.read_text())
+        state = states[f"mcp__remote|{url}"]
+        assert state["serverUrl"] == url
+        assert state["tokens"]["access_token"] == "at-1"
+        assert state["tokens"]["refresh_token"] == "rt-1"
+        assert state["tokensExpireAt"] > 0
+        assert state["clientInformation"]["client_id"]
+        assert state["clientInformation"]["redirect_uris"][0].startswith("http://127.0.0.1:")
+
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-1"
+        # Signed in already: login says so and changes nothing.
+        code, out, _ = await _cli(agent_env, tmp_path, "login", "remote")
+        assert (code, out) == (0, 'Already signed in to MCP server "remote" (1 tools).\n')
+
+        # An expired token is refreshed before it is sent, and the new one is saved.
+        state["tokensExpireAt"] = 1000
+        auth_file.write_text(json.dumps(states))
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-2"
+        saved = json.loads(auth_file.read_text())[f"mcp__remote|{url}"]
+        assert saved["tokens"]["access_token"] == "at-2"
+        assert saved["tokensExpireAt"] > 1000
+
+        code, out, _ = await _cli(agent_env, tmp_path, "logout", "remote")
+        assert (code, out) == (0, 'Signed out of MCP server "remote".\n')
+        assert f"mcp__remote|{url}" not in json.loads(auth_file.read_text())
+        code, out, _ = await _cli(agent_env, tmp_path, "logout", "remote")
+        assert (code, out) == (0, 'No stored credentials for MCP server "remote".\n')
+    finally:
+        process.kill()
+        await process.wait()
+
+
+async def test_a_configured_client_signs_in_on_its_callback_port(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    with socket.socket() as probe:  # a port free now, for the entry's callbackPort
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    redirect = f"http://127.0.0.1:{port}/callback"
+    process, url = await _oauth_server(tmp_path, f"my-client:s3cret:{redirect}")
+    try:
+        oauth = {"clientId": "my-client", "clientSecret": "${EX_SECRET}", "callbackPort": port}
+        _configure(agent_env, {"url": url, "oauth": oauth})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path, EX_SECRET="s3cret")
+        assert (code, err) == (0, ""), out
+        assert f"redirect_uri={quote(redirect, safe='')}" in out
+        assert "client_id=my-client" in out
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        # No registration: the configured client (its secret resolved) is the one kept.
+        assert state["clientInformation"]["client_id"] == "my-client"
+        assert state["clientInformation"]["client_secret"] == "s3cret"
+        assert state["tokens"]["access_token"] == "at-1"
+    finally:
+        process.kill()
+        await process.wait()
+
+
+async def test_login_gives_up_at_its_timeout(tmp_path: Path, agent_env: Path) -> None:
+    process, url = await _oauth_server(tmp_path)
+    try:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _cli(agent_env, tmp_path, "login", "remote", "--timeout", "1")
+        assert code == 1
+        assert 'Sign in to MCP server "remote" in your browser:' in out
+        assert (
+            err
+            == 'Sign-in to MCP server "remote" was cancelled or not completed within 1 seconds.\n'
+        )
+    finally:
+        process.kill()
+        await process.wait()
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "message"),
+    [
+        ({"url": "http://127.0.0.1:9/mcp"}, ["login"], "Usage: pitrio mcp login <server> [-l]"),
+        (
+            {"url": "http://127.0.0.1:9/mcp"},
+            ["login", "remot"],
+            'No MCP server named "remot". Did you mean "remote"? Configured: remote.',
+        ),
+        (
+            {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer x"}},
+            ["logout", "remote"],
+            'MCP server "remote" does not use OAuth. '
+            "Only HTTP servers without an Authorization header do.",
+        ),
+        ({"command": "true"}, ["login", "remote"], 'MCP server "remote" does not use OAuth.'),
+        (
+            {"url": "http://127.0.0.1:9/mcp"},
+            ["login", "remote", "--timeout", "0"],
+            "--timeout must be a positive number of seconds.",
+        ),
+        (
+            {"url": "http://127.0.0.1:9/mcp"},
+            ["login", "remote", "-l"],
+            "not in the project; omit --local.",
+        ),
+    ],
+)
+async def test_login_and_logout_refuse_as_pi_does(
+    tmp_path: Path, agent_env: Path, entry: dict[str, Any], args: list[str], message: str
+) -> None:
+    _configure(agent_env, entry)
+    code, _, err = await _cli(agent_env, tmp_path, *args)
+    assert code == 1
+    assert message in err
