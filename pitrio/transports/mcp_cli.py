@@ -286,7 +286,9 @@ class McpCommand:
         if not trusted and project_file.exists():
             note = f"{project_file} is ignored: the project is not trusted."
         reports = trio.run(self.sdk.check_servers, config.servers, self.cwd)
-        failed = bool(config.problems) or any(r.state == "failed" for r in reports)
+        failed = bool(config.problems) or any(
+            r.state not in ("connected", "disabled") for r in reports
+        )
         if "json" in parsed.values:
             payload: dict[str, Any] = {
                 "servers": [report.to_json() for report in reports],
@@ -310,11 +312,14 @@ class McpCommand:
     def _print_report(self, report: Any) -> None:
         count = len(report.tools)
         state = f"connected, {count} tool{'' if count == 1 else 's'}"
-        state = state if report.state == "connected" else report.state
+        if report.state != "connected":
+            state = "needs sign-in" if report.state == "needs-auth" else report.state
         self.out(f"{report.server.name}: {state} ({report.exposure}, {report.server.scope})")
         self.out(f"  {report.transport()}")
         if report.server.override:
             self.out(f"  project override: {report.server.override}")
+        if report.state == "needs-auth":
+            self.out(f"  sign in with: pitrio mcp login {report.server.name}")
         overrides = report.tool_overrides()
         if report.tools:
             shown = [f"{t} [{overrides[t]}]" if t in overrides else t for t in report.tools]

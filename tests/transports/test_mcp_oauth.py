@@ -126,6 +126,15 @@ async def test_login_stores_pis_state_and_sessions_send_and_refresh_the_token(
             'error: MCP server "remote" requires sign-in. Run pitrio mcp login remote to sign in.'
         )
 
+        code, out, _ = await _cli(agent_env, tmp_path, "list")
+        assert code == 1
+        assert out.startswith(
+            f"remote: needs sign-in (codemode, global)\n  {url}\n"
+            "  sign in with: pitrio mcp login remote\n"
+        )
+        code, out, _ = await _cli(agent_env, tmp_path, "list", "--json")
+        assert (code, json.loads(out)["servers"][0]["state"]) == (1, "needs-auth")
+
         code, out, err = await _login_following_the_url(agent_env, tmp_path)
         assert (code, err) == (0, ""), out
         assert 'Sign in to MCP server "remote" in your browser:\n' in out

@@ -338,8 +338,9 @@ class McpActor(Actor[McpCommand]):
         slot.status, slot.error, slot.connection = "failed", error, None
         self._publish()
         waiters, slot.waiters = slot.waiters, []
+        signing = error == str(sign_in_required(slot.config.name))
         for reply in waiters:
-            reply.fail(McpServerError(error))
+            reply.fail(sign_in_required(slot.config.name) if signing else McpServerError(error))
 
     def _exited(self, slot: _Slot, generation: int, tail: str) -> None:
         if slot.generation != generation or slot.status != "running":

@@ -94,7 +94,7 @@ class ServerReport:
 
     server: McpServerConfig
     state: str
-    """``disabled``, ``connected`` or ``failed``."""
+    """``disabled``, ``connected``, ``needs-auth`` or ``failed``."""
     tools: tuple[str, ...] = ()
     resources: bool = False
     error: str | None = None
@@ -147,6 +147,7 @@ class ServerReport:
 async def check_servers(servers: Sequence[McpServerConfig], cwd: str) -> list[ServerReport]:
     """Connect every enabled server at once (each within its start-up limit) and report."""
     from pitrio.actors.mcp.actor import start_mcp
+    from pitrio.actors.mcp.oauth import McpSignInRequired
 
     enabled = [server for server in servers if server.enabled]
     outcomes: dict[str, Any] = {}
@@ -160,6 +161,8 @@ async def check_servers(servers: Sequence[McpServerConfig], cwd: str) -> list[Se
         outcome = outcomes.get(server.name)
         if not server.enabled:
             reports.append(ServerReport(server, "disabled"))
+        elif isinstance(outcome, McpSignInRequired):
+            reports.append(ServerReport(server, "needs-auth", error=str(outcome)))
         elif isinstance(outcome, Exception) or outcome is None:
             reports.append(ServerReport(server, "failed", error=str(outcome or "not started")))
         else:
