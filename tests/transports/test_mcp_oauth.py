@@ -164,6 +164,19 @@ async def test_login_stores_pis_state_and_sessions_send_and_refresh_the_token(
         assert saved["tokens"]["access_token"] == "at-2"
         assert saved["tokensExpireAt"] > 1000
 
+        # A token the server rejects is refreshed too (here: one it never issued).
+        states = json.loads(auth_file.read_text())
+        states[f"mcp__remote|{url}"]["tokens"]["access_token"] = "forged"
+        auth_file.write_text(json.dumps(states))
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-3"
+        # A refresh the authorization server refuses leaves only a sign-in.
+        states = json.loads(auth_file.read_text())
+        states[f"mcp__remote|{url}"]["tokens"].update(access_token="forged", refresh_token="no")
+        auth_file.write_text(json.dumps(states))
+        assert await _whoami(agent_env, url, tmp_path) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio mcp login remote to sign in.'
+        )
+
         code, out, _ = await _cli(agent_env, tmp_path, "logout", "remote")
         assert (code, out) == (0, 'Signed out of MCP server "remote".\n')
         assert f"mcp__remote|{url}" not in json.loads(auth_file.read_text())

@@ -238,6 +238,34 @@ class StoredOAuth(OAuthClientProvider):
         self.storage.save_discovery(self.context.auth_server_url, self.context.oauth_metadata)
 
 
+class ConnectionOAuth(StoredOAuth):
+    """A session's connection with stored tokens: the token is refreshed when it expired or
+    the server rejects it (a 401), as pi does, and only then; anything that would need the
+    user fails with :class:`McpSignInRequired` (the SDK's own flow would start discovery,
+    registration and a browser sign-in on the first 401)."""
+
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        name = self.storage.name
+        async with self.context.lock:
+            if not self._initialized:
+                await self._initialize()
+            self.context.protocol_version = request.headers.get("mcp-protocol-version")
+            for rejected in (False, True):
+                if rejected or not self.context.is_token_valid():
+                    if not self.context.can_refresh_token():
+                        raise sign_in_required(name)
+                    refreshed = yield await self._refresh_token()
+                    if not await self._handle_refresh_response(refreshed):
+                        raise sign_in_required(name)
+                self._add_auth_header(request)
+                response = yield request
+                if response.status_code != 401:
+                    return
+            raise sign_in_required(name)
+
+
 class _NoCredentials(httpx2.Auth):
     """A server we hold no tokens for: send nothing, and make a 401 a sign-in request."""
 
@@ -275,13 +303,13 @@ def connection_auth(config: McpServerConfig, file: CredentialFile | None = None)
         return _NoCredentials(config.name)
 
     async def no_browser(_url: str) -> None:
-        raise sign_in_required(config.name)
+        raise sign_in_required(config.name)  # never called: ConnectionOAuth has no browser step
 
     async def no_callback() -> AuthorizationCodeResult:
         raise sign_in_required(config.name)
 
     redirect = _stored_redirect(state) or "http://127.0.0.1/callback"
-    return StoredOAuth(storage, client_metadata(config, redirect), no_browser, no_callback)
+    return ConnectionOAuth(storage, client_metadata(config, redirect), no_browser, no_callback)
 
 
 def _stored_redirect(state: dict[str, Any]) -> str | None:
