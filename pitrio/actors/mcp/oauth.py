@@ -257,6 +257,10 @@ class ConnectionOAuth(StoredOAuth):
                     if not self.context.can_refresh_token():
                         raise sign_in_required(name)
                     refreshed = yield await self._refresh_token()
+                    # A refusal is checked here: the SDK's handler logs a warning, which
+                    # would reach the user's terminal as a stray line.
+                    if refreshed.status_code != 200:
+                        raise sign_in_required(name)
                     if not await self._handle_refresh_response(refreshed):
                         raise sign_in_required(name)
                 self._add_auth_header(request)
