@@ -2,7 +2,8 @@
 
 ``login <server> [-l] [--timeout <seconds>]`` connects first (a server that lets us in is
 "already signed in"), then prints the authorization URL and waits (``--timeout``, default
-300 s) for the browser to come back to the loopback callback. ``logout <server> [-l]``
+300 s) for the browser to come back to the loopback callback or, on a terminal, for the
+redirected URL to be pasted. ``logout <server> [-l]``
 deletes the server's entry in ``mcp-auth.json``. Both exit 1 on a usage error, an unknown
 server or one that does not use OAuth; ``login`` also when the sign-in fails.
 """
@@ -10,6 +11,8 @@ server or one that does not use OAuth; ``login`` also when the sign-in fails.
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -32,6 +35,24 @@ def edit_distance(a: str, b: str) -> int:
             )
         previous = current
     return previous[-1]
+
+
+PASTE_PROMPT = "If the browser cannot reach this machine, paste the URL it was redirected to: "
+
+
+def _paste_reader() -> Callable[[], Awaitable[str | None]] | None:
+    """On a terminal (as pi): ask on stderr for the redirected URL, read a line of stdin."""
+    if not sys.stdin.isatty():
+        return None
+
+    async def read() -> str | None:
+        sys.stderr.write(PASTE_PROMPT)
+        sys.stderr.flush()
+        # The thread stays blocked in readline when the callback wins; it is a daemon.
+        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        return line.strip() or None
+
+    return read
 
 
 def run_sign_in_command(command: McpCommand, name: str, args: list[str]) -> int:
@@ -113,7 +134,7 @@ async def _login(
     tools = -1
     with trio.move_on_after(seconds):
         try:
-            tools = await sdk.sign_in(entry, command.cwd, show, credentials)
+            tools = await sdk.sign_in(entry, command.cwd, show, credentials, _paste_reader())
         except Exception as exc:
             command.err(f'Sign-in to MCP server "{name}" failed: {sdk.describe(exc)}')
             return 1

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import socket
 import stat
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,14 +31,21 @@ from tests.actors.mcp.support import SERVERS, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def _oauth_server(tmp_path: Path, client: str = "") -> tuple[trio.Process, str]:
+@asynccontextmanager
+async def _oauth_server(tmp_path: Path, client: str = "") -> AsyncIterator[str]:
+    """The OAuth + MCP server (``client``: its preset client), as the URL of its MCP path."""
     port_file = tmp_path / "port"
     process = await trio.lowlevel.open_process(
         [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
         env={**os.environ, "OAUTH_EDGE_CLIENT": client},
     )
-    await wait_for(port_file.exists, "the OAuth server to listen")
-    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    try:
+        await wait_for(port_file.exists, "the OAuth server to listen")
+        yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
 
 
 def _env(agent: Path) -> dict[str, str]:
@@ -53,6 +63,7 @@ def _configure(agent: Path, entry: dict[str, Any]) -> None:
 async def _cli(agent: Path, cwd: Path, *args: str) -> tuple[int, str, str]:
     done = await trio.run_process(
         [sys.executable, "-m", "pitrio.transports.cli", "mcp", *args],
+        stdin=b"",  # not a terminal: no paste prompt
         cwd=cwd,
         env=_env(agent),
         capture_stdout=True,
@@ -62,16 +73,26 @@ async def _cli(agent: Path, cwd: Path, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-async def _login_following_the_url(agent: Path, cwd: Path, **env: str) -> tuple[int, str, str]:
-    """Run ``pitrio mcp login remote`` and play the browser: open the printed URL."""
+async def _login_following_the_url(
+    agent: Path, cwd: Path, *, paste: bool = False, **env: str
+) -> tuple[int, str, str]:
+    """Run ``pitrio mcp login remote`` and play the browser: open the printed URL. With
+    ``paste``, stdin is a terminal and the browser cannot reach the callback: the URL it was
+    redirected to is typed there instead."""
     login = ["mcp", "login", "remote", "--timeout", "60"]
+    terminal, typing = pty.openpty() if paste else (-1, -1)
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "pitrio.transports.cli", *login],
         cwd=cwd,
         env={**_env(agent), **env},
+        stdin=typing if paste else -1,
         stdout=-1,
         stderr=-1,
     )
+    if paste:
+        os.close(typing)
+    elif process.stdin is not None:
+        await process.stdin.aclose()  # not a terminal: no paste prompt
     assert process.stdout is not None and process.stderr is not None
     out = b""
     with trio.fail_after(60):
@@ -80,15 +101,23 @@ async def _login_following_the_url(agent: Path, cwd: Path, **env: str) -> tuple[
             assert chunk, f"login ended before printing a URL: {out!r}"
             out += chunk
         url = next(line for line in out.decode().splitlines() if "/authorize?" in line)
-        async with httpx.AsyncClient(follow_redirects=True) as browser:
-            page = await browser.get(url)
-        assert page.status_code == 200 and "Signed in" in page.text
+        if paste:
+            async with httpx.AsyncClient() as browser:
+                page = await browser.get(url)
+            assert page.status_code == 302
+            os.write(terminal, page.headers["location"].encode() + b"\n")
+        else:
+            async with httpx.AsyncClient(follow_redirects=True) as browser:
+                page = await browser.get(url)
+            assert page.status_code == 200 and "Signed in" in page.text
         async for chunk in process.stdout:
             out += chunk
         err = b""
         async for chunk in process.stderr:
             err += chunk
         code = await process.wait()
+    if paste:
+        os.close(terminal)
     return code, out.decode(), err.decode()
 
 
@@ -118,8 +147,7 @@ def agent_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_login_stores_pis_state_and_sessions_send_and_refresh_the_token(
     tmp_path: Path, agent_env: Path
 ) -> None:
-    process, url = await _oauth_server(tmp_path)
-    try:
+    async with _oauth_server(tmp_path) as url:
         _configure(agent_env, {"url": url})
         # Without a token: the 401 tells the user to sign in.
         assert await _whoami(agent_env, url, tmp_path) == (
@@ -182,9 +210,6 @@ async def test_login_stores_pis_state_and_sessions_send_and_refresh_the_token(
         assert f"mcp__remote|{url}" not in json.loads(auth_file.read_text())
         code, out, _ = await _cli(agent_env, tmp_path, "logout", "remote")
         assert (code, out) == (0, 'No stored credentials for MCP server "remote".\n')
-    finally:
-        process.kill()
-        await process.wait()
 
 
 async def test_a_configured_client_signs_in_on_its_callback_port(
@@ -194,8 +219,7 @@ async def test_a_configured_client_signs_in_on_its_callback_port(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     redirect = f"http://127.0.0.1:{port}/callback"
-    process, url = await _oauth_server(tmp_path, f"my-client:s3cret:{redirect}")
-    try:
+    async with _oauth_server(tmp_path, f"my-client:s3cret:{redirect}") as url:
         oauth = {"clientId": "my-client", "clientSecret": "${EX_SECRET}", "callbackPort": port}
         _configure(agent_env, {"url": url, "oauth": oauth})
         code, out, err = await _login_following_the_url(agent_env, tmp_path, EX_SECRET="s3cret")
@@ -207,14 +231,24 @@ async def test_a_configured_client_signs_in_on_its_callback_port(
         assert state["clientInformation"]["client_id"] == "my-client"
         assert state["clientInformation"]["client_secret"] == "s3cret"
         assert state["tokens"]["access_token"] == "at-1"
-    finally:
-        process.kill()
-        await process.wait()
+
+
+async def test_on_a_terminal_the_redirected_url_can_be_pasted(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path, paste=True)
+        assert code == 0, (out, err)
+        assert (
+            err == "If the browser cannot reach this machine, paste the URL it was redirected to: "
+        )
+        assert out.endswith('Signed in to MCP server "remote" (1 tools).\n')
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-1"
 
 
 async def test_login_gives_up_at_its_timeout(tmp_path: Path, agent_env: Path) -> None:
-    process, url = await _oauth_server(tmp_path)
-    try:
+    async with _oauth_server(tmp_path) as url:
         _configure(agent_env, {"url": url})
         code, out, err = await _cli(agent_env, tmp_path, "login", "remote", "--timeout", "1")
         assert code == 1
@@ -223,9 +257,6 @@ async def test_login_gives_up_at_its_timeout(tmp_path: Path, agent_env: Path) ->
             err
             == 'Sign-in to MCP server "remote" was cancelled or not completed within 1 seconds.\n'
         )
-    finally:
-        process.kill()
-        await process.wait()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""``pitrio mcp login``'s sign-in: the browser flow against a loopback callback.
+"""``pitrio mcp login``'s sign-in: the browser flow against a loopback callback (or a
+redirect URL the user pastes, when the browser runs on another machine).
 
 The user's browser is sent to the authorization URL; the authorization server redirects it
 to ``http://127.0.0.1:<port>/callback`` (``oauth.callbackPort``, else a free port), where a
@@ -8,7 +9,7 @@ rest (discovery, registration unless ``oauth.clientId`` is set, PKCE, the token 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -110,6 +111,13 @@ class LoopbackCallback:
             with suppress(trio.BrokenResourceError):
                 await stream.send_all(head.encode() + body)
 
+    def offer(self, url: str) -> bool:
+        """A redirect URL the user pasted (the browser could not reach this machine); whether
+        it carried the authorization response."""
+        parts = urlsplit(url.strip())
+        self._take(f"{parts.path}?{parts.query}")
+        return self._arrived.is_set()
+
     def _take(self, target: str) -> tuple[str, str]:
         parts = urlsplit(target)
         if parts.path != self.path:
@@ -161,11 +169,14 @@ async def sign_in(
     cwd: str,
     show_url: Callable[[str], None],
     file: CredentialFile | None = None,
+    pasted: Callable[[], Awaitable[str | None]] | None = None,
 ) -> int:
     """Run the browser sign-in and connect with the new tokens; the server's tool count.
 
-    ``show_url`` is given the authorization URL (to print and open). The caller bounds the
-    wait (``--timeout``) by cancelling."""
+    ``show_url`` is given the authorization URL (to print and open); ``pasted``, when given,
+    is asked once after it for the URL the browser was redirected to (``None``: none), which
+    finishes the sign-in as the callback would. The caller bounds the wait (``--timeout``)
+    by cancelling."""
     oauth = config.entry.get("oauth") or {}
     port = oauth.get("callbackPort")
     listeners = await trio.open_tcp_listeners(
@@ -186,13 +197,22 @@ async def sign_in(
     # Stale tokens would be refreshed instead of asking the user, who asked to sign in.
     storage.file.update(config.name, config.url, {"tokens": None, "tokensExpireAt": None})
 
-    async def redirect(url: str) -> None:
-        show_url(url)
+    async def read_pasted() -> None:
+        assert pasted is not None
+        text = await pasted()
+        if text:
+            callback.offer(text)
 
-    auth = StoredOAuth(
-        storage, client_metadata(config, callback.redirect_uri), redirect, callback.wait
-    )
     async with trio.open_nursery() as nursery:
+
+        async def redirect(url: str) -> None:
+            show_url(url)
+            if pasted is not None:
+                nursery.start_soon(read_pasted)
+
+        auth = StoredOAuth(
+            storage, client_metadata(config, callback.redirect_uri), redirect, callback.wait
+        )
         nursery.start_soon(callback.serve)
         try:
             return await connect_and_list(config, cwd, auth)
