@@ -236,15 +236,25 @@ async def test_a_configured_client_signs_in_on_its_callback_port(
 async def test_on_a_terminal_the_redirected_url_can_be_pasted(
     tmp_path: Path, agent_env: Path
 ) -> None:
-    async with _oauth_server(tmp_path) as url:
+    async with _oauth_server(tmp_path) as url, trio.open_nursery() as nursery:
         _configure(agent_env, {"url": url})
+        # A session that is running meanwhile: its server needs a sign-in...
+        config = parse_server("remote", {"url": url}, "test")
+        handle = await start_mcp(nursery, [config], cwd=str(tmp_path))
+        with pytest.raises(McpServerError, match="requires sign-in"):
+            await handle.connect("remote")
+
         code, out, err = await _login_following_the_url(agent_env, tmp_path, paste=True)
         assert code == 0, (out, err)
         assert (
             err == "If the browser cannot reach this machine, paste the URL it was redirected to: "
         )
         assert out.endswith('Signed in to MCP server "remote" (1 tools).\n')
-        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-1"
+        # ... and uses the new credentials on its next call.
+        connection = await handle.connect("remote")
+        result = await connection.session.call_tool("whoami", {})
+        assert result.content[0].text == "auth=Bearer at-1"  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()
 
 
 async def test_login_gives_up_at_its_timeout(tmp_path: Path, agent_env: Path) -> None:
