@@ -13,7 +13,7 @@ from pitrio.messages.events import (
     ToolExecutionUpdate,
     TurnStart,
 )
-from pitrio.messages.stream import TextDelta, TextEnd, ThinkingDelta
+from pitrio.messages.stream import TextDelta, TextEnd, ThinkingDelta, ToolCallDelta
 
 
 def partial(text: str) -> AssistantMessage:
@@ -51,6 +51,21 @@ def test_merge_text_deltas_of_one_block() -> None:
     assert isinstance(merged.assistant_message_event, TextDelta)
     assert merged.assistant_message_event.delta == "ab"
     assert merged.message == partial("ab")
+
+
+def test_a_merged_delta_is_the_newer_one_with_both_texts_whatever_its_kind() -> None:
+    # The merge builds the event itself (issue 38: evolve was slow): every field but the delta
+    # is the newer event's, the provider's extra fields included.
+    for kind in (TextDelta, ThinkingDelta, ToolCallDelta):
+        older = kind(content_index=2, delta="x", partial=partial("x"))
+        newer = kind(content_index=2, delta="y", partial=partial("xy"), extra={"k": 1})
+        merged = merge(
+            MessageUpdate(assistant_message_event=older, message=older.partial),
+            MessageUpdate(assistant_message_event=newer, message=newer.partial),
+        )
+        assert isinstance(merged, MessageUpdate)
+        assert merged.assistant_message_event == attrs.evolve(newer, delta="xy")
+        assert merged.message is newer.partial
 
 
 def test_no_merge_across_blocks_kinds_or_calls() -> None:

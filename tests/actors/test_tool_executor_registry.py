@@ -106,6 +106,17 @@ def test_builtin_schemas_are_valid_json_schema() -> None:
         jsonschema.validators.validator_for(schema).check_schema(schema)
 
 
+def test_the_codemode_schema_is_trusted_and_valid_json_schema() -> None:
+    # Every session registers codemode (inactive): its schema is trusted like the built-ins'.
+    import jsonschema.validators
+
+    from pitrio.actors.tool_executor.codemode.tool import PARAMETERS
+    from pitrio.actors.tool_executor.registry import _KNOWN_VALID
+
+    assert _KNOWN_VALID.get(id(PARAMETERS)) is PARAMETERS
+    jsonschema.validators.validator_for(PARAMETERS).check_schema(PARAMETERS)
+
+
 def test_an_invalid_custom_schema_is_still_refused() -> None:
     with pytest.raises(ToolRegistryError, match="Invalid parameters schema"):
         ToolRegistry().register([tool("x", parameters={"type": 5})], activate=True)

@@ -142,9 +142,17 @@ def _extra(raw: Mapping[str, Any], names: tuple[str, ...], known: frozenset[str]
     (so a model goes out key for key as pi sends it); ``None`` when the attributes alone
     write ``raw`` back in its order (most models: cheaper to build and to encode)."""
     order = tuple(raw)
-    if order == tuple(name for name in names if name in raw):
+    if _in_attribute_order(order, names):
         return None
     return Extra({key: value for key, value in raw.items() if key not in known}, order)
+
+
+@functools.cache
+def _in_attribute_order(order: tuple[str, ...], names: tuple[str, ...]) -> bool:
+    # Cached: the catalogue's ~1,700 models share a handful of key orders, and every start
+    # builds them all (issue 38, cold start).
+    present = frozenset(order)
+    return order == tuple(name for name in names if name in present)
 
 
 def _model(raw: Mapping[str, Any]) -> Model:

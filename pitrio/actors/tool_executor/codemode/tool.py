@@ -31,6 +31,7 @@ from pitrio.actors.tool_executor.codemode.sandbox import (
 )
 from pitrio.actors.tool_executor.codemode.source import parse_source
 from pitrio.actors.tool_executor.context import ToolCallContext, current_call
+from pitrio.actors.tool_executor.registry import mark_schema_valid
 from pitrio.actors.tool_executor.tool import AgentTool, Loadout, LoadoutChange, UpdateFn
 from pitrio.actors.tool_executor.tools.output_files import write_output_file
 from pitrio.errors import ToolError
@@ -43,6 +44,9 @@ PARAMETERS: dict[str, Any] = {
     "properties": {"code": {"type": "string", "description": "Raw JavaScript source."}},
     "required": ["code"],
 }
+# Registered (inactive) in every session: trusted like the built-in tools' schemas, so the
+# start does not import jsonschema to check it (issue 38, cold start; a test checks it).
+mark_schema_valid(PARAMETERS)
 ARGS_PREVIEW_CHARS = 200
 ERROR_PREVIEW_CHARS = 500
 DEFAULT_SEARCH_LIMIT = 8
