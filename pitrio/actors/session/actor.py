@@ -65,6 +65,7 @@ from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     SessionOperations,
     SummarizeBranch,
+    TreeHooks,
     last_assistant_text,
     navigate_tree,
 )
@@ -660,6 +661,7 @@ class SessionActor(Actor[SessionCommand]):
                 replace_instructions=command.replace_instructions,
                 label=command.label,
                 restore_tools=self._restore_tools,
+                hooks=self._tree_hooks(),
             )
         except PitrioError as exc:
             command.reply.fail(exc)
@@ -668,6 +670,13 @@ class SessionActor(Actor[SessionCommand]):
         finally:
             self._maintenance = None
             maintenance.finish()
+
+    def _tree_hooks(self) -> TreeHooks | None:
+        """The extensions' ``session_before_tree`` / ``session_tree`` (none without them)."""
+        host = self._host
+        if host is None:
+            return None
+        return TreeHooks(before=host.before_tree, after=host.after_tree)
 
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""

@@ -36,6 +36,7 @@ from pitrio.actors.session.extensions.context import CommandContext, ExtensionCo
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
+    BeforeTreeResult,
     BoundaryContext,
     CancelResult,
     SessionBeforeCompactEvent,
@@ -47,8 +48,10 @@ from pitrio.actors.session.extensions.events import (
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
+    AfterTree,
     BeforeAgentStart,
     BeforeCompact,
+    BeforeTree,
     Emit,
     HostCommand,
     Input,
@@ -240,6 +243,10 @@ class ExtensionHost(Actor[HostCommand]):
                     compaction_entry=entry, from_extension=from_extension
                 )
                 return self._runner.notify("session_compact", compacted)
+            case BeforeTree(event=event):
+                return self._runner.before("session_before_tree", event, BeforeTreeResult)
+            case AfterTree(event=event):
+                return self._runner.notify("session_tree", event)
             case TransformContext(messages=messages):
                 return self._runner.context(messages)
             case ToolCall():

@@ -23,6 +23,8 @@ from pitrio.actors.agent_loop.hooks import (
 from pitrio.actors.session.extensions.events import (
     CacheWarmingDecisionEvent,
     InputSource,
+    SessionBeforeTreeEvent,
+    SessionTreeEvent,
     UserBashEvent,
 )
 from pitrio.actors.session.extensions.runner import ExtensionRunner
@@ -150,6 +152,22 @@ class AfterCompact:
 
 
 @attrs.frozen
+class BeforeTree:
+    """``session_before_tree``: answered with the handlers' result (``None``: none)."""
+
+    event: SessionBeforeTreeEvent
+    work: Work
+
+
+@attrs.frozen
+class AfterTree:
+    """``session_tree``, once the navigation's context is installed."""
+
+    event: SessionTreeEvent
+    work: Work
+
+
+@attrs.frozen
 class TransformContext:
     """The ``context`` handlers over the messages of a request."""
 
@@ -254,6 +272,8 @@ HostCommand = (
     | BeforeAgentStart
     | BeforeCompact
     | AfterCompact
+    | BeforeTree
+    | AfterTree
     | TransformContext
     | ToolCall
     | ToolResult
@@ -271,6 +291,8 @@ WorkCommand = (
     | BeforeAgentStart
     | BeforeCompact
     | AfterCompact
+    | BeforeTree
+    | AfterTree
     | TransformContext
     | ToolCall
     | ToolResult
@@ -284,8 +306,10 @@ WorkCommand = (
 
 __all__ = [
     "AfterCompact",
+    "AfterTree",
     "BeforeAgentStart",
     "BeforeCompact",
+    "BeforeTree",
     "Emit",
     "HostCommand",
     "Input",

@@ -31,19 +31,25 @@ from pitrio.actors.agent_loop.hooks import (
     TurnContext,
 )
 from pitrio.actors.session.extensions.events import (
+    BeforeTreeResult,
     CacheWarmingDecisionEvent,
     InputResult,
     InputSource,
     ProviderResponseEvent,
     ProviderStreamEvent,
+    SessionBeforeTreeEvent,
+    SessionTreeEvent,
+    TreePreparation,
     UserBashEvent,
     UserBashResult,
 )
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
+    AfterTree,
     BeforeAgentStart,
     BeforeCompact,
+    BeforeTree,
     Emit,
     HostCommand,
     Input,
@@ -241,6 +247,21 @@ class ExtensionHostHandle(Handle[HostCommand]):
         caller returns after the handlers, as in pi)."""
         if self.has("session_compact"):
             await self._run(lambda work: AfterCompact(entry, from_extension, work))
+
+    # -- tree navigation -----------------------------------------------------------------------
+
+    async def before_tree(self, preparation: TreePreparation) -> BeforeTreeResult | None:
+        """``session_before_tree``: the handlers' result (``None`` when nobody answered)."""
+        if not self.has("session_before_tree"):
+            return None
+        event = SessionBeforeTreeEvent(preparation=preparation)
+        result: BeforeTreeResult | None = await self._run(lambda work: BeforeTree(event, work))
+        return result
+
+    async def after_tree(self, event: SessionTreeEvent) -> None:
+        """``session_tree``, awaited: the navigation returns after its handlers, as in pi."""
+        if self.has("session_tree"):
+            await self._run(lambda work: AfterTree(event, work))
 
     async def cache_warming_decision(
         self, event: CacheWarmingDecisionEvent

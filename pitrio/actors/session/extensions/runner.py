@@ -24,6 +24,7 @@ from pitrio.actors.session.extensions.events import (
     BeforeAgentStartEvent,
     BeforeAgentStartResult,
     BeforeCompactResult,
+    BeforeTreeResult,
     BoundaryResult,
     CacheWarmingDecisionEvent,
     CacheWarmingDecisionResult,
@@ -43,6 +44,7 @@ from pitrio.actors.session.extensions.events import (
     ToolCallResult,
     ToolResultEvent,
     ToolResultPatch,
+    TreeSummaryOverride,
     UserBashEvent,
     UserBashResult,
 )
@@ -126,6 +128,8 @@ def coerce(value: Any, cls: type[R]) -> R | None:
                 and cls in (BeforeAgentStartResult, BeforeCompactResult)
             ):
                 kwargs[name] = coerce(kwargs[name], nested_cls)
+        if cls is BeforeTreeResult and isinstance(kwargs.get("summary"), dict):
+            kwargs["summary"] = coerce(kwargs["summary"], TreeSummaryOverride)
         for name in ("images", "content", "messages", "entries"):
             if isinstance(kwargs.get(name), list):
                 kwargs[name] = tuple(kwargs[name])
