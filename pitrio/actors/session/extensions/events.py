@@ -272,6 +272,34 @@ class SessionTreeEvent:
 
 
 @attrs.frozen(kw_only=True)
+class ResourcesDiscoverEvent:
+    """``resources_discover``, after ``session_start``: extensions may add skill, prompt
+    template and theme paths (``reason``: ``reload`` after a reload, ``startup`` otherwise)."""
+
+    cwd: str
+    reason: Literal["startup", "reload"] = "startup"
+
+
+@attrs.frozen(kw_only=True)
+class ResourcesDiscoverResult:
+    """Paths a ``resources_discover`` handler adds (files or directories; relative ones are
+    taken from the session's cwd)."""
+
+    skill_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    prompt_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    theme_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class DiscoveredPaths:
+    """Every handler's paths, each with the extension that gave it: ``(path, extension)``."""
+
+    skill_paths: tuple[tuple[str, str], ...] = ()
+    prompt_paths: tuple[tuple[str, str], ...] = ()
+    theme_paths: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class ModelSelectEvent:
     """The model changed (``set``, ``cycle`` or ``restore``)."""
 

@@ -52,6 +52,7 @@ from pitrio.actors.session.extensions.host_commands import (
     BeforeAgentStart,
     BeforeCompact,
     BeforeTree,
+    DiscoverResources,
     Emit,
     HostCommand,
     Input,
@@ -274,7 +275,10 @@ class ExtensionHost(Actor[HostCommand]):
     async def _notification_task(self) -> None:
         async with self._notify_receive:
             async for event, payload in self._notify_receive:
-                await self._runner.notify(event, payload)
+                if isinstance(payload, DiscoverResources):
+                    payload.reply.set(await self._runner.resources_discover(payload.event))
+                else:
+                    await self._runner.notify(event, payload)
 
     async def _lifecycle(self, event: str, payload: Any, reply: Reply[bool]) -> None:
         cancelled = False

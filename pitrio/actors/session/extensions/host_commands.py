@@ -22,7 +22,9 @@ from pitrio.actors.agent_loop.hooks import (
 )
 from pitrio.actors.session.extensions.events import (
     CacheWarmingDecisionEvent,
+    DiscoveredPaths,
     InputSource,
+    ResourcesDiscoverEvent,
     SessionBeforeTreeEvent,
     SessionTreeEvent,
     UserBashEvent,
@@ -168,6 +170,15 @@ class AfterTree:
 
 
 @attrs.frozen
+class DiscoverResources:
+    """``resources_discover``, sent through the notification queue (so it follows the
+    ``session_start`` handlers queued before it); ``reply`` gets the paths."""
+
+    event: ResourcesDiscoverEvent
+    reply: Reply[DiscoveredPaths]
+
+
+@attrs.frozen
 class TransformContext:
     """The ``context`` handlers over the messages of a request."""
 
@@ -310,6 +321,7 @@ __all__ = [
     "BeforeAgentStart",
     "BeforeCompact",
     "BeforeTree",
+    "DiscoverResources",
     "Emit",
     "HostCommand",
     "Input",

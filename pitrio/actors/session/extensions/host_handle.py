@@ -33,10 +33,12 @@ from pitrio.actors.agent_loop.hooks import (
 from pitrio.actors.session.extensions.events import (
     BeforeTreeResult,
     CacheWarmingDecisionEvent,
+    DiscoveredPaths,
     InputResult,
     InputSource,
     ProviderResponseEvent,
     ProviderStreamEvent,
+    ResourcesDiscoverEvent,
     SessionBeforeTreeEvent,
     SessionTreeEvent,
     TreePreparation,
@@ -50,6 +52,7 @@ from pitrio.actors.session.extensions.host_commands import (
     BeforeAgentStart,
     BeforeCompact,
     BeforeTree,
+    DiscoverResources,
     Emit,
     HostCommand,
     Input,
@@ -247,6 +250,21 @@ class ExtensionHostHandle(Handle[HostCommand]):
         caller returns after the handlers, as in pi)."""
         if self.has("session_compact"):
             await self._run(lambda work: AfterCompact(entry, from_extension, work))
+
+    async def discover_resources(
+        self, cwd: str, reason: Literal["startup", "reload"]
+    ) -> DiscoveredPaths | None:
+        """``resources_discover``, after the notifications queued before it (``session_start``):
+        the paths the handlers added, ``None`` when nobody listens."""
+        port = self._port
+        if not port.registry.has("resources_discover"):
+            return None
+        reply: Reply[DiscoveredPaths] = self.new_reply()
+        event = ResourcesDiscoverEvent(cwd=cwd, reason=reason)
+        # Awaited, not dropped when the queue is full: the caller waits for the answer.
+        await port.notify.send(("resources_discover", DiscoverResources(event, reply)))
+        paths: DiscoveredPaths = await reply.wait()
+        return paths
 
     # -- tree navigation -----------------------------------------------------------------------
 
