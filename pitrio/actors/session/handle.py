@@ -318,6 +318,10 @@ class SessionHandle(Handle[SessionCommand]):
         """Counts, tokens and cost over the current context."""
         return await self.invoke(lambda actor: actor.operations.stats())
 
+    async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
+        """The registry's models, or those usable (with credentials)."""
+        return await self.invoke(lambda actor: actor.operations.models(which))
+
     async def messages(self) -> tuple[AgentMessage, ...]:
         """The agent's current messages (the context, custom roles included)."""
         return await (await self.state()).agent.load_messages()

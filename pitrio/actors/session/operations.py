@@ -218,6 +218,13 @@ class SessionOperations:
             return ()
         return await self._router.available_models()
 
+    async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
+        """The models of the process's registry (``all``) or those with credentials
+        (``available``), for extensions' ``ctx.model_registry``."""
+        if which == "available":
+            return await self._available()
+        return () if self._router is None else await self._router.list_models()
+
     async def set_model(
         self, provider: str, model_id: str, *, level: ThinkingLevel | None = None
     ) -> Model:
