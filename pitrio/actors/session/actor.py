@@ -78,6 +78,7 @@ from pitrio.actors.session.resources.loader import (
     Resources,
     commands,
     expand_input,
+    with_section,
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
@@ -709,6 +710,13 @@ class SessionActor(Actor[SessionCommand]):
         finally:
             self._maintenance = None
             maintenance.finish()
+
+    async def set_prompt_section(self, name: str, text: str | None) -> None:
+        """See :meth:`SessionHandle.set_prompt_section`."""
+        await trio.lowlevel.checkpoint()
+        if self._resources is not None:
+            self._resources = with_section(self._resources, name, text)
+            self._driver.use_resources(self._resources)
 
     def _tree_hooks(self) -> TreeHooks | None:
         """The extensions' ``session_before_tree`` / ``session_tree`` (none without them)."""

@@ -32,6 +32,7 @@ from pitrio.actors.session.extensions import (
     ExtensionRunner,
     SessionPort,
 )
+from pitrio.actors.session.extensions.late_mcp import LateMcpServers
 from pitrio.actors.session.extensions.registry import tool_conflicts
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
@@ -721,6 +722,8 @@ async def start_session(
             ),
         )
     if runner is not None:
+        if not options.no_mcp:
+            loaded.holder.late_mcp = LateMcpServers(started=mcp.server_names, listed=mcp.listed)
         loaded.holder.port = SessionPort(
             session=session,
             tools=tools,
