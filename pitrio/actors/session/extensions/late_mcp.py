@@ -23,6 +23,7 @@ from pitrio.actors.mcp.config import McpServerConfig, parse_file
 from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
 from pitrio.actors.mcp.session import listed_server
+from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.api import SessionPort
@@ -38,6 +39,8 @@ class _Running:
     config: dict[str, Any]
     scope: trio.CancelScope
     done: trio.Event
+    handle: Any
+    """The server's MCP actor's handle (its state for ``get_state``)."""
     tools: tuple[str, ...] = ()
     listed: ListedServer | None = None
 
@@ -50,6 +53,11 @@ class LateMcpServers:
         self._listed = listed
         self._running: dict[str, _Running] = {}
         self._lock = trio.Lock()
+
+    def states(self) -> tuple[McpServerState, ...]:
+        """The open servers' states (``get_state``'s ``mcpServers``), in start order."""
+        found = (r.handle.state_of(name) for name, r in self._running.items())
+        return tuple(state for state in found if state is not None)
 
     @property
     def running(self) -> tuple[str, ...]:
@@ -87,7 +95,7 @@ class LateMcpServers:
             return
         done = trio.Event()
         scope, handle = await port.nursery.start(_serve, start_mcp, server, port.cwd, done)
-        running = _Running(config=dict(registration.config), scope=scope, done=done)
+        running = _Running(config=dict(registration.config), scope=scope, done=done, handle=handle)
         self._running[server.name] = running
         outcome = (await handle.connect_all())[server.name]
         if isinstance(outcome, Exception):

@@ -148,6 +148,7 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
             api.register_mcp_server("edge", edge_server(markers, exposure="direct"))
             api.register_mcp_server("quiet", edge_server(markers, exposure="deferred"))
             await _synced(api)
+        listed = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
         active = list(await api.get_active_tools())
         known = [tool.name for tool in await api.get_all_tools()]
         pids = [int(line) for line in (markers / "starts").read_text().split()]
@@ -159,6 +160,7 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
             await _synced(api)
         alive = _running(pids)
         after = [tool.name for tool in await api.get_all_tools()]
+        listed_after = [s.name for s in (await h.session.handle.state()).mcp_servers]
         await h.session.prompt("again")
         prompt_without = h.faux.last_request.context.system_prompt
         errors = [e for e in await h.drain() if isinstance(e, ExtensionError)]
@@ -168,6 +170,8 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
     assert len(pids) == 2 and alive == []  # closing the connections ended both processes
     assert not any(name.startswith(("mcp__edge__", "mcp__quiet__")) for name in after)
     assert "mcp__quiet" not in prompt_without
+    assert listed == {"edge": "running", "quiet": "running"}  # get_state's mcpServers
+    assert listed_after == []
     assert errors == []
 
 
