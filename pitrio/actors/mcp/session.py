@@ -114,7 +114,8 @@ def listed_server(server: McpServerConfig, connection: Any) -> ListedServer:
     )
 
 
-def _document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+def tool_document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+    """What ``tool_search`` reads of a deferred tool of ``server`` (its namespace included)."""
     namespace = (mcp_namespace(server.name), server.description, connection.instructions)
     return search_document(tool.name, tool.description, tool.parameters, namespace)
 
@@ -179,7 +180,7 @@ async def start_session_mcp(
             tool = attrs.evolve(tool, namespace=space)
             tools.append(tool)
             if exposure == "deferred":
-                documents[tool.name] = _document(tool, server, outcome)
+                documents[tool.name] = tool_document(tool, server, outcome)
         exposure = declared_exposure(server.exposure or DEFAULT_EXPOSURE)
         if outcome.has_resources and exposure != "hidden":
             if not with_resources:  # declared where 1.6.0 registers them: after this server's

@@ -703,7 +703,9 @@ async def start_session(
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         runner.problems.extend(tool_problems)
         if not options.no_mcp:  # connects the servers extensions register later
-            loaded.holder.late_mcp = LateMcpServers(started=mcp.server_names, listed=mcp.listed)
+            loaded.holder.late_mcp = LateMcpServers(
+                started=mcp.server_names, listed=mcp.listed, search=mcp.search
+            )
     actor = SessionActor(
         loop=loop,
         store=store,

@@ -22,7 +22,8 @@ import trio
 from pitrio.actors.mcp.config import McpServerConfig, parse_file
 from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
-from pitrio.actors.mcp.session import listed_server
+from pitrio.actors.mcp.search_tool import ToolSearch
+from pitrio.actors.mcp.session import listed_server, tool_document
 from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
@@ -48,9 +49,18 @@ class _Running:
 class LateMcpServers:
     """The session's servers registered after start-up (see the module docstring)."""
 
-    def __init__(self, *, started: tuple[str, ...], listed: tuple[ListedServer, ...]) -> None:
+    def __init__(
+        self,
+        *,
+        started: tuple[str, ...],
+        listed: tuple[ListedServer, ...],
+        search: ToolSearch | None = None,
+    ) -> None:
         self._started = set(started)
         self._listed = listed
+        self._search = search
+        """``tool_search`` of the session (made here, and registered, for the first late
+        server with deferred tools when the session started without one)."""
         self._running: dict[str, _Running] = {}
         self._lock = trio.Lock()
 
@@ -109,10 +119,25 @@ class LateMcpServers:
         names = await port.tools.register(*(t for t, e in tools if e == "direct"))
         names += await port.tools.register(*(t for t, e in tools if e != "direct"), activate=False)
         running.tools = names
+        deferred = {t.name: tool_document(t, server, outcome) for t, e in tools if e == "deferred"}
+        if deferred:
+            await self._searchable(port, deferred)
         running.listed = listed_server(server, outcome)
+
+    async def _searchable(self, port: SessionPort, documents: dict[str, Any]) -> None:
+        """Put deferred tools in ``tool_search``'s index, making and activating the tool when
+        the session has none."""
+        if self._search is None:
+            self._search = ToolSearch({})
+            tools = port.tools
+            self._search.attach(lambda: tools)
+            await port.tools.register(self._search.tool())
+        self._search.add(documents)
 
     async def _close(self, port: SessionPort, name: str) -> None:
         running = self._running.pop(name)
+        if self._search is not None:
+            self._search.remove(running.tools)
         await port.tools.unregister(running.tools)
         running.scope.cancel()
         await running.done.wait()  # the connection and the server process are gone

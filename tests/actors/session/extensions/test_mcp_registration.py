@@ -150,6 +150,8 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
             await _synced(api)
         listed = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
         active = list(await api.get_active_tools())
+        search = api._holder.late_mcp._search
+        searchable = search.names
         known = [tool.name for tool in await api.get_all_tools()]
         pids = [int(line) for line in (markers / "starts").read_text().split()]
         await h.session.prompt("hi")
@@ -160,6 +162,7 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
             await _synced(api)
         alive = _running(pids)
         after = [tool.name for tool in await api.get_all_tools()]
+        searchable_after = search.names
         listed_after = [s.name for s in (await h.session.handle.state()).mcp_servers]
         await h.session.prompt("again")
         prompt_without = h.faux.last_request.context.system_prompt
@@ -167,6 +170,10 @@ async def test_a_server_registered_later_connects_and_unregistering_closes_it(
     assert "mcp__edge__fail" in active and "mcp__edge__fail" in known
     assert "mcp__quiet__fail" in known and "mcp__quiet__fail" not in active  # deferred
     assert "mcp__quiet" in prompt_with  # the mcp_servers section lists the deferred server
+    # The session had no tool_search: it is made for the deferred tools, which it searches.
+    assert "tool_search" in active and "mcp__quiet__fail" in searchable
+    assert "mcp__edge__fail" not in searchable
+    assert not any(name.startswith("mcp__quiet__") for name in searchable_after)
     assert len(pids) == 2 and alive == []  # closing the connections ended both processes
     assert not any(name.startswith(("mcp__edge__", "mcp__quiet__")) for name in after)
     assert "mcp__quiet" not in prompt_without
