@@ -81,6 +81,7 @@ async def session_with(
     replies: tuple[Any, ...] = (),
     ui: bool = True,
     settings: str | None = None,
+    **options: Any,
 ) -> AsyncIterator[Harness]:
     extension_probe.setup = setup
     path = extension_probe.write_bridge(tmp_path / "exts")
@@ -94,6 +95,7 @@ async def session_with(
         session_dir=str(tmp_path / "sessions"),
         extensions=[str(path)],
         ui_clients=ui,
+        **options,
     ) as session:
         events = await session.subscribe()
         yield Harness(session, faux, events)

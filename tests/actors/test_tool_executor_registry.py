@@ -67,6 +67,16 @@ def test_set_active_and_unknown_names() -> None:
     assert registry.active_names() == ("b", "a")
 
 
+def test_unregistering_removes_definitions_and_active_names() -> None:
+    registry = ToolRegistry()
+    registry.register([tool("a"), tool("b"), tool("c")], activate=True)
+    registry.unregister(["b", "nope"])  # an unknown name is ignored
+    assert registry.active_names() == ("a", "c")
+    assert [t.name for t in registry.all_tools()] == ["a", "c"]
+    with pytest.raises(ToolNotFoundError, match="Unknown tool: b"):
+        registry.set_active(["b"])
+
+
 def test_invalid_definitions_are_refused() -> None:
     registry = ToolRegistry()
     with pytest.raises(ToolRegistryError, match="Invalid tool name"):

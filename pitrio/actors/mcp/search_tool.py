@@ -81,6 +81,15 @@ class ToolSearch:
         """Search only the tools ``wanted`` accepts (those the tool flags leave registered)."""
         self._documents = {name: doc for name, doc in self._documents.items() if wanted(name)}
 
+    def add(self, documents: Mapping[str, SearchDocument]) -> None:
+        """Search these tools too (a server an extension registered after start-up)."""
+        self._documents.update(documents)
+
+    def remove(self, names: Iterable[str]) -> None:
+        """Stop searching these tools (their server was closed)."""
+        for name in names:
+            self._documents.pop(name, None)
+
     def attach(self, executor: Callable[[], ToolExecutorHandle]) -> None:
         """Give it the session's tool executor."""
         self._executor = executor

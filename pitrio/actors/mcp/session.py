@@ -63,6 +63,12 @@ class SessionMcp:
     """An enabled server's configured exposures include ``codemode``: 1.6.0 activates the
     ``codemode`` tool for it unless ``autoEnableCodemode`` is false."""
     auto_enable_codemode: bool = True
+    listed: tuple[ListedServer, ...] = ()
+    """The enabled servers as the ``mcp_servers`` section lists them (servers an extension
+    registers later are listed beside them)."""
+    server_names: tuple[str, ...] = ()
+    """Every configured server's name (a later registration of one of them is not started:
+    ``mcp.json`` wins, as at start-up)."""
 
     @property
     def script_only(self) -> tuple[str, ...]:
@@ -96,7 +102,9 @@ class SessionMcp:
         return restore
 
 
-def _listed(server: McpServerConfig, connection: Any) -> ListedServer:
+def listed_server(server: McpServerConfig, connection: Any) -> ListedServer:
+    """How the ``mcp_servers`` section lists ``server`` (``connection``: its live connection,
+    for what it said of itself, or ``None``)."""
     return ListedServer(
         name=server.name,
         exposure=server.exposure,
@@ -106,7 +114,8 @@ def _listed(server: McpServerConfig, connection: Any) -> ListedServer:
     )
 
 
-def _document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+def tool_document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
+    """What ``tool_search`` reads of a deferred tool of ``server`` (its namespace included)."""
     namespace = (mcp_namespace(server.name), server.description, connection.instructions)
     return search_document(tool.name, tool.description, tool.parameters, namespace)
 
@@ -144,7 +153,8 @@ async def start_session_mcp(
     notices = [f"Warning: {problem}" for problem in config.problems]
     servers = config.enabled
     if not servers:
-        return SessionMcp(notices=tuple(notices))
+        names = tuple(server.name for server in config.servers)
+        return SessionMcp(notices=tuple(notices), server_names=names)
     try:
         from pitrio.actors.mcp.actor import start_mcp
         from pitrio.actors.mcp.resources import ResourceTools
@@ -170,7 +180,7 @@ async def start_session_mcp(
             tool = attrs.evolve(tool, namespace=space)
             tools.append(tool)
             if exposure == "deferred":
-                documents[tool.name] = _document(tool, server, outcome)
+                documents[tool.name] = tool_document(tool, server, outcome)
         exposure = declared_exposure(server.exposure or DEFAULT_EXPOSURE)
         if outcome.has_resources and exposure != "hidden":
             if not with_resources:  # declared where 1.6.0 registers them: after this server's
@@ -189,14 +199,13 @@ async def start_session_mcp(
                 documents[tool.name] = search_document(tool.name, tool.description, tool.parameters)
     # tool_search is made from the configuration, as 1.6.0 activates it before connecting.
     wants_search = any(
-        "deferred" in _listed(server, None).exposures(declared_exposure) for server in servers
+        "deferred" in listed_server(server, None).exposures(declared_exposure) for server in servers
     )
     search = ToolSearch(documents) if wants_search else None
-    section = render_servers_section(
-        [_listed(server, connections[server.name]) for server in servers], declared_exposure
-    )
+    listed = tuple(listed_server(server, connections[server.name]) for server in servers)
+    section = render_servers_section(listed, declared_exposure)
     wants_codemode = any(
-        "codemode" in _listed(server, None).exposures(declared_exposure) for server in servers
+        "codemode" in listed_server(server, None).exposures(declared_exposure) for server in servers
     )
     return SessionMcp(
         handle=handle,
@@ -206,6 +215,8 @@ async def start_session_mcp(
         section=section,
         wants_codemode=wants_codemode,
         auto_enable_codemode=config.auto_enable_codemode is not False,
+        listed=listed,
+        server_names=tuple(server.name for server in config.servers),
     )
 
 

@@ -16,6 +16,7 @@ decisions always see persisted state) and the display queues
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -65,16 +66,19 @@ from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     SessionOperations,
     SummarizeBranch,
+    TreeHooks,
     last_assistant_text,
     navigate_tree,
 )
 from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION, STREAMING_WITHOUT_BEHAVIOR
 from pitrio.actors.session.pump import DECISION_CAPACITY, Decided, EventPump
 from pitrio.actors.session.queues import DisplayQueues
+from pitrio.actors.session.resources.extension_paths import extend_resources
 from pitrio.actors.session.resources.loader import (
     Resources,
     commands,
     expand_input,
+    with_section,
 )
 from pitrio.actors.session.run import Maintenance, Run, lend
 from pitrio.actors.session.shell import UserShell
@@ -109,6 +113,7 @@ from pitrio.messages.events import (
     CompactionEnd,
     EntryAppended,
     EntryRecorded,
+    ExtensionError,
     MessageEnd,
     MessageStart,
     QueueUpdate,
@@ -325,6 +330,42 @@ class SessionActor(Actor[SessionCommand]):
             # late registrations need the session's port, set by whoever started the session).
             self.nursery.start_soon(host.run)
         self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+        if self._host is not None and self._host.has("resources_discover"):
+            self._driver.resources_ready = trio.Event()
+            self.nursery.start_soon(self._discover_resources, self._host)
+
+    async def _discover_resources(self, host: ExtensionHostHandle) -> None:
+        """``resources_discover`` after ``session_start``: the skills and prompt templates at
+        the paths handlers return join the session's (themes: pitrio has none)."""
+        ready = self._driver.resources_ready
+        try:
+            resources = self._resources
+            reason: Literal["startup", "reload"] = (
+                "reload" if self._start_reason == "reload" else "startup"
+            )
+            cwd = resources.cwd if resources is not None else os.getcwd()
+            paths = await host.discover_resources(cwd, reason)
+            if resources is None or paths is None:
+                return
+            if paths.skill_paths or paths.prompt_paths:
+                skills, prompts = paths.skill_paths, paths.prompt_paths
+                extended = await trio.to_thread.run_sync(
+                    lambda: extend_resources(resources, skills, prompts)
+                )
+                # A path that is missing or not markdown is told as the handler's problem.
+                for problem in extended.diagnostics[len(resources.diagnostics) :]:
+                    self._emit(
+                        ExtensionError(
+                            extension_path="<runtime>",
+                            event="resources_discover",
+                            error=str(problem),
+                        )
+                    )
+                self._resources = extended
+                self._driver.use_resources(extended)
+        finally:
+            if ready is not None:
+                ready.set()
 
     async def _forward_notices(self, notices: trio.MemoryReceiveChannel[StoreNotice]) -> None:
         """What the store tells unasked, to clients: another writer's entries were taken in
@@ -660,6 +701,7 @@ class SessionActor(Actor[SessionCommand]):
                 replace_instructions=command.replace_instructions,
                 label=command.label,
                 restore_tools=self._restore_tools,
+                hooks=self._tree_hooks(),
             )
         except PitrioError as exc:
             command.reply.fail(exc)
@@ -668,6 +710,20 @@ class SessionActor(Actor[SessionCommand]):
         finally:
             self._maintenance = None
             maintenance.finish()
+
+    async def set_prompt_section(self, name: str, text: str | None) -> None:
+        """See :meth:`SessionHandle.set_prompt_section`."""
+        await trio.lowlevel.checkpoint()
+        if self._resources is not None:
+            self._resources = with_section(self._resources, name, text)
+            self._driver.use_resources(self._resources)
+
+    def _tree_hooks(self) -> TreeHooks | None:
+        """The extensions' ``session_before_tree`` / ``session_tree`` (none without them)."""
+        host = self._host
+        if host is None:
+            return None
+        return TreeHooks(before=host.before_tree, after=host.after_tree)
 
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""

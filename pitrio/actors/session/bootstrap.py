@@ -13,7 +13,7 @@ import glob
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -21,6 +21,7 @@ import trio
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
 from pitrio.actors.mcp.session import SessionMcp, rank_tools, start_session_mcp
+from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
@@ -32,6 +33,7 @@ from pitrio.actors.session.extensions import (
     ExtensionRunner,
     SessionPort,
 )
+from pitrio.actors.session.extensions.late_mcp import LateMcpServers
 from pitrio.actors.session.extensions.registry import tool_conflicts
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
@@ -86,6 +88,9 @@ from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.model import Model
 from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
+
+if TYPE_CHECKING:
+    from pitrio.actors.mcp.actor import McpHandle
 
 DEFAULT_MODEL = "faux/echo"
 
@@ -487,6 +492,21 @@ def extension_mcp_servers(config: dict[str, Any] | None) -> tuple[Any, str] | No
     return None if config is None else (config, "servers registered by extensions")
 
 
+def mcp_states(
+    handle: McpHandle | None, late: LateMcpServers | None
+) -> Callable[[], tuple[McpServerState, ...]] | None:
+    """What lists the session's MCP servers for ``get_state``: the start-up actor's, then
+    those extensions registered later (``None``: the session has no MCP support at all)."""
+    if handle is None and late is None:
+        return None
+
+    def states() -> tuple[McpServerState, ...]:
+        first = () if handle is None else handle.servers()
+        return (*first, *(() if late is None else late.states()))
+
+    return states
+
+
 def extension_mode(options: SessionOptions) -> str:
     """``ctx.mode`` of the session's extensions (see :attr:`SessionOptions.mode`)."""
     if options.mode is not None:
@@ -682,6 +702,10 @@ async def start_session(
     if loaded.extensions:
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         runner.problems.extend(tool_problems)
+        if not options.no_mcp:  # connects the servers extensions register later
+            loaded.holder.late_mcp = LateMcpServers(
+                started=mcp.server_names, listed=mcp.listed, search=mcp.search
+            )
     actor = SessionActor(
         loop=loop,
         store=store,
@@ -698,7 +722,7 @@ async def start_session(
         named_models=(model,),
         start_reason=options.start_reason,
         tools=tools,
-        mcp_servers=None if mcp.handle is None else mcp.handle.servers,
+        mcp_servers=mcp_states(mcp.handle, loaded.holder.late_mcp),
         restore_tools=mcp.restorer(tools),
     )
     session = SessionHandle(await nursery.start(actor.run))

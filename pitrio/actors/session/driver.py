@@ -102,6 +102,9 @@ class RunDriver:
         self._handle_deferred = handle_deferred  # the session's inbox path, in its task
         self._nursery = nursery
         self._resources = settings.resources
+        self.resources_ready: trio.Event | None = None
+        """Set by the session while extensions' ``resources_discover`` runs: a run's prompt
+        sections wait for it, so the first prompt sees the skills they add."""
         self._tools = settings.tools
         self._catch_up = settings.catch_up
         self._settings = settings
@@ -123,6 +126,11 @@ class RunDriver:
         """Accept a user prompt's run (the session is idle): its task starts now."""
         run = self._open([settled])
         self._nursery.start_soon(self._run_one, run, message, accepted)
+
+    def use_resources(self, resources: Resources) -> None:
+        """The resources the next runs' prompt sections are built from (extensions added
+        skills)."""
+        self._resources = resources
 
     def start_custom(self, message: CustomMessage) -> None:
         """Accept a run whose prompt is a custom message (pi 1.6.0: the prompt's sections are
@@ -291,6 +299,8 @@ class RunDriver:
         ones the session has now (all of them before the first prompt, or after a resume of a
         file written without them), or nothing when they are the same (pi 1.6.0's prompt
         preparation). The tools are declared by the agent loop before each request."""
+        if self.resources_ready is not None:
+            await self.resources_ready.wait()
         if self._resources is None or self._tools is None:
             return ()
         sections = system_prompt_sections(self._resources, await self._tools.prompt_entries())

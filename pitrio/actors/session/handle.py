@@ -318,6 +318,15 @@ class SessionHandle(Handle[SessionCommand]):
         """Counts, tokens and cost over the current context."""
         return await self.invoke(lambda actor: actor.operations.stats())
 
+    async def set_prompt_section(self, name: str, text: str | None) -> None:
+        """Replace (``None``: remove) a prompt section the session's parts add (MCP's
+        ``mcp_servers``); the next run's system prompt has it."""
+        await self.invoke(lambda actor: actor.set_prompt_section(name, text))
+
+    async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
+        """The registry's models, or those usable (with credentials)."""
+        return await self.invoke(lambda actor: actor.operations.models(which))
+
     async def messages(self) -> tuple[AgentMessage, ...]:
         """The agent's current messages (the context, custom roles included)."""
         return await (await self.state()).agent.load_messages()

@@ -23,7 +23,13 @@ from pitrio.actors.model_router.thinking import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from pitrio.actors.session.extensions.events import ModelSelectEvent, ThinkingLevelSelectEvent
+from pitrio.actors.session.extensions.events import (
+    BeforeTreeResult,
+    ModelSelectEvent,
+    SessionTreeEvent,
+    ThinkingLevelSelectEvent,
+    TreePreparation,
+)
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.actors.supervisor.actor.compactor import known_entries
@@ -35,12 +41,14 @@ from pitrio.actors.supervisor.branch_summary import (
 )
 from pitrio.actors.supervisor.compaction import COMPACTION_CANCELLED, context_usage
 from pitrio.actors.supervisor.counting import count_session
-from pitrio.errors import EntryNotFoundError, PitrioError
+from pitrio.errors import DecodeError, EntryNotFoundError, PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
     ThinkingLevel,
+    Usage,
 )
+from pitrio.messages.codec import from_json
 from pitrio.messages.content import TextContent
 from pitrio.messages.entries import BranchSummaryEntry, SessionEntry
 from pitrio.messages.events import (
@@ -210,6 +218,13 @@ class SessionOperations:
             return ()
         return await self._router.available_models()
 
+    async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
+        """The models of the process's registry (``all``) or those with credentials
+        (``available``), for extensions' ``ctx.model_registry``."""
+        if which == "available":
+            return await self._available()
+        return () if self._router is None else await self._router.list_models()
+
     async def set_model(
         self, provider: str, model_id: str, *, level: ThinkingLevel | None = None
     ) -> Model:
@@ -353,6 +368,36 @@ SummarizeBranch = Callable[
 supervisor's, in a nursery lent in a scope abort cancels; ``None`` when aborted."""
 
 
+@attrs.frozen
+class TreeHooks:
+    """The extensions' part in a navigation: ``session_before_tree`` and ``session_tree``
+    (the extension host handle's ``before_tree`` / ``after_tree``)."""
+
+    before: Callable[[TreePreparation], Awaitable[BeforeTreeResult | None]]
+    after: Callable[[SessionTreeEvent], Awaitable[None]]
+
+
+@attrs.frozen
+class _Summary:
+    """The summary a navigation writes: the model's or an extension's."""
+
+    text: str
+    details: Any
+    usage: Usage | None
+    from_extension: bool
+
+
+def _supplied_usage(value: Any) -> Usage | None:
+    """An extension summary's ``usage``, a :class:`Usage` or pi's JSON shape of one; anything
+    else is not recorded (the summary is still written: the usage only feeds the totals)."""
+    if value is None or isinstance(value, Usage):
+        return value
+    try:
+        return from_json(value, Usage)
+    except DecodeError:
+        return None
+
+
 async def navigate_tree(
     target_id: str,
     *,
@@ -364,10 +409,12 @@ async def navigate_tree(
     replace_instructions: bool = False,
     label: str | None = None,
     restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None = None,
+    hooks: TreeHooks | None = None,
 ) -> NavigationResult:
     """Move the session to another point of its tree (the caller made sure it is idle);
     ``summarize`` gives the summary call (it raises when the session cannot summarise);
-    ``restore_tools`` sets the tools the new branch's transcript loaded (``tool_search``)."""
+    ``restore_tools`` sets the tools the new branch's transcript loaded (``tool_search``);
+    ``hooks``: the extensions may cancel, summarise or relabel it, and hear of it after."""
     old_leaf = await store.leaf_id()
     if target_id == old_leaf:
         return NavigationResult()
@@ -378,8 +425,35 @@ async def navigate_tree(
     by_id = {e.id: e for e in known_entries(await store.entries())}
     collected = collect_entries_for_branch_summary(by_id, old_leaf, target_id)
     where = navigation_target(target)
-    summary_entry: BranchSummaryEntry | None = None
-    if summary is not None and collected.entries:
+    written: _Summary | None = None
+    if hooks is not None:
+        decision = await hooks.before(
+            TreePreparation(
+                target_id=target_id,
+                old_leaf_id=old_leaf,
+                common_ancestor_id=collected.common_ancestor_id,
+                entries_to_summarize=tuple(collected.entries),
+                user_wants_summary=summary is not None,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+                label=label,
+            )
+        )
+        if decision is not None:
+            if decision.cancel:
+                return NavigationResult(cancelled=True)
+            # pi 1.6.0: a supplied summary counts only when the user asked for one.
+            if decision.summary is not None and summary is not None:
+                supplied = decision.summary
+                usage = _supplied_usage(supplied.usage)
+                written = _Summary(supplied.summary, supplied.details, usage, True)
+            if decision.custom_instructions is not None:
+                custom_instructions = decision.custom_instructions
+            if decision.replace_instructions is not None:
+                replace_instructions = decision.replace_instructions
+            if decision.label is not None:
+                label = decision.label
+    if written is None and summary is not None and collected.entries:
         state = await loop.state()
         # The supervisor's: made in a nursery lent in a scope abort cancels.
         result = await summary(
@@ -387,8 +461,15 @@ async def navigate_tree(
         )
         if result is None:
             return NavigationResult(cancelled=True, aborted=True)
+        written = _Summary(result.summary, result.details(), None, False)
+    summary_entry: BranchSummaryEntry | None = None
+    if written is not None:
         summary_entry = await store.branch_with_summary(
-            where.new_leaf_id, result.summary, result.details()
+            where.new_leaf_id,
+            written.text,
+            written.details,
+            from_hook=True if written.from_extension else None,
+            usage=written.usage,
         )
         emit(EntryRecorded(entry=summary_entry))
         if label:
@@ -404,4 +485,13 @@ async def navigate_tree(
     await loop.set_messages(messages)
     if restore_tools is not None:
         await restore_tools(messages)
+    if hooks is not None:
+        await hooks.after(
+            SessionTreeEvent(
+                new_leaf_id=await store.leaf_id(),
+                old_leaf_id=old_leaf,
+                summary_entry=summary_entry,
+                from_extension=None if written is None else written.from_extension,
+            )
+        )
     return NavigationResult(editor_text=where.editor_text, summary_entry=summary_entry)

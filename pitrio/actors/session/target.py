@@ -86,3 +86,7 @@ class SessionTarget(Protocol):
     async def set_label(self, entry_id: str, label: str | None) -> None:
         """Label an entry (``None`` clears it)."""
         ...
+
+    async def set_prompt_section(self, name: str, text: str | None) -> None:
+        """Replace (``None``: remove) a prompt section the session's parts add."""
+        ...

@@ -242,6 +242,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
         summary: str,
         details: Any = None,
         from_hook: bool | None = None,
+        usage: Usage | None = None,
     ) -> BranchSummaryEntry:
         """Move the leaf to ``from_id`` (``None``: reset) and append a ``branch_summary``."""
         draft = BranchSummaryEntry(
@@ -252,6 +253,7 @@ class SessionStoreHandle(Handle[StoreCommand]):
             summary=summary,
             details=details,
             from_hook=from_hook,
+            usage=usage,
         )
         stamp = COMMAND_STAMP.get()
         if stamp is not None:

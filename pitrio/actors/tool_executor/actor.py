@@ -74,7 +74,15 @@ class ActiveTools:
     """What tools may call through nested calls (:meth:`ToolRegistry.callable_tools`)."""
 
 
-ToolExecutorCommand = RegisterTools | SetActiveTools | GetAllTools
+@attrs.frozen
+class UnregisterTools:
+    """Remove tools by name (an MCP server an extension unregistered)."""
+
+    names: tuple[str, ...]
+    reply: Reply[None]
+
+
+ToolExecutorCommand = RegisterTools | SetActiveTools | GetAllTools | UnregisterTools
 
 
 class ToolExecutor(Actor[ToolExecutorCommand]):
@@ -165,6 +173,10 @@ class ToolExecutor(Actor[ToolExecutorCommand]):
                     reply.set(None)
             case GetAllTools(reply=reply):
                 reply.set(self._registry.all_tools())
+            case UnregisterTools(names=names, reply=reply):
+                self._registry.unregister(names)
+                self._view.publish(self._snapshot())
+                reply.set(None)
 
 
 class ToolExecutorHandle(Handle[ToolExecutorCommand]):
@@ -177,6 +189,10 @@ class ToolExecutorHandle(Handle[ToolExecutorCommand]):
         :class:`~pitrio.errors.ToolRegistryError` for an invalid definition.
         """
         return await self.ask(lambda reply: RegisterTools(tuple(tools), activate, reply))
+
+    async def unregister(self, names: Sequence[str]) -> None:
+        """Remove the tools ``names`` (unknown ones are ignored)."""
+        await self.ask(lambda reply: UnregisterTools(tuple(names), reply))
 
     async def set_active(self, names: Sequence[str]) -> None:
         """Make exactly ``names`` the active tools."""

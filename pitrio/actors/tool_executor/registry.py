@@ -134,6 +134,13 @@ class ToolRegistry:
                 self._active.append(tool.name)
         return tuple(registered)
 
+    def unregister(self, names: Iterable[str]) -> None:
+        """Remove tools (and from the active set); unknown names are ignored."""
+        gone = set(names)
+        for name in gone:
+            self._tools.pop(name, None)
+        self._active = [name for name in self._active if name not in gone]
+
     def set_active(self, names: Sequence[str]) -> None:
         """Make exactly ``names`` active, in order (duplicates dropped); unknown names fail."""
         unknown = [name for name in names if name not in self._tools]

@@ -36,6 +36,7 @@ from pitrio.messages.ostext import check_os_text, check_os_texts
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.extensions.late_mcp import LateMcpServers
     from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session.handle import SessionHandle
     from pitrio.actors.tool_executor import ToolExecutorHandle
@@ -433,18 +434,24 @@ class ExtensionAPI:
         return list(self._holder.mcp_servers.values())
 
     def _mcp_changed(self) -> None:
-        """After start-up: ``mcp_servers_change`` for the extensions that connect servers; with
-        none, each server registered now is reported (pitrio's MCP support connects the servers
-        registered during ``setup`` only)."""
+        """After start-up: ``mcp_servers_change`` for the extensions that handle it, and the
+        built-in MCP support connects or closes the servers; with that support off
+        (``--no-mcp``) and no handler, each server registered now is reported."""
         port = self._holder.port
         if port is None:
             return
         event = McpServersChangeEvent(servers=tuple(self._holder.mcp_servers.values()))
-        if port.runner.has("mcp_servers_change"):
+        handled = port.runner.has("mcp_servers_change")
+        if handled:
             if port.notify is not None:
                 port.notify("mcp_servers_change", event)
             else:
                 port.nursery.start_soon(port.runner.notify, "mcp_servers_change", event)
+        late = self._holder.late_mcp
+        if late is not None:  # the built-in MCP support connects them (pi 1.6.0)
+            port.nursery.start_soon(late.sync, port, self._holder.mcp_servers)
+            return
+        if handled:
             return
         for server in event.servers:
             if server.name not in self._holder.mcp_reported:
@@ -481,6 +488,9 @@ class PortHolder:
     ``setup`` start with the session's ``mcp.json`` servers)."""
     mcp_reported: set[str] = attrs.field(factory=set)
     """Servers registered after start-up already reported as not connected."""
+    late_mcp: LateMcpServers | None = None
+    """What connects servers registered after start-up (``None``: the session's MCP support
+    is off, ``--no-mcp``)."""
 
     def mcp_config(self) -> dict[str, Any] | None:
         """The registered servers as an ``mcp.json`` object (``None``: none)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
@@ -67,6 +68,37 @@ class SessionView:
         return await self._store.session_name()
 
 
+@attrs.frozen
+class ContextUsage:
+    """How full the model's context is (pi's ``ContextUsage``): ``tokens`` and ``percent``
+    are ``None`` when they cannot be told (right after a compaction, before a reply)."""
+
+    tokens: int | None
+    context_window: int
+    percent: float | None
+
+
+class ModelRegistryView:
+    """The models an extension may look up (part of pi's ``ctx.modelRegistry``: its
+    ``getAll``, ``getAvailable`` and ``find``)."""
+
+    def __init__(self, session: SessionHandle) -> None:
+        self._session = session
+
+    async def get_all(self) -> tuple[Model, ...]:
+        """Every model of the registry, with or without credentials."""
+        return await self._session.models("all")
+
+    async def get_available(self) -> tuple[Model, ...]:
+        """The models that have credentials."""
+        return await self._session.models("available")
+
+    async def find(self, provider: str, model_id: str) -> Model | None:
+        """The registry's model ``provider/model_id``, or ``None``."""
+        found = await self._session.models("all")
+        return next((m for m in found if m.provider == provider and m.id == model_id), None)
+
+
 class ExtensionContext:
     """``ctx`` of an event handler."""
 
@@ -81,6 +113,7 @@ class ExtensionContext:
         project_trusted: bool = True,
     ) -> None:
         self._session = session
+        self.model_registry = ModelRegistryView(session)
         self.ui: ExtensionUI = ui or NoUI()
         self.session_manager = SessionView(store)
         self._system_prompt = system_prompt
@@ -111,6 +144,20 @@ class ExtensionContext:
     async def model(self) -> Model:
         """The selected model."""
         return (await self._session.state()).agent.model
+
+    async def thinking_level(self) -> str:
+        """The thinking level in effect (pi's ``ctx.thinkingLevel``)."""
+        return (await self._session.state()).agent.thinking_level
+
+    async def get_context_usage(self) -> ContextUsage | None:
+        """How full the context is for the current model (``None`` when the model has no
+        context window), as ``get_session_stats`` reports it."""
+        usage = (await self._session.session_stats()).context_usage
+        if usage is None:
+            return None
+        return ContextUsage(
+            tokens=usage["tokens"], context_window=usage["contextWindow"], percent=usage["percent"]
+        )
 
     async def is_idle(self) -> bool:
         """Whether no run is active."""

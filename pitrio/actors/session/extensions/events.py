@@ -218,6 +218,88 @@ class SessionCompactEvent:
 
 
 @attrs.frozen(kw_only=True)
+class TreePreparation:
+    """What a tree navigation is about to do (pi 1.6.0's ``preparation``): the entries of the
+    branch left behind, back to the common ancestor, and the summary options asked for."""
+
+    target_id: str
+    old_leaf_id: str | None
+    common_ancestor_id: str | None
+    entries_to_summarize: tuple[Any, ...]
+    user_wants_summary: bool
+    custom_instructions: str | None = None
+    replace_instructions: bool = False
+    label: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionBeforeTreeEvent:
+    """``session_before_tree``: a navigation is prepared; a handler may cancel it, supply the
+    branch summary or change the summary options and the label."""
+
+    preparation: TreePreparation
+
+
+@attrs.frozen(kw_only=True)
+class TreeSummaryOverride:
+    """A branch summary supplied by an extension (used only when a summary was asked for)."""
+
+    summary: str
+    details: Any = None
+    usage: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class BeforeTreeResult:
+    """Cancel the navigation, supply its summary, or override its options (``None``: keep)."""
+
+    cancel: bool = False
+    summary: TreeSummaryOverride | None = None
+    custom_instructions: str | None = None
+    replace_instructions: bool | None = None
+    label: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionTreeEvent:
+    """``session_tree``: the navigation is done and the new branch's context installed;
+    ``from_extension`` is ``None`` when no summary was written."""
+
+    new_leaf_id: str | None
+    old_leaf_id: str | None
+    summary_entry: Any = None
+    from_extension: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourcesDiscoverEvent:
+    """``resources_discover``, after ``session_start``: extensions may add skill, prompt
+    template and theme paths (``reason``: ``reload`` after a reload, ``startup`` otherwise)."""
+
+    cwd: str
+    reason: Literal["startup", "reload"] = "startup"
+
+
+@attrs.frozen(kw_only=True)
+class ResourcesDiscoverResult:
+    """Paths a ``resources_discover`` handler adds (files or directories; relative ones are
+    taken from the session's cwd)."""
+
+    skill_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    prompt_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    theme_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class DiscoveredPaths:
+    """Every handler's paths, each with the extension that gave it: ``(path, extension)``."""
+
+    skill_paths: tuple[tuple[str, str], ...] = ()
+    prompt_paths: tuple[tuple[str, str], ...] = ()
+    theme_paths: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class ModelSelectEvent:
     """The model changed (``set``, ``cycle`` or ``restore``)."""
 

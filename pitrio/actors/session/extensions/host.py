@@ -36,6 +36,7 @@ from pitrio.actors.session.extensions.context import CommandContext, ExtensionCo
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
+    BeforeTreeResult,
     BoundaryContext,
     CancelResult,
     SessionBeforeCompactEvent,
@@ -47,8 +48,11 @@ from pitrio.actors.session.extensions.events import (
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
+    AfterTree,
     BeforeAgentStart,
     BeforeCompact,
+    BeforeTree,
+    DiscoverResources,
     Emit,
     HostCommand,
     Input,
@@ -240,6 +244,10 @@ class ExtensionHost(Actor[HostCommand]):
                     compaction_entry=entry, from_extension=from_extension
                 )
                 return self._runner.notify("session_compact", compacted)
+            case BeforeTree(event=event):
+                return self._runner.before("session_before_tree", event, BeforeTreeResult)
+            case AfterTree(event=event):
+                return self._runner.notify("session_tree", event)
             case TransformContext(messages=messages):
                 return self._runner.context(messages)
             case ToolCall():
@@ -267,7 +275,10 @@ class ExtensionHost(Actor[HostCommand]):
     async def _notification_task(self) -> None:
         async with self._notify_receive:
             async for event, payload in self._notify_receive:
-                await self._runner.notify(event, payload)
+                if isinstance(payload, DiscoverResources):
+                    payload.reply.set(await self._runner.resources_discover(payload.event))
+                else:
+                    await self._runner.notify(event, payload)
 
     async def _lifecycle(self, event: str, payload: Any, reply: Reply[bool]) -> None:
         cancelled = False

@@ -22,7 +22,11 @@ from pitrio.actors.agent_loop.hooks import (
 )
 from pitrio.actors.session.extensions.events import (
     CacheWarmingDecisionEvent,
+    DiscoveredPaths,
     InputSource,
+    ResourcesDiscoverEvent,
+    SessionBeforeTreeEvent,
+    SessionTreeEvent,
     UserBashEvent,
 )
 from pitrio.actors.session.extensions.runner import ExtensionRunner
@@ -150,6 +154,31 @@ class AfterCompact:
 
 
 @attrs.frozen
+class BeforeTree:
+    """``session_before_tree``: answered with the handlers' result (``None``: none)."""
+
+    event: SessionBeforeTreeEvent
+    work: Work
+
+
+@attrs.frozen
+class AfterTree:
+    """``session_tree``, once the navigation's context is installed."""
+
+    event: SessionTreeEvent
+    work: Work
+
+
+@attrs.frozen
+class DiscoverResources:
+    """``resources_discover``, sent through the notification queue (so it follows the
+    ``session_start`` handlers queued before it); ``reply`` gets the paths."""
+
+    event: ResourcesDiscoverEvent
+    reply: Reply[DiscoveredPaths]
+
+
+@attrs.frozen
 class TransformContext:
     """The ``context`` handlers over the messages of a request."""
 
@@ -254,6 +283,8 @@ HostCommand = (
     | BeforeAgentStart
     | BeforeCompact
     | AfterCompact
+    | BeforeTree
+    | AfterTree
     | TransformContext
     | ToolCall
     | ToolResult
@@ -271,6 +302,8 @@ WorkCommand = (
     | BeforeAgentStart
     | BeforeCompact
     | AfterCompact
+    | BeforeTree
+    | AfterTree
     | TransformContext
     | ToolCall
     | ToolResult
@@ -284,8 +317,11 @@ WorkCommand = (
 
 __all__ = [
     "AfterCompact",
+    "AfterTree",
     "BeforeAgentStart",
     "BeforeCompact",
+    "BeforeTree",
+    "DiscoverResources",
     "Emit",
     "HostCommand",
     "Input",

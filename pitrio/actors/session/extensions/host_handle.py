@@ -31,19 +31,28 @@ from pitrio.actors.agent_loop.hooks import (
     TurnContext,
 )
 from pitrio.actors.session.extensions.events import (
+    BeforeTreeResult,
     CacheWarmingDecisionEvent,
+    DiscoveredPaths,
     InputResult,
     InputSource,
     ProviderResponseEvent,
     ProviderStreamEvent,
+    ResourcesDiscoverEvent,
+    SessionBeforeTreeEvent,
+    SessionTreeEvent,
+    TreePreparation,
     UserBashEvent,
     UserBashResult,
 )
 from pitrio.actors.session.extensions.host_commands import (
     Accepted,
     AfterCompact,
+    AfterTree,
     BeforeAgentStart,
     BeforeCompact,
+    BeforeTree,
+    DiscoverResources,
     Emit,
     HostCommand,
     Input,
@@ -241,6 +250,36 @@ class ExtensionHostHandle(Handle[HostCommand]):
         caller returns after the handlers, as in pi)."""
         if self.has("session_compact"):
             await self._run(lambda work: AfterCompact(entry, from_extension, work))
+
+    async def discover_resources(
+        self, cwd: str, reason: Literal["startup", "reload"]
+    ) -> DiscoveredPaths | None:
+        """``resources_discover``, after the notifications queued before it (``session_start``):
+        the paths the handlers added, ``None`` when nobody listens."""
+        port = self._port
+        if not port.registry.has("resources_discover"):
+            return None
+        reply: Reply[DiscoveredPaths] = self.new_reply()
+        event = ResourcesDiscoverEvent(cwd=cwd, reason=reason)
+        # Awaited, not dropped when the queue is full: the caller waits for the answer.
+        await port.notify.send(("resources_discover", DiscoverResources(event, reply)))
+        paths: DiscoveredPaths = await reply.wait()
+        return paths
+
+    # -- tree navigation -----------------------------------------------------------------------
+
+    async def before_tree(self, preparation: TreePreparation) -> BeforeTreeResult | None:
+        """``session_before_tree``: the handlers' result (``None`` when nobody answered)."""
+        if not self.has("session_before_tree"):
+            return None
+        event = SessionBeforeTreeEvent(preparation=preparation)
+        result: BeforeTreeResult | None = await self._run(lambda work: BeforeTree(event, work))
+        return result
+
+    async def after_tree(self, event: SessionTreeEvent) -> None:
+        """``session_tree``, awaited: the navigation returns after its handlers, as in pi."""
+        if self.has("session_tree"):
+            await self._run(lambda work: AfterTree(event, work))
 
     async def cache_warming_decision(
         self, event: CacheWarmingDecisionEvent

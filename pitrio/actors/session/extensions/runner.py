@@ -24,6 +24,7 @@ from pitrio.actors.session.extensions.events import (
     BeforeAgentStartEvent,
     BeforeAgentStartResult,
     BeforeCompactResult,
+    BeforeTreeResult,
     BoundaryResult,
     CacheWarmingDecisionEvent,
     CacheWarmingDecisionResult,
@@ -32,6 +33,7 @@ from pitrio.actors.session.extensions.events import (
     ContextEvent,
     ContextResult,
     ContextWithSystemEvent,
+    DiscoveredPaths,
     InjectedMessage,
     InputEvent,
     InputResult,
@@ -39,10 +41,13 @@ from pitrio.actors.session.extensions.events import (
     MessageEndResult,
     ProviderHeadersEvent,
     ProviderRequestEvent,
+    ResourcesDiscoverEvent,
+    ResourcesDiscoverResult,
     ToolCallEvent,
     ToolCallResult,
     ToolResultEvent,
     ToolResultPatch,
+    TreeSummaryOverride,
     UserBashEvent,
     UserBashResult,
 )
@@ -126,6 +131,8 @@ def coerce(value: Any, cls: type[R]) -> R | None:
                 and cls in (BeforeAgentStartResult, BeforeCompactResult)
             ):
                 kwargs[name] = coerce(kwargs[name], nested_cls)
+        if cls is BeforeTreeResult and isinstance(kwargs.get("summary"), dict):
+            kwargs["summary"] = coerce(kwargs["summary"], TreeSummaryOverride)
         for name in ("images", "content", "messages", "entries"):
             if isinstance(kwargs.get(name), list):
                 kwargs[name] = tuple(kwargs[name])
@@ -483,6 +490,27 @@ class ExtensionRunner:
                     return result
                 last = result
         return last
+
+    async def resources_discover(self, event: ResourcesDiscoverEvent) -> DiscoveredPaths:
+        """``resources_discover``: every handler's paths, in load order, each with its
+        extension; a failing handler is reported and adds nothing."""
+        skills: list[tuple[str, str]] = []
+        prompts: list[tuple[str, str]] = []
+        themes: list[tuple[str, str]] = []
+        name = "resources_discover"
+        for extension in self.extensions:
+            for handler in list(extension.handlers_for(name)):
+                result = await self._result(
+                    extension, name, handler, event, ResourcesDiscoverResult
+                )
+                if result is None:
+                    continue
+                skills += [(str(path), extension.path) for path in result.skill_paths]
+                prompts += [(str(path), extension.path) for path in result.prompt_paths]
+                themes += [(str(path), extension.path) for path in result.theme_paths]
+        return DiscoveredPaths(
+            skill_paths=tuple(skills), prompt_paths=tuple(prompts), theme_paths=tuple(themes)
+        )
 
     async def cache_warming_decision(
         self, event: CacheWarmingDecisionEvent

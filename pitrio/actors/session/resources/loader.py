@@ -240,10 +240,12 @@ def commands(resources: Resources) -> list[dict[str, Any]]:
     return out
 
 
-def with_section(resources: Resources, name: str, text: str) -> Resources:
-    """``resources`` with the prompt section ``name`` (replacing one of that name)."""
+def with_section(resources: Resources, name: str, text: str | None) -> Resources:
+    """``resources`` with the prompt section ``name`` (replacing one of that name; ``None``
+    removes it)."""
     others = tuple(section for section in resources.extra_sections if section[0] != name)
-    return attrs.evolve(resources, extra_sections=(*others, (name, text)))
+    added = () if text is None else ((name, text),)
+    return attrs.evolve(resources, extra_sections=(*others, *added))
 
 
 def system_prompt_options(

@@ -108,13 +108,15 @@ async def test_a_server_registered_in_setup_starts_with_the_session(
 async def test_later_registrations_reach_mcp_servers_change_or_are_reported(
     tmp_path: Path, agent_dir: Path
 ) -> None:
+    """With the built-in MCP support off (``--no-mcp``) nothing connects the servers: a
+    registration is reported until a handler of ``mcp_servers_change`` takes them."""
     changes: list[McpServersChangeEvent] = []
     apis: list[Any] = []
 
     def setup(api: Any) -> None:
         apis.append(api)
 
-    async with session_with(tmp_path, setup) as h:
+    async with session_with(tmp_path, setup, no_mcp=True) as h:
         apis[0].register_mcp_server("late", {"command": "late-server"})
         error = await h.next_of(ExtensionError)
         assert error.event == "register_mcp_server" and '"late"' in error.error
@@ -128,3 +130,65 @@ async def test_later_registrations_reach_mcp_servers_change_or_are_reported(
         ["later"],
     ]
     assert not any(isinstance(e, ExtensionError) for e in events[events.index(error) + 1 :])
+
+
+async def test_a_server_registered_later_connects_and_unregistering_closes_it(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    markers = tmp_path / "markers"
+    (tmp_path / "proj").mkdir()  # the servers' working directory
+    apis: list[Any] = []
+
+    def setup(api: Any) -> None:
+        apis.append(api)
+
+    async with session_with(tmp_path, setup) as h:
+        api = apis[0]
+        with trio.fail_after(WAIT):
+            api.register_mcp_server("edge", edge_server(markers, exposure="direct"))
+            api.register_mcp_server("quiet", edge_server(markers, exposure="deferred"))
+            await _synced(api)
+        listed = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
+        active = list(await api.get_active_tools())
+        search = api._holder.late_mcp._search
+        searchable = search.names
+        known = [tool.name for tool in await api.get_all_tools()]
+        pids = [int(line) for line in (markers / "starts").read_text().split()]
+        await h.session.prompt("hi")
+        prompt_with = h.faux.last_request.context.system_prompt
+        with trio.fail_after(WAIT):
+            api.unregister_mcp_server("edge")
+            api.unregister_mcp_server("quiet")
+            await _synced(api)
+        alive = _running(pids)
+        after = [tool.name for tool in await api.get_all_tools()]
+        searchable_after = search.names
+        listed_after = [s.name for s in (await h.session.handle.state()).mcp_servers]
+        await h.session.prompt("again")
+        prompt_without = h.faux.last_request.context.system_prompt
+        errors = [e for e in await h.drain() if isinstance(e, ExtensionError)]
+    assert "mcp__edge__fail" in active and "mcp__edge__fail" in known
+    assert "mcp__quiet__fail" in known and "mcp__quiet__fail" not in active  # deferred
+    assert "mcp__quiet" in prompt_with  # the mcp_servers section lists the deferred server
+    # The session had no tool_search: it is made for the deferred tools, which it searches.
+    assert "tool_search" in active and "mcp__quiet__fail" in searchable
+    assert "mcp__edge__fail" not in searchable
+    assert not any(name.startswith("mcp__quiet__") for name in searchable_after)
+    assert len(pids) == 2 and alive == []  # closing the connections ended both processes
+    assert not any(name.startswith(("mcp__edge__", "mcp__quiet__")) for name in after)
+    assert "mcp__quiet" not in prompt_without
+    assert listed == {"edge": "running", "quiet": "running"}  # get_state's mcpServers
+    assert listed_after == []
+    assert errors == []
+
+
+def _running(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that still exist (a zombie too: not yet reaped)."""
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def _synced(api: Any) -> None:
+    """Bring the late servers to the registrations now (after the syncs the calls started,
+    which the lock orders before this one)."""
+    holder = api._holder
+    await holder.late_mcp.sync(holder.port, holder.mcp_servers)

@@ -1,0 +1,52 @@
+"""pi 1.6.0's ``ctx`` members beyond the first set (issue 35 item 5): ``thinking_level()``,
+``get_context_usage()`` and ``model_registry`` (``get_all``, ``get_available``, ``find``),
+seen from a command handler of a running session on the faux model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pitrio.actors.session.extensions.context import ContextUsage
+from tests.actors.test_session_extensions import agent_dir, session_with
+
+__all__ = ["agent_dir"]  # the fixture, used by name
+
+
+async def test_thinking_level_context_usage_and_the_model_registry(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def setup(api: Any) -> None:
+        async def probe(args: str, ctx: Any) -> None:
+            seen[args] = {
+                "level": await ctx.thinking_level(),
+                "usage": await ctx.get_context_usage(),
+                "found": await ctx.model_registry.find("faux", "faux-1"),
+                "missing": await ctx.model_registry.find("faux", "no-such-model"),
+                "all": [m.ref for m in await ctx.model_registry.get_all()],
+                "available": [m.ref for m in await ctx.model_registry.get_available()],
+            }
+
+        api.register_command("probe", probe)
+
+    async with session_with(tmp_path, setup) as h:
+        await h.session.prompt("/probe before")
+        await h.session.set_model("faux", "faux-think")  # one that reasons
+        await h.session.set_thinking_level("high")
+        await h.session.prompt("a question that uses some of the context")
+        await h.session.prompt("/probe after")
+        model = await h.session.handle.state()
+    before, after = seen["before"], seen["after"]
+    assert before["level"] != "high" and after["level"] == "high"
+    window = model.agent.model.context_window
+    assert isinstance(after["usage"], ContextUsage)
+    assert after["usage"].context_window == window
+    assert after["usage"].tokens is not None and after["usage"].tokens > 0
+    assert before["usage"] is None or (before["usage"].tokens or 0) < after["usage"].tokens
+    assert after["found"] is not None and after["found"].ref == "faux/faux-1"
+    assert window == 200000  # faux-think's
+    assert after["missing"] is None
+    assert "faux/faux-1" in after["all"]
+    assert set(after["available"]) <= set(after["all"])
