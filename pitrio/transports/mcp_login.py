@@ -13,13 +13,46 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from pitrio.transports.mcp_options import UsageError, parse_options
+
 if TYPE_CHECKING:
     from pitrio.sdk.mcp_manage import CredentialFile, McpServerConfig
-    from pitrio.transports.mcp_cli import McpCommand
+
+
+class McpCommand(Protocol):
+    """What sign-in needs of a ``pitrio mcp`` run (``mcp_cli.McpCommand`` has it; named here
+    so that the two modules import in one direction only)."""
+
+    @property
+    def sdk(self) -> Any:
+        """:mod:`pitrio.sdk.mcp_manage` (imported by the run, on use)."""
+        ...
+
+    @property
+    def agent(self) -> Path:
+        """The agent directory."""
+        ...
+
+    @property
+    def cwd(self) -> str:
+        """The working directory (whose project files may hold the server)."""
+        ...
+
+    @property
+    def out(self) -> Callable[[str], None]:
+        """Writes a line to stdout."""
+        ...
+
+    @property
+    def err(self) -> Callable[[str], None]:
+        """Writes a line to stderr."""
+        ...
+
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -57,8 +90,6 @@ def _paste_reader() -> Callable[[], Awaitable[str | None]] | None:
 
 def run_sign_in_command(command: McpCommand, name: str, args: list[str]) -> int:
     """``login`` or ``logout`` (``name``) with ``args``; the exit code."""
-    from pitrio.transports.mcp_cli import UsageError, parse_options
-
     known = {"local": "flag", "timeout": "value"} if name == "login" else {"local": "flag"}
     parsed = parse_options(args, known)  # type: ignore[arg-type]
     if len(parsed.positional) != 1:

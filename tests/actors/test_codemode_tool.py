@@ -280,24 +280,43 @@ def test_mode_only_lists_every_tool_and_leaves_out_their_declarations() -> None:
 
 
 async def test_calls_still_running_when_the_script_ends_are_cancelled_and_ended() -> None:
-    cancelled = trio.Event()
+    started, cancelled = trio.Event(), trio.Event()
 
     async def hang(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        started.set()
         try:
             await trio.sleep_forever()
         finally:
             cancelled.set()
         raise AssertionError("unreachable")
 
+    async def until_started(call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
+        # The script ends once `slow` runs: a call the script leaves running. (Returning right
+        # after issuing it let the script end before the host had started it, now and then.)
+        await started.wait()
+        return AgentToolResult(content=(), details={})
+
     slow = AgentTool(name="slow", execute=hang, exposure="codemode")
-    message, events = await run("tools.slow({});\nreturn 'left it running'", (slow,))
+    waiter = AgentTool(name="until_started", execute=until_started, exposure="codemode")
+    message, events = await run(
+        "tools.slow({});\nawait tools.until_started({});\nreturn 'left it running'",
+        (slow, waiter),
+    )
     assert cancelled.is_set()
     assert not message.is_error and text_of(message.content).endswith("left it running")
-    assert message.details["calls"][0]["status"] == "cancelled"
+    statuses = {call["name"]: call["status"] for call in message.details["calls"]}
+    assert statuses == {"slow": "cancelled", "until_started": "ok"}
     nested = message.nested_calls
-    assert nested is not None and [(c.name, c.status) for c in nested.calls] == [("slow", "error")]
-    ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
-    assert [(e.tool_call_id, e.is_error) for e in ends] == [("cm_1/1", True), ("cm_1", False)]
+    assert nested is not None
+    assert sorted((c.name, c.status) for c in nested.calls) == [
+        ("slow", "error"),
+        ("until_started", "ok"),
+    ]
+    ends = [(e.tool_name, e.is_error) for e in events if isinstance(e, ToolExecutionEnd)]
+    assert ends == [("until_started", False), ("slow", True), ("codemode", False)]
+    # Nested ids are numbered as the host starts the calls: either order, both under cm_1.
+    ids = sorted(e.tool_call_id for e in events if isinstance(e, ToolExecutionEnd))
+    assert ids == ["cm_1", "cm_1/1", "cm_1/2"]
 
 
 async def test_read_of_an_image_gives_an_image_block_that_image_shows(tmp_path: Path) -> None:

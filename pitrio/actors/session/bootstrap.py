@@ -7,21 +7,22 @@ settings' default, else ``medium``, clamped to the model. A new session records 
 level at once; a resumed one whose model cannot be restored says so in :attr:`notices`.
 """
 
+# SessionOptions, StartedSession, DEFAULT_MODEL and StoreOpener live in
+# :mod:`pitrio.actors.session.options` and are re-exported here (long imported from here).
+
 from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
-from pitrio.actors.mcp.session import SessionMcp, rank_tools, start_session_mcp
-from pitrio.actors.mcp.state import McpServerState
+from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
@@ -35,6 +36,10 @@ from pitrio.actors.session.extensions import (
 )
 from pitrio.actors.session.extensions.late_mcp import LateMcpServers
 from pitrio.actors.session.extensions.registry import tool_conflicts
+from pitrio.actors.session.options import DEFAULT_MODEL as DEFAULT_MODEL
+from pitrio.actors.session.options import SessionOptions as SessionOptions
+from pitrio.actors.session.options import StartedSession as StartedSession
+from pitrio.actors.session.options import StoreOpener as StoreOpener
 from pitrio.actors.session.resources.loader import (
     ResourceOptions,
     load_resources,
@@ -47,18 +52,20 @@ from pitrio.actors.session.resources.settings import (
     project_dir_names,
 )
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.session_tools import (
+    active_tools,
+    client_servers,
+    codemode_reach,
+    codemode_tool,
+    extension_mcp_servers,
+    mcp_states,
+)
 from pitrio.actors.session.shell_env import SessionShellEnvironment
 from pitrio.actors.session.tool_selection import (
-    ToolListError,
-    default_selection,
-    is_edit_list,
-    matches,
     registered,
-    select_tools,
 )
-from pitrio.actors.session.trust_gate import TrustAsker, project_trust
+from pitrio.actors.session.trust_gate import project_trust
 from pitrio.actors.session_store import (
-    SessionSeed,
     SessionStoreHandle,
     create_store,
     fork_from,
@@ -74,15 +81,11 @@ from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import (
-    BUILTIN_TOOL_NAMES,
-    AgentTool,
     ToolExecutor,
     ToolExecutorHandle,
 )
-from pitrio.actors.tool_executor.codemode.describe import CODEMODE, DEFAULT_INLINE_BUDGET
-from pitrio.actors.tool_executor.codemode.tool import CodemodeHost, create_codemode_tool
-from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS
-from pitrio.actors.trace.tap import SessionTap, TapFactory, TapStart, ambient_factory
+from pitrio.actors.tool_executor.codemode.describe import CODEMODE
+from pitrio.actors.trace.tap import SessionTap, TapStart, ambient_factory
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import THINKING_LEVELS
 from pitrio.messages.model import Model
@@ -90,127 +93,7 @@ from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
 
 if TYPE_CHECKING:
-    from pitrio.actors.mcp.actor import McpHandle
-
-DEFAULT_MODEL = "faux/echo"
-
-StoreOpener = Callable[[trio.Nursery, StoreOptions | None], Awaitable[SessionStoreHandle]]
-"""Starts a session's store in a nursery with the session's write options."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionOptions:
-    """How to start a session; the command-line flags of pi map onto these fields."""
-
-    cwd: str | None = None
-    model: str | None = None
-    """``provider/id[:thinking]``; ``None``: the session's model or the settings' default."""
-    thinking_level: str | None = None
-    session: str | None = None
-    """``--session``: a path, or a session id prefix."""
-    continue_recent: bool = False
-    fork: str | None = None
-    persist: bool = True
-    session_dir: str | None = None
-    agent_dir: Path | None = None
-    system_prompt: str | None = None
-    """``--system-prompt``: replaces the built prompt (text, or a file's path)."""
-    append_system_prompt: tuple[str, ...] = ()
-    no_context_files: bool = False
-    no_skills: bool = False
-    no_prompt_templates: bool = False
-    skill_paths: tuple[str, ...] = ()
-    """``--skill PATH`` (repeatable; loaded even with ``no_skills``)."""
-    prompt_template_paths: tuple[str, ...] = ()
-    """``--prompt-template PATH`` (repeatable)."""
-    tools: Sequence[AgentTool] = ()
-    builtin_tools: bool = True
-    active_tools: Sequence[str] | None = None
-    tool_patterns: tuple[str, ...] | None = None
-    """``--tools`` (pi 1.6.0): names or ``*`` patterns, or only ``+name``/``-name`` edits of
-    the default selection (:mod:`.tool_selection`); ``active_tools`` wins when both are set."""
-    exclude_tools: tuple[str, ...] = ()
-    """``--exclude-tools``: names or patterns disabled after every other choice."""
-    no_builtin_tools: bool = False
-    """``--no-builtin-tools``: the built-ins stay registered but none is active at start."""
-    no_mcp: bool = False
-    """``--no-mcp``: no MCP server starts for this session."""
-    session_id: str | None = None
-    """``--session-id``: open the cwd's session with this id, or create one with it."""
-    session_name: str | None = None
-    """``--name``: the session's display name (a ``session_info`` entry), as pi."""
-    api_key: str | None = None
-    """``--api-key``: the key of the start model's provider for this session's requests."""
-    project_trust: bool | None = None
-    """``--approve`` (``True``) / ``--no-approve`` (``False``): trust the project's files or
-    not for this start, whatever else says (:mod:`.resources.trust`)."""
-    project_trust_rules: bool = False
-    """Decide project trust by pi 1.6.0's rules (``trust.json``, ``defaultProjectTrust``, the
-    ``project_trust`` event, ``trust_asker``), as the command line, RPC and the daemon do;
-    ``False`` (the SDK's default, as pi's ``createAgentSession``): trusted unless
-    ``project_trust`` says otherwise."""
-    trust_asker: TrustAsker | None = None
-    """Asks the client creating the session when ``defaultProjectTrust`` is ``ask`` and
-    nothing else decided; ``None``: nobody can answer, the project is not trusted."""
-    path: Path | None = None
-    """Open (or start at) exactly this file, as pi's ``switch_session`` does."""
-    seed: SessionSeed | None = None
-    """Start from a fork or clone (:meth:`SessionStoreHandle.fork`)."""
-    parent_session: str | None = None
-    """A new session's ``parentSession`` header field (pi's ``new_session``)."""
-    store_opener: StoreOpener | None = None
-    """Start the session's store this way instead of from a file (a shared database's store,
-    ``pitrio serve --store postgresql://...``); the other store fields are then unused."""
-    extensions: tuple[str, ...] = ()
-    """``-e PATH``: extensions to load after the discovered ones."""
-    no_extensions: bool = False
-    """Load only the ``-e`` extensions (``--no-extensions``)."""
-    extension_flags: dict[str, object] = attrs.field(factory=dict)
-    """Values of flags that extensions declare (from the SDK)."""
-    extension_args: tuple[str, ...] = ()
-    """Command-line arguments left for extensions' flags (``--name``, ``--name=value``); one
-    that no extension declared stops start-up."""
-    ui_clients: bool = False
-    """Clients can answer extension dialogs (RPC, websockets); else dialogs get defaults."""
-    mode: str | None = None
-    """What extensions see as ``ctx.mode`` (pi 1.6.0: ``tui``, ``rpc``, ``json``, ``print``);
-    ``None``: ``rpc`` with :attr:`ui_clients`, else ``print``."""
-    save_model_defaults: bool = False
-    """A model or thinking level chosen in the session becomes the settings' default
-    (``defaultProvider``/``defaultModel``/``defaultThinkingLevel``), as pi's ``persist``
-    option does; off by default, as pi 1.6.0 (RPC choices stay in the session)."""
-    start_reason: str = "startup"
-    """``session_start``'s reason (``new``, ``resume``, ``fork`` when a runtime replaces it)."""
-    sync_inline: bool = False
-    """Fsync the session file's appends on the event loop's thread (a process hosting one
-    session: RPC mode); see :attr:`StoreOptions.sync_inline`."""
-    mcp_config: tuple[str, ...] = ()
-    """``--mcp-config FILE``s: MCP server files read after the agent dir's and the project's
-    ``mcp.json`` (default: the process's command line's; :mod:`pitrio.actors.mcp`)."""
-    mcp_servers: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    """MCP servers a client gave the session (ACP's ``mcpServers``), by name, as ``mcp.json``
-    entries: added after every file, their values used as given."""
-    trace: TapFactory | None = None
-    """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
-    :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
-
-
-@attrs.frozen
-class StartedSession:
-    """The handles of one started session."""
-
-    session: SessionHandle
-    loop: AgentLoopHandle
-    store: SessionStoreHandle
-    tools: ToolExecutorHandle
-    model: Model
-    notices: tuple[str, ...]
-    project_trusted: bool = True
-    """Whether the project's protected files loaded (a restart of the same session passes it
-    back as :attr:`SessionOptions.project_trust`: one decision per session, as pi's per cwd)."""
-    enabled_models: tuple[str, ...] = ()
-    """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
-    gives none (pi 1.6.0)."""
+    pass
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -374,101 +257,6 @@ def model_thinking_level(configured: object, model: Model) -> str | None:
     return level if isinstance(level, str) else None
 
 
-def _active_tools(
-    options: SessionOptions,
-    extra: Sequence[AgentTool],
-    mcp: Sequence[AgentTool],
-    default_tools: object = None,
-    *,
-    always: bool = False,
-    inactive: Sequence[str] = (),
-) -> Sequence[str] | None:
-    """The tools to activate: ``active_tools`` as given, else pi 1.6.0's selection when a
-    selection flag or ``defaultTools`` was used (or ``always``), else ``None`` (the
-    executor's defaults, which the selection without flags equals)."""
-    if options.active_tools is not None:
-        return options.active_tools
-    configured = None
-    if isinstance(default_tools, list) and all(isinstance(t, str) for t in default_tools):
-        configured = default_tools
-    flags = options.tool_patterns is not None or options.exclude_tools
-    if not flags and not options.no_builtin_tools and configured is None and not always:
-        return None
-    try:
-        return select_tools(
-            builtin=BUILTIN_TOOL_NAMES if options.builtin_tools else (),
-            defaults=DEFAULT_ACTIVE_TOOLS if configured is None else default_selection(configured),
-            extra=[tool.name for tool in extra],
-            mcp=[tool.name for tool in mcp],
-            tools=options.tool_patterns,
-            exclude=options.exclude_tools,
-            no_builtin_tools=options.no_builtin_tools,
-            inactive=inactive,
-        )
-    except ToolListError as exc:
-        raise PitrioError(f"--tools: {exc}") from None
-
-
-def _client_servers(servers: Any) -> dict[str, Any]:
-    """A client's servers (an editor's, over ACP) with ``direct`` exposure unless they say
-    otherwise: the client gave them to be called, and shows each call (1.6.0's ``codemode``
-    default is for ``mcp.json``, whose users chose it)."""
-    return {
-        name: {"exposure": "direct", **dict(entry)} if hasattr(entry, "keys") else entry
-        for name, entry in dict(servers).items()
-    }
-
-
-def _codemode_tool(store: SessionStoreHandle, config: object) -> AgentTool | None:
-    """The session's ``codemode`` tool, its store on the session's branch."""
-    settings = config if isinstance(config, dict) else {}
-    budget = settings.get("inlineBudget")
-    host = CodemodeHost(
-        branch_entries=store.branch_entries,
-        append_entry=store.append_custom_entry,
-        search=rank_tools,
-        mode="only" if settings.get("mode") == "only" else "on",
-        inline_budget=(
-            int(budget)
-            if isinstance(budget, int | float) and not isinstance(budget, bool) and budget >= 0
-            else DEFAULT_INLINE_BUDGET
-        ),
-    )
-    return create_codemode_tool(host)
-
-
-def _codemode_reach(
-    options: SessionOptions, mcp: SessionMcp, active: Sequence[str] | None
-) -> tuple[Sequence[str] | None, str | None]:
-    """The active set with MCP's script-only tools left out (unless an ``mcp__`` entry of
-    ``--tools`` names them) and ``codemode`` added for them, as 1.6.0's MCP extension does
-    unless ``autoEnableCodemode`` is false; and the warning when nothing reaches them."""
-    script_only = set(mcp.script_only)
-    if active is None or not script_only:
-        return active, None
-    patterns = options.tool_patterns
-    plain = patterns is not None and not is_edit_list(patterns)
-    named = {
-        name
-        for name in script_only
-        if plain
-        and any(entry.startswith("mcp__") and matches(name, entry) for entry in patterns or ())
-    }
-    kept = [name for name in active if name not in script_only or name in named]
-    allowed = not any(matches(CODEMODE, p) for p in options.exclude_tools) and (
-        not plain or any(matches(CODEMODE, entry) for entry in patterns or ())
-    )
-    if mcp.wants_codemode and mcp.auto_enable_codemode and allowed and CODEMODE not in kept:
-        kept.append(CODEMODE)
-    if CODEMODE in kept or TOOL_SEARCH in kept:
-        return kept, None
-    reason = " (autoEnableCodemode is false)" if not mcp.auto_enable_codemode else ""
-    return kept, (
-        "Warning: MCP tools are only reachable from the codemode or tool_search tool, but "
-        f"neither is active{reason}; they cannot be called."
-    )
-
-
 async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
     """The model of a session that names none and has none saved: the settings'
     ``defaultProvider``/``defaultModel`` when it resolves, else pi's first available model,
@@ -485,26 +273,6 @@ async def default_model(router: ModelRouterHandle, settings: Settings) -> Model:
     if found is None:
         found, _ = await router.resolve_pattern(DEFAULT_MODEL)
     return found
-
-
-def extension_mcp_servers(config: dict[str, Any] | None) -> tuple[Any, str] | None:
-    """The MCP servers extensions registered while loading, for the session's MCP start."""
-    return None if config is None else (config, "servers registered by extensions")
-
-
-def mcp_states(
-    handle: McpHandle | None, late: LateMcpServers | None
-) -> Callable[[], tuple[McpServerState, ...]] | None:
-    """What lists the session's MCP servers for ``get_state``: the start-up actor's, then
-    those extensions registered later (``None``: the session has no MCP support at all)."""
-    if handle is None and late is None:
-        return None
-
-    def states() -> tuple[McpServerState, ...]:
-        first = () if handle is None else handle.servers()
-        return (*first, *(() if late is None else late.states()))
-
-    return states
 
 
 def extension_mode(options: SessionOptions) -> str:
@@ -629,7 +397,7 @@ async def start_session(
             project_trusted=trust.trusted,
             project_dirs=project_dir_names(agent),
             client=(
-                ({"mcpServers": _client_servers(options.mcp_servers)}, "the client's mcpServers")
+                ({"mcpServers": client_servers(options.mcp_servers)}, "the client's mcpServers")
                 if options.mcp_servers
                 else None
             ),
@@ -641,13 +409,13 @@ async def start_session(
     # tool_search goes after the extension tools, before the MCP ones (1.6.0 activates it
     # before its servers connect); deferred tools are registered inactive.
     search = () if mcp.search is None else (mcp.search.tool(),)
-    codemode = _codemode_tool(store, settings.get("codemode"))
+    codemode = codemode_tool(store, settings.get("codemode"))
     extra = [*options.tools, *extension_tools, *search]
     # codemode is registered in every session and active only when selected (pi 1.6.0's
     # built-in extension registers it inactive); an extension's own codemode replaces it.
     if codemode is not None and all(tool.name != CODEMODE for tool in extra):
         extra.append(codemode)
-    active = _active_tools(
+    active = active_tools(
         options,
         extra,
         mcp.tools,
@@ -655,7 +423,7 @@ async def start_session(
         always=True,
         inactive=(CODEMODE,),
     )
-    active, unreachable = _codemode_reach(options, mcp, active)
+    active, unreachable = codemode_reach(options, mcp, active)
     if unreachable is not None:
         notices.append(unreachable)
     if active is not None and mcp.search is not None:

@@ -14,7 +14,7 @@ in any order converge on the latest registrations.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -27,8 +27,51 @@ from pitrio.actors.mcp.session import listed_server, tool_document
 from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
-    from pitrio.actors.session.extensions.api import SessionPort
     from pitrio.actors.session.extensions.events import RegisteredMcpServer
+    from pitrio.actors.tool_executor import ToolExecutorHandle
+
+
+class _Sections(Protocol):
+    async def set_prompt_section(self, name: str, text: str | None) -> None:
+        """Replace (``None``: remove) one of the session's prompt sections."""
+        ...
+
+
+class _Reports(Protocol):
+    def report(self, path: str, event: str, error: BaseException | str) -> None:
+        """Send an ``extension_error`` for ``path`` / ``event``."""
+        ...
+
+
+class SessionPort(Protocol):
+    """What late servers need of the session: ``extensions.api.SessionPort`` has it (named
+    here so that the API can import this module without a circle)."""
+
+    @property
+    def session(self) -> _Sections:
+        """The session's handle."""
+        ...
+
+    @property
+    def runner(self) -> _Reports:
+        """The extensions' runner (reports their errors)."""
+        ...
+
+    @property
+    def tools(self) -> ToolExecutorHandle:
+        """The session's tool executor."""
+        ...
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where a late server's MCP actor runs."""
+        ...
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory."""
+        ...
+
 
 SOURCE = "servers registered by extensions"
 
