@@ -57,13 +57,13 @@ class OpenAIResponsesParser(SseParser):
         elif kind == "response.output_item.added":
             self._item_added(payload.get("item"), out)
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
-            index = self._text_index(payload, out)
+            index = self._block_index(payload, out, "text")
             out.append(self.builder.text_delta(_delta(payload), index))
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            index = self._thinking_index(payload, out)
+            index = self._block_index(payload, out, "thinking")
             out.append(self.builder.thinking_delta(_delta(payload), index))
         elif kind == "response.reasoning_summary_part.added":
-            index = self._thinking_index(payload, out)
+            index = self._block_index(payload, out, "thinking")
             count = self._summary_parts.get(index, 0)
             self._summary_parts[index] = count + 1
             if count:  # separate the summary's parts like paragraphs
@@ -135,22 +135,16 @@ class OpenAIResponsesParser(SseParser):
                 return
         out.append(self.close_block(index))
 
-    def _text_index(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> int:
+    def _block_index(
+        self, payload: dict[str, Any], out: list[AssistantMessageEvent], kind: str
+    ) -> int:
+        """The open ``kind`` block of the payload's item: started (and announced in ``out``)
+        when the item has none open yet."""
         item_id = str(payload.get("item_id", ""))
         index = self._items.get(item_id)
         if index is None or index not in self.builder.open_indexes:
-            start = self.builder.text_start()
-            self._register(item_id, start.content_index, "text")
-            out.append(start)
-            return start.content_index
-        return index
-
-    def _thinking_index(self, payload: dict[str, Any], out: list[AssistantMessageEvent]) -> int:
-        item_id = str(payload.get("item_id", ""))
-        index = self._items.get(item_id)
-        if index is None or index not in self.builder.open_indexes:
-            start = self.builder.thinking_start()
-            self._register(item_id, start.content_index, "thinking")
+            start = self.builder.text_start() if kind == "text" else self.builder.thinking_start()
+            self._register(item_id, start.content_index, kind)
             out.append(start)
             return start.content_index
         return index
