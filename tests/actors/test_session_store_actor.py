@@ -602,17 +602,21 @@ async def test_branch_reset_and_branch_with_summary(tmp_path: Path) -> None:  # 
     async with running(open_store, tmp_path / "s.jsonl") as store:
         one = await store.append_message(user_message("1", timestamp=1))
         two = await store.append_message(assistant("2"))
-        await store.append_message(user_message("3", timestamp=3))
+        three = await store.append_message(user_message("3", timestamp=3))
         with pytest.raises(EntryNotFoundError, match=r"^Entry nonexistent not found$"):
             await store.branch("nonexistent")
         with pytest.raises(EntryNotFoundError, match=r"^Entry nonexistent not found$"):
             await store.branch_with_summary("nonexistent", "s")
         summary = await store.branch_with_summary(one.id, "explored")
         assert isinstance(summary, BranchSummaryEntry)
-        assert (summary.parent_id, summary.from_id) == (one.id, one.id)
+        # ``fromId`` is the leaf the branch left (pi 1.6.0), not the point it continues from.
+        assert (summary.parent_id, summary.from_id) == (one.id, three.id)
         assert [e.id for e in await store.children(one.id)] == [two.id, summary.id]
         root_summary = await store.branch_with_summary(None, "from the top")
-        assert (root_summary.parent_id, root_summary.from_id) == (None, "root")
+        assert (root_summary.parent_id, root_summary.from_id) == (None, summary.id)
+        await store.reset_leaf()
+        no_leaf = await store.branch_with_summary(one.id, "nothing was left")
+        assert (no_leaf.parent_id, no_leaf.from_id) == (one.id, "root")
         await store.branch(two.id)
         four = await store.append_message(user_message("4", timestamp=4))
         assert four.parent_id == two.id

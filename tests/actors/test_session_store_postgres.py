@@ -256,7 +256,7 @@ async def test_branches_labels_and_contexts(store_backend: Backend) -> None:
         await store.branch(a1.id)
         other = await store.append_message(user_message("other", timestamp=3))
         summary = await store.branch_with_summary(q1.id, "summary of the rest")
-        assert summary.parent_id == q1.id
+        assert (summary.parent_id, summary.from_id) == (q1.id, other.id)
         await store.append_label_change(a1.id, "kept")
         with pytest.raises(EntryNotFoundError):
             await store.append_label_change("nope", "x")

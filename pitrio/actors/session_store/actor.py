@@ -327,8 +327,11 @@ class SessionStore(Actor[StoreCommand]):
             case BranchWithSummary(from_id=from_id, entry=entry, reply=reply):
                 try:
                     self._check_writable()
+                    # ``fromId`` names the leaf the branch leaves, read here where the leaf
+                    # lives (pi 1.6.0's ``branchWithSummary``; ``"root"`` when there is none).
+                    left = self.tree.leaf_id or "root"
                     self._move_leaf(from_id)
-                    self._append(entry, reply)
+                    self._append(attrs.evolve(entry, from_id=left), reply)
                 except SessionError as exc:
                     reply.fail(exc)
             case MoveLeaf(entry_id=entry_id, reply=reply):

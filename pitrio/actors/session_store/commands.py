@@ -141,7 +141,10 @@ class MoveLeaf:
 
 @attrs.frozen
 class BranchWithSummary:
-    """Move the leaf to ``from_id`` and append ``entry`` (a branch summary) there, atomically."""
+    """Move the leaf to ``from_id`` and append ``entry`` (a branch summary) there, atomically.
+
+    The store sets the entry's ``from_id`` to the leaf it leaves.
+    """
 
     from_id: str | None
     entry: BranchSummaryEntry

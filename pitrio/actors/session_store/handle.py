@@ -244,12 +244,15 @@ class SessionStoreHandle(Handle[StoreCommand]):
         from_hook: bool | None = None,
         usage: Usage | None = None,
     ) -> BranchSummaryEntry:
-        """Move the leaf to ``from_id`` (``None``: reset) and append a ``branch_summary``."""
+        """Move the leaf to ``from_id`` (``None``: reset) and append a ``branch_summary``.
+
+        The entry's ``fromId`` is the leaf being left, filled in by the store.
+        """
         draft = BranchSummaryEntry(
             id=DRAFT,
             parent_id=None,
             timestamp=DRAFT,
-            from_id=from_id or "root",
+            from_id=DRAFT,
             summary=summary,
             details=details,
             from_hook=from_hook,
