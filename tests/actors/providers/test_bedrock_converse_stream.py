@@ -14,10 +14,10 @@ from botocore.credentials import Credentials as AwsCredentials
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.providers import bedrock_aws
 from pitrio.actors.model_router.providers.base import ProviderSettings
+from pitrio.actors.model_router.providers.bedrock_converse_forms import build_body
 from pitrio.actors.model_router.providers.bedrock_converse_stream import (
     BedrockParser,
     BedrockProvider,
-    build_body,
 )
 from pitrio.actors.model_router.providers.http import HttpPool
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message

@@ -13,7 +13,7 @@ import pytest
 from pitrio.actors.model_router.providers import (
     anthropic,
     azure_openai_responses,
-    bedrock_converse_stream,
+    bedrock_converse_forms,
     google,
     google_vertex,
     mistral,
@@ -249,12 +249,12 @@ def test_anthropic_keeps_a_tool_with_refused_keywords_plain() -> None:
 def test_bedrock_strict_member_last() -> None:
     settings = ProviderSettings()
     model = make_model("bedrock-converse-stream", compat={"supportsStrictMode": True})
-    body = bedrock_converse_stream.build_body(model, CONTEXT, StreamOptions(), settings, {})
+    body = bedrock_converse_forms.build_body(model, CONTEXT, StreamOptions(), settings, {})
     spec = body["toolConfig"]["tools"][0]["toolSpec"]
     assert list(spec) == ["name", "inputSchema", "description", "strict"]
     assert spec["inputSchema"] == {"json": STRICT_READ}
     assert "strict" not in body["toolConfig"]["tools"][1]["toolSpec"]
-    plain = bedrock_converse_stream.build_body(
+    plain = bedrock_converse_forms.build_body(
         make_model("bedrock-converse-stream"), CONTEXT, StreamOptions(), settings, {}
     )
     assert "strict" not in plain["toolConfig"]["tools"][0]["toolSpec"]
