@@ -424,7 +424,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "meta": {
             "rate": args.rate,
             "chunks": args.chunks,
-            "chunk_chars": [5, 8],
+            "chunk_chars": [6, 9],
             "think_s": args.think,
             "tool_share": args.tool_share,
             "workers": args.workers,

@@ -10,6 +10,7 @@ import trio.testing
 
 import pitrio
 from pitrio.actors.model_router.providers.faux_load import (
+    STAMP_CHARS,
     STAMP_MODULO,
     TOOL_FILE,
     ChunkChecker,
@@ -39,12 +40,12 @@ def reply(count: int, first_us: int = 1_000_000, step_us: int = 20_000) -> list[
 def test_stamps_round_trip_and_wrap() -> None:
     for micros in (0, 1, 63, 64, 123_456_789, STAMP_MODULO - 1, STAMP_MODULO + 5):
         assert decode_stamp(encode_stamp(micros)) == micros % STAMP_MODULO
-    assert len(encode_stamp(10**15)) == 4
+    assert len(encode_stamp(10**15)) == STAMP_CHARS == 5
 
 
-def test_chunks_are_five_to_eight_characters() -> None:
+def test_chunks_are_six_to_nine_characters() -> None:
     lengths = {len(load_chunk(i, 42)) for i in range(64)}
-    assert lengths == {5, 6, 7, 8}
+    assert lengths == {6, 7, 8, 9}
     assert all(len(load_chunk(i, 42)) == chunk_length(i) for i in range(64))
 
 
@@ -276,3 +277,15 @@ def test_other_prompts_get_the_echo() -> None:
 
 def test_the_environment_names_it() -> None:
     assert isinstance(pitrio.default_faux({"PITRIO_FAUX_SCRIPT": "load"}), LoadFaux)
+
+
+def test_a_chunk_seventeen_seconds_late_reads_as_late_not_out_of_order() -> None:
+    # An overloaded daemon delivered chunks 16-17 s late; with a 16.7 s stamp they wrapped and
+    # the checker blamed the order. The stamp now holds far longer than any delivery takes.
+    checker = ChunkChecker()
+    sent = 1_000_000_000
+    for index, late_s in enumerate((16.5, 16.8, 17.1)):
+        handed = sent + index * 20_000
+        checker.feed(load_chunk(index, handed), handed + int(late_s * 1_000_000))
+    assert checker.errors == []
+    assert [round(ms / 1_000_000, 1) for ms in checker.latencies_us] == [16.5, 16.8, 17.1]

@@ -10,9 +10,12 @@ process can measure latency on the one clock every Linux process shares (``CLOCK
 and check order and completeness without a side channel:
 
 * one character: the chunk's index modulo 64;
-* four characters: the hand-off time in microseconds modulo 64**4 (16.7 s; a client unwraps it
-  with its own reading of the clock, as a delta is never that late);
-* filler up to the chunk's length, 5 to 8 characters by index.
+* five characters: the hand-off time in microseconds modulo 64**5 (17.9 minutes; a client
+  unwraps it with its own reading of the clock, as a delta is never that late);
+* filler up to the chunk's length, 6 to 9 characters by index.
+
+Four characters (16.7 s) were once enough; an overloaded daemon once delivered chunks 16-17 s
+late, their stamps wrapped, and the checker reported them as handed off out of order.
 
 Coalesced deltas hold several whole chunks: :class:`ChunkChecker` reads any split of the text.
 The pure helpers carry the format; :meth:`LoadFaux.stream` is the shell that paces and sends.
@@ -37,9 +40,9 @@ from pitrio.messages.stream import AssistantMessageEvent
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 """64 characters that JSON writes as themselves."""
-STAMP_CHARS = 4
+STAMP_CHARS = 5
 STAMP_MODULO = 64**STAMP_CHARS
-"""Microseconds after which an embedded hand-off time wraps (16.7 s)."""
+"""Microseconds after which an embedded hand-off time wraps (17.9 minutes)."""
 TOOL_FILE = "load.txt"
 """What a tool turn reads (relative to the session's working directory)."""
 
@@ -75,8 +78,8 @@ def load_prompt(request: LoadRequest) -> str:
 
 
 def chunk_length(index: int) -> int:
-    """The length of chunk ``index``: 5 to 8 characters."""
-    return 5 + index % 4
+    """The length of chunk ``index``: 6 to 9 characters."""
+    return 6 + index % 4
 
 
 def _filler(index: int) -> str:
@@ -85,7 +88,7 @@ def _filler(index: int) -> str:
 
 
 def encode_stamp(micros: int) -> str:
-    """``micros`` modulo :data:`STAMP_MODULO` in four characters of :data:`ALPHABET`."""
+    """``micros`` modulo :data:`STAMP_MODULO` as :data:`STAMP_CHARS` letters of :data:`ALPHABET`."""
     value = micros % STAMP_MODULO
     chars = []
     for _ in range(STAMP_CHARS):
