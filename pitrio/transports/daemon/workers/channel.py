@@ -120,7 +120,7 @@ class HandoffLink:
             while True:
                 try:
                     message = await self.sock.recv(MAX_HANDOFF)
-                except OSError:
+                except (OSError, trio.ClosedResourceError):  # broken, or closed by us
                     message = b""
                 if not message:
                     return
