@@ -8,7 +8,6 @@ with SIGKILL has its session resumed in another worker by ``seq``.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
+from pitrio.transports.daemon.workers.worker import HANDOFF_FAULT_ENV, NO_OWNS_NOTICES_ENV
 from tests.transports.attach_harness import serve_process
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
 
@@ -29,10 +29,12 @@ PITRIO = str(Path(sys.executable).parent / "pitrio")
 
 
 class Workers:
-    """A running ``pitrio serve --workers 2``."""
+    """A running ``pitrio serve --workers 2``; ``fault``: its workers' hand-off fault file
+    (absent: no fault; see ``worker.HANDOFF_FAULT_ENV``)."""
 
-    def __init__(self, process: trio.Process, url: str, token: str) -> None:
+    def __init__(self, process: trio.Process, url: str, token: str, fault: Path) -> None:
         self.process = process
+        self.fault = fault
         self.ws = url.replace("http://", "ws://").rstrip("/")
         self.url = url
         self.headers = [(b"Authorization", f"Bearer {token}".encode())]
@@ -53,12 +55,37 @@ class Workers:
         assert response["success"], response
         return {row["id"]: row for row in response["data"]["sessions"]}
 
+    async def prompt(self, session: str, message: str) -> None:
+        """Prompt ``session`` on a connection of its own until the run settles (a session is
+        written to its file with its first exchange)."""
+        path = f"{self.ws}/v1/sessions/{session}"
+        async with open_websocket_url(path, extra_headers=self.headers) as ws:
+            await receive(ws)
+            await send(ws, {"id": "p", "type": "prompt", "message": message})
+            await until(ws, settled)
+
+    async def metric(self, name: str) -> float:
+        """The acceptor's sample of ``name`` in ``/metrics``."""
+        request = urllib.request.Request(
+            f"{self.url}metrics", headers={"Authorization": self.headers[0][1].decode()}
+        )
+        text = await trio.to_thread.run_sync(
+            lambda: urllib.request.urlopen(request).read().decode()
+        )
+        prefix = f'{name}{{worker="acceptor"}} '
+        (line,) = [line for line in text.splitlines() if line.startswith(prefix)]
+        return float(line[len(prefix) :])
+
 
 @pytest.fixture
-async def workers(tmp_path: Path) -> AsyncIterator[Workers]:
+async def workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Workers]:
+    fault = tmp_path / "handoff-fault"
+    monkeypatch.setenv(HANDOFF_FAULT_ENV, str(fault))
+    # Sessions are known to the acceptor only through the claims made before each answer.
+    monkeypatch.setenv(NO_OWNS_NOTICES_ENV, "1")
     async with serve_process(tmp_path / "agent", tmp_path, "--workers", "2") as running:
         process, url, token = running
-        yield Workers(process, url, token)
+        yield Workers(process, url, token, fault)
     assert process.returncode == 0  # SIGTERM: every worker stopped, the acceptor exits 0
 
 
@@ -128,26 +155,146 @@ async def test_metrics_name_each_worker(workers: Workers) -> None:
     assert 'pitrio_workers_live{worker="acceptor"} 2' in text
 
 
+async def test_a_connection_handed_to_a_dying_worker_is_served_by_another(
+    workers: Workers,
+) -> None:
+    session = (await workers.host_call({"type": "create"}))["data"]["sessionId"]
+    await workers.prompt(session, "before")
+    path = f"{workers.ws}/v1/sessions/{session}"
+    owner = pid_of_worker(workers.process.pid, (await workers.rows())[session]["worker"])
+    # The next worker to receive a connection (the owner: the connection names its session)
+    # exits holding the descriptor, before it acknowledges it.
+    workers.fault.write_text("die")
+    with trio.fail_after(20):
+        async with open_websocket_url(path, extra_headers=workers.headers) as ws:
+            # The one attempt is answered: the acceptor took the connection back once the
+            # owner's exit was seen and gave it to the live worker, which reopened the session.
+            assert (await receive(ws))["type"] == "attached"
+            await send(ws, {"id": "p", "type": "prompt", "message": "after the hand-off"})
+            await until(ws, settled)
+    assert not workers.fault.exists()  # the fault fired
+    assert owner not in workers.worker_pids()
+    assert await workers.metric("pitrio_handoffs_rerouted_total") == 1
+    row = (await workers.rows())[session]
+    assert row["status"] == "live"
+    assert row["allMessagesText"] == "before before after the hand-off after the hand-off"
+
+
+async def test_a_connection_no_worker_acknowledges_is_answered_503_with_retry_after(
+    workers: Workers,
+) -> None:
+    workers.fault.write_text("hang")  # the worker keeps the descriptor, never acknowledges
+    with trio.fail_after(30):
+        stream = await trio.open_tcp_stream("127.0.0.1", int(workers.url.rsplit(":", 1)[1][:-1]))
+        async with stream:
+            await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+    assert head[0] == "HTTP/1.1 503 Service Unavailable", answer
+    assert "Retry-After: 1" in head
+    assert await workers.metric("pitrio_handoffs_refused_total") == 1
+    # The worker that hung on that one is still serving: both workers answer again.
+    for _ in range(2):
+        assert (await workers.host_call({"type": "stats"}))["success"]
+
+
+async def test_sessions_made_by_commands_are_reached_in_their_maker_at_once(
+    workers: Workers,
+) -> None:
+    session = (await workers.host_call({"type": "create"}))["data"]["sessionId"]
+    made: list[str] = []
+    async with open_websocket_url(
+        f"{workers.ws}/v1/sessions/{session}", extra_headers=workers.headers
+    ) as ws:
+        await receive(ws)
+        await send(ws, {"id": "p", "type": "prompt", "message": "first"})
+        await until(ws, settled)
+        await send(ws, {"id": "fm", "type": "get_fork_messages"})
+        entry = (await until(ws, is_response("fm")))[-1]["data"]["messages"][0]["entryId"]
+        commands = [{"type": "new_session"}] * 4 + [
+            {"type": "clone"},
+            {"type": "fork", "entryId": entry},
+        ]
+        for index, command in enumerate(commands):
+            await send(ws, {"id": index, **command})
+            answer = (await until(ws, is_response(index)))[-1]
+            assert answer["success"], answer
+            made.append(answer["data"]["sessionId"])
+            # Connected the moment the answer arrives: the acceptor already knows the owner
+            # (an unknown session would go to the other worker, owning none: a new session
+            # has no file yet there, a 404; a clone's file would be opened twice).
+            async with open_websocket_url(
+                f"{workers.ws}/v1/sessions/{made[-1]}", extra_headers=workers.headers
+            ) as other:
+                assert (await receive(other))["type"] == "attached"
+    rows = await workers.rows()
+    assert {rows[each].get("worker") for each in made} == {rows[session]["worker"]}
+
+
+async def test_every_host_client_gets_every_workers_host_events_in_order(
+    workers: Workers,
+) -> None:
+    async with (
+        open_websocket_url(f"{workers.ws}/v1/host", extra_headers=workers.headers) as first,
+        open_websocket_url(f"{workers.ws}/v1/host", extra_headers=workers.headers) as second,
+    ):
+        for host in (first, second):
+            assert (await receive(host))["type"] == "host_attached"
+        made = []
+        frames: dict[Any, list[dict[str, Any]]] = {first: [], second: []}
+
+        async def command(request: dict[str, Any]) -> dict[str, Any]:
+            await send(first, request)
+            frames[first] += await until(first, is_response(request["id"]))
+            return frames[first][-1]
+
+        for index in range(2):  # one session in each worker
+            made.append((await command({"id": index, "type": "create"}))["data"]["sessionId"])
+        for session in made:
+            await workers.prompt(session, "hello")
+            for name in ("one", "two", "done"):
+                await command({"id": name, "type": "rename", "sessionId": session, "name": name})
+        seen = []
+        for host in (first, second):
+            # Each client reads until it has both sessions' last rename: what came before
+            # it of that session came before it on the wire.
+            events: dict[str, list[str]] = {session: [] for session in made}
+            done: set[str] = set()
+            while done != set(made):
+                frame = frames[host].pop(0) if frames[host] else await receive(host)
+                session = frame.get("sessionId")
+                if session in events and frame.get("type", "").startswith("session_"):
+                    events[session].append(f"{frame['type']}:{frame.get('name', '')}")
+                    if frame.get("name") == "done":
+                        done.add(session)
+            seen.append(events)
+    rows = await workers.rows()
+    assert {rows[session]["worker"] for session in made} == {0, 1}
+    for session in made:
+        # The same events in the same order on both clients: one is on the session's worker,
+        # the other has them from the other worker.
+        assert seen[0][session] == seen[1][session]
+        order = seen[0][session]
+        assert order[0] == "session_created:"
+        assert order.index("session_busy:") < order.index("session_idle:")
+        renames = [each for each in order if each.startswith("session_renamed")]
+        assert renames == ["session_renamed:one", "session_renamed:two", "session_renamed:done"]
+
+
 @asynccontextmanager
 async def after_failover(
     url: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> AsyncIterator[WebSocketConnection]:
     """A session connection made after its worker was killed, its ``attached`` frame read.
-    A connection the acceptor hands over in the instant the worker dies (before it has seen
-    the exit) is never answered, so each attempt has 3 s; then the next goes to a live one."""
-    with trio.fail_after(30):
-        while True:
-            with trio.move_on_after(3) as attempt:
-                try:
-                    async with open_websocket_url(url, extra_headers=headers or []) as ws:
-                        hello = await receive(ws)
-                        assert hello["type"] == "attached", hello
-                        attempt.deadline = math.inf  # attached: the rest is the caller's
-                        yield ws
-                        return
-                except (ConnectionClosed, OSError):
-                    pass
-            await trio.sleep(0.1)
+    One attempt: a connection the acceptor hands to the dying worker (before it has seen the
+    exit) is not acknowledged, so the acceptor gives it to a live worker once the exit is
+    seen."""
+    async with open_websocket_url(url, extra_headers=headers or [], connect_timeout=30) as ws:
+        hello = await receive(ws, 30)
+        assert hello["type"] == "attached", hello
+        yield ws
 
 
 def worker_pids(acceptor: int) -> set[int]:

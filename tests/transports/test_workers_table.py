@@ -9,7 +9,9 @@ from pitrio.transports.daemon.workers.wire import (
     LENGTH,
     ControlDecoder,
     WireError,
+    decode_ack,
     decode_handoff,
+    encode_ack,
     encode_control,
     encode_handoff,
 )
@@ -65,3 +67,10 @@ def test_a_handoff_carries_its_meta_and_the_bytes_read() -> None:
     assert decode_handoff(encode_handoff({"head": 25}, data)) == ({"head": 25}, data)
     with pytest.raises(WireError):
         decode_handoff(b"no meta line")
+
+
+def test_an_acknowledgement_names_its_handoff() -> None:
+    assert decode_ack(encode_ack(7)) == 7
+    for bad in (b"", b"{", b'{"ack": "7"}', b'{"ack": true}', b"[7]"):
+        with pytest.raises(WireError):
+            decode_ack(bad)

@@ -63,3 +63,9 @@ class DaemonContext(Protocol):
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` in the connections' nursery (fire and forget)."""
         ...
+
+    async def session_made(self, session_id: str) -> None:
+        """A client's command (``new_session``, ``fork``, ``clone``) made ``session_id``;
+        called before the command is answered, so that the client's next connection to it
+        finds it (a worker of ``--workers`` claims it from the acceptor)."""
+        ...

@@ -92,6 +92,7 @@ class HostSocket(ClientSocket):
         events = await self.server.host.subscribe()
         self.server.counters["host_connections"] += 1
         self._push({"type": "host_attached", "version": 1})
+        self.attached()
         try:
             with self.scope:
                 async with trio.open_nursery() as nursery:
@@ -106,6 +107,10 @@ class HostSocket(ClientSocket):
             await events.aclose()
             with trio.CancelScope(shield=True):
                 await self.close(CLOSE_NORMAL, "")
+
+    def attached(self) -> None:
+        """Called right after ``host_attached`` is queued (a worker's client starts taking
+        the other workers' events here)."""
 
     async def _forward(self, events: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
         async for event in events:

@@ -141,6 +141,9 @@ class DaemonServer:
         if self._connections is not None:
             self._connections.start_soon(run)
 
+    async def session_made(self, session_id: str) -> None:
+        """Nothing to do in one process: every session is this daemon's."""
+
     async def serve(
         self, *, task_status: trio.TaskStatus[DaemonServer] = trio.TASK_STATUS_IGNORED
     ) -> None:

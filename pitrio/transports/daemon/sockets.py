@@ -312,14 +312,17 @@ class SessionSocket(ClientSocket):
                 raise PitrioError(_NO_SWITCH)
             if request.type == "new_session":
                 hosted = await self._new_session(made)
+                await self.server.session_made(hosted.id)
                 return success(request, {"cancelled": False, "sessionId": hosted.id})
             if request.type == "clone":
                 hosted = await host.clone(self.hosted, session_id=made)
+                await self.server.session_made(hosted.id)
                 return success(request, {"cancelled": False, "sessionId": hosted.id})
             entry_id = request.get("entryId")
             if not isinstance(entry_id, str):
                 raise PitrioError("fork: entryId must be a string")
             hosted, text = await host.fork(self.hosted, entry_id, session_id=made)
+            await self.server.session_made(hosted.id)
             return success(
                 request, {"text": text or "", "cancelled": False, "sessionId": hosted.id}
             )

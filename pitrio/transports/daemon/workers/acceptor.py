@@ -3,11 +3,14 @@
 For each connection it reads the request head (nothing more is parsed), picks the worker
 (:class:`.table.Table`: the owner of the session a ``/v1/sessions/{id}`` upgrade names; any
 other request round robin) and passes the socket's descriptor and the bytes read to it
-(:func:`.channel.send_connection`); its own copy is closed at once, so every byte after the head
-flows between the client and the worker alone. It keeps N workers running: one that exits is
+(:class:`.channel.HandoffLink`); its own copy is closed once the worker acknowledged it, so
+every byte after the head flows between the client and the worker alone (a worker that exits
+before acknowledging has the connection given to a live one; none within the handshake
+timeout: 503 with ``Retry-After``). It keeps N workers running: one that exits is
 started again (its sessions are given to the live workers as their clients come back), with a
 growing pause when they keep dying. It answers the workers' control requests: claims,
-requests for another worker, and gathering from every worker (listings, metrics).
+requests for another worker, gathering from every worker (listings, metrics), and relays
+each worker's host events to the others (:mod:`.relay`).
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from pitrio.transports.daemon.http import BadRequest, parse_head, read_head, res
 from pitrio.transports.daemon.server import check_bind
 from pitrio.transports.daemon.workers.channel import (
     ControlChannel,
+    HandoffLink,
     PeerGoneError,
     RemoteError,
-    send_connection,
 )
+from pitrio.transports.daemon.workers.relay import Relay
 from pitrio.transports.daemon.workers.table import NoWorkerError, Table
 
 log = logging.getLogger("pitrio.daemon.workers")
@@ -89,7 +93,10 @@ class Acceptor:
         """Set once every worker was ready at start."""
         self.counters: Counter[str] = Counter()
         self._links: dict[int, ControlChannel] = {}
-        self._handoffs: dict[int, trio.socket.SocketType] = {}
+        self._handoffs: dict[int, HandoffLink] = {}
+        self._relays: dict[int, Relay] = {}
+        self._generations = [0] * slots
+        """Per slot, how many of its worker processes have exited."""
         self._processes: dict[int, trio.Process] = {}
         self._live_changed = trio.Event()
         self._listen_scope = trio.CancelScope()
@@ -186,21 +193,27 @@ class Acceptor:
         link = ControlChannel(
             trio.SocketStream(trio.socket.from_stdlib_socket(parent_control)),
             partial(self._answer, slot),
+            partial(self._notice, slot),
         )
         self._links[slot] = link
-        self._handoffs[slot] = trio.socket.from_stdlib_socket(parent_handoff)
+        relay = self._relays[slot] = Relay()
+        handoff = self._handoffs[slot] = HandoffLink(trio.socket.from_stdlib_socket(parent_handoff))
         self._processes[slot] = process
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(link.run)
+                nursery.start_soon(handoff.run)
+                nursery.start_soon(relay.run, partial(_send_notice, link))
                 code = await process.wait()
                 nursery.cancel_scope.cancel()
         finally:
             lost = self.table.down(slot)
+            self._generations[slot] += 1
             self._live_changed.set()
             self._live_changed = trio.Event()
             self._handoffs.pop(slot).close()
             self._links.pop(slot, None)
+            self.counters["host_events_dropped"] += self._relays.pop(slot).dropped
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await link.stream.aclose()
         level = logging.INFO if self.stopping else logging.ERROR
@@ -246,6 +259,11 @@ class Acceptor:
     async def _hand_over(
         self, stream: trio.SocketStream, session: str | None, head: bytes, rest: bytes
     ) -> None:
+        """Pass the connection to its worker and hold on to it until that worker acknowledged
+        it: a worker that exits first (before or just after it received the descriptor) gets
+        it taken back, and once its exit is seen (its sessions then belong to nobody, its
+        files are closed) the connection goes to a live worker. Never silence: no
+        acknowledgement within the handshake timeout is a 503 with a ``Retry-After``."""
         meta = {"head": len(head)}
         with trio.move_on_after(self.handshake_timeout):
             while True:
@@ -254,44 +272,62 @@ class Acceptor:
                 except NoWorkerError:
                     await self._live_changed.wait()  # every worker is (re)starting
                     continue
-                handoff = self._handoffs.get(slot)
+                generation = self._generations[slot]
+                link = self._handoffs.get(slot)
                 try:
-                    if handoff is None:
-                        raise OSError("worker gone")
-                    await send_connection(handoff, stream.socket.fileno(), meta, head + rest)
+                    acked = link is not None and await link.hand(
+                        stream.socket.fileno(), meta, head + rest
+                    )
                 except (OSError, trio.ClosedResourceError):
-                    # The worker died between routing and hand-off (or its socket broke: it
-                    # cannot be reached, so it is ended and started again); another one
-                    # serves this connection.
-                    self.table.down(slot)
-                    process = self._processes.get(slot)
-                    if process is not None and process.returncode is None:
-                        with suppress(ProcessLookupError):
-                            process.kill()
-                    continue
-                self.counters["handoffs"] += 1
-                logs.event(log, "handed_over", logging.DEBUG, worker=slot, session=session)
-                return
+                    acked = False
+                if acked:
+                    self.counters["handoffs"] += 1
+                    logs.event(log, "handed_over", logging.DEBUG, worker=slot, session=session)
+                    return
+                # The worker cannot take it (its socket broke, or it exited holding the
+                # descriptor before acknowledging): it is ended if it still runs, and the
+                # connection waits for its exit to be seen, then goes to another one.
+                self.counters["handoffs_rerouted"] += 1
+                logs.event(log, "handoff_rerouted", logging.WARNING, worker=slot, session=session)
+                process = self._processes.get(slot)
+                if process is not None and process.returncode is None:
+                    with suppress(ProcessLookupError):
+                        process.kill()
+                while self._generations[slot] == generation:
+                    await self._live_changed.wait()
+        self.counters["handoffs_refused"] += 1
         logs.event(log, "handoff_failed", logging.WARNING, session=session)
+        await _unavailable(stream, self.handshake_timeout)
 
     # -- the workers' requests -----------------------------------------------------------------
 
-    async def _answer(self, slot: int, message: dict[str, Any]) -> Any:
-        op = message.get("op")
-        match op:
+    def _notice(self, slot: int, message: dict[str, Any]) -> None:
+        """A worker's notice, taken at once and in order."""
+        match message.get("op"):
             case "ready":
                 self.table.up(slot)
                 self._live_changed.set()
                 self._live_changed = trio.Event()
                 logs.event(log, "worker_ready", worker=slot, pid=message.get("pid"))
-                return None
-            case "place":
-                return self.table.place()
-            case "owns" | "claim":
-                return self.table.claim(_session(message), slot)
+            case "owns":
+                self.table.claim(_session(message), slot)
             case "forget":
                 self.table.forget(_session(message), slot)
-                return None
+            case "host_event" | "host_events_lost":
+                relayed = {"op": message["op"], "event": message.get("event")}
+                for other, relay in self._relays.items():
+                    if other != slot:
+                        relay.put(relayed)
+            case op:
+                log.error("unknown notice %r from worker %s", op, slot)
+
+    async def _answer(self, slot: int, message: dict[str, Any]) -> Any:
+        op = message.get("op")
+        match op:
+            case "place":
+                return self.table.place()
+            case "claim":
+                return self.table.claim(_session(message), slot)
             case "call":
                 target = message.get("slot")
                 link = self._links.get(target) if isinstance(target, int) else None
@@ -343,7 +379,52 @@ class Acceptor:
                 "Connections passed to a worker.",
                 self.counters["handoffs"],
             ),
+            family(
+                "pitrio_handoffs_rerouted_total",
+                "counter",
+                "Hand-offs taken back from a worker that exited before acknowledging them.",
+                self.counters["handoffs_rerouted"],
+            ),
+            family(
+                "pitrio_handoffs_refused_total",
+                "counter",
+                "Connections answered 503 because no worker acknowledged them in time.",
+                self.counters["handoffs_refused"],
+            ),
+            family(
+                "pitrio_host_events_dropped_total",
+                "counter",
+                "Host events of one worker dropped on their way to a worker that fell behind.",
+                self.counters["host_events_dropped"]
+                + sum(relay.dropped for relay in self._relays.values()),
+            ),
         ]
+
+
+RETRY_AFTER_SECONDS = 1
+"""What a client refused for want of a worker is told to wait (a worker restarts in about a
+second)."""
+
+
+async def _unavailable(stream: trio.SocketStream, send_seconds: float) -> None:
+    """Answer a connection no worker took: 503, try again shortly. Shut down, not just closed:
+    a worker that was stuck and takes the descriptor later finds the connection ended."""
+    body = orjson.dumps({"error": "no worker could take the connection; try again shortly"})
+    data = response(
+        503,
+        body + b"\n",
+        content_type="application/json",
+        headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+    )
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        with trio.move_on_after(send_seconds):
+            await stream.send_all(data)
+    with suppress(OSError):
+        stream.socket.shutdown(socket.SHUT_RDWR)
+
+
+async def _send_notice(link: ControlChannel, message: dict[str, Any]) -> None:
+    await link.notify(**message)
 
 
 def _session(message: dict[str, Any]) -> str:

@@ -1,7 +1,9 @@
 """The acceptor's two links to a worker, as trio shells over :mod:`.wire`.
 
 :func:`send_connection` / :func:`receive_connection` pass one client socket (its descriptor
-with ``SCM_RIGHTS``, and the bytes already read from it) over the hand-off socket.
+with ``SCM_RIGHTS``, and the bytes already read from it) over the hand-off socket;
+:class:`HandoffLink` is the acceptor's end of it, which waits for the worker's acknowledgement
+(:func:`acknowledge`) of each connection before letting go of its own copy.
 :class:`ControlChannel` carries requests, their answers and notices both ways over the control
 socket; each request is answered by its own task, so a slow one (a listing) holds up no other.
 """
@@ -22,7 +24,9 @@ from pitrio.transports.daemon.workers.wire import (
     MAX_HANDOFF,
     ControlDecoder,
     WireError,
+    decode_ack,
     decode_handoff,
+    encode_ack,
     encode_control,
     encode_handoff,
 )
@@ -30,7 +34,9 @@ from pitrio.transports.daemon.workers.wire import (
 log = logging.getLogger("pitrio.daemon.workers")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-"""Answers one request or notice from the other side (its result is the answer's data)."""
+"""Answers one request from the other side (its result is the answer's data)."""
+NoticeHandler = Callable[[dict[str, Any]], None]
+"""Takes one notice from the other side, at once and in the order they were sent."""
 
 
 class PeerGoneError(PitrioError):
@@ -83,12 +89,86 @@ async def receive_connection(
         return client, meta, data
 
 
-class ControlChannel:
-    """Requests and notices over one control socket, in both directions."""
+async def acknowledge(sock: trio.socket.SocketType, meta: dict[str, Any]) -> None:
+    """Tell the acceptor that the connection handed over with ``meta`` is this worker's now
+    (a hand-off without an ``id`` needs none)."""
+    handoff = meta.get("id")
+    if isinstance(handoff, int):
+        with contextlib.suppress(OSError):  # the acceptor is gone: the worker exits anyway
+            await sock.send(encode_ack(handoff))
 
-    def __init__(self, stream: trio.SocketStream, handler: Handler) -> None:
+
+class HandoffLink:
+    """The acceptor's end of one worker's hand-off socket.
+
+    :meth:`hand` passes a connection and returns once the worker acknowledged it (``True``)
+    or went away first (``False``: its end closed, so it never took the descriptor or died
+    holding it; the caller still has its own copy and may pass it to another worker). A worker
+    acknowledges before it reads from the connection, so a connection given back was never
+    read by it. :meth:`run` reads the acknowledgements."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.gone = trio.Event()
+        self._ids = 0
+        self._pending: dict[int, trio.Event] = {}
+        self._acked: set[int] = set()
+
+    async def run(self) -> None:
+        """Read acknowledgements until the worker's end closes (it exited)."""
+        try:
+            while True:
+                try:
+                    message = await self.sock.recv(MAX_HANDOFF)
+                except (OSError, trio.ClosedResourceError):  # broken, or closed by us
+                    message = b""
+                if not message:
+                    return
+                try:
+                    handoff = decode_ack(message)
+                except WireError as exc:
+                    log.error("hand-off acknowledgement dropped: %s", exc)
+                    continue
+                waiting = self._pending.get(handoff)
+                if waiting is not None:
+                    self._acked.add(handoff)
+                    waiting.set()
+        finally:
+            self.gone.set()
+            for waiting in self._pending.values():
+                waiting.set()
+
+    async def hand(self, fd: int, meta: dict[str, Any], data: bytes) -> bool:
+        """Pass ``fd`` and ``data``; whether the worker acknowledged it (raises ``OSError``
+        when the socket refuses the message)."""
+        if self.gone.is_set():
+            return False
+        self._ids += 1
+        handoff = self._ids
+        done = self._pending[handoff] = trio.Event()
+        try:
+            await send_connection(self.sock, fd, {**meta, "id": handoff}, data)
+            await done.wait()
+            return handoff in self._acked
+        finally:
+            del self._pending[handoff]
+            self._acked.discard(handoff)
+
+    def close(self) -> None:
+        """Close the acceptor's end."""
+        self.sock.close()
+
+
+class ControlChannel:
+    """Requests and notices over one control socket, in both directions. Each request is
+    answered by a task of its own (a slow one holds up no other, so their order is not
+    kept); notices go to ``notices`` as they are read, in order (host events of one session
+    must stay in order), so it must not block."""
+
+    def __init__(self, stream: trio.SocketStream, handler: Handler, notices: NoticeHandler) -> None:
         self.stream = stream
         self.handler = handler
+        self.notices = notices
         self.closed = trio.Event()
         self._send_lock = trio.Lock()
         self._ids = 0
@@ -123,6 +203,12 @@ class ControlChannel:
                 waiter.send_nowait(message)  # capacity 1, one reply per request
                 waiter.close()
             return
+        if message.get("id") is None:
+            try:
+                self.notices(message)
+            except Exception:  # a bug taking one notice: logged, the link goes on
+                log.exception("control notice %s failed", message.get("op"))
+            return
         nursery.start_soon(self._answer, message)
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -136,8 +222,7 @@ class ControlChannel:
             answer = {"re": request_id, "error": f"{type(exc).__name__}: {exc}"}
         else:
             answer = {"re": request_id, "ok": data}
-        if request_id is not None:
-            await self._send(answer)
+        await self._send(answer)
 
     async def _send(self, message: dict[str, Any]) -> None:
         data = encode_control(message)

@@ -32,6 +32,8 @@ class WorkerContext(DaemonContext, Protocol):
 
     slot: int
     link: ControlChannel
+    host_clients: set[ClusterHostSocket]
+    """The worker's host clients (they add and remove themselves)."""
 
     async def claim(self, session: str) -> int:
         """The worker owning ``session`` once this worker asked for it."""
@@ -79,6 +81,22 @@ class ClusterHostSocket(HostSocket):
     def __init__(self, server: WorkerContext, ws: Any) -> None:
         super().__init__(server, ws)
         self.worker = server
+
+    async def run(self) -> None:
+        """Serve until either side closes; the other workers' host events come too."""
+        try:
+            await super().run()
+        finally:
+            self.worker.host_clients.discard(self)
+
+    def attached(self) -> None:
+        """From now on, the other workers' host events are this client's too (after its
+        ``host_attached``, as the worker's own)."""
+        self.worker.host_clients.add(self)
+
+    def relayed(self, event: dict[str, Any]) -> None:
+        """Another worker's host event (bounded: a client too slow for them is closed)."""
+        self._push(event)
 
     async def _command(self, request: Request) -> Any:
         if request.type in ("list", "search"):

@@ -3,8 +3,10 @@
 Two Unix sockets join the acceptor to each worker:
 
 * the **hand-off** socket (``SOCK_SEQPACKET``: one message per connection, its descriptor
-  attached with ``SCM_RIGHTS``): a JSON line naming what was chosen, then the bytes the
-  acceptor read from the client (the request head and anything after it);
+  attached with ``SCM_RIGHTS``): a JSON line naming what was chosen (with the hand-off's
+  ``id``), then the bytes the acceptor read from the client (the request head and anything
+  after it); the worker answers each with an acknowledgement ``{"ack": id}`` once it holds
+  the descriptor, before it reads a byte of the connection;
 * the **control** socket (``SOCK_STREAM``): length-prefixed JSON messages, requests ``{"id",
   "op", ...}`` answered by ``{"re": id, "ok": data}`` or ``{"re": id, "error": text}``, and
   notices ``{"op", ...}`` (no id).
@@ -83,3 +85,20 @@ def decode_handoff(message: bytes) -> tuple[dict[str, Any], bytes]:
     if not isinstance(meta, dict):
         raise WireError("hand-off meta must be a JSON object")
     return meta, data
+
+
+def encode_ack(handoff: int) -> bytes:
+    """A worker's acknowledgement of hand-off ``handoff`` (it holds the connection now)."""
+    return orjson.dumps({"ack": handoff})
+
+
+def decode_ack(message: bytes) -> int:
+    """The hand-off an acknowledgement names."""
+    try:
+        value = orjson.loads(message)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"malformed acknowledgement: {exc}") from exc
+    handoff = value.get("ack") if isinstance(value, dict) else None
+    if not isinstance(handoff, int) or isinstance(handoff, bool):
+        raise WireError("an acknowledgement names its hand-off by an integer")
+    return handoff

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -35,7 +36,12 @@ from pitrio.transports.daemon.host_socket import (
     session_command,
 )
 from pitrio.transports.daemon.server import DaemonServer
-from pitrio.transports.daemon.workers.channel import ControlChannel, receive_connection
+from pitrio.transports.daemon.socket_base import CLOSE_POLICY
+from pitrio.transports.daemon.workers.channel import (
+    ControlChannel,
+    acknowledge,
+    receive_connection,
+)
 from pitrio.transports.daemon.workers.host_socket import (
     ClusterHostSocket,
     decode_result,
@@ -47,6 +53,15 @@ log = logging.getLogger("pitrio.daemon")
 
 EXIT_ORPHANED = 70
 """A worker's exit code when its acceptor went away without stopping it."""
+EXIT_FAULT = 71
+"""A worker's exit code when a test's fault file told it to die on a hand-off."""
+HANDOFF_FAULT_ENV = "PITRIO_TEST_HANDOFF_FAULT"
+"""For tests only: the path of a file. The first worker to receive a hand-off while it exists
+removes it and does what it says: ``die`` (exit at once, holding the descriptor, before
+acknowledging it) or ``hang`` (keep the descriptor, never acknowledge nor serve it)."""
+NO_OWNS_NOTICES_ENV = "PITRIO_TEST_NO_OWNS_NOTICES"
+"""For tests only: set, a worker does not claim the sessions it creates from its host's
+``session_created`` events (the backstop), so that a test sees the explicit claims suffice."""
 
 
 def metric_json(family: metrics.Metric) -> dict[str, Any]:
@@ -93,6 +108,10 @@ class WorkerServer(DaemonServer):
         self.link = link
         self.handoff = handoff
         self.acceptor_gone = trio.Event()
+        self._fault_file = os.environ.get(HANDOFF_FAULT_ENV)
+        self._held: list[socket.socket] = []
+        self.host_clients: set[ClusterHostSocket] = set()
+        """This worker's ``/v1/host`` clients, for the other workers' host events."""
 
     async def listen(self) -> list[trio.SocketListener]:
         """No listening socket: the port is the acceptor's (given in the configuration)."""
@@ -107,6 +126,15 @@ class WorkerServer(DaemonServer):
                 await trio.sleep_forever()
                 return
             client, meta, data = handed
+            fault = self._fault()
+            if fault == "die":
+                os._exit(EXIT_FAULT)
+            if fault == "hang":
+                self._held.append(client)
+                continue
+            # Acknowledged before a byte is read: until then the acceptor may give the
+            # connection to another worker (should this one die now).
+            await acknowledge(self.handoff, meta)
             size = meta.get("head")
             if not isinstance(size, int) or not 0 < size <= len(data):
                 client.close()
@@ -115,6 +143,17 @@ class WorkerServer(DaemonServer):
             self.counters["handoffs"] += 1
             connections.start_soon(self.serve_connection, stream, (data[:size], data[size:]))
 
+    def _fault(self) -> str | None:
+        """What the test's fault file says, once (removing it claims it: one worker acts)."""
+        if self._fault_file is None:
+            return None
+        try:
+            text = Path(self._fault_file).read_text().strip()
+            os.unlink(self._fault_file)
+        except OSError:
+            return None
+        return text
+
     def host_socket(self, ws: WebSocketConnection) -> HostSocket:
         """``/v1/host`` answered across every worker."""
         return ClusterHostSocket(self, ws)
@@ -122,6 +161,15 @@ class WorkerServer(DaemonServer):
     async def claim(self, session: str) -> int:
         """Ask the acceptor to give ``session`` to this worker: the worker owning it now."""
         return int(await self.link.call("claim", session=session))
+
+    async def session_made(self, session_id: str) -> None:
+        """A session a client's ``new_session``/``fork``/``clone`` made here: claimed before
+        the command is answered (the host's ``session_created`` notice would race the
+        client's next connection). Another worker keeping it (a repeated command whose first
+        answer was made elsewhere) is logged: the client's connections go there."""
+        owner = await self.claim(session_id)
+        if owner != self.slot:
+            logs.event(log, "made_session_owned_elsewhere", session=session_id, owner=owner)
 
     async def forward(self, owner: int, request: Request) -> Any:
         """Have worker ``owner`` answer a ``/v1/host`` command on its session."""
@@ -132,6 +180,21 @@ class WorkerServer(DaemonServer):
         """Every worker's metrics, each sample naming its worker."""
         answers = await self.link.call("gather", what="metrics")
         return merge_metrics(answers)
+
+    def notice(self, message: dict[str, Any]) -> None:
+        """A notice of the acceptor: another worker's host event for this worker's host
+        clients, or the news that some were dropped (each client is then closed, 1008)."""
+        match message.get("op"):
+            case "host_event":
+                event = message.get("event")
+                if isinstance(event, dict):
+                    for client in list(self.host_clients):
+                        client.relayed(event)
+            case "host_events_lost":
+                for client in list(self.host_clients):
+                    self.spawn(client.close(CLOSE_POLICY, "client too slow: host events dropped"))
+            case op:
+                log.error("unknown notice %r from the acceptor", op)
 
     async def answer(self, message: dict[str, Any]) -> Any:
         """A request of the acceptor (for itself or on behalf of another worker)."""
@@ -158,7 +221,8 @@ class WorkerServer(DaemonServer):
 
 
 class _Answerer:
-    """Answers the acceptor's requests once the server exists (before: an error)."""
+    """Answers the acceptor's requests once the server exists (before: an error; its notices
+    are dropped: no host client is connected yet)."""
 
     server: WorkerServer | None = None
 
@@ -167,18 +231,29 @@ class _Answerer:
             raise PitrioError("the worker is starting")
         return await self.server.answer(message)
 
+    def notice(self, message: dict[str, Any]) -> None:
+        """A notice of the acceptor."""
+        if self.server is not None:
+            self.server.notice(message)
 
-async def _report_sessions(host: HostHandle, link: ControlChannel) -> None:
-    """Claim every session this worker creates (forks and clones of its clients too), and
-    give back every one it deletes."""
-    events = await host.subscribe()
-    async with events:
-        async for event in events:
-            session = event.get("sessionId")
-            if event.get("type") == "session_created":
-                await link.notify("owns", session=session)
-            elif event.get("type") == "session_deleted":
-                await link.notify("forget", session=session)
+
+async def _report_sessions(host: HostHandle, link: ControlChannel, owns: bool) -> None:
+    """Send the acceptor every host event, in order, for the other workers' host clients;
+    claim every session this worker creates (``owns``: a backstop, each creation path claims
+    before answering) and give back every one it deletes. Dropped by the host for falling
+    behind, it says the events were lost (the other workers close their host clients) and
+    subscribes again."""
+    while True:
+        events = await host.subscribe()
+        async with events:
+            async for event in events:
+                session = event.get("sessionId")
+                if event.get("type") == "session_created" and owns:
+                    await link.notify("owns", session=session)
+                elif event.get("type") == "session_deleted":
+                    await link.notify("forget", session=session)
+                await link.notify("host_event", event=event)
+        await link.notify("host_events_lost")
 
 
 async def _work(args: argparse.Namespace) -> int:
@@ -190,7 +265,7 @@ async def _work(args: argparse.Namespace) -> int:
     )
     handoff = trio.socket.from_stdlib_socket(socket.socket(fileno=args.worker_handoff))
     answerer = _Answerer()
-    link = ControlChannel(control, answerer)
+    link = ControlChannel(control, answerer, answerer.notice)
 
     def make_server(
         config: DaemonConfig, host: HostHandle, router: ModelRouterHandle
@@ -205,7 +280,8 @@ async def _work(args: argparse.Namespace) -> int:
                 server = daemon.server
                 assert isinstance(server, WorkerServer)
                 answerer.server = server
-                daemon.nursery.start_soon(_report_sessions, daemon.host, link)
+                owns = not os.environ.get(NO_OWNS_NOTICES_ENV)
+                daemon.nursery.start_soon(_report_sessions, daemon.host, link, owns)
                 await link.notify("ready", pid=os.getpid())
                 logs.event(log, "worker_started", pid=os.getpid())
                 async with trio.open_nursery() as waiting:
