@@ -23,12 +23,11 @@ from enum import Enum
 
 import attrs
 
-from pitrio.messages.content import TextContent, ThinkingContent
 from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecutionUpdate
+from pitrio.messages.partial import content_chars, message_chars
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallDelta)
-_SEQUENCES = (tuple, list)  # made once: ``tuple | list`` in the call built a union per event
 
 EVENT_OVERHEAD = 256
 """Weight of any event: the bytes its object graph costs besides shared messages (a guess)."""
@@ -36,48 +35,20 @@ DEFAULT_MAX_BYTES = 8 << 20
 """Queued weight past which a subscriber's buffer is merged (see the module docstring)."""
 
 
-def _content_bytes(content: object) -> int:
-    """Characters of text held by a message's or tool result's content blocks."""
-    if isinstance(content, str):
-        return len(content)
-    if not isinstance(content, _SEQUENCES):
-        return 0
-    total = 0
-    for block in content:
-        # The common blocks by their type (this runs for every event the RPC forwarder
-        # batches); any other by the fields it may hold.
-        kind = type(block)
-        if kind is TextContent:
-            total += len(block.text)
-        elif kind is ThinkingContent:
-            total += len(block.thinking)
-        else:
-            total += _block_bytes(block)
-    return total
-
-
-def _block_bytes(block: object) -> int:
-    total = 0
-    for name in ("text", "thinking", "data"):
-        value = getattr(block, name, None)
-        if isinstance(value, str):
-            total += len(value)
-    arguments = getattr(block, "arguments", None)
-    if isinstance(arguments, dict):
-        total += sum(len(v) for v in arguments.values() if isinstance(v, str))
-    return total
-
-
 def event_weight(event: AgentSessionEvent) -> int:
     """About how many bytes queueing ``event`` keeps alive that nothing else holds: the
-    partial message of a ``message_update`` (a fresh snapshot per event) or the partial
-    result of a ``tool_execution_update``; other events point at shared messages."""
+    partial message of a ``message_update`` or the partial result of a
+    ``tool_execution_update``; other events point at shared messages. A partial counts its
+    whole text although it is a lazy snapshot sharing the builder's pieces (issue 38): any
+    reader that materializes a queued one makes it a copy, and the weights, hence what a slow
+    client's merges produce, stay what they were with eager snapshots."""
     if isinstance(event, MessageUpdate):
         delta = getattr(event.assistant_message_event, "delta", None)
         extra = len(delta) if isinstance(delta, str) else 0
-        return EVENT_OVERHEAD + extra + _content_bytes(getattr(event.message, "content", ()))
+        # A lazy partial knows its size: weighing it never materializes it (issue 38).
+        return EVENT_OVERHEAD + extra + message_chars(event.message)
     if isinstance(event, ToolExecutionUpdate):
-        return EVENT_OVERHEAD + _content_bytes(event.partial_result.content)
+        return EVENT_OVERHEAD + content_chars(event.partial_result.content)
     return EVENT_OVERHEAD
 
 
