@@ -78,7 +78,7 @@ class Reference:
 # One step of a stream: open a block, add to an open one (by position among the open ones),
 # end one, or change a header field. Several blocks may be open at once (as in Chat
 # Completions, whose text and calls interleave).
-_pieces = st.text(alphabet="ab{}\":,é\u2028 ", max_size=6)
+_pieces = st.text(alphabet='ab{}":,é\u2028 ', max_size=6)
 _step = st.one_of(
     st.tuples(st.just("open"), st.sampled_from(["text", "thinking", "thinking+", "call"])),
     st.tuples(st.just("delta"), st.integers(0, 3), _pieces),
@@ -138,7 +138,9 @@ def run(steps: list[Any], finish: str) -> tuple[list[Any], list[AssistantMessage
                 ref.end(index)
                 open_blocks.remove(index)
         elif kind == "usage":
-            usage = Usage(input=step[1], output=1, cache_read=0, cache_write=0, total_tokens=step[1])
+            usage = Usage(
+                input=step[1], output=1, cache_read=0, cache_write=0, total_tokens=step[1]
+            )
             b.set_usage(usage)
             ref.usage = usage
             continue  # no event: the next snapshot shows it
@@ -277,10 +279,15 @@ def test_deltas_neither_copy_the_text_nor_materialize_it() -> None:
     b = StreamBuilder(timestamp=7, **HEADER)
     b.start()
     b.text_start()
-    events = [b.text_delta("abcd") for _ in range(1000)]
+    events = []
+    for _ in range(1000):
+        b.set_response_id("chatcmpl-1")  # as Chat Completions says it with every chunk
+        events.append(b.text_delta("abcd"))
     first, last = events[0].partial, events[-1].partial
     assert isinstance(first, PartialMessage) and isinstance(last, PartialMessage)
     assert first._layout is last._layout  # one layout for the whole block
+    assert first._header is last._header  # and one header while nothing in it changes
+    assert last.response_id == "chatcmpl-1"
     assert first._message is None and last._message is None
     assert (first.text_chars, last.text_chars) == (4, 4000)
     assert event_weight(MessageUpdate(assistant_message_event=events[-1], message=last)) > 4000

@@ -190,21 +190,26 @@ class StreamBuilder:
 
     def set_usage(self, usage: Usage) -> None:
         """Replace the usage shown on later snapshots and on the final message."""
-        self._usage = usage
-        self._header = None
+        if usage is not self._usage:
+            self._usage = usage
+            self._header = None
 
     def set_raw_stop_reason(self, reason: str | None) -> None:
         """Record the provider's own finish reason (``"stop"``, ``"tool_calls"``, ...), shown
         as ``rawStopReason`` on later snapshots and the final message."""
-        self._raw_stop_reason = reason
-        self._header = None
+        if reason != self._raw_stop_reason:
+            self._raw_stop_reason = reason
+            self._header = None
 
     def set_response_id(self, response_id: str | None, response_model: str | None = None) -> None:
         """Record the provider's response id (and the model that actually answered)."""
-        self._response_id = response_id
-        if response_model is not None:
+        if response_model is None:
+            response_model = self._response_model
+        # Some providers say it with every chunk: the shared header is made again on a change.
+        if response_id != self._response_id or response_model != self._response_model:
+            self._response_id = response_id
             self._response_model = response_model
-        self._header = None
+            self._header = None
 
     def add_diagnostic(self, diagnostic: Diagnostic) -> None:
         """Attach ``diagnostic`` to later snapshots and the final message (pi 1.6.0 notes a
