@@ -76,14 +76,15 @@ class StreamingText:
     snapshot than before).
     """
 
-    __slots__ = ("_count", "_joined", "chars", "kind", "pieces")
+    __slots__ = ("_joined", "chars", "kind", "pieces")
 
     def __init__(self, kind: Literal["text", "thinking"], text: str = "") -> None:
         self.kind = kind
         self.pieces: list[str] = [text] if text else []
         self.chars = len(text)
-        self._joined = ""
-        self._count = 0
+        # The last join and how many pieces it covers, one value so a reader never sees the
+        # count of one join with the text of another.
+        self._joined: tuple[int, str] = (0, "")
 
     def append(self, delta: str) -> None:
         """Add ``delta`` at the end."""
@@ -95,12 +96,13 @@ class StreamingText:
         pieces = self.pieces
         if count is None:
             count = len(pieces)
-        if count == self._count:
-            return self._joined
-        if count < self._count:
+        known, joined = self._joined
+        if count == known:
+            return joined
+        if count < known:
             return "".join(pieces[:count])  # an older snapshot: the cache stays on the newer
-        joined = self._joined + "".join(pieces[self._count : count])
-        self._joined, self._count = joined, count
+        joined += "".join(pieces[known:count])
+        self._joined = (count, joined)
         return joined
 
     def block(self, count: int | None = None) -> TextContent | ThinkingContent:

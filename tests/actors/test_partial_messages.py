@@ -13,6 +13,7 @@ import pickle
 from typing import Any
 
 import attrs
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from pitrio.messages.events import MessageStart, MessageUpdate
 from pitrio.messages.partial import PartialMessage, content_chars
 from pitrio.messages.stream import PartialUpdate, StreamDone, StreamError, StreamStart
 from pitrio.transports.daemon.frames import event_frame
-from pitrio.transports.rpc.events import encode_event
+from pitrio.transports.rpc.events import encode_event, full_update
 
 HEADER: dict[str, Any] = {"api": "faux-api", "provider": "faux", "model": "faux-1"}
 
@@ -260,6 +261,11 @@ def test_a_long_streamed_reply_encodes_to_the_same_bytes_in_every_form() -> None
                 )
             ]
         for lazy, plain in pairs:
+            # The full form's line is encoded in parts: checked against its plain dict too.
+            if isinstance(plain, MessageUpdate):
+                assert encode_event(lazy, "full") == orjson.dumps(full_update(plain)) + b"\n"
+            else:
+                assert encode_event(lazy, "full") == orjson.dumps(to_json(plain)) + b"\n"
             for form in ("full", "delta"):
                 assert encode_event(lazy, form) == encode_event(plain, form)  # RPC, JSON mode
                 assert event_frame(seq, lazy, form) == event_frame(seq, plain, form)  # daemon

@@ -179,8 +179,11 @@ class StreamBuilder:
         if header is None:
             header = self._snapshot("pending", self._error_message, self._timestamp, ())
             self._header = header
-        if not layout.streaming:
-            return partial_message(header, layout, (), layout.fixed_chars)
+        streaming = layout.streaming
+        if len(streaming) == 1:  # the usual case, made inline: this runs for every delta
+            only = streaming[0]
+            chars = layout.fixed_chars + only.chars
+            return partial_message(header, layout, (len(only.pieces),), chars)
         return partial_message(header, layout, layout.counts(), layout.chars())
 
     @property
@@ -427,6 +430,12 @@ class StreamBuilder:
         return index, block
 
     def _streaming(self, index: int | None, kind: str) -> tuple[int, StreamingText]:
+        last_open = self._last_open
+        if index is None and last_open and self._result is None:
+            # The usual delta: to the block opened last (an open block means start() ran).
+            block = self._open[last_open[-1]]
+            if block.kind == kind and block.text is not None:
+                return last_open[-1], block.text
         index, block = self._target(index, kind)
         assert block.text is not None  # text and thinking blocks are opened with their pieces
         return index, block.text
