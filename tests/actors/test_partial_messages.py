@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pitrio.actors.model_router.stream_builder import StreamBuilder, parse_arguments
-from pitrio.actors.session.fanout import event_weight
+from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer, event_weight
 from pitrio.messages import TextContent, ThinkingContent, ToolCall, Usage, to_json
 from pitrio.messages.agent import EMPTY_USAGE, AssistantMessage, Diagnostic
 from pitrio.messages.codec import encode_reusing
@@ -300,3 +300,32 @@ def test_deltas_neither_copy_the_text_nor_materialize_it() -> None:
     assert last._message is None  # weighing did not materialize it
     assert last.content == (TextContent(text="abcd" * 1000),)
     assert first.content == (TextContent(text="abcd"),)  # read after a later one
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    deltas=st.lists(st.tuples(st.integers(0, 1), _pieces), min_size=1, max_size=200),
+    capacity=st.integers(1, 8),
+    max_bytes=st.integers(300, 5000),
+    takes=st.sets(st.integers(0, 200)),
+)
+def test_merged_updates_keep_their_weights(
+    deltas: list[tuple[int, str]], capacity: int, max_bytes: int, takes: set[int]
+) -> None:
+    """A merge's weight is reckoned from the newer event's (not weighed again): every queued
+    event's recorded weight stays its event_weight, and the total their sum."""
+    b = StreamBuilder(timestamp=7, **HEADER)
+    b.start()
+    b.text_start()
+    b.thinking_start()
+    buffer = SubscriberBuffer(capacity, max_bytes)
+    for seq, (index, delta) in enumerate(deltas, start=1):
+        event = b.text_delta(delta, 0) if index == 0 else b.thinking_delta(delta, 1)
+        update = MessageUpdate(assistant_message_event=event, message=event.partial)
+        if buffer.offer(Sequenced(seq, update)) is Offer.OVERFLOW:
+            break
+        if seq in takes:
+            buffer.take()
+        queued = list(buffer._items)
+        assert list(buffer._weights) == [event_weight(item.event) for item in queued]
+        assert buffer.queued_bytes == sum(buffer._weights)

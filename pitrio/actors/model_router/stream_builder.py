@@ -431,11 +431,13 @@ class StreamBuilder:
 
     def _streaming(self, index: int | None, kind: str) -> tuple[int, StreamingText]:
         last_open = self._last_open
-        if index is None and last_open and self._result is None:
+        if last_open and self._result is None:
             # The usual delta: to the block opened last (an open block means start() ran).
-            block = self._open[last_open[-1]]
-            if block.kind == kind and block.text is not None:
-                return last_open[-1], block.text
+            last = last_open[-1]
+            if index is None or index == last:
+                block = self._open[last]
+                if block.kind == kind and block.text is not None:
+                    return last, block.text
         index, block = self._target(index, kind)
         assert block.text is not None  # text and thinking blocks are opened with their pieces
         return index, block.text

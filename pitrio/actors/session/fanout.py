@@ -43,13 +43,20 @@ def event_weight(event: AgentSessionEvent) -> int:
     reader that materializes a queued one makes it a copy, and the weights, hence what a slow
     client's merges produce, stay what they were with eager snapshots."""
     if isinstance(event, MessageUpdate):
-        delta = getattr(event.assistant_message_event, "delta", None)
-        extra = len(delta) if isinstance(delta, str) else 0
         # A lazy partial knows its size: weighing it never materializes it (issue 38).
-        return EVENT_OVERHEAD + extra + message_chars(event.message)
+        return EVENT_OVERHEAD + _delta_chars(event) + message_chars(event.message)
     if isinstance(event, ToolExecutionUpdate):
         return EVENT_OVERHEAD + content_chars(event.partial_result.content)
     return EVENT_OVERHEAD
+
+
+def _delta_chars(event: AgentSessionEvent) -> int:
+    """The length of a ``message_update``'s delta (0 for any other event)."""
+    if isinstance(event, MessageUpdate):
+        delta = getattr(event.assistant_message_event, "delta", None)
+        if isinstance(delta, str):
+            return len(delta)
+    return 0
 
 
 class Offer(Enum):
@@ -116,8 +123,7 @@ class SubscriberBuffer:
         self._weights.append(weight)
         self.queued_bytes += weight
 
-    def _replace_last(self, item: Sequenced) -> None:
-        weight = event_weight(item.event)
+    def _replace_last(self, item: Sequenced, weight: int) -> None:
         self.queued_bytes += weight - self._weights[-1]
         self._items[-1] = item
         self._weights[-1] = weight
@@ -138,11 +144,13 @@ class SubscriberBuffer:
             self._append(item, weight)
             return Offer.QUEUED
         if self._items:
-            merged = merge(self._items[-1].event, item.event)
+            older = self._items[-1].event
+            merged = merge(older, item.event)
             if merged is not None:
                 # The merged event takes the newer seq: a client resuming after it has seen
-                # both.
-                self._replace_last(Sequenced(item.seq, merged))
+                # both. Its weight is the newer one's plus the older delta it now carries
+                # (what event_weight gives it, without weighing it again: issue 38).
+                self._replace_last(Sequenced(item.seq, merged), weight + _delta_chars(older))
                 self.coalesced += 1
                 return Offer.COALESCED
         if self._compact() or len(self._items) < self.capacity:
