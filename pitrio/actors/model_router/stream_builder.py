@@ -6,9 +6,10 @@ and gets back the exact :mod:`stream event <pitrio.messages.stream>` to send, wh
 is an immutable snapshot of the message so far. Every provider (faux, OpenAI, Anthropic, ...)
 goes through it, so all of them agree on event order, content indexes and partial snapshots.
 
-Cost: a snapshot shares every finished block with the previous snapshot and rebuilds only the
-block being streamed, so appending a delta costs O(number of blocks + length of that block),
-never a copy of the whole message.
+Cost: a partial is a :class:`~pitrio.messages.partial.PartialMessage`, a lazy snapshot that
+shares the builder's blocks and the pieces of the block being streamed and is materialized only
+when something reads its content, so a delta costs O(1) whatever the message's length
+(issue 38). Finished blocks are ordinary blocks; the final message is an ordinary message.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pitrio.messages.agent import (
 from pitrio.messages.codec import loads
 from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
 from pitrio.messages.model import Model
+from pitrio.messages.partial import Layout, PartialMessage, StreamingText, partial_message
 from pitrio.messages.stream import (
     StreamDone,
     StreamError,
@@ -51,6 +53,7 @@ ABORTED_MESSAGE = "Request was aborted"
 DoneReason = Literal["stop", "length", "toolUse"]
 ErrorReason = Literal["aborted", "error"]
 AssistantBlock = TextContent | ThinkingContent | ToolCall
+LayoutItem = AssistantBlock | StreamingText
 
 
 class StreamStateError(RuntimeError):
@@ -62,8 +65,8 @@ class _OpenBlock:
     """Book-keeping for a block that is still streaming."""
 
     kind: Literal["text", "thinking", "toolCall"]
-    # Text and thinking: the text so far (every snapshot needs all of it anyway).
-    text: str = ""
+    # Text and thinking: the pieces so far, shared with the partial snapshots.
+    text: StreamingText | None = None
     # Tool calls: the raw JSON deltas, joined only when they may form a complete object.
     parts: list[str] = attrs.Factory(list)
     # Tool calls only: identity and the arguments shown in partial snapshots.
@@ -129,7 +132,10 @@ class StreamBuilder:
         self._response_model = response_model
         self._raw_stop_reason: str | None = None
         self._timestamp = now_ms() if timestamp is None else timestamp
-        self._blocks: list[AssistantBlock] = []
+        # Finished blocks, and a StreamingText for each text/thinking block still streaming.
+        self._blocks: list[LayoutItem] = []
+        self._layout: Layout | None = None  # of _blocks, made again after each change
+        self._header: AssistantMessage | None = None  # the partial's fields, made on change
         self._open: dict[int, _OpenBlock] = {}
         self._last_open: list[int] = []  # open indexes in opening order, for the default target
         self._started = False
@@ -164,29 +170,55 @@ class StreamBuilder:
         return tuple(self._last_open)
 
     @property
-    def partial(self) -> AssistantMessage:
-        """A snapshot of the message so far."""
-        return self._snapshot("pending", self._error_message, self._timestamp)
+    def partial(self) -> PartialMessage:
+        """A snapshot of the message so far (lazy: see :mod:`pitrio.messages.partial`)."""
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = Layout.of(self._blocks)
+        header = self._header
+        if header is None:
+            header = self._snapshot("pending", self._error_message, self._timestamp, ())
+            self._header = header
+        streaming = layout.streaming
+        if len(streaming) == 1:  # the usual case, made inline: this runs for every delta
+            only = streaming[0]
+            chars = layout.fixed_chars + only.chars
+            return partial_message(header, layout, (len(only.pieces),), chars)
+        return partial_message(header, layout, layout.counts(), layout.chars())
+
+    @property
+    def response_id(self) -> str | None:
+        """The provider's response id recorded so far."""
+        return self._response_id
 
     def set_usage(self, usage: Usage) -> None:
         """Replace the usage shown on later snapshots and on the final message."""
-        self._usage = usage
+        if usage is not self._usage:
+            self._usage = usage
+            self._header = None
 
     def set_raw_stop_reason(self, reason: str | None) -> None:
         """Record the provider's own finish reason (``"stop"``, ``"tool_calls"``, ...), shown
         as ``rawStopReason`` on later snapshots and the final message."""
-        self._raw_stop_reason = reason
+        if reason != self._raw_stop_reason:
+            self._raw_stop_reason = reason
+            self._header = None
 
     def set_response_id(self, response_id: str | None, response_model: str | None = None) -> None:
         """Record the provider's response id (and the model that actually answered)."""
-        self._response_id = response_id
-        if response_model is not None:
+        if response_model is None:
+            response_model = self._response_model
+        # Some providers say it with every chunk: the shared header is made again on a change.
+        if response_id != self._response_id or response_model != self._response_model:
+            self._response_id = response_id
             self._response_model = response_model
+            self._header = None
 
     def add_diagnostic(self, diagnostic: Diagnostic) -> None:
         """Attach ``diagnostic`` to later snapshots and the final message (pi 1.6.0 notes a
         provider's own recovery there, e.g. an ``anthropic_thread_fallback``)."""
         self._diagnostics.append(diagnostic)
+        self._header = None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -199,38 +231,37 @@ class StreamBuilder:
 
     def text_start(self) -> TextStart:
         """Open a text block at the next content index."""
-        index = self._open_block(_OpenBlock(kind="text"), TextContent(text=""))
+        text = StreamingText("text")
+        index = self._open_block(_OpenBlock(kind="text", text=text), text)
         return TextStart(content_index=index, partial=self.partial)
 
     def text_delta(self, delta: str, index: int | None = None) -> TextDelta:
         """Append ``delta`` to an open text block."""
-        index, block = self._target(index, "text")
-        block.text += delta
-        self._blocks[index] = TextContent(text=block.text)
+        index, text = self._streaming(index, "text")
+        text.append(delta)  # the layout holds this StreamingText already: it stays valid
         return TextDelta(content_index=index, delta=delta, partial=self.partial)
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEnd:
         """Close a text block; ``signature`` is the provider's opaque text signature."""
-        index, block = self._target(index, "text")
-        self._blocks[index] = TextContent(text=block.text, text_signature=signature)
+        index, streaming = self._streaming(index, "text")
+        text = streaming.text()
+        self._set_block(index, TextContent(text=text, text_signature=signature))
         self._close(index)
-        return TextEnd(content_index=index, content=block.text, partial=self.partial)
+        return TextEnd(content_index=index, content=text, partial=self.partial)
 
     def thinking_start(self, text: str = "") -> ThinkingStart:
         """Open a thinking block at the next content index, holding ``text`` from the start.
 
         ``text`` is for blocks that arrive whole (a redacted block's placeholder), not deltas.
         """
-        index = self._open_block(
-            _OpenBlock(kind="thinking", text=text), ThinkingContent(thinking=text)
-        )
+        streaming = StreamingText("thinking", text)
+        index = self._open_block(_OpenBlock(kind="thinking", text=streaming), streaming)
         return ThinkingStart(content_index=index, partial=self.partial)
 
     def thinking_delta(self, delta: str, index: int | None = None) -> ThinkingDelta:
         """Append ``delta`` to an open thinking block."""
-        index, block = self._target(index, "thinking")
-        block.text += delta
-        self._blocks[index] = ThinkingContent(thinking=block.text)
+        index, text = self._streaming(index, "thinking")
+        text.append(delta)
         return ThinkingDelta(content_index=index, delta=delta, partial=self.partial)
 
     def thinking_end(
@@ -241,12 +272,13 @@ class StreamBuilder:
         redacted: bool | None = None,
     ) -> ThinkingEnd:
         """Close a thinking block, with the provider's signature / redaction flag if any."""
-        index, block = self._target(index, "thinking")
-        self._blocks[index] = ThinkingContent(
-            thinking=block.text, thinking_signature=signature, redacted=redacted
+        index, streaming = self._streaming(index, "thinking")
+        text = streaming.text()
+        self._set_block(
+            index, ThinkingContent(thinking=text, thinking_signature=signature, redacted=redacted)
         )
         self._close(index)
-        return ThinkingEnd(content_index=index, content=block.text, partial=self.partial)
+        return ThinkingEnd(content_index=index, content=text, partial=self.partial)
 
     def toolcall_start(
         self, id: str, name: str, *, thought_signature: str | None = None
@@ -264,7 +296,7 @@ class StreamBuilder:
             parsed = parse_arguments("".join(block.parts))
             if parsed is not None:
                 block.arguments = parsed
-                self._blocks[index] = self._tool_call(block, parsed)
+                self._set_block(index, self._tool_call(block, parsed))
         return ToolCallDelta(content_index=index, delta=delta, partial=self.partial)
 
     def toolcall_end(
@@ -282,7 +314,7 @@ class StreamBuilder:
             if arguments is None:
                 arguments = {}
         call = self._tool_call(block, arguments)
-        self._blocks[index] = call
+        self._set_block(index, call)
         self._close(index)
         return ToolCallEnd(content_index=index, tool_call=call, partial=self.partial)
 
@@ -297,7 +329,7 @@ class StreamBuilder:
         if reason is None:
             has_calls = any(isinstance(block, ToolCall) for block in self._blocks)
             reason = "toolUse" if has_calls else "stop"
-        message = self._snapshot(reason, None, self._timestamp)
+        message = self._snapshot(reason, None, self._timestamp, self._content())
         self._result = message
         return StreamDone(reason=reason, message=message)
 
@@ -317,7 +349,8 @@ class StreamBuilder:
         """
         if self._result is not None:
             raise StreamStateError("the stream already finished")
-        final = self._snapshot(reason, message, self._timestamp if timestamp is None else timestamp)
+        stamp = self._timestamp if timestamp is None else timestamp
+        final = self._snapshot(reason, message, stamp, self._content())
         if diagnostics:
             final = attrs.evolve(final, diagnostics=(*(final.diagnostics or ()), *diagnostics))
         self._result = final
@@ -329,11 +362,19 @@ class StreamBuilder:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _content(self) -> tuple[AssistantBlock, ...]:
+        """The content now, each streaming block with all its text (for final messages)."""
+        return Layout.of(self._blocks).content()
+
     def _snapshot(
-        self, stop_reason: StopReason, error_message: str | None, timestamp: int
+        self,
+        stop_reason: StopReason,
+        error_message: str | None,
+        timestamp: int,
+        content: tuple[AssistantBlock, ...],
     ) -> AssistantMessage:
         return AssistantMessage(
-            content=tuple(self._blocks),
+            content=content,
             api=self._api,
             provider=self._provider,
             model=self._model,
@@ -362,10 +403,15 @@ class StreamBuilder:
         if self._result is not None:
             raise StreamStateError("the stream already finished")
 
-    def _open_block(self, block: _OpenBlock, initial: AssistantBlock) -> int:
+    def _set_block(self, index: int, block: LayoutItem) -> None:
+        self._blocks[index] = block
+        self._layout = None
+
+    def _open_block(self, block: _OpenBlock, initial: LayoutItem) -> int:
         self._check_running()
         index = len(self._blocks)
         self._blocks.append(initial)
+        self._layout = None
         self._open[index] = block
         self._last_open.append(index)
         return index
@@ -382,6 +428,19 @@ class StreamBuilder:
         if block.kind != kind:
             raise StreamStateError(f"block {index} is a {block.kind} block, not {kind}")
         return index, block
+
+    def _streaming(self, index: int | None, kind: str) -> tuple[int, StreamingText]:
+        last_open = self._last_open
+        if last_open and self._result is None:
+            # The usual delta: to the block opened last (an open block means start() ran).
+            last = last_open[-1]
+            if index is None or index == last:
+                block = self._open[last]
+                if block.kind == kind and block.text is not None:
+                    return last, block.text
+        index, block = self._target(index, kind)
+        assert block.text is not None  # text and thinking blocks are opened with their pieces
+        return index, block.text
 
     def _close(self, index: int) -> None:
         del self._open[index]

@@ -23,12 +23,11 @@ from enum import Enum
 
 import attrs
 
-from pitrio.messages.content import TextContent, ThinkingContent
 from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecutionUpdate
+from pitrio.messages.partial import content_chars, message_chars
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallDelta)
-_SEQUENCES = (tuple, list)  # made once: ``tuple | list`` in the call built a union per event
 
 EVENT_OVERHEAD = 256
 """Weight of any event: the bytes its object graph costs besides shared messages (a guess)."""
@@ -36,49 +35,28 @@ DEFAULT_MAX_BYTES = 8 << 20
 """Queued weight past which a subscriber's buffer is merged (see the module docstring)."""
 
 
-def _content_bytes(content: object) -> int:
-    """Characters of text held by a message's or tool result's content blocks."""
-    if isinstance(content, str):
-        return len(content)
-    if not isinstance(content, _SEQUENCES):
-        return 0
-    total = 0
-    for block in content:
-        # The common blocks by their type (this runs for every event the RPC forwarder
-        # batches); any other by the fields it may hold.
-        kind = type(block)
-        if kind is TextContent:
-            total += len(block.text)
-        elif kind is ThinkingContent:
-            total += len(block.thinking)
-        else:
-            total += _block_bytes(block)
-    return total
-
-
-def _block_bytes(block: object) -> int:
-    total = 0
-    for name in ("text", "thinking", "data"):
-        value = getattr(block, name, None)
-        if isinstance(value, str):
-            total += len(value)
-    arguments = getattr(block, "arguments", None)
-    if isinstance(arguments, dict):
-        total += sum(len(v) for v in arguments.values() if isinstance(v, str))
-    return total
-
-
 def event_weight(event: AgentSessionEvent) -> int:
     """About how many bytes queueing ``event`` keeps alive that nothing else holds: the
-    partial message of a ``message_update`` (a fresh snapshot per event) or the partial
-    result of a ``tool_execution_update``; other events point at shared messages."""
+    partial message of a ``message_update`` or the partial result of a
+    ``tool_execution_update``; other events point at shared messages. A partial counts its
+    whole text although it is a lazy snapshot sharing the builder's pieces (issue 38): any
+    reader that materializes a queued one makes it a copy, and the weights, hence what a slow
+    client's merges produce, stay what they were with eager snapshots."""
+    if isinstance(event, MessageUpdate):
+        # A lazy partial knows its size: weighing it never materializes it (issue 38).
+        return EVENT_OVERHEAD + _delta_chars(event) + message_chars(event.message)
+    if isinstance(event, ToolExecutionUpdate):
+        return EVENT_OVERHEAD + content_chars(event.partial_result.content)
+    return EVENT_OVERHEAD
+
+
+def _delta_chars(event: AgentSessionEvent) -> int:
+    """The length of a ``message_update``'s delta (0 for any other event)."""
     if isinstance(event, MessageUpdate):
         delta = getattr(event.assistant_message_event, "delta", None)
-        extra = len(delta) if isinstance(delta, str) else 0
-        return EVENT_OVERHEAD + extra + _content_bytes(getattr(event.message, "content", ()))
-    if isinstance(event, ToolExecutionUpdate):
-        return EVENT_OVERHEAD + _content_bytes(event.partial_result.content)
-    return EVENT_OVERHEAD
+        if isinstance(delta, str):
+            return len(delta)
+    return 0
 
 
 class Offer(Enum):
@@ -145,8 +123,7 @@ class SubscriberBuffer:
         self._weights.append(weight)
         self.queued_bytes += weight
 
-    def _replace_last(self, item: Sequenced) -> None:
-        weight = event_weight(item.event)
+    def _replace_last(self, item: Sequenced, weight: int) -> None:
         self.queued_bytes += weight - self._weights[-1]
         self._items[-1] = item
         self._weights[-1] = weight
@@ -167,11 +144,13 @@ class SubscriberBuffer:
             self._append(item, weight)
             return Offer.QUEUED
         if self._items:
-            merged = merge(self._items[-1].event, item.event)
+            older = self._items[-1].event
+            merged = merge(older, item.event)
             if merged is not None:
                 # The merged event takes the newer seq: a client resuming after it has seen
-                # both.
-                self._replace_last(Sequenced(item.seq, merged))
+                # both. Its weight is the newer one's plus the older delta it now carries
+                # (what event_weight gives it, without weighing it again: issue 38).
+                self._replace_last(Sequenced(item.seq, merged), weight + _delta_chars(older))
                 self.coalesced += 1
                 return Offer.COALESCED
         if self._compact() or len(self._items) < self.capacity:

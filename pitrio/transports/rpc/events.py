@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import orjson
 
-from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.agent import AssistantMessage, Usage
 from pitrio.messages.codec import encode_reusing, to_json
 from pitrio.messages.content import ToolCall
 from pitrio.messages.events import (
@@ -106,13 +106,38 @@ def full_update(event: MessageUpdate) -> dict[str, Any]:
     }
 
 
+_last_usage: tuple[Usage, bytes] | None = None
+"""The last usage met by :func:`_full_head` and the line's start it makes (see there)."""
+
+
+def _full_head(usage: Usage) -> bytes:
+    """``{"type":"message_update","usage":{...},"assistantMessageEvent":`` for ``usage``.
+
+    Every update of a reply carries the same usage object until the provider reports a new
+    one, so the encoded start of the line is kept for the last usage seen (held, so its id
+    cannot be reused) rather than encoded per delta (issue 38). The bytes are what orjson
+    writes for :func:`full_update`'s dict: compact, keys in that order."""
+    global _last_usage
+    last = _last_usage
+    if last is not None and last[0] is usage:
+        return last[1]
+    head = b'{"type":"message_update","usage":' + orjson.dumps(to_json(usage))
+    head += b',"assistantMessageEvent":'
+    _last_usage = (usage, head)
+    return head
+
+
 def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> bytes:
     """One output line for ``event`` (compact JSON, LF-terminated)."""
     try:
         if isinstance(event, MessageUpdate):
             if updates == "delta":
                 return orjson.dumps(delta_update(event)) + b"\n"
-            return orjson.dumps(full_update(event)) + b"\n"
+            update = event.assistant_message_event
+            message = event.message
+            usage = message.usage if isinstance(message, AssistantMessage) else update.partial.usage
+            body = orjson.dumps(_update_head(update, call_name_key="toolName"))
+            return _full_head(usage) + body + b"}\n"  # full_update's dict, encoded in parts
         # A message here is usually one just encoded for another line (see encode_reusing).
         return encode_reusing(event) + b"\n"
     except TypeError:

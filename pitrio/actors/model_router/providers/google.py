@@ -412,7 +412,7 @@ class GoogleParser(SseParser):
             text = f"got status: {error.get('status')}. {orjson.dumps(chunk).decode()}"
             return [self.fail(text, name="StreamError", code=str(error.get("status")))]
         self.ensure_started(out)
-        if isinstance(chunk.get("responseId"), str) and self.builder.partial.response_id is None:
+        if isinstance(chunk.get("responseId"), str) and self.builder.response_id is None:
             self.builder.set_response_id(chunk["responseId"])
         candidates = chunk.get("candidates")
         candidate = candidates[0] if isinstance(candidates, list) and candidates else None
