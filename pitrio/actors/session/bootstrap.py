@@ -471,8 +471,17 @@ async def start_session(
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         runner.problems.extend(tool_problems)
         if not options.no_mcp:  # connects the servers extensions register later
+            registrations = loaded.holder.mcp_servers
             loaded.holder.late_mcp = LateMcpServers(
-                started=mcp.server_names, listed=mcp.listed, search=mcp.search
+                started=mcp.server_names,
+                listed=mcp.listed,
+                search=mcp.search,
+                startup=mcp.handle,
+                from_setup={
+                    name: registrations[name].config
+                    for name in mcp.from_extensions
+                    if name in registrations
+                },
             )
     actor = SessionActor(
         loop=loop,
