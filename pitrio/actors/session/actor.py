@@ -238,6 +238,7 @@ class SessionActor(Actor[SessionCommand]):
                     ui_clients=self._ui_clients,
                     mode=self._extension_mode,
                     project_trusted=self._project_trusted,
+                    stream=self._stream,
                 ),
                 session=self._self_handle(),
                 loop=self._loop,

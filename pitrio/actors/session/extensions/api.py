@@ -19,6 +19,7 @@ import trio
 
 from pitrio.actors.mcp.config import parse_file
 from pitrio.actors.mcp.naming import mcp_namespace
+from pitrio.actors.session.extensions.context import ExtensionApiError as ExtensionApiError
 from pitrio.actors.session.extensions.events import McpServersChangeEvent, RegisteredMcpServer
 from pitrio.actors.session.extensions.registry import (
     EVENT_NAMES,
@@ -42,10 +43,6 @@ if TYPE_CHECKING:
     from pitrio.actors.tool_executor import ToolExecutorHandle
 
 DeliverAs = Literal["steer", "followUp", "nextTurn"]
-
-
-class ExtensionApiError(PitrioError):
-    """An extension used the API wrongly (unknown event, call before the session started)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -7,19 +7,37 @@ calls cannot deadlock it.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AssistantMessage, ThinkingLevel
 from pitrio.messages.entries import CompactionResult
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
 
 if TYPE_CHECKING:
     from pitrio.actors.session.handle import SessionHandle
     from pitrio.actors.session.operations import NavigationResult
     from pitrio.actors.session_store.actor import SessionStoreHandle
-    from pitrio.messages.model import Model
+
+StreamCall = Callable[
+    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    Awaitable[None],
+]
+"""The session's way to the model router (``router.stream``, traced when tracing is on)."""
+STREAM_BUFFER = 64
+"""Events of an extension's request held until it reads them; past that the provider waits
+(back-pressure, nothing dropped)."""
+
+
+class ExtensionApiError(PitrioError):
+    """An extension used the API wrongly (unknown event, call before the session started)."""
 
 
 class SessionView:
@@ -79,11 +97,73 @@ class ContextUsage:
 
 
 class ModelRegistryView:
-    """The models an extension may look up (part of pi's ``ctx.modelRegistry``: its
-    ``getAll``, ``getAvailable`` and ``find``)."""
+    """pi's ``ctx.modelRegistry`` as far as it makes sense in Python: looking models up
+    (``getAll``, ``getAvailable``, ``find``) and requests through the session's model router
+    (``streamSimple``, ``complete``), which resolves the credentials as for the session's own
+    requests, providers registered by extensions included. The requests are the extension's
+    own: not part of the session's transcript, and no ``*_provider_*`` extension event fires
+    for them (as in pi, whose registry calls skip the session's hooks)."""
 
-    def __init__(self, session: SessionHandle) -> None:
+    def __init__(self, session: SessionHandle, stream: StreamCall | None = None) -> None:
         self._session = session
+        self._stream = stream
+
+    @asynccontextmanager
+    async def stream_simple(
+        self,
+        model: Model,
+        context: LlmContext,
+        *,
+        reasoning: ThinkingLevel | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[AssistantMessageEvent]]:
+        """``async with registry.stream_simple(model, context) as events:`` the response's
+        events as they come; the last is ``StreamDone`` or ``StreamError`` (a failure to set
+        the request up is such an error event too, as pi's). Leaving the block early cancels
+        the request."""
+        stream = self._need_stream()
+        options = StreamOptions(reasoning=reasoning, max_tokens=max_tokens, session_id=session_id)
+        send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
+
+        async def produce() -> None:
+            async with send:
+                await stream(model, context, options, send)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            async with receive:
+                yield receive
+            nursery.cancel_scope.cancel()
+
+    async def complete(
+        self,
+        model: Model,
+        context: LlmContext,
+        *,
+        reasoning: ThinkingLevel | None = None,
+        max_tokens: int | None = None,
+        session_id: str | None = None,
+    ) -> AssistantMessage:
+        """Run one request to its final assistant message; a failure is a message with stop
+        reason ``error`` and its ``error_message`` (never an exception), as pi's."""
+        final: AssistantMessage | None = None
+        async with self.stream_simple(
+            model, context, reasoning=reasoning, max_tokens=max_tokens, session_id=session_id
+        ) as events:
+            async for event in events:
+                if isinstance(event, StreamDone):
+                    final = event.message
+                elif isinstance(event, StreamError):
+                    final = event.error
+        if final is None:
+            raise ExtensionApiError("the model stream ended without a final message")
+        return final
+
+    def _need_stream(self) -> StreamCall:
+        if self._stream is None:
+            raise ExtensionApiError("this session has no model router: it cannot make requests")
+        return self._stream
 
     async def get_all(self) -> tuple[Model, ...]:
         """Every model of the registry, with or without credentials."""
@@ -111,9 +191,10 @@ class ExtensionContext:
         system_prompt: str | None = None,
         mode: str = "print",
         project_trusted: bool = True,
+        stream: StreamCall | None = None,
     ) -> None:
         self._session = session
-        self.model_registry = ModelRegistryView(session)
+        self.model_registry = ModelRegistryView(session, stream)
         self.ui: ExtensionUI = ui or NoUI()
         self.session_manager = SessionView(store)
         self._system_prompt = system_prompt

@@ -32,7 +32,11 @@ from pitrio.actors.agent_loop.hooks import (
 )
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.session.extensions.boundary import can_continue, commit_drafts
-from pitrio.actors.session.extensions.context import CommandContext, ExtensionContext
+from pitrio.actors.session.extensions.context import (
+    CommandContext,
+    ExtensionContext,
+    StreamCall,
+)
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
@@ -102,6 +106,7 @@ class HostSettings:
     ui_clients: bool = False  # a client can answer dialogs (RPC, the daemon)
     mode: str = "print"  # ctx.mode: tui, rpc, json or print (pi 1.6.0)
     project_trusted: bool = True  # ctx.is_project_trusted(): the session's trust decision
+    stream: StreamCall | None = None  # ctx.model_registry's requests: the session's router
 
 
 @attrs.frozen
@@ -134,6 +139,7 @@ class ExtensionHost(Actor[HostCommand]):
         self._ui_clients = settings.ui_clients
         self._mode = settings.mode
         self._project_trusted = settings.project_trusted
+        self._stream = settings.stream
         self._session = session
         self._loop = loop
         self._store = store
@@ -182,6 +188,7 @@ class ExtensionHost(Actor[HostCommand]):
             system_prompt=self._runner.system_prompt,
             mode=self._mode,
             project_trusted=self._project_trusted,
+            stream=self._stream,
         )
 
     def _command_context(self) -> CommandContext:
@@ -191,6 +198,7 @@ class ExtensionHost(Actor[HostCommand]):
             ui=self._ui,
             mode=self._mode,
             project_trusted=self._project_trusted,
+            stream=self._stream,
         )
 
     # -- the inbox ----------------------------------------------------------------------------
