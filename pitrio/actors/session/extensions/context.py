@@ -16,7 +16,7 @@ import trio
 
 from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
 from pitrio.errors import PitrioError
-from pitrio.messages.agent import AssistantMessage, ThinkingLevel
+from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
@@ -110,25 +110,19 @@ class ModelRegistryView:
 
     @asynccontextmanager
     async def stream_simple(
-        self,
-        model: Model,
-        context: LlmContext,
-        *,
-        reasoning: ThinkingLevel | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
+        self, model: Model, context: LlmContext, options: StreamOptions | None = None
     ) -> AsyncIterator[trio.MemoryReceiveChannel[AssistantMessageEvent]]:
         """``async with registry.stream_simple(model, context) as events:`` the response's
-        events as they come; the last is ``StreamDone`` or ``StreamError`` (a failure to set
-        the request up is such an error event too, as pi's). Leaving the block early cancels
-        the request."""
+        events as they come (``options``: ``reasoning``, ``max_tokens``, ``session_id``...);
+        the last is ``StreamDone`` or ``StreamError`` (a failure to set the request up is such
+        an error event too, as pi's). Leaving the block early cancels the request."""
         stream = self._need_stream()
-        options = StreamOptions(reasoning=reasoning, max_tokens=max_tokens, session_id=session_id)
+        chosen = StreamOptions() if options is None else attrs.evolve(options, hooks=None)
         send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
 
         async def produce() -> None:
             async with send:
-                await stream(model, context, options, send)
+                await stream(model, context, chosen, send)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(produce)
@@ -137,20 +131,12 @@ class ModelRegistryView:
             nursery.cancel_scope.cancel()
 
     async def complete(
-        self,
-        model: Model,
-        context: LlmContext,
-        *,
-        reasoning: ThinkingLevel | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
+        self, model: Model, context: LlmContext, options: StreamOptions | None = None
     ) -> AssistantMessage:
         """Run one request to its final assistant message; a failure is a message with stop
         reason ``error`` and its ``error_message`` (never an exception), as pi's."""
         final: AssistantMessage | None = None
-        async with self.stream_simple(
-            model, context, reasoning=reasoning, max_tokens=max_tokens, session_id=session_id
-        ) as events:
+        async with self.stream_simple(model, context, options) as events:
             async for event in events:
                 if isinstance(event, StreamDone):
                     final = event.message

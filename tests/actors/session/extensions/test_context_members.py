@@ -11,7 +11,7 @@ from pitrio.actors.model_router import FauxReply
 from pitrio.actors.session.extensions.context import ContextUsage
 from pitrio.messages.agent import AssistantMessage, user_message
 from pitrio.messages.content import text_of
-from pitrio.messages.model import LlmContext
+from pitrio.messages.model import LlmContext, StreamOptions
 from tests.actors.test_session_extensions import agent_dir, session_with
 
 __all__ = ["agent_dir"]  # the fixture, used by name
@@ -71,7 +71,8 @@ async def test_the_model_registry_runs_an_extensions_own_requests(
                 system_prompt="Answer briefly.",
                 messages=(user_message(args),),
             )
-            seen["complete"] = await registry.complete(model, question, max_tokens=50)
+            short = StreamOptions(max_tokens=50)
+            seen["complete"] = await registry.complete(model, question, short)
             kinds: list[str] = []
             async with registry.stream_simple(model, question) as events:
                 async for event in events:
