@@ -37,6 +37,7 @@ from pitrio.actors.session.extensions.context import (
     ExtensionContext,
     StreamCall,
 )
+from pitrio.actors.session.extensions.drafts import DraftError, draft_entry, parse_drafts
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
@@ -81,7 +82,7 @@ from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlo
 from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, CustomMessage
-from pitrio.messages.entries import CompactionResult
+from pitrio.messages.entries import CompactionResult, iso_now
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest, MessageEnd
 
 if TYPE_CHECKING:
@@ -422,12 +423,25 @@ class ExtensionHost(Actor[HostCommand]):
                 context_messages=tuple(projected), can_continue=can_continue(projected)
             ),
         )
-        drafts, proceed = await self._runner.boundary("turn_end", event)
+        drafts, proceed = await self._runner.boundary("turn_end", event, self._preview)
         changed = await self._commit("turn_end", drafts)
         # Stopping the loop to re-project must not end a run that had more to do.
         if proceed or (changed and context.tool_results):
             self.boundary_continue = True
         return changed
+
+    async def _preview(self, raw: tuple[Any, ...]) -> BoundaryContext:
+        """The context a boundary handler sees: the persisted one with the drafts of the
+        handlers before it applied, not written (pi 1.6.0's per-handler preview). Drafts that
+        do not parse are left out of it (they will be reported, and none written, at commit)."""
+        try:
+            drafts = parse_drafts(raw)
+        except DraftError:
+            drafts = ()
+        stamp = iso_now()
+        entries = [draft_entry(d, id="", parent_id=None, timestamp=stamp) for d in drafts]
+        messages = await self._store.preview_messages(entries)
+        return BoundaryContext(context_messages=messages, can_continue=can_continue(messages))
 
     async def _settle_boundary(self, outcome: str) -> tuple[bool, bool]:
         """``agent_before_settle``: commit the handlers' drafts; (continue requested, can
@@ -444,7 +458,7 @@ class ExtensionHost(Actor[HostCommand]):
                 continue_=proceed,
                 context=BoundaryContext(context_messages=tuple(context), can_continue=can),
             )
-            drafts, asked = await runner.boundary("agent_before_settle", event)
+            drafts, asked = await runner.boundary("agent_before_settle", event, self._preview)
             if await self._commit("agent_before_settle", drafts):
                 can = can_continue(await self._store.context_messages())
             proceed = proceed or asked
