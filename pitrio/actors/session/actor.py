@@ -171,6 +171,7 @@ class SessionActor(Actor[SessionCommand]):
         project_trusted: bool = True,
         save_model_defaults: bool = False,
         named_models: tuple[Model, ...] = (),
+        extra_models: Callable[[], tuple[Model, ...]] | None = None,
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
@@ -213,6 +214,7 @@ class SessionActor(Actor[SessionCommand]):
         self._project_trusted = project_trusted
         self._save_model_defaults = save_model_defaults
         self._named_models = named_models
+        self._extra_models = extra_models
         self._start_reason = start_reason
         # The extension host (with extensions only) and the funnel that keeps its prompts'
         # order; the event pump and the run driver, made once the supervisor is up.
@@ -275,6 +277,7 @@ class SessionActor(Actor[SessionCommand]):
             default_thinking_level=self._settings.default_thinking_level,
             save_model_defaults=self._save_model_defaults,
             named_models=self._named_models,
+            extra_models=self._extra_models,
         )
         hooks = LoopHooks(convert_to_llm=convert)
         if self._stream is not None:

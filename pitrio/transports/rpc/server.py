@@ -216,8 +216,9 @@ class RpcServer:
         await self._replace(self._runtime.clone)
 
     async def available_models(self) -> tuple[Model, ...]:
-        """The router's usable models, pitrio's offline echo model left out."""
-        models = await self._router.available_models()
+        """The session's usable models (the router's, then the virtual models its extensions
+        registered), pitrio's offline echo model left out."""
+        models = await (await self.session()).models("available")
         return tuple(m for m in models if (m.provider, m.id) not in HIDDEN_MODELS)
 
     def scoped_models(self) -> tuple[ScopedModel, ...]:

@@ -209,6 +209,10 @@ class ExtensionRunner:
         self._report = report
         self._context = context
 
+    def make_context(self) -> Any:
+        """A fresh ``ctx`` (``None`` before the session bound the runner)."""
+        return self._context()
+
     # -- queries ---------------------------------------------------------------------------
 
     def has(self, event: str) -> bool:
