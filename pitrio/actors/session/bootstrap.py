@@ -501,6 +501,8 @@ async def start_session(
         save_model_defaults=options.save_model_defaults,
         named_models=(model,),
         extra_models=loaded.holder.virtual_models.models,
+        model_scope=options.model_scope,
+        shutdown=options.shutdown,
         start_reason=options.start_reason,
         tools=tools,
         mcp_servers=mcp_states(mcp.handle, loaded.holder.late_mcp),

@@ -87,6 +87,35 @@ class SessionView:
 
 
 @attrs.frozen
+class ScopedModel:
+    """One model of the session's scope (pi's ``ScopedModel``): a model and the thinking level
+    its pattern named."""
+
+    model: Model
+    thinking_level: str | None = None
+
+
+@attrs.define(eq=False)
+class ModelScope:
+    """The models ``--models`` (or the ``enabledModels`` setting) scope the sessions to, which
+    the transport resolves once a session has started (it needs the settings); shared by
+    reference by the sessions started with the same options (replacements too). Empty: no
+    scope, every available model can be used."""
+
+    models: tuple[ScopedModel, ...] = ()
+
+
+@attrs.define(eq=False)
+class ShutdownRequest:
+    """Where ``ctx.shutdown()`` asks the process to end (pi 1.6.0): the transport that made it
+    ends once nothing needs it any more (RPC: no command unanswered and the session idle), as
+    at the end of its input. A transport without one ignores the request, as pi's print
+    mode does."""
+
+    requested: trio.Event = attrs.field(factory=trio.Event)
+
+
+@attrs.frozen
 class ContextUsage:
     """How full the model's context is (pi's ``ContextUsage``): ``tokens`` and ``percent``
     are ``None`` when they cannot be told (right after a compaction, before a reply)."""
@@ -178,8 +207,12 @@ class ExtensionContext:
         mode: str = "print",
         project_trusted: bool = True,
         stream: StreamCall | None = None,
+        scope: ModelScope | None = None,
+        shutdown: ShutdownRequest | None = None,
     ) -> None:
         self._session = session
+        self._scope = scope
+        self._shutdown = shutdown
         self.model_registry = ModelRegistryView(session, stream)
         self.ui: ExtensionUI = ui or NoUI()
         self.session_manager = SessionView(store)
@@ -192,6 +225,13 @@ class ExtensionContext:
         """How the session is driven (pi 1.6.0's ``ctx.mode``): ``tui`` (the terminal chat),
         ``rpc`` (RPC, the daemon's clients, the SDK with UI clients), ``json`` or ``print``."""
         return self._mode
+
+    @property
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        """pi's ``ctx.scopedModels``: the models ``--models`` / ``enabledModels`` scope the
+        session to (what ``cycle_model`` walks), empty when there is no scope. Known once
+        the transport resolved it after start-up: empty in ``session_start`` handlers."""
+        return () if self._scope is None else self._scope.models
 
     def is_project_trusted(self) -> bool:
         """Whether the project's own files are trusted in this session (saved, temporary or
@@ -233,6 +273,12 @@ class ExtensionContext:
     async def has_pending_messages(self) -> bool:
         """Whether steering or follow-up messages are queued."""
         return (await self._session.state()).pending_message_count > 0
+
+    def shutdown(self) -> None:
+        """Ask the process to end gracefully (pi's ``ctx.shutdown()``): returns at once; the
+        transport ends when the session is idle and every command read has its answer."""
+        if self._shutdown is not None:
+            self._shutdown.requested.set()
 
     async def abort(self) -> None:
         """Abort the current run (returns once the session is idle)."""

@@ -35,6 +35,8 @@ from pitrio.actors.session.extensions.boundary import can_continue, commit_draft
 from pitrio.actors.session.extensions.context import (
     CommandContext,
     ExtensionContext,
+    ModelScope,
+    ShutdownRequest,
     StreamCall,
 )
 from pitrio.actors.session.extensions.drafts import DraftError, draft_entry, parse_drafts
@@ -108,6 +110,8 @@ class HostSettings:
     mode: str = "print"  # ctx.mode: tui, rpc, json or print (pi 1.6.0)
     project_trusted: bool = True  # ctx.is_project_trusted(): the session's trust decision
     stream: StreamCall | None = None  # ctx.model_registry's requests: the session's router
+    scope: ModelScope | None = None  # ctx.scoped_models, filled in by the transport
+    shutdown: ShutdownRequest | None = None  # ctx.shutdown(): the transport's
 
 
 @attrs.frozen
@@ -141,6 +145,8 @@ class ExtensionHost(Actor[HostCommand]):
         self._mode = settings.mode
         self._project_trusted = settings.project_trusted
         self._stream = settings.stream
+        self._scope = settings.scope
+        self._shutdown = settings.shutdown
         self._session = session
         self._loop = loop
         self._store = store
@@ -190,6 +196,8 @@ class ExtensionHost(Actor[HostCommand]):
             mode=self._mode,
             project_trusted=self._project_trusted,
             stream=self._stream,
+            scope=self._scope,
+            shutdown=self._shutdown,
         )
 
     def _command_context(self) -> CommandContext:
@@ -200,6 +208,8 @@ class ExtensionHost(Actor[HostCommand]):
             mode=self._mode,
             project_trusted=self._project_trusted,
             stream=self._stream,
+            scope=self._scope,
+            shutdown=self._shutdown,
         )
 
     # -- the inbox ----------------------------------------------------------------------------

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from pitrio.actors.model_router import FauxReply
-from pitrio.actors.session.extensions.context import ContextUsage
+from pitrio.actors.session.extensions.context import ContextUsage, ModelScope, ScopedModel
 from pitrio.messages.agent import AssistantMessage, user_message
 from pitrio.messages.content import text_of
 from pitrio.messages.model import LlmContext, StreamOptions
@@ -102,3 +104,28 @@ async def test_the_model_registry_runs_an_extensions_own_requests(
     assert text_of(requests[0].context.messages[0].content) == "what is six times seven"
     assert requests[0].options.max_tokens == 50
     assert messages == ()  # the extension's requests are not the session's transcript
+
+
+async def test_scoped_models_are_what_the_transport_resolved(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    """pi's ``ctx.scopedModels``: the ``--models`` scope, which the transport resolves after
+    the session started and puts in the options' ``ModelScope``."""
+    seen: dict[str, Any] = {}
+
+    def setup(api: Any) -> None:
+        async def probe(args: str, ctx: Any) -> None:
+            await trio.lowlevel.checkpoint()
+            seen[args] = ctx.scoped_models
+
+        api.register_command("probe", probe)
+
+    scope = ModelScope()
+    async with session_with(tmp_path, setup, model_scope=scope) as h:
+        await h.session.prompt("/probe before")
+        think = await h.session.handle.models("all")
+        chosen = next(m for m in think if m.ref == "faux/faux-think")
+        scope.models = (ScopedModel(chosen, "high"),)
+        await h.session.prompt("/probe after")
+    assert seen["before"] == ()
+    assert seen["after"] == (ScopedModel(chosen, "high"),)
