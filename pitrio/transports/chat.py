@@ -47,7 +47,8 @@ from pitrio.transports.chat_commands import (
 from pitrio.transports.chat_keyboard import EditingKeyboard, prompt_line_mode
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
-from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
+from pitrio.transports.rpc.scope import resolve_scope
+from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer
 
 PIPE_CHUNKS = 64
 """Writes a pipe holds before its writer waits (back-pressure, never dropped): the server's

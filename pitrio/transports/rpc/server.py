@@ -76,6 +76,7 @@ from pitrio.transports.rpc.protocol import (
     dump_output,
     parse_record,
 )
+from pitrio.transports.rpc.scope import resolve_scope
 
 T = TypeVar("T")
 
@@ -523,27 +524,6 @@ def _widen_pipe(fd: int) -> None:
     with contextlib.suppress(OSError):
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             fcntl.fcntl(fd, set_size, PIPE_SIZE)
-
-
-async def resolve_scope(
-    router: ModelRouterHandle, patterns: Sequence[str], source: str = "--models"
-) -> tuple[tuple[ScopedModel, ...], list[str]]:
-    """``source``'s model patterns as available models (and warnings for the others)."""
-    available = {(m.provider, m.id) for m in await router.available_models()}
-    scoped: list[ScopedModel] = []
-    warnings: list[str] = []
-    for pattern in patterns:
-        try:
-            model, level = await router.resolve_pattern(pattern)
-        except PitrioError as exc:
-            warnings.append(f"Warning: {source} {pattern}: {exc}")
-            continue
-        if (model.provider, model.id) not in available:
-            warnings.append(f"Warning: {source} {pattern}: no credentials for {model.provider}")
-            continue
-        if all(s.model != model for s in scoped):
-            scoped.append(ScopedModel(model, level))
-    return tuple(scoped), warnings
 
 
 async def serve_process(
