@@ -16,6 +16,7 @@ from pitrio.actors.session.command_ledger import (
     Repeat,
     fingerprint,
 )
+from pitrio.actors.session.extensions.context import ModelScope, ScopedModel, ShutdownRequest
 from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
@@ -39,7 +40,9 @@ __all__ = [
     "CycleResult",
     "Fresh",
     "InProgress",
+    "ModelScope",
     "Repeat",
+    "ScopedModel",
     "Sequenced",
     "SessionBeforeSwitchEvent",
     "SessionHandle",
@@ -47,6 +50,7 @@ __all__ = [
     "SessionReplacementCancelled",
     "SessionRuntime",
     "SessionState",
+    "ShutdownRequest",
     "StreamingBehavior",
     "UiResponse",
     "current_stamp",

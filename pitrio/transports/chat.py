@@ -26,7 +26,7 @@ from trio_websocket import ConnectionClosed
 
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.models import FauxProvider, ModelRouterHandle, start_model_router
-from pitrio.sdk.session import SessionOptions, SessionRuntime
+from pitrio.sdk.session import ModelScope, SessionOptions, SessionRuntime
 from pitrio.sdk.store import list_sessions, session_dir
 from pitrio.transports.attach_render import Chunk, Style, tool_summary
 from pitrio.transports.attach_screen import PROMPT, ChatScreen
@@ -47,7 +47,8 @@ from pitrio.transports.chat_commands import (
 from pitrio.transports.chat_keyboard import EditingKeyboard, prompt_line_mode
 from pitrio.transports.interrupt import INTERRUPTED, cancel_on_signal
 from pitrio.transports.rpc.commands import ScopedModel
-from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer, resolve_scope
+from pitrio.transports.rpc.scope import resolve_scope
+from pitrio.transports.rpc.server import SHUTDOWN_SECONDS, RpcServer
 
 PIPE_CHUNKS = 64
 """Writes a pipe holds before its writer waits (back-pressure, never dropped): the server's
@@ -533,8 +534,12 @@ async def _start(
         options = attrs.evolve(options, session=str(path))
     try:
         with collapse_groups():
-            started = await runtime.start(attrs.evolve(options, trust_asker=chat.ask_trust))
+            scope = ModelScope()  # extensions' ctx.scoped_models, once resolved
+            started = await runtime.start(
+                attrs.evolve(options, trust_asker=chat.ask_trust, model_scope=scope)
+            )
         scoped, warnings = await resolve_scope(router, model_patterns)
+        scope.models = scoped
     except PitrioError as exc:
         from pitrio.transports.cli_hints import startup_error_text
 

@@ -206,3 +206,45 @@ async def test_a_deadline_shorter_than_the_wait_for_a_worker(
         "Script timed out: Execution timed out after 100 ms while waiting for a free codemode"
         " worker"
     )
+
+
+async def test_built_ins_are_locked_so_a_script_cannot_change_what_the_host_gets() -> None:
+    # Sloppy-mode assignments to locked built-ins do nothing (pi 1.6.0's scripts are sloppy
+    # too); the value reported and the JSON the prelude builds are unchanged.
+    result = await run(
+        "Array.prototype.toJSON = () => 'patched'; JSON.stringify = () => 'patched';\n"
+        "Object.prototype.extra = 1; globalThis.JSON = null;\n"
+        "return [[1, 2], typeof JSON, Object.isFrozen(Promise.prototype),"
+        " Object.isFrozen(Object.getPrototypeOf([][Symbol.iterator]())), ({}).extra]"
+    )
+    assert result.ok, result.error
+    assert result.value == [[1, 2], "object", True, True, None]
+    strict = await run("'use strict'; Array.prototype.push = null")
+    assert strict.error is not None and strict.error.name == "TypeError"  # strict code is told
+    thrown = await run("Object.defineProperty(Array.prototype, 'x', {value: 1})")
+    assert thrown.error is not None and thrown.error.name == "TypeError"
+
+
+async def test_ordinary_code_still_overrides_inherited_names_on_its_own_objects() -> None:
+    # The "override mistake": a frozen prototype's property would make these assignments fail.
+    result = await run(
+        "class MyError extends Error { constructor(m) { super(m); this.name = 'MyError' } }\n"
+        "const o = {}; o.toString = () => 'mine'; o.constructor = 'c';\n"
+        "function F() {} F.prototype.valueOf = () => 41;\n"
+        "return [String(new MyError('m')), String(o), o.constructor, new F() + 1,"
+        " Object.prototype.hasOwnProperty.call(o, 'toString')]"
+    )
+    assert result.ok, result.error
+    assert result.value == ["MyError: m", "mine", "c", 42, True]
+    on_built_in = await run("Error.prototype.name = 'x'")
+    # Even sloppy code gets the setter's TypeError when it assigns to the built-in itself.
+    assert on_built_in.error is not None and "read only property 'name'" in (
+        on_built_in.error.message
+    )
+
+
+async def test_the_hand_over_globals_are_gone_before_the_script_runs() -> None:
+    result = await run(
+        "return Reflect.ownKeys(globalThis).filter((k) => String(k).startsWith('__codemode'))"
+    )
+    assert result.ok and result.value == []

@@ -336,3 +336,41 @@ async def test_read_of_an_image_gives_an_image_block_that_image_shows(tmp_path: 
     assert len(images) == 1 and images[0].mime_type == "image/png"
     assert text_of(message.content).endswith('["image","image/png","string"]')
     assert "[Image saved to " in text_of(message.content)
+
+
+async def test_bash_gives_a_script_its_structured_result_even_for_a_failing_command(
+    tmp_path: Path,
+) -> None:
+    builtins = tuple(create_builtin_tools(str(tmp_path)))
+    assert {t.name for t in builtins if t.output_schema is not None} >= {"bash", "read"}
+    message, _ = await run(
+        "const ok = await tools.bash({command: 'echo hi'});\n"
+        "const bad = await tools.bash({command: 'echo oops >&2; exit 3'});\n"
+        "return [ok.output, ok.exit_code, ok.truncated, typeof ok.wall_time_seconds,"
+        " bad.output, bad.exit_code, Object.keys(ok).sort()]",
+        builtins,
+    )
+    text = text_of(message.content)
+    assert not message.is_error, text
+    assert text.endswith(
+        '["hi\\n",0,false,"number","oops\\n",3,'
+        '["exit_code","output","truncated","wall_time_seconds"]]'
+    )
+    # the failing call is still an error in the script's call list and the nested record
+    assert [c["status"] for c in message.details["calls"]] == ["ok", "error"]
+    assert message.nested_calls is not None
+    assert [c.status for c in message.nested_calls.calls] == ["ok", "error"]
+
+
+def test_scripts_are_told_what_bash_and_read_resolve_to(tmp_path: Path) -> None:
+    builtins = tuple(create_builtin_tools(str(tmp_path)))
+    listing = describe(builtins, inline_budget=None)
+    assert (
+        "tools.bash(args: { command: string; timeout?: number }): Promise<{ output: string; "
+        "truncated: boolean; full_output_path?: string; exit_code: number; "
+        "wall_time_seconds: number }>"
+    ) in listing
+    assert (
+        'Promise<string | { type: "image"; data: string; mimeType: string; note: string }>'
+        in listing
+    )

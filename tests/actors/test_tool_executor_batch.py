@@ -29,7 +29,7 @@ from pitrio.actors.tool_executor import (
 from pitrio.actors.tool_executor.context import MAX_NESTING_DEPTH
 from pitrio.actors.tool_executor.mutation import FileMutationQueue
 from pitrio.actors.tool_executor.tools import create_builtin_tools
-from pitrio.messages.agent import AgentToolResult, AssistantMessage, Usage
+from pitrio.messages.agent import AgentToolResult, AssistantMessage, Cost, Usage
 from pitrio.messages.content import TextContent, ToolCall, text_of
 from pitrio.messages.events import (
     AgentEvent,
@@ -475,22 +475,25 @@ async def test_nested_calls_share_the_pipeline_and_are_recorded(tmp_path: Path) 
     assert nested.calls[4].error == "no writes from inside"
 
 
+def calling(script: list[tuple[str, dict[str, Any]]], result: AgentToolResult) -> Any:
+    """A tool body that makes the nested calls of ``script`` in order, then returns ``result``."""
+
+    async def execute(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        call = current_call()
+        assert call is not None
+        for name, nested_args in script:
+            await call.execute_tool(name, nested_args)
+        return result
+
+    return execute
+
+
 async def test_nested_calls_of_nested_calls_are_recorded_on_the_model_issued_call() -> None:
     async def leaf(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
         return text_result("leaf")
 
-    async def middle(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
-        call = current_call()
-        assert call is not None
-        await call.execute_tool("leaf", {"big": "x" * 9000})
-        return text_result("middle")
-
-    async def top(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
-        call = current_call()
-        assert call is not None
-        await call.execute_tool("middle", {})
-        return text_result("top")
-
+    middle = calling([("leaf", {"big": "x" * 9000})], text_result("middle"))
+    top = calling([("middle", {})], text_result("top"))
     tools = tuple(
         AgentTool(name=name, execute=body)
         for name, body in (("top", top), ("middle", middle), ("leaf", leaf))
@@ -506,6 +509,41 @@ async def test_nested_calls_of_nested_calls_are_recorded_on_the_model_issued_cal
     # arguments over 8 KiB are left out with their size, and the record says it is incomplete
     assert nested.calls[1].arguments is None and nested.calls[1].arguments_bytes == 9010
     assert nested.complete is False
+
+
+def _usage(tokens: int, cost: float) -> Usage:
+    return Usage(input=tokens, output=1, total_tokens=tokens + 1, cost=Cost(input=cost, total=cost))
+
+
+async def test_nested_results_usage_is_added_to_the_model_issued_calls_message() -> None:
+    # pi 1.6.0: nested results are not stored, so their usage (deeper calls' too) is summed
+    # onto the result message of the call the model issued, beside that tool's own usage.
+    async def leaf(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        return AgentToolResult(content=(), usage=_usage(100, 0.5))
+
+    middle = calling([("leaf", {})], AgentToolResult(content=(), usage=_usage(20, 0.25)))
+    top = calling(
+        [("middle", {}), ("leaf", {})], AgentToolResult(content=(), usage=_usage(3, 0.125))
+    )
+    plain = calling([("leaf", {})], text_result("no usage of its own"))
+    tools = tuple(
+        AgentTool(name=name, execute=body)
+        for name, body in (("top", top), ("middle", middle), ("leaf", leaf), ("plain", plain))
+    )
+    recorder = Recorder()
+    batch = ToolBatch(assistant_message=response(("top", {}), ("plain", {})), tools=tools)
+    result = await run_tool_batch(batch, emit=recorder)
+    first, second = result.messages
+    assert first.usage is not None and second.usage is not None
+    assert (first.usage.input, first.usage.output, first.usage.total_tokens) == (223, 4, 227)
+    assert first.usage.cost.total == 1.375  # 0.125 own + 0.25 middle + 2 x 0.5 leaf
+    assert (second.usage.input, second.usage.cost.total) == (100, 0.5)
+    # the events of the calls keep each result's own usage
+    ends = {
+        e.tool_call_id: e.result.usage for e in recorder.events if isinstance(e, ToolExecutionEnd)
+    }
+    assert ends["call_1"] is not None and ends["call_1"].input == 3
+    assert ends["call_1/1"] is not None and ends["call_1/1"].input == 20
 
 
 async def test_nested_calls_reach_callable_tools_that_are_not_declared() -> None:

@@ -4,7 +4,9 @@ Two sandboxes, each with the same ``mcp.json`` (the time server without ``exposu
 ``codemode``; a ``direct`` entry for no tool makes 1.6.0's first prompt wait for the server).
 In one, pi runs first and pitrio continues its session (``-c``); in the other, pitrio first,
 pi continues. The first run's model calls ``codemode`` with a script that awaits the time
-server and ``read`` together and stores a value; the second run's script loads it. Both
+server and ``read`` together and stores a value; the second run's script loads it and runs a
+failing ``bash`` command, which resolves to bash's structured result (1.6.0's ``outputSchema``)
+in both agents. Both
 agents must: declare ``codemode`` and no MCP tool, list the server as ``(codemode)``, give
 the script the same values (the results' text after the wall time is the same), record the
 same nested calls (``nestedCalls`` on the result entry, ``details.calls``), and let the other
@@ -43,7 +45,13 @@ FIRST_SCRIPT = (
     'console.log("two calls");\n'
     "return {zone, b, failed: a.isError === true}"
 )
-SECOND_SCRIPT = 'text("stored: " + load("zone"));\nreturn ALL_TOOLS.some((t) => t.name === "read")'
+SECOND_SCRIPT = (
+    'text("stored: " + load("zone"));\n'
+    # bash resolves to its structured result (1.6.0's outputSchema), a failing command too
+    'const sh = await tools.bash({command: "echo hi; exit 2"});\n'
+    "text([Object.keys(sh).sort(), sh.output, sh.exit_code, typeof sh.wall_time_seconds]);\n"
+    'return ALL_TOOLS.some((t) => t.name === "read")'
+)
 RESULT_HEAD = re.compile(r"^Script completed\nWall time \d+\.\d seconds\nOutput:\n")
 
 
@@ -156,7 +164,11 @@ def test_the_other_agent_continues_with_the_stored_value(
         assert len(texts) == 2, (first, texts)  # the first run's result is in the history
         outputs[first] = RESULT_HEAD.sub("", texts[-1])
     assert outputs["pi"] == outputs["pitrio"], outputs
-    assert outputs["pi"].endswith("==> text 1/2 <==\nstored: UTC\n==> text 2/2 <==\ntrue")
+    assert outputs["pi"].endswith(
+        "==> text 1/3 <==\nstored: UTC\n==> text 2/3 <==\n"
+        '[["exit_code","output","truncated","wall_time_seconds"],"hi\\n",2,"number"]\n'
+        "==> text 3/3 <==\ntrue"
+    )
 
 
 def test_the_session_records_the_same_nested_calls(runs: dict[str, dict[str, Any]]) -> None:
@@ -184,10 +196,10 @@ def test_the_session_records_the_same_nested_calls(runs: dict[str, dict[str, Any
         shapes["pi"][1]
         == shapes["pitrio"][1]
         == {
-            "nested": [],
+            "nested": [("bash", "error")],
             "complete": True,
-            "calls": [],
-            "ids": [],
+            "calls": [("bash", "error")],
+            "ids": ["call_fixed2/1"],
         }
     )
     stores = {

@@ -80,7 +80,16 @@ class Lost:
     error: str
 
 
-McpCommand = Connect | Lost
+@attrs.frozen
+class Close:
+    """Close server ``name`` for good (an extension unregistered it): its connection ends,
+    its process with it, and it is no longer configured; answered once that is done."""
+
+    name: str
+    reply: Reply[None]
+
+
+McpCommand = Connect | Lost | Close
 
 
 @attrs.define
@@ -96,6 +105,10 @@ class _Slot:
     waiters: list[Reply[Connection]] = attrs.field(factory=list)
     ended: trio.Event = attrs.field(factory=trio.Event)
     """Set to end the live connection (its task then closes it)."""
+    serving: bool = False
+    """A connection task of this server is running."""
+    closers: list[Reply[None]] = attrs.field(factory=list)
+    """:class:`Close` requests answered when that task ends."""
 
 
 def _errlog(config: McpServerConfig) -> AbstractContextManager[IO[bytes] | None]:
@@ -235,6 +248,7 @@ class McpActor(Actor[McpCommand]):
                         slot.generation += 1
                         self._publish()
                         slot.ended = trio.Event()
+                        slot.serving = True
                         self.nursery.start_soon(self._serve, slot, slot.generation)
             case Lost(connection=connection, error=error):
                 slot = self._slots.get(connection.server)
@@ -243,14 +257,32 @@ class McpActor(Actor[McpCommand]):
                         slot.status, slot.connection, slot.error = "exited", None, error
                         self._publish()
                     slot.ended.set()
+            case Close(name=name, reply=reply):
+                slot = self._slots.pop(name, None)
+                if slot is None or not slot.serving:
+                    reply.set(None)
+                else:
+                    slot.closers.append(reply)
+                    slot.ended.set()
+                if slot is not None:
+                    self._publish()
+                    waiters, slot.waiters = slot.waiters, []
+                    for waiter in waiters:
+                        waiter.fail(McpServerError(f"MCP server {name} was closed"))
 
     # -- the connection task (one per start of a server) -------------------------------------
 
     async def _serve(self, slot: _Slot, generation: int) -> None:
         config = slot.config
-        with _errlog(config) as errlog:
-            started, failure = await self._connection(slot, generation, errlog)
-            tail = stderr_tail(errlog)
+        try:
+            with _errlog(config) as errlog:
+                started, failure = await self._connection(slot, generation, errlog)
+                tail = stderr_tail(errlog)
+        finally:
+            slot.serving = False
+            closers, slot.closers = slot.closers, []
+            for reply in closers:
+                reply.set(None)
         if not started:
             error = f"MCP server {config.name} failed to start: {failure}{tail}"
             if failure == str(sign_in_required(config.name)):
@@ -385,6 +417,11 @@ class McpHandle(Handle[McpCommand]):
         started again on next use."""
         with suppress(PitrioError):  # the actor is gone: nothing to restart
             await self.tell(Lost(connection, error))
+
+    async def close(self, name: str) -> None:
+        """Close server ``name`` for good and wait until its connection (and process) ended."""
+        with suppress(PitrioError):  # the actor is gone: so is the server
+            await self.ask(lambda reply: Close(name, reply))
 
     def servers(self) -> tuple[McpServerState, ...]:
         """Each server's state (the actor's latest snapshot: no round trip)."""

@@ -69,6 +69,9 @@ class SessionMcp:
     server_names: tuple[str, ...] = ()
     """Every configured server's name (a later registration of one of them is not started:
     ``mcp.json`` wins, as at start-up)."""
+    from_extensions: tuple[str, ...] = ()
+    """The started servers an extension registered during ``setup`` (no file's server of the
+    same name replaced them): unregistering one closes it."""
 
     @property
     def script_only(self) -> tuple[str, ...]:
@@ -217,6 +220,11 @@ async def start_session_mcp(
         auto_enable_codemode=config.auto_enable_codemode is not False,
         listed=listed,
         server_names=tuple(server.name for server in config.servers),
+        from_extensions=tuple(
+            server.name
+            for server in servers
+            if registered is not None and server.source == registered[1]
+        ),
     )
 
 

@@ -53,6 +53,7 @@ from pitrio.actors.session.commands import (
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import write_session_html, write_session_jsonl
+from pitrio.actors.session.extensions.context import ModelScope, ShutdownRequest
 from pitrio.actors.session.extensions.events import SessionCompactFailedEvent, SessionStartEvent
 from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
@@ -171,6 +172,9 @@ class SessionActor(Actor[SessionCommand]):
         project_trusted: bool = True,
         save_model_defaults: bool = False,
         named_models: tuple[Model, ...] = (),
+        extra_models: Callable[[], tuple[Model, ...]] | None = None,
+        model_scope: ModelScope | None = None,
+        shutdown: ShutdownRequest | None = None,
         start_reason: str = "startup",
         tools: ToolExecutorHandle | None = None,
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
@@ -213,6 +217,9 @@ class SessionActor(Actor[SessionCommand]):
         self._project_trusted = project_trusted
         self._save_model_defaults = save_model_defaults
         self._named_models = named_models
+        self._extra_models = extra_models
+        self._model_scope = model_scope
+        self._shutdown_request = shutdown
         self._start_reason = start_reason
         # The extension host (with extensions only) and the funnel that keeps its prompts'
         # order; the event pump and the run driver, made once the supervisor is up.
@@ -238,6 +245,9 @@ class SessionActor(Actor[SessionCommand]):
                     ui_clients=self._ui_clients,
                     mode=self._extension_mode,
                     project_trusted=self._project_trusted,
+                    stream=self._stream,
+                    scope=self._model_scope,
+                    shutdown=self._shutdown_request,
                 ),
                 session=self._self_handle(),
                 loop=self._loop,
@@ -274,6 +284,7 @@ class SessionActor(Actor[SessionCommand]):
             default_thinking_level=self._settings.default_thinking_level,
             save_model_defaults=self._save_model_defaults,
             named_models=self._named_models,
+            extra_models=self._extra_models,
         )
         hooks = LoopHooks(convert_to_llm=convert)
         if self._stream is not None:

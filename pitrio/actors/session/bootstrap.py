@@ -385,6 +385,8 @@ async def start_session(
     if tap is not None:  # the shared router's inbox is traced per session, sends only
         router = ModelRouterHandle(router.traced_sends(tap.tracer))
     stream = router.stream if tap is None else tap.stream(router.stream)
+    if loaded.extensions:  # their virtual models are routed before the router sees them
+        stream = loaded.holder.virtual_models.wrap(stream, router.resolve)
     if options.no_mcp:
         mcp = SessionMcp()
     else:
@@ -469,10 +471,20 @@ async def start_session(
     runner: ExtensionRunner | None = None
     if loaded.extensions:
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
+        loaded.holder.virtual_models.bind(runner.make_context)
         runner.problems.extend(tool_problems)
         if not options.no_mcp:  # connects the servers extensions register later
+            registrations = loaded.holder.mcp_servers
             loaded.holder.late_mcp = LateMcpServers(
-                started=mcp.server_names, listed=mcp.listed, search=mcp.search
+                started=mcp.server_names,
+                listed=mcp.listed,
+                search=mcp.search,
+                startup=mcp.handle,
+                from_setup={
+                    name: registrations[name].config
+                    for name in mcp.from_extensions
+                    if name in registrations
+                },
             )
     actor = SessionActor(
         loop=loop,
@@ -488,6 +500,9 @@ async def start_session(
         project_trusted=trust.trusted,
         save_model_defaults=options.save_model_defaults,
         named_models=(model,),
+        extra_models=loaded.holder.virtual_models.models,
+        model_scope=options.model_scope,
+        shutdown=options.shutdown,
         start_reason=options.start_reason,
         tools=tools,
         mcp_servers=mcp_states(mcp.handle, loaded.holder.late_mcp),

@@ -162,6 +162,7 @@ class SessionOperations:
         default_thinking_level: str | None = None,
         save_model_defaults: bool = False,
         named_models: tuple[Model, ...] = (),
+        extra_models: Callable[[], tuple[Model, ...]] | None = None,
     ) -> None:
         self._loop = loop
         self._store = store
@@ -180,6 +181,9 @@ class SessionOperations:
         # by the session file): selectable again even when the listing leaves it out (a
         # faux model beside configured ones).
         self._named_models = named_models
+        # Models of this session only, listed after the router's: the virtual models its
+        # extensions registered.
+        self._extra_models = extra_models or (lambda: ())
 
     # -- settings ------------------------------------------------------------------------
 
@@ -214,16 +218,16 @@ class SessionOperations:
     # -- model and thinking (§3.10) ------------------------------------------------------
 
     async def _available(self) -> tuple[Model, ...]:
-        if self._router is None:
-            return ()
-        return await self._router.available_models()
+        found = () if self._router is None else await self._router.available_models()
+        return (*found, *self._extra_models())
 
     async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
         """The models of the process's registry (``all``) or those with credentials
-        (``available``), for extensions' ``ctx.model_registry``."""
+        (``available``), then the session's own, for extensions' ``ctx.model_registry``."""
         if which == "available":
             return await self._available()
-        return () if self._router is None else await self._router.list_models()
+        found = () if self._router is None else await self._router.list_models()
+        return (*found, *self._extra_models())
 
     async def set_model(
         self, provider: str, model_id: str, *, level: ThinkingLevel | None = None

@@ -13,6 +13,7 @@ import trio
 
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.session.actor import SessionHandle
+from pitrio.actors.session.extensions.context import ModelScope, ShutdownRequest
 from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store import SessionSeed, SessionStoreHandle
 from pitrio.actors.session_store.actor import StoreOptions
@@ -121,6 +122,11 @@ class SessionOptions:
     trace: TapFactory | None = None
     """Trace the session (``--trace``; :mod:`pitrio.actors.trace`); ``None``: as
     :func:`~pitrio.actors.trace.tap.tracing_sessions` says, else not at all."""
+    model_scope: ModelScope | None = None
+    """Where the transport puts the ``--models`` scope once resolved (extensions'
+    ``ctx.scoped_models``); the same object for every session these options start."""
+    shutdown: ShutdownRequest | None = None
+    """Where extensions' ``ctx.shutdown()`` asks the transport to end (``None``: ignored)."""
 
 
 @attrs.frozen

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -363,6 +363,12 @@ class SessionStoreHandle(Handle[StoreCommand]):
     async def context_messages(self) -> tuple[AgentMessage, ...]:
         """The projected messages at the leaf as a tuple (O(n); prefer :meth:`context`)."""
         context = await self.context()
+        return context.messages.materialize()
+
+    async def preview_messages(self, entries: Sequence[SessionEntry]) -> tuple[AgentMessage, ...]:
+        """The projected messages the leaf would have with ``entries`` appended (nothing is
+        written; O(path))."""
+        context = await self._query(queries.preview(entries))
         return context.messages.materialize()
 
     # -- new sessions --------------------------------------------------------------------------

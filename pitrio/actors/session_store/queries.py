@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+import attrs
+
 from pitrio.actors.session_store.commands import ForkResult, SessionSeed, StoreView, new_header
 from pitrio.actors.session_store.paths import session_file_name
 from pitrio.actors.session_store.projection import EMPTY_CONTEXT, Projection, SessionContext
@@ -13,6 +15,7 @@ from pitrio.actors.session_store.stored import AnyEntry, StoredEntry
 from pitrio.errors import EntryNotFoundError, SessionError
 from pitrio.messages.agent import UserMessage
 from pitrio.messages.content import text_of
+from pitrio.messages.entries import SessionEntry
 
 
 def entry(entry_id: str) -> Callable[[StoreView], AnyEntry | None]:
@@ -42,6 +45,24 @@ def context_at(store: StoreView, leaf_id: str | None) -> SessionContext:
             return EMPTY_CONTEXT
         leaf_id = tree.entries[-1].id
     return Projection(tree.path(leaf_id)).context()
+
+
+def preview(entries: Sequence[SessionEntry]) -> Callable[[StoreView], SessionContext]:
+    """The query of the context the leaf's would become with ``entries`` appended after it, in
+    order (their envelopes are replaced: each one's parent is the one before), without writing
+    them: a boundary handler's preview of the drafts before it (pi 1.6.0). O(path)."""
+
+    def run(store: StoreView) -> SessionContext:
+        tree = store.tree
+        projection = Projection(tree.path())
+        parent = tree.leaf_id
+        for number, item in enumerate(entries, start=1):
+            placed = attrs.evolve(item, id=f"preview-{number}", parent_id=parent)
+            projection.append(StoredEntry.from_entry(placed))
+            parent = placed.id
+        return projection.context()
+
+    return run
 
 
 def fork(

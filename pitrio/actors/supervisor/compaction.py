@@ -73,7 +73,6 @@ from pitrio.actors.supervisor.compaction_summary import (
     SummaryRequest,
     build_summary_request,
     build_turn_prefix_request,
-    combine_usage,
     compaction_failure_message,
     conversation_block,
     finish_compaction,
@@ -86,6 +85,7 @@ from pitrio.actors.supervisor.overflow import overflow_kind
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
+    combine_usage,
 )
 from pitrio.messages.events import CompactionEnd
 from pitrio.messages.model import Model

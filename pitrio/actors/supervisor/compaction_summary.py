@@ -271,31 +271,6 @@ def finish_compaction(
     )
 
 
-def combine_usage(first: Usage, *more: Usage) -> Usage:
-    """The sum of summary requests' usages (pi 1.6.0's ``combineUsage``): every count and
-    cost summed. (Optional splits a newer usage may carry are summed when either side has
-    them; a provider-reported total stays so only when every part is.)"""
-    total = first
-    for other in more:
-        total = _add(total, other)
-    return total
-
-
-def _add(first: Any, second: Any) -> Any:
-    changes: dict[str, Any] = {}
-    for field in attrs.fields(type(first)):
-        a, b = getattr(first, field.name), getattr(second, field.name)
-        if field.name == "extra":
-            continue
-        if attrs.has(type(a)) and type(a) is type(b):
-            changes[field.name] = _add(a, b)
-        elif isinstance(a, bool) or isinstance(b, bool):
-            changes[field.name] = a is True and b is True
-        elif isinstance(a, int | float) or isinstance(b, int | float):
-            changes[field.name] = (a or 0) + (b or 0)
-    return attrs.evolve(first, **changes)
-
-
 def compaction_failure_message(reason: str, error: str) -> str:
     """The ``compaction_end.errorMessage`` of a compaction that raised ``error``."""
     if reason == "overflow":

@@ -60,6 +60,8 @@ from pitrio.messages.agent import (
     AssistantMessage,
     NestedToolCalls,
     ToolResultMessage,
+    Usage,
+    combine_usage,
     now_ms,
 )
 from pitrio.messages.content import TextContent, ToolCall
@@ -161,6 +163,8 @@ class _Finished:
     """How long the tool body ran (pi 1.6.0); ``None`` for a call refused before it ran."""
     nested: NestedToolCalls | None = None
     """The calls this model-issued call made through nested calls."""
+    nested_usage: Usage | None = None
+    """Their results' summed usage, added to the result message's (pi 1.6.0)."""
 
 
 def error_result(message: str) -> AgentToolResult:
@@ -405,8 +409,12 @@ class _BatchRunner:
             result = context.aborted_result or item.tool.result_on_abort(state.latest)
             is_error = True
         done = await self._after(item, result, is_error, parent_id)
-        nested = context.recorder.snapshot() if parent is None else None
-        return attrs.evolve(done, duration_ms=duration_ms, nested=nested)
+        if parent is not None:
+            return attrs.evolve(done, duration_ms=duration_ms)
+        recorder = context.recorder
+        return attrs.evolve(
+            done, duration_ms=duration_ms, nested=recorder.snapshot(), nested_usage=recorder.usage
+        )
 
     async def _after(
         self,
@@ -476,10 +484,12 @@ class _BatchRunner:
             done = _Finished(-1, call, self._nested_aborted(name, state), True)
             if not self.abort.aborted:  # the caller goes on: the record is final
                 parent.recorder.finish(handle, True, _text_of(done.result))
+                parent.recorder.add_usage(done.result.usage)
             with trio.CancelScope(shield=True):
                 await self._emit_end(done, parent.tool_call_id)
             raise
         parent.recorder.finish(handle, done.is_error, _text_of(done.result))
+        parent.recorder.add_usage(done.result.usage)
         await self._emit_end(done, parent.tool_call_id)
         return NestedCall(
             tool_call_id=call.id, tool_name=name, result=done.result, is_error=done.is_error
@@ -524,12 +534,19 @@ class _BatchRunner:
             tool_name=done.call.name,
             content=done.result.content,
             details=done.result.details,
-            usage=done.result.usage,
+            usage=_with_nested(done.result.usage, done.nested_usage),
             is_error=done.is_error,
             duration_ms=done.duration_ms,
             timestamp=now_ms(),
             nested_calls=done.nested,
         )
+
+
+def _with_nested(own: Usage | None, nested: Usage | None) -> Usage | None:
+    """A result message's usage: the tool's own plus its nested calls' (either may be absent)."""
+    if nested is None or own is None:
+        return own if nested is None else nested
+    return combine_usage(own, nested)
 
 
 def _text_of(result: AgentToolResult) -> str:

@@ -5,7 +5,8 @@ private to the call's task). Through it a tool may run another tool — a *neste
 1.6.0's ``ctx.executeTool``) that goes through the same lookup, validation and hooks, emits
 ``tool_execution_*`` events carrying ``parentToolCallId`` and is recorded, with the calls of
 its own nested calls, in the ``nestedCalls`` of the model-issued call's result message
-(:class:`NestedCallRecorder`, pi's bounded record) — and may say what its result is if abort
+(:class:`NestedCallRecorder`, pi's bounded record, which also sums the nested results'
+usage onto that message) — and may say what its result is if abort
 cuts it short.
 """
 
@@ -19,7 +20,13 @@ import attrs
 import orjson
 import trio
 
-from pitrio.messages.agent import AgentToolResult, NestedToolCallRecord, NestedToolCalls
+from pitrio.messages.agent import (
+    AgentToolResult,
+    NestedToolCallRecord,
+    NestedToolCalls,
+    Usage,
+    combine_usage,
+)
 from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
@@ -55,6 +62,10 @@ class NestedCallRecorder:
         self._started: dict[int, float] = {}
         self._complete = True
         self._argument_bytes = 0
+        self.usage: Usage | None = None
+        """The summed ``usage`` of every nested result, those dropped from the record too:
+        nested results are not stored, so this is where their model work is counted (pi
+        1.6.0 adds it to the model-issued call's result message)."""
 
     def start(self, call_id: str, name: str, args: dict[str, Any]) -> int | None:
         """Record a call as it starts; its handle for :meth:`finish` (``None``: dropped)."""
@@ -84,6 +95,11 @@ class NestedCallRecorder:
         record["duration_ms"] = max(0, round((trio.current_time() - started) * 1000))
         if is_error and error_text:
             record["error"] = error_text[:MAX_ERROR_CHARS]
+
+    def add_usage(self, usage: Usage | None) -> None:
+        """Count a nested result's usage."""
+        if usage is not None:
+            self.usage = usage if self.usage is None else combine_usage(self.usage, usage)
 
     def snapshot(self) -> NestedToolCalls | None:
         """The record so far (``None`` when no nested call was made)."""

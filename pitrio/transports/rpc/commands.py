@@ -21,7 +21,6 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
-import attrs
 import trio
 
 from pitrio.errors import PitrioError, unwrap_group
@@ -32,6 +31,9 @@ from pitrio.sdk.session import (
     CycleResult,
     SessionHandle,
     SessionReplacementCancelled,
+)
+from pitrio.sdk.session import (
+    ScopedModel as ScopedModel,
 )
 from pitrio.sdk.tools import nul_problem
 from pitrio.transports.rpc.entries import EntryNotFound, entries_data, tree_data
@@ -57,14 +59,6 @@ from pitrio.transports.rpc.shapes import (
 
 class CommandError(PitrioError):
     """A command's fields are unusable (the text becomes the response's ``error``)."""
-
-
-@attrs.frozen
-class ScopedModel:
-    """One model of the ``--models`` scope, with the thinking level its pattern named."""
-
-    model: Model
-    thinking_level: str | None = None
 
 
 class RpcBackend(Protocol):

@@ -47,10 +47,12 @@ from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouterHandle, start_model_router
 from pitrio.sdk.session import (
     CommandLedger,
+    ModelScope,
     SessionBeforeSwitchEvent,
     SessionHandle,
     SessionOptions,
     SessionRuntime,
+    ShutdownRequest,
     UiResponse,
     event_weight,
 )
@@ -74,6 +76,7 @@ from pitrio.transports.rpc.protocol import (
     dump_output,
     parse_record,
 )
+from pitrio.transports.rpc.scope import resolve_scope
 
 T = TypeVar("T")
 
@@ -125,6 +128,7 @@ class RpcServer:
         *,
         scoped_models: Sequence[ScopedModel] = (),
         max_record: int = DEFAULT_MAX_RECORD,
+        shutdown: ShutdownRequest | None = None,
     ) -> None:
         self._runtime = runtime
         self._startup = runtime.options
@@ -155,6 +159,10 @@ class RpcServer:
         self._at_gate = False
         self._in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
         self._ledger = CommandLedger()  # the ids this client's commands carried (exactly once)
+        # Extensions' ctx.shutdown(): served as the end of input once nothing needs the
+        # process (pi 1.6.0's RPC mode); ``_answered`` is replaced after each answer.
+        self._shutdown = shutdown
+        self._answered = trio.Event()
 
     # -- RpcBackend ----------------------------------------------------------------------
 
@@ -216,8 +224,9 @@ class RpcServer:
         await self._replace(self._runtime.clone)
 
     async def available_models(self) -> tuple[Model, ...]:
-        """The router's usable models, pitrio's offline echo model left out."""
-        models = await self._router.available_models()
+        """The session's usable models (the router's, then the virtual models its extensions
+        registered), pitrio's offline echo model left out."""
+        models = await (await self.session()).models("available")
         return tuple(m for m in models if (m.provider, m.id) not in HIDDEN_MODELS)
 
     def scoped_models(self) -> tuple[ScopedModel, ...]:
@@ -246,6 +255,7 @@ class RpcServer:
             async with trio.open_nursery() as handlers:
                 with trio.CancelScope() as reading:
                     nursery.start_soon(self._stop_reading_when_broken, reading)
+                    nursery.start_soon(self._stop_reading_when_shut_down, reading)
                     await self._read_loop(stdin, handlers)
                 # End of input: stop the run so the commands already read can answer, then
                 # give them a moment (leaving this block waits for them, up to the deadline).
@@ -261,6 +271,21 @@ class RpcServer:
     async def _stop_reading_when_broken(self, reading: trio.CancelScope) -> None:
         await self._out.broken.wait()
         reading.cancel()
+
+    async def _stop_reading_when_shut_down(self, reading: trio.CancelScope) -> None:
+        """After ``ctx.shutdown()``: stop reading (as at the end of input) once the session is
+        idle and every command read has its answer; each answer looks again."""
+        if self._shutdown is None:
+            return
+        await self._shutdown.requested.wait()
+        while True:
+            answered = self._answered
+            with contextlib.suppress(PitrioError):
+                await (await self.session()).wait_for_idle()
+            if self._in_flight.borrowed_tokens == 0:
+                reading.cancel()
+                return
+            await answered.wait()
 
     async def _abort_activity(self) -> None:
         """At EOF: stop the run and a user command, so pending commands can answer."""
@@ -343,6 +368,8 @@ class RpcServer:
                 if self._open_prompts == 0:
                     self._prompts_answered.set()
                     self._prompts_answered = trio.Event()
+            self._answered.set()
+            self._answered = trio.Event()
 
     # -- events --------------------------------------------------------------------------
 
@@ -499,27 +526,6 @@ def _widen_pipe(fd: int) -> None:
             fcntl.fcntl(fd, set_size, PIPE_SIZE)
 
 
-async def resolve_scope(
-    router: ModelRouterHandle, patterns: Sequence[str], source: str = "--models"
-) -> tuple[tuple[ScopedModel, ...], list[str]]:
-    """``source``'s model patterns as available models (and warnings for the others)."""
-    available = {(m.provider, m.id) for m in await router.available_models()}
-    scoped: list[ScopedModel] = []
-    warnings: list[str] = []
-    for pattern in patterns:
-        try:
-            model, level = await router.resolve_pattern(pattern)
-        except PitrioError as exc:
-            warnings.append(f"Warning: {source} {pattern}: {exc}")
-            continue
-        if (model.provider, model.id) not in available:
-            warnings.append(f"Warning: {source} {pattern}: no credentials for {model.provider}")
-            continue
-        if all(s.model != model for s in scoped):
-            scoped.append(ScopedModel(model, level))
-    return tuple(scoped), warnings
-
-
 async def serve_process(
     options: SessionOptions,
     *,
@@ -550,11 +556,16 @@ async def serve_process(
                 try:
                     router = await start_model_router(root, faux=pitrio.default_faux())
                     runtime = SessionRuntime(root, router)
+                    scope = ModelScope()  # extensions' ctx.scoped_models, once resolved
+                    shutdown = ShutdownRequest()  # extensions' ctx.shutdown()
                     with collapse_groups():
-                        started = await runtime.start(options)
+                        started = await runtime.start(
+                            attrs.evolve(options, model_scope=scope, shutdown=shutdown)
+                        )
                     patterns = model_patterns or started.enabled_models  # pi 1.6.0's order
                     source = "--models" if model_patterns else "enabledModels"
                     scoped, scope_warnings = await resolve_scope(router, patterns, source)
+                    scope.models = scoped
                 except PitrioError as exc:
                     from pitrio.transports.cli_hints import startup_error_text
 
@@ -572,7 +583,9 @@ async def serve_process(
                     gc.freeze()
                     _widen_pipe(stdout_fd)
                     stdout = trio.lowlevel.FdStream(stdout_fd)
-                    server = RpcServer(runtime, router, stdout, scoped_models=scoped)
+                    server = RpcServer(
+                        runtime, router, stdout, scoped_models=scoped, shutdown=shutdown
+                    )
                     await server.serve(stdin)
             if runtime is not None:
                 with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_SECONDS):

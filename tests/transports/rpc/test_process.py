@@ -619,3 +619,37 @@ async def test_stray_output_goes_to_stderr(dirs: Dirs) -> None:
         await finish(rpc)
     assert b"stray print" not in rpc.raw and b"stray fd" not in rpc.raw
     assert b"stray print" in rpc.stderr and b"stray fd write" in rpc.stderr
+
+
+SCOPE_AND_SHUTDOWN = """
+import json
+
+
+def setup(api):
+    async def scope(args, ctx):
+        with open(args, "w") as out:
+            json.dump([[m.model.ref, m.thinking_level] for m in ctx.scoped_models], out)
+
+    async def bye(args, ctx):
+        ctx.shutdown()
+
+    api.register_command("scope", scope)
+    api.register_command("bye", bye)
+"""
+
+
+async def test_an_extension_sees_the_scope_and_can_shut_the_process_down(dirs: Dirs) -> None:
+    """pi 1.6.0's ``ctx.scopedModels`` and ``ctx.shutdown()`` in RPC mode: the scope is the
+    ``--models`` one, and after ``shutdown()`` the process ends once its last command is
+    answered and the session idle, as at the end of its input (exit 0, stdin still open)."""
+    extension = dirs.root / "scope_ext.py"
+    extension.write_text(SCOPE_AND_SHUTDOWN)
+    written = dirs.root / "scope.json"
+    args = ("-e", str(extension), "--models", "faux/faux-1,faux/faux-think:low")
+    async with rpc_process(dirs, *args) as rpc:
+        await rpc.data({"type": "prompt", "message": f"/scope {written}"})
+        answer = await rpc.data({"type": "prompt", "message": "/bye"})
+        code = await rpc.wait_exit()
+    assert answer == {"disposition": "handled"}  # answered before the process ends
+    assert code == 0, rpc.stderr.decode()
+    assert orjson.loads(written.read_bytes()) == [["faux/faux-1", None], ["faux/faux-think", "low"]]

@@ -4,11 +4,14 @@ from pitrio.actors.session.extensions.api import (
     EventBus,
     ExecResult,
     ExtensionAPI,
-    ExtensionApiError,
     PortHolder,
     SessionPort,
 )
-from pitrio.actors.session.extensions.context import CommandContext, ExtensionContext
+from pitrio.actors.session.extensions.context import (
+    CommandContext,
+    ExtensionApiError,
+    ExtensionContext,
+)
 from pitrio.actors.session.extensions.events import (
     BeforeAgentStartResult,
     BeforeCompactResult,

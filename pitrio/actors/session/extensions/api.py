@@ -19,6 +19,7 @@ import trio
 
 from pitrio.actors.mcp.config import parse_file
 from pitrio.actors.mcp.naming import mcp_namespace
+from pitrio.actors.session.extensions.context import ExtensionApiError as ExtensionApiError
 from pitrio.actors.session.extensions.events import McpServersChangeEvent, RegisteredMcpServer
 from pitrio.actors.session.extensions.registry import (
     EVENT_NAMES,
@@ -27,6 +28,11 @@ from pitrio.actors.session.extensions.registry import (
     Extension,
     Flag,
     Handler,
+)
+from pitrio.actors.session.extensions.virtual_models import (
+    ExtensionVirtualModel,
+    SessionVirtualModels,
+    VirtualModelError,
 )
 from pitrio.actors.tool_executor import AgentTool, NestedCall, current_call
 from pitrio.errors import PitrioError
@@ -42,10 +48,6 @@ if TYPE_CHECKING:
     from pitrio.actors.tool_executor import ToolExecutorHandle
 
 DeliverAs = Literal["steer", "followUp", "nextTurn"]
-
-
-class ExtensionApiError(PitrioError):
-    """An extension used the API wrongly (unknown event, call before the session started)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -392,6 +394,23 @@ class ExtensionAPI:
         """Set the thinking level (clamped to the model); the level in effect."""
         return await self._port("set_thinking_level").session.set_thinking_level(level)
 
+    # -- virtual models (pi 1.6.0) --------------------------------------------------------------
+
+    def register_virtual_model(self, model: ExtensionVirtualModel) -> None:
+        """Add a virtual model to this session: selectable like any model (``set_model``,
+        ``get_available_models``), each request of it routed by ``model.route(request, ctx)``
+        to a physical model first. Registering the same ``provider/id`` again replaces it;
+        one another extension registered raises :class:`ExtensionApiError`. Only this session
+        sees it (see DESIGN-NOTES "Extension virtual models")."""
+        try:
+            self._holder.virtual_models.register(model, self.path)
+        except VirtualModelError as exc:
+            raise ExtensionApiError(str(exc)) from None
+
+    def unregister_virtual_model(self, provider: str, model_id: str) -> None:
+        """Remove a virtual model this extension registered."""
+        self._holder.virtual_models.unregister(provider, model_id, self.path)
+
     # -- MCP servers (pi 1.6.0) -----------------------------------------------------------------
 
     def register_mcp_server(self, name: str, config: dict[str, Any]) -> None:
@@ -489,6 +508,8 @@ class PortHolder:
     mcp_reported: set[str] = attrs.field(factory=set)
     """Servers registered after start-up already reported as not connected."""
     late_mcp: LateMcpServers | None = None
+    virtual_models: SessionVirtualModels = attrs.field(factory=SessionVirtualModels)
+    """The virtual models the session's extensions registered (this session's only)."""
     """What connects servers registered after start-up (``None``: the session's MCP support
     is off, ``--no-mcp``)."""
 

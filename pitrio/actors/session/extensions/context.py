@@ -7,19 +7,37 @@ calls cannot deadlock it.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import CompactionResult
+from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
 
 if TYPE_CHECKING:
     from pitrio.actors.session.handle import SessionHandle
     from pitrio.actors.session.operations import NavigationResult
     from pitrio.actors.session_store.actor import SessionStoreHandle
-    from pitrio.messages.model import Model
+
+StreamCall = Callable[
+    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    Awaitable[None],
+]
+"""The session's way to the model router (``router.stream``, traced when tracing is on)."""
+STREAM_BUFFER = 64
+"""Events of an extension's request held until it reads them; past that the provider waits
+(back-pressure, nothing dropped)."""
+
+
+class ExtensionApiError(PitrioError):
+    """An extension used the API wrongly (unknown event, call before the session started)."""
 
 
 class SessionView:
@@ -69,6 +87,35 @@ class SessionView:
 
 
 @attrs.frozen
+class ScopedModel:
+    """One model of the session's scope (pi's ``ScopedModel``): a model and the thinking level
+    its pattern named."""
+
+    model: Model
+    thinking_level: str | None = None
+
+
+@attrs.define(eq=False)
+class ModelScope:
+    """The models ``--models`` (or the ``enabledModels`` setting) scope the sessions to, which
+    the transport resolves once a session has started (it needs the settings); shared by
+    reference by the sessions started with the same options (replacements too). Empty: no
+    scope, every available model can be used."""
+
+    models: tuple[ScopedModel, ...] = ()
+
+
+@attrs.define(eq=False)
+class ShutdownRequest:
+    """Where ``ctx.shutdown()`` asks the process to end (pi 1.6.0): the transport that made it
+    ends once nothing needs it any more (RPC: no command unanswered and the session idle), as
+    at the end of its input. A transport without one ignores the request, as pi's print
+    mode does."""
+
+    requested: trio.Event = attrs.field(factory=trio.Event)
+
+
+@attrs.frozen
 class ContextUsage:
     """How full the model's context is (pi's ``ContextUsage``): ``tokens`` and ``percent``
     are ``None`` when they cannot be told (right after a compaction, before a reply)."""
@@ -79,11 +126,59 @@ class ContextUsage:
 
 
 class ModelRegistryView:
-    """The models an extension may look up (part of pi's ``ctx.modelRegistry``: its
-    ``getAll``, ``getAvailable`` and ``find``)."""
+    """pi's ``ctx.modelRegistry`` as far as it makes sense in Python: looking models up
+    (``getAll``, ``getAvailable``, ``find``) and requests through the session's model router
+    (``streamSimple``, ``complete``), which resolves the credentials as for the session's own
+    requests, providers registered by extensions included. The requests are the extension's
+    own: not part of the session's transcript, and no ``*_provider_*`` extension event fires
+    for them (as in pi, whose registry calls skip the session's hooks)."""
 
-    def __init__(self, session: SessionHandle) -> None:
+    def __init__(self, session: SessionHandle, stream: StreamCall | None = None) -> None:
         self._session = session
+        self._stream = stream
+
+    @asynccontextmanager
+    async def stream_simple(
+        self, model: Model, context: LlmContext, options: StreamOptions | None = None
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[AssistantMessageEvent]]:
+        """``async with registry.stream_simple(model, context) as events:`` the response's
+        events as they come (``options``: ``reasoning``, ``max_tokens``, ``session_id``...);
+        the last is ``StreamDone`` or ``StreamError`` (a failure to set the request up is such
+        an error event too, as pi's). Leaving the block early cancels the request."""
+        stream = self._need_stream()
+        chosen = StreamOptions() if options is None else attrs.evolve(options, hooks=None)
+        send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
+
+        async def produce() -> None:
+            async with send:
+                await stream(model, context, chosen, send)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            async with receive:
+                yield receive
+            nursery.cancel_scope.cancel()
+
+    async def complete(
+        self, model: Model, context: LlmContext, options: StreamOptions | None = None
+    ) -> AssistantMessage:
+        """Run one request to its final assistant message; a failure is a message with stop
+        reason ``error`` and its ``error_message`` (never an exception), as pi's."""
+        final: AssistantMessage | None = None
+        async with self.stream_simple(model, context, options) as events:
+            async for event in events:
+                if isinstance(event, StreamDone):
+                    final = event.message
+                elif isinstance(event, StreamError):
+                    final = event.error
+        if final is None:
+            raise ExtensionApiError("the model stream ended without a final message")
+        return final
+
+    def _need_stream(self) -> StreamCall:
+        if self._stream is None:
+            raise ExtensionApiError("this session has no model router: it cannot make requests")
+        return self._stream
 
     async def get_all(self) -> tuple[Model, ...]:
         """Every model of the registry, with or without credentials."""
@@ -111,9 +206,14 @@ class ExtensionContext:
         system_prompt: str | None = None,
         mode: str = "print",
         project_trusted: bool = True,
+        stream: StreamCall | None = None,
+        scope: ModelScope | None = None,
+        shutdown: ShutdownRequest | None = None,
     ) -> None:
         self._session = session
-        self.model_registry = ModelRegistryView(session)
+        self._scope = scope
+        self._shutdown = shutdown
+        self.model_registry = ModelRegistryView(session, stream)
         self.ui: ExtensionUI = ui or NoUI()
         self.session_manager = SessionView(store)
         self._system_prompt = system_prompt
@@ -125,6 +225,13 @@ class ExtensionContext:
         """How the session is driven (pi 1.6.0's ``ctx.mode``): ``tui`` (the terminal chat),
         ``rpc`` (RPC, the daemon's clients, the SDK with UI clients), ``json`` or ``print``."""
         return self._mode
+
+    @property
+    def scoped_models(self) -> tuple[ScopedModel, ...]:
+        """pi's ``ctx.scopedModels``: the models ``--models`` / ``enabledModels`` scope the
+        session to (what ``cycle_model`` walks), empty when there is no scope. Known once
+        the transport resolved it after start-up: empty in ``session_start`` handlers."""
+        return () if self._scope is None else self._scope.models
 
     def is_project_trusted(self) -> bool:
         """Whether the project's own files are trusted in this session (saved, temporary or
@@ -166,6 +273,12 @@ class ExtensionContext:
     async def has_pending_messages(self) -> bool:
         """Whether steering or follow-up messages are queued."""
         return (await self._session.state()).pending_message_count > 0
+
+    def shutdown(self) -> None:
+        """Ask the process to end gracefully (pi's ``ctx.shutdown()``): returns at once; the
+        transport ends when the session is idle and every command read has its answer."""
+        if self._shutdown is not None:
+            self._shutdown.requested.set()
 
     async def abort(self) -> None:
         """Abort the current run (returns once the session is idle)."""

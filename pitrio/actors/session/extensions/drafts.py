@@ -15,6 +15,13 @@ from typing import Any
 import attrs
 
 from pitrio.messages.content import ImageContent, TextContent
+from pitrio.messages.entries import (
+    CompactionEntry,
+    ContentReplacement,
+    ContextEditEntry,
+    CustomEntry,
+    CustomMessageEntry,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -137,3 +144,28 @@ def parse_drafts(raw: Sequence[Any]) -> tuple[Draft, ...]:
 def changes_context(drafts: Sequence[Draft]) -> bool:
     """Whether writing ``drafts`` changes what the model sees next."""
     return any(not isinstance(draft, CustomDraft) for draft in drafts)
+
+
+def draft_entry(
+    draft: Draft, *, id: str, parent_id: str | None, timestamp: str
+) -> CustomEntry | CustomMessageEntry | ContextEditEntry | CompactionEntry:
+    """The entry ``draft`` would write, with the envelope given (a boundary's preview of the
+    context builds these without writing them)."""
+    envelope: dict[str, Any] = {"id": id, "parent_id": parent_id, "timestamp": timestamp}
+    if isinstance(draft, CustomDraft):
+        return CustomEntry(custom_type=draft.custom_type, data=draft.data, **envelope)
+    if isinstance(draft, CustomMessageDraft):
+        fields = attrs.asdict(draft, recurse=False)
+        return CustomMessageEntry(**fields, **envelope)
+    if isinstance(draft, ContextEditDraft):
+        replacement = _replacement(draft.replacement)
+        return ContextEditEntry(
+            target_id=draft.target_id, replacement=replacement, reason=draft.reason, **envelope
+        )
+    return CompactionEntry(**attrs.asdict(draft, recurse=False), **envelope)
+
+
+def _replacement(
+    content: str | tuple[TextContent | ImageContent, ...] | None,
+) -> ContentReplacement | None:
+    return None if content is None else ContentReplacement(content=content)

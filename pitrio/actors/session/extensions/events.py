@@ -13,8 +13,9 @@ from typing import Any, Literal
 import attrs
 
 from pitrio.actors.tool_executor.hooks import BeforeToolCallResult
-from pitrio.messages.agent import AgentMessage, ToolResultMessage
+from pitrio.messages.agent import AgentMessage, LlmMessage, ToolResultMessage
 from pitrio.messages.content import ImageContent
+from pitrio.messages.convert import convert_to_llm
 from pitrio.messages.model import Model
 
 InputSource = Literal["interactive", "rpc", "extension"]
@@ -338,12 +339,18 @@ class TurnEndEvent:
 @attrs.frozen(kw_only=True)
 class BoundaryContext:
     """What a boundary handler sees of the session's context (pi 1.6.0's
-    ``BoundaryContextPreview``, in part): the projected messages as persisted and whether a
-    continuation could start from them. Built once per boundary: the drafts of the handlers
-    before are in ``entries``, not applied here."""
+    ``BoundaryContextPreview``, in part): the projected messages with the drafts of the
+    handlers before it applied (not written yet; those drafts are also in ``entries``) and
+    whether a continuation could start from them."""
 
     context_messages: tuple[AgentMessage, ...]
     can_continue: bool
+
+    @property
+    def llm_messages(self) -> tuple[LlmMessage, ...]:
+        """pi's ``llmMessages``: the messages as the model would be sent them (converted
+        when read)."""
+        return tuple(convert_to_llm(self.context_messages))
 
 
 @attrs.frozen(kw_only=True)

@@ -32,7 +32,14 @@ from pitrio.actors.agent_loop.hooks import (
 )
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.session.extensions.boundary import can_continue, commit_drafts
-from pitrio.actors.session.extensions.context import CommandContext, ExtensionContext
+from pitrio.actors.session.extensions.context import (
+    CommandContext,
+    ExtensionContext,
+    ModelScope,
+    ShutdownRequest,
+    StreamCall,
+)
+from pitrio.actors.session.extensions.drafts import DraftError, draft_entry, parse_drafts
 from pitrio.actors.session.extensions.events import (
     AgentBeforeSettleEvent,
     BeforeCompactResult,
@@ -77,7 +84,7 @@ from pitrio.actors.session.extensions.runner import ExtensionRunner, ToolCallBlo
 from pitrio.actors.session.extensions.ui import ClientUI, ExtensionUI, NoUI, UiResponse
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, CustomMessage
-from pitrio.messages.entries import CompactionResult
+from pitrio.messages.entries import CompactionResult, iso_now
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest, MessageEnd
 
 if TYPE_CHECKING:
@@ -102,6 +109,9 @@ class HostSettings:
     ui_clients: bool = False  # a client can answer dialogs (RPC, the daemon)
     mode: str = "print"  # ctx.mode: tui, rpc, json or print (pi 1.6.0)
     project_trusted: bool = True  # ctx.is_project_trusted(): the session's trust decision
+    stream: StreamCall | None = None  # ctx.model_registry's requests: the session's router
+    scope: ModelScope | None = None  # ctx.scoped_models, filled in by the transport
+    shutdown: ShutdownRequest | None = None  # ctx.shutdown(): the transport's
 
 
 @attrs.frozen
@@ -134,6 +144,9 @@ class ExtensionHost(Actor[HostCommand]):
         self._ui_clients = settings.ui_clients
         self._mode = settings.mode
         self._project_trusted = settings.project_trusted
+        self._stream = settings.stream
+        self._scope = settings.scope
+        self._shutdown = settings.shutdown
         self._session = session
         self._loop = loop
         self._store = store
@@ -182,6 +195,9 @@ class ExtensionHost(Actor[HostCommand]):
             system_prompt=self._runner.system_prompt,
             mode=self._mode,
             project_trusted=self._project_trusted,
+            stream=self._stream,
+            scope=self._scope,
+            shutdown=self._shutdown,
         )
 
     def _command_context(self) -> CommandContext:
@@ -191,6 +207,9 @@ class ExtensionHost(Actor[HostCommand]):
             ui=self._ui,
             mode=self._mode,
             project_trusted=self._project_trusted,
+            stream=self._stream,
+            scope=self._scope,
+            shutdown=self._shutdown,
         )
 
     # -- the inbox ----------------------------------------------------------------------------
@@ -414,12 +433,25 @@ class ExtensionHost(Actor[HostCommand]):
                 context_messages=tuple(projected), can_continue=can_continue(projected)
             ),
         )
-        drafts, proceed = await self._runner.boundary("turn_end", event)
+        drafts, proceed = await self._runner.boundary("turn_end", event, self._preview)
         changed = await self._commit("turn_end", drafts)
         # Stopping the loop to re-project must not end a run that had more to do.
         if proceed or (changed and context.tool_results):
             self.boundary_continue = True
         return changed
+
+    async def _preview(self, raw: tuple[Any, ...]) -> BoundaryContext:
+        """The context a boundary handler sees: the persisted one with the drafts of the
+        handlers before it applied, not written (pi 1.6.0's per-handler preview). Drafts that
+        do not parse are left out of it (they will be reported, and none written, at commit)."""
+        try:
+            drafts = parse_drafts(raw)
+        except DraftError:
+            drafts = ()
+        stamp = iso_now()
+        entries = [draft_entry(d, id="", parent_id=None, timestamp=stamp) for d in drafts]
+        messages = await self._store.preview_messages(entries)
+        return BoundaryContext(context_messages=messages, can_continue=can_continue(messages))
 
     async def _settle_boundary(self, outcome: str) -> tuple[bool, bool]:
         """``agent_before_settle``: commit the handlers' drafts; (continue requested, can
@@ -436,7 +468,7 @@ class ExtensionHost(Actor[HostCommand]):
                 continue_=proceed,
                 context=BoundaryContext(context_messages=tuple(context), can_continue=can),
             )
-            drafts, asked = await runner.boundary("agent_before_settle", event)
+            drafts, asked = await runner.boundary("agent_before_settle", event, self._preview)
             if await self._commit("agent_before_settle", drafts):
                 can = can_continue(await self._store.context_messages())
             proceed = proceed or asked

@@ -8,7 +8,9 @@ server process or HTTP session); its tools are registered with the session's too
 (``direct`` ones active) and removed again on close, and the ``mcp_servers`` prompt section
 is rendered again over the start-up servers and these. :meth:`LateMcpServers.sync` brings
 the running set to the registrations as they are when it runs, under a lock, so calls made
-in any order converge on the latest registrations.
+in any order converge on the latest registrations. A server registered during ``setup``
+started with the session's other servers; unregistering it (or registering another entry
+under its name) closes it in their MCP actor and takes its tools away in the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import attrs
 import trio
 
 from pitrio.actors.mcp.config import McpServerConfig, parse_file
-from pitrio.actors.mcp.naming import declared_exposure
+from pitrio.actors.mcp.naming import declared_exposure, mcp_namespace
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
 from pitrio.actors.mcp.search_tool import ToolSearch
 from pitrio.actors.mcp.session import listed_server, tool_document
@@ -34,6 +36,12 @@ if TYPE_CHECKING:
 class _Sections(Protocol):
     async def set_prompt_section(self, name: str, text: str | None) -> None:
         """Replace (``None``: remove) one of the session's prompt sections."""
+        ...
+
+
+class _Closes(Protocol):
+    async def close(self, name: str) -> None:
+        """Close server ``name`` for good (the start-up MCP actor's handle)."""
         ...
 
 
@@ -98,9 +106,16 @@ class LateMcpServers:
         started: tuple[str, ...],
         listed: tuple[ListedServer, ...],
         search: ToolSearch | None = None,
+        startup: _Closes | None = None,
+        from_setup: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._started = set(started)
         self._listed = listed
+        self._startup = startup
+        """The start-up servers' MCP actor, which closes those registered during ``setup``."""
+        self._setup = {name: dict(config) for name, config in (from_setup or {}).items()}
+        """Servers an extension registered during ``setup`` that started with the session
+        and are still open: their registered entries."""
         self._search = search
         """``tool_search`` of the session (made here, and registered, for the first late
         server with deferred tools when the session started without one)."""
@@ -122,6 +137,10 @@ class LateMcpServers:
         then render the prompt section again. ``servers`` is read under the lock: the
         registrations as they are then."""
         async with self._lock:
+            for name in list(self._setup):
+                current = servers.get(name)
+                if current is None or current.config != self._setup[name]:
+                    await self._close_setup(port, name)
             for name in list(self._running):
                 current = servers.get(name)
                 if current is None or current.config != self._running[name].config:
@@ -184,6 +203,25 @@ class LateMcpServers:
         await port.tools.unregister(running.tools)
         running.scope.cancel()
         await running.done.wait()  # the connection and the server process are gone
+
+    async def _close_setup(self, port: SessionPort, name: str) -> None:
+        """Close a server that started with the session: its tools (those of its namespace)
+        leave the executor and ``tool_search``, its connection ends, and it is no longer
+        listed; registered again (with another entry) it then starts as a later one."""
+        del self._setup[name]
+        space = mcp_namespace(name)
+        tools = [
+            tool.name
+            for tool in await port.tools.all_tools()
+            if tool.namespace is not None and tool.namespace.get("name") == space
+        ]
+        if self._search is not None:
+            self._search.remove(tools)
+        await port.tools.unregister(tools)
+        if self._startup is not None:
+            await self._startup.close(name)
+        self._started.discard(name)
+        self._listed = tuple(server for server in self._listed if server.name != name)
 
     @staticmethod
     def _report(port: SessionPort, registration: RegisteredMcpServer, problem: str) -> None:

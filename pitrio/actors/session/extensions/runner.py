@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -208,6 +208,10 @@ class ExtensionRunner:
         """Connect the runner to its session: where errors go and how a ``ctx`` is made."""
         self._report = report
         self._context = context
+
+    def make_context(self) -> Any:
+        """A fresh ``ctx`` (``None`` before the session bound the runner)."""
+        return self._context()
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -528,15 +532,28 @@ class ExtensionRunner:
                     action = result.action
         return action
 
-    async def boundary(self, event: str, payload: Any) -> tuple[tuple[Any, ...], bool]:
+    async def boundary(
+        self,
+        event: str,
+        payload: Any,
+        preview: Callable[[tuple[Any, ...]], Awaitable[Any]] | None = None,
+    ) -> tuple[tuple[Any, ...], bool]:
         """``turn_end`` / ``agent_before_settle``: each handler sees the drafts and the
         ``continue`` decided before it and may replace them; a failing handler is reported and
-        its predecessors' values kept. Returns (drafts, continue)."""
+        its predecessors' values kept. With ``preview``, each handler's ``context`` is the
+        context with those drafts applied (pi 1.6.0), built again only when they changed.
+        Returns (drafts, continue)."""
         entries: tuple[Any, ...] = ()
         proceed = False
+        previewed: tuple[Any, ...] = ()
+        context = getattr(payload, "context", None)
         for extension in self.extensions:
             for handler in list(extension.handlers_for(event)):
+                if preview is not None and entries != previewed:
+                    context, previewed = await preview(entries), entries
                 current = attrs.evolve(payload, entries=entries, continue_=proceed)
+                if preview is not None:
+                    current = attrs.evolve(current, context=context)
                 result = await self._result(extension, event, handler, current, BoundaryResult)
                 if result is None:
                     continue

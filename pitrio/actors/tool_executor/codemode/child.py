@@ -73,19 +73,20 @@ def main() -> int:
     context.set("__codemodeTools", json.dumps(job["tools"]))
     context.set("__codemodeGlobals", json.dumps(job["globals"]))
     context.set("__codemodeStore", json.dumps(job["store"]))
+    # The hand-over globals are taken and deleted before the prelude runs: it locks every
+    # global there is, and a locked one could no longer be deleted (the bridge would stay
+    # reachable from the script).
     context.eval(
-        "globalThis.__codemodeApi = ("
-        + job["prelude"]
-        + ")(__codemodeBridge, __codemodeTools, __codemodeGlobals, __codemodeStore)"
+        "globalThis.__codemodeApi = (() => {"
+        " const given = [__codemodeBridge, __codemodeTools, __codemodeGlobals, __codemodeStore];"
+        " delete globalThis.__codemodeBridge; delete globalThis.__codemodeTools;"
+        " delete globalThis.__codemodeGlobals; delete globalThis.__codemodeStore;"
+        " return (" + job["prelude"] + ")(...given); })()"
     )
     settle = context.eval("__codemodeApi.settle")
     run = context.eval("__codemodeApi.run")
     stalled = context.eval("__codemodeApi.stalled")
-    context.eval(
-        "delete globalThis.__codemodeApi; delete globalThis.__codemodeBridge;"
-        "delete globalThis.__codemodeTools; delete globalThis.__codemodeGlobals;"
-        "delete globalThis.__codemodeStore;"
-    )
+    context.eval("delete globalThis.__codemodeApi;")
     try:
         # The first line of the wrapper holds the script's first line, so line numbers match.
         script = context.eval("(async (tools, console) => {" + job["code"] + "\n})")

@@ -7,6 +7,82 @@
 //   bridge("done", ok, valueOrErrorJson, writesJson)
 (function (bridge, toolsJson, globalsJson, storeJson) {
   "use strict";
+  // First of all, the built-ins are locked (as pi 1.6.0 locks them): every object reachable
+  // from the global object, and the intrinsics only instances lead to, is frozen, and the
+  // built-in globals become read-only. The script shares these objects with this file, so a
+  // script that patched one (Array.prototype.toJSON, JSON.stringify) could otherwise change
+  // what this file reports to the host.
+  (function lock() {
+    // A frozen prototype's data property cannot be assigned on an instance either (the
+    // "override mistake"): `this.name = "X"` in an Error subclass would throw. These keys
+    // (and every key of Object.prototype) become accessors whose setter defines an own
+    // property on the instance instead.
+    const SHADOWABLE = ["constructor", "name", "message", "toString", "toLocaleString", "valueOf", "toJSON"];
+    const visited = new Set([globalThis]);
+    const todo = [];
+    function visit(value) {
+      const kind = typeof value;
+      if (((kind === "object" && value !== null) || kind === "function") && !visited.has(value)) {
+        visited.add(value);
+        todo.push(value);
+      }
+    }
+    function shadowable(owner, key, value, enumerable) {
+      // Methods of an object literal: they have no `prototype` that would be walked again.
+      const pair = Object.getOwnPropertyDescriptor({
+        get slot() {
+          return value;
+        },
+        set slot(next) {
+          if (this === owner) throw new TypeError("Cannot assign to read only property '" + String(key) + "' of a built-in");
+          if ((typeof this !== "object" || this === null) && typeof this !== "function") return;
+          Object.defineProperty(this, key, { value: next, writable: true, enumerable: true, configurable: true });
+        },
+      }, "slot");
+      Object.defineProperty(owner, key, { get: pair.get, set: pair.set, enumerable, configurable: false });
+      visit(pair.get);
+      visit(pair.set);
+    }
+    for (const key of Reflect.ownKeys(globalThis)) {
+      const slot = Object.getOwnPropertyDescriptor(globalThis, key);
+      visit(slot.value);
+      visit(slot.get);
+      visit(slot.set);
+      if ("value" in slot && slot.configurable) Object.defineProperty(globalThis, key, { writable: false, configurable: false });
+    }
+    const protoOf = Object.getPrototypeOf;
+    visit(protoOf(function* () {}));
+    visit(protoOf(async function () {}));
+    visit(protoOf(async function* () {}));
+    visit(protoOf(Int8Array));
+    visit(protoOf([][Symbol.iterator]()));
+    visit(protoOf(new Map()[Symbol.iterator]()));
+    visit(protoOf(new Set()[Symbol.iterator]()));
+    visit(protoOf(""[Symbol.iterator]()));
+    visit(protoOf(/x/[Symbol.matchAll]("")));
+    if (typeof Iterator === "function") {
+      if (typeof Iterator.prototype.map === "function") visit(protoOf([].values().map((x) => x)));
+      if (typeof Iterator.from === "function") visit(protoOf(Iterator.from({ next() {} })));
+    }
+    while (todo.length > 0) {
+      const owner = todo.pop();
+      visit(protoOf(owner));
+      const slots = Object.getOwnPropertyDescriptors(owner);
+      for (const key of Reflect.ownKeys(slots)) {
+        const slot = slots[key];
+        if ("value" in slot) {
+          visit(slot.value);
+          if (slot.writable && slot.configurable && (owner === Object.prototype || SHADOWABLE.includes(key))) {
+            shadowable(owner, key, slot.value, slot.enumerable);
+          }
+        } else {
+          visit(slot.get);
+          visit(slot.set);
+        }
+      }
+      Object.freeze(owner);
+    }
+  })();
   // Captured before the script runs: a script that replaces one of these cannot change what
   // this file reports to the host.
   const toJson = JSON.stringify;

@@ -36,7 +36,7 @@ from pitrio.actors.tool_executor.tool import AgentTool, Loadout, LoadoutChange, 
 from pitrio.actors.tool_executor.tools.output_files import write_output_file
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
-from pitrio.messages.content import ImageContent, TextContent
+from pitrio.messages.content import TextContent
 
 STORE_ENTRY_TYPE = "codemode-store"
 PARAMETERS: dict[str, Any] = {
@@ -201,15 +201,6 @@ class _Script:
         content = _text(outcome.result)
         if outcome.is_error:
             raise HostCallError(content or f'Tool "{name}" failed')
-        images = [part for part in outcome.result.content if isinstance(part, ImageContent)]
-        if name == "read" and images:  # 1.6.0: an image file is an image block for image()
-            first = images[0]
-            return {
-                "type": "image",
-                "data": first.data,
-                "mimeType": first.mime_type,
-                "note": content,
-            }
         return content
 
     async def call_global(self, name: str, args: Any) -> Any:

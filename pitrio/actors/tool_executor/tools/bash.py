@@ -61,6 +61,20 @@ PARAMETERS: dict[str, Any] = {
     },
 }
 
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["output", "truncated", "exit_code", "wall_time_seconds"],
+    "properties": {
+        "output": {"type": "string", "description": "Combined stdout and stderr, maybe cut"},
+        "truncated": {"type": "boolean"},
+        "full_output_path": {"type": "string", "description": "The whole output, when cut"},
+        "exit_code": {"type": "number"},
+        "wall_time_seconds": {"type": "number"},
+    },
+}
+"""pi 1.6.0's ``outputSchema`` of bash: what a codemode script's ``tools.bash(...)`` resolves
+to (the ``structured_content``), a non-zero exit code included."""
+
 DESCRIPTION = (
     "Run a bash command in the working directory and return its combined stdout and stderr. "
     f"Only the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB of output are "
@@ -363,6 +377,7 @@ def create_bash_tool(
         aborted_result=_aborted,
         prompt_snippet=PROMPT_SNIPPET,
         constrained_sampling=JSON_SCHEMA_PREFER,
+        output_schema=OUTPUT_SCHEMA,
     )
 
 

@@ -54,6 +54,24 @@ PARAMETERS: dict[str, Any] = {
     },
 }
 
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "required": ["type", "data", "mimeType", "note"],
+            "properties": {
+                "type": {"const": "image"},
+                "data": {"type": "string"},
+                "mimeType": {"type": "string"},
+                "note": {"type": "string"},
+            },
+        },
+    ]
+}
+"""pi 1.6.0's ``outputSchema`` of read: a codemode script gets the text of a text file, and for
+an image the block ``image()`` shows, with the text that goes with it as ``note``."""
+
 DESCRIPTION = (
     "Read a file. Text files are returned as text; images (jpg, png, gif, webp) are returned as "
     f"image attachments. Text output stops after {DEFAULT_MAX_LINES} lines or "
@@ -254,4 +272,5 @@ def create_read_tool(cwd: str, settings: ReadSettings | None = None) -> AgentToo
         prompt_snippet=PROMPT_SNIPPET,
         prompt_guidelines=PROMPT_GUIDELINES,
         constrained_sampling=JSON_SCHEMA_PREFER,
+        output_schema=OUTPUT_SCHEMA,
     )

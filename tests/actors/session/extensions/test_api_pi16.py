@@ -303,6 +303,64 @@ async def test_boundaries_carry_the_outcome_and_the_context(
     assert settle_context.can_continue is False
 
 
+async def test_each_boundary_handler_sees_the_drafts_before_it_applied(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    """pi 1.6.0 builds a boundary's ``context`` for each handler with the drafts of the
+    handlers before it applied (not written): a custom message shows at the end, an edit
+    that omits the user's message takes it out, and the file has neither until the end."""
+    from pitrio.actors.model_router import FauxReply
+
+    seen: list[tuple[str, Any, int]] = []
+    files: list[int] = []
+
+    def setup(api: Any) -> None:
+        async def first(event: Any, ctx: Any) -> Any:
+            seen.append(("first", event.context, len(event.entries)))
+            files.append(len(await ctx.session_manager.entries()))
+            user = next(
+                e
+                for e in await ctx.session_manager.branch()
+                if getattr(getattr(e, "message", None), "role", None) == "user"
+            )
+            return {
+                "entries": [
+                    {"type": "context_edit", "targetId": user.id, "replacement": None},
+                    {"type": "custom_message", "customType": "note", "content": "noted"},
+                ]
+            }
+
+        async def second(event: Any, ctx: Any) -> None:
+            seen.append(("second", event.context, len(event.entries)))
+            files.append(len(await ctx.session_manager.entries()))
+
+        def third(event: Any, ctx: Any) -> Any:
+            seen.append(("third", event.context, len(event.entries)))
+            return {"entries": []}  # takes the drafts back
+
+        def fourth(event: Any, ctx: Any) -> None:
+            seen.append(("fourth", event.context, len(event.entries)))
+
+        for handler in (first, second, third, fourth):
+            api.on("agent_before_settle", handler)
+
+    async with session_with(tmp_path, setup, replies=(FauxReply(text="fine"),)) as h:
+        await h.session.prompt("go")
+    by_name = {name: (context, entries) for name, context, entries in seen}
+    base, _ = by_name["first"]
+    assert [m.role for m in base.context_messages][-2:] == ["user", "assistant"]
+    applied, drafts = by_name["second"]
+    assert drafts == 2
+    roles = [m.role for m in applied.context_messages]
+    assert "user" not in roles and roles[-1] == "custom"  # the edit and the message applied
+    assert text_of(applied.context_messages[-1].content) == "noted"
+    assert [m.role for m in applied.llm_messages][-2:] == ["assistant", "user"]  # pi's llmMessages
+    assert applied.can_continue is True  # it ends with the custom message now
+    assert base.can_continue is False
+    assert by_name["fourth"][0].context_messages == base.context_messages  # drafts withdrawn
+    assert files[0] == files[1]  # previewing wrote nothing
+
+
 async def test_a_cancelled_compaction_is_session_compact_failed(
     tmp_path: Path, agent_dir: Path
 ) -> None:

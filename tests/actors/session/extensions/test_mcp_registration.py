@@ -192,3 +192,51 @@ async def _synced(api: Any) -> None:
     which the lock orders before this one)."""
     holder = api._holder
     await holder.late_mcp.sync(holder.port, holder.mcp_servers)
+
+
+async def test_unregistering_a_server_registered_in_setup_closes_it(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    """Issue 35 item 3: a server an extension registered during ``setup`` started with the
+    session's other servers; unregistering it closes it like a later one, and registering
+    the name again with another entry starts that one."""
+    markers = tmp_path / "markers"
+    (tmp_path / "proj").mkdir()
+    apis: list[Any] = []
+
+    def setup(api: Any) -> None:
+        apis.append(api)
+        # codemode (1.6.0's default): the mcp_servers section lists it
+        api.register_mcp_server("edge", edge_server(markers, exposure="codemode"))
+
+    async with session_with(tmp_path, setup) as h:
+        api = apis[0]
+        before = [tool.name for tool in await api.get_all_tools()]
+        listed = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
+        pids = [int(line) for line in (markers / "starts").read_text().split()]
+        await h.session.prompt("hi")
+        prompt_with = h.faux.last_request.context.system_prompt
+        with trio.fail_after(WAIT):
+            api.unregister_mcp_server("edge")
+            await _synced(api)
+        alive = _running(pids)
+        after = [tool.name for tool in await api.get_all_tools()]
+        listed_after = [s.name for s in (await h.session.handle.state()).mcp_servers]
+        await h.session.prompt("again")
+        prompt_without = h.faux.last_request.context.system_prompt
+        with trio.fail_after(WAIT):  # the name again, another entry: a new server
+            api.register_mcp_server("edge", edge_server(markers, exposure="direct"))
+            await _synced(api)
+        again = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
+        active_again = list(await api.get_active_tools())
+        starts = (markers / "starts").read_text().split()
+        errors = [e for e in await h.drain() if isinstance(e, ExtensionError)]
+    assert listed == {"edge": "running"} and "mcp__edge__fail" in before
+    assert "mcp__edge" in prompt_with
+    assert len(pids) == 1 and alive == []  # the connection and its process are gone
+    assert not any(name.startswith("mcp__edge__") for name in after)
+    assert listed_after == []
+    assert "mcp__edge" not in prompt_without
+    assert again == {"edge": "running"} and len(starts) == 2
+    assert "mcp__edge__fail" in active_again  # the new entry's exposure: direct
+    assert errors == []
