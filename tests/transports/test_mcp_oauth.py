@@ -32,12 +32,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @asynccontextmanager
-async def _oauth_server(tmp_path: Path, client: str = "") -> AsyncIterator[str]:
-    """The OAuth + MCP server (``client``: its preset client), as the URL of its MCP path."""
+async def _oauth_server(tmp_path: Path, client: str = "", **knobs: str) -> AsyncIterator[str]:
+    """The OAuth + MCP server (``client``: its preset client; ``knobs``: its other
+    ``OAUTH_EDGE_*`` settings, by lower-case name), as the URL of its MCP path."""
     port_file = tmp_path / "port"
+    settings = {f"OAUTH_EDGE_{name.upper()}": value for name, value in knobs.items()}
     process = await trio.lowlevel.open_process(
         [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
-        env={**os.environ, "OAUTH_EDGE_CLIENT": client},
+        env={**os.environ, "OAUTH_EDGE_CLIENT": client, **settings},
     )
     try:
         await wait_for(port_file.exists, "the OAuth server to listen")
@@ -304,3 +306,36 @@ async def test_login_and_logout_refuse_as_pi_does(
     code, _, err = await _cli(agent_env, tmp_path, *args)
     assert code == 1
     assert message in err
+
+
+async def test_two_processes_refreshing_one_token_refresh_it_once(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """pi's refresh lock: two pitrio processes whose token the server rejects both want to
+    refresh it with the same (rotating) refresh token; the server answers the refresh only
+    after both were rejected, so the second waits on the lock while the first refreshes,
+    then reads the new token instead of spending the spent refresh token."""
+    grants = tmp_path / "grants"
+    async with _oauth_server(tmp_path, log=str(grants), gate="2") as url:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        auth_file = agent_env / "mcp-auth.json"
+        states = json.loads(auth_file.read_text())
+        states[f"mcp__remote|{url}"]["tokens"]["access_token"] = "forged"
+        auth_file.write_text(json.dumps(states))
+
+        results: list[tuple[int, str, str]] = []
+
+        async def list_servers() -> None:
+            results.append(await _cli(agent_env, tmp_path, "list", "--json"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(list_servers)
+            nursery.start_soon(list_servers)
+        for code, out, err in results:
+            assert (code, json.loads(out)["servers"][0]["state"]) == (0, "connected"), err
+        assert grants.read_text().splitlines() == ["code ", "refresh rt-1"]
+        saved = json.loads(auth_file.read_text())[f"mcp__remote|{url}"]
+        assert saved["tokens"]["access_token"] == "at-2"
+        assert not list(agent_env.glob("*.lock"))  # both locks given back
