@@ -339,3 +339,34 @@ async def test_two_processes_refreshing_one_token_refresh_it_once(
         saved = json.loads(auth_file.read_text())[f"mcp__remote|{url}"]
         assert saved["tokens"]["access_token"] == "at-2"
         assert not list(agent_env.glob("*.lock"))  # both locks given back
+
+
+async def test_a_server_asking_for_more_scope_gets_a_new_sign_in_with_it(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """pi's re-consent: a 403 ``insufficient_scope`` is not refreshed (a refresh keeps the
+    granted scope); the session's server needs a sign-in, and ``login`` asks for the
+    configured scope, the granted one and the challenged one together."""
+    grants, demand = tmp_path / "grants", tmp_path / "demand"
+    async with _oauth_server(tmp_path, log=str(grants), step_up=str(demand)) as url:
+        _configure(agent_env, {"url": url, "oauth": {"scope": "read"}})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert "&scope=read\n" in out
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-1"
+
+        demand.write_text("admin")  # the server now wants more than was granted
+        assert await _whoami(agent_env, url, tmp_path) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio mcp login remote to sign in.'
+        )
+        code, out, _ = await _cli(agent_env, tmp_path, "list", "--json")
+        assert (code, json.loads(out)["servers"][0]["state"]) == (1, "needs-auth")
+        assert grants.read_text().splitlines() == ["code read"]  # no refresh was tried
+
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert "&scope=read+admin\n" in out
+        assert grants.read_text().splitlines() == ["code read", "code read admin"]
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-2"
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        assert state["tokens"]["scope"] == "read admin"

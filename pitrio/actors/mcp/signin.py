@@ -44,13 +44,50 @@ class SignInError(PitrioError):
     """The sign-in could not finish (refused, or the callback said so)."""
 
 
+def sign_in_challenge(exc: BaseException) -> dict[str, str] | None:
+    """When ``exc`` (or an error in its groups or causes) says only a sign-in lets us in, the
+    server's last challenge (``{}`` when it sent none); else ``None``."""
+    if isinstance(exc, McpSignInRequired):
+        return exc.challenge
+    if isinstance(exc, BaseExceptionGroup):
+        found = (sign_in_challenge(inner) for inner in exc.exceptions)
+        return next((challenge for challenge in found if challenge is not None), None)
+    return None if exc.__cause__ is None else sign_in_challenge(exc.__cause__)
+
+
 def sign_in_needed(exc: BaseException) -> bool:
     """Whether ``exc`` (or an error in its groups) says only a sign-in lets us in."""
-    if isinstance(exc, McpSignInRequired):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return any(sign_in_needed(inner) for inner in exc.exceptions)
-    return exc.__cause__ is not None and sign_in_needed(exc.__cause__)
+    return sign_in_challenge(exc) is not None
+
+
+def merge_scopes(*scopes: str | None) -> str | None:
+    """The scopes of every list, each once, in order of appearance (``None`` when none)."""
+    merged = dict.fromkeys(word for scope in scopes for word in (scope or "").split())
+    return " ".join(merged) or None
+
+
+def requested_scope(
+    configured: str | None, granted: str | None, challenge: dict[str, str]
+) -> str | None:
+    """pi's scope for a sign-in: the entry's ``oauth.scope`` plus what the server asked for.
+    A step-up (``insufficient_scope``) keeps the scope granted so far, since its challenge
+    may name only the missing scopes; without challenged scopes the flow picks its default."""
+    asked = challenge.get("scope")
+    if challenge.get("error") == "insufficient_scope":
+        asked = merge_scopes(granted, asked) if asked else None
+    return merge_scopes(configured, asked)
+
+
+class SignInOAuth(StoredOAuth):
+    """The SDK's sign-in, asking for ``scope`` when one is set (pi's rule: the configured and
+    challenged scope wins over what discovery advertises, which the SDK would take)."""
+
+    scope: str | None = None
+
+    async def _perform_authorization(self) -> Any:
+        if self.scope:
+            self.context.client_metadata.scope = self.scope
+        return await super()._perform_authorization()
 
 
 async def connect_and_list(config: McpServerConfig, cwd: str, auth: Any = None) -> int:
@@ -170,8 +207,12 @@ async def sign_in(
     show_url: Callable[[str], None],
     file: CredentialFile | None = None,
     pasted: Callable[[], Awaitable[str | None]] | None = None,
+    challenge: dict[str, str] | None = None,
 ) -> int:
     """Run the browser sign-in and connect with the new tokens; the server's tool count.
+
+    ``challenge`` is the server's last ``WWW-Authenticate`` challenge (from the connection
+    that failed); its scope is asked for on top of ``oauth.scope``.
 
     ``show_url`` is given the authorization URL (to print and open); ``pasted``, when given,
     is asked once after it for the URL the browser was redirected to (``None``: none), which
@@ -194,6 +235,12 @@ async def sign_in(
             callback.redirect_uri
         ]:
             storage.file.update(config.name, config.url, {"clientInformation": None})
+    granted = await storage.get_tokens()
+    scope = requested_scope(
+        oauth.get("scope") if isinstance(oauth.get("scope"), str) else None,
+        granted.scope if granted is not None else None,
+        challenge or {},
+    )
     # Stale tokens would be refreshed instead of asking the user, who asked to sign in.
     storage.file.update(config.name, config.url, {"tokens": None, "tokensExpireAt": None})
 
@@ -210,9 +257,10 @@ async def sign_in(
             if pasted is not None:
                 nursery.start_soon(read_pasted)
 
-        auth = StoredOAuth(
+        auth = SignInOAuth(
             storage, client_metadata(config, callback.redirect_uri), redirect, callback.wait
         )
+        auth.scope = scope
         nursery.start_soon(callback.serve)
         try:
             return await connect_and_list(config, cwd, auth)

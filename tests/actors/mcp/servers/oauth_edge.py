@@ -9,8 +9,9 @@ from the environment:
 * ``OAUTH_EDGE_GATE=N``: a refresh is answered only once N requests to ``/mcp`` that
   carried a bearer token were rejected with a 401, so N clients that race to refresh one token are all past their
   401 before the first refresh can finish (the deterministic form of "at once").
-* ``OAUTH_EDGE_STEP_UP=scope``: a token granted without that scope gets a 403
-  ``insufficient_scope`` challenge naming it at ``/mcp``.
+* ``OAUTH_EDGE_STEP_UP=path``: once that file exists, a token granted without the scope
+  it names gets a 403 ``insufficient_scope`` challenge naming it at ``/mcp`` (the file is
+  read on each request, so a test raises the demand after signing in).
 
 The same process is the authorization server (metadata, dynamic client registration,
 ``/authorize``, ``/token``) and the resource server at ``/mcp``, built from the ``mcp`` SDK's
@@ -166,7 +167,8 @@ class Watch:
     answers a token without it with a 403 ``insufficient_scope`` challenge."""
 
     def __init__(self, app: Any, provider: ApprovingProvider, base: str, step_up: str) -> None:
-        self.app, self.provider, self.base, self.step_up = app, provider, base, step_up
+        self.app, self.provider, self.base = app, provider, base
+        self.step_up = Path(step_up) if step_up else None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/mcp"):
@@ -175,9 +177,10 @@ class Watch:
         headers = dict(scope["headers"])
         bearer = headers.get(b"authorization", b"").decode().removeprefix("Bearer ")
         token = await self.provider.load_access_token(bearer)
-        if self.step_up and token is not None and self.step_up not in token.scopes:
+        needed = self.step_up.read_text().strip() if self.step_up and self.step_up.exists() else ""
+        if needed and token is not None and needed not in token.scopes:
             challenge = (
-                f'Bearer error="insufficient_scope", scope="{self.step_up}", '
+                f'Bearer error="insufficient_scope", scope="{needed}", '
                 f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
             )
             await send(
