@@ -7,8 +7,9 @@ from the environment:
 * ``OAUTH_EDGE_LOG=path``: one line per grant at ``/token`` (``code <scope>`` or
   ``refresh <refresh token>``), so a test counts the refreshes.
 * ``OAUTH_EDGE_GATE=N``: a refresh is answered only once N requests to ``/mcp`` that
-  carried a bearer token were rejected with a 401, so N clients that race to refresh one token are all past their
-  401 before the first refresh can finish (the deterministic form of "at once").
+  carried a bearer token were rejected with a 401, so N clients that race to refresh one
+  token are all past their 401 before the first refresh can finish (the deterministic
+  form of "at once").
 * ``OAUTH_EDGE_STEP_UP=path``: once that file exists, a token granted without the scope
   it names gets a 403 ``insufficient_scope`` challenge naming it at ``/mcp`` (the file is
   read on each request, so a test raises the demand after signing in).
