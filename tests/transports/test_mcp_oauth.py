@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import socket
 import stat
 import sys
@@ -370,3 +371,44 @@ async def test_a_server_asking_for_more_scope_gets_a_new_sign_in_with_it(
         assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-2"
         state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
         assert state["tokens"]["scope"] == "read admin"
+
+
+async def test_login_redirects_to_the_configured_callback_url(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``callbackUrl`` without a port gets the free port the callback listens on; with one it
+    is sent exactly as written (``localhost`` served on 127.0.0.1)."""
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url, "oauth": {"callbackUrl": "http://127.0.0.1/back"}})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        (redirect,) = state["clientInformation"]["redirect_uris"]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/back", redirect)
+        assert f"redirect_uri={quote(redirect, safe='')}" in out
+
+        with socket.socket() as probe:  # a port free now
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        written = f"http://localhost:{port}/oauth/done"
+        _configure(agent_env, {"url": url, "oauth": {"callbackUrl": written}})
+        await _cli(agent_env, tmp_path, "logout", "remote")
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert f"redirect_uri={quote(written, safe='')}" in out
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        assert state["clientInformation"]["redirect_uris"] == [written]
+
+
+async def test_login_with_cimd_says_pitrio_has_no_client_document(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url, "oauth": {"clientRegistration": "cimd"}})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote")
+        assert code == 1
+        assert err == (
+            'Sign-in to MCP server "remote" failed: oauth.clientRegistration "cimd" needs a '
+            "Client ID Metadata Document, and pitrio has none (pi's are pi's identity); "
+            'use "auto" or "dcr"\n'
+        )

@@ -38,6 +38,7 @@ import attrs
 import orjson
 
 from pitrio.actors.mcp.naming import EXPOSURE_ALIASES, EXPOSURES, Exposure, mcp_namespace
+from pitrio.actors.mcp.oauth_settings import check_oauth
 from pitrio.errors import PitrioError
 
 CONFIG_FILE = "mcp.json"
@@ -194,9 +195,7 @@ def _http(entry: Mapping[str, Any], url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("url must be an http or https URL")
-    oauth = entry.get("oauth")
-    if oauth is not None and not isinstance(oauth, dict):
-        raise ValueError("oauth must be an object")
+    check_oauth(entry.get("oauth"))
     headers = _string_map(entry.get("headers", {}), "headers")
     return {"transport": "http", "url": url, "headers": headers}
 

@@ -2,9 +2,11 @@
 redirect URL the user pastes, when the browser runs on another machine).
 
 The user's browser is sent to the authorization URL; the authorization server redirects it
-to ``http://127.0.0.1:<port>/callback`` (``oauth.callbackPort``, else a free port), where a
-one-request-at-a-time HTTP listener takes the code and the state. The ``mcp`` SDK does the
-rest (discovery, registration unless ``oauth.clientId`` is set, PKCE, the token request).
+to ``oauth.callbackUrl`` (default ``http://127.0.0.1/callback``; its port, else
+``oauth.callbackPort``, else the stored client's or a free one: see :mod:`.oauth_settings`),
+where a one-request-at-a-time HTTP listener takes the code and the state. The ``mcp`` SDK
+does the rest (discovery, registration unless ``oauth.clientId`` is set, PKCE, the token
+request).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pitrio.actors.mcp.oauth import (
     StoredOAuth,
     client_metadata,
 )
+from pitrio.actors.mcp.oauth_settings import Loopback, loopback
 from pitrio.actors.mcp.values import resolve_values
 from pitrio.errors import PitrioError
 
@@ -100,20 +103,36 @@ async def connect_and_list(config: McpServerConfig, cwd: str, auth: Any = None) 
         return len(await list_all_tools(session))
 
 
+NO_DOCUMENTS = (
+    'oauth.clientRegistration "cimd" needs a Client ID Metadata Document, and pitrio has '
+    'none (pi\'s are pi\'s identity); use "auto" or "dcr"'
+)
+
+
+async def _listen(settings: Loopback, registered: str | None) -> trio.SocketListener:
+    """The callback's listener: on the configured port, else on the port of the stored
+    client's redirect URI (so that client stays usable) when it is free, else any port."""
+    port = settings.port
+    if port is None and registered:
+        port = urlsplit(registered).port
+    try:
+        return (await trio.open_tcp_listeners(port or 0, host=settings.bind_host))[0]
+    except OSError:
+        if settings.port is not None or port is None:
+            raise
+        return (await trio.open_tcp_listeners(0, host=settings.bind_host))[0]
+
+
 class LoopbackCallback:
     """The redirect target: answers each request, keeps the first with a code or error."""
 
-    def __init__(self, listener: trio.SocketListener, path: str = "/callback") -> None:
+    def __init__(self, listener: trio.SocketListener, settings: Loopback) -> None:
         self.listener = listener
-        self.path = path
-        self.port: int = listener.socket.getsockname()[1]
+        self.path = settings.path
+        self.redirect_uri = settings.redirect_for(listener.socket.getsockname()[1])
+        """What the authorization server is told to redirect to."""
         self._result: AuthorizationCodeResult | SignInError | None = None
         self._arrived = trio.Event()
-
-    @property
-    def redirect_uri(self) -> str:
-        """What the authorization server is told to redirect to."""
-        return f"http://127.0.0.1:{self.port}{self.path}"
 
     async def serve(self) -> None:
         """Accept connections until cancelled."""
@@ -219,22 +238,21 @@ async def sign_in(
     finishes the sign-in as the callback would. The caller bounds the wait (``--timeout``)
     by cancelling."""
     oauth = config.entry.get("oauth") or {}
-    port = oauth.get("callbackPort")
-    listeners = await trio.open_tcp_listeners(
-        port if isinstance(port, int) else 0, host="127.0.0.1"
-    )
-    callback = LoopbackCallback(listeners[0])
+    if oauth.get("clientRegistration") == "cimd":
+        raise SignInError(NO_DOCUMENTS)
     storage = ServerStorage(file or CredentialFile(), config.name, config.url)
+    stored = await storage.get_client_info()
+    registered = [str(url) for url in (stored.redirect_uris or [])] if stored else []
+    settings = loopback(oauth)
+    callback = LoopbackCallback(
+        await _listen(settings, registered[0] if registered else None), settings
+    )
     client = await _configured_client(config, callback.redirect_uri)
     if client is not None:
         await storage.set_client_info(client)
-    else:
-        stored = await storage.get_client_info()
-        # A client registered for another redirect URI (another port) cannot be reused.
-        if stored is not None and [str(u) for u in stored.redirect_uris or []] != [
-            callback.redirect_uri
-        ]:
-            storage.file.update(config.name, config.url, {"clientInformation": None})
+    elif stored is not None and callback.redirect_uri not in registered:
+        # A client registered for another redirect URI cannot use this one.
+        storage.file.update(config.name, config.url, {"clientInformation": None})
     granted = await storage.get_tokens()
     scope = requested_scope(
         oauth.get("scope") if isinstance(oauth.get("scope"), str) else None,
