@@ -124,10 +124,11 @@ async def _login_following_the_url(
     return code, out.decode(), err.decode()
 
 
-async def _whoami(agent: Path, url: str, cwd: Path) -> str:
-    """Connect as a session does and ask the server which bearer token it got."""
+async def _whoami(agent: Path, url: str, cwd: Path, **entry: Any) -> str:
+    """Connect as a session does (``entry``: more of the server's entry) and ask the server
+    which bearer token it got."""
     os.environ["PITRIO_AGENT_DIR"] = str(agent)
-    config = parse_server("remote", {"url": url}, "test")
+    config = parse_server("remote", {"url": url, **entry}, "test")
     async with trio.open_nursery() as nursery:
         handle: McpHandle = await start_mcp(nursery, [config], cwd=str(cwd))
         try:
@@ -412,3 +413,35 @@ async def test_login_with_cimd_says_pitrio_has_no_client_document(
             "Client ID Metadata Document, and pitrio has none (pi's are pi's identity); "
             'use "auto" or "dcr"\n'
         )
+
+
+async def test_a_configured_metadata_document_replaces_discovery(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``oauth.authServerMetadataUrl``: the server advertises an authorization server that
+    does not exist; with the document configured, sign-in and refreshes read the
+    authorization server's metadata from it (each time: it is not kept in the file)."""
+    requests = tmp_path / "requests"
+    async with _oauth_server(tmp_path, requests=str(requests), wrong_as="1") as url:
+        _configure(agent_env, {"url": url})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote", "--timeout", "30")
+        assert code == 1 and err.startswith('Sign-in to MCP server "remote" failed: '), err
+
+        oauth = {"authServerMetadataUrl": url.removesuffix("/mcp") + "/configured-metadata"}
+        _configure(agent_env, {"url": url, "oauth": oauth})
+        requests.write_text("")
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        asked = requests.read_text().splitlines()
+        assert "GET /configured-metadata" in asked
+        assert not [line for line in asked if "oauth-authorization-server" in line]
+        auth_file = agent_env / "mcp-auth.json"
+        states = json.loads(auth_file.read_text())
+        assert "discovery" not in states[f"mcp__remote|{url}"]
+
+        states[f"mcp__remote|{url}"]["tokensExpireAt"] = 1000
+        auth_file.write_text(json.dumps(states))
+        requests.write_text("")
+        assert await _whoami(agent_env, url, tmp_path, oauth=oauth) == "auth=Bearer at-2"
+        asked = requests.read_text().splitlines()
+        assert asked[:2] == ["GET /configured-metadata", "POST /token"]

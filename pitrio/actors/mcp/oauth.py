@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.utils import create_oauth_metadata_request
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -233,12 +234,21 @@ class ServerStorage:
         self.file.update(self.name, self.url, {"discovery": discovery})
 
 
+OAUTH_REQUEST_TIMEOUT_S = 15.0
+"""pi's bound on a request to the authorization server, so a hung one cannot keep the
+refresh lock past its staleness (20 s)."""
+_REQUEST_TIMEOUT = dict.fromkeys(("connect", "read", "write", "pool"), OAUTH_REQUEST_TIMEOUT_S)
+
+
 class StoredOAuth(OAuthClientProvider):
     """The SDK's provider, started from pi's stored state: the token's expiry and the
     authorization server's metadata come from the file (the SDK keeps both in memory only,
     so without this an expired stored token is sent once before it is refreshed)."""
 
     storage: ServerStorage
+    metadata_url: str | None = None
+    """``oauth.authServerMetadataUrl``: the authorization server's metadata document, used
+    instead of discovery and, as pi, fetched each time rather than kept in the file."""
 
     def __init__(
         self,
@@ -264,7 +274,8 @@ class StoredOAuth(OAuthClientProvider):
             expires / 1000 if isinstance(expires, int | float) else None
         )
         discovery = state.get("discovery")
-        if isinstance(discovery, dict) and self.context.oauth_metadata is None:
+        configured = self.metadata_url is not None
+        if isinstance(discovery, dict) and self.context.oauth_metadata is None and not configured:
             found = discovery.get("authorizationServerMetadata")
             if isinstance(found, dict):
                 # A document this SDK cannot read is dropped: discovery runs again on a 401.
@@ -276,14 +287,44 @@ class StoredOAuth(OAuthClientProvider):
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
-        self.storage.save_discovery(self.context.auth_server_url, self.context.oauth_metadata)
+        if self.metadata_url is None:
+            self.storage.save_discovery(self.context.auth_server_url, self.context.oauth_metadata)
+
+    def _metadata_request(self) -> httpx2.Request:
+        """The request for the configured metadata document."""
+        assert self.metadata_url is not None
+        request = create_oauth_metadata_request(self.metadata_url)
+        request.extensions["timeout"] = _REQUEST_TIMEOUT
+        return request
+
+    async def _take_metadata(self, response: httpx2.Response) -> None:
+        """Use the configured document's answer as the authorization server's metadata."""
+        url = self.metadata_url
+        if response.status_code != 200:
+            raise McpServerError(
+                f"HTTP {response.status_code} loading authorization server metadata from {url}"
+            )
+        try:
+            metadata = OAuthMetadata.model_validate_json(await response.aread())
+        except ValueError:
+            raise McpServerError(f"Invalid authorization server metadata at {url}") from None
+        self.context.oauth_metadata = metadata
+        self.context.auth_server_url = str(metadata.issuer)
+
+    def _expected_issuer(self) -> str:
+        # A configured document is trusted as configured (pi): its issuer is the one expected.
+        if self.metadata_url is not None and self.context.oauth_metadata is not None:
+            return str(self.context.oauth_metadata.issuer)
+        return super()._expected_issuer()
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        if self.metadata_url is not None and self.context.oauth_metadata is not None:
+            return str(self.context.oauth_metadata.issuer)
+        return super()._select_authorization_server(advertised)
 
 
 REFRESH_SKEW_S = 30.0
 """pi refreshes a token this close to its expiry before sending it."""
-OAUTH_REQUEST_TIMEOUT_S = 15.0
-"""pi's bound on a request to the authorization server, so a hung one cannot keep the
-refresh lock past its staleness (20 s)."""
 
 
 def parse_challenge(header: str | None) -> dict[str, str]:
@@ -356,11 +397,11 @@ class ConnectionOAuth(StoredOAuth):
                         if self._access_token() == sent:
                             if not self.context.can_refresh_token():
                                 raise self._sign_in()
+                            if self.metadata_url is not None:
+                                await self._take_metadata((yield self._metadata_request()))
                             renew_refresh_lock(lock)
                             refresh = await self._refresh_token()
-                            refresh.extensions["timeout"] = dict.fromkeys(
-                                ("connect", "read", "write", "pool"), OAUTH_REQUEST_TIMEOUT_S
-                            )
+                            refresh.extensions["timeout"] = _REQUEST_TIMEOUT
                             refreshed = yield refresh
                             # A refusal is checked here: the SDK's handler logs a warning,
                             # which would reach the user's terminal as a stray line.
@@ -424,7 +465,15 @@ def connection_auth(config: McpServerConfig, file: CredentialFile | None = None)
         raise sign_in_required(config.name)
 
     redirect = _stored_redirect(state) or "http://127.0.0.1/callback"
-    return ConnectionOAuth(storage, client_metadata(config, redirect), no_browser, no_callback)
+    auth = ConnectionOAuth(storage, client_metadata(config, redirect), no_browser, no_callback)
+    auth.metadata_url = configured_metadata_url(config)
+    return auth
+
+
+def configured_metadata_url(config: McpServerConfig) -> str | None:
+    """The entry's ``oauth.authServerMetadataUrl``, if set."""
+    found = (config.entry.get("oauth") or {}).get("authServerMetadataUrl")
+    return found if isinstance(found, str) else None
 
 
 def _stored_redirect(state: dict[str, Any]) -> str | None:

@@ -11,11 +11,12 @@ request).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import trio
 from mcp import ClientSession
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
@@ -28,6 +29,7 @@ from pitrio.actors.mcp.oauth import (
     ServerStorage,
     StoredOAuth,
     client_metadata,
+    configured_metadata_url,
 )
 from pitrio.actors.mcp.oauth_settings import Loopback, loopback
 from pitrio.actors.mcp.values import resolve_values
@@ -81,9 +83,18 @@ def requested_scope(
     return merge_scopes(configured, asked)
 
 
+_SERVER_METADATA_PATHS = (
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration",
+)
+
+
 class SignInOAuth(StoredOAuth):
     """The SDK's sign-in, asking for ``scope`` when one is set (pi's rule: the configured and
-    challenged scope wins over what discovery advertises, which the SDK would take)."""
+    challenged scope wins over what discovery advertises, which the SDK would take), and
+    reading the authorization server's metadata from ``metadata_url`` when one is set: it is
+    fetched first, its issuer is the one expected, and the SDK's requests for the
+    discovered server's metadata go to it instead."""
 
     scope: str | None = None
 
@@ -91,6 +102,25 @@ class SignInOAuth(StoredOAuth):
         if self.scope:
             self.context.client_metadata.scope = self.scope
         return await super()._perform_authorization()
+
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self.metadata_url is not None and self.context.oauth_metadata is None:
+            await self._take_metadata((yield self._metadata_request()))
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                if self.metadata_url is not None and outgoing.url.path.startswith(
+                    _SERVER_METADATA_PATHS
+                ):
+                    outgoing = self._metadata_request()
+                outgoing = await flow.asend((yield outgoing))
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
 
 
 async def connect_and_list(config: McpServerConfig, cwd: str, auth: Any = None) -> int:
@@ -279,6 +309,7 @@ async def sign_in(
             storage, client_metadata(config, callback.redirect_uri), redirect, callback.wait
         )
         auth.scope = scope
+        auth.metadata_url = configured_metadata_url(config)
         nursery.start_soon(callback.serve)
         try:
             return await connect_and_list(config, cwd, auth)

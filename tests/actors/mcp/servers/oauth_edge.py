@@ -13,6 +13,10 @@ from the environment:
 * ``OAUTH_EDGE_STEP_UP=path``: once that file exists, a token granted without the scope
   it names gets a 403 ``insufficient_scope`` challenge naming it at ``/mcp`` (the file is
   read on each request, so a test raises the demand after signing in).
+* ``OAUTH_EDGE_REQUESTS=path``: one line per request (``GET /path``).
+* ``OAUTH_EDGE_WRONG_AS=1``: the protected resource metadata names an authorization server
+  that does not exist (the case ``oauth.authServerMetadataUrl`` is for); the real metadata
+  is also served at ``/configured-metadata``.
 
 The same process is the authorization server (metadata, dynamic client registration,
 ``/authorize``, ``/token``) and the resource server at ``/mcp``, built from the ``mcp`` SDK's
@@ -24,6 +28,7 @@ so a test sees a refresh. The ``whoami`` tool answers with the bearer token of i
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -170,10 +175,35 @@ class Watch:
     def __init__(self, app: Any, provider: ApprovingProvider, base: str, step_up: str) -> None:
         self.app, self.provider, self.base = app, provider, base
         self.step_up = Path(step_up) if step_up else None
+        requests = os.environ.get("OAUTH_EDGE_REQUESTS")
+        self.requests = Path(requests) if requests else None
+        self.wrong_as = bool(os.environ.get("OAUTH_EDGE_WRONG_AS"))
+
+    async def _elsewhere(self, scope: Any, receive: Any, send: Any) -> None:
+        """Requests outside ``/mcp``: the metadata knobs."""
+        path = scope["path"]
+        if self.wrong_as and path.startswith("/.well-known/oauth-protected-resource"):
+            body = json.dumps(
+                {"resource": f"{self.base}/mcp", "authorization_servers": ["http://127.0.0.1:9/"]}
+            ).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        if path == "/configured-metadata":
+            real = "/.well-known/oauth-authorization-server"
+            scope = {**scope, "path": real, "raw_path": real.encode()}
+        await self.app(scope, receive, send)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/mcp"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.requests is not None:
+            with self.requests.open("a") as handle:
+                handle.write(f"{scope['method']} {scope['path']}\n")
+        if not scope["path"].startswith("/mcp"):
+            await self._elsewhere(scope, receive, send)
             return
         headers = dict(scope["headers"])
         bearer = headers.get(b"authorization", b"").decode().removeprefix("Bearer ")
