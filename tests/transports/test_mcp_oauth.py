@@ -445,3 +445,33 @@ async def test_a_configured_metadata_document_replaces_discovery(
         assert await _whoami(agent_env, url, tmp_path, oauth=oauth) == "auth=Bearer at-2"
         asked = requests.read_text().splitlines()
         assert asked[:2] == ["GET /configured-metadata", "POST /token"]
+
+
+async def test_a_server_with_auth_provider_gets_that_providers_token(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``auth.provider``: the server is sent the provider's key from ``auth.json`` (read on
+    each connection, no OAuth, nothing in ``mcp-auth.json``); a 401 asks for a login to the
+    provider."""
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out  # the server now knows the token at-1
+        (agent_env / "auth.json").write_text(
+            json.dumps({"my-provider": {"type": "api_key", "key": "at-1"}})
+        )
+        (agent_env / "auth.json").chmod(0o600)
+        entry = {"auth": {"provider": "my-provider"}}
+        (agent_env / "mcp-auth.json").unlink()
+        assert await _whoami(agent_env, url, tmp_path, **entry) == "auth=Bearer at-1"
+        assert not (agent_env / "mcp-auth.json").exists()
+
+        (agent_env / "auth.json").write_text(
+            json.dumps({"my-provider": {"type": "api_key", "key": "revoked"}})
+        )
+        assert await _whoami(agent_env, url, tmp_path, **entry) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio login my-provider to sign in.'
+        )
+        _configure(agent_env, {"url": url, **entry})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote")
+        assert (code, 'MCP server "remote" does not use OAuth.' in err) == (1, True)

@@ -46,7 +46,9 @@ from pitrio.actors.mcp.auth_lock import (
 )
 from pitrio.actors.mcp.config import McpServerConfig
 from pitrio.actors.mcp.state import McpServerError
+from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.session_store.paths import agent_dir
+from pitrio.errors import PitrioError
 
 AUTH_FILE = "mcp-auth.json"
 CLIENT_NAME = "pitrio"
@@ -62,18 +64,30 @@ class McpSignInRequired(McpServerError):
     challenge: dict[str, str]
 
 
-def sign_in_required(name: str, challenge: dict[str, str] | None = None) -> McpSignInRequired:
-    """The error a connection fails with when only a sign-in can let it in."""
-    error = McpSignInRequired(
-        f'MCP server "{name}" requires sign-in. Run pitrio mcp login {name} to sign in.'
-    )
+def sign_in_required(
+    name: str, challenge: dict[str, str] | None = None, provider: str | None = None
+) -> McpSignInRequired:
+    """The error a connection fails with when only a sign-in can let it in (for a server
+    that sends a provider's token, ``auth.provider``: a login to that provider)."""
+    how = f"pitrio login {provider}" if provider else f"pitrio mcp login {name}"
+    error = McpSignInRequired(f'MCP server "{name}" requires sign-in. Run {how} to sign in.')
     error.challenge = dict(challenge or {})
     return error
 
 
+def auth_provider(config: McpServerConfig) -> str | None:
+    """The provider whose token an HTTP server gets (``auth.provider``), if it has one."""
+    if config.transport == "stdio":
+        return None
+    auth = config.entry.get("auth")
+    provider = auth.get("provider") if isinstance(auth, dict) else None
+    return provider if isinstance(provider, str) and provider else None
+
+
 def uses_oauth(config: McpServerConfig) -> bool:
-    """pi's rule: an HTTP server whose headers set no ``Authorization``."""
-    if config.transport == "stdio" or not config.url:
+    """pi's rule: an HTTP server whose headers set no ``Authorization`` and that has no
+    ``auth``."""
+    if config.transport == "stdio" or not config.url or auth_provider(config):
         return False
     return not any(key.lower() == "authorization" for key in config.headers)
 
@@ -419,6 +433,36 @@ class ConnectionOAuth(StoredOAuth):
                 if self.challenge.get("error") == "insufficient_scope":
                     raise self._sign_in()
             raise self._sign_in()
+
+
+class ProviderToken(httpx2.Auth):
+    """``auth.provider``: each request carries the provider's current token (read again from
+    ``auth.json`` and the environment each time, so the provider's refreshes apply; MCP keeps
+    no copy), none when the provider has none; a 401 asks for a login to the provider."""
+
+    def __init__(self, name: str, provider: str, credentials: Credentials) -> None:
+        self.name, self.provider, self.credentials = name, provider, credentials
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        self.credentials.reload()
+        try:
+            token = await self.credentials.api_key(self.provider)
+        except PitrioError:
+            token = None  # as pi: the request goes without one and a 401 says what to do
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401:
+            raise sign_in_required(self.name, provider=self.provider)
+
+
+def provider_auth(config: McpServerConfig, provider: str) -> httpx2.Auth:
+    """The auth of a server with ``auth.provider`` (the keys of ``auth.json`` and the
+    environment; ``models.json``'s ``apiKey`` values are the model router's, not read here)."""
+    credentials = Credentials(auth_path=agent_dir() / "auth.json", env=os.environ)
+    return ProviderToken(config.name, provider, credentials)
 
 
 class _NoCredentials(httpx2.Auth):

@@ -97,6 +97,11 @@ def check_oauth(value: Any) -> None:
         )
 
 
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is ``localhost``, ``127.0.0.1`` or ``[::1]``."""
+    return _host(url) in LOOPBACK_HOSTS
+
+
 def secure_metadata_url(url: str) -> bool:
     """https anywhere, http only on a loopback host (pi's rule for a configured document)."""
     scheme = urlsplit(url).scheme.lower()

@@ -341,3 +341,27 @@ def test_the_loopback_callback_follows_callback_url_and_port(
     )
     if fixed is None:
         assert settings.redirect_for(4321) == f"http://{settings.redirect_host}:4321{path}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "scope", "message"),
+    [
+        ({"auth": {"provider": ""}}, "global", "auth.provider must be a provider name"),
+        ({"auth": "anthropic"}, "global", "auth.provider must be a provider name"),
+        (
+            {"url": "http://mcp.example.com/mcp", "auth": {"provider": "anthropic"}},
+            "global",
+            "auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]",
+        ),
+        ({"auth": {"provider": "anthropic"}}, "project", "auth is only allowed in the global"),
+    ],
+)
+def test_auth_provider_is_checked_as_pi_checks_it(
+    entry: dict[str, Any], scope: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_server("remote", {"url": "https://mcp.example.com/mcp", **entry}, "test", scope)
+    accepted = parse_server(
+        "remote", {"url": "http://127.0.0.1:9/mcp", "auth": {"provider": "anthropic"}}, "test"
+    )
+    assert accepted.entry["auth"] == {"provider": "anthropic"}
