@@ -22,7 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pitrio.actors.mcp.auth_lock import REFRESH_LOCK_STALE_S, refresh_lock_target
+from pitrio.actors.model_router.auth_file import try_lock, unlock
 from tests.actors.mcp.support import SERVERS
+from tests.interop.pi_install import find_pi
 from tests.interop.pi_oneshot import base_env, pi_argv, pitrio_argv, run_in, sandbox
 
 
@@ -162,5 +165,104 @@ def test_pi_and_pitrio_refreshing_at_once_refresh_once() -> None:
             assert grants.read_text().splitlines() == ["code ", "refresh rt-1"]
             saved = json.loads((shared / "mcp-auth.json").read_text())[key]
             assert saved["tokens"]["access_token"] == "at-2"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+HOLD_WITH_PROPER_LOCKFILE = """
+const lockfile = require(process.argv[1]);
+lockfile.lock(process.argv[2], { realpath: false, stale: 20000 }).then((release) => {
+  process.stdout.write("locked\\n");
+  process.stdin.on("end", () => release().then(() => process.exit(0)));
+  process.stdin.resume();
+});
+"""
+
+
+def _wait_for_line(path: Path, line: str) -> None:
+    deadline = time.monotonic() + 60
+    while line not in path.read_text().splitlines():
+        assert time.monotonic() < deadline, f"no {line!r} in {path}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("holder", ["pi", "pitrio"])
+def test_a_refresh_waits_for_the_other_agents_lock(holder: str) -> None:
+    """One agent holds the refresh lock (pi: proper-lockfile itself, with pi's options;
+    pitrio: its own helper) while the other's request with the stale token is rejected;
+    the holder then refreshes, saves and lets go, and the waiting agent uses the saved
+    token: the token endpoint sees the holder's refresh only."""
+    found_node, cli, _ = find_pi()
+    if found_node is None or cli is None or pi_argv() is None:
+        pytest.skip("pi 1.6.0 is not installed")
+    waiter = "pitrio" if holder == "pi" else "pi"
+    base = Path(tempfile.mkdtemp(prefix="pitrio-mcp-oauth-lock-"))
+    grants, requests = base / "grants", base / "requests"
+    try:
+        with _serve(log=str(grants), requests=str(requests)) as url:
+            box = sandbox(waiter, base)
+            env = base_env(box.root, box.agent_dir)
+            (box.agent_dir / "mcp.json").write_text(
+                json.dumps({"mcpServers": {"remote": {"url": url}}})
+            )
+            _login(pitrio_argv(), box.work, {**os.environ, **env})
+            key = f"mcp__remote|{url}"
+            auth_file = box.agent_dir / "mcp-auth.json"
+            states = json.loads(auth_file.read_text())
+            signed_in = dict(states[key]["tokens"])
+            states[key]["tokens"]["access_token"] = "forged"
+            auth_file.write_text(json.dumps(states))
+
+            target = refresh_lock_target(box.agent_dir, key)
+            holding: subprocess.Popen[str] | None = None
+            if holder == "pi":
+                library = str(cli.parents[3] / "proper-lockfile")
+                holding = subprocess.Popen(
+                    [str(found_node), "-e", HOLD_WITH_PROPER_LOCKFILE, library, str(target)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                assert holding.stdout is not None and holding.stdout.readline() == "locked\n"
+            else:
+                assert try_lock(target, time.time(), REFRESH_LOCK_STALE_S)
+            requests.write_text("")
+            waiting = subprocess.Popen(
+                [*box.argv, "mcp", "list", "--json"],
+                cwd=box.work,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _wait_for_line(requests, "POST /mcp")  # its stale token was rejected
+
+            # The holder refreshes, saves the new tokens and lets go.
+            client = states[key]["clientInformation"]["client_id"]
+            answer = httpx.post(
+                url.removesuffix("/mcp") + "/token",
+                data={
+                    "grant_type": "refresh_token",
+                    "refresh_token": signed_in["refresh_token"],
+                    "client_id": client,
+                },
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            states[key]["tokens"] = answer.json()
+            states[key]["tokensExpireAt"] = int(time.time() * 1000) + 3_600_000
+            auth_file.write_text(json.dumps(states))
+            if holding is not None:
+                assert holding.stdin is not None
+                holding.stdin.close()
+                assert holding.wait(timeout=30) == 0
+            else:
+                unlock(target)
+
+            out, err = waiting.communicate(timeout=120)
+            report = json.loads(out)["servers"][0]
+            assert (waiting.returncode, report["state"]) == (0, "connected"), err
+            assert grants.read_text().splitlines() == ["code ", "refresh rt-1"]
+            assert json.loads(auth_file.read_text())[key]["tokens"]["access_token"] == "at-2"
     finally:
         shutil.rmtree(base, ignore_errors=True)
