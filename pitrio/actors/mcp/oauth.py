@@ -207,10 +207,21 @@ class ServerStorage:
         """The stored state (``{}`` when none)."""
         return self.file.load(self.name, self.url) or {}
 
+    @staticmethod
+    def tokens_of(state: dict[str, Any]) -> OAuthToken | None:
+        """The tokens of a stored state, if any."""
+        tokens = state.get("tokens")
+        return OAuthToken.model_validate(tokens) if isinstance(tokens, dict) else None
+
+    @staticmethod
+    def client_of(state: dict[str, Any]) -> OAuthClientInformationFull | None:
+        """The registered (or configured) client of a stored state, if any."""
+        info = state.get("clientInformation")
+        return OAuthClientInformationFull.model_validate(info) if isinstance(info, dict) else None
+
     async def get_tokens(self) -> OAuthToken | None:
         """The stored tokens, if any."""
-        tokens = self.state().get("tokens")
-        return OAuthToken.model_validate(tokens) if isinstance(tokens, dict) else None
+        return self.tokens_of(self.state())
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         """Save tokens with pi's ``tokensExpireAt`` (milliseconds since the epoch)."""
@@ -225,8 +236,7 @@ class ServerStorage:
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         """The registered (or configured) client."""
-        info = self.state().get("clientInformation")
-        return OAuthClientInformationFull.model_validate(info) if isinstance(info, dict) else None
+        return self.client_of(self.state())
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         """Keep a registered client for later sign-ins and refreshes."""
@@ -281,8 +291,12 @@ class StoredOAuth(OAuthClientProvider):
         self.storage = storage
 
     async def _initialize(self) -> None:
-        await super()._initialize()
+        # One read of the file (each read takes pi's lock: a mkdir and an rmdir) for what
+        # the SDK's own _initialize would read twice.
         state = self.storage.state()
+        self.context.current_tokens = ServerStorage.tokens_of(state)
+        self.context.client_info = ServerStorage.client_of(state)
+        self._initialized = True
         expires = state.get("tokensExpireAt")
         self.context.token_expiry_time = (
             expires / 1000 if isinstance(expires, int | float) else None
