@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -264,5 +265,36 @@ def test_a_refresh_waits_for_the_other_agents_lock(holder: str) -> None:
             assert (waiting.returncode, report["state"]) == (0, "connected"), err
             assert grants.read_text().splitlines() == ["code ", "refresh rt-1"]
             assert json.loads(auth_file.read_text())[key]["tokens"]["access_token"] == "at-2"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _asked_scope(out: str) -> str:
+    """The ``scope`` of the authorization URL a login printed."""
+    url = next(line for line in out.splitlines() if "/authorize?" in line)
+    return parse_qs(urlsplit(url.strip()).query)["scope"][0]
+
+
+@pytest.mark.parametrize("agent", ["pi", "pitrio"])
+def test_more_scope_needs_a_new_sign_in_that_asks_for_it(agent: str) -> None:
+    """Re-consent, the same in both agents: with ``oauth.scope`` "read" granted, the server
+    starts asking for "admin" (403 ``insufficient_scope``); the server needs a sign-in (no
+    refresh is tried), and the next login asks for "read admin"."""
+    if pi_argv() is None:
+        pytest.skip("pi 1.6.0 is not installed")
+    base = Path(tempfile.mkdtemp(prefix="pitrio-mcp-oauth-scope-"))
+    grants, demand = base / "grants", base / "demand"
+    try:
+        with _serve(log=str(grants), step_up=str(demand)) as url:
+            box = sandbox(agent, base)
+            env = {**os.environ, **base_env(box.root, box.agent_dir)}
+            entry = {"url": url, "oauth": {"scope": "read"}}
+            (box.agent_dir / "mcp.json").write_text(json.dumps({"mcpServers": {"remote": entry}}))
+            assert _asked_scope(_login(box.argv, box.work, env)) == "read"
+            demand.write_text("admin")
+            listed = run_in([*box.argv, "mcp", "list", "--json"], box.work, env)
+            assert json.loads(listed.stdout)["servers"][0]["state"] == "needs-auth", listed
+            assert _asked_scope(_login(box.argv, box.work, env)) == "read admin"
+            assert grants.read_text().splitlines() == ["code read", "code read admin"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
