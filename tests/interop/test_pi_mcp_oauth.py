@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -296,5 +298,54 @@ def test_more_scope_needs_a_new_sign_in_that_asks_for_it(agent: str) -> None:
             assert json.loads(listed.stdout)["servers"][0]["state"] == "needs-auth", listed
             assert _asked_scope(_login(box.argv, box.work, env)) == "read admin"
             assert grants.read_text().splitlines() == ["code read", "code read admin"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+OAUTH_ENTRIES: list[dict[str, Any]] = [
+    {"oauth": {"clientId": "a", "clientSecret": "s", "callbackPort": 8765, "scope": "a b"}},
+    {"oauth": {"callbackPort": 0}},
+    {"oauth": {"callbackUrl": "http://example.com/callback"}},
+    {"oauth": {"callbackUrl": "http://127.0.0.1/cb?x=1"}},
+    {"oauth": {"callbackUrl": "http://127.0.0.1:8000/cb", "callbackPort": 9000}},
+    {"oauth": {"callbackUrl": "http://[::1]/back", "clientRegistration": "dcr"}},
+    {"oauth": {"clientName": " "}},
+    {"oauth": {"clientRegistration": "x"}},
+    {"oauth": {"clientRegistration": "cimd", "clientId": "a"}},
+    {"oauth": {"clientRegistration": "cimd", "callbackUrl": "http://localhost/back"}},
+    {"oauth": {"clientRegistration": "cimd", "callbackUrl": "http://localhost/callback"}},
+    {"oauth": {"authServerMetadataUrl": "http://example.com/.well-known/openid-configuration"}},
+    {"oauth": {"authServerMetadataUrl": "https://example.com/.well-known/openid-configuration"}},
+    {"auth": {"provider": ""}},
+    {"auth": {"provider": "anthropic"}},
+    {"url": "http://example.com/mcp", "auth": {"provider": "anthropic"}},
+]
+
+
+def test_oauth_and_auth_entries_are_accepted_and_refused_as_pi_does() -> None:
+    """Each ``oauth`` / ``auth`` entry is an error in pitrio's ``mcp list`` exactly when it
+    is one in pi's, with pi's message (the prefix naming file and server is each agent's)."""
+    if pi_argv() is None:
+        pytest.skip("pi 1.6.0 is not installed")
+    base = Path(tempfile.mkdtemp(prefix="pitrio-mcp-oauth-entries-"))
+    try:
+        verdicts: dict[str, dict[int, str]] = {}
+        for agent in ("pi", "pitrio"):
+            box = sandbox(agent, base)
+            env = base_env(box.root, box.agent_dir)
+            servers = {
+                f"s{i}": {"url": "http://127.0.0.1:9/mcp", "enabled": False, **entry}
+                for i, entry in enumerate(OAUTH_ENTRIES)
+            }
+            (box.agent_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+            listed = run_in([*box.argv, "mcp", "list", "--json"], box.work, env)
+            # pi: `<file>: server "s1": <message>`; pitrio: `<file>: MCP server s1: <message>`.
+            named = (
+                re.search(r'\bs(\d+)"?: (.*)$', error)
+                for error in json.loads(listed.stdout)["errors"]
+            )
+            verdicts[agent] = {int(found[1]): found[2] for found in named if found}
+        assert verdicts["pitrio"] == verdicts["pi"]
+        assert len(verdicts["pi"]) == 11  # the test's own check of its cases
     finally:
         shutil.rmtree(base, ignore_errors=True)
