@@ -24,7 +24,13 @@ from pitrio.actors.mcp.manage import (
 )
 from pitrio.actors.mcp.naming import EXPOSURES
 from pitrio.actors.mcp.oauth import CredentialFile, McpSignInRequired, uses_oauth
-from pitrio.actors.mcp.signin import SignInError, connect_and_list, sign_in, sign_in_needed
+from pitrio.actors.mcp.signin import (
+    SignInError,
+    connect_and_list,
+    sign_in,
+    sign_in_challenge,
+    sign_in_needed,
+)
 from pitrio.actors.session.resources.settings import project_dir_names
 from pitrio.actors.session.resources.trust import canonical_path, nearest_saved, read_trust_file
 from pitrio.actors.session_store.paths import agent_dir
@@ -58,6 +64,7 @@ __all__ = [
     "project_trusted",
     "remove_server",
     "sign_in",
+    "sign_in_challenge",
     "sign_in_needed",
     "user_config_file",
     "uses_oauth",

@@ -152,7 +152,9 @@ async def _login(
     try:
         tools = await sdk.connect_and_list(entry, command.cwd)
     except Exception as exc:
-        if not sdk.sign_in_needed(exc):
+        # Connecting first also records the server's challenge (the scope it asks for).
+        challenge = sdk.sign_in_challenge(exc)
+        if challenge is None:
             command.err(f'MCP server "{name}" failed to connect: {sdk.describe(exc)}')
             return 1
     else:
@@ -165,7 +167,9 @@ async def _login(
     tools = -1
     with trio.move_on_after(seconds):
         try:
-            tools = await sdk.sign_in(entry, command.cwd, show, credentials, _paste_reader())
+            tools = await sdk.sign_in(
+                entry, command.cwd, show, credentials, _paste_reader(), challenge
+            )
         except Exception as exc:
             command.err(f'Sign-in to MCP server "{name}" failed: {sdk.describe(exc)}')
             return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import socket
 import stat
 import sys
@@ -32,12 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @asynccontextmanager
-async def _oauth_server(tmp_path: Path, client: str = "") -> AsyncIterator[str]:
-    """The OAuth + MCP server (``client``: its preset client), as the URL of its MCP path."""
+async def _oauth_server(tmp_path: Path, client: str = "", **knobs: str) -> AsyncIterator[str]:
+    """The OAuth + MCP server (``client``: its preset client; ``knobs``: its other
+    ``OAUTH_EDGE_*`` settings, by lower-case name), as the URL of its MCP path."""
     port_file = tmp_path / "port"
+    settings = {f"OAUTH_EDGE_{name.upper()}": value for name, value in knobs.items()}
     process = await trio.lowlevel.open_process(
         [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
-        env={**os.environ, "OAUTH_EDGE_CLIENT": client},
+        env={**os.environ, "OAUTH_EDGE_CLIENT": client, **settings},
     )
     try:
         await wait_for(port_file.exists, "the OAuth server to listen")
@@ -121,10 +124,11 @@ async def _login_following_the_url(
     return code, out.decode(), err.decode()
 
 
-async def _whoami(agent: Path, url: str, cwd: Path) -> str:
-    """Connect as a session does and ask the server which bearer token it got."""
+async def _whoami(agent: Path, url: str, cwd: Path, **entry: Any) -> str:
+    """Connect as a session does (``entry``: more of the server's entry) and ask the server
+    which bearer token it got."""
     os.environ["PITRIO_AGENT_DIR"] = str(agent)
-    config = parse_server("remote", {"url": url}, "test")
+    config = parse_server("remote", {"url": url, **entry}, "test")
     async with trio.open_nursery() as nursery:
         handle: McpHandle = await start_mcp(nursery, [config], cwd=str(cwd))
         try:
@@ -304,3 +308,170 @@ async def test_login_and_logout_refuse_as_pi_does(
     code, _, err = await _cli(agent_env, tmp_path, *args)
     assert code == 1
     assert message in err
+
+
+async def test_two_processes_refreshing_one_token_refresh_it_once(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """pi's refresh lock: two pitrio processes whose token the server rejects both want to
+    refresh it with the same (rotating) refresh token; the server answers the refresh only
+    after both were rejected, so the second waits on the lock while the first refreshes,
+    then reads the new token instead of spending the spent refresh token."""
+    grants = tmp_path / "grants"
+    async with _oauth_server(tmp_path, log=str(grants), gate="2") as url:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        auth_file = agent_env / "mcp-auth.json"
+        states = json.loads(auth_file.read_text())
+        states[f"mcp__remote|{url}"]["tokens"]["access_token"] = "forged"
+        auth_file.write_text(json.dumps(states))
+
+        results: list[tuple[int, str, str]] = []
+
+        async def list_servers() -> None:
+            results.append(await _cli(agent_env, tmp_path, "list", "--json"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(list_servers)
+            nursery.start_soon(list_servers)
+        for code, out, err in results:
+            assert (code, json.loads(out)["servers"][0]["state"]) == (0, "connected"), err
+        assert grants.read_text().splitlines() == ["code ", "refresh rt-1"]
+        saved = json.loads(auth_file.read_text())[f"mcp__remote|{url}"]
+        assert saved["tokens"]["access_token"] == "at-2"
+        assert [n for n in os.listdir(agent_env) if n.endswith(".lock")] == []  # given back
+
+
+async def test_a_server_asking_for_more_scope_gets_a_new_sign_in_with_it(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """pi's re-consent: a 403 ``insufficient_scope`` is not refreshed (a refresh keeps the
+    granted scope); the session's server needs a sign-in, and ``login`` asks for the
+    configured scope, the granted one and the challenged one together."""
+    grants, demand = tmp_path / "grants", tmp_path / "demand"
+    async with _oauth_server(tmp_path, log=str(grants), step_up=str(demand)) as url:
+        _configure(agent_env, {"url": url, "oauth": {"scope": "read"}})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert "&scope=read\n" in out
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-1"
+
+        demand.write_text("admin")  # the server now wants more than was granted
+        assert await _whoami(agent_env, url, tmp_path) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio mcp login remote to sign in.'
+        )
+        code, out, _ = await _cli(agent_env, tmp_path, "list", "--json")
+        assert (code, json.loads(out)["servers"][0]["state"]) == (1, "needs-auth")
+        assert grants.read_text().splitlines() == ["code read"]  # no refresh was tried
+
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert "&scope=read+admin\n" in out
+        assert grants.read_text().splitlines() == ["code read", "code read admin"]
+        assert await _whoami(agent_env, url, tmp_path) == "auth=Bearer at-2"
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        assert state["tokens"]["scope"] == "read admin"
+
+
+async def test_login_redirects_to_the_configured_callback_url(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``callbackUrl`` without a port gets the free port the callback listens on; with one it
+    is sent exactly as written (``localhost`` served on 127.0.0.1)."""
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url, "oauth": {"callbackUrl": "http://127.0.0.1/back"}})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        (redirect,) = state["clientInformation"]["redirect_uris"]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/back", redirect)
+        assert f"redirect_uri={quote(redirect, safe='')}" in out
+
+        with socket.socket() as probe:  # a port free now
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        written = f"http://localhost:{port}/oauth/done"
+        _configure(agent_env, {"url": url, "oauth": {"callbackUrl": written}})
+        await _cli(agent_env, tmp_path, "logout", "remote")
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        assert f"redirect_uri={quote(written, safe='')}" in out
+        state = json.loads((agent_env / "mcp-auth.json").read_text())[f"mcp__remote|{url}"]
+        assert state["clientInformation"]["redirect_uris"] == [written]
+
+
+async def test_login_with_cimd_says_pitrio_has_no_client_document(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url, "oauth": {"clientRegistration": "cimd"}})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote")
+        assert code == 1
+        assert err == (
+            'Sign-in to MCP server "remote" failed: oauth.clientRegistration "cimd" needs a '
+            "Client ID Metadata Document, and pitrio has none (pi's are pi's identity); "
+            'use "auto" or "dcr"\n'
+        )
+
+
+async def test_a_configured_metadata_document_replaces_discovery(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``oauth.authServerMetadataUrl``: the server advertises an authorization server that
+    does not exist; with the document configured, sign-in and refreshes read the
+    authorization server's metadata from it (each time: it is not kept in the file)."""
+    requests = tmp_path / "requests"
+    async with _oauth_server(tmp_path, requests=str(requests), wrong_as="1") as url:
+        _configure(agent_env, {"url": url})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote", "--timeout", "30")
+        assert code == 1 and err.startswith('Sign-in to MCP server "remote" failed: '), err
+
+        oauth = {"authServerMetadataUrl": url.removesuffix("/mcp") + "/configured-metadata"}
+        _configure(agent_env, {"url": url, "oauth": oauth})
+        requests.write_text("")
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out
+        asked = requests.read_text().splitlines()
+        assert "GET /configured-metadata" in asked
+        assert not [line for line in asked if "oauth-authorization-server" in line]
+        auth_file = agent_env / "mcp-auth.json"
+        states = json.loads(auth_file.read_text())
+        assert "discovery" not in states[f"mcp__remote|{url}"]
+
+        states[f"mcp__remote|{url}"]["tokensExpireAt"] = 1000
+        auth_file.write_text(json.dumps(states))
+        requests.write_text("")
+        assert await _whoami(agent_env, url, tmp_path, oauth=oauth) == "auth=Bearer at-2"
+        asked = requests.read_text().splitlines()
+        assert asked[:2] == ["GET /configured-metadata", "POST /token"]
+
+
+async def test_a_server_with_auth_provider_gets_that_providers_token(
+    tmp_path: Path, agent_env: Path
+) -> None:
+    """``auth.provider``: the server is sent the provider's key from ``auth.json`` (read on
+    each connection, no OAuth, nothing in ``mcp-auth.json``); a 401 asks for a login to the
+    provider."""
+    async with _oauth_server(tmp_path) as url:
+        _configure(agent_env, {"url": url})
+        code, out, err = await _login_following_the_url(agent_env, tmp_path)
+        assert (code, err) == (0, ""), out  # the server now knows the token at-1
+        (agent_env / "auth.json").write_text(
+            json.dumps({"my-provider": {"type": "api_key", "key": "at-1"}})
+        )
+        (agent_env / "auth.json").chmod(0o600)
+        entry = {"auth": {"provider": "my-provider"}}
+        (agent_env / "mcp-auth.json").unlink()
+        assert await _whoami(agent_env, url, tmp_path, **entry) == "auth=Bearer at-1"
+        assert not (agent_env / "mcp-auth.json").exists()
+
+        (agent_env / "auth.json").write_text(
+            json.dumps({"my-provider": {"type": "api_key", "key": "revoked"}})
+        )
+        assert await _whoami(agent_env, url, tmp_path, **entry) == (
+            'error: MCP server "remote" requires sign-in. Run pitrio login my-provider to sign in.'
+        )
+        _configure(agent_env, {"url": url, **entry})
+        code, _, err = await _cli(agent_env, tmp_path, "login", "remote")
+        assert (code, 'MCP server "remote" does not use OAuth.' in err) == (1, True)

@@ -37,7 +37,13 @@ from mcp.shared.message import SessionMessage
 from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.mcp.config import McpServerConfig, expand_home
-from pitrio.actors.mcp.oauth import connection_auth, sign_in_required, uses_oauth
+from pitrio.actors.mcp.oauth import (
+    auth_provider,
+    connection_auth,
+    provider_auth,
+    sign_in_required,
+    uses_oauth,
+)
 from pitrio.actors.mcp.state import McpServerError, McpServerState, ServerStatus
 from pitrio.actors.mcp.values import resolve_values
 from pitrio.errors import PitrioError, unwrap_group
@@ -184,7 +190,10 @@ async def open_transport(
             headers = dict(config.headers)
         else:
             headers = await resolve_values(config.headers, f"{what} header")
-        if auth is None and uses_oauth(config):
+        provider = auth_provider(config)
+        if auth is None and provider is not None:
+            auth = provider_auth(config, provider)
+        elif auth is None and uses_oauth(config):
             auth = connection_auth(config)
         async with (
             create_mcp_http_client(headers=headers, auth=auth) as client,
@@ -285,7 +294,7 @@ class McpActor(Actor[McpCommand]):
                 reply.set(None)
         if not started:
             error = f"MCP server {config.name} failed to start: {failure}{tail}"
-            if failure == str(sign_in_required(config.name)):
+            if failure == str(sign_in_required(config.name, provider=auth_provider(config))):
                 error = failure  # the whole message, saying what to do
             self._failed(slot, generation, error)
         else:
@@ -370,9 +379,9 @@ class McpActor(Actor[McpCommand]):
         slot.status, slot.error, slot.connection = "failed", error, None
         self._publish()
         waiters, slot.waiters = slot.waiters, []
-        signing = error == str(sign_in_required(slot.config.name))
+        signing = sign_in_required(slot.config.name, provider=auth_provider(slot.config))
         for reply in waiters:
-            reply.fail(sign_in_required(slot.config.name) if signing else McpServerError(error))
+            reply.fail(signing if error == str(signing) else McpServerError(error))
 
     def _exited(self, slot: _Slot, generation: int, tail: str) -> None:
         if slot.generation != generation or slot.status != "running":

@@ -38,6 +38,7 @@ import attrs
 import orjson
 
 from pitrio.actors.mcp.naming import EXPOSURE_ALIASES, EXPOSURES, Exposure, mcp_namespace
+from pitrio.actors.mcp.oauth_settings import check_oauth, is_loopback
 from pitrio.errors import PitrioError
 
 CONFIG_FILE = "mcp.json"
@@ -194,9 +195,16 @@ def _http(entry: Mapping[str, Any], url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("url must be an http or https URL")
-    oauth = entry.get("oauth")
-    if oauth is not None and not isinstance(oauth, dict):
-        raise ValueError("oauth must be an object")
+    check_oauth(entry.get("oauth"))
+    auth = entry.get("auth")
+    if auth is not None:
+        provider = auth.get("provider") if isinstance(auth, dict) else None
+        if not isinstance(provider, str) or not provider:
+            raise ValueError("auth.provider must be a provider name")
+        if parts.scheme != "https" and not is_loopback(url):
+            raise ValueError(
+                "auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]"
+            )
     headers = _string_map(entry.get("headers", {}), "headers")
     return {"transport": "http", "url": url, "headers": headers}
 
@@ -232,6 +240,9 @@ def parse_server(
         fields = _stdio(entry, command)
     else:
         raise ValueError('needs "command" (a stdio server) or "url" (a streamable-HTTP server)')
+    if scope == "project" and fields["transport"] == "http" and entry.get("auth") is not None:
+        # A repository must not choose where the user's credential is sent.
+        raise ValueError("auth is only allowed in the global mcp.json")
     return McpServerConfig(
         name=name,
         source=source,

@@ -159,8 +159,9 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def try_lock(path: Path, now: float) -> bool:
-    """Take pi's lock on ``path`` (``mkdir path.lock``); a stale lock is broken first."""
+def try_lock(path: Path, now: float, stale: float = LOCK_STALE_S) -> bool:
+    """Take pi's lock on ``path`` (``mkdir path.lock``); a lock whose directory was last
+    touched more than ``stale`` seconds ago is broken first (proper-lockfile's rule)."""
     lock = lock_path(path)
     try:
         lock.mkdir(mode=0o700)
@@ -171,7 +172,7 @@ def try_lock(path: Path, now: float) -> bool:
         age = now - lock.stat().st_mtime
     except FileNotFoundError:
         return False  # released meanwhile: the next attempt takes it
-    if age > LOCK_STALE_S:
+    if age > stale:
         try:
             lock.rmdir()
             lock.mkdir(mode=0o700)
@@ -179,6 +180,12 @@ def try_lock(path: Path, now: float) -> bool:
         except OSError:
             return False
     return False
+
+
+def touch_lock(path: Path) -> None:
+    """Renew a lock we hold (its mtime is its age), as proper-lockfile's holder does."""
+    with contextlib.suppress(FileNotFoundError):
+        os.utime(lock_path(path))
 
 
 def unlock(path: Path) -> None:

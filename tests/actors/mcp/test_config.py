@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,7 +20,9 @@ from pitrio.actors.mcp.config import (
     load_mcp_config,
     merge_files,
     parse_file,
+    parse_server,
 )
+from pitrio.actors.mcp.oauth_settings import loopback
 from pitrio.actors.mcp.state import McpServerError
 from pitrio.actors.mcp.values import resolve_value, resolve_values
 
@@ -248,3 +252,116 @@ def test_a_clients_servers_come_last_and_keep_their_values_as_given(tmp_path: Pa
     assert dict(config.servers[1].headers) == {"X": "!echo no"}
     alone = load_mcp_config(agent, str(cwd))
     assert [(s.scope, s.literal) for s in alone.servers] == [("global", False)]
+
+
+@pytest.mark.parametrize(
+    ("oauth", "message"),
+    [
+        ([], "oauth must be an object"),
+        ({"clientId": 1}, "oauth.clientId must be a string"),
+        ({"callbackPort": 0}, "oauth.callbackPort must be a port number"),
+        ({"callbackPort": True}, "oauth.callbackPort must be a port number"),
+        (
+            {"callbackUrl": "http://example.com/callback"},
+            "oauth.callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] "
+            "without query or fragment",
+        ),
+        (
+            {"callbackUrl": "http://127.0.0.1/cb?x=1"},
+            "oauth.callbackUrl must be an http URI",
+        ),
+        (
+            {"callbackUrl": "http://127.0.0.1:8000/cb", "callbackPort": 9000},
+            "oauth.callbackUrl and oauth.callbackPort name different ports",
+        ),
+        ({"clientName": " "}, "oauth.clientName must be a non-empty string"),
+        ({"clientRegistration": "x"}, 'oauth.clientRegistration must be "auto", "dcr", or "cimd"'),
+        (
+            {"clientRegistration": "cimd", "clientId": "a"},
+            'oauth.clientRegistration "cimd" cannot be combined with oauth.clientId',
+        ),
+        (
+            {"clientRegistration": "cimd", "callbackUrl": "http://[::1]:8/callback"},
+            'oauth.clientRegistration "cimd" requires oauth.callbackUrl on localhost',
+        ),
+        (
+            {"authServerMetadataUrl": "http://example.com/.well-known/openid-configuration"},
+            "oauth.authServerMetadataUrl must be an https URL, or http on localhost",
+        ),
+    ],
+)
+def test_oauth_settings_are_checked_as_pi_checks_them(oauth: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_server("remote", {"url": "https://mcp.example.com/mcp", "oauth": oauth}, "test")
+
+
+def test_valid_oauth_settings_are_accepted() -> None:
+    for oauth in (
+        {"clientId": "a", "clientSecret": "${S}", "callbackPort": 8765, "scope": "a b"},
+        {"callbackUrl": "http://localhost:8765/callback", "callbackPort": 8765},
+        {"callbackUrl": "http://[::1]/back", "clientRegistration": "dcr"},
+        {"clientRegistration": "cimd", "callbackUrl": "http://localhost/callback"},
+        {"authServerMetadataUrl": "https://example.okta.com/.well-known/openid-configuration"},
+        {"authServerMetadataUrl": "http://127.0.0.1:9/.well-known/oauth-authorization-server"},
+    ):
+        parse_server("remote", {"url": "https://mcp.example.com/mcp", "oauth": oauth}, "test")
+
+
+@pytest.mark.parametrize(
+    ("oauth", "bind", "port", "path", "fixed"),
+    [
+        ({}, "127.0.0.1", None, "/callback", None),
+        ({"callbackPort": 8765}, "127.0.0.1", 8765, "/callback", "http://127.0.0.1:8765/callback"),
+        ({"callbackUrl": "http://localhost/back"}, "127.0.0.1", None, "/back", None),
+        (
+            {"callbackUrl": "http://LocalHost:9000/back"},
+            "127.0.0.1",
+            9000,
+            "/back",
+            "http://LocalHost:9000/back",  # as written: servers compare it as a string
+        ),
+        (
+            {"callbackUrl": "http://[::1]/cb", "callbackPort": 7},
+            "::1",
+            7,
+            "/cb",
+            "http://[::1]:7/cb",
+        ),
+    ],
+)
+def test_the_loopback_callback_follows_callback_url_and_port(
+    oauth: dict[str, Any], bind: str, port: int | None, path: str, fixed: str | None
+) -> None:
+    settings = loopback(oauth)
+    assert (settings.bind_host, settings.port, settings.path, settings.fixed_redirect) == (
+        bind,
+        port,
+        path,
+        fixed,
+    )
+    if fixed is None:
+        assert settings.redirect_for(4321) == f"http://{settings.redirect_host}:4321{path}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "scope", "message"),
+    [
+        ({"auth": {"provider": ""}}, "global", "auth.provider must be a provider name"),
+        ({"auth": "anthropic"}, "global", "auth.provider must be a provider name"),
+        (
+            {"url": "http://mcp.example.com/mcp", "auth": {"provider": "anthropic"}},
+            "global",
+            "auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]",
+        ),
+        ({"auth": {"provider": "anthropic"}}, "project", "auth is only allowed in the global"),
+    ],
+)
+def test_auth_provider_is_checked_as_pi_checks_it(
+    entry: dict[str, Any], scope: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_server("remote", {"url": "https://mcp.example.com/mcp", **entry}, "test", scope)
+    accepted = parse_server(
+        "remote", {"url": "http://127.0.0.1:9/mcp", "auth": {"provider": "anthropic"}}, "test"
+    )
+    assert accepted.entry["auth"] == {"provider": "anthropic"}
