@@ -328,17 +328,21 @@ class _NotingEvents:
         self.tracer = tracer
 
     def send_nowait(self, item: Sequenced) -> None:
+        """Hand ``item`` over now and tell the tracer (in the emitting task)."""
         self.inner.send_nowait(item)
         self.tracer.on_emitted(item.seq)
 
     async def send(self, item: Sequenced) -> None:
+        """Hand ``item`` over (the feeder's path) and tell the tracer."""
         await self.inner.send(item)
         self.tracer.on_emitted(item.seq)
 
     def close(self) -> None:
+        """Close the channel: the trace's event task ends."""
         self.inner.close()
 
     async def aclose(self) -> None:
+        """Close the channel (as :meth:`close`)."""
         await self.inner.aclose()
 
     async def __aenter__(self) -> _NotingEvents:
