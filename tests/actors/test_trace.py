@@ -3,7 +3,7 @@ recorded sessions replayed through a real session (actors, store, supervisor pol
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -593,9 +593,11 @@ async def test_a_trace_with_dropped_records_is_not_replayed(tmp_path: Path) -> N
         await replay_records(records)
 
 
-async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: Path) -> None:
-    """The race the replay is for: a steer that arrived while a tool ran is delivered before
-    the tool's result again, because the result was recorded after the steer."""
+async def record_steer_during_tool(
+    tmp_path: Path, after_steer: Callable[[], None] = lambda: None
+) -> list[dict[str, Any]]:
+    """Record a prompt whose tool is still running when a steer comes (``after_steer`` is
+    called once the steer was handled, before the tool returns)."""
     release = trio.Event()
     started_tool = trio.Event()
 
@@ -618,8 +620,15 @@ async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: P
             nursery.start_soon(session.prompt, "go")
             await started_tool.wait()
             await session.steer("change of plan")
+            after_steer()
             release.set()
-    records = load_trace(tmp_path / "trace.jsonl")
+    return load_trace(tmp_path / "trace.jsonl")
+
+
+async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: Path) -> None:
+    """The race the replay is for: a steer that arrived while a tool ran is delivered before
+    the tool's result again, because the result was recorded after the steer."""
+    records = await record_steer_during_tool(tmp_path)
     ticks = {r["k"] if r["k"] != "input" else r["op"]: r["tick"] for r in records if "tick" in r}
     assert ticks["steer"] < ticks["tool"]  # recorded: the steer came first
 
@@ -646,3 +655,94 @@ def test_a_command_applied_for_a_client_id_is_the_same_input() -> None:
     stamp = CommandStamp("req-1", "abort", "f")
     assert classify_input(Stamped(Abort(reply), stamp)) == ("abort", {})
     assert classify_input(Stamped(GetState(reply), stamp)) is None
+
+
+async def test_a_steer_taken_while_the_pump_waits_for_the_store_keeps_its_place_on_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flaky replay, forced: the store holds its confirmation of the prompt's entry, so
+    the session's pump is still at the prompt when the loop already runs the tool and the
+    steer comes (the steer's ``queue_update`` goes out before the prompt's
+    ``entry_appended``). On replay the store confirms at once and the steer comes only
+    after that (a loaded machine's timing); the replay still puts the steer's event where
+    it was, because the pump waits at that place for it."""
+    from pitrio.actors.session.handle import SessionHandle
+    from pitrio.actors.session_store.handle import SessionStoreHandle
+    from pitrio.messages.agent import AgentMessage, UserMessage
+    from pitrio.messages.content import text_of
+
+    hold_prompt_entry = trio.Event()  # recording: set once the steer has been handled
+    prompt_entry_confirmed = trio.Event()  # replaced before the replay, which waits for it
+    original_append = SessionStoreHandle.append_message
+
+    async def append_message(self: SessionStoreHandle, message: AgentMessage) -> Any:
+        entry = await original_append(self, message)
+        if isinstance(message, UserMessage) and text_of(message.content) == "go":
+            await hold_prompt_entry.wait()
+            prompt_entry_confirmed.set()
+        return entry
+
+    monkeypatch.setattr(SessionStoreHandle, "append_message", append_message)
+    records = await record_steer_during_tool(tmp_path, hold_prompt_entry.set)
+    events = [r["event"] for r in records if r["k"] == "event"]
+    kinds = [event["type"] for event in events]
+    prompt_entry = next(
+        index
+        for index, event in enumerate(events)
+        if event["type"] == "entry_appended"
+        and event["entry"].get("message", {}).get("role") == "user"
+    )
+    # Recorded: the loop was in the tool, the pump still at the prompt's entry.
+    assert kinds.index("queue_update") < prompt_entry < kinds.index("tool_execution_start")
+
+    prompt_entry_confirmed = trio.Event()
+    original_steer = SessionHandle.steer
+
+    async def late_steer(self: SessionHandle, *args: Any, **kwargs: Any) -> str | None:
+        await prompt_entry_confirmed.wait()  # the store was quicker than the steer this time
+        return await original_steer(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionHandle, "steer", late_steer)
+    result = await replay_records(records)
+    assert result.identical, result.describe()
+
+
+async def test_the_replay_sequencer_holds_the_pump_before_an_inputs_own_event() -> None:
+    """An input recorded with its own event at seq 8 and the loop 13 items in: it is sent
+    only once the loop got that far, and the pump may not emit event 8 before it."""
+    from pitrio.actors.trace.replay import Sequencer
+
+    sequencer = Sequencer([2], [1], own=[(8, 0)])
+    seq, loop = 7, 12
+    sequencer.session_seq = lambda: seq
+    sequencer.loop_events = lambda: loop
+    sequencer.output_done(1)
+    sequencer.events = 7
+    passed: list[str] = []
+
+    async def pump() -> None:
+        await sequencer.gate()
+        passed.append("pump")
+
+    async def send() -> None:
+        await sequencer.before_input(2, 7, 13)
+        passed.append("input")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump)
+        nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()
+        assert passed == []  # the loop is one item short; the pump waits for the steer
+        loop = 13
+        sequencer.changed()
+        await trio.testing.wait_all_tasks_blocked()
+        assert passed == ["input"]
+        sequencer.own_emitted(8)  # the input's queue_update: the pump goes on after it
+        await trio.testing.wait_all_tasks_blocked()
+        assert passed == ["input", "pump"]
+    # Handled without its own event (the replay went another way): nothing waits for it.
+    other = Sequencer([1], [], own=[(3, 0)])
+    other.session_seq = lambda: 2
+    assert not other._may_emit()
+    other.handled()
+    assert other._may_emit()

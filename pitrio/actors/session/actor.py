@@ -435,6 +435,12 @@ class SessionActor(Actor[SessionCommand]):
         self._driver.read_only(failure)
 
     @property
+    def pump(self) -> EventPump:
+        """The event pump (the trace tap reads the loop's progress from it and, replaying,
+        sets its gate)."""
+        return self._pump
+
+    @property
     def _runs(self) -> int:
         """The number of the latest run (the trace tap's probe reads it)."""
         return self._driver.count

@@ -12,7 +12,7 @@ it to catch up. The run driver takes its decisions from a channel, by low-level 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -115,6 +115,10 @@ class EventPump:
         self._barriers: list[PumpBarrier] = []
         self._busy = False
         self._turn_index = -1  # counted for the extension host only
+        self._taken = 0  # items taken from the loop's channel (events and run-end facts)
+        self.gate: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each event the pump emits, when set: a trace replay holds the pump
+        there so that an input's own events keep their recorded place (``None``: never)."""
 
     async def run(self) -> None:
         """The pump's task: every event of the loop, until its channel closes."""
@@ -122,6 +126,7 @@ class EventPump:
         async with events:
             async for event in events:
                 self._busy = True
+                self._taken += 1
                 await self._on_agent_event(event)
                 # Take what else is queued without a task switch per event (issue 7).
                 while True:
@@ -129,9 +134,16 @@ class EventPump:
                         event = events.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                    self._taken += 1
                     await self._on_agent_event(event)
                 self._busy = False
                 self._release_barriers()
+
+    def loop_events(self) -> int:
+        """How far the agent loop has got: the items it has sent the pump (events and run-end
+        facts), taken or still queued. A trace places its inputs by this count, which the
+        pump's own lag (it waits for the store at each ``message_end``) does not hold back."""
+        return self._taken + self._events.statistics().current_buffer_used
 
     def entry_id_of(self, message: AgentMessage | None) -> str | None:
         """The id of the entry ``message`` was recorded as in this process, if it was."""
@@ -156,6 +168,8 @@ class EventPump:
             entry = await self._store.append_custom_message_entry(
                 message.custom_type, message.content, message.display, message.details
             )
+            if self.gate is not None:
+                await self.gate()
             self._emit(EntryRecorded(entry=entry))
             return
         if message.role not in ("user", "assistant", "toolResult", "system"):
@@ -164,6 +178,8 @@ class EventPump:
         with stamping(None if stamped is None else stamped[1]):
             entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
+        if self.gate is not None:
+            await self.gate()
         self._emit(EntryRecorded(entry=entry))
 
     async def _on_agent_event(self, event: AgentEvent | RunEndFacts) -> None:
@@ -176,6 +192,8 @@ class EventPump:
             return
         if isinstance(event, MessageStart) and isinstance(event.message, UserMessage):
             await self._supervisor.user_message_started()
+            if self.gate is not None:  # taking a queued text announces the queues
+                await self.gate()
             queue_id = self._queues.take(text_of(event.message.content))
             if queue_id is not None:
                 event = attrs.evolve(event, queue_id=queue_id)
@@ -197,6 +215,8 @@ class EventPump:
             run = self._current_run()
             if run is not None:
                 run.closing = False
+        if self.gate is not None:
+            await self.gate()
         self._emit(event)
         if isinstance(event, MessageEnd):
             try:
@@ -206,9 +226,13 @@ class EventPump:
             if isinstance(event.message, AssistantMessage):
                 succeeded = await self._supervisor.assistant_message_ended(event.message)
                 if succeeded is not None:
+                    if self.gate is not None:
+                        await self.gate()
                     self._emit(succeeded)
         elif decision is not None:
             for follow in decision.events:
+                if self.gate is not None:
+                    await self.gate()
                 self._emit(follow)
             await self._send_decision(decision)
 

@@ -35,6 +35,7 @@ from pitrio.messages.codec import to_json
 DEFAULT_CAPACITY = 8192
 """Records the writer may fall behind by before records are dropped."""
 SESSION_ACTOR = "session"
+LOOP_ACTOR = "agent-loop"
 CLOSE_DEADLINE = 30.0
 """Seconds a cancelled writer waits for :meth:`Tracer.close` before it gives up on the rest
 (a safety net: the taps always close their tracer when their session stops)."""
@@ -49,12 +50,18 @@ def _zero_probe() -> tuple[int, int]:
     return 0, 0
 
 
+def _no_loop() -> int:
+    return 0
+
+
 class Tracer:
     """Receives the hooks' reports for one session and queues them as records.
 
     ``probe`` returns the session's (events emitted, runs started) at the moment of a record;
-    ``inputs`` recognises the session commands that replay re-sends; ``observer`` (replay) sees
-    every record synchronously; with ``queue=False`` nothing is queued for a writer.
+    ``loop_probe`` how many events the agent loop has sent the session; ``inputs`` recognises
+    the session commands that replay re-sends; ``observer`` (replay) sees every record
+    synchronously; ``on_own`` (replay) is told of each event an input emitted itself; with
+    ``queue=False`` nothing is queued for a writer.
     """
 
     def __init__(
@@ -70,13 +77,20 @@ class Tracer:
         self.payloads = payloads
         self.observer = observer
         self.probe: Callable[[], tuple[int, int]] = _zero_probe
+        self.loop_probe: Callable[[], int] = _no_loop
         self.inputs: InputClassifier | None = None
+        self.on_own: Callable[[int], None] | None = None
         self.dropped = 0
         self.late = 0
         self.ticks = 0
         self._numbers = 0
         self._in_flight: dict[int, int] = {}  # id(command) -> its message number, until taken
         self._inputs: dict[int, Record] = {}  # id(command) -> its input record, until handled
+        # The input the session actor is handling, and the task handling it: the events that
+        # task emits meanwhile are the input's own (see on_emitted).
+        self._handling: Record | None = None
+        self._handling_task: trio.lowlevel.Task | None = None
+        self._reached_loop = False  # whether the loop took a command while it was handled
 
     # -- records -----------------------------------------------------------------------------
 
@@ -136,12 +150,29 @@ class Tracer:
             "n": self._in_flight.pop(id(command), None),
         }
         self.record(record)
+        handling = self._handling
+        if actor == LOOP_ACTOR and handling is not None and not self._reached_loop:
+            # The input (or something else while it is handled) reached the loop: what the
+            # loop had done by now is the input's place in the loop's progress.
+            self._reached_loop = True
+            handling["loop"] = self.loop_probe()
         if actor == SESSION_ACTOR and self.inputs is not None:
             found = self.inputs(command)
             if found is not None:
                 op, args = found
                 seq, _ = self.probe()
-                self._inputs[id(command)] = {"k": "input", "op": op, "args": args, "seq": seq}
+                input_record: Record = {
+                    "k": "input",
+                    "op": op,
+                    "args": args,
+                    "seq": seq,
+                    "loop": self.loop_probe(),
+                    "own": [],
+                }
+                self._inputs[id(command)] = input_record
+                self._handling = input_record
+                self._handling_task = trio.lowlevel.current_task()
+                self._reached_loop = False
 
     def on_handled(self, actor: str, command: object) -> None:
         """An input has taken effect: it is recorded now, with the place it arrived at.
@@ -152,8 +183,19 @@ class Tracer:
         """
         record = self._inputs.pop(id(command), None)
         if record is not None:
+            if record is self._handling:
+                self._handling = self._handling_task = None
             record["tick"] = self.next_tick()
             self.record(record)
+
+    def on_emitted(self, seq: int) -> None:
+        """The session emitted event ``seq`` (told in the emitting task): an event the task
+        handling an input emits is that input's own, kept in its ``own`` list."""
+        handling = self._handling
+        if handling is not None and trio.lowlevel.current_task() is self._handling_task:
+            handling["own"].append(seq)
+            if self.on_own is not None:
+                self.on_own(seq)
 
     # -- the writer --------------------------------------------------------------------------
 

@@ -19,8 +19,12 @@ monotonic, comparable only within one trace segment). Kinds:
     a ``message_update`` without ``message`` and ``partial``, the delta form).
 ``input``
     a command from outside the session that replay re-sends: ``op`` and ``args``; ``seq`` is
-    the number of events the session had emitted when it took the command; ``tick`` (taken,
-    and the line written, once the session actor's ``handle`` returned for it).
+    the number of events the session had emitted when it took the command; ``loop`` the
+    number of items the agent loop had sent the session's pump when the command reached the
+    loop (when the session took it, if it never did); ``own`` the seqs of the events the
+    session emitted itself while handling it (the task that handled it emitted them);
+    ``tick`` (taken, and the line written, once the session actor's ``handle`` returned for
+    it). ``loop`` and ``own`` are optional: traces made before them replay by ``seq``.
 ``model``
     one model request's output: ``call`` (1, 2, ...), ``key`` (a digest of the request's
     messages with timestamps removed, to match requests on replay), ``events`` (each

@@ -8,10 +8,15 @@ each tool body's updates and outcome (matched by tool call id). The recorded inp
 steers, aborts, compactions, ...) are sent again.
 
 Order between inputs and outputs is kept by *ticks* (see :mod:`~pitrio.actors.trace.records`):
-an input is sent once every output recorded before it has been produced and the session has
-emitted as many events as it had when it took the input; an output is released once every
-input recorded before it has been handled by the session actor. What remains free is the scheduling
-inside the session, which is what a replay tests: the events must come out identical after
+an input is sent once every output recorded before it has been produced, the agent loop has
+got as far as it had when the input reached it, and the session has emitted the events it
+had emitted before the input's first own event (else when it took the input); an output is
+released once every input recorded before it has been handled by the session actor. The
+session's event pump lags behind the loop (it waits for the store at each ``message_end``),
+so an input's own events (a steer's ``queue_update``) fall among the pump's at a place the
+loop's progress does not fix: the pump waits before the recorded place of an input's own
+event until the input has emitted it. What remains free is the scheduling inside the
+session, which is what a replay tests: the events must come out identical after
 normalisation (:mod:`~pitrio.actors.trace.compare`; the replay runs in a directory of its
 own, so the working directory a system message names is compared as each session's own),
 else the first divergence is reported.
@@ -64,6 +69,9 @@ from pitrio.messages.stream import AssistantMessageEvent
 
 BUILTIN_TOOLS = frozenset({"read", "bash", "edit", "write", "grep", "find", "ls"})
 QUIET_MARGIN = 10.0
+LOOP_WAKE_CAPACITY = 1024
+"""The replay's own subscription to the loop's events (a full one would block the loop; its
+task takes each event at once)."""
 MIN_STALL_SECONDS = 5.0
 
 
@@ -127,6 +135,26 @@ class _Input:
     args: dict[str, Any]
     seq: int
     tick: int
+    loop: int = 0  # the loop's progress when the input reached it (0: not recorded)
+    own: tuple[int, ...] = ()  # the seqs of the events the input emitted itself
+
+    @property
+    def at(self) -> int:
+        """The session events to wait for before sending: those before its first own event
+        (the session's pump may have emitted some while the input was on its way), else
+        those emitted when the session took it."""
+        return self.own[0] - 1 if self.own else self.seq
+
+
+def _input(record: Record) -> _Input:
+    return _Input(
+        record["op"],
+        record.get("args") or {},
+        record["seq"],
+        record["tick"],
+        int(record.get("loop") or 0),
+        tuple(int(seq) for seq in record.get("own") or ()),
+    )
 
 
 class Recording:
@@ -154,11 +182,7 @@ class Recording:
                 case "event":
                     self.events.append(record["event"])
                 case "input":
-                    self.inputs.append(
-                        _Input(
-                            record["op"], record.get("args") or {}, record["seq"], record["tick"]
-                        )
-                    )
+                    self.inputs.append(_input(record))
                     input_ticks.append(record["tick"])
                 case "model":
                     decoded = decode_stream_events(record["events"])
@@ -184,6 +208,16 @@ class Recording:
         self.input_ticks = sorted(input_ticks)
         self.output_ticks = sorted(output_ticks)
 
+    def own_events(self) -> list[tuple[int, int]]:
+        """The recorded seq of each event a replayed input emitted itself, with the input's
+        index, in order (inputs that are not replayed emit none on replay)."""
+        return [
+            (seq, index)
+            for index, item in enumerate(self.inputs)
+            if item.op in REPLAYED_OPS
+            for seq in item.own
+        ]
+
     def take_call(self, key: str, notes: list[str]) -> _ModelCall | None:
         """The recorded output for a request: same messages first, else the next unused."""
         for call in self.calls:
@@ -207,16 +241,29 @@ class Recording:
 
 
 class Sequencer:
-    """Holds inputs and outputs back until what came before them in the recording happened."""
+    """Holds inputs and outputs back until what came before them in the recording happened,
+    and the session's event pump before the place of an input's own event (:meth:`gate`).
 
-    def __init__(self, input_ticks: Sequence[int], output_ticks: Sequence[int]) -> None:
+    ``own`` lists, in order, the recorded seq of each event an input emitted itself and the
+    input's index; ``session_seq`` and ``loop_events`` read the replayed session's counters
+    (set once it has started)."""
+
+    def __init__(
+        self,
+        input_ticks: Sequence[int],
+        output_ticks: Sequence[int],
+        own: Sequence[tuple[int, int]] = (),
+    ) -> None:
         self._input_ticks = list(input_ticks)
         self._output_ticks = list(output_ticks)
         self._produced: set[int] = set()
         self._low = 0  # index into output ticks: every earlier output has been produced
+        self._own = deque(own)  # own events not replayed yet: (recorded seq, input index)
         self.delivered = 0  # inputs the replayed session actor has handled
         self.events = 0  # events the replay's subscription has seen
         self.progress = 0  # bumps on any record: the stall watchdog reads it
+        self.session_seq: Callable[[], int] = _zero
+        self.loop_events: Callable[[], int] = _zero
         self._changed = trio.Event()
 
     def changed(self) -> None:
@@ -247,10 +294,37 @@ class Sequencer:
     def _outputs_before(self, tick: int) -> bool:
         return self._low >= len(self._output_ticks) or self._output_ticks[self._low] > tick
 
-    async def before_input(self, tick: int, seq: int) -> None:
-        """Wait until every output recorded before ``tick`` is produced and ``seq`` events
-        have been emitted."""
-        await self.wait_until(lambda: self._outputs_before(tick) and self.events >= seq)
+    async def before_input(self, tick: int, seq: int, loop: int = 0) -> None:
+        """Wait until every output recorded before ``tick`` is produced, ``seq`` events have
+        been emitted and the agent loop has sent ``loop`` events."""
+        await self.wait_until(
+            lambda: self._outputs_before(tick) and self.events >= seq and self.loop_events() >= loop
+        )
+
+    def handled(self) -> None:
+        """The session handled one more input (or a skipped one was passed over): the own
+        events it did not emit are not waited for any longer (the comparison reports them)."""
+        self.delivered += 1
+        while self._own and self._own[0][1] < self.delivered:
+            self._own.popleft()
+        self.changed()
+
+    def own_emitted(self, seq: int) -> None:
+        """The input being handled emitted an event of its own."""
+        if self._own and self._own[0][1] == self.delivered:
+            self._own.popleft()
+        self.changed()
+
+    def _may_emit(self) -> bool:
+        return not self._own or self._own[0][0] > self.session_seq() + 1
+
+    async def gate(self) -> None:
+        """The pump's gate: its next event may not take the place of an input's own event.
+
+        The pump lags behind the loop (it waits for the store at each ``message_end``), so
+        an input handled meanwhile emits its events among the pump's at a place the loop's
+        progress does not fix; the recording says where, and the pump waits there."""
+        await self.wait_until(self._may_emit)
 
 
 # -- the tap -----------------------------------------------------------------------------------
@@ -311,6 +385,7 @@ class ReplayTap(TapBase):
 
     def __init__(self, recording: Recording, sequencer: Sequencer) -> None:
         super().__init__(Tracer(observer=self._observe, queue=False))
+        self.tracer.on_own = sequencer.own_emitted
         self.recording = recording
         self.sequencer = sequencer
         self.events: list[dict[str, Any]] = []
@@ -336,7 +411,8 @@ class ReplayTap(TapBase):
                 self.diverged = True
                 self.stop()
         elif kind == "input":
-            self.sequencer.delivered += 1
+            self.sequencer.handled()
+            return
         self.sequencer.changed()
 
     def stream(self, inner: StreamCall) -> StreamCall:
@@ -379,6 +455,24 @@ class ReplayTap(TapBase):
         self.cwd = start.cwd
         self._normaliser = Normaliser(start.cwd)
         await super().attach(nursery, start)
+        sequencer, actor = self.sequencer, start.actor
+        sequencer.session_seq = lambda: actor._seq
+        sequencer.loop_events = actor.pump.loop_events
+        actor.pump.gate = sequencer.gate
+        # The loop's progress moves without a record when the pump is held: a subscription
+        # of our own wakes the inputs waiting for it.
+        loop_events = await start.loop.subscribe(LOOP_WAKE_CAPACITY)
+        nursery.start_soon(_wake_on_loop_events, loop_events, sequencer)
+
+
+async def _wake_on_loop_events(
+    events: trio.MemoryReceiveChannel[Any], sequencer: Sequencer
+) -> None:
+    """Wake the sequencer's waiters at each event of the loop (what it waits on is read from
+    the pump: this subscription only says when to look again)."""
+    async with events:
+        async for _ in events:
+            sequencer.changed()
 
 
 def _timestamp_shift(events: Sequence[dict[str, Any]]) -> int:
@@ -405,6 +499,10 @@ def _restamp(event: dict[str, Any], shift: int) -> dict[str, Any]:
 
 def _nothing() -> None:
     pass
+
+
+def _zero() -> int:
+    return 0
 
 
 def _stub_tool(spec: dict[str, Any]) -> AgentTool:
@@ -501,7 +599,7 @@ async def _replay(
     for directory in (agent, cwd, sessions):
         directory.mkdir()
     (agent / "settings.json").write_bytes(orjson.dumps(header.get("settings") or {}))
-    sequencer = Sequencer(recording.input_ticks, recording.output_ticks)
+    sequencer = Sequencer(recording.input_ticks, recording.output_ticks, recording.own_events())
     tap = ReplayTap(recording, sequencer)
     stubs = [_stub_tool(s) for s in header.get("toolSpecs") or () if s["name"] not in BUILTIN_TOOLS]
     stalled = False
@@ -560,10 +658,9 @@ async def _drive(
     """Send the inputs at their recorded places, then wait for the session to come to rest."""
     async with trio.open_nursery() as senders:
         for item in recording.inputs:
-            await sequencer.before_input(item.tick, item.seq)
+            await sequencer.before_input(item.tick, item.at, item.loop)
             if item.op not in REPLAYED_OPS:
-                sequencer.delivered += 1  # skipped: later outputs must not wait for it
-                sequencer.changed()
+                sequencer.handled()  # skipped: later outputs must not wait for it
                 continue
             expected = sequencer.delivered + 1
             senders.start_soon(_send_input, session, item, notes)

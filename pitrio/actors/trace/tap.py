@@ -210,18 +210,23 @@ class _RecordingSender:
         self.events: list[tuple[AssistantMessageEvent, int]] = []
         self.finished = False
 
-    def _note(self, event: AssistantMessageEvent) -> None:
-        self.events.append((event, self.tracer.next_tick()))
+    def _note(self, event: AssistantMessageEvent, tick: int) -> None:
+        self.events.append((event, tick))
         if isinstance(event, StreamDone | StreamError):
             self.finished = True
 
+    # The tick is taken before the event is handed over: the loop may take it before the
+    # provider's task runs again, and an input that reaches the loop after it saw the event
+    # must come after it in the tick order (a replay waits for both).
     async def send(self, event: AssistantMessageEvent) -> None:
+        tick = self.tracer.next_tick()
         await self.inner.send(event)
-        self._note(event)
+        self._note(event, tick)
 
     def send_nowait(self, event: AssistantMessageEvent) -> None:
+        tick = self.tracer.next_tick()
         self.inner.send_nowait(event)
-        self._note(event)
+        self._note(event, tick)
 
 
 def recording_stream(inner: StreamCall, tracer: Tracer) -> StreamCall:
@@ -312,6 +317,41 @@ class RecordingToolHandle(ToolExecutorHandle):
 # -- attaching -----------------------------------------------------------------------------------
 
 
+class _NotingEvents:
+    """Stands in for the trace's event channel: tells the tracer of each event in the task
+    that hands it over. The session hands an event over in the task that emits it (a backlog
+    goes through its feeder task instead, and is then nobody's own: see
+    :meth:`~pitrio.actors.trace.recorder.Tracer.on_emitted`)."""
+
+    def __init__(self, inner: trio.MemorySendChannel[Sequenced], tracer: Tracer) -> None:
+        self.inner = inner
+        self.tracer = tracer
+
+    def send_nowait(self, item: Sequenced) -> None:
+        """Hand ``item`` over now and tell the tracer (in the emitting task)."""
+        self.inner.send_nowait(item)
+        self.tracer.on_emitted(item.seq)
+
+    async def send(self, item: Sequenced) -> None:
+        """Hand ``item`` over (the feeder's path) and tell the tracer."""
+        await self.inner.send(item)
+        self.tracer.on_emitted(item.seq)
+
+    def close(self) -> None:
+        """Close the channel: the trace's event task ends."""
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        """Close the channel (as :meth:`close`)."""
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _NotingEvents:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.inner.close()
+
+
 def event_json(event: AgentSessionEvent) -> dict[str, Any]:
     """An event's JSON as traces keep it: a ``message_update`` in the delta form, built
     without serialising its snapshots (they would cost the square of the reply's length)."""
@@ -348,8 +388,10 @@ class TapBase:
         tracer = self.tracer
         actor = start.actor
         # The session's own counters, read in its tasks when a record is made: how many
-        # events it has emitted (an input's position) and which run is the latest.
+        # events it has emitted (an input's position) and which run is the latest; and how
+        # far its agent loop has got (the pump may lag behind it, waiting for the store).
         tracer.probe = lambda: (actor._seq, actor._runs)
+        tracer.loop_probe = actor.pump.loop_events
         tracer.inputs = classify_input
         tools = await start.tools.active_tools()
         tracer.record(
@@ -373,7 +415,8 @@ class TapBase:
         # emits (nothing waits on this task), so events emitted before a cancellation are
         # still there to record.
         send, receive = trio.open_memory_channel[Sequenced](EVENT_CAPACITY)
-        await start.session.subscribe_into(send, EVENT_CAPACITY)
+        noting = cast(trio.MemorySendChannel[Sequenced], _NotingEvents(send, tracer))
+        await start.session.subscribe_into(noting, EVENT_CAPACITY)
         nursery.start_soon(self._record_events, receive)
 
     async def _record_events(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
