@@ -13,17 +13,17 @@ in any order converge on the latest registrations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from pitrio.actors.mcp.config import McpServerConfig, parse_file
+from pitrio.actors.mcp.live import listed_server, tool_document
 from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
 from pitrio.actors.mcp.search_tool import ToolSearch
-from pitrio.actors.mcp.session import listed_server, tool_document
 from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
@@ -96,11 +96,13 @@ class LateMcpServers:
         self,
         *,
         started: tuple[str, ...],
-        listed: tuple[ListedServer, ...],
+        listed: Callable[[], tuple[ListedServer, ...]],
         search: ToolSearch | None = None,
     ) -> None:
         self._started = set(started)
         self._listed = listed
+        """The start-up servers as the prompt section lists them now (they connect in the
+        background, and say more of themselves once connected)."""
         self._search = search
         """``tool_search`` of the session (made here, and registered, for the first late
         server with deferred tools when the session started without one)."""
@@ -129,10 +131,12 @@ class LateMcpServers:
             for name, registration in list(servers.items()):
                 if name not in self._started and name not in self._running:
                     await self._open(port, registration)
-            listed = [*self._listed, *(r.listed for r in self._running.values() if r.listed)]
-            await port.session.set_prompt_section(
-                SECTION, render_servers_section(listed, declared_exposure)
-            )
+            await port.session.set_prompt_section(SECTION, self.section())
+
+    def section(self) -> str | None:
+        """The ``mcp_servers`` section over the start-up servers and these."""
+        listed = [*self._listed(), *(r.listed for r in self._running.values() if r.listed)]
+        return render_servers_section(listed, declared_exposure)
 
     async def _open(self, port: SessionPort, registration: RegisteredMcpServer) -> None:
         config = parse_file({"mcpServers": {registration.name: registration.config}}, SOURCE)

@@ -98,6 +98,8 @@ async def test_a_server_registered_in_setup_starts_with_the_session(
             persist=False,
             extensions=[str(path)],
         ) as session:
+            # It connects in the background (pi 1.6.0); its first start ends soon after.
+            await session.mcp.wait()
             state = await session.handle.state()
             tools = [tool.name for tool in await apis[0].get_all_tools()]
     (edge,) = [s for s in state.mcp_servers if s.name == "edge"]

@@ -1,0 +1,45 @@
+"""An MCP server whose tool list changes while it runs, built with the SDK's ``MCPServer``.
+
+Run as ``python changing.py [GATE]``. ``grow(name)`` adds a tool ``name`` (answering
+``grown NAME``) and announces ``notifications/tools/list_changed``; ``shrink(name)`` withdraws
+it and announces the same. With ``GATE`` (a FIFO), the server reads a line from it before it
+serves, so a test decides when the server's start-up ends: a slow server, without sleeps.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("changing", instructions="A server whose tools come and go.")
+
+
+def _grown(name: str) -> object:
+    def tool() -> str:
+        return f"grown {name}"
+
+    return tool
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a tool called ``name`` and tell the client its tools changed."""
+    server.add_tool(_grown(name), name=name, description=f"A tool grown as {name}.")  # type: ignore[arg-type]
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@server.tool()
+async def shrink(name: str, ctx: Context) -> str:
+    """Withdraw the tool called ``name`` and tell the client its tools changed."""
+    server.remove_tool(name)
+    await ctx.session.send_tool_list_changed()
+    return f"removed {name}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        with open(sys.argv[1]) as gate:  # blocks until the test opens it for writing
+            gate.readline()
+    server.run("stdio")
