@@ -3,6 +3,7 @@ real server process whose tool list changes (tests/actors/mcp/servers/changing.p
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -13,8 +14,8 @@ import trio
 import trio.testing
 
 from pitrio.actors.mcp.live import STILL_CONNECTING
-from pitrio.messages.events import ExtensionUiRequest
-from tests.actors.mcp.support import SERVERS, McpSession, mcp_session, text
+from pitrio.messages.events import ExtensionUiRequest, ToolExecutionStart
+from tests.actors.mcp.support import SERVERS, WAIT, McpSession, mcp_session, text
 
 CHANGING = SERVERS / "changing.py"
 
@@ -132,3 +133,29 @@ async def test_the_first_prompt_waits_ten_seconds_at_most_then_later_requests_ha
         await s.started.mcp.wait()
         await s.started.session.prompt("again")
         assert declared(s) == ["mcp__changing__grow", "mcp__changing__shrink"]
+
+
+async def test_a_codemode_script_waits_for_the_server_it_names(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    servers = {"changing": changing_server(str(gate), exposure="codemode")}
+    script = "return (await tools.mcp__changing__grow({name: 'late'})).content[0].text"
+    async with mcp_session(tmp_path, servers, connected=False) as s:
+        feed = await s.started.session.subscribe(capacity=1024)
+        async with trio.open_nursery() as nursery:
+            # No direct tools: the prompt does not wait; the script does.
+            nursery.start_soon(
+                s.started.session.prompt, "<<codemode " + json.dumps({"code": script}) + ">>"
+            )
+            with trio.fail_after(WAIT):
+                while True:
+                    event = (await feed.receive()).event
+                    if isinstance(event, ToolExecutionStart) and event.tool_name == "codemode":
+                        break
+            await trio.testing.wait_all_tasks_blocked()
+            assert (await s.server("changing"))["status"] == "starting"
+            await open_gate(gate)
+        result = await s.last_result()
+        assert (result.is_error, text(result).endswith("Output:\nadded late")) == (False, True), (
+            text(result)
+        )
