@@ -106,6 +106,7 @@ class McpToolSet:
         search: ToolSearch | None,
         activation: Activation,
         loaded: Callable[[], Collection[str]] = frozenset,
+        resources: bool = True,
     ) -> None:
         self._servers = {server.name: server for server in servers}
         self._handle = handle
@@ -122,6 +123,9 @@ class McpToolSet:
         self._owners: dict[str, str] = {}
         """Tool name -> ``<server>\\0<tool>``, never forgotten, so names stay stable."""
         self._ready = {server.name: trio.Event() for server in servers}
+        self._resources = resources
+        """Whether it makes the resource tools (a server an extension registers later has
+        none: the start-up set owns them)."""
         self._resource_servers: tuple[str, ...] = ()
         self._resource_tools: tuple[str, ...] = ()
         self._waited = False
@@ -144,6 +148,12 @@ class McpToolSet:
     def listed(self) -> tuple[ListedServer, ...]:
         """The servers as the section lists them."""
         return tuple(self._listed.values())
+
+    @property
+    def registered(self) -> tuple[str, ...]:
+        """Every tool name it has registered and not withdrawn."""
+        names = [name for server in self._names.values() for name in server]
+        return (*names, *self._resource_tools)
 
     @property
     def deferred(self) -> tuple[str, ...]:
@@ -231,7 +241,8 @@ class McpToolSet:
         else:
             self._connections[server.name] = connection
             await self._register(server, connection, executor)
-            await self._sync_resources(executor)
+            if self._resources:
+                await self._sync_resources(executor)
             before = self.section()
             self._listed[server.name] = listed_server(server, connection)
             if self._section is not None and self.section() != before:

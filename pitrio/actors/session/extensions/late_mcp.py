@@ -4,26 +4,29 @@ server's tools unreachable").
 
 Each such server gets its own MCP actor in a cancel scope of the session's nursery, so
 closing it is cancelling that scope (the actor ends its connection task, which ends the
-server process or HTTP session); its tools are registered with the session's tool executor
-(``direct`` ones active) and removed again on close, and the ``mcp_servers`` prompt section
-is rendered again over the start-up servers and these. :meth:`LateMcpServers.sync` brings
+server process or HTTP session). Beside the actor runs the server's own
+:class:`~pitrio.actors.mcp.live.McpToolSet`: its tools are registered with the session's tool
+executor (``direct`` ones active) when it connects and again after each
+``notifications/tools/list_changed``, and removed on close; the ``mcp_servers`` prompt
+section is rendered again over the start-up servers and these. :meth:`LateMcpServers.sync` brings
 the running set to the registrations as they are when it runs, under a lock, so calls made
 in any order converge on the latest registrations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from pitrio.actors.mcp.config import McpServerConfig, parse_file
-from pitrio.actors.mcp.live import listed_server, tool_document
+from pitrio.actors.mcp.live import McpToolSet, listed_server
 from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
 from pitrio.actors.mcp.search_tool import ToolSearch
+from pitrio.actors.mcp.session import UPDATES
 from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
@@ -83,10 +86,10 @@ class _Running:
     config: dict[str, Any]
     scope: trio.CancelScope
     done: trio.Event
-    handle: Any
+    live: McpToolSet | None = None
+    """The server's tool set (its tools, its line of the section)."""
+    handle: Any = None
     """The server's MCP actor's handle (its state for ``get_state``)."""
-    tools: tuple[str, ...] = ()
-    listed: ListedServer | None = None
 
 
 class LateMcpServers:
@@ -135,7 +138,8 @@ class LateMcpServers:
 
     def section(self) -> str | None:
         """The ``mcp_servers`` section over the start-up servers and these."""
-        listed = [*self._listed(), *(r.listed for r in self._running.values() if r.listed)]
+        late = [line for r in self._running.values() if r.live for line in r.live.listed]
+        listed = [*self._listed(), *late]
         return render_servers_section(listed, declared_exposure)
 
     async def _open(self, port: SessionPort, registration: RegisteredMcpServer) -> None:
@@ -146,48 +150,51 @@ class LateMcpServers:
         server = enabled[0]
         try:
             from pitrio.actors.mcp.actor import start_mcp
-            from pitrio.actors.mcp.tools import make_tools, namespace_of
         except ImportError:
             self._report(port, registration, "the mcp package is not installed")
             return
+        if "deferred" in listed_server(server, None).exposures(declared_exposure):
+            await self._searchable(port)
         done = trio.Event()
-        scope, handle = await port.nursery.start(_serve, start_mcp, server, port.cwd, done)
-        running = _Running(config=dict(registration.config), scope=scope, done=done, handle=handle)
+        running = _Running(config=dict(registration.config), scope=trio.CancelScope(), done=done)
         self._running[server.name] = running
-        outcome = (await handle.connect_all())[server.name]
-        if isinstance(outcome, Exception):
-            self._report(port, registration, str(outcome))
-            return
-        made, problems = make_tools(server, outcome.tools, handle, {})
-        for problem in problems:
-            self._report(port, registration, problem)
-        space = namespace_of(server, outcome.instructions)
-        tools = [(attrs.evolve(tool, namespace=space), exposure) for tool, exposure in made]
-        names = await port.tools.register(*(t for t, e in tools if e == "direct"))
-        names += await port.tools.register(*(t for t, e in tools if e != "direct"), activate=False)
-        running.tools = names
-        deferred = {t.name: tool_document(t, server, outcome) for t, e in tools if e == "deferred"}
-        if deferred:
-            await self._searchable(port, deferred)
-        running.listed = listed_server(server, outcome)
 
-    async def _searchable(self, port: SessionPort, documents: dict[str, Any]) -> None:
-        """Put deferred tools in ``tool_search``'s index, making and activating the tool when
-        the session has none."""
+        async def section() -> None:
+            await port.session.set_prompt_section(SECTION, self.section())
+
+        def tool_set(handle: Any) -> McpToolSet:
+            # Its tools follow the server's listings (list_changed) like the start-up ones.
+            running.handle = handle
+            running.live = McpToolSet(
+                [server], handle, search=self._search, activation=_direct, resources=False
+            )
+            return running.live
+
+        running.scope = await port.nursery.start(
+            _serve, start_mcp, server, port.cwd, done, tool_set, port.tools, section
+        )
+        live = running.live
+        assert live is not None
+        await live.wait()
+        for problem in live.problems:
+            self._report(port, registration, problem)
+
+    async def _searchable(self, port: SessionPort) -> None:
+        """Make and activate ``tool_search`` for deferred tools when the session has none."""
         if self._search is None:
             self._search = ToolSearch({})
             tools = port.tools
             self._search.attach(lambda: tools)
             await port.tools.register(self._search.tool())
-        self._search.add(documents)
 
     async def _close(self, port: SessionPort, name: str) -> None:
         running = self._running.pop(name)
-        if self._search is not None:
-            self._search.remove(running.tools)
-        await port.tools.unregister(running.tools)
+        names = () if running.live is None else running.live.registered
         running.scope.cancel()
         await running.done.wait()  # the connection and the server process are gone
+        if self._search is not None:
+            self._search.remove(names)
+        await port.tools.unregister(names)
 
     @staticmethod
     def _report(port: SessionPort, registration: RegisteredMcpServer, problem: str) -> None:
@@ -198,21 +205,32 @@ class LateMcpServers:
         )
 
 
+def _direct(_name: str, exposure: str) -> bool:
+    """A late server's tools: ``direct`` ones active, the others registered inactive."""
+    return exposure == "direct"
+
+
 async def _serve(
     start_mcp: Any,
     server: McpServerConfig,
     cwd: str,
     done: trio.Event,
+    tool_set: Callable[[Any], McpToolSet],
+    executor: ToolExecutorHandle,
+    section: Callable[[], Awaitable[None]],
     *,
-    task_status: trio.TaskStatus[tuple[trio.CancelScope, Any]] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """One server's MCP actor, until its scope is cancelled (the server is closed with it);
-    ``done`` is set once it has ended."""
+    """One server's MCP actor and tool set, until its scope is cancelled (the server is
+    closed with it); ``done`` is set once it has ended."""
     try:
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                handle = await start_mcp(nursery, [server], cwd=cwd)
-                task_status.started((scope, handle))
+                send, receive = trio.open_memory_channel[Any](UPDATES)
+                handle = await start_mcp(nursery, [server], cwd=cwd, updates=send)
+                nursery.start_soon(tool_set(handle).run, receive, executor, section)
+                nursery.start_soon(handle.connect_all)
+                task_status.started(scope)
     finally:
         done.set()
 
