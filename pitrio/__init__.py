@@ -115,6 +115,9 @@ class AgentSession:
         self.tools = started.tools
         self.router = router
         self.notices = started.notices
+        self.mcp = started.mcp
+        """The MCP tool set (``None`` without servers): they connect in the background;
+        ``await session.mcp.wait()`` returns once each one's first start has ended."""
 
     @property
     def header(self) -> SessionHeader:

@@ -11,6 +11,11 @@ Tool calls do not pass through the inbox: a handle gets the live ``ClientSession
 the tool in the caller's task (the tool batch's), so abort is plain trio cancellation of that
 task, which the SDK turns into ``notifications/cancelled`` for the server.
 
+Each listing of a server's tools is sent on the actor's ``updates`` channel (when given): at
+connect, and again after the server announces ``notifications/tools/list_changed`` (pi 1.6.0
+lists the tools again then); a failed start is sent too. The session's MCP tool set
+(:mod:`.live`) registers what they say.
+
 A server that closes its output (it exited or crashed) is marked ``exited`` before any call
 waiting on it fails, so the failure can name the server and what it printed on stderr; the
 next :meth:`McpHandle.connect` starts it again. The statuses are published for ``get_state``
@@ -96,6 +101,18 @@ class Close:
 
 
 McpCommand = Connect | Lost | Close
+
+
+@attrs.frozen(eq=False)
+class ServerUpdate:
+    """What the actor tells the session's tool set: ``name`` connected (or listed its tools
+    anew) with ``connection``, could not be started (``error``), or was closed (``closed``)."""
+
+    name: str
+    connection: Connection | None = None
+    error: str | None = None
+    closed: bool = False
+    """The server was closed for good (:class:`Close`): its tools and line go."""
 
 
 @attrs.define
@@ -219,9 +236,17 @@ async def list_all_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
 class McpActor(Actor[McpCommand]):
     """Owns one session's MCP servers: their processes or HTTP sessions, states and errors."""
 
-    def __init__(self, servers: Sequence[McpServerConfig], *, cwd: str, capacity: int = 32):
+    def __init__(
+        self,
+        servers: Sequence[McpServerConfig],
+        *,
+        cwd: str,
+        capacity: int = 32,
+        updates: trio.MemorySendChannel[ServerUpdate] | None = None,
+    ):
         super().__init__(name="mcp", capacity=capacity)
         self._cwd = cwd
+        self._updates = updates
         self._slots = {server.name: _Slot(server) for server in servers}
         self._view = Latest(self._states())
         self.address.published = self._view.reader()
@@ -275,6 +300,7 @@ class McpActor(Actor[McpCommand]):
                     slot.ended.set()
                 if slot is not None:
                     self._publish()
+                    await self._tell(ServerUpdate(name, closed=True))
                     waiters, slot.waiters = slot.waiters, []
                     for waiter in waiters:
                         waiter.fail(McpServerError(f"MCP server {name} was closed"))
@@ -296,7 +322,8 @@ class McpActor(Actor[McpCommand]):
             error = f"MCP server {config.name} failed to start: {failure}{tail}"
             if failure == str(sign_in_required(config.name, provider=auth_provider(config))):
                 error = failure  # the whole message, saying what to do
-            self._failed(slot, generation, error)
+            if self._failed(slot, generation, error):
+                await self._tell(ServerUpdate(config.name, error=error))
         else:
             self._exited(slot, generation, tail)
 
@@ -316,11 +343,24 @@ class McpActor(Actor[McpCommand]):
                     relay_send, relay_recv = anyio.create_memory_object_stream[
                         SessionMessage | Exception
                     ](0)
+                    # A tool-list change only wakes the refresher (the handler runs in the
+                    # session's reader, which a request made there would deadlock); one
+                    # pending wake-up covers any number of announcements.
+                    changed_send, changed_recv = trio.open_memory_channel[None](1)
+
+                    async def on_message(message: object) -> None:
+                        await trio.lowlevel.checkpoint()
+                        if isinstance(message, mcp_types.ToolListChangedNotification):
+                            with suppress(trio.WouldBlock, trio.ClosedResourceError):
+                                changed_send.send_nowait(None)
+
                     async with trio.open_nursery() as inner:
                         inner.start_soon(
                             self._relay, slot, generation, read, relay_send, ended, errlog
                         )
-                        async with ClientSession(relay_recv, write, client_info=CLIENT_INFO) as s:
+                        async with ClientSession(
+                            relay_recv, write, client_info=CLIENT_INFO, message_handler=on_message
+                        ) as s:
                             hello = await s.initialize()
                             tools = await list_all_tools(s)
                             start_scope.deadline = math.inf
@@ -334,6 +374,8 @@ class McpActor(Actor[McpCommand]):
                                 has_resources=hello.capabilities.resources is not None,
                             )
                             self._running(slot, generation, live)
+                            await self._tell(ServerUpdate(config.name, live))
+                            inner.start_soon(self._refresh, slot, live, changed_recv)
                             await ended.wait()
                         inner.cancel_scope.cancel()
         except Exception as exc:
@@ -363,6 +405,33 @@ class McpActor(Actor[McpCommand]):
         finally:
             ended.set()
 
+    async def _refresh(
+        self, slot: _Slot, live: Connection, changed: trio.MemoryReceiveChannel[None]
+    ) -> None:
+        """List the tools again after each ``notifications/tools/list_changed`` (pi 1.6.0's
+        ``refreshTools``): a failed listing keeps the old tools and says why in the error."""
+        async for _ in changed:
+            try:
+                tools = await list_all_tools(live.session)
+            except Exception as exc:
+                if slot.generation == live.generation and slot.status == "running":
+                    slot.error = f"Failed to refresh tools: {describe(exc)}"
+                    self._publish()
+                continue
+            if slot.generation != live.generation or slot.status != "running":
+                return
+            live = attrs.evolve(live, tools=tools)
+            slot.tools, slot.connection, slot.error = tools, live, None
+            self._publish()
+            await self._tell(ServerUpdate(live.server, live))
+
+    async def _tell(self, update: ServerUpdate) -> None:
+        """Send ``update`` to the session's tool set (waiting while it is busy: only this
+        server's connection task waits); nothing when nobody listens."""
+        if self._updates is not None:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._updates.send(update)
+
     def _running(self, slot: _Slot, generation: int, connection: Connection) -> None:
         if slot.generation != generation:
             return
@@ -373,15 +442,16 @@ class McpActor(Actor[McpCommand]):
         for reply in waiters:
             reply.set(connection)
 
-    def _failed(self, slot: _Slot, generation: int, error: str) -> None:
+    def _failed(self, slot: _Slot, generation: int, error: str) -> bool:
         if slot.generation != generation:
-            return
+            return False
         slot.status, slot.error, slot.connection = "failed", error, None
         self._publish()
         waiters, slot.waiters = slot.waiters, []
         signing = sign_in_required(slot.config.name, provider=auth_provider(slot.config))
         for reply in waiters:
             reply.fail(signing if error == str(signing) else McpServerError(error))
+        return True
 
     def _exited(self, slot: _Slot, generation: int, tail: str) -> None:
         if slot.generation != generation or slot.status != "running":
@@ -446,8 +516,14 @@ class McpHandle(Handle[McpCommand]):
 
 
 async def start_mcp(
-    nursery: trio.Nursery, servers: Sequence[McpServerConfig], *, cwd: str
+    nursery: trio.Nursery,
+    servers: Sequence[McpServerConfig],
+    *,
+    cwd: str,
+    updates: trio.MemorySendChannel[ServerUpdate] | None = None,
 ) -> McpHandle:
-    """Start an :class:`McpActor` in ``nursery`` (no server is started yet)."""
-    address: Address[McpCommand] = await nursery.start(McpActor(servers, cwd=cwd).run)
+    """Start an :class:`McpActor` in ``nursery`` (no server is started yet); ``updates``
+    receives each listing of a server's tools and each failed start."""
+    actor = McpActor(servers, cwd=cwd, updates=updates)
+    address: Address[McpCommand] = await nursery.start(actor.run)
     return McpHandle(address)

@@ -71,6 +71,7 @@ class ToolSearch:
     def __init__(self, documents: Mapping[str, SearchDocument]):
         self._documents = dict(documents)
         self._executor: Callable[[], ToolExecutorHandle] | None = None
+        self._servers: Any = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -90,14 +91,18 @@ class ToolSearch:
         for name in names:
             self._documents.pop(name, None)
 
-    def attach(self, executor: Callable[[], ToolExecutorHandle]) -> None:
-        """Give it the session's tool executor."""
+    def attach(self, executor: Callable[[], ToolExecutorHandle], servers: Any = None) -> None:
+        """Give it the session's tool executor, and the session's MCP tool set
+        (:class:`~pitrio.actors.mcp.live.McpToolSet`), whose servers a search waits for."""
         self._executor = executor
+        self._servers = servers
 
     async def search(self, query: str, limit: int) -> list[tuple[str, str]]:
         """Load the best matches of ``query`` not active yet; ``(name, description)`` each."""
         if self._executor is None:
             raise ToolError("tool_search is not attached to a tool executor")
+        if self._servers is not None:  # 1.6.0 waits for every server's first start
+            await self._servers.wait()
         executor = self._executor()
         active = [tool.name for tool in await executor.active_tools()]
         candidates = [doc for name, doc in self._documents.items() if name not in active]
@@ -142,6 +147,12 @@ def loaded_tools(messages: Iterable[AgentMessage], deferred: Sequence[str]) -> l
     earlier search on this branch), in the transcript's order."""
     wanted = set(deferred)
     return [t.name for t in current_tools(replay(messages)) if t.name in wanted]
+
+
+def declared_tools(messages: Iterable[AgentMessage]) -> set[str]:
+    """The MCP tools the transcript's ``system`` messages declare (those an earlier search on
+    this branch loaded among them)."""
+    return {t.name for t in current_tools(replay(messages)) if t.name.startswith("mcp__")}
 
 
 def with_loaded(

@@ -1,14 +1,16 @@
-"""A session's MCP start: read the configuration, start the actor, list every server's tools.
+"""A session's MCP start: read the configuration and start the actor, without waiting.
 
-Called by the session bootstrap before the tool executor starts, so the MCP tools are
-registered with the others and appear in the first system prompt. All servers start at once,
-each within its own start-up limit; one that fails is a warning (and a ``failed`` status), not
-a failed session. Without configured servers nothing MCP-related is imported.
+Called by the session bootstrap before the tool executor starts. As pi 1.6.0, the servers
+connect in the background: the session starts (and answers ``get_state``) at once, and each
+server's tools are registered when it connects (:mod:`.live`), which the first prompt waits
+for only for servers with ``direct`` tools. A server that fails is a ``failed`` status and a
+problem of the tool set, not a failed session. Without configured servers nothing
+MCP-related is imported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,26 +20,24 @@ import trio
 from pitrio.actors.mcp.config import (
     PROJECT_DIRS,
     McpConfig,
-    McpServerConfig,
     cli_config_files,
     limits_from_settings,
     load_mcp_config,
 )
-from pitrio.actors.mcp.naming import (
-    DEFAULT_EXPOSURE,
-    Exposure,
-    declared_exposure,
-    mcp_namespace,
-)
-from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
-from pitrio.actors.mcp.ranking import SearchDocument, rank, search_document
-from pitrio.actors.mcp.search_tool import ToolSearch, restore_loaded, with_loaded
+from pitrio.actors.mcp.live import Activation, McpToolSet, listed_server
+from pitrio.actors.mcp.naming import declared_exposure
+from pitrio.actors.mcp.prompt import ListedServer
+from pitrio.actors.mcp.ranking import rank, search_document
+from pitrio.actors.mcp.search_tool import ToolSearch, declared_tools, restore_loaded
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool
 from pitrio.messages.agent import AgentMessage
 
 if TYPE_CHECKING:
     from pitrio.actors.mcp.actor import McpHandle
+
+UPDATES = 32
+"""Capacity of the MCP actor's update channel."""
 
 MISSING_PACKAGE = (
     "Warning: MCP servers are configured but the mcp package is not installed "
@@ -52,8 +52,11 @@ class SessionMcp:
     section."""
 
     handle: McpHandle | None = None
-    tools: tuple[AgentTool, ...] = ()
-    """The MCP tools, deferred ones included, in declaration order."""
+    live: McpToolSet | None = None
+    """The tool set that registers the servers' tools as they connect (``None``: no
+    servers); :meth:`start` runs it."""
+    updates: Any = None
+    """The actor's update channel's receiving end, for :meth:`start`."""
     notices: tuple[str, ...] = ()
     search: ToolSearch | None = None
     """``tool_search`` over the deferred tools, when a server's exposure asks for it."""
@@ -74,22 +77,30 @@ class SessionMcp:
     same name replaced them): unregistering one closes it."""
 
     @property
-    def script_only(self) -> tuple[str, ...]:
-        """The MCP tools of ``codemode`` exposure: registered, callable from scripts, never
-        declared unless an ``mcp__`` entry of ``--tools`` names them."""
-        return tuple(tool.name for tool in self.tools if tool.exposure == "codemode")
-
-    @property
     def deferred(self) -> tuple[str, ...]:
         """The tools registered inactive, for ``tool_search`` to load."""
-        return () if self.search is None else self.search.names
+        return () if self.live is None else self.live.deferred
 
-    def active_with_loaded(
-        self, active: Sequence[str], messages: Iterable[AgentMessage]
-    ) -> list[str]:
-        """``active`` without the deferred tools, then those an earlier search on this
-        branch loaded (the transcript declares them): a resumed session keeps them."""
-        return with_loaded(active, messages, self.deferred)
+    def now_listed(self) -> tuple[ListedServer, ...]:
+        """The servers as the ``mcp_servers`` section lists them now."""
+        return self.listed if self.live is None else self.live.listed
+
+    def section_now(self) -> str | None:
+        """The ``mcp_servers`` section as the servers are now."""
+        return self.section if self.live is None else self.live.section()
+
+    async def start(
+        self,
+        nursery: trio.Nursery,
+        executor: ToolExecutorHandle,
+        section: Callable[[], Awaitable[None]],
+        notify: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run the tool set in ``nursery`` once the executor runs (tools are registered as
+        their servers connect; ``section`` renders the session's ``mcp_servers`` section
+        again; ``notify`` warns of servers that failed to start)."""
+        if self.live is not None:
+            nursery.start_soon(self.live.run, self.updates, executor, section, notify)
 
     def restorer(
         self, executor: ToolExecutorHandle
@@ -97,30 +108,14 @@ class SessionMcp:
         """What restores the loaded tools after a move in the tree (``None``: no search)."""
         if self.search is None:
             return None
-        deferred = self.deferred
+        live = self.live
 
         async def restore(messages: Sequence[AgentMessage]) -> None:
-            await restore_loaded(executor, deferred, messages)
+            if live is not None:
+                live.restored(declared_tools(messages))
+            await restore_loaded(executor, self.deferred, messages)
 
         return restore
-
-
-def listed_server(server: McpServerConfig, connection: Any) -> ListedServer:
-    """How the ``mcp_servers`` section lists ``server`` (``connection``: its live connection,
-    for what it said of itself, or ``None``)."""
-    return ListedServer(
-        name=server.name,
-        exposure=server.exposure,
-        tool_exposures=tuple(exposure for _tool, exposure in server.tool_exposure),
-        description=server.description,
-        instructions=getattr(connection, "instructions", None),
-    )
-
-
-def tool_document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
-    """What ``tool_search`` reads of a deferred tool of ``server`` (its namespace included)."""
-    namespace = (mcp_namespace(server.name), server.description, connection.instructions)
-    return search_document(tool.name, tool.description, tool.parameters, namespace)
 
 
 async def start_session_mcp(
@@ -134,10 +129,15 @@ async def start_session_mcp(
     project_dirs: Sequence[str] = PROJECT_DIRS,
     client: tuple[Any, str] | None = None,
     registered: tuple[Any, str] | None = None,
+    activation: Activation = lambda _name, exposure: exposure == "direct",
+    loaded: Callable[[], Collection[str]] = frozenset,
 ) -> SessionMcp:
     """Start the session's enabled MCP servers in ``nursery``; ``files`` are ``--mcp-config``
     ones (default: the process's command line's); ``client``: a client's servers, as
-    :func:`~pitrio.actors.mcp.config.load_mcp_config` takes them. Raises
+    :func:`~pitrio.actors.mcp.config.load_mcp_config` takes them; ``activation``: the tool
+    flags' rule for each server tool (:data:`~pitrio.actors.mcp.live.Activation`);
+    ``loaded``: the tools the transcript declares (a resumed session's earlier searches).
+    Raises
     :class:`~pitrio.actors.mcp.config.McpConfigError` for a named file that cannot be used."""
     extra = tuple(files) or cli_config_files()
     limits = limits_from_settings(mcp_settings)
@@ -160,65 +160,32 @@ async def start_session_mcp(
         return SessionMcp(notices=tuple(notices), server_names=names)
     try:
         from pitrio.actors.mcp.actor import start_mcp
-        from pitrio.actors.mcp.resources import ResourceTools
-        from pitrio.actors.mcp.tools import make_tools, namespace_of
     except ImportError:
         return SessionMcp(notices=(*notices, MISSING_PACKAGE))
-    handle = await start_mcp(nursery, servers, cwd=cwd)
-    connections = await handle.connect_all()
-    tools: list[AgentTool] = []
-    owners: dict[str, str] = {}
-    documents: dict[str, SearchDocument] = {}
-    with_resources: list[tuple[McpServerConfig, Exposure]] = []
-    resources_at = 0
-    for server in servers:
-        outcome = connections[server.name]
-        if isinstance(outcome, Exception):
-            notices.append(f"Warning: {outcome}")
-            continue
-        made, problems = make_tools(server, outcome.tools, handle, owners)
-        notices.extend(f"Warning: {problem}" for problem in problems)
-        space = namespace_of(server, outcome.instructions)
-        for tool, exposure in made:
-            tool = attrs.evolve(tool, namespace=space)
-            tools.append(tool)
-            if exposure == "deferred":
-                documents[tool.name] = tool_document(tool, server, outcome)
-        exposure = declared_exposure(server.exposure or DEFAULT_EXPOSURE)
-        if outcome.has_resources and exposure != "hidden":
-            if not with_resources:  # declared where 1.6.0 registers them: after this server's
-                resources_at = len(tools)
-            with_resources.append((server, exposure))
-    if with_resources:
-        made_resources = ResourceTools([server for server, _ in with_resources], handle).tools()
-        # The widest exposure of the servers they reach (1.6.0): direct, codemode, deferred.
-        reach = {exposure for _, exposure in with_resources}
-        widest = next(e for e in ("direct", "codemode", "deferred") if e in reach)
-        made_resources = [attrs.evolve(tool, exposure=widest) for tool in made_resources]
-        tools[resources_at:resources_at] = made_resources
-        # The widest exposure of the servers they reach (1.6.0): direct, else deferred.
-        if all(exposure == "deferred" for _, exposure in with_resources):
-            for tool in made_resources:
-                documents[tool.name] = search_document(tool.name, tool.description, tool.parameters)
+    # Bounded: a server's connection task waits while the tool set is busy (backpressure
+    # on that server only); the tool set reads it for the session's life.
+    send, receive = trio.open_memory_channel[Any](UPDATES)
+    handle = await start_mcp(nursery, servers, cwd=cwd, updates=send)
+    nursery.start_soon(_connect_all, handle)
     # tool_search is made from the configuration, as 1.6.0 activates it before connecting.
     wants_search = any(
         "deferred" in listed_server(server, None).exposures(declared_exposure) for server in servers
     )
-    search = ToolSearch(documents) if wants_search else None
-    listed = tuple(listed_server(server, connections[server.name]) for server in servers)
-    section = render_servers_section(listed, declared_exposure)
+    search = ToolSearch({}) if wants_search else None
+    live = McpToolSet(servers, handle, search=search, activation=activation, loaded=loaded)
     wants_codemode = any(
         "codemode" in listed_server(server, None).exposures(declared_exposure) for server in servers
     )
     return SessionMcp(
         handle=handle,
-        tools=tuple(tools),
+        live=live,
+        updates=receive,
         notices=tuple(notices),
         search=search,
-        section=section,
+        section=live.section(),
         wants_codemode=wants_codemode,
         auto_enable_codemode=config.auto_enable_codemode is not False,
-        listed=listed,
+        listed=live.listed,
         server_names=tuple(server.name for server in config.servers),
         from_extensions=tuple(
             server.name
@@ -226,6 +193,11 @@ async def start_session_mcp(
             if registered is not None and server.source == registered[1]
         ),
     )
+
+
+async def _connect_all(handle: McpHandle) -> None:
+    """Start every server (their outcomes reach the tool set through the actor's updates)."""
+    await handle.connect_all()
 
 
 def rank_tools(query: str, tools: Sequence[AgentTool], limit: int) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -115,6 +116,7 @@ from pitrio.messages.events import (
     EntryAppended,
     EntryRecorded,
     ExtensionError,
+    ExtensionUiRequest,
     MessageEnd,
     MessageStart,
     QueueUpdate,
@@ -179,6 +181,7 @@ class SessionActor(Actor[SessionCommand]):
         tools: ToolExecutorHandle | None = None,
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
         restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None = None,
+        before_prompt: Callable[[], Awaitable[object]] | None = None,
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
@@ -209,7 +212,9 @@ class SessionActor(Actor[SessionCommand]):
             intercept=self._user_bash_hook,
         )
         self._queues = DisplayQueues(self._emit)
-        self._driver_settings = DriverSettings(resources, tools, self._catch_up)
+        self._driver_settings = DriverSettings(
+            resources, tools, self._catch_up, before_prompt=before_prompt
+        )
         self._merges_seen = 0  # the store's count of other writers' entries taken in
         self._extensions = extensions
         self._ui_clients = ui_clients
@@ -727,6 +732,15 @@ class SessionActor(Actor[SessionCommand]):
         finally:
             self._maintenance = None
             maintenance.finish()
+
+    async def notify(self, message: str, notify_type: str) -> None:
+        """See :meth:`SessionHandle.notify`."""
+        await trio.lowlevel.checkpoint()
+        self._emit(
+            ExtensionUiRequest(
+                id=str(uuid.uuid4()), method="notify", message=message, notify_type=notify_type
+            )
+        )
 
     async def set_prompt_section(self, name: str, text: str | None) -> None:
         """See :meth:`SessionHandle.set_prompt_section`."""

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
-from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH
+from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH, declared_tools
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
@@ -58,12 +58,12 @@ from pitrio.actors.session.session_tools import (
     codemode_reach,
     codemode_tool,
     extension_mcp_servers,
+    mcp_activation,
     mcp_states,
+    mcp_wait,
+    script_waits,
 )
 from pitrio.actors.session.shell_env import SessionShellEnvironment
-from pitrio.actors.session.tool_selection import (
-    registered,
-)
 from pitrio.actors.session.trust_gate import project_trust
 from pitrio.actors.session_store import (
     SessionStoreHandle,
@@ -404,6 +404,8 @@ async def start_session(
                 else None
             ),
             registered=extension_mcp_servers(loaded.holder.mcp_config()),
+            activation=mcp_activation(options),
+            loaded=lambda: declared_tools(context.messages),
         )
     notices.extend(mcp.notices)
     if options.session_name is not None and options.start_reason == "startup":
@@ -411,7 +413,7 @@ async def start_session(
     # tool_search goes after the extension tools, before the MCP ones (1.6.0 activates it
     # before its servers connect); deferred tools are registered inactive.
     search = () if mcp.search is None else (mcp.search.tool(),)
-    codemode = codemode_tool(store, settings.get("codemode"))
+    codemode = codemode_tool(store, settings.get("codemode"), script_waits(mcp.live, lambda: tools))
     extra = [*options.tools, *extension_tools, *search]
     # codemode is registered in every session and active only when selected (pi 1.6.0's
     # built-in extension registers it inactive); an extension's own codemode replaces it.
@@ -420,7 +422,7 @@ async def start_session(
     active = active_tools(
         options,
         extra,
-        mcp.tools,
+        (),  # registered as their servers connect (mcp.live)
         settings.get("defaultTools"),
         always=True,
         inactive=(CODEMODE,),
@@ -428,15 +430,11 @@ async def start_session(
     active, unreachable = codemode_reach(options, mcp, active)
     if unreachable is not None:
         notices.append(unreachable)
-    if active is not None and mcp.search is not None:
-        patterns, excluded = options.tool_patterns, options.exclude_tools
-        mcp.search.keep(lambda name: registered(name, patterns, excluded))
-        active = mcp.active_with_loaded(active, context.messages)
-        if TOOL_SEARCH not in active:  # as 1.6.0 warns, once
-            notices.append(DEFERRED_UNREACHABLE)
+    if active is not None and mcp.search is not None and TOOL_SEARCH not in active:
+        notices.append(DEFERRED_UNREACHABLE)  # as 1.6.0 warns, once
     shell_env = SessionShellEnvironment(store.header.id, status.path)
     executor = ToolExecutor(
-        [*extra, *mcp.tools],
+        extra,
         builtin=options.builtin_tools,
         cwd=cwd,
         settings=builtin_tool_settings(settings, env=shell_env),
@@ -445,7 +443,7 @@ async def start_session(
     tools_address = await nursery.start(executor.run)
     tools = ToolExecutorHandle(tools_address) if tap is None else tap.tool_handle(tools_address)
     if mcp.search is not None:
-        mcp.search.attach(lambda: tools)
+        mcp.search.attach(lambda: tools, mcp.live)
     if mcp.section is not None:
         resources = with_section(resources, "mcp_servers", mcp.section)
     loop_options = LoopOptions(
@@ -477,9 +475,10 @@ async def start_session(
             registrations = loaded.holder.mcp_servers
             loaded.holder.late_mcp = LateMcpServers(
                 started=mcp.server_names,
-                listed=mcp.listed,
+                listed=mcp.now_listed,
                 search=mcp.search,
                 startup=mcp.handle,
+                startup_tools=mcp.live,
                 from_setup={
                     name: registrations[name].config
                     for name in mcp.from_extensions
@@ -507,8 +506,16 @@ async def start_session(
         tools=tools,
         mcp_servers=mcp_states(mcp.handle, loaded.holder.late_mcp),
         restore_tools=mcp.restorer(tools),
+        before_prompt=mcp_wait(mcp.live, lambda: session, nursery),
     )
     session = SessionHandle(await nursery.start(actor.run))
+    late_mcp = loaded.holder.late_mcp
+
+    async def section() -> None:
+        text = mcp.section_now() if late_mcp is None else late_mcp.section()
+        await session.set_prompt_section("mcp_servers", text)
+
+    await mcp.start(nursery, tools, section, lambda text: session.notify(text, "warning"))
     telemetry = active_telemetry()
     if telemetry is not None:  # OpenTelemetry, when configured: an observer of the events
         await telemetry.observe(nursery, session, store.header.id)
@@ -546,4 +553,5 @@ async def start_session(
         notices=tuple(notices),
         project_trusted=trust.trusted,
         enabled_models=settings.enabled_models or (),
+        mcp=mcp.live,
     )

@@ -65,6 +65,9 @@ class DriverSettings:
     moved since the last call (the loop is then given the file's context)."""
     on_settled: Callable[[], None] | None = None
     """Told right before each ``agent_settled`` (the cache warmer turns idle)."""
+    before_prompt: Callable[[], Awaitable[object]] | None = None
+    """Awaited before a run's prompt sections are built (the first prompt waits for the MCP
+    servers whose tools it must declare, as pi 1.6.0's MCP ``before_agent_start``)."""
 
 
 class RunDriver:
@@ -301,6 +304,8 @@ class RunDriver:
         preparation). The tools are declared by the agent loop before each request."""
         if self.resources_ready is not None:
             await self.resources_ready.wait()
+        if self._settings.before_prompt is not None:
+            await self._settings.before_prompt()
         if self._resources is None or self._tools is None:
             return ()
         sections = system_prompt_sections(self._resources, await self._tools.prompt_entries())

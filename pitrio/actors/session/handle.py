@@ -323,6 +323,11 @@ class SessionHandle(Handle[SessionCommand]):
         ``mcp_servers``); the next run's system prompt has it."""
         await self.invoke(lambda actor: actor.set_prompt_section(name, text))
 
+    async def notify(self, message: str, notify_type: str = "info") -> None:
+        """Tell the clients ``message`` as an extension's ``ctx.ui.notify`` does (pi 1.6.0's
+        built-in MCP extension reports its servers' problems so)."""
+        await self.invoke(lambda actor: actor.notify(message, notify_type))
+
     async def models(self, which: Literal["all", "available"]) -> tuple[Model, ...]:
         """The registry's models, or those usable (with credentials)."""
         return await self.invoke(lambda actor: actor.operations.models(which))

@@ -145,3 +145,6 @@ class StartedSession:
     enabled_models: tuple[str, ...] = ()
     """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
     gives none (pi 1.6.0)."""
+    mcp: Any = None
+    """The session's MCP tool set (:class:`~pitrio.actors.mcp.live.McpToolSet`; ``None``
+    without servers): its servers connect in the background, and it says when they have."""

@@ -90,3 +90,7 @@ class SessionTarget(Protocol):
     async def set_prompt_section(self, name: str, text: str | None) -> None:
         """Replace (``None``: remove) a prompt section the session's parts add."""
         ...
+
+    async def notify(self, message: str, notify_type: str) -> None:
+        """Tell the clients ``message`` (an ``extension_ui_request`` ``notify``)."""
+        ...

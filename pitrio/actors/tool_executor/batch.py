@@ -24,7 +24,7 @@ scopes reach every tool body and abort is plain cancellation:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
@@ -494,6 +494,18 @@ class _BatchRunner:
         return NestedCall(
             tool_call_id=call.id, tool_name=name, result=done.result, is_error=done.is_error
         )
+
+    def reach(self, tools: Sequence[AgentTool]) -> tuple[AgentTool, ...]:
+        """See :meth:`NestedRunner.reach`: the tools not known yet are added."""
+        added = [
+            tool
+            for tool in tools
+            if tool.exposure != "model-only" and tool.name not in self.nested_tools
+        ]
+        if added:
+            self.callable = (*self.callable, *added)
+            self.nested_tools.update((tool.name, tool) for tool in added)
+        return self.callable
 
     def _nested_aborted(self, name: str, state: _CallState) -> AgentToolResult:
         tool = self.nested_tools.get(name)

@@ -12,7 +12,7 @@ cuts it short.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -119,6 +119,11 @@ class NestedRunner(Protocol):
         """Run ``name(args)`` as a call nested in ``parent`` and record it there."""
         ...
 
+    def reach(self, tools: Sequence[AgentTool]) -> tuple[AgentTool, ...]:
+        """Let nested calls reach ``tools`` too (registered since the batch began: an MCP
+        server that connected while a script waited for it); the callable tools now."""
+        ...
+
 
 class ToolCallContext:
     """One tool call as its body sees it; owned by the batch, used from the call's task."""
@@ -160,6 +165,12 @@ class ToolCallContext:
         self._runner = runner
         self._count = 0
         self._aborted_result: AgentToolResult | Callable[[], AgentToolResult] | None = None
+
+    def reach(self, tools: Sequence[AgentTool]) -> None:
+        """Let this call's nested calls reach ``tools`` too (the session's callable tools
+        read after waiting for the MCP servers a script needs)."""
+        if self._runner is not None:
+            self.callable_tools = self._runner.reach(tools)
 
     async def execute_tool(self, name: str, args: dict[str, Any] | None = None) -> NestedCall:
         """Run another tool of the batch's tool set as a call nested in this one.

@@ -52,6 +52,8 @@ class McpSession:
 
     started: StartedSession
     root: Path
+    faux: FauxProvider | None = None
+    """The model's provider (its ``requests`` say what each request declared)."""
 
     async def tool_results(self) -> list[ToolResultMessage]:
         """Every tool result in the session's messages."""
@@ -81,12 +83,15 @@ async def mcp_session(
     settings: dict[str, Any] | None = None,
     start_limit: float = WAIT,
     top: dict[str, Any] | None = None,
+    connected: bool = True,
     **options: Any,
 ) -> AsyncIterator[McpSession]:
     """A session in ``root`` whose ``--mcp-config`` file lists ``servers`` (started within
     ``start_limit`` seconds, ``inf`` for the tests that move a mock clock; ``top``: more keys
     of the file, such as ``autoEnableCodemode``); ``options`` are
-    more :class:`SessionOptions` fields."""
+    more :class:`SessionOptions` fields. The servers connect in the background (pi 1.6.0);
+    with ``connected`` the session is yielded once each one's first start has ended (its
+    tools registered, or its failure known)."""
     agent, work = root / "agent", root / "work"
     agent.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -107,7 +112,9 @@ async def mcp_session(
         )
         with trio.fail_after(start_limit):
             started = await start_session(nursery, router, options)
-        yield McpSession(started, root)
+            if connected and started.mcp is not None:
+                await started.mcp.wait()
+        yield McpSession(started, root, faux)
         nursery.cancel_scope.cancel()
 
 

@@ -45,14 +45,14 @@ async def test_a_server_that_never_answers_fails_at_its_start_up_limit(
         nursery.start_soon(start)
         await wait_for(marker.exists, "the hanging server to be spawned")
         await wait_for(lambda: (tmp_path / "m" / "starts").exists(), "the edge server")
-        assert not ready.is_set()  # the session's start waits for its servers
+        assert not ready.is_set()  # mcp_session waits for the servers' first starts
         mock_clock.jump(1001)
         with trio.fail_after(1060):
             await ready.wait()
         (s,) = found
         assert (
-            "Warning: MCP server hang failed to start: it did not start within 1000 s"
-            in s.started.notices
+            "MCP server hang failed to start: it did not start within 1000 s"
+            in s.started.mcp.problems
         )
         assert (await s.server("hang"))["status"] == "failed"
         nursery.cancel_scope.cancel()

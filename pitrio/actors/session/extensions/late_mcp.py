@@ -4,9 +4,11 @@ server's tools unreachable").
 
 Each such server gets its own MCP actor in a cancel scope of the session's nursery, so
 closing it is cancelling that scope (the actor ends its connection task, which ends the
-server process or HTTP session); its tools are registered with the session's tool executor
-(``direct`` ones active) and removed again on close, and the ``mcp_servers`` prompt section
-is rendered again over the start-up servers and these. :meth:`LateMcpServers.sync` brings
+server process or HTTP session). Beside the actor runs the server's own
+:class:`~pitrio.actors.mcp.live.McpToolSet`: its tools are registered with the session's tool
+executor (``direct`` ones active) when it connects and again after each
+``notifications/tools/list_changed``, and removed on close; the ``mcp_servers`` prompt
+section is rendered again over the start-up servers and these. :meth:`LateMcpServers.sync` brings
 the running set to the registrations as they are when it runs, under a lock, so calls made
 in any order converge on the latest registrations. A server registered during ``setup``
 started with the session's other servers; unregistering it (or registering another entry
@@ -15,17 +17,18 @@ under its name) closes it in their MCP actor and takes its tools away in the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from pitrio.actors.mcp.config import McpServerConfig, parse_file
-from pitrio.actors.mcp.naming import declared_exposure, mcp_namespace
+from pitrio.actors.mcp.live import McpToolSet, listed_server
+from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import SECTION, ListedServer, render_servers_section
 from pitrio.actors.mcp.search_tool import ToolSearch
-from pitrio.actors.mcp.session import listed_server, tool_document
+from pitrio.actors.mcp.session import UPDATES
 from pitrio.actors.mcp.state import McpServerState
 
 if TYPE_CHECKING:
@@ -91,10 +94,10 @@ class _Running:
     config: dict[str, Any]
     scope: trio.CancelScope
     done: trio.Event
-    handle: Any
+    live: McpToolSet | None = None
+    """The server's tool set (its tools, its line of the section)."""
+    handle: Any = None
     """The server's MCP actor's handle (its state for ``get_state``)."""
-    tools: tuple[str, ...] = ()
-    listed: ListedServer | None = None
 
 
 class LateMcpServers:
@@ -104,15 +107,20 @@ class LateMcpServers:
         self,
         *,
         started: tuple[str, ...],
-        listed: tuple[ListedServer, ...],
+        listed: Callable[[], tuple[ListedServer, ...]],
         search: ToolSearch | None = None,
         startup: _Closes | None = None,
+        startup_tools: McpToolSet | None = None,
         from_setup: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._started = set(started)
         self._listed = listed
+        """The start-up servers as the prompt section lists them now (they connect in the
+        background, and say more of themselves once connected)."""
         self._startup = startup
         """The start-up servers' MCP actor, which closes those registered during ``setup``."""
+        self._startup_tools = startup_tools
+        """The start-up servers' tool set, which withdraws a closed server's tools."""
         self._setup = {name: dict(config) for name, config in (from_setup or {}).items()}
         """Servers an extension registered during ``setup`` that started with the session
         and are still open: their registered entries."""
@@ -140,7 +148,7 @@ class LateMcpServers:
             for name in list(self._setup):
                 current = servers.get(name)
                 if current is None or current.config != self._setup[name]:
-                    await self._close_setup(port, name)
+                    await self._close_setup(name)
             for name in list(self._running):
                 current = servers.get(name)
                 if current is None or current.config != self._running[name].config:
@@ -148,10 +156,13 @@ class LateMcpServers:
             for name, registration in list(servers.items()):
                 if name not in self._started and name not in self._running:
                     await self._open(port, registration)
-            listed = [*self._listed, *(r.listed for r in self._running.values() if r.listed)]
-            await port.session.set_prompt_section(
-                SECTION, render_servers_section(listed, declared_exposure)
-            )
+            await port.session.set_prompt_section(SECTION, self.section())
+
+    def section(self) -> str | None:
+        """The ``mcp_servers`` section over the start-up servers and these."""
+        late = [line for r in self._running.values() if r.live for line in r.live.listed]
+        listed = [*self._listed(), *late]
+        return render_servers_section(listed, declared_exposure)
 
     async def _open(self, port: SessionPort, registration: RegisteredMcpServer) -> None:
         config = parse_file({"mcpServers": {registration.name: registration.config}}, SOURCE)
@@ -161,67 +172,63 @@ class LateMcpServers:
         server = enabled[0]
         try:
             from pitrio.actors.mcp.actor import start_mcp
-            from pitrio.actors.mcp.tools import make_tools, namespace_of
         except ImportError:
             self._report(port, registration, "the mcp package is not installed")
             return
+        if "deferred" in listed_server(server, None).exposures(declared_exposure):
+            await self._searchable(port)
         done = trio.Event()
-        scope, handle = await port.nursery.start(_serve, start_mcp, server, port.cwd, done)
-        running = _Running(config=dict(registration.config), scope=scope, done=done, handle=handle)
+        running = _Running(config=dict(registration.config), scope=trio.CancelScope(), done=done)
         self._running[server.name] = running
-        outcome = (await handle.connect_all())[server.name]
-        if isinstance(outcome, Exception):
-            self._report(port, registration, str(outcome))
-            return
-        made, problems = make_tools(server, outcome.tools, handle, {})
-        for problem in problems:
-            self._report(port, registration, problem)
-        space = namespace_of(server, outcome.instructions)
-        tools = [(attrs.evolve(tool, namespace=space), exposure) for tool, exposure in made]
-        names = await port.tools.register(*(t for t, e in tools if e == "direct"))
-        names += await port.tools.register(*(t for t, e in tools if e != "direct"), activate=False)
-        running.tools = names
-        deferred = {t.name: tool_document(t, server, outcome) for t, e in tools if e == "deferred"}
-        if deferred:
-            await self._searchable(port, deferred)
-        running.listed = listed_server(server, outcome)
 
-    async def _searchable(self, port: SessionPort, documents: dict[str, Any]) -> None:
-        """Put deferred tools in ``tool_search``'s index, making and activating the tool when
-        the session has none."""
+        async def section() -> None:
+            await port.session.set_prompt_section(SECTION, self.section())
+
+        def tool_set(handle: Any) -> McpToolSet:
+            # Its tools follow the server's listings (list_changed) like the start-up ones.
+            running.handle = handle
+            running.live = McpToolSet(
+                [server], handle, search=self._search, activation=_direct, resources=False
+            )
+            return running.live
+
+        running.scope = await port.nursery.start(
+            _serve, start_mcp, server, port.cwd, done, tool_set, port.tools, section
+        )
+        live = running.live
+        assert live is not None
+        await live.wait()
+        for problem in live.problems:
+            self._report(port, registration, problem)
+
+    async def _searchable(self, port: SessionPort) -> None:
+        """Make and activate ``tool_search`` for deferred tools when the session has none."""
         if self._search is None:
             self._search = ToolSearch({})
             tools = port.tools
             self._search.attach(lambda: tools)
             await port.tools.register(self._search.tool())
-        self._search.add(documents)
 
     async def _close(self, port: SessionPort, name: str) -> None:
         running = self._running.pop(name)
-        if self._search is not None:
-            self._search.remove(running.tools)
-        await port.tools.unregister(running.tools)
+        names = () if running.live is None else running.live.registered
         running.scope.cancel()
         await running.done.wait()  # the connection and the server process are gone
-
-    async def _close_setup(self, port: SessionPort, name: str) -> None:
-        """Close a server that started with the session: its tools (those of its namespace)
-        leave the executor and ``tool_search``, its connection ends, and it is no longer
-        listed; registered again (with another entry) it then starts as a later one."""
-        del self._setup[name]
-        space = mcp_namespace(name)
-        tools = [
-            tool.name
-            for tool in await port.tools.all_tools()
-            if tool.namespace is not None and tool.namespace.get("name") == space
-        ]
         if self._search is not None:
-            self._search.remove(tools)
-        await port.tools.unregister(tools)
+            self._search.remove(names)
+        await port.tools.unregister(names)
+
+    async def _close_setup(self, name: str) -> None:
+        """Close a server that started with the session: its MCP actor ends its connection
+        and tells the start-up tool set, which withdraws its tools (from the executor and
+        ``tool_search``) and its line of the prompt section; registered again (with another
+        entry) it then starts as a later one."""
+        del self._setup[name]
         if self._startup is not None:
             await self._startup.close(name)
+        if self._startup_tools is not None:
+            await self._startup_tools.wait_closed(name)
         self._started.discard(name)
-        self._listed = tuple(server for server in self._listed if server.name != name)
 
     @staticmethod
     def _report(port: SessionPort, registration: RegisteredMcpServer, problem: str) -> None:
@@ -232,21 +239,32 @@ class LateMcpServers:
         )
 
 
+def _direct(_name: str, exposure: str) -> bool:
+    """A late server's tools: ``direct`` ones active, the others registered inactive."""
+    return exposure == "direct"
+
+
 async def _serve(
     start_mcp: Any,
     server: McpServerConfig,
     cwd: str,
     done: trio.Event,
+    tool_set: Callable[[Any], McpToolSet],
+    executor: ToolExecutorHandle,
+    section: Callable[[], Awaitable[None]],
     *,
-    task_status: trio.TaskStatus[tuple[trio.CancelScope, Any]] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """One server's MCP actor, until its scope is cancelled (the server is closed with it);
-    ``done`` is set once it has ended."""
+    """One server's MCP actor and tool set, until its scope is cancelled (the server is
+    closed with it); ``done`` is set once it has ended."""
     try:
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                handle = await start_mcp(nursery, [server], cwd=cwd)
-                task_status.started((scope, handle))
+                send, receive = trio.open_memory_channel[Any](UPDATES)
+                handle = await start_mcp(nursery, [server], cwd=cwd, updates=send)
+                nursery.start_soon(tool_set(handle).run, receive, executor, section)
+                nursery.start_soon(handle.connect_all)
+                task_status.started(scope)
     finally:
         done.set()
 

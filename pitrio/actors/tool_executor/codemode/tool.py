@@ -66,6 +66,9 @@ class CodemodeHost:
     search: Search | None = None
     mode: str = "on"
     inline_budget: int | None = text.DEFAULT_INLINE_BUDGET
+    reach: Callable[[str], Awaitable[Sequence[AgentTool]]] | None = None
+    """Waits for the MCP servers a script names (every one when it discovers tools), as
+    1.6.0's ``reachesTools``; the session's callable tools after the wait."""
 
 
 def read_store(entries: Sequence[Any]) -> dict[str, Any]:
@@ -284,6 +287,8 @@ def create_codemode_tool(host: CodemodeHost | None = None) -> AgentTool:
         ctx = current_call()
         if ctx is None:
             raise ToolError("codemode runs only inside a tool batch")
+        if host.reach is not None:  # servers connecting in the background
+            ctx.reach(await host.reach(source.code))
         script = _Script(ctx, host, on_update, source.max_output_tokens)
         await script.publish()
         stored: dict[str, Any] = {}

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import trio.testing
 
 import pitrio
 from pitrio.actors.mcp.config import load_mcp_config
+from pitrio.actors.model_router import FauxReply, FauxToolCall
 from pitrio.actors.session.extensions.api import (
     EventBus,
     ExtensionAPI,
@@ -24,7 +26,7 @@ from pitrio.actors.session.extensions.events import McpServersChangeEvent
 from pitrio.actors.session.extensions.registry import Extension, SourceInfo
 from pitrio.messages.events import ExtensionError
 from tests.actors import extension_probe
-from tests.actors.mcp.support import WAIT, edge_server
+from tests.actors.mcp.support import SERVERS, WAIT, edge_server
 from tests.actors.test_session_extensions import agent_dir, session_with
 
 __all__ = ["agent_dir"]  # the fixture, used by name
@@ -98,6 +100,8 @@ async def test_a_server_registered_in_setup_starts_with_the_session(
             persist=False,
             extensions=[str(path)],
         ) as session:
+            # It connects in the background (pi 1.6.0); its first start ends soon after.
+            await session.mcp.wait()
             state = await session.handle.state()
             tools = [tool.name for tool in await apis[0].get_all_tools()]
     (edge,) = [s for s in state.mcp_servers if s.name == "edge"]
@@ -240,3 +244,37 @@ async def test_unregistering_a_server_registered_in_setup_closes_it(
     assert again == {"edge": "running"} and len(starts) == 2
     assert "mcp__edge__fail" in active_again  # the new entry's exposure: direct
     assert errors == []
+
+
+async def test_a_server_registered_later_follows_its_tool_list_changes(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    (tmp_path / "proj").mkdir()
+    apis: list[Any] = []
+    changing = {"command": sys.executable, "args": [str(SERVERS / "changing.py")]}
+
+    replies = (
+        FauxReply(tool_calls=(FauxToolCall("mcp__changing__grow", {"name": "fresh"}),)),
+        FauxReply(text="grown"),
+        FauxReply(tool_calls=(FauxToolCall("mcp__changing__fresh", {}),)),
+        FauxReply(text="called"),
+    )
+    async with session_with(tmp_path, apis.append, replies=replies) as h:
+        api = apis[0]
+        with trio.fail_after(WAIT):
+            api.register_mcp_server("changing", {**changing, "exposure": "direct"})
+            await _synced(api)
+        live = api._holder.late_mcp._running["changing"].live
+        await h.session.prompt("grow")
+        with trio.fail_after(WAIT):
+            await live.wait_applied(2)  # listed again after its list_changed
+        await h.session.prompt("call it")
+        declared = [t.name for t in h.faux.last_request.context.tools]
+        results = [m for m in await h.session.handle.messages() if m.role == "toolResult"]
+        with trio.fail_after(WAIT):
+            api.unregister_mcp_server("changing")
+            await _synced(api)
+        after = [tool.name for tool in await api.get_all_tools()]
+    assert "mcp__changing__fresh" in declared
+    assert [part.text for part in results[-1].content] == ["grown fresh"]
+    assert not any(name.startswith("mcp__changing__") for name in after)
