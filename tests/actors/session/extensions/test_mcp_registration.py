@@ -215,6 +215,8 @@ async def test_unregistering_a_server_registered_in_setup_closes_it(
 
     async with session_with(tmp_path, setup) as h:
         api = apis[0]
+        with trio.fail_after(WAIT):  # it connects in the background (pi 1.6.0)
+            await h.session.mcp.wait()
         before = [tool.name for tool in await api.get_all_tools()]
         listed = {s.name: s.status for s in (await h.session.handle.state()).mcp_servers}
         pids = [int(line) for line in (markers / "starts").read_text().split()]
