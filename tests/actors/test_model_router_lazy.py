@@ -7,11 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
+import orjson
+import pytest
+
+from pitrio.actors.model_router import catalogue
 from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.lazy_http import HTTP_PROVIDERS, LazyHttpProviders
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.registry import offered
+from pitrio.actors.model_router.registry import FAUX_MODELS, offered
+from pitrio.errors import UnknownModelError
 
 START = """
 import sys
@@ -60,3 +66,96 @@ def test_the_listing_asks_the_credentials_once_per_provider(tmp_path: Path) -> N
     assert len(asked) == len(set(asked)) > 1
     router.credentials.configured = real  # type: ignore[method-assign]
     assert listed == offered(m for m in router.registry.list() if router.listed(m))
+
+
+# -- the catalogue's models are built on first need --------------------------------------------
+
+BUILT = """
+import sys
+from pathlib import Path
+from pitrio.actors.model_router import catalogue
+from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
+home = sys.argv[1]
+router = ModelRouter.from_config(RouterConfig(agent_dir=Path(home), env=dict(HOME=home)))
+listed = router.available()
+first = catalogue.provider_models.cache_info().currsize
+model = router.registry.resolve("anthropic/claude-sonnet-4-5")
+print(len(listed), first, catalogue.provider_models.cache_info().currsize, model.provider)
+"""
+
+
+def test_a_start_builds_the_models_of_its_model_s_provider_only(tmp_path: Path) -> None:
+    # Fresh interpreter: the catalogue's caches of this process are filled by other tests.
+    done = subprocess.run(
+        [sys.executable, "-c", BUILT, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    listed, before, after, provider = done.stdout.split()
+    assert int(listed) == len(FAUX_MODELS)  # no credentials: the faux models only
+    assert (int(before), int(after), provider) == (0, 1, "anthropic")
+
+
+def _routers(tmp_path: Path, env: dict[str, str]) -> tuple[ModelRouter, ModelRouter]:
+    """A router whose catalogue waits for its first need, and one that has it all built."""
+    lazy = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
+    eager = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
+    eager.registry.list()
+    return lazy, eager
+
+
+def test_a_catalogue_built_on_need_answers_as_one_built_at_start(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "OPENAI_API_KEY": "k", "GROQ_API_KEY": "k"}
+    for question in (
+        lambda r: r.available(),
+        lambda r: r.registry.resolve("openai/gpt-4o"),
+        lambda r: r.registry.resolve("openrouter/anthropic/claude-sonnet-4.5"),
+        lambda r: r.registry.resolve("gpt-4o", r._usable),  # a bare id (several providers)
+        lambda r: r.registry.resolve_pattern("openai/gpt-4o:high"),
+        lambda r: r.registry.resolve("azure-openai-responses/gpt-4o"),  # a renamed provider
+        lambda r: r.registry.find("groq", "nope"),
+        lambda r: r.registry.find("openai", "gpt-4o"),
+        lambda r: r.registry.list(),
+    ):
+        lazy, eager = _routers(tmp_path, env)
+        assert question(lazy) == question(eager)
+        assert lazy.registry.list() == eager.registry.list()
+    lazy, eager = _routers(tmp_path, env)
+    with pytest.raises(UnknownModelError, match="Unknown model: openai/nope"):
+        lazy.registry.resolve("openai/nope")
+    assert lazy.registry.list() == eager.registry.list()
+
+
+def test_a_catalogue_model_registered_again_keeps_its_place(tmp_path: Path) -> None:
+    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)})
+    old = eager.registry.resolve("openai/gpt-4o")
+    new = attrs.evolve(old, name="Mine")
+    for router in (lazy, eager):
+        router.registry.register(new)
+    assert lazy.registry.list() == eager.registry.list()
+    assert lazy.registry.list().index(new) == eager.registry.list().index(new) > len(FAUX_MODELS)
+    assert lazy.registry.unregister_provider("groq") == eager.registry.unregister_provider("groq")
+    assert lazy.registry.list() == eager.registry.list()
+
+
+def test_the_catalogue_read_by_line_is_the_catalogue_parsed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = orjson.loads(catalogue.CATALOGUE_PATH.read_bytes())
+    top, heads, chunks = catalogue._layout()
+    assert top == {k: v for k, v in document.items() if k != "providers"}
+    assert heads == tuple(
+        {k: v for k, v in p.items() if k != "models"} for p in document["providers"]
+    )
+    assert {name: orjson.loads(chunk) for name, chunk in chunks.items()} == {
+        p["name"]: p["models"] for p in document["providers"]
+    }
+    # A file in another layout (one line) is parsed whole, to the same answer.
+    other = tmp_path / "catalogue.json"
+    other.write_bytes(orjson.dumps(document))
+    monkeypatch.setattr(catalogue, "CATALOGUE_PATH", other)
+    top2, heads2, chunks2 = catalogue._layout.__wrapped__()
+    assert (top2, heads2) == (top, heads)
+    assert {n: orjson.loads(c) for n, c in chunks2.items()} == {
+        n: orjson.loads(c) for n, c in chunks.items()
+    }
+    with pytest.raises(ValueError):
+        catalogue._split(orjson.dumps(document).split(b"\n"), orjson.loads)

@@ -178,13 +178,20 @@ class ModelRouter(Actor[RouterCommand]):
                 problems.append(str(exc))
             if user is not None:
                 problems += user.notes
-        builtin = catalogue.models() if config.catalogue else ()
-        try:
-            physical, virtual = merge_models(builtin, user)
-        except ModelsJsonError as exc:
-            problems.append(str(exc))
-            user = None
-            physical, virtual = merge_models(builtin, None)
+        physical: list[Model] = []
+        virtual: list[VirtualModelSpec] = []
+        if config.catalogue and user is None:
+            # Nothing to merge: the catalogue's models are built when first needed (a start
+            # asks for one model at most; issue 38).
+            registry.register_later(catalogue.provider_names(), catalogue.provider_models)
+        else:
+            builtin = catalogue.models() if config.catalogue else ()
+            try:
+                physical, virtual = merge_models(builtin, user)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+                user = None
+                physical, virtual = merge_models(builtin, None)
         for model in physical:
             registry.register(model)
         for spec in virtual:
@@ -283,7 +290,20 @@ class ModelRouter(Actor[RouterCommand]):
                 found = known[provider] = self.credentials.configured(provider)
             return found
 
-        return offered(m for m in self.registry.list() if self.listed(m, configured))
+        adc: list[bool] = []
+
+        def may_list(provider: str) -> bool:
+            # A model of an unconfigured provider is listed only through Vertex's
+            # application-default credentials (see ``availability``): the catalogue's
+            # other providers need not be built to be left out.
+            if configured(provider):
+                return True
+            if not adc:
+                adc.append(catalogue.adc_configured(self.credentials.env))
+            return adc[0]
+
+        models = self.registry.models_but_later(may_list)
+        return offered(m for m in models if self.listed(m, configured))
 
     def _usable(self, model: Model) -> bool:
         return self.availability(model) is None
