@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import orjson
@@ -16,7 +18,7 @@ from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.lazy_http import HTTP_PROVIDERS, LazyHttpProviders
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.registry import FAUX_MODELS, offered
+from pitrio.actors.model_router.registry import FAUX_MODELS, ModelRegistry, offered
 from pitrio.errors import UnknownModelError
 
 START = """
@@ -94,18 +96,54 @@ def test_a_start_builds_the_models_of_its_model_s_provider_only(tmp_path: Path) 
     assert (int(before), int(after), provider) == (0, 1, "anthropic")
 
 
-def _routers(tmp_path: Path, env: dict[str, str]) -> tuple[ModelRouter, ModelRouter]:
-    """A router whose catalogue waits for its first need, and one that has it all built."""
+MOCK = {
+    "providers": {
+        "mock": {
+            "baseUrl": "http://localhost:1/v1",
+            "api": "openai-completions",
+            "apiKey": "k",
+            "models": [{"id": "mock-model"}, {"id": "gpt-4o"}],  # gpt-4o: openai's id too
+        },
+        "routed": {"models": [{"id": "auto", "api": "pi-virtual", "fallback": ["openai/gpt-4o"]}]},
+    }
+}
+
+
+def _routers(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[ModelRouter, ModelRouter]:
+    """A router whose catalogue waits for its first need, and one that registered it all at
+    start (as before issue 38: every model in order, then the user's)."""
     lazy = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
-    eager = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
-    eager.registry.list()
+    with monkeypatch.context() as patch:
+
+        def at_once(self: ModelRegistry, names: Any, build: Any) -> None:
+            self.register_all(model for name in names for model in build(name))
+
+        patch.setattr(ModelRegistry, "register_later", at_once)
+        eager = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
+    assert eager.registry._build_later is None
     return lazy, eager
 
 
-def test_a_catalogue_built_on_need_answers_as_one_built_at_start(tmp_path: Path) -> None:
+def _answer(question: Callable[[ModelRouter], object], router: ModelRouter) -> object:
+    """What ``question`` returns, or the error it raises (as its type and message)."""
+    try:
+        return question(router)
+    except UnknownModelError as error:
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("models_json", [None, MOCK], ids=["catalogue", "with-own-providers"])
+def test_a_catalogue_built_on_need_answers_as_one_built_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_json: dict[str, Any] | None
+) -> None:
+    if models_json is not None:
+        (tmp_path / "models.json").write_bytes(orjson.dumps(models_json))
     env = {"HOME": str(tmp_path), "OPENAI_API_KEY": "k", "GROQ_API_KEY": "k"}
-    for question in (
+    questions: list[Callable[[ModelRouter], object]] = [
         lambda r: r.available(),
+        lambda r: r.problems(),
         lambda r: r.registry.resolve("openai/gpt-4o"),
         lambda r: r.registry.resolve("openrouter/anthropic/claude-sonnet-4.5"),
         lambda r: r.registry.resolve("gpt-4o", r._usable),  # a bare id (several providers)
@@ -114,26 +152,46 @@ def test_a_catalogue_built_on_need_answers_as_one_built_at_start(tmp_path: Path)
         lambda r: r.registry.find("groq", "nope"),
         lambda r: r.registry.find("openai", "gpt-4o"),
         lambda r: r.registry.list(),
-    ):
-        lazy, eager = _routers(tmp_path, env)
-        assert question(lazy) == question(eager)
+    ]
+    if models_json is not None:
+        questions += [
+            lambda r: r.registry.resolve("mock-model"),
+            lambda r: r.candidate("routed/auto"),
+            lambda r: r.registry.resolve("gpt-4o"),
+        ]
+    for question in questions:
+        lazy, eager = _routers(tmp_path, env, monkeypatch)
+        assert lazy.registry._build_later is not None
+        assert _answer(question, lazy) == _answer(question, eager)
         assert lazy.registry.list() == eager.registry.list()
-    lazy, eager = _routers(tmp_path, env)
+        assert lazy.registry._by_id == eager.registry._by_id
+    lazy, eager = _routers(tmp_path, env, monkeypatch)
     with pytest.raises(UnknownModelError, match="Unknown model: openai/nope"):
         lazy.registry.resolve("openai/nope")
     assert lazy.registry.list() == eager.registry.list()
 
 
-def test_a_catalogue_model_registered_again_keeps_its_place(tmp_path: Path) -> None:
-    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)})
+def test_a_model_registered_while_the_catalogue_waits_keeps_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "models.json").write_bytes(orjson.dumps(MOCK))
+    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)}, monkeypatch)
     old = eager.registry.resolve("openai/gpt-4o")
-    new = attrs.evolve(old, name="Mine")
-    for router in (lazy, eager):
-        router.registry.register(new)
-    assert lazy.registry.list() == eager.registry.list()
-    assert lazy.registry.list().index(new) == eager.registry.list().index(new) > len(FAUX_MODELS)
+    mine = attrs.evolve(eager.registry.resolve("mock/gpt-4o"), name="Mine")
+    for changed in (attrs.evolve(old, name="Mine"), mine, attrs.evolve(mine, id="new")):
+        for router in (lazy, eager):
+            router.registry.register(changed)
+        assert lazy.registry.list() == eager.registry.list()
+        assert lazy.registry._by_id == eager.registry._by_id
     assert lazy.registry.unregister_provider("groq") == eager.registry.unregister_provider("groq")
     assert lazy.registry.list() == eager.registry.list()
+    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)}, monkeypatch)
+    for router in (lazy, eager):
+        router.registry.register(mine)  # replaced while the catalogue waits
+        router.registry.register(attrs.evolve(mine, id="new"))  # added after it
+    assert lazy.registry._build_later is not None
+    assert lazy.registry.list() == eager.registry.list()
+    assert lazy.registry._by_id == eager.registry._by_id
 
 
 def test_the_catalogue_read_by_line_is_the_catalogue_parsed_whole(

@@ -180,10 +180,19 @@ class ModelRouter(Actor[RouterCommand]):
                 problems += user.notes
         physical: list[Model] = []
         virtual: list[VirtualModelSpec] = []
-        if config.catalogue and user is None:
-            # Nothing to merge: the catalogue's models are built when first needed (a start
-            # asks for one model at most; issue 38).
-            registry.register_later(catalogue.provider_names(), catalogue.provider_models)
+        builtin_names = catalogue.provider_names() if config.catalogue else ()
+        if builtin_names and not {p.name for p in (user.providers if user else ())}.intersection(
+            builtin_names
+        ):
+            # Nothing of the catalogue to merge (no models.json, or one adding providers of
+            # its own, as the benchmarks' mock): its models are built when first needed (a
+            # start asks for one model at most; issue 38); the user's follow them.
+            registry.register_later(builtin_names, catalogue.provider_models)
+            try:
+                physical, virtual = merge_models((), user)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+                user = None
         else:
             builtin = catalogue.models() if config.catalogue else ()
             try:

@@ -281,11 +281,27 @@ def providers() -> tuple[ProviderInfo, ...]:
             name=head["name"],
             env_keys=tuple(head["envKeys"]),
             ambient=_ambient(head),
-            api=_most_common([model.api for model in provider_models(head["name"])]),
-            base_url=_most_common([model.base_url for model in provider_models(head["name"])]),
+            api=provider_api(head["name"]),
+            base_url=provider_base_url(head["name"]),
         )
         for head in _heads()
     )
+
+
+def provider_api(name: str) -> str | None:
+    """The API most of built-in provider ``name``'s models speak (``PROVIDER_APIS``), without
+    building any model when ``name`` is not a built-in provider."""
+    if name not in provider_names():
+        return None
+    return _most_common([model.api for model in provider_models(name)])
+
+
+def provider_base_url(name: str) -> str | None:
+    """The base URL most of built-in provider ``name``'s models use (``PROVIDER_BASE_URLS``),
+    without building any model when ``name`` is not a built-in provider."""
+    if name not in provider_names():
+        return None
+    return _most_common([model.base_url for model in provider_models(name)])
 
 
 def _ambient(head: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
