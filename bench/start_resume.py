@@ -61,17 +61,7 @@ MOCK_MODELS = {
             "baseUrl": "http://127.0.0.1:9/v1",  # never asked: no prompt is sent
             "api": "openai-completions",
             "apiKey": "mock-key",
-            "models": [
-                {
-                    "id": "mock-model",
-                    "name": "Mock Model",
-                    "reasoning": False,
-                    "input": ["text"],
-                    "contextWindow": 128000,
-                    "maxTokens": 16384,
-                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                }
-            ],
+            "models": [{"id": "mock-model", "name": "Mock Model", "contextWindow": 128000}],
         }
     }
 }
