@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Actor, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.mcp.state import McpServerState
@@ -54,7 +55,6 @@ from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import write_session_html, write_session_jsonl
 from pitrio.actors.session.extensions.events import SessionCompactFailedEvent, SessionStartEvent
-from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
 from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle, queued_command_error
 from pitrio.actors.session.extensions.runner import ExtensionRunner
@@ -232,6 +232,9 @@ class SessionActor(Actor[SessionCommand]):
 
         host = None
         if self._extensions is not None:
+            with _attrs_cache.caching():  # the host's modules: only sessions with extensions
+                from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
+
             host = ExtensionHost(
                 settings=HostSettings(
                     runner=self._extensions,

@@ -37,6 +37,10 @@ MODELS = {
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 
 DEFERRED = ("jsonschema", "referencing", "httpx", "h11", "websockets", "html")
+EXTENSION_HOST = tuple(
+    f"pitrio.actors.session.extensions.{name}" for name in ("host", "boundary", "drafts", "context")
+)
+"""The extension host's modules: a session without extensions has no host."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, set[str]]:
@@ -76,3 +80,4 @@ def test_the_first_get_state_imports_none_of_the_deferred_modules(
     assert not [m for m in loaded if m.split(".")[0] in DEFERRED]
     assert not [m for m in loaded if ".model_router.providers." in m and m.endswith("_stream")]
     assert built == 0  # no catalogue model was needed
+    assert not loaded.intersection(EXTENSION_HOST)
