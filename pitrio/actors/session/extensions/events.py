@@ -12,13 +12,11 @@ from typing import Any, Literal
 
 import attrs
 
+from pitrio.actors.session.extensions.asks import InputSource as InputSource
 from pitrio.actors.tool_executor.hooks import BeforeToolCallResult
 from pitrio.messages.agent import AgentMessage, ToolResultMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import Model
-
-InputSource = Literal["interactive", "rpc", "extension"]
-
 
 # -- input (§3.4) -------------------------------------------------------------------------
 
