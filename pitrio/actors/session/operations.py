@@ -23,13 +23,6 @@ from pitrio.actors.model_router.thinking import (
     clamp_thinking_level,
     supported_thinking_levels,
 )
-from pitrio.actors.session.extensions.events import (
-    BeforeTreeResult,
-    ModelSelectEvent,
-    SessionTreeEvent,
-    ThinkingLevelSelectEvent,
-    TreePreparation,
-)
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.actors.supervisor.actor.compactor import known_entries
@@ -61,6 +54,11 @@ from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.extensions.events import (
+        BeforeTreeResult,
+        SessionTreeEvent,
+        TreePreparation,
+    )
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 __all__ = ["COMPACTION_CANCELLED", "CompactionCancelled"]  # re-exported: they moved
@@ -261,6 +259,8 @@ class SessionOperations:
                 {"defaultProvider": model.provider, "defaultModel": model.id}
             )
         await self.set_thinking_level(wanted)
+        from pitrio.actors.session.extensions import ModelSelectEvent
+
         self._notify_extensions(
             "model_select",
             ModelSelectEvent(model=model, previous_model=state.model, source=source),
@@ -297,6 +297,8 @@ class SessionOperations:
             if self._save_model_defaults and (state.model.reasoning or effective != "off"):
                 await self._persist_settings({"defaultThinkingLevel": level})
             self._emit(ThinkingLevelChanged(level=effective))
+            from pitrio.actors.session.extensions import ThinkingLevelSelectEvent
+
             self._notify_extensions(
                 "thinking_level_select",
                 ThinkingLevelSelectEvent(level=effective, previous_level=state.thinking_level),
@@ -427,6 +429,8 @@ async def navigate_tree(
     where = navigation_target(target)
     written: _Summary | None = None
     if hooks is not None:
+        from pitrio.actors.session.extensions import TreePreparation
+
         decision = await hooks.before(
             TreePreparation(
                 target_id=target_id,
@@ -486,6 +490,8 @@ async def navigate_tree(
     if restore_tools is not None:
         await restore_tools(messages)
     if hooks is not None:
+        from pitrio.actors.session.extensions import SessionTreeEvent
+
         await hooks.after(
             SessionTreeEvent(
                 new_leaf_id=await store.leaf_id(),

@@ -139,3 +139,5 @@ class StartedSession:
     enabled_models: tuple[str, ...] = ()
     """The ``enabledModels`` setting: the model patterns to cycle through when ``--models``
     gives none (pi 1.6.0)."""
+    has_extensions: bool = False
+    """Whether extensions run in the session (its lifecycle events have someone to ask)."""

@@ -17,11 +17,6 @@ import trio
 
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
-from pitrio.actors.session.extensions.events import (
-    SessionBeforeForkEvent,
-    SessionBeforeSwitchEvent,
-    SessionShutdownEvent,
-)
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionSeed
 from pitrio.actors.session_store.maintenance import probe_session_file
@@ -142,6 +137,8 @@ class SessionRuntime:
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
         """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""
         base = self.options
+        from pitrio.actors.session.extensions import SessionBeforeSwitchEvent
+
         await self.gate("session_before_switch", SessionBeforeSwitchEvent(reason="new"))
         return await self.start(
             attrs.evolve(
@@ -173,6 +170,8 @@ class SessionRuntime:
         base = self.options
         check_os_text(path, "sessionPath")
         resolved = resolve_session_path(base.cwd, path)
+        from pitrio.actors.session.extensions import SessionBeforeSwitchEvent
+
         await self.gate(
             "session_before_switch",
             SessionBeforeSwitchEvent(reason="resume", target_session_file=path),
@@ -194,6 +193,8 @@ class SessionRuntime:
 
     async def fork(self, entry_id: str) -> str | None:
         """A new session holding the path before a user message; returns that message's text."""
+        from pitrio.actors.session.extensions import SessionBeforeForkEvent
+
         await self.gate(
             "session_before_fork", SessionBeforeForkEvent(entry_id=entry_id, position="before")
         )
@@ -209,6 +210,8 @@ class SessionRuntime:
             raise PitrioError(NOTHING_TO_CLONE)
         leaf = await store.leaf_id()
         if leaf is not None:
+            from pitrio.actors.session.extensions import SessionBeforeForkEvent
+
             await self.gate(
                 "session_before_fork", SessionBeforeForkEvent(entry_id=leaf, position="at")
             )
@@ -246,7 +249,12 @@ class SessionRuntime:
             # out and the aborted turn is written to the outgoing session, then extensions
             # hear session_shutdown. (0.73.1 stopped listening first and dropped the reply.)
             await slot.started.session.abort()
-            shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
+            shutdown = None  # without extensions nobody reads it: its class is not imported
+            if slot.started.has_extensions:
+                from pitrio.actors.session.extensions import SessionShutdownEvent
+
+                shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
+            # Asked either way: the round trip also drains the session's inbox up to here.
             await slot.started.session.extension_lifecycle("session_shutdown", shutdown)
             await slot.started.store.flush()
         slot.scope.cancel()

@@ -47,7 +47,6 @@ from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouterHandle, start_model_router
 from pitrio.sdk.session import (
     CommandLedger,
-    SessionBeforeSwitchEvent,
     SessionHandle,
     SessionOptions,
     SessionRuntime,
@@ -186,6 +185,8 @@ class RpcServer:
         )
 
         async def replace() -> None:
+            from pitrio.sdk.session import SessionBeforeSwitchEvent
+
             await self._runtime.gate(
                 "session_before_switch", SessionBeforeSwitchEvent(reason="new")
             )

@@ -38,9 +38,14 @@ SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 
 DEFERRED = ("jsonschema", "referencing", "httpx", "h11", "websockets", "html")
 EXTENSION_HOST = tuple(
-    f"pitrio.actors.session.extensions.{name}" for name in ("host", "boundary", "drafts", "context")
+    f"pitrio.actors.session.extensions.{name}"
+    for name in (
+        *("host", "boundary", "drafts", "context"),
+        *("host_commands", "host_handle", "events", "runner"),
+    )
 )
-"""The extension host's modules: a session without extensions has no host."""
+"""The extension host's modules, its events and runner: a session without extensions has
+no host, and builds no event for one."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, set[str]]:
