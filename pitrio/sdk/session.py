@@ -66,7 +66,10 @@ def __getattr__(name: str) -> Any:
     """``SessionBeforeSwitchEvent`` on first access: its module (the extensions' events) is
     imported by sessions that have extensions, not at every start (issue 38)."""
     if name == "SessionBeforeSwitchEvent":
-        from pitrio.actors.session import extensions
+        from pitrio import _attrs_cache
 
-        return extensions.SessionBeforeSwitchEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+
+        return SessionBeforeSwitchEvent
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

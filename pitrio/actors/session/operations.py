@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.queues import QueueMode
 from pitrio.actors.model_router.thinking import (
@@ -259,7 +260,8 @@ class SessionOperations:
                 {"defaultProvider": model.provider, "defaultModel": model.id}
             )
         await self.set_thinking_level(wanted)
-        from pitrio.actors.session.extensions import ModelSelectEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import ModelSelectEvent
 
         self._notify_extensions(
             "model_select",
@@ -297,7 +299,8 @@ class SessionOperations:
             if self._save_model_defaults and (state.model.reasoning or effective != "off"):
                 await self._persist_settings({"defaultThinkingLevel": level})
             self._emit(ThinkingLevelChanged(level=effective))
-            from pitrio.actors.session.extensions import ThinkingLevelSelectEvent
+            with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                from pitrio.actors.session.extensions.events import ThinkingLevelSelectEvent
 
             self._notify_extensions(
                 "thinking_level_select",
@@ -429,7 +432,8 @@ async def navigate_tree(
     where = navigation_target(target)
     written: _Summary | None = None
     if hooks is not None:
-        from pitrio.actors.session.extensions import TreePreparation
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import TreePreparation
 
         decision = await hooks.before(
             TreePreparation(
@@ -490,7 +494,8 @@ async def navigate_tree(
     if restore_tools is not None:
         await restore_tools(messages)
     if hooks is not None:
-        from pitrio.actors.session.extensions import SessionTreeEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionTreeEvent
 
         await hooks.after(
             SessionTreeEvent(

@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.fanout import Sequenced
@@ -137,7 +138,8 @@ class SessionRuntime:
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
         """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""
         base = self.options
-        from pitrio.actors.session.extensions import SessionBeforeSwitchEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 
         await self.gate("session_before_switch", SessionBeforeSwitchEvent(reason="new"))
         return await self.start(
@@ -170,7 +172,8 @@ class SessionRuntime:
         base = self.options
         check_os_text(path, "sessionPath")
         resolved = resolve_session_path(base.cwd, path)
-        from pitrio.actors.session.extensions import SessionBeforeSwitchEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 
         await self.gate(
             "session_before_switch",
@@ -193,7 +196,8 @@ class SessionRuntime:
 
     async def fork(self, entry_id: str) -> str | None:
         """A new session holding the path before a user message; returns that message's text."""
-        from pitrio.actors.session.extensions import SessionBeforeForkEvent
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeForkEvent
 
         await self.gate(
             "session_before_fork", SessionBeforeForkEvent(entry_id=entry_id, position="before")
@@ -210,7 +214,8 @@ class SessionRuntime:
             raise PitrioError(NOTHING_TO_CLONE)
         leaf = await store.leaf_id()
         if leaf is not None:
-            from pitrio.actors.session.extensions import SessionBeforeForkEvent
+            with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                from pitrio.actors.session.extensions.events import SessionBeforeForkEvent
 
             await self.gate(
                 "session_before_fork", SessionBeforeForkEvent(entry_id=leaf, position="at")
@@ -251,7 +256,8 @@ class SessionRuntime:
             await slot.started.session.abort()
             shutdown = None  # without extensions nobody reads it: its class is not imported
             if slot.started.has_extensions:
-                from pitrio.actors.session.extensions import SessionShutdownEvent
+                with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                    from pitrio.actors.session.extensions.events import SessionShutdownEvent
 
                 shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
             # Asked either way: the round trip also drains the session's inbox up to here.

@@ -99,7 +99,7 @@ async def ask_extensions(
     that fails is reported (a warning line) and passed over, as in pi 1.6.0."""
     if not loaded.extensions:
         return None, []  # nobody to ask (the event's modules are not even imported)
-    from pitrio.actors.session.extensions import (
+    from pitrio.actors.session.extensions.events import (  # loaded with the extensions
         ProjectTrustContext,
         ProjectTrustEvent,
         ProjectTrustResult,
