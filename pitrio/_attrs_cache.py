@@ -14,20 +14,22 @@ One value differs between processes: the salt attrs writes into ``__hash__`` (``
 string, randomised per process). It is replaced by a placeholder before the digest and the
 compile, and the current process's salt is put back into the code's constants.
 
-Active only while :mod:`pitrio` imports its modules (:func:`install` / :func:`uninstall`);
+Active while :mod:`pitrio` imports its modules (:func:`install` / :func:`uninstall`), and
+again around a module imported on first use (:func:`caching`);
 anything unexpected (another attrs, an unreadable or unwritable cache, ``sys.dont_write_bytecode``
 for writing, ``PITRIO_ATTRS_CACHE=0``) means attrs compiles as usual.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import marshal
 import os
 import re
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +75,13 @@ class _Cache:
             }
 
     def save(self) -> None:
-        # Only what this process used is written: entries of classes that changed since drop
-        # out (pitrio's import compiles the same classes in every process).
-        stale = len(self.entries) > len(self.used)
+        # Entries this process did not use are kept (another process may import modules this
+        # one left for their first use, issue 38) until they outnumber the used ones: then
+        # only what was used is written, and entries of classes that changed since drop out.
+        stale = len(self.entries) - len(self.used) > len(self.used)
         if not (self.added or stale) or sys.dont_write_bytecode:
             return
+        kept = self.used if stale else self.entries
         import tempfile  # here: most starts write nothing (start-up time, issue 38)
 
         try:
@@ -86,13 +90,14 @@ class _Cache:
             os.fchmod(fd, 0o644)  # like the bytecode beside it (mkstemp makes it private)
             try:
                 with os.fdopen(fd, "wb") as out:
-                    out.write(marshal.dumps((_FORMAT, self.stamp, self.used)))
+                    out.write(marshal.dumps((_FORMAT, self.stamp, kept)))
                 os.replace(temp, self.path)
             except BaseException:
                 os.unlink(temp)
                 raise
         except OSError:
             pass  # a read-only installation: attrs just compiles next time too
+        self.added = 0
 
     def compile_and_eval(
         self,
@@ -134,6 +139,7 @@ def _replace_constant(code: types.CodeType, old: int, new: int) -> types.CodeTyp
 
 
 _active: _Cache | None = None
+_idle: _Cache | None = None  # after uninstall(): what caching() serves from
 
 
 def cache_path(package_dir: Path) -> Path:
@@ -169,7 +175,7 @@ def install(package_dir: Path) -> None:
 def uninstall() -> None:
     """Restore attrs and write what was compiled meanwhile; collect garbage again, over what
     the process builds from now on (what the imports built is frozen)."""
-    global _active, _collecting
+    global _active, _collecting, _idle
     if _collecting:
         _collecting = False
         # What the imports built lives as long as the process: moved out of the collector's
@@ -183,6 +189,33 @@ def uninstall() -> None:
     if cache.module._compile_and_eval == cache.compile_and_eval:
         cache.module._compile_and_eval = cache.original
     cache.save()
+    _idle = cache
+
+
+@contextlib.contextmanager
+def caching() -> Iterator[None]:
+    """Serve attrs' compilations from the cache again meanwhile, then write what was added:
+    for modules pitrio imports on first use (the RPC server, ...), whose classes would
+    otherwise be compiled in every process (issue 38). Nothing happens without a cache
+    (turned off, or :func:`uninstall` not called yet) or when one is active already."""
+    global _active
+    cache = _idle
+    if cache is None or _active is not None:
+        yield
+        return
+    make = cache.module
+    if make._compile_and_eval != cache.original:
+        yield  # someone else replaced attrs' function since: leave it alone
+        return
+    make._compile_and_eval = cache.compile_and_eval
+    _active = cache
+    try:
+        yield
+    finally:
+        _active = None
+        if make._compile_and_eval == cache.compile_and_eval:
+            make._compile_and_eval = cache.original
+        cache.save()
 
 
 # Importing this module turns the cache on: pitrio/__init__.py imports it before anything else

@@ -113,3 +113,50 @@ def test_what_the_imports_built_is_frozen_out_of_the_collector() -> None:
     assert enabled == "True"
     assert int(frozen) > 50_000
     assert int(young) < int(frozen) // 10
+
+
+def test_a_module_imported_on_first_use_reuses_the_cache_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38: modules imported after pitrio's own (the RPC server, ...) compiled their
+    # classes in every process. caching() serves them from the same file.
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(_attrs_cache, "_idle", None)
+    original = attr._make._compile_and_eval
+
+    def first() -> type:
+        @attrs.frozen
+        class Early:
+            a: int
+
+        return Early
+
+    added: list[int] = []
+    for _process in range(2):
+        _attrs_cache.install(tmp_path)
+        try:
+            first()
+        finally:
+            _attrs_cache.uninstall()
+        with _attrs_cache.caching():
+            assert attr._make._compile_and_eval != original
+            cache = _attrs_cache._active
+            assert cache is not None
+            before = cache.added
+            point, box = _define()
+            added.append(cache.added - before)
+        assert attr._make._compile_and_eval == original and _attrs_cache._active is None
+        assert point(1, 2) == point(1, 2) and box().items == []
+        monkeypatch.setattr(_attrs_cache, "_idle", None)  # the next "process"
+    assert added == [2, 0]  # compiled by the first process only
+
+
+def test_caching_does_nothing_before_the_imports_or_when_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_attrs_cache, "_idle", None)
+    original = attr._make._compile_and_eval
+    with _attrs_cache.caching():
+        assert attr._make._compile_and_eval == original
+        point, _ = _define()
+    assert point(1) == point(1)

@@ -1,8 +1,9 @@
 """Checking a JSON document against one of pi 1.6.0's published schemas (``models.json``,
-``settings.json``) and saying what went wrong in pitrio's words. Pure.
+``settings.json``) and saying what went wrong in pitrio's words.
 
 ``jsonschema`` (Draft 2020-12) is imported with the first document checked, and each schema is
-read once per process.
+read once per process. A document that passed before (in this process or an earlier one,
+:mod:`.schema_verdicts`) passes without it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from pitrio.actors.schema_verdicts import passed_before, remember_pass, verdict_key
 
 
 def kind_of(value: Any) -> str:
@@ -128,9 +131,16 @@ def _required_field(error: Any) -> str | None:
 def errors(document: Any, schema_path: Path) -> Iterator[tuple[list[Any], str]]:
     """Each way ``document`` breaks the schema: the path of the value at fault (a missing
     required key's own path) and what was expected, in the schema's order."""
+    key = verdict_key(document, schema_path)
+    if key is not None and passed_before(key):
+        return  # the same document, schema and jsonschema passed before (issue 38)
+    failed = False
     for error in validator(schema_path).iter_errors(document):
+        failed = True
         path = list(error.absolute_path)
         missing = _required_field(error)
         if missing is not None:
             path.append(missing)
         yield path, expected(error)
+    if key is not None and not failed:
+        remember_pass(key)

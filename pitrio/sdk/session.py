@@ -7,6 +7,8 @@ forwards its :class:`Sequenced` events.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pitrio.actors.session.actor import SessionHandle, SessionState, StreamingBehavior
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.command_ledger import (
@@ -17,7 +19,6 @@ from pitrio.actors.session.command_ledger import (
     fingerprint,
 )
 from pitrio.actors.session.extensions.context import ModelScope, ScopedModel, ShutdownRequest
-from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.operations import CycleResult
@@ -31,6 +32,9 @@ from pitrio.actors.session_store.command_stamp import (
     stamping,
 )
 from pitrio.actors.session_store.paths import SESSION_ID
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
 
 __all__ = [
     "SESSION_ID",
@@ -60,3 +64,16 @@ __all__ = [
     "stamping",
     "tool_list_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``SessionBeforeSwitchEvent`` on first access: its module (the extensions' events) is
+    imported by sessions that have extensions, not at every start (issue 38)."""
+    if name == "SessionBeforeSwitchEvent":
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+
+        return SessionBeforeSwitchEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from pitrio import telemetry
+from pitrio import _attrs_cache, telemetry
 from pitrio.transports.cli_args import (
     RESUME_ELSEWHERE,
     UsageError,
@@ -137,7 +137,8 @@ def session_options_of(args: argparse.Namespace) -> tuple[SessionOptions, FauxPr
 
 def _rpc_mode(args: argparse.Namespace) -> int:
     """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
-    from pitrio.transports.rpc.server import run_rpc
+    with _attrs_cache.caching():  # the server's modules and their classes: first use
+        from pitrio.transports.rpc.server import run_rpc
 
     if any(message.startswith("@") for message in args.messages):
         sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")

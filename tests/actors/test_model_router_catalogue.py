@@ -179,7 +179,7 @@ def test_importing_pitrio_reads_no_catalogue() -> None:
     probe = (
         "import sys, pitrio.transports.cli, pitrio.actors.model_router as r\n"
         "from pitrio.actors.model_router import catalogue as c\n"
-        "print(c._document.cache_info().currsize, 'CATALOGUE' in vars(c))\n"
+        "print(c._layout.cache_info().currsize, 'CATALOGUE' in vars(c))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, timeout=120

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import attrs
+import orjson
+import pytest
+
+from pitrio.actors.model_router import catalogue
 from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.lazy_http import HTTP_PROVIDERS, LazyHttpProviders
 from pitrio.actors.model_router.providers.base import ProviderSettings
-from pitrio.actors.model_router.registry import offered
+from pitrio.actors.model_router.registry import FAUX_MODELS, ModelRegistry, offered
+from pitrio.errors import UnknownModelError
 
 START = """
 import sys
@@ -60,3 +68,152 @@ def test_the_listing_asks_the_credentials_once_per_provider(tmp_path: Path) -> N
     assert len(asked) == len(set(asked)) > 1
     router.credentials.configured = real  # type: ignore[method-assign]
     assert listed == offered(m for m in router.registry.list() if router.listed(m))
+
+
+# -- the catalogue's models are built on first need --------------------------------------------
+
+BUILT = """
+import sys
+from pathlib import Path
+from pitrio.actors.model_router import catalogue
+from pitrio.actors.model_router.actor import ModelRouter, RouterConfig
+home = sys.argv[1]
+router = ModelRouter.from_config(RouterConfig(agent_dir=Path(home), env=dict(HOME=home)))
+listed = router.available()
+first = catalogue.provider_models.cache_info().currsize
+model = router.registry.resolve("anthropic/claude-sonnet-4-5")
+print(len(listed), first, catalogue.provider_models.cache_info().currsize, model.provider)
+"""
+
+
+def test_a_start_builds_the_models_of_its_model_s_provider_only(tmp_path: Path) -> None:
+    # Fresh interpreter: the catalogue's caches of this process are filled by other tests.
+    done = subprocess.run(
+        [sys.executable, "-c", BUILT, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    listed, before, after, provider = done.stdout.split()
+    assert int(listed) == len(FAUX_MODELS)  # no credentials: the faux models only
+    assert (int(before), int(after), provider) == (0, 1, "anthropic")
+
+
+MOCK = {
+    "providers": {
+        "mock": {
+            "baseUrl": "http://localhost:1/v1",
+            "api": "openai-completions",
+            "apiKey": "k",
+            "models": [{"id": "mock-model"}, {"id": "gpt-4o"}],  # gpt-4o: openai's id too
+        },
+        "routed": {"models": [{"id": "auto", "api": "pi-virtual", "fallback": ["openai/gpt-4o"]}]},
+    }
+}
+
+
+def _routers(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[ModelRouter, ModelRouter]:
+    """A router whose catalogue waits for its first need, and one that registered it all at
+    start (as before issue 38: every model in order, then the user's)."""
+    lazy = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
+    with monkeypatch.context() as patch:
+
+        def at_once(self: ModelRegistry, names: Any, build: Any) -> None:
+            self.register_all(model for name in names for model in build(name))
+
+        patch.setattr(ModelRegistry, "register_later", at_once)
+        eager = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
+    assert eager.registry._build_later is None
+    return lazy, eager
+
+
+def _answer(question: Callable[[ModelRouter], object], router: ModelRouter) -> object:
+    """What ``question`` returns, or the error it raises (as its type and message)."""
+    try:
+        return question(router)
+    except UnknownModelError as error:
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("models_json", [None, MOCK], ids=["catalogue", "with-own-providers"])
+def test_a_catalogue_built_on_need_answers_as_one_built_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_json: dict[str, Any] | None
+) -> None:
+    if models_json is not None:
+        (tmp_path / "models.json").write_bytes(orjson.dumps(models_json))
+    env = {"HOME": str(tmp_path), "OPENAI_API_KEY": "k", "GROQ_API_KEY": "k"}
+    questions: list[Callable[[ModelRouter], object]] = [
+        lambda r: r.available(),
+        lambda r: r.problems(),
+        lambda r: r.registry.resolve("openai/gpt-4o"),
+        lambda r: r.registry.resolve("openrouter/anthropic/claude-sonnet-4.5"),
+        lambda r: r.registry.resolve("gpt-4o", r._usable),  # a bare id (several providers)
+        lambda r: r.registry.resolve_pattern("openai/gpt-4o:high"),
+        lambda r: r.registry.resolve("azure-openai-responses/gpt-4o"),  # a renamed provider
+        lambda r: r.registry.find("groq", "nope"),
+        lambda r: r.registry.find("openai", "gpt-4o"),
+        lambda r: r.registry.list(),
+    ]
+    if models_json is not None:
+        questions += [
+            lambda r: r.registry.resolve("mock-model"),
+            lambda r: r.candidate("routed/auto"),
+            lambda r: r.registry.resolve("gpt-4o"),
+        ]
+    for question in questions:
+        lazy, eager = _routers(tmp_path, env, monkeypatch)
+        assert lazy.registry._build_later is not None
+        assert _answer(question, lazy) == _answer(question, eager)
+        assert lazy.registry.list() == eager.registry.list()
+        assert lazy.registry._by_id == eager.registry._by_id
+    lazy, eager = _routers(tmp_path, env, monkeypatch)
+    with pytest.raises(UnknownModelError, match="Unknown model: openai/nope"):
+        lazy.registry.resolve("openai/nope")
+    assert lazy.registry.list() == eager.registry.list()
+
+
+def test_a_model_registered_while_the_catalogue_waits_keeps_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "models.json").write_bytes(orjson.dumps(MOCK))
+    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)}, monkeypatch)
+    old = eager.registry.resolve("openai/gpt-4o")
+    mine = attrs.evolve(eager.registry.resolve("mock/gpt-4o"), name="Mine")
+    for changed in (attrs.evolve(old, name="Mine"), mine, attrs.evolve(mine, id="new")):
+        for router in (lazy, eager):
+            router.registry.register(changed)
+        assert lazy.registry.list() == eager.registry.list()
+        assert lazy.registry._by_id == eager.registry._by_id
+    assert lazy.registry.unregister_provider("groq") == eager.registry.unregister_provider("groq")
+    assert lazy.registry.list() == eager.registry.list()
+    lazy, eager = _routers(tmp_path, {"HOME": str(tmp_path)}, monkeypatch)
+    for router in (lazy, eager):
+        router.registry.register(mine)  # replaced while the catalogue waits
+        router.registry.register(attrs.evolve(mine, id="new"))  # added after it
+    assert lazy.registry._build_later is not None
+    assert lazy.registry.list() == eager.registry.list()
+    assert lazy.registry._by_id == eager.registry._by_id
+
+
+def test_the_catalogue_read_by_line_is_the_catalogue_parsed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = orjson.loads(catalogue.CATALOGUE_PATH.read_bytes())
+    top, heads, chunks = catalogue._layout()
+    assert top == {k: v for k, v in document.items() if k != "providers"}
+    assert heads == tuple(
+        {k: v for k, v in p.items() if k != "models"} for p in document["providers"]
+    )
+    assert {name: orjson.loads(chunk) for name, chunk in chunks.items()} == {
+        p["name"]: p["models"] for p in document["providers"]
+    }
+    # A file in another layout (one line) is parsed whole, to the same answer.
+    other = tmp_path / "catalogue.json"
+    other.write_bytes(orjson.dumps(document))
+    monkeypatch.setattr(catalogue, "CATALOGUE_PATH", other)
+    top2, heads2, chunks2 = catalogue._layout.__wrapped__()
+    assert (top2, heads2) == (top, heads)
+    assert {n: orjson.loads(c) for n, c in chunks2.items()} == {
+        n: orjson.loads(c) for n, c in chunks.items()
+    }
+    with pytest.raises(ValueError):
+        catalogue._split(orjson.dumps(document).split(b"\n"), orjson.loads)

@@ -178,13 +178,29 @@ class ModelRouter(Actor[RouterCommand]):
                 problems.append(str(exc))
             if user is not None:
                 problems += user.notes
-        builtin = catalogue.models() if config.catalogue else ()
-        try:
-            physical, virtual = merge_models(builtin, user)
-        except ModelsJsonError as exc:
-            problems.append(str(exc))
-            user = None
-            physical, virtual = merge_models(builtin, None)
+        physical: list[Model] = []
+        virtual: list[VirtualModelSpec] = []
+        builtin_names = catalogue.provider_names() if config.catalogue else ()
+        if builtin_names and not {p.name for p in (user.providers if user else ())}.intersection(
+            builtin_names
+        ):
+            # Nothing of the catalogue to merge (no models.json, or one adding providers of
+            # its own, as the benchmarks' mock): its models are built when first needed (a
+            # start asks for one model at most; issue 38); the user's follow them.
+            registry.register_later(builtin_names, catalogue.provider_models)
+            try:
+                physical, virtual = merge_models((), user)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+                user = None
+        else:
+            builtin = catalogue.models() if config.catalogue else ()
+            try:
+                physical, virtual = merge_models(builtin, user)
+            except ModelsJsonError as exc:
+                problems.append(str(exc))
+                user = None
+                physical, virtual = merge_models(builtin, None)
         for model in physical:
             registry.register(model)
         for spec in virtual:
@@ -283,7 +299,20 @@ class ModelRouter(Actor[RouterCommand]):
                 found = known[provider] = self.credentials.configured(provider)
             return found
 
-        return offered(m for m in self.registry.list() if self.listed(m, configured))
+        adc: list[bool] = []
+
+        def may_list(provider: str) -> bool:
+            # A model of an unconfigured provider is listed only through Vertex's
+            # application-default credentials (see ``availability``): the catalogue's
+            # other providers need not be built to be left out.
+            if configured(provider):
+                return True
+            if not adc:
+                adc.append(catalogue.adc_configured(self.credentials.env))
+            return adc[0]
+
+        models = self.registry.models_but_later(may_list)
+        return offered(m for m in models if self.listed(m, configured))
 
     def _usable(self, model: Model) -> bool:
         return self.availability(model) is None

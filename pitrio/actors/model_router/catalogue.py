@@ -115,18 +115,82 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+_MODELS_OPEN = b',"models":['
+
+
 @functools.cache
-def _document() -> dict[str, Any]:
+def _layout() -> tuple[dict[str, Any], tuple[dict[str, Any], ...], dict[str, bytes]]:
+    """The file read without parsing a model: its top-level fields, each provider's head (its
+    fields but ``models``) and the JSON array of its models, as bytes.
+
+    ``scripts/gen_catalogue.py`` writes one provider head and one model per line, so the
+    heads are found by line; a file in another layout is parsed whole instead. A start needs
+    the heads (key variables) and one provider's models at most: parsing the 1 MB file took
+    6-13 ms of every start (issue 38).
+    """
     import orjson  # imported with the data: the catalogue may never be needed
 
+    data = CATALOGUE_PATH.read_bytes()
+    try:
+        return _split(data.split(b"\n"), orjson.loads)
+    except ValueError:  # not the generator's layout (orjson's decode error is one too)
+        with _collector_paused():
+            document: dict[str, Any] = orjson.loads(data)
+        heads = tuple({k: v for k, v in p.items() if k != "models"} for p in document["providers"])
+        chunks = {p["name"]: orjson.dumps(p["models"]) for p in document["providers"]}
+        top = {k: v for k, v in document.items() if k != "providers"}
+        return top, heads, chunks
+
+
+def _split(
+    lines: list[bytes], loads: Callable[[bytes], Any]
+) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], dict[str, bytes]]:
+    """:func:`_layout` of the generator's lines; ``ValueError`` when they are not in it."""
+    first = next((i for i, line in enumerate(lines) if line.endswith(_MODELS_OPEN)), None)
+    if first is None:
+        raise ValueError("no provider head line")
+    prefix = b"\n".join(lines[:first]).rstrip()
+    if not prefix.endswith(b"["):
+        raise ValueError("no providers list before the first provider")
+    top: dict[str, Any] = loads(prefix + b"]}")
+    top.pop("providers")
+    heads: list[dict[str, Any]] = []
+    chunks: dict[str, bytes] = {}
+    index, end = first, len(lines)
+    while index < end and lines[index].endswith(_MODELS_OPEN):
+        head: dict[str, Any] = loads(lines[index][: -len(_MODELS_OPEN)] + b"}")
+        start = index = index + 1
+        while index < end and lines[index] not in (b"]}", b"]},"):
+            index += 1
+        if index == end:
+            raise ValueError(f"provider {head.get('name')!r} not closed")
+        heads.append(head)
+        chunks[head["name"]] = b"[" + b"\n".join(lines[start:index]) + b"]"
+        index += 1
+    if [line.strip() for line in lines[index:] if line.strip()] != [b"]", b"}"]:
+        raise ValueError("unexpected lines after the providers")
+    return top, tuple(heads), chunks
+
+
+def _heads() -> tuple[dict[str, Any], ...]:
+    return _layout()[1]
+
+
+def _raw_models(provider: str) -> list[dict[str, Any]]:
+    """The models of ``provider`` as pi's JSON objects (parsed again at every call)."""
+    import orjson
+
+    chunk = _layout()[2].get(provider)
+    if chunk is None:
+        return []
     with _collector_paused():
-        document: dict[str, Any] = orjson.loads(CATALOGUE_PATH.read_bytes())
-    return document
+        raw: list[dict[str, Any]] = orjson.loads(chunk)
+    return raw
 
 
 def pi_ai_version() -> str:
     """The pi-ai version the catalogue was generated from."""
-    return str(_document()["piAiVersion"])
+    return str(_layout()[0]["piAiVersion"])
 
 
 _MODEL_KEYS = ("id", "name", "api", "provider", "baseUrl", "reasoning", "input", "cost",
@@ -184,11 +248,23 @@ def _model(raw: Mapping[str, Any]) -> Model:
 @functools.cache
 def models() -> tuple[Model, ...]:
     """Every built-in model, grouped by provider in pi's order."""
-    document = _document()
+    return tuple(model for name in provider_names() for model in provider_models(name))
+
+
+@functools.cache
+def provider_names() -> tuple[str, ...]:
+    """The catalogue's providers in pi's order (read without building any model)."""
+    return tuple(head["name"] for head in _heads())
+
+
+@functools.cache
+def provider_models(name: str) -> tuple[Model, ...]:
+    """The built-in models of provider ``name`` in pi's order, built on first use: a start
+    that needs one model builds its provider's, not all 1,698 (issue 38, cold start). The
+    objects are those :func:`models` returns. ``()`` for a provider the catalogue lacks."""
+    raw_models = _raw_models(name)
     with _collector_paused():
-        return tuple(
-            _model(raw) for provider in document["providers"] for raw in provider["models"]
-        )
+        return tuple(_model(raw) for raw in raw_models)
 
 
 def _most_common(values: list[str]) -> str | None:
@@ -202,14 +278,34 @@ def providers() -> tuple[ProviderInfo, ...]:
     for a provider without chat models: pi 1.6.0's ``typesafe`` has classifiers only)."""
     return tuple(
         ProviderInfo(
-            name=provider["name"],
-            env_keys=tuple(provider["envKeys"]),
-            ambient=tuple(tuple(names) for names in provider["ambient"]),
-            api=_most_common([raw["api"] for raw in provider["models"]]),
-            base_url=_most_common([raw["baseUrl"] for raw in provider["models"]]),
+            name=head["name"],
+            env_keys=tuple(head["envKeys"]),
+            ambient=_ambient(head),
+            api=provider_api(head["name"]),
+            base_url=provider_base_url(head["name"]),
         )
-        for provider in _document()["providers"]
+        for head in _heads()
     )
+
+
+def provider_api(name: str) -> str | None:
+    """The API most of built-in provider ``name``'s models speak (``PROVIDER_APIS``), without
+    building any model when ``name`` is not a built-in provider."""
+    if name not in provider_names():
+        return None
+    return _most_common([model.api for model in provider_models(name)])
+
+
+def provider_base_url(name: str) -> str | None:
+    """The base URL most of built-in provider ``name``'s models use (``PROVIDER_BASE_URLS``),
+    without building any model when ``name`` is not a built-in provider."""
+    if name not in provider_names():
+        return None
+    return _most_common([model.base_url for model in provider_models(name)])
+
+
+def _ambient(head: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(names) for names in head["ambient"])
 
 
 BEARER_KEY_VARIABLES: frozenset[str] = frozenset({"ANTHROPIC_AUTH_TOKEN"})
@@ -222,13 +318,16 @@ provider being configured). ``ANTHROPIC_OAUTH_TOKEN`` is a key, as pi reads it."
 def provider_env_vars() -> dict[str, tuple[str, ...]]:
     """The variables holding each provider's credentials, in pi's order (first set wins;
     :data:`BEARER_KEY_VARIABLES` among them)."""
-    table = {p.name: p.env_keys for p in providers() if p.env_keys}
-    for name, keys in _document()["keyOnlyProviders"].items():
+    table = {head["name"]: tuple(head["envKeys"]) for head in _heads() if head["envKeys"]}
+    for name, keys in _layout()[0]["keyOnlyProviders"].items():
         table.setdefault(name, tuple(keys))
     return table
 
 
 _URL_VARIABLE = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
+_BRACED_URL = re.compile(rb'"baseUrl"\s*:\s*"(?:[^"\\]|\\.)*\{')
+"""A model's JSON whose base URL holds a ``{``: a cheap filter before parsing (it may match
+more than it should, never less)."""
 
 
 @functools.cache
@@ -236,11 +335,14 @@ def url_variables() -> dict[str, tuple[str, ...]]:
     """The variables each built-in provider's base URLs name (``{CLOUDFLARE_ACCOUNT_ID}``):
     pi 1.6.0 counts such a provider configured only with them set, and fills them in."""
     table: dict[str, tuple[str, ...]] = {}
-    for model in models():
-        for name in _URL_VARIABLE.findall(model.base_url):
-            names = table.get(model.provider, ())
-            if name not in names:
-                table[model.provider] = (*names, name)
+    for provider, chunk in _layout()[2].items():
+        if not _BRACED_URL.search(chunk):
+            continue  # no base URL with a "{": nothing to fill (most providers, unparsed)
+        for raw in _raw_models(provider):
+            for name in _URL_VARIABLE.findall(raw["baseUrl"]):
+                names = table.get(raw["provider"], ())
+                if name not in names:
+                    table[raw["provider"]] = (*names, name)
     return table
 
 
@@ -255,17 +357,17 @@ def fill_url(url: str, env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
 def ambient_credential_sets(provider: str) -> tuple[tuple[str, ...], ...]:
     """The alternative sets of variables that together sign ``provider`` in (none for a
     provider with a plain key)."""
-    for info in providers():
-        if info.name == provider:
-            return info.ambient
+    for head in _heads():
+        if head["name"] == provider:
+            return _ambient(head)
     return ()
 
 
 def has_ambient_credentials(provider: str, env: Mapping[str, str]) -> bool:
     """Whether ``env`` holds one of ``provider``'s ambient credential sets (pi's rule)."""
-    for info in providers():
-        if info.name == provider:
-            return any(all(_set(name, env) for name in names) for names in info.ambient)
+    for head in _heads():
+        if head["name"] == provider:
+            return any(all(_set(name, env) for name in names) for names in _ambient(head))
     return False
 
 
@@ -297,7 +399,7 @@ def _set(name: str, env: Mapping[str, str]) -> bool:
 
 _LAZY: dict[str, Callable[[], object]] = {
     "CATALOGUE": models,
-    "BUILTIN_PROVIDERS": lambda: tuple(p.name for p in providers()),
+    "BUILTIN_PROVIDERS": provider_names,
     "PROVIDER_APIS": lambda: {p.name: p.api for p in providers() if p.api is not None},
     "PROVIDER_BASE_URLS": lambda: {
         p.name: p.base_url for p in providers() if p.base_url is not None

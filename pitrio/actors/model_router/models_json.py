@@ -481,7 +481,7 @@ def merge_models(
         insert_at = (positions[-1] + 1) if positions else len(models)
         for index, raw in enumerate(provider.models):
             model_entry = f"{entry}.models[{index}]"
-            api = raw.get("api", provider.api or catalogue.PROVIDER_APIS.get(provider.name))
+            api = raw.get("api", provider.api or catalogue.provider_api(provider.name))
             if api is None:
                 raise check.fail(model_entry, "api", "required (on the model or its provider)")
             api = check.api(api, model_entry, "api")
@@ -500,7 +500,7 @@ def merge_models(
 def _custom_model(
     check: _Checker, provider: ProviderConfig, raw: Mapping[str, Any], entry: str, api: str
 ) -> Model:
-    base_url = provider.base_url or catalogue.PROVIDER_BASE_URLS.get(provider.name)
+    base_url = provider.base_url or catalogue.provider_base_url(provider.name)
     if "baseUrl" in raw:
         base_url = check.base_url(raw["baseUrl"], entry, "baseUrl")
     if base_url is None:

@@ -7,7 +7,7 @@ API shares one provider adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from pitrio.actors.model_router.catalogue import RENAMED_PROVIDERS, renamed_note
@@ -94,6 +94,67 @@ class ModelRegistry:
         self.notes: list[str] = []
         """Renamed provider ids a reference used (each said once; see :meth:`resolve`)."""
         self.revision = 0  # bumped when the stream functions change (see ``stream_fns``)
+        # Providers whose models count as registered but are built on first need
+        # (``register_later``): their order, how to build one's models, how many models were
+        # registered before them, and the refs registered (or replaced) after them.
+        self._later: tuple[str, ...] = ()
+        self._build_later: Callable[[str], tuple[Model, ...]] | None = None
+        self._before_later = 0
+        self._after_later: set[str] = set()
+
+    def register_later(
+        self, providers: Iterable[str], build: Callable[[str], tuple[Model, ...]]
+    ) -> None:
+        """Register the models of ``providers`` (after those already registered, in this
+        order) as ``build(provider)`` gives them, building each provider's only when first
+        needed: a lookup of one model builds its provider's, a listing all of them, and so
+        does registering a model of one of them or removing a provider. The registry answers
+        as if they had been registered now (issue 38: a start needs at most its model, not
+        the catalogue's 1,698). ``providers`` must not have models registered already."""
+        self._materialize()
+        names = tuple(providers)
+        if {model.provider for model in self._models.values()}.intersection(names):
+            raise ValueError("register_later: some of these providers have models already")
+        self._later, self._build_later = names, build
+        self._before_later = len(self._models)
+        self._after_later = set()
+
+    def _materialize(self) -> None:
+        """Register every provider left for later, in the place and order they would have had
+        if registered at :meth:`register_later` (the models by id too: an ambiguous id's
+        candidates are named in registration order)."""
+        names, build = self._later, self._build_later
+        if build is None:
+            return
+        self._later, self._build_later = (), None
+        later = [model for name in names for model in build(name)]
+        items = list(self._models.items())
+        self._models = dict(items[: self._before_later])
+        self._models.update((model.ref, model) for model in later)
+        self._models.update(items[self._before_later :])
+        after = self._after_later
+        by_id: dict[str, list[Model]] = {}
+        for model in later:
+            by_id.setdefault(model.id, []).append(model)
+        for model_id, models in self._by_id.items():
+            first = [model for model in models if model.ref not in after]
+            then = [model for model in models if model.ref in after]
+            self._by_id[model_id] = [*first, *by_id.pop(model_id, ()), *then]
+        self._by_id.update(by_id)
+
+    def models_but_later(self, wanted: Callable[[str], bool]) -> Iterator[Model]:
+        """Every registered model in order, except those of a provider registered for later
+        (:meth:`register_later`) that ``wanted`` refuses: those are not built."""
+        models = tuple(self._models.values())
+        build = self._build_later
+        if build is None:
+            yield from models
+            return
+        yield from models[: self._before_later]
+        for name in self._later:
+            if wanted(name):
+                yield from build(name)
+        yield from models[self._before_later :]
 
     def register(self, model: Model, stream_fn: StreamFn | None = None) -> None:
         """Add or replace ``model``; ``stream_fn``, if given, serves its API from now on.
@@ -101,6 +162,11 @@ class ModelRegistry:
         A model whose API has no stream function yet can be registered (its provider may come
         later) but not streamed.
         """
+        if self._build_later is not None:
+            if model.provider in self._later:
+                self._materialize()  # it may replace one of them in its place
+            else:
+                self._after_later.add(model.ref)
         if stream_fn is not None:
             self._stream_fns[model.api] = stream_fn
             self.revision += 1
@@ -113,6 +179,7 @@ class ModelRegistry:
 
     def unregister_provider(self, provider: str) -> tuple[str, ...]:
         """Remove every model (physical and virtual) of ``provider``; their refs."""
+        self._materialize()
         gone = [model for model in self._models.values() if model.provider == provider]
         for model in gone:
             del self._models[model.ref]
@@ -173,7 +240,17 @@ class ModelRegistry:
 
     def find(self, provider: str, model_id: str) -> Model | None:
         """The model ``provider/model_id``, or ``None``."""
-        return self._models.get(f"{provider}/{model_id}")
+        return self._models.get(f"{provider}/{model_id}") or self._find_later(provider, model_id)
+
+    def _find_later(self, provider: str, model_id: str) -> Model | None:
+        """``provider/model_id`` among the providers registered for later (building only
+        ``provider``'s models)."""
+        if self._build_later is None or provider not in self._later:
+            return None
+        for model in self._build_later(provider):
+            if model.id == model_id:
+                return model
+        return None
 
     def resolve(self, ref: str, usable: Callable[[Model], bool] | None = None) -> Model:
         """The model named ``provider/id``, or by a bare ``id`` that only one provider has.
@@ -187,6 +264,11 @@ class ModelRegistry:
         model = self._models.get(ref)
         if model is not None:
             return model
+        provider, _, model_id = ref.partition("/")  # no catalogue provider's name has a "/"
+        model = self._find_later(provider, model_id)
+        if model is not None:
+            return model
+        self._materialize()  # a bare id or a renamed provider: every model is a candidate
         renamed = self._renamed(ref)
         if renamed is not None:
             return renamed
@@ -221,6 +303,7 @@ class ModelRegistry:
 
     def list(self) -> tuple[Model, ...]:
         """Every registered model, in registration order."""
+        self._materialize()
         return tuple(self._models.values())
 
     def stream_fn(self, model: Model) -> StreamFn:

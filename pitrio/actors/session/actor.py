@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Actor, Reply
 from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.mcp.state import McpServerState
@@ -54,12 +55,7 @@ from pitrio.actors.session.commands import (
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
 from pitrio.actors.session.export import write_session_html, write_session_jsonl
-from pitrio.actors.session.extensions.context import ModelScope, ShutdownRequest
-from pitrio.actors.session.extensions.events import SessionCompactFailedEvent, SessionStartEvent
-from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
-from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
-from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle, queued_command_error
-from pitrio.actors.session.extensions.runner import ExtensionRunner
+from pitrio.actors.session.extensions.asks import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.funnel import PromptFunnel
 from pitrio.actors.session.handle import DEFAULT_SUBSCRIBER_CAPACITY, SessionHandle
@@ -149,6 +145,9 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.extensions.context import ModelScope, ShutdownRequest
+    from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
+    from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session_store.actor import SessionStoreHandle
     from pitrio.actors.session_store.commands import StoreNotice
     from pitrio.actors.session_store.tree import TreeNode
@@ -244,6 +243,10 @@ class SessionActor(Actor[SessionCommand]):
 
         host = None
         if self._extensions is not None:
+            with _attrs_cache.caching():  # the host's modules: only sessions with extensions
+                from pitrio.actors.session.extensions.host import ExtensionHost, HostSettings
+                from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
+
             host = ExtensionHost(
                 settings=HostSettings(
                     runner=self._extensions,
@@ -345,7 +348,10 @@ class SessionActor(Actor[SessionCommand]):
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
             self.nursery.start_soon(host.run)
-        self._notify_extensions("session_start", SessionStartEvent(reason=self._start_reason))
+        if self._host is not None:
+            from pitrio.actors.session.extensions.events import SessionStartEvent
+
+            self._host.notify("session_start", SessionStartEvent(reason=self._start_reason))
         if self._host is not None and self._host.has("resources_discover"):
             self._driver.resources_ready = trio.Event()
             self.nursery.start_soon(self._discover_resources, self._host)
@@ -410,6 +416,8 @@ class SessionActor(Actor[SessionCommand]):
         ``session_compact_failed`` (pi 1.6.0)."""
         self._outlet.emit(event)
         if isinstance(event, CompactionEnd) and (event.aborted or event.error_message):
+            from pitrio.actors.session.extensions.events import SessionCompactFailedEvent
+
             self._notify_extensions(
                 "session_compact_failed",
                 SessionCompactFailedEvent(
@@ -505,6 +513,8 @@ class SessionActor(Actor[SessionCommand]):
             case Queue(text=text, reply=reply):
                 extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
+                    from pitrio.actors.session.extensions.host_handle import queued_command_error
+
                     reply.fail(PitrioError(queued_command_error(extension_command)))
                     return
                 if not command.filtered and self._funnel is not None and self._funnel.needs_queue():

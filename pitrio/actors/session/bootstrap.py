@@ -29,12 +29,9 @@ from pitrio.actors.model_router.catalogue import renamed_reference
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
 from pitrio.actors.session.extension_start import handler_timeout, load_session_extensions
-from pitrio.actors.session.extensions import (
-    ExtensionLoadError,
-    ExtensionRunner,
-    SessionPort,
-)
+from pitrio.actors.session.extensions.api import SessionPort
 from pitrio.actors.session.extensions.late_mcp import LateMcpServers
+from pitrio.actors.session.extensions.loader import ExtensionLoadError
 from pitrio.actors.session.extensions.registry import tool_conflicts
 from pitrio.actors.session.options import DEFAULT_MODEL as DEFAULT_MODEL
 from pitrio.actors.session.options import SessionOptions as SessionOptions
@@ -93,7 +90,7 @@ from pitrio.messages.ostext import check_os_text
 from pitrio.telemetry import active as active_telemetry
 
 if TYPE_CHECKING:
-    pass
+    from pitrio.actors.session.extensions.runner import ExtensionRunner
 
 
 def absolute_cwd(cwd: str | None) -> str:
@@ -468,6 +465,8 @@ async def start_session(
     shell_env.bind(loop)
     runner: ExtensionRunner | None = None
     if loaded.extensions:
+        from pitrio.actors.session.extensions.runner import ExtensionRunner  # loaded with them
+
         runner = ExtensionRunner(loaded.extensions, handler_timeout=handler_timeout(settings))
         loaded.holder.virtual_models.bind(runner.make_context)
         runner.problems.extend(tool_problems)
@@ -554,4 +553,5 @@ async def start_session(
         project_trusted=trust.trusted,
         enabled_models=settings.enabled_models or (),
         mcp=mcp.live,
+        has_extensions=runner is not None,
     )

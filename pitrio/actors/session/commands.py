@@ -17,13 +17,13 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
 from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.cache_warming import WarmingMode
-from pitrio.actors.session.extensions.events import InputSource
 
-# Accepted and Disposition live beside the extension host's RunCommand, which answers with
-# them; re-exported here with the other prompt types.
-from pitrio.actors.session.extensions.host_commands import Accepted as Accepted
-from pitrio.actors.session.extensions.host_commands import Disposition as Disposition
-from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
+# Accepted and Disposition answer the extension host's RunCommand too; they live in the light
+# asks module (no host, events or runner imported) and are re-exported here with the other
+# prompt types.
+from pitrio.actors.session.extensions.asks import Accepted as Accepted
+from pitrio.actors.session.extensions.asks import Disposition as Disposition
+from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import NavigationResult
 from pitrio.actors.session.user_bash import BashResult

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -21,7 +22,6 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunResult
 from pitrio.actors.session.commands import Accepted, Prompt, SessionBusyError
-from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.pump import Decided
 from pitrio.actors.session.queues import DisplayQueues
@@ -46,6 +46,9 @@ from pitrio.messages.agent import AgentMessage, CustomMessage, SystemMessage, Us
 from pitrio.messages.content import ImageContent, text_of
 from pitrio.messages.events import AgentSessionEvent, AgentSettled, SessionReadOnly
 from pitrio.messages.transcript import SystemReplay, diff_sections
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 
 FINALIZE_SECONDS = 10.0  # the shielded finaliser's deadline: a stuck loop cannot hang abort
 DEFERRED_CAPACITY = 64

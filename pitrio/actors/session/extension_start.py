@@ -18,7 +18,6 @@ from pitrio.actors.session.extensions import (
     load_extensions,
 )
 from pitrio.actors.session.extensions.registry import parse_flag_args
-from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
 from pitrio.actors.session.resources.settings import Settings
 from pitrio.errors import PitrioError
 
@@ -38,6 +37,8 @@ class ExtensionChoices(Protocol):
 
 def handler_timeout(settings: Settings) -> float:
     """``extensionHandlerTimeoutMs`` (pitrio's key) in seconds."""
+    from pitrio.actors.session.extensions.runner import DEFAULT_HANDLER_TIMEOUT
+
     raw = settings.get("extensionHandlerTimeoutMs")
     if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0:
         return float(raw) / 1000

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from pitrio.actors.session.commands import Accepted, Prompt, Queue
-from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
+
+if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 
 
 class PromptFunnel:

@@ -30,8 +30,7 @@ from pitrio.actors.session.commands import (
     SubscribeInto,
     WaitForIdle,
 )
-from pitrio.actors.session.extensions.events import InputSource
-from pitrio.actors.session.extensions.host_commands import Lifecycle, UiAnswer
+from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats

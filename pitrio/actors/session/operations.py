@@ -16,19 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.queues import QueueMode
 from pitrio.actors.model_router.thinking import (
     DEFAULT_THINKING_LEVEL,
     clamp_thinking_level,
     supported_thinking_levels,
-)
-from pitrio.actors.session.extensions.events import (
-    BeforeTreeResult,
-    ModelSelectEvent,
-    SessionTreeEvent,
-    ThinkingLevelSelectEvent,
-    TreePreparation,
 )
 from pitrio.actors.session.resources.settings import update_global_settings
 from pitrio.actors.session_store.stored import UnknownEntry
@@ -61,6 +55,11 @@ from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.extensions.events import (
+        BeforeTreeResult,
+        SessionTreeEvent,
+        TreePreparation,
+    )
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 __all__ = ["COMPACTION_CANCELLED", "CompactionCancelled"]  # re-exported: they moved
@@ -265,6 +264,9 @@ class SessionOperations:
                 {"defaultProvider": model.provider, "defaultModel": model.id}
             )
         await self.set_thinking_level(wanted)
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import ModelSelectEvent
+
         self._notify_extensions(
             "model_select",
             ModelSelectEvent(model=model, previous_model=state.model, source=source),
@@ -301,6 +303,9 @@ class SessionOperations:
             if self._save_model_defaults and (state.model.reasoning or effective != "off"):
                 await self._persist_settings({"defaultThinkingLevel": level})
             self._emit(ThinkingLevelChanged(level=effective))
+            with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                from pitrio.actors.session.extensions.events import ThinkingLevelSelectEvent
+
             self._notify_extensions(
                 "thinking_level_select",
                 ThinkingLevelSelectEvent(level=effective, previous_level=state.thinking_level),
@@ -431,6 +436,9 @@ async def navigate_tree(
     where = navigation_target(target)
     written: _Summary | None = None
     if hooks is not None:
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import TreePreparation
+
         decision = await hooks.before(
             TreePreparation(
                 target_id=target_id,
@@ -490,6 +498,9 @@ async def navigate_tree(
     if restore_tools is not None:
         await restore_tools(messages)
     if hooks is not None:
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionTreeEvent
+
         await hooks.after(
             SessionTreeEvent(
                 new_leaf_id=await store.leaf_id(),

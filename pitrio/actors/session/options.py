@@ -148,3 +148,5 @@ class StartedSession:
     mcp: Any = None
     """The session's MCP tool set (:class:`~pitrio.actors.mcp.live.McpToolSet`; ``None``
     without servers): its servers connect in the background, and it says when they have."""
+    has_extensions: bool = False
+    """Whether extensions run in the session (its lifecycle events have someone to ask)."""

@@ -22,7 +22,6 @@ from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts
 from pitrio.actors.model_router.diagnostics import retry_after_ms
 from pitrio.actors.session.commands import PumpBarrier, PumpState
-from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
 from pitrio.actors.session.log import SessionLog
 from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.run import Run
@@ -55,6 +54,7 @@ from pitrio.messages.events import (
 )
 
 if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 DECISION_CAPACITY = 16

@@ -15,13 +15,9 @@ from pathlib import Path
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
-from pitrio.actors.session.extensions.events import (
-    SessionBeforeForkEvent,
-    SessionBeforeSwitchEvent,
-    SessionShutdownEvent,
-)
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session_store import SessionSeed
 from pitrio.actors.session_store.maintenance import probe_session_file
@@ -142,6 +138,9 @@ class SessionRuntime:
     async def new_session(self, parent_session: str | None = None) -> StartedSession:
         """A fresh session in the same directory, on the start-up model (pi's ``new_session``)."""
         base = self.options
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+
         await self.gate("session_before_switch", SessionBeforeSwitchEvent(reason="new"))
         return await self.start(
             attrs.evolve(
@@ -173,6 +172,9 @@ class SessionRuntime:
         base = self.options
         check_os_text(path, "sessionPath")
         resolved = resolve_session_path(base.cwd, path)
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+
         await self.gate(
             "session_before_switch",
             SessionBeforeSwitchEvent(reason="resume", target_session_file=path),
@@ -194,6 +196,9 @@ class SessionRuntime:
 
     async def fork(self, entry_id: str) -> str | None:
         """A new session holding the path before a user message; returns that message's text."""
+        with _attrs_cache.caching():  # the events' classes: first use, from the cache
+            from pitrio.actors.session.extensions.events import SessionBeforeForkEvent
+
         await self.gate(
             "session_before_fork", SessionBeforeForkEvent(entry_id=entry_id, position="before")
         )
@@ -209,6 +214,9 @@ class SessionRuntime:
             raise PitrioError(NOTHING_TO_CLONE)
         leaf = await store.leaf_id()
         if leaf is not None:
+            with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                from pitrio.actors.session.extensions.events import SessionBeforeForkEvent
+
             await self.gate(
                 "session_before_fork", SessionBeforeForkEvent(entry_id=leaf, position="at")
             )
@@ -246,7 +254,13 @@ class SessionRuntime:
             # out and the aborted turn is written to the outgoing session, then extensions
             # hear session_shutdown. (0.73.1 stopped listening first and dropped the reply.)
             await slot.started.session.abort()
-            shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
+            shutdown = None  # without extensions nobody reads it: its class is not imported
+            if slot.started.has_extensions:
+                with _attrs_cache.caching():  # the events' classes: first use, from the cache
+                    from pitrio.actors.session.extensions.events import SessionShutdownEvent
+
+                shutdown = SessionShutdownEvent(reason=reason, target_session_file=target)
+            # Asked either way: the round trip also drains the session's inbox up to here.
             await slot.started.session.extension_lifecycle("session_shutdown", shutdown)
             await slot.started.store.flush()
         slot.scope.cancel()

@@ -16,13 +16,7 @@ from typing import Any
 import attrs
 import trio
 
-from pitrio.actors.session.extensions.events import (
-    ProjectTrustContext,
-    ProjectTrustEvent,
-    ProjectTrustResult,
-)
 from pitrio.actors.session.extensions.loader import LoadedExtensions
-from pitrio.actors.session.extensions.runner import coerce
 from pitrio.actors.session.resources.settings import (
     Settings,
     load_settings,
@@ -103,6 +97,15 @@ async def ask_extensions(
 ) -> tuple[ExtensionAnswer | None, list[str]]:
     """``project_trust`` to each handler in load order; the first yes or no wins. A handler
     that fails is reported (a warning line) and passed over, as in pi 1.6.0."""
+    if not loaded.extensions:
+        return None, []  # nobody to ask (the event's modules are not even imported)
+    from pitrio.actors.session.extensions.events import (  # loaded with the extensions
+        ProjectTrustContext,
+        ProjectTrustEvent,
+        ProjectTrustResult,
+    )
+    from pitrio.actors.session.extensions.runner import coerce
+
     event = ProjectTrustEvent(cwd=cwd)
     context = ProjectTrustContext(cwd=cwd, mode=mode)
     problems: list[str] = []

@@ -21,7 +21,6 @@ from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.run import StreamCall
 from pitrio.actors.session import cache_warming as policy
 from pitrio.actors.session.cache_warmer import CacheWarmer, IsCurrent, WarmRequest
-from pitrio.actors.session.extensions.events import CacheWarmingDecisionEvent
 from pitrio.actors.supervisor.actor.compactor import final_message
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentMessage, AssistantMessage
@@ -143,6 +142,8 @@ class SessionWarming:
     async def _decide(self, decision: policy.Decision) -> Literal["warm", "stop"]:
         if self._host is None:
             return decision.action
+        from pitrio.actors.session.extensions.events import CacheWarmingDecisionEvent
+
         event = CacheWarmingDecisionEvent(
             warm_cost=decision.warm_cost,
             miss_cost=decision.miss_cost,

@@ -15,6 +15,8 @@ async def resolve_scope(
     router: ModelRouterHandle, patterns: Sequence[str], source: str = "--models"
 ) -> tuple[tuple[ScopedModel, ...], list[str]]:
     """``source``'s model patterns as available models (and warnings for the others)."""
+    if not patterns:
+        return (), []  # no listing to make (most starts)
     available = {(m.provider, m.id) for m in await router.available_models()}
     scoped: list[ScopedModel] = []
     warnings: list[str] = []

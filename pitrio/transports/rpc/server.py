@@ -48,7 +48,6 @@ from pitrio.sdk.models import ModelRouterHandle, start_model_router
 from pitrio.sdk.session import (
     CommandLedger,
     ModelScope,
-    SessionBeforeSwitchEvent,
     SessionHandle,
     SessionOptions,
     SessionRuntime,
@@ -194,6 +193,8 @@ class RpcServer:
         )
 
         async def replace() -> None:
+            from pitrio.sdk.session import SessionBeforeSwitchEvent
+
             await self._runtime.gate(
                 "session_before_switch", SessionBeforeSwitchEvent(reason="new")
             )

@@ -1,6 +1,8 @@
 """What a ``pitrio --mode rpc`` start leaves unimported until it is used (issue 38: cold
 start): the first ``get_state`` is answered without jsonschema (the schemas of the tools
-every session registers are trusted, checked by the tests), the HTTP stack or the providers."""
+every session registers are trusted, checked by the tests; a ``models.json`` or
+``settings.json`` that passed pi's schema before is not checked again), the HTTP stack or the
+providers, and without building the catalogue's models."""
 
 from __future__ import annotations
 
@@ -10,22 +12,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 START = """
 import json, sys
 sys.argv = ["pitrio", "--mode", "rpc"]
 from pitrio.transports.cli import main
 main()
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+from pitrio.actors.model_router import catalogue
+built = catalogue.provider_models.cache_info().currsize
+print(json.dumps([built, sorted(sys.modules)]), file=sys.stderr)
 """
 
+MODELS = {
+    "providers": {
+        "mock": {
+            "baseUrl": "http://127.0.0.1:9/v1",
+            "api": "openai-completions",
+            "apiKey": "mock-key",
+            "models": [{"id": "mock-model", "contextWindow": 128000}],
+        }
+    }
+}
+SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
+
 DEFERRED = ("jsonschema", "referencing", "httpx", "h11", "websockets", "html")
+EXTENSION_HOST = tuple(
+    f"pitrio.actors.session.extensions.{name}"
+    for name in (
+        *("host", "boundary", "drafts", "context"),
+        *("host_commands", "host_handle", "events", "runner"),
+    )
+)
+"""The extension host's modules, its events and runner: a session without extensions has
+no host, and builds no event for one."""
 
 
-def test_the_first_get_state_imports_none_of_the_deferred_modules(tmp_path: Path) -> None:
-    agent, work = tmp_path / "agent", tmp_path / "work"
-    agent.mkdir()
-    work.mkdir()
+def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, set[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have their bytecode (and verdicts)
     env["PITRIO_AGENT_DIR"] = str(agent)
     done = subprocess.run(
         [sys.executable, "-c", START],
@@ -38,8 +63,26 @@ def test_the_first_get_state_imports_none_of_the_deferred_modules(tmp_path: Path
         check=True,
     )
     answer = json.loads(done.stdout.splitlines()[0])
+    built, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    return answer, built, set(loaded)
+
+
+@pytest.mark.parametrize("config", [False, True], ids=["bare", "models-and-settings"])
+def test_the_first_get_state_imports_none_of_the_deferred_modules(
+    tmp_path: Path, config: bool
+) -> None:
+    agent, work = tmp_path / "agent", tmp_path / "work"
+    agent.mkdir()
+    work.mkdir()
+    if config:  # the benchmarks' setup: a provider of their own, made the default
+        (agent / "models.json").write_text(json.dumps(MODELS))
+        (agent / "settings.json").write_text(json.dumps(SETTINGS))
+        _start(agent, work)  # the first start checks both files against pi's schemas
+    answer, built, loaded = _start(agent, work)
     assert answer["command"] == "get_state" and answer["success"] is True
-    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert answer["data"]["model"]["id"] == ("mock-model" if config else "echo")
     assert "pitrio.actors.session.runtime" in loaded  # the session did start
     assert not [m for m in loaded if m.split(".")[0] in DEFERRED]
     assert not [m for m in loaded if ".model_router.providers." in m and m.endswith("_stream")]
+    assert built == 0  # no catalogue model was needed
+    assert not loaded.intersection(EXTENSION_HOST)

@@ -20,7 +20,6 @@ import trio
 from pitrio.actors.mcp.config import parse_file
 from pitrio.actors.mcp.naming import mcp_namespace
 from pitrio.actors.session.extensions.context import ExtensionApiError as ExtensionApiError
-from pitrio.actors.session.extensions.events import McpServersChangeEvent, RegisteredMcpServer
 from pitrio.actors.session.extensions.registry import (
     EVENT_NAMES,
     Command,
@@ -42,6 +41,7 @@ from pitrio.messages.ostext import check_os_text, check_os_texts
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
+    from pitrio.actors.session.extensions.events import RegisteredMcpServer
     from pitrio.actors.session.extensions.late_mcp import LateMcpServers
     from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session.handle import SessionHandle
@@ -437,6 +437,8 @@ class ExtensionAPI:
             raise ExtensionApiError(
                 f'MCP server "{name}" conflicts with registered server "{clash}"'
             )
+        from pitrio.actors.session.extensions.events import RegisteredMcpServer
+
         registration = RegisteredMcpServer(name=name, config=dict(config), extension_path=self.path)
         servers[name] = registration
         self._mcp_changed()
@@ -459,6 +461,8 @@ class ExtensionAPI:
         port = self._holder.port
         if port is None:
             return
+        from pitrio.actors.session.extensions.events import McpServersChangeEvent
+
         event = McpServersChangeEvent(servers=tuple(self._holder.mcp_servers.values()))
         handled = port.runner.has("mcp_servers_change")
         if handled:

@@ -12,14 +12,12 @@ from typing import Any, Literal
 
 import attrs
 
+from pitrio.actors.session.extensions.asks import InputSource as InputSource
 from pitrio.actors.tool_executor.hooks import BeforeToolCallResult
 from pitrio.messages.agent import AgentMessage, LlmMessage, ToolResultMessage
 from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import convert_to_llm
 from pitrio.messages.model import Model
-
-InputSource = Literal["interactive", "rpc", "extension"]
-
 
 # -- input (§3.4) -------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ as they were when they ran in the caller's task.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import trio
@@ -20,10 +20,20 @@ from pitrio.actors.agent_loop.hooks import (
     BeforeToolCallContext,
     TurnContext,
 )
+from pitrio.actors.session.extensions.asks import (
+    Accepted as Accepted,
+)
+from pitrio.actors.session.extensions.asks import (
+    Disposition as Disposition,
+)
+from pitrio.actors.session.extensions.asks import (
+    InputSource,
+    Lifecycle,
+    UiAnswer,
+)
 from pitrio.actors.session.extensions.events import (
     CacheWarmingDecisionEvent,
     DiscoveredPaths,
-    InputSource,
     ResourcesDiscoverEvent,
     SessionBeforeTreeEvent,
     SessionTreeEvent,
@@ -37,19 +47,6 @@ from pitrio.messages.content import ImageContent
 from pitrio.messages.entries import CompactionEntry, SessionEntry
 from pitrio.messages.events import AgentEvent, ExtensionUiRequest
 
-Disposition = Literal["started", "queued", "handled"]
-"""What became of an accepted prompt (pi 1.6.0's ``disposition``): its run started, it was
-queued behind the running one, or an extension command or ``input`` handler took it."""
-
-
-@attrs.frozen
-class Accepted:
-    """A prompt's acceptance: the ``seq`` of the last event emitted by then (what a transport
-    writes before the prompt's response) and its :data:`Disposition`."""
-
-    seq: int
-    disposition: Disposition = "started"
-
 
 @attrs.frozen
 class UiAsk:
@@ -60,29 +57,10 @@ class UiAsk:
 
 
 @attrs.frozen
-class UiAnswer:
-    """A client's ``extension_ui_response`` (an unknown id is dropped, as in pi). Sent to the
-    session, which hands it to its host."""
-
-    response: UiResponse
-
-
-@attrs.frozen
 class UiForget:
     """A dialog timed out: a late answer is to be ignored."""
 
     id: str
-
-
-@attrs.frozen
-class Lifecycle:
-    """Ask the extensions about the session's replacement or end: a ``session_before_*``
-    event (answered with whether a handler cancelled) or ``session_shutdown`` (answered once
-    every handler ran). Sent to the session, which hands it to its host."""
-
-    event: str
-    payload: Any
-    reply: Reply[bool]
 
 
 @attrs.frozen

@@ -141,6 +141,16 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
+def _host_modules() -> None:
+    """Import what running extensions needs (their events and the runner) with the attrs
+    method cache, before the first extension's ``setup``: a session without extensions
+    never imports them (issue 38)."""
+    from pitrio import _attrs_cache
+
+    with _attrs_cache.caching():
+        import pitrio.actors.session.extensions.runner  # noqa: F401  (imports the events)
+
+
 async def load_extensions(
     sources: Sequence[ExtensionSource],
     *,
@@ -158,6 +168,8 @@ async def load_extensions(
     bus = preloaded.bus if preloaded is not None else EventBus()
     extensions: list[Extension] = list(preloaded.extensions) if preloaded is not None else []
     done = {extension.path for extension in extensions}
+    if any(str(source.path) not in done for source in sources):
+        _host_modules()
     for source in sources:
         if str(source.path) in done:
             continue

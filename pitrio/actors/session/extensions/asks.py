@@ -1,0 +1,50 @@
+"""The session's commands and types that concern its extensions, kept apart from the host.
+
+The session's inbox and handle name these whether or not the session has extensions; the
+host's own commands (:mod:`.host_commands`), its events and its runner are imported only by a
+session that has some (issue 38: a start without extensions builds none of their classes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.session.extensions.ui import UiResponse
+
+InputSource = Literal["interactive", "rpc", "extension"]
+"""Where a prompt's text came from (pi's ``input`` event ``source``)."""
+
+Disposition = Literal["started", "queued", "handled"]
+"""What became of an accepted prompt (pi 1.6.0's ``disposition``): its run started, it was
+queued behind the running one, or an extension command or ``input`` handler took it."""
+
+
+@attrs.frozen
+class Accepted:
+    """A prompt's acceptance: the ``seq`` of the last event emitted by then (what a transport
+    writes before the prompt's response) and its :data:`Disposition`."""
+
+    seq: int
+    disposition: Disposition = "started"
+
+
+@attrs.frozen
+class UiAnswer:
+    """A client's ``extension_ui_response`` (an unknown id is dropped, as in pi). Sent to the
+    session, which hands it to its host."""
+
+    response: UiResponse
+
+
+@attrs.frozen
+class Lifecycle:
+    """Ask the extensions about the session's replacement or end: a ``session_before_*``
+    event (answered with whether a handler cancelled) or ``session_shutdown`` (answered once
+    every handler ran). Sent to the session, which hands it to its host."""
+
+    event: str
+    payload: Any
+    reply: Reply[bool]
