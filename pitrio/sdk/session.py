@@ -18,7 +18,7 @@ from pitrio.actors.session.command_ledger import (
     Repeat,
     fingerprint,
 )
-from pitrio.actors.session.extensions.context import ModelScope, ScopedModel, ShutdownRequest
+from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel, ShutdownRequest
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.operations import CycleResult

@@ -145,7 +145,7 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
-    from pitrio.actors.session.extensions.context import ModelScope, ShutdownRequest
+    from pitrio.actors.session.extensions.asks import ModelScope, ShutdownRequest
     from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session_store.actor import SessionStoreHandle

@@ -18,11 +18,8 @@ if TYPE_CHECKING:
         PortHolder,
         SessionPort,
     )
-    from pitrio.actors.session.extensions.context import (
-        CommandContext,
-        ExtensionApiError,
-        ExtensionContext,
-    )
+    from pitrio.actors.session.extensions.asks import ExtensionApiError
+    from pitrio.actors.session.extensions.context import CommandContext, ExtensionContext
     from pitrio.actors.session.extensions.events import (
         BeforeAgentStartResult,
         BeforeCompactResult,
@@ -65,7 +62,7 @@ _WHERE: dict[str, str] = {
     "ExecResult": "api",
     "Extension": "registry",
     "ExtensionAPI": "api",
-    "ExtensionApiError": "context",
+    "ExtensionApiError": "asks",
     "ExtensionContext": "context",
     "ExtensionLoadError": "loader",
     "ExtensionRunner": "runner",

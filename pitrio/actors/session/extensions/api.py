@@ -19,7 +19,7 @@ import trio
 
 from pitrio.actors.mcp.config import parse_file
 from pitrio.actors.mcp.naming import mcp_namespace
-from pitrio.actors.session.extensions.context import ExtensionApiError as ExtensionApiError
+from pitrio.actors.session.extensions.asks import ExtensionApiError as ExtensionApiError
 from pitrio.actors.session.extensions.registry import (
     EVENT_NAMES,
     Command,

@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
+import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.session.extensions.ui import UiResponse
+from pitrio.errors import PitrioError
+from pitrio.messages.model import Model
 
 InputSource = Literal["interactive", "rpc", "extension"]
 """Where a prompt's text came from (pi's ``input`` event ``source``)."""
@@ -48,3 +51,36 @@ class Lifecycle:
     event: str
     payload: Any
     reply: Reply[bool]
+
+
+@attrs.frozen
+class ScopedModel:
+    """One model of the session's scope (pi's ``ScopedModel``): a model and the thinking level
+    its pattern named."""
+
+    model: Model
+    thinking_level: str | None = None
+
+
+@attrs.define(eq=False)
+class ModelScope:
+    """The models ``--models`` (or the ``enabledModels`` setting) scope the sessions to, which
+    the transport resolves once a session has started (it needs the settings); shared by
+    reference by the sessions started with the same options (replacements too). Empty: no
+    scope, every available model can be used."""
+
+    models: tuple[ScopedModel, ...] = ()
+
+
+@attrs.define(eq=False)
+class ShutdownRequest:
+    """Where ``ctx.shutdown()`` asks the process to end (pi 1.6.0): the transport that made it
+    ends once nothing needs it any more (RPC: no command unanswered and the session idle), as
+    at the end of its input. A transport without one ignores the request, as pi's print
+    mode does."""
+
+    requested: trio.Event = attrs.field(factory=trio.Event)
+
+
+class ExtensionApiError(PitrioError):
+    """An extension used the API wrongly (unknown event, call before the session started)."""

@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from pitrio.actors.session.extensions.asks import (
+    ExtensionApiError,
+    ModelScope,
+    ScopedModel,
+    ShutdownRequest,
+)
 from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
-from pitrio.errors import PitrioError
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -34,10 +39,6 @@ StreamCall = Callable[
 STREAM_BUFFER = 64
 """Events of an extension's request held until it reads them; past that the provider waits
 (back-pressure, nothing dropped)."""
-
-
-class ExtensionApiError(PitrioError):
-    """An extension used the API wrongly (unknown event, call before the session started)."""
 
 
 class SessionView:
@@ -84,35 +85,6 @@ class SessionView:
     async def session_name(self) -> str | None:
         """The session's name."""
         return await self._store.session_name()
-
-
-@attrs.frozen
-class ScopedModel:
-    """One model of the session's scope (pi's ``ScopedModel``): a model and the thinking level
-    its pattern named."""
-
-    model: Model
-    thinking_level: str | None = None
-
-
-@attrs.define(eq=False)
-class ModelScope:
-    """The models ``--models`` (or the ``enabledModels`` setting) scope the sessions to, which
-    the transport resolves once a session has started (it needs the settings); shared by
-    reference by the sessions started with the same options (replacements too). Empty: no
-    scope, every available model can be used."""
-
-    models: tuple[ScopedModel, ...] = ()
-
-
-@attrs.define(eq=False)
-class ShutdownRequest:
-    """Where ``ctx.shutdown()`` asks the process to end (pi 1.6.0): the transport that made it
-    ends once nothing needs it any more (RPC: no command unanswered and the session idle), as
-    at the end of its input. A transport without one ignores the request, as pi's print
-    mode does."""
-
-    requested: trio.Event = attrs.field(factory=trio.Event)
 
 
 @attrs.frozen

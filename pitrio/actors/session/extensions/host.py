@@ -31,12 +31,11 @@ from pitrio.actors.agent_loop.hooks import (
     TurnContext,
 )
 from pitrio.actors.latest import Latest, LatestReader
+from pitrio.actors.session.extensions.asks import ModelScope, ShutdownRequest
 from pitrio.actors.session.extensions.boundary import can_continue, commit_drafts
 from pitrio.actors.session.extensions.context import (
     CommandContext,
     ExtensionContext,
-    ModelScope,
-    ShutdownRequest,
     StreamCall,
 )
 from pitrio.actors.session.extensions.drafts import DraftError, draft_entry, parse_drafts

@@ -10,7 +10,8 @@ from typing import Any
 import trio
 
 from pitrio.actors.model_router import FauxReply
-from pitrio.actors.session.extensions.context import ContextUsage, ModelScope, ScopedModel
+from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel
+from pitrio.actors.session.extensions.context import ContextUsage
 from pitrio.messages.agent import AssistantMessage, user_message
 from pitrio.messages.content import text_of
 from pitrio.messages.model import LlmContext, StreamOptions
