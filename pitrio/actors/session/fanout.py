@@ -24,7 +24,7 @@ from enum import Enum
 import attrs
 
 from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecutionUpdate
-from pitrio.messages.partial import content_chars, message_chars
+from pitrio.messages.partial import PartialMessage, content_chars, message_chars
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolCallDelta)
@@ -44,7 +44,12 @@ def event_weight(event: AgentSessionEvent) -> int:
     client's merges produce, stay what they were with eager snapshots."""
     if isinstance(event, MessageUpdate):
         # A lazy partial knows its size: weighing it never materializes it (issue 38).
-        return EVENT_OVERHEAD + _delta_chars(event) + message_chars(event.message)
+        message = event.message
+        chars = message.text_chars if type(message) is PartialMessage else message_chars(message)
+        inner = event.assistant_message_event
+        if type(inner) in _DELTAS:  # every streamed delta is weighed: no getattr for it
+            return EVENT_OVERHEAD + len(inner.delta) + chars  # type: ignore[union-attr]
+        return EVENT_OVERHEAD + _delta_chars(event) + chars
     if isinstance(event, ToolExecutionUpdate):
         return EVENT_OVERHEAD + content_chars(event.partial_result.content)
     return EVENT_OVERHEAD

@@ -51,6 +51,7 @@ from pitrio.messages.events import (
     EntryRecorded,
     MessageEnd,
     MessageStart,
+    MessageUpdate,
     TurnStart,
 )
 
@@ -122,14 +123,16 @@ class EventPump:
         async with events:
             async for event in events:
                 self._busy = True
-                await self._on_agent_event(event)
+                if not self._passed_on(event):
+                    await self._on_agent_event(event)
                 # Take what else is queued without a task switch per event (issue 7).
                 while True:
                     try:
                         event = events.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                    await self._on_agent_event(event)
+                    if not self._passed_on(event):
+                        await self._on_agent_event(event)
                 self._busy = False
                 self._release_barriers()
 
@@ -165,6 +168,18 @@ class EventPump:
             entry = await self._log.append_message(message)
         self._entry_ids[id(message)] = (message, entry.id)
         self._emit(EntryRecorded(entry=entry))
+
+    def _passed_on(self, event: AgentEvent | RunEndFacts) -> bool:
+        """Emit a streamed update at once if nothing else is to be done with it (no
+        extension host to show it to, its run not detached); whether it was. What
+        :meth:`_on_agent_event` does with it, without a coroutine per delta (issue 38)."""
+        if type(event) is not MessageUpdate or self._host is not None:
+            return False
+        run = self._current_run()
+        if run is not None and run.detached:
+            return False
+        self._emit(event)
+        return True
 
     async def _on_agent_event(self, event: AgentEvent | RunEndFacts) -> None:
         if isinstance(event, RunEndFacts):
