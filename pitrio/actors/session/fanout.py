@@ -174,7 +174,7 @@ class SubscriberBuffer:
 
     def offer(self, item: Sequenced) -> Offer:
         """Queue ``item``; merge it into the last one or disconnect when the buffer is full."""
-        if self.closed:
+        if self.closed_reason is not None:  # ``closed``, without a property call per delta
             return Offer.OVERFLOW
         # Weighed once: every streamed delta comes through here (issue 38).
         weight = event_weight(item.event)
