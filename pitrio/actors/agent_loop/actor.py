@@ -466,7 +466,10 @@ class AgentLoop(Actor[AgentCommand]):
                 if wants_facts and isinstance(event, AgentEnd):
                     facts = facts or RunEndFacts(self._run_facts())
                     await _deliver(subscriber, facts)
-                await _deliver(subscriber, event)
+                try:  # _deliver written out: this runs for every streamed delta (issue 38)
+                    subscriber.send_nowait(event)
+                except trio.WouldBlock:
+                    await subscriber.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
 

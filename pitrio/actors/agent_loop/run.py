@@ -53,10 +53,13 @@ from pitrio.messages.stream import (
     StreamDone,
     StreamError,
     StreamStart,
+    TextDelta,
     TextEnd,
     TextStart,
+    ThinkingDelta,
     ThinkingEnd,
     ThinkingStart,
+    ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
 )
@@ -490,12 +493,15 @@ def finished_response(
 
 
 _BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)
+_DELTAS = frozenset((TextDelta, ThinkingDelta, ToolCallDelta))
 _BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B`` in the call
 # built a union for every streamed event)
 
 
 def _track_blocks(open_blocks: set[int], event: AssistantMessageEvent) -> None:
     """Keep ``open_blocks`` (content indexes started and not ended) up to date."""
+    if type(event) in _DELTAS:
+        return  # the usual event, told apart without six isinstance checks
     if isinstance(event, _BLOCK_STARTS):
         open_blocks.add(event.content_index)
     elif isinstance(event, _BLOCK_ENDS):

@@ -50,6 +50,7 @@ from pitrio.messages.events import (
     EntryRecorded,
     MessageEnd,
     MessageStart,
+    MessageUpdate,
     TurnStart,
 )
 
@@ -127,7 +128,8 @@ class EventPump:
             async for event in events:
                 self._busy = True
                 self._taken += 1
-                await self._on_agent_event(event)
+                if not self._passed_on(event):
+                    await self._on_agent_event(event)
                 # Take what else is queued without a task switch per event (issue 7).
                 while True:
                     try:
@@ -135,7 +137,8 @@ class EventPump:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                     self._taken += 1
-                    await self._on_agent_event(event)
+                    if not self._passed_on(event):
+                        await self._on_agent_event(event)
                 self._busy = False
                 self._release_barriers()
 
@@ -181,6 +184,18 @@ class EventPump:
         if self.gate is not None:
             await self.gate()
         self._emit(EntryRecorded(entry=entry))
+
+    def _passed_on(self, event: AgentEvent | RunEndFacts) -> bool:
+        """Emit a streamed update at once if nothing else is to be done with it (no
+        extension host to show it to, its run not detached); whether it was. What
+        :meth:`_on_agent_event` does with it, without a coroutine per delta (issue 38)."""
+        if type(event) is not MessageUpdate or self._host is not None or self.gate is not None:
+            return False  # a replay's gate is awaited before each event: the coroutine path
+        run = self._current_run()
+        if run is not None and run.detached:
+            return False
+        self._emit(event)
+        return True
 
     async def _on_agent_event(self, event: AgentEvent | RunEndFacts) -> None:
         if isinstance(event, RunEndFacts):

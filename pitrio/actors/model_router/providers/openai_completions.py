@@ -19,6 +19,7 @@ from typing import Any
 
 from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
+from pitrio.actors.model_router.providers.chunk_template import ChunkTemplate, learn
 from pitrio.actors.model_router.providers.convert import (
     EncodedItems,
     PrefixCache,
@@ -60,6 +61,8 @@ from pitrio.messages.stream import AssistantMessageEvent
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 """Where servers put reasoning text in a delta (DeepSeek/vLLM, OpenRouter/Ollama, others)."""
+_TEMPLATES_TRIED = 4
+"""Chunk templates learned per response before learning needs them to be used (see _learn)."""
 
 # -- the request -----------------------------------------------------------------------------
 
@@ -337,10 +340,25 @@ class OpenAICompletionsParser(SseParser):
         self._response_id: str | None = None
         self._response_model: str | None = None
         self._generated_ids = 0
+        # Chunks alike but for one delta string are read from their text (issue 38).
+        self._templates: list[ChunkTemplate] = []
+        self._learned = 0
+        self._template_hits = 0
 
     def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
         """Events for one ``data:`` chunk (``[DONE]`` ends the stream)."""
-        if data.strip() == "[DONE]":
+        for template in self._templates:
+            value = template.value(data)
+            if value is not None:
+                # The learned chunk with another string: what the whole parse would do.
+                self._template_hits += 1
+                read: list[AssistantMessageEvent] = []
+                if template.field == "content":
+                    self._content(value, read)
+                else:
+                    self._reasoning(template.field, value, read)
+                return read
+        if data == "[DONE]" or data.strip() == "[DONE]":
             return self._complete()
         chunk = self.json(data, event)
         if not isinstance(chunk, dict):
@@ -369,7 +387,28 @@ class OpenAICompletionsParser(SseParser):
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 self._delta(delta, out)
+                if choice_usage is None and finish is None and not isinstance(usage, dict):
+                    self._learn(data, chunk, delta)
         return out
+
+    def _learn(self, data: str, chunk: dict[str, Any], delta: dict[str, Any]) -> None:
+        """Keep a template of ``chunk`` if its only effect was one delta string (content or
+        one reasoning field): later chunks like it are read from their text."""
+        if self._learned >= _TEMPLATES_TRIED and self._template_hits < 16 * self._learned:
+            return  # a server whose chunks differ in more than the text: stop trying
+        if isinstance(delta.get("tool_calls"), list):
+            return
+        streamed = [
+            field
+            for field in ("content", *REASONING_FIELDS)
+            if isinstance(delta.get(field), str) and delta[field]
+        ]
+        if len(streamed) != 1 or any(t.field == streamed[0] for t in self._templates):
+            return
+        self._learned += 1
+        template = learn(data, chunk, ("choices", 0, "delta", streamed[0]), streamed[0])
+        if template is not None:
+            self._templates.append(template)
 
     def _identify(self, chunk: dict[str, Any]) -> None:
         # As pi: the first chunk id is the response id; the model is recorded only when a
@@ -411,20 +450,26 @@ class OpenAICompletionsParser(SseParser):
         # pi's order within one chunk: content, then reasoning, then tool calls.
         content = delta.get("content")
         if isinstance(content, str) and content:
-            index = self._open("text", out)
-            out.append(self.builder.text_delta(content, index))
+            self._content(content, out)
         for field in REASONING_FIELDS:
             value = delta.get(field)
             if isinstance(value, str) and value:
-                index = self._open("thinking", out)
-                self._reasoning_field.setdefault(index, field)
-                out.append(self.builder.thinking_delta(value, index))
+                self._reasoning(field, value, out)
                 break
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
                 if isinstance(call, dict):
                     self._tool_call_delta(call, position, out)
+
+    def _content(self, text: str, out: list[AssistantMessageEvent]) -> None:
+        index = self._open("text", out)
+        out.append(self.builder.text_delta(text, index))
+
+    def _reasoning(self, field: str, text: str, out: list[AssistantMessageEvent]) -> None:
+        index = self._open("thinking", out)
+        self._reasoning_field.setdefault(index, field)
+        out.append(self.builder.thinking_delta(text, index))
 
     def _open(self, kind: str, out: list[AssistantMessageEvent]) -> int:
         """The response's text or thinking block, opened on its first delta (the other blocks

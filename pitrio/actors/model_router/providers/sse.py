@@ -188,7 +188,10 @@ class SseDecoder:
         lines[0] = self._partial + lines[0]
         self._partial = lines.pop()
         for line in lines:
-            self._field(line, out)
+            if line.startswith("data: "):
+                self._data.append(line[6:])  # the usual line, without a call (issue 38)
+            else:
+                self._field(line, out)
         return out
 
     def _field(self, line: str, out: list[tuple[str, str]]) -> None:
