@@ -305,6 +305,9 @@ async def _play(scenario: Scenario, root: Path, obs: Observation, seed: int) -> 
             trace=record_to_file(root / TRACE_NAME),
         )
         started = await runtime.start(options)
+        if started.mcp is not None:
+            # Servers connect in the background: the counts start once each first start ended.
+            await started.mcp.wait()
         ctx = _Context(scenario=scenario, runtime=runtime, obs=obs, landing=landing)
         ctx.first_file = None if started.store.path is None else str(started.store.path)
         ctx.answered = [trio.Event() for _ in steps]
