@@ -36,6 +36,7 @@ from pitrio.messages.agent import (
 from pitrio.messages.content import TextContent
 from pitrio.messages.convert import extends
 from pitrio.messages.model import ToolSpec, sampling_strictness
+from pitrio.messages.shared import shared
 from pitrio.messages.snapshot import Snapshot, immutable
 
 
@@ -50,7 +51,9 @@ def system_text(message: SystemMessage | SystemCheckpoint) -> str:
     """A system message rendered as a whole prompt: its content, then each section's text."""
     parts = [content_text(message.content)]
     parts += [text for text in (message.sections or {}).values() if text is not None]
-    return "\n\n".join(part for part in parts if part)
+    # Kept with the session's last request (cache warming replays it): one copy for the
+    # sessions of a daemon that render the same prompt.
+    return shared("\n\n".join(part for part in parts if part))
 
 
 def diff_sections(

@@ -57,6 +57,7 @@ from pitrio.messages.events import (
     QueueUpdate,
     ToolExecutionEnd,
 )
+from pitrio.messages.shared import shared_system_json, system_messages
 
 if TYPE_CHECKING:
     from pitrio.actors.host.backend import SessionBackend
@@ -431,7 +432,10 @@ class HostedSession:
         self.events_total += 1
         seq = self.seq
         frame = self._context.config.encode_frame(seq, event)
-        self.replay.append(seq, frame)
+        carried = system_messages(event)
+        # A system message's sections and tools (~5 KB, in four frames of a first run) are
+        # held once for every session; the clients get the frame as it is.
+        self.replay.append(seq, shared_system_json(frame, carried) if carried else frame)
         if isinstance(event, ExtensionUiRequest):
             self.dialogs.asked(event, frame, trio.current_time())
         relayed = FramedEvent(seq, event, frame)

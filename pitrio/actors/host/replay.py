@@ -2,7 +2,9 @@
 
 Pure. Holds ``(seq, frame)`` pairs with consecutive sequence numbers, bounded by a count and by
 bytes; the oldest go first. :meth:`ReplayBuffer.since` answers a resume: every frame after a
-sequence number, or ``None`` when some of them are gone (the client must resync).
+sequence number, or ``None`` when some of them are gone (the client must resync). A frame may
+be held as pieces (:mod:`pitrio.messages.shared`: a system message's sections and tools held
+once for every session); it is counted and handed out as its whole bytes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import itertools
 from collections import deque
 
 import attrs
+
+from pitrio.messages.shared import Pieces, joined, joined_length
 
 
 @attrs.frozen
@@ -31,7 +35,7 @@ class ReplayBuffer:
             raise ValueError("replay limits must not be negative")
         self.max_frames = max_frames
         self.max_bytes = max_bytes
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[bytes | Pieces] = deque()
         self._bytes = 0
         self._last_seq = 0  # seq of the newest frame ever appended (held or not)
 
@@ -49,17 +53,18 @@ class ReplayBuffer:
         """Counts for metrics."""
         return ReplayStats(len(self._frames), self._bytes, self.first_seq, self._last_seq)
 
-    def append(self, seq: int, frame: bytes) -> None:
-        """Add the frame of event ``seq``; a gap in the numbering drops what was held."""
+    def append(self, seq: int, frame: bytes | Pieces) -> None:
+        """Add the frame of event ``seq`` (its bytes, or pieces of them); a gap in the
+        numbering drops what was held."""
         if seq != self._last_seq + 1:
             self.clear()
         self._last_seq = seq
         self._frames.append(frame)
-        self._bytes += len(frame)
+        self._bytes += joined_length(frame)
         while self._frames and (
             len(self._frames) > self.max_frames or self._bytes > self.max_bytes
         ):
-            self._bytes -= len(self._frames.popleft())
+            self._bytes -= joined_length(self._frames.popleft())
 
     def clear(self) -> None:
         """Forget every frame (the numbering goes on)."""
@@ -76,7 +81,7 @@ class ReplayBuffer:
         first = self.first_seq
         if first is None or not first <= seq <= self._last_seq:
             return None
-        return self._frames[seq - first]
+        return joined(self._frames[seq - first])
 
     def since(self, seq: int) -> list[bytes] | None:
         """Every frame after ``seq``, oldest first; ``None`` when one of them is no longer
@@ -88,4 +93,4 @@ class ReplayBuffer:
         first = self.first_seq
         if first is None or seq < first - 1:
             return None
-        return list(itertools.islice(self._frames, seq - first + 1, None))
+        return [joined(frame) for frame in itertools.islice(self._frames, seq - first + 1, None)]

@@ -119,8 +119,11 @@ class RunDriver:
         self.write_failure: ReadOnlySessionError | None = None
         self._next_turn: list[CustomMessage] = []
         # Plain prompts sent while a run only settles: taken, in order, right after its
-        # agent_settled (see _finish).
-        self._defer, self._deferred = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
+        # agent_settled (see _finish). Opened at the first one: most sessions never defer,
+        # and an idle session's empty channel held 1.7 KB (issue 38).
+        self._deferred_channel: (
+            tuple[trio.MemorySendChannel[Prompt], trio.MemoryReceiveChannel[Prompt]] | None
+        ) = None
         self._decisions_taken = 0  # the number of the last low-level run the run has taken
         self._replay = SystemReplay()  # the prompt sections the transcript declares
 
@@ -158,8 +161,10 @@ class RunDriver:
 
     def defer(self, command: Prompt) -> None:
         """Hold a plain prompt sent while the run only settles; it is handled after the settle."""
+        if self._deferred_channel is None:
+            self._deferred_channel = trio.open_memory_channel[Prompt](DEFERRED_CAPACITY)
         try:
-            self._defer.send_nowait(command)
+            self._deferred_channel[0].send_nowait(command)
         except trio.WouldBlock:  # overflow policy: refuse, saying why (nothing is dropped)
             refused = SessionBusyError(TOO_MANY_DEFERRED)
             command.accepted.fail(refused)
@@ -411,9 +416,9 @@ class RunDriver:
             reply.set(None)
         # The deferred channel, drained in arrival order until one of them starts a run (the
         # rest then wait for that run's settle).
-        while self.current is None:
+        while self.current is None and self._deferred_channel is not None:
             try:
-                deferred = self._deferred.receive_nowait()
+                deferred = self._deferred_channel[1].receive_nowait()
             except trio.WouldBlock:
                 break
             await self._handle_deferred(deferred)

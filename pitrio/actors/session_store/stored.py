@@ -47,6 +47,7 @@ from pitrio.messages.entries import (
     ThinkingLevelChangeEntry,
     UsageEntry,
 )
+from pitrio.messages.shared import Pieces, entry_system_message, shared_system_json
 
 ENTRY_CLASSES: dict[str, type[Any]] = {
     "message": MessageEntry,
@@ -246,13 +247,30 @@ class StoredEntry:
     def from_entry(cls, entry: SessionEntry, *, origin: str = "<memory>") -> StoredEntry:
         """Wrap an entry built in this process; its line is what the codec writes."""
         role = entry.message.role if isinstance(entry, MessageEntry) else None
+        # Its message was encoded for message_end just before; the line kept at its size.
+        raw = compact(encode_reusing(entry))
+        carried = entry_system_message(entry)
+        if carried is not None:
+            pieces = shared_system_json(raw, (carried,))
+            if not isinstance(pieces, bytes):
+                held = SharedLineEntry(
+                    type=entry.type,
+                    id=entry.id,
+                    parent_id=entry.parent_id,
+                    timestamp=entry.timestamp,
+                    raw=b"",
+                    role=role,
+                    origin=origin,
+                    entry=entry,
+                )
+                held.pieces = pieces
+                return held
         return cls(
             type=entry.type,
             id=entry.id,
             parent_id=entry.parent_id,
             timestamp=entry.timestamp,
-            # Its message was encoded for message_end just before; the line kept at its size.
-            raw=compact(encode_reusing(entry)),
+            raw=raw,
             role=role,
             origin=origin,
             entry=entry,
@@ -408,3 +426,23 @@ class TailMessageEntry(StoredEntry):
         if start < 0 or raw[-1:] != b"}":
             return None
         return raw[start + len(_MESSAGE_KEY) - 1 : -1]
+
+
+class SharedLineEntry(StoredEntry):
+    """An entry built in this process holding a ``system`` message (a session's prompt
+    sections and tool schemas, ~5 KB): its line is kept as pieces, the sections and tools
+    held once for every session (:mod:`pitrio.messages.shared`); ``raw`` joins them (a line
+    is read when it is written, rewritten or sent, not per turn)."""
+
+    __slots__ = ("pieces",)
+
+    pieces: Pieces
+
+    @property
+    def raw(self) -> bytes:
+        """The entry's line."""
+        return b"".join(self.pieces)
+
+    @raw.setter
+    def raw(self, value: bytes) -> None:
+        self.pieces = (value,)

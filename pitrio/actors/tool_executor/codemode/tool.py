@@ -37,6 +37,7 @@ from pitrio.actors.tool_executor.tools.output_files import write_output_file
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import TextContent
+from pitrio.messages.shared import shared
 
 STORE_ENTRY_TYPE = "codemode-store"
 PARAMETERS: dict[str, Any] = {
@@ -346,7 +347,8 @@ def create_codemode_tool(host: CodemodeHost | None = None) -> AgentTool:
     return AgentTool(
         name=text.CODEMODE,
         label=text.CODEMODE,
-        description=text.describe((), inline_budget=host.inline_budget),
+        # The same text for every session of a daemon: held once.
+        description=shared(text.describe((), inline_budget=host.inline_budget)),
         parameters=PARAMETERS,
         execute=execute,
         prompt_snippet=text.SNIPPET,

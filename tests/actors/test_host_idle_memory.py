@@ -1,0 +1,69 @@
+"""What a live idle session of a host holds (issue 38: 10,000 idle sessions <= 100 KB each).
+
+Measured in this process with tracemalloc, not by timing: each session is created and prompted
+once with the faux model, as ``bench/daemon_idle.py`` does over the websocket API.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+from pitrio.actors.host import EvictionPolicy, HostHandle
+from pitrio.messages.shared import MIN_SHARED
+from pitrio.transports.daemon.frames import delta_frame
+from tests.actors.test_host import agent_dir, running_host  # noqa: F401  (agent_dir: a fixture)
+from tests.actors.test_host_descriptors import prompted, settled
+
+MEASURED = 8
+BOUND_KB = 132
+"""In-process KB per idle session, counting what the first few sessions still add to shared
+tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 120 KB when this
+test was written, 146 KB before a system message's sections and tools were shared; over 60
+sessions 107 and 134 KB (``bench/daemon_idle.py`` measures RSS per session over thousands)."""
+
+
+def idle_host(agent: Path) -> AbstractAsyncContextManager[HostHandle]:
+    """A host as ``pitrio serve`` runs one: no eviction, the daemon's frames in its replay."""
+    return running_host(agent, eviction=EvictionPolicy(idle_seconds=None), encode_frame=delta_frame)
+
+
+async def test_idle_sessions_share_the_system_message_in_their_replay(agent_dir: Path) -> None:  # noqa: F811
+    async with idle_host(agent_dir) as host:
+        sessions = [await prompted(host, f"hello {index}") for index in range(2)]
+        await settled(sessions)
+        held = [hosted.replay._frames for hosted in sessions]  # the buffer's own items
+        pieced = [[frame for frame in frames if isinstance(frame, tuple)] for frames in held]
+        # message_start, message_end, entry_appended of the system message, and agent_end.
+        assert [len(frames) for frames in pieced] == [4, 4]
+        big = [
+            {id(piece) for frame in frames for piece in frame if len(piece) >= MIN_SHARED}
+            for frames in pieced
+        ]
+        # The sections and the tools: one copy for both sessions (and all four frames).
+        assert len(big[0] & big[1]) == 2
+        # A resume gets every frame whole, as it was sent.
+        frames = sessions[0].replay.since(0)
+        assert frames is not None and all(type(frame) is bytes for frame in frames)
+        assert b'"role":"system"' in frames[2] and frames[-1].startswith(b'{"type":"agent_settled"')
+
+
+async def test_an_idle_session_holds_less_than_the_bound(agent_dir: Path) -> None:  # noqa: F811
+    async with idle_host(agent_dir) as host:
+        # Two first: what the first sessions load and cache once is not counted.
+        warm = [await prompted(host, f"warm {index}") for index in range(2)]
+        await settled(warm)
+        gc.collect()
+        tracemalloc.start(1)
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            sessions = [await prompted(host, f"hello {index}") for index in range(MEASURED)]
+            await settled(sessions)
+            gc.collect()
+            per_session = (tracemalloc.get_traced_memory()[0] - before) / MEASURED / 1024
+        finally:
+            tracemalloc.stop()
+        assert all(hosted.status == "live" for hosted in sessions)
+        assert per_session < BOUND_KB, f"{per_session:.1f} KB per idle session"
