@@ -638,7 +638,7 @@ async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: P
 
 async def test_queries_are_not_inputs() -> None:
     reply: Reply[Any] = Reply()
-    from pitrio.actors.session.actor import GetState, Invoke
+    from pitrio.actors.session.commands import GetState, Invoke
 
     assert classify_input(GetState(reply)) is None
     assert classify_input(Invoke(lambda actor: actor.emitted_seq(), reply)) is None
@@ -647,8 +647,7 @@ async def test_queries_are_not_inputs() -> None:
 def test_a_command_applied_for_a_client_id_is_the_same_input() -> None:
     # Exactly-once commands: the daemon sends a command with a client id wrapped as Stamped;
     # a trace records the command inside, so a replay applies it.
-    from pitrio.actors.session.actor import Abort, GetState
-    from pitrio.actors.session.commands import Stamped
+    from pitrio.actors.session.commands import Abort, GetState, Stamped
     from pitrio.actors.session_store.command_stamp import CommandStamp
 
     reply: Reply[Any] = Reply()

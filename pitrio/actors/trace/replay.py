@@ -43,9 +43,9 @@ import trio
 from pitrio.actors._actor import Address, Reply
 from pitrio.actors.agent_loop.run import StreamCall
 from pitrio.actors.model_router import RouterConfig, start_model_router
-from pitrio.actors.session.actor import Prompt, SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, start_session
-from pitrio.actors.session.commands import Accepted
+from pitrio.actors.session.commands import Accepted, Prompt
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.tool_executor import AgentTool, ToolExecutorHandle
 from pitrio.actors.tool_executor.actor import ToolExecutorCommand
 from pitrio.actors.tool_executor.tool import UpdateFn
