@@ -709,7 +709,7 @@ async def test_a_steer_taken_while_the_pump_waits_for_the_store_keeps_its_place_
 async def test_the_replay_sequencer_holds_the_pump_before_an_inputs_own_event() -> None:
     """An input recorded with its own event at seq 8 and the loop 13 items in: it is sent
     only once the loop got that far, and the pump may not emit event 8 before it."""
-    from pitrio.actors.trace.replay import Sequencer
+    from pitrio.actors.trace.sequencer import Sequencer
 
     sequencer = Sequencer([2], [1], own=[(8, 0)])
     seq, loop = 7, 12
