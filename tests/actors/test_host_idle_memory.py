@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from collections import Counter
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+
+import trio
 
 from pitrio.actors.host import EvictionPolicy, HostHandle
 from pitrio.messages.shared import MIN_SHARED
@@ -18,11 +21,13 @@ from tests.actors.test_host import agent_dir, running_host  # noqa: F401  (agent
 from tests.actors.test_host_descriptors import prompted, settled
 
 MEASURED = 8
-BOUND_KB = 132
+BOUND_KB = 124
 """In-process KB per idle session, counting what the first few sessions still add to shared
-tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 120 KB when this
-test was written, 146 KB before a system message's sections and tools were shared; over 60
-sessions 107 and 134 KB (``bench/daemon_idle.py`` measures RSS per session over thousands)."""
+tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 113 KB now (the
+host's relay a sink of the session's outlet), 120 KB before that, 146 KB before a system
+message's sections and tools were shared; over 60 sessions 107 and 134 KB (``bench/
+daemon_idle.py`` measures RSS per session over thousands). The task count below is the
+check that fails on the code before the sink."""
 
 
 def idle_host(agent: Path) -> AbstractAsyncContextManager[HostHandle]:
@@ -67,3 +72,37 @@ async def test_an_idle_session_holds_less_than_the_bound(agent_dir: Path) -> Non
             tracemalloc.stop()
         assert all(hosted.status == "live" for hosted in sessions)
         assert per_session < BOUND_KB, f"{per_session:.1f} KB per idle session"
+
+
+IDLE_TASKS = 9
+"""Tasks of a live idle hosted session: the host's supervisor, five actor loops, the store's
+writer, the store-notice forwarder and the event pump. 10 before the host's relay became a
+sink of the session's outlet (an outlet feeder task, its buffer and a relay channel)."""
+
+
+def task_names() -> Counter[str]:
+    """The names of every task of this run, counted."""
+    names: Counter[str] = Counter()
+    tasks = [trio.lowlevel.current_root_task()]
+    while tasks:
+        task = tasks.pop()
+        names[task.name] += 1
+        tasks.extend(child for nursery in task.child_nurseries for child in nursery.child_tasks)
+    return names
+
+
+async def test_an_idle_hosted_session_runs_no_relay_task(agent_dir: Path) -> None:  # noqa: F811
+    async with idle_host(agent_dir) as host:
+        warm = await prompted(host, "warm")
+        await settled([warm])
+        before = task_names()
+        sessions = [await prompted(host, f"hello {index}") for index in range(3)]
+        await settled(sessions)
+        added = task_names() - before
+        assert all(hosted.status == "live" for hosted in sessions)
+        assert sum(added.values()) == 3 * IDLE_TASKS, added
+        assert not [name for name in added if name.endswith("._feed")], added
+        # Every event still reached the host, numbered in order, in its replay.
+        frames = sessions[0].replay.since(0)
+        assert frames is not None and len(frames) == sessions[0].seq
+        assert frames[-1].startswith(b'{"type":"agent_settled"')

@@ -50,6 +50,7 @@ from pitrio.actors.session.commands import (
     StreamingBehavior,
     Subscribe,
     SubscribeInto,
+    SubscribeSink,
     WaitForIdle,
 )
 from pitrio.actors.session.driver import DriverSettings, RunDriver
@@ -140,6 +141,7 @@ __all__ = [  # the commands and the handle moved out; imported from here by many
     "StreamingBehavior",
     "Subscribe",
     "SubscribeInto",
+    "SubscribeSink",
     "WaitForIdle",
 ]
 
@@ -545,6 +547,9 @@ class SessionActor(Actor[SessionCommand]):
             case SubscribeInto(capacity=capacity, send=send, reply=reply):
                 self._add_subscriber(capacity, send)
                 reply.set(None)
+            case SubscribeSink(sink=sink, reply=reply):
+                self._outlet.add_sink(sink)
+                reply.set(None)
             case PumpBarrier():
                 self._pump.barrier(command)
             case UiAnswer() | Lifecycle():
@@ -811,6 +816,10 @@ class SessionActor(Actor[SessionCommand]):
         if self._stream is None:
             raise PitrioError("No model router: this session cannot make model requests")
         return self._stream
+
+    def stopped(self) -> None:
+        # Sinks are told delivery ended as a feeder's channel closes when the actor stops.
+        self._outlet.close()
 
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
         return self._outlet.subscribe(capacity, self.nursery)
