@@ -21,13 +21,13 @@ from tests.actors.test_host import agent_dir, running_host  # noqa: F401  (agent
 from tests.actors.test_host_descriptors import prompted, settled
 
 MEASURED = 8
-BOUND_KB = 124
+BOUND_KB = 118
 """In-process KB per idle session, counting what the first few sessions still add to shared
-tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 113 KB now (the
-host's relay a sink of the session's outlet), 120 KB before that, 146 KB before a system
-message's sections and tools were shared; over 60 sessions 107 and 134 KB (``bench/
-daemon_idle.py`` measures RSS per session over thousands). The task count below is the
-check that fails on the code before the sink."""
+tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 106 KB now (the
+host's relay a sink of the session's outlet, no store-notice forwarder or writer task while
+idle), 119-120 KB before that, 146 KB before a system message's sections and tools were
+shared; over 60 sessions 107 and 134 KB for those two (``bench/daemon_idle.py`` measures RSS
+per session over thousands)."""
 
 
 def idle_host(agent: Path) -> AbstractAsyncContextManager[HostHandle]:
