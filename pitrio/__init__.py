@@ -37,13 +37,13 @@ from pitrio.actors.model_router import (
     start_model_router,
 )
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
-from pitrio.actors.session.actor import StreamingBehavior
 from pitrio.actors.session.bootstrap import (
     DEFAULT_MODEL,
     SessionOptions,
     StartedSession,
     start_session,
 )
+from pitrio.actors.session.commands import StreamingBehavior
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.recorder import SessionRecorder

@@ -42,7 +42,13 @@ def loaded_after(*modules: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "transport", ["pitrio.transports.cli", "pitrio.transports.rpc.server", "pitrio.sdk"]
+    "transport",
+    [
+        "pitrio.transports.cli",
+        "pitrio.transports.rpc.server",
+        "pitrio.transports.rpc.process",
+        "pitrio.sdk",
+    ],
 )
 def test_a_plain_start_loads_no_optional_part(transport: str) -> None:
     loaded = loaded_after(transport)

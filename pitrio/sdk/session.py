@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pitrio.actors.session.actor import SessionHandle, SessionState, StreamingBehavior
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.command_ledger import (
     CommandLedger,
@@ -18,9 +17,11 @@ from pitrio.actors.session.command_ledger import (
     Repeat,
     fingerprint,
 )
+from pitrio.actors.session.commands import SessionState, StreamingBehavior
 from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel, ShutdownRequest
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
 from pitrio.actors.session.tool_selection import tool_list_error

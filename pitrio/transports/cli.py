@@ -138,7 +138,7 @@ def session_options_of(args: argparse.Namespace) -> tuple[SessionOptions, FauxPr
 def _rpc_mode(args: argparse.Namespace) -> int:
     """``--mode rpc``: the options of the session, then serve stdin/stdout until EOF."""
     with _attrs_cache.caching():  # the server's modules and their classes: first use
-        from pitrio.transports.rpc.server import run_rpc
+        from pitrio.transports.rpc.process import run_rpc
 
     if any(message.startswith("@") for message in args.messages):
         sys.stderr.write("Error: @file arguments are not supported in RPC mode\n")

@@ -14,9 +14,11 @@ import trio.testing
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.model_router import FAUX_MODELS, FauxProvider, RouterConfig, start_model_router
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules
-from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.actor import SessionActor
+from pitrio.actors.session.commands import SessionSettings
 from pitrio.actors.session.extensions.runner import ExtensionRunner
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings
 from pitrio.actors.supervisor.retry import RetrySettings

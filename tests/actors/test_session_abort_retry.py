@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FauxToolCall
-from pitrio.actors.session.actor import SessionSettings
+from pitrio.actors.session.commands import SessionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
 from pitrio.messages.agent import AgentToolResult, AssistantMessage, BashExecutionMessage

@@ -13,13 +13,10 @@ import trio.testing
 
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
 from pitrio.actors.model_router import FauxProvider, FauxReply
-from pitrio.actors.session.actor import (
-    SessionActor,
-    SessionBusyError,
-    SessionHandle,
-    SessionSettings,
-)
+from pitrio.actors.session.actor import SessionActor
+from pitrio.actors.session.commands import SessionBusyError, SessionSettings
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session_store import SessionStoreHandle, create_store
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.messages.agent import AssistantMessage, UserMessage

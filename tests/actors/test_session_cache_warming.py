@@ -17,8 +17,8 @@ import trio.testing
 
 from pitrio.actors.model_router import FauxProvider, FauxReply
 from pitrio.actors.model_router.usage import make_usage
-from pitrio.actors.session.actor import SessionSettings
 from pitrio.actors.session.cache_warming import WarmingMode
+from pitrio.actors.session.commands import SessionSettings
 from pitrio.actors.session.extensions.events import CacheWarmingDecisionEvent
 from pitrio.actors.session.extensions.registry import Extension, SourceInfo
 from pitrio.actors.session.extensions.runner import ExtensionRunner

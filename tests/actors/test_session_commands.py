@@ -18,7 +18,8 @@ from pitrio.actors.model_router import (
     RouterConfig,
     start_model_router,
 )
-from pitrio.actors.session.actor import SessionActor, SessionHandle
+from pitrio.actors.session.actor import SessionActor
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store import create_store
 from pitrio.actors.supervisor.compaction import CompactionSettings, estimate_tokens

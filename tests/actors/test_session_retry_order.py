@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from pitrio.actors.model_router import FauxProvider, FauxReply
-from pitrio.actors.session.actor import SessionSettings
+from pitrio.actors.session.commands import SessionSettings
 from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AssistantMessage

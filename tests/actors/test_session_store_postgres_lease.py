@@ -39,6 +39,8 @@ class Rival(threading.Thread):
         self.session_id = session_id
         self.take_over = take_over
         self.attempts = 0
+        self.tried_at: list[float] = []
+        """When each attempt was made (seconds after the thread was made)."""
         self.taken_at: float | None = None
         self.fence: int | None = None
         self.stop = threading.Event()
@@ -59,6 +61,7 @@ class Rival(threading.Thread):
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.is_set():
                 self.attempts += 1
+                self.tried_at.append(time.monotonic() - self.started_at)
                 row = conn.execute(sql.ACQUIRE, params).fetchone()
                 if row is not None:
                     self.taken_at = time.monotonic() - self.started_at

@@ -108,3 +108,25 @@ def test_a_group_the_owner_never_recorded_is_found_by_its_environment(tmp_path: 
         owner.kill()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def test_orphans_of_another_record_directory_are_left_alone(tmp_path: Path) -> None:
+    # The marker names the owner's record directory: a daemon reaps only the orphans of owners
+    # that recorded where it does, not those of another agent directory's (or a test's) owner.
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", UNRECORDED_OWNER, str(theirs)], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    try:
+        owner.kill()
+        owner.wait()
+        assert pgid not in reap_orphans(mine)  # another directory's orphan
+        assert start_time(pgid) is not None  # still running
+        assert pgid in reap_orphans(theirs)  # its own directory's successor reaps it
+        assert _wait_ended(pgid)
+    finally:
+        owner.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)

@@ -638,7 +638,7 @@ async def test_a_steer_during_a_tool_batch_keeps_its_place_on_replay(tmp_path: P
 
 async def test_queries_are_not_inputs() -> None:
     reply: Reply[Any] = Reply()
-    from pitrio.actors.session.actor import GetState, Invoke
+    from pitrio.actors.session.commands import GetState, Invoke
 
     assert classify_input(GetState(reply)) is None
     assert classify_input(Invoke(lambda actor: actor.emitted_seq(), reply)) is None
@@ -647,8 +647,7 @@ async def test_queries_are_not_inputs() -> None:
 def test_a_command_applied_for_a_client_id_is_the_same_input() -> None:
     # Exactly-once commands: the daemon sends a command with a client id wrapped as Stamped;
     # a trace records the command inside, so a replay applies it.
-    from pitrio.actors.session.actor import Abort, GetState
-    from pitrio.actors.session.commands import Stamped
+    from pitrio.actors.session.commands import Abort, GetState, Stamped
     from pitrio.actors.session_store.command_stamp import CommandStamp
 
     reply: Reply[Any] = Reply()
@@ -710,7 +709,7 @@ async def test_a_steer_taken_while_the_pump_waits_for_the_store_keeps_its_place_
 async def test_the_replay_sequencer_holds_the_pump_before_an_inputs_own_event() -> None:
     """An input recorded with its own event at seq 8 and the loop 13 items in: it is sent
     only once the loop got that far, and the pump may not emit event 8 before it."""
-    from pitrio.actors.trace.replay import Sequencer
+    from pitrio.actors.trace.sequencer import Sequencer
 
     sequencer = Sequencer([2], [1], own=[(8, 0)])
     seq, loop = 7, 12

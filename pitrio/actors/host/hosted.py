@@ -37,10 +37,10 @@ from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
 from pitrio.actors.host.runs import LogEvent, RunLedger
 from pitrio.actors.host.start_options import SessionStub, start_options
-from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.command_ledger import CommandLedger
 from pitrio.actors.session.fanout import Offer, Sequenced
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError

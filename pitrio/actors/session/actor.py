@@ -17,10 +17,9 @@ decisions always see persisted state) and the display queues
 from __future__ import annotations
 
 import contextvars
-import os
-import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,7 +32,6 @@ from pitrio.actors.agent_loop import AgentLoopHandle, LoopHooks
 from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.commands import (
     Abort,
-    Accepted,
     Bash,
     ClearQueue,
     Compact,
@@ -43,77 +41,60 @@ from pitrio.actors.session.commands import (
     Prompt,
     PumpBarrier,
     Queue,
-    SessionBusyError,
     SessionCommand,
     SessionSettings,
-    SessionState,
     Stamped,
-    StreamingBehavior,
     Subscribe,
     SubscribeInto,
     SubscribeSink,
     WaitForIdle,
 )
+from pitrio.actors.session.discovery import discover_resources
 from pitrio.actors.session.driver import DriverSettings, RunDriver
 from pitrio.actors.session.emitter import EventOutlet
-from pitrio.actors.session.export import write_session_html, write_session_jsonl
 from pitrio.actors.session.extensions.asks import Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.funnel import PromptFunnel
-from pitrio.actors.session.handle import DEFAULT_SUBSCRIBER_CAPACITY, SessionHandle
+from pitrio.actors.session.handle import SessionHandle
+from pitrio.actors.session.intake import PromptIntake
 from pitrio.actors.session.log import SessionLog
+from pitrio.actors.session.maintenance import compact_command, navigate_command
 from pitrio.actors.session.operations import (
     COMPACTION_RUNNING,
     SessionOperations,
-    SummarizeBranch,
-    TreeHooks,
-    last_assistant_text,
-    navigate_tree,
 )
-from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION, STREAMING_WITHOUT_BEHAVIOR
+from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION
 from pitrio.actors.session.pump import DECISION_CAPACITY, Decided, EventPump
+from pitrio.actors.session.queries import SessionQueries
 from pitrio.actors.session.queues import DisplayQueues
-from pitrio.actors.session.resources.extension_paths import extend_resources
 from pitrio.actors.session.resources.loader import (
     Resources,
     commands,
-    expand_input,
     with_section,
 )
-from pitrio.actors.session.run import Maintenance, Run, lend
+from pitrio.actors.session.run import Maintenance, Run
 from pitrio.actors.session.shell import UserShell
-from pitrio.actors.session.warming import UNAVAILABLE_WARMING, SessionWarming
-from pitrio.actors.session_store.command_stamp import CommandStamp, stamping
+from pitrio.actors.session.warming import SessionWarming
+from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import (
-    CompactionCancelled,
     Supervisor,
     SupervisorHandle,
     SupervisorSettings,
 )
-from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
-from pitrio.actors.supervisor.compaction import (
-    COMPACTION_CANCELLED,
-)
 from pitrio.actors.tool_executor import ToolExecutorHandle
-from pitrio.actors.tool_executor.tools.images import normalize_prompt_images
 from pitrio.errors import PitrioError, ReadOnlySessionError
 from pitrio.messages.agent import (
     AgentMessage,
     CustomMessage,
     LlmMessage,
-    UserMessage,
-    user_message,
 )
-from pitrio.messages.content import ImageContent
 from pitrio.messages.convert import PrefixConverter
-from pitrio.messages.entries import CompactionResult, SessionEntry
 from pitrio.messages.events import (
     AgentSessionEvent,
     CompactionEnd,
     EntryAppended,
     EntryRecorded,
-    ExtensionError,
     ExtensionUiRequest,
     MessageEnd,
     MessageStart,
@@ -122,30 +103,6 @@ from pitrio.messages.events import (
 )
 from pitrio.messages.model import Model
 
-__all__ = [  # the commands and the handle moved out; imported from here by many modules
-    "DEFAULT_SUBSCRIBER_CAPACITY",
-    "Abort",
-    "Bash",
-    "ClearQueue",
-    "Compact",
-    "GetState",
-    "Invoke",
-    "Navigate",
-    "Prompt",
-    "Queue",
-    "SessionActor",
-    "SessionBusyError",
-    "SessionCommand",
-    "SessionHandle",
-    "SessionSettings",
-    "SessionState",
-    "StreamingBehavior",
-    "Subscribe",
-    "SubscribeInto",
-    "SubscribeSink",
-    "WaitForIdle",
-]
-
 if TYPE_CHECKING:
     from pitrio.actors.model_router import ModelRouterHandle
     from pitrio.actors.session.extensions.asks import ModelScope, ShutdownRequest
@@ -153,7 +110,6 @@ if TYPE_CHECKING:
     from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session_store.actor import SessionStoreHandle
     from pitrio.actors.session_store.commands import StoreNotice
-    from pitrio.actors.session_store.tree import TreeNode
 
 
 class SessionActor(Actor[SessionCommand]):
@@ -268,9 +224,6 @@ class SessionActor(Actor[SessionCommand]):
                 outlet=self._outlet,
             )
             self._host = ExtensionHostHandle(host.address)  # started below, as before
-            self._funnel = PromptFunnel(
-                self._host, self._prompt, self._queue_command, lambda: self._seq, self.nursery
-            )
         supervisor = Supervisor(
             loop=self._loop,
             store=self._store,
@@ -347,6 +300,33 @@ class SessionActor(Actor[SessionCommand]):
             nursery=self.nursery,
             settings=self._driver_settings,
         )
+        self.queries = SessionQueries(
+            store=self._store,
+            loop=self._loop,
+            supervisor=self.supervisor,
+            driver=self._driver,
+            queues=self._queues,
+            mcp_servers=self._mcp_servers,
+            warming=self.warming,
+            warming_mode=self._settings.cache_warming,
+        )
+        self._intake = PromptIntake(
+            driver=self._driver,
+            loop=self._loop,
+            pump=self._pump,
+            queues=self._queues,
+            auto_resize_images=self._settings.auto_resize_images,
+            resources=lambda: self._resources,
+            seq=lambda: self._seq,
+        )
+        if self._host is not None:
+            self._funnel = PromptFunnel(
+                self._host,
+                self._intake.prompt,
+                self._intake.queue_command,
+                lambda: self._seq,
+                self.nursery,
+            )
         self.nursery.start_soon(self._pump.run)
         # The store hands its notices over in its own task; a task of this actor forwards
         # them, started when one comes: an idle session keeps no task and channel waiting
@@ -370,28 +350,10 @@ class SessionActor(Actor[SessionCommand]):
         the paths handlers return join the session's (themes: pitrio has none)."""
         ready = self._driver.resources_ready
         try:
-            resources = self._resources
-            reason: Literal["startup", "reload"] = (
-                "reload" if self._start_reason == "reload" else "startup"
+            extended = await discover_resources(
+                host, self._resources, self._start_reason, self._emit
             )
-            cwd = resources.cwd if resources is not None else os.getcwd()
-            paths = await host.discover_resources(cwd, reason)
-            if resources is None or paths is None:
-                return
-            if paths.skill_paths or paths.prompt_paths:
-                skills, prompts = paths.skill_paths, paths.prompt_paths
-                extended = await trio.to_thread.run_sync(
-                    lambda: extend_resources(resources, skills, prompts)
-                )
-                # A path that is missing or not markdown is told as the handler's problem.
-                for problem in extended.diagnostics[len(resources.diagnostics) :]:
-                    self._emit(
-                        ExtensionError(
-                            extension_path="<runtime>",
-                            event="resources_discover",
-                            error=str(problem),
-                        )
-                    )
+            if extended is not None:
                 self._resources = extended
                 self._driver.use_resources(extended)
         finally:
@@ -456,6 +418,10 @@ class SessionActor(Actor[SessionCommand]):
             return None
         return await self._host.user_bash(command, exclude, cwd)
 
+    def _end_maintenance(self) -> None:
+        """A compaction or navigation ended: prompts and the others are taken again."""
+        self._maintenance = None
+
     def _self_handle(self) -> SessionHandle:
         return SessionHandle(self.address)
 
@@ -501,7 +467,7 @@ class SessionActor(Actor[SessionCommand]):
                 if self._funnel is not None and self._funnel.needs(command):
                     self._funnel.enter(command)  # extension handlers run outside the inbox
                     return
-                await self._prompt(command)
+                await self._intake.prompt(command)
             case Invoke(operation=operation, reply=reply):
                 try:
                     reply.set(await operation(self))
@@ -521,13 +487,37 @@ class SessionActor(Actor[SessionCommand]):
                     reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
                     return
                 self._maintenance = Maintenance()  # nothing else may change the tree meanwhile
-                self.nursery.start_soon(self._navigate_command, command)
+                self.nursery.start_soon(
+                    partial(
+                        navigate_command,
+                        command,
+                        self._maintenance,
+                        store=self._store,
+                        loop=self._loop,
+                        emit=self._emit,
+                        supervisor=self.supervisor,
+                        stream=self._stream,
+                        restore_tools=self._restore_tools,
+                        host=self._host,
+                        release=self._end_maintenance,
+                    )
+                )
             case Compact(custom_instructions=instructions, reply=reply):
                 if self._maintenance is not None:
                     reply.fail(PitrioError(COMPACTION_RUNNING))
                     return
                 self._maintenance = Maintenance()
-                self.nursery.start_soon(self._compact_command, instructions, reply)
+                self.nursery.start_soon(
+                    partial(
+                        compact_command,
+                        self._maintenance,
+                        driver=self._driver,
+                        supervisor=self.supervisor,
+                        instructions=instructions,
+                        reply=reply,
+                        release=self._end_maintenance,
+                    )
+                )
             case Queue(text=text, reply=reply):
                 extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
@@ -538,7 +528,7 @@ class SessionActor(Actor[SessionCommand]):
                 if not command.filtered and self._funnel is not None and self._funnel.needs_queue():
                     self._funnel.enter(command)  # input handlers first (pi 1.6.0)
                     return
-                await self._queue_command(command)
+                await self._intake.queue_command(command)
             case ClearQueue(reply=reply):
                 removed = self._queues.clear()
                 await self._loop.clear_queues()
@@ -557,7 +547,7 @@ class SessionActor(Actor[SessionCommand]):
             case WaitForIdle(reply=reply):
                 self._driver.wait_for_idle(reply)  # woken by the run's settle
             case GetState(reply=reply):
-                reply.set(await self._snapshot())
+                reply.set(await self.queries.state())
             case Subscribe(capacity=capacity, reply=reply):
                 reply.set(self._subscribe(capacity))
             case SubscribeInto(capacity=capacity, send=send, reply=reply):
@@ -574,126 +564,11 @@ class SessionActor(Actor[SessionCommand]):
                 elif isinstance(command, Lifecycle):
                     command.reply.set(False)
 
-    async def _expand(self, text: str) -> str:
-        """``/skill:`` and prompt-template expansion (file reads happen in a thread)."""
-        resources = self._resources
-        if resources is None or not text.startswith("/"):
-            return text
-        return await trio.to_thread.run_sync(lambda: expand_input(text, resources))
-
     async def commands(self) -> list[dict[str, Any]]:
         """``get_commands``: prompt templates and skills (extension commands come first)."""
         await trio.lowlevel.checkpoint()
         listed = [] if self._host is None else self._host.commands()
         return listed + (commands(self._resources) if self._resources is not None else [])
-
-    async def _prompt(self, command: Prompt) -> None:
-        failure = self._driver.write_failure
-        if failure is not None:  # nothing could be recorded: refuse, say why
-            refused = ReadOnlySessionError(str(failure))
-            command.accepted.fail(refused)
-            command.settled.fail(refused)
-            return
-        if command.expand:
-            command = attrs.evolve(command, text=await self._expand(command.text))
-        if self._driver.current is not None:
-            if command.streaming_behavior is None:
-                command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
-                command.settled.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))
-                return
-            await self._queue(
-                command.text, command.images, command.streaming_behavior, command.stamp
-            )
-            command.accepted.set(Accepted(self._seq, "queued"))
-            command.settled.set(None)
-            return
-        message = self._user_message(command.text, command.images, command.stamp)
-        self._driver.start_prompt(message, command.accepted, command.settled)
-
-    async def _queue_command(self, command: Queue) -> None:
-        """Queue what the ``input`` handlers left of a steer or follow-up."""
-        text = await self._expand(command.text)
-        command.reply.set(await self._queue(text, command.images, command.kind, command.stamp))
-
-    def _user_message(
-        self, text: str, images: tuple[ImageContent, ...], stamp: CommandStamp | None = None
-    ) -> UserMessage:
-        """A prompt's user message, its images fitted or left out with a note (pi 1.6.0);
-        with ``stamp``, its entry will carry the client's command id."""
-        text, images = normalize_prompt_images(
-            text, images, auto_resize=self._settings.auto_resize_images
-        )
-        message = user_message(text, images)
-        if stamp is not None:
-            self._pump.stamp(message, stamp)
-        return message
-
-    async def _queue(
-        self,
-        text: str,
-        images: tuple[ImageContent, ...],
-        kind: StreamingBehavior,
-        stamp: CommandStamp | None = None,
-    ) -> str:
-        message = self._user_message(text, images, stamp)
-        queue_id = secrets.token_hex(6)
-        # The agent loop holds the message before the display says so: a run that sees a
-        # queued text may continue and find the message there.
-        if kind == "followUp":
-            await self._loop.follow_up(message)
-        else:
-            await self._loop.steer(message)
-        self._queues.add(kind == "followUp", text, queue_id)
-        return queue_id
-
-    async def _lent_summary(
-        self,
-        entries: tuple[SessionEntry, ...],
-        model: Model,
-        custom_instructions: str | None,
-        replace_instructions: bool,
-    ) -> BranchSummaryResult | None:
-        """A navigation's branch summary, the supervisor's; ``None`` when aborted."""
-        maintenance = self._maintenance
-        assert maintenance is not None  # navigations run as maintenance
-        return await lend(
-            maintenance,
-            lambda lent: self.supervisor.summarize_branch(
-                entries,
-                model,
-                custom_instructions=custom_instructions,
-                replace_instructions=replace_instructions,
-                lent=lent,
-            ),
-        )
-
-    async def _compact_command(
-        self, instructions: str | None, reply: Reply[CompactionResult]
-    ) -> None:
-        """Manual compaction: a run in progress is aborted first (pi)."""
-        maintenance = self._maintenance
-        assert maintenance is not None
-        try:
-            # pi 1.6.0: the aborted partial reply is reported and kept, and compacted with
-            # the rest (0.73.1 dropped it unreported).
-            await self._driver.abort_and_wait()
-            result = await lend(
-                maintenance, lambda lent: self.supervisor.compact(instructions, lent)
-            )
-            if result is None:
-                raise CompactionCancelled(COMPACTION_CANCELLED)
-        except PitrioError as exc:
-            reply.fail(exc)
-        else:
-            reply.set(result)
-        finally:
-            self._maintenance = None
-            # pi: the compaction's caller hears first, an abort that stopped it after (its
-            # wait for idle resumes later); answered in one step, their order would be chance.
-            try:
-                await trio.lowlevel.checkpoint()
-            finally:
-                maintenance.finish()
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event this session emitted (0 before any)."""
@@ -740,30 +615,6 @@ class SessionActor(Actor[SessionCommand]):
         entry = await self._store.append_label_change(entry_id, label)
         self._emit(EntryRecorded(entry=entry))
 
-    async def _navigate_command(self, command: Navigate) -> None:
-        maintenance = self._maintenance
-        assert maintenance is not None  # set by the inbox before this task starts
-        try:
-            result = await navigate_tree(
-                command.target_id,
-                store=self._store,
-                loop=self._loop,
-                emit=self._emit,
-                summarize=self._summarizer if command.summarize else None,
-                custom_instructions=command.custom_instructions,
-                replace_instructions=command.replace_instructions,
-                label=command.label,
-                restore_tools=self._restore_tools,
-                hooks=self._tree_hooks(),
-            )
-        except PitrioError as exc:
-            command.reply.fail(exc)
-        else:
-            command.reply.set(result)
-        finally:
-            self._maintenance = None
-            maintenance.finish()
-
     async def notify(self, message: str, notify_type: str) -> None:
         """See :meth:`SessionHandle.notify`."""
         await trio.lowlevel.checkpoint()
@@ -780,58 +631,10 @@ class SessionActor(Actor[SessionCommand]):
             self._resources = with_section(self._resources, name, text)
             self._driver.use_resources(self._resources)
 
-    def _tree_hooks(self) -> TreeHooks | None:
-        """The extensions' ``session_before_tree`` / ``session_tree`` (none without them)."""
-        host = self._host
-        if host is None:
-            return None
-        return TreeHooks(before=host.before_tree, after=host.after_tree)
-
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
         await trio.lowlevel.checkpoint()
         self._shell.abort()
-
-    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
-        """Every entry of the file (all branches, compacted history too) as (id, JSON), in
-        append order, and the leaf id (``get_entries``)."""
-        return await self._store.entry_lines()
-
-    async def tree(self) -> tuple[list[TreeNode], str | None]:
-        """The session tree's roots and the leaf id (``get_tree``)."""
-        return await self._store.tree_and_leaf()
-
-    async def fork_messages(self) -> list[tuple[str, str]]:
-        """Every user message of the file (all branches) with text: (entry id, text)."""
-        return [(m.entry_id, m.text) for m in await self._store.user_messages_for_forking()]
-
-    async def last_assistant_text(self) -> str | None:
-        """The last assistant reply's text (pi's ``getLastAssistantText``)."""
-        return last_assistant_text((await self._loop.state()).messages)
-
-    async def cache_warming(self) -> dict[str, Any]:
-        """The warmer's mode and status (pi's wording when a session makes no requests)."""
-        if self.warming is None:
-            return {"mode": self._settings.cache_warming, "status": UNAVAILABLE_WARMING}
-        return await self.warming.info()
-
-    async def export_html(self, output_path: str | None) -> str:
-        """Write the session as a self-contained HTML page; returns its path."""
-        return await write_session_html(self._store, self._loop, output_path)
-
-    async def export_jsonl(self, output_path: str | None) -> str:
-        """Write the current branch as a new linear session file; returns its path."""
-        return await write_session_jsonl(self._store, output_path)
-
-    def _summarizer(self) -> SummarizeBranch:
-        """A navigation's summary call (raises when this session cannot make requests)."""
-        self._stream_call()
-        return self._lent_summary
-
-    def _stream_call(self) -> StreamCall:
-        if self._stream is None:
-            raise PitrioError("No model router: this session cannot make model requests")
-        return self._stream
 
     def stopped(self) -> None:
         # Sinks are told delivery ended as a feeder's channel closes when the actor stops.
@@ -847,24 +650,3 @@ class SessionActor(Actor[SessionCommand]):
     def _seq(self) -> int:
         """The ``seq`` of the last event emitted (0 before any)."""
         return self._outlet.seq
-
-    async def _snapshot(self) -> SessionState:
-        supervisor = self.supervisor.view()
-        run, failure = self._driver.current, self._driver.write_failure
-        return SessionState(
-            agent=await self._loop.state(),
-            is_running=run is not None,
-            is_settling=run is not None and run.closing,
-            is_retrying=supervisor.state.retry.retrying,
-            retry_attempt=supervisor.state.retry.attempt,
-            steering=self._queues.steering,
-            follow_up=self._queues.follow_up,
-            session_id=self._log.header.id,
-            session_file=str(self._log.path) if self._log.path else None,
-            is_compacting=supervisor.compacting,
-            auto_compaction_enabled=supervisor.settings.compaction.enabled,
-            auto_retry_enabled=supervisor.settings.retry.enabled,
-            session_name=await self._store.session_name(),
-            write_error=None if failure is None else str(failure),
-            mcp_servers=() if self._mcp_servers is None else self._mcp_servers(),
-        )

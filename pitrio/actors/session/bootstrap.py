@@ -27,12 +27,14 @@ from pitrio.actors.model_router import ModelRouterHandle
 from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
-from pitrio.actors.session.actor import SessionActor, SessionHandle, SessionSettings
+from pitrio.actors.session.actor import SessionActor
+from pitrio.actors.session.commands import SessionSettings
 from pitrio.actors.session.extension_start import handler_timeout, load_session_extensions
 from pitrio.actors.session.extensions.api import SessionPort
 from pitrio.actors.session.extensions.late_mcp import LateMcpServers
 from pitrio.actors.session.extensions.loader import ExtensionLoadError
 from pitrio.actors.session.extensions.registry import tool_conflicts
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.options import DEFAULT_MODEL as DEFAULT_MODEL
 from pitrio.actors.session.options import SessionOptions as SessionOptions
 from pitrio.actors.session.options import StartedSession as StartedSession

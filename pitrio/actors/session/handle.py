@@ -244,21 +244,21 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def export_html(self, output_path: str | None = None) -> str:
         """Export the session as an HTML page; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_html(output_path))
+        return await self.invoke(lambda actor: actor.queries.export_html(output_path))
 
     async def export_jsonl(self, output_path: str | None = None) -> str:
         """Export the current branch as a JSONL file; returns the path written."""
-        return await self.invoke(lambda actor: actor.export_jsonl(output_path))
+        return await self.invoke(lambda actor: actor.queries.export_jsonl(output_path))
 
     async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
         """Every entry of the session file as (id, JSON), in append order (all branches and
         the history before a compaction; not the header), and the leaf id."""
-        return await self.invoke(lambda actor: actor.entry_lines())
+        return await self.invoke(lambda actor: actor.queries.entry_lines())
 
     async def tree(self) -> tuple[list[TreeNode], str | None]:
         """The session tree (pi's ``getTree``: roots, children by timestamp, labels) and the
         leaf id."""
-        return await self.invoke(lambda actor: actor.tree())
+        return await self.invoke(lambda actor: actor.queries.tree())
 
     async def available_thinking_levels(self) -> tuple[ThinkingLevel, ...]:
         """The levels the current model supports (``("off",)`` without reasoning)."""
@@ -266,7 +266,7 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def fork_messages(self) -> list[tuple[str, str]]:
         """The user messages a fork may start before: (entry id, text)."""
-        return await self.invoke(lambda actor: actor.fork_messages())
+        return await self.invoke(lambda actor: actor.queries.fork_messages())
 
     async def navigate_tree(
         self,
@@ -304,7 +304,7 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def last_assistant_text(self) -> str | None:
         """The last assistant reply's text, or ``None``."""
-        return await self.invoke(lambda actor: actor.last_assistant_text())
+        return await self.invoke(lambda actor: actor.queries.last_assistant_text())
 
     async def emitted_seq(self) -> int:
         """The ``seq`` of the last event emitted so far: a response barrier for transports."""
@@ -313,7 +313,7 @@ class SessionHandle(Handle[SessionCommand]):
     async def cache_warming(self) -> dict[str, Any]:
         """The prompt-cache warmer's ``mode``, ``status`` line and, when known, the
         decision's ``missCost`` and ``warmCost`` (pi's ``/session`` block)."""
-        return await self.invoke(lambda actor: actor.cache_warming())
+        return await self.invoke(lambda actor: actor.queries.cache_warming())
 
     async def session_stats(self) -> SessionStats:
         """Counts, tokens and cost over the current context."""

@@ -12,8 +12,8 @@ import attrs
 import trio
 
 from pitrio.actors.agent_loop import AgentLoopHandle
-from pitrio.actors.session.actor import SessionHandle
 from pitrio.actors.session.extensions.asks import ModelScope, ShutdownRequest
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store import SessionSeed, SessionStoreHandle
 from pitrio.actors.session_store.actor import StoreOptions

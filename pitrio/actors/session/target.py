@@ -25,8 +25,9 @@ class SessionTarget(Protocol):
         """Settings, model and thinking, name and stats (an object the actor owns)."""
         ...
 
-    async def cache_warming(self) -> dict[str, Any]:
-        """The prompt-cache warmer's mode and status (``/session``'s block)."""
+    @property
+    def queries(self) -> QueryTarget:
+        """Entries, tree, fork points, last reply, warmer status and exports (read-only)."""
         ...
 
     async def abort_retry(self) -> None:
@@ -35,26 +36,6 @@ class SessionTarget(Protocol):
 
     async def abort_bash(self) -> None:
         """Cancel the running user command, if any."""
-        ...
-
-    async def export_html(self, output_path: str | None) -> str:
-        """Write the session as an HTML page; its path."""
-        ...
-
-    async def export_jsonl(self, output_path: str | None) -> str:
-        """Write the current branch as a new session file; its path."""
-        ...
-
-    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
-        """Every entry as (id, JSON) in append order, and the leaf id."""
-        ...
-
-    async def tree(self) -> tuple[list[TreeNode], str | None]:
-        """The session tree's roots and the leaf id."""
-        ...
-
-    async def fork_messages(self) -> list[tuple[str, str]]:
-        """The user messages a fork may start before: (entry id, text)."""
         ...
 
     async def send_custom_message(
@@ -69,10 +50,6 @@ class SessionTarget(Protocol):
 
     async def commands(self) -> list[dict[str, Any]]:
         """``get_commands``: extension commands, prompt templates and skills."""
-        ...
-
-    async def last_assistant_text(self) -> str | None:
-        """The last assistant reply's text."""
         ...
 
     async def emitted_seq(self) -> int:
@@ -93,4 +70,37 @@ class SessionTarget(Protocol):
 
     async def notify(self, message: str, notify_type: str) -> None:
         """Tell the clients ``message`` (an ``extension_ui_request`` ``notify``)."""
+        ...
+
+
+class QueryTarget(Protocol):
+    """The session's read-only questions (:class:`~pitrio.actors.session.queries.SessionQueries`),
+    typed here so the handle needs no import of the module that answers them."""
+
+    async def entry_lines(self) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Every entry as (id, JSON) in append order, and the leaf id."""
+        ...
+
+    async def tree(self) -> tuple[list[TreeNode], str | None]:
+        """The session tree's roots and the leaf id."""
+        ...
+
+    async def fork_messages(self) -> list[tuple[str, str]]:
+        """The user messages a fork may start before: (entry id, text)."""
+        ...
+
+    async def last_assistant_text(self) -> str | None:
+        """The last assistant reply's text."""
+        ...
+
+    async def cache_warming(self) -> dict[str, Any]:
+        """The prompt-cache warmer's mode and status (``/session``'s block)."""
+        ...
+
+    async def export_html(self, output_path: str | None) -> str:
+        """Write the session as an HTML page; its path."""
+        ...
+
+    async def export_jsonl(self, output_path: str | None) -> str:
+        """Write the current branch as a new session file; its path."""
         ...

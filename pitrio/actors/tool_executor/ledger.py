@@ -30,9 +30,22 @@ def _running(pid: int, started: str) -> bool:
 
 
 OWNER_VARIABLE = "PITRIO_TOOL_OWNER"
-"""Set in every tool process's environment to ``<owner pid>-<owner start>``: a process that
-inherits it can be found even when its owner was killed before it wrote the group's record
-(a tool's shell may start its command before the owner has recorded the group)."""
+"""Set in every tool process's environment to ``<owner pid>-<owner start>-<scope>``: a
+process that inherits it can be found even when its owner was killed before it wrote the
+group's record (a tool's shell may start its command before the owner has recorded the group).
+``<scope>`` names the record directory (:func:`ledger_scope`), so a process reaps only the
+orphans of owners that recorded where it does: other agent directories' processes (another
+daemon, a test running beside it) are not its to kill."""
+
+
+def ledger_scope(directory: Path) -> str:
+    """A short name of a record directory, the same for every process that records there."""
+    resolved = os.path.realpath(directory)
+    try:  # the C module itself: hashlib would load OpenSSL first (start-up cost)
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - another Python
+        from hashlib import blake2b
+    return blake2b(os.fsencode(resolved), digest_size=6).hexdigest()
 
 
 class GroupLedger:
@@ -42,11 +55,17 @@ class GroupLedger:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._owner = f"{os.getpid()}-{start_time(os.getpid())}"
+        self._marker = f"{self._owner}-{ledger_scope(directory)}"
 
     @property
     def owner(self) -> str:
         """This process as a record names it (``<pid>-<start time>``)."""
         return self._owner
+
+    @property
+    def marker(self) -> str:
+        """What its tool processes carry in :data:`OWNER_VARIABLE`."""
+        return self._marker
 
     def _path(self, pgid: int) -> Path:
         return self.directory / f"{self._owner}-{pgid}"
@@ -62,8 +81,9 @@ class GroupLedger:
             self._path(pgid).unlink()
 
 
-def _marked_orphans() -> list[int]:
-    """Process groups of processes whose environment names an owner that no longer runs."""
+def _marked_orphans(scope: str) -> list[int]:
+    """Process groups of processes whose environment names an owner of ``scope`` that no
+    longer runs."""
     marker = OWNER_VARIABLE.encode() + b"="
     groups: set[int] = set()
     for entry in Path("/proc").iterdir():
@@ -76,7 +96,10 @@ def _marked_orphans() -> list[int]:
         for variable in environ.split(b"\0"):
             if not variable.startswith(marker):
                 continue
-            owner, _, started = variable[len(marker) :].decode(errors="replace").partition("-")
+            parts = variable[len(marker) :].decode(errors="replace").split("-")
+            if len(parts) != 3 or parts[2] != scope:
+                break  # another directory's owner (or an older format): not ours
+            owner, started = parts[0], parts[1]
             if owner.isdigit() and not _running(int(owner), started):
                 with contextlib.suppress(OSError):
                     groups.add(os.getpgid(int(entry.name)))
@@ -89,7 +112,7 @@ def reap_orphans(directory: Path) -> list[int]:
     under ``directory`` (removing the records) and those whose environment names such an
     owner; the groups killed."""
     killed: list[int] = []
-    for pgid in _marked_orphans():
+    for pgid in _marked_orphans(ledger_scope(directory)):
         if pgid in (os.getpgid(0), 0, 1):
             continue  # never our own group (a daemon started by a killed one's shell)
         try:
@@ -143,7 +166,7 @@ def record_groups_in(directory: Path | None) -> None:
     if _ledger is None:
         os.environ.pop(OWNER_VARIABLE, None)
     else:
-        os.environ[OWNER_VARIABLE] = _ledger.owner
+        os.environ[OWNER_VARIABLE] = _ledger.marker
 
 
 def ledger() -> GroupLedger | None:

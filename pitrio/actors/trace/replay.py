@@ -27,11 +27,8 @@ the recording plus 10 s) stops and reports where it was.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import shutil
 import tempfile
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,23 +40,29 @@ import trio
 from pitrio.actors._actor import Address, Reply
 from pitrio.actors.agent_loop.run import StreamCall
 from pitrio.actors.model_router import RouterConfig, start_model_router
-from pitrio.actors.session.actor import Prompt, SessionHandle
 from pitrio.actors.session.bootstrap import SessionOptions, start_session
-from pitrio.actors.session.commands import Accepted
+from pitrio.actors.session.commands import Accepted, Prompt
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.tool_executor import AgentTool, ToolExecutorHandle
 from pitrio.actors.tool_executor.actor import ToolExecutorCommand
 from pitrio.actors.tool_executor.tool import UpdateFn
 from pitrio.actors.trace.compare import Divergence, Normaliser, first_divergence, normalise_all
 from pitrio.actors.trace.recorder import Tracer
+from pitrio.actors.trace.recording import (
+    REPLAYED_OPS,
+    RecordedInput,
+    Recording,
+    ReplayError,
+)
 from pitrio.actors.trace.records import (
     MESSAGE_FIELDS,
     Record,
     decode_lines,
-    decode_stream_events,
     request_key,
     segments,
 )
-from pitrio.actors.trace.tap import REPLAYABLE_INVOKES, TapBase, TapStart
+from pitrio.actors.trace.sequencer import Sequencer
+from pitrio.actors.trace.tap import TapBase, TapStart
 from pitrio.errors import PitrioError, UnknownModelError
 from pitrio.messages.agent import AgentToolResult, now_ms
 from pitrio.messages.codec import from_json, to_json
@@ -73,11 +76,6 @@ LOOP_WAKE_CAPACITY = 1024
 """The replay's own subscription to the loop's events (a full one would block the loop; its
 task takes each event at once)."""
 MIN_STALL_SECONDS = 5.0
-
-
-class ReplayError(PitrioError):
-    """A trace that cannot be replayed (no header, dropped records), or a replayed output the
-    trace does not hold."""
 
 
 @attrs.frozen(kw_only=True)
@@ -114,217 +112,6 @@ def load_trace(path: Path) -> list[Record]:
     """Every record of a trace file."""
     with path.open("rb") as handle:
         return list(decode_lines(handle, source=str(path)))
-
-
-# -- what the recording holds ------------------------------------------------------------------
-
-
-@attrs.define
-class _ModelCall:
-    call: int
-    key: str
-    events: list[tuple[dict[str, Any], int]]
-    end: str
-    error: str | None
-    used: bool = False
-
-
-@attrs.frozen
-class _Input:
-    op: str
-    args: dict[str, Any]
-    seq: int
-    tick: int
-    loop: int = 0  # the loop's progress when the input reached it (0: not recorded)
-    own: tuple[int, ...] = ()  # the seqs of the events the input emitted itself
-
-    @property
-    def at(self) -> int:
-        """The session events to wait for before sending: those before its first own event
-        (the session's pump may have emitted some while the input was on its way), else
-        those emitted when the session took it."""
-        return self.own[0] - 1 if self.own else self.seq
-
-
-def _input(record: Record) -> _Input:
-    return _Input(
-        record["op"],
-        record.get("args") or {},
-        record["seq"],
-        record["tick"],
-        int(record.get("loop") or 0),
-        tuple(int(seq) for seq in record.get("own") or ()),
-    )
-
-
-class Recording:
-    """One segment of a trace, indexed for replay."""
-
-    def __init__(self, segment: Sequence[Record]) -> None:
-        if not segment or segment[0]["k"] != "header":
-            raise ReplayError("the trace has no header: nothing to replay")
-        self.header = segment[0]
-        cwd = self.header.get("cwd")
-        # The recorded session's working directory: its system message names it.
-        self.cwd = cwd if isinstance(cwd, str) else None
-        self.events: list[dict[str, Any]] = []
-        self.inputs: list[_Input] = []
-        self.calls: list[_ModelCall] = []
-        self.tools: dict[str, deque[Record]] = {}
-        self.dropped = 0
-        self.gaps = 0
-        input_ticks: list[int] = []
-        output_ticks: list[int] = []
-        times = [float(r["t"]) for r in segment if isinstance(r.get("t"), int | float)]
-        self.quiet = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
-        for record in segment[1:]:
-            match record["k"]:
-                case "event":
-                    self.events.append(record["event"])
-                case "input":
-                    self.inputs.append(_input(record))
-                    input_ticks.append(record["tick"])
-                case "model":
-                    decoded = decode_stream_events(record["events"])
-                    ticks = [int(item["tick"]) for item in record["events"]]
-                    output_ticks += ticks
-                    self.calls.append(
-                        _ModelCall(
-                            call=record["call"],
-                            key=record["key"],
-                            events=list(zip(decoded, ticks, strict=True)),
-                            end=record["end"],
-                            error=record.get("error"),
-                        )
-                    )
-                case "tool":
-                    self.tools.setdefault(record["id"], deque()).append(record)
-                    output_ticks += [int(u["tick"]) for u in record.get("updates", ())]
-                    output_ticks.append(int(record["tick"]))
-                case "dropped":
-                    self.dropped += int(record.get("count") or 0)
-                case "gap":
-                    self.gaps += int(record.get("missing") or 0)
-        self.input_ticks = sorted(input_ticks)
-        self.output_ticks = sorted(output_ticks)
-
-    def own_events(self) -> list[tuple[int, int]]:
-        """The recorded seq of each event a replayed input emitted itself, with the input's
-        index, in order (inputs that are not replayed emit none on replay)."""
-        return [
-            (seq, index)
-            for index, item in enumerate(self.inputs)
-            if item.op in REPLAYED_OPS
-            for seq in item.own
-        ]
-
-    def take_call(self, key: str, notes: list[str]) -> _ModelCall | None:
-        """The recorded output for a request: same messages first, else the next unused."""
-        for call in self.calls:
-            if not call.used and call.key == key:
-                call.used = True
-                return call
-        for call in self.calls:
-            if not call.used:
-                call.used = True
-                notes.append(f"model request {call.call}: its messages differ from the recording's")
-                return call
-        return None
-
-    def take_tool(self, call_id: str) -> Record | None:
-        """The recorded outcome of a tool call (in recorded order per id)."""
-        queue = self.tools.get(call_id)
-        return queue.popleft() if queue else None
-
-
-# -- keeping inputs and outputs in the recorded order ---------------------------------------------
-
-
-class Sequencer:
-    """Holds inputs and outputs back until what came before them in the recording happened,
-    and the session's event pump before the place of an input's own event (:meth:`gate`).
-
-    ``own`` lists, in order, the recorded seq of each event an input emitted itself and the
-    input's index; ``session_seq`` and ``loop_events`` read the replayed session's counters
-    (set once it has started)."""
-
-    def __init__(
-        self,
-        input_ticks: Sequence[int],
-        output_ticks: Sequence[int],
-        own: Sequence[tuple[int, int]] = (),
-    ) -> None:
-        self._input_ticks = list(input_ticks)
-        self._output_ticks = list(output_ticks)
-        self._produced: set[int] = set()
-        self._low = 0  # index into output ticks: every earlier output has been produced
-        self._own = deque(own)  # own events not replayed yet: (recorded seq, input index)
-        self.delivered = 0  # inputs the replayed session actor has handled
-        self.events = 0  # events the replay's subscription has seen
-        self.progress = 0  # bumps on any record: the stall watchdog reads it
-        self.session_seq: Callable[[], int] = _zero
-        self.loop_events: Callable[[], int] = _zero
-        self._changed = trio.Event()
-
-    def changed(self) -> None:
-        """Something moved: wake every waiter to re-check."""
-        self.progress += 1
-        self._changed.set()
-        self._changed = trio.Event()
-
-    async def wait_until(self, condition: Callable[[], bool]) -> None:
-        """Return once ``condition()`` holds (re-checked whenever something moved)."""
-        while not condition():
-            await self._changed.wait()
-
-    async def before_output(self, tick: int) -> None:
-        """Wait until every input recorded before ``tick`` has been handled."""
-        needed = bisect.bisect_left(self._input_ticks, tick)
-        await self.wait_until(lambda: self.delivered >= needed)
-
-    def output_done(self, tick: int) -> None:
-        """An output of the recording has been produced again."""
-        self._produced.add(tick)
-        while (
-            self._low < len(self._output_ticks) and self._output_ticks[self._low] in self._produced
-        ):
-            self._low += 1
-        self.changed()
-
-    def _outputs_before(self, tick: int) -> bool:
-        return self._low >= len(self._output_ticks) or self._output_ticks[self._low] > tick
-
-    async def before_input(self, tick: int, seq: int, loop: int = 0) -> None:
-        """Wait until every output recorded before ``tick`` is produced, ``seq`` events have
-        been emitted and the agent loop has sent ``loop`` events."""
-        await self.wait_until(
-            lambda: self._outputs_before(tick) and self.events >= seq and self.loop_events() >= loop
-        )
-
-    def handled(self) -> None:
-        """The session handled one more input (or a skipped one was passed over): the own
-        events it did not emit are not waited for any longer (the comparison reports them)."""
-        self.delivered += 1
-        while self._own and self._own[0][1] < self.delivered:
-            self._own.popleft()
-        self.changed()
-
-    def own_emitted(self, seq: int) -> None:
-        """The input being handled emitted an event of its own."""
-        if self._own and self._own[0][1] == self.delivered:
-            self._own.popleft()
-        self.changed()
-
-    def _may_emit(self) -> bool:
-        return not self._own or self._own[0][0] > self.session_seq() + 1
-
-    async def gate(self) -> None:
-        """The pump's gate: its next event may not take the place of an input's own event.
-
-        The pump lags behind the loop (it waits for the store at each ``message_end``), so
-        an input handled meanwhile emits its events among the pump's at a place the loop's
-        progress does not fix; the recording says where, and the pump waits there."""
-        await self.wait_until(self._may_emit)
 
 
 # -- the tap -----------------------------------------------------------------------------------
@@ -501,10 +288,6 @@ def _nothing() -> None:
     pass
 
 
-def _zero() -> int:
-    return 0
-
-
 def _stub_tool(spec: dict[str, Any]) -> AgentTool:
     mode = spec.get("executionMode")
     return AgentTool(
@@ -516,7 +299,7 @@ def _stub_tool(spec: dict[str, Any]) -> AgentTool:
     )
 
 
-async def _send_input(session: SessionHandle, item: _Input, notes: list[str]) -> None:
+async def _send_input(session: SessionHandle, item: RecordedInput, notes: list[str]) -> None:
     """Send one recorded input the way its sender did; errors are part of the behaviour."""
     args = item.args
     images = tuple(from_json(image, ImageContent) for image in args.get("images") or ())
@@ -549,12 +332,6 @@ async def _send_input(session: SessionHandle, item: _Input, notes: list[str]) ->
                 await method(**args)
     except PitrioError:
         pass
-
-
-REPLAYED_OPS = (
-    frozenset({"prompt", "steer", "follow_up", "clear_queue", "abort", "compact", "bash"})
-    | REPLAYABLE_INVOKES
-)
 
 
 async def replay_records(

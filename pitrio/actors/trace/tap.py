@@ -27,7 +27,8 @@ import trio
 
 from pitrio.actors._actor import Address, current_actor
 from pitrio.actors.agent_loop.run import StreamCall
-from pitrio.actors.session.actor import (
+from pitrio.actors.session.actor import SessionActor
+from pitrio.actors.session.commands import (
     Abort,
     Bash,
     ClearQueue,
@@ -36,11 +37,10 @@ from pitrio.actors.session.actor import (
     Navigate,
     Prompt,
     Queue,
-    SessionActor,
-    SessionHandle,
+    Stamped,
 )
-from pitrio.actors.session.commands import Stamped
 from pitrio.actors.session.fanout import Sequenced
+from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.tool_executor import AgentTool, ToolExecutorHandle
 from pitrio.actors.tool_executor.actor import ToolExecutorCommand
 from pitrio.actors.tool_executor.tool import UpdateFn

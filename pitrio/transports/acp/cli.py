@@ -99,7 +99,7 @@ def acp_main(argv: Sequence[str]) -> int:
     from pitrio.transports.cli import session_options_of
     from pitrio.transports.cli_args import UsageError, parse
     from pitrio.transports.rpc.commands import describe
-    from pitrio.transports.rpc.server import NoStdioError, stdout_takeover
+    from pitrio.transports.rpc.process import NoStdioError, stdout_takeover
 
     if any(arg in ("-h", "--help") for arg in argv):
         sys.stdout.write(USAGE)

@@ -119,7 +119,7 @@ async def hosted_ledger(hosted: HostedSession) -> CommandLedger:
 
 async def seed_ledger(ledger: CommandLedger, session: SessionHandle) -> int:
     """Give ``ledger`` the ids the session's entries carry (the last it can hold); how many."""
-    lines, _ = await session.invoke(lambda target: target.entry_lines())
+    lines, _ = await session.invoke(lambda target: target.queries.entry_lines())
     stamped = read_stamped_entries(line for _, line in lines)
     for stamp, entry in stamped[-ledger.capacity :]:
         ledger.recorded(stamp.id, stamp.fingerprint, rebuilt_answer(stamp, entry))

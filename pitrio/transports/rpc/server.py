@@ -18,7 +18,7 @@ forwarder has written every event the session had emitted by then (a *barrier* o
 session's event sequence number). A ``prompt`` is answered before its run's ``agent_start``:
 while a prompt's response is pending, the forwarder holds ``agent_start`` back (the *gate*).
 
-Process behaviour (:func:`run_rpc`): protocol lines go to the real stdout, everything else
+Process behaviour (:func:`.process.run_rpc`): protocol lines go to the real stdout, everything else
 printed (``print``, C libraries, child processes) goes to stderr; stdin EOF aborts the run,
 answers the commands already read, flushes the session and exits 0; SIGTERM / SIGHUP do the
 same without waiting for commands and exit 143 / 129; SIGINT too, then the process dies of it
@@ -28,26 +28,19 @@ same without waiting for commands and exit 143 / 129; SIGINT too, then the proce
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import gc
-import os
 import signal
-import stat
-import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
 import trio
 
-from pitrio.errors import PitrioError, collapse_groups
+from pitrio.errors import PitrioError
 from pitrio.messages.events import AgentStart
 from pitrio.messages.model import Model
-from pitrio.sdk.models import ModelRouterHandle, start_model_router
+from pitrio.sdk.models import ModelRouterHandle
 from pitrio.sdk.session import (
     CommandLedger,
-    ModelScope,
     SessionHandle,
     SessionOptions,
     SessionRuntime,
@@ -56,12 +49,11 @@ from pitrio.sdk.session import (
     event_weight,
 )
 from pitrio.sdk.streams import receiver
-from pitrio.transports.interrupt import INTERRUPTED, exit_code
+from pitrio.transports.interrupt import INTERRUPTED
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
     ScopedModel,
-    describe,
     execute,
     unknown_command,
 )
@@ -75,7 +67,6 @@ from pitrio.transports.rpc.protocol import (
     dump_output,
     parse_record,
 )
-from pitrio.transports.rpc.scope import resolve_scope
 
 T = TypeVar("T")
 
@@ -470,155 +461,3 @@ class RpcServer:
             lines.clear()
         self._written_seq = seq
         self._wake()
-
-
-# -- the process ---------------------------------------------------------------------------
-
-
-class NoStdioError(PitrioError):
-    """stdin or stdout is closed: there is nothing to serve."""
-
-
-@contextmanager
-def stdout_takeover() -> Iterator[tuple[int, int]]:
-    """Give the protocol private copies of stdin and stdout; point fd 1 (and ``sys.stdout``)
-    at stderr and fd 0 at ``/dev/null`` for everything else (libraries, child processes).
-
-    Yields the protocol's (input fd, output fd); restores the process's fds on exit.
-    """
-    sys.stdout.flush()
-    try:
-        protocol_in, protocol_out = os.dup(0), os.dup(1)
-        saved_in, saved_out = os.dup(0), os.dup(1)
-    except OSError as exc:
-        raise NoStdioError(f"RPC mode needs stdin and stdout: {exc}") from exc
-    os.dup2(2, 1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    previous = sys.stdout
-    sys.stdout = sys.stderr
-    try:
-        yield protocol_in, protocol_out
-    finally:
-        sys.stdout = previous
-        for saved, target in ((saved_in, 0), (saved_out, 1)):
-            # trio made the shared file description non-blocking; give it back as found.
-            with contextlib.suppress(OSError):
-                os.set_blocking(saved, True)
-            os.dup2(saved, target)
-            os.close(saved)
-
-
-PIPE_SIZE = 1 << 20
-"""Capacity asked for an output pipe (Linux's default maximum for unprivileged processes)."""
-
-
-def _widen_pipe(fd: int) -> None:
-    """Give a pipe on ``fd`` a 1 MB buffer (Linux; 64 KB by default): long streams are
-    written in fewer, larger writes with fewer wake-ups of either side (issue 7: a
-    20,000-delta full-form reply is ~1.6 GB). Anything else (a file, a tty, another OS, a
-    lower limit) is left as it is."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is None:
-        return
-    with contextlib.suppress(OSError):
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            fcntl.fcntl(fd, set_size, PIPE_SIZE)
-
-
-async def serve_process(
-    options: SessionOptions,
-    *,
-    stdin_fd: int,
-    stdout_fd: int,
-    model_patterns: Sequence[str] = (),
-    warnings: Sequence[str] = (),
-) -> int:
-    """Run RPC mode on the given fds until EOF or a signal; returns the exit code."""
-    import pitrio
-
-    code = 0
-    with trio.open_signal_receiver(*EXIT_SIGNALS) as signals:
-        async with trio.open_nursery() as root:
-            main = trio.CancelScope()
-
-            async def on_signal() -> None:
-                nonlocal code
-                async for signum in signals:
-                    if code in EXIT_SIGNALS.values():
-                        os._exit(exit_code(code))  # a second request while shutting down
-                    code = EXIT_SIGNALS[signal.Signals(signum)]
-                    main.cancel()
-
-            root.start_soon(on_signal)
-            runtime: SessionRuntime | None = None
-            with main:
-                try:
-                    router = await start_model_router(root, faux=pitrio.default_faux())
-                    runtime = SessionRuntime(root, router)
-                    scope = ModelScope()  # extensions' ctx.scoped_models, once resolved
-                    shutdown = ShutdownRequest()  # extensions' ctx.shutdown()
-                    with collapse_groups():
-                        started = await runtime.start(
-                            attrs.evolve(options, model_scope=scope, shutdown=shutdown)
-                        )
-                    patterns = model_patterns or started.enabled_models  # pi 1.6.0's order
-                    source = "--models" if model_patterns else "enabledModels"
-                    scoped, scope_warnings = await resolve_scope(router, patterns, source)
-                    scope.models = scoped
-                except PitrioError as exc:
-                    from pitrio.transports.cli_hints import startup_error_text
-
-                    sys.stderr.write(f"Error: {startup_error_text(exc)}\n")
-                    sys.stderr.flush()
-                    code = 1
-                else:
-                    for line in (*warnings, *scope_warnings, *started.notices):
-                        sys.stderr.write(line + "\n")
-                    sys.stderr.flush()
-                    stdin = trio.lowlevel.FdStream(stdin_fd)
-                    # What start-up made (modules, classes, the session) lives as long as the
-                    # process: out of the collector's sight, a full collection no longer walks
-                    # it (one took ~25 ms in the middle of a turn; issue 7).
-                    gc.freeze()
-                    _widen_pipe(stdout_fd)
-                    stdout = trio.lowlevel.FdStream(stdout_fd)
-                    server = RpcServer(
-                        runtime, router, stdout, scoped_models=scoped, shutdown=shutdown
-                    )
-                    await server.serve(stdin)
-            if runtime is not None:
-                with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_SECONDS):
-                    await runtime.aclose()
-            root.cancel_scope.cancel()
-    return code
-
-
-def run_rpc(
-    options: SessionOptions,
-    *,
-    model_patterns: Sequence[str] = (),
-    warnings: Sequence[str] = (),
-) -> int:
-    """``pitrio --mode rpc``: serve stdin/stdout; returns the process exit code."""
-    try:
-        with stdout_takeover() as (stdin_fd, stdout_fd):
-            return trio.run(
-                lambda: serve_process(
-                    options,
-                    stdin_fd=stdin_fd,
-                    stdout_fd=stdout_fd,
-                    model_patterns=model_patterns,
-                    warnings=warnings,
-                )
-            )
-    except NoStdioError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return 1
-    except Exception as exc:
-        # A bug that escaped every handler: one line naming the error inside the nursery's
-        # group, not the group's traceback (issue 21).
-        sys.stderr.write(f"Error: internal error: {describe(exc)}\n")
-        sys.stderr.flush()
-        return 1

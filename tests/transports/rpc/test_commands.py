@@ -10,8 +10,7 @@ import pytest
 
 from pitrio.actors.agent_loop import AgentState, LoopOptions
 from pitrio.actors.model_router import FAUX_MODELS
-from pitrio.actors.session.actor import SessionState
-from pitrio.actors.session.commands import Accepted
+from pitrio.actors.session.commands import Accepted, SessionState
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.user_bash import BashResult
 from pitrio.errors import PitrioError

@@ -322,7 +322,7 @@ def create_bash_tool(
         run = _Run(settings, on_update)
         env = dict(settings.env) if settings.env is not None else dict(os.environ)
         if (record := ledger()) is not None:  # a killed daemon's successor finds it by this
-            env.setdefault(OWNER_VARIABLE, record.owner)
+            env.setdefault(OWNER_VARIABLE, record.marker)
         started = trio.current_time()  # wall time, for structuredContent
         process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()

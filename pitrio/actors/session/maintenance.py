@@ -1,0 +1,136 @@
+"""The session's two maintenance commands: a manual compaction and a tree navigation.
+
+Split from :mod:`.actor`. The inbox marks the session busy with a :class:`~.run.Maintenance`
+and starts one of these functions as a task in the actor's nursery; ``release`` (the actor's)
+clears that mark when the command ends, before the aborts that waited for it are answered.
+Both functions touch only what they are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+import trio
+
+from pitrio.actors._actor import Reply
+from pitrio.actors.session.commands import Navigate
+from pitrio.actors.session.operations import SummarizeBranch, TreeHooks, navigate_tree
+from pitrio.actors.session.run import Maintenance, lend
+from pitrio.actors.supervisor.actor.compactor import StreamCall
+from pitrio.actors.supervisor.actor.shell import CompactionCancelled, SupervisorHandle
+from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
+from pitrio.actors.supervisor.compaction import COMPACTION_CANCELLED
+from pitrio.errors import PitrioError
+from pitrio.messages.agent import AgentMessage
+from pitrio.messages.entries import CompactionResult, SessionEntry
+from pitrio.messages.events import AgentSessionEvent
+from pitrio.messages.model import Model
+
+if TYPE_CHECKING:
+    from pitrio.actors.agent_loop import AgentLoopHandle
+    from pitrio.actors.session.driver import RunDriver
+    from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
+    from pitrio.actors.session_store.actor import SessionStoreHandle
+
+
+async def compact_command(
+    maintenance: Maintenance,
+    *,
+    driver: RunDriver,
+    supervisor: SupervisorHandle,
+    instructions: str | None,
+    reply: Reply[CompactionResult],
+    release: Callable[[], None],
+) -> None:
+    """Manual compaction: a run in progress is aborted first (pi)."""
+    try:
+        # pi 1.6.0: the aborted partial reply is reported and kept, and compacted with
+        # the rest (0.73.1 dropped it unreported).
+        await driver.abort_and_wait()
+        result = await lend(maintenance, lambda lent: supervisor.compact(instructions, lent))
+        if result is None:
+            raise CompactionCancelled(COMPACTION_CANCELLED)
+    except PitrioError as exc:
+        reply.fail(exc)
+    else:
+        reply.set(result)
+    finally:
+        release()
+        # pi: the compaction's caller hears first, an abort that stopped it after (its
+        # wait for idle resumes later); answered in one step, their order would be chance.
+        try:
+            await trio.lowlevel.checkpoint()
+        finally:
+            maintenance.finish()
+
+
+async def navigate_command(
+    command: Navigate,
+    maintenance: Maintenance,
+    *,
+    store: SessionStoreHandle,
+    loop: AgentLoopHandle,
+    emit: Callable[[AgentSessionEvent], None],
+    supervisor: SupervisorHandle,
+    stream: StreamCall | None,
+    restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None,
+    host: ExtensionHostHandle | None,
+    release: Callable[[], None],
+) -> None:
+    """Move the session's leaf (``navigate_tree``), with a branch summary when asked."""
+
+    def summarizer() -> SummarizeBranch:
+        """A navigation's summary call (raises when this session cannot make requests)."""
+        if stream is None:
+            raise PitrioError("No model router: this session cannot make model requests")
+        return lambda *args: _lent_summary(maintenance, supervisor, *args)
+
+    try:
+        result = await navigate_tree(
+            command.target_id,
+            store=store,
+            loop=loop,
+            emit=emit,
+            summarize=summarizer if command.summarize else None,
+            custom_instructions=command.custom_instructions,
+            replace_instructions=command.replace_instructions,
+            label=command.label,
+            restore_tools=restore_tools,
+            hooks=tree_hooks(host),
+        )
+    except PitrioError as exc:
+        command.reply.fail(exc)
+    else:
+        command.reply.set(result)
+    finally:
+        release()
+        maintenance.finish()
+
+
+async def _lent_summary(
+    maintenance: Maintenance,
+    supervisor: SupervisorHandle,
+    entries: tuple[SessionEntry, ...],
+    model: Model,
+    custom_instructions: str | None,
+    replace_instructions: bool,
+) -> BranchSummaryResult | None:
+    """A navigation's branch summary, the supervisor's; ``None`` when aborted."""
+    return await lend(
+        maintenance,
+        lambda lent: supervisor.summarize_branch(
+            entries,
+            model,
+            custom_instructions=custom_instructions,
+            replace_instructions=replace_instructions,
+            lent=lent,
+        ),
+    )
+
+
+def tree_hooks(host: ExtensionHostHandle | None) -> TreeHooks | None:
+    """The extensions' ``session_before_tree`` / ``session_tree`` (none without them)."""
+    if host is None:
+        return None
+    return TreeHooks(before=host.before_tree, after=host.after_tree)
