@@ -371,12 +371,16 @@ class Actor(Generic[C]):
             if stop_reason is None:
                 stop_reason = ActorStoppedError(f"actor {self.name} has stopped")
             self._link.stop(stop_reason)
+            self.stopped()
 
     async def started(self) -> None:
         """Hook: runs inside the actor's nursery before the handle is handed out."""
 
     async def stopping(self) -> None:
         """Hook: runs when the inbox has closed, before the actor's own tasks are cancelled."""
+
+    def stopped(self) -> None:
+        """Hook: runs once the actor has stopped, however it stopped (must not await)."""
 
     async def handle(self, command: C) -> None:
         """Handle one command; subclasses implement this with ``match``."""

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from collections import Counter
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+
+import trio
 
 from pitrio.actors.host import EvictionPolicy, HostHandle
 from pitrio.messages.shared import MIN_SHARED
@@ -18,11 +21,13 @@ from tests.actors.test_host import agent_dir, running_host  # noqa: F401  (agent
 from tests.actors.test_host_descriptors import prompted, settled
 
 MEASURED = 8
-BOUND_KB = 132
+BOUND_KB = 118
 """In-process KB per idle session, counting what the first few sessions still add to shared
-tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 120 KB when this
-test was written, 146 KB before a system message's sections and tools were shared; over 60
-sessions 107 and 134 KB (``bench/daemon_idle.py`` measures RSS per session over thousands)."""
+tables and caches (the faux model's prompt cache: ~4.5 KB a session here). 106 KB now (the
+host's relay a sink of the session's outlet, no store-notice forwarder or writer task while
+idle), 119-120 KB before that, 146 KB before a system message's sections and tools were
+shared; over 60 sessions 107 and 134 KB for those two (``bench/daemon_idle.py`` measures RSS
+per session over thousands)."""
 
 
 def idle_host(agent: Path) -> AbstractAsyncContextManager[HostHandle]:
@@ -67,3 +72,40 @@ async def test_an_idle_session_holds_less_than_the_bound(agent_dir: Path) -> Non
             tracemalloc.stop()
         assert all(hosted.status == "live" for hosted in sessions)
         assert per_session < BOUND_KB, f"{per_session:.1f} KB per idle session"
+
+
+IDLE_TASKS = 7
+"""Tasks of a live idle hosted session: the host's supervisor, five actor loops and the event
+pump. 10 before the host's relay became a sink of the session's outlet (an outlet feeder
+task, its buffer and a relay channel), the store's notices a hand-off to a task started for
+them (a forwarder task and its channel) and the store's writer a task started when something
+is queued (issue 38)."""
+
+
+def task_names() -> Counter[str]:
+    """The names of every task of this run, counted."""
+    names: Counter[str] = Counter()
+    tasks = [trio.lowlevel.current_root_task()]
+    while tasks:
+        task = tasks.pop()
+        names[task.name] += 1
+        tasks.extend(child for nursery in task.child_nurseries for child in nursery.child_tasks)
+    return names
+
+
+async def test_an_idle_hosted_session_runs_only_its_actors_and_pump(agent_dir: Path) -> None:  # noqa: F811
+    async with idle_host(agent_dir) as host:
+        warm = await prompted(host, "warm")
+        await settled([warm])
+        before = task_names()
+        sessions = [await prompted(host, f"hello {index}") for index in range(3)]
+        await settled(sessions)
+        added = task_names() - before
+        assert all(hosted.status == "live" for hosted in sessions)
+        assert sum(added.values()) == 3 * IDLE_TASKS, added
+        idle = ("._feed", "._forward_notices", "._writer")
+        assert not [name for name in added if name.endswith(idle)], added
+        # Every event still reached the host, numbered in order, in its replay.
+        frames = sessions[0].replay.since(0)
+        assert frames is not None and len(frames) == sessions[0].seq
+        assert frames[-1].startswith(b'{"type":"agent_settled"')

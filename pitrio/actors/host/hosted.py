@@ -67,12 +67,6 @@ log = logging.getLogger("pitrio.host")
 
 SessionStatus = Literal["evicted", "starting", "live", "stopping", "failed", "closed"]
 
-PUMP_CAPACITY = 8192
-"""The host's own subscription to a session: drained at once, so it only fills when the
-daemon is starved; then the stream has a gap and clients are told to resync."""
-RELAY_BATCH = 16
-"""Events the relay's channel holds unmerged (as few as the RPC transport's: each update holds
-its partial message; the subscriber buffer behind it bounds a backlog by bytes)."""
 STOP_SECONDS = 8.0
 """A stop's abort-and-flush deadline (the daemon must exit within 10 s of SIGTERM)."""
 BARRIER_SECONDS = 10.0
@@ -469,18 +463,6 @@ class HostedSession:
             text = " ".join(b.text for b in event.result.content if isinstance(b, TextContent))
             _write(self.runs.tool_failed(event.tool_name, event.tool_call_id, text))
 
-    async def _pump(self, events: trio.MemoryReceiveChannel[Sequenced]) -> None:
-        async with events:
-            async for item in events:
-                self._relay(item)
-                # Then whatever else is queued, in this wake-up: every event, in order.
-                while True:
-                    try:
-                        item = events.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    self._relay(item)
-
     # -- supervision -------------------------------------------------------------------------
 
     def _options(self) -> SessionOptions:
@@ -572,15 +554,16 @@ class HostedSession:
                     if self.store is not None:  # shared: another daemon may take it
                         nursery.start_soon(self._hand_over, self.started)
                     while True:
-                        # A buffered channel: the session hands events over without a
-                        # rendezvous while the relay is busy, and the relay takes what queued
-                        # in one wake-up (issue 38); past it the subscriber buffer's policy.
-                        send, events = trio.open_memory_channel[Sequenced](RELAY_BATCH)
-                        await self.started.session.subscribe_into(send, PUMP_CAPACITY)
-                        await self._pump(events)
-                        # The subscription ended. Either the tree is going down (this task is
-                        # about to be cancelled and the crash reported) or the host fell behind
-                        # and was dropped: then the stream has a gap and clients must reload.
+                        # The relay is a sink of the session's outlet: each event is relayed
+                        # in the task that emits it (the relay only queues for clients, never
+                        # waits), with no buffer, channel or feeder task between (issue 38:
+                        # an idle session held all three). This task waits for the end.
+                        ended = trio.Event()
+                        await self.started.session.subscribe_sink(self._relay, ended.set)
+                        await ended.wait()
+                        # Delivery ended. The tree is going down (this task is about to be
+                        # cancelled and the crash reported); should the session answer
+                        # still, the stream has a gap and clients must reload.
                         await self.started.session.state()
                         self.replay.reset(self.seq)
                         self._notify(

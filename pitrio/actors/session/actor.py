@@ -16,6 +16,7 @@ decisions always see persisted state) and the display queues
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -45,6 +46,7 @@ from pitrio.actors.session.commands import (
     Stamped,
     Subscribe,
     SubscribeInto,
+    SubscribeSink,
     WaitForIdle,
 )
 from pitrio.actors.session.discovery import discover_resources
@@ -172,6 +174,8 @@ class SessionActor(Actor[SessionCommand]):
             resources, tools, self._catch_up, before_prompt=before_prompt
         )
         self._merges_seen = 0  # the store's count of other writers' entries taken in
+        self._notices: list[StoreNotice] = []  # handed over by the store, not forwarded yet
+        self._actor_context = contextvars.Context()  # this actor's, once started
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._extension_mode = extension_mode
@@ -324,7 +328,11 @@ class SessionActor(Actor[SessionCommand]):
                 self.nursery,
             )
         self.nursery.start_soon(self._pump.run)
-        self.nursery.start_soon(self._forward_notices, await self._store.watch_notices())
+        # The store hands its notices over in its own task; a task of this actor forwards
+        # them, started when one comes: an idle session keeps no task and channel waiting
+        # for a notice that seldom comes (issue 38). The task runs in this actor's context.
+        self._actor_context = contextvars.copy_context()
+        await self._store.deliver_notices(self._store_notice)
         if host is not None:
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
@@ -352,16 +360,25 @@ class SessionActor(Actor[SessionCommand]):
             if ready is not None:
                 ready.set()
 
-    async def _forward_notices(self, notices: trio.MemoryReceiveChannel[StoreNotice]) -> None:
+    def _store_notice(self, notice: StoreNotice) -> None:
+        """Called by the store's task with each notice (never waits): queued for a task of
+        this actor, started for the first one queued (it takes every one queued by then)."""
+        queued = bool(self._notices)
+        self._notices.append(notice)
+        nursery = self._nursery
+        if not queued and nursery is not None:  # a stopped actor forwards nothing
+            self._actor_context.run(nursery.start_soon, self._forward_notices)
+
+    async def _forward_notices(self) -> None:
         """What the store tells unasked, to clients: another writer's entries were taken in
         (``entries_merged``), or the store turned read-only by itself (its lease was lost:
         the run stops, prompts are refused, ``session_read_only`` says why, at once)."""
-        async with notices:
-            async for notice in notices:
-                if isinstance(notice, SessionReadOnly):
-                    self._read_only(ReadOnlySessionError(notice.error))
-                else:
-                    self._emit(notice)
+        notices, self._notices = self._notices, []
+        for notice in notices:
+            if isinstance(notice, SessionReadOnly):
+                self._read_only(ReadOnlySessionError(notice.error))
+            else:
+                self._emit(notice)
 
     async def _catch_up(self) -> bool:
         """The store takes in another writer's entries; whether any came since last time."""
@@ -536,6 +553,9 @@ class SessionActor(Actor[SessionCommand]):
             case SubscribeInto(capacity=capacity, send=send, reply=reply):
                 self._add_subscriber(capacity, send)
                 reply.set(None)
+            case SubscribeSink(sink=sink, reply=reply):
+                self._outlet.add_sink(sink)
+                reply.set(None)
             case PumpBarrier():
                 self._pump.barrier(command)
             case UiAnswer() | Lifecycle():
@@ -615,6 +635,10 @@ class SessionActor(Actor[SessionCommand]):
         """Cancel the running user command, if any."""
         await trio.lowlevel.checkpoint()
         self._shell.abort()
+
+    def stopped(self) -> None:
+        # Sinks are told delivery ended as a feeder's channel closes when the actor stops.
+        self._outlet.close()
 
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
         return self._outlet.subscribe(capacity, self.nursery)

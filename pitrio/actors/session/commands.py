@@ -17,6 +17,7 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentState
 from pitrio.actors.mcp.state import McpServerState
 from pitrio.actors.session.cache_warming import WarmingMode
+from pitrio.actors.session.emitter import Sink
 
 # Accepted and Disposition answer the extension host's RunCommand too; they live in the light
 # asks module (no host, events or runner imported) and are re-exported here with the other
@@ -186,6 +187,14 @@ class SubscribeInto:
 
 
 @attrs.frozen
+class SubscribeSink:
+    """Call ``sink`` with every event from now on (see :class:`EventOutlet`'s sinks)."""
+
+    sink: Sink
+    reply: Reply[None]
+
+
+@attrs.frozen
 class Invoke:
     """Run ``operation(actor)`` in the actor's task and answer with its result (or error).
 
@@ -265,6 +274,7 @@ SessionCommand = (
     | GetState
     | Subscribe
     | SubscribeInto
+    | SubscribeSink
     | Invoke
     | Compact
     | Bash

@@ -3,12 +3,17 @@
 Every event of a session goes out through :meth:`EventOutlet.emit`, a synchronous call that
 numbers it and hands it to each subscriber: directly when the subscriber's channel takes it,
 else into the subscriber's :class:`~pitrio.actors.session.fanout.SubscriberBuffer` (coalesce,
-then disconnect), which a feeder task drains. The session actor owns the outlet; it lends
-``emit`` to its supervisor as its event port, so the supervisor's events take their place in
-the one ``seq`` order (a call, never a wait).
+then disconnect), which a feeder task drains. A *sink* is the other kind of subscriber: a
+synchronous call per event that never blocks (the host's relay, which only queues for its
+clients), so it needs no buffer, channel or task (issue 38: an idle hosted session held all
+three for it). The session actor owns the outlet; it lends ``emit`` to its supervisor as its
+event port, so the supervisor's events take their place in the one ``seq`` order (a call,
+never a wait).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import attrs
 import trio
@@ -25,6 +30,16 @@ class _Subscriber:
     sending: bool = False  # the feeder holds an event it has not handed over yet
 
 
+@attrs.frozen
+class Sink:
+    """A subscriber called with each event as it is emitted (see the module docstring)."""
+
+    deliver: Callable[[Sequenced], None]
+    """Takes one event; must not block, await or emit on this outlet."""
+    ended: Callable[[], None]
+    """Called once when delivery ends (the session actor stopped)."""
+
+
 class EventOutlet:
     """Numbers a session's events and delivers them to its subscribers."""
 
@@ -32,6 +47,7 @@ class EventOutlet:
         self.seq = 0
         """The ``seq`` of the last event emitted (0 before any)."""
         self._subscribers: list[_Subscriber] = []
+        self._sinks: tuple[Sink, ...] = ()
 
     def subscribe(
         self, capacity: int, nursery: trio.Nursery
@@ -50,6 +66,16 @@ class EventOutlet:
         subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
         self._subscribers.append(subscriber)
         nursery.start_soon(self._feed, subscriber)
+
+    def add_sink(self, sink: Sink) -> None:
+        """Call ``sink`` with every event from now on, until :meth:`close`."""
+        self._sinks = (*self._sinks, sink)
+
+    def close(self) -> None:
+        """Delivery ends (the session actor stopped): each sink is told, once."""
+        sinks, self._sinks = self._sinks, ()
+        for sink in sinks:
+            sink.ended()
 
     async def _feed(self, subscriber: _Subscriber) -> None:
         async with subscriber.send:
@@ -97,6 +123,8 @@ class EventOutlet:
         """Give ``event`` the next ``seq`` and hand it to every subscriber (never blocks)."""
         self.seq += 1
         item = Sequenced(self.seq, event)
+        for sink in self._sinks:
+            sink.deliver(item)
         for subscriber in list(self._subscribers):
             if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
                 # Nothing queued before it and the channel takes it now (a receiver waits, or

@@ -28,8 +28,10 @@ from pitrio.actors.session.commands import (
     StreamingBehavior,
     Subscribe,
     SubscribeInto,
+    SubscribeSink,
     WaitForIdle,
 )
+from pitrio.actors.session.emitter import Sink
 from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
 from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
@@ -354,3 +356,11 @@ class SessionHandle(Handle[SessionCommand]):
         outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
         caller would otherwise run between the two channels."""
         await self.ask(lambda reply: SubscribeInto(capacity, send, reply))
+
+    async def subscribe_sink(
+        self, deliver: Callable[[Sequenced], None], ended: Callable[[], None]
+    ) -> None:
+        """Have every event from now on handed to ``deliver``, in the emitting task, as it is
+        emitted; ``ended()`` once delivery ends. For a subscriber that never blocks (the
+        host's relay): no buffer, channel or task between the two (issue 38)."""
+        await self.ask(lambda reply: SubscribeSink(Sink(deliver, ended), reply))

@@ -54,6 +54,7 @@ from pitrio.actors.session_store.commands import (
     Append,
     BranchWithSummary,
     CatchUp,
+    DeliverNotices,
     Flush,
     ForkResult,
     FsyncPolicy,
@@ -157,6 +158,7 @@ class SessionStore(Actor[StoreCommand]):
         message among the entries a store starts with (a fork's, as pi writes its file)."""
         self._pending: list[_Pending] = []
         self._wake = trio.Event()
+        self._writer_running = False  # the writer task is started (it ends when idle)
         self._sync_clock = SyncClock()  # what is written but not synced (:mod:`.syncing`)
         self._listeners = Listeners(str(self.path))
         self.failure: ReadOnlySessionError | None = None
@@ -228,7 +230,6 @@ class SessionStore(Actor[StoreCommand]):
             if self.path is not None and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()
         self.projection = Projection(self.tree.path())
-        self.nursery.start_soon(self._writer)
 
     async def _open(self, path: Path) -> None:
         opened = await trio.to_thread.run_sync(
@@ -302,7 +303,7 @@ class SessionStore(Actor[StoreCommand]):
         """Inbox closed: write what is queued, sync, release the lease, end subscriptions."""
         done: Reply[None] = Reply()
         self._pending.append(_Pending(None, done, None, force_sync=self.options.fsync != "never"))
-        self._wake.set()
+        self._wake_writer()
         try:
             await done.wait()
         except ReadOnlySessionError as exc:  # the store failed before: that was reported
@@ -348,7 +349,7 @@ class SessionStore(Actor[StoreCommand]):
                     reply.fail(exc)
             case Flush(reply=reply):
                 self._pending.append(_Pending(None, reply, None, force_sync=True))
-                self._wake.set()
+                self._wake_writer()
             case Subscribe(capacity=capacity, reply=reply):
                 reply.set(self._listeners.subscribe(capacity))
             case CatchUp(reply=reply):
@@ -357,7 +358,7 @@ class SessionStore(Actor[StoreCommand]):
                 elif self._pending or self._writing:
                     # In the writer's turn: never checked against a batch in flight.
                     self._pending.append(_Pending(None, reply, None, catch_up=True))
-                    self._wake.set()
+                    self._wake_writer()
                 else:  # nothing in flight: checked here, without waking the writer
                     try:
                         self._catch_up_now([])
@@ -367,6 +368,9 @@ class SessionStore(Actor[StoreCommand]):
                         reply.set(self.merges)
             case WatchNotices(capacity=capacity, reply=reply):
                 reply.set(self._listeners.watch(capacity))
+            case DeliverNotices(deliver=deliver, reply=reply):
+                self._listeners.deliver_to(deliver)
+                reply.set(None)
             case WatchLease(reply=reply):
                 self._watch_lease(reply)
 
@@ -426,12 +430,29 @@ class SessionStore(Actor[StoreCommand]):
         if wants_file or stored.is_assistant_message:
             self._wants_file = True  # this append returns once the file holds it
         self._pending.append(_Pending(stored, reply, entry))
-        self._wake.set()
+        self._wake_writer()
 
     # -- the writer ------------------------------------------------------------------------------
 
+    def _wake_writer(self) -> None:
+        """Something was queued for the writer: wake it, or start it if it is not running."""
+        if self._writer_running:
+            self._wake.set()
+        else:
+            self._writer_running = True
+            self.nursery.start_soon(self._writer)
+
     async def _writer(self) -> None:
-        """Write queued appends in batches: one write and at most one fsync per batch."""
+        """Write queued appends in batches: one write and at most one fsync per batch.
+
+        Started by the first thing queued; it ends once nothing is queued and nothing written
+        waits for a timed sync, so an idle store keeps no task waiting (issue 38)."""
+        try:
+            await self._write_batches()
+        finally:
+            self._writer_running = False
+
+    async def _write_batches(self) -> None:
         while True:
             self._writing = False
             while not self._pending:
@@ -439,10 +460,9 @@ class SessionStore(Actor[StoreCommand]):
                 # does not push it back, and waking early for nothing does not sync early.
                 deadline = self._sync_clock.deadline
                 if deadline == math.inf:
-                    await self._wake.wait()  # nothing unsynced: no deadline to keep
-                else:
-                    with trio.move_on_at(deadline):
-                        await self._wake.wait()
+                    return  # nothing unsynced: no deadline to keep (started again when due)
+                with trio.move_on_at(deadline):
+                    await self._wake.wait()
                 self._wake = trio.Event()
                 if not self._pending and self._sync_clock.due(trio.current_time()):
                     try:

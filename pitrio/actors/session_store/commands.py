@@ -197,6 +197,15 @@ class WatchNotices:
 
 
 @attrs.frozen
+class DeliverNotices:
+    """Call ``deliver`` with each of the store's notices, in the store's task, at once (it must
+    not block or raise): a watcher that needs no channel or task waiting (issue 38)."""
+
+    deliver: Callable[[StoreNotice], None]
+    reply: Reply[None]
+
+
+@attrs.frozen
 class WatchLease:
     """Answered once another daemon has taken the store's lease (a shared store; the store is
     read-only by then) with who holds it now, for the host to hand the session over. A file's
@@ -214,6 +223,7 @@ StoreCommand = (
     | Subscribe
     | CatchUp
     | WatchNotices
+    | DeliverNotices
     | WatchLease
 )
 

@@ -16,6 +16,7 @@ from pitrio.actors.session_store.commands import (
     Append,
     BranchWithSummary,
     CatchUp,
+    DeliverNotices,
     Flush,
     ForkResult,
     MoveLeaf,
@@ -416,6 +417,11 @@ class SessionStoreHandle(Handle[StoreCommand]):
         in, see :mod:`.foreign`), ``session_read_only`` (it turned read-only by itself: its
         lease was lost)."""
         return await self.ask(lambda reply: WatchNotices(capacity, reply))
+
+    async def deliver_notices(self, deliver: Callable[[StoreNotice], None]) -> None:
+        """Like :meth:`watch_notices`, each notice handed to ``deliver`` in the store's task
+        as it happens (``deliver`` must not block or raise); no channel between the two."""
+        await self.ask(lambda reply: DeliverNotices(deliver, reply))
 
     async def lease_moved(self) -> SessionOwnedElsewhereError:
         """Wait until another daemon has taken this store's lease (a shared store: the store

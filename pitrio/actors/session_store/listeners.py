@@ -9,7 +9,7 @@ file. Watchers get the store's :data:`~.commands.StoreNotice` at once, never wai
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -29,6 +29,7 @@ class Listeners:
         self._subscribers: list[trio.MemorySendChannel[EntryAppended]] = []
         self._unannounced: list[EntryAppended] = []  # lazy entries: announced with the file
         self._watchers: list[trio.MemorySendChannel[StoreNotice]] = []
+        self._deliver: tuple[Callable[[StoreNotice], None], ...] = ()
 
     def subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[EntryAppended]:
         """A channel of ``entry_appended`` events from now on."""
@@ -41,6 +42,10 @@ class Listeners:
         send, receive = trio.open_memory_channel[StoreNotice](capacity)
         self._watchers.append(send)
         return receive
+
+    def deliver_to(self, deliver: Callable[[StoreNotice], None]) -> None:
+        """Call ``deliver`` with the store's notices from now on (it must not block or raise)."""
+        self._deliver = (*self._deliver, deliver)
 
     async def committed(self, entries: Iterable[SessionEntry], *, written: bool) -> None:
         """A batch's ``entries`` were committed; ``written``: the store's file (or row) holds
@@ -63,6 +68,8 @@ class Listeners:
     def notify(self, notice: StoreNotice) -> None:
         """Tell the watchers (never waits: a full channel misses it, the log keeps it; a
         merge is still counted by ``CatchUp``, a read-only store still refuses)."""
+        for deliver in self._deliver:
+            deliver(notice)
         for watcher in list(self._watchers):
             try:
                 watcher.send_nowait(notice)

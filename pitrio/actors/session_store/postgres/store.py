@@ -146,7 +146,8 @@ class PgSessionStore(SessionStore):
     # -- start ---------------------------------------------------------------------------------
 
     async def started(self) -> None:
-        """Take the lease and load the session (or start from the seed), start the writer."""
+        """Take the lease and load the session (or start from the seed); the writer starts
+        when something is queued."""
         loaded = await self._load()
         if not loaded:
             if self._seed is None:
@@ -156,7 +157,6 @@ class PgSessionStore(SessionStore):
             if not self.read_only and (self._wants_file or not self.options.lazy_create):
                 await self._create_row()
         self.projection = Projection(self.tree.path())
-        self.nursery.start_soon(self._writer)
 
     async def _load(self) -> bool:
         """Lease (unless read-only) and content of an existing row; ``False`` if there is none."""
