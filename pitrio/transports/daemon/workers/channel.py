@@ -113,6 +113,10 @@ class HandoffLink:
         self._ids = 0
         self._pending: dict[int, trio.Event] = {}
         self._acked: set[int] = set()
+        self._sending = trio.Lock()
+        """One hand-off written at a time: when a burst of connections fills the socket's
+        buffer, a second task waiting to write the same descriptor is an error in trio
+        (``BusyResourceError``), so the others queue here, in arrival order."""
 
     async def run(self) -> None:
         """Read acknowledgements until the worker's end closes (it exited)."""
@@ -147,7 +151,8 @@ class HandoffLink:
         handoff = self._ids
         done = self._pending[handoff] = trio.Event()
         try:
-            await send_connection(self.sock, fd, {**meta, "id": handoff}, data)
+            async with self._sending:
+                await send_connection(self.sock, fd, {**meta, "id": handoff}, data)
             await done.wait()
             return handoff in self._acked
         finally:
