@@ -22,7 +22,11 @@ from pitrio.sdk.host import HostHandle
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.transports.daemon.http import read_head
 from pitrio.transports.daemon.server import DaemonConfig, DaemonServer
-from pitrio.transports.daemon.workers.channel import ControlChannel, HandoffLink
+from pitrio.transports.daemon.workers.channel import (
+    ControlChannel,
+    HandoffLink,
+    HandoffReceiver,
+)
 from pitrio.transports.daemon.workers.worker import WorkerServer
 from pitrio.transports.serve import open_daemon
 from tests.transports.daemon_harness import receive
@@ -89,7 +93,7 @@ async def one_worker(tmp_path: Path) -> AsyncIterator[Acceptor]:
             router,
             slot=0,
             link=link,
-            handoff=trio.socket.from_stdlib_socket(child_handoff),
+            handoff=HandoffReceiver(child_handoff),
         )
         worker_side.append(server)
         return server

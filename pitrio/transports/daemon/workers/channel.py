@@ -15,7 +15,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -58,35 +58,107 @@ async def send_connection(
     await sock.sendmsg([encode_handoff(meta, data)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
 
 
-async def receive_connection(
-    sock: trio.socket.SocketType,
-) -> tuple[socket.socket, dict[str, Any], bytes] | None:
-    """The next connection handed over: a socket, its meta and the bytes already read; ``None``
-    once the acceptor closed its end."""
+Handed = tuple[socket.socket, dict[str, Any], bytes]
+"""A connection handed over: its socket, its meta and the bytes the acceptor already read."""
+_CLOSED = object()
+_ANCILLARY = socket.CMSG_SPACE(array.array("i", [0]).itemsize)
+
+
+def _handed(message: bytes, ancillary: list[Any], flags: int) -> Handed | object | None:
+    """One hand-off message read: the connection, :data:`_CLOSED` (the acceptor closed its
+    end) or ``None`` (malformed: dropped, its descriptors closed, nothing leaks)."""
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % fds.itemsize
+            fds.frombytes(payload[:usable])
+    if not message and not fds:
+        return _CLOSED
+    if len(fds) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            socket.close(fd)
+        log.error("hand-off without exactly one descriptor: dropped")
+        return None
+    client = socket.socket(fileno=fds[0])
+    try:
+        meta, data = decode_handoff(message)
+    except (WireError, ValueError):
+        client.close()
+        log.error("malformed hand-off: dropped")
+        return None
+    return client, meta, data
+
+
+async def receive_connection(sock: trio.socket.SocketType) -> Handed | None:
+    """The next connection handed over; ``None`` once the acceptor closed its end."""
     while True:
-        message, ancillary, flags, _ = await sock.recvmsg(
-            MAX_HANDOFF, socket.CMSG_SPACE(array.array("i", [0]).itemsize)
-        )
-        fds = array.array("i")
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                usable = len(payload) - len(payload) % fds.itemsize
-                fds.frombytes(payload[:usable])
-        if not message and not fds:
+        message, ancillary, flags, _ = await sock.recvmsg(MAX_HANDOFF, _ANCILLARY)
+        handed = _handed(message, ancillary, flags)
+        if handed is _CLOSED:
             return None
-        if len(fds) != 1 or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-            for fd in fds:  # malformed: nothing is served, nothing leaks
-                socket.close(fd)
-            log.error("hand-off without exactly one descriptor: dropped")
-            continue
-        client = socket.socket(fileno=fds[0])
-        try:
-            meta, data = decode_handoff(message)
-        except (WireError, ValueError):
-            client.close()
-            log.error("malformed hand-off: dropped")
-            continue
-        return client, meta, data
+        if handed is not None:
+            return cast(Handed, handed)
+
+
+class HandoffReceiver:
+    """A worker's end of its hand-off socket: the connections waiting are taken in one
+    wake-up, and acknowledged without one when the socket has room.
+
+    A worker busy streaming to hundreds of clients runs each of its tasks about once per
+    pass of the scheduler; reading one hand-off per wake-up (each ``await`` on a trio socket
+    is one) let a burst of connections wait longer than the acceptor's handshake timeout,
+    which then answered them 503. Only this task reads or writes the socket."""
+
+    BATCH = 256
+    """Hand-offs taken per wake-up at most (the others wait for the next one)."""
+
+    def __init__(self, raw: socket.socket) -> None:
+        raw.setblocking(False)
+        self.raw = raw
+        self._closed = False
+
+    async def receive(self) -> list[Handed] | None:
+        """The connections waiting (at least one: waits for the first); ``None`` once the
+        acceptor closed its end and every connection before that was returned."""
+        while not self._closed:
+            await trio.lowlevel.wait_readable(self.raw)
+            batch: list[Handed] = []
+            while len(batch) < self.BATCH:
+                try:
+                    message, ancillary, flags, _ = self.raw.recvmsg(MAX_HANDOFF, _ANCILLARY)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    self._closed = True
+                    break
+                handed = _handed(message, ancillary, flags)
+                if handed is _CLOSED:
+                    self._closed = True
+                    break
+                if handed is not None:
+                    batch.append(cast(Handed, handed))
+            if batch:
+                return batch
+        return None
+
+    async def acknowledge(self, meta: dict[str, Any]) -> None:
+        """:func:`acknowledge` on this socket, waiting only when its buffer is full."""
+        handoff = meta.get("id")
+        if not isinstance(handoff, int):
+            return
+        message = encode_ack(handoff)
+        while True:
+            try:
+                self.raw.send(message)
+                return
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.raw)
+            except OSError:
+                return  # the acceptor is gone: the worker exits anyway
+
+    def close(self) -> None:
+        """Close the worker's end."""
+        self.raw.close()
 
 
 async def acknowledge(sock: trio.socket.SocketType, meta: dict[str, Any]) -> None:

@@ -39,8 +39,7 @@ from pitrio.transports.daemon.server import DaemonServer
 from pitrio.transports.daemon.socket_base import CLOSE_POLICY
 from pitrio.transports.daemon.workers.channel import (
     ControlChannel,
-    acknowledge,
-    receive_connection,
+    HandoffReceiver,
 )
 from pitrio.transports.daemon.workers.host_socket import (
     ClusterHostSocket,
@@ -101,7 +100,7 @@ class WorkerServer(DaemonServer):
         *,
         slot: int,
         link: ControlChannel,
-        handoff: trio.socket.SocketType,
+        handoff: HandoffReceiver,
     ) -> None:
         super().__init__(config, host, router)
         self.slot = slot
@@ -120,28 +119,28 @@ class WorkerServer(DaemonServer):
     async def accept(self, listeners: list[trio.SocketListener], connections: trio.Nursery) -> None:
         """Serve each connection the acceptor hands over, until it closes its end."""
         while True:
-            handed = await receive_connection(self.handoff)
-            if handed is None:
+            batch = await self.handoff.receive()  # every connection waiting: one wake-up
+            if batch is None:
                 self.acceptor_gone.set()
                 await trio.sleep_forever()
                 return
-            client, meta, data = handed
-            fault = self._fault()
-            if fault == "die":
-                os._exit(EXIT_FAULT)
-            if fault == "hang":
-                self._held.append(client)
-                continue
-            # Acknowledged before a byte is read: until then the acceptor may give the
-            # connection to another worker (should this one die now).
-            await acknowledge(self.handoff, meta)
-            size = meta.get("head")
-            if not isinstance(size, int) or not 0 < size <= len(data):
-                client.close()
-                continue
-            stream = trio.SocketStream(trio.socket.from_stdlib_socket(client))
-            self.counters["handoffs"] += 1
-            connections.start_soon(self.serve_connection, stream, (data[:size], data[size:]))
+            for client, meta, data in batch:
+                fault = self._fault()
+                if fault == "die":
+                    os._exit(EXIT_FAULT)
+                if fault == "hang":
+                    self._held.append(client)
+                    continue
+                # Acknowledged before a byte is read: until then the acceptor may give the
+                # connection to another worker (should this one die now).
+                await self.handoff.acknowledge(meta)
+                size = meta.get("head")
+                if not isinstance(size, int) or not 0 < size <= len(data):
+                    client.close()
+                    continue
+                stream = trio.SocketStream(trio.socket.from_stdlib_socket(client))
+                self.counters["handoffs"] += 1
+                connections.start_soon(self.serve_connection, stream, (data[:size], data[size:]))
 
     def _fault(self) -> str | None:
         """What the test's fault file says, once (removing it claims it: one worker acts)."""
@@ -263,7 +262,7 @@ async def _work(args: argparse.Namespace) -> int:
     control = trio.SocketStream(
         trio.socket.from_stdlib_socket(socket.socket(fileno=args.worker_control))
     )
-    handoff = trio.socket.from_stdlib_socket(socket.socket(fileno=args.worker_handoff))
+    handoff = HandoffReceiver(socket.socket(fileno=args.worker_handoff))
     answerer = _Answerer()
     link = ControlChannel(control, answerer, answerer.notice)
 
