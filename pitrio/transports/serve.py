@@ -434,10 +434,14 @@ def announce(args: argparse.Namespace, prepared: Prepared, url: str, **fields: A
     agent, token = prepared.agent, prepared.token
     state = _write_state(agent, url)
     page = f"{url}#token={token}" if token else url
-    print(f"pitrio daemon listening on {url}", flush=True)
-    print(f"web page: {page}", flush=True)
+    lines = [f"pitrio daemon listening on {url}", f"web page: {page}"]
     if token:
-        print(f"token: {token_path(agent)}", flush=True)
+        lines.append(f"token: {token_path(agent)}")
+    # One write of whole lines: a worker of ``--workers`` writes its log lines to the same
+    # output, and print()'s separate write of the newline (unbuffered output) let one land
+    # inside the address line.
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    sys.stdout.flush()
     logs.event(
         log,
         "daemon_started",
