@@ -10,8 +10,6 @@ import trio.testing
 from pitrio.transports.daemon.workers.channel import (
     HandoffLink,
     HandoffReceiver,
-    acknowledge,
-    receive_connection,
 )
 
 BURST = 40
@@ -25,7 +23,6 @@ async def test_a_burst_of_hand_offs_queues_for_the_socket_instead_of_failing() -
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     parent.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     link = HandoffLink(trio.socket.from_stdlib_socket(parent))
-    worker = trio.socket.from_stdlib_socket(child)
     head = b"GET /v1/host HTTP/1.1\r\n" + b"x-pad: " + b"x" * 2000 + b"\r\n\r\n"
     results: list[bool] = []
 
@@ -33,13 +30,16 @@ async def test_a_burst_of_hand_offs_queues_for_the_socket_instead_of_failing() -
         results.append(await link.hand(fd, {"head": len(head)}, head))
 
     async def serve() -> None:
-        for _ in range(BURST):
-            handed = await receive_connection(worker)
-            assert handed is not None
-            client, meta, data = handed
-            client.close()
-            assert data == head
-            await acknowledge(worker, meta)
+        receiver = HandoffReceiver(child)
+        taken = 0
+        while taken < BURST:
+            batch = await receiver.receive()
+            assert batch is not None
+            for client, meta, data in batch:
+                client.close()
+                assert data == head
+                await receiver.acknowledge(meta)
+            taken += len(batch)
 
     source, _peer = socket.socketpair()  # stands for the client's connection
     with source, _peer:

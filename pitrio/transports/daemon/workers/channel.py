@@ -1,9 +1,9 @@
 """The acceptor's two links to a worker, as trio shells over :mod:`.wire`.
 
-:func:`send_connection` / :func:`receive_connection` pass one client socket (its descriptor
-with ``SCM_RIGHTS``, and the bytes already read from it) over the hand-off socket;
-:class:`HandoffLink` is the acceptor's end of it, which waits for the worker's acknowledgement
-(:func:`acknowledge`) of each connection before letting go of its own copy.
+:func:`send_connection` passes one client socket (its descriptor with ``SCM_RIGHTS``, and the
+bytes already read from it) over the hand-off socket; :class:`HandoffLink` is the acceptor's
+end of it, which waits for the worker's acknowledgement of each connection before letting go
+of its own copy, and :class:`HandoffReceiver` the worker's.
 :class:`ControlChannel` carries requests, their answers and notices both ways over the control
 socket; each request is answered by its own task, so a slow one (a listing) holds up no other.
 """
@@ -89,17 +89,6 @@ def _handed(message: bytes, ancillary: list[Any], flags: int) -> Handed | object
     return client, meta, data
 
 
-async def receive_connection(sock: trio.socket.SocketType) -> Handed | None:
-    """The next connection handed over; ``None`` once the acceptor closed its end."""
-    while True:
-        message, ancillary, flags, _ = await sock.recvmsg(MAX_HANDOFF, _ANCILLARY)
-        handed = _handed(message, ancillary, flags)
-        if handed is _CLOSED:
-            return None
-        if handed is not None:
-            return cast(Handed, handed)
-
-
 class HandoffReceiver:
     """A worker's end of its hand-off socket: the connections waiting are taken in one
     wake-up, and acknowledged without one when the socket has room.
@@ -142,7 +131,8 @@ class HandoffReceiver:
         return None
 
     async def acknowledge(self, meta: dict[str, Any]) -> None:
-        """:func:`acknowledge` on this socket, waiting only when its buffer is full."""
+        """Tell the acceptor that the connection handed over with ``meta`` is this worker's
+        now (a hand-off without an ``id`` needs none); waits only when the buffer is full."""
         handoff = meta.get("id")
         if not isinstance(handoff, int):
             return
@@ -159,15 +149,6 @@ class HandoffReceiver:
     def close(self) -> None:
         """Close the worker's end."""
         self.raw.close()
-
-
-async def acknowledge(sock: trio.socket.SocketType, meta: dict[str, Any]) -> None:
-    """Tell the acceptor that the connection handed over with ``meta`` is this worker's now
-    (a hand-off without an ``id`` needs none)."""
-    handoff = meta.get("id")
-    if isinstance(handoff, int):
-        with contextlib.suppress(OSError):  # the acceptor is gone: the worker exits anyway
-            await sock.send(encode_ack(handoff))
 
 
 class HandoffLink:
