@@ -127,15 +127,24 @@ class _Cache:
 
 
 def _replace_constant(code: types.CodeType, old: int, new: int) -> types.CodeType:
-    consts = tuple(
-        new
-        if type(value) is int and value == old
-        else _replace_constant(value, old, new)
-        if isinstance(value, types.CodeType)
-        else value
-        for value in code.co_consts
-    )
-    return code.replace(co_consts=consts)
+    # Only the code objects on the way to the constant are rebuilt (the class's __hash__ and
+    # the module code holding it); the others are returned as they are: ~1 ms less of a start.
+    consts = code.co_consts
+    replaced: list[object] | None = None
+    for index, value in enumerate(consts):
+        if type(value) is int and value == old:
+            value = new
+        elif type(value) is types.CodeType:
+            inner = _replace_constant(value, old, new)
+            if inner is value:
+                continue
+            value = inner
+        else:
+            continue
+        if replaced is None:
+            replaced = list(consts)
+        replaced[index] = value
+    return code if replaced is None else code.replace(co_consts=tuple(replaced))
 
 
 _active: _Cache | None = None

@@ -12,7 +12,6 @@ level at once; a resumed one whose model cannot be restored says so in :attr:`no
 
 from __future__ import annotations
 
-import glob
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -211,6 +210,8 @@ def find_session_by_id(directory: Path, session_id: str) -> Path | None:
     """The session file of ``directory`` whose id is exactly ``session_id``."""
     if not directory.is_dir():
         return None
+    import glob  # here: a start with no session id to find does not load it (issue 38)
+
     found = sorted(directory.glob(f"*_{glob.escape(session_id)}.jsonl"))
     return found[-1] if found else None
 

@@ -2,7 +2,9 @@
 start): the first ``get_state`` is answered without jsonschema (the schemas of the tools
 every session registers are trusted, checked by the tests; a ``models.json`` or
 ``settings.json`` that passed pi's schema before is not checked again), the HTTP stack or the
-providers, and without building the catalogue's models."""
+providers, and without building the catalogue's models, importing ``decimal`` (the tools'
+JavaScript number rendering) or compiling the supervisor's error-text patterns (retry and
+overflow: only a failed response needs them)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ sys.argv = ["pitrio", "--mode", "rpc"]
 from pitrio.transports.cli import main
 main()
 from pitrio.actors.model_router import catalogue
+from pitrio.actors.supervisor import overflow, retry
 built = catalogue.provider_models.cache_info().currsize
-print(json.dumps([built, sorted(sys.modules)]), file=sys.stderr)
+compiled = retry.patterns.cache_info().currsize + overflow.patterns.cache_info().currsize
+print(json.dumps([built, compiled, sorted(sys.modules)]), file=sys.stderr)
 """
 
 MODELS = {
@@ -36,7 +40,7 @@ MODELS = {
 }
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 
-DEFERRED = ("jsonschema", "referencing", "httpx", "h11", "websockets", "html")
+DEFERRED = ("jsonschema", "referencing", "httpx", "h11", "websockets", "html", "decimal", "glob")
 EXTENSION_HOST = tuple(
     f"pitrio.actors.session.extensions.{name}"
     for name in (
@@ -48,7 +52,7 @@ EXTENSION_HOST = tuple(
 no host, and builds no event for one."""
 
 
-def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, set[str]]:
+def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have their bytecode (and verdicts)
     env["PITRIO_AGENT_DIR"] = str(agent)
@@ -63,8 +67,8 @@ def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, set[str]]:
         check=True,
     )
     answer = json.loads(done.stdout.splitlines()[0])
-    built, loaded = json.loads(done.stderr.strip().splitlines()[-1])
-    return answer, built, set(loaded)
+    built, compiled, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    return answer, built, compiled, set(loaded)
 
 
 @pytest.mark.parametrize("config", [False, True], ids=["bare", "models-and-settings"])
@@ -78,11 +82,12 @@ def test_the_first_get_state_imports_none_of_the_deferred_modules(
         (agent / "models.json").write_text(json.dumps(MODELS))
         (agent / "settings.json").write_text(json.dumps(SETTINGS))
         _start(agent, work)  # the first start checks both files against pi's schemas
-    answer, built, loaded = _start(agent, work)
+    answer, built, compiled, loaded = _start(agent, work)
     assert answer["command"] == "get_state" and answer["success"] is True
     assert answer["data"]["model"]["id"] == ("mock-model" if config else "echo")
     assert "pitrio.actors.session.runtime" in loaded  # the session did start
     assert not [m for m in loaded if m.split(".")[0] in DEFERRED]
     assert not [m for m in loaded if ".model_router.providers." in m and m.endswith("_stream")]
     assert built == 0  # no catalogue model was needed
+    assert compiled == 0  # no error text was classified
     assert not loaded.intersection(EXTENSION_HOST)

@@ -11,7 +11,6 @@ start-up. Extensions of packages are not loaded: pi's are TypeScript.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +49,8 @@ def _manifest(root: Path) -> dict[str, Any] | None:
 
 def _expand(entries: list[Any], root: Path, collect: Collect) -> list[str]:
     """Files named by manifest entries: a directory's resources, a file, or a glob's."""
+    import glob  # here: only a package manifest's entries need it (start-up time, issue 38)
+
     found: list[str] = []
     for entry in entries:
         if not isinstance(entry, str) or entry.startswith("!"):
