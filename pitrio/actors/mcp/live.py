@@ -35,13 +35,13 @@ from pitrio.actors.mcp.naming import (
     mcp_namespace,
 )
 from pitrio.actors.mcp.prompt import ListedServer, render_servers_section
-from pitrio.actors.mcp.ranking import SearchDocument, search_document
 from pitrio.actors.mcp.search_tool import ToolSearch
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.messages.agent import AgentToolResult
 
 if TYPE_CHECKING:
     from pitrio.actors.mcp.actor import Connection, McpHandle, ServerUpdate
+    from pitrio.actors.mcp.ranking import SearchDocument
     from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 
 STARTUP_WAIT = 10.0
@@ -78,6 +78,8 @@ def listed_server(server: McpServerConfig, connection: Any) -> ListedServer:
 
 def tool_document(tool: AgentTool, server: McpServerConfig, connection: Any) -> SearchDocument:
     """What ``tool_search`` reads of a deferred tool of ``server`` (its namespace included)."""
+    from pitrio.actors.mcp.ranking import search_document  # a deferred tool's first listing
+
     namespace = (mcp_namespace(server.name), server.description, connection.instructions)
     return search_document(tool.name, tool.description, tool.parameters, namespace)
 
@@ -349,6 +351,8 @@ class McpToolSet:
         )
         self._resource_tools = names
         if widest == "deferred" and self._search is not None:
+            from pitrio.actors.mcp.ranking import search_document
+
             self._search.add(
                 {t.name: search_document(t.name, t.description, t.parameters) for t in tools}
             )

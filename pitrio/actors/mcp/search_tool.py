@@ -11,15 +11,17 @@ declared after a resume (:func:`loaded_tools`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pitrio.actors.mcp.ranking import SearchDocument, rank
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentMessage, AgentToolResult
 from pitrio.messages.content import TextContent
 from pitrio.messages.transcript import current_tools, replay
+
+if TYPE_CHECKING:
+    from pitrio.actors.mcp.ranking import SearchDocument
 
 TOOL_SEARCH = "tool_search"
 DEFAULT_LIMIT = 8
@@ -106,6 +108,8 @@ class ToolSearch:
         executor = self._executor()
         active = [tool.name for tool in await executor.active_tools()]
         candidates = [doc for name, doc in self._documents.items() if name not in active]
+        from pitrio.actors.mcp.ranking import rank  # with the first search (issue 38)
+
         matches = [name for name, _score in rank(query, candidates, limit)]
         if matches:
             await executor.set_active([*active, *matches])

@@ -27,7 +27,6 @@ from pitrio.actors.mcp.config import (
 from pitrio.actors.mcp.live import Activation, McpToolSet, listed_server
 from pitrio.actors.mcp.naming import declared_exposure
 from pitrio.actors.mcp.prompt import ListedServer
-from pitrio.actors.mcp.ranking import rank, search_document
 from pitrio.actors.mcp.search_tool import ToolSearch, declared_tools, restore_loaded
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool
@@ -203,6 +202,9 @@ async def _connect_all(handle: McpHandle) -> None:
 def rank_tools(query: str, tools: Sequence[AgentTool], limit: int) -> list[str]:
     """Codemode's ``searchTools``: ``tools`` ranked for ``query`` as ``tool_search`` ranks
     (1.6.0's BM25 over names, descriptions, parameters and namespaces), best first."""
+    # Imported by the first search: a session without MCP tools never ranks (issue 38).
+    from pitrio.actors.mcp.ranking import rank, search_document
+
     documents = [
         search_document(
             tool.name,

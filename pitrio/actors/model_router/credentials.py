@@ -26,11 +26,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import trio
 
-from pitrio.actors.model_router import config_value, oauth
+from pitrio.actors.model_router import config_value
 from pitrio.actors.model_router.auth_file import (
     LOCK_RETRIES,
     ApiKeyEntry,
@@ -61,6 +62,9 @@ REFRESH_TIMEOUT_S = 25.0
 """Below the lock's stale age, so a refresh in flight never has its lock taken from it."""
 COMMAND_TIMEOUT_S = 10.0
 """How long a ``!command`` may run before its value counts as unresolved (pi's 10 s)."""
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import oauth
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -284,6 +288,8 @@ class Credentials:
         if not isinstance(entry, OAuthEntry):
             return configured
         enterprise = entry.fields.get("enterpriseUrl")
+        from pitrio.actors.model_router import oauth  # logged-in Copilot only (issue 38)
+
         return oauth.copilot_base_url(entry.access, enterprise if enterprise else None)
 
     async def resolve(
@@ -348,6 +354,9 @@ class Credentials:
         is read once more, in case another process won the race.
         """
         assert self.auth_path is not None
+        # The OAuth flows are imported by the first refresh: a start refreshes nothing.
+        from pitrio.actors.model_router import oauth
+
         if provider not in oauth.PROVIDER_NAMES:
             raise CredentialError(
                 f"The OAuth token for {provider} in {self.auth_path} has expired, and "
@@ -393,6 +402,8 @@ class Credentials:
             for value in (raw.get("refresh"), raw.get("access")):
                 if isinstance(value, str):
                     self._secrets.add(value)
+            from pitrio.actors.model_router import oauth  # see _refresh
+
             request = oauth.refresh_request(provider, raw, self.env)
             body = await send_oauth_request(request, provider)
             fresh = oauth.parse_token_response(

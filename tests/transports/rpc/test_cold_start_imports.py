@@ -50,6 +50,15 @@ EXTENSION_HOST = tuple(
 )
 """The extension host's modules, its events and runner: a session without extensions has
 no host, and builds no event for one."""
+FIRST_USE = (
+    "pitrio.actors.tool_executor.tools.edit_core",
+    "pitrio.actors.model_router.oauth",
+    "pitrio.actors.session.resources.packages",
+    "pitrio.actors.mcp.ranking",
+)
+"""Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
+by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
+first ``packages`` entry of a settings file, the MCP ranking by the first tool search."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
@@ -91,3 +100,4 @@ def test_the_first_get_state_imports_none_of_the_deferred_modules(
     assert built == 0  # no catalogue model was needed
     assert compiled == 0  # no error text was classified
     assert not loaded.intersection(EXTENSION_HOST)
+    assert not loaded.intersection(FIRST_USE)

@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 import orjson
 
-from pitrio.actors.session.resources import packages as sources
 from pitrio.actors.session.resources._common import (
     Candidate,
     ResourceDiagnostic,
@@ -102,7 +101,12 @@ def package_candidates(
     problems: list[ResourceDiagnostic] = []
     for scope, root, values in scopes:
         entries = values.get("packages")
-        for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entries, list) or not entries:
+            continue
+        # Imported with the first package listed: most starts have none (issue 38).
+        from pitrio.actors.session.resources import packages as sources
+
+        for entry in entries:
             text = sources.source_of(entry)
             if not text:
                 continue

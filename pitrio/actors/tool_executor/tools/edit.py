@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from pitrio.actors.tool_executor.jsvalues import to_utf8
 from pitrio.actors.tool_executor.tool import JSON_SCHEMA_PREFER, AgentTool, UpdateFn
-from pitrio.actors.tool_executor.tools.edit_core import (
-    Replacement,
-    apply_edits,
-    detect_line_ending,
-    generate_diff,
-    normalize_to_lf,
-    restore_line_endings,
-    strip_bom,
-    unified_patch,
-)
 from pitrio.actors.tool_executor.tools.fs_errors import error_code, node_error_text
 from pitrio.actors.tool_executor.tools.paths import resolve_to_cwd
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.content import TextContent
+
+if TYPE_CHECKING:
+    from pitrio.actors.tool_executor.tools.edit_core import Replacement
 
 _EDIT_ITEM: dict[str, Any] = {
     "type": "object",
@@ -131,6 +124,17 @@ def edit_file(absolute: str, path: str, edits: list[Replacement]) -> AgentToolRe
 def edit_text(raw: str, path: str, edits: list[Replacement]) -> tuple[str, AgentToolResult]:
     """The edited text of a file whose text is ``raw`` (its BOM and line endings kept) and
     the tool's result (pure)."""
+    # The text work is imported by the first edit: a start only registers the tool (issue 38).
+    from pitrio.actors.tool_executor.tools.edit_core import (
+        apply_edits,
+        detect_line_ending,
+        generate_diff,
+        normalize_to_lf,
+        restore_line_endings,
+        strip_bom,
+        unified_patch,
+    )
+
     bom, content = strip_bom(raw)
     ending = detect_line_ending(content)
     applied = apply_edits(normalize_to_lf(content), edits, path)
@@ -151,6 +155,8 @@ def edit_text(raw: str, path: str, edits: list[Replacement]) -> tuple[str, Agent
 
 def replacements(args: dict[str, Any]) -> list[Replacement]:
     """The edits of checked ``edit`` arguments."""
+    from pitrio.actors.tool_executor.tools.edit_core import Replacement
+
     return [Replacement(item["oldText"], item["newText"]) for item in args.get("edits") or ()]
 
 
