@@ -1,16 +1,19 @@
 """Cold start to the first ``get_state`` answer, several start commands taking turns.
 
-    nice -n 19 .venv/bin/python -m bench.cold_start_ab --rounds 12 \\
-        'B=.venv/bin/pitrio --mode rpc' \\
-        'A=env PYTHONPATH=/tmp/base .venv/bin/python -m pitrio.transports.cli --mode rpc' \\
-        'trio=.venv/bin/python -c "import trio"' 'pass=.venv/bin/python -c pass'
+    V=$PWD/.venv/bin
+    nice -n 19 $V/python -m bench.cold_start_ab --rounds 12 --config \\
+        "B=$V/pitrio --mode rpc" \\
+        "A=env PYTHONPATH=/tmp/base $V/python -m pitrio.transports.cli --mode rpc" \\
+        "trio=$V/python -c 'import trio'" "pass=$V/python -c pass"
 
 Each command runs in a fresh agent directory (``PITRIO_AGENT_DIR`` and ``PI_CODING_AGENT_DIR``),
 home and working directory, is sent one ``get_state`` line, and is timed from ``Popen`` to its
 first output line (for a command that prints nothing, to its end); its CPU (user + system) is
-read from ``wait4``. The order alternates each round (forwards, then backwards), so every
-command meets the same phases of a loaded machine. ``PYTHONDONTWRITEBYTECODE`` is dropped from
-the environment: users have their bytecode (and the attrs method cache beside it).
+read from ``wait4``. Commands run in the fresh working directory: give absolute paths. One
+that exits with a failure stops the run. The order alternates each round (forwards, then
+backwards), so every command meets the same phases of a loaded machine.
+``PYTHONDONTWRITEBYTECODE`` is dropped from the environment: users have their bytecode (and
+the attrs method cache beside it).
 ``--config`` writes the harness's ``models.json`` and ``settings.json`` (a provider of its own,
 made the default) into each agent directory, as ``bench_rpc.py`` does.
 """
@@ -75,8 +78,10 @@ def run_once(command: str, config: bool) -> tuple[float, float]:
         process.stdout.readline()
         elapsed = time.perf_counter() - start
         process.stdin.close()
-        _, _, usage = os.wait4(process.pid, 0)
+        _, status, usage = os.wait4(process.pid, 0)
         process.stdout.close()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{command!r} failed (exit status {status}); absolute paths?")
         return elapsed * 1000, usage.ru_utime + usage.ru_stime
     finally:
         shutil.rmtree(root, ignore_errors=True)
