@@ -55,10 +55,13 @@ FIRST_USE = (
     "pitrio.actors.model_router.oauth",
     "pitrio.actors.session.resources.packages",
     "pitrio.actors.mcp.ranking",
+    *(f"pitrio.actors.tool_executor.codemode.{name}" for name in ("script", "sandbox", "output")),
+    "pitrio.actors.tool_executor.codemode.source",
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
-first ``packages`` entry of a settings file, the MCP ranking by the first tool search."""
+first ``packages`` entry of a settings file, the MCP ranking by the first tool search, the
+codemode sandbox and what runs a script by the first ``codemode`` call."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
