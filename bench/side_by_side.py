@@ -780,6 +780,9 @@ def main() -> int:
     results = args.results
     raw = results / "raw"
     raw.mkdir(parents=True, exist_ok=True)
+    # pitrio's users keep Python's bytecode cache as pi's keep node's compile cache; a shell
+    # that turns it off would time a compile of every module on every start.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     pi_cli = args.pi_cli or os.environ.get("PI_CLI")
     if pi_cli:
         use_node_beside(Path(pi_cli))
