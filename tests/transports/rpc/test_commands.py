@@ -395,3 +395,50 @@ async def test_set_event_format_entries(
         assert "format" in response["error"]
     # A refused request applies neither half.
     assert (backend.updates, backend.entries) == (updates, entries)
+
+
+async def test_get_messages_streamed_or_encoded_beforehand_writes_the_same_line() -> None:
+    # The RPC server's writer streams get_messages (issue 38: a resume's peak memory); the
+    # daemon's backend, without streams_replies, gets it encoded beforehand. One line either way.
+    from pitrio.actors.agent_loop.state import JsonTranscript, TranscriptView
+    from pitrio.actors.session_store.projection import ContextMessages
+    from pitrio.actors.session_store.stored import TailMessageEntry
+    from pitrio.messages.agent import UserMessage
+    from pitrio.transports.rpc.protocol import StreamedPieces, dump_line, dump_output
+
+    line = b'{"type":"message","id":"r","parentId":null,"timestamp":"t","message":%s}'
+    stored = [
+        TailMessageEntry.read(
+            "message",
+            "r",
+            None,
+            "t",
+            line % b'{"role":"user","content":"caf\\u00e9"}',
+            "user",
+            1,
+            "f",
+        )
+    ] * 600
+    added = tuple(UserMessage(content=f"m{i}", timestamp=i) for i in range(300))
+    messages = TranscriptView(ContextMessages(stored, 600), added)
+
+    class Messages(FakeSession):
+        async def messages_json(self) -> Any:
+            return JsonTranscript(messages)  # type: ignore[arg-type]
+
+    @attrs.define
+    class Streaming(FakeBackend):
+        streams_replies: bool = True
+
+    request = {"id": "gm", "type": "get_messages"}
+    eager = await run(FakeBackend(fake=Messages()), request)
+    streamed = await run(Streaming(fake=Messages()), request)
+    assert isinstance(streamed["data"].pieces, StreamedPieces)
+    assert isinstance(eager["data"].pieces, tuple)
+    line = b"".join(dump_output(streamed))
+    assert line == dump_line(eager)
+    assert orjson.loads(line)["data"]["messages"][0] == {
+        "role": "user",
+        "content": "café",
+    }
+    assert len(orjson.loads(line)["data"]["messages"]) == 900
