@@ -686,3 +686,88 @@ def test_a_message_line_ending_with_its_message_gives_its_text_unparsed() -> Non
     assert view.json_value(0) == first.message_bytes()
     assert view.json_value(1) == {"role": "user", "content": "y", "timestamp": 2}
     assert not first.decoded and not second.decoded
+
+
+def test_json_values_of_a_range_are_each_messages_json_value() -> None:
+    # get_messages asks for 256 at a time (issue 38): json_values(start, stop) must give what
+    # json_value gives one by one, for a view mixing lines cut unparsed (TailMessageEntry),
+    # lines parsed (another envelope), typed messages and an edited one.
+    header = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}'
+    lines = [
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x","timestamp":1}}',
+        b'{"type":"message","id":"b","parentId":"a","timestamp":"t",'
+        b'"message":{"role":"user","content":"y","timestamp":2},"note":1}',
+    ]
+    parsed = parse_session_bytes(b"\n".join([header, *lines, b""]), origin="f.jsonl")
+    s = Session()
+    for stored in parsed.entries:
+        s.tree.add(stored)
+        s.projection.append(stored)
+    s.message(user("typed"))
+    edited = s.message(assistant("to be edited"))
+    s.message(user("last"))
+    edit(s, edited, "rewritten")
+    view = s.projection.context().messages
+    one_by_one = [view.json_value(i) for i in range(len(view))]
+    assert isinstance(one_by_one[0], bytes) and isinstance(one_by_one[1], dict)
+    for start in range(len(view) + 1):
+        for stop in range(start, len(view) + 1):
+            assert view.json_values(start, stop) == one_by_one[start:stop]
+
+
+def test_slices_of_a_transcripts_json_view_are_its_items() -> None:
+    # JsonTranscript's slices take the lazy base's runs in one call; every slice (steps and
+    # negative bounds too) is the list of the items read one by one.
+    line = (
+        b'{"type":"message","id":"r%d","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x%d","timestamp":1}}'
+    )
+    read = [
+        TailMessageEntry.read("message", f"r{i}", None, "t", line % (i, i), "user", i, "f")
+        for i in range(4)
+    ]
+    joined = JsonTranscript(TranscriptView(ContextMessages(read, 3), (user("a"), user("b"))))
+    items = [joined[i] for i in range(len(joined))]
+    assert items[0] == b'{"role":"user","content":"x0","timestamp":1}' and len(items) == 5
+    for start, stop, step in itertools.product(range(-6, 7), range(-6, 7), (None, 1, 2, -1)):
+        assert joined[start:stop:step] == items[start:stop:step]
+
+
+def test_entries_met_before_and_after_the_first_edit_are_found_by_later_ones() -> None:
+    # The path's id -> index map is made when an edit or a compaction first asks (issue 38);
+    # entries appended before and after that moment are all found, and after a reset too.
+    s = Session()
+    first = s.message(user("first"))
+    edit(s, first, "first, edited")  # the map is made here
+    second = s.message(user("second"))
+    edit(s, second, "second, edited")  # appended after: kept in the map
+    assert s.texts() == ["first, edited", "second, edited"]
+    s.branch(second)  # reset: made again when asked
+    third = s.message(user("third"))
+    s.add(CompactionEntry, summary="sum", first_kept_entry_id=third, tokens_before=1)
+    assert s.texts() == ["compactionSummary:sum", "third"]
+
+
+def test_projecting_a_long_path_keeps_no_index_per_entry() -> None:
+    # Opening a 48,000-entry session projected its path with an id -> index dict (3 MB and a
+    # fifth of the projection's time) that only edits and compactions use (issue 38).
+    import tracemalloc
+
+    line = (
+        b'{"type":"message","id":"r%d","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"x","timestamp":1}}'
+    )
+    path = [
+        TailMessageEntry.read("message", f"r{i}", None, "t", line % i, "user", i + 1000, "f")
+        for i in range(2000)
+    ]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        projection = Projection(path)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(projection.context().messages) == 2000
+    assert held / len(path) < 40, held / len(path)  # its path and items lists: 16 an entry

@@ -154,7 +154,16 @@ class JsonTranscript(Sequence[Any]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return [self._value(i) for i in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            json_values = getattr(self._base, "json_values", None)
+            if step != 1 or json_values is None:
+                return [self._value(i) for i in range(start, stop, step)]
+            # A run of stored messages in one call (get_messages takes 256 at a time): one
+            # loop there, not a lookup and two calls per message (issue 38).
+            split = max(start, min(stop, len(self._base)))
+            values: list[Any] = json_values(start, split) if start < split else []
+            values.extend(self._value(i) for i in range(split, stop))
+            return values
         size = len(self)
         if index < 0:
             index += size

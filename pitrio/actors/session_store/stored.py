@@ -406,6 +406,7 @@ class StoredEntry:
 
 
 _MESSAGE_KEY = b'"message":{'
+_TIMESTAMP_SLOT: Any = StoredEntry.__dict__["timestamp"]  # the slot a property stands over
 
 
 class TailMessageEntry(StoredEntry):
@@ -416,6 +417,47 @@ class TailMessageEntry(StoredEntry):
     of its own: the class is the mark."""
 
     __slots__ = ()
+
+    @classmethod
+    def read(
+        cls,
+        type: str,
+        id: str,
+        parent_id: str | None,
+        timestamp: str,
+        raw: bytes,
+        role: str | None,
+        line: int,
+        origin: str,
+    ) -> StoredEntry:
+        """:meth:`StoredEntry.read`, without keeping ``timestamp``: it is in the line, read
+        from there when asked (rarely: a tree's sibling order, a fork's copy), and on a
+        48,000-entry session the strings were 3 MB (issue 38)."""
+        stored = _new(cls)
+        stored.type = type
+        stored.id = id
+        stored.parent_id = parent_id
+        stored.raw = raw
+        stored.role = role
+        stored.line = line
+        stored.origin = origin
+        stored._entry = None
+        stored._message = None
+        return stored
+
+    @property
+    def timestamp(self) -> str:
+        """The entry's timestamp: as set, else read from the line."""
+        try:
+            return _TIMESTAMP_SLOT.__get__(self, StoredEntry)  # type: ignore[no-any-return]
+        except AttributeError:
+            value = loads_line(self.raw)["timestamp"]
+            assert isinstance(value, str)  # checked when the line was read
+            return value
+
+    @timestamp.setter
+    def timestamp(self, value: str) -> None:
+        _TIMESTAMP_SLOT.__set__(self, value)
 
     def message_bytes(self) -> bytes | None:
         """The message's JSON text: from the line's first ``"message":{`` (the envelope's other

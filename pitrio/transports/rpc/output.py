@@ -12,7 +12,7 @@ import os
 
 import trio
 
-from pitrio.transports.rpc.protocol import OutputLine
+from pitrio.transports.rpc.protocol import OutputLine, StreamedPieces
 
 OUTPUT_LINES = 16
 """Items the writer may have queued before producers wait (back-pressure). An item is a line
@@ -93,19 +93,22 @@ class RpcOutput:
                     self._idle = False
                     # Lines given as pieces are written piece by piece (never joined: they
                     # are the long ones); plain lines are joined into writes of about
-                    # WRITE_BATCH.
-                    writes: list[bytes] = []
+                    # WRITE_BATCH. Streamed pieces are made as they are written.
+                    writes: list[bytes | StreamedPieces] = []
                     batch: list[bytes] = []
                     size = 0
                     while True:
-                        if isinstance(line, tuple):
+                        if isinstance(line, bytes):
+                            batch.append(line)
+                            size += len(line)
+                        else:
                             if batch:
                                 writes.append(b"".join(batch))
                                 batch, size = [], 0
-                            writes.extend(line)
-                        else:
-                            batch.append(line)
-                            size += len(line)
+                            if isinstance(line, tuple):
+                                writes.extend(line)
+                            else:
+                                writes.append(line)
                         if size >= WRITE_BATCH:
                             break
                         try:
@@ -118,7 +121,14 @@ class RpcOutput:
                         continue  # drain, so producers never block on a dead client
                     try:
                         for data in writes:
-                            await self._write(data)
+                            if isinstance(data, bytes):
+                                await self._write(data)
+                                continue
+                            for piece in data:
+                                await self._write(piece)
+                                # Encoding the next piece takes a while on a long reply:
+                                # other tasks go on between pieces.
+                                await trio.lowlevel.checkpoint()
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self.broken.set()
         finally:

@@ -7,8 +7,9 @@ plain JSON values in pi's key order (``id, type, command, success, data|error``)
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -153,14 +154,30 @@ class EncodedData:
     A resumed 20,000-turn session answers ``get_messages`` with a 17 MB line. Built as one
     value it went through a plain dict for every message and two more whole copies of the line
     (issue 7: peak memory of a resumed session); in pieces it is encoded a batch of messages at
-    a time and written piece by piece (:func:`response_pieces`).
+    a time and written piece by piece (:func:`response_pieces`). ``pieces`` may be a
+    :class:`StreamedPieces`: then each piece is made only when the writer is ready for it, so
+    the line is never held whole (issue 38: peak memory of a resumed session).
     """
 
-    pieces: tuple[bytes, ...]
+    pieces: tuple[bytes, ...] | StreamedPieces
 
 
-OutputLine = bytes | tuple[bytes, ...]
-"""One line to write: its bytes, or its pieces to write one after the other."""
+class StreamedPieces:
+    """Pieces of a line made one at a time as they are iterated, once: a long reply written
+    as it is encoded (the RPC writer checkpoints between pieces, so other tasks go on)."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self, pieces: Iterable[bytes]) -> None:
+        self._pieces: Iterator[bytes] = iter(pieces)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._pieces
+
+
+OutputLine = bytes | tuple[bytes, ...] | StreamedPieces
+"""One line to write: its bytes, or its pieces to write one after the other (made as they are
+written when streamed)."""
 
 ARRAY_BATCH = 256
 """Items of an array encoded together by :func:`array_pieces`."""
@@ -180,11 +197,19 @@ def array_pieces(
             yield b","
         chunk = values[start : start + batch]
         if encode is None:
-            encoded = _dump_plain(chunk)
+            yield _plain_items(chunk)
         else:
-            encoded = dump_line([encode(value) for value in chunk])
-        yield encoded[1:-2]  # without the brackets and the newline
+            yield dump_line([encode(value) for value in chunk])[1:-2]  # no brackets, newline
     yield b"]"
+
+
+def _plain_items(values: Sequence[Any]) -> bytes:
+    """The items of a JSON array of plain values (``bytes`` are JSON text), comma-separated,
+    without the brackets. Stored messages (all ``bytes``) are joined as they are: what orjson
+    writes for a list of fragments, without wrapping each (issue 38: ``get_messages``)."""
+    if all(type(value) is bytes for value in values):
+        return b",".join(values)
+    return _dump_plain(values)[1:-2]
 
 
 def _dump_plain(values: Sequence[Any]) -> bytes:
@@ -237,14 +262,17 @@ def dump_output(value: Any) -> OutputLine:
     return dump_line(value) if pieces is None else pieces
 
 
-def response_pieces(value: Any) -> tuple[bytes, ...] | None:
+def response_pieces(value: Any) -> tuple[bytes, ...] | StreamedPieces | None:
     """The pieces of a response line whose ``data`` is :class:`EncodedData` (else ``None``).
 
     ``data`` is a response's last key, so the line is the rest of the response, then the
-    encoded pieces, then the closing brace.
+    encoded pieces, then the closing brace. Streamed data gives streamed pieces.
     """
     data = value.get("data") if isinstance(value, dict) else None
     if not isinstance(data, EncodedData):
         return None
     head = dump_line({key: item for key, item in value.items() if key != "data"})
-    return (head[:-2] + b',"data":', *data.pieces, b"}\n")
+    head = head[:-2] + b',"data":'
+    if isinstance(data.pieces, StreamedPieces):
+        return StreamedPieces(itertools.chain((head,), data.pieces, (b"}\n",)))
+    return (head, *data.pieces, b"}\n")

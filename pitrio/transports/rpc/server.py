@@ -110,6 +110,11 @@ def fresh_session_options(startup: SessionOptions, parent_session: str | None) -
 class RpcServer:
     """Serves pi's RPC protocol for one client over a pair of byte streams."""
 
+    streams_replies = True
+    """Long replies may be :class:`~pitrio.transports.rpc.protocol.StreamedPieces`: its
+    writer makes them piece by piece as it writes them (an ``RpcBackend`` without this
+    attribute, the daemon's, gets them encoded beforehand)."""
+
     def __init__(
         self,
         runtime: SessionRuntime,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pitrio.actors.model_router import FAUX_MODELS
 from pitrio.messages.codec import to_json
@@ -11,6 +13,8 @@ from pitrio.transports.rpc.protocol import (
     MISSING,
     EncodedData,
     Request,
+    StreamedPieces,
+    _dump_plain,
     array_pieces,
     dump_line,
     dump_output,
@@ -158,3 +162,48 @@ def test_plain_array_pieces_write_json_text_as_it_is() -> None:
     lone = [b'{"content":"\\ud800"}', {"content": "\ud800"}]
     written = b"".join(array_pieces(lone, 256, encode=None))
     assert written == b'[{"content":"\\ud800"},{"content":"\\ud800"}]'
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(st.tuples(JSON_VALUES, st.booleans()), max_size=12),
+    batch=st.integers(1, 5),
+)
+def test_plain_array_pieces_are_what_orjson_writes_for_the_whole_list(
+    items: list[tuple[object, bool]], batch: int
+) -> None:
+    # get_messages joins a batch of stored messages' JSON texts itself (issue 38): byte for
+    # byte what encoding the list of fragments and plain values wrote before, in any batch.
+    values = [orjson.dumps(value) if as_text else value for value, as_text in items]
+    written = b"".join(array_pieces(values, batch, encode=None))
+    assert written + b"\n" == _dump_plain(values)
+    fragments = [orjson.Fragment(v) if type(v) is bytes else v for v in values]
+    assert written == orjson.dumps(fragments)
+
+
+def test_a_streamed_response_is_made_only_as_it_is_iterated() -> None:
+    # The RPC writer streams get_messages (issue 38): the head, the pieces made one by one,
+    # the closing brace; joined, the line the tuple form gives.
+    request = Request("gm", "get_messages", {})
+    made: list[bytes] = []
+
+    def pieces():  # type: ignore[no-untyped-def]
+        for piece in (b'{"messages":', b"[1", b",2]", b"}"):
+            made.append(piece)
+            yield piece
+
+    streamed = dump_output(success(request, EncodedData(StreamedPieces(pieces()))))
+    assert isinstance(streamed, StreamedPieces) and made == []
+    eager = success(request, EncodedData((b'{"messages":', b"[1", b",2]", b"}")))
+    assert b"".join(streamed) == b"".join(dump_output(eager)) == dump_line(eager)
+    assert dump_line(success(request, {"messages": [1, 2]})) == dump_line(eager)
+    assert len(made) == 4
