@@ -416,6 +416,18 @@ class LoopRun:
                                 break
                         except trio.EndOfChannel:
                             break
+                        if announced and type(event) in _DELTAS:
+                            # The usual event, without the match below: a delta opens and
+                            # closes no block (what the last case does for it).
+                            partial = event.partial  # type: ignore[union-attr]
+                            self.context.set_last(partial)
+                            updates.append(
+                                MessageUpdate(assistant_message_event=event, message=partial)  # type: ignore[arg-type]
+                            )
+                            if len(updates) >= UPDATE_BATCH:
+                                await self._emit_updates(updates)
+                                updates = []
+                            continue
                         match event:
                             case StreamStart(partial=started):
                                 if updates:
