@@ -83,12 +83,13 @@ StreamCall = Callable[
 ]
 Poll = Callable[[], list[AgentMessage]]
 
-STREAM_BUFFER = 256
+STREAM_BUFFER = 64
 """Events the provider may have queued for the loop; the provider blocks when the loop is
-behind. The loop takes what is queued at each wake-up, so a larger buffer means fewer rounds
-of task switches through the loop, the pump and the forwarder (issue 38: 64 made a 20,000-delta
-reply ~310 rounds)."""
-UPDATE_BATCH = 64
+behind. The loop takes what is queued at each wake-up. A larger buffer would mean fewer rounds
+of task switches through the loop, the pump and the forwarder, but larger bursts into a
+client's subscriber buffer, which then merges more deltas for a client that keeps up
+(DESIGN-NOTES, "streamed updates in batches": 256 measured, not taken)."""
+UPDATE_BATCH = 32
 """Streamed updates the loop emits as one batch at most (:class:`UpdateBatch`'s bound: with
 the pump's channel capacity it bounds what the pump may have queued)."""
 

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 LOOP_EVENTS = 256
 """Items of the agent loop's channel to the pump (a full one blocks the loop: back-pressure).
 An item is an event, run-end facts or a batch of at most
-:data:`~pitrio.actors.agent_loop.run.UPDATE_BATCH` streamed updates, so at most ~16,000
+:data:`~pitrio.actors.agent_loop.run.UPDATE_BATCH` (32) streamed updates, so at most ~8,000
 updates wait for a pump held up by the store or an extension (each a few hundred bytes: the
 partial message it holds is a lazy view of the builder's text)."""
 
