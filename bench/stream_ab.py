@@ -11,6 +11,12 @@ each agent in turn, so a phase of this shared machine hits all of them; ``--befo
 older ``pitrio`` package run with this checkout's interpreter (``PYTHONPATH``). Prints each
 run's total time, the agent's CPU (from ``/proc``, as the harness reads it) and stdout size,
 then the medians and the ratios to pi.
+
+``--every-delta`` runs both pitrio trees with subscriber buffers that never coalesce (a
+``sitecustomize`` on ``PYTHONPATH`` lifts their count and byte bounds): how much a buffer
+merges depends on how far pitrio's own writer falls behind its pump, so it moves with the
+code being measured; with it off, every run of either tree writes all the deltas, the same
+bytes, and the figures compare the same work.
 """
 
 from __future__ import annotations
@@ -25,7 +31,21 @@ from pathlib import Path
 
 from bench.side_by_side import PITRIO, TOOLS, harness_argv, use_node_beside, use_pi_bin
 
-FIELDS = ("total_ms", "cpu_s", "stdout_mb")
+FIELDS = ("total_ms", "first_delta_ms", "cpu_s", "stdout_mb")
+
+EVERY_DELTA = """\
+from pitrio.actors.session import fanout
+
+_init = fanout.SubscriberBuffer.__init__
+
+
+def _never_merging(self, capacity, max_bytes=0):
+    _init(self, 1 << 30, 1 << 60)
+
+
+fanout.SubscriberBuffer.__init__ = _never_merging
+"""
+"""The ``sitecustomize`` of ``--every-delta`` (bench only: a client that holds every event)."""
 
 
 def one_run(label: str, cmd: str, stream: str, out: Path) -> dict[str, float]:
@@ -44,7 +64,11 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="an older pitrio package's parent dir")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--stream", default="20000x4")
+    parser.add_argument("--every-delta", action="store_true", help="no coalescing (see above)")
     args = parser.parse_args()
+    site = Path(tempfile.mkdtemp(prefix="stream-ab-site-"))
+    (site / "sitecustomize.py").write_text(EVERY_DELTA)
+    prefix = f"{site}:" if args.every_delta else ""
     agents: list[tuple[str, str]] = []
     if args.pi_cli:
         use_node_beside(args.pi_cli)
@@ -53,10 +77,12 @@ def main() -> int:
         agents.append(
             (
                 "before",
-                f"env PYTHONPATH={args.before} PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc",
+                f"env PYTHONPATH={prefix}{args.before} PITRIO_AGENT_DIR={{agent_dir}} {PITRIO}"
+                " --mode rpc",
             )
         )
-    agents.append(("after", f"env PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"))
+    after_path = f"PYTHONPATH={prefix.rstrip(':')} " if prefix else ""
+    agents.append(("after", f"env {after_path}PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"))
     runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in agents}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.rounds):

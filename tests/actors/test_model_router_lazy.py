@@ -217,3 +217,27 @@ def test_the_catalogue_read_by_line_is_the_catalogue_parsed_whole(
     }
     with pytest.raises(ValueError):
         catalogue._split(orjson.dumps(document).split(b"\n"), orjson.loads)
+
+
+FIRST_REQUEST = """
+import sys
+from pitrio.actors.model_router.credentials import Credentials
+from pitrio.actors.model_router.lazy_http import LazyHttpProviders
+from pitrio.actors.model_router.providers.base import ProviderSettings
+lazy = LazyHttpProviders(Credentials(auth_path=None, env={}), ProviderSettings())
+lazy.provider("openai-completions")
+import httpx  # what the request itself imports (the transport's errors are httpx's)
+print(" ".join(sorted(m for m in ("click", "pygments", "rich") if m in sys.modules)) or "-")
+print(sys.modules.get("httpx._main", 0) is None)
+"""
+
+
+def test_the_providers_load_httpx_without_its_command_line_client() -> None:
+    """What a first request imports (issue 38: ~14 ms of the first reply where click and
+    pygments are installed, as in a developer's environment)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_REQUEST], capture_output=True, text=True, check=True
+    )
+    cli_modules, stubbed = done.stdout.split("\n")[:2]
+    assert cli_modules == "-"
+    assert stubbed == "True"

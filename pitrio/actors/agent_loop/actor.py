@@ -32,15 +32,19 @@ from pitrio.actors.agent_loop.commands import (
     GetState,
     Keep,
     LoopFacts,
+    LoopFeed,
+    LoopItem,
     Prompt,
     ReplaceMessage,
     Reset,
     RunEndFacts,
     RunFacts,
     RunResult,
+    SentCount,
     SetMessages,
     Steer,
     Subscribe,
+    UpdateBatch,
     WaitForIdle,
 )
 from pitrio.actors.agent_loop.decisions import (
@@ -150,8 +154,9 @@ class AgentLoop(Actor[AgentCommand]):
         self._hooks = hooks or LoopHooks()
         self._steering = MessageQueue(self._options.steering_mode)
         self._follow_up = MessageQueue(self._options.follow_up_mode)
-        # Each subscriber's channel, and whether it gets a RunEndFacts before each agent_end.
-        self._subscribers: list[tuple[trio.MemorySendChannel[Any], bool]] = []
+        # Each subscriber: its channel, whether it gets a RunEndFacts before each agent_end,
+        # and for a batched one the count of events sent on it (None: one event per item).
+        self._subscribers: list[tuple[trio.MemorySendChannel[Any], bool, SentCount | None]] = []
         self._streaming_message: AgentMessage | None = None
         self._pending_tool_calls: frozenset[str] = frozenset()
         self._error_message: str | None = None
@@ -282,10 +287,11 @@ class AgentLoop(Actor[AgentCommand]):
                 self._steering.clear()
                 self._follow_up.clear()
                 reply.set(None)
-            case Subscribe(capacity=capacity, reply=reply, run_facts=run_facts):
-                send, receive = trio.open_memory_channel[Any](capacity)
-                self._subscribers.append((send, run_facts))
-                reply.set(receive)
+            case Subscribe() as subscribe:
+                send, receive = trio.open_memory_channel[Any](subscribe.capacity)
+                sent = SentCount() if subscribe.batches else None
+                self._subscribers.append((send, subscribe.run_facts, sent))
+                subscribe.reply.set(LoopFeed(receive, sent) if sent is not None else receive)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -390,6 +396,7 @@ class AgentLoop(Actor[AgentCommand]):
                 config,
                 self._run_context(),
                 emit=self._emit,
+                emit_updates=self._emit_updates,
                 stream=self._stream,
                 execute=self._execute_call(),
                 poll_steering=self._steering.drain,
@@ -461,24 +468,50 @@ class AgentLoop(Actor[AgentCommand]):
         self._reduce(event)
         facts = None
         for subscription in list(self._subscribers):
-            subscriber, wants_facts = subscription
+            subscriber, wants_facts, sent = subscription
             try:
                 if wants_facts and isinstance(event, AgentEnd):
                     facts = facts or RunEndFacts(self._run_facts())
                     await _deliver(subscriber, facts)
+                    if sent is not None:
+                        sent.value += 1
                 try:  # _deliver written out: this runs for every streamed delta (issue 38)
                     subscriber.send_nowait(event)
                 except trio.WouldBlock:
                     await subscriber.send(event)
+                if sent is not None:
+                    sent.value += 1
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(subscription)
+
+    async def _emit_updates(self, updates: list[MessageUpdate]) -> None:
+        """Emit streamed updates taken at one wake-up: one :class:`UpdateBatch` item to a
+        batched subscriber, each update to the others (issue 38: a hand-over per delta)."""
+        # _reduce of each in turn leaves only the last one's message: no checkpoint between.
+        self._streaming_message = updates[-1].message
+        batch: UpdateBatch | None = None
+        for subscription in list(self._subscribers):
+            subscriber, _, sent = subscription
+            try:
+                if sent is not None:
+                    batch = batch or UpdateBatch(tuple(updates))
+                    await _deliver(subscriber, batch)
+                    sent.value += len(updates)
+                    continue
+                for event in updates:
+                    try:
+                        subscriber.send_nowait(event)
+                    except trio.WouldBlock:
+                        await subscriber.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
 
     async def stopping(self) -> None:
-        for subscriber, _ in self._subscribers:
+        for subscriber, _, _ in self._subscribers:
             await subscriber.aclose()
 
 
-async def _deliver(subscriber: trio.MemorySendChannel[Any], item: AgentEvent | RunEndFacts) -> None:
+async def _deliver(subscriber: trio.MemorySendChannel[Any], item: LoopItem) -> None:
     # No task switch per event while the subscriber's channel has room (issue 7: per-event
     # cost); a full channel still blocks the loop (back-pressure).
     try:

@@ -17,6 +17,7 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.state import AgentState
 from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel
+from pitrio.messages.events import AgentEvent, MessageUpdate
 from pitrio.messages.model import Model
 
 
@@ -183,13 +184,51 @@ class Reset:
 
 
 @attrs.frozen
+class UpdateBatch:
+    """Streamed ``message_update`` events of one response, in emission order, sent as one
+    item to a subscriber that asked for batches (issue 38: a hand-over per delta was the
+    largest cost of a long stream).
+
+    Contract: ``events`` holds one or more consecutive ``message_update`` events and nothing
+    else, at most :data:`~pitrio.actors.agent_loop.run.UPDATE_BATCH` of them; what the loop
+    emits between them (``message_start``, ``message_end``, tool events, ...) goes out as its
+    own item, after the batch before it. A batch is whatever the loop took from the provider
+    at one wake-up: it never waits for more, so a lone delta goes out as a batch of one."""
+
+    events: tuple[MessageUpdate, ...]
+
+
+LoopItem = AgentEvent | RunEndFacts | UpdateBatch
+"""What a batched subscription (:meth:`AgentLoopHandle.subscribe_batched`) receives."""
+
+
+@attrs.define
+class SentCount:
+    """Events the loop has sent one subscriber (a :class:`RunEndFacts` counts as one, a
+    batch as its events): how far the loop has got, whatever the subscriber took yet.
+    Written by the loop's task only; read by the subscriber."""
+
+    value: int = 0
+
+
+@attrs.frozen
+class LoopFeed:
+    """A batched subscription: the channel and the loop's count of events sent on it."""
+
+    events: trio.MemoryReceiveChannel[LoopItem]
+    sent: SentCount
+
+
+@attrs.frozen
 class Subscribe:
     """Open an event channel of ``capacity`` for a new subscriber (``run_facts``: with a
-    :class:`RunEndFacts` before each ``agent_end``)."""
+    :class:`RunEndFacts` before each ``agent_end``; ``batches``: streamed updates as
+    :class:`UpdateBatch` items, and the reply is a :class:`LoopFeed`)."""
 
     capacity: int
-    reply: Reply[trio.MemoryReceiveChannel[Any]]
+    reply: Reply[Any]
     run_facts: bool = False
+    batches: bool = False
 
 
 AgentCommand = (

@@ -20,6 +20,7 @@ from pitrio.actors.agent_loop.commands import (
     GetState,
     Keep,
     LoopFacts,
+    LoopFeed,
     Prompt,
     ReplaceMessage,
     Reset,
@@ -167,3 +168,12 @@ class AgentLoopHandle(Handle[AgentCommand]):
             lambda reply: Subscribe(capacity, reply, run_facts=True)
         )
         return channel
+
+    async def subscribe_batched(self, capacity: int = 256) -> LoopFeed:
+        """Like :meth:`subscribe_with_facts`, with the streamed updates the loop takes at one
+        wake-up as one :class:`UpdateBatch` (see its contract), and the loop's count of the
+        events sent (the session's pump: one hand-over per batch instead of per delta)."""
+        feed: LoopFeed = await self.ask(
+            lambda reply: Subscribe(capacity, reply, run_facts=True, batches=True)
+        )
+        return feed

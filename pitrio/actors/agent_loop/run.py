@@ -71,16 +71,27 @@ from pitrio.messages.transcript import (
     system_text,
 )
 
-__all__ = ["Emit", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
+__all__ = ["Emit", "EmitUpdates", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
+EmitUpdates = Callable[[list[MessageUpdate]], Awaitable[None]]
+"""Emits streamed updates taken at one wake-up, in order (the actor's: one hand-over per
+batch to the session's pump)."""
 StreamCall = Callable[
     [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
     Awaitable[None],
 ]
 Poll = Callable[[], list[AgentMessage]]
 
-STREAM_BUFFER = 64  # provider -> loop; the provider blocks when the loop is behind
+STREAM_BUFFER = 64
+"""Events the provider may have queued for the loop; the provider blocks when the loop is
+behind. The loop takes what is queued at each wake-up. A larger buffer would mean fewer rounds
+of task switches through the loop, the pump and the forwarder, but larger bursts into a
+client's subscriber buffer, which then merges more deltas for a client that keeps up
+(DESIGN-NOTES, "streamed updates in batches": 256 measured, not taken)."""
+UPDATE_BATCH = 32
+"""Streamed updates the loop emits as one batch at most (:class:`UpdateBatch`'s bound: with
+the pump's channel capacity it bounds what the pump may have queued)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -186,6 +197,7 @@ class LoopRun:
         *,
         emit: Emit,
         stream: StreamCall,
+        emit_updates: EmitUpdates | None = None,
         execute: ExecuteCall,
         poll_steering: Poll,
         poll_follow_up: Poll,
@@ -198,6 +210,7 @@ class LoopRun:
         self.context = context
         self.new_messages: list[AgentMessage] = []
         self._emit = emit
+        self._emit_updates = emit_updates or self._emit_each
         self._stream = stream
         self._execute = execute
         self._poll_steering = poll_steering
@@ -225,6 +238,10 @@ class LoopRun:
         await self._emit(AgentStart())
         await self._emit(TurnStart())
         await self._loop(skip_steering=False)
+
+    async def _emit_each(self, updates: list[MessageUpdate]) -> None:
+        for update in updates:
+            await self._emit(update)
 
     async def _end(self) -> None:
         await self._emit(AgentEnd(messages=tuple(self.new_messages)))
@@ -376,6 +393,11 @@ class LoopRun:
             if config.hooks.on_request is not None:
                 config.hooks.on_request(config.model, llm_context, options, transcript)
             send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
+            # Updates built from the events taken at this wake-up, not emitted yet: emitted
+            # as one batch before the loop waits for the provider, before any other event
+            # and at UPDATE_BATCH (issue 38). A batch is what was already queued: a lone
+            # delta is emitted before the loop waits again, never held for company.
+            updates: list[MessageUpdate] = []
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_stream, llm_context, options, send)
                 async with receive:
@@ -386,14 +408,32 @@ class LoopRun:
                         try:
                             event = receive.receive_nowait()
                         except trio.WouldBlock:
+                            if updates:
+                                await self._emit_updates(updates)
+                                updates = []
                             try:
                                 event = await receive.receive()
                             except trio.EndOfChannel:
                                 break
                         except trio.EndOfChannel:
                             break
+                        if announced and type(event) in _DELTAS:
+                            # The usual event, without the match below: a delta opens and
+                            # closes no block (what the last case does for it).
+                            partial = event.partial  # type: ignore[union-attr]
+                            self.context.set_last(partial)
+                            updates.append(
+                                MessageUpdate(assistant_message_event=event, message=partial)  # type: ignore[arg-type]
+                            )
+                            if len(updates) >= UPDATE_BATCH:
+                                await self._emit_updates(updates)
+                                updates = []
+                            continue
                         match event:
                             case StreamStart(partial=started):
+                                if updates:
+                                    await self._emit_updates(updates)
+                                    updates = []
                                 partial = started
                                 self.context.append(started)
                                 await self._emit(MessageStart(message=started))
@@ -410,9 +450,15 @@ class LoopRun:
                                     self.context.append(partial)
                                     await self._emit(MessageStart(message=partial))
                                     announced = True
-                                await self._emit(
+                                updates.append(
                                     MessageUpdate(assistant_message_event=event, message=partial)
                                 )
+                                if len(updates) >= UPDATE_BATCH:
+                                    await self._emit_updates(updates)
+                                    updates = []
+                    if updates:  # the stream ended (or failed) right after them
+                        await self._emit_updates(updates)
+                        updates = []
                 nursery.cancel_scope.cancel()  # a provider still running past its end is cut off
         if final is None:
             base = partial or empty_response(config.model)

@@ -12,6 +12,7 @@ on forwards to it.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from pitrio.actors.model_router.credentials import Credentials
@@ -37,6 +38,16 @@ HTTP_PROVIDERS: tuple[tuple[str, str, str], ...] = (
 _PACKAGE = "pitrio.actors.model_router.providers"
 
 
+def _without_httpx_cli() -> None:
+    """Keep httpx's command-line client out of the process (before httpx is imported).
+
+    httpx's package imports that client whenever click and pygments are installed (a
+    developer's environment has them: uvicorn's and pytest's): ~14 ms of CPU at a process's
+    first request, inside its first reply (issue 38). pitrio never runs it; a ``None`` entry
+    makes the import fail, and httpx then defines the stub ``main`` it has for that case."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 class LazyHttpProviders:
     """Stream functions for the HTTP APIs whose providers are built on first use."""
 
@@ -59,6 +70,7 @@ class LazyHttpProviders:
                 (module, cls) for name, module, cls in HTTP_PROVIDERS if name == api
             )
             if self.pool is None:
+                _without_httpx_cli()
                 from pitrio.actors.model_router.providers.http import HttpPool
 
                 self.pool = HttpPool(self._settings.http)

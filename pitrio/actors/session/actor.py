@@ -64,7 +64,7 @@ from pitrio.actors.session.operations import (
     SessionOperations,
 )
 from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION
-from pitrio.actors.session.pump import DECISION_CAPACITY, Decided, EventPump
+from pitrio.actors.session.pump import DECISION_CAPACITY, LOOP_EVENTS, Decided, EventPump
 from pitrio.actors.session.queries import SessionQueries
 from pitrio.actors.session.queues import DisplayQueues
 from pitrio.actors.session.resources.loader import (
@@ -272,7 +272,7 @@ class SessionActor(Actor[SessionCommand]):
         await self._loop.configure(hooks=hooks)
         decided_send, decided = trio.open_memory_channel[Decided](DECISION_CAPACITY)
         self._pump = EventPump(
-            events=await self._loop.subscribe_with_facts(capacity=1024),
+            feed=await self._loop.subscribe_batched(capacity=LOOP_EVENTS),
             loop=self._loop,
             store=self._store,
             log=self._log,
@@ -280,6 +280,7 @@ class SessionActor(Actor[SessionCommand]):
             host=self._host,
             queues=self._queues,
             emit=self._emit,
+            emit_all=self._outlet.emit_all,
             current_run=self._current_run,
             read_only=self._read_only,
             decided=decided_send,

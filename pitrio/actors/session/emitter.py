@@ -13,7 +13,7 @@ never a wait).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 import trio
@@ -118,6 +118,50 @@ class EventOutlet:
                     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                         break
                     item = subscriber.buffer.take()
+
+    def emit_all(self, events: Sequence[AgentSessionEvent]) -> None:
+        """:meth:`emit` each of ``events`` in order, walking the subscribers once for all of
+        them (issue 38: the pump's batch of streamed updates). Each subscriber and sink gets
+        the same items in the same order as from one :meth:`emit` per event."""
+        items: list[Sequenced] = []
+        seq = self.seq
+        sinks = self._sinks
+        for event in events:
+            seq += 1
+            item = Sequenced(seq, event)
+            self.seq = seq  # a sink sees the outlet where one emit per event left it
+            for sink in sinks:
+                sink.deliver(item)
+            items.append(item)
+        for subscriber in list(self._subscribers):
+            self._deliver_all(subscriber, items)
+
+    def _deliver_all(self, subscriber: _Subscriber, items: list[Sequenced]) -> None:
+        """What :meth:`emit` does for one subscriber, for several items in order."""
+        taken = 0
+        if not subscriber.sending and not subscriber.buffer and not subscriber.buffer.closed:
+            # As in emit: straight into the channel while nothing is queued before them and
+            # it takes them; the rest to the buffer, behind them.
+            send = subscriber.send.send_nowait
+            try:
+                for item in items:
+                    send(item)
+                    taken += 1
+            except trio.WouldBlock:
+                pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(subscriber)
+                subscriber.buffer.closed_reason = "subscriber closed its channel"
+                subscriber.wake.set()
+                return
+            if taken == len(items):
+                return
+        offer = subscriber.buffer.offer
+        for index in range(taken, len(items)):
+            if offer(items[index]) is Offer.OVERFLOW:
+                self._subscribers.remove(subscriber)
+                break
+        subscriber.wake.set()
 
     def emit(self, event: AgentSessionEvent) -> None:
         """Give ``event`` the next ``seq`` and hand it to every subscriber (never blocks)."""

@@ -20,6 +20,7 @@ import trio
 
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts
+from pitrio.actors.agent_loop.commands import LoopFeed, UpdateBatch
 from pitrio.actors.model_router.diagnostics import retry_after_ms
 from pitrio.actors.session.commands import PumpBarrier, PumpState
 from pitrio.actors.session.log import SessionLog
@@ -58,6 +59,13 @@ if TYPE_CHECKING:
     from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
+LOOP_EVENTS = 256
+"""Items of the agent loop's channel to the pump (a full one blocks the loop: back-pressure).
+An item is an event, run-end facts or a batch of at most
+:data:`~pitrio.actors.agent_loop.run.UPDATE_BATCH` (32) streamed updates, so at most ~8,000
+updates wait for a pump held up by the store or an extension (each a few hundred bytes: the
+partial message it holds is a lazy view of the builder's text)."""
+
 DECISION_CAPACITY = 16
 """Post-run decisions the pump has made and the run has not taken yet. One per low-level run,
 and the loop starts the next low-level run only after the run took the last decision, so at
@@ -84,7 +92,7 @@ class EventPump:
     def __init__(
         self,
         *,
-        events: trio.MemoryReceiveChannel[AgentEvent | RunEndFacts],
+        feed: LoopFeed,
         loop: AgentLoopHandle,
         store: SessionStoreHandle,
         log: SessionLog,
@@ -92,11 +100,13 @@ class EventPump:
         host: ExtensionHostHandle | None,
         queues: DisplayQueues,
         emit: Callable[[AgentSessionEvent], None],
+        emit_all: Callable[[Sequence[AgentSessionEvent]], None] | None = None,
         current_run: Callable[[], Run | None],
         read_only: Callable[[ReadOnlySessionError], None],
         decided: trio.MemorySendChannel[Decided],
     ) -> None:
-        self._events = events
+        self._events = feed.events
+        self._sent = feed.sent  # the loop's count of what it sent (see loop_events)
         self._loop = loop
         self._store = store
         self._log = log
@@ -104,6 +114,7 @@ class EventPump:
         self._host = host
         self._queues = queues
         self._emit = emit
+        self._emit_all = emit_all or self._emit_each
         self._current_run = current_run  # the driver's run, read (and its closing flag set)
         self._read_only = read_only
         self._decided = decided
@@ -116,7 +127,6 @@ class EventPump:
         self._barriers: list[PumpBarrier] = []
         self._busy = False
         self._turn_index = -1  # counted for the extension host only
-        self._taken = 0  # items taken from the loop's channel (events and run-end facts)
         self.gate: Callable[[], Awaitable[None]] | None = None
         """Awaited before each event the pump emits, when set: a trace replay holds the pump
         there so that an input's own events keep their recorded place (``None``: never)."""
@@ -125,28 +135,33 @@ class EventPump:
         """The pump's task: every event of the loop, until its channel closes."""
         events = self._events
         async with events:
-            async for event in events:
+            async for item in events:
                 self._busy = True
-                self._taken += 1
-                if not self._passed_on(event):
-                    await self._on_agent_event(event)
-                # Take what else is queued without a task switch per event (issue 7).
+                await self._on_item(item)
+                # Take what else is queued without a task switch per item (issue 7).
                 while True:
                     try:
-                        event = events.receive_nowait()
+                        item = events.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                    self._taken += 1
-                    if not self._passed_on(event):
-                        await self._on_agent_event(event)
+                    await self._on_item(item)
                 self._busy = False
                 self._release_barriers()
 
+    async def _on_item(self, item: AgentEvent | RunEndFacts | UpdateBatch) -> None:
+        if isinstance(item, UpdateBatch):
+            if not self._passed_on_all(item.events):
+                for event in item.events:
+                    await self._on_agent_event(event)
+        elif not self._passed_on(item):
+            await self._on_agent_event(item)
+
     def loop_events(self) -> int:
-        """How far the agent loop has got: the items it has sent the pump (events and run-end
-        facts), taken or still queued. A trace places its inputs by this count, which the
-        pump's own lag (it waits for the store at each ``message_end``) does not hold back."""
-        return self._taken + self._events.statistics().current_buffer_used
+        """How far the agent loop has got: the items it has sent the pump (events, counting
+        each of a batch, and run-end facts), taken or still queued. A trace places its inputs
+        by this count, which the pump's own lag (it waits for the store at each
+        ``message_end``) does not hold back."""
+        return self._sent.value
 
     def entry_id_of(self, message: AgentMessage | None) -> str | None:
         """The id of the entry ``message`` was recorded as in this process, if it was."""
@@ -184,6 +199,21 @@ class EventPump:
         if self.gate is not None:
             await self.gate()
         self._emit(EntryRecorded(entry=entry))
+
+    def _passed_on_all(self, updates: tuple[MessageUpdate, ...]) -> bool:
+        """:meth:`_passed_on` for a batch of streamed updates at once: each emitted in order
+        if nothing else is to be done with them; whether they were (issue 38)."""
+        if self._host is not None or self.gate is not None:
+            return False
+        run = self._current_run()
+        if run is not None and run.detached:
+            return False
+        self._emit_all(updates)  # never awaits: the run cannot change meanwhile
+        return True
+
+    def _emit_each(self, events: Sequence[AgentSessionEvent]) -> None:
+        for event in events:
+            self._emit(event)
 
     def _passed_on(self, event: AgentEvent | RunEndFacts) -> bool:
         """Emit a streamed update at once if nothing else is to be done with it (no

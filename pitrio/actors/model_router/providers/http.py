@@ -476,11 +476,29 @@ class HttpProvider(abc.ABC):
         try:
             async for chunk in chunks:
                 decoded = decoder.feed(chunk)
+                if observe is None:
+                    # The events of one read handed over together (issue 38: a coroutine
+                    # per SSE event cost more than the event); none waits for a later read.
+                    read: list[AssistantMessageEvent] = []
+                    for position, (event, data) in enumerate(decoded):
+                        events = parser.feed(event, data)
+                        if parser.finished and not isinstance(parser.final, StreamError):
+                            await _send_all(send, read)
+                            await self._drain(chunks, decoder, len(decoded) - position - 1)
+                            await _send_all(send, events)
+                            return
+                        read += events
+                        if isinstance(parser.final, StreamError):
+                            await _send_all(send, read)
+                            return
+                    await _send_all(send, read)
+                    continue
                 for position, (event, data) in enumerate(decoded):
-                    if observe is not None:  # before the event is normalised (pi 1.6.0)
-                        await observe.stream_event(
-                            model.provider, model.api, model.id, provider_hooks.event_data(data)
-                        )
+                    # Before the event is normalised (pi 1.6.0), and each event sent before
+                    # the next one is shown to the hook.
+                    await observe.stream_event(
+                        model.provider, model.api, model.id, provider_hooks.event_data(data)
+                    )
                     events = parser.feed(event, data)
                     if isinstance(parser.final, StreamError):
                         # A failure: stop reading; the connection is not worth keeping.
