@@ -312,12 +312,23 @@ def run_workers(
             "p99": percentile(pacing, 0.99) and round(percentile(pacing, 0.99) / 1000, 2),
         },
         "daemon_cpu_share": round(cpu / wall, 3),
+        # CPU per delta delivered: the figure a loaded machine leaves comparable (wall-time
+        # latency moves with the other load; the work done per delta does not).
+        "daemon_cpu_us_per_delta": per_delta(cpu, wall, counts, args.duration),
+        "loadgen_cpu_us_per_delta": per_delta(worker_cpu, wall, counts, args.duration),
         "daemon_cpu_wait_share": round(waited / wall, 3),
         "loadgen_cpu_share": round(worker_cpu / wall, 3),
         "daemon_rss_mb": round(rss_end / 2**20, 1),
         "daemon_rss_peak_mb": round(rss_peak / 2**20, 1),
         "slow_client": slow_seen,
     }
+
+
+def per_delta(cpu: float, wall: float, counts: dict[str, int], duration: float) -> float | None:
+    """Microseconds of CPU per delta handed off in the window (``cpu`` over ``wall`` seconds,
+    scaled to the window's ``duration``)."""
+    deltas = counts.get("chunks_in_window", 0)
+    return round(cpu / wall * duration / deltas * 1e6, 1) if deltas else None
 
 
 def report(step: dict[str, Any], label: str = "") -> None:
@@ -330,7 +341,9 @@ def report(step: dict[str, Any], label: str = "") -> None:
         f"dropped {step['deltas']['dropped_replies']}, errors {step['errors']}, disconnects "
         f"{step['disconnects']}; daemon CPU {step['daemon_cpu_share'] * 100:.0f} %, "
         f"waiting for a CPU {step.get('daemon_cpu_wait_share', 0) * 100:.0f} %, "
-        f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB",
+        f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB; "
+        f"CPU per delta: daemon {step.get('daemon_cpu_us_per_delta')} us, load "
+        f"{step.get('loadgen_cpu_us_per_delta')} us",
         file=sys.stderr,
         flush=True,
     )

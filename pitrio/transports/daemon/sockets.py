@@ -340,22 +340,22 @@ class SessionSocket(ClientSocket):
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _encode(self, item: Sequenced | Outgoing | bytes) -> str:
+    def _encode(self, item: Sequenced | Outgoing | bytes) -> bytes:
         if isinstance(item, bytes):
-            return item.decode("utf-8")
+            return item
         if isinstance(item, Outgoing):
-            return safe_json_frame(item.payload).decode("utf-8")
+            return safe_json_frame(item.payload)
         update = isinstance(item.event, MessageUpdate)
         if isinstance(item, FramedEvent) and (
             not update or (self.updates == "delta" and self._relay_deltas)
         ):
-            return item.frame.decode("utf-8")  # encoded once by the relay, for every client
+            return item.frame  # encoded once by the relay, for every client
         if not update:
             # Every other event has one form: the replay buffer's frame is it.
             cached = self.hosted.replay.get(item.seq)
             if cached is not None:
-                return cached.decode("utf-8")
-        return event_frame(item.seq, item.event, self.updates).decode("utf-8")
+                return cached
+        return event_frame(item.seq, item.event, self.updates)
 
     async def _send_loop(self, client: AttachedClient) -> None:
         batch = max(1, self.server.config.send_batch)
@@ -374,7 +374,7 @@ class SessionSocket(ClientSocket):
                 continue
             # Everything already queued goes out in one write (up to ``batch`` frames): a
             # client that fell behind costs one system call per batch, not per frame.
-            frames: list[str] = []
+            frames: list[bytes] = []
             closed = False
             while item is not None:
                 try:
@@ -403,13 +403,13 @@ class SessionSocket(ClientSocket):
                 await self.close(CLOSE_NORMAL, "session closed")
                 return
 
-    async def _send_frames(self, frames: list[str]) -> None:
-        send_messages = getattr(self.ws, "send_messages", None)
-        if send_messages is None or len(frames) == 1:  # a plain trio-websocket connection
+    async def _send_frames(self, frames: list[bytes]) -> None:
+        send_frames = getattr(self.ws, "send_frames", None)
+        if send_frames is None:  # a plain trio-websocket connection
             for frame in frames:
-                await self.ws.send_message(frame)
+                await self.ws.send_message(frame.decode("utf-8"))
         else:
-            await send_messages(frames)
+            await send_frames(frames)
 
     async def _watchdog(self, client: AttachedClient) -> None:
         stall = self.server.config.stall_seconds
