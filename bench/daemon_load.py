@@ -401,9 +401,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rss_empty: dict[str, float] = {}
     codes: list[int] = []
     try:
-        for count in args.sessions:
+        for round_, count in enumerate(args.sessions):
             for name, variant in variants:
-                daemon, ids = fresh_daemon(tmp, f"{name}-{count}", variant, 0)
+                # A step repeated (``--sessions 400 400``) is a round of its own.
+                daemon, ids = fresh_daemon(tmp, f"{name}-{count}-{round_}", variant, 0)
                 rss_empty[name] = round(rss_bytes(daemon.pid) / 2**20, 1)
                 try:
                     ids = trio.run(create_sessions, daemon.port, count)
@@ -494,9 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--client",
-        choices=("wsproto", "trio-websocket"),
-        default="wsproto",
-        help="the load generator's websocket client (wsproto alone costs the machine less)",
+        choices=("poll", "wsproto", "trio-websocket"),
+        default="poll",
+        help="the load generator's websocket clients: all on one epoll loop (the cheapest), a "
+        "trio task each on wsproto alone, or trio-websocket",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--out", type=Path, required=True)
