@@ -32,6 +32,7 @@ import trio
 
 from pitrio.actors.model_router.providers.base import EventSender
 from pitrio.actors.model_router.providers.faux import FauxProvider, last_user_text
+from pitrio.actors.model_router.providers.faux_pacer import Pacer
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import ToolResultMessage
@@ -208,6 +209,11 @@ class ChunkChecker:
 class LoadFaux(FauxProvider):
     """The faux provider answering ``load ...`` prompts with paced, self-describing chunks."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pacer = Pacer()
+        """Every reply's chunk sleeps on one timer (:mod:`.faux_pacer`)."""
+
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
     ) -> None:
@@ -243,7 +249,7 @@ class LoadFaux(FauxProvider):
             # An absolute schedule: a late wake-up is not added to every later chunk.
             deadline = chunk_deadline(start, interval, index)
             if trio.current_time() < deadline:
-                await trio.sleep_until(deadline)
+                await self.pacer.sleep_until(deadline)
             else:
                 await trio.lowlevel.checkpoint()  # abort is still seen between batches
             # Every chunk due by now goes out in this one wake-up, each stamped as it is handed
