@@ -59,6 +59,7 @@ from pitrio.transports.daemon.socket_base import (
     ClientSocket,
     log,
 )
+from pitrio.transports.daemon.websocket import DaemonWebSocket
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -357,9 +358,42 @@ class SessionSocket(ClientSocket):
                 return cached
         return event_frame(item.seq, item.event, self.updates)
 
+    def _send_now(self, client: AttachedClient, item: FramedEvent) -> bool:
+        """The relay's direct send (``AttachedClient.direct``): ``item`` written to the socket
+        now, when it takes it (see ``DaemonWebSocket.send_frame_now``); the sender is woken
+        only to write what the socket did not take."""
+        try:
+            frame = self._encode(item)
+        except Exception:  # the queued path meets it again, and counts it
+            return False
+        ws = self.ws
+        assert isinstance(ws, DaemonWebSocket)  # the only kind the relay is given this for
+        if not ws.send_frame_now(frame):
+            return False
+        if ws.unsent:
+            client.wake()
+        return True
+
     async def _send_loop(self, client: AttachedClient) -> None:
+        if isinstance(self.ws, DaemonWebSocket):
+            client.direct = lambda item: self._send_now(client, item)
+        try:
+            await self._send_queued(client)
+        finally:
+            client.direct = None
+
+    async def _send_queued(self, client: AttachedClient) -> None:
         batch = max(1, self.server.config.send_batch)
         while True:
+            if isinstance(self.ws, DaemonWebSocket) and self.ws.unsent:
+                self._sending_since = trio.current_time()
+                try:
+                    await self.ws.flush()
+                except ConnectionClosed:
+                    self.scope.cancel()
+                    return
+                finally:
+                    self._sending_since = None
             item = client.feed.take()
             if item is None:
                 reason = client.feed.closed_reason

@@ -80,6 +80,9 @@ class DaemonWebSocket(WebSocketConnection):
         super().__init__(*args, **kwargs)
         self.close_timeout = close_timeout
         self._merged: list[Any] = []
+        self._unsent = b""
+        """The end of a frame :meth:`send_frame_now` could not write: goes first in the next
+        write (a flush by the sender, or any frame)."""
 
     async def _handle_message_event(self, event: BytesMessage | TextMessage) -> None:
         # trio-websocket keeps each fragment of a message as its own object until the last
@@ -122,12 +125,15 @@ class DaemonWebSocket(WebSocketConnection):
         for payload in payloads:
             parts.append(text_frame_header(len(payload)))
             parts.append(payload)
-        data = b"".join(parts)
         lock = self._stream_lock
         try:
             lock.acquire_nowait()
         except trio.WouldBlock:  # the reader is answering a ping or a close
             await lock.acquire()
+        if self._unsent:
+            parts.insert(0, self._unsent)
+            self._unsent = b""
+        data = b"".join(parts)
         try:
             sent = write_now(self._stream, data)
             if sent < len(data):
@@ -138,6 +144,63 @@ class DaemonWebSocket(WebSocketConnection):
             raise ConnectionClosed(self._close_reason) from None
         finally:
             lock.release()
+
+    @property
+    def unsent(self) -> bool:
+        """Whether the end of a frame waits for :meth:`flush`."""
+        return bool(self._unsent)
+
+    def send_frame_now(self, payload: bytes) -> bool:
+        """Write one text message (its UTF-8 bytes) to the socket now, without waiting or a
+        task switch, if nothing else is being written; whether it was written.
+
+        ``False`` (nothing written) when the connection is closing, another write holds the
+        stream, or the socket's buffer is full or broken: the caller queues the frame for
+        the sender instead, which meets any error. ``True`` when the socket took the frame,
+        or its start: the rest waits in :attr:`unsent`, to be written by :meth:`flush`
+        before anything else."""
+        if self._close_reason or self._unsent or self._wsproto.state is not ConnectionState.OPEN:
+            return False
+        lock = self._stream_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        try:
+            data = text_frame_header(len(payload)) + payload
+            try:
+                sent = write_now(self._stream, data)
+            except OSError:
+                return False
+            if sent == 0:
+                return False
+            self._unsent = data[sent:]
+            return True
+        finally:
+            lock.release()
+
+    async def flush(self) -> None:
+        """Write what :meth:`send_frame_now` left unsent, waiting for room."""
+        async with self._stream_lock:
+            data, self._unsent = self._unsent, b""
+            if data:
+                await self._write_locked(data)
+
+    async def _send(self, event: Any) -> None:
+        # trio-websocket's every write (pings, pongs, the close frame) goes here: a frame's
+        # unsent end goes first, under the same lock, so nothing lands inside it.
+        data = self._wsproto.send(event)
+        async with self._stream_lock:
+            data, self._unsent = self._unsent + data, b""
+            await self._write_locked(data)
+
+    async def _write_locked(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._abort_web_socket()
+            assert self._close_reason is not None
+            raise ConnectionClosed(self._close_reason) from None
 
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:
