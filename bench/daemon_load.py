@@ -2,11 +2,12 @@
 
 ``pitrio serve`` runs as its own process (a temporary agent dir, no eviction, no auth on
 loopback) with ``PITRIO_FAUX_SCRIPT=load``; ``--workers`` load-generator processes
-(``bench/daemon_load_client.py``, trio and trio-websocket as the project uses) share the
-sessions, one websocket client each. For each step of ``--sessions`` (50 to 1,000) the daemon
-is given that many sessions and every client runs turns for ``--warmup`` + ``--duration``
-seconds: a prompt, a reply of ``--chunks`` chunks at ``--rate`` chunks a second (a share
-``--tool-share`` of turns first calls the ``read`` tool, then replies), a think time.
+(``bench/daemon_load_client.py``; by default every client of a process on one ``epoll`` loop,
+``bench/daemon_load_poll.py``) share the sessions, one websocket client each. For each step
+of ``--sessions`` (50 to 1,000) the daemon is given that many sessions and every client runs
+turns for ``--warmup`` + ``--duration`` seconds: a prompt, a reply of ``--chunks`` chunks at
+``--rate`` chunks a second (a share ``--tool-share`` of turns first calls the ``read`` tool,
+then replies), a think time.
 
 **Pacing comes from the provider side**, a paced faux model in the daemon (``LoadFaux``), not a
 loopback vendor mock: on two cores shared by the daemon and the clients, a mock process
@@ -20,8 +21,9 @@ handed off in the measured window; deltas sent (by the chunks' own count), recei
 coalesced (chunks that arrived inside a merged delta; seq gaps), dropped (bad replies);
 errors; disconnects; the daemon's CPU (% of one core), its time runnable but waiting for a CPU
 (``schedstat``: the machine's other load) and RSS from ``/proc``, the load
-generators' CPU; the provider's achieved pace. ``--slow`` adds a client that stops reading,
-and reports what the daemon did with it and what the others saw.
+generators' CPU; both as CPU microseconds per delta; the provider's achieved pace. ``--slow``
+adds a client that stops reading, and reports what the daemon did with it and what the others
+saw.
 
     .venv/bin/python bench/daemon_load.py --sessions 50 100 200 \\
         --out bench/results/raw/pitrio_daemon-load.json --chart bench/results/charts/x.png
