@@ -162,10 +162,14 @@ class PollSession:
             except BlockingIOError:
                 select.select([], [self.sock], [], 5)
 
-    def readable(self, now_us: int) -> float | None:
+    def readable(self) -> float | None:
         """Read what the socket has; when a turn ended, when to prompt again (monotonic s)."""
         assert self.sock is not None
         data = self.sock.recv(READ_SIZE)
+        # The frames' arrival: after the read, never before it (a chunk stamped between a
+        # clock read and the recv would seem handed off after it arrived, and its latency
+        # wrap to 17.9 minutes).
+        now_us = time.monotonic_ns() // 1000
         if not data:
             raise Closed(1006, "connection lost")
         if self.head is not None:
@@ -249,10 +253,9 @@ def run_poll(config: dict[str, Any], tally: Tally) -> None:
     while live:
         timeout = max(0.0, timers[0][0] - time.monotonic()) if timers else -1
         for fd, _ in poll.poll(timeout):
-            now_us = time.monotonic_ns() // 1000  # one arrival time for a read's frames
             client = by_fd[fd]
             try:
-                after = client.readable(now_us)
+                after = client.readable()
             except Closed as exc:
                 finish(client, f"disconnected: {exc}", disconnect=True)
                 continue
