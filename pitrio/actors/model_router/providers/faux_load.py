@@ -103,7 +103,7 @@ def _filler(index: int) -> str:
 def encode_stamp(micros: int) -> str:
     """``micros`` modulo :data:`STAMP_MODULO` as :data:`STAMP_CHARS` letters of :data:`ALPHABET`
     (most significant first: two letters per 12 bits, then the last six bits)."""
-    value = micros % STAMP_MODULO
+    value: int = micros % STAMP_MODULO
     return _PAIRS[value >> 18] + _PAIRS[(value >> 6) & 4095] + ALPHABET[value & 63]
 
 
