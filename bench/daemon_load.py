@@ -2,11 +2,12 @@
 
 ``pitrio serve`` runs as its own process (a temporary agent dir, no eviction, no auth on
 loopback) with ``PITRIO_FAUX_SCRIPT=load``; ``--workers`` load-generator processes
-(``bench/daemon_load_client.py``, trio and trio-websocket as the project uses) share the
-sessions, one websocket client each. For each step of ``--sessions`` (50 to 1,000) the daemon
-is given that many sessions and every client runs turns for ``--warmup`` + ``--duration``
-seconds: a prompt, a reply of ``--chunks`` chunks at ``--rate`` chunks a second (a share
-``--tool-share`` of turns first calls the ``read`` tool, then replies), a think time.
+(``bench/daemon_load_client.py``; by default every client of a process on one ``epoll`` loop,
+``bench/daemon_load_poll.py``) share the sessions, one websocket client each. For each step
+of ``--sessions`` (50 to 1,000) the daemon is given that many sessions and every client runs
+turns for ``--warmup`` + ``--duration`` seconds: a prompt, a reply of ``--chunks`` chunks at
+``--rate`` chunks a second (a share ``--tool-share`` of turns first calls the ``read`` tool,
+then replies), a think time.
 
 **Pacing comes from the provider side**, a paced faux model in the daemon (``LoadFaux``), not a
 loopback vendor mock: on two cores shared by the daemon and the clients, a mock process
@@ -20,8 +21,9 @@ handed off in the measured window; deltas sent (by the chunks' own count), recei
 coalesced (chunks that arrived inside a merged delta; seq gaps), dropped (bad replies);
 errors; disconnects; the daemon's CPU (% of one core), its time runnable but waiting for a CPU
 (``schedstat``: the machine's other load) and RSS from ``/proc``, the load
-generators' CPU; the provider's achieved pace. ``--slow`` adds a client that stops reading,
-and reports what the daemon did with it and what the others saw.
+generators' CPU; both as CPU microseconds per delta; the provider's achieved pace. ``--slow``
+adds a client that stops reading, and reports what the daemon did with it and what the others
+saw.
 
     .venv/bin/python bench/daemon_load.py --sessions 50 100 200 \\
         --out bench/results/raw/pitrio_daemon-load.json --chart bench/results/charts/x.png
@@ -312,12 +314,23 @@ def run_workers(
             "p99": percentile(pacing, 0.99) and round(percentile(pacing, 0.99) / 1000, 2),
         },
         "daemon_cpu_share": round(cpu / wall, 3),
+        # CPU per delta delivered: the figure a loaded machine leaves comparable (wall-time
+        # latency moves with the other load; the work done per delta does not).
+        "daemon_cpu_us_per_delta": per_delta(cpu, wall, counts, args.duration),
+        "loadgen_cpu_us_per_delta": per_delta(worker_cpu, wall, counts, args.duration),
         "daemon_cpu_wait_share": round(waited / wall, 3),
         "loadgen_cpu_share": round(worker_cpu / wall, 3),
         "daemon_rss_mb": round(rss_end / 2**20, 1),
         "daemon_rss_peak_mb": round(rss_peak / 2**20, 1),
         "slow_client": slow_seen,
     }
+
+
+def per_delta(cpu: float, wall: float, counts: dict[str, int], duration: float) -> float | None:
+    """Microseconds of CPU per delta handed off in the window (``cpu`` over ``wall`` seconds,
+    scaled to the window's ``duration``)."""
+    deltas = counts.get("chunks_in_window", 0)
+    return round(cpu / wall * duration / deltas * 1e6, 1) if deltas else None
 
 
 def report(step: dict[str, Any], label: str = "") -> None:
@@ -330,7 +343,9 @@ def report(step: dict[str, Any], label: str = "") -> None:
         f"dropped {step['deltas']['dropped_replies']}, errors {step['errors']}, disconnects "
         f"{step['disconnects']}; daemon CPU {step['daemon_cpu_share'] * 100:.0f} %, "
         f"waiting for a CPU {step.get('daemon_cpu_wait_share', 0) * 100:.0f} %, "
-        f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB",
+        f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB; "
+        f"CPU per delta: daemon {step.get('daemon_cpu_us_per_delta')} us, load "
+        f"{step.get('loadgen_cpu_us_per_delta')} us",
         file=sys.stderr,
         flush=True,
     )
@@ -388,9 +403,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rss_empty: dict[str, float] = {}
     codes: list[int] = []
     try:
-        for count in args.sessions:
+        for round_, count in enumerate(args.sessions):
             for name, variant in variants:
-                daemon, ids = fresh_daemon(tmp, f"{name}-{count}", variant, 0)
+                # A step repeated (``--sessions 400 400``) is a round of its own.
+                daemon, ids = fresh_daemon(tmp, f"{name}-{count}-{round_}", variant, 0)
                 rss_empty[name] = round(rss_bytes(daemon.pid) / 2**20, 1)
                 try:
                     ids = trio.run(create_sessions, daemon.port, count)
@@ -481,9 +497,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--client",
-        choices=("wsproto", "trio-websocket"),
-        default="wsproto",
-        help="the load generator's websocket client (wsproto alone costs the machine less)",
+        choices=("poll", "wsproto", "trio-websocket"),
+        default="poll",
+        help="the load generator's websocket clients: all on one epoll loop (the cheapest), a "
+        "trio task each on wsproto alone, or trio-websocket",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--out", type=Path, required=True)

@@ -14,10 +14,12 @@ With ``slow`` set, one more client prompts a long fast reply and then stops read
 buffer of a few KB, a message queue of one): the daemon must coalesce its updates, then cut it
 off, without the others noticing. What it saw at the end (close code, reason) is reported.
 
-The sessions' clients speak websocket through wsproto alone (:class:`FrameClient`: one read
-takes every frame already on the socket), which costs this machine less than trio-websocket's
-reader task and channel per message; ``--client trio-websocket`` in ``daemon_load.py`` uses the
-library as before. The slow client stays on trio-websocket (its small message queue is the point).
+The sessions' clients share one ``epoll`` loop (:mod:`bench.daemon_load_poll`: each socket
+registered once, read in large pieces, the server's frames cut out by hand), which costs this
+machine the least CPU per delta. ``--client wsproto`` in ``daemon_load.py`` gives each session a
+trio task speaking wsproto alone (:class:`FrameClient`: one read takes every frame already on
+the socket), ``--client trio-websocket`` the library as the project uses it. The slow client
+stays on trio-websocket (its small message queue is the point).
 
 Writes a JSON result next to CONFIG (``.out.json``) and the window's latencies in
 microseconds as little-endian ``uint32`` (``.lat``).
@@ -30,6 +32,7 @@ import json
 import random
 import socket
 import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -194,6 +197,67 @@ class Tally:
             self.pacing_us.append(span // (len(checker.sent_us) - 1))
 
 
+class TurnReader:
+    """What a client reads of one turn, frame by frame (every client kind shares it): the
+    ``seq`` order, the text deltas into a :class:`ChunkChecker`, the final message, the
+    failed responses; the turn ends at ``agent_settled``."""
+
+    def __init__(self, session: str, request: LoadRequest, tally: Tally, last_seq: int) -> None:
+        self.session = session
+        self.request = request
+        self.tally = tally
+        self.last_seq = last_seq
+        self.checker = ChunkChecker()
+        self.final: str | None = None
+        self.frames = 0
+
+    def take(self, raw: str | bytes, arrived: int) -> bool:
+        """Read one frame that arrived at ``arrived`` (µs); ``True`` once the turn settled."""
+        tally = self.tally
+        frame = orjson.loads(raw)
+        kind = frame.get("type")
+        seq = frame.get("seq")
+        if seq is not None:
+            if seq <= self.last_seq:
+                tally.counts["errors"] += 1
+                tally.fault(self.session, f"seq {seq} after {self.last_seq}")
+            elif seq != self.last_seq + 1:
+                tally.counts["seq_gaps"] += 1
+            self.last_seq = seq
+        if kind == "message_update":
+            event = frame["assistantMessageEvent"]
+            if event["type"] == "text_delta":
+                self.frames += 1
+                self.checker.feed(event["delta"], arrived)
+        elif kind == "message_end":
+            message = frame["message"]
+            if message.get("role") == "assistant":
+                texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
+                if texts:
+                    self.final = "".join(texts)
+        elif kind == "response" and not frame.get("success"):
+            tally.counts["errors"] += 1
+            tally.fault(self.session, f"response: {frame.get('error')}")
+        elif kind == "agent_settled":
+            return True
+        return False
+
+    def finish(self) -> int:
+        """Check the whole reply and count it; the last ``seq`` seen."""
+        tally, checker = self.tally, self.checker
+        faults = checker.finish(self.request.chunks, self.final)
+        if self.frames > checker.index:
+            faults.append(f"{self.frames} text deltas for {checker.index} chunks")
+        tally.counts["delta_frames"] += self.frames
+        if faults:
+            tally.counts["bad_replies"] += 1
+            tally.fault(self.session, "; ".join(faults))
+        tally.counts["turns"] += 1
+        tally.counts["tool_turns"] += self.request.tool
+        tally.reply(checker)
+        return self.last_seq
+
+
 async def one_turn(
     ws: Any, session: str, request: LoadRequest, turn: int, tally: Tally, last_seq: int
 ) -> int:
@@ -201,49 +265,10 @@ async def one_turn(
     await ws.send_message(
         orjson.dumps({"id": f"t{turn}", "type": "prompt", "message": load_prompt(request)}).decode()
     )
-    checker = ChunkChecker()
-    final: str | None = None
-    frames = 0
-    while True:
-        raw = await ws.get_message()
-        arrived = monotonic_micros()
-        frame = orjson.loads(raw)
-        kind = frame.get("type")
-        seq = frame.get("seq")
-        if seq is not None:
-            if seq <= last_seq:
-                tally.counts["errors"] += 1
-                tally.fault(session, f"seq {seq} after {last_seq}")
-            elif seq != last_seq + 1:
-                tally.counts["seq_gaps"] += 1
-            last_seq = seq
-        if kind == "message_update":
-            event = frame["assistantMessageEvent"]
-            if event["type"] == "text_delta":
-                frames += 1
-                checker.feed(event["delta"], arrived)
-        elif kind == "message_end":
-            message = frame["message"]
-            if message.get("role") == "assistant":
-                texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
-                if texts:
-                    final = "".join(texts)
-        elif kind == "response" and not frame.get("success"):
-            tally.counts["errors"] += 1
-            tally.fault(session, f"response: {frame.get('error')}")
-        elif kind == "agent_settled":
-            break
-    faults = checker.finish(request.chunks, final)
-    if frames > checker.index:
-        faults.append(f"{frames} text deltas for {checker.index} chunks")
-    tally.counts["delta_frames"] += frames
-    if faults:
-        tally.counts["bad_replies"] += 1
-        tally.fault(session, "; ".join(faults))
-    tally.counts["turns"] += 1
-    tally.counts["tool_turns"] += request.tool
-    tally.reply(checker)
-    return last_seq
+    reader = TurnReader(session, request, tally, last_seq)
+    while not reader.take(await ws.get_message(), monotonic_micros()):
+        pass
+    return reader.finish()
 
 
 async def client(url: str, session: str, config: dict[str, Any], tally: Tally, seed: int) -> None:
@@ -324,12 +349,11 @@ async def slow_client(port: int, session: str, config: dict[str, Any]) -> dict[s
     return result
 
 
-async def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Every client of this process; the tally as JSON."""
-    tally = Tally((config["window_start_us"], config["end_us"]))
+async def run_trio(config: dict[str, Any], tally: Tally) -> dict[str, Any] | None:
+    """Every client of this process as trio tasks (``--client wsproto|trio-websocket``); what
+    the slow client saw."""
     url = f"ws://127.0.0.1:{config['port']}"
     slow: dict[str, Any] | None = None
-    cpu0 = time.process_time()
     async with trio.open_nursery() as nursery:
         for index, session in enumerate(config["sessions"]):
             nursery.start_soon(client, url, session, config, tally, config["seed"] * 100003 + index)
@@ -340,6 +364,36 @@ async def run(config: dict[str, Any]) -> dict[str, Any]:
                 slow = await slow_client(config["port"], config["slow_session"], config)
 
             nursery.start_soon(run_slow)
+    return slow
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Every client of this process; the tally as JSON.
+
+    The default clients share one ``epoll`` loop (:mod:`bench.daemon_load_poll`); the slow
+    client, when there is one, keeps trio-websocket (its one-message queue is the point) in a
+    thread of its own."""
+    tally = Tally((config["window_start_us"], config["end_us"]))
+    cpu0 = time.process_time()
+    slow: dict[str, Any] | None = None
+    if config.get("client") in ("wsproto", "trio-websocket"):
+        slow = trio.run(run_trio, config, tally)
+    else:
+        from bench.daemon_load_poll import run_poll  # it imports this module
+
+        seen: list[dict[str, Any]] = []
+        thread = None
+        if config.get("slow_session"):
+
+            def run_slow() -> None:
+                seen.append(trio.run(slow_client, config["port"], config["slow_session"], config))
+
+            thread = threading.Thread(target=run_slow, name="slow-client")
+            thread.start()
+        run_poll(config, tally)
+        if thread is not None:
+            thread.join()
+            slow = seen[0] if seen else None
     return {
         "counts": tally.counts,
         "faults": tally.faults,
@@ -354,7 +408,7 @@ def main(argv: list[str]) -> int:
     """Read the config, run, write the results."""
     path = Path(argv[0])
     config = json.loads(path.read_text())
-    result = trio.run(run, config)
+    result = run(config)
     latencies: array.array[int] = result.pop("latencies")
     if sys.byteorder != "little":
         latencies.byteswap()

@@ -106,3 +106,26 @@ def test_resume_skips_what_this_connection_already_got() -> None:
     queued = feed.resume([b"r4", b"r5", b"r6", b"r7", b"r8"], last_seq=8)
     assert queued == 3
     assert drain(feed) == ["r4", "r5", "r8"]
+
+
+def test_idle_only_when_nothing_is_queued_held_or_cut_off() -> None:
+    """The relay writes an event straight to the socket only past an idle feed: anything
+    queued, a response waiting, a replay or a prompt gate would otherwise be overtaken."""
+    feed = ClientFeed(16)
+    assert feed.idle()
+    feed.offer(Sequenced(1, TurnStart()))
+    assert not feed.idle()
+    drain(feed)
+    assert feed.idle()
+    feed.push(Outgoing(payload={"id": "r"}, after_seq=5))
+    assert not feed.idle()
+    drain(feed)
+    feed.open_gate(1)
+    assert not feed.idle()
+    feed.close_gate(1)
+    feed.resume([b"{}", b"{}"], 11)
+    assert not feed.idle()
+    drain(feed)
+    assert feed.idle()
+    feed.close("gone")
+    assert not feed.idle()

@@ -3,6 +3,7 @@ relay's encoded frames reused only for the clients that take that form."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import trio
@@ -124,3 +125,100 @@ async def test_delta_and_full_clients_of_one_session_each_get_their_form(tmp_pat
         text_of_deltas(delta_frames) == text_of_deltas(full_frames) == "abcdefghijklmnopqrstuvwxyz"
     )
     assert [f["seq"] for f in updates] == [f["seq"] for f in full_updates]
+
+
+async def socket_pair(
+    nursery: trio.Nursery, *, send_buffer: int | None = None
+) -> tuple[DaemonWebSocket, WebSocketConnection, socket.socket]:
+    """A daemon websocket on a real (Unix) socket, as ``write_now`` needs, and its client."""
+    server_sock, client_sock = socket.socketpair()
+    if send_buffer is not None:
+        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    server_stream = trio.SocketStream(trio.socket.from_stdlib_socket(server_sock))
+    client_stream = trio.SocketStream(trio.socket.from_stdlib_socket(client_sock))
+    opened: list[WebSocketConnection] = []
+    done = trio.Event()
+
+    async def open_client() -> None:
+        opened.append(await wrap_client_stream(nursery, client_stream, "127.0.0.1", "/"))
+        done.set()
+
+    nursery.start_soon(open_client)
+    request = await wrap_server_stream(
+        nursery, server_stream, max_message_size=1 << 24, close_timeout=1
+    )
+    server = await request.accept()
+    await done.wait()
+    assert isinstance(server, DaemonWebSocket)
+    return server, opened[0], client_sock
+
+
+async def test_a_lone_frame_is_written_at_once() -> None:
+    """``send_frame_now`` writes in the call, with no checkpoint: the peer's socket holds the
+    frame before the caller yields (a lone delta waits for nothing)."""
+    async with trio.open_nursery() as nursery:
+        server, client, client_sock = await socket_pair(nursery)
+        await trio.testing.wait_all_tasks_blocked()  # the client's reader waits on the socket
+        before = trio.lowlevel.current_statistics().tasks_runnable
+        assert server.send_frame_now(b'{"delta":"x"}')
+        assert not server.unsent
+        assert trio.lowlevel.current_statistics().tasks_runnable == before  # nothing ran
+        waiting = client_sock.recv(64, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        assert waiting == b"\x81\x0d" + b'{"delta":"x"}'  # on the wire already, one frame
+        assert await client.get_message() == '{"delta":"x"}'
+        nursery.cancel_scope.cancel()
+
+
+async def test_no_frame_is_written_now_while_another_write_holds_the_stream() -> None:
+    async with trio.open_nursery() as nursery:
+        server, client, _ = await socket_pair(nursery)
+        release = trio.Event()
+
+        async def hold() -> None:  # another writer, e.g. the reader answering a ping
+            async with server._stream_lock:
+                await release.wait()
+
+        nursery.start_soon(hold)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not server.send_frame_now(b'{"a":1}')
+        release.set()
+        await server.send_frames([b'{"b":2}'])
+        assert await client.get_message() == '{"b":2}'  # nothing else went out
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_unsent_end_of_a_frame_goes_before_anything_else() -> None:
+    """A frame bigger than the socket takes is written in part; its end goes before the next
+    frames and before a ping (trio-websocket's own writes), so the peer reads each whole."""
+    big = b'"' + b"x" * 600_000 + b'"'
+    async with trio.open_nursery() as nursery:
+        server, client, _ = await socket_pair(nursery, send_buffer=16_384)
+        assert server.send_frame_now(big)
+        assert server.unsent  # the socket took the start only
+        received: list[str] = []
+        both = trio.Event()
+
+        async def read() -> None:
+            received.extend([await client.get_message() for _ in range(2)])
+            both.set()
+
+        nursery.start_soon(server.ping, b"p")  # takes the stream first, waits for room
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(read)
+        await server.send_frames([b'"next"'])
+        await both.wait()
+        assert received == [big.decode(), '"next"']
+        assert not server.unsent
+        nursery.cancel_scope.cancel()
+
+
+async def test_flush_writes_the_unsent_end() -> None:
+    big = b'"' + b"y" * 600_000 + b'"'
+    async with trio.open_nursery() as nursery:
+        server, client, _ = await socket_pair(nursery, send_buffer=16_384)
+        assert server.send_frame_now(big)
+        assert server.unsent
+        assert not server.send_frame_now(b'"later"')  # never after an unsent end
+        nursery.start_soon(server.flush)
+        assert await client.get_message() == big.decode()
+        nursery.cancel_scope.cancel()

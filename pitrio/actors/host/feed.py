@@ -181,6 +181,14 @@ class ClientFeed:
         self.sent_seq = head.seq
         return head
 
+    def idle(self) -> bool:
+        """Nothing queued or held back, and the client not cut off: an event relayed now may
+        go to the client at once, ahead of nothing (the transport's direct send)."""
+        return (
+            not (self.events or self._outgoing or self._replay or self._gates)
+            and self.closed_reason is None
+        )
+
     def pending(self) -> int:
         """Frames waiting (events, responses, notices, replayed frames)."""
         return len(self.events) + len(self._outgoing) + len(self._replay)

@@ -42,11 +42,12 @@ class DaemonConfig:
     max_inflight: int = 64
     host_queue: int = 1024
     send_buffer: int | None = None
+    """``SO_SNDBUF`` of accepted sockets (``None``: the kernel's default and autotuning)."""
     send_batch: int = 64
     """Most frames written to a session client's socket in one write: what is queued when the
     sender wakes goes out together (the same bytes on the wire, one system call instead of
-    one per frame). 1: one write per frame."""
-    """``SO_SNDBUF`` of accepted sockets (``None``: the kernel's default and autotuning)."""
+    one per frame). 1: one write per frame. A client whose queue is empty is written each
+    event by the relay at once (``AttachedClient.direct``), one write per event."""
 
 
 class DaemonContext(Protocol):

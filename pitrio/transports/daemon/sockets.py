@@ -59,6 +59,7 @@ from pitrio.transports.daemon.socket_base import (
     ClientSocket,
     log,
 )
+from pitrio.transports.daemon.websocket import DaemonWebSocket
 from pitrio.transports.rpc.commands import (
     EVENTFUL_COMMANDS,
     HANDLERS,
@@ -340,26 +341,59 @@ class SessionSocket(ClientSocket):
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _encode(self, item: Sequenced | Outgoing | bytes) -> str:
+    def _encode(self, item: Sequenced | Outgoing | bytes) -> bytes:
         if isinstance(item, bytes):
-            return item.decode("utf-8")
+            return item
         if isinstance(item, Outgoing):
-            return safe_json_frame(item.payload).decode("utf-8")
+            return safe_json_frame(item.payload)
         update = isinstance(item.event, MessageUpdate)
         if isinstance(item, FramedEvent) and (
             not update or (self.updates == "delta" and self._relay_deltas)
         ):
-            return item.frame.decode("utf-8")  # encoded once by the relay, for every client
+            return item.frame  # encoded once by the relay, for every client
         if not update:
             # Every other event has one form: the replay buffer's frame is it.
             cached = self.hosted.replay.get(item.seq)
             if cached is not None:
-                return cached.decode("utf-8")
-        return event_frame(item.seq, item.event, self.updates).decode("utf-8")
+                return cached
+        return event_frame(item.seq, item.event, self.updates)
+
+    def _send_now(self, client: AttachedClient, item: FramedEvent) -> bool:
+        """The relay's direct send (``AttachedClient.direct``): ``item`` written to the socket
+        now, when it takes it (see ``DaemonWebSocket.send_frame_now``); the sender is woken
+        only to write what the socket did not take."""
+        try:
+            frame = self._encode(item)
+        except Exception:  # the queued path meets it again, and counts it
+            return False
+        ws = self.ws
+        assert isinstance(ws, DaemonWebSocket)  # the only kind the relay is given this for
+        if not ws.send_frame_now(frame):
+            return False
+        if ws.unsent:
+            client.wake()
+        return True
 
     async def _send_loop(self, client: AttachedClient) -> None:
+        if isinstance(self.ws, DaemonWebSocket):
+            client.direct = lambda item: self._send_now(client, item)
+        try:
+            await self._send_queued(client)
+        finally:
+            client.direct = None
+
+    async def _send_queued(self, client: AttachedClient) -> None:
         batch = max(1, self.server.config.send_batch)
         while True:
+            if isinstance(self.ws, DaemonWebSocket) and self.ws.unsent:
+                self._sending_since = trio.current_time()
+                try:
+                    await self.ws.flush()
+                except ConnectionClosed:
+                    self.scope.cancel()
+                    return
+                finally:
+                    self._sending_since = None
             item = client.feed.take()
             if item is None:
                 reason = client.feed.closed_reason
@@ -374,7 +408,7 @@ class SessionSocket(ClientSocket):
                 continue
             # Everything already queued goes out in one write (up to ``batch`` frames): a
             # client that fell behind costs one system call per batch, not per frame.
-            frames: list[str] = []
+            frames: list[bytes] = []
             closed = False
             while item is not None:
                 try:
@@ -403,13 +437,13 @@ class SessionSocket(ClientSocket):
                 await self.close(CLOSE_NORMAL, "session closed")
                 return
 
-    async def _send_frames(self, frames: list[str]) -> None:
-        send_messages = getattr(self.ws, "send_messages", None)
-        if send_messages is None or len(frames) == 1:  # a plain trio-websocket connection
+    async def _send_frames(self, frames: list[bytes]) -> None:
+        send_frames = getattr(self.ws, "send_frames", None)
+        if send_frames is None:  # a plain trio-websocket connection
             for frame in frames:
-                await self.ws.send_message(frame)
+                await self.ws.send_message(frame.decode("utf-8"))
         else:
-            await send_messages(frames)
+            await send_frames(frames)
 
     async def _watchdog(self, client: AttachedClient) -> None:
         stall = self.server.config.stall_seconds

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any
 
 import trio
@@ -36,6 +37,34 @@ MERGE_PARTS = 256
 """Fragments of one incoming message kept apart before they are joined into one piece."""
 
 
+def text_frame_header(size: int) -> bytes:
+    """The header of a server's (unmasked) final text frame of ``size`` payload bytes
+    (RFC 6455 §5.2: a 7-bit length, or 126 and 16 bits, or 127 and 64 bits)."""
+    if size < 126:
+        return bytes((0x81, size))
+    if size < 1 << 16:
+        return b"\x81\x7e" + size.to_bytes(2, "big")
+    return b"\x81\x7f" + size.to_bytes(8, "big")
+
+
+def write_now(stream: trio.abc.Stream, data: bytes) -> int:
+    """Write what ``stream``'s socket takes of ``data`` without waiting: the bytes written
+    (0 when the socket's buffer is full, or for a stream that is not a socket's). Raises
+    ``OSError`` when the connection is broken or closed.
+
+    A daemon connection is a :class:`~pitrio.transports.daemon.http.PrefixedStream` around a
+    ``trio.SocketStream``, whose socket trio keeps non-blocking: ``os.write`` on it is a
+    ``send`` that returns at once (``BlockingIOError`` when full). The caller holds the
+    websocket's stream lock, the only way to write this stream."""
+    inner = getattr(stream, "stream", stream)  # the PrefixedStream's socket stream
+    if not isinstance(inner, trio.SocketStream):
+        return 0
+    try:
+        return os.write(inner.socket.fileno(), data)  # -1 once closed: EBADF, an OSError
+    except BlockingIOError:
+        return 0
+
+
 def close_reason(text: str) -> str:
     """A close frame's reason: at most 123 bytes of UTF-8 (the frame's payload limit less the
     code), cut on a character boundary."""
@@ -51,6 +80,9 @@ class DaemonWebSocket(WebSocketConnection):
         super().__init__(*args, **kwargs)
         self.close_timeout = close_timeout
         self._merged: list[Any] = []
+        self._unsent = b""
+        """The end of a frame :meth:`send_frame_now` could not write: goes first in the next
+        write (a flush by the sender, or any frame)."""
 
     async def _handle_message_event(self, event: BytesMessage | TextMessage) -> None:
         # trio-websocket keeps each fragment of a message as its own object until the last
@@ -70,21 +102,105 @@ class DaemonWebSocket(WebSocketConnection):
 
     async def send_messages(self, messages: list[str]) -> None:
         """Send text messages in order with one write to the stream: the bytes on the wire are
-        those of one ``send_message`` per message, less a system call and a task switch each
-        (the daemon's sender drains its client's queue this way)."""
-        if len(messages) == 1:
-            await self.send_message(messages[0])
-            return
+        those of one ``send_message`` per message (see :meth:`send_frames`)."""
+        await self.send_frames([message.encode("utf-8") for message in messages])
+
+    async def send_frames(self, payloads: list[bytes]) -> None:
+        """Send text messages, given as their UTF-8 bytes, in order with one write: the bytes
+        on the wire are those of one ``send_message`` per message.
+
+        The frames are built here, not by wsproto: a server's unmasked, unfragmented text
+        frame is a two-to-ten-byte header and the payload, and the daemon's frames are
+        already bytes (decoding them for wsproto to encode again cost a copy each way). No
+        extension is ever negotiated (``accept`` offers none), so nothing else would change
+        the bytes. The write goes straight to the socket when it takes it all (the sender's
+        common case, one frame of one delta): trio's ``send_all`` would add a trip through
+        the scheduler to every write. What the socket does not take now is sent through the
+        stream, waiting for room as before."""
         if self._close_reason:
             raise ConnectionClosed(self._close_reason)
-        data = b"".join(self._wsproto.send(TextMessage(data=message)) for message in messages)
-        async with self._stream_lock:
+        if self._wsproto.state is not ConnectionState.OPEN:  # our close frame went out
+            raise ConnectionClosed(self._close_reason or CloseReason(1006, "closing"))
+        parts: list[bytes] = []
+        for payload in payloads:
+            parts.append(text_frame_header(len(payload)))
+            parts.append(payload)
+        lock = self._stream_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:  # the reader is answering a ping or a close
+            await lock.acquire()
+        if self._unsent:
+            parts.insert(0, self._unsent)
+            self._unsent = b""
+        data = b"".join(parts)
+        try:
+            sent = write_now(self._stream, data)
+            if sent < len(data):
+                await self._stream.send_all(memoryview(data)[sent:])
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._abort_web_socket()
+            assert self._close_reason is not None
+            raise ConnectionClosed(self._close_reason) from None
+        finally:
+            lock.release()
+
+    @property
+    def unsent(self) -> bool:
+        """Whether the end of a frame waits for :meth:`flush`."""
+        return bool(self._unsent)
+
+    def send_frame_now(self, payload: bytes) -> bool:
+        """Write one text message (its UTF-8 bytes) to the socket now, without waiting or a
+        task switch, if nothing else is being written; whether it was written.
+
+        ``False`` (nothing written) when the connection is closing, another write holds the
+        stream, or the socket's buffer is full or broken: the caller queues the frame for
+        the sender instead, which meets any error. ``True`` when the socket took the frame,
+        or its start: the rest waits in :attr:`unsent`, to be written by :meth:`flush`
+        before anything else."""
+        if self._close_reason or self._unsent or self._wsproto.state is not ConnectionState.OPEN:
+            return False
+        lock = self._stream_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        try:
+            data = text_frame_header(len(payload)) + payload
             try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                await self._abort_web_socket()
-                assert self._close_reason is not None
-                raise ConnectionClosed(self._close_reason) from None
+                sent = write_now(self._stream, data)
+            except OSError:
+                return False
+            if sent == 0:
+                return False
+            self._unsent = data[sent:]
+            return True
+        finally:
+            lock.release()
+
+    async def flush(self) -> None:
+        """Write what :meth:`send_frame_now` left unsent, waiting for room."""
+        async with self._stream_lock:
+            data, self._unsent = self._unsent, b""
+            if data:
+                await self._write_locked(data)
+
+    async def _send(self, event: Any) -> None:
+        # trio-websocket's every write (pings, pongs, the close frame) goes here: a frame's
+        # unsent end goes first, under the same lock, so nothing lands inside it.
+        data = self._wsproto.send(event)
+        async with self._stream_lock:
+            data, self._unsent = self._unsent + data, b""
+            await self._write_locked(data)
+
+    async def _write_locked(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._abort_web_socket()
+            assert self._close_reason is not None
+            raise ConnectionClosed(self._close_reason) from None
 
     async def _handle_close_connection_event(self, event: CloseConnection) -> None:
         if self._wsproto.state is not ConnectionState.OPEN:

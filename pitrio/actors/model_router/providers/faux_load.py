@@ -32,6 +32,7 @@ import trio
 
 from pitrio.actors.model_router.providers.base import EventSender
 from pitrio.actors.model_router.providers.faux import FauxProvider, last_user_text
+from pitrio.actors.model_router.providers.faux_pacer import Pacer
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import ToolResultMessage
@@ -82,23 +83,37 @@ def chunk_length(index: int) -> int:
     return 6 + index % 4
 
 
-def _filler(index: int) -> str:
+def _make_filler(index: int) -> str:
     count = chunk_length(index) - 1 - STAMP_CHARS
     return "".join(ALPHABET[(index * 7 + k) % 64] for k in range(count))
 
 
+_FILLERS = tuple(_make_filler(index) for index in range(64))
+"""A chunk's filler depends on its index modulo 64 only (its length on the index modulo 4,
+its letters on ``7 * index`` modulo 64): made once, not per chunk (issue 38, the daemon
+benchmark's model side)."""
+_PAIRS = tuple(first + second for first in ALPHABET for second in ALPHABET)
+"""Two letters of a stamp for each 12-bit value."""
+
+
+def _filler(index: int) -> str:
+    return _FILLERS[index % 64]
+
+
 def encode_stamp(micros: int) -> str:
-    """``micros`` modulo :data:`STAMP_MODULO` as :data:`STAMP_CHARS` letters of :data:`ALPHABET`."""
-    value = micros % STAMP_MODULO
-    chars = []
-    for _ in range(STAMP_CHARS):
-        value, digit = divmod(value, 64)
-        chars.append(ALPHABET[digit])
-    return "".join(reversed(chars))
+    """``micros`` modulo :data:`STAMP_MODULO` as :data:`STAMP_CHARS` letters of :data:`ALPHABET`
+    (most significant first: two letters per 12 bits, then the last six bits)."""
+    value: int = micros % STAMP_MODULO
+    return _PAIRS[value >> 18] + _PAIRS[(value >> 6) & 4095] + ALPHABET[value & 63]
+
+
+_PAIR_VALUES = {pair: value for value, pair in enumerate(_PAIRS)}
 
 
 def decode_stamp(text: str) -> int:
     """The inverse of :func:`encode_stamp` (``KeyError`` for a character outside the set)."""
+    if len(text) == STAMP_CHARS:  # every stamp read back: three look-ups (issue 38)
+        return (_PAIR_VALUES[text[:2]] << 18) | (_PAIR_VALUES[text[2:4]] << 6) | _INDEX[text[4]]
     value = 0
     for char in text:
         value = value * 64 + _INDEX[char]
@@ -208,6 +223,11 @@ class ChunkChecker:
 class LoadFaux(FauxProvider):
     """The faux provider answering ``load ...`` prompts with paced, self-describing chunks."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pacer = Pacer()
+        """Every reply's chunk sleeps on one timer (:mod:`.faux_pacer`)."""
+
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, send: EventSender
     ) -> None:
@@ -243,7 +263,7 @@ class LoadFaux(FauxProvider):
             # An absolute schedule: a late wake-up is not added to every later chunk.
             deadline = chunk_deadline(start, interval, index)
             if trio.current_time() < deadline:
-                await trio.sleep_until(deadline)
+                await self.pacer.sleep_until(deadline)
             else:
                 await trio.lowlevel.checkpoint()  # abort is still seen between batches
             # Every chunk due by now goes out in this one wake-up, each stamped as it is handed

@@ -1,0 +1,104 @@
+"""``bench/daemon_load_poll.py``'s wire pieces against wsproto playing the daemon's side."""
+
+from __future__ import annotations
+
+import pytest
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
+
+from bench.daemon_load_client import Closed
+from bench.daemon_load_poll import (
+    CLOSE,
+    PING,
+    PONG,
+    TEXT,
+    ServerFrames,
+    client_frame,
+    handshake_answer,
+    handshake_request,
+)
+
+
+def accepted_server() -> tuple[WSConnection, bytes]:
+    """A wsproto server that accepted :func:`handshake_request`; the bytes of its answer."""
+    server = WSConnection(ConnectionType.SERVER)
+    request, accept = handshake_request(8080, "/v1/sessions/s1")
+    server.receive_data(request)
+    [event] = list(server.events())
+    assert isinstance(event, Request) and event.target == "/v1/sessions/s1"
+    answer = server.send(AcceptConnection())
+    result = handshake_answer(answer + b"\x81\x02hi", accept)
+    assert result == (True, b"\x81\x02hi")  # frames sent with the answer are kept
+    return server, answer
+
+
+def test_the_handshake_is_accepted_only_with_the_right_key() -> None:
+    _, answer = accepted_server()
+    assert handshake_answer(answer[:-2], b"x") is None  # the head is not complete yet
+    _, wrong_key = handshake_request(8080, "/")
+    assert handshake_answer(answer, wrong_key) == (False, b"")
+    refused = WSConnection(ConnectionType.SERVER)
+    request, accept = handshake_request(8080, "/")
+    refused.receive_data(request)
+    list(refused.events())
+    result = handshake_answer(refused.send(RejectConnection(status_code=404)), accept)
+    assert result is not None and result[0] is False
+
+
+@pytest.mark.parametrize("text", ["", "hello", "é" * 100, "x" * 70_000])
+def test_a_client_frame_is_read_by_the_server_as_sent(text: str) -> None:
+    """Masked as RFC 6455 requires (wsproto's server refuses an unmasked client frame), with
+    the 7-bit, 16-bit and 64-bit lengths."""
+    server, _ = accepted_server()
+    server.receive_data(client_frame(TEXT, text.encode()))
+    events = list(server.events())
+    assert [type(e) for e in events] == [TextMessage]
+    assert events[0].data == text and events[0].message_finished
+
+
+def test_server_frames_are_cut_out_whatever_the_reads() -> None:
+    """Messages of every length class and control frames, in order, read one byte at a
+    time, all at once, and in uneven pieces; a fragmented message comes out whole."""
+    server, _ = accepted_server()
+    wire = b"".join(
+        [
+            server.send(Message(data="a")),
+            server.send(Message(data="b" * 300)),
+            server.send(Ping(payload=b"p")),
+            server.send(Message(data="c" * 70_000)),
+            server.send(Message(data="first ", message_finished=False)),
+            server.send(Message(data="second", message_finished=True)),
+            server.send(CloseConnection(code=1008, reason="too slow")),
+        ]
+    )
+    expected = [
+        (TEXT, b"a"),
+        (TEXT, b"b" * 300),
+        (PING, b"p"),
+        (TEXT, b"c" * 70_000),
+        (TEXT, b"first second"),
+        (CLOSE, (1008).to_bytes(2, "big") + b"too slow"),
+    ]
+    for size in (1, 7, 1000, len(wire)):
+        frames = ServerFrames()
+        got: list[tuple[int, bytes]] = []
+        for start in range(0, len(wire), size):
+            got += frames.feed(wire[start : start + size])
+        assert got == expected, size
+
+
+def test_a_pong_answers_and_a_masked_server_frame_is_refused() -> None:
+    server, _ = accepted_server()
+    server.receive_data(client_frame(PONG, b"p"))
+    assert [type(e).__name__ for e in server.events()] == ["Pong"]
+    with pytest.raises(Closed) as caught:
+        ServerFrames().feed(client_frame(TEXT, b"masked"))
+    assert caught.value.code == 1002
