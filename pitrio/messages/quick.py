@@ -167,15 +167,6 @@ def _blocks(value: Any, kinds: dict[str, Callable[[dict[str, Any]], Any]]) -> tu
     return tuple(out)
 
 
-def _float(value: Any) -> float:
-    kind = value.__class__
-    if kind is float:
-        return value  # type: ignore[no-any-return]
-    if kind is int:
-        return _ZERO if value == 0 else float(value)
-    raise _SLOW
-
-
 _COST_FLOATS = {
     "input": "input",
     "output": "output",
@@ -188,28 +179,38 @@ _COST_FLOATS = {
 def _cost(value: Any) -> Cost:
     if value.__class__ is not dict:
         raise _SLOW
+    if value == _ZERO_COST_JSON:  # five keys, each 0: but False == 0 and 0.0 == 0 too
+        for item in value.values():
+            if item.__class__ is not int:
+                break
+        else:
+            return _ZERO_COST
     kwargs: dict[str, Any] = {}
     for key, item in value.items():
         name = _COST_FLOATS.get(key)
         if name is not None:
-            kwargs[name] = _float(item)
+            kind = item.__class__
+            if kind is int:
+                kwargs[name] = _ZERO if item == 0 else float(item)
+            elif kind is float:
+                kwargs[name] = item
+            else:
+                raise _SLOW
         elif key == "totalFromProvider":
             if item is not None and item.__class__ is not bool:
                 raise _SLOW
             kwargs["total_from_provider"] = item
-    if len(value) == 5 and _all_zero(kwargs):
-        return _ZERO_COST
-    return _set_extra(Cost(**kwargs), value, _COST_KNOWN)  # type: ignore[no-any-return]
+    obj = Cost(**kwargs)
+    if len(kwargs) != len(value):  # each known key gave one argument: the rest are unknown
+        object.__setattr__(obj, "extra", _extra(value, _COST_KNOWN))
+    return obj
 
 
+_ZERO_COST_JSON = dict.fromkeys(_COST_FLOATS, 0)
 _ZERO_COST = Cost(input=_ZERO, output=_ZERO, cache_read=_ZERO, cache_write=_ZERO, total=_ZERO)
 """The cost of most responses of a session on a subscription or a local model: one frozen
-object shared, not one per message (it equals what the general decoder builds)."""
-
-
-def _all_zero(kwargs: dict[str, Any]) -> bool:
-    # The five amounts, each the shared zero a JSON 0 decodes to (not 0.0, not a bool).
-    return all(kwargs.get(name) is _ZERO for name in _COST_FLOATS.values())
+object shared, not one per message (it equals what the general decoder builds, whose amounts
+are the shared zero a JSON 0 decodes to)."""
 
 
 _USAGE_INTS = {
@@ -240,7 +241,10 @@ def _usage(value: Any) -> Usage:
                 if item is not None and item.__class__ is not int:
                     raise _SLOW
                 kwargs[name] = item
-    return _set_extra(Usage(**kwargs), value, _USAGE_KNOWN)  # type: ignore[no-any-return]
+    obj = Usage(**kwargs)
+    if len(kwargs) != len(value):  # each known key gave one argument: the rest are unknown
+        object.__setattr__(obj, "extra", _extra(value, _USAGE_KNOWN))
+    return obj
 
 
 def _timestamp(value: dict[str, Any]) -> int:
@@ -257,7 +261,9 @@ def _user(value: dict[str, Any]) -> UserMessage:
     if content.__class__ is not str:
         content = _blocks(content, _USER_BLOCKS)
     obj = UserMessage(content=content, timestamp=_timestamp(value))
-    return _set_extra(obj, value, _USER_KNOWN)  # type: ignore[no-any-return]
+    if len(value) != 3:  # role, content, timestamp: the rest are unknown
+        object.__setattr__(obj, "extra", _extra(value, _USER_KNOWN))
+    return obj
 
 
 _ASSISTANT_STRINGS = {
@@ -308,7 +314,10 @@ def _assistant(value: dict[str, Any]) -> AssistantMessage:
                 kwargs["end_turn"] = item
             elif key == "diagnostics":
                 raise _SLOW  # rare: the general decoder's
-    return _set_extra(AssistantMessage(**kwargs), value, _ASSISTANT_KNOWN)  # type: ignore[no-any-return]
+    obj = AssistantMessage(**kwargs)
+    if len(kwargs) + 1 != len(value):  # the role, and one argument for each other known key
+        object.__setattr__(obj, "extra", _extra(value, _ASSISTANT_KNOWN))
+    return obj
 
 
 def _tool_result(value: dict[str, Any]) -> ToolResultMessage:
@@ -336,7 +345,10 @@ def _tool_result(value: dict[str, Any]) -> ToolResultMessage:
         kwargs["duration_ms"] = duration
     if "nestedCalls" in value:
         raise _SLOW  # rare: the general decoder's
-    return _set_extra(ToolResultMessage(**kwargs), value, _RESULT_KNOWN)  # type: ignore[no-any-return]
+    obj = ToolResultMessage(**kwargs)
+    if len(kwargs) + 1 != len(value):  # the role, and one argument for each other known key
+        object.__setattr__(obj, "extra", _extra(value, _RESULT_KNOWN))
+    return obj
 
 
 _DECODERS: dict[type, Callable[[dict[str, Any]], Any]] = {
