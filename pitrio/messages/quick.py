@@ -14,7 +14,8 @@ the value or raises its own :class:`~pitrio.errors.DecodeError`. What it accepts
 the general decoder does: unknown keys kept as :class:`~pitrio.messages.wire.Extra` in the
 object's key order, zero amounts as the one shared ``0.0`` (and an all-zero cost as one shared
 :class:`~pitrio.messages.agent.Cost`), literals as the type's own strings,
-``arguments`` copied.
+``arguments`` copied; an assistant message's ``api``, ``provider`` and ``model`` interned, as
+the store does before the general decoder.
 
 Imported on first use (the store's first decoded message), not at start-up.
 """
@@ -22,6 +23,7 @@ Imported on first use (the store's first decoded message), not at start-up.
 from __future__ import annotations
 
 from collections.abc import Callable
+from sys import intern
 from typing import Any, get_args
 
 import attrs
@@ -286,9 +288,10 @@ def _assistant(value: dict[str, Any]) -> AssistantMessage:
         raise _SLOW
     kwargs: dict[str, Any] = {
         "content": _blocks(value["content"], _ASSISTANT_BLOCKS),
-        "api": api,
-        "provider": provider,
-        "model": model,
+        # Equal strings repeated message after message: one object of each (issue 7).
+        "api": intern(api),
+        "provider": intern(provider),
+        "model": intern(model),
         "usage": _usage(value["usage"]),
         "stop_reason": _STOP_REASONS[stop_reason],
         "timestamp": _timestamp(value),

@@ -313,3 +313,13 @@ def test_every_field_replaced_or_removed_decodes_alike_or_falls_back(
             else:
                 parent[path[-1]] = change
             _check(value, cls)
+
+
+def test_assistant_names_are_shared_strings() -> None:
+    # A long context holds one string of each api, provider and model (as share_names does
+    # for the general decoder), not one per message.
+    text = orjson.dumps({**ASSISTANT, "api": "an-api-" + "x" * 40})
+    first = decode_message(orjson.loads(text), AssistantMessage)
+    second = decode_message(orjson.loads(text), AssistantMessage)
+    for name in ("api", "provider", "model"):
+        assert getattr(first, name) is getattr(second, name)

@@ -370,12 +370,12 @@ class StoredEntry:
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
             value = loads_line(self.raw)["message"]
-            if self.role == "assistant":
-                share_names(value)
             cls = MESSAGE_CLASSES.get(self.role or "", AgentMessage)
-            quick = _quick_decoder()(value, cls)
+            quick = _quick_decoder()(value, cls)  # it shares the names itself
             if quick is not None:
                 return quick  # type: ignore[no-any-return]
+            if self.role == "assistant":
+                share_names(value)
             try:
                 message: AgentMessage = fast_from_json(value, cls)
             except DecodeError as exc:
