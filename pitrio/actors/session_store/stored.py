@@ -150,6 +150,19 @@ def fast_from_json(value: Any, cls: Any) -> Any:
         return from_json(value, cls)
 
 
+_QUICK: list[Callable[[Any, Any], Any]] = []
+
+
+def _quick_decoder() -> Callable[[Any, Any], Any]:
+    """:func:`pitrio.messages.quick.decode_message`, imported on the first message decoded
+    (a start that decodes none does not load it)."""
+    if not _QUICK:
+        from pitrio.messages.quick import decode_message
+
+        _QUICK.append(decode_message)
+    return _QUICK[0]
+
+
 def iso_to_ms(timestamp: str) -> int:
     """Unix milliseconds of an ISO-8601 timestamp, as JavaScript's ``Date.parse`` gives them.
 
@@ -357,12 +370,14 @@ class StoredEntry:
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
             value = loads_line(self.raw)["message"]
+            cls = MESSAGE_CLASSES.get(self.role or "", AgentMessage)
+            quick = _quick_decoder()(value, cls)  # it shares the names itself
+            if quick is not None:
+                return quick  # type: ignore[no-any-return]
             if self.role == "assistant":
                 share_names(value)
             try:
-                message: AgentMessage = fast_from_json(
-                    value, MESSAGE_CLASSES.get(self.role or "", AgentMessage)
-                )
+                message: AgentMessage = fast_from_json(value, cls)
             except DecodeError as exc:
                 raise self._error(f"entry {self.id} does not decode: {exc}") from exc
             return message

@@ -57,6 +57,7 @@ FIRST_USE = (
     "pitrio.actors.mcp.ranking",
     *(f"pitrio.actors.tool_executor.codemode.{name}" for name in ("script", "sandbox", "output")),
     "pitrio.actors.tool_executor.codemode.source",
+    "pitrio.messages.quick",  # the stored messages' quick decoder: the first decoded message
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
