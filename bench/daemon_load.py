@@ -216,6 +216,11 @@ def run_workers(
             "slow_chunks": int(args.slow_rate * (args.warmup + args.duration + 10)),
             "slow_rate": args.slow_rate,
             "client": args.client,
+            # The steps of ``--slow`` share a daemon and its sessions, and a command's ``id``
+            # is its idempotency key (DESIGN §5.10): a prompt repeating an earlier step's id
+            # and text (the same seed draws the same text) is answered ``duplicate`` and never
+            # runs. A tag per step keeps every step's ids new.
+            "tag": f"s{start}-",
         }
         path = tmp / f"worker-{len(ids)}-{worker}.json"
         path.write_text(json.dumps(config))

@@ -197,6 +197,12 @@ class Tally:
             self.pacing_us.append(span // (len(checker.sent_us) - 1))
 
 
+def turn_id(config: dict[str, Any], name: str) -> str:
+    """A command ``id`` for turn ``name`` of this step: prefixed with the step's tag, since a
+    daemon answers an id (and text) it saw in an earlier step as a repeat and runs nothing."""
+    return f"{config.get('tag', '')}{name}"
+
+
 class TurnReader:
     """What a client reads of one turn, frame by frame (every client kind shares it): the
     ``seq`` order, the text deltas into a :class:`ChunkChecker`, the final message, the
@@ -210,6 +216,8 @@ class TurnReader:
         self.checker = ChunkChecker()
         self.final: str | None = None
         self.frames = 0
+        self.refused = False
+        """The prompt was refused or answered as a repeat: no run, so no ``agent_settled``."""
 
     def take(self, raw: str | bytes, arrived: int) -> bool:
         """Read one frame that arrived at ``arrived`` (µs); ``True`` once the turn settled."""
@@ -235,16 +243,24 @@ class TurnReader:
                 texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
                 if texts:
                     self.final = "".join(texts)
-        elif kind == "response" and not frame.get("success"):
+        elif kind == "response" and (not frame.get("success") or frame.get("duplicate")):
             tally.counts["errors"] += 1
-            tally.fault(self.session, f"response: {frame.get('error')}")
+            what = frame.get("error") or "answered as a repeat (duplicate)"
+            tally.fault(self.session, f"{frame.get('command')} response: {what}")
+            if frame.get("command") == "prompt":
+                # Nothing was started: waiting for the run's end would wait forever.
+                self.refused = True
+                return True
         elif kind == "agent_settled":
             return True
         return False
 
     def finish(self) -> int:
-        """Check the whole reply and count it; the last ``seq`` seen."""
+        """Check the whole reply and count it; the last ``seq`` seen (a refused prompt,
+        already counted as an error, is no turn)."""
         tally, checker = self.tally, self.checker
+        if self.refused:
+            return self.last_seq
         faults = checker.finish(self.request.chunks, self.final)
         if self.frames > checker.index:
             faults.append(f"{self.frames} text deltas for {checker.index} chunks")
@@ -259,12 +275,11 @@ class TurnReader:
 
 
 async def one_turn(
-    ws: Any, session: str, request: LoadRequest, turn: int, tally: Tally, last_seq: int
+    ws: Any, session: str, request: LoadRequest, command_id: str, tally: Tally, last_seq: int
 ) -> int:
-    """Prompt once and read the run to its end; the last ``seq`` seen."""
-    await ws.send_message(
-        orjson.dumps({"id": f"t{turn}", "type": "prompt", "message": load_prompt(request)}).decode()
-    )
+    """Prompt once (``command_id``) and read the run to its end; the last ``seq`` seen."""
+    message = {"id": command_id, "type": "prompt", "message": load_prompt(request)}
+    await ws.send_message(orjson.dumps(message).decode())
     reader = TurnReader(session, request, tally, last_seq)
     while not reader.take(await ws.get_message(), monotonic_micros()):
         pass
@@ -288,7 +303,8 @@ async def client(url: str, session: str, config: dict[str, Any], tally: Tally, s
                 rate=config["rate"],
                 tool=rng.random() < config["tool_share"],
             )
-            last_seq = await one_turn(ws, session, request, turn, tally, last_seq)
+            command_id = turn_id(config, f"t{turn}")
+            last_seq = await one_turn(ws, session, request, command_id, tally, last_seq)
             turn += 1
             await trio.sleep(rng.uniform(config["think_min_s"], config["think_max_s"]))
 
@@ -328,7 +344,9 @@ async def slow_client(port: int, session: str, config: dict[str, Any]) -> dict[s
         await ws.get_message()  # attached
         request = LoadRequest(chunks=config["slow_chunks"], rate=config["slow_rate"])
         await ws.send_message(
-            orjson.dumps({"id": "slow", "type": "prompt", "message": load_prompt(request)}).decode()
+            orjson.dumps(
+                {"id": turn_id(config, "slow"), "type": "prompt", "message": load_prompt(request)}
+            ).decode()
         )
         stopped = time.monotonic()
         await trio.sleep_until(trio.current_time() + (config["end_us"] - monotonic_micros()) / 1e6)

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from bench.daemon_load_client import Closed, Tally, TurnReader
+from bench.daemon_load_client import Closed, Tally, TurnReader, turn_id
 from pitrio.actors.model_router.providers.faux_load import LoadRequest, load_prompt
 
 READ_SIZE = 256 * 1024
@@ -219,7 +219,11 @@ class PollSession:
             tool=self.rng.random() < config["tool_share"],
         )
         self.reader = TurnReader(self.session, request, self.tally, self.last_seq)
-        message = {"id": f"t{self.turn}", "type": "prompt", "message": load_prompt(request)}
+        message = {
+            "id": turn_id(config, f"t{self.turn}"),
+            "type": "prompt",
+            "message": load_prompt(request),
+        }
         self.send(TEXT, orjson.dumps(message))
         return True
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
 import trio
 from trio_websocket import WebSocketRequest, serve_websocket
 
-from bench.daemon_load_client import Closed, FrameClient
+from bench.daemon_load_client import Closed, FrameClient, Tally, TurnReader
+from pitrio.actors.model_router.providers.faux_load import LoadRequest
 
 
 async def start_server(nursery: trio.Nursery, handler: object) -> int:
@@ -71,3 +74,38 @@ async def test_a_ping_is_answered_and_a_lost_connection_reported() -> None:
                 raise AssertionError("no Closed after the connection was lost")
             await client.aclose()
             nursery.cancel_scope.cancel()
+
+
+def prompt_response(**fields: object) -> bytes:
+    """The daemon's answer to a load client's prompt ``t0``, with ``fields`` over a success."""
+    frame = {"id": "t0", "type": "response", "command": "prompt", "success": True}
+    frame["data"] = {"disposition": "started"}
+    return orjson.dumps({**frame, **fields})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        prompt_response(duplicate=True),  # the id and text of an earlier step's prompt
+        prompt_response(success=False, error="rate limited"),
+    ],
+)
+def test_a_prompt_that_starts_no_run_ends_the_turn_as_an_error(answer: bytes) -> None:
+    """A repeat or a refusal starts no run, so no ``agent_settled`` will follow: the turn ends
+    there, counted as an error (not a turn), instead of the client waiting for ever."""
+    tally = Tally((0, 10**12))
+    reader = TurnReader("s1", LoadRequest(chunks=3, rate=50.0), tally, last_seq=7)
+    assert reader.take(answer, arrived=1) is True
+    assert reader.finish() == 7
+    assert tally.counts["errors"] == 1 and tally.counts["turns"] == 0
+    assert tally.counts["bad_replies"] == 0
+    assert "prompt response" in tally.faults[0]
+
+
+def test_a_started_prompt_waits_for_the_run_to_settle() -> None:
+    tally = Tally((0, 10**12))
+    reader = TurnReader("s1", LoadRequest(chunks=3, rate=50.0), tally, last_seq=7)
+    assert reader.take(prompt_response(), arrived=1) is False
+    assert reader.take(b'{"type":"agent_start","seq":8}', arrived=2) is False
+    assert reader.take(b'{"type":"agent_settled","aborted":false,"seq":9}', arrived=3) is True
+    assert tally.counts["errors"] == 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+
+import orjson
 import pytest
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
@@ -14,12 +17,13 @@ from wsproto.events import (
     TextMessage,
 )
 
-from bench.daemon_load_client import Closed
+from bench.daemon_load_client import Closed, Tally
 from bench.daemon_load_poll import (
     CLOSE,
     PING,
     PONG,
     TEXT,
+    PollSession,
     ServerFrames,
     client_frame,
     handshake_answer,
@@ -102,3 +106,32 @@ def test_a_pong_answers_and_a_masked_server_frame_is_refused() -> None:
     with pytest.raises(Closed) as caught:
         ServerFrames().feed(client_frame(TEXT, b"masked"))
     assert caught.value.code == 1002
+
+
+def test_the_same_session_in_a_later_step_prompts_with_new_ids() -> None:
+    """The ``--slow`` steps share a daemon and its sessions, and the same seed draws the same
+    prompt text: with the same ``id`` too the daemon answers it as a repeat (a command's id
+    is its idempotency key) and runs nothing. Each step's tag keeps the ids apart."""
+    prompts = []
+    for tag in ("s1-", "s2-"):
+        config = {
+            "port": 8080,
+            "end_us": 10**15,
+            "chunks_min": 100,
+            "chunks_max": 300,
+            "rate": 50.0,
+            "tool_share": 0.2,
+            "tag": tag,
+        }
+        client = PollSession("s1", config, Tally((0, 1)), seed=100003)
+        server, _ = accepted_server()
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            client.sock = ours
+            assert client.prompt(now_us=0)
+            server.receive_data(theirs.recv(65536))
+        [event] = list(server.events())
+        assert isinstance(event, TextMessage)
+        prompts.append(orjson.loads(event.data))
+    assert prompts[0]["message"] == prompts[1]["message"]  # the same draw...
+    assert prompts[0]["id"] != prompts[1]["id"]  # ...under a new id
