@@ -434,6 +434,31 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(retention: st
     )  # earlier turns encoded
 
 
+def test_a_cached_transcript_is_rebuilt_for_a_model_without_images() -> None:
+    # See the Chat Completions test of the same name: a model differing only in its input
+    # kinds gets its own conversion, not the kept one of the other.
+    import orjson
+
+    settings = ProviderSettings()
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    with_images, without = make_model(API), make_model(API, image=False)
+    messages: list[object] = []
+    for step in [
+        user_message("one"),
+        user_message("two").__class__(content=(image,), timestamp=2),
+        assistant(TextContent(text="seen"), api=API),
+        user_message("three"),
+        assistant(TextContent(text="again"), api=API),
+        user_message("four"),
+    ]:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))  # type: ignore[arg-type]
+        for model in (with_images, without, with_images):
+            plain = orjson.dumps(build_body(model, context, StreamOptions(), settings))
+            body = build_body(model, context, StreamOptions(), settings, encoded=True)
+            assert body_bytes(encode_json_pieces(body)) == plain, f"{model.input}: {len(messages)}"
+
+
 def test_a_request_that_turns_caching_off_gets_no_cache_control() -> None:
     # pi 1.6.0's summary calls carry cacheRetention "none" over the provider's setting.
     options = StreamOptions(session_id="s-1", cache_retention="none")

@@ -579,6 +579,46 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(
     ).content() == orjson.dumps(build_body(MODEL, context, StreamOptions()))
 
 
+def test_a_cached_transcript_is_rebuilt_for_a_model_that_converts_it_differently() -> None:
+    # The kept state of a transcript is the conversion for one model configuration: a model
+    # with the same provider, API, id and base URL but other compat flags or input kinds
+    # (models.json edited and reloaded mid-session) converts earlier messages differently, so
+    # each request alternating between such models must still match the plain body.
+    import orjson
+
+    call = ToolCall(id="call.with.a-long:id/0123456789", name="read", arguments={"path": "a"})
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    result = tool_result(call.id, "").__class__(
+        tool_call_id=call.id, tool_name="read", content=(image,), is_error=False, timestamp=3
+    )
+    steps = [
+        user_message("one"),
+        assistant(ThinkingContent(thinking="why"), TextContent(text="first"), api=API),
+        assistant(call, api=API, stop_reason="toolUse"),
+        result,
+        user_message("two"),
+        assistant(TextContent(text="second"), api=API),
+        user_message("three"),
+    ]
+    variants = [
+        make_model(API),
+        make_model(API, compat={"requiresThinkingAsText": True}),
+        make_model(API, compat={"requiresToolResultName": True}),
+        make_model(API, compat={"requiresAssistantAfterToolResult": True}),
+        make_model(API, compat={"requiresMistralToolIds": True}),
+        make_model(API, image=False),
+        make_model(API, reasoning=True),
+    ]
+    messages: list[Any] = []
+    for step in steps:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))
+        for model in [*variants, *reversed(variants)]:
+            plain = orjson.dumps(build_body(model, context, StreamOptions()))
+            request = build_request(model, context, StreamOptions(), api_key=None, headers={})
+            assert request.content() == plain, f"{model.compat}, {model.input}: {len(messages)}"
+
+
 def test_user_content_string_stays_a_string_blocks_become_parts() -> None:
     # pi: a string content is sent as it is; blocks (text only too) as one part each, never
     # joined; a user message with no blocks is left out.

@@ -345,6 +345,28 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly() -> None:
     assert kept and list(kept[0][0]) == messages
 
 
+def test_a_cached_transcript_is_rebuilt_for_a_model_without_images() -> None:
+    # The same provider, API, id and base URL, one model taking images and one not (a
+    # reloaded models.json): the kept conversion of the first must not serve the second.
+    from pitrio.messages import ImageContent
+
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    with_images, without = make_model(API), make_model(API, image=False)
+    messages: list[object] = []
+    for step in [
+        user_message("one"),
+        user_message("two").__class__(content=(image,), timestamp=2),
+        assistant(TextContent(text="seen"), api=API),
+        user_message("three"),
+    ]:
+        messages.append(step)
+        context = LlmContext(system_prompt="sys", messages=tuple(messages))  # type: ignore[arg-type]
+        for model in (with_images, without, with_images):
+            plain = orjson.dumps(build_body(model, context, StreamOptions()))
+            encoded = orjson.dumps(build_body(model, context, StreamOptions(), encoded=True))
+            assert encoded == plain, f"{model.input}: {len(messages)}"
+
+
 def test_a_request_that_turns_caching_off_sends_no_cache_key_over_the_setting() -> None:
     provider = make_provider(API, HttpPool(), settings=ProviderSettings(cache_retention="short"))
     options = StreamOptions(session_id="s-1", cache_retention="none")

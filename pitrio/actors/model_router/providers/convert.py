@@ -199,11 +199,15 @@ class PrefixCache(Generic[B]):
     """The builder states of recent transcripts, so a request whose messages extend an
     earlier request's (the same objects, in order) feeds only the new ones. Between
     compactions a session's transcript only grows: a turn then costs its new messages, not
-    the whole history again. Least recently used transcripts are forgotten first."""
+    the whole history again. Least recently used transcripts are forgotten first.
+
+    A builder's state is the conversion for one model as a whole (its compat flags, input
+    kinds and the rest all decide how a message converts), so it is resumed only for an equal
+    model; a model that differs in anything (a reloaded models.json) starts afresh."""
 
     def __init__(self, kept: int = 16) -> None:
         self.kept = kept
-        self._entries: collections.OrderedDict[Hashable, tuple[Sequence[LlmMessage], B]] = (
+        self._entries: collections.OrderedDict[Hashable, tuple[Model, Sequence[LlmMessage], B]] = (
             collections.OrderedDict()
         )
 
@@ -218,21 +222,22 @@ class PrefixCache(Generic[B]):
         builder: B | None = None
         start = 0
         if cached is not None:
-            source, state = cached
-            if extends(source, messages):
+            kept_model, source, state = cached
+            # Equal models convert alike; attrs compares field by field, identical ones at once.
+            if (kept_model is model or kept_model == model) and extends(source, messages):
                 builder, start = state, len(source)
         if builder is None:
             builder = fresh()
         for message in messages[start:]:
             builder.feed(message)
-        self._entries[slot] = (immutable(messages), builder)
+        self._entries[slot] = (model, immutable(messages), builder)
         while len(self._entries) > self.kept:
             self._entries.popitem(last=False)
         return builder
 
     def states(self) -> list[tuple[Sequence[LlmMessage], B]]:
         """The kept (messages, builder) pairs, oldest first (for tests)."""
-        return list(self._entries.values())
+        return [(source, state) for _, source, state in self._entries.values()]
 
 
 class FrozenSegment:
