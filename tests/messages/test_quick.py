@@ -4,8 +4,6 @@ leaves to the general decoder (so the error raised is the general one's)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,8 +15,8 @@ from pitrio.errors import DecodeError, SessionFileError
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UserMessage
 from pitrio.messages.codec import encode, from_json
 from pitrio.messages.quick import decode_message
+from tests.shared_dir import SHARED
 
-SHARED = Path(os.environ.get("PITRIO_SHARED_DIR") or Path(__file__).parents[3] / "shared")
 CLASSES = {"user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage}
 
 
