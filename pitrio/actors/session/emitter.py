@@ -150,9 +150,7 @@ class EventOutlet:
             except trio.WouldBlock:
                 pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscribers.remove(subscriber)
-                subscriber.buffer.closed_reason = "subscriber closed its channel"
-                subscriber.wake.set()
+                self._drop_closed(subscriber)
                 return
             if taken == len(items):
                 return
@@ -161,6 +159,12 @@ class EventOutlet:
             if offer(items[index]) is Offer.OVERFLOW:
                 self._subscribers.remove(subscriber)
                 break
+        subscriber.wake.set()
+
+    def _drop_closed(self, subscriber: _Subscriber) -> None:
+        """Forget a subscriber whose receiving end is gone; its feeder wakes to see why."""
+        self._subscribers.remove(subscriber)
+        subscriber.buffer.closed_reason = "subscriber closed its channel"
         subscriber.wake.set()
 
     def emit(self, event: AgentSessionEvent) -> None:
@@ -181,9 +185,7 @@ class EventOutlet:
                 except trio.WouldBlock:
                     pass
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._subscribers.remove(subscriber)
-                    subscriber.buffer.closed_reason = "subscriber closed its channel"
-                    subscriber.wake.set()
+                    self._drop_closed(subscriber)
                     continue
             if subscriber.buffer.offer(item) is Offer.OVERFLOW:
                 self._subscribers.remove(subscriber)
