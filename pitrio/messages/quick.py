@@ -296,7 +296,7 @@ def _assistant(value: dict[str, Any]) -> AssistantMessage:
         "stop_reason": _STOP_REASONS[stop_reason],
         "timestamp": _timestamp(value),
     }
-    if len(value) > 8:  # the eight keys above and the role: the optional ones follow
+    if len(value) > 8:  # the seven keys above and the role: the optional ones follow
         for key, item in value.items():
             name = _ASSISTANT_STRINGS.get(key)
             if name is not None:
