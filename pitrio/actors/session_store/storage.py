@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import gc
 import os
 import secrets
@@ -52,7 +53,8 @@ READ_BUFFER = 1 << 20
 """The read buffer of a session file being loaded. With the default (a 4 KB block) a 1 MB
 file takes 256 reads, and the worker thread gives up the GIL on each one and waits for it
 again behind the event loop (up to the interpreter's switch interval, 5 ms, when the loop is
-busy); 1 MB reads it in one or two (DESIGN-NOTES, issue 27, reopen). The lines are the same."""
+busy); 1 MB reads it in one or two (DESIGN-NOTES, issue 27, reopen). The lines are the same.
+It is also the size of the blocks the parser splits into lines (issue 38)."""
 
 
 def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | None:
@@ -65,7 +67,8 @@ def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | Non
     if file is None:
         return None
     with file, gc_paused():
-        parsed = parse_lines(file, origin=str(path), decode_all=decode_all)
+        blocks = iter(functools.partial(file.read, READ_BUFFER), b"")
+        parsed = parse_lines(blocks, origin=str(path), decode_all=decode_all)
         size = file.tell()
         fd = file.fileno()
         start = max(0, size - SUFFIX_BYTES)
