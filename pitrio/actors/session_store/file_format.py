@@ -240,16 +240,22 @@ class SessionParser:
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Take a file's bytes in pieces: its lines as a file iterates them (each with its
         newline, the last maybe without) or blocks of any size (:func:`parse_blocks`)."""
-        rest = b""
+        # The start of a line not ended yet, in pieces: a line longer than a block (a huge
+        # tool result) is joined once, not copied again with every block.
+        rest: list[bytes] = []
         for block in lines:
             pieces = block.split(b"\n")
+            if len(pieces) == 1:
+                rest.append(block)
+                continue
             if rest:
-                pieces[0] = rest + pieces[0]
-            rest = pieces.pop()  # after the block's last newline: the start of a line
-            if pieces:
-                self._feed_terminated(pieces)
+                rest.append(pieces[0])
+                pieces[0] = b"".join(rest)
+            last = pieces.pop()  # after the block's last newline: the start of a line
+            rest = [last] if last else []
+            self._feed_terminated(pieces)
         if rest:
-            self.feed(rest, terminated=False)
+            self.feed(b"".join(rest), terminated=False)
 
     def _feed_terminated(self, lines: list[bytes]) -> None:
         """Take lines that had their newline (given without it).
