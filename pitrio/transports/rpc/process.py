@@ -22,7 +22,13 @@ import trio
 
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.models import start_model_router
-from pitrio.sdk.session import ModelScope, SessionOptions, SessionRuntime, ShutdownRequest
+from pitrio.sdk.session import (
+    ModelScope,
+    SessionOptions,
+    SessionRuntime,
+    ShutdownRequest,
+    freeze_bulk_loads,
+)
 from pitrio.transports.interrupt import exit_code
 from pitrio.transports.rpc.commands import describe
 from pitrio.transports.rpc.scope import resolve_scope
@@ -128,6 +134,7 @@ async def serve_process(
             root.start_soon(on_signal)
             runtime: SessionRuntime | None = None
             with main:
+                freeze_bulk_loads()  # one session per process: its bulk loads too
                 try:
                     with _start_uncollected():
                         router = await start_model_router(root, faux=pitrio.default_faux())
