@@ -297,8 +297,11 @@ class Projection:
     # -- whole path ----------------------------------------------------------------------------
 
     def reset(self, path: Sequence[StoredEntry]) -> None:
-        """Project a new path (root -> leaf) from scratch: O(path)."""
-        self._path = list(path)
+        """Project a new path (root -> leaf) from scratch: O(path). A ``list`` is taken over,
+        not copied (:meth:`~.tree.SessionTree.path` makes a new one for every caller; a copy
+        of a 48,000-entry path touches every entry once more): the caller hands it over and
+        keeps no use of it. Any other sequence is copied."""
+        self._path = path if isinstance(path, list) else list(path)
         self._pos = None
         self._compaction = None
         self._kept_from = None
