@@ -240,7 +240,10 @@ def test_a_bulk_load_is_frozen_only_where_the_process_asked_for_it() -> None:
             made = [[index] for index in range(1000)]
         assert gc.isenabled() and gc.get_freeze_count() == frozen
         storage.freeze_bulk_loads()
-        with storage.gc_paused():
+        with storage.gc_paused():  # a turn's: never frozen
+            made += [[index] for index in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        with storage.gc_paused(lasting=True):
             made += [[index] for index in range(1000)]
         assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(made)
     finally:

@@ -38,29 +38,33 @@ if TYPE_CHECKING:
 
 
 _FREEZE_LOADS = [False]
-"""Whether :func:`gc_paused` freezes what a bulk load made (see :func:`freeze_bulk_loads`)."""
+"""Whether ``gc_paused(lasting=True)`` freezes what it made (see :func:`freeze_bulk_loads`)."""
 
 
 def freeze_bulk_loads() -> None:
-    """This process hosts one session (RPC mode): from now on, what a bulk load makes (a
-    resumed transcript decoded for the first turn: ~150,000 objects on 48,000 messages) is
-    moved out of the collector's sight when the load ends, as the start's objects are. It
-    lives as long as the context; the next young collection walked all of it, then the one
-    after (24 + 39-48 ms of the first turn after resuming a 20,000-turn session, issue 38).
-    What is freed by reference counting is freed all the same; only cycles in the frozen
-    set stay until the process ends, so a process serving many sessions does not call this."""
+    """This process hosts one session (RPC mode): from now on, what a lasting bulk load makes
+    (a session file's entries, a resumed transcript decoded for the first turn: ~150,000
+    objects on 48,000 messages) is moved out of the collector's sight when the load ends, as
+    the start's objects are. It lives as long as the context; the next young collection
+    walked all of it, then the one after (24 + 39-48 ms of the first turn after resuming a
+    20,000-turn session, issue 38). What reference counting frees is freed all the same; the
+    cost is that cyclic garbage waiting in the collector's generations at that moment stays
+    until the process ends, so only loads made once per session ask for it (never a turn's),
+    and a process serving many sessions does not call this."""
     _FREEZE_LOADS[0] = True
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk load (reference counting still frees)."""
+def gc_paused(*, lasting: bool = False) -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk load (reference counting still frees).
+    ``lasting``: what the load makes lives as long as the session (see
+    :func:`freeze_bulk_loads`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if _FREEZE_LOADS[0]:
+        if lasting and _FREEZE_LOADS[0]:
             gc.freeze()
         if enabled:
             gc.enable()
@@ -83,7 +87,7 @@ def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | Non
     file = open_session_file(path, buffering=READ_BUFFER)
     if file is None:
         return None
-    with file, gc_paused():
+    with file, gc_paused(lasting=True):
         blocks = iter(functools.partial(file.read, READ_BUFFER), b"")
         parsed = parse_lines(blocks, origin=str(path), decode_all=decode_all)
         size = file.tell()
