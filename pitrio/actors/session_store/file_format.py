@@ -165,9 +165,9 @@ class SessionParser:
         self._no_version = False
         # Whether every entry so far named a parent read before it (or none): then no entry
         # is in a cycle or lacks its parent, and finish() skips those two walks over a long
-        # file. The label and context edit entries, whose targets finish() still checks.
+        # file (issue 38). It still checks the targets of the label and context edit entries.
         self._ordered = True
-        self._targets: list[StoredEntry] = []
+        self._targets: list[StoredEntry] = []  # the label and context edit entries
 
     @classmethod
     def continuing(cls, origin: str, *, taken: Iterable[str], line: int) -> SessionParser:
@@ -239,7 +239,8 @@ class SessionParser:
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Take a file's bytes in pieces: its lines as a file iterates them (each with its
-        newline, the last maybe without) or blocks of any size (:func:`parse_blocks`)."""
+        newline, the last maybe without) or blocks of any size, as
+        :func:`~.storage.read_session` reads a file."""
         # The start of a line not ended yet, in pieces: a line longer than a block (a huge
         # tool result) is joined once, not copied again with every block.
         rest: list[bytes] = []

@@ -92,8 +92,9 @@ class SessionTree:
             previous = stored.id
         # One chain in file order (each entry the child of the one before, ids unique): the
         # usual file, whose path to its last entry is then every entry, without the walk up
-        # (~9 ms of a 48,000-entry resume; issue 38). Kept by add(), dropped by nothing else:
-        # the entries only grow, and path() asks it only for the last entry.
+        # (~9 ms of a 48,000-entry resume; issue 38). The entries only grow: add() keeps it
+        # for an append on the last entry with a new id and drops it for good otherwise;
+        # path() asks it only about the last entry.
         self._chain = chain and len(by_id) == len(listed)
         if listed:
             self.leaf_id = listed[-1].id
