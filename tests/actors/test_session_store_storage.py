@@ -222,3 +222,32 @@ def test_a_failed_write_is_cut_back_through_the_batch_s_descriptor(tmp_path: Pat
     assert path.read_bytes() == HEADER + b"\n"
     assert (file.writes, file.syncs) == (0, 0)
     assert open_descriptors_of(path) == 0
+
+
+def test_a_bulk_load_is_frozen_only_where_the_process_asked_for_it() -> None:
+    # Issue 38: RPC mode (one session per process) freezes a resumed transcript's decoded
+    # messages; a process serving many sessions leaves its collector alone.
+    import gc
+
+    from pitrio.actors.session_store import storage
+
+    enabled = gc.isenabled()
+    gc.enable()
+    try:
+        frozen = gc.get_freeze_count()
+        with storage.gc_paused():
+            assert not gc.isenabled()
+            made = [[index] for index in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        storage.freeze_bulk_loads()
+        with storage.gc_paused():  # a turn's: never frozen
+            made += [[index] for index in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        with storage.gc_paused(lasting=True):
+            made += [[index] for index in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(made)
+    finally:
+        storage._FREEZE_LOADS[0] = False
+        gc.unfreeze()
+        if not enabled:
+            gc.disable()

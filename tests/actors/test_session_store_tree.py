@@ -337,3 +337,30 @@ def test_a_tree_built_from_entries_matches_one_built_by_appends() -> None:
     assert ids(built.children(one)) == ids(b.tree.children(one))
     empty = SessionTree(HEADER, [], new_id=counter_ids())
     assert empty.leaf_id is None and len(empty) == 0
+
+
+def _walked(tree: SessionTree) -> list[str]:
+    """The path to the leaf by walking up parents (what path() gives, by definition)."""
+    return [stored.id for stored in tree.ancestors(tree.leaf_id)][::-1]
+
+
+def test_the_path_of_a_chain_is_every_entry_until_a_branch_or_a_repeated_id() -> None:
+    # One chain in file order answers path() from the list (issue 38); anything else walks.
+    b = Builder()
+    one, two, three = b.user(), b.assistant(), b.user()
+    chain = SessionTree(HEADER, b.tree.entries)
+    assert ids(chain.path()) == ids(b.tree.path()) == [one, two, three] == _walked(chain)
+    b.tree.branch(one)
+    four = b.user()
+    for tree in (b.tree, SessionTree(HEADER, b.tree.entries)):
+        assert ids(tree.path()) == [one, four] == _walked(tree)
+    again = CustomEntry(custom_type="x", id=three, parent_id=three, timestamp="t")
+    twice = SessionTree(HEADER, [*b.tree.entries[:3], StoredEntry.from_entry(again)])
+    assert ids(twice.path()) == _walked(twice) == [three]
+    root = b.tree.entries[0]
+    orphan = StoredEntry.from_entry(
+        CustomEntry(custom_type="x", id="o", parent_id=None, timestamp="t")
+    )
+    for tree in (SessionTree(HEADER, [root]), SessionTree(HEADER)):
+        tree.add(orphan)
+        assert ids(tree.path()) == ["o"] == _walked(tree)

@@ -321,7 +321,7 @@ class AgentLoop(Actor[AgentCommand]):
     def _transcript(self) -> list[AgentMessage]:
         """Every message, decoding a resumed transcript now if that was not done yet."""
         if self._base is not None:
-            with gc_paused():
+            with gc_paused(lasting=True):
                 self._messages = [*self._base, *self._messages]
             self._base = None
         return self._messages

@@ -45,7 +45,7 @@ class AgentState:
         messages (issue 7, resume)."""
         messages = self._messages
         if not isinstance(messages, tuple):
-            with gc_paused():  # tens of thousands of acyclic objects: see gc_paused
+            with gc_paused(lasting=True):  # tens of thousands of acyclic objects
                 messages = tuple(messages)
             object.__setattr__(self, "_messages", messages)  # a cache of the same value
         return messages
@@ -71,7 +71,7 @@ class AgentState:
         decoded: list[AgentMessage] = []
         total = len(messages)
         for start in range(0, total, slice_size):
-            with gc_paused():
+            with gc_paused(lasting=True):
                 decoded.extend(messages[i] for i in range(start, min(start + slice_size, total)))
             await trio.lowlevel.checkpoint()
         result = tuple(decoded)

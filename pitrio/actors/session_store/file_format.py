@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 Severity = Literal["error", "warning"]
 
+_new = object.__new__
+
 ProblemKind = Literal[
     "no_header",
     "malformed",
@@ -161,6 +163,11 @@ class SessionParser:
         # Version < 3 files: (line, JSON object, raw) of each entry, migrated in finish().
         self._legacy: list[tuple[int, dict[str, Any], bytes]] | None = None
         self._no_version = False
+        # Whether every entry so far named a parent read before it (or none): then no entry
+        # is in a cycle or lacks its parent, and finish() skips those two walks over a long
+        # file (issue 38). It still checks the targets of the label and context edit entries.
+        self._ordered = True
+        self._targets: list[StoredEntry] = []  # the label and context edit entries
 
     @classmethod
     def continuing(cls, origin: str, *, taken: Iterable[str], line: int) -> SessionParser:
@@ -231,70 +238,110 @@ class SessionParser:
         self._take_entry(line, raw, value)
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
-        """Take lines as a file iterates them (with their newline; the last maybe without).
+        """Take a file's bytes in pieces: its lines as a file iterates them (each with its
+        newline, the last maybe without) or blocks of any size, as
+        :func:`~.storage.read_session` reads a file."""
+        # The start of a line not ended yet, in pieces: a line longer than a block (a huge
+        # tool result) is joined once, not copied again with every block.
+        rest: list[bytes] = []
+        for block in lines:
+            pieces = block.split(b"\n")
+            if len(pieces) == 1:
+                rest.append(block)
+                continue
+            if rest:
+                rest.append(pieces[0])
+                pieces[0] = b"".join(rest)
+            last = pieces.pop()  # after the block's last newline: the start of a line
+            rest = [last] if last else []
+            self._feed_terminated(pieces)
+        if rest:
+            self.feed(b"".join(rest), terminated=False)
+
+    def _feed_terminated(self, lines: list[bytes]) -> None:
+        """Take lines that had their newline (given without it).
 
         The common line, a well-formed ``message`` entry, takes a short path: opening a long
-        session is mostly this loop. Everything else goes through :meth:`feed`.
+        session is mostly this loop (its state in locals, the entry built here). Everything
+        else goes through :meth:`feed` or :meth:`_take_entry`.
         """
         loads = orjson.loads
-        entries = self._entries
+        refused = orjson.JSONDecodeError
+        append = self._entries.append
         ids = self._ids
         origin = self.origin
-        decode_all = self._decode_all
+        quick = not self._decode_all
         roles = _ROLE_OBJECTS
         read = StoredEntry.read
-        read_tail = TailMessageEntry.read
-        append = entries.append
-        for line in lines:
-            if not self._header_seen or self._legacy is not None or line[-1:] != b"\n":
-                if line[-1:] == b"\n":
-                    self.feed(line[:-1])
-                else:
-                    self.feed(line, terminated=False)
+        tail_class = TailMessageEntry
+        dict_, str_ = dict, str
+        line = self._line
+        ordered = self._ordered
+        plain = self._header_seen and self._legacy is None
+        for raw in lines:
+            if not plain:
+                self._line, self._ordered = line, ordered
+                self.feed(raw)
+                line, ordered = self._line, self._ordered
+                plain = self._header_seen and self._legacy is None
                 continue
-            raw = line[:-1]
+            line += 1
             try:
                 value = loads(raw)
-            except orjson.JSONDecodeError:
+            except refused:
+                self._line, self._ordered = line - 1, ordered
                 self.feed(raw)
+                line = self._line
                 continue
-            self._line += 1
-            if type(value) is dict and not decode_all:
+            if value.__class__ is dict_ and quick:
                 entry_id = value.get("id")
                 parent_id = value.get("parentId", False)
                 timestamp = value.get("timestamp")
                 message = value.get("message")
                 if (
                     value.get("type") == "message"
-                    and type(entry_id) is str
+                    and entry_id.__class__ is str_
                     and entry_id
-                    and (parent_id is None or type(parent_id) is str)
-                    and type(timestamp) is str
-                    and type(message) is dict
+                    and (parent_id is None or parent_id.__class__ is str_)
+                    and timestamp.__class__ is str_
+                    and message.__class__ is dict_
                     and entry_id not in ids
                 ):
                     role = message.get("role")
-                    if type(role) is str:
-                        # pi's line: the four envelope strings above, then the message (see
-                        # TailMessageEntry: its text is then the line's tail).
-                        tail = len(value) == 5 and next(reversed(value)) == "message"
-                        reader = read_tail if tail else read
-                        append(
-                            reader(
-                                "message",
-                                entry_id,
-                                ids.get(parent_id, parent_id) if parent_id else parent_id,
-                                timestamp,
-                                raw,
-                                roles.get(role, role),
-                                self._line,
-                                origin,
+                    if role.__class__ is str_:
+                        if parent_id is not None:
+                            shared = ids.get(parent_id)
+                            if shared is None:
+                                ordered = False  # a later, missing or own parent
+                            else:
+                                parent_id = shared
+                        role = roles.get(role, role)
+                        if len(value) == 5 and next(reversed(value)) == "message":
+                            # pi's line: the four envelope strings, then the message (see
+                            # TailMessageEntry: its text is the line's tail). What its
+                            # read() makes, without the call: 48,000 of them on a long file.
+                            stored: StoredEntry = _new(tail_class)
+                            stored.type = "message"
+                            stored.id = entry_id
+                            stored.parent_id = parent_id
+                            stored.raw = raw
+                            stored.role = role
+                            stored.line = line
+                            stored.origin = origin
+                            stored._entry = None
+                            stored._message = None
+                        else:
+                            stored = read(
+                                "message", entry_id, parent_id, timestamp, raw, role, line, origin
                             )
-                        )
+                        append(stored)
                         ids[entry_id] = entry_id
                         continue
             self._empty = False
-            self._take_entry(self._line, raw, value)
+            self._ordered = ordered
+            self._take_entry(line, raw, value)
+            ordered = self._ordered
+        self._line, self._ordered = line, ordered
 
     def _take_header(self, line: int, raw: bytes, value: Any) -> None:
         if not isinstance(value, dict) or value.get("type") != "session":
@@ -359,6 +406,8 @@ class SessionParser:
             role = intern_role(role)
         if parent_id:
             parent_id = self._ids.get(parent_id, parent_id)
+        if parent_id is not None and parent_id not in self._ids:
+            self._ordered = False  # a later, missing or own parent: finish() walks them
         tail = role is not None and len(value) == 5 and next(reversed(value)) == "message"
         stored = (TailMessageEntry if tail else StoredEntry).read(
             entry_type, entry_id, parent_id, timestamp, raw, role, line, self.origin
@@ -371,6 +420,8 @@ class SessionParser:
                 return None
         self._ids[entry_id] = entry_id
         self._entries.append(stored)
+        if entry_type == "label" or entry_type == "context_edit":
+            self._targets.append(stored)
         return stored
 
     def finish(self) -> ParsedSession:
@@ -455,9 +506,12 @@ class SessionParser:
             done.update(on_walk)
 
     def _check_references(self) -> None:
-        self._check_cycles()
+        ordered = self._ordered
+        if not ordered:
+            self._check_cycles()
         ids = self._ids
-        for stored in self._entries:
+        # Every parent read before its child (the usual file): only the targets to check.
+        for stored in self._targets if ordered else self._entries:
             parent = stored.parent_id
             if parent is not None and parent not in ids:
                 self._problem(
@@ -479,7 +533,9 @@ class SessionParser:
 
 
 def parse_lines(lines: Iterable[bytes], *, origin: str, decode_all: bool = False) -> ParsedSession:
-    """Parse lines as a file iterates them (each with its newline, the last maybe without)."""
+    """Parse a file's bytes given in pieces: lines as a file iterates them (each with its
+    newline, the last maybe without) or blocks of any size, as :func:`~.storage.read_session`
+    reads them (no copy of each line without its newline)."""
     parser = SessionParser(origin, decode_all=decode_all)
     parser.feed_lines(lines)
     return parser.finish()

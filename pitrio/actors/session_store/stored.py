@@ -420,7 +420,8 @@ class StoredEntry:
         return SessionFileError(self.origin, self.line, problem)
 
 
-_MESSAGE_KEY = b'"message":{'
+MESSAGE_KEY = b'"message":{'
+"""Where a :class:`TailMessageEntry` line's message begins (its first occurrence)."""
 _TIMESTAMP_SLOT: Any = StoredEntry.__dict__["timestamp"]  # the slot a property stands over
 
 
@@ -479,10 +480,10 @@ class TailMessageEntry(StoredEntry):
         values are strings, and no JSON string holds that: its quotes would be escaped) to the
         envelope's closing brace. ``None`` for a line spaced otherwise."""
         raw = self.raw
-        start = raw.find(_MESSAGE_KEY)
+        start = raw.find(MESSAGE_KEY)
         if start < 0 or raw[-1:] != b"}":
             return None
-        return raw[start + len(_MESSAGE_KEY) - 1 : -1]
+        return raw[start + len(MESSAGE_KEY) - 1 : -1]
 
 
 class SharedLineEntry(StoredEntry):

@@ -80,10 +80,22 @@ class SessionTree:
         listed = self._entries
         listed.extend(entries)
         by_id = self._by_id
+        chain = True
+        previous = None
         for stored in listed:
             by_id[stored.id] = stored
-            if stored.type == "label" or stored.type == "session_info":
+            kind = stored.type
+            if kind == "label" or kind == "session_info":
                 self._note(stored)
+            if stored.parent_id != previous:
+                chain = False
+            previous = stored.id
+        # One chain in file order (each entry the child of the one before, ids unique): the
+        # usual file, whose path to its last entry is then every entry, without the walk up
+        # (~9 ms of a 48,000-entry resume; issue 38). The entries only grow: add() keeps it
+        # for an append on the last entry with a new id and drops it for good otherwise;
+        # path() asks it only about the last entry.
+        self._chain = chain and len(by_id) == len(listed)
         if listed:
             self.leaf_id = listed[-1].id
 
@@ -143,7 +155,11 @@ class SessionTree:
 
     def path(self, to_id: str | None = None) -> list[StoredEntry]:
         """Entries root -> ``to_id`` (default: the leaf); empty for an unknown id or no leaf."""
-        out = self._walk_up(self.leaf_id if to_id is None else to_id)
+        target = self.leaf_id if to_id is None else to_id
+        entries = self._entries
+        if self._chain and entries and target == entries[-1].id:
+            return list(entries)
+        out = self._walk_up(target)
         out.reverse()
         return out
 
@@ -268,7 +284,11 @@ class SessionTree:
 
         The caller sets its ``parent_id`` (normally the current leaf) and a fresh id.
         """
-        self._entries.append(stored)
+        entries = self._entries
+        if self._chain:
+            last = entries[-1].id if entries else None
+            self._chain = stored.parent_id == last and stored.id not in self._by_id
+        entries.append(stored)
         self._by_id[stored.id] = stored
         if self._children is not None and stored.parent_id is not None:
             self._children.setdefault(stored.parent_id, []).append(stored)

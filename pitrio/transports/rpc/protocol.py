@@ -207,9 +207,11 @@ def _plain_items(values: Sequence[Any]) -> bytes:
     """The items of a JSON array of plain values (``bytes`` are JSON text), comma-separated,
     without the brackets. Stored messages (all ``bytes``) are joined as they are: what orjson
     writes for a list of fragments, without wrapping each (issue 38: ``get_messages``)."""
-    if all(type(value) is bytes for value in values):
+    try:
+        # Only bytes among plain JSON values are bytes-like: any other value refuses the join.
         return b",".join(values)
-    return _dump_plain(values)[1:-2]
+    except TypeError:
+        return _dump_plain(values)[1:-2]
 
 
 def _dump_plain(values: Sequence[Any]) -> bytes:

@@ -653,3 +653,27 @@ async def test_an_extension_sees_the_scope_and_can_shut_the_process_down(dirs: D
     assert answer == {"disposition": "handled"}  # answered before the process ends
     assert code == 0, rpc.stderr.decode()
     assert orjson.loads(written.read_bytes()) == [["faux/faux-1", None], ["faux/faux-think", "low"]]
+
+
+def test_a_start_runs_without_the_collector_and_what_it_made_is_frozen() -> None:
+    # Issue 38: no collection walks a resumed file's entries between the read and the first
+    # reply; what the start made is out of the collector's sight once it succeeded.
+    import gc
+
+    from pitrio.transports.rpc.process import _start_uncollected
+
+    enabled = gc.isenabled()
+    gc.enable()
+    try:
+        frozen = gc.get_freeze_count()
+        with _start_uncollected():
+            assert not gc.isenabled()
+            made = [[index] for index in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(made)
+        with pytest.raises(RuntimeError), _start_uncollected():
+            raise RuntimeError("the start failed")
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if not enabled:
+            gc.disable()
