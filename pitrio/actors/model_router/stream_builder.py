@@ -20,6 +20,7 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from pitrio._direct_init import direct_init
 from pitrio.messages.agent import (
     EMPTY_USAGE,
     AssistantMessage,
@@ -46,6 +47,8 @@ from pitrio.messages.stream import (
     ToolCallEnd,
     ToolCallStart,
 )
+
+_text_delta = direct_init(TextDelta)  # one per streamed delta (issue 38)
 
 ABORTED_MESSAGE = "Request was aborted"
 """The ``errorMessage`` pi puts on a response cut short by an abort."""
@@ -244,7 +247,7 @@ class StreamBuilder:
         """Append ``delta`` to an open text block."""
         index, text = self._streaming(index, "text")
         text.append(delta)  # the layout holds this StreamingText already: it stays valid
-        return TextDelta(content_index=index, delta=delta, partial=self.partial)
+        return _text_delta(content_index=index, delta=delta, partial=self.partial)
 
     def text_deltas(self, deltas: list[str], index: int | None = None) -> list[TextDelta]:
         """:meth:`text_delta` of each of ``deltas`` in turn, the same events (a run of chunks
@@ -261,7 +264,7 @@ class StreamBuilder:
             pieces.append(delta)  # what StreamingText.append does
             chars += len(delta)
             partial = partial_message(header, layout, (len(pieces),), fixed + chars)
-            out.append(TextDelta(content_index=index, delta=delta, partial=partial))
+            out.append(_text_delta(content_index=index, delta=delta, partial=partial))
         text.chars = chars
         return out
 

@@ -75,6 +75,9 @@ if TYPE_CHECKING:
 # (issue 7, cold start). The functions below import it locally (a dict lookup once loaded).
 
 _MAX_AFTER_FINAL = 64  # events read after the final one before giving up on draining
+HANDOVER = 64
+"""SSE events of one read parsed before their events are handed over (the agent loop's
+channel holds 64: a read's first events can be taken while the next are parsed)."""
 
 
 def proxy_mounts(proxy: str, env: Mapping[str, str]) -> dict[str, Any]:
@@ -488,15 +491,25 @@ class HttpProvider(abc.ABC):
                 if observe is None:
                     # The events of one read handed over together (issue 38: a coroutine
                     # per SSE event cost more than the event); none waits for a later read.
-                    read, last, fed = parser.feed_all(decoded)
-                    if parser.final is None:
+                    # A long read (thousands of SSE events) goes a slice at a time, so its
+                    # first events are not held while the rest is parsed (the first delta).
+                    start = 0
+                    while True:
+                        part = decoded[start : start + HANDOVER]
+                        read, last, fed = parser.feed_all(part)
+                        start += fed
+                        if parser.final is not None:
+                            break
                         await _send_all(send, read)
+                        if start >= len(decoded):
+                            break
+                    if parser.final is None:
                         continue
                     if isinstance(parser.final, StreamError):
                         await _send_all(send, read + last)
                         return
                     await _send_all(send, read)
-                    await self._drain(chunks, decoder, len(decoded) - fed)
+                    await self._drain(chunks, decoder, len(decoded) - start)
                     await _send_all(send, last)
                     return
                 for position, (event, data) in enumerate(decoded):
