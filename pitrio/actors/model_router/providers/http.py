@@ -44,7 +44,6 @@ import trio
 from pitrio.actors.model_router import provider_hooks
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
-from pitrio.actors.model_router.oauth import copilot_dynamic_headers
 from pitrio.actors.model_router.providers import retry
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
@@ -304,6 +303,10 @@ class HttpProvider(abc.ABC):
         if bearer is not None:  # the token goes as itself, never as a key (x-api-key)
             headers = {"authorization": f"Bearer {bearer}", **headers}
         if model.provider == "github-copilot":
+            # Imported here: the OAuth module (hashlib, secrets) was ~2 ms of every process's
+            # first request, for Copilot's headers only (issue 38).
+            from pitrio.actors.model_router.oauth import copilot_dynamic_headers
+
             headers.update(copilot_dynamic_headers(context.messages))
         return self.build_request(model, context, options, api_key=api_key, headers=headers)
 
