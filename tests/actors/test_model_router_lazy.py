@@ -241,3 +241,63 @@ def test_the_providers_load_httpx_without_its_command_line_client() -> None:
     cli_modules, stubbed = done.stdout.split("\n")[:2]
     assert cli_modules == "-"
     assert stubbed == "True"
+
+
+DIRECT_REQUEST = """
+import socket, sys, threading
+import trio
+from pitrio.actors.model_router.credentials import Credentials
+from pitrio.actors.model_router.lazy_http import LazyHttpProviders
+from pitrio.actors.model_router.providers.base import ProviderSettings
+from pitrio.messages import UserMessage
+from pitrio.messages.model import LlmContext, StreamOptions
+from tests.actors.providers.support import make_model
+
+chunk = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\\n\\n'
+body = chunk * 3 + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\\n\\n'
+body += b"data: [DONE]\\n\\n"
+listener = socket.create_server(("127.0.0.1", 0))
+
+def serve():
+    conn, _ = listener.accept()
+    with conn:
+        data = b""
+        while b"\\r\\n\\r\\n" not in data:
+            data += conn.recv(65536)
+        head = b"HTTP/1.1 200 OK\\r\\ncontent-type: text/event-stream\\r\\n"
+        conn.sendall(head + b"content-length: %d\\r\\n\\r\\n" % len(body) + body)
+
+threading.Thread(target=serve, daemon=True).start()
+url = "http://127.0.0.1:%d/v1" % listener.getsockname()[1]
+lazy = LazyHttpProviders(Credentials(auth_path=None, env={}), ProviderSettings())
+events = []
+
+async def main():
+    send, receive = trio.open_memory_channel(100)
+    context = LlmContext(system_prompt="", messages=(UserMessage(content="x", timestamp=1),))
+    async with send:
+        await lazy.stream_fns()["openai-completions"](
+            make_model("openai-completions", url), context, StreamOptions(api_key="k"), send
+        )
+    events.extend(receive.receive_nowait() for _ in range(receive.statistics().current_buffer_used))
+
+trio.run(main)
+print(events[-1].type, "".join(getattr(e, "delta", "") for e in events))
+print("httpx" in sys.modules)
+"""
+
+
+def test_a_direct_request_that_succeeds_never_imports_httpx() -> None:
+    """The direct transport raises httpx's exceptions, and the client is httpx, but a request
+    that streams its answer needs neither (issue 38: ``import httpx`` was ~20 ms of every
+    process's first answer)."""
+    done = subprocess.run(
+        [sys.executable, "-c", DIRECT_REQUEST],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    answer, imported = done.stdout.split("\n")[:2]
+    assert answer == "done hihihi"
+    assert imported == "False"

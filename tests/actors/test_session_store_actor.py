@@ -310,6 +310,28 @@ async def test_fsync_inline_syncs_every_batch_on_the_loop_thread(
     ]
 
 
+async def test_an_inline_file_creation_lets_runnable_tasks_go_first(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The lazily created file's fsyncs wait (at most IDLE_SYNC_WAIT) until nothing else can
+    run, as an inline append's do: the first prompt's model request goes out before them
+    (issue 38)."""
+    path = tmp_path / "s.jsonl"
+    seen: list[bool] = []
+
+    async def busy() -> None:
+        for _ in range(50):
+            seen.append(path.exists())
+            await trio.lowlevel.checkpoint()
+
+    async with running(open_store, path, options=StoreOptions(sync_inline=True)) as store:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.append_message, assistant())
+            nursery.start_soon(busy)
+        assert path.exists()  # created once the loop fell idle
+    assert seen == [False] * 50
+
+
 async def test_fsync_batch_syncs_on_a_timer(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -14,6 +14,7 @@ from itertools import chain
 import attrs
 import trio
 
+from pitrio._direct_init import direct_init
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
     NO_CONTEXT,
@@ -423,7 +424,7 @@ class LoopRun:
                             partial = event.partial  # type: ignore[union-attr]
                             self.context.set_last(partial)
                             updates.append(
-                                MessageUpdate(assistant_message_event=event, message=partial)  # type: ignore[arg-type]
+                                _message_update(assistant_message_event=event, message=partial)
                             )
                             if len(updates) >= UPDATE_BATCH:
                                 await self._emit_updates(updates)
@@ -540,6 +541,7 @@ def finished_response(
 
 _BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)
 _DELTAS = frozenset((TextDelta, ThinkingDelta, ToolCallDelta))
+_message_update = direct_init(MessageUpdate)  # one per streamed delta (issue 38)
 _BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B`` in the call
 # built a union for every streamed event)
 

@@ -15,6 +15,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pitrio import _attrs_cache
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.providers.base import EventSender, ProviderSettings, StreamFn
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -69,12 +70,16 @@ class LazyHttpProviders:
             module_name, class_name = next(
                 (module, cls) for name, module, cls in HTTP_PROVIDERS if name == api
             )
-            if self.pool is None:
-                _without_httpx_cli()
-                from pitrio.actors.model_router.providers.http import HttpPool
+            # The modules' attrs classes come from the method cache (their compiling was
+            # ~5 ms of the first request, issue 38).
+            with _attrs_cache.caching():
+                if self.pool is None:
+                    _without_httpx_cli()
+                    from pitrio.actors.model_router.providers.http import HttpPool
 
-                self.pool = HttpPool(self._settings.http)
-            cls = getattr(importlib.import_module(f"{_PACKAGE}.{module_name}"), class_name)
+                    self.pool = HttpPool(self._settings.http)
+                module = importlib.import_module(f"{_PACKAGE}.{module_name}")
+            cls = getattr(module, class_name)
             provider = cls(self.pool, self._credentials, self._settings)
             self._providers[api] = provider
         return provider

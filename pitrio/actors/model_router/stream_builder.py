@@ -20,6 +20,7 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+from pitrio._direct_init import direct_init
 from pitrio.messages.agent import (
     EMPTY_USAGE,
     AssistantMessage,
@@ -46,6 +47,8 @@ from pitrio.messages.stream import (
     ToolCallEnd,
     ToolCallStart,
 )
+
+_text_delta = direct_init(TextDelta)  # one per streamed delta (issue 38)
 
 ABORTED_MESSAGE = "Request was aborted"
 """The ``errorMessage`` pi puts on a response cut short by an abort."""
@@ -172,6 +175,16 @@ class StreamBuilder:
     @property
     def partial(self) -> PartialMessage:
         """A snapshot of the message so far (lazy: see :mod:`pitrio.messages.partial`)."""
+        layout, header = self._frame()
+        streaming = layout.streaming
+        if len(streaming) == 1:  # the usual case, made inline: this runs for every delta
+            only = streaming[0]
+            chars = layout.fixed_chars + only.chars
+            return partial_message(header, layout, (len(only.pieces),), chars)
+        return partial_message(header, layout, layout.counts(), layout.chars())
+
+    def _frame(self) -> tuple[Layout, AssistantMessage]:
+        """The layout and the header the next snapshots share, made now if they changed."""
         layout = self._layout
         if layout is None:
             layout = self._layout = Layout.of(self._blocks)
@@ -179,12 +192,7 @@ class StreamBuilder:
         if header is None:
             header = self._snapshot("pending", self._error_message, self._timestamp, ())
             self._header = header
-        streaming = layout.streaming
-        if len(streaming) == 1:  # the usual case, made inline: this runs for every delta
-            only = streaming[0]
-            chars = layout.fixed_chars + only.chars
-            return partial_message(header, layout, (len(only.pieces),), chars)
-        return partial_message(header, layout, layout.counts(), layout.chars())
+        return layout, header
 
     @property
     def response_id(self) -> str | None:
@@ -239,7 +247,26 @@ class StreamBuilder:
         """Append ``delta`` to an open text block."""
         index, text = self._streaming(index, "text")
         text.append(delta)  # the layout holds this StreamingText already: it stays valid
-        return TextDelta(content_index=index, delta=delta, partial=self.partial)
+        return _text_delta(content_index=index, delta=delta, partial=self.partial)
+
+    def text_deltas(self, deltas: list[str], index: int | None = None) -> list[TextDelta]:
+        """:meth:`text_delta` of each of ``deltas`` in turn, the same events (a run of chunks
+        read at once: the block, the layout and the header are looked up once, issue 38)."""
+        if not deltas:
+            return []
+        index, text = self._streaming(index, "text")
+        layout, header = self._frame()
+        if layout.streaming != (text,):  # another block streams too: one at a time
+            return [self.text_delta(delta, index) for delta in deltas]
+        pieces, chars, fixed = text.pieces, text.chars, layout.fixed_chars
+        out = []
+        for delta in deltas:
+            pieces.append(delta)  # what StreamingText.append does
+            chars += len(delta)
+            partial = partial_message(header, layout, (len(pieces),), fixed + chars)
+            out.append(_text_delta(content_index=index, delta=delta, partial=partial))
+        text.chars = chars
+        return out
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEnd:
         """Close a text block; ``signature`` is the provider's opaque text signature."""

@@ -18,8 +18,11 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
+from pitrio._direct_init import direct_init
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.messages.events import AgentSessionEvent
+
+_sequenced = direct_init(Sequenced)  # a batch numbers every streamed update (issue 38)
 
 
 @attrs.define
@@ -128,7 +131,7 @@ class EventOutlet:
         sinks = self._sinks
         for event in events:
             seq += 1
-            item = Sequenced(seq, event)
+            item = _sequenced(seq, event)
             self.seq = seq  # a sink sees the outlet where one emit per event left it
             for sink in sinks:
                 sink.deliver(item)

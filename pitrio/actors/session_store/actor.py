@@ -49,6 +49,7 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Reply
+from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
@@ -268,6 +269,11 @@ class SessionStore(Actor[StoreCommand]):
             # One session per process (RPC mode): inline, as its fsyncs are. The first
             # prompt's append waits for this (issue 21); through worker threads the event
             # loop would go on streaming the answer meanwhile and then deliver it in a burst.
+            # Like an inline append's fsync (syncing.write_lines), it first waits, at most
+            # IDLE_SYNC_WAIT, until nothing else can run: the first prompt's model request
+            # then goes out before the file's three fsyncs, which overlap the wait for the
+            # answer instead of delaying it (issue 38: 2-10 ms of the first answer).
+            await until_idle(IDLE_SYNC_WAIT, shield=True)
             if self._lease is None:
                 self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
             self._file = create_session_file(self.path, data, self._file_class)

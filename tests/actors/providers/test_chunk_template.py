@@ -4,6 +4,7 @@ extra fields, and a chunk that only looks like the template is parsed whole."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ from pitrio.actors.model_router.providers.chunk_template import ChunkTemplate, l
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsParser
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.messages import to_json
+from pitrio.messages.partial import PartialMessage, content_chars
 from tests.actors.providers.support import make_model
 
 MODEL = make_model("openai-completions", id="mock-model")
@@ -89,6 +91,60 @@ def test_templated_chunks_give_the_events_of_whole_parses(
 ) -> None:
     """Text and reasoning deltas, a chunk with both, a changing ``created``, an extra field
     holding a string, tool-call pieces: every event is the whole parse's, in order."""
+    same_events(chunks_of(steps, style, finish))
+
+
+def events_by_reads(
+    parser: OpenAICompletionsParser, chunks: list[str], cuts: list[int]
+) -> list[Any]:
+    """The events ``feed_all`` gives for ``chunks`` cut into reads at ``cuts``, taken as the
+    HTTP provider takes them (nothing after the final event)."""
+    parser.builder = StreamBuilder.for_model(MODEL, timestamp=7)
+    decoded = [("message", data) for data in chunks]
+    bounds = sorted({0, len(decoded), *(min(cut, len(decoded)) for cut in cuts)})
+    out: list[Any] = []
+    for start, stop in itertools.pairwise(bounds):
+        read, last, fed = parser.feed_all(decoded[start:stop])
+        out += read + last
+        for event in read + last:  # the size a subscriber's buffer weighs, as made
+            partial = getattr(event, "partial", None)
+            if isinstance(partial, PartialMessage):
+                assert partial.text_chars == content_chars(partial.content)
+        if parser.finished:
+            assert last and 0 < fed <= stop - start
+            return [to_json(event) for event in out]
+        assert not last and fed == stop - start
+    out.extend(parser.end())
+    return [to_json(event) for event in out]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(STEP, max_size=25),
+    style=st.integers(0, 3),
+    finish=st.booleans(),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+    error_at=st.none() | st.integers(0, 25),
+)
+def test_chunks_fed_a_read_at_a_time_give_the_events_of_whole_parses(
+    steps: list[tuple[str, Any]],
+    style: int,
+    finish: bool,
+    cuts: list[int],
+    error_at: int | None,
+) -> None:
+    """``feed_all`` (runs of templated chunks handed to the builder at once, issue 38) over
+    reads cut anywhere, with a stream error anywhere: the events of one whole parse per
+    chunk, up to and with the final event."""
+    chunks = chunks_of(steps, style, finish)
+    if error_at is not None:
+        chunks.insert(min(error_at, len(chunks)), json.dumps({"error": {"message": "no"}}))
+    expected = events_of(WholeParser(MODEL), chunks)
+    assert events_by_reads(OpenAICompletionsParser(MODEL), chunks, cuts) == expected
+
+
+def chunks_of(steps: list[tuple[str, Any]], style: int, finish: bool) -> list[str]:
+    """The chunks of the generated ``steps`` (see ``STEP``), ending as ``finish`` says."""
     created = 1
     chunks: list[str] = []
     for kind, value in steps:
@@ -108,7 +164,7 @@ def test_templated_chunks_give_the_events_of_whole_parses(
         chunks.append(chunk(delta, style=style, created=created))
     if finish:
         chunks += [chunk({}, style=style, finish="stop"), "[DONE]"]
-    same_events(chunks)
+    return chunks
 
 
 def test_a_chunk_that_only_looks_like_the_template_is_parsed_whole() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.http import HANDOVER, HttpPool
 from pitrio.actors.model_router.providers.openai_completions import (
     OpenAICompletionsParser,
     build_body,
@@ -529,6 +529,42 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     assert sum(isinstance(e, TextDelta) for e in events) == sum(
         isinstance(e, TextDelta) for e in expected
     )
+
+
+async def test_a_long_read_is_handed_over_a_slice_at_a_time(
+    server: LoopbackServer, pool: HttpPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of hundreds of SSE events is parsed and handed over HANDOVER events at a time
+    (its first deltas are not held while the rest is parsed, issue 38); the events are the
+    whole parse's, the final one last."""
+
+    def data(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    def delta(text: str, finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
+        return data({"id": "c1", "model": "m", "choices": [choice]})
+
+    body = b"".join(delta(f"t{i} ") for i in range(300)) + delta("", "stop")
+    body += data({"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}}) + b"data: [DONE]\n\n"
+    server.push(sse(body))  # one write: the client's first read holds most of it
+    parts: list[int] = []
+    original = OpenAICompletionsParser.feed_all
+
+    def feed_all(self: OpenAICompletionsParser, decoded: list[tuple[str, str]]) -> Any:
+        parts.append(len(decoded))
+        return original(self, decoded)
+
+    monkeypatch.setattr(OpenAICompletionsParser, "feed_all", feed_all)
+    model = make_model(API, server.base_url)
+    events = await collect(make_provider(API, pool), model)
+    expected = parse_all(OpenAICompletionsParser(model), body)
+    assert [(e.type, getattr(e, "delta", None)) for e in events] == [
+        (e.type, getattr(e, "delta", None)) for e in expected
+    ]
+    got, want = final(events), final(expected)
+    assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
+    assert max(parts) == HANDOVER and sum(parts) == 303
 
 
 @pytest.mark.parametrize("segment", [None, 64])

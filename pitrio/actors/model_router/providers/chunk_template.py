@@ -39,18 +39,37 @@ class ChunkTemplate:
     def value(self, data: str) -> str | None:
         """The string in the template's place if ``data`` is the template's chunk with some
         non-empty string there, else ``None`` (parse ``data`` whole)."""
+        values, _ = self.run((("message", data),), 0)
+        return values[0] if values else None
+
+    def run(self, events: Sequence[tuple[str, str]], start: int) -> tuple[list[str], int]:
+        """:meth:`value` of each of ``events[start:]`` (SSE ``(event, data)`` pairs) up to the
+        first that is not the template's chunk: those strings, and that event's position
+        (``len(events)`` when all were). One loop for a read's chunks (issue 38)."""
         head, tail = self.head, self.tail
-        end = len(data) - len(tail)
-        if end - len(head) < 3 or not data.startswith(head) or not data.endswith(tail):
-            return None  # a token needs its two quotes and a character (an empty one: parse)
-        token = data[len(head) : end]
-        if token[0] != '"' or token[-1] != '"':
-            return None
-        try:
-            value = orjson.loads(token)
-        except orjson.JSONDecodeError:
-            return None  # e.g. two values, `"a","b":"c"`: not one string token
-        return value if isinstance(value, str) else None
+        skip, keep = len(head), len(tail) + 1
+        values: list[str] = []
+        position = start
+        for _, data in events[start:] if start else events:
+            end = len(data) - keep  # the closing quote's index, if the template's
+            # A token needs its two quotes and a character (an empty one: parse it whole).
+            if (
+                end - skip < 2
+                or data[end] != '"'
+                or data[skip] != '"'
+                or not data.startswith(head)
+                or not data.endswith(tail)
+            ):
+                break
+            try:
+                value = orjson.loads(data[skip : end + 1])
+            except orjson.JSONDecodeError:
+                break  # e.g. two values, `"a","b":"c"`: not one string token
+            if type(value) is not str:
+                break
+            values.append(value)
+            position += 1
+        return values, position
 
 
 def learn(data: str, chunk: Any, path: Sequence[str | int], field: str) -> ChunkTemplate | None:

@@ -32,9 +32,10 @@ from __future__ import annotations
 import abc
 import os
 import random
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import orjson
@@ -43,7 +44,6 @@ import trio
 from pitrio.actors.model_router import provider_hooks
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
-from pitrio.actors.model_router.oauth import copilot_dynamic_headers
 from pitrio.actors.model_router.providers import retry
 from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
@@ -62,6 +62,8 @@ from pitrio.messages.stream import AssistantMessageEvent, StreamError
 from pitrio.telemetry import note_transport_retry
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
     from pitrio.actors.model_router.provider_hooks import ProviderHooks
@@ -72,6 +74,9 @@ if TYPE_CHECKING:
 # (issue 7, cold start). The functions below import it locally (a dict lookup once loaded).
 
 _MAX_AFTER_FINAL = 64  # events read after the final one before giving up on draining
+HANDOVER = 64
+"""SSE events of one read parsed before their events are handed over (the agent loop's
+channel holds 64: a read's first events can be taken while the next are parsed)."""
 
 
 def proxy_mounts(proxy: str, env: Mapping[str, str]) -> dict[str, Any]:
@@ -120,15 +125,19 @@ class HttpPool:
     def transport(self) -> Http11Transport:
         """The connection pool under the client (and under :meth:`direct`)."""
         if self._transport is None:
-            import httpx
-
             from pitrio.actors.model_router.providers.transport import Http11Transport
 
             settings = self.settings
+
+            def ssl_context() -> ssl.SSLContext:
+                import httpx
+
+                return httpx.create_ssl_context(trust_env=settings.trust_env)
+
             self._transport = Http11Transport(
                 max_connections=settings.max_connections,
                 max_keepalive=settings.max_keepalive,
-                ssl_context=lambda: httpx.create_ssl_context(trust_env=settings.trust_env),
+                ssl_context=ssl_context,
             )
         return self._transport
 
@@ -165,7 +174,7 @@ class HttpPool:
             # Direct connections through pitrio's lean HTTP/1.1 transport (half the CPU per
             # request of httpcore + h11, issue 7); proxies from the environment still get
             # httpx's own transports (it mounts them for the URLs they cover).
-            transport=self.transport,
+            transport=cast("httpx.AsyncBaseTransport", self.transport),  # one by its methods
         )
 
     async def aclose(self) -> None:
@@ -294,6 +303,10 @@ class HttpProvider(abc.ABC):
         if bearer is not None:  # the token goes as itself, never as a key (x-api-key)
             headers = {"authorization": f"Bearer {bearer}", **headers}
         if model.provider == "github-copilot":
+            # Imported here: the OAuth module (hashlib, secrets) was ~2 ms of every process's
+            # first request, for Copilot's headers only (issue 38).
+            from pitrio.actors.model_router.oauth import copilot_dynamic_headers
+
             headers.update(copilot_dynamic_headers(context.messages))
         return self.build_request(model, context, options, api_key=api_key, headers=headers)
 
@@ -376,8 +389,6 @@ class HttpProvider(abc.ABC):
     ) -> RequestFailure | None:
         """One try: ``None`` when its outcome was sent, else the failure that ended it before
         anything streamed (the caller repeats it or reports it)."""
-        import httpx
-
         settings = self.pool.settings
         # An empty ``accept`` sends none (pi's Bedrock client asks for nothing in particular).
         headers = {**request.headers, "accept": self.accept} if self.accept else request.headers
@@ -423,7 +434,11 @@ class HttpProvider(abc.ABC):
                     )
                 await self._read_events(response, parser, send, hooks=hooks)
                 return None
-        except httpx.TransportError as exc:
+        except _transport_error() as caught:  # imports nothing: see the function
+            import httpx
+
+            exc = cast("httpx.TransportError", caught)
+
             if parser.finished:
                 return None  # the body broke after the final event: the answer is complete
             name = "TimeoutError" if isinstance(exc, httpx.TimeoutException) else "ConnectionError"
@@ -479,20 +494,27 @@ class HttpProvider(abc.ABC):
                 if observe is None:
                     # The events of one read handed over together (issue 38: a coroutine
                     # per SSE event cost more than the event); none waits for a later read.
-                    read: list[AssistantMessageEvent] = []
-                    for position, (event, data) in enumerate(decoded):
-                        events = parser.feed(event, data)
-                        if parser.finished and not isinstance(parser.final, StreamError):
-                            await _send_all(send, read)
-                            await self._drain(chunks, decoder, len(decoded) - position - 1)
-                            await _send_all(send, events)
-                            return
-                        read += events
-                        if isinstance(parser.final, StreamError):
-                            await _send_all(send, read)
-                            return
+                    # A long read (thousands of SSE events) goes a slice at a time, so its
+                    # first events are not held while the rest is parsed (the first delta).
+                    start = 0
+                    while True:
+                        part = decoded[start : start + HANDOVER]
+                        read, last, fed = parser.feed_all(part)
+                        start += fed
+                        if parser.final is not None:
+                            break
+                        await _send_all(send, read)
+                        if start >= len(decoded):
+                            break
+                    if parser.final is None:
+                        continue
+                    if isinstance(parser.final, StreamError):
+                        await _send_all(send, read + last)
+                        return
                     await _send_all(send, read)
-                    continue
+                    await self._drain(chunks, decoder, len(decoded) - start)
+                    await _send_all(send, last)
+                    return
                 for position, (event, data) in enumerate(decoded):
                     # Before the event is normalised (pi 1.6.0), and each event sent before
                     # the next one is shown to the hook.
@@ -519,8 +541,6 @@ class HttpProvider(abc.ABC):
     async def _drain(self, chunks: AsyncIterator[bytes], decoder: SseDecoder, seen: int) -> None:
         # Read what is left of the body (normally nothing but its end) for a short while, so
         # the connection returns to the pool; whatever happens, the answer is complete.
-        import httpx
-
         with trio.move_on_after(self.pool.settings.drain_timeout):
             count = seen
             try:
@@ -528,14 +548,26 @@ class HttpProvider(abc.ABC):
                     count += len(decoder.feed(chunk))
                     if count > _MAX_AFTER_FINAL:
                         break
-            except httpx.TransportError:
+            except _transport_error():
                 pass
+
+
+class _NeverRaised(Exception):
+    """Stands for httpx's exceptions while httpx is not loaded (none can have been raised)."""
+
+
+def _transport_error() -> type[Exception]:
+    """httpx's ``TransportError``, or a class nothing raises while httpx is not imported.
+
+    An ``except`` clause's class is looked up only when an exception reaches it: a request
+    that succeeds over the direct transport never loads httpx (issue 38: ~20 ms of the first
+    answer), and an error of httpx's was raised by code that imported it first."""
+    httpx = sys.modules.get("httpx")
+    return _NeverRaised if httpx is None else cast("type[Exception]", httpx.TransportError)
 
 
 async def _read_limited(response: httpx.Response | DirectResponse, limit: int) -> bytes:
     """Up to ``limit`` bytes of the body (an error page may be huge or endless)."""
-    import httpx
-
     chunks: list[bytes] = []
     size = 0
     try:
@@ -544,7 +576,7 @@ async def _read_limited(response: httpx.Response | DirectResponse, limit: int) -
             size += len(chunk)
             if size >= limit:
                 break
-    except httpx.TransportError:
+    except _transport_error():
         pass  # a truncated error body still says what it can
     return b"".join(chunks)[:limit]
 

@@ -391,6 +391,33 @@ class OpenAICompletionsParser(SseParser):
                     self._learn(data, chunk, delta)
         return out
 
+    def feed_all(
+        self, decoded: list[tuple[str, str]]
+    ) -> tuple[list[AssistantMessageEvent], list[AssistantMessageEvent], int]:
+        """As :meth:`SseParser.feed_all`; chunks that are the content template's with another
+        string are gathered and handed to the builder as one run (issue 38: the calls per
+        chunk were most of a delta's parse). The events are those of one feed per chunk."""
+        if self.final is not None:
+            return super().feed_all(decoded)
+        read: list[AssistantMessageEvent] = []
+        position, count = 0, len(decoded)
+        while position < count:
+            templates = self._templates  # one may be learned from the chunk fed last
+            if len(templates) == 1 and templates[0].field == "content":
+                texts, position = templates[0].run(decoded, position)
+                if texts:  # what on_event does for each of them
+                    self._template_hits += len(texts)
+                    read += self.builder.text_deltas(texts, self._open("text", read))
+                    if position == count:
+                        break
+            event, data = decoded[position]
+            position += 1
+            events = self.feed(event, data)
+            if self.final is not None:
+                return read, events, position
+            read += events
+        return read, [], count
+
     def _learn(self, data: str, chunk: dict[str, Any], delta: dict[str, Any]) -> None:
         """Keep a template of ``chunk`` if its only effect was one delta string (content or
         one reasoning field): later chunks like it are read from their text."""

@@ -57,6 +57,21 @@ class SseParser(abc.ABC):
             out = [self.fail(f"Malformed {self.api_label} stream: {exc}", name="MalformedStream")]
         return self._track(out)
 
+    def feed_all(
+        self, decoded: list[tuple[str, str]]
+    ) -> tuple[list[AssistantMessageEvent], list[AssistantMessageEvent], int]:
+        """:meth:`feed` of each of ``decoded`` in turn, stopping at the one that produced the
+        final event: the events of those before it, that one's events (empty when none was
+        final), and how many of ``decoded`` were fed. A parser may read a run of them at
+        once (the events are the same)."""
+        read: list[AssistantMessageEvent] = []
+        for position, (event, data) in enumerate(decoded):
+            events = self.feed(event, data)
+            if self.final is not None:
+                return read, events, position + 1
+            read += events
+        return read, [], len(decoded)
+
     def end(self) -> list[AssistantMessageEvent]:
         """Events at the end of the body: the final event if the stream did not send one."""
         if self.final is not None:
@@ -187,11 +202,18 @@ class SseDecoder:
             return out
         lines[0] = self._partial + lines[0]
         self._partial = lines.pop()
+        data = self._data
         for line in lines:
+            # The usual lines without a call (issue 38): a data line, and the blank line
+            # ending an event of data lines only.
             if line.startswith("data: "):
-                self._data.append(line[6:])  # the usual line, without a call (issue 38)
+                data.append(line[6:])
+            elif not line and data and not self._event and self._retry is None:
+                out.append(("message", "\n".join(data)))
+                data = self._data = []
             else:
                 self._field(line, out)
+                data = self._data
         return out
 
     def _field(self, line: str, out: list[tuple[str, str]]) -> None:

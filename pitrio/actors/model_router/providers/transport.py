@@ -17,23 +17,38 @@ that layer cost ~0.5 ms of Python on loopback (a 1-delta response took ~1 ms thr
   exception classes, with httpcore's texts where a caller could see them.
 
 Requests through a proxy never get here: httpx mounts its own proxy transports for them.
+
+httpx itself is not imported by a direct request that succeeds (``HttpProvider`` uses
+:meth:`Http11Transport.stream`, not the client): the module loads it to raise one of its
+exceptions, to serve the client (:meth:`Http11Transport.handle_async_request`) and to make a
+TLS context. Its import was ~20 ms of every process's first answer (issue 38, the long
+stream's time to its first delta).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
+import re
 import select
 import ssl
+import sys
 import time
 import urllib.parse
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import httpx
 import trio
 
 from pitrio.actors.direct_io import DirectReader, write_all
+
+if TYPE_CHECKING:
+    import httpx
 
 SEPARATE_BODY = 256 * 1024
 """Bodies larger than this are written after the request head instead of joined to it."""
@@ -42,10 +57,40 @@ MAX_HEAD = 64 * 1024
 READ_SIZE = 256 * 1024
 KEEPALIVE_EXPIRY = 5.0
 """Seconds an idle connection is kept (httpx's default)."""
-USER_AGENT = f"python-httpx/{httpx.__version__}".encode("ascii")
-"""What :meth:`Http11Transport.stream` says it is: what httpx says (servers see no change)."""
+
 
 _Origin = tuple[str, str, int]
+
+
+def _httpx() -> ModuleType:
+    """httpx, imported when it is needed (an error to raise, the client's entry point)."""
+    import httpx
+
+    return httpx
+
+
+@functools.cache
+def user_agent() -> bytes:
+    """What :meth:`Http11Transport.stream` says it is: what httpx says (servers see no
+    change), read from httpx's version file rather than by importing httpx."""
+    version = None
+    loaded = sys.modules.get("httpx")
+    if loaded is not None:
+        version = loaded.__version__
+    else:
+        spec = importlib.util.find_spec("httpx")
+        for folder in (spec and spec.submodule_search_locations) or ():
+            try:
+                text = (Path(folder) / "__version__.py").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            found = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text, re.MULTILINE)
+            if found:
+                version = found.group(1)
+                break
+        if version is None:  # a layout not foreseen: ask httpx itself
+            version = _httpx().__version__
+    return f"python-httpx/{version}".encode("ascii")
 
 
 def _timeout(extensions: dict[str, object], phase: str) -> float:
@@ -92,9 +137,9 @@ class _Connection:
             with trio.fail_after(read_timeout):
                 return bytes(await self.stream.receive_some(READ_SIZE))
         except trio.TooSlowError:
-            raise httpx.ReadTimeout("timed out") from None
+            raise _httpx().ReadTimeout("timed out") from None
         except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+            raise _httpx().ReadError(str(exc) or type(exc).__name__) from exc
 
     async def fill(self, read_timeout: float) -> bool:
         """Read more into the buffer; ``False`` at EOF."""
@@ -114,9 +159,9 @@ class _Connection:
                 for piece in parts:  # TLS: piece by piece, each encrypted on its own
                     await self.stream.send_all(piece)
         except trio.TooSlowError:
-            raise httpx.WriteTimeout("timed out") from None
+            raise _httpx().WriteTimeout("timed out") from None
         except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-            raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
+            raise _httpx().WriteError(str(exc) or type(exc).__name__) from exc
 
     async def close(self) -> None:
         if not self.closed:
@@ -124,8 +169,9 @@ class _Connection:
             await trio.aclose_forcefully(self.stream)
 
 
-class _Body(httpx.AsyncByteStream):
-    """A response body framed by length, chunks or the connection's end."""
+class _Body:
+    """A response body framed by length, chunks or the connection's end (an httpx
+    ``AsyncByteStream`` by its methods; :func:`_httpx_stream` makes it one for the client)."""
 
     def __init__(
         self,
@@ -165,7 +211,7 @@ class _Body(httpx.AsyncByteStream):
         left = length
         while left:
             if not connection.buffer and not await connection.fill(self._read_timeout):
-                raise httpx.RemoteProtocolError(
+                raise _httpx().RemoteProtocolError(
                     "peer closed connection without sending complete message body: "
                     f"received {length - left} bytes, expected {length}"
                 )
@@ -194,9 +240,9 @@ class _Body(httpx.AsyncByteStream):
                 del connection.buffer[: end + 2]
                 return line
             if len(connection.buffer) > MAX_HEAD:
-                raise httpx.RemoteProtocolError("chunk header too long")
+                raise _httpx().RemoteProtocolError("chunk header too long")
             if not await connection.fill(self._read_timeout):
-                raise httpx.RemoteProtocolError(
+                raise _httpx().RemoteProtocolError(
                     "peer closed connection without sending complete message body: "
                     "incomplete chunked read"
                 )
@@ -208,7 +254,7 @@ class _Body(httpx.AsyncByteStream):
             try:
                 size = int(header.split(b";", 1)[0].strip(), 16)
             except ValueError:
-                raise httpx.RemoteProtocolError(f"invalid chunk size {header[:40]!r}") from None
+                raise _httpx().RemoteProtocolError(f"invalid chunk size {header[:40]!r}") from None
             if size == 0:
                 while await self._line():  # trailers, up to the empty line
                     pass
@@ -216,7 +262,7 @@ class _Body(httpx.AsyncByteStream):
             left = size
             while left:
                 if not connection.buffer and not await connection.fill(self._read_timeout):
-                    raise httpx.RemoteProtocolError(
+                    raise _httpx().RemoteProtocolError(
                         "peer closed connection without sending complete message body: "
                         "incomplete chunked read"
                     )
@@ -225,7 +271,7 @@ class _Body(httpx.AsyncByteStream):
                 left -= len(data)
                 yield data
             if await self._line():
-                raise httpx.RemoteProtocolError("missing CRLF after a chunk")
+                raise _httpx().RemoteProtocolError("missing CRLF after a chunk")
 
     async def aclose(self) -> None:
         if self._released:
@@ -250,9 +296,7 @@ class DirectResponse:
     """A response of :meth:`Http11Transport.stream`: status, headers (names lower-cased,
     repeated ones joined by ``", "``) and the body, decoded per ``Content-Encoding``."""
 
-    def __init__(
-        self, status: int, headers: list[tuple[bytes, bytes]], body: httpx.AsyncByteStream
-    ) -> None:
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: _Body) -> None:
         self.status_code = status
         merged: dict[str, str] = {}
         for name, value in headers:
@@ -270,7 +314,7 @@ class DirectResponse:
                 yield chunk
             return
         if encoding not in ("gzip", "deflate", "x-gzip"):
-            raise httpx.DecodingError(f"unsupported content encoding {encoding!r}")
+            raise _httpx().DecodingError(f"unsupported content encoding {encoding!r}")
         decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
         try:
             async for chunk in self._body:
@@ -279,13 +323,16 @@ class DirectResponse:
                     yield data
             data = decoder.flush()
         except zlib.error as exc:
-            raise httpx.DecodingError(str(exc)) from exc
+            raise _httpx().DecodingError(str(exc)) from exc
         if data:
             yield data
 
 
-class Http11Transport(httpx.AsyncBaseTransport):
-    """httpx transport: HTTP/1.1 over trio sockets, pooled per origin (see the module doc)."""
+class Http11Transport:
+    """httpx transport: HTTP/1.1 over trio sockets, pooled per origin (see the module doc).
+
+    An httpx ``AsyncBaseTransport`` by its methods (``handle_async_request``, ``aclose`` and
+    the context manager), not by its base, so that a direct request need not import httpx."""
 
     def __init__(
         self,
@@ -298,7 +345,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         self._max_connections = max(1, max_connections)
         self._max_keepalive = max(0, max_keepalive)
         self._expiry = keepalive_expiry
-        self._ssl_factory = ssl_context or (lambda: httpx.create_ssl_context())
+        self._ssl_factory = ssl_context or (lambda: _httpx().create_ssl_context())
         self._ssl: ssl.SSLContext | None = None
         self._idle: dict[_Origin, list[_Connection]] = {}
         self._open = 0  # connections in use or idle
@@ -321,7 +368,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
                     if not await self._close_one_idle():
                         await self._freed.wait()
         except trio.TooSlowError:
-            raise httpx.PoolTimeout("timed out waiting for a free connection") from None
+            raise _httpx().PoolTimeout("timed out waiting for a free connection") from None
         self._open += 1
         try:
             return await self._connect(origin, _timeout(extensions, "connect"))
@@ -334,7 +381,11 @@ class Http11Transport(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         try:
             with trio.fail_after(connect_timeout):
-                tcp = await trio.open_tcp_stream(host, port)
+                # An ASCII name as bytes: the resolver's numeric try then skips Python's
+                # IDNA codec, whose first use imports ~1 ms of modules (a non-ASCII name
+                # still goes through trio's IDNA 2008 encoding).
+                name: str | bytes = host.encode("ascii") if host.isascii() else host
+                tcp = await trio.open_tcp_stream(name, port)
                 stream: trio.abc.Stream = tcp
                 if scheme == "https":
                     if self._ssl is None:
@@ -347,9 +398,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
                         raise
                     stream = tls
         except trio.TooSlowError:
-            raise httpx.ConnectTimeout("timed out") from None
+            raise _httpx().ConnectTimeout("timed out") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+            raise _httpx().ConnectError(str(exc) or type(exc).__name__) from exc
         return _Connection(origin, stream, tcp.socket.fileno())
 
     async def _release(self, connection: _Connection, reusable: bool) -> None:
@@ -379,6 +430,12 @@ class Http11Transport(httpx.AsyncBaseTransport):
         self._freed.set()
         self._freed = trio.Event()
 
+    async def __aenter__(self) -> Http11Transport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         """Close every idle connection (connections in use close when their body does)."""
         idle, self._idle = self._idle, {}
@@ -390,10 +447,14 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """httpx's entry point."""
+        import httpx  # the client's path: httpx is loaded already
+
         url = request.url
         scheme = url.scheme
         if scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{scheme}'")
+            raise _httpx().UnsupportedProtocol(
+                f"Request URL has an unsupported protocol '{scheme}'"
+            )
         port = url.port or (443 if scheme == "https" else 80)
         extensions = dict(request.extensions)
         stream = request.stream
@@ -419,7 +480,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status,
             headers=headers,
-            stream=body,
+            stream=_httpx_stream()(body),
             extensions={"http_version": version, "reason_phrase": reason},
         )
 
@@ -442,7 +503,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
         parts = urllib.parse.urlsplit(url)
         scheme = parts.scheme
         if scheme not in ("http", "https") or not parts.hostname:
-            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{scheme}'")
+            raise _httpx().UnsupportedProtocol(
+                f"Request URL has an unsupported protocol '{scheme}'"
+            )
         port = parts.port or (443 if scheme == "https" else 80)
         host = parts.hostname
         netloc = f"[{host}]" if ":" in host else host
@@ -452,7 +515,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         sent: list[tuple[bytes, bytes]] = [
             (b"Host", netloc.encode("ascii")),
             (b"Accept-Encoding", b"gzip, deflate"),
-            (b"User-Agent", USER_AGENT),
+            (b"User-Agent", user_agent()),
             (b"Content-Length", str(_size(body)).encode("ascii")),
         ]
         given = {name.lower() for name in headers}
@@ -508,7 +571,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
                 length = int(names[b"content-length"])
             except ValueError:
                 await self._discard(connection)
-                raise httpx.RemoteProtocolError("invalid content-length") from None
+                raise _httpx().RemoteProtocolError("invalid content-length") from None
         framed = _Body(
             self,
             connection,
@@ -550,9 +613,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
                 if end >= 0:
                     break
                 if len(connection.buffer) > MAX_HEAD:
-                    raise httpx.RemoteProtocolError("response head too long")
+                    raise _httpx().RemoteProtocolError("response head too long")
                 if not await connection.fill(read_timeout):
-                    raise httpx.RemoteProtocolError(
+                    raise _httpx().RemoteProtocolError(
                         "Server disconnected without sending a response."
                     )
             head = bytes(connection.buffer[:end])
@@ -563,15 +626,17 @@ class Http11Transport(httpx.AsyncBaseTransport):
                 version = status_line[0]
                 status = int(status_line[1])
             except (IndexError, ValueError):
-                raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:80]!r}") from None
+                raise _httpx().RemoteProtocolError(
+                    f"invalid status line {lines[0][:80]!r}"
+                ) from None
             if not version.startswith(b"HTTP/1."):
-                raise httpx.RemoteProtocolError(f"unsupported HTTP version {version[:20]!r}")
+                raise _httpx().RemoteProtocolError(f"unsupported HTTP version {version[:20]!r}")
             reason = status_line[2] if len(status_line) > 2 else b""
             headers: list[tuple[bytes, bytes]] = []
             for line in lines[1:]:
                 name, colon, value = line.partition(b":")
                 if not colon or not name or name != name.strip():
-                    raise httpx.RemoteProtocolError(f"invalid header line {line[:80]!r}")
+                    raise _httpx().RemoteProtocolError(f"invalid header line {line[:80]!r}")
                 headers.append((name, value.strip()))
             if 100 <= status < 200 and status != 101:
                 continue
@@ -580,3 +645,23 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
 def _size(body: bytes | Sequence[bytes]) -> int:
     return len(body) if isinstance(body, bytes) else sum(map(len, body))
+
+
+@functools.cache
+def _httpx_stream() -> Callable[[_Body], Any]:
+    """The class that shows a :class:`_Body` to httpx's client as its ``AsyncByteStream``
+    (the client checks the type), made once httpx is loaded."""
+    import httpx
+
+    class HttpxBody(httpx.AsyncByteStream):
+        def __init__(self, body: _Body) -> None:
+            self._body = body
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for data in self._body:
+                yield data
+
+        async def aclose(self) -> None:
+            await self._body.aclose()
+
+    return HttpxBody
