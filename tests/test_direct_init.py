@@ -70,7 +70,12 @@ class CachedHash:
     value: int
 
 
-@pytest.mark.parametrize("cls", [Checked, Made, After, CachedHash])
+@attrs.frozen
+class Private:
+    _value: int  # attrs' __init__ takes it as ``value``
+
+
+@pytest.mark.parametrize("cls", [Checked, Made, After, CachedHash, Private])
 def test_a_class_whose_init_does_more_is_refused(cls: type) -> None:
     with pytest.raises(TypeError, match="does more"):
         direct_init(cls)
