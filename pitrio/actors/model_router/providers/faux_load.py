@@ -37,7 +37,6 @@ from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 """64 characters that JSON writes as themselves."""
@@ -138,15 +137,6 @@ def chunks_due(start: float, interval: float, sent: int, total: int, now: float)
     while sent + due < total and chunk_deadline(start, interval, sent + due) <= now:
         due += 1
     return due
-
-
-async def _send_now(send: EventSender, event: AssistantMessageEvent) -> None:
-    """``event`` into the channel without a task switch when it has room; when it is full
-    (the loop is behind) the provider waits, as a real one would (back-pressure)."""
-    try:
-        send.send_nowait(event)
-    except trio.WouldBlock:
-        await send.send(event)
 
 
 def monotonic_micros() -> int:
@@ -271,7 +261,14 @@ class LoadFaux(FauxProvider):
             # costs one timed sleep, not one per chunk, and the agent loop takes them together.
             due = max(1, chunks_due(start, interval, index, request.chunks, trio.current_time()))
             for chunk in range(index, index + due):
-                await _send_now(send, builder.text_delta(load_chunk(chunk, monotonic_micros())))
+                event = builder.text_delta(load_chunk(chunk, monotonic_micros()))
+                # Into the channel without a task switch (or a coroutine: ~1 % of the daemon,
+                # issue 38) when it has room; full (the loop is behind), the provider waits,
+                # as a real one would (back-pressure).
+                try:
+                    send.send_nowait(event)
+                except trio.WouldBlock:
+                    await send.send(event)
             index += due
         await send.send(builder.text_end())
         await send.send(builder.done("stop"))
