@@ -14,7 +14,7 @@ it anew: an event handed to the loop but not yet taken is never overtaken.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
@@ -23,8 +23,13 @@ from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.stream import AssistantMessageEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
-if TYPE_CHECKING:
-    from pitrio.actors.agent_loop.run import RunContext
+
+class _Context(Protocol):
+    """What the intake needs of the run's context (``run.RunContext``)."""
+
+    def set_last(self, message: AssistantMessage) -> None:
+        """Replace the last message (the response streaming) with ``message``."""
+
 
 TakeNow = Callable[[AssistantMessageEvent], bool]
 """Takes one event in the caller's task, or refuses it (``False``: nothing was done)."""
@@ -71,7 +76,7 @@ class StreamIntake:
 
 
 def delta_intake(
-    emit_now: EmitUpdatesNow, abort: RunAbort, context: RunContext, taken: list[AssistantMessage]
+    emit_now: EmitUpdatesNow, abort: RunAbort, context: _Context, taken: list[AssistantMessage]
 ) -> TakeNow:
     """The loop's intake of a delta in the provider's task, while it waits on the empty
     channel of an announced response: what the loop does with a delta it takes from the
