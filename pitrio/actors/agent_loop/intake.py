@@ -2,13 +2,16 @@
 
 A streamed delta crosses the provider → agent loop channel as a hand-over and a wake-up of
 the loop's task (issue 38, the daemon target: a delta of a paced reply is alone at each
-wake-up, so nothing batches it). :class:`StreamIntake` stands in for the channel's send end
-(the providers use only ``send`` and ``send_nowait``): while the loop waits on the empty
-channel it opens :attr:`StreamIntake.take_now`, which takes a delta in the provider's own
-task (the loop's bookkeeping for it, and its emission when every subscriber can take it at
-once) and says whether it did. Anything it does not take goes through the channel as before,
-and from then on every event does, until the loop waits on the empty channel again and opens
-it anew: an event handed to the loop but not yet taken is never overtaken.
+wake-up, so nothing batches it). The provider runs in a task of the loop's own run nursery
+(``ModelRouterHandle.stream`` streams in the calling task), so taking the delta there keeps
+the loop's state with the loop's tasks. :class:`StreamIntake` stands in for the channel's
+send end (the providers use only ``send`` and ``send_nowait``): while the loop waits on the
+empty channel it opens :attr:`StreamIntake.take_now`, which takes a delta in the provider's
+task (the loop's bookkeeping for it, and its emission when the lone subscriber's channel is
+empty) and says whether it did. Anything it does not take goes through the channel as
+before, and from then on every event does, until the loop waits on the empty channel again
+and opens it anew: an event handed to the loop but not yet taken is never overtaken, and a
+burst queues and goes out in the loop's batches.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ class _Context(Protocol):
 TakeNow = Callable[[AssistantMessageEvent], bool]
 """Takes one event in the caller's task, or refuses it (``False``: nothing was done)."""
 EmitUpdatesNow = Callable[[list[MessageUpdate]], bool]
-"""Emits updates in the caller's task when every subscriber takes them at once; whether it
-did (``False``: nothing was emitted)."""
+"""Emits updates in the caller's task without a checkpoint when it can; whether it did
+(``False``: nothing was emitted)."""
 
 DELTAS = frozenset((TextDelta, ThinkingDelta, ToolCallDelta))
 """The stream events that add to an open block and open or close none."""
@@ -80,10 +83,11 @@ def delta_intake(
 ) -> TakeNow:
     """The loop's intake of a delta in the provider's task, while it waits on the empty
     channel of an announced response: what the loop does with a delta it takes from the
-    channel and flushes before its next wait, when every subscriber takes the update at once
+    channel and flushes before its next wait, when the update can go out at once
     (``emit_now``); ``False`` (nothing done) for any other event, after an abort, or when a
-    subscriber cannot. The delta's partial goes into ``taken`` for the loop, which reads the
-    last one when it wakes."""
+    subscriber cannot. The delta's partial is kept in ``taken`` (the last one only: a paced
+    reply may pass every delta here without the loop waking) for the loop to read when it
+    wakes."""
 
     def take_now(event: AssistantMessageEvent) -> bool:
         if type(event) not in DELTAS or abort.aborted:
@@ -93,7 +97,7 @@ def delta_intake(
         if not emit_now([update]):
             return False
         context.set_last(partial)
-        taken.append(partial)
+        taken[:1] = [partial]  # bounded: only the latest is read
         return True
 
     return take_now
