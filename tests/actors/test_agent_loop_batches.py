@@ -13,6 +13,7 @@ from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
 from pitrio.actors.agent_loop.commands import LoopFeed, LoopItem, RunEndFacts, UpdateBatch
 from pitrio.actors.agent_loop.run import STREAM_BUFFER, UPDATE_BATCH
 from pitrio.actors.model_router.stream_builder import StreamBuilder
+from pitrio.messages.content import text_of
 from pitrio.messages.events import AgentEvent, MessageEnd, MessageStart
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, TextDelta
@@ -124,4 +125,57 @@ async def test_queued_deltas_go_in_one_batch_and_a_lone_delta_at_once() -> None:
         # The same events as a plain subscriber's, in the same order, and counted as sent.
         assert flattened(items) == taken(plain)
         assert feed.sent.value == len(flattened(items)) + 1  # and the run-end facts
+        nursery.cancel_scope.cancel()
+
+
+class StepNames(trio.abc.Instrument):
+    """The names of the tasks that took a step while it was on."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.names.add(task.name)
+
+
+async def test_a_lone_delta_goes_out_in_the_providers_task_and_a_burst_in_batches() -> None:
+    """The provider → loop hop (``.intake``, issue 38): while the loop waits on the empty
+    stream channel and its lone batched subscriber's channel is empty, a delta is emitted in
+    the provider's task (a task of the loop's run nursery), with no step of the loop's own
+    task; what comes while the subscriber has not taken that goes through the loop, queued
+    deltas in one batch. The aborted message is built from the partial the loop holds."""
+    provider = ScriptedProvider()
+    async with trio.open_nursery() as nursery:
+        loop = AgentLoopHandle(
+            await nursery.start(AgentLoop(stream=provider.stream, model=FAUX_1).run)
+        )
+        feed = await loop.subscribe_batched(capacity=1000)
+        nursery.start_soon(loop.prompt, "hi")
+        await trio.testing.wait_all_tasks_blocked()
+        head = taken(feed.events)
+        assert isinstance(head[-2], MessageStart)
+
+        steps = StepNames()
+        trio.lowlevel.add_instrument(steps)
+        try:
+            await provider.steps.send(["a"])
+            await trio.testing.wait_all_tasks_blocked()
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        this = trio.lowlevel.current_task().name
+        assert {name.rsplit(".", 1)[-1] for name in steps.names - {this}} == {"_run_stream"}
+        assert [deltas_of(item) for item in taken(feed.events)] == [["a"]]
+
+        # A burst: the first delta at once, the rest (queued while the subscriber's channel
+        # holds it) through the loop's wake-up, as one batch.
+        await provider.steps.send(["b", "c", "d"])
+        await trio.testing.wait_all_tasks_blocked()
+        burst = taken(feed.events)
+        assert [deltas_of(item) for item in burst] == [["b"], ["c", "d"]]
+        assert feed.sent.value == len(flattened(head)) + 4
+
+        await loop.abort()
+        await trio.testing.wait_all_tasks_blocked()
+        ends = [item for item in taken(feed.events) if isinstance(item, MessageEnd)]
+        assert [text_of(end.message.content) for end in ends] == ["abcd"]
         nursery.cancel_scope.cancel()

@@ -397,6 +397,7 @@ class AgentLoop(Actor[AgentCommand]):
                 self._run_context(),
                 emit=self._emit,
                 emit_updates=self._emit_updates,
+                emit_updates_now=self._emit_updates_now,
                 stream=self._stream,
                 execute=self._execute_call(),
                 poll_steering=self._steering.drain,
@@ -505,6 +506,27 @@ class AgentLoop(Actor[AgentCommand]):
                         await subscriber.send(event)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
+
+    def _emit_updates_now(self, updates: list[MessageUpdate]) -> bool:
+        """:meth:`_emit_updates` without a checkpoint, for a delta taken in the provider's
+        task (see :mod:`.intake`; that task is one of this actor's, in the run's nursery):
+        whether the updates went out (``False``: nothing was sent). Only to a lone batched
+        subscriber whose channel is empty: with two, one taking and the next refusing could
+        not be undone; a channel holding an item means the subscriber is behind, and what
+        queues then goes through the loop's own wake-up, in batches."""
+        subscribers = self._subscribers
+        if len(subscribers) != 1:
+            return False
+        subscriber, _, sent = subscribers[0]
+        if sent is None or subscriber.statistics().current_buffer_used:
+            return False
+        try:
+            subscriber.send_nowait(UpdateBatch(tuple(updates)))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # a closed one is dropped by the next emit through the loop
+        sent.value += len(updates)
+        self._streaming_message = updates[-1].message
+        return True
 
     async def stopping(self) -> None:
         for subscriber, _, _ in self._subscribers:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from itertools import chain
+from typing import Any, cast
 
 import attrs
 import trio
@@ -25,6 +26,7 @@ from pitrio.actors.agent_loop.decisions import (
     end_response,
 )
 from pitrio.actors.agent_loop.hooks import LoopHooks, ToolExecutionMode, TurnContext
+from pitrio.actors.agent_loop.intake import DELTAS, EmitUpdatesNow, StreamIntake, delta_intake
 from pitrio.actors.model_router.stream_builder import abort_block_ends
 from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
 from pitrio.actors.tool_executor.tool import AgentTool
@@ -54,13 +56,10 @@ from pitrio.messages.stream import (
     StreamDone,
     StreamError,
     StreamStart,
-    TextDelta,
     TextEnd,
     TextStart,
-    ThinkingDelta,
     ThinkingEnd,
     ThinkingStart,
-    ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
 )
@@ -72,7 +71,16 @@ from pitrio.messages.transcript import (
     system_text,
 )
 
-__all__ = ["Emit", "EmitUpdates", "ExecuteCall", "LoopRun", "Poll", "RunConfig", "StreamCall"]
+__all__ = [
+    "Emit",
+    "EmitUpdates",
+    "EmitUpdatesNow",
+    "ExecuteCall",
+    "LoopRun",
+    "Poll",
+    "RunConfig",
+    "StreamCall",
+]
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 EmitUpdates = Callable[[list[MessageUpdate]], Awaitable[None]]
@@ -199,6 +207,7 @@ class LoopRun:
         emit: Emit,
         stream: StreamCall,
         emit_updates: EmitUpdates | None = None,
+        emit_updates_now: EmitUpdatesNow | None = None,
         execute: ExecuteCall,
         poll_steering: Poll,
         poll_follow_up: Poll,
@@ -212,6 +221,7 @@ class LoopRun:
         self.new_messages: list[AgentMessage] = []
         self._emit = emit
         self._emit_updates = emit_updates or self._emit_each
+        self._emit_updates_now = emit_updates_now
         self._stream = stream
         self._execute = execute
         self._poll_steering = poll_steering
@@ -394,13 +404,18 @@ class LoopRun:
             if config.hooks.on_request is not None:
                 config.hooks.on_request(config.model, llm_context, options, transcript)
             send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
+            intake = StreamIntake(send)
+            taken: list[AssistantMessage] = []  # partials of deltas taken in the provider's task
+            take_now = None
+            if self._emit_updates_now is not None:
+                take_now = delta_intake(self._emit_updates_now, self.abort, self.context, taken)
             # Updates built from the events taken at this wake-up, not emitted yet: emitted
             # as one batch before the loop waits for the provider, before any other event
             # and at UPDATE_BATCH (issue 38). A batch is what was already queued: a lone
             # delta is emitted before the loop waits again, never held for company.
             updates: list[MessageUpdate] = []
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._run_stream, llm_context, options, send)
+                nursery.start_soon(self._run_stream, llm_context, options, intake)
                 async with receive:
                     while True:
                         # What is queued is taken without a task switch per event (issue 7):
@@ -412,13 +427,21 @@ class LoopRun:
                             if updates:
                                 await self._emit_updates(updates)
                                 updates = []
+                            # The channel is empty: a delta may be taken in the provider's
+                            # task meanwhile (see .intake), once the response is announced.
+                            intake.take_now = take_now if announced else None
                             try:
                                 event = await receive.receive()
                             except trio.EndOfChannel:
                                 break
+                            finally:
+                                intake.take_now = None
+                                if taken:
+                                    partial = taken[-1]
+                                    taken.clear()
                         except trio.EndOfChannel:
                             break
-                        if announced and type(event) in _DELTAS:
+                        if announced and type(event) in DELTAS:
                             # The usual event, without the match below: a delta opens and
                             # closes no block (what the last case does for it).
                             partial = event.partial  # type: ignore[union-attr]
@@ -486,13 +509,15 @@ class LoopRun:
         self,
         context: LlmContext,
         options: StreamOptions,
-        send: trio.MemorySendChannel[AssistantMessageEvent],
+        intake: StreamIntake,
     ) -> None:
         """Run the provider; a provider that raises still ends the stream with an error."""
         model = self.config.model
+        send = intake.channel
         async with send:
             try:
-                await self._stream(model, context, options, send)
+                # The providers use only send/send_nowait: the intake stands in for both.
+                await self._stream(model, context, options, cast(Any, intake))
             except Exception as exc:  # the stream contract says providers never raise
                 leaf = unwrap_group(exc)
                 failed = end_response(empty_response(model), "error", str(leaf) or repr(leaf))
@@ -540,7 +565,6 @@ def finished_response(
 
 
 _BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)
-_DELTAS = frozenset((TextDelta, ThinkingDelta, ToolCallDelta))
 _message_update = direct_init(MessageUpdate)  # one per streamed delta (issue 38)
 _BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B`` in the call
 # built a union for every streamed event)
@@ -548,7 +572,7 @@ _BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B``
 
 def _track_blocks(open_blocks: set[int], event: AssistantMessageEvent) -> None:
     """Keep ``open_blocks`` (content indexes started and not ended) up to date."""
-    if type(event) in _DELTAS:
+    if type(event) in DELTAS:
         return  # the usual event, told apart without six isinstance checks
     if isinstance(event, _BLOCK_STARTS):
         open_blocks.add(event.content_index)

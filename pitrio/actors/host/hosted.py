@@ -55,6 +55,7 @@ from pitrio.messages.events import (
     AgentStart,
     ExtensionUiRequest,
     MessageEnd,
+    MessageUpdate,
     QueueUpdate,
     ToolExecutionEnd,
 )
@@ -459,6 +460,8 @@ class HostedSession:
 
     def _track(self, event: AgentSessionEvent) -> None:
         now = self.last_active = trio.current_time()
+        if type(event) is MessageUpdate:  # most events of a run: none of the cases below
+            return
         if isinstance(event, AgentStart) and not self.running:
             self.running = True
             self._context.emit({"type": "session_busy", "sessionId": self.id})

@@ -362,10 +362,13 @@ class SessionSocket(ClientSocket):
         """The relay's direct send (``AttachedClient.direct``): ``item`` written to the socket
         now, when it takes it (see ``DaemonWebSocket.send_frame_now``); the sender is woken
         only to write what the socket did not take."""
-        try:
-            frame = self._encode(item)
-        except Exception:  # the queued path meets it again, and counts it
-            return False
+        if self._relay_deltas and self.updates == "delta":
+            frame = item.frame  # what _encode gives a relayed event in this form, checked once
+        else:
+            try:
+                frame = self._encode(item)
+            except Exception:  # the queued path meets it again, and counts it
+                return False
         ws = self.ws
         assert isinstance(ws, DaemonWebSocket)  # the only kind the relay is given this for
         if not ws.send_frame_now(frame):
