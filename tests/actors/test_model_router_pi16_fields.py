@@ -305,6 +305,9 @@ def test_a_model_reference_under_the_old_azure_id_is_warned_about(tmp_path: Path
         "AZURE_OPENAI_API_KEY": "k",
         "AZURE_OPENAI_BASE_URL": "http://127.0.0.1:9/openai/v1",  # nothing listens: fails fast
     }
+    # ... and is not retried (three retries with real backoff were 14 of the test's 15 s).
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "settings.json").write_text('{"retry": {"enabled": false}}')
     argv = [sys.executable, "-m", "pitrio.transports.cli", "--no-session"]
     done = subprocess.run(
         [*argv, "--model", "azure-openai-responses/gpt-4.1", "-p", "hi"],

@@ -62,8 +62,13 @@ class Relink:
     def __init__(self, connect: Connect) -> None:
         self._connect = connect
         self._socket: Socket | None = None
-        self._changed = trio.Event()
-        """Set (and replaced) whenever :attr:`_socket` changes."""
+        self._scope: trio.CancelScope | None = None
+        """The current connection's serving (or the wait before the next try): cancelled by
+        :meth:`aclose`, so :meth:`run` leaves the connection's block normally and the
+        connection closes itself, close handshake included."""
+        self._running = False
+        self._ended = trio.Event()
+        """Set when :meth:`run` has returned (its connection closed, the inbox too)."""
         self._send_inbox, self._inbox = trio.open_memory_channel[str | bytes](INBOX)
         self._unanswered: dict[str, str] = {}
         """Commands sent, by id, whose response has not come: sent again after a drop."""
@@ -75,10 +80,12 @@ class Relink:
         self.reconnects = 0
         """Connections made again after a drop (for tests and logs)."""
 
-    def _set(self, socket: Socket | None) -> None:
-        self._socket = socket
-        self._changed.set()
-        self._changed = trio.Event()
+    def _stoppable(self) -> trio.CancelScope:
+        """A scope :meth:`aclose` cancels (cancelled already when the link is closing)."""
+        scope = self._scope = trio.CancelScope()
+        if self._closing:
+            scope.cancel()
+        return scope
 
     # -- the Link side (the bridge) -----------------------------------------------------------
 
@@ -110,12 +117,18 @@ class Relink:
             raise _ended() from None
 
     async def aclose(self) -> None:
-        """End the link (no reconnect)."""
+        """End the link (no reconnect); returns once :meth:`run` has closed the connection.
+
+        The connection is closed by the task that opened it, by leaving its block: closing
+        the socket from here instead raced that task, which then left the block with
+        ``ConnectionClosed``, cancelling the socket's reader before the daemon's answer to
+        the close frame arrived, and this close waited for that answer for ever (the ACP
+        process's exit waited out the shutdown bound, 15 s)."""
         self._closing = True
-        socket = self._socket
-        if socket is not None:
-            await socket.aclose()
-        self._changed.set()
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._running:
+            await self._ended.wait()
 
     # -- the connections -----------------------------------------------------------------------
 
@@ -125,11 +138,24 @@ class Relink:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect (the first connection's failure is raised), then keep the link up until
         :meth:`aclose` or the tries run out."""
-        failures, first = 0, True
-        async with self._send_inbox, trio.open_nursery() as helpers:
-            while not self._closing:
+        self._running = True
+        try:
+            async with self._send_inbox, trio.open_nursery() as helpers:
                 try:
-                    async with self._connect("" if first else self._query()) as socket:
+                    await self._keep_up(helpers, task_status)
+                finally:
+                    helpers.cancel_scope.cancel()  # a command asked again: no link to ask on
+        finally:
+            self._ended.set()
+
+    async def _keep_up(self, helpers: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+        failures, first = 0, True
+        while not self._closing:
+            try:
+                async with self._connect("" if first else self._query()) as socket:
+                    # Cancelled by aclose: the block ends normally and the connection's own
+                    # exit sends the close frame and waits for the daemon's answer.
+                    with self._stoppable():
                         attached = await socket.get_message()
                         if first:  # where this client starts; a resume's replay follows
                             self._take(attached, helpers)
@@ -140,25 +166,26 @@ class Relink:
                             self._restarted(attached)
                         first, failures = False, 0
                         await self._serve(socket, helpers)
-                except ConnectionRejected:
-                    if first:
-                        raise
-                    return  # the session is gone or the token refused: no coming back
-                except (ConnectionClosed, HandshakeError, OSError):
-                    if first:
-                        raise
-                finally:
-                    self._set(None)
-                if self._closing:
-                    return
-                failures += 1
-                if failures > RECONNECTS:
-                    return
+            except ConnectionRejected:
+                if first:
+                    raise
+                return  # the session is gone or the token refused: no coming back
+            except (ConnectionClosed, HandshakeError, OSError):
+                if first:
+                    raise
+            finally:
+                self._socket = None
+            if self._closing:
+                return
+            failures += 1
+            if failures > RECONNECTS:
+                return
+            with self._stoppable():
                 await trio.sleep(BACKOFF * failures)
 
     async def _serve(self, socket: Socket, helpers: trio.Nursery) -> None:
         """Send what waits, then read frames into the inbox until the connection ends."""
-        self._set(socket)
+        self._socket = socket
         for line in [*self._unanswered.values(), *self._later]:
             await socket.send_message(line)
         self._later.clear()

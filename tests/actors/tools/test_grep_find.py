@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from pitrio.actors.tool_executor.tools import grep as grep_module
 from pitrio.actors.tool_executor.tools.find import create_find_tool, effective_pattern
 from pitrio.actors.tool_executor.tools.grep import (
     GrepQuery,
@@ -123,6 +124,23 @@ async def test_grep_errors(tree: Path) -> None:
         await grep(tree, pattern="x", path="nope")
     with pytest.raises(ToolError, match=r"^regex parse error:"):
         await grep(tree, pattern="(unclosed")
+
+
+async def test_grep_walk_reads_regular_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A FIFO (or a device: a walk of "/" meets /dev/console) would block the read for ever;
+    # rg searches only the regular files a walk finds. Opening one here fails instead.
+    make(tmp_path, {"a.txt": "hello\n"})
+    os.mkfifo(tmp_path / "pipe")
+
+    def checked_open(path: str, *args: object, **kwargs: object) -> object:
+        assert not stat.S_ISFIFO(os.stat(path).st_mode), f"opened the FIFO {path}"
+        return open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(grep_module, "open", checked_open, raising=False)
+    out, _ = await grep(tmp_path, pattern="hello")
+    assert out == "a.txt:1: hello"
 
 
 def test_format_matches_with_unreadable_file() -> None:

@@ -14,6 +14,7 @@ import trio
 
 from pitrio.actors.model_router import FauxProvider
 from pitrio.actors.model_router.providers.faux_rules import FixtureRules, slow_text
+from pitrio.transports.rpc.server import SHUTDOWN_SECONDS
 from pitrio.transports.serve import Daemon
 from tests.transports.acp.harness import PITRIO, Agent, acp_env, replies, schema_problems
 from tests.transports.daemon_harness import (
@@ -27,12 +28,17 @@ from tests.transports.daemon_harness import (
     until,
 )
 
+EXIT_BOUND = SHUTDOWN_SECONDS / 2
+"""A closed input's exit takes well under a second: one that waited out the shutdown bound
+(a close handshake never answered) fails."""
+
 
 async def _ends_cleanly(agent: Agent) -> None:
-    """Close the ACP process's input: it exits 0, having written only schema-valid lines."""
+    """Close the ACP process's input: it exits 0 (without waiting out the shutdown bound),
+    having written only schema-valid lines."""
     assert agent.process.stdin is not None
     await agent.process.stdin.aclose()
-    with trio.fail_after(30):
+    with trio.fail_after(EXIT_BOUND):
         assert await agent.process.wait() == 0
     assert schema_problems(agent) == []
 
@@ -164,7 +170,7 @@ async def test_two_editors_on_one_daemon_session_see_the_same_updates(tmp_path: 
             for process in (first, second):
                 assert process.stdin is not None
                 await process.stdin.aclose()
-                with trio.fail_after(30):
+                with trio.fail_after(EXIT_BOUND):
                     assert await process.wait() == 0
             assert schema_problems(one) == schema_problems(two) == []
         finally:

@@ -1,7 +1,7 @@
 """``pitrio acp --connect``'s link to a daemon session after a drop (:class:`Relink`): it
 connects again from the last ``seq`` seen, sends again the commands whose answer was lost
-(the same id), keeps an ``inProgress`` answer from the bridge and asks again, and gives up
-when the daemon refuses."""
+(the same id), keeps an ``inProgress`` answer from the bridge and asks again, gives up
+when the daemon refuses, and closes with the websocket close handshake completed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,20 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from trio_websocket import CloseReason, ConnectionClosed, ConnectionRejected
+from trio.testing import (
+    MemoryReceiveStream,
+    MemorySendStream,
+    memory_stream_one_way_pair,
+    memory_stream_pump,
+)
+from trio_websocket import (
+    CloseReason,
+    ConnectionClosed,
+    ConnectionRejected,
+    WebSocketConnection,
+    wrap_client_stream,
+    wrap_server_stream,
+)
 
 from pitrio.transports.acp.relink import Relink
 
@@ -146,3 +159,88 @@ async def test_a_daemon_gone_for_good_ends_the_link_after_the_tries(
 
     await _lost_for_good(Relink(connect), one, 2)
     assert tries == ["", *["?since=2&stream=s"] * 5]
+
+
+class WireDaemon:
+    """A daemon's session endpoint speaking real websocket frames (trio-websocket at both
+    ends) over in-memory streams, whose bytes to the client the test can hold in transit."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self.nursery = nursery
+        self.close_codes: list[int] = []
+        self._down: tuple[MemorySendStream, MemoryReceiveStream] | None = None
+        self._hooks: tuple[Any, Any] = (None, None)
+
+    @asynccontextmanager
+    async def connect(self, query: str) -> AsyncIterator[WebSocketConnection]:
+        """As ``open_websocket_url``: the connection's reader runs in the block's nursery (a
+        block left with an exception cancels it), leaving the block closes the socket, and
+        the block's exception comes out alone."""
+        up, from_client = memory_stream_one_way_pair()
+        to_client, down = self._down = memory_stream_one_way_pair()
+        self.nursery.start_soon(self._serve, trio.StapledStream(to_client, from_client))
+        try:
+            async with trio.open_nursery() as nursery:
+                ws = await wrap_client_stream(
+                    nursery, trio.StapledStream(up, down), "daemon", f"/v1/sessions/s{query}"
+                )
+                try:
+                    yield ws
+                finally:
+                    await ws.aclose()
+        except BaseExceptionGroup as group:  # the library raises the block's own exception
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def _serve(self, stream: trio.StapledStream[Any, Any]) -> None:
+        async with trio.open_nursery() as nursery:
+            ws = await (await wrap_server_stream(nursery, stream)).accept()
+            await ws.send_message(json.dumps({"type": "attached", "seq": 0, "stream": "s"}))
+            try:
+                while True:
+                    await ws.get_message()
+            except ConnectionClosed as exc:
+                self.close_codes.append(exc.reason.code)
+
+    def hold(self) -> None:
+        """From now on the daemon's bytes (and the end of its stream) stay in transit."""
+        assert self._down is not None
+        sent = self._down[0]
+        self._hooks = (sent.send_all_hook, sent.close_hook)
+        sent.send_all_hook = sent.close_hook = None
+
+    def release(self) -> None:
+        """Deliver what was held (the bytes, then the end), and let the bytes flow again."""
+        assert self._down is not None
+        sent, received = self._down
+        sent.send_all_hook, sent.close_hook = self._hooks
+        memory_stream_pump(sent, received)
+        memory_stream_pump(sent, received)  # the end, once the daemon has closed
+
+
+async def test_closing_waits_for_the_daemons_answer_to_the_close_frame(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        daemon = WireDaemon(nursery)
+        link = Relink(daemon.connect)
+        await nursery.start(link.run)
+        assert (await _frame(link))["type"] == "attached"
+        daemon.hold()  # the daemon's answer to the close frame takes a while to arrive
+        closed = trio.Event()
+
+        async def close() -> None:
+            await link.aclose()
+            closed.set()
+
+        nursery.start_soon(close)
+        await trio.testing.wait_all_tasks_blocked()
+        daemon.release()
+        # The answer arrived: the close ends (before, the socket's reader had been cancelled
+        # by then and the close waited for ever; the autojump clock makes that fail at once).
+        with trio.fail_after(5):
+            await closed.wait()
+        with pytest.raises(ConnectionClosed):
+            await link.get_message()
+    assert daemon.close_codes == [1000]

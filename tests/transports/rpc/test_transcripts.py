@@ -50,6 +50,12 @@ def _from(
     return underivable
 
 
+# Transcripts whose lines from the first one a predicate takes on pi 1.6.0 never writes.
+UNWRITTEN_TAIL: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    # no compaction, so no retried run: pi 1.6.0's session ends with the overflow error
+    "overflow_compaction": lambda line: line.get("type") == "compaction_start",
+}
+
 # 0.73.1 transcripts with lines pi 1.6.0's output cannot be derived from: each made a compaction
 # of nothing (its scripted summary counts 0 user, 0 assistant), which 1.6.0 refuses
 # (prepareCompaction finds nothing before the cut), so 1.6.0's session keeps messages the
@@ -60,8 +66,7 @@ UNDERIVABLE: dict[str, Callable[[int, Mapping[str, Any]], bool]] = {
     "manual_compact": lambda index, line: (
         line.get("type") == "response" and line.get("id") in ("gm", "st")
     ),
-    # no compaction, so no retried run: pi 1.6.0's session ends with the overflow error
-    "overflow_compaction": _from(lambda line: line.get("type") == "compaction_start"),
+    **{name: _from(predicate) for name, predicate in UNWRITTEN_TAIL.items()},
 }
 
 
@@ -79,7 +84,7 @@ def _params() -> list[Any]:
 async def _replay(name: str, tmp_path: Path) -> list[dict[str, Any]]:
     transcript = load(name)
     async with rpc_process(Dirs.make(tmp_path), *transcript.args, model="") as rpc:
-        return await replay(rpc, transcript)
+        return await replay(rpc, transcript, UNWRITTEN_TAIL.get(name))
 
 
 @pytest.mark.parametrize("name", _params())

@@ -234,9 +234,9 @@ def search_python(
         files: Iterator[str] = (
             entry.path
             for entry in walker
-            if not entry.is_dir
-            and not entry.is_symlink
-            and (glob is None or glob.keeps_file(entry.rel))
+            # Regular files only, as rg searches what a walk finds: reading a FIFO or a
+            # device (a walk of "/" meets /dev/console) would wait for ever.
+            if entry.is_file and (glob is None or glob.keeps_file(entry.rel))
         )
     else:
         files = iter([query.root])

@@ -28,12 +28,14 @@ IGNORE_FILES = (".gitignore", ".ignore")
 
 @attrs.frozen
 class Entry:
-    """One walked path: absolute, relative to the walk root (``/``-separated), a directory?"""
+    """One walked path: absolute, relative to the walk root (``/``-separated), a directory?
+    a link? a regular file (not a FIFO, socket or device)?"""
 
     path: str
     rel: str
     is_dir: bool
     is_symlink: bool
+    is_file: bool
 
 
 @attrs.frozen
@@ -151,6 +153,7 @@ class Walker:
             try:
                 is_symlink = child.is_symlink()
                 is_dir = child.is_dir(follow_symlinks=False)
+                is_file = child.is_file(follow_symlinks=False)
             except OSError:
                 continue
             if is_dir and child.name == ".git":
@@ -160,6 +163,8 @@ class Walker:
             rel = os.path.relpath(child.path, self.root).replace(os.sep, "/")
             if is_dir and self.skip_dir is not None and self.skip_dir(rel):
                 continue
-            yield Entry(path=child.path, rel=rel, is_dir=is_dir, is_symlink=is_symlink)
+            yield Entry(
+                path=child.path, rel=rel, is_dir=is_dir, is_symlink=is_symlink, is_file=is_file
+            )
             if is_dir:
                 yield from self._walk_dir(child.path, self._rules_below(child.path, rules))
