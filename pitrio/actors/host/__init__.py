@@ -3,15 +3,16 @@
 Pure policies: :mod:`.policy` (session ids, restart intensity, idle eviction), :mod:`.replay`
 (the replay buffer of resuming clients), :mod:`.feed` (one client's ordered outgoing queue).
 File discovery: :mod:`.index`. What the shells share: :mod:`.context` (the host's config).
-Shells: :mod:`.hosted` (one session's supervision and fan-out) and :mod:`.actor` (the registry).
+Shells: :mod:`.hosted` (one session's supervision and fan-out, its clients' attachments in
+:mod:`.attached`) and :mod:`.actor` (the registry).
 """
 
 from pitrio.actors.host.actor import Host, HostHandle, info_row, start_host
+from pitrio.actors.host.attached import AttachedClient
 from pitrio.actors.host.commands import HostStats
 from pitrio.actors.host.context import HostConfig, HostEvent, codec_frame
 from pitrio.actors.host.feed import ClientFeed, FramedEvent, Outgoing
 from pitrio.actors.host.hosted import (
-    AttachedClient,
     HostedSession,
     SessionClosedError,
     SessionFailedError,

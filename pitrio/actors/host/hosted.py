@@ -24,16 +24,16 @@ from __future__ import annotations
 import gc
 import logging
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
+from pitrio.actors.host.attached import AttachedClient
 from pitrio.actors.host.crashes import crash_reason, owned_elsewhere
 from pitrio.actors.host.dialogs import OpenDialogs
-from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, FramedEvent, Outgoing
+from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, FramedEvent
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
 from pitrio.actors.host.runs import LogEvent, RunLedger
@@ -80,43 +80,6 @@ class SessionFailedError(PitrioError):
 
 class SessionClosedError(SessionNotFoundError):
     """The session was deleted while a client was waiting for it."""
-
-
-class AttachedClient:
-    """One client's attachment to a hosted session: its feed and the sender's wake-up."""
-
-    def __init__(self, session: HostedSession, feed: ClientFeed) -> None:
-        self.session = session
-        self.feed = feed
-        self._wake = trio.Event()
-        self.detached = False
-        self.direct: Callable[[FramedEvent], bool] | None = None
-        """The transport's direct send, while its sender runs: writes a relayed event to the
-        client at once and says whether it did. Offered an event only when the feed is idle
-        (nothing queued ahead of it), so a client that keeps up is sent each event by the
-        relay, without its sender task waking per event; one that is behind is fed through
-        its feed (and coalesced) as before."""
-
-    def wake(self) -> None:
-        """Something may be ready to send."""
-        self._wake.set()
-
-    async def wait(self) -> None:
-        """Sleep until :meth:`wake` (returns at once if woken since the last wait)."""
-        await self._wake.wait()
-        self._wake = trio.Event()
-
-    def push(self, payload: dict[str, Any], *, after_seq: int | None = None) -> None:
-        """Queue a response or notice after the events emitted so far (or ``after_seq``)."""
-        after = self.session.seq if after_seq is None else after_seq
-        self.feed.push(Outgoing(payload=payload, after_seq=after))
-        self.wake()
-
-    def detach(self) -> None:
-        """Stop receiving events (idempotent)."""
-        if not self.detached:
-            self.detached = True
-            self.session._detach(self)
 
 
 class HostedSession:
@@ -366,7 +329,9 @@ class HostedSession:
         """The frame a client gets when it attaches."""
         return {"type": "attached", "sessionId": self.id, **self.row()}
 
-    def _detach(self, client: AttachedClient) -> None:
+    def drop_client(self, client: AttachedClient) -> None:
+        """Forget ``client`` (its :meth:`AttachedClient.detach`), keeping what its feed
+        coalesced in the session's count."""
         if client in self.clients:
             self.clients.remove(client)
         self.coalesced_total += client.feed.coalesced
