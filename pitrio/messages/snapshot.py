@@ -12,6 +12,11 @@ are O(log n) of them (an item is copied O(log n) times over its life). A snapsho
 extending another records that one's :attr:`~Snapshot.token` and length, so "does this start
 with the previous request's messages?" takes constant time; the earlier snapshot itself is
 not kept, so a chain keeps nothing alive but the shared chunks.
+
+Snapshots made one from the other, each extending one not extended before, form a *line*:
+each of them starts with the items of every earlier one, so :meth:`~Snapshot.starts_with` can
+answer for any earlier snapshot of the line, not only the one it was made from (a reader that
+skipped some of the agent's state snapshots still resumes without comparing: issue 38).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ T = TypeVar("T")
 class Snapshot(Sequence[T]):
     """An immutable sequence in shared chunks that may say which snapshot it extends."""
 
-    __slots__ = ("_chunks", "_ends", "base", "base_len", "token")
+    __slots__ = ("_chunks", "_ends", "_extended", "_line", "base", "base_len", "token")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         chunk = tuple(items)
@@ -39,6 +44,8 @@ class Snapshot(Sequence[T]):
         """The :attr:`token` of the snapshot this one extends, if any."""
         self.base_len = 0
         """That snapshot's length: this one's first ``base_len`` items are its items."""
+        self._line = object()  # shared along a line of first extensions (see starts_with)
+        self._extended = False  # whether a snapshot was made from this one yet
 
     def extended(self, items: Iterable[T]) -> Snapshot[T]:
         """This snapshot's items followed by ``items``, as a snapshot that records it extends
@@ -63,6 +70,11 @@ class Snapshot(Sequence[T]):
         twin.token = object()
         twin.base = self.token
         twin.base_len = len(self)
+        # Only the first extension continues the line: a second one of the same snapshot
+        # is a branch (its items after ``self`` may differ), so it starts a line of its own.
+        twin._line = object() if self._extended else self._line
+        twin._extended = False
+        self._extended = True  # bookkeeping only: the items never change
         return twin
 
     def follows(self, previous: object) -> bool:
@@ -74,11 +86,25 @@ class Snapshot(Sequence[T]):
             and self.base_len == len(previous)
         )
 
+    def starts_with(self, previous: object) -> bool:
+        """Whether this snapshot starts with ``previous``'s items because it was made from it
+        by one extension or several along one line (constant time). ``False`` says nothing:
+        the items may still be the same."""
+        if not isinstance(previous, Snapshot):
+            return False
+        if previous is self or self.follows(previous):
+            return True
+        return self._line is previous._line and len(previous) <= len(self)
+
     def __len__(self) -> int:
         return self._ends[-1] if self._ends else 0
 
     def __iter__(self) -> Iterator[T]:
         return chain.from_iterable(self._chunks)
+
+    def __reversed__(self) -> Iterator[T]:
+        # Chunk by chunk: a search from the end (the last assistant message) reads only there.
+        return chain.from_iterable(map(reversed, reversed(self._chunks)))
 
     @overload
     def __getitem__(self, index: int) -> T: ...

@@ -329,3 +329,26 @@ def test_extends_compares_a_prefix_by_value_with_identical_items_taken_at_once()
     assert not extends(previous, (first,))  # shorter
     assert not extends(previous, (first, user_message("changed", timestamp=1), third))
     assert extends((), (third,))
+
+
+def test_extends_trusts_a_snapshot_extended_along_a_line_without_reading_it() -> None:
+    # Issue 38: the driver's prompt-section replay keeps the transcript of the state it read
+    # last; other state reads in between extend the agent's snapshots further. The answer
+    # comes from the snapshots' line, not from reading their items (reading raises here).
+    from pitrio.messages.convert import extends
+    from pitrio.messages.snapshot import Snapshot
+
+    class Unreadable(Snapshot[int]):
+        __slots__ = ()
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("read")
+
+        def __getitem__(self, index):  # type: ignore[no-untyped-def]
+            raise AssertionError("read")
+
+    seen = Snapshot(range(1000))
+    skipped = seen.extended([1])
+    latest = skipped.extended([2])
+    latest.__class__ = Unreadable
+    assert extends(seen, latest)

@@ -14,6 +14,7 @@ from pitrio.actors.session_store.storage import gc_paused
 from pitrio.messages.agent import AgentMessage, ThinkingLevel
 from pitrio.messages.codec import to_json
 from pitrio.messages.model import Model
+from pitrio.messages.snapshot import Snapshot
 
 
 @attrs.frozen(kw_only=True)
@@ -39,12 +40,13 @@ class AgentState:
     """How many runs this agent has started (the number of the latest one)."""
 
     @property
-    def messages(self) -> tuple[AgentMessage, ...]:
-        """The transcript. Read from a resumed session's file, it is decoded here, on first
-        access: opening a long session and answering ``get_state`` need not decode 48,000
-        messages (issue 7, resume)."""
+    def messages(self) -> Sequence[AgentMessage]:
+        """The transcript, an immutable sequence (a tuple, or a :class:`Snapshot` sharing the
+        previous state's messages: issue 38). Read from a resumed session's file, it is
+        decoded here, on first access: opening a long session and answering ``get_state``
+        need not decode 48,000 messages (issue 7, resume)."""
         messages = self._messages
-        if not isinstance(messages, tuple):
+        if not isinstance(messages, tuple | Snapshot):
             with gc_paused(lasting=True):  # tens of thousands of acyclic objects
                 messages = tuple(messages)
             object.__setattr__(self, "_messages", messages)  # a cache of the same value
@@ -61,12 +63,12 @@ class AgentState:
         are encoded from their typed form."""
         return JsonTranscript(self._messages)
 
-    async def load_messages(self, slice_size: int = 2000) -> tuple[AgentMessage, ...]:
+    async def load_messages(self, slice_size: int = 2000) -> Sequence[AgentMessage]:
         """:attr:`messages`, decoding a lazy transcript in slices with a checkpoint between
         them, so other tasks (a ``get_state`` sent with a ``get_messages``) are not held up
         for the whole decode."""
         messages = self._messages
-        if isinstance(messages, tuple):
+        if isinstance(messages, tuple | Snapshot):
             return messages
         decoded: list[AgentMessage] = []
         total = len(messages)

@@ -335,7 +335,9 @@ class SessionHandle(Handle[SessionCommand]):
 
     async def messages(self) -> tuple[AgentMessage, ...]:
         """The agent's current messages (the context, custom roles included)."""
-        return await (await self.state()).agent.load_messages()
+        messages = await (await self.state()).agent.load_messages()
+        # The SDK's documented type; the state's snapshot is copied only when asked for.
+        return messages if isinstance(messages, tuple) else tuple(messages)
 
     async def messages_json(self) -> Sequence[Any]:
         """:meth:`messages` as plain JSON values, built as they are read: a resumed session's

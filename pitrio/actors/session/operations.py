@@ -97,7 +97,7 @@ class SessionStats:
     context_usage: dict[str, Any] | None = None
 
 
-def last_assistant_text(messages: tuple[AgentMessage, ...]) -> str | None:
+def last_assistant_text(messages: Sequence[AgentMessage]) -> str | None:
     """The last assistant reply's text; ``None`` if it has none (pi 1.6.0).
 
     A reply that did not end normally (aborted, failed, or one that only called tools) is

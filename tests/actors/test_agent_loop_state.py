@@ -1,0 +1,79 @@
+"""The agent loop's state snapshots: a state's transcript shares the previous state's messages
+and copies only what was added (issue 38: per-turn cost flat in the session's length)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pitrio.actors.agent_loop import AgentState
+from pitrio.messages.agent import AgentMessage, user_message
+from pitrio.messages.convert import extends
+from pitrio.messages.snapshot import Snapshot
+
+from .conftest import running_loop
+
+
+def chunks(messages: Sequence[AgentMessage]) -> tuple[tuple[AgentMessage, ...], ...]:
+    assert isinstance(messages, Snapshot)
+    return messages._chunks
+
+
+async def test_a_state_extends_the_previous_states_transcript_without_copying_it() -> None:
+    long = [user_message(str(i)) for i in range(1000)]
+    async with running_loop("one", "two", messages=long) as fx:
+        first = (await fx.loop.state()).messages
+        await fx.loop.prompt("a")
+        second = (await fx.loop.state()).messages
+        assert list(second) == [*long, *second[1000:]] and len(second) == 1002
+        # The 1,000 messages are the first state's chunk itself, not a copy of it.
+        assert chunks(second)[0] is chunks(first)[0]
+        assert isinstance(second, Snapshot) and second.starts_with(first)
+        again = (await fx.loop.state()).messages
+        assert again is second  # nothing added: the same snapshot
+        await fx.loop.append_message(user_message("appended"))
+        await fx.loop.prompt("b")
+        third = (await fx.loop.state()).messages
+        assert isinstance(third, Snapshot) and third.starts_with(first)  # states skipped
+        assert chunks(third)[0] is chunks(first)[0] and len(third) == 1005
+        assert extends(first, third)  # what the driver's replay asks, answered by the line
+        # What a state handed out holds never changes.
+        assert len(first) == 1000 and list(second[:1000]) == long
+
+
+async def test_any_change_but_appending_starts_a_new_chain() -> None:
+    a, b, c = (user_message(text) for text in "abc")
+    async with running_loop() as fx:
+        await fx.loop.set_messages([a, b])
+        before = (await fx.loop.state()).messages
+        assert await fx.loop.replace_message(a, c)
+        replaced = (await fx.loop.state()).messages
+        assert list(replaced) == [c, b] and list(before) == [a, b]
+        assert not (isinstance(replaced, Snapshot) and replaced.starts_with(before))
+        assert not extends(before, replaced)
+        await fx.loop.set_messages([a])
+        reset = (await fx.loop.state()).messages
+        assert list(reset) == [a] and not extends(replaced, reset)
+        await fx.loop.append_message(b)
+        grown = (await fx.loop.state()).messages
+        assert isinstance(grown, Snapshot) and grown.starts_with(reset) and list(grown) == [a, b]
+        await fx.loop.reset()
+        assert (await fx.loop.state()).messages == ()
+
+
+async def test_the_states_transcript_behaves_as_an_immutable_sequence() -> None:
+    # Its readers' contract (the SDK's values): a sequence equal to the tuple of its
+    # messages, indexable and sliceable, with no way to change it.
+    messages = [user_message(text) for text in "abc"]
+    async with running_loop(messages=messages) as fx:
+        state = await fx.loop.state()
+        transcript = state.messages
+        assert transcript == tuple(messages) and tuple(messages) == transcript
+        assert transcript[-1] is messages[-1] and transcript[1:] == tuple(messages[1:])
+        assert len(transcript) == 3 and list(reversed(transcript)) == messages[::-1]
+        assert not hasattr(transcript, "append") and not hasattr(transcript, "__setitem__")
+        with pytest.raises(TypeError):
+            transcript[0] = messages[1]  # type: ignore[index]
+        assert state == await fx.loop.state()
+        assert isinstance(state, AgentState) and await state.load_messages() is transcript
