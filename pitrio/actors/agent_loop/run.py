@@ -15,7 +15,6 @@ from typing import Any, cast
 import attrs
 import trio
 
-from pitrio._direct_init import direct_init
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
     NO_CONTEXT,
@@ -26,7 +25,13 @@ from pitrio.actors.agent_loop.decisions import (
     end_response,
 )
 from pitrio.actors.agent_loop.hooks import LoopHooks, ToolExecutionMode, TurnContext
-from pitrio.actors.agent_loop.intake import DELTAS, EmitUpdatesNow, StreamIntake, delta_intake
+from pitrio.actors.agent_loop.intake import (
+    DELTAS,
+    EmitUpdatesNow,
+    StreamIntake,
+    delta_intake,
+    message_update,
+)
 from pitrio.actors.model_router.stream_builder import abort_block_ends
 from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
 from pitrio.actors.tool_executor.tool import AgentTool
@@ -447,7 +452,7 @@ class LoopRun:
                             partial = event.partial  # type: ignore[union-attr]
                             self.context.set_last(partial)
                             updates.append(
-                                _message_update(assistant_message_event=event, message=partial)
+                                message_update(assistant_message_event=event, message=partial)
                             )
                             if len(updates) >= UPDATE_BATCH:
                                 await self._emit_updates(updates)
@@ -565,7 +570,6 @@ def finished_response(
 
 
 _BLOCK_STARTS = (TextStart, ThinkingStart, ToolCallStart)
-_message_update = direct_init(MessageUpdate)  # one per streamed delta (issue 38)
 _BLOCK_ENDS = (TextEnd, ThinkingEnd, ToolCallEnd)  # tuples made once (``A | B`` in the call
 # built a union for every streamed event)
 
