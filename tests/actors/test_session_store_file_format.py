@@ -367,3 +367,29 @@ def test_repair_plan_adds_the_missing_last_newline() -> None:
 def test_repair_refuses_a_file_without_header() -> None:
     with pytest.raises(SessionFileError, match="cannot repair"):
         plan_repair(file_of(b"junk", entry("a", None)), origin="f")
+
+
+def test_the_parsers_inlined_message_entry_is_the_one_read_makes() -> None:
+    # The block parser builds pi's usual message line without calling TailMessageEntry.read
+    # (48,000 calls on a long resume): every slot must be set as read() sets it, so a slot
+    # added there and not here fails this.
+    from pitrio.actors.session_store.stored import TailMessageEntry
+
+    data = file_of(HEADER, entry("a", None), entry("b", "a"))
+    parsed = parse_lines(iter([data]), origin="f.jsonl")
+    slots = {name for cls in TailMessageEntry.__mro__ for name in getattr(cls, "__slots__", ())}
+    missing = object()
+    for line, stored in enumerate(parsed.entries, start=2):
+        assert type(stored) is TailMessageEntry
+        made = TailMessageEntry.read(
+            "message",
+            stored.id,
+            stored.parent_id,
+            stored.timestamp,
+            stored.raw,
+            "user",
+            line,
+            "f.jsonl",
+        )
+        for name in sorted(slots - {"__weakref__"}):
+            assert getattr(stored, name, missing) == getattr(made, name, missing), name
