@@ -16,10 +16,8 @@ decisions always see persisted state) and the display queues
 
 from __future__ import annotations
 
-import contextvars
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,11 +56,9 @@ from pitrio.actors.session.funnel import PromptFunnel
 from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.intake import PromptIntake
 from pitrio.actors.session.log import SessionLog
-from pitrio.actors.session.maintenance import compact_command, navigate_command
-from pitrio.actors.session.operations import (
-    COMPACTION_RUNNING,
-    SessionOperations,
-)
+from pitrio.actors.session.maintenance import MaintenanceGate
+from pitrio.actors.session.notices import StoreNotices
+from pitrio.actors.session.operations import SessionOperations
 from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION
 from pitrio.actors.session.pump import DECISION_CAPACITY, LOOP_EVENTS, Decided, EventPump
 from pitrio.actors.session.queries import SessionQueries
@@ -72,7 +68,7 @@ from pitrio.actors.session.resources.loader import (
     commands,
     with_section,
 )
-from pitrio.actors.session.run import Maintenance, Run
+from pitrio.actors.session.run import Run
 from pitrio.actors.session.shell import UserShell
 from pitrio.actors.session.warming import SessionWarming
 from pitrio.actors.session_store.command_stamp import stamping
@@ -99,7 +95,6 @@ from pitrio.messages.events import (
     MessageEnd,
     MessageStart,
     QueueUpdate,
-    SessionReadOnly,
 )
 from pitrio.messages.model import Model
 
@@ -109,7 +104,6 @@ if TYPE_CHECKING:
     from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session.extensions.runner import ExtensionRunner
     from pitrio.actors.session_store.actor import SessionStoreHandle
-    from pitrio.actors.session_store.commands import StoreNotice
 
 
 class SessionActor(Actor[SessionCommand]):
@@ -154,7 +148,6 @@ class SessionActor(Actor[SessionCommand]):
         self._scoped_models = scoped_models
         self._resources = resources
         self._cwd = store.header.cwd
-        self._maintenance: Maintenance | None = None
         self._settings = settings or SessionSettings()
         self._outlet = EventOutlet()
         # The outlet's emit itself, bound once, goes to every part that emits (not a method
@@ -170,12 +163,12 @@ class SessionActor(Actor[SessionCommand]):
             intercept=self._user_bash_hook,
         )
         self._queues = DisplayQueues(self._emit)
-        self._driver_settings = DriverSettings(
-            resources, tools, self._catch_up, before_prompt=before_prompt
+        self._notices = StoreNotices(
+            store, emit=self._emit, read_only=self._read_only, nursery=lambda: self._nursery
         )
-        self._merges_seen = 0  # the store's count of other writers' entries taken in
-        self._notices: list[StoreNotice] = []  # handed over by the store, not forwarded yet
-        self._actor_context = contextvars.Context()  # this actor's, once started
+        self._driver_settings = DriverSettings(
+            resources, tools, self._notices.catch_up, before_prompt=before_prompt
+        )
         self._extensions = extensions
         self._ui_clients = ui_clients
         self._extension_mode = extension_mode
@@ -328,12 +321,19 @@ class SessionActor(Actor[SessionCommand]):
                 lambda: self._seq,
                 self.nursery,
             )
+        self._maintenance = MaintenanceGate(
+            self.nursery,
+            driver=self._driver,
+            store=self._store,
+            loop=self._loop,
+            emit=self._emit,
+            supervisor=self.supervisor,
+            stream=self._stream,
+            restore_tools=self._restore_tools,
+            host=self._host,
+        )
         self.nursery.start_soon(self._pump.run)
-        # The store hands its notices over in its own task; a task of this actor forwards
-        # them, started when one comes: an idle session keeps no task and channel waiting
-        # for a notice that seldom comes (issue 38). The task runs in this actor's context.
-        self._actor_context = contextvars.copy_context()
-        await self._store.deliver_notices(self._store_notice)
+        await self._notices.start()
         if host is not None:
             # Not awaited: its handlers run once the session's handle is out (an extension's
             # late registrations need the session's port, set by whoever started the session).
@@ -360,32 +360,6 @@ class SessionActor(Actor[SessionCommand]):
         finally:
             if ready is not None:
                 ready.set()
-
-    def _store_notice(self, notice: StoreNotice) -> None:
-        """Called by the store's task with each notice (never waits): queued for a task of
-        this actor, started for the first one queued (it takes every one queued by then)."""
-        queued = bool(self._notices)
-        self._notices.append(notice)
-        nursery = self._nursery
-        if not queued and nursery is not None:  # a stopped actor forwards nothing
-            self._actor_context.run(nursery.start_soon, self._forward_notices)
-
-    async def _forward_notices(self) -> None:
-        """What the store tells unasked, to clients: another writer's entries were taken in
-        (``entries_merged``), or the store turned read-only by itself (its lease was lost:
-        the run stops, prompts are refused, ``session_read_only`` says why, at once)."""
-        notices, self._notices = self._notices, []
-        for notice in notices:
-            if isinstance(notice, SessionReadOnly):
-                self._read_only(ReadOnlySessionError(notice.error))
-            else:
-                self._emit(notice)
-
-    async def _catch_up(self) -> bool:
-        """The store takes in another writer's entries; whether any came since last time."""
-        count = await self._store.catch_up()
-        moved, self._merges_seen = count != self._merges_seen, count
-        return moved
 
     def _notify_extensions(self, event: str, payload: Any) -> None:
         """Queue a notification-only event for the extensions (never waits)."""
@@ -418,10 +392,6 @@ class SessionActor(Actor[SessionCommand]):
         if self._host is None:
             return None
         return await self._host.user_bash(command, exclude, cwd)
-
-    def _end_maintenance(self) -> None:
-        """A compaction or navigation ended: prompts and the others are taken again."""
-        self._maintenance = None
 
     def _self_handle(self) -> SessionHandle:
         return SessionHandle(self.address)
@@ -461,7 +431,7 @@ class SessionActor(Actor[SessionCommand]):
             return
         match command:
             case Prompt():
-                if self._maintenance is not None:
+                if self._maintenance.busy:
                     command.accepted.fail(PitrioError(PROMPT_DURING_COMPACTION))
                     command.settled.fail(PitrioError(PROMPT_DURING_COMPACTION))
                     return
@@ -483,42 +453,10 @@ class SessionActor(Actor[SessionCommand]):
                     lambda: self._driver.current is not None,
                     stream_id=command.stream_id,
                 )
-            case Navigate(reply=reply):
-                if self._driver.current is not None or self._maintenance is not None:
-                    reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
-                    return
-                self._maintenance = Maintenance()  # nothing else may change the tree meanwhile
-                self.nursery.start_soon(
-                    partial(
-                        navigate_command,
-                        command,
-                        self._maintenance,
-                        store=self._store,
-                        loop=self._loop,
-                        emit=self._emit,
-                        supervisor=self.supervisor,
-                        stream=self._stream,
-                        restore_tools=self._restore_tools,
-                        host=self._host,
-                        release=self._end_maintenance,
-                    )
-                )
-            case Compact(custom_instructions=instructions, reply=reply):
-                if self._maintenance is not None:
-                    reply.fail(PitrioError(COMPACTION_RUNNING))
-                    return
-                self._maintenance = Maintenance()
-                self.nursery.start_soon(
-                    partial(
-                        compact_command,
-                        self._maintenance,
-                        driver=self._driver,
-                        supervisor=self.supervisor,
-                        instructions=instructions,
-                        reply=reply,
-                        release=self._end_maintenance,
-                    )
-                )
+            case Navigate():
+                self._maintenance.navigate(command)
+            case Compact():
+                self._maintenance.compact(command)
             case Queue(text=text, reply=reply):
                 extension_command = None if self._host is None else self._host.command_name(text)
                 if extension_command is not None:
@@ -536,15 +474,13 @@ class SessionActor(Actor[SessionCommand]):
                 self._emit(QueueUpdate(steering=(), follow_up=()))
                 reply.set(removed)
             case Abort(reply=reply, detach=detach):
-                maintenance = self._maintenance
-                if maintenance is None:
-                    self._driver.abort(reply, detach=detach)
-                else:
-                    # A manual compaction or a navigation's summary stops too, and the abort
-                    # is answered once it has (pi: when the session is idle); a run it is
-                    # still waiting for is aborted with it.
-                    maintenance.abort(reply)
+                # A manual compaction or a navigation's summary stops too, and the abort is
+                # answered once it has (pi: when the session is idle); a run it is still
+                # waiting for is aborted with it.
+                if self._maintenance.abort(reply):
                     self._driver.abort(Reply(), detach=detach)
+                else:
+                    self._driver.abort(reply, detach=detach)
             case WaitForIdle(reply=reply):
                 self._driver.wait_for_idle(reply)  # woken by the run's settle
             case GetState(reply=reply):

@@ -1,21 +1,28 @@
 """The session's two maintenance commands: a manual compaction and a tree navigation.
 
-Split from :mod:`.actor`. The inbox marks the session busy with a :class:`~.run.Maintenance`
-and starts one of these functions as a task in the actor's nursery; ``release`` (the actor's)
-clears that mark when the command ends, before the aborts that waited for it are answered.
-Both functions touch only what they are given.
+Split from :mod:`.actor`. The inbox asks the :class:`MaintenanceGate` (the actor's, touched
+only by its tasks) to start one: the gate marks the session busy with a
+:class:`~.run.Maintenance` and starts one of the functions below as a task in the actor's
+nursery; ``release`` clears that mark when the command ends, before the aborts that waited for
+it are answered. The functions touch only what they are given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
 from pitrio.actors._actor import Reply
-from pitrio.actors.session.commands import Navigate
-from pitrio.actors.session.operations import SummarizeBranch, TreeHooks, navigate_tree
+from pitrio.actors.session.commands import Compact, Navigate
+from pitrio.actors.session.operations import (
+    COMPACTION_RUNNING,
+    SummarizeBranch,
+    TreeHooks,
+    navigate_tree,
+)
 from pitrio.actors.session.run import Maintenance, lend
 from pitrio.actors.supervisor.actor.compactor import StreamCall
 from pitrio.actors.supervisor.actor.shell import CompactionCancelled, SupervisorHandle
@@ -32,6 +39,84 @@ if TYPE_CHECKING:
     from pitrio.actors.session.driver import RunDriver
     from pitrio.actors.session.extensions.host_handle import ExtensionHostHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+
+
+class MaintenanceGate:
+    """Whether a manual compaction or a navigation is in progress, and starting one: prompts,
+    compactions and navigations are refused meanwhile, and abort stops it."""
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        driver: RunDriver,
+        store: SessionStoreHandle,
+        loop: AgentLoopHandle,
+        emit: Callable[[AgentSessionEvent], None],
+        supervisor: SupervisorHandle,
+        stream: StreamCall | None,
+        restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None,
+        host: ExtensionHostHandle | None,
+    ) -> None:
+        self._nursery = nursery
+        self._driver = driver
+        self._supervisor = supervisor
+        self._navigation = partial(
+            navigate_command,
+            store=store,
+            loop=loop,
+            emit=emit,
+            supervisor=supervisor,
+            stream=stream,
+            restore_tools=restore_tools,
+            host=host,
+            release=self._release,
+        )
+        self._current: Maintenance | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A compaction or navigation is in progress."""
+        return self._current is not None
+
+    def navigate(self, command: Navigate) -> None:
+        """Start a navigation, or refuse it while the agent or another maintenance runs."""
+        if self._driver.current is not None or self._current is not None:
+            command.reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
+            return
+        self._current = maintenance = Maintenance()  # nothing else may change the tree
+        self._nursery.start_soon(self._navigation, command, maintenance)
+
+    def compact(self, command: Compact) -> None:
+        """Start a manual compaction (a run in progress is aborted first), or refuse it
+        while another maintenance runs."""
+        if self._current is not None:
+            command.reply.fail(PitrioError(COMPACTION_RUNNING))
+            return
+        self._current = maintenance = Maintenance()
+        self._nursery.start_soon(
+            partial(
+                compact_command,
+                maintenance,
+                driver=self._driver,
+                supervisor=self._supervisor,
+                instructions=command.custom_instructions,
+                reply=command.reply,
+                release=self._release,
+            )
+        )
+
+    def abort(self, reply: Reply[None]) -> bool:
+        """Stop the maintenance in progress, ``reply`` answered once it has (pi: when the
+        session is idle); ``False`` when there is none."""
+        if self._current is None:
+            return False
+        self._current.abort(reply)
+        return True
+
+    def _release(self) -> None:
+        """The command ended: prompts and the others are taken again."""
+        self._current = None
 
 
 async def compact_command(
