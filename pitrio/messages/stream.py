@@ -6,7 +6,7 @@ Every event but ``done``/``error`` carries ``partial``, the message so far. A st
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -155,6 +155,19 @@ AssistantMessageEvent = (
     | StreamError
 )
 """Any event of an assistant stream."""
+
+
+class EventSender(Protocol):
+    """Where a stream function sends its events. A memory channel's send side is one; the
+    agent loop's intake and the trace's recorder stand in for it. Only these two calls are
+    made, so a stand-in needs no cast."""
+
+    async def send(self, value: AssistantMessageEvent, /) -> None:
+        """Send one event, waiting while the receiver is behind."""
+
+    def send_nowait(self, value: AssistantMessageEvent, /) -> None:
+        """Send one event at once (raises ``trio.WouldBlock`` when the receiver is full)."""
+
 
 PartialUpdate = (
     TextStart

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Any, cast
 
 import attrs
 import trio
@@ -58,6 +57,7 @@ from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
 from pitrio.messages.snapshot import Snapshot, immutable
 from pitrio.messages.stream import (
     AssistantMessageEvent,
+    EventSender,
     StreamDone,
     StreamError,
     StreamStart,
@@ -92,7 +92,7 @@ EmitUpdates = Callable[[list[MessageUpdate]], Awaitable[None]]
 """Emits streamed updates taken at one wake-up, in order (the actor's: one hand-over per
 batch to the session's pump)."""
 StreamCall = Callable[
-    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    [Model, LlmContext, StreamOptions, EventSender],
     Awaitable[None],
 ]
 Poll = Callable[[], list[AgentMessage]]
@@ -521,8 +521,8 @@ class LoopRun:
         send = intake.channel
         async with send:
             try:
-                # The providers use only send/send_nowait: the intake stands in for both.
-                await self._stream(model, context, options, cast(Any, intake))
+                # The intake is an EventSender: the provider sends through it, as on a channel.
+                await self._stream(model, context, options, intake)
             except Exception as exc:  # the stream contract says providers never raise
                 leaf = unwrap_group(exc)
                 failed = end_response(empty_response(model), "error", str(leaf) or repr(leaf))

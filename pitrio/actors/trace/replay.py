@@ -68,7 +68,7 @@ from pitrio.messages.agent import AgentToolResult, now_ms
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.content import ImageContent
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent
+from pitrio.messages.stream import AssistantMessageEvent, EventSender
 
 BUILTIN_TOOLS = frozenset({"read", "bash", "edit", "write", "grep", "find", "ls"})
 QUIET_MARGIN = 10.0
@@ -210,7 +210,7 @@ class ReplayTap(TapBase):
             model: Model,
             context: LlmContext,
             options: StreamOptions,
-            send: trio.MemorySendChannel[AssistantMessageEvent],
+            send: EventSender,
         ) -> None:
             key = request_key([to_json(message) for message in context.messages])
             call = recording.take_call(key, notes)

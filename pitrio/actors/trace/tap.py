@@ -51,7 +51,7 @@ from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.codec import camel, to_json
 from pitrio.messages.events import AgentSessionEvent, MessageUpdate
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+from pitrio.messages.stream import AssistantMessageEvent, EventSender, StreamDone, StreamError
 
 if TYPE_CHECKING:
     from pitrio.actors.agent_loop import AgentLoopHandle
@@ -204,7 +204,7 @@ def _invoked(operation: Callable[..., Any]) -> tuple[str, dict[str, Any]] | None
 class _RecordingSender:
     """Stands in for the stream's send channel: notes each event the provider sends."""
 
-    def __init__(self, inner: trio.MemorySendChannel[AssistantMessageEvent], tracer: Tracer):
+    def __init__(self, inner: EventSender, tracer: Tracer):
         self.inner = inner
         self.tracer = tracer
         self.events: list[tuple[AssistantMessageEvent, int]] = []
@@ -237,7 +237,7 @@ def recording_stream(inner: StreamCall, tracer: Tracer) -> StreamCall:
         model: Model,
         context: LlmContext,
         options: StreamOptions,
-        send: trio.MemorySendChannel[AssistantMessageEvent],
+        send: EventSender,
     ) -> None:
         call = next(calls)
         caller = current_actor()  # the actor whose task makes the request
@@ -245,8 +245,7 @@ def recording_stream(inner: StreamCall, tracer: Tracer) -> StreamCall:
         sender = _RecordingSender(send, tracer)
         error: str | None = None
         try:
-            # The providers use only send/send_nowait of the channel; the stand-in has both.
-            await inner(model, context, options, cast(Any, sender))
+            await inner(model, context, options, sender)
         except Exception as exc:
             leaf = unwrap_group(exc)
             error = str(leaf) or repr(leaf)

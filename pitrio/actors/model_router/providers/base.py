@@ -15,13 +15,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import attrs
-import trio
 
 from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent
-
-EventSender = trio.MemorySendChannel[AssistantMessageEvent]
+from pitrio.messages.stream import EventSender as EventSender  # the providers import it here
 
 StreamFn = Callable[[Model, LlmContext, StreamOptions, EventSender], Awaitable[None]]
 """``await stream(model, context, options, send)``: stream one response as events on ``send``."""

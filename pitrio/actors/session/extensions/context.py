@@ -24,7 +24,7 @@ from pitrio.actors.session.extensions.ui import ExtensionUI, NoUI
 from pitrio.messages.agent import AssistantMessage
 from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+from pitrio.messages.stream import AssistantMessageEvent, EventSender, StreamDone, StreamError
 
 if TYPE_CHECKING:
     from pitrio.actors.session.handle import SessionHandle
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 StreamCall = Callable[
-    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    [Model, LlmContext, StreamOptions, EventSender],
     Awaitable[None],
 ]
 """The session's way to the model router (``router.stream``, traced when tracing is on)."""

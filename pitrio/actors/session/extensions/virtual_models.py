@@ -18,18 +18,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import attrs
-import trio
 
 from pitrio.actors.model_router import VIRTUAL_API, failure_message
 from pitrio.actors.model_router.actor import infer_reason, previous_response
 from pitrio.errors import PitrioError, unwrap_group
 from pitrio.messages.agent import THINKING_LEVELS, AssistantMessage, ThinkingLevel
 from pitrio.messages.model import LlmContext, Model, ModelCost, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamError
+from pitrio.messages.stream import EventSender, StreamError
 
 RouteReason = Literal["user", "continuation", "retry", "direct"]
 StreamCall = Callable[
-    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    [Model, LlmContext, StreamOptions, EventSender],
     Awaitable[None],
 ]
 Resolve = Callable[[str], Awaitable[Model]]
@@ -155,7 +154,7 @@ class SessionVirtualModels:
             model: Model,
             context: LlmContext,
             options: StreamOptions,
-            send: trio.MemorySendChannel[AssistantMessageEvent],
+            send: EventSender,
         ) -> None:
             found = self._models.get(model.ref) if model.api == VIRTUAL_API else None
             if found is None:

@@ -42,10 +42,10 @@ from pitrio.messages.events import (
     SummarizationRetryFinished,
 )
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
+from pitrio.messages.stream import AssistantMessageEvent, EventSender, StreamDone, StreamError
 
 StreamCall = Callable[
-    [Model, LlmContext, StreamOptions, trio.MemorySendChannel[AssistantMessageEvent]],
+    [Model, LlmContext, StreamOptions, EventSender],
     Awaitable[None],
 ]
 
