@@ -29,7 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.side_by_side import PITRIO, TOOLS, harness_argv, use_node_beside, use_pi_bin
+from bench import ab_agents
+from bench.side_by_side import TOOLS, harness_argv
 
 FIELDS = ("total_ms", "first_delta_ms", "cpu_s", "stdout_mb")
 
@@ -60,29 +61,14 @@ def one_run(label: str, cmd: str, stream: str, out: Path) -> dict[str, float]:
 def main() -> int:
     """Run the rounds and print the table."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pi-cli", type=Path)
-    parser.add_argument("--before", type=Path, help="an older pitrio package's parent dir")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--stream", default="20000x4")
+    ab_agents.add_arguments(parser)
     parser.add_argument("--every-delta", action="store_true", help="no coalescing (see above)")
     args = parser.parse_args()
     site = Path(tempfile.mkdtemp(prefix="stream-ab-site-"))
     (site / "sitecustomize.py").write_text(EVERY_DELTA)
-    prefix = f"{site}:" if args.every_delta else ""
-    agents: list[tuple[str, str]] = []
-    if args.pi_cli:
-        use_node_beside(args.pi_cli)
-        agents.append(("pi", f"--pi-cli={use_pi_bin(args.pi_cli)}"))
-    if args.before:
-        agents.append(
-            (
-                "before",
-                f"env PYTHONPATH={prefix}{args.before} PITRIO_AGENT_DIR={{agent_dir}} {PITRIO}"
-                " --mode rpc",
-            )
-        )
-    after_path = f"PYTHONPATH={prefix.rstrip(':')} " if prefix else ""
-    agents.append(("after", f"env {after_path}PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"))
+    agents = ab_agents.agents(
+        args, lambda pi: f"--pi-cli={pi}", pythonpath=str(site) if args.every_delta else ""
+    )
     runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in agents}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.rounds):

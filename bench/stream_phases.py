@@ -26,10 +26,10 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-from bench.side_by_side import PITRIO, TOOLS, use_node_beside, use_pi_bin
+from bench import ab_agents
+from bench.side_by_side import TOOLS
 
 PHASES = (
     "ack",
@@ -72,26 +72,12 @@ def phases(tr: dict, log: dict, cpu: float, stdout_mb: float) -> dict[str, float
 def main() -> int:
     """Run the rounds, print each run's phases and the medians."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pi-cli", type=Path)
-    parser.add_argument("--before", type=Path, help="an older pitrio package's parent dir")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--stream", default="20000x4")
+    ab_agents.add_arguments(parser)
     args = parser.parse_args()
     sys.path.insert(0, str(TOOLS))
     import bench_rpc  # type: ignore[import-not-found]  # the shared harness, read-only
 
-    cmds: list[tuple[str, str]] = []
-    if args.pi_cli:
-        use_node_beside(args.pi_cli)
-        cmds.append(("pi", f"{use_pi_bin(args.pi_cli)} --mode rpc"))
-    if args.before:
-        cmds.append(
-            (
-                "before",
-                f"env PYTHONPATH={args.before} PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc",
-            )
-        )
-    cmds.append(("after", f"env PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"))
+    cmds = ab_agents.agents(args, lambda pi: f"{pi} --mode rpc")
     count, text, _delay = bench_rpc.Harness.parse_stream_spec(args.stream)
     harness_args = SimpleNamespace(
         tmp_root=None,

@@ -56,7 +56,7 @@ from pitrio.actors.session.funnel import PromptFunnel
 from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.intake import PromptIntake
 from pitrio.actors.session.log import SessionLog
-from pitrio.actors.session.maintenance import MaintenanceGate
+from pitrio.actors.session.maintenance import MaintenanceGate, TreeParts
 from pitrio.actors.session.notices import StoreNotices
 from pitrio.actors.session.operations import SessionOperations
 from pitrio.actors.session.policy import PROMPT_DURING_COMPACTION
@@ -324,13 +324,15 @@ class SessionActor(Actor[SessionCommand]):
         self._maintenance = MaintenanceGate(
             self.nursery,
             driver=self._driver,
-            store=self._store,
-            loop=self._loop,
-            emit=self._emit,
-            supervisor=self.supervisor,
-            stream=self._stream,
-            restore_tools=self._restore_tools,
-            host=self._host,
+            parts=TreeParts(
+                self._store,
+                self._loop,
+                self._emit,
+                self.supervisor,
+                self._stream,
+                self._restore_tools,
+                self._host,
+            ),
         )
         self.nursery.start_soon(self._pump.run)
         await self._notices.start()

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from pitrio.actors._actor import Reply
@@ -41,6 +42,19 @@ if TYPE_CHECKING:
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 
+@attrs.frozen
+class TreeParts:
+    """What a navigation uses of its session."""
+
+    store: SessionStoreHandle
+    loop: AgentLoopHandle
+    emit: Callable[[AgentSessionEvent], None]
+    supervisor: SupervisorHandle
+    stream: StreamCall | None
+    restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None
+    host: ExtensionHostHandle | None
+
+
 class MaintenanceGate:
     """Whether a manual compaction or a navigation is in progress, and starting one: prompts,
     compactions and navigations are refused meanwhile, and abort stops it."""
@@ -50,28 +64,11 @@ class MaintenanceGate:
         nursery: trio.Nursery,
         *,
         driver: RunDriver,
-        store: SessionStoreHandle,
-        loop: AgentLoopHandle,
-        emit: Callable[[AgentSessionEvent], None],
-        supervisor: SupervisorHandle,
-        stream: StreamCall | None,
-        restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None,
-        host: ExtensionHostHandle | None,
+        parts: TreeParts,
     ) -> None:
         self._nursery = nursery
         self._driver = driver
-        self._supervisor = supervisor
-        self._navigation = partial(
-            navigate_command,
-            store=store,
-            loop=loop,
-            emit=emit,
-            supervisor=supervisor,
-            stream=stream,
-            restore_tools=restore_tools,
-            host=host,
-            release=self._release,
-        )
+        self._parts = parts
         self._current: Maintenance | None = None
 
     @property
@@ -85,7 +82,7 @@ class MaintenanceGate:
             command.reply.fail(PitrioError("Cannot navigate the tree while the agent is busy"))
             return
         self._current = maintenance = Maintenance()  # nothing else may change the tree
-        self._nursery.start_soon(self._navigation, command, maintenance)
+        self._nursery.start_soon(navigate_command, command, maintenance, self._parts, self._release)
 
     def compact(self, command: Compact) -> None:
         """Start a manual compaction (a run in progress is aborted first), or refuse it
@@ -99,7 +96,7 @@ class MaintenanceGate:
                 compact_command,
                 maintenance,
                 driver=self._driver,
-                supervisor=self._supervisor,
+                supervisor=self._parts.supervisor,
                 instructions=command.custom_instructions,
                 reply=command.reply,
                 release=self._release,
@@ -153,17 +150,11 @@ async def compact_command(
 async def navigate_command(
     command: Navigate,
     maintenance: Maintenance,
-    *,
-    store: SessionStoreHandle,
-    loop: AgentLoopHandle,
-    emit: Callable[[AgentSessionEvent], None],
-    supervisor: SupervisorHandle,
-    stream: StreamCall | None,
-    restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None,
-    host: ExtensionHostHandle | None,
+    parts: TreeParts,
     release: Callable[[], None],
 ) -> None:
     """Move the session's leaf (``navigate_tree``), with a branch summary when asked."""
+    stream, supervisor = parts.stream, parts.supervisor
 
     def summarizer() -> SummarizeBranch:
         """A navigation's summary call (raises when this session cannot make requests)."""
@@ -174,15 +165,15 @@ async def navigate_command(
     try:
         result = await navigate_tree(
             command.target_id,
-            store=store,
-            loop=loop,
-            emit=emit,
+            store=parts.store,
+            loop=parts.loop,
+            emit=parts.emit,
             summarize=summarizer if command.summarize else None,
             custom_instructions=command.custom_instructions,
             replace_instructions=command.replace_instructions,
             label=command.label,
-            restore_tools=restore_tools,
-            hooks=tree_hooks(host),
+            restore_tools=parts.restore_tools,
+            hooks=tree_hooks(parts.host),
         )
     except PitrioError as exc:
         command.reply.fail(exc)
