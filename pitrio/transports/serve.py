@@ -212,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=float, default=50.0, help="messages per second per client")
     parser.add_argument("--burst", type=int, default=200, help="message burst per client")
     parser.add_argument(
+        "--handshake-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="longest wait for a connection's HTTP request (and, with workers, for a worker to "
+        "take it) before it is closed or answered 503 (default 10)",
+    )
+    parser.add_argument(
         "--send-batch",
         type=int,
         default=64,
@@ -263,6 +271,17 @@ def worker_count(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number of workers; got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A duration in seconds, finite and above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds; got {text!r}")
     return value
 
 
@@ -392,6 +411,7 @@ async def prepare(args: argparse.Namespace) -> Prepared:
         message_rate=args.rate,
         message_burst=args.burst,
         send_batch=max(1, args.send_batch),
+        handshake_timeout=args.handshake_timeout,
     )
     host_config = HostConfig(
         agent_dir=agent,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pitrio.transports.serve import DAEMON_GC_THRESHOLDS, gc_thresholds
+from pitrio.transports.serve import DAEMON_GC_THRESHOLDS, gc_thresholds, positive_seconds
 from tests.transports.test_serve_logs import PITRIO, daemon, write_agent
 
 
@@ -22,6 +22,13 @@ def test_thresholds_are_three_positive_integers_or_python() -> None:
     for bad in ("", "1,2", "1,2,3,4", "0,10,10", "-5,10,10", "a,b,c", "1.5,2,3"):
         with pytest.raises(argparse.ArgumentTypeError, match="three positive integers"):
             gc_thresholds(bad)
+
+
+def test_a_handshake_timeout_is_a_positive_finite_number_of_seconds() -> None:
+    assert positive_seconds("2") == 2.0 and positive_seconds("0.5") == 0.5
+    for bad in ("", "0", "-1", "inf", "nan", "ten"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive number of seconds"):
+            positive_seconds(bad)
 
 
 @pytest.mark.parametrize(

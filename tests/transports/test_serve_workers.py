@@ -77,16 +77,25 @@ class Workers:
         return float(line[len(prefix) :])
 
 
-@pytest.fixture
-async def workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Workers]:
+@asynccontextmanager
+async def serve_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str
+) -> AsyncIterator[Workers]:
+    """``pitrio serve --workers 2`` (with ``extra`` options) and its fault file."""
     fault = tmp_path / "handoff-fault"
     monkeypatch.setenv(HANDOFF_FAULT_ENV, str(fault))
     # Sessions are known to the acceptor only through the claims made before each answer.
     monkeypatch.setenv(NO_OWNS_NOTICES_ENV, "1")
-    async with serve_process(tmp_path / "agent", tmp_path, "--workers", "2") as running:
+    async with serve_process(tmp_path / "agent", tmp_path, "--workers", "2", *extra) as running:
         process, url, token = running
         yield Workers(process, url, token, fault)
     assert process.returncode == 0  # SIGTERM: every worker stopped, the acceptor exits 0
+
+
+@pytest.fixture
+async def workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Workers]:
+    async with serve_workers(tmp_path, monkeypatch) as running:
+        yield running
 
 
 async def test_sessions_spread_listed_and_resumed_after_a_worker_is_killed(
@@ -181,23 +190,30 @@ async def test_a_connection_handed_to_a_dying_worker_is_served_by_another(
 
 
 async def test_a_connection_no_worker_acknowledges_is_answered_503_with_retry_after(
-    workers: Workers,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    workers.fault.write_text("hang")  # the worker keeps the descriptor, never acknowledges
-    with trio.fail_after(30):
-        stream = await trio.open_tcp_stream("127.0.0.1", int(workers.url.rsplit(":", 1)[1][:-1]))
-        async with stream:
-            await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            answer = b""
-            while chunk := await stream.receive_some(65536):
-                answer += chunk
-    head = answer.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
-    assert head[0] == "HTTP/1.1 503 Service Unavailable", answer
-    assert "Retry-After: 1" in head
-    assert await workers.metric("pitrio_handoffs_refused_total") == 1
-    # The worker that hung on that one is still serving: both workers answer again.
-    for _ in range(2):
-        assert (await workers.host_call({"type": "stats"}))["success"]
+    # The wait is the daemon's --handshake-timeout (10 s unless set): 2 s here.
+    async with serve_workers(tmp_path, monkeypatch, "--handshake-timeout", "2") as workers:
+        workers.fault.write_text("hang")  # the worker keeps the descriptor, never acknowledges
+        port = int(workers.url.rsplit(":", 1)[1][:-1])
+        with trio.fail_after(30):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                started = trio.current_time()
+                answer = b""
+                while chunk := await stream.receive_some(65536):
+                    answer += chunk
+                waited = trio.current_time() - started
+        head = answer.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+        assert head[0] == "HTTP/1.1 503 Service Unavailable", answer
+        assert "Retry-After: 1" in head
+        # Answered after the timeout the command line set, not the default's 10 s.
+        assert 2 <= waited < 9, waited
+        assert await workers.metric("pitrio_handoffs_refused_total") == 1
+        # The worker that hung on that one is still serving: both workers answer again.
+        for _ in range(2):
+            assert (await workers.host_call({"type": "stats"}))["success"]
 
 
 async def test_sessions_made_by_commands_are_reached_in_their_maker_at_once(
