@@ -14,8 +14,8 @@ One value differs between processes: the salt attrs writes into ``__hash__`` (``
 string, randomised per process). It is replaced by a placeholder before the digest and the
 compile, and the current process's salt is put back into the code's constants.
 
-Active while :mod:`pitrio` imports its modules (:func:`install` / :func:`uninstall`), and
-again around a module imported on first use (:func:`caching`);
+Active while the SDK (:mod:`pitrio.sdk.agent`) imports its modules (:func:`begin` /
+:func:`uninstall`), and again around a module imported on first use (:func:`caching`);
 anything unexpected (another attrs, an unreadable or unwritable cache, ``sys.dont_write_bytecode``
 for writing, ``PITRIO_ATTRS_CACHE=0``) means attrs compiles as usual.
 """
@@ -227,10 +227,19 @@ def caching() -> Iterator[None]:
         cache.save()
 
 
-# Importing this module turns the cache on: pitrio/__init__.py imports it before anything else
-# and calls uninstall() after its last import. The cyclic collector is off meanwhile: the
-# imports allocate ~110,000 long-lived objects and no garbage, so the collections they would
-# trigger only walk them again (~20 ms of a cold start; issue 38).
-_collecting = gc.isenabled()
-gc.disable()
-install(Path(__file__).resolve().parent)
+_begun = False
+_collecting = False  # begin() turned the collector off: uninstall() turns it on again
+
+
+def begin() -> None:
+    """The start of pitrio's bulk imports (:mod:`pitrio._import_start`): the cache on, and
+    the cyclic collector off, until :func:`uninstall`. The imports allocate ~110,000
+    long-lived objects and no garbage, so the collections they would trigger only walk them
+    again (~20 ms of a cold start; issue 38). Once per process."""
+    global _begun, _collecting
+    if _begun:
+        return
+    _begun = True
+    _collecting = gc.isenabled()
+    gc.disable()
+    install(Path(__file__).resolve().parent)

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+# First: the SDK's modules load under the attrs method cache, the collector off (start-up).
+from pitrio.sdk import agent as _sdk  # noqa: F401  # isort: skip
+
 import argparse
 import importlib
 import os
