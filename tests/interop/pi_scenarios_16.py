@@ -23,6 +23,7 @@ from tests.interop.pi_steps import (
     cmd,
     error,
     prompt,
+    settled_prompt,
     text,
     tool,
 )
@@ -311,7 +312,7 @@ def scenarios_16() -> list[Scenario]:
             "overflow_too_small",
             [
                 DEFAULT,
-                *prompt("one"),
+                *settled_prompt("one"),
                 Mock({"queue": [error("context_length")]}),
                 Cmd({"type": "prompt", "message": "two"}),
                 WaitEvent("agent_settled"),

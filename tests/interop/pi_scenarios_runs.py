@@ -21,6 +21,7 @@ from tests.interop.pi_steps import (
     cmd,
     error,
     prompt,
+    settled_prompt,
     text,
     tool,
 )
@@ -159,7 +160,7 @@ def retry_scenarios() -> list[Scenario]:
             [
                 DEFAULT,
                 *prompt("one"),
-                *prompt("two"),
+                *settled_prompt("two"),
                 # The recovery's compaction cuts a split turn: two summary calls (history, then
                 # the turn's prefix, one after the other in 1.6.0), then the retry overflows too.
                 Mock(

@@ -175,6 +175,13 @@ def prompt(message: str, **extra: Any) -> list[Step]:
     return [Cmd({"type": "prompt", "message": message, **extra}), WaitEvent("agent_end")]
 
 
+def settled_prompt(message: str) -> list[Step]:
+    """Send a prompt and wait for the run's ``agent_settled``: before a later step waits for
+    another run's ``agent_settled`` (a wait counts the lines read since the last command, and
+    this run's settle, still unread when its ``agent_end`` was, would count for the next)."""
+    return [Cmd({"type": "prompt", "message": message}), WaitEvent("agent_settled")]
+
+
 def cmd(type_: str, **fields: Any) -> Cmd:
     """A command waiting for its response."""
     return Cmd({"type": type_, **fields})
