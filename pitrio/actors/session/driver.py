@@ -131,6 +131,7 @@ class RunDriver:
         ) = None
         self._decisions_taken = 0  # the number of the last low-level run the run has taken
         self._replay = SystemReplay()  # the prompt sections the transcript declares
+        self._replayed_at: tuple[int, SystemMessage | None] | None = None  # see _replayed
         # The prompt sections last built, with what they were built from (see _sections).
         self._built: tuple[object, object, tuple[PromptSection, ...], dict[str, str]] | None = None
 
@@ -324,7 +325,7 @@ class RunDriver:
         if self._resources is None or self._tools is None:
             return ()
         sections, current = self._sections(self._resources, await self._tools.prompt_entries())
-        replayed = self._replay.current((await self._loop.state()).messages)
+        replayed = await self._replayed()
         previous = {} if replayed is None or replayed.sections is None else replayed.sections
         patch = diff_sections(previous, current)
         if patch is None:
@@ -336,6 +337,21 @@ class RunDriver:
             await self._host.set_base_prompt(rendered)
         await self._loop.configure(system_prompt=rendered)
         return (SystemMessage(content="", sections=patch, timestamp=now_ms()),)
+
+    async def _replayed(self) -> SystemMessage | None:
+        """The replay of the loop's transcript's system messages. Read from a state of the
+        loop only when the loop's count of such changes moved since the last read (see
+        ``LoopFacts.system_changes``): otherwise the transcript only grew by messages that
+        are not system ones, and the replay is what it was (issue 38: a round trip to the
+        loop less before each prompt). The count is read before the state, so a change
+        between the two makes the next prompt read again, never keep a stale replay."""
+        changes = self._loop.facts().system_changes
+        kept = self._replayed_at
+        if kept is not None and kept[0] == changes:
+            return kept[1]
+        replayed = self._replay.current((await self._loop.state()).messages)
+        self._replayed_at = (changes, replayed)
+        return replayed
 
     def _sections(
         self, resources: Resources, entries: Sequence[ToolPromptInfo]
