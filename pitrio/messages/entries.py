@@ -28,9 +28,9 @@ def iso_now() -> str:
 
 def iso_stamp(moment: datetime.datetime) -> str:
     """``moment`` (aware, in UTC) as an entry timestamp: milliseconds cut, not rounded."""
-    # isoformat, not strftime: the C library's strftime consults the time zone (a stat of
-    # /etc/localtime without TZ) at every call, ~25 us in the RPC agent's turn, which stamps
-    # two entries (issue 38).
+    # isoformat, not strftime: the C library's strftime consults the time zone (two stats
+    # of /etc/localtime without TZ) at every call. In the RPC agent's turn, which stamps two
+    # entries, a stamp took 32-39 us of CPU, 23-24 us this way (issue 38).
     return moment.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
