@@ -23,8 +23,15 @@ CURRENT_SESSION_VERSION = 3
 
 def iso_now() -> str:
     """The current UTC time as pi writes entry timestamps (``2026-01-02T03:04:05.678Z``)."""
-    now = datetime.datetime.now(datetime.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return iso_stamp(datetime.datetime.now(datetime.UTC))
+
+
+def iso_stamp(moment: datetime.datetime) -> str:
+    """``moment`` (aware, in UTC) as an entry timestamp: milliseconds cut, not rounded."""
+    # isoformat, not strftime: the C library's strftime consults the time zone (two stats
+    # of /etc/localtime without TZ) at every call. In the RPC agent's turn, which stamps two
+    # entries, a stamp took 32-39 us of CPU, 23-24 us this way (issue 38).
+    return moment.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 def new_entry_id(taken: set[str] | frozenset[str] = frozenset()) -> str:

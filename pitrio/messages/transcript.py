@@ -186,6 +186,7 @@ class SystemReplay:
         self._source: Sequence[AgentMessage] = ()
         self._state = _Replayed()
         self._result: SystemMessage | None = None
+        self._specs: tuple[SystemMessage | None, tuple[ToolSpec, ...]] = (None, ())
 
     def current(self, messages: Sequence[AgentMessage]) -> SystemMessage | None:
         """The replayed system message of ``messages`` (``None`` when they hold none)."""
@@ -207,6 +208,20 @@ class SystemReplay:
             self._result = state.message()
         self._source = messages if isinstance(messages, tuple) else _frozen(messages)
         return self._result
+
+    def tool_specs(self, replayed: SystemMessage | None) -> tuple[ToolSpec, ...]:
+        """What a provider is sent for the tools ``replayed`` declares (:func:`spec_of` of
+        each), kept for the last message asked about: a replay hands out the same message
+        until a system message changes it, and every request asks (issue 38). Messages and
+        specs are frozen, so the same message has the same specs."""
+        if replayed is None:
+            return ()
+        known, specs = self._specs
+        if replayed is known:
+            return specs
+        specs = tuple(spec_of(tool) for tool in current_tools(replayed))
+        self._specs = (replayed, specs)
+        return specs
 
     def current_then(
         self, messages: Sequence[AgentMessage], more: Iterable[AgentMessage]

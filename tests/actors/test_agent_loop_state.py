@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import pytest
 
 from pitrio.actors.agent_loop import AgentState
-from pitrio.messages.agent import AgentMessage, user_message
+from pitrio.messages.agent import AgentMessage, SystemMessage, user_message
 from pitrio.messages.convert import extends
 from pitrio.messages.snapshot import Snapshot
 
@@ -77,3 +78,38 @@ async def test_the_states_transcript_behaves_as_an_immutable_sequence() -> None:
             transcript[0] = messages[1]  # type: ignore[index]
         assert state == await fx.loop.state()
         assert isinstance(state, AgentState) and await state.load_messages() is transcript
+
+
+async def test_the_published_count_of_system_changes_moves_with_what_may_change_a_replay() -> None:
+    """``LoopFacts.system_changes`` (the session's prompt-section check reads no state while
+    it stays): the same after appending messages that are not system ones and after a run
+    that adds none; raised by a system message appended (by a command or by a run), a
+    replaced transcript, a replaced message and a reset; never part of the facts' equality."""
+    a, b, c = (user_message(text) for text in "abc")
+    declared = SystemMessage(content="", sections={"cwd": "/w"}, timestamp=1)
+    async with running_loop("answer") as fx:
+
+        def count() -> int:
+            return fx.loop.facts().system_changes
+
+        await fx.loop.set_messages([a])
+        start = count()
+        await fx.loop.append_message(b)
+        await fx.loop.prompt("hi")
+        assert count() == start
+        await fx.loop.append_message(declared)
+        after_append = count()
+        assert after_append > start
+        await fx.loop.prompt([declared, c])
+        after_run = count()
+        assert after_run > after_append
+        assert await fx.loop.replace_message(a, c)
+        assert count() > after_run
+        replaced = count()
+        await fx.loop.set_messages([a])
+        assert count() > replaced
+        reset_from = count()
+        await fx.loop.reset()
+        assert count() > reset_from
+        facts = fx.loop.facts()
+        assert facts == attrs.evolve(facts, system_changes=facts.system_changes + 1)

@@ -238,6 +238,26 @@ def test_take_over_makes_the_old_holder_stale(session: Path) -> None:
     new.release()
 
 
+def test_a_check_that_passed_does_not_vouch_for_a_record_rewritten_since(session: Path) -> None:
+    """Each check reads the lock file again: a record rewritten in place after checks that
+    passed (another fence, in as many bytes) makes the next check fail, and the writer's own
+    record written back makes it pass again."""
+    lease = Lease.acquire(session)
+    lease.check()
+    lease.check()
+    ours = lock_path(session).read_bytes()
+    other = ours.replace(b'"fence":1', b'"fence":7')
+    assert other != ours and len(other) == len(ours)
+    with open(lock_path(session), "r+b") as file:  # the same file, as a take-over writes it
+        file.write(other)
+    with pytest.raises(StaleFenceError, match=r"lease 1 is stale: .* holds lease 7"):
+        lease.check()
+    with open(lock_path(session), "r+b") as file:
+        file.write(ours)
+    lease.check()
+    lease.release()
+
+
 def test_an_unreadable_record_counts_as_released(session: Path) -> None:
     lock_path(session).write_bytes(b"\x00garbage")
     lease = Lease.acquire(session)

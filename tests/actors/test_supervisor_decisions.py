@@ -36,6 +36,7 @@ from pitrio.actors.supervisor.decisions import (
     decide_after_compaction,
     decide_after_run,
     decide_before_prompt,
+    prompt_may_compact,
     prompt_needs_branch_inputs,
     run_needs_branch_inputs,
 )
@@ -432,6 +433,11 @@ def test_a_check_that_needs_no_branch_inputs_decides_the_same_with_them(
         assert auto_compaction_decision(full) == auto_compaction_decision(check)
     if not prompt_needs_branch_inputs(check):
         assert decide_before_prompt(full) == decide_before_prompt(check)
+    for either in (check, full):  # the one-pass check before a prompt says the same
+        assert prompt_may_compact(either) == (
+            prompt_needs_branch_inputs(either)
+            or isinstance(decide_before_prompt(either), CompactNow)
+        )
     run = _run(
         check.message,
         context_window=check.context_window,

@@ -29,6 +29,7 @@ from pitrio.messages.transcript import (
     declare_tool_changes,
     diff_sections,
     replay,
+    spec_of,
     system_text,
     tool_changes,
 )
@@ -249,3 +250,20 @@ def test_pi_160s_leading_system_entry_round_trips_byte_for_byte() -> None:
     assert list(message.sections or {}) == ["preamble", "tools", "rules", "docs", "cwd"]
     assert [t.name for t in message.tools_added or ()] == ["read", "bash", "edit", "write"]
     assert all(t.constrained_sampling == SAMPLING for t in message.tools_added or ())
+
+
+def test_a_replay_s_tool_specs_are_kept_while_its_message_is_the_same() -> None:
+    """The specs of the tools a replayed message declares are ``spec_of`` each; asked again
+    with the same message (a replay hands it out until a system message changes it), the
+    same specs come back, and a changed replay gets its own."""
+    replay = SystemReplay()
+    first = replay.current([system(added=(decl("read"), decl("bash")))])
+    specs = replay.tool_specs(first)
+    assert specs == tuple(spec_of(tool) for tool in current_tools(first))
+    assert [spec.name for spec in specs] == ["read", "bash"]
+    grown = [system(added=(decl("read"), decl("bash"))), answer()]
+    assert replay.current(grown) is first
+    assert replay.tool_specs(replay.current(grown)) is specs
+    changed = replay.current([*grown, system(2, added=(decl("edit"),), removed=("bash",))])
+    assert [spec.name for spec in replay.tool_specs(changed)] == ["read", "edit"]
+    assert replay.tool_specs(None) == ()

@@ -71,7 +71,13 @@ from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.tool_executor.actor import ToolExecutorHandle
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.errors import PitrioError, unwrap_group
-from pitrio.messages.agent import AgentMessage, AgentToolResult, AssistantMessage, ThinkingLevel
+from pitrio.messages.agent import (
+    AgentMessage,
+    AgentToolResult,
+    AssistantMessage,
+    SystemMessage,
+    ThinkingLevel,
+)
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -144,6 +150,9 @@ class AgentLoop(Actor[AgentCommand]):
         else:
             self._base, self._messages = messages, []
         self._options = options or LoopOptions()
+        # Raised by every change that may change what the system messages declare (see
+        # LoopFacts.system_changes); published with the facts.
+        self._system_changes = 0
         self._facts = Latest(LoopFacts(self._model, self._last_assistant(), self._thinking_level))
         # The last run's last context snapshot while it still starts the transcript: the next
         # run's context starts from it (see ``RunContext``). Any change other than appending
@@ -202,6 +211,7 @@ class AgentLoop(Actor[AgentCommand]):
         self._shared = None
         self._shared_generation += 1
         self._state_messages = None
+        self._system_changes += 1  # a change other than appending: anything may differ
 
     def _publish_facts(self) -> None:
         # After every command and every assistant message: whatever changed the model or the
@@ -212,8 +222,12 @@ class AgentLoop(Actor[AgentCommand]):
             published.model is not self._model
             or published.last_assistant is not last
             or published.thinking_level != self._thinking_level
+            or published.system_changes != self._system_changes
         ):
-            self._facts.publish(LoopFacts(self._model, last, self._thinking_level))
+            self._facts.publish(self._new_facts(last))
+
+    def _new_facts(self, last: AssistantMessage | None) -> LoopFacts:
+        return LoopFacts(self._model, last, self._thinking_level, self._system_changes)
 
     async def _handle(self, command: AgentCommand) -> None:
         match command:
@@ -272,6 +286,8 @@ class AgentLoop(Actor[AgentCommand]):
             case SetMessages(messages=messages, append=append, reply=reply):
                 if append:
                     self._messages.extend(messages)
+                    if any(isinstance(message, SystemMessage) for message in messages):
+                        self._system_changes += 1
                     if self._live_run is not None:  # not in the run's context: they part
                         self._forget_shared()
                 else:
@@ -476,7 +492,10 @@ class AgentLoop(Actor[AgentCommand]):
                 self._streaming_message = None
                 self._messages.append(message)
                 if isinstance(message, AssistantMessage):
-                    self._facts.publish(LoopFacts(self._model, message, self._thinking_level))
+                    self._facts.publish(self._new_facts(message))
+                elif isinstance(message, SystemMessage):
+                    self._system_changes += 1
+                    self._publish_facts()
             case ToolExecutionStart(tool_call_id=call_id):
                 self._pending_tool_calls = self._pending_tool_calls | {call_id}
             case ToolExecutionEnd(tool_call_id=call_id):

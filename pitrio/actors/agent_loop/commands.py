@@ -124,6 +124,12 @@ class LoopFacts:
     thinking_level: str = "off"
     """The loop's thinking level (the bash tool gives it to commands as pi's
     ``PI_REASONING_LEVEL``)."""
+    system_changes: int = attrs.field(default=0, eq=False)
+    """A count the loop raises at every change of its transcript that may change what the
+    transcript's system messages declare: a system message appended, or any change other
+    than appending. While it stays the same, a replay of the transcript's system messages
+    gives what it gave (the session's prompt-section check reads no state for it). A
+    version, not a fact: not compared."""
 
 
 @attrs.frozen

@@ -72,7 +72,6 @@ from pitrio.messages.transcript import (
     SystemReplay,
     current_tools,
     declare_tool_changes,
-    spec_of,
     system_text,
 )
 
@@ -232,10 +231,12 @@ class LoopRun:
         self._poll_steering = poll_steering
         self._poll_follow_up = poll_follow_up
         self.abort = abort
+        self._replaced = False  # whether replace_message ran since the prompts' declaration
 
     async def run_prompts(self, prompts: Sequence[AgentMessage], *, skip_steering: bool) -> None:
         """Prompt mode: announce the prompts (tool changes declared first), then run the loop."""
         prompts = self._declare_tools(prompts)
+        self._replaced = False  # declared from the transcript as it is now
         self.context.extend(prompts)
         self.new_messages.extend(prompts)
         await self._emit(AgentStart())
@@ -243,7 +244,7 @@ class LoopRun:
         for prompt in prompts:
             await self._emit(MessageStart(message=prompt))
             await self._emit(MessageEnd(message=prompt))
-        await self._loop(skip_steering=skip_steering)
+        await self._loop(skip_steering=skip_steering, declared=True)
 
     async def run_continuation(self) -> None:
         """Continuation mode: answer the context as it is (it must not end with a response)."""
@@ -262,7 +263,9 @@ class LoopRun:
     async def _end(self) -> None:
         await self._emit(AgentEnd(messages=tuple(self.new_messages)))
 
-    async def _loop(self, *, skip_steering: bool) -> None:
+    async def _loop(self, *, skip_steering: bool, declared: bool = False) -> None:
+        """The turns of a run. ``declared``: the tools were declared with the prompts just
+        now (the first turn's request then declares them again only for steering messages)."""
         first_turn = True
         pending = [] if skip_steering else self._poll_steering()
         while True:
@@ -271,15 +274,20 @@ class LoopRun:
                 if first_turn:
                     first_turn = False
                 else:
+                    declared = False  # the tools are taken again: declared again
                     await self._emit(TurnStart())
                     await self._refresh_tools()
                 # Before each request, tools the agent can run that the transcript does not
                 # declare (or declares otherwise) are declared (pi's declareToolChanges).
-                for message in self._declare_tools(pending):
-                    await self._emit(MessageStart(message=message))
-                    await self._emit(MessageEnd(message=message))
-                    self.context.append(message)
-                    self.new_messages.append(message)
+                # Right after the prompts' declaration, with nothing pending, the same tools
+                # and no message replaced since, there is nothing to declare: not worked out
+                # again (issue 38).
+                if pending or not declared or self._replaced:
+                    for message in self._declare_tools(pending):
+                        await self._emit(MessageStart(message=message))
+                        await self._emit(MessageEnd(message=message))
+                        self.context.append(message)
+                        self.new_messages.append(message)
                 pending = []
                 response = await self._stream_response()
                 self.new_messages.append(response)
@@ -345,7 +353,7 @@ class LoopRun:
         elif replayed is None:
             prompt, tools = config.system_prompt, tuple(tool.spec for tool in config.tools)
         else:
-            tools = tuple(spec_of(tool) for tool in current_tools(replayed))
+            tools = config.system_replay.tool_specs(replayed)
             prompt = system_text(replayed)
             if replayed.sections is None and not replayed.content:
                 prompt = config.system_prompt  # tools declared, no prompt yet (a continuation)
@@ -358,6 +366,7 @@ class LoopRun:
         run's new messages (the request being built sees it too)."""
         replace_last(self.new_messages, old, new)
         self.context.replace_last(old, new)
+        self._replaced = True  # a replaced system message may declare other tools
 
     # -- the provider stream -------------------------------------------------------------
 

@@ -64,7 +64,9 @@ class PromptIntake:
             command.settled.fail(refused)
             return
         if command.expand:
-            command = attrs.evolve(command, text=await self.expand(command.text))
+            expanded = await self.expand(command.text)
+            if expanded is not command.text:  # most prompts: no copy of the command
+                command = attrs.evolve(command, text=expanded)
         if self.driver.current is not None:
             if command.streaming_behavior is None:
                 command.accepted.fail(SessionBusyError(STREAMING_WITHOUT_BEHAVIOR))

@@ -155,6 +155,9 @@ class Lease:
         opened = os.fstat(fd)
         self._identity = (opened.st_dev, opened.st_ino)
         self._name = os.fspath(path)
+        # The lock file's bytes last found to carry our fence: the same bytes read again
+        # carry it still, without parsing them again (issue 38: two checks a turn).
+        self._ours = b""
 
     @classmethod
     def acquire(
@@ -211,12 +214,17 @@ class Lease:
     def check(self) -> None:
         """Raise :class:`StaleFenceError` unless the lock file still carries our fence and
         is still the file at the lock file's name."""
-        record = self.current()
-        if record.fence != self.fence:
-            raise StaleFenceError(
-                f"{self.path}: lease {self.fence} is stale: {record.holder()} "
-                f"holds lease {record.fence}; this writer must stop"
-            )
+        if self._fd is None:
+            raise StaleFenceError(f"{self.path}: the lease was released")
+        data = os.pread(self._fd, _RECORD_MAX, 0)
+        if data != self._ours:
+            record = LeaseRecord.parse(data)
+            if record.fence != self.fence:
+                raise StaleFenceError(
+                    f"{self.path}: lease {self.fence} is stale: {record.holder()} "
+                    f"holds lease {record.fence}; this writer must stop"
+                )
+            self._ours = data
         try:
             named = os.stat(self._name)
         except FileNotFoundError:

@@ -146,6 +146,7 @@ __all__ = [
     "serialize_messages",
     "should_compact",
     "threshold_between_turns",
+    "without_branch_inputs",
 ]
 
 # --- the automatic decision (§3.8.9) ---------------------------------------------------------
@@ -222,8 +223,15 @@ def needs_branch_inputs(check: CompactionCheck) -> bool:
     """
     if check.message.stop_reason == "error":
         return True
-    bare = attrs.evolve(check, context_messages=(), latest_compaction_ms=None)
-    return not isinstance(auto_compaction_decision(bare), NoCompaction)
+    return not isinstance(auto_compaction_decision(without_branch_inputs(check)), NoCompaction)
+
+
+def without_branch_inputs(check: CompactionCheck) -> CompactionCheck:
+    """``check`` without ``context_messages`` and ``latest_compaction_ms``: the check itself
+    when it carries neither (the usual one, made without them: no copy, issue 38)."""
+    if check.latest_compaction_ms is None and not check.context_messages:
+        return check
+    return attrs.evolve(check, context_messages=(), latest_compaction_ms=None)
 
 
 def is_recoverable_length(message: AssistantMessage, check: CompactionCheck) -> bool:

@@ -34,6 +34,7 @@ from pitrio.actors.supervisor.compaction import (
     OverflowRecoveryFailed,
     auto_compaction_decision,
     needs_branch_inputs,
+    without_branch_inputs,
 )
 from pitrio.actors.supervisor.retry import (
     RetrySettings,
@@ -289,6 +290,19 @@ def prompt_needs_branch_inputs(check: CompactionCheck) -> bool:
     and ``latest_compaction_ms`` (see
     :func:`~pitrio.actors.supervisor.compaction.needs_branch_inputs`)."""
     return needs_branch_inputs(_before_prompt(check))
+
+
+def prompt_may_compact(check: CompactionCheck) -> bool:
+    """``prompt_needs_branch_inputs(check) or decide_before_prompt(check)`` compacts: whether
+    the check before a prompt may compact, with the prompt's check made once (issue 38: it
+    runs before every prompt)."""
+    before = _before_prompt(check)
+    if needs_branch_inputs(before):
+        return True
+    if without_branch_inputs(before) is before:
+        # needs_branch_inputs decided on this very check: not a compaction.
+        return False
+    return isinstance(auto_compaction_decision(before), CompactNow)
 
 
 def _before_prompt(check: CompactionCheck) -> CompactionCheck:

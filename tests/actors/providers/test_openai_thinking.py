@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
-from pitrio.actors.model_router.providers.openai_compat import OpenAICompat, detect_compat
+from pitrio.actors.model_router.providers.openai_compat import (
+    OpenAICompat,
+    compat_of,
+    detect_compat,
+)
 from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
 from pitrio.messages.model import Model, ModelCost
 
@@ -109,3 +113,17 @@ def test_tools_with_tool_history() -> None:
     assert openai_completions.build_body(needs, history, StreamOptions())["tools"] == []
     assert "tools" not in openai_completions.build_body(needs, plain, StreamOptions())
     assert "tools" not in openai_completions.build_body(model(), history, StreamOptions())
+
+
+def test_the_flags_are_kept_for_the_same_model_object_only() -> None:
+    """``compat_of`` answers as ``detect_compat``; the same model object gets the same flags
+    again, another object (even an equal one) is detected afresh."""
+    mistral, zai = model(provider="mistral"), model(provider="zai")
+    first = compat_of(mistral)
+    assert first == detect_compat(mistral) and first.requires_mistral_tool_ids
+    assert compat_of(mistral) is first
+    assert compat_of(zai) == detect_compat(zai) and compat_of(zai).thinking_format == "zai"
+    again = model(provider="mistral")
+    assert compat_of(again) == first and compat_of(again) is not first
+    edited = model(provider="mistral", compat={"requiresMistralToolIds": False})
+    assert not compat_of(edited).requires_mistral_tool_ids

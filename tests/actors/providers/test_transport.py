@@ -18,6 +18,7 @@ from pitrio.actors.model_router.providers.transport import (
     Http11Transport,
     Timeouts,
     _Connection,
+    _request_target,
 )
 from tests.actors.test_direct_io import counting_steps
 from tests.loopback_tcp import serving
@@ -388,3 +389,22 @@ async def test_a_plain_read_with_nothing_coming_times_out(
     with peer, pytest.raises(httpx.ReadTimeout):
         await connection.receive(12)
     await connection.close()
+
+
+def test_a_request_s_target_is_read_from_its_url_once_per_url() -> None:
+    """The origin, ``Host`` header and target of a URL (default ports left out of ``Host``,
+    an IPv6 host bracketed, the query kept); the same URL again is answered from the kept
+    parse, and a refused URL is refused every time, never kept."""
+    assert _request_target("http://127.0.0.1:8080/v1/chat/completions?a=1") == (
+        "http", "127.0.0.1", 8080, b"127.0.0.1:8080", b"/v1/chat/completions?a=1"
+    )  # fmt: skip
+    assert _request_target("https://example.com:443") == (
+        "https", "example.com", 443, b"example.com", b"/"
+    )  # fmt: skip
+    assert _request_target("http://[::1]/x")[3] == b"[::1]"
+    hits = _request_target.cache_info().hits
+    _request_target("http://127.0.0.1:8080/v1/chat/completions?a=1")
+    assert _request_target.cache_info().hits == hits + 1
+    for _ in range(2):
+        with pytest.raises(httpx.UnsupportedProtocol):
+            _request_target("ftp://example.com/x")

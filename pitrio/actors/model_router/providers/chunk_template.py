@@ -17,9 +17,7 @@ is parsed whole, as before.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 import orjson
@@ -72,8 +70,8 @@ class ChunkTemplate:
         return values, position
 
 
-def learn(data: str, chunk: Any, path: Sequence[str | int], field: str) -> ChunkTemplate | None:
-    """A template of ``data`` (parsed: ``chunk``) around the string at ``path`` (keys and list
+def learn(data: str, path: Sequence[str | int], field: str) -> ChunkTemplate | None:
+    """A template of the JSON text ``data`` around the string at ``path`` (keys and list
     indexes from the top), or ``None`` when the string's token cannot be told apart.
 
     The token is looked for after the last ``"key":`` of the path's last key; whatever is
@@ -89,7 +87,10 @@ def learn(data: str, chunk: Any, path: Sequence[str | int], field: str) -> Chunk
     if end is None:
         return None
     head, tail = data[:start], data[end:]
-    expected = copy.deepcopy(chunk)
+    # A fresh parse of the text to put the probe in, rather than a deep copy of the caller's
+    # parse: the copy was most of a learning's cost, and every reply learns at its first
+    # delta (issue 38).
+    expected = orjson.loads(data)
     holder = expected
     try:
         for step in path[:-1]:

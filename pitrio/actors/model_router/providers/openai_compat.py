@@ -131,6 +131,27 @@ def detect_compat(model: Model) -> OpenAICompat:
     return OpenAICompat(**flags)
 
 
+_LAST: list[tuple[Model, OpenAICompat]] = []
+"""The model :func:`compat_of` was last asked about, and its flags (one entry)."""
+
+
+def compat_of(model: Model) -> OpenAICompat:
+    """:func:`detect_compat` of ``model``, kept for the model object last asked about.
+
+    A session asks at every request, with the same model object until it changes model; the
+    URL parse and the flags took ~30 us of each turn (issue 38). Kept by identity: a model
+    is frozen (its ``compat`` mapping is read, never changed), so the same object has the
+    same flags; another object, even an equal one, is detected afresh. The flags are frozen
+    too, so handing the same ones out again is safe.
+    """
+    last = _LAST
+    if last and last[0][0] is model:
+        return last[0][1]
+    compat = detect_compat(model)
+    last[:] = [(model, compat)]
+    return compat
+
+
 def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
     """The tool-call id rewrite for a server: Mistral wants 9 alphanumerics, OpenAI <= 40."""
 
@@ -148,4 +169,4 @@ def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
     return normalize
 
 
-__all__ = ["OpenAICompat", "ThinkingFormat", "detect_compat", "normalize_tool_id"]
+__all__ = ["OpenAICompat", "ThinkingFormat", "compat_of", "detect_compat", "normalize_tool_id"]

@@ -40,6 +40,7 @@ from pitrio.actors.model_router.providers.http import (
 from pitrio.actors.model_router.providers.openai_compat import (
     OpenAICompat,
     ThinkingFormat,
+    compat_of,
     detect_compat,
     normalize_tool_id,
 )
@@ -260,7 +261,7 @@ def build_body(
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: messages as reused JSON fragments,
     see :func:`encoded_messages`; else plain, and pure)."""
-    compat = detect_compat(model)
+    compat = compat_of(model)
     messages = (
         encoded_messages(model, context, compat)
         if encoded
@@ -433,7 +434,7 @@ class OpenAICompletionsParser(SseParser):
         if len(streamed) != 1 or any(t.field == streamed[0] for t in self._templates):
             return
         self._learned += 1
-        template = learn(data, chunk, ("choices", 0, "delta", streamed[0]), streamed[0])
+        template = learn(data, ("choices", 0, "delta", streamed[0]), streamed[0])
         if template is not None:
             self._templates.append(template)
 

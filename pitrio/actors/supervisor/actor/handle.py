@@ -28,7 +28,7 @@ from pitrio.actors.supervisor.actor.commands import (
     SupervisorCommand,
 )
 from pitrio.actors.supervisor.branch_summary import BranchSummaryResult, BranchSummarySettings
-from pitrio.actors.supervisor.compaction import CompactionCheck, CompactionSettings, CompactNow
+from pitrio.actors.supervisor.compaction import CompactionCheck, CompactionSettings
 from pitrio.actors.supervisor.decisions import (
     Compact,
     PostRunDecision,
@@ -36,8 +36,7 @@ from pitrio.actors.supervisor.decisions import (
     RunEnded,
     SupervisorState,
     decide_after_run,
-    decide_before_prompt,
-    prompt_needs_branch_inputs,
+    prompt_may_compact,
     run_needs_branch_inputs,
 )
 from pitrio.actors.supervisor.retry import RetrySettings
@@ -127,9 +126,7 @@ class SupervisorHandle(Handle[SupervisorCommand]):
             return False
         if check.settings is not view.settings.compaction:  # the caller passes the published
             check = attrs.evolve(check, settings=view.settings.compaction)
-        return prompt_needs_branch_inputs(check) or isinstance(
-            decide_before_prompt(check), CompactNow
-        )
+        return prompt_may_compact(check)
 
     async def before_prompt(
         self, check: CompactionCheck, *, last_entry_id: str | None, lent: Lent
