@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from pitrio.actors._actor import Actor, Reply
+from pitrio.actors._actor import Actor, Reply, buffered
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.commands import (
     Abort,
@@ -540,7 +540,7 @@ class AgentLoop(Actor[AgentCommand]):
         if len(subscribers) != 1:
             return False
         subscriber, _, sent = subscribers[0]
-        if sent is None or subscriber.statistics().current_buffer_used:
+        if sent is None or buffered(subscriber):
             return False
         try:
             subscriber.send_nowait(UpdateBatch(tuple(updates)))

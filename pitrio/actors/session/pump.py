@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from pitrio.actors._actor import buffered
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts
 from pitrio.actors.agent_loop.commands import LoopFeed, UpdateBatch
@@ -138,13 +139,12 @@ class EventPump:
             async for item in events:
                 self._busy = True
                 await self._on_item(item)
-                # Take what else is queued without a task switch per item (issue 7).
-                while True:
-                    try:
-                        item = events.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    await self._on_item(item)
+                # Take what else is queued without a task switch per item (issue 7), and
+                # without a WouldBlock raised and caught after each lone delta (issue 38):
+                # the channel has room (LOOP_EVENTS), so the loop never waits to send while
+                # nothing is buffered; anything else is the next receive's.
+                while buffered(events):
+                    await self._on_item(events.receive_nowait())
                 self._busy = False
                 self._release_barriers()
 
@@ -319,7 +319,7 @@ class EventPump:
         return await self._supervisor.decide(ended)
 
     def _caught_up(self) -> bool:
-        return not self._busy and self._events.statistics().current_buffer_used == 0
+        return not self._busy and buffered(self._events) == 0
 
     def _release_barriers(self) -> None:
         if self._barriers and self._caught_up():
