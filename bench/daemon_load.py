@@ -79,11 +79,19 @@ def percentile(values: list[int], fraction: float) -> float | None:
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU of process ``pid`` and its children so far (``/proc/<pid>/stat``)."""
-    total = 0
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU of process ``pid`` and its children so far, apart: the system
+    part is mostly the sockets' ``send`` and ``recv`` (TCP loopback runs the receiver's side
+    in the sender's call)."""
+    user = system = 0
     for member in family(pid):
         fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+        user += int(fields[11])
+        system += int(fields[12])
+    return user / TICKS, system / TICKS
 
 
 def run_delay_seconds(pid: int) -> float:
@@ -126,6 +134,12 @@ class DaemonProcess:
         argv = [str(pitrio)]
         if source is not None:  # another copy of the package (the code before a change)
             argv = [sys.executable, "-c", OTHER_SOURCE.format(source=str(source))]
+            # The workers of `--workers N` are new processes (`python -m ...`): without this
+            # they imported this checkout's editable install, so a `@DIR --workers 2` variant
+            # ran DIR's acceptor with this checkout's workers (found by helper daemon4).
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(source), *filter(None, [os.environ.get("PYTHONPATH")])]
+            )
         argv += ["serve", "--port", "0", "--idle", "0", "--no-auth", "--cwd", str(self.work)]
         argv += ["--rate", "1000", "--burst", "1000", "--log-level", "warning"]
         argv += ["--model", "faux/echo", *(extra or [])]
@@ -245,22 +259,28 @@ def run_workers(
                 "--rate",
                 "200",
                 "--nonblocking",
+                *(["--gil"] if args.profile_gil else []),
+                *(["--subprocesses"] if args.profile_gil else []),
                 "-o",
                 str(out),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    cpu0, wall0 = cpu_seconds(daemon.pid), time.monotonic()
+    split0, wall0 = cpu_split(daemon.pid), time.monotonic()
     delay0 = run_delay_seconds(daemon.pid)
-    worker_cpu0 = sum(cpu_seconds(p.pid) for p, _ in procs)
+    worker_split0 = [cpu_split(p.pid) for p, _ in procs]
     rss_peak = 0
     while monotonic_micros() < end:
         rss_peak = max(rss_peak, rss_bytes(daemon.pid))
         time.sleep(0.25)
-    cpu, wall = cpu_seconds(daemon.pid) - cpu0, time.monotonic() - wall0
+    split, wall = cpu_split(daemon.pid), time.monotonic() - wall0
+    daemon_sys = split[1] - split0[1]
+    cpu = sum(split) - sum(split0)
     waited = run_delay_seconds(daemon.pid) - delay0
-    worker_cpu = sum(cpu_seconds(p.pid) for p, _ in procs) - worker_cpu0
+    worker_split = [cpu_split(p.pid) for p, _ in procs]
+    worker_sys = sum(b[1] - a[1] for a, b in zip(worker_split0, worker_split, strict=True))
+    worker_cpu = sum(sum(b) - sum(a) for a, b in zip(worker_split0, worker_split, strict=True))
     rss_end = rss_bytes(daemon.pid)
     if spy is not None:
         spy.wait(60)
@@ -323,6 +343,8 @@ def run_workers(
         # latency moves with the other load; the work done per delta does not).
         "daemon_cpu_us_per_delta": per_delta(cpu, wall, counts, args.duration),
         "loadgen_cpu_us_per_delta": per_delta(worker_cpu, wall, counts, args.duration),
+        "daemon_sys_us_per_delta": per_delta(daemon_sys, wall, counts, args.duration),
+        "loadgen_sys_us_per_delta": per_delta(worker_sys, wall, counts, args.duration),
         "daemon_cpu_wait_share": round(waited / wall, 3),
         "loadgen_cpu_share": round(worker_cpu / wall, 3),
         "daemon_rss_mb": round(rss_end / 2**20, 1),
@@ -349,8 +371,9 @@ def report(step: dict[str, Any], label: str = "") -> None:
         f"{step['disconnects']}; daemon CPU {step['daemon_cpu_share'] * 100:.0f} %, "
         f"waiting for a CPU {step.get('daemon_cpu_wait_share', 0) * 100:.0f} %, "
         f"load CPU {step['loadgen_cpu_share'] * 100:.0f} %, RSS {step['daemon_rss_mb']} MB; "
-        f"CPU per delta: daemon {step.get('daemon_cpu_us_per_delta')} us, load "
-        f"{step.get('loadgen_cpu_us_per_delta')} us",
+        f"CPU per delta: daemon {step.get('daemon_cpu_us_per_delta')} us "
+        f"(sys {step.get('daemon_sys_us_per_delta')}), load "
+        f"{step.get('loadgen_cpu_us_per_delta')} us (sys {step.get('loadgen_sys_us_per_delta')})",
         file=sys.stderr,
         flush=True,
     )
@@ -491,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-rate", type=float, default=400.0, help="the slow client's pace")
     parser.add_argument(
         "--profile", type=Path, help="py-spy the daemon in each window into PATH-<sessions>"
+    )
+    parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: only samples holding the GIL (Python's own CPU), and the "
+        "workers of `--workers N` too",
     )
     parser.add_argument(
         "--variant",

@@ -199,6 +199,10 @@ def start_daemon(
         "HOME": str(agent / "home"),
         "PITRIO_TELEMETRY": "0",
     }
+    if source is not None:  # `--workers N`'s worker processes import the same copy
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(source), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
     command = [
         *launcher,
         "serve",

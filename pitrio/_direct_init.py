@@ -26,7 +26,13 @@ def direct_init(cls: type[T]) -> Callable[..., T]:
     """A function taking the arguments of ``cls``'s ``__init__`` (keywords for a
     ``kw_only`` class) and returning the instance that ``__init__`` would make."""
     fields = attrs.fields(cls)  # type: ignore[arg-type]
-    slots = set(getattr(cls, "__slots__", ())) - {"__weakref__"}
+    # Every slot of the instance: a subclass's own and its bases' (a class in the chain
+    # without ``__slots__`` gives the instance a ``__dict__``, which is refused).
+    slots: set[str] = set()
+    for klass in cls.__mro__[:-1]:  # ``object`` has none
+        own = vars(klass).get("__slots__", ("__dict__",))
+        slots.update((own,) if isinstance(own, str) else own)
+    slots -= {"__weakref__"}
     plain = (
         attrs.has(cls)
         and slots == {field.name for field in fields}

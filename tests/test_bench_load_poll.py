@@ -135,3 +135,22 @@ def test_the_same_session_in_a_later_step_prompts_with_new_ids() -> None:
         prompts.append(orjson.loads(event.data))
     assert prompts[0]["message"] == prompts[1]["message"]  # the same draw...
     assert prompts[0]["id"] != prompts[1]["id"]  # ...under a new id
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 124, 125, 126, 127, 200])
+def test_a_lone_whole_frame_reads_as_through_the_general_path(size: int) -> None:
+    server, _ = accepted_server()
+    frame = server.send(Message(data="d" * size))
+    fragment = server.send(Message(data="a", message_finished=False))
+    # The fast path (one whole small frame, nothing pending) against the general loop (the
+    # same frame after a byte held back, or after an unfinished message's first fragment).
+    whole = ServerFrames().feed(frame)
+    split = ServerFrames()
+    assert split.feed(frame[:1]) == []
+    assert whole == split.feed(frame[1:]) == [(TEXT, b"d" * size)]
+    after = ServerFrames()
+    assert after.feed(fragment) == []
+    # A new text message after an unfinished one: the general path starts it afresh, and so
+    # does the fast path (the fragment is dropped by both).
+    assert after.feed(frame) == whole
+    assert after.feed(server.send(Message(data="z"))) == [(TEXT, b"z")]

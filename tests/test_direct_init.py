@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 from pitrio._direct_init import direct_init
+from pitrio.actors.host.feed import FramedEvent
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.messages.events import MessageUpdate
 from pitrio.messages.stream import TextDelta, ThinkingDelta
@@ -23,6 +24,7 @@ from pitrio.messages.stream import TextDelta, ThinkingDelta
         (MessageUpdate, (), {"assistant_message_event": 1, "message": 2}),
         (Sequenced, (7, "event"), {}),
         (Sequenced, (), {"seq": 7, "event": "event"}),
+        (FramedEvent, (7, "event", b"{}"), {}),  # a field of its own, two of its base's
     ],
 )
 def test_the_instance_is_the_one_init_makes(
@@ -75,7 +77,22 @@ class Private:
     _value: int  # attrs' __init__ takes it as ``value``
 
 
-@pytest.mark.parametrize("cls", [Checked, Made, After, CachedHash, Private])
+@attrs.frozen
+class Base:
+    value: int
+
+
+@attrs.frozen(slots=False)
+class Unslotted(Base):
+    more: int
+
+
+@attrs.frozen(cache_hash=True)
+class CachedBelow(Base):
+    more: int
+
+
+@pytest.mark.parametrize("cls", [Checked, Made, After, CachedHash, Private, Unslotted, CachedBelow])
 def test_a_class_whose_init_does_more_is_refused(cls: type) -> None:
     with pytest.raises(TypeError, match="does more"):
         direct_init(cls)

@@ -73,6 +73,18 @@ def current_actor() -> str | None:
     return _CURRENT_ACTOR.get()
 
 
+def buffered(channel: trio.MemorySendChannel[Any] | trio.MemoryReceiveChannel[Any]) -> int:
+    """How many items wait in ``channel``'s buffer: ``statistics().current_buffer_used``
+    without building the statistics object (seven fields, ~1 µs: asked for every streamed
+    delta, issue 38). Reads the memory channel's state, which trio does not document; a test
+    holds it to ``statistics()``, and any other channel is asked the documented way."""
+    state = getattr(channel, "_state", None)
+    data = getattr(state, "data", None)
+    if data is None:
+        return channel.statistics().current_buffer_used
+    return len(data)
+
+
 class Reply(Generic[T]):
     """A one-shot answer to one command: set exactly once, awaited by exactly one caller."""
 
@@ -347,7 +359,7 @@ class Actor(Generic[C]):
                 async with self._receive:
                     async for command in self._receive:
                         self._received += 1
-                        queued = self._receive.statistics().current_buffer_used + 1
+                        queued = buffered(self._receive) + 1
                         self._high_water = max(self._high_water, queued)
                         tracer = self._tracer
                         if tracer is not None:

@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from pitrio.actors._actor import Actor, Handle, Reply
+from pitrio.actors._actor import Actor, Handle, Reply, buffered
 from pitrio.errors import ActorStoppedError, ReplyTimeoutError
 
 
@@ -167,3 +167,44 @@ def test_an_actor_instance_dict_holds_only_its_subclass_fields() -> None:
     assert actor.name == "counter"
     # The base's fields live in slots, so the dict stays small enough to share its keys.
     assert set(vars(actor)) == {"total", "gate"}
+
+
+async def test_buffered_counts_what_statistics_counts_on_both_ends() -> None:
+    send, receive = trio.open_memory_channel[int](3)
+    waiting: list[int] = []
+
+    def both() -> tuple[int, int]:
+        stats = send.statistics().current_buffer_used
+        assert receive.statistics().current_buffer_used == stats
+        return buffered(send), buffered(receive)
+
+    assert both() == (0, 0)
+    for value in range(3):
+        send.send_nowait(value)
+        assert both() == (value + 1, value + 1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send.send, 3)  # waits: the buffer is full
+        await trio.testing.wait_all_tasks_blocked()
+        assert both() == (3, 3)
+        waiting.append(receive.receive_nowait())  # the waiting value moves into the buffer
+        assert both() == (3, 3)
+    while buffered(receive):
+        waiting.append(receive.receive_nowait())
+    assert waiting == [0, 1, 2, 3]
+    assert both() == (0, 0)
+
+
+def test_buffered_asks_statistics_of_any_other_channel() -> None:
+    class Other:
+        def statistics(self) -> trio.MemoryChannelStatistics:
+            return trio.MemoryChannelStatistics(
+                current_buffer_used=7,
+                max_buffer_size=8,
+                open_send_channels=1,
+                open_receive_channels=1,
+                tasks_waiting_send=0,
+                tasks_waiting_receive=0,
+                peak_buffer_used=7,
+            )
+
+    assert buffered(Other()) == 7  # type: ignore[arg-type]

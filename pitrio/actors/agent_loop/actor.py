@@ -19,7 +19,8 @@ from typing import Any
 
 import trio
 
-from pitrio.actors._actor import Actor, Reply
+from pitrio._direct_init import direct_init
+from pitrio.actors._actor import Actor, Reply, buffered
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.commands import (
     Abort,
@@ -548,7 +549,7 @@ class AgentLoop(Actor[AgentCommand]):
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
 
-    def _emit_updates_now(self, updates: list[MessageUpdate]) -> bool:
+    def _emit_updates_now(self, updates: tuple[MessageUpdate, ...]) -> bool:
         """:meth:`_emit_updates` without a checkpoint, for a delta taken in the provider's
         task (see :mod:`.intake`; that task is one of this actor's, in the run's nursery):
         whether the updates went out (``False``: nothing was sent). Only to a lone batched
@@ -559,10 +560,10 @@ class AgentLoop(Actor[AgentCommand]):
         if len(subscribers) != 1:
             return False
         subscriber, _, sent = subscribers[0]
-        if sent is None or subscriber.statistics().current_buffer_used:
+        if sent is None or buffered(subscriber):
             return False
         try:
-            subscriber.send_nowait(UpdateBatch(tuple(updates)))
+            subscriber.send_nowait(_update_batch(updates))
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             return False  # a closed one is dropped by the next emit through the loop
         sent.value += len(updates)
@@ -572,6 +573,9 @@ class AgentLoop(Actor[AgentCommand]):
     async def stopping(self) -> None:
         for subscriber, _, _ in self._subscribers:
             await subscriber.aclose()
+
+
+_update_batch = direct_init(UpdateBatch)  # one per delta taken in the provider's task (issue 38)
 
 
 async def _deliver(subscriber: trio.MemorySendChannel[Any], item: LoopItem) -> None:

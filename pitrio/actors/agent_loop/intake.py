@@ -37,7 +37,7 @@ class _Context(Protocol):
 
 TakeNow = Callable[[AssistantMessageEvent], bool]
 """Takes one event in the caller's task, or refuses it (``False``: nothing was done)."""
-EmitUpdatesNow = Callable[[list[MessageUpdate]], bool]
+EmitUpdatesNow = Callable[[tuple[MessageUpdate, ...]], bool]
 """Emits updates in the caller's task without a checkpoint when it can; whether it did
 (``False``: nothing was emitted)."""
 
@@ -99,7 +99,7 @@ def delta_intake(
             return False
         partial = event.partial  # type: ignore[union-attr]
         update = message_update(assistant_message_event=event, message=partial)
-        if not emit_now([update]):
+        if not emit_now((update,)):
             return False
         context.set_last(partial)
         taken[:1] = [partial]  # bounded: only the latest is read

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from pitrio._direct_init import direct_init
 from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
 from pitrio.messages.events import AgentStart
 
@@ -53,6 +54,11 @@ class FramedEvent(Sequenced):
     coalesced update is a plain :class:`Sequenced`: it has no frame of its own yet."""
 
     frame: bytes
+
+
+framed_event = direct_init(FramedEvent)
+"""``FramedEvent(seq, event, frame)`` at half the cost: the relay makes one per event it
+relays, every streamed delta (issue 38)."""
 
 
 class EventBuffer(SubscriberBuffer):

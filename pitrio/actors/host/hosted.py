@@ -33,7 +33,7 @@ import trio
 from pitrio.actors.host.attached import AttachedClient
 from pitrio.actors.host.crashes import crash_reason, owned_elsewhere
 from pitrio.actors.host.dialogs import OpenDialogs
-from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, FramedEvent
+from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, framed_event
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
 from pitrio.actors.host.runs import LogEvent, RunLedger
@@ -405,7 +405,7 @@ class HostedSession:
         self.replay.append(seq, shared_system_json(frame, carried) if carried else frame)
         if isinstance(event, ExtensionUiRequest):
             self.dialogs.asked(event, frame, trio.current_time())
-        relayed = FramedEvent(seq, event, frame)
+        relayed = framed_event(seq, event, frame)
         for client in list(self.clients):
             feed = client.feed
             direct = client.direct

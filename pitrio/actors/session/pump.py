@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from pitrio.actors._actor import buffered
 from pitrio.actors.agent_loop import AgentLoopHandle
 from pitrio.actors.agent_loop.actor import RunEndFacts, RunFacts
 from pitrio.actors.agent_loop.commands import LoopFeed, UpdateBatch
@@ -137,23 +138,32 @@ class EventPump:
         async with events:
             async for item in events:
                 self._busy = True
-                await self._on_item(item)
-                # Take what else is queued without a task switch per item (issue 7).
-                while True:
-                    try:
-                        item = events.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                if not self._passed(item):
                     await self._on_item(item)
+                # Take what else is queued without a task switch per item (issue 7), and
+                # without a WouldBlock raised and caught after each lone delta (issue 38):
+                # the channel has room (LOOP_EVENTS), so the loop never waits to send while
+                # nothing is buffered; anything else is the next receive's.
+                while buffered(events):
+                    item = events.receive_nowait()
+                    if not self._passed(item):
+                        await self._on_item(item)
                 self._busy = False
                 self._release_barriers()
 
+    def _passed(self, item: AgentEvent | RunEndFacts | UpdateBatch) -> bool:
+        """Streamed updates emitted at once when nothing else is to be done with them
+        (:meth:`_passed_on_all`, :meth:`_passed_on`), without a coroutine per item (issue
+        38); whether they were. :meth:`_on_item` takes what this did not."""
+        if isinstance(item, UpdateBatch):
+            return self._passed_on_all(item.events)
+        return self._passed_on(item)
+
     async def _on_item(self, item: AgentEvent | RunEndFacts | UpdateBatch) -> None:
         if isinstance(item, UpdateBatch):
-            if not self._passed_on_all(item.events):
-                for event in item.events:
-                    await self._on_agent_event(event)
-        elif not self._passed_on(item):
+            for event in item.events:
+                await self._on_agent_event(event)
+        else:
             await self._on_agent_event(item)
 
     def loop_events(self) -> int:
@@ -319,7 +329,7 @@ class EventPump:
         return await self._supervisor.decide(ended)
 
     def _caught_up(self) -> bool:
-        return not self._busy and self._events.statistics().current_buffer_used == 0
+        return not self._busy and buffered(self._events) == 0
 
     def _release_barriers(self) -> None:
         if self._barriers and self._caught_up():

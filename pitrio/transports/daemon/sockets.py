@@ -26,6 +26,7 @@ slowness is closed with code 1008 and the reason.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -379,7 +380,7 @@ class SessionSocket(ClientSocket):
 
     async def _send_loop(self, client: AttachedClient) -> None:
         if isinstance(self.ws, DaemonWebSocket):
-            client.direct = lambda item: self._send_now(client, item)
+            client.direct = partial(self._send_now, client)  # no Python frame of its own
         try:
             await self._send_queued(client)
         finally:
