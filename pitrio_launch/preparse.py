@@ -1,0 +1,325 @@
+"""A session file parsed on the machine's second core while the process imports (issue 38).
+
+Why: ``pitrio --mode rpc --session FILE`` spends ~0.2 s importing pitrio on one core while
+the other idles, then ~0.14 s reading a 20,000-turn file (48,000 lines): orjson parsing every
+line to check its envelope is most of it. Forked before those imports, a child process reads
+and parses the file meanwhile and hands over, per block of lines, the lines themselves and
+what the parser's usual line needs from its JSON (id, parentId, role), in ``marshal``'s form,
+through a memory file. The parent then builds the entries without parsing a line: ~40 ms
+instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core").
+
+The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
+path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
+cannot be imported). Every other line, and every check that depends on earlier lines (a
+duplicate id, a parent read before), is the parser's, in the parent. So the result is the
+in-process parse's, problems included.
+
+What is offered is taken by a read of the same file (device, inode, size, modification and
+change times as the child read them): a cache of a pure function of the file's bytes, so any
+reader of that file may take it, and a file changed meanwhile is read again in-process. Any
+failure (no ``fork`` or ``memfd_create``, a child that failed, was killed or was slower than a
+bound) leaves the in-process read. The child is reaped by whoever takes the offer or by
+:func:`discard`; it ends with the parent (it checks its parent between blocks).
+
+Only the standard library is imported here (orjson in the child): this module runs before
+pitrio is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import stat
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+BLOCK = 1 << 20
+"""The child's read size, and so the size of the blocks of lines handed over."""
+
+_HEADER = struct.Struct("<8s5qQ")
+"""At the memory file's start, written last: a magic, the file's device, inode, size,
+modification and change times (ns) as read, and where the records end."""
+_MAGIC = b"pitrio1\n"
+_LENGTH = struct.Struct("<Q")
+
+Identity = tuple[int, int, int, int, int]
+Chunk = tuple[list[bytes], list[Any], list[Any], list[Any]]
+
+
+def identity(status: os.stat_result) -> Identity:
+    """What tells a file's bytes unchanged: device, inode, size, modification and change
+    times (a write changes the change time; ``utime`` cannot set it back)."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def named_session(argv: Sequence[str], cwd: str) -> str | None:
+    """The session file an RPC command line opens by path (``--mode rpc --session PATH``,
+    either spelled ``--opt value`` or ``--opt=value``), if it names an existing regular file;
+    else ``None``. A session named by id, ``--continue`` and everything else is left to the
+    command line's own resolution (which needs pitrio): a guess here only costs a child."""
+    options: dict[str, str] = {}
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        name, equals, value = arg.partition("=")
+        if name in ("--mode", "--session"):
+            if equals:
+                options[name] = value
+            elif index + 1 < len(argv):
+                options[name] = argv[index + 1]
+    session = options.get("--session")
+    if options.get("--mode") != "rpc" or not session:
+        return None
+    if "/" not in session and "\\" not in session and not session.endswith(".jsonl"):
+        return None  # a session id prefix (pi's rule)
+    path = os.path.join(cwd, os.path.expanduser(session))
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO's bytes are the parent's to read
+    except (OSError, ValueError):
+        return None
+    return path
+
+
+class Offer:
+    """A child parsing one file, and where it leaves what it found."""
+
+    def __init__(self, pid: int, done: int, memory: int, timeout: float) -> None:
+        self.pid = pid
+        self.done = done  # closed by the child's exit: readable then
+        self.memory = memory
+        self.timeout = timeout
+
+    def close(self, *, kill: bool) -> int | None:
+        """Reap the child (killed first if asked or still running); its exit status, or
+        ``None`` if it had to be killed."""
+        status: int | None = None
+        try:
+            if not kill:
+                ready, _, _ = select.select([self.done], [], [], self.timeout)
+                kill = not ready
+            if kill:
+                os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+            _, code = os.waitpid(self.pid, 0)
+            status = None if kill else os.waitstatus_to_exitcode(code)
+        except OSError:
+            status = None
+        finally:
+            os.close(self.done)
+        return status
+
+    def chunks(self, wanted: Identity) -> Iterator[Chunk | bytes] | None:
+        """The blocks of lines the child handed over, then the unterminated last line (maybe
+        empty), if it finished and read the file ``wanted`` names; else ``None``. Closes the
+        memory file once iterated (or at once, on ``None``)."""
+        header = os.pread(self.memory, _HEADER.size, 0)
+        if len(header) != _HEADER.size:
+            os.close(self.memory)
+            return None
+        magic, *read, end = _HEADER.unpack(header)
+        if magic != _MAGIC or tuple(read) != wanted:
+            os.close(self.memory)
+            return None
+        return self._records(end)
+
+    def _records(self, end: int) -> Iterator[Chunk | bytes]:
+        import marshal
+
+        memory, at = self.memory, _HEADER.size
+        # One buffer for every record: a new 1 MB bytes for each would be new pages each time
+        # (faulted in and zeroed: a third of the cost of taking the records).
+        buffer = bytearray(BLOCK + (BLOCK >> 2))
+        try:
+            while at < end:
+                (length,) = _LENGTH.unpack(os.pread(memory, _LENGTH.size, at))
+                at += _LENGTH.size
+                if length > len(buffer):
+                    buffer = bytearray(length)
+                view = memoryview(buffer)[:length]
+                if os.preadv(memory, [view], at) != length:
+                    raise OSError("a short record")
+                record = marshal.loads(view)
+                view.release()
+                at += length
+                yield record
+        finally:
+            os.close(memory)
+
+
+_OFFERS: list[Offer] = []
+"""The one pending offer, if any (a list: ``pop`` takes it atomically from any thread)."""
+
+
+def start(path: str) -> bool:
+    """Fork a child that parses ``path`` (call before threads exist); whether one started."""
+    create = getattr(os, "memfd_create", None)
+    if create is None or not hasattr(os, "fork"):
+        return False
+    try:
+        size = os.stat(path).st_size
+        memory = create("pitrio-preparse")
+        done, done_by_child = os.pipe()
+    except OSError:
+        return False
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(memory)
+        os.close(done)
+        os.close(done_by_child)
+        return False
+    if pid == 0:  # the child: never returns
+        os.close(done)
+        _child(path, memory)
+    os.close(done_by_child)
+    # A bound on the wait far above what parsing takes (~7 ms a MB on one core): a child
+    # stopped or starved past it costs the parent no more than that before it reads itself.
+    _OFFERS.append(Offer(pid, done, memory, timeout=2.0 + size / 5e6))
+    return True
+
+
+def take(wanted: os.stat_result) -> Iterator[Chunk | bytes] | None:
+    """The pending offer's records if it parsed the file ``wanted`` (an ``fstat`` of it,
+    opened by the taker), waiting for the child to finish; ``None`` otherwise. The offer is
+    gone after this, whatever the answer."""
+    try:
+        offer = _OFFERS.pop()
+    except IndexError:
+        return None
+    if offer.close(kill=False) != 0:
+        os.close(offer.memory)
+        return None
+    return offer.chunks(identity(wanted))
+
+
+def discard() -> None:
+    """Give up a pending offer that was not taken: the child killed if still running, reaped,
+    its memory file closed (after a start, so no child outlives its use as a zombie)."""
+    while _OFFERS:
+        offer = _OFFERS.pop()
+        offer.close(kill=True)
+        os.close(offer.memory)
+
+
+def check_line(value: Any) -> tuple[str, str | None, str] | None:
+    """A parsed line's ``(id, parentId, role)`` if it has the shape the session parser
+    builds at once (``SessionParser._feed_terminated``'s quick path for pi's message line:
+    ``type``, ``id``, ``parentId``, ``timestamp`` and, last, ``message``); else ``None``.
+    The parser checks what depends on other lines (a duplicate id, the parent) itself."""
+    if value.__class__ is not dict or len(value) != 5 or next(reversed(value)) != "message":
+        return None
+    entry_id = value.get("id")
+    parent_id = value.get("parentId", False)
+    message = value.get("message")
+    if (
+        value.get("type") == "message"
+        and entry_id.__class__ is str
+        and entry_id
+        and (parent_id is None or parent_id.__class__ is str)
+        and value.get("timestamp").__class__ is str
+        and message.__class__ is dict
+    ):
+        role = message.get("role")
+        if role.__class__ is str:
+            return entry_id, parent_id, role
+    return None
+
+
+def write_records(source: int, memory: int, parent: int | None = None) -> bool:
+    """Read the file open at ``source`` to its end and write its blocks of lines to
+    ``memory``, each with what :func:`check_line` found (``None`` where it found nothing),
+    then the header; whether the file was read whole and unchanged. ``parent``: stop when
+    the process's parent is no longer that one."""
+    import marshal
+
+    import orjson
+
+    loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
+    before = os.fstat(source)
+    if not stat.S_ISREG(before.st_mode):
+        return False
+    at = _HEADER.size
+    rest: list[bytes] = []
+    read = 0
+    while True:
+        if parent is not None and os.getppid() != parent:
+            return False
+        block = os.read(source, BLOCK)
+        if not block:
+            break
+        read += len(block)
+        lines = block.split(b"\n")
+        if len(lines) == 1:
+            rest.append(block)
+            continue
+        if rest:
+            rest.append(lines[0])
+            lines[0] = b"".join(rest)
+        last = lines.pop()
+        rest = [last] if last else []
+        ids: list[Any] = []
+        parents: list[Any] = []
+        roles: list[Any] = []
+        for raw in lines:
+            try:
+                found = check(loads(raw))
+            except refused:
+                found = None
+            if found is None:
+                ids.append(None)
+                parents.append(None)
+                roles.append(None)
+            else:
+                ids.append(found[0])
+                parents.append(found[1])
+                roles.append(found[2])
+        at = _record(memory, at, marshal.dumps((lines, ids, parents, roles)))
+    at = _record(memory, at, marshal.dumps(b"".join(rest)))
+    after = os.fstat(source)
+    if read != before.st_size or identity(after) != identity(before):
+        return False
+    header = _HEADER.pack(_MAGIC, *identity(before), at)
+    return os.pwrite(memory, header, 0) == len(header)
+
+
+def _record(memory: int, at: int, data: bytes) -> int:
+    record = _LENGTH.pack(len(data)) + data
+    view = memoryview(record)
+    while view:
+        written = os.pwrite(memory, view, at)
+        view = view[written:]
+        at += written
+    return at
+
+
+def _child(path: str, memory: int) -> None:
+    """The forked child's whole life: parse, write, exit (never to the caller's code)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the parent's
+        # The protocol's pipes and the terminal are the parent's: a reader waiting for the
+        # parent's EOF must not wait for this process too.
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        parent = os.getppid()
+        source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if write_records(source, memory, parent):
+            code = 0
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)  # no atexit handler, no buffer of the parent's flushed twice
+
+
+def start_for(argv: Sequence[str]) -> bool:
+    """Start a child for the session file ``argv`` opens in RPC mode, if any (the launcher's
+    call, before pitrio is imported)."""
+    try:
+        path = named_session(argv, os.getcwd())
+    except OSError:
+        return False
+    return path is not None and start(path)

@@ -1,0 +1,184 @@
+"""The launcher's parsing child (pitrio_launch/preparse.py; issue 38): which command lines
+start one, and that every way it can go wrong leaves the in-process read, no zombie and no
+orphan. That what it offers reads the same as the file read in-process is
+``tests/actors/test_session_store_preparsed.py``'s."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pitrio.actors.session_store.storage import read_session
+from pitrio_launch import preparse
+
+HEADER = b'{"type":"session","version":3,"id":"s-1","timestamp":"t","cwd":"/p"}'
+
+
+def message(entry_id: str, parent: str | None) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": "hi", "timestamp": 1},
+        }
+    )
+
+
+def session_file(path: Path, count: int = 50) -> Path:
+    lines = [HEADER, *(message(f"e{n}", f"e{n - 1}" if n else None) for n in range(count))]
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+def reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def finished(offer: preparse.Offer) -> None:
+    ready, _, _ = select.select([offer.done], [], [], 30)
+    assert ready, "the child did not finish"
+
+
+@pytest.fixture(autouse=True)
+def no_offer_left() -> object:
+    yield
+    preparse.discard()
+
+
+@pytest.mark.parametrize(
+    ("argv", "found"),
+    [
+        (["--mode", "rpc", "--session", "s.jsonl"], True),
+        (["--session=./s.jsonl", "--mode=rpc"], True),
+        (["--mode", "rpc", "--session", "s"], False),  # an id prefix: pi's rule
+        (["--mode", "json", "--session", "s.jsonl"], False),
+        (["--session", "s.jsonl"], False),
+        (["--mode", "rpc", "--session", "missing.jsonl"], False),
+        (["--mode", "rpc", "--session", "fifo.jsonl"], False),  # its bytes are the parent's
+        (["--mode", "rpc", "--", "--session", "s.jsonl"], False),
+    ],
+)
+def test_the_command_lines_that_name_a_session_file(
+    tmp_path: Path, argv: list[str], found: bool
+) -> None:
+    session_file(tmp_path / "s.jsonl")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    named = preparse.named_session(argv, str(tmp_path))
+    assert (named is not None) is found
+    if found:
+        assert named is not None and Path(named).samefile(tmp_path / "s.jsonl")
+
+
+def test_a_file_changed_after_the_child_read_it_is_read_again(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    finished(offer)
+    with path.open("ab") as file:
+        file.write(message("late", "e49") + b"\n")
+    parsed = read_session(path)
+    assert parsed is not None and parsed.entries[-1].id == "late"
+    assert len(parsed.entries) == 51 and reaped(offer.pid)
+
+
+def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    finished(offer)
+    session_file(tmp_path / "other.jsonl", count=3).replace(path)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 3 and reaped(offer.pid)
+
+
+def test_a_killed_child_leaves_the_in_process_read(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGKILL)
+    finished(offer)
+    assert preparse.take(os.stat(path)) is None
+    assert reaped(offer.pid)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+
+
+def test_a_child_past_its_bound_is_killed_and_reaped(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)  # never finishes
+    offer.timeout = 0.0
+    assert preparse.take(os.stat(path)) is None
+    assert reaped(offer.pid)
+    assert not preparse._OFFERS
+
+
+def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)  # still running when discarded
+    preparse.discard()
+    assert reaped(offer.pid) and not preparse._OFFERS
+    assert preparse.take(os.stat(path)) is None  # nothing pending: read in-process
+
+
+def test_no_fork_or_memory_file_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+
+    def refused() -> int:
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(os, "fork", refused)
+    assert not preparse.start(str(path))
+    monkeypatch.delattr(os, "memfd_create")
+    assert not preparse.start(str(path))
+    assert not preparse._OFFERS
+
+
+def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:
+    # A parent killed while its child parses a long file: the child notices between blocks
+    # and exits (reaped by init), rather than parsing on as an orphan.
+    path = session_file(tmp_path / "s.jsonl", count=100_000)
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio_launch import preparse
+        preparse.BLOCK = 1  # a parse of many seconds
+        assert preparse.start({str(path)!r})
+        print(preparse._OFFERS[-1].pid, flush=True)
+        sys.stdin.read()
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    watch = os.pidfd_open(child)
+    try:
+        assert select.select([watch], [], [], 0)[0] == []  # still parsing
+        parent.kill()
+        parent.wait()
+        # Parsing the whole file a byte a read takes the child tens of seconds.
+        ready, _, _ = select.select([watch], [], [], 5)
+        assert ready, "the child outlived its parent"
+    finally:
+        os.close(watch)
