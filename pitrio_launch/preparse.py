@@ -27,8 +27,8 @@ pitrio is imported.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import select
 import signal
 import stat
 import struct
@@ -38,9 +38,10 @@ from typing import Any
 BLOCK = 1 << 20
 """The child's read size, and so the size of the blocks of lines handed over."""
 
-_HEADER = struct.Struct("<8s5qQ")
-"""At the memory file's start, written last: a magic, the file's device, inode, size,
-modification and change times (ns) as read, and where the records end."""
+_HEADER = struct.Struct("<8s5qQQ?")
+"""At the memory file's start, written again after each record: a magic, the file's device,
+inode, size, modification and change times (ns) as the child found them when it began, where
+the records end, how much of the file they cover, and whether the child finished."""
 _MAGIC = b"pitrio1\n"
 _LENGTH = struct.Struct("<Q")
 
@@ -84,47 +85,52 @@ def named_session(argv: Sequence[str], cwd: str) -> str | None:
 
 
 class Offer:
-    """A child parsing one file, and where it leaves what it found."""
+    """A child parsing one file, and the memory file where it leaves what it found.
 
-    def __init__(self, pid: int, done: int, memory: int, timeout: float) -> None:
+    The child writes records one after the other and, after each, the header saying how far
+    they go and how much of the file they cover; the taker reads what is there while the
+    child goes on, and never waits for it: once it has caught up with an unfinished child it
+    kills it and reads the rest of the file itself (a child starved of CPU on a busy
+    machine, or stopped, costs no more than the blocks it had not handed over)."""
+
+    def __init__(self, pid: int, memory: int) -> None:
         self.pid = pid
-        self.done = done  # closed by the child's exit: readable then
         self.memory = memory
-        self.timeout = timeout
+        self.covered = 0
+        """How much of the file the records taken cover: lines whole, up to a newline (the
+        file's size if the child finished, its last line without a newline included)."""
+        self._reaped = False
 
-    def close(self, *, kill: bool) -> int | None:
-        """Reap the child (killed first if asked or still running); its exit status, or
-        ``None`` if it had to be killed."""
-        status: int | None = None
-        try:
-            if not kill:
-                ready, _, _ = select.select([self.done], [], [], self.timeout)
-                kill = not ready
-            if kill:
-                os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
-            _, code = os.waitpid(self.pid, 0)
-            status = None if kill else os.waitstatus_to_exitcode(code)
-        except OSError:
-            status = None
-        finally:
-            os.close(self.done)
-        return status
+    def stop(self) -> None:
+        """Kill the child if it still runs and reap it (once)."""
+        if self._reaped:
+            return
+        self._reaped = True
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
-    def chunks(self, wanted: Identity) -> Iterator[Chunk | bytes] | None:
-        """The blocks of lines the child handed over, then the unterminated last line (maybe
-        empty), if it finished and read the file ``wanted`` names; else ``None``. Closes the
-        memory file once iterated (or at once, on ``None``)."""
+    def _progress(self) -> tuple[bytes, Identity, int, int, bool]:
         header = os.pread(self.memory, _HEADER.size, 0)
         if len(header) != _HEADER.size:
-            os.close(self.memory)
-            return None
-        magic, *read, end = _HEADER.unpack(header)
-        if magic != _MAGIC or tuple(read) != wanted:
-            os.close(self.memory)
-            return None
-        return self._records(end)
+            return b"", (0, 0, 0, 0, 0), _HEADER.size, 0, False
+        magic, *read, end, covered, finished = _HEADER.unpack(header)
+        return magic, tuple(read), end, covered, bool(finished)
 
-    def _records(self, end: int) -> Iterator[Chunk | bytes]:
+    def records(self, wanted: Identity) -> Iterator[Chunk | bytes] | None:
+        """The records of the file ``wanted`` names, while the child writes them: blocks of
+        lines, then (if it finished) the unterminated last line, maybe empty; :attr:`covered`
+        says how far they went once iterated. ``None`` if the child read another file. The
+        child is reaped and the memory file closed by the end (or at once, on ``None``)."""
+        magic, read, *_ = self._progress()
+        if magic == _MAGIC and read != wanted:
+            self.stop()
+            os.close(self.memory)
+            return None
+        return self._records(wanted)
+
+    def _records(self, wanted: Identity) -> Iterator[Chunk | bytes]:
         import marshal
 
         memory, at = self.memory, _HEADER.size
@@ -132,19 +138,30 @@ class Offer:
         # (faulted in and zeroed: a third of the cost of taking the records).
         buffer = bytearray(BLOCK + (BLOCK >> 2))
         try:
-            while at < end:
-                (length,) = _LENGTH.unpack(os.pread(memory, _LENGTH.size, at))
-                at += _LENGTH.size
-                if length > len(buffer):
-                    buffer = bytearray(length)
-                view = memoryview(buffer)[:length]
-                if os.preadv(memory, [view], at) != length:
-                    raise OSError("a short record")
-                record = marshal.loads(view)
-                view.release()
-                at += length
-                yield record
+            while True:
+                magic, read, end, covered, finished = self._progress()
+                if magic != _MAGIC or read != wanted:
+                    break  # not begun (or, at the last look, another file): nothing taken
+                if at >= end:
+                    self.covered = covered
+                    if finished or self._reaped:
+                        break
+                    self.stop()  # caught up with it: the rest is read in-process
+                    continue  # one more look: a record may have been ended meanwhile
+                while at < end:
+                    (length,) = _LENGTH.unpack(os.pread(memory, _LENGTH.size, at))
+                    at += _LENGTH.size
+                    if length > len(buffer):
+                        buffer = bytearray(length)
+                    view = memoryview(buffer)[:length]
+                    if os.preadv(memory, [view], at) != length:
+                        raise OSError("a short record")
+                    record = marshal.loads(view)
+                    view.release()
+                    at += length
+                    yield record
         finally:
+            self.stop()
             os.close(memory)
 
 
@@ -158,40 +175,28 @@ def start(path: str) -> bool:
     if create is None or not hasattr(os, "fork"):
         return False
     try:
-        size = os.stat(path).st_size
         memory = create("pitrio-preparse")
-        done, done_by_child = os.pipe()
     except OSError:
         return False
     try:
         pid = os.fork()
     except OSError:
         os.close(memory)
-        os.close(done)
-        os.close(done_by_child)
         return False
     if pid == 0:  # the child: never returns
-        os.close(done)
         _child(path, memory)
-    os.close(done_by_child)
-    # A bound on the wait far above what parsing takes (~7 ms a MB on one core): a child
-    # stopped or starved past it costs the parent no more than that before it reads itself.
-    _OFFERS.append(Offer(pid, done, memory, timeout=2.0 + size / 5e6))
+    _OFFERS.append(Offer(pid, memory))
     return True
 
 
-def take(wanted: os.stat_result) -> Iterator[Chunk | bytes] | None:
-    """The pending offer's records if it parsed the file ``wanted`` (an ``fstat`` of it,
-    opened by the taker), waiting for the child to finish; ``None`` otherwise. The offer is
-    gone after this, whatever the answer."""
+def take(wanted: os.stat_result) -> Offer | None:
+    """The pending offer, if any, for the file ``wanted`` (an ``fstat`` of it, opened by the
+    taker): iterate :meth:`Offer.records` (``None`` there if the child read another file).
+    The offer is no longer pending after this."""
     try:
-        offer = _OFFERS.pop()
+        return _OFFERS.pop()
     except IndexError:
         return None
-    if offer.close(kill=False) != 0:
-        os.close(offer.memory)
-        return None
-    return offer.chunks(identity(wanted))
 
 
 def discard() -> None:
@@ -199,7 +204,7 @@ def discard() -> None:
     its memory file closed (after a start, so no child outlives its use as a zombie)."""
     while _OFFERS:
         offer = _OFFERS.pop()
-        offer.close(kill=True)
+        offer.stop()
         os.close(offer.memory)
 
 
@@ -230,8 +235,8 @@ def check_line(value: Any) -> tuple[str, str | None, str] | None:
 def write_records(source: int, memory: int, parent: int | None = None) -> bool:
     """Read the file open at ``source`` to its end and write its blocks of lines to
     ``memory``, each with what :func:`check_line` found (``None`` where it found nothing),
-    then the header; whether the file was read whole and unchanged. ``parent``: stop when
-    the process's parent is no longer that one."""
+    and the header after each (see :class:`Offer`); whether the file was read whole and
+    unchanged. ``parent``: stop when the process's parent is no longer that one."""
     import marshal
 
     import orjson
@@ -240,9 +245,10 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
     before = os.fstat(source)
     if not stat.S_ISREG(before.st_mode):
         return False
+    found_at = identity(before)
     at = _HEADER.size
     rest: list[bytes] = []
-    read = 0
+    read = covered = 0
     while True:
         if parent is not None and os.getppid() != parent:
             return False
@@ -276,17 +282,21 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
                 parents.append(found[1])
                 roles.append(found[2])
         at = _record(memory, at, marshal.dumps((lines, ids, parents, roles)))
+        covered = read - len(last)
+        _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, covered, False), 0)
+    if read != before.st_size or identity(os.fstat(source)) != found_at:
+        return False  # changed while read: the taker's identity check refuses it anyway
     at = _record(memory, at, marshal.dumps(b"".join(rest)))
-    after = os.fstat(source)
-    if read != before.st_size or identity(after) != identity(before):
-        return False
-    header = _HEADER.pack(_MAGIC, *identity(before), at)
-    return os.pwrite(memory, header, 0) == len(header)
+    _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, read, True), 0)
+    return True
 
 
 def _record(memory: int, at: int, data: bytes) -> int:
-    record = _LENGTH.pack(len(data)) + data
-    view = memoryview(record)
+    return _write_all(memory, _LENGTH.pack(len(data)) + data, at)
+
+
+def _write_all(memory: int, data: bytes, at: int) -> int:
+    view = memoryview(data)
     while view:
         written = os.pwrite(memory, view, at)
         view = view[written:]

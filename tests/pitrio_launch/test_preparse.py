@@ -49,8 +49,12 @@ def reaped(pid: int) -> bool:
 
 
 def finished(offer: preparse.Offer) -> None:
-    ready, _, _ = select.select([offer.done], [], [], 30)
-    assert ready, "the child did not finish"
+    watch = os.pidfd_open(offer.pid)
+    try:
+        ready, _, _ = select.select([watch], [], [], 30)
+        assert ready, "the child did not finish"
+    finally:
+        os.close(watch)
 
 
 @pytest.fixture(autouse=True)
@@ -105,27 +109,62 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     assert parsed is not None and len(parsed.entries) == 3 and reaped(offer.pid)
 
 
-def test_a_killed_child_leaves_the_in_process_read(tmp_path: Path) -> None:
+def test_a_child_killed_before_it_began_leaves_the_in_process_read(tmp_path: Path) -> None:
     path = session_file(tmp_path / "s.jsonl")
     assert preparse.start(str(path))
     offer = preparse._OFFERS[-1]
     os.kill(offer.pid, signal.SIGKILL)
     finished(offer)
-    assert preparse.take(os.stat(path)) is None
-    assert reaped(offer.pid)
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
+    assert offer.covered == 0 and reaped(offer.pid)
 
 
-def test_a_child_past_its_bound_is_killed_and_reaped(tmp_path: Path) -> None:
+def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The child stops itself (as if starved of CPU) after handing over three blocks: the
+    # reader takes those, does not wait, kills and reaps it and reads the rest itself.
+    path = session_file(tmp_path / "s.jsonl", count=400)
+    with path.open("ab") as file:
+        file.write(b"garbage\n" + message("last", "e399"))  # no newline at the end
+    records = 0
+    write = preparse._record
+
+    def stopping(memory: int, at: int, data: bytes) -> int:
+        nonlocal records
+        records += 1
+        if records == 4:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return write(memory, at, data)
+
+    monkeypatch.setattr(preparse, "BLOCK", 4096)
+    monkeypatch.setattr(preparse, "_record", stopping)
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.waitpid(offer.pid, os.WUNTRACED)  # stopped
+    parsed = read_session(path)
+    assert 0 < offer.covered < path.stat().st_size
+    assert offer.covered == 3 * 4096 - len(path.read_bytes()[: 3 * 4096].rsplit(b"\n", 1)[1])
+    assert reaped(offer.pid)
+    assert parsed is not None
+    in_process = read_session(path)
+    assert in_process is not None
+    assert [(e.id, e.parent_id, e.raw, e.line) for e in parsed.entries] == [
+        (e.id, e.parent_id, e.raw, e.line) for e in in_process.entries
+    ]
+    assert parsed.problems == in_process.problems and len(parsed.entries) == 401
+    assert parsed.mark == in_process.mark and not parsed.ends_clean
+
+
+def test_a_stopped_child_is_not_waited_for(tmp_path: Path) -> None:
     path = session_file(tmp_path / "s.jsonl")
     assert preparse.start(str(path))
     offer = preparse._OFFERS[-1]
-    os.kill(offer.pid, signal.SIGSTOP)  # never finishes
-    offer.timeout = 0.0
-    assert preparse.take(os.stat(path)) is None
-    assert reaped(offer.pid)
-    assert not preparse._OFFERS
+    os.kill(offer.pid, signal.SIGSTOP)  # may have finished, or not begun: either way
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert reaped(offer.pid) and not preparse._OFFERS
 
 
 def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ parse's (the tests compare them on mutated files).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import IO, Any
@@ -76,19 +77,30 @@ class CheckedParser(SessionParser):
         self._line, self._ordered = line, ordered
 
 
-def read_offered(file: IO[bytes], origin: str) -> tuple[ParsedSession, int] | None:
-    """The file open as ``file`` parsed from a child's offer, with the size it had, if one
-    was made for this very file (same device, inode, size and times); else ``None`` (read
-    it in this process)."""
+def read_offered(file: IO[bytes], origin: str, block: int) -> tuple[ParsedSession, int] | None:
+    """The file open as ``file`` (at its start) parsed from a child's offer, and the size
+    read, if one was made for this very file (same device, inode, size and times); else
+    ``None``: read it in this process. What the child had not handed over when it was
+    caught up with is read here, ``block`` bytes a read, as the in-process read does."""
     status = os.fstat(file.fileno())
-    records = preparse.take(status)
+    offer = preparse.take(status)
+    if offer is None:
+        return None
+    records = offer.records(preparse.identity(status))
     if records is None:
         return None
     parser = CheckedParser(origin)
-    for record in records:
-        if isinstance(record, bytes):
-            if record:
-                parser.feed(record, terminated=False)
-        else:
-            parser.feed_checked(*record)
-    return parser.finish(), status.st_size
+    try:
+        for record in records:
+            if isinstance(record, bytes):
+                if record:
+                    parser.feed(record, terminated=False)
+            else:
+                parser.feed_checked(*record)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None  # a record that does not load: the file is read again, whole
+    if offer.covered == status.st_size:
+        return parser.finish(), status.st_size
+    file.seek(offer.covered)
+    parser.feed_lines(iter(functools.partial(file.read, block), b""))
+    return parser.finish(), file.tell()

@@ -90,7 +90,7 @@ def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | Non
         return None
     with file, gc_paused(lasting=True):
         # Parsed by a child process meanwhile (RPC mode's start; see .preparsed), else here.
-        offered = None if decode_all else read_offered(file, str(path))
+        offered = None if decode_all else read_offered(file, str(path), READ_BUFFER)
         if offered is None:
             blocks = iter(functools.partial(file.read, READ_BUFFER), b"")
             parsed = parse_lines(blocks, origin=str(path), decode_all=decode_all)
