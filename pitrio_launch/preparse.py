@@ -178,13 +178,14 @@ def start(path: str) -> bool:
         memory = create("pitrio-preparse")
     except OSError:
         return False
+    parent = os.getpid()  # taken before: a parent gone before the child looks is noticed too
     try:
         pid = os.fork()
     except OSError:
         os.close(memory)
         return False
     if pid == 0:  # the child: never returns
-        _child(path, memory)
+        _child(path, memory, parent)
     _OFFERS.append(Offer(pid, memory))
     return True
 
@@ -304,7 +305,7 @@ def _write_all(memory: int, data: bytes, at: int) -> int:
     return at
 
 
-def _child(path: str, memory: int) -> None:
+def _child(path: str, memory: int, parent: int) -> None:
     """The forked child's whole life: parse, write, exit (never to the caller's code)."""
     code = 1
     try:
@@ -315,7 +316,6 @@ def _child(path: str, memory: int) -> None:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        parent = os.getppid()
         source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         if write_records(source, memory, parent):
             code = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,11 @@ def same_new_ids(monkeypatch: pytest.MonkeyPatch) -> None:
 def offered_and_in_process(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     assert preparse.start(str(path))
     offer = preparse._OFFERS[-1]
+    watch = os.pidfd_open(offer.pid)
+    try:  # the child finished: everything read comes from its records
+        assert select.select([watch], [], [], 30)[0], "the child did not finish"
+    finally:
+        os.close(watch)
     same_new_ids(monkeypatch)
     taken: list[object] = []
 
@@ -88,6 +94,7 @@ def offered_and_in_process(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         patched.setattr(storage, "read_offered", spy)
         offered = read_session(path)
     assert taken and taken[0] is not None  # read from the offer, not in-process
+    assert offer.covered == path.stat().st_size
     assert not preparse._OFFERS  # taken
     assert not is_memory_file(offer.memory)  # closed
     same_new_ids(monkeypatch)

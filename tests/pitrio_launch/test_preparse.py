@@ -109,11 +109,18 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     assert parsed is not None and len(parsed.entries) == 3 and reaped(offer.pid)
 
 
-def test_a_child_killed_before_it_began_leaves_the_in_process_read(tmp_path: Path) -> None:
+def test_a_child_killed_before_it_began_leaves_the_in_process_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = session_file(tmp_path / "s.jsonl")
+
+    def killed(*args: object) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    monkeypatch.setattr(preparse, "write_records", killed)  # in the child, once forked
     assert preparse.start(str(path))
     offer = preparse._OFFERS[-1]
-    os.kill(offer.pid, signal.SIGKILL)
     finished(offer)
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
