@@ -33,7 +33,10 @@ import signal
 import stat
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import threading
 
 BLOCK = 1 << 20
 """The child's read size, and so the size of the blocks of lines handed over."""
@@ -99,17 +102,31 @@ class Offer:
         self.covered = 0
         """How much of the file the records taken cover: lines whole, up to a newline (the
         file's size if the child finished, its last line without a newline included)."""
-        self._reaped = False
+        self.reaper: threading.Thread | None = None
+        """The thread that waits to reap a child that had not yet exited when stopped."""
+        self._stopped = False
 
     def stop(self) -> None:
-        """Kill the child if it still runs and reap it (once)."""
-        if self._reaped:
+        """Kill the child if it still runs, and reap it (once) without waiting for it: a
+        killed process exits only once the scheduler runs it, which on a loaded machine (and
+        at the child's priority) took hundreds of milliseconds. If it has not exited yet, a
+        daemon thread waits for it instead."""
+        if self._stopped:
             return
-        self._reaped = True
+        self._stopped = True
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        try:
+            exited, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not exited:
+            import threading
+
+            self.reaper = threading.Thread(
+                target=_reap, args=(self.pid,), name="pitrio-preparse-reaper", daemon=True
+            )
+            self.reaper.start()
 
     def _progress(self) -> tuple[bytes, Identity, int, int, bool]:
         header = os.pread(self.memory, _HEADER.size, 0)
@@ -144,7 +161,7 @@ class Offer:
                     break  # not begun (or, at the last look, another file): nothing taken
                 if at >= end:
                     self.covered = covered
-                    if finished or self._reaped:
+                    if finished or self._stopped:
                         break
                     self.stop()  # caught up with it: the rest is read in-process
                     continue  # one more look: a record may have been ended meanwhile
@@ -163,6 +180,11 @@ class Offer:
         finally:
             self.stop()
             os.close(memory)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 _OFFERS: list[Offer] = []

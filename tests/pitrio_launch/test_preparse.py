@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import orjson
@@ -40,9 +41,12 @@ def session_file(path: Path, count: int = 50) -> Path:
     return path
 
 
-def reaped(pid: int) -> bool:
+def reaped(offer: preparse.Offer) -> bool:
+    """Whether the child was reaped (by the reader, or by its thread once it exited)."""
+    if offer.reaper is not None:
+        offer.reaper.join(30)
     try:
-        os.waitpid(pid, os.WNOHANG)
+        os.waitpid(offer.pid, os.WNOHANG)
     except ChildProcessError:
         return True
     return False
@@ -96,7 +100,7 @@ def test_a_file_changed_after_the_child_read_it_is_read_again(tmp_path: Path) ->
         file.write(message("late", "e49") + b"\n")
     parsed = read_session(path)
     assert parsed is not None and parsed.entries[-1].id == "late"
-    assert len(parsed.entries) == 51 and reaped(offer.pid)
+    assert len(parsed.entries) == 51 and reaped(offer)
 
 
 def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
@@ -106,7 +110,7 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     finished(offer)
     session_file(tmp_path / "other.jsonl", count=3).replace(path)
     parsed = read_session(path)
-    assert parsed is not None and len(parsed.entries) == 3 and reaped(offer.pid)
+    assert parsed is not None and len(parsed.entries) == 3 and reaped(offer)
 
 
 def test_a_child_killed_before_it_began_leaves_the_in_process_read(
@@ -124,7 +128,7 @@ def test_a_child_killed_before_it_began_leaves_the_in_process_read(
     finished(offer)
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
-    assert offer.covered == 0 and reaped(offer.pid)
+    assert offer.covered == 0 and reaped(offer)
 
 
 def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
@@ -153,7 +157,7 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
     parsed = read_session(path)
     assert 0 < offer.covered < path.stat().st_size
     assert offer.covered == 3 * 4096 - len(path.read_bytes()[: 3 * 4096].rsplit(b"\n", 1)[1])
-    assert reaped(offer.pid)
+    assert reaped(offer)
     assert parsed is not None
     in_process = read_session(path)
     assert in_process is not None
@@ -171,7 +175,7 @@ def test_a_stopped_child_is_not_waited_for(tmp_path: Path) -> None:
     os.kill(offer.pid, signal.SIGSTOP)  # may have finished, or not begun: either way
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
-    assert reaped(offer.pid) and not preparse._OFFERS
+    assert reaped(offer) and not preparse._OFFERS
 
 
 def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> None:
@@ -180,7 +184,7 @@ def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> Non
     offer = preparse._OFFERS[-1]
     os.kill(offer.pid, signal.SIGSTOP)  # still running when discarded
     preparse.discard()
-    assert reaped(offer.pid) and not preparse._OFFERS
+    assert reaped(offer) and not preparse._OFFERS
     assert preparse.take(os.stat(path)) is None  # nothing pending: read in-process
 
 
@@ -228,3 +232,29 @@ def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:
         assert ready, "the child outlived its parent"
     finally:
         os.close(watch)
+
+
+def test_a_child_not_yet_exited_when_stopped_is_reaped_by_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A killed process exits only once the scheduler runs it (long on a loaded machine): the
+    # reader does not wait for that; a daemon thread does.
+    path = session_file(tmp_path / "s.jsonl")
+    real = os.waitpid
+    looks: list[tuple[str, int]] = []
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        looks.append((threading.current_thread().name, options))
+        return (0, 0) if options == os.WNOHANG else real(pid, options)
+
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert offer.reaper is not None
+    offer.reaper.join(30)
+    assert looks == [("MainThread", os.WNOHANG), ("pitrio-preparse-reaper", 0)]
+    monkeypatch.undo()
+    assert reaped(offer)
