@@ -32,7 +32,7 @@ import os
 import signal
 import stat
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class Offer:
         magic, *read, end, covered, finished = _HEADER.unpack(header)
         return magic, tuple(read), end, covered, bool(finished)
 
-    def records(self, wanted: Identity) -> Iterator[Chunk | bytes] | None:
+    def records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None] | None:
         """The records of the file ``wanted`` names, while the child writes them: blocks of
         lines, then (if it finished) the unterminated last line, maybe empty; :attr:`covered`
         says how far they went once iterated. ``None`` if the child read another file. The
@@ -147,7 +147,7 @@ class Offer:
             return None
         return self._records(wanted)
 
-    def _records(self, wanted: Identity) -> Iterator[Chunk | bytes]:
+    def _records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None]:
         import marshal
 
         memory, at = self.memory, _HEADER.size
@@ -199,6 +199,11 @@ def start(path: str) -> bool:
     try:
         memory = create("pitrio-preparse")
     except OSError:
+        return False
+    if memory <= 2:
+        # A standard stream was closed: the descriptor is the process's stdin, stdout or
+        # stderr now, and RPC mode must find it closed as it was (it refuses to start).
+        os.close(memory)
         return False
     parent = os.getpid()  # taken before: a parent gone before the child looks is noticed too
     try:

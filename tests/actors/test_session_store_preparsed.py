@@ -28,6 +28,8 @@ from pitrio.messages import entries
 from pitrio_launch import preparse
 from tests.actors.test_session_store_fuzz import MUTATIONS, base_lines, join
 
+HEADER_LINE = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}'
+
 
 def summary(parsed: ParsedSession | None) -> Any:
     assert parsed is not None
@@ -129,6 +131,18 @@ def test_lines_cut_between_the_childs_blocks(
     assert offered == in_process
     assert [problem.kind for problem in in_process[1]] == ["malformed", "duplicate_id", "torn"]
     assert StoredEntry in {kind for kind, *_ in offered[0]}
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"\n", b"\n\n  \n", HEADER_LINE, HEADER_LINE + b"\n"], ids=repr
+)
+def test_files_with_nothing_but_a_header_read_the_same_from_an_offer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> None:
+    path = tmp_path / "small.jsonl"
+    path.write_bytes(data)
+    offered, in_process = offered_and_in_process(path, monkeypatch)
+    assert offered == in_process
 
 
 def test_a_long_clean_file_reads_the_same_from_an_offer(

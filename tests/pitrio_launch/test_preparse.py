@@ -258,3 +258,20 @@ def test_a_child_not_yet_exited_when_stopped_is_reaped_by_a_thread(
     assert looks == [("MainThread", os.WNOHANG), ("pitrio-preparse-reaper", 0)]
     monkeypatch.undo()
     assert reaped(offer)
+
+
+def test_no_child_when_a_standard_stream_is_closed(tmp_path: Path) -> None:
+    # The memory file would take the closed stream's number: RPC mode must find it closed.
+    path = session_file(tmp_path / "s.jsonl")
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio_launch import preparse
+        os.close(0)
+        print(preparse.start({str(path)!r}), os.path.exists("/proc/self/fd/0"), flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]

@@ -98,6 +98,7 @@ def read_offered(file: IO[bytes], origin: str, block: int) -> tuple[ParsedSessio
             else:
                 parser.feed_checked(*record)
     except (OSError, ValueError, EOFError, TypeError):
+        records.close()  # the child stopped and the memory file closed now, not when collected
         return None  # a record that does not load: the file is read again, whole
     if offer.covered == status.st_size:
         return parser.finish(), status.st_size
