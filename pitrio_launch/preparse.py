@@ -357,11 +357,26 @@ def _child(path: str, memory: int, parent: int) -> None:
         os._exit(code)  # no atexit handler, no buffer of the parent's flushed twice
 
 
+def idle_core() -> bool:
+    """Whether another core is free now: this process may run on two or more, and no more
+    tasks are runnable than it has (``/proc/loadavg``'s fourth field, this process
+    included). Where none is, the child's CPU would be taken from the parent's share (Linux
+    groups a session's processes for fairness) and its work mostly wasted: on the shared
+    machine at load 11-21 the resume took 1.9 s with a child against 1.2 s without."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        with open("/proc/loadavg", "rb") as file:
+            running = int(file.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    return cores >= 2 and running <= cores
+
+
 def start_for(argv: Sequence[str]) -> bool:
-    """Start a child for the session file ``argv`` opens in RPC mode, if any (the launcher's
-    call, before pitrio is imported)."""
+    """Start a child for the session file ``argv`` opens in RPC mode, if any and if a core
+    is free for it (the launcher's call, before pitrio is imported)."""
     try:
         path = named_session(argv, os.getcwd())
     except OSError:
         return False
-    return path is not None and start(path)
+    return path is not None and idle_core() and start(path)

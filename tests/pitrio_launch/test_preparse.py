@@ -5,6 +5,7 @@ orphan. That what it offers reads the same as the file read in-process is
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import signal
@@ -275,3 +276,29 @@ def test_no_child_when_a_standard_stream_is_closed(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("idle", "started"), [(True, True), (False, False)])
+def test_a_child_only_where_a_core_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, idle: bool, started: bool
+) -> None:
+    session_file(tmp_path / "s.jsonl")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preparse, "idle_core", lambda: idle)
+    assert preparse.start_for(["--mode", "rpc", "--session", "s.jsonl"]) is started
+    assert len(preparse._OFFERS) == started
+
+
+def test_a_free_core_is_read_from_the_runnable_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    def loadavg(running: int) -> None:
+        text = f"5.00 4.00 3.00 {running}/300 12345\n".encode()
+        monkeypatch.setattr(preparse, "open", lambda *args: io.BytesIO(text), raising=False)
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    loadavg(2)
+    assert preparse.idle_core()
+    loadavg(3)
+    assert not preparse.idle_core()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    loadavg(1)
+    assert not preparse.idle_core()  # one core: the child could only take the parent's
