@@ -5,8 +5,9 @@ the other idles, then ~0.14 s reading a 20,000-turn file (48,000 lines): orjson 
 line to check its envelope is most of it. Forked before those imports, a child process reads
 and parses the file meanwhile and hands over, per block of lines, the lines themselves and
 what the parser's usual line needs from its JSON (id, parentId, role), in ``marshal``'s form,
-through a memory file. The parent then builds the entries without parsing a line: ~40 ms
-instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core").
+through a memory file. The parent then builds the entries without parsing a line: ~55-75 ms
+instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is
+free (:func:`idle_core`): elsewhere the child's CPU would be the parent's.
 
 The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
 path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
@@ -16,9 +17,10 @@ in-process parse's, problems included.
 
 What is offered is taken by a read of the same file (device, inode, size, modification and
 change times as the child read them): a cache of a pure function of the file's bytes, so any
-reader of that file may take it, and a file changed meanwhile is read again in-process. Any
-failure (no ``fork`` or ``memfd_create``, a child that failed, was killed or was slower than a
-bound) leaves the in-process read. The child is reaped by whoever takes the offer or by
+reader of that file may take it, and a file changed meanwhile is read again in-process. The
+reader never waits for the child: it takes the blocks handed over so far and reads the rest
+itself (:class:`Offer`). Any failure (no ``fork`` or ``memfd_create``, a child that failed or
+was killed) leaves the in-process read. The child is reaped by whoever takes the offer or by
 :func:`discard`; it ends with the parent (it checks its parent between blocks).
 
 Only the standard library is imported here (orjson in the child): this module runs before
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 BLOCK = 1 << 20
 """The child's read size, and so the size of the blocks of lines handed over."""
 
-_HEADER = struct.Struct("<8s5qQQ?")
+_HEADER = struct.Struct("<8s3Q2qQQ?")
 """At the memory file's start, written again after each record: a magic, the file's device,
 inode, size, modification and change times (ns) as the child found them when it began, where
 the records end, how much of the file they cover, and whether the child finished."""
