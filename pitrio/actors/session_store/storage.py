@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from pitrio.actors.session_store.file_format import ParsedSession, parse_lines
 from pitrio.actors.session_store.filemark import SUFFIX_BYTES, FileMark
 from pitrio.actors.session_store.paths import file_kind, open_session_file
+from pitrio.actors.session_store.preparsed import read_offered
 from pitrio.errors import SessionError, SessionFileReplacedError
 
 if TYPE_CHECKING:
@@ -88,9 +89,14 @@ def read_session(path: Path, *, decode_all: bool = False) -> ParsedSession | Non
     if file is None:
         return None
     with file, gc_paused(lasting=True):
-        blocks = iter(functools.partial(file.read, READ_BUFFER), b"")
-        parsed = parse_lines(blocks, origin=str(path), decode_all=decode_all)
-        size = file.tell()
+        # Parsed by a child process meanwhile (RPC mode's start; see .preparsed), else here.
+        offered = None if decode_all else read_offered(file, str(path), READ_BUFFER)
+        if offered is None:
+            blocks = iter(functools.partial(file.read, READ_BUFFER), b"")
+            parsed = parse_lines(blocks, origin=str(path), decode_all=decode_all)
+            size = file.tell()
+        else:
+            parsed, size = offered
         fd = file.fileno()
         start = max(0, size - SUFFIX_BYTES)
         parsed.mark = FileMark(size, os.fstat(fd).st_mtime_ns, os.pread(fd, size - start, start))

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import attrs
 import trio
 
+from pitrio import _preparse as preparse
 from pitrio.errors import PitrioError, collapse_groups
 from pitrio.sdk.models import start_model_router
 from pitrio.sdk.session import (
@@ -150,12 +151,16 @@ async def serve_process(
                         scoped, scope_warnings = await resolve_scope(router, patterns, source)
                         scope.models = scoped
                 except PitrioError as exc:
+                    preparse.discard()
                     from pitrio.transports.cli_hints import startup_error_text
 
                     sys.stderr.write(f"Error: {startup_error_text(exc)}\n")
                     sys.stderr.flush()
                     code = 1
                 else:
+                    # The launcher's parsing child, if the session did not take what it read
+                    # (another file was opened): reaped now, not left a zombie while serving.
+                    preparse.discard()
                     for line in (*warnings, *scope_warnings, *started.notices):
                         sys.stderr.write(line + "\n")
                     sys.stderr.flush()

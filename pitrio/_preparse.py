@@ -1,0 +1,384 @@
+"""A session file parsed on the machine's second core while the process imports (issue 38).
+
+Why: ``pitrio --mode rpc --session FILE`` spends ~0.2 s importing pitrio on one core while
+the other idles, then ~0.14 s reading a 20,000-turn file (48,000 lines): orjson parsing every
+line to check its envelope is most of it. Forked before those imports, a child process reads
+and parses the file meanwhile and hands over, per block of lines, the lines themselves and
+what the parser's usual line needs from its JSON (id, parentId, role), in ``marshal``'s form,
+through a memory file. The parent then builds the entries without parsing a line: ~55-75 ms
+instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is
+free (:func:`idle_core`): elsewhere the child's CPU would be the parent's.
+
+The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
+path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
+cannot be imported). Every other line, and every check that depends on earlier lines (a
+duplicate id, a parent read before), is the parser's, in the parent. So the result is the
+in-process parse's, problems included.
+
+What is offered is taken by a read of the same file (device, inode, size, modification and
+change times as the child read them): a cache of a pure function of the file's bytes, so any
+reader of that file may take it, and a file changed meanwhile is read again in-process. The
+reader never waits for the child: it takes the blocks handed over so far and reads the rest
+itself (:class:`Offer`). Any failure (no ``fork`` or ``memfd_create``, a child that failed or
+was killed) leaves the in-process read. The child is reaped by whoever takes the offer or by
+:func:`discard`; it ends with the parent (it checks its parent between blocks).
+
+Only the standard library is imported here (orjson in the child): this module runs before
+the runtime is imported (``pitrio/__init__.py`` loads nothing until an SDK name is used).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import struct
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import threading
+
+BLOCK = 1 << 20
+"""The child's read size, and so the size of the blocks of lines handed over."""
+
+_HEADER = struct.Struct("<8s3Q2qQQ?")
+"""At the memory file's start, written again after each record: a magic, the file's device,
+inode, size, modification and change times (ns) as the child found them when it began, where
+the records end, how much of the file they cover, and whether the child finished."""
+_MAGIC = b"pitrio1\n"
+_LENGTH = struct.Struct("<Q")
+
+Identity = tuple[int, int, int, int, int]
+Chunk = tuple[list[bytes], list[Any], list[Any], list[Any]]
+
+
+def identity(status: os.stat_result) -> Identity:
+    """What tells a file's bytes unchanged: device, inode, size, modification and change
+    times (a write changes the change time; ``utime`` cannot set it back)."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def named_session(argv: Sequence[str], cwd: str) -> str | None:
+    """The session file an RPC command line opens by path (``--mode rpc --session PATH``,
+    either spelled ``--opt value`` or ``--opt=value``), if it names an existing regular file;
+    else ``None``. A session named by id, ``--continue`` and everything else is left to the
+    command line's own resolution (which needs pitrio): a guess here only costs a child."""
+    options: dict[str, str] = {}
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        name, equals, value = arg.partition("=")
+        if name in ("--mode", "--session"):
+            if equals:
+                options[name] = value
+            elif index + 1 < len(argv):
+                options[name] = argv[index + 1]
+    session = options.get("--session")
+    if options.get("--mode") != "rpc" or not session:
+        return None
+    if "/" not in session and "\\" not in session and not session.endswith(".jsonl"):
+        return None  # a session id prefix (pi's rule)
+    path = os.path.join(cwd, os.path.expanduser(session))
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO's bytes are the parent's to read
+    except (OSError, ValueError):
+        return None
+    return path
+
+
+class Offer:
+    """A child parsing one file, and the memory file where it leaves what it found.
+
+    The child writes records one after the other and, after each, the header saying how far
+    they go and how much of the file they cover; the taker reads what is there while the
+    child goes on, and never waits for it: once it has caught up with an unfinished child it
+    kills it and reads the rest of the file itself (a child starved of CPU on a busy
+    machine, or stopped, costs no more than the blocks it had not handed over)."""
+
+    def __init__(self, pid: int, memory: int) -> None:
+        self.pid = pid
+        self.memory = memory
+        self.covered = 0
+        """How much of the file the records taken cover: lines whole, up to a newline (the
+        file's size if the child finished, its last line without a newline included)."""
+        self.reaper: threading.Thread | None = None
+        """The thread that waits to reap a child that had not yet exited when stopped."""
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Kill the child if it still runs, and reap it (once) without waiting for it: a
+        killed process exits only once the scheduler runs it, which on a loaded machine (and
+        at the child's priority) took hundreds of milliseconds. If it has not exited yet, a
+        daemon thread waits for it instead."""
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+        try:
+            exited, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not exited:
+            import threading
+
+            self.reaper = threading.Thread(
+                target=_reap, args=(self.pid,), name="pitrio-preparse-reaper", daemon=True
+            )
+            self.reaper.start()
+
+    def _progress(self) -> tuple[bytes, Identity, int, int, bool]:
+        header = os.pread(self.memory, _HEADER.size, 0)
+        if len(header) != _HEADER.size:
+            return b"", (0, 0, 0, 0, 0), _HEADER.size, 0, False
+        magic, *read, end, covered, finished = _HEADER.unpack(header)
+        return magic, tuple(read), end, covered, bool(finished)
+
+    def records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None] | None:
+        """The records of the file ``wanted`` names, while the child writes them: blocks of
+        lines, then (if it finished) the unterminated last line, maybe empty; :attr:`covered`
+        says how far they went once iterated. ``None`` if the child read another file. The
+        child is reaped and the memory file closed by the end (or at once, on ``None``)."""
+        magic, read, *_ = self._progress()
+        if magic == _MAGIC and read != wanted:
+            self.stop()
+            os.close(self.memory)
+            return None
+        return self._records(wanted)
+
+    def _records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None]:
+        import marshal
+
+        memory, at = self.memory, _HEADER.size
+        # One buffer for every record: a new 1 MB bytes for each would be new pages each time
+        # (faulted in and zeroed: a third of the cost of taking the records).
+        buffer = bytearray(BLOCK + (BLOCK >> 2))
+        try:
+            while True:
+                magic, read, end, covered, finished = self._progress()
+                if magic != _MAGIC or read != wanted:
+                    break  # not begun (or, at the last look, another file): nothing taken
+                if at >= end:
+                    self.covered = covered
+                    if finished or self._stopped:
+                        break
+                    self.stop()  # caught up with it: the rest is read in-process
+                    continue  # one more look: a record may have been ended meanwhile
+                while at < end:
+                    (length,) = _LENGTH.unpack(os.pread(memory, _LENGTH.size, at))
+                    at += _LENGTH.size
+                    if length > len(buffer):
+                        buffer = bytearray(length)
+                    view = memoryview(buffer)[:length]
+                    if os.preadv(memory, [view], at) != length:
+                        raise OSError("a short record")
+                    record = marshal.loads(view)
+                    view.release()
+                    at += length
+                    yield record
+        finally:
+            self.stop()
+            os.close(memory)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+_OFFERS: list[Offer] = []
+"""The one pending offer, if any (a list: ``pop`` takes it atomically from any thread)."""
+
+
+def start(path: str) -> bool:
+    """Fork a child that parses ``path`` (call before threads exist); whether one started."""
+    create = getattr(os, "memfd_create", None)
+    if create is None or not hasattr(os, "fork"):
+        return False
+    try:
+        memory = create("pitrio-preparse")
+    except OSError:
+        return False
+    if memory <= 2:
+        # A standard stream was closed: the descriptor is the process's stdin, stdout or
+        # stderr now, and RPC mode must find it closed as it was (it refuses to start).
+        os.close(memory)
+        return False
+    parent = os.getpid()  # taken before: a parent gone before the child looks is noticed too
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(memory)
+        return False
+    if pid == 0:  # the child: never returns
+        _child(path, memory, parent)
+    _OFFERS.append(Offer(pid, memory))
+    return True
+
+
+def take(wanted: os.stat_result) -> Offer | None:
+    """The pending offer, if any, for the file ``wanted`` (an ``fstat`` of it, opened by the
+    taker): iterate :meth:`Offer.records` (``None`` there if the child read another file).
+    The offer is no longer pending after this."""
+    try:
+        return _OFFERS.pop()
+    except IndexError:
+        return None
+
+
+def discard() -> None:
+    """Give up a pending offer that was not taken: the child killed if still running, reaped,
+    its memory file closed (after a start, so no child outlives its use as a zombie)."""
+    while _OFFERS:
+        offer = _OFFERS.pop()
+        offer.stop()
+        os.close(offer.memory)
+
+
+def check_line(value: Any) -> tuple[str, str | None, str] | None:
+    """A parsed line's ``(id, parentId, role)`` if it has the shape the session parser
+    builds at once (``SessionParser._feed_terminated``'s quick path for pi's message line:
+    ``type``, ``id``, ``parentId``, ``timestamp`` and, last, ``message``); else ``None``.
+    The parser checks what depends on other lines (a duplicate id, the parent) itself."""
+    if value.__class__ is not dict or len(value) != 5 or next(reversed(value)) != "message":
+        return None
+    entry_id = value.get("id")
+    parent_id = value.get("parentId", False)
+    message = value.get("message")
+    if (
+        value.get("type") == "message"
+        and entry_id.__class__ is str
+        and entry_id
+        and (parent_id is None or parent_id.__class__ is str)
+        and value.get("timestamp").__class__ is str
+        and message.__class__ is dict
+    ):
+        role = message.get("role")
+        if role.__class__ is str:
+            return entry_id, parent_id, role
+    return None
+
+
+def write_records(source: int, memory: int, parent: int | None = None) -> bool:
+    """Read the file open at ``source`` to its end and write its blocks of lines to
+    ``memory``, each with what :func:`check_line` found (``None`` where it found nothing),
+    and the header after each (see :class:`Offer`); whether the file was read whole and
+    unchanged. ``parent``: stop when the process's parent is no longer that one."""
+    import marshal
+
+    import orjson
+
+    loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
+    before = os.fstat(source)
+    if not stat.S_ISREG(before.st_mode):
+        return False
+    found_at = identity(before)
+    at = _HEADER.size
+    rest: list[bytes] = []
+    read = covered = 0
+    while True:
+        if parent is not None and os.getppid() != parent:
+            return False
+        block = os.read(source, BLOCK)
+        if not block:
+            break
+        read += len(block)
+        lines = block.split(b"\n")
+        if len(lines) == 1:
+            rest.append(block)
+            continue
+        if rest:
+            rest.append(lines[0])
+            lines[0] = b"".join(rest)
+        last = lines.pop()
+        rest = [last] if last else []
+        ids: list[Any] = []
+        parents: list[Any] = []
+        roles: list[Any] = []
+        for raw in lines:
+            try:
+                found = check(loads(raw))
+            except refused:
+                found = None
+            if found is None:
+                ids.append(None)
+                parents.append(None)
+                roles.append(None)
+            else:
+                ids.append(found[0])
+                parents.append(found[1])
+                roles.append(found[2])
+        at = _record(memory, at, marshal.dumps((lines, ids, parents, roles)))
+        covered = read - len(last)
+        _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, covered, False), 0)
+    if read != before.st_size or identity(os.fstat(source)) != found_at:
+        return False  # changed while read: the taker's identity check refuses it anyway
+    at = _record(memory, at, marshal.dumps(b"".join(rest)))
+    _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, read, True), 0)
+    return True
+
+
+def _record(memory: int, at: int, data: bytes) -> int:
+    return _write_all(memory, _LENGTH.pack(len(data)) + data, at)
+
+
+def _write_all(memory: int, data: bytes, at: int) -> int:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(memory, view, at)
+        view = view[written:]
+        at += written
+    return at
+
+
+def _child(path: str, memory: int, parent: int) -> None:
+    """The forked child's whole life: parse, write, exit (never to the caller's code)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the parent's
+        # Where no core is free, the parent and the child share one: at a lower priority the
+        # child takes what the parent leaves rather than half of it (on an idle core, it runs
+        # as fast either way). Measured: nothing (the benchmarks run everything at 19).
+        with contextlib.suppress(OSError):
+            os.nice(10)
+        # The protocol's pipes and the terminal are the parent's: a reader waiting for the
+        # parent's EOF must not wait for this process too.
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if write_records(source, memory, parent):
+            code = 0
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)  # no atexit handler, no buffer of the parent's flushed twice
+
+
+def idle_core() -> bool:
+    """Whether another core is free now: this process may run on two or more, and no more
+    tasks are runnable than it has (``/proc/loadavg``'s fourth field, this process
+    included). Where none is, the child's CPU would be taken from the parent's share (Linux
+    groups a session's processes for fairness) and its work mostly wasted: on the shared
+    machine at load 11-21 the resume took 1.9 s with a child against 1.2 s without."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        with open("/proc/loadavg", "rb") as file:
+            running = int(file.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    return cores >= 2 and running <= cores
+
+
+def start_for(argv: Sequence[str]) -> bool:
+    """Start a child for the session file ``argv`` opens in RPC mode, if any and if a core
+    is free for it (the launcher's call, before pitrio is imported)."""
+    try:
+        path = named_session(argv, os.getcwd())
+    except OSError:
+        return False
+    return path is not None and idle_core() and start(path)

@@ -1,0 +1,304 @@
+"""The launcher's parsing child (pitrio/_preparse.py; issue 38): which command lines
+start one, and that every way it can go wrong leaves the in-process read, no zombie and no
+orphan. That what it offers reads the same as the file read in-process is
+``tests/actors/test_session_store_preparsed.py``'s."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pitrio import _preparse as preparse
+from pitrio.actors.session_store.storage import read_session
+
+HEADER = b'{"type":"session","version":3,"id":"s-1","timestamp":"t","cwd":"/p"}'
+
+
+def message(entry_id: str, parent: str | None) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {"role": "user", "content": "hi", "timestamp": 1},
+        }
+    )
+
+
+def session_file(path: Path, count: int = 50) -> Path:
+    lines = [HEADER, *(message(f"e{n}", f"e{n - 1}" if n else None) for n in range(count))]
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+def reaped(offer: preparse.Offer) -> bool:
+    """Whether the child was reaped (by the reader, or by its thread once it exited)."""
+    if offer.reaper is not None:
+        offer.reaper.join(30)
+    try:
+        os.waitpid(offer.pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def finished(offer: preparse.Offer) -> None:
+    watch = os.pidfd_open(offer.pid)
+    try:
+        ready, _, _ = select.select([watch], [], [], 30)
+        assert ready, "the child did not finish"
+    finally:
+        os.close(watch)
+
+
+@pytest.fixture(autouse=True)
+def no_offer_left() -> object:
+    yield
+    preparse.discard()
+
+
+@pytest.mark.parametrize(
+    ("argv", "found"),
+    [
+        (["--mode", "rpc", "--session", "s.jsonl"], True),
+        (["--session=./s.jsonl", "--mode=rpc"], True),
+        (["--mode", "rpc", "--session", "s"], False),  # an id prefix: pi's rule
+        (["--mode", "json", "--session", "s.jsonl"], False),
+        (["--session", "s.jsonl"], False),
+        (["--mode", "rpc", "--session", "missing.jsonl"], False),
+        (["--mode", "rpc", "--session", "fifo.jsonl"], False),  # its bytes are the parent's
+        (["--mode", "rpc", "--", "--session", "s.jsonl"], False),
+    ],
+)
+def test_the_command_lines_that_name_a_session_file(
+    tmp_path: Path, argv: list[str], found: bool
+) -> None:
+    session_file(tmp_path / "s.jsonl")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    named = preparse.named_session(argv, str(tmp_path))
+    assert (named is not None) is found
+    if found:
+        assert named is not None and Path(named).samefile(tmp_path / "s.jsonl")
+
+
+def test_a_file_changed_after_the_child_read_it_is_read_again(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    finished(offer)
+    with path.open("ab") as file:
+        file.write(message("late", "e49") + b"\n")
+    parsed = read_session(path)
+    assert parsed is not None and parsed.entries[-1].id == "late"
+    assert len(parsed.entries) == 51 and reaped(offer)
+
+
+def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    finished(offer)
+    session_file(tmp_path / "other.jsonl", count=3).replace(path)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 3 and reaped(offer)
+
+
+def test_a_child_killed_before_it_began_leaves_the_in_process_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+
+    def killed(*args: object) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    monkeypatch.setattr(preparse, "write_records", killed)  # in the child, once forked
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    finished(offer)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert offer.covered == 0 and reaped(offer)
+
+
+def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The child stops itself (as if starved of CPU) after handing over three blocks: the
+    # reader takes those, does not wait, kills and reaps it and reads the rest itself.
+    path = session_file(tmp_path / "s.jsonl", count=400)
+    with path.open("ab") as file:
+        file.write(b"garbage\n" + message("last", "e399"))  # no newline at the end
+    records = 0
+    write = preparse._record
+
+    def stopping(memory: int, at: int, data: bytes) -> int:
+        nonlocal records
+        records += 1
+        if records == 4:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return write(memory, at, data)
+
+    monkeypatch.setattr(preparse, "BLOCK", 4096)
+    monkeypatch.setattr(preparse, "_record", stopping)
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.waitpid(offer.pid, os.WUNTRACED)  # stopped
+    parsed = read_session(path)
+    assert 0 < offer.covered < path.stat().st_size
+    assert offer.covered == 3 * 4096 - len(path.read_bytes()[: 3 * 4096].rsplit(b"\n", 1)[1])
+    assert reaped(offer)
+    assert parsed is not None
+    in_process = read_session(path)
+    assert in_process is not None
+    assert [(e.id, e.parent_id, e.raw, e.line) for e in parsed.entries] == [
+        (e.id, e.parent_id, e.raw, e.line) for e in in_process.entries
+    ]
+    assert parsed.problems == in_process.problems and len(parsed.entries) == 401
+    assert parsed.mark == in_process.mark and not parsed.ends_clean
+
+
+def test_a_stopped_child_is_not_waited_for(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)  # may have finished, or not begun: either way
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert reaped(offer) and not preparse._OFFERS
+
+
+def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)  # still running when discarded
+    preparse.discard()
+    assert reaped(offer) and not preparse._OFFERS
+    assert preparse.take(os.stat(path)) is None  # nothing pending: read in-process
+
+
+def test_no_fork_or_memory_file_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = session_file(tmp_path / "s.jsonl")
+
+    def refused() -> int:
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(os, "fork", refused)
+    assert not preparse.start(str(path))
+    monkeypatch.delattr(os, "memfd_create")
+    assert not preparse.start(str(path))
+    assert not preparse._OFFERS
+
+
+def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:
+    # A parent killed while its child parses a long file: the child notices between blocks
+    # and exits (reaped by init), rather than parsing on as an orphan.
+    path = session_file(tmp_path / "s.jsonl", count=100_000)
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio import _preparse as preparse
+        preparse.BLOCK = 1  # a parse of many seconds
+        assert preparse.start({str(path)!r})
+        print(preparse._OFFERS[-1].pid, flush=True)
+        sys.stdin.read()
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    watch = os.pidfd_open(child)
+    try:
+        assert select.select([watch], [], [], 0)[0] == []  # still parsing
+        parent.kill()
+        parent.wait()
+        # Parsing the whole file a byte a read takes the child tens of seconds.
+        ready, _, _ = select.select([watch], [], [], 5)
+        assert ready, "the child outlived its parent"
+    finally:
+        os.close(watch)
+
+
+def test_a_child_not_yet_exited_when_stopped_is_reaped_by_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A killed process exits only once the scheduler runs it (long on a loaded machine): the
+    # reader does not wait for that; a daemon thread does.
+    path = session_file(tmp_path / "s.jsonl")
+    real = os.waitpid
+    looks: list[tuple[str, int]] = []
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        looks.append((threading.current_thread().name, options))
+        return (0, 0) if options == os.WNOHANG else real(pid, options)
+
+    assert preparse.start(str(path))
+    offer = preparse._OFFERS[-1]
+    os.kill(offer.pid, signal.SIGSTOP)
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    parsed = read_session(path)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert offer.reaper is not None
+    offer.reaper.join(30)
+    assert looks == [("MainThread", os.WNOHANG), ("pitrio-preparse-reaper", 0)]
+    monkeypatch.undo()
+    assert reaped(offer)
+
+
+def test_no_child_when_a_standard_stream_is_closed(tmp_path: Path) -> None:
+    # The memory file would take the closed stream's number: RPC mode must find it closed.
+    path = session_file(tmp_path / "s.jsonl")
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio import _preparse as preparse
+        os.close(0)
+        print(preparse.start({str(path)!r}), os.path.exists("/proc/self/fd/0"), flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("idle", "started"), [(True, True), (False, False)])
+def test_a_child_only_where_a_core_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, idle: bool, started: bool
+) -> None:
+    session_file(tmp_path / "s.jsonl")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preparse, "idle_core", lambda: idle)
+    assert preparse.start_for(["--mode", "rpc", "--session", "s.jsonl"]) is started
+    assert len(preparse._OFFERS) == started
+
+
+def test_a_free_core_is_read_from_the_runnable_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    def loadavg(running: int) -> None:
+        text = f"5.00 4.00 3.00 {running}/300 12345\n".encode()
+        monkeypatch.setattr(preparse, "open", lambda *args: io.BytesIO(text), raising=False)
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    loadavg(2)
+    assert preparse.idle_core()
+    loadavg(3)
+    assert not preparse.idle_core()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    loadavg(1)
+    assert not preparse.idle_core()  # one core: the child could only take the parent's
