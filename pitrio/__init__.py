@@ -24,52 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pitrio.sdk.agent import (  # noqa: F401  # the names served below, for type checkers
-        DEFAULT_MODEL,
-        DEFAULT_THINKING_LEVEL,
-        FAUX_SCRIPT_ENV,
-        FIXTURE_TOKENS_PER_SECOND,
-        Agent,
-        AgentEvent,
-        AgentLoop,
-        AgentLoopHandle,
-        AgentMessage,
-        AgentSession,
-        AgentSessionEvent,
-        AgentState,
-        AgentTool,
-        CompactionResult,
-        FauxProvider,
-        FauxReply,
-        FauxToolCall,
-        FixtureRules,
-        ImageContent,
-        LoopOptions,
-        Model,
-        ModelRouterHandle,
-        PitrioError,
-        Sequenced,
-        SessionHeader,
-        SessionOptions,
-        SessionRecorder,
-        SessionWriter,
-        StartedSession,
-        StreamingBehavior,
-        ToolExecutor,
-        ToolExecutorHandle,
-        UiResponse,
-        clamp_thinking_level,
-        collapse_groups,
-        create_session,
-        default_faux,
-        new_header,
-        open_agent,
-        session_dir,
-        session_file_name,
-        start_model_router,
-        start_session,
-        user_message,
-    )
+    # The names served below (pitrio.sdk.agent's __all__), for type checkers.
+    from pitrio.sdk.agent import *  # noqa: F403
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -86,9 +42,10 @@ __all__ = [
     "open_agent",
 ]
 
-# Served from pitrio.sdk.agent: what this module's namespace held when it imported the SDK
-# itself. Only these: the import system asks this module for a submodule's name (``from
-# pitrio import telemetry``) before importing it, and that must not load the SDK.
+# Served from pitrio.sdk.agent: its __all__, what this module's namespace held when it
+# imported the SDK itself (a test holds the two equal). Only these: the import system asks
+# this module for a submodule's name (``from pitrio import telemetry``) before importing it,
+# and that must not load the SDK.
 _SDK_NAMES = frozenset(
     [
         "DEFAULT_MODEL",

@@ -69,3 +69,14 @@ def test_the_lazy_parts_load_what_they_name() -> None:
     )
     pytest.importorskip("psycopg")
     assert "psycopg" in loaded_after("pitrio.sdk.postgres")
+
+
+def test_pitrio_serves_exactly_the_sdk_modules_names() -> None:
+    # pitrio/__init__.py lists the names it loads pitrio.sdk.agent for; the module's __all__
+    # (what type checkers see through pitrio) must be the same list.
+    import pitrio
+    from pitrio.sdk import agent
+
+    assert frozenset(agent.__all__) == pitrio._SDK_NAMES
+    assert all(getattr(pitrio, name) is getattr(agent, name) for name in agent.__all__)
+    assert set(pitrio.__all__) <= pitrio._SDK_NAMES

@@ -1,17 +1,8 @@
-"""The public SDK's agents and sessions (what ``pitrio`` itself exports, loaded on first use).
+"""The public SDK's agents and sessions: what :mod:`pitrio` exports, loaded on its first use.
 
-``open_agent`` starts the actors of one agent (model router, tool executor, agent loop) and the
-session recorder in a nursery, and yields an :class:`Agent` handle. Leaving the ``async with``
-stops them all. :func:`create_session` does the same for a whole session (pi's
-``AgentSession``) and yields an :class:`AgentSession`.
-
-    async with pitrio.open_agent(model="faux/echo", persist=False) as agent:
-        events = agent.subscribe()
-        await agent.prompt("hello")
-
-The handles, options and errors the transports drive actors with (a session's handle, the
-daemon's host, the model router, the stores) are in :mod:`pitrio.sdk`, one small module per
-kind; transports import nothing of ``pitrio.actors`` (``DESIGN.md`` §1).
+:func:`open_agent` yields an :class:`Agent` (one agent's actors and its recorder) and
+:func:`create_session` an :class:`AgentSession` (pi's ``AgentSession``); :mod:`pitrio`'s
+docstring shows them in use.
 """
 
 from __future__ import annotations
