@@ -159,7 +159,9 @@ def retry_scenarios() -> list[Scenario]:
             "overflow_repeated",
             [
                 DEFAULT,
-                *prompt("one"),
+                # Each run settled before the next prompt: the wait for the third run's settle
+                # below counts lines read since its prompt (see settled_prompt).
+                *settled_prompt("one"),
                 *settled_prompt("two"),
                 # The recovery's compaction cuts a split turn: two summary calls (history, then
                 # the turn's prefix, one after the other in 1.6.0), then the retry overflows too.
