@@ -13,6 +13,8 @@ from pathlib import Path
 
 from bench.side_by_side import PITRIO, use_node_beside, use_pi_bin
 
+PYTHON = PITRIO.parent / "python"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--pi-cli``, ``--before``, ``--rounds`` and ``--stream``."""
@@ -33,12 +35,15 @@ def agents(
         commands.append(("pi", pi_command(use_pi_bin(args.pi_cli))))
     prefix = f"{pythonpath}:" if pythonpath else ""
     if args.before:
+        # An older package may predate the console script's launcher: its command line's
+        # own module, run by this checkout's interpreter.
         before = f"PYTHONPATH={prefix}{args.before} "
-        commands.append(("before", _pitrio(before)))
-    commands.append(("after", _pitrio(f"PYTHONPATH={pythonpath} " if pythonpath else "")))
+        commands.append(("before", _pitrio(before, f"{PYTHON} -m pitrio.transports.cli")))
+    after = f"PYTHONPATH={pythonpath} " if pythonpath else ""
+    commands.append(("after", _pitrio(after, str(PITRIO))))
     return commands
 
 
-def _pitrio(environment: str) -> str:
+def _pitrio(environment: str, program: str) -> str:
     """The RPC-mode command of a pitrio tree; ``{agent_dir}`` is filled in per run."""
-    return f"env {environment}PITRIO_AGENT_DIR={{agent_dir}} {PITRIO} --mode rpc"
+    return f"env {environment}PITRIO_AGENT_DIR={{agent_dir}} {program} --mode rpc"
