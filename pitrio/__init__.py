@@ -42,71 +42,27 @@ __all__ = [
     "open_agent",
 ]
 
-# Served from pitrio.sdk.agent: its __all__, what this module's namespace held when it
-# imported the SDK itself (a test holds the two equal). Only these: the import system asks
-# this module for a submodule's name (``from pitrio import telemetry``) before importing it,
-# and that must not load the SDK.
-_SDK_NAMES = frozenset(
-    [
-        "DEFAULT_MODEL",
-        "DEFAULT_THINKING_LEVEL",
-        "FAUX_SCRIPT_ENV",
-        "FIXTURE_TOKENS_PER_SECOND",
-        "Agent",
-        "AgentEvent",
-        "AgentLoop",
-        "AgentLoopHandle",
-        "AgentMessage",
-        "AgentSession",
-        "AgentSessionEvent",
-        "AgentState",
-        "AgentTool",
-        "CompactionResult",
-        "FauxProvider",
-        "FauxReply",
-        "FauxToolCall",
-        "FixtureRules",
-        "ImageContent",
-        "LoopOptions",
-        "Model",
-        "ModelRouterHandle",
-        "PitrioError",
-        "Sequenced",
-        "SessionHeader",
-        "SessionOptions",
-        "SessionRecorder",
-        "SessionWriter",
-        "StartedSession",
-        "StreamingBehavior",
-        "ToolExecutor",
-        "ToolExecutorHandle",
-        "UiResponse",
-        "clamp_thinking_level",
-        "collapse_groups",
-        "create_session",
-        "default_faux",
-        "new_header",
-        "open_agent",
-        "session_dir",
-        "session_file_name",
-        "start_model_router",
-        "start_session",
-        "user_message",
-    ]
-)
-
 
 def __getattr__(name: str) -> Any:
-    """One of the SDK's names, its module imported on first use (PEP 562)."""
-    if name not in _SDK_NAMES:
+    """A name of the SDK (``pitrio.sdk.agent.__all__``), its module imported on first use
+    (PEP 562). The import system asks this module for a submodule's name before importing
+    it (``from pitrio import telemetry``): such a name is refused at once, without loading
+    the SDK, and so is any private one."""
+    from importlib.util import find_spec
+
+    if name.startswith("_") or find_spec(f"{__name__}.{name}") is not None:
         raise AttributeError(f"module 'pitrio' has no attribute {name!r}")
     from pitrio.sdk import agent
 
+    if name not in agent.__all__:
+        raise AttributeError(f"module 'pitrio' has no attribute {name!r}")
     value = getattr(agent, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    """The module's names, the SDK's included."""
-    return sorted({*globals(), *_SDK_NAMES})
+    """The module's names, the SDK's included (which loads it)."""
+    from pitrio.sdk import agent
+
+    return sorted({*globals(), *agent.__all__})

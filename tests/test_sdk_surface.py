@@ -72,11 +72,27 @@ def test_the_lazy_parts_load_what_they_name() -> None:
 
 
 def test_pitrio_serves_exactly_the_sdk_modules_names() -> None:
-    # pitrio/__init__.py lists the names it loads pitrio.sdk.agent for; the module's __all__
-    # (what type checkers see through pitrio) must be the same list.
+    # pitrio/__init__.py serves pitrio.sdk.agent's __all__ (what type checkers see through
+    # pitrio), and nothing else of that module.
     import pitrio
     from pitrio.sdk import agent
 
-    assert frozenset(agent.__all__) == pitrio._SDK_NAMES
     assert all(getattr(pitrio, name) is getattr(agent, name) for name in agent.__all__)
-    assert set(pitrio.__all__) <= pitrio._SDK_NAMES
+    assert set(pitrio.__all__) <= set(agent.__all__) <= set(dir(pitrio))
+    for other in ("asynccontextmanager", "trio", "os", "_attrs_cache_missing"):
+        assert not hasattr(pitrio, other), other
+
+
+def test_a_submodule_taken_from_pitrio_does_not_load_the_sdk() -> None:
+    # The import system asks pitrio for a submodule's name before importing it.
+    code = (
+        "import json, sys\n"
+        "from pitrio import telemetry, errors\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(orjson.loads(result.stdout))
+    assert {"pitrio.telemetry", "pitrio.errors"} <= loaded
+    assert "pitrio.sdk.agent" not in loaded

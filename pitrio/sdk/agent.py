@@ -51,7 +51,8 @@ from pitrio.messages.model import Model
 
 _attrs_cache.uninstall()
 
-# Everything pitrio's own namespace serves from here (``pitrio.__getattr__``).
+# Everything pitrio's own namespace serves from here (``pitrio.__getattr__``): what it held
+# when it imported the SDK itself.
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_THINKING_LEVEL",
