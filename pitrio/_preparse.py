@@ -34,7 +34,7 @@ import os
 import signal
 import stat
 import struct
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -236,6 +236,16 @@ def discard() -> None:
         offer = _OFFERS.pop()
         offer.stop()
         os.close(offer.memory)
+
+
+@contextlib.contextmanager
+def discarded_after() -> Iterator[None]:
+    """:func:`discard` when the block ends, however it ends: around a session's start, which
+    takes the offer if it opens the file it was made for."""
+    try:
+        yield
+    finally:
+        discard()
 
 
 def check_line(value: Any) -> tuple[str, str | None, str] | None:

@@ -137,7 +137,9 @@ async def serve_process(
             with main:
                 freeze_bulk_loads()  # one session per process: its bulk loads too
                 try:
-                    with _start_uncollected():
+                    # The launcher's parsing child, if the session did not take what it read
+                    # (another file was opened), is reaped as the start ends: no zombie.
+                    with _start_uncollected(), preparse.discarded_after():
                         router = await start_model_router(root, faux=pitrio.default_faux())
                         runtime = SessionRuntime(root, router)
                         scope = ModelScope()  # extensions' ctx.scoped_models, once resolved
@@ -151,16 +153,12 @@ async def serve_process(
                         scoped, scope_warnings = await resolve_scope(router, patterns, source)
                         scope.models = scoped
                 except PitrioError as exc:
-                    preparse.discard()
                     from pitrio.transports.cli_hints import startup_error_text
 
                     sys.stderr.write(f"Error: {startup_error_text(exc)}\n")
                     sys.stderr.flush()
                     code = 1
                 else:
-                    # The launcher's parsing child, if the session did not take what it read
-                    # (another file was opened): reaped now, not left a zombie while serving.
-                    preparse.discard()
                     for line in (*warnings, *scope_warnings, *started.notices):
                         sys.stderr.write(line + "\n")
                     sys.stderr.flush()
