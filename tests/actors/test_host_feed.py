@@ -129,3 +129,20 @@ def test_idle_only_when_nothing_is_queued_held_or_cut_off() -> None:
     assert feed.idle()
     feed.close("gone")
     assert not feed.idle()
+
+
+def test_a_resume_leaves_the_buffer_as_empty_as_a_new_one() -> None:
+    # The resume drops the queued events: their weights go with them, so the buffer takes
+    # as much afterwards as a new one (stale weights once left it "heavy", merging or cutting
+    # off a resumed client early, and misaligned each later take's weight).
+    feed = ClientFeed(4)
+    for seq in range(1, 5):
+        feed.offer(Sequenced(seq, TurnStart()))
+    feed.resume([b"x"], last_seq=4)
+    assert feed.events.queued_bytes == 0
+    assert drain(feed) == ["x"]
+    offers = [feed.offer(Sequenced(seq, TurnStart())) for seq in range(5, 9)]
+    assert offers == [Offer.QUEUED] * 4
+    assert feed.events.queued_bytes == sum(feed.events._weights)
+    assert drain(feed) == [f"{seq}:turn_start" for seq in range(5, 9)]
+    assert feed.events.queued_bytes == 0

@@ -68,10 +68,6 @@ class EventBuffer(SubscriberBuffer):
         """The oldest queued event, left in place."""
         return self._items[0] if self._items else None
 
-    def clear(self) -> None:
-        """Drop every queued event (the subscriber stays connected)."""
-        self._items.clear()
-
 
 class ClientFeed:
     """The ordered outgoing queue of one client of one session."""

@@ -189,10 +189,7 @@ class SubscriberBuffer:
             # Room by count; by bytes as far as merging could make it (see the docstring).
             self._append(item, weight)
             return Offer.COALESCED
-        self._queue.clear()
-        self._weights.clear()
-        self._run = None
-        self.queued_bytes = 0
+        self.clear()
         self.closed_reason = (
             f"subscriber too slow: {self.capacity} events queued and event {item.seq} "
             f"({item.event.type}) could not be merged"
@@ -248,6 +245,14 @@ class SubscriberBuffer:
         self.queued_bytes = sum(self._weights)
         self.coalesced += before - len(compacted)
         return True
+
+    def clear(self) -> None:
+        """Drop every queued event and its weight (the subscriber stays connected)."""
+        self._queue.clear()
+        self._weights.clear()
+        self._run = None
+        self._run_chars = 0
+        self.queued_bytes = 0
 
     def take(self) -> Sequenced | None:
         """The oldest queued event, or ``None`` when empty."""
