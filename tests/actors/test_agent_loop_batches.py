@@ -9,6 +9,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from pitrio.actors._actor import buffered
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle
 from pitrio.actors.agent_loop.commands import LoopFeed, LoopItem, RunEndFacts, UpdateBatch
 from pitrio.actors.agent_loop.run import STREAM_BUFFER, UPDATE_BATCH
@@ -178,4 +179,77 @@ async def test_a_lone_delta_goes_out_in_the_providers_task_and_a_burst_in_batche
         await trio.testing.wait_all_tasks_blocked()
         ends = [item for item in taken(feed.events) if isinstance(item, MessageEnd)]
         assert [text_of(end.message.content) for end in ends] == ["abcd"]
+        nursery.cancel_scope.cancel()
+
+
+class RecordingProvider(ScriptedProvider):
+    """A :class:`ScriptedProvider` that keeps the loop's intake it was given."""
+
+    intake: Any = None
+
+    async def stream(
+        self,
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        send: trio.MemorySendChannel[AssistantMessageEvent],
+    ) -> None:
+        self.intake = send
+        await super().stream(model, context, options, send)
+
+
+class IntakeWatch(trio.abc.Instrument):
+    """Fails a step that ends with the direct intake open while the stream channel holds
+    events: the provider's next delta would be emitted ahead of them."""
+
+    def __init__(self, provider: RecordingProvider) -> None:
+        self.provider = provider
+        self.broken: list[str] = []
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        intake = self.provider.intake
+        if intake is not None and intake.take_now is not None and buffered(intake.channel):
+            self.broken.append(task.name)
+
+
+async def test_the_direct_intake_opens_only_when_the_loop_waits_on_an_empty_channel() -> None:
+    """The loop waited for its subscriber with a batch while the provider queued more
+    deltas; once the subscriber takes, the loop goes back to the channel. It must take what
+    was queued before it opens the direct intake: opened first, the loop's ``receive`` takes
+    one queued delta and yields, and the provider's next delta overtakes the rest (found by
+    the daemon's stalled-client test: one delta ahead of up to 64 others)."""
+    provider = RecordingProvider()
+    watch = IntakeWatch(provider)
+    async with trio.open_nursery() as nursery:
+        loop = AgentLoopHandle(
+            await nursery.start(AgentLoop(stream=provider.stream, model=FAUX_1).run)
+        )
+        feed = await loop.subscribe_batched(capacity=1)
+        nursery.start_soon(loop.prompt, "hi")
+        items: list[Any] = []
+        while not (items and isinstance(items[-1], UpdateBatch)):  # up to the text_start
+            items.append(await feed.events.receive())
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.add_instrument(watch)
+        try:
+            # "b" goes at once and fills the subscriber's channel; "c" and "d" go through
+            # the loop, which waits to hand them over; "e" and "f" queue meanwhile.
+            await provider.steps.send(["b", "c", "d"])
+            await trio.testing.wait_all_tasks_blocked()
+            await provider.steps.send(["e", "f"])
+            await trio.testing.wait_all_tasks_blocked()
+            items += taken(feed.events)  # "b", then "c" and "d": the loop resumes
+            await trio.testing.wait_all_tasks_blocked()
+            await provider.steps.send(["g"])
+            await trio.testing.wait_all_tasks_blocked()
+            items += taken(feed.events)
+        finally:
+            trio.lowlevel.remove_instrument(watch)
+        assert watch.broken == []
+        deltas = [
+            event.assistant_message_event.delta
+            for event in flattened(items)
+            if isinstance(getattr(event, "assistant_message_event", None), TextDelta)
+        ]
+        assert deltas == ["b", "c", "d", "e", "f", "g"]
         nursery.cancel_scope.cancel()

@@ -441,8 +441,14 @@ class LoopRun:
                             if updates:
                                 await self._emit_updates(updates)
                                 updates = []
-                            # The channel is empty: a delta may be taken in the provider's
-                            # task meanwhile (see .intake), once the response is announced.
+                                # The emit may have waited for the subscriber while the
+                                # provider queued more: the channel is looked at again first.
+                                continue
+                            # The channel is empty and ``receive`` parks at once (no step
+                            # between): a delta may be taken in the provider's task meanwhile
+                            # (see .intake), once the response is announced. Opened while
+                            # events wait, ``receive`` would take one and yield, and the
+                            # provider's next delta would go out ahead of the rest.
                             intake.take_now = take_now if announced else None
                             try:
                                 event = await receive.receive()
