@@ -14,10 +14,10 @@ import httpx
 import pytest
 import trio
 
+from pitrio.actors.model_router.providers.http11_wire import Connection
 from pitrio.actors.model_router.providers.transport import (
     Http11Transport,
     Timeouts,
-    _Connection,
     _request_target,
 )
 from tests.actors.test_direct_io import counting_steps
@@ -330,11 +330,11 @@ def test_the_pool_goes_through_httpx_when_a_proxy_is_configured(
     assert HttpPool(HttpSettings(trust_env=False)).direct() is not None
 
 
-def _plain_pair() -> tuple[_Connection, socket.socket]:
+def _plain_pair() -> tuple[Connection, socket.socket]:
     """A plain connection (as the pool makes for ``http://``) and its peer's socket."""
     ours, peer = socket.socketpair()
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
-    return _Connection(("http", "peer", 80), stream, ours.fileno()), peer
+    return Connection(("http", "peer", 80), stream, ours.fileno()), peer
 
 
 async def test_a_plain_connection_reads_waiting_bytes_without_a_task_switch() -> None:

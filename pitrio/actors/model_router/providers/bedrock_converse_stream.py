@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from pitrio.actors.model_router.provider_hooks import ProviderHooks
     from pitrio.actors.model_router.providers.base import EventSender
-    from pitrio.actors.model_router.providers.transport import DirectResponse
+    from pitrio.actors.model_router.providers.http11_wire import DirectResponse
 
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 

@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     import httpx
 
     from pitrio.actors.model_router.provider_hooks import ProviderHooks
-    from pitrio.actors.model_router.providers.transport import DirectResponse, Http11Transport
+    from pitrio.actors.model_router.providers.http11_wire import DirectResponse
+    from pitrio.actors.model_router.providers.transport import Http11Transport
 
 # httpx (~35 ms to import) is imported by the first request, not at start-up: a process
 # answers its first command sooner, and one that never calls an HTTP provider never pays it

@@ -11,7 +11,7 @@ that layer cost ~0.5 ms of Python on loopback (a 1-delta response took ~1 ms thr
   while idle) is dropped before reuse, as httpcore does;
 * TLS through trio's ``SSLStream`` with httpx's own SSL context (certifi, ``SSL_CERT_FILE``);
 * the request written in one gathered write (plain TCP: straight to the socket, see
-  :class:`_Connection`); the response head parsed at once, the body framed
+  :class:`Connection`); the response head parsed at once, the body framed
   by ``content-length``, ``chunked`` or the connection's end, handed over as it arrives;
 * httpx's timeouts (``connect``, ``read`` per receive, ``write``, ``pool``) and httpx's
   exception classes, with httpcore's texts where a caller could see them.
@@ -31,42 +31,33 @@ import contextlib
 import functools
 import importlib.util
 import re
-import select
 import ssl
 import sys
 import time
 import urllib.parse
-import zlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from pitrio.actors.direct_io import DirectReader, write_all
+from pitrio.actors.model_router.providers.http11_wire import (
+    Body,
+    Connection,
+    DirectResponse,
+    Origin,
+    read_head,
+)
+from pitrio.actors.model_router.providers.http11_wire import httpx_module as _httpx
 
 if TYPE_CHECKING:
     import httpx
 
 SEPARATE_BODY = 256 * 1024
 """Bodies larger than this are written after the request head instead of joined to it."""
-MAX_HEAD = 64 * 1024
-"""Longest response head accepted (status line and headers)."""
-READ_SIZE = 256 * 1024
 KEEPALIVE_EXPIRY = 5.0
 """Seconds an idle connection is kept (httpx's default)."""
-
-
-_Origin = tuple[str, str, int]
-
-
-def _httpx() -> ModuleType:
-    """httpx, imported when it is needed (an error to raise, the client's entry point)."""
-    import httpx
-
-    return httpx
 
 
 @functools.cache
@@ -99,187 +90,6 @@ def _timeout(extensions: dict[str, object], phase: str) -> float:
     return float(value) if isinstance(value, int | float) else float("inf")
 
 
-class _Connection:
-    """One HTTP/1.1 connection: a byte stream and what was read past the last message.
-
-    Over plain TCP the socket is read and written directly (:mod:`pitrio.actors.direct_io`),
-    without the task step trio's stream layer spends after each operation that did not have
-    to wait: about two a request (issue 7).
-    """
-
-    def __init__(self, origin: _Origin, stream: trio.abc.Stream, fd: int) -> None:
-        self.origin = origin
-        self.stream = stream
-        self.fd = fd
-        self.plain = isinstance(stream, trio.SocketStream)
-        self.buffer = bytearray()
-        self.idle_since = 0.0
-        self.closed = False
-        # TLS reads through ``SSLStream`` (the socket's bytes are not the body's).
-        self._reader = DirectReader(fd, READ_SIZE) if self.plain else None
-
-    def alive_when_idle(self) -> bool:
-        """An idle connection is usable if the server sent nothing meanwhile (no EOF)."""
-        if self.closed or self.buffer:
-            return False
-        poller = select.poll()
-        poller.register(self.fd, select.POLLIN)
-        try:
-            return not poller.poll(0)  # readable: EOF or stray bytes, either way unusable
-        except OSError:
-            return False
-
-    async def receive(self, read_timeout: float) -> bytes:
-        """The next bytes from the server (``b""`` at its end), within ``read_timeout``."""
-        try:
-            if self._reader is not None:
-                return await self._reader.read(trio.current_time() + read_timeout)
-            with trio.fail_after(read_timeout):
-                return bytes(await self.stream.receive_some(READ_SIZE))
-        except trio.TooSlowError:
-            raise _httpx().ReadTimeout("timed out") from None
-        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-            raise _httpx().ReadError(str(exc) or type(exc).__name__) from exc
-
-    async def fill(self, read_timeout: float) -> bool:
-        """Read more into the buffer; ``False`` at EOF."""
-        data = await self.receive(read_timeout)
-        if not data:
-            return False
-        self.buffer += data
-        return True
-
-    async def send(self, parts: Sequence[bytes], write_timeout: float) -> None:
-        """Write ``parts`` in order, within ``write_timeout`` seconds (httpx's exceptions)."""
-        try:
-            if self.plain:
-                await write_all(self.fd, parts, trio.current_time() + write_timeout)
-                return
-            with trio.fail_after(write_timeout):
-                for piece in parts:  # TLS: piece by piece, each encrypted on its own
-                    await self.stream.send_all(piece)
-        except trio.TooSlowError:
-            raise _httpx().WriteTimeout("timed out") from None
-        except (trio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-            raise _httpx().WriteError(str(exc) or type(exc).__name__) from exc
-
-    async def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            await trio.aclose_forcefully(self.stream)
-
-
-class _Body:
-    """A response body framed by length, chunks or the connection's end (an httpx
-    ``AsyncByteStream`` by its methods; :func:`_httpx_stream` makes it one for the client)."""
-
-    def __init__(
-        self,
-        transport: Http11Transport,
-        connection: _Connection,
-        *,
-        length: int | None,
-        chunked: bool,
-        reusable: bool,
-        read_timeout: float,
-    ) -> None:
-        self._transport = transport
-        self._connection = connection
-        self._length = length
-        self._chunked = chunked
-        self._reusable = reusable
-        self._read_timeout = read_timeout
-        self._complete = length == 0 and not chunked
-        self._released = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._complete:
-            return
-        if self._chunked:
-            async for data in self._chunks():
-                yield data
-        elif self._length is not None:
-            async for data in self._fixed(self._length):
-                yield data
-        else:
-            async for data in self._until_close():
-                yield data
-        self._complete = True
-
-    async def _fixed(self, length: int) -> AsyncIterator[bytes]:
-        connection = self._connection
-        left = length
-        while left:
-            if not connection.buffer and not await connection.fill(self._read_timeout):
-                raise _httpx().RemoteProtocolError(
-                    "peer closed connection without sending complete message body: "
-                    f"received {length - left} bytes, expected {length}"
-                )
-            data = bytes(connection.buffer[:left])
-            del connection.buffer[:left]
-            left -= len(data)
-            yield data
-
-    async def _until_close(self) -> AsyncIterator[bytes]:
-        connection = self._connection
-        self._reusable = False
-        while True:
-            if connection.buffer:
-                data = bytes(connection.buffer)
-                connection.buffer.clear()
-                yield data
-            if not await connection.fill(self._read_timeout):
-                return
-
-    async def _line(self) -> bytes:
-        connection = self._connection
-        while True:
-            end = connection.buffer.find(b"\r\n")
-            if end >= 0:
-                line = bytes(connection.buffer[:end])
-                del connection.buffer[: end + 2]
-                return line
-            if len(connection.buffer) > MAX_HEAD:
-                raise _httpx().RemoteProtocolError("chunk header too long")
-            if not await connection.fill(self._read_timeout):
-                raise _httpx().RemoteProtocolError(
-                    "peer closed connection without sending complete message body: "
-                    "incomplete chunked read"
-                )
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        connection = self._connection
-        while True:
-            header = await self._line()
-            try:
-                size = int(header.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _httpx().RemoteProtocolError(f"invalid chunk size {header[:40]!r}") from None
-            if size == 0:
-                while await self._line():  # trailers, up to the empty line
-                    pass
-                return
-            left = size
-            while left:
-                if not connection.buffer and not await connection.fill(self._read_timeout):
-                    raise _httpx().RemoteProtocolError(
-                        "peer closed connection without sending complete message body: "
-                        "incomplete chunked read"
-                    )
-                data = bytes(connection.buffer[:left])
-                del connection.buffer[:left]
-                left -= len(data)
-                yield data
-            if await self._line():
-                raise _httpx().RemoteProtocolError("missing CRLF after a chunk")
-
-    async def aclose(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        await self._transport._release(self._connection, self._complete and self._reusable)
-
-
 @attrs.frozen(kw_only=True)
 class _Timeouts:
     connect: float
@@ -290,42 +100,6 @@ class _Timeouts:
 
 Timeouts = _Timeouts
 """Seconds allowed to connect, between two reads, to write the request, to get a connection."""
-
-
-class DirectResponse:
-    """A response of :meth:`Http11Transport.stream`: status, headers (names lower-cased,
-    repeated ones joined by ``", "``) and the body, decoded per ``Content-Encoding``."""
-
-    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: _Body) -> None:
-        self.status_code = status
-        merged: dict[str, str] = {}
-        for name, value in headers:
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            merged[key] = f"{merged[key]}, {text}" if key in merged else text
-        self.headers = merged
-        self._body = body
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (gzip/deflate undone)."""
-        encoding = self.headers.get("content-encoding", "identity").strip().lower()
-        if encoding in ("", "identity"):
-            async for chunk in self._body:
-                yield chunk
-            return
-        if encoding not in ("gzip", "deflate", "x-gzip"):
-            raise _httpx().DecodingError(f"unsupported content encoding {encoding!r}")
-        decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
-        try:
-            async for chunk in self._body:
-                data = decoder.decompress(chunk)
-                if data:
-                    yield data
-            data = decoder.flush()
-        except zlib.error as exc:
-            raise _httpx().DecodingError(str(exc)) from exc
-        if data:
-            yield data
 
 
 class Http11Transport:
@@ -347,13 +121,13 @@ class Http11Transport:
         self._expiry = keepalive_expiry
         self._ssl_factory = ssl_context or (lambda: _httpx().create_ssl_context())
         self._ssl: ssl.SSLContext | None = None
-        self._idle: dict[_Origin, list[_Connection]] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
         self._open = 0  # connections in use or idle
         self._freed = trio.Event()
 
     # -- the pool --------------------------------------------------------------------------
 
-    async def _connection(self, origin: _Origin, extensions: dict[str, object]) -> _Connection:
+    async def _connection(self, origin: Origin, extensions: dict[str, object]) -> Connection:
         now = time.monotonic()
         idle = self._idle.get(origin)
         while idle:
@@ -377,7 +151,7 @@ class Http11Transport:
             self._signal()
             raise
 
-    async def _connect(self, origin: _Origin, connect_timeout: float) -> _Connection:
+    async def _connect(self, origin: Origin, connect_timeout: float) -> Connection:
         scheme, host, port = origin
         try:
             with trio.fail_after(connect_timeout):
@@ -401,9 +175,9 @@ class Http11Transport:
             raise _httpx().ConnectTimeout("timed out") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
             raise _httpx().ConnectError(str(exc) or type(exc).__name__) from exc
-        return _Connection(origin, stream, tcp.socket.fileno())
+        return Connection(origin, stream, tcp.socket.fileno())
 
-    async def _release(self, connection: _Connection, reusable: bool) -> None:
+    async def _release(self, connection: Connection, reusable: bool) -> None:
         if reusable and not connection.closed and not connection.buffer:
             idle = self._idle.setdefault(connection.origin, [])
             if sum(len(group) for group in self._idle.values()) < self._max_keepalive:
@@ -413,7 +187,7 @@ class Http11Transport:
                 return
         await self._discard(connection)
 
-    async def _discard(self, connection: _Connection) -> None:
+    async def _discard(self, connection: Connection) -> None:
         self._open -= 1
         self._signal()
         with trio.CancelScope(shield=True):
@@ -523,20 +297,20 @@ class Http11Transport:
 
     async def _exchange(
         self,
-        origin: _Origin,
+        origin: Origin,
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes | Sequence[bytes],
         timeouts: _Timeouts,
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, _Body]:
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes, Body]:
         extensions: dict[str, object] = {
             "timeout": {"pool": timeouts.pool, "connect": timeouts.connect}
         }
         connection = await self._connection(origin, extensions)
         try:
             await self._send(connection, method, target, headers, body, timeouts.write)
-            status, reason, response_headers, version = await self._head(connection, timeouts.read)
+            status, reason, response_headers, version = await read_head(connection, timeouts.read)
         except BaseException:
             await self._discard(connection)
             raise
@@ -561,8 +335,8 @@ class Http11Transport:
             except ValueError:
                 await self._discard(connection)
                 raise _httpx().RemoteProtocolError("invalid content-length") from None
-        framed = _Body(
-            self,
+        framed = Body(
+            self._release,
             connection,
             length=length,
             chunked=chunked,
@@ -573,7 +347,7 @@ class Http11Transport:
 
     async def _send(
         self,
-        connection: _Connection,
+        connection: Connection,
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
@@ -592,44 +366,6 @@ class Http11Transport:
             parts += pieces
         head = b"".join(parts)
         await connection.send((head,) if joined else (head, *pieces), write_timeout)
-
-    async def _head(
-        self, connection: _Connection, read_timeout: float
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bytes]:
-        while True:  # skip informational (1xx) responses
-            while True:
-                end = connection.buffer.find(b"\r\n\r\n")
-                if end >= 0:
-                    break
-                if len(connection.buffer) > MAX_HEAD:
-                    raise _httpx().RemoteProtocolError("response head too long")
-                if not await connection.fill(read_timeout):
-                    raise _httpx().RemoteProtocolError(
-                        "Server disconnected without sending a response."
-                    )
-            head = bytes(connection.buffer[:end])
-            del connection.buffer[: end + 4]
-            lines = head.split(b"\r\n")
-            status_line = lines[0].split(b" ", 2)
-            try:
-                version = status_line[0]
-                status = int(status_line[1])
-            except (IndexError, ValueError):
-                raise _httpx().RemoteProtocolError(
-                    f"invalid status line {lines[0][:80]!r}"
-                ) from None
-            if not version.startswith(b"HTTP/1."):
-                raise _httpx().RemoteProtocolError(f"unsupported HTTP version {version[:20]!r}")
-            reason = status_line[2] if len(status_line) > 2 else b""
-            headers: list[tuple[bytes, bytes]] = []
-            for line in lines[1:]:
-                name, colon, value = line.partition(b":")
-                if not colon or not name or name != name.strip():
-                    raise _httpx().RemoteProtocolError(f"invalid header line {line[:80]!r}")
-                headers.append((name, value.strip()))
-            if 100 <= status < 200 and status != 101:
-                continue
-            return status, reason, headers, version
 
 
 @functools.lru_cache(maxsize=64)
@@ -655,13 +391,13 @@ def _size(body: bytes | Sequence[bytes]) -> int:
 
 
 @functools.cache
-def _httpx_stream() -> Callable[[_Body], Any]:
-    """The class that shows a :class:`_Body` to httpx's client as its ``AsyncByteStream``
+def _httpx_stream() -> Callable[[Body], Any]:
+    """The class that shows a :class:`Body` to httpx's client as its ``AsyncByteStream``
     (the client checks the type), made once httpx is loaded."""
     import httpx
 
     class HttpxBody(httpx.AsyncByteStream):
-        def __init__(self, body: _Body) -> None:
+        def __init__(self, body: Body) -> None:
             self._body = body
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
