@@ -381,7 +381,59 @@ def idle_core() -> bool:
             running = int(file.read().split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError, AttributeError):
         return False
+    allowed = quota_cores()
+    if allowed is not None:  # a container's CPU quota: its cores are not all its own
+        cores = min(cores, int(allowed))
     return cores >= 2 and running <= cores
+
+
+def quota_cores(
+    root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgroup"
+) -> float | None:
+    """The cores' worth of CPU time this process's control group may use (its CFS quota
+    over its period, the tightest of the group and its ancestors: cgroup v2's ``cpu.max``
+    or v1's ``cpu.cfs_quota_us``), ``None`` where no quota applies or none can be read. A
+    container given one core of a larger machine sees every core in its affinity mask."""
+    try:
+        with open(membership, encoding="utf-8") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return None
+    tightest: float | None = None
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, group = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            base, files = root, ("cpu.max",)
+        elif "cpu" in controllers.split(","):
+            base, files = f"{root}/{controllers}", ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        path = group.rstrip("/")
+        while True:
+            found = _quota_at(f"{base}{path}", files)
+            if found is not None and (tightest is None or found < tightest):
+                tightest = found
+            if not path:
+                break
+            path = path.rpartition("/")[0]
+    return tightest
+
+
+def _quota_at(folder: str, files: tuple[str, ...]) -> float | None:
+    """The quota in cores one control group's files state (``None``: none, or unreadable)."""
+    try:
+        texts = []
+        for name in files:
+            with open(f"{folder}/{name}", encoding="ascii") as file:
+                texts.append(file.read())
+        fields = " ".join(texts).split()
+        quota, period = fields[0], int(fields[1])
+        if quota in ("max", "-1") or period <= 0:
+            return None
+        return int(quota) / period
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def start_for(argv: Sequence[str]) -> bool:

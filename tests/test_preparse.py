@@ -294,6 +294,7 @@ def test_a_free_core_is_read_from_the_runnable_tasks(monkeypatch: pytest.MonkeyP
         text = f"5.00 4.00 3.00 {running}/300 12345\n".encode()
         monkeypatch.setattr(preparse, "open", lambda *args: io.BytesIO(text), raising=False)
 
+    monkeypatch.setattr(preparse, "quota_cores", lambda: None)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     loadavg(2)
     assert preparse.idle_core()
@@ -302,3 +303,59 @@ def test_a_free_core_is_read_from_the_runnable_tasks(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     loadavg(1)
     assert not preparse.idle_core()  # one core: the child could only take the parent's
+
+
+def test_a_control_groups_cpu_quota_counts_as_its_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cores in the affinity mask but a quota of one core's time: no core is free."""
+    text = b"0.00 0.00 0.00 1/300 12345\n"
+    monkeypatch.setattr(preparse, "open", lambda *args: io.BytesIO(text), raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(preparse, "quota_cores", lambda: 1.5)
+    assert not preparse.idle_core()
+    monkeypatch.setattr(preparse, "quota_cores", lambda: 2.0)
+    assert preparse.idle_core()
+
+
+def _groups(tmp_path: Path, membership: str, files: dict[str, str]) -> tuple[str, str]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    listing = tmp_path / "membership"
+    listing.write_text(membership)
+    return str(root), str(listing)
+
+
+def test_the_quota_is_read_from_cgroup_v2_the_tightest_of_the_ancestors(tmp_path: Path) -> None:
+    root, listing = _groups(
+        tmp_path,
+        "0::/box/inner\n",
+        {
+            "cpu.max": "max 100000\n",
+            "box/cpu.max": "150000 100000\n",
+            "box/inner/cpu.max": "max 100000\n",
+        },
+    )
+    assert preparse.quota_cores(root, listing) == 1.5
+
+
+def test_the_quota_is_read_from_cgroup_v1s_cpu_controller(tmp_path: Path) -> None:
+    root, listing = _groups(
+        tmp_path,
+        "4:memory:/elsewhere\n2:cpu,cpuacct:/box\n",
+        {
+            "cpu,cpuacct/box/cpu.cfs_quota_us": "50000\n",
+            "cpu,cpuacct/box/cpu.cfs_period_us": "100000\n",
+            "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
+    assert preparse.quota_cores(root, listing) == 0.5
+
+
+def test_no_quota_where_none_is_set_or_nothing_can_be_read(tmp_path: Path) -> None:
+    root, listing = _groups(tmp_path, "0::/\n", {"cpu.max": "max 100000\n"})
+    assert preparse.quota_cores(root, listing) is None
+    assert preparse.quota_cores(root, str(tmp_path / "missing")) is None
+    garbled_root, garbled = _groups(tmp_path / "g", "0::/\n", {"cpu.max": "lots\n"})
+    assert preparse.quota_cores(garbled_root, garbled) is None
