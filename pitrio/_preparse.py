@@ -400,6 +400,7 @@ def quota_cores(
     except OSError:
         return None
     tightest: float | None = None
+    files: tuple[str, ...]
     for line in lines:
         hierarchy, _, rest = line.partition(":")
         controllers, _, group = rest.partition(":")
