@@ -19,6 +19,8 @@ import orjson
 import pytest
 
 from pitrio import _preparse as preparse
+from pitrio.actors.session_store.catalog import most_recent_session, resolve_session_arg
+from pitrio.actors.session_store.paths import session_dir
 from pitrio.actors.session_store.storage import read_session
 
 HEADER = b'{"type":"session","version":3,"id":"s-1","timestamp":"t","cwd":"/p"}'
@@ -36,8 +38,8 @@ def message(entry_id: str, parent: str | None) -> bytes:
     )
 
 
-def session_file(path: Path, count: int = 50) -> Path:
-    lines = [HEADER, *(message(f"e{n}", f"e{n - 1}" if n else None) for n in range(count))]
+def session_file(path: Path, count: int = 50, header: bytes = HEADER) -> Path:
+    lines = [header, *(message(f"e{n}", f"e{n - 1}" if n else None) for n in range(count))]
     path.write_bytes(b"".join(line + b"\n" for line in lines))
     return path
 
@@ -73,7 +75,7 @@ def no_offer_left() -> object:
     [
         (["--mode", "rpc", "--session", "s.jsonl"], True),
         (["--session=./s.jsonl", "--mode=rpc"], True),
-        (["--mode", "rpc", "--session", "s"], False),  # an id prefix: pi's rule
+        (["--mode", "rpc", "--session", "s"], False),  # an id prefix, no session dir
         (["--mode", "json", "--session", "s.jsonl"], False),
         (["--session", "s.jsonl"], False),
         (["--mode", "rpc", "--session", "missing.jsonl"], False),
@@ -86,10 +88,57 @@ def test_the_command_lines_that_name_a_session_file(
 ) -> None:
     session_file(tmp_path / "s.jsonl")
     os.mkfifo(tmp_path / "fifo.jsonl")
-    named = preparse.named_session(argv, str(tmp_path))
+    named = preparse.named_session(argv, str(tmp_path), {"PITRIO_AGENT_DIR": str(tmp_path)})
     assert (named is not None) is found
     if found:
         assert named is not None and Path(named).samefile(tmp_path / "s.jsonl")
+
+
+def test_continue_and_an_id_prefix_find_the_file_pitrio_opens(tmp_path: Path) -> None:
+    """The launcher's guess for ``--continue`` and a session id prefix is the file the
+    store's own resolution opens, in the session dir the environment or the flag names."""
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    env = {"PITRIO_AGENT_DIR": str(tmp_path / "agent")}
+    folder = session_dir(str(cwd), env=env)
+    folder.mkdir(parents=True)
+    names = [
+        "2026-12-01T10-00-00-000Z_aaaa1111.jsonl",
+        "2026-12-02T10-00-00-000Z_bbbb2222.jsonl",
+        "2026-12-03T10-00-00-000Z_aaaa3333.jsonl",
+    ]
+    for age, name in enumerate(names):
+        session_id = name.partition("_")[2].removesuffix(".jsonl")
+        header = HEADER.replace(b'"s-1"', f'"{session_id}"'.encode())
+        session_file(folder / name, count=3, header=header)
+        os.utime(folder / name, ns=(10**18 + age * 10**9, 10**18 + age * 10**9))
+    os.utime(folder / names[1], ns=(2 * 10**18, 2 * 10**18))  # the newest now
+    rpc = ["--mode", "rpc"]
+
+    def guess(*argv: str, environ: dict[str, str] = env) -> Path | None:
+        found = preparse.named_session([*rpc, *argv], str(cwd), environ)
+        return None if found is None else Path(found)
+
+    assert guess("--continue") == most_recent_session(folder) == folder / names[1]
+    assert guess("-c") == folder / names[1]
+    for prefix, name in (("aaaa1", names[0]), ("aaaa3", names[2])):
+        expected = resolve_session_arg(prefix, cwd=str(cwd), directory=folder).path
+        assert guess("--session", prefix) == expected == folder / name
+    # An ambiguous prefix: the newest file of the two (pitrio orders by the sessions' own
+    # modification stamps, which a file's time usually follows; a wrong guess costs a child).
+    assert guess("--session", "aaaa") == folder / names[2]
+    assert guess("--session=bbbb") == folder / names[1]
+    assert guess("--session", "cccc") is None
+    # --session-dir and $PITRIO_SESSION_DIR name the folder instead (relative: to the cwd).
+    elsewhere = cwd / "here"
+    elsewhere.mkdir()
+    session_file(elsewhere / "2026-12-04T10-00-00-000Z_dddd4444.jsonl", count=3)
+    assert guess("-c", "--session-dir", "here") == elsewhere / (
+        "2026-12-04T10-00-00-000Z_dddd4444.jsonl"
+    )
+    assert guess("-c", environ={"PITRIO_SESSION_DIR": str(elsewhere)}) is not None
+    assert guess("-c", environ={"PITRIO_AGENT_DIR": str(tmp_path / "none")}) is None
+    assert preparse.named_session(["--continue"], str(cwd), env) is None  # not RPC mode
 
 
 def test_a_file_changed_after_the_child_read_it_is_read_again(tmp_path: Path) -> None:
