@@ -141,6 +141,27 @@ def test_continue_and_an_id_prefix_find_the_file_pitrio_opens(tmp_path: Path) ->
     assert preparse.named_session(["--continue"], str(cwd), env) is None  # not RPC mode
 
 
+def test_the_file_continue_opens_takes_the_launchers_offer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("PITRIO_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.delenv("PITRIO_SESSION_DIR", raising=False)
+    monkeypatch.setattr(preparse, "idle_core", lambda: True)
+    folder = session_dir(str(cwd))
+    folder.mkdir(parents=True)
+    session_file(folder / "2026-12-06T00-00-00-000Z_s-1.jsonl")
+    assert preparse.start_for(["--mode", "rpc", "--continue"])
+    offer = preparse._OFFERS[-1]
+    opened = most_recent_session(folder)  # the store's own choice
+    assert opened is not None
+    parsed = read_session(opened)
+    assert parsed is not None and len(parsed.entries) == 50
+    assert not preparse._OFFERS and reaped(offer)  # taken, not discarded
+
+
 def test_a_file_changed_after_the_child_read_it_is_read_again(tmp_path: Path) -> None:
     path = session_file(tmp_path / "s.jsonl")
     assert preparse.start(str(path))
