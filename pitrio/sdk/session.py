@@ -33,7 +33,7 @@ from pitrio.actors.session_store.command_stamp import (
     stamping,
 )
 from pitrio.actors.session_store.paths import SESSION_ID
-from pitrio.actors.session_store.storage import freeze_bulk_loads
+from pitrio.actors.session_store.storage import collector_paused, freeze_bulk_loads
 
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
@@ -59,6 +59,7 @@ __all__ = [
     "ShutdownRequest",
     "StreamingBehavior",
     "UiResponse",
+    "collector_paused",
     "current_stamp",
     "event_weight",
     "fingerprint",

@@ -56,19 +56,27 @@ def freeze_bulk_loads() -> None:
 
 
 @contextlib.contextmanager
-def gc_paused(*, lasting: bool = False) -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk load (reference counting still frees).
-    ``lasting``: what the load makes lives as long as the session (see
-    :func:`freeze_bulk_loads`)."""
+def collector_paused(*, freeze: bool = False) -> Iterator[None]:
+    """The cyclic garbage collector off for a block (reference counting still frees), and
+    with ``freeze`` what the block made moved out of the collector's sight when it completes
+    (``gc.freeze``; not when it raises: what a failed block made is mostly garbage). The one
+    way pitrio pauses the collector: a bulk load's (:func:`gc_paused`) and RPC mode's start
+    (everything it makes lives as long as the process, issue 38)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
-    finally:
-        if lasting and _FREEZE_LOADS[0]:
+        if freeze:
             gc.freeze()
+    finally:
         if enabled:
             gc.enable()
+
+
+def gc_paused(*, lasting: bool = False) -> contextlib.AbstractContextManager[None]:
+    """The collector paused for a bulk load. ``lasting``: what the load makes lives as long
+    as the session, and is frozen where :func:`freeze_bulk_loads` was called."""
+    return collector_paused(freeze=lasting and _FREEZE_LOADS[0])
 
 
 READ_BUFFER = 1 << 20

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import os
 import signal
 import stat
@@ -28,6 +27,7 @@ from pitrio.sdk.session import (
     SessionOptions,
     SessionRuntime,
     ShutdownRequest,
+    collector_paused,
     freeze_bulk_loads,
 )
 from pitrio.transports.interrupt import exit_code
@@ -88,26 +88,6 @@ def _widen_pipe(fd: int) -> None:
             fcntl.fcntl(fd, set_size, PIPE_SIZE)
 
 
-@contextmanager
-def _start_uncollected() -> Iterator[None]:
-    """The cyclic collector off while the session starts, and what the start made frozen
-    once it succeeded.
-
-    What start-up makes (the router, the session, a resumed file's entries) lives as long as
-    the process: out of the collector's sight, a full collection no longer walks it (one took
-    ~25 ms in the middle of a turn; issue 7). Off until then, no collection walks it first
-    either: a resumed 20,000-turn session's 48,000 entries cost a 14 ms one between reading
-    the file and the first reply (issue 38). A start that fails leaves the collector on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-        gc.freeze()
-    finally:
-        if enabled:
-            gc.enable()
-
-
 async def serve_process(
     options: SessionOptions,
     *,
@@ -139,7 +119,11 @@ async def serve_process(
                 try:
                     # The launcher's parsing child, if the session did not take what it read
                     # (another file was opened), is reaped as the start ends: no zombie.
-                    with _start_uncollected(), preparse.discarded_after():
+                    # The collector off through the start, and what it made (the router, the
+                    # session, a resumed file's entries: all live as long as the process)
+                    # frozen once it succeeded: no collection walks it, then or later (a
+                    # 14 ms one between the read and the first reply; issue 38).
+                    with collector_paused(freeze=True), preparse.discarded_after():
                         router = await start_model_router(root, faux=pitrio.default_faux())
                         runtime = SessionRuntime(root, router)
                         scope = ModelScope()  # extensions' ctx.scoped_models, once resolved

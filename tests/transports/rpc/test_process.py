@@ -660,17 +660,17 @@ def test_a_start_runs_without_the_collector_and_what_it_made_is_frozen() -> None
     # reply; what the start made is out of the collector's sight once it succeeded.
     import gc
 
-    from pitrio.transports.rpc.process import _start_uncollected
+    from pitrio.sdk.session import collector_paused
 
     enabled = gc.isenabled()
     gc.enable()
     try:
         frozen = gc.get_freeze_count()
-        with _start_uncollected():
+        with collector_paused(freeze=True):
             assert not gc.isenabled()
             made = [[index] for index in range(1000)]
         assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(made)
-        with pytest.raises(RuntimeError), _start_uncollected():
+        with pytest.raises(RuntimeError), collector_paused(freeze=True):
             raise RuntimeError("the start failed")
         assert gc.isenabled()
     finally:
