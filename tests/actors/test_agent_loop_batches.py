@@ -28,6 +28,7 @@ class ScriptedProvider:
 
     def __init__(self) -> None:
         self.steps, self._steps = trio.open_memory_channel[list[str] | None](100)
+        self.intake: Any = None  # the loop's send end it was given (its StreamIntake)
 
     async def stream(
         self,
@@ -36,6 +37,7 @@ class ScriptedProvider:
         options: StreamOptions,
         send: trio.MemorySendChannel[AssistantMessageEvent],
     ) -> None:
+        self.intake = send
         builder = StreamBuilder.for_model(model)
         send.send_nowait(builder.start())
         send.send_nowait(builder.text_start())
@@ -182,27 +184,11 @@ async def test_a_lone_delta_goes_out_in_the_providers_task_and_a_burst_in_batche
         nursery.cancel_scope.cancel()
 
 
-class RecordingProvider(ScriptedProvider):
-    """A :class:`ScriptedProvider` that keeps the loop's intake it was given."""
-
-    intake: Any = None
-
-    async def stream(
-        self,
-        model: Model,
-        context: LlmContext,
-        options: StreamOptions,
-        send: trio.MemorySendChannel[AssistantMessageEvent],
-    ) -> None:
-        self.intake = send
-        await super().stream(model, context, options, send)
-
-
 class IntakeWatch(trio.abc.Instrument):
     """Fails a step that ends with the direct intake open while the stream channel holds
     events: the provider's next delta would be emitted ahead of them."""
 
-    def __init__(self, provider: RecordingProvider) -> None:
+    def __init__(self, provider: ScriptedProvider) -> None:
         self.provider = provider
         self.broken: list[str] = []
 
@@ -218,7 +204,7 @@ async def test_the_direct_intake_opens_only_when_the_loop_waits_on_an_empty_chan
     was queued before it opens the direct intake: opened first, the loop's ``receive`` takes
     one queued delta and yields, and the provider's next delta overtakes the rest (found by
     the daemon's stalled-client test: one delta ahead of up to 64 others)."""
-    provider = RecordingProvider()
+    provider = ScriptedProvider()
     watch = IntakeWatch(provider)
     async with trio.open_nursery() as nursery:
         loop = AgentLoopHandle(
