@@ -575,7 +575,7 @@ def test_a_growing_transcript_is_encoded_incrementally_and_exactly(
     import orjson
 
     from pitrio.actors.model_router.providers import convert
-    from pitrio.actors.model_router.providers import openai_completions as module
+    from pitrio.actors.model_router.providers import openai_completions_request as module
 
     if segment is not None:
         monkeypatch.setattr(convert, "SEGMENT_BYTES", segment)
