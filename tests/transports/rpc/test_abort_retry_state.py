@@ -5,13 +5,17 @@ pi 1.6.0 (its leading system message is counted and listed)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FixtureRules
+from pitrio.actors.model_router.providers.faux_rules import SUMMARIZER_PROMPT_START
+from pitrio.messages.model import LlmContext
 from tests.transports.rpc.harness import RpcClient, events_of, served
 
 PACED = 200.0  # tokens per second: a SLOW reply of the fixture rules streams for ~1.3 s
@@ -222,6 +226,21 @@ async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path
     assert compaction["fromHook"] is False
 
 
+def slow_summaries() -> Callable[[LlmContext], FauxReply]:
+    """The fixture rules with every reply unpaced but the summarizer's, which streams at 20
+    tokens a second: slow enough for an abort to arrive during the compaction, while the
+    prompts before it take no time."""
+    rules = FixtureRules()
+
+    def reply(context: LlmContext) -> FauxReply:
+        answer = rules(context)
+        if context.system_prompt.startswith(SUMMARIZER_PROMPT_START):
+            return answer
+        return attrs.evolve(answer, chunk_delay=0.0)
+
+    return reply
+
+
 @pytest.mark.parametrize("attempt", range(4))
 async def test_an_aborted_compaction_is_answered_before_the_abort(
     tmp_path: Path, attempt: int
@@ -229,8 +248,9 @@ async def test_an_aborted_compaction_is_answered_before_the_abort(
     """pi 1.6.0: abort waits for the session to be idle, so the compact request's error (and
     compaction_end before it) comes before the abort's answer. Both are answered in one step
     of the session actor; before the fix their order was the scheduler's (repeated because a
-    wrong order shows only some of the time)."""
-    faux = FauxProvider(default=FixtureRules(), tokens_per_second=20.0)
+    wrong order shows only some of the time). Only the summary is paced (the prompts before
+    it cost 2 s a run at that pace, and the order at stake is decided after them)."""
+    faux = FauxProvider(default=slow_summaries(), tokens_per_second=20.0)
     settings = {"compaction": {"keepRecentTokens": 60}}
     async with served(tmp_path, faux, settings=settings) as client:
         for text in ("first question " * 30, "second question " * 30):
