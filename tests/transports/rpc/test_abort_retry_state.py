@@ -5,18 +5,14 @@ pi 1.6.0 (its leading system message is counted and listed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import orjson
 import pytest
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FixtureRules
-from pitrio.actors.model_router.providers.faux_rules import SUMMARIZER_PROMPT_START
-from pitrio.messages.model import LlmContext
-from tests.transports.rpc.harness import RpcClient, events_of, served
+from tests.transports.rpc.harness import RpcClient, events_of, served, slow_summaries
 
 PACED = 200.0  # tokens per second: a SLOW reply of the fixture rules streams for ~1.3 s
 FAILED = "503 Service Unavailable (scripted)"
@@ -224,21 +220,6 @@ async def test_a_compaction_entry_says_whether_an_extension_supplied_it(tmp_path
         state = await client.data({"type": "get_state"})
     [compaction] = [e for e in file_entries(state["sessionFile"]) if e["type"] == "compaction"]
     assert compaction["fromHook"] is False
-
-
-def slow_summaries() -> Callable[[LlmContext], FauxReply]:
-    """The fixture rules with every reply unpaced but the summarizer's, which streams at 20
-    tokens a second: slow enough for an abort to arrive during the compaction, while the
-    prompts before it take no time."""
-    rules = FixtureRules()
-
-    def reply(context: LlmContext) -> FauxReply:
-        answer = rules(context)
-        if context.system_prompt.startswith(SUMMARIZER_PROMPT_START):
-            return answer
-        return attrs.evolve(answer, chunk_delay=0.0)
-
-    return reply
 
 
 @pytest.mark.parametrize("attempt", range(4))
