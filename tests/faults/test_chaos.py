@@ -22,7 +22,12 @@ async def test_every_acknowledged_command_is_stored_once_through_every_fault(
     pytest.importorskip("psycopg")
     cluster = shared_cluster()
     url = fresh_database()
-    config = ChaosConfig(sessions=20, faults=1, seed=36, commands=3, lease=1.5, deadline=50)
+    # The clients go on until the last fault is over, so the run lasts as long as the faults:
+    # a 0.75 s lease (a pause is still two leases, a killed daemon's restart 0.1 to 2 leases
+    # away) and 0.3-0.9 s between faults take 9-11 s, against 14 s with 1.5 s and 0.5-1.5 s.
+    config = ChaosConfig(
+        sessions=20, faults=1, seed=36, commands=3, lease=0.75, gap=(0.3, 0.9), deadline=50
+    )
     report = await run_chaos(config, tmp_path, cluster, url)
     print(report)  # the figures, for a failing run's log
     expected = {"kill": 1, "stop": 1, "pg": 1, "disk": 1}

@@ -41,6 +41,13 @@ from tests.transports.raw_websocket import OPCODE_TEXT, frame, raw_upgrade, read
 
 REPLY = "".join(chr(97 + i % 26) for i in range(400))
 """The reply streamed while garbage arrives: 200 chunks of 2 characters."""
+STUCK_REPLY = "".join(chr(97 + i % 26) for i in range(200_000))
+"""The reply streamed beside a client that does not read: 200 events of 1,000 characters,
+whatever the fan-out merges, eight times what the socket buffers between the daemon and that
+client hold (its 8 KB send buffer, the client's 4 KB receive buffer, each doubled by the
+kernel), so the daemon's send to it is stuck and more events wait behind it. (A megabyte made
+the same order; it cost 2.5 s a test for the reading client, whose acknowledgements the small
+send buffer paces.)"""
 
 
 @pytest.fixture
@@ -282,9 +289,7 @@ async def test_a_refused_frame_is_counted_when_the_sender_meets_the_close_first(
         await handle_message(self, event)
 
     monkeypatch.setattr(WebSocketConnection, "_handle_message_event", watched)
-    # A megabyte of text: whatever the fan-out merges, more than the buffers between the
-    # daemon and a client that does not read can hold.
-    reply = "".join(chr(97 + i % 26) for i in range(1_000_000))
+    reply = STUCK_REPLY
     faux = FauxProvider([FauxReply(text=reply, chunk_size=1_000)])
     config = {
         "max_message_size": 64 * 1024,
@@ -328,7 +333,7 @@ async def test_a_bad_frame_from_a_client_that_does_not_read_ends_its_connection(
     # sends a frame the websocket layer refuses. The close frame waits behind the stuck send;
     # it is given up after close_timeout and the connection ends, long before the watchdog
     # (60 s here) would end it.
-    reply = "".join(chr(97 + i % 26) for i in range(1_000_000))
+    reply = STUCK_REPLY
     faux = FauxProvider([FauxReply(text=reply, chunk_size=1_000)])
     config = {
         "ping_interval": None,

@@ -147,7 +147,10 @@ async def _stalled_client(daemon: Any, path: str, nursery: trio.Nursery) -> Any:
 
 
 async def test_stalled_client_is_coalesced_then_closed(agent: Path) -> None:
-    text = "".join(chr(97 + i % 26) for i in range(20_000))
+    # 5,000 one-character deltas: far past the stalled client's 64 events (so they merge),
+    # while the reading client, paced by the 8 KB send buffer's acknowledgements, gets them in
+    # under a second (20,000 took 2-4 s).
+    text = "".join(chr(97 + i % 26) for i in range(5_000))
     faux = FauxProvider([FauxReply(text=text, chunk_size=1)])
     # close_timeout: the close frame waits behind the blocked send until the client reads.
     config = {
@@ -167,7 +170,7 @@ async def test_stalled_client_is_coalesced_then_closed(agent: Path) -> None:
                 await send(fast, {"id": "p", "type": "prompt", "message": "go"})
                 frames = await until(fast, settled, seconds=60)
                 elapsed = trio.current_time() - started
-                # The reader kept up: it got all 20,000 deltas' text, in order.
+                # The reader kept up: it got all 5,000 deltas' text, in order.
                 assert text_of_deltas(frames) == text
                 with trio.fail_after(10):
                     while daemon.server.counters["slow_closes"] == 0:  # noqa: ASYNC110

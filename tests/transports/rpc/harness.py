@@ -24,10 +24,18 @@ import orjson
 import trio
 import trio.testing
 
-from pitrio.actors.model_router import FauxProvider, FixtureRules, RouterConfig, start_model_router
+from pitrio.actors.model_router import (
+    FauxProvider,
+    FauxReply,
+    FixtureRules,
+    RouterConfig,
+    start_model_router,
+)
+from pitrio.actors.model_router.providers.faux_rules import SUMMARIZER_PROMPT_START
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.runtime import SessionRuntime
 from pitrio.messages.codec import dumps
+from pitrio.messages.model import LlmContext
 from pitrio.transports.rpc.server import RpcServer
 
 WAIT_SECONDS = 15.0
@@ -195,6 +203,21 @@ class RpcProcess(RpcClient):
         """The exit code, once the process ended."""
         with trio.fail_after(seconds):
             return await self.process.wait()
+
+
+def slow_summaries() -> Callable[[LlmContext], FauxReply]:
+    """The fixture rules, every reply unpaced but a compaction's summary, which streams at
+    the provider's pace: a test that aborts a compaction has it slow, and the prompts that
+    make something to compact take no time."""
+    rules = FixtureRules()
+
+    def reply(context: LlmContext) -> FauxReply:
+        answer = rules(context)
+        if context.system_prompt.startswith(SUMMARIZER_PROMPT_START):
+            return answer
+        return attrs.evolve(answer, chunk_delay=0.0)
+
+    return reply
 
 
 def is_response(line: Mapping[str, Any], request_id: Any) -> bool:

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from pitrio.actors.model_router import FauxProvider, FauxReply, FixtureRules
-from tests.transports.rpc.harness import RpcClient, events_of, served
+from tests.transports.rpc.harness import RpcClient, events_of, served, slow_summaries
 
 PACED = 200.0  # tokens per second: a SLOW reply of the fixture rules streams for ~1.3 s
 FAILED = "503 Service Unavailable (scripted)"
@@ -229,8 +229,9 @@ async def test_an_aborted_compaction_is_answered_before_the_abort(
     """pi 1.6.0: abort waits for the session to be idle, so the compact request's error (and
     compaction_end before it) comes before the abort's answer. Both are answered in one step
     of the session actor; before the fix their order was the scheduler's (repeated because a
-    wrong order shows only some of the time)."""
-    faux = FauxProvider(default=FixtureRules(), tokens_per_second=20.0)
+    wrong order shows only some of the time). Only the summary is paced (the prompts before
+    it cost 2 s a run at that pace, and the order at stake is decided after them)."""
+    faux = FauxProvider(default=slow_summaries(), tokens_per_second=20.0)
     settings = {"compaction": {"keepRecentTokens": 60}}
     async with served(tmp_path, faux, settings=settings) as client:
         for text in ("first question " * 30, "second question " * 30):

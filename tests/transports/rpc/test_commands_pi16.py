@@ -14,7 +14,14 @@ from typing import Any
 import orjson
 
 from pitrio.actors.model_router import FauxProvider, FixtureRules
-from tests.transports.rpc.harness import Dirs, RpcClient, events_of, rpc_process, served
+from tests.transports.rpc.harness import (
+    Dirs,
+    RpcClient,
+    events_of,
+    rpc_process,
+    served,
+    slow_summaries,
+)
 from tests.transports.rpc.transcripts import FIXTURE_EXTENSION
 
 PACED = 200.0  # tokens per second, the fixtures' pace: a SLOW reply streams for ~1.3 s
@@ -159,7 +166,9 @@ async def test_bash_streams_with_its_id_and_keeps_exclude_from_context(tmp_path:
 async def test_abort_stops_a_manual_compaction_and_a_prompt_meanwhile_is_refused(
     tmp_path: Path,
 ) -> None:
-    faux = FauxProvider(default=FixtureRules(), tokens_per_second=PACED / 20)
+    # Only the summary is paced (10 tokens/s): slow enough for the prompt and the abort to
+    # arrive during the compaction; the two prompts before it take no time.
+    faux = FauxProvider(default=slow_summaries(), tokens_per_second=PACED / 20)
     async with served(tmp_path, faux) as client:
         await client.data({"type": "prompt", "message": "one"})
         await client.event("agent_settled")
