@@ -4,6 +4,8 @@ tests/interop/test_pi_mcp_cli.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,18 @@ def test_add_keeps_the_rest_of_the_file_and_its_indentation(tmp_path: Path) -> N
     )
     assert command.remove(["b"]) == 0 and command.remove(["b"]) == 1
     assert list(json.loads((agent / "mcp.json").read_text())["mcpServers"]) == ["a"]
+
+
+def test_the_commands_sdk_loads_the_mcp_sdk_only_for_sign_in_names() -> None:
+    # `pitrio mcp add` and `remove` edit a file: the MCP SDK (~0.45 s) is not theirs to load.
+    probe = (
+        "import json, sys\n"
+        "from pitrio.sdk import mcp_manage\n"
+        "before = 'mcp' in sys.modules\n"
+        "mcp_manage.parse_server, mcp_manage.add_server, mcp_manage.remove_server\n"
+        "editing = 'mcp' in sys.modules\n"
+        "from pitrio.sdk.mcp_manage import sign_in, describe\n"
+        "print(json.dumps([before, editing, 'mcp' in sys.modules, callable(sign_in)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [False, False, True, True]
