@@ -3,11 +3,13 @@
 Why: ``pitrio --mode rpc --session FILE`` spends ~0.2 s importing pitrio on one core while
 the other idles, then ~0.14 s reading a 20,000-turn file (48,000 lines): orjson parsing every
 line to check its envelope is most of it. Forked before those imports, a child process reads
-and parses the file meanwhile and hands over, per block of lines, the lines themselves and
-what the parser's usual line needs from its JSON (id, parentId, role), in ``marshal``'s form,
-through a memory file. The parent then builds the entries without parsing a line: ~55-75 ms
-instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is
-free (:func:`idle_core`): elsewhere the child's CPU would be the parent's.
+and parses the file meanwhile and hands over, per block of lines, what the parser's usual
+line needs from its JSON (id, parentId, role) and where each line and its message lie, in
+``marshal``'s form, then the block's bytes themselves, through a memory file. The parent maps
+those bytes (:class:`MappedLines`) rather than copying them into 48,000 objects of its own
+(fresh pages: most of what taking them cost), and builds the entries without parsing a line
+(DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is free
+(:func:`idle_core`): elsewhere the child's CPU would be the parent's.
 
 The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
 path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
@@ -30,10 +32,12 @@ the runtime is imported (``pitrio/__init__.py`` loads nothing until an SDK name 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import stat
 import struct
+from array import array
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +51,49 @@ _HEADER = struct.Struct("<8s3Q2qQQ?")
 """At the memory file's start, written again after each record: a magic, the file's device,
 inode, size, modification and change times (ns) as the child found them when it began, where
 the records end, how much of the file they cover, and whether the child finished."""
-_MAGIC = b"pitrio1\n"
+_MAGIC = b"pitrio2\n"
 _LENGTH = struct.Struct("<Q")
+_PAGE = mmap.ALLOCATIONGRANULARITY
+"""A block's bytes start at a multiple of this in the memory file: where a mapping may."""
+MESSAGE_KEY = b'"message":{'
+"""Where the message of pi's usual line begins (``TailMessageEntry.message_bytes``'s key)."""
 
 Identity = tuple[int, int, int, int, int]
-Chunk = tuple[list[bytes], list[Any], list[Any], list[Any]]
+
+
+class MappedLines:
+    """A block of whole lines as the child read them (newlines included), mapped read-only
+    from the memory file, and where each line and its message lie in it. Line ``index``
+    counts from 1: its bytes (without the newline) are ``data[bounds[index - 1] :
+    bounds[index] - 1]``; its message's JSON text, where the child found pi's usual line
+    (``"message":{`` found, ``}`` last), starts at ``starts[index]`` (0 where it did not) and
+    ends before the line's closing brace. :attr:`first` is the file's line number before the
+    block's first line, set by the parser that takes it."""
+
+    __slots__ = ("bounds", "data", "first", "starts")
+
+    def __init__(self, data: mmap.mmap | bytes, bounds: array[int], starts: array[int]) -> None:
+        self.data = data
+        self.bounds = bounds
+        self.starts = starts
+        self.first = 0
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def raw(self, index: int) -> bytes:
+        """Line ``index``'s bytes, without its newline."""
+        bounds = self.bounds
+        return self.data[bounds[index - 1] : bounds[index] - 1]
+
+    def message(self, index: int) -> bytes | None:
+        """Line ``index``'s message as the JSON text the line holds, or ``None`` where the
+        child did not find it (then it is parsed out of :meth:`raw`)."""
+        start = self.starts[index]
+        return self.data[start : self.bounds[index] - 2] if start else None
+
+
+Chunk = tuple[MappedLines, list[Any], list[Any], list[Any]]
 
 
 def identity(status: os.stat_result) -> Identity:
@@ -178,10 +220,36 @@ class Offer:
                     record = marshal.loads(view)
                     view.release()
                     at += length
-                    yield record
+                    if isinstance(record, bytes):
+                        yield record  # the last line, unterminated
+                        continue
+                    size, ids, parents, roles, bounds, starts = record
+                    at = -(-at // _PAGE) * _PAGE
+                    yield _mapped(memory, at, size, bounds, starts), ids, parents, roles
+                    at += size
         finally:
             self.stop()
             os.close(memory)
+
+
+def _mapped(memory: int, at: int, size: int, bounds: bytes, starts: bytes) -> MappedLines:
+    """The block of ``size`` bytes at ``at`` and its offsets: mapped with its pages already
+    in the page tables (the child's pages, no copy; faulting them one by one cost as much as
+    the copy), or read where mapping fails."""
+    offsets, found = array("Q"), array("Q")
+    offsets.frombytes(bounds)
+    found.frombytes(starts)
+    if len(offsets) != len(found) or offsets[0] != 0 or offsets[-1] != size:
+        raise ValueError("a record whose offsets do not fit its block")
+    data: mmap.mmap | bytes
+    try:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        data = mmap.mmap(memory, size, flags=flags, prot=mmap.PROT_READ, offset=at)
+    except (OSError, ValueError, OverflowError):
+        data = os.pread(memory, size, at)
+        if len(data) != size:
+            raise OSError("a short block") from None
+    return MappedLines(data, offsets, found)
 
 
 def _reap(pid: int) -> None:
@@ -274,14 +342,18 @@ def check_line(value: Any) -> tuple[str, str | None, str] | None:
 
 def write_records(source: int, memory: int, parent: int | None = None) -> bool:
     """Read the file open at ``source`` to its end and write its blocks of lines to
-    ``memory``, each with what :func:`check_line` found (``None`` where it found nothing),
-    and the header after each (see :class:`Offer`); whether the file was read whole and
-    unchanged. ``parent``: stop when the process's parent is no longer that one."""
+    ``memory``: for each, a record of what :func:`check_line` found in each line (``None``
+    where it found nothing) and where its lines and messages lie (:class:`MappedLines`), then
+    the block's bytes from the next page on, then the header (see :class:`Offer`); whether
+    the file was read whole and unchanged. ``parent``: stop when the process's parent is no
+    longer that one."""
     import marshal
+    from itertools import accumulate
 
     import orjson
 
     loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
+    key, skip, newline = MESSAGE_KEY, len(MESSAGE_KEY) - 1, (1).__add__
     before = os.fstat(source)
     if not stat.S_ISREG(before.st_mode):
         return False
@@ -296,19 +368,26 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
         if not block:
             break
         read += len(block)
-        lines = block.split(b"\n")
-        if len(lines) == 1:
+        cut = block.rfind(b"\n") + 1
+        if not cut:
             rest.append(block)
             continue
-        if rest:
-            rest.append(lines[0])
-            lines[0] = b"".join(rest)
-        last = lines.pop()
+        last = block[cut:]
+        data = b"".join([*rest, block[:cut]]) if rest else block[:cut]
         rest = [last] if last else []
+        lines = data.split(b"\n")
+        lines.pop()  # after the last newline: nothing
+        bounds = array("Q", accumulate(map(newline, map(len, lines)), initial=0))
+        starts = array("Q", [0])
         ids: list[Any] = []
         parents: list[Any] = []
         roles: list[Any] = []
-        for raw in lines:
+        # One object for each id and each role in the block: marshal writes the repeats (a
+        # parentId naming a line before, the same role again) as references, and the parent
+        # loads one string for them, not one for each line.
+        named: dict[str, str] = {}
+        kinds: dict[str, str] = {}
+        for raw, offset in zip(lines, bounds, strict=False):  # bounds: one more, the end
             try:
                 found = check(loads(raw))
             except refused:
@@ -317,11 +396,18 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
                 ids.append(None)
                 parents.append(None)
                 roles.append(None)
-            else:
-                ids.append(found[0])
-                parents.append(found[1])
-                roles.append(found[2])
-        at = _record(memory, at, marshal.dumps((lines, ids, parents, roles)))
+                starts.append(0)
+                continue
+            entry_id, parent_id, role = found
+            ids.append(entry_id)
+            parents.append(parent_id if parent_id is None else named.get(parent_id, parent_id))
+            roles.append(kinds.setdefault(role, role))
+            named[entry_id] = entry_id
+            message = raw.find(key)
+            starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
+        record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
+        at = _record(memory, at, marshal.dumps(record))
+        at = _write_all(memory, data, -(-at // _PAGE) * _PAGE)
         covered = read - len(last)
         _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, covered, False), 0)
     if read != before.st_size or identity(os.fstat(source)) != found_at:

@@ -486,6 +486,45 @@ class TailMessageEntry(StoredEntry):
         return raw[start + len(MESSAGE_KEY) - 1 : -1]
 
 
+_RAW_SLOT: Any = StoredEntry.__dict__["raw"]
+
+
+class MappedMessageEntry(TailMessageEntry):
+    """A :class:`TailMessageEntry` whose line stays where the launcher's parsing child left
+    it (:class:`pitrio._preparse.MappedLines`, memory shared with that child and mapped, not
+    copied into this process: issue 38), read from there when asked. The child found the
+    line in the quick path's shape and where its message lies, so ``get_messages`` cuts the
+    message out without searching the line (:meth:`message_bytes`). Only
+    :class:`~.preparsed.CheckedParser` makes them; everything else reads ``raw`` as of any
+    entry. ``lines`` is ``None`` once ``raw`` was set: then the line is held as usual."""
+
+    __slots__ = ("lines",)
+
+    lines: Any  # MappedLines | None
+
+    @property
+    def raw(self) -> bytes:
+        """The entry's line (without its newline)."""
+        lines = self.lines
+        if lines is None:
+            return _RAW_SLOT.__get__(self, StoredEntry)  # type: ignore[no-any-return]
+        return lines.raw(self.line - lines.first)  # type: ignore[no-any-return]
+
+    @raw.setter
+    def raw(self, value: bytes) -> None:
+        _RAW_SLOT.__set__(self, value)
+        self.lines = None
+
+    def message_bytes(self) -> bytes | None:
+        """The message's JSON text, where the child found it; else as
+        :meth:`TailMessageEntry.message_bytes` cuts it."""
+        lines = self.lines
+        if lines is None:
+            return super().message_bytes()
+        text = lines.message(self.line - lines.first)
+        return super().message_bytes() if text is None else text
+
+
 class SharedLineEntry(StoredEntry):
     """An entry built in this process holding a ``system`` message (a session's prompt
     sections and tool schemas, ~5 KB): its line is kept as pieces, the sections and tools
