@@ -70,10 +70,12 @@ class MappedLines:
     ends before the line's closing brace. :attr:`first` is the file's line number before the
     block's first line, set by the parser that takes it."""
 
-    __slots__ = ("bounds", "data", "first", "starts")
+    __slots__ = ("bounds", "data", "first", "starts", "view")
 
     def __init__(self, data: mmap.mmap | bytes, bounds: array[int], starts: array[int]) -> None:
         self.data = data
+        self.view = memoryview(data)
+        """:attr:`data` for reading without a copy (the mapping is never closed)."""
         self.bounds = bounds
         self.starts = starts
         self.first = 0

@@ -34,6 +34,7 @@ from pitrio.actors.session_store.stored import (
     StoredEntry,
     TailMessageEntry,
 )
+from pitrio.errors import PitrioError
 from pitrio.messages import entries
 from tests.actors.test_session_store_fuzz import MUTATIONS, base_lines, join
 
@@ -43,6 +44,16 @@ HEADER_LINE = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p
 def kind(stored: StoredEntry) -> type[StoredEntry]:
     """An entry's class, a line left in the child's memory counted as the one read here."""
     return TailMessageEntry if type(stored) is MappedMessageEntry else type(stored)
+
+
+def decoded(stored: StoredEntry) -> Any:
+    """A message entry's message as the context decodes it, or why it does not decode."""
+    if stored.type != "message":
+        return None
+    try:
+        return stored.message()
+    except PitrioError as exc:
+        return repr(exc)
 
 
 def summary(parsed: ParsedSession | None) -> Any:
@@ -62,6 +73,7 @@ def summary(parsed: ParsedSession | None) -> Any:
             stored.timestamp,
             stored.message_bytes(),
             stored.message_json() if stored.type == "message" else None,
+            decoded(stored),
             stored.entry() if stored.decoded else None,
         )
         for stored in parsed.entries
