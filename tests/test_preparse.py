@@ -62,6 +62,19 @@ def finished(offer: preparse.Offer) -> None:
         os.close(watch)
 
 
+def forked_offer(path: Path) -> preparse.Offer:
+    """What :func:`preparse.start` makes, but with the child forked from this process: what
+    a test patched in the child's code (``pitrio._preparse``) holds in the child too."""
+    memory = os.memfd_create("pitrio-preparse")
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # never returns
+        preparse._child(str(path), memory, parent, preparse.BLOCK)
+    offer = preparse.Offer(pid, memory)
+    preparse._OFFERS.append(offer)
+    return offer
+
+
 @pytest.fixture(autouse=True)
 def no_offer_left() -> object:
     yield
@@ -124,8 +137,7 @@ def test_a_child_killed_before_it_began_leaves_the_in_process_read(
         return False
 
     monkeypatch.setattr(preparse, "write_records", killed)  # in the child, once forked
-    assert preparse.start(str(path))
-    offer = preparse._OFFERS[-1]
+    offer = forked_offer(path)
     finished(offer)
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
@@ -152,8 +164,7 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
 
     monkeypatch.setattr(preparse, "BLOCK", 4096)
     monkeypatch.setattr(preparse, "_record", stopping)
-    assert preparse.start(str(path))
-    offer = preparse._OFFERS[-1]
+    offer = forked_offer(path)
     os.waitpid(offer.pid, os.WUNTRACED)  # stopped
     parsed = read_session(path)
     assert 0 < offer.covered < path.stat().st_size
@@ -189,19 +200,63 @@ def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> Non
     assert preparse.take(os.stat(path)) is None  # nothing pending: read in-process
 
 
-def test_no_fork_or_memory_file_starts_nothing(
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_no_spawn_or_memory_file_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = session_file(tmp_path / "s.jsonl")
+    before = open_descriptors()
 
-    def refused() -> int:
+    def refused(*args: object, **options: object) -> int:
         raise OSError("no more processes")
 
-    monkeypatch.setattr(os, "fork", refused)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "posix_spawn", refused)
+        assert not preparse.start(str(path))
+    assert open_descriptors() == before  # the memory file was closed
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "frozen", True, raising=False)  # its executable runs the app
+        assert not preparse.start(str(path))
+    monkeypatch.setattr(sys, "executable", "")  # an embedding without an interpreter to run
     assert not preparse.start(str(path))
     monkeypatch.delattr(os, "memfd_create")
     assert not preparse.start(str(path))
     assert not preparse._OFFERS
+
+
+def test_the_child_is_a_new_interpreter_holding_none_of_the_parents_streams(
+    tmp_path: Path,
+) -> None:
+    # Spawned, not forked (it shares no page with this process, whose writes would copy
+    # them): its standard streams are /dev/null from its start, and the memory file it
+    # writes was inheritable for its spawn alone.
+    path = session_file(tmp_path / "s.jsonl", count=100_000)
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio import _preparse as preparse
+        preparse.BLOCK = 1  # a parse of many seconds
+        assert preparse.start({str(path)!r})
+        offer = preparse._OFFERS[-1]
+        print(offer.pid, os.get_inheritable(offer.memory), flush=True)
+        sys.stdin.read()
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    try:
+        pid, inheritable = parent.stdout.readline().split()
+        assert inheritable == b"False"
+        streams = [os.readlink(f"/proc/{int(pid)}/fd/{fd}") for fd in (0, 1, 2)]
+        assert streams == [os.devnull] * 3
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """A session file read from a child's offer is the file read in-process
 (pitrio/actors/session_store/preparsed.py, pitrio/_preparse.py; issue 38).
 
-Every case forks the child the launcher forks, then reads the file through the store's
+Every case starts the child the launcher starts, then reads the file through the store's
 ``read_session`` (which takes the offer) and again in-process, and compares all of it: the
 entries (class, envelope, line, bytes, the message's text as ``get_messages`` cuts it and
 its JSON, shared parent ids, decoded forms), the problems, the header, the torn lines and

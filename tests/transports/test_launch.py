@@ -20,7 +20,7 @@ LAUNCHER = "import sys; from pitrio.transports.launch import main; sys.exit(main
 DIRECT = "import sys; from pitrio.transports.cli import main; sys.exit(main())"
 
 
-# The launcher with its child forked whatever the load, and the store's read waiting until
+# The launcher with its child started whatever the load, and the store's read waiting until
 # the child has exited: every line the child certified comes from its records.
 FORCED = """
 import os, select, sys
@@ -145,7 +145,7 @@ def test_get_messages_from_the_childs_memory_is_the_in_process_answer_byte_for_b
     assert forced == direct
 
 
-def test_the_launcher_imports_nothing_of_the_runtime_before_it_forks() -> None:
+def test_the_launcher_imports_nothing_of_the_runtime_before_it_starts_its_child() -> None:
     # The child overlaps the runtime's imports only while importing the launcher loads none
     # of them: pitrio/__init__.py must stay a facade that loads the SDK on first use.
     probe = "import json, sys, pitrio.transports.launch; print(json.dumps(sorted(sys.modules)))"

@@ -1,6 +1,6 @@
 """A session file's parse finished from what a child process read and checked (issue 38).
 
-The ``pitrio`` launcher may fork, before pitrio is imported, a child that reads the session
+The ``pitrio`` launcher may start, before pitrio is imported, a child that reads the session
 file an RPC command line names and parses its lines on the other core
 (:mod:`pitrio._preparse`, which says why). Here the store's read takes that offer: for
 each line the child found in the shape of the parser's quick path, its id, parent and role
