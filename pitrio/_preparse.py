@@ -228,7 +228,10 @@ class Offer:
                         continue
                     size, ids, parents, roles, bounds, starts = record
                     at = -(-at // _PAGE) * _PAGE
-                    yield _mapped(memory, at, size, bounds, starts), ids, parents, roles
+                    lines = _mapped(memory, at, size, bounds, starts)
+                    if len(lines) != len(ids):
+                        raise ValueError("a record whose lines and checks differ in number")
+                    yield lines, ids, parents, roles
                     at += size
         finally:
             self.stop()

@@ -6,6 +6,7 @@ orphan. That what it offers reads the same as the file read in-process is
 from __future__ import annotations
 
 import io
+import marshal
 import os
 import select
 import signal
@@ -178,6 +179,34 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
     ]
     assert parsed.problems == in_process.problems and len(parsed.entries) == 401
     assert parsed.mark == in_process.mark and not parsed.ends_clean
+
+
+def test_a_record_that_does_not_fit_its_block_leaves_the_in_process_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record with one check fewer than its block has lines: nothing of the offer is
+    # taken (a line would be built from another's check), the file is read in-process.
+    path = session_file(tmp_path / "s.jsonl")
+    write = preparse._record
+
+    def short(memory: int, at: int, data: bytes) -> int:
+        record = marshal.loads(data)
+        if isinstance(record, tuple):
+            size, ids, parents, roles, bounds, starts = record
+            record = (size, ids[:-1], parents[:-1], roles[:-1], bounds, starts)
+        return write(memory, at, marshal.dumps(record))
+
+    monkeypatch.setattr(preparse, "_record", short)
+    offer = forked_offer(path)
+    finished(offer)
+    parsed = read_session(path)
+    monkeypatch.undo()
+    in_process = read_session(path)
+    assert parsed is not None and in_process is not None and not preparse._OFFERS
+    assert [(e.id, e.parent_id, e.raw, e.line) for e in parsed.entries] == [
+        (e.id, e.parent_id, e.raw, e.line) for e in in_process.entries
+    ]
+    assert len(parsed.entries) == 50 and reaped(offer)
 
 
 def test_a_stopped_child_is_not_waited_for(tmp_path: Path) -> None:
