@@ -249,9 +249,9 @@ def _mapped(memory: int, at: int, size: int, bounds: bytes, starts: bytes) -> Ma
         raise ValueError("a record whose offsets do not fit its block")
     data: mmap.mmap | bytes
     try:
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        flags = mmap.MAP_SHARED | mmap.MAP_POPULATE  # Linux's, as memory files are
         data = mmap.mmap(memory, size, flags=flags, prot=mmap.PROT_READ, offset=at)
-    except (OSError, ValueError, OverflowError):
+    except (OSError, ValueError, OverflowError, AttributeError):
         data = os.pread(memory, size, at)
         if len(data) != size:
             raise OSError("a short block") from None
