@@ -289,9 +289,11 @@ class SessionParser:
             try:
                 value = loads(raw)
             except refused:
+                # feed() may take it after all (a lone surrogate, which loads_line reads) and
+                # note a later or missing parent: both come back.
                 self._line, self._ordered = line - 1, ordered
                 self.feed(raw)
-                line = self._line
+                line, ordered = self._line, self._ordered
                 continue
             if value.__class__ is dict_ and quick:
                 entry_id = value.get("id")
