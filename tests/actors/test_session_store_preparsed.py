@@ -4,11 +4,12 @@
 Every case starts the child the launcher starts, then reads the file through the store's
 ``read_session`` (which takes the offer) and again in-process, and compares all of it: the
 entries (class, envelope, line, bytes, the message's text as ``get_messages`` cuts it and
-its JSON, shared parent ids, decoded forms), the problems, the header, the torn lines and
-the mark. A line the child certified stays in its memory (``MappedMessageEntry``) and is
-compared as the ``TailMessageEntry`` the in-process read makes, through what either gives.
-The files: the fuzz suite's mutations, each seed's, and a clean long one, with the child's
-blocks as small as a few bytes (lines cut between them).
+its JSON, shared parent ids, decoded forms), the tree's index as the parser made it, the
+problems, the header, the torn lines and the mark. A line the child certified stays in its
+memory (``MappedMessageEntry``) and is compared as the ``TailMessageEntry`` the in-process
+read makes, through what either gives. The files: the fuzz suite's mutations, each seed's,
+and a clean long one, with the child's blocks as small as a few bytes (lines cut between
+them).
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def summary(parsed: ParsedSession | None) -> Any:
         )
         for stored in parsed.entries
     ]
+    index = parsed.index
+    at = {id(stored): number for number, stored in enumerate(parsed.entries)}
+    indexed = None
+    if index is not None:  # the tree's index as the parser made it, by entry positions
+        by_id = {entry_id: at[id(stored)] for entry_id, stored in index.by_id.items()}
+        indexed = (by_id, index.chain, [at[id(stored)] for stored in index.noted])
     return (
         entries,
         parsed.problems,
@@ -89,6 +96,7 @@ def summary(parsed: ParsedSession | None) -> Any:
         parsed.empty,
         parsed.torn,
         parsed.mark,
+        indexed,
     )
 
 

@@ -46,13 +46,13 @@ class CheckedParser(SessionParser):
         mapped_class = MappedMessageEntry
         line = self._line
         lines.first = line
-        ordered = self._ordered
+        ordered, chain, last = self._ordered, self._chain, self._last
         plain = self._header_seen and self._legacy is None and not self._decode_all
         for entry_id, parent_id, role in zip(ids, parents, roles, strict=True):
             if entry_id is None or not plain or entry_id in known:
-                self._line, self._ordered = line, ordered
+                self._line, self._ordered, self._chain, self._last = line, ordered, chain, last
                 self._feed_terminated([lines.raw(line + 1 - lines.first)])
-                line, ordered = self._line, self._ordered
+                line, ordered, chain, last = self._line, self._ordered, self._chain, self._last
                 plain = self._header_seen and self._legacy is None and not self._decode_all
                 continue
             line += 1
@@ -61,7 +61,9 @@ class CheckedParser(SessionParser):
                 if shared is None:
                     ordered = False  # a later, missing or own parent
                 else:
-                    parent_id = shared
+                    parent_id = shared.id
+            if parent_id is not last:
+                chain = False  # (the id objects are shared: the same object)
             # What TailMessageEntry.read makes, without the call (as _feed_terminated does;
             # a test compares every slot), the line left where the child wrote it.
             stored: MappedMessageEntry = _new(mapped_class)
@@ -75,8 +77,9 @@ class CheckedParser(SessionParser):
             stored._entry = None
             stored._message = None
             append(stored)
-            known[entry_id] = entry_id
-        self._line, self._ordered = line, ordered
+            known[entry_id] = stored
+            last = entry_id
+        self._line, self._ordered, self._chain, self._last = line, ordered, chain, last
 
 
 def read_offered(file: IO[bytes], origin: str, block: int) -> tuple[ParsedSession, int] | None:
