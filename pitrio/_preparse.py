@@ -2,12 +2,14 @@
 
 Why: ``pitrio --mode rpc --session FILE`` spends ~0.2 s importing pitrio on one core while
 the other idles, then ~0.14 s reading a 20,000-turn file (48,000 lines): orjson parsing every
-line to check its envelope is most of it. Forked before those imports, a child process reads
-and parses the file meanwhile and hands over, per block of lines, the lines themselves and
-what the parser's usual line needs from its JSON (id, parentId, role), in ``marshal``'s form,
-through a memory file. The parent then builds the entries without parsing a line: ~55-75 ms
-instead of ~140 (DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is
-free (:func:`idle_core`): elsewhere the child's CPU would be the parent's.
+line to check its envelope is most of it. Started before those imports, a child process reads
+and parses the file meanwhile and hands over, per block of lines, what the parser's usual
+line needs from its JSON (id, parentId, role) and where each line and its message lie, in
+``marshal``'s form, then the block's bytes themselves, through a memory file. The parent maps
+those bytes (:class:`MappedLines`) rather than copying them into 48,000 objects of its own
+(fresh pages: most of what taking them cost), and builds the entries without parsing a line
+(DESIGN-NOTES, "Issue 38, resume on the second core"). Only where a core is free
+(:func:`idle_core`): elsewhere the child's CPU would be the parent's.
 
 The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
 path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
@@ -19,9 +21,9 @@ What is offered is taken by a read of the same file (device, inode, size, modifi
 change times as the child read them): a cache of a pure function of the file's bytes, so any
 reader of that file may take it, and a file changed meanwhile is read again in-process. The
 reader never waits for the child: it takes the blocks handed over so far and reads the rest
-itself (:class:`Offer`). Any failure (no ``fork`` or ``memfd_create``, a child that failed or
-was killed) leaves the in-process read. The child is reaped by whoever takes the offer or by
-:func:`discard`; it ends with the parent (it checks its parent between blocks).
+itself (:class:`Offer`). Any failure (no ``posix_spawn`` or ``memfd_create``, a child that
+failed or was killed) leaves the in-process read. The child is reaped by whoever takes the
+offer or by :func:`discard`; it ends with the parent (it checks its parent between blocks).
 
 Only the standard library is imported here (orjson in the child): this module runs before
 the runtime is imported (``pitrio/__init__.py`` loads nothing until an SDK name is used).
@@ -30,10 +32,13 @@ the runtime is imported (``pitrio/__init__.py`` loads nothing until an SDK name 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import signal
 import stat
 import struct
+import sys
+from array import array
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +52,51 @@ _HEADER = struct.Struct("<8s3Q2qQQ?")
 """At the memory file's start, written again after each record: a magic, the file's device,
 inode, size, modification and change times (ns) as the child found them when it began, where
 the records end, how much of the file they cover, and whether the child finished."""
-_MAGIC = b"pitrio1\n"
+_MAGIC = b"pitrio2\n"
 _LENGTH = struct.Struct("<Q")
+_PAGE = mmap.ALLOCATIONGRANULARITY
+"""A block's bytes start at a multiple of this in the memory file: where a mapping may."""
+MESSAGE_KEY = b'"message":{'
+"""Where the message of pi's usual line begins (``TailMessageEntry.message_bytes``'s key)."""
 
 Identity = tuple[int, int, int, int, int]
-Chunk = tuple[list[bytes], list[Any], list[Any], list[Any]]
+
+
+class MappedLines:
+    """A block of whole lines as the child read them (newlines included), mapped read-only
+    from the memory file, and where each line and its message lie in it. Line ``index``
+    counts from 1: its bytes (without the newline) are ``data[bounds[index - 1] :
+    bounds[index] - 1]``; its message's JSON text, where the child found pi's usual line
+    (``"message":{`` found, ``}`` last), starts at ``starts[index]`` (0 where it did not) and
+    ends before the line's closing brace. :attr:`first` is the file's line number before the
+    block's first line, set by the parser that takes it."""
+
+    __slots__ = ("bounds", "data", "first", "starts", "view")
+
+    def __init__(self, data: mmap.mmap | bytes, bounds: array[int], starts: array[int]) -> None:
+        self.data = data
+        self.view = memoryview(data)
+        """:attr:`data` for reading without a copy (the mapping is never closed)."""
+        self.bounds = bounds
+        self.starts = starts
+        self.first = 0
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def raw(self, index: int) -> bytes:
+        """Line ``index``'s bytes, without its newline."""
+        bounds = self.bounds
+        return self.data[bounds[index - 1] : bounds[index] - 1]
+
+    def message(self, index: int) -> bytes | None:
+        """Line ``index``'s message as the JSON text the line holds, or ``None`` where the
+        child did not find it (then it is parsed out of :meth:`raw`)."""
+        start = self.starts[index]
+        return self.data[start : self.bounds[index] - 2] if start else None
+
+
+Chunk = tuple[MappedLines, list[Any], list[Any], list[Any]]
 
 
 def identity(status: os.stat_result) -> Identity:
@@ -236,10 +281,39 @@ class Offer:
                     record = marshal.loads(view)
                     view.release()
                     at += length
-                    yield record
+                    if isinstance(record, bytes):
+                        yield record  # the last line, unterminated
+                        continue
+                    size, ids, parents, roles, bounds, starts = record
+                    at = -(-at // _PAGE) * _PAGE
+                    lines = _mapped(memory, at, size, bounds, starts)
+                    if len(lines) != len(ids):
+                        raise ValueError("a record whose lines and checks differ in number")
+                    yield lines, ids, parents, roles
+                    at += size
         finally:
             self.stop()
             os.close(memory)
+
+
+def _mapped(memory: int, at: int, size: int, bounds: bytes, starts: bytes) -> MappedLines:
+    """The block of ``size`` bytes at ``at`` and its offsets: mapped with its pages already
+    in the page tables (the child's pages, no copy; faulting them one by one cost as much as
+    the copy), or read where mapping fails."""
+    offsets, found = array("Q"), array("Q")
+    offsets.frombytes(bounds)
+    found.frombytes(starts)
+    if len(offsets) != len(found) or offsets[0] != 0 or offsets[-1] != size:
+        raise ValueError("a record whose offsets do not fit its block")
+    data: mmap.mmap | bytes
+    try:
+        flags = mmap.MAP_SHARED | mmap.MAP_POPULATE  # Linux's, as memory files are
+        data = mmap.mmap(memory, size, flags=flags, prot=mmap.PROT_READ, offset=at)
+    except (OSError, ValueError, OverflowError, AttributeError):
+        data = os.pread(memory, size, at)
+        if len(data) != size:
+            raise OSError("a short block") from None
+    return MappedLines(data, offsets, found)
 
 
 def _reap(pid: int) -> None:
@@ -251,11 +325,29 @@ _OFFERS: list[Offer] = []
 """The one pending offer, if any (a list: ``pop`` takes it atomically from any thread)."""
 
 
+_CHILD = (
+    "import sys; sys.path[:0] = sys.argv[5:]; from pitrio._preparse import _child; "
+    "_child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))"
+)
+"""The child's program: this module's :func:`_child`, found where this process finds it."""
+
+
 def start(path: str) -> bool:
-    """Fork a child that parses ``path`` (call before threads exist); whether one started."""
+    """Start a child that parses ``path`` (call before threads exist: the memory file is
+    inheritable for the moment of the spawn); whether one started.
+
+    The child is a new interpreter (``posix_spawn``), not a fork: a forked child shares this
+    process's pages until it exits, and each page this process then writes (the imports
+    write ~900 of them) is copied first, ~5 ms of this process's CPU on the resume's path
+    (measured; the new interpreter's ~10 ms of start-up are the child's, on the other
+    core). It runs without ``site`` or the environment's ``PYTHON*`` variables (``-I -S``),
+    on this process's ``sys.path``, with its standard streams on ``/dev/null`` from the
+    start: the protocol's pipes and the terminal are this process's (a reader waiting for
+    its EOF must not wait for the child too)."""
     create = getattr(os, "memfd_create", None)
-    if create is None or not hasattr(os, "fork"):
-        return False
+    spawn = getattr(os, "posix_spawn", None)
+    if create is None or spawn is None or not sys.executable or getattr(sys, "frozen", False):
+        return False  # (a frozen application's executable is not an interpreter to run)
     try:
         memory = create("pitrio-preparse")
     except OSError:
@@ -265,14 +357,18 @@ def start(path: str) -> bool:
         # stderr now, and RPC mode must find it closed as it was (it refuses to start).
         os.close(memory)
         return False
-    parent = os.getpid()  # taken before: a parent gone before the child looks is noticed too
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds pitrio/
+    parent = os.getpid()  # passed: a parent gone before the child looks is noticed too
+    argv = [sys.executable, "-I", "-S", "-c", _CHILD, path, str(memory), str(parent)]
+    argv += [str(BLOCK), home, *sys.path]
+    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     try:
-        pid = os.fork()
-    except OSError:
+        os.set_inheritable(memory, True)
+        pid = spawn(sys.executable, argv, os.environ, file_actions=null)
+    except (OSError, ValueError):
         os.close(memory)
         return False
-    if pid == 0:  # the child: never returns
-        _child(path, memory, parent)
+    os.set_inheritable(memory, False)  # no later child of this process gets it
     _OFFERS.append(Offer(pid, memory))
     return True
 
@@ -330,16 +426,22 @@ def check_line(value: Any) -> tuple[str, str | None, str] | None:
     return None
 
 
-def write_records(source: int, memory: int, parent: int | None = None) -> bool:
+def write_records(
+    source: int, memory: int, parent: int | None = None, block_size: int = BLOCK
+) -> bool:
     """Read the file open at ``source`` to its end and write its blocks of lines to
-    ``memory``, each with what :func:`check_line` found (``None`` where it found nothing),
-    and the header after each (see :class:`Offer`); whether the file was read whole and
-    unchanged. ``parent``: stop when the process's parent is no longer that one."""
+    ``memory``: for each, a record of what :func:`check_line` found in each line (``None``
+    where it found nothing) and where its lines and messages lie (:class:`MappedLines`), then
+    the block's bytes from the next page on, then the header (see :class:`Offer`); whether
+    the file was read whole and unchanged, ``block_size`` bytes a read. ``parent``: stop
+    when the process's parent is no longer that one."""
     import marshal
+    from itertools import accumulate
 
     import orjson
 
     loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
+    key, skip, newline = MESSAGE_KEY, len(MESSAGE_KEY) - 1, (1).__add__
     before = os.fstat(source)
     if not stat.S_ISREG(before.st_mode):
         return False
@@ -350,23 +452,30 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
     while True:
         if parent is not None and os.getppid() != parent:
             return False
-        block = os.read(source, BLOCK)
+        block = os.read(source, block_size)
         if not block:
             break
         read += len(block)
-        lines = block.split(b"\n")
-        if len(lines) == 1:
+        cut = block.rfind(b"\n") + 1
+        if not cut:
             rest.append(block)
             continue
-        if rest:
-            rest.append(lines[0])
-            lines[0] = b"".join(rest)
-        last = lines.pop()
+        last = block[cut:]
+        data = b"".join([*rest, block[:cut]]) if rest else block[:cut]
         rest = [last] if last else []
+        lines = data.split(b"\n")
+        lines.pop()  # after the last newline: nothing
+        bounds = array("Q", accumulate(map(newline, map(len, lines)), initial=0))
+        starts = array("Q", [0])
         ids: list[Any] = []
         parents: list[Any] = []
         roles: list[Any] = []
-        for raw in lines:
+        # One object for each id and each role in the block: marshal writes the repeats (a
+        # parentId naming a line before, the same role again) as references, and the parent
+        # loads one string for them, not one for each line.
+        named: dict[str, str] = {}
+        kinds: dict[str, str] = {}
+        for raw, offset in zip(lines, bounds, strict=False):  # bounds: one more, the end
             try:
                 found = check(loads(raw))
             except refused:
@@ -375,11 +484,18 @@ def write_records(source: int, memory: int, parent: int | None = None) -> bool:
                 ids.append(None)
                 parents.append(None)
                 roles.append(None)
-            else:
-                ids.append(found[0])
-                parents.append(found[1])
-                roles.append(found[2])
-        at = _record(memory, at, marshal.dumps((lines, ids, parents, roles)))
+                starts.append(0)
+                continue
+            entry_id, parent_id, role = found
+            ids.append(entry_id)
+            parents.append(parent_id if parent_id is None else named.get(parent_id, parent_id))
+            roles.append(kinds.setdefault(role, role))
+            named[entry_id] = entry_id
+            message = raw.find(key)
+            starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
+        record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
+        at = _record(memory, at, marshal.dumps(record))
+        at = _write_all(memory, data, -(-at // _PAGE) * _PAGE)
         covered = read - len(last)
         _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, covered, False), 0)
     if read != before.st_size or identity(os.fstat(source)) != found_at:
@@ -402,8 +518,8 @@ def _write_all(memory: int, data: bytes, at: int) -> int:
     return at
 
 
-def _child(path: str, memory: int, parent: int) -> None:
-    """The forked child's whole life: parse, write, exit (never to the caller's code)."""
+def _child(path: str, memory: int, parent: int, block: int = BLOCK) -> None:
+    """The child's whole life: parse, write, exit (never to the caller's code)."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the parent's
@@ -413,13 +529,14 @@ def _child(path: str, memory: int, parent: int) -> None:
         with contextlib.suppress(OSError):
             os.nice(10)
         # The protocol's pipes and the terminal are the parent's: a reader waiting for the
-        # parent's EOF must not wait for this process too.
+        # parent's EOF must not wait for this process too (spawned, they are /dev/null
+        # already; a caller that forked may not have seen to it).
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
         source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if write_records(source, memory, parent):
+        if write_records(source, memory, parent, block):
             code = 0
     except BaseException:
         code = 1

@@ -6,6 +6,7 @@ orphan. That what it offers reads the same as the file read in-process is
 from __future__ import annotations
 
 import io
+import marshal
 import os
 import select
 import signal
@@ -62,6 +63,19 @@ def finished(offer: preparse.Offer) -> None:
         assert ready, "the child did not finish"
     finally:
         os.close(watch)
+
+
+def forked_offer(path: Path) -> preparse.Offer:
+    """What :func:`preparse.start` makes, but with the child forked from this process: what
+    a test patched in the child's code (``pitrio._preparse``) holds in the child too."""
+    memory = os.memfd_create("pitrio-preparse")
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # never returns
+        preparse._child(str(path), memory, parent, preparse.BLOCK)
+    offer = preparse.Offer(pid, memory)
+    preparse._OFFERS.append(offer)
+    return offer
 
 
 @pytest.fixture(autouse=True)
@@ -194,8 +208,7 @@ def test_a_child_killed_before_it_began_leaves_the_in_process_read(
         return False
 
     monkeypatch.setattr(preparse, "write_records", killed)  # in the child, once forked
-    assert preparse.start(str(path))
-    offer = preparse._OFFERS[-1]
+    offer = forked_offer(path)
     finished(offer)
     parsed = read_session(path)
     assert parsed is not None and len(parsed.entries) == 50
@@ -222,8 +235,7 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
 
     monkeypatch.setattr(preparse, "BLOCK", 4096)
     monkeypatch.setattr(preparse, "_record", stopping)
-    assert preparse.start(str(path))
-    offer = preparse._OFFERS[-1]
+    offer = forked_offer(path)
     os.waitpid(offer.pid, os.WUNTRACED)  # stopped
     parsed = read_session(path)
     assert 0 < offer.covered < path.stat().st_size
@@ -237,6 +249,34 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
     ]
     assert parsed.problems == in_process.problems and len(parsed.entries) == 401
     assert parsed.mark == in_process.mark and not parsed.ends_clean
+
+
+def test_a_record_that_does_not_fit_its_block_leaves_the_in_process_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record with one check fewer than its block has lines: nothing of the offer is
+    # taken (a line would be built from another's check), the file is read in-process.
+    path = session_file(tmp_path / "s.jsonl")
+    write = preparse._record
+
+    def short(memory: int, at: int, data: bytes) -> int:
+        record = marshal.loads(data)
+        if isinstance(record, tuple):
+            size, ids, parents, roles, bounds, starts = record
+            record = (size, ids[:-1], parents[:-1], roles[:-1], bounds, starts)
+        return write(memory, at, marshal.dumps(record))
+
+    monkeypatch.setattr(preparse, "_record", short)
+    offer = forked_offer(path)
+    finished(offer)
+    parsed = read_session(path)
+    monkeypatch.undo()
+    in_process = read_session(path)
+    assert parsed is not None and in_process is not None and not preparse._OFFERS
+    assert [(e.id, e.parent_id, e.raw, e.line) for e in parsed.entries] == [
+        (e.id, e.parent_id, e.raw, e.line) for e in in_process.entries
+    ]
+    assert len(parsed.entries) == 50 and reaped(offer)
 
 
 def test_a_stopped_child_is_not_waited_for(tmp_path: Path) -> None:
@@ -259,19 +299,63 @@ def test_an_offer_not_taken_is_discarded_without_a_zombie(tmp_path: Path) -> Non
     assert preparse.take(os.stat(path)) is None  # nothing pending: read in-process
 
 
-def test_no_fork_or_memory_file_starts_nothing(
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_no_spawn_or_memory_file_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = session_file(tmp_path / "s.jsonl")
+    before = open_descriptors()
 
-    def refused() -> int:
+    def refused(*args: object, **options: object) -> int:
         raise OSError("no more processes")
 
-    monkeypatch.setattr(os, "fork", refused)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "posix_spawn", refused)
+        assert not preparse.start(str(path))
+    assert open_descriptors() == before  # the memory file was closed
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "frozen", True, raising=False)  # its executable runs the app
+        assert not preparse.start(str(path))
+    monkeypatch.setattr(sys, "executable", "")  # an embedding without an interpreter to run
     assert not preparse.start(str(path))
     monkeypatch.delattr(os, "memfd_create")
     assert not preparse.start(str(path))
     assert not preparse._OFFERS
+
+
+def test_the_child_is_a_new_interpreter_holding_none_of_the_parents_streams(
+    tmp_path: Path,
+) -> None:
+    # Spawned, not forked (it shares no page with this process, whose writes would copy
+    # them): its standard streams are /dev/null from its start, and the memory file it
+    # writes was inheritable for its spawn alone.
+    path = session_file(tmp_path / "s.jsonl", count=100_000)
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        from pitrio import _preparse as preparse
+        preparse.BLOCK = 1  # a parse of many seconds
+        assert preparse.start({str(path)!r})
+        offer = preparse._OFFERS[-1]
+        print(offer.pid, os.get_inheritable(offer.memory), flush=True)
+        sys.stdin.read()
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    try:
+        pid, inheritable = parent.stdout.readline().split()
+        assert inheritable == b"False"
+        streams = [os.readlink(f"/proc/{int(pid)}/fd/{fd}") for fd in (0, 1, 2)]
+        assert streams == [os.devnull] * 3
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 def test_the_child_ends_with_its_parent(tmp_path: Path) -> None:

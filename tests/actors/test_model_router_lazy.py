@@ -117,7 +117,7 @@ def _routers(
     lazy = ModelRouter.from_config(RouterConfig(agent_dir=tmp_path, env=env))
     with monkeypatch.context() as patch:
 
-        def at_once(self: ModelRegistry, names: Any, build: Any) -> None:
+        def at_once(self: ModelRegistry, names: Any, build: Any, ids: Any = None) -> None:
             self.register_all(model for name in names for model in build(name))
 
         patch.setattr(ModelRegistry, "register_later", at_once)
@@ -150,6 +150,8 @@ def test_a_catalogue_built_on_need_answers_as_one_built_at_start(
         lambda r: r.registry.resolve_pattern("openai/gpt-4o:high"),
         lambda r: r.registry.resolve("azure-openai-responses/gpt-4o"),  # a renamed provider
         lambda r: r.registry.find("groq", "nope"),
+        lambda r: r.registry.resolve("mock/mock-model"),  # no provider has it (or the provider)
+        lambda r: r.registry.resolve("claude-sonnet-4-5"),  # a bare id the catalogue has
         lambda r: r.registry.find("openai", "gpt-4o"),
         lambda r: r.registry.list(),
     ]
@@ -169,6 +171,23 @@ def test_a_catalogue_built_on_need_answers_as_one_built_at_start(
     with pytest.raises(UnknownModelError, match="Unknown model: openai/nope"):
         lazy.registry.resolve("openai/nope")
     assert lazy.registry.list() == eager.registry.list()
+
+
+def test_an_id_no_provider_has_builds_none_of_the_catalogue(tmp_path: Path) -> None:
+    # A resumed session whose model is not configured here ("Could not restore model"): the
+    # lookup reads the catalogue's ids rather than building its models; an id one of its
+    # providers has, and a renamed provider's model, still build them and are found.
+    config = RouterConfig(agent_dir=tmp_path, env={"HOME": str(tmp_path)})
+    router = ModelRouter.from_config(config)
+    for missing in ("mock/mock-model", "nope", "openai/nope"):
+        with pytest.raises(UnknownModelError, match=f"Unknown model: {missing}"):
+            router.registry.resolve(missing)
+        assert router.registry._build_later is not None  # nothing but openai's built
+    assert router.registry.resolve("claude-sonnet-4-5-20250929").provider == "anthropic"
+    assert router.registry._build_later is None  # a bare id: every provider built
+    router = ModelRouter.from_config(config)
+    assert router.registry.resolve("azure-openai-responses/gpt-4o").provider == "azure"
+    assert router.registry._build_later is None
 
 
 def test_a_model_registered_while_the_catalogue_waits_keeps_its_place(

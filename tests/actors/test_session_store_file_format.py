@@ -126,6 +126,16 @@ def test_blocks_of_any_size_parse_as_the_whole(size: int) -> None:
     assert parsed.torn == whole.torn == [b'{"type":"mess']
 
 
+def test_a_line_only_the_fallback_reads_notes_its_missing_parent_in_blocks_too() -> None:
+    # orjson refuses a lone surrogate; the line is read by the standard library's parser. Its
+    # parent is missing: read in blocks (as a session file is) the warning was lost, because
+    # the block loop wrote back its own note that every parent so far came first.
+    odd = entry("b", "zzz", text="SURROGATE").replace(b"SURROGATE", b"\\ud800")
+    data = file_of(HEADER, entry("a", None), odd)
+    expected = [(3, "missing_parent", "warning")]
+    assert kinds(parse_lines(io.BytesIO(data), origin="f")) == kinds(parse(data)) == expected
+
+
 def test_blank_lines_are_skipped_silently() -> None:
     parsed = parse(file_of(HEADER, b"", entry("a", None), b"   ", entry("b", "a")))
     assert [e.line for e in parsed.entries] == [3, 5]

@@ -21,6 +21,48 @@ LAUNCHER = "import sys; from pitrio.transports.launch import main; sys.exit(main
 DIRECT = "import sys; from pitrio.transports.cli import main; sys.exit(main())"
 
 
+# The launcher with its child started whatever the load, and the store's read waiting until
+# the child has exited: every line the child certified comes from its records.
+FORCED = """
+import os, select, sys
+from pitrio import _preparse as preparse
+preparse.idle_core = lambda: True
+take = preparse.take
+def finished_take(status):
+    watch = os.pidfd_open(preparse._OFFERS[-1].pid)
+    assert select.select([watch], [], [], 60)[0], "the child did not finish"
+    os.close(watch)
+    return take(status)
+preparse.take = finished_take
+from pitrio.transports.launch import main
+sys.exit(main())
+"""
+
+
+def raw_replies(entry: str, session: Path, agent: Path) -> list[bytes]:
+    """The response lines to ``get_state`` then ``get_messages``, as written."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
+    env["PITRIO_AGENT_DIR"] = str(agent)
+    process = subprocess.Popen(
+        [sys.executable, "-c", entry, "--mode", "rpc", "--session", str(session)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=agent,
+        env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b'{"id":"1","type":"get_state"}\n')
+    process.stdin.flush()
+    out = [process.stdout.readline()]
+    process.stdin.write(b'{"id":"2","type":"get_messages"}\n')
+    process.stdin.flush()
+    out.append(process.stdout.readline())
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0
+    return out
+
+
 def replies(
     entry: str, session: Path, agent: Path, how: tuple[str, ...] = ()
 ) -> tuple[list[dict[str, Any]], str]:
@@ -84,7 +126,47 @@ def test_continue_through_the_launcher_answers_as_pitrio_does(tmp_path: Path) ->
     assert children == ""
 
 
-def test_the_launcher_imports_nothing_of_the_runtime_before_it_forks() -> None:
+def test_get_messages_from_the_childs_memory_is_the_in_process_answer_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    # Lines the child certifies (their messages cut where it found them), and lines it
+    # certifies whose message is not where get_messages cuts it (spaced otherwise, a space
+    # or a carriage return after them: parsed out of the line), a role pitrio does not know,
+    # a blank line, a line it refuses, over many of its blocks (the file is ~2.5 MB).
+    lines = base_lines(random.Random("bytes"))
+    entries = [orjson.loads(line) for line in lines[1:]]
+    out, parent, unknown = [lines[0]], None, 0
+    for number in range(6000):
+        value = dict(entries[number % len(entries)], id=f"n{number:05d}", parentId=parent)
+        line = orjson.dumps(value)
+        if number % 997 == 1:
+            line = json.dumps(value, separators=(", ", ": "), ensure_ascii=False).encode()
+        elif number % 997 == 2:
+            line += b" "
+        elif number % 997 == 3:
+            line += b"\r"
+        elif number % 997 == 4:
+            message = dict(value["message"], role="futureRole")
+            line = orjson.dumps(dict(value, message=message))
+            unknown += 1
+        elif number % 997 == 5:
+            out.append(b"")
+        elif number % 997 == 6:
+            line = orjson.dumps(dict(value, extra=1))  # a sixth key: not the quick path
+        out.append(line)
+        parent = value["id"]
+    session = tmp_path / "long.jsonl"
+    session.write_bytes(join(out))
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    forced = raw_replies(FORCED, session, agent)
+    direct = raw_replies(DIRECT, session, agent)
+    assert json.loads(forced[1])["success"]
+    assert len(json.loads(forced[1])["data"]["messages"]) == 6000 - unknown == 5993
+    assert forced == direct
+
+
+def test_the_launcher_imports_nothing_of_the_runtime_before_it_starts_its_child() -> None:
     # The child overlaps the runtime's imports only while importing the launcher loads none
     # of them: pitrio/__init__.py must stay a facade that loads the SDK on first use.
     probe = "import json, sys, pitrio.transports.launch; print(json.dumps(sorted(sys.modules)))"

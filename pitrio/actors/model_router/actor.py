@@ -187,7 +187,9 @@ class ModelRouter(Actor[RouterCommand]):
             # Nothing of the catalogue to merge (no models.json, or one adding providers of
             # its own, as the benchmarks' mock): its models are built when first needed (a
             # start asks for one model at most; issue 38); the user's follow them.
-            registry.register_later(builtin_names, catalogue.provider_models)
+            registry.register_later(
+                builtin_names, catalogue.provider_models, catalogue.provider_model_ids
+            )
             try:
                 physical, virtual = merge_models((), user)
             except ModelsJsonError as exc:

@@ -258,6 +258,14 @@ def provider_names() -> tuple[str, ...]:
 
 
 @functools.cache
+def provider_model_ids(name: str) -> frozenset[str]:
+    """The ids of provider ``name``'s built-in models, read without building them: a lookup
+    of an id no provider has (a resumed session's model that is not configured here) reads
+    the catalogue's ids, ~4 ms, rather than building its 1,698 models, ~13 ms (issue 38)."""
+    return frozenset(raw["id"] for raw in _raw_models(name))
+
+
+@functools.cache
 def provider_models(name: str) -> tuple[Model, ...]:
     """The built-in models of provider ``name`` in pi's order, built on first use: a start
     that needs one model builds its provider's, not all 1,698 (issue 38, cold start). The

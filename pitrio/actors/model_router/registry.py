@@ -7,7 +7,7 @@ API shares one provider adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from pitrio.actors.model_router.catalogue import RENAMED_PROVIDERS, renamed_note
@@ -99,23 +99,30 @@ class ModelRegistry:
         # registered before them, and the refs registered (or replaced) after them.
         self._later: tuple[str, ...] = ()
         self._build_later: Callable[[str], tuple[Model, ...]] | None = None
+        self._ids_later: Callable[[str], Container[str]] | None = None
         self._before_later = 0
         self._after_later: set[str] = set()
 
     def register_later(
-        self, providers: Iterable[str], build: Callable[[str], tuple[Model, ...]]
+        self,
+        providers: Iterable[str],
+        build: Callable[[str], tuple[Model, ...]],
+        ids: Callable[[str], Container[str]] | None = None,
     ) -> None:
         """Register the models of ``providers`` (after those already registered, in this
         order) as ``build(provider)`` gives them, building each provider's only when first
         needed: a lookup of one model builds its provider's, a listing all of them, and so
         does registering a model of one of them or removing a provider. The registry answers
         as if they had been registered now (issue 38: a start needs at most its model, not
-        the catalogue's 1,698). ``providers`` must not have models registered already."""
+        the catalogue's 1,698). ``ids(provider)``, if given, holds the ids of a provider's
+        models without building them: a lookup of an id none of them has then builds none
+        (a resumed session whose model is not configured here). ``providers`` must not have
+        models registered already."""
         self._materialize()
         names = tuple(providers)
         if {model.provider for model in self._models.values()}.intersection(names):
             raise ValueError("register_later: some of these providers have models already")
-        self._later, self._build_later = names, build
+        self._later, self._build_later, self._ids_later = names, build, ids
         self._before_later = len(self._models)
         self._after_later = set()
 
@@ -268,7 +275,8 @@ class ModelRegistry:
         model = self._find_later(provider, model_id)
         if model is not None:
             return model
-        self._materialize()  # a bare id or a renamed provider: every model is a candidate
+        if self._later_may_answer(ref):
+            self._materialize()  # a bare id or a renamed provider: every model is a candidate
         renamed = self._renamed(ref)
         if renamed is not None:
             return renamed
@@ -283,6 +291,19 @@ class ModelRegistry:
             refs = ", ".join(candidate.ref for candidate in candidates)
             raise UnknownModelError(f"Ambiguous model: {ref} (matches {refs})")
         raise UnknownModelError(f"Unknown model: {ref}")
+
+    def _later_may_answer(self, ref: str) -> bool:
+        """Whether building the providers registered for later could change what
+        :meth:`resolve` answers for ``ref`` past its ``provider/id`` lookup: one of their
+        models has ``ref`` as its id, or ``ref`` names a renamed provider (whose models may
+        be theirs). Yes where their ids cannot be read without building them."""
+        ids = self._ids_later
+        if self._build_later is None or ids is None:
+            return True  # (nothing left to build: materializing does nothing)
+        old, sep, _ = ref.partition("/")
+        if sep and old in RENAMED_PROVIDERS:
+            return True
+        return any(ref in ids(name) for name in self._later)
 
     def _renamed(self, ref: str) -> Model | None:
         """The model ``ref`` names under a provider id pi renamed (``azure-openai-responses/x``

@@ -41,6 +41,7 @@ from pitrio.actors.session_store.stored import (
 from pitrio.actors.session_store.stored import (
     ROLE_OBJECTS as _ROLE_OBJECTS,
 )
+from pitrio.actors.session_store.tree import TreeIndex
 from pitrio.errors import DecodeError, SessionFileError
 from pitrio.messages.codec import dumps, from_json
 from pitrio.messages.entries import CURRENT_SESSION_VERSION, SessionHeader
@@ -108,6 +109,9 @@ class ParsedSession:
     torn: list[bytes] = attrs.field(factory=list)
     mark: FileMark | None = None
     """What was read (set by the reader of a file: :func:`~.storage.read_session`)."""
+    index: TreeIndex | None = None
+    """The tree's index of :attr:`entries`, as the parser made it (for
+    :class:`~.tree.SessionTree`)."""
 
     @property
     def errors(self) -> list[Problem]:
@@ -120,6 +124,16 @@ class ParsedSession:
         if errors:
             first = errors[0]
             raise SessionFileError(self.origin, first.line, first.message, problems=tuple(errors))
+
+
+class _Taken:
+    """An id an entry this parser did not read has (see :meth:`SessionParser.continuing`),
+    where the parser's index holds entries: what a parentId naming it shares."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, entry_id: str) -> None:
+        self.id = entry_id
 
 
 def _is_truncated_json(raw: bytes, exc: orjson.JSONDecodeError) -> bool:
@@ -153,9 +167,9 @@ class SessionParser:
         self._header_seen = False
         self._version = CURRENT_SESSION_VERSION
         self._entries: list[StoredEntry] = []
-        # Each id seen, mapped to itself: a parentId then shares its parent's id object (one
-        # string less per entry of a long session).
-        self._ids: dict[str, str] = {}
+        # Each id seen, mapped to its entry: a parentId then shares its parent's id object (one
+        # string less per entry of a long session), and the tree takes the dict as its index.
+        self._ids: dict[str, Any] = {}
         self._problems: list[Problem] = []
         self._ends_clean = True
         self._empty = True
@@ -168,6 +182,14 @@ class SessionParser:
         # file (issue 38). It still checks the targets of the label and context edit entries.
         self._ordered = True
         self._targets: list[StoredEntry] = []  # the label and context edit entries
+        # The rest of the tree's index (TreeIndex), noted while each entry is at hand: whether
+        # the entries are one chain in file order (each the child of the one before; _last
+        # is the id of the last one) and the label and session info entries. The tree's own
+        # pass over a long file's entries, out of the cache by then, was ~5 ms (issue 38).
+        self._chain = True
+        self._last: str | None = None
+        self._noted: list[StoredEntry] = []
+        self._indexed = True  # every id in _ids is an entry's (not so when continuing)
 
     @classmethod
     def continuing(cls, origin: str, *, taken: Iterable[str], line: int) -> SessionParser:
@@ -178,7 +200,8 @@ class SessionParser:
         parser = cls(origin, decode_all=True)
         parser._header_seen = True
         parser._empty = False
-        parser._ids = {entry_id: entry_id for entry_id in taken}
+        parser._ids = {entry_id: _Taken(entry_id) for entry_id in taken}
+        parser._indexed = False
         parser._line = line
         return parser
 
@@ -276,22 +299,24 @@ class SessionParser:
         tail_class = TailMessageEntry
         dict_, str_ = dict, str
         line = self._line
-        ordered = self._ordered
+        ordered, chain, last = self._ordered, self._chain, self._last
         plain = self._header_seen and self._legacy is None
         for raw in lines:
             if not plain:
-                self._line, self._ordered = line, ordered
+                self._line, self._ordered, self._chain, self._last = line, ordered, chain, last
                 self.feed(raw)
-                line, ordered = self._line, self._ordered
+                line, ordered, chain, last = self._line, self._ordered, self._chain, self._last
                 plain = self._header_seen and self._legacy is None
                 continue
             line += 1
             try:
                 value = loads(raw)
             except refused:
-                self._line, self._ordered = line - 1, ordered
+                # feed() may take it after all (a lone surrogate, which loads_line reads) and
+                # note a later or missing parent: that comes back.
+                self._line, self._ordered, self._chain, self._last = line - 1, ordered, chain, last
                 self.feed(raw)
-                line = self._line
+                line, ordered, chain, last = self._line, self._ordered, self._chain, self._last
                 continue
             if value.__class__ is dict_ and quick:
                 entry_id = value.get("id")
@@ -314,7 +339,9 @@ class SessionParser:
                             if shared is None:
                                 ordered = False  # a later, missing or own parent
                             else:
-                                parent_id = shared
+                                parent_id = shared.id
+                        if parent_id is not last:
+                            chain = False  # (the id objects are shared: the same object)
                         role = roles.get(role, role)
                         if len(value) == 5 and next(reversed(value)) == "message":
                             # pi's line: the four envelope strings, then the message (see
@@ -335,13 +362,14 @@ class SessionParser:
                                 "message", entry_id, parent_id, timestamp, raw, role, line, origin
                             )
                         append(stored)
-                        ids[entry_id] = entry_id
+                        ids[entry_id] = stored
+                        last = entry_id
                         continue
             self._empty = False
-            self._ordered = ordered
+            self._ordered, self._chain, self._last = ordered, chain, last
             self._take_entry(line, raw, value)
-            ordered = self._ordered
-        self._line, self._ordered = line, ordered
+            ordered, chain, last = self._ordered, self._chain, self._last
+        self._line, self._ordered, self._chain, self._last = line, ordered, chain, last
 
     def _take_header(self, line: int, raw: bytes, value: Any) -> None:
         if not isinstance(value, dict) or value.get("type") != "session":
@@ -405,7 +433,9 @@ class SessionParser:
                 return None
             role = intern_role(role)
         if parent_id:
-            parent_id = self._ids.get(parent_id, parent_id)
+            shared = self._ids.get(parent_id)
+            if shared is not None:
+                parent_id = shared.id
         if parent_id is not None and parent_id not in self._ids:
             self._ordered = False  # a later, missing or own parent: finish() walks them
         tail = role is not None and len(value) == 5 and next(reversed(value)) == "message"
@@ -418,10 +448,15 @@ class SessionParser:
             except SessionFileError as exc:
                 self._problem(line, "undecodable", "error", exc.problem)
                 return None
-        self._ids[entry_id] = entry_id
+        self._ids[entry_id] = stored
         self._entries.append(stored)
+        if parent_id is not self._last:
+            self._chain = False
+        self._last = entry_id
         if entry_type == "label" or entry_type == "context_edit":
             self._targets.append(stored)
+        if entry_type == "label" or entry_type == "session_info":
+            self._noted.append(stored)
         return stored
 
     def finish(self) -> ParsedSession:
@@ -456,6 +491,7 @@ class SessionParser:
             version=self._version,
             empty=self._empty,
             torn=self._torn,
+            index=TreeIndex(self._ids, self._chain, self._noted) if self._indexed else None,
         )
 
     def _migrate(self, legacy: list[tuple[int, dict[str, Any], bytes]]) -> bool:

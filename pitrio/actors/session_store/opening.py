@@ -91,7 +91,7 @@ def open_session_file(
         for problem in parsed.problems:
             log.warning("%s", problem.describe(str(path)))
         header = parsed.header
-        tree = SessionTree(header, parsed.entries, new_id=new_id)
+        tree = SessionTree(header, parsed.entries, new_id=new_id, index=parsed.index)
         opened = OpenedFile(
             header=header,
             cwd=cwd or header.cwd,

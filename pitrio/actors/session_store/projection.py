@@ -42,6 +42,7 @@ from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.session_store.stored import (
     KNOWN_ROLES,
     MESSAGE_KEY,
+    MappedMessageEntry,
     StoredEntry,
     TailMessageEntry,
     iso_to_ms,
@@ -151,10 +152,20 @@ class ContextMessages(Sequence[AgentMessage]):
         len(self)``), in one loop: ``get_messages`` of a long session asks for 48,000."""
         out: list[Any] = []
         append = out.append
-        tail_class = TailMessageEntry
+        tail_class, mapped_class = TailMessageEntry, MappedMessageEntry
         key, skip = MESSAGE_KEY, len(MESSAGE_KEY) - 1
         for item in self._items[start:stop]:
-            if item.__class__ is tail_class:
+            if item.__class__ is mapped_class:
+                # MappedMessageEntry.message_bytes without the calls: where the child found
+                # the message (a resumed long session's entries, as the launcher read them).
+                lines = item.lines
+                if lines is not None:
+                    index = item.line - lines.first
+                    found = lines.starts[index]
+                    if found:
+                        append(lines.data[found : lines.bounds[index] - 2])
+                        continue
+            elif item.__class__ is tail_class:
                 # TailMessageEntry.message_bytes without the call (48,000 on a long session).
                 raw = item.raw
                 at = raw.find(key)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import orjson
 
 from pitrio.actors.session_store.jsonline import loads_line
 from pitrio.errors import DecodeError, SessionFileError
@@ -369,7 +370,7 @@ class StoredEntry:
         if self._entry is None and self.type == "message":
             # The hot path of building a long context: decode only the message, straight
             # into its role's class (the envelope was checked when the line was read).
-            value = loads_line(self.raw)["message"]
+            value = self._message_value()
             cls = MESSAGE_CLASSES.get(self.role or "", AgentMessage)
             quick = _quick_decoder()(value, cls)  # it shares the names itself
             if quick is not None:
@@ -397,6 +398,10 @@ class StoredEntry:
                 summary=entry.summary, from_id=entry.from_id, timestamp=iso_to_ms(entry.timestamp)
             )
         raise TypeError(f"a {self.type} entry has no message")
+
+    def _message_value(self) -> Any:
+        """A ``message`` entry's message as parsed from its line (not decoded)."""
+        return loads_line(self.raw)["message"]
 
     def _decode(self, value: Any) -> AnyEntry:
         cls = ENTRY_CLASSES.get(self.type)
@@ -484,6 +489,58 @@ class TailMessageEntry(StoredEntry):
         if start < 0 or raw[-1:] != b"}":
             return None
         return raw[start + len(MESSAGE_KEY) - 1 : -1]
+
+
+_RAW_SLOT: Any = StoredEntry.__dict__["raw"]
+
+
+class MappedMessageEntry(TailMessageEntry):
+    """A :class:`TailMessageEntry` whose line stays where the launcher's parsing child left
+    it (:class:`pitrio._preparse.MappedLines`, memory shared with that child and mapped, not
+    copied into this process: issue 38), read from there when asked. The child found the
+    line in the quick path's shape and where its message lies, so ``get_messages`` cuts the
+    message out without searching the line (:meth:`message_bytes`). Only
+    :class:`~.preparsed.CheckedParser` makes them; everything else reads ``raw`` as of any
+    entry. ``lines`` is ``None`` once ``raw`` was set: then the line is held as usual."""
+
+    __slots__ = ("lines",)
+
+    lines: Any  # MappedLines | None
+
+    @property
+    def raw(self) -> bytes:
+        """The entry's line (without its newline)."""
+        lines = self.lines
+        if lines is None:
+            return _RAW_SLOT.__get__(self, StoredEntry)  # type: ignore[no-any-return]
+        return lines.raw(self.line - lines.first)  # type: ignore[no-any-return]
+
+    @raw.setter
+    def raw(self, value: bytes) -> None:
+        _RAW_SLOT.__set__(self, value)
+        self.lines = None
+
+    def message_bytes(self) -> bytes | None:
+        """The message's JSON text, where the child found it; else as
+        :meth:`TailMessageEntry.message_bytes` cuts it."""
+        lines = self.lines
+        if lines is None:
+            return super().message_bytes()
+        text = lines.message(self.line - lines.first)
+        return super().message_bytes() if text is None else text
+
+    def _message_value(self) -> Any:
+        # Only the message's text parsed where the child found it: the line is certified
+        # JSON whose last value it is, so that parses to the line's "message" value, and a
+        # resumed session's first turn decodes 48,000 of them without copying each line.
+        lines = self.lines
+        if lines is not None:
+            index = self.line - lines.first
+            start = lines.starts[index]
+            if start:
+                # orjson read it in the child: no lone surrogate to fall back for.
+                return orjson.loads(lines.view[start : lines.bounds[index] - 2])
+        return super()._message_value()
 
 
 class SharedLineEntry(StoredEntry):
