@@ -39,18 +39,23 @@ sys.exit(main())
 """
 
 
-def raw_replies(entry: str, session: Path, agent: Path) -> list[bytes]:
-    """The response lines to ``get_state`` then ``get_messages``, as written."""
+def rpc_process(entry: str, agent: Path, argv: tuple[str, ...]) -> subprocess.Popen[bytes]:
+    """An RPC process started through ``entry`` in ``agent`` (its agent dir and cwd)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
     env["PITRIO_AGENT_DIR"] = str(agent)
-    process = subprocess.Popen(
-        [sys.executable, "-c", entry, "--mode", "rpc", "--session", str(session)],
+    return subprocess.Popen(
+        [sys.executable, "-c", entry, "--mode", "rpc", *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=agent,
         env=env,
     )
+
+
+def raw_replies(entry: str, session: Path, agent: Path) -> list[bytes]:
+    """The response lines to ``get_state`` then ``get_messages``, as written."""
+    process = rpc_process(entry, agent, ("--session", str(session)))
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(b'{"id":"1","type":"get_state"}\n')
     process.stdin.flush()
@@ -66,17 +71,8 @@ def raw_replies(entry: str, session: Path, agent: Path) -> list[bytes]:
 def replies(
     entry: str, session: Path, agent: Path, how: tuple[str, ...] = ()
 ) -> tuple[list[dict[str, Any]], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
-    env["PITRIO_AGENT_DIR"] = str(agent)
     commands = b'{"id":"1","type":"get_state"}\n{"id":"2","type":"get_messages"}\n'
-    process = subprocess.Popen(
-        [sys.executable, "-c", entry, "--mode", "rpc", *(how or ("--session", str(session)))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=agent,
-        env=env,
-    )
+    process = rpc_process(entry, agent, how or ("--session", str(session)))
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(commands)
     process.stdin.flush()
