@@ -163,9 +163,7 @@ class Agent:
         }
         self.cwd = cwd
         tools = create_builtin_tools(cwd)[:4]
-        system = build_system_prompt(
-            SystemPromptOptions(cwd=cwd, date=datetime.now(UTC).date().isoformat())
-        )
+        system = build_system_prompt(SystemPromptOptions(cwd=cwd))
         self.head = orjson.dumps({"model": self.model})[:-1] + b',"messages":['
         self.head += orjson.dumps({"role": "system", "content": system})
         specs = [

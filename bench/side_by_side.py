@@ -73,6 +73,9 @@ EXTRA_CMDS = {
         ' "$@"'
     )
     + " sh",  # $0; what the harness appends (``--session FILE``) becomes "$@"
+    # Not pitrio: the least a trio process does for the cold start and resume workloads
+    # (bench/resume_floor.py), measured in the same interleaved rounds as the agents.
+    "floor": f"{PYTHON} {ROOT / 'bench' / 'resume_floor.py'}",
 }
 
 STREAMS = ["500x4", "2000x4", "5000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]

@@ -1,0 +1,314 @@
+"""The least a trio process does to resume a long session over RPC: a lower bound (issue 38).
+
+Not pitrio and not an agent anyone should use: a measuring stick for the resume targets
+(first ``get_state``, ``get_messages`` and the first turn after, against pi 1.6.0). It takes
+every shortcut a single-purpose program can take and keeps what the harness's resume workload
+(``../shared/tools/bench_rpc.py -w resume``) requires of any agent:
+
+- ``get_state`` with the number of messages on the session's branch (the file is parsed and
+  the branch walked from its last entry);
+- ``get_messages`` with every message of that branch;
+- a prompt answered by a Chat Completions request carrying the whole transcript, the user's
+  entry appended to the file and fsynced, the streamed reply parsed and ``agent_end`` sent.
+
+Its one trick is the best this machine allows: before anything else is imported the process
+forks, and the child parses the file, counts, encodes the ``get_messages`` reply and every
+message of the request on the second core while the parent imports trio. The parent only
+waits for what a command needs. It reads no settings, resolves no model, checks nothing, and
+handles only the harness's linear files (no compaction, no branch summaries). So its times
+are below what any conforming agent, pitrio included, can reach on this machine; a target
+under them is past the floor.
+
+    python3 /work/shared/tools/bench_rpc.py -w resume --resume-turns 20000 \\
+        --agent-cmd "{python} /work/main/bench/resume_floor.py" --label floor --out F.json
+
+or beside pi and pitrio in one interleaved run: ``bench/side_by_side.py --extra-label floor
+--extra-workload cold_start --extra-workload resume`` (its column is named ``pitrio-floor``).
+Without ``--session`` it answers ``get_state`` of a new session: the cold start's floor.
+
+Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+# Nothing but the standard library's built-ins is imported before the fork: the child must
+# start at once, and the parent's imports must not be done twice.
+
+
+def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
+    """Parse the session file and hand the parent each result as soon as it exists.
+
+    ``notes`` carries one line per result (``count N``, ``messages SIZE``, ``chat SIZE``,
+    ``frame HEAD TAIL``); the results go to the memory files, which the parent reads at
+    offset 0. The frame (system prompt and tools) is made by a second child, forked once the
+    count is written, so its imports do not wait for the transcript's encoding.
+    """
+    import orjson
+
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = [line for line in data.splitlines()[1:] if line]
+    entries = [orjson.loads(line) for line in lines]
+    parents = {entry["id"]: index for index, entry in enumerate(entries)}
+    branch = []
+    cursor = len(entries) - 1 if entries else None
+    while cursor is not None:
+        branch.append(cursor)
+        cursor = parents.get(entries[cursor].get("parentId"))
+    branch = [index for index in reversed(branch) if entries[index]["type"] == "message"]
+    os.write(notes, b"count %d\n" % len(branch))
+    if os.fork() == 0:  # the request's frame on its own core share, now that the count is out
+        head, tail = request_frame()
+        os.pwrite(frame, head + tail, 0)
+        os.write(notes, b"frame %d %d\n" % (len(head), len(tail)))
+        os._exit(0)
+    # Each message's JSON cut from its line: the harness's entries end with the message.
+    reply = b"[" + b",".join(message_bytes(lines[index]) for index in branch) + b"]"
+    os.write(replies, reply)
+    os.write(notes, b"messages %d\n" % len(reply))
+    encoded = b",".join(to_chat(entries[index]["message"]) for index in branch)
+    os.write(chat, encoded)
+    os.write(notes, b"chat %d\n" % len(encoded))
+
+
+def message_bytes(line: bytes) -> bytes:
+    """The ``message`` value of an entry's line, as written (it is the line's last key)."""
+    start = line.index(b'"message":{') + len(b'"message":')
+    return line[start:-1]
+
+
+def to_chat(message: dict) -> bytes:  # type: ignore[type-arg]
+    """One transcript message as a Chat Completions message, encoded."""
+    import orjson
+
+    role = message["role"]
+    text = "".join(c["text"] for c in message["content"] if c["type"] == "text")
+    if role == "user":
+        return orjson.dumps({"role": "user", "content": text})
+    if role == "toolResult":
+        return orjson.dumps(
+            {"role": "tool", "tool_call_id": message["toolCallId"], "content": text}
+        )
+    item = {"role": "assistant", "content": text or None}
+    calls = [c for c in message["content"] if c["type"] == "toolCall"]
+    if calls:
+        item["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": orjson.dumps(c["arguments"]).decode()},
+            }
+            for c in calls
+        ]
+    return orjson.dumps(item)
+
+
+def request_frame() -> tuple[bytes, bytes]:
+    """The request body before the transcript (model, system prompt) and after it (tools)."""
+    import orjson
+
+    from pitrio.actors.session.resources.system_prompt import (
+        SystemPromptOptions,
+        build_system_prompt,
+    )
+    from pitrio.actors.tool_executor.tools import create_builtin_tools
+
+    cwd = os.getcwd()
+    system = build_system_prompt(SystemPromptOptions(cwd=cwd))
+    model = os.environ.get("ANCHOR_MODEL", "mock-model")
+    head = orjson.dumps({"model": model})[:-1] + b',"messages":['
+    head += orjson.dumps({"role": "system", "content": system}) + b","
+    specs = [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in create_builtin_tools(cwd)[:4]
+    ]
+    tail = (
+        b'],"stream":true,"stream_options":{"include_usage":true},"max_tokens":16384,"tools":'
+        + orjson.dumps(specs)
+        + b"}"
+    )
+    return head, tail
+
+
+def main(argv: list[str]) -> int:
+    """Fork the parser, then serve RPC on stdin/stdout with trio until EOF (without
+    ``--session``, a new session: the floor of a cold start)."""
+    if "--session" in argv:
+        path = argv[argv.index("--session") + 1]
+    else:  # a new session: its file holds the header alone (the cold-start floor)
+        os.makedirs(".floor", exist_ok=True)
+        path = os.path.join(".floor", "session.jsonl")
+        with open(path, "wb") as fh:
+            fh.write(b'{"type":"session","version":3}\n')
+    notes_r, notes_w = os.pipe()
+    replies, chat = os.memfd_create("replies"), os.memfd_create("chat")
+    frame = os.memfd_create("frame")
+    if os.fork() == 0:
+        os.close(notes_r)
+        try:
+            child(path, notes_w, replies, chat, frame)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    os.close(notes_w)
+    import trio
+
+    trio.run(serve, path, notes_r, replies, chat, frame)
+    return 0
+
+
+class Notes:
+    """The child's result lines, read as they come."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.seen: dict[bytes, list[int]] = {}
+        self.buffer = b""
+
+    async def get(self, kind: bytes) -> list[int]:
+        """The numbers of the result ``kind``, once the child has written it."""
+        while kind not in self.seen:
+            chunk = await self.stream.receive_some()
+            if not chunk:
+                raise RuntimeError("the parser ended early")
+            self.buffer += chunk
+            *lines, self.buffer = self.buffer.split(b"\n")
+            for line in lines:
+                name, *numbers = line.split()
+                self.seen[name] = [int(n) for n in numbers]
+        return self.seen[kind]
+
+
+async def lines_of(stream: Any) -> Any:
+    """The lines of a byte stream."""
+    buffer = b""
+    while chunk := await stream.receive_some():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line
+
+
+async def serve(path: str, notes_fd: int, replies: int, chat: int, frame: int) -> None:
+    """Answer the harness's commands; the first turn's request is the child's bytes."""
+    import trio
+
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    notes = Notes(trio.lowlevel.FdStream(notes_fd))
+    import orjson
+
+    async def answer(command: dict[str, Any], data: bytes | None = None) -> None:
+        head = b'{"id":%s,"type":"response","command":%s,"success":true' % (
+            orjson.dumps(command.get("id")),
+            orjson.dumps(command["type"]),
+        )
+        await stdout.send_all(head + (b',"data":' + data if data is not None else b"") + b"}\n")
+
+    async for line in lines_of(stdin):
+        command = orjson.loads(line)
+        match command["type"]:
+            case "get_state":
+                (count,) = await notes.get(b"count")
+                model = os.environ.get("ANCHOR_MODEL", "mock-model")
+                state = {"model": {"id": model}, "isStreaming": False, "messageCount": count}
+                await answer(command, orjson.dumps(state))
+            case "get_messages":
+                (size,) = await notes.get(b"messages")
+                reply = os.pread(replies, size, 0)
+                await answer(command, b'{"messages":' + reply + b"}")
+            case "prompt":
+                await answer(command)
+                await turn(command["message"], path, stdout, notes, (chat, frame))
+            case _:
+                await answer(command)
+
+
+def append(path: str, message: dict[str, Any]) -> None:
+    """Append a message's entry and make it durable; blocking on purpose: a floor program has
+    nothing else to run meanwhile."""
+    import orjson
+
+    with open(path, "ab") as fh:
+        fh.write(orjson.dumps({"type": "message", "message": message}) + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int, int]) -> None:
+    """One turn: the request from the child's bytes, the reply streamed as events."""
+    import time
+    from urllib.parse import urlparse
+
+    import h11
+    import orjson
+    import trio
+
+    async def event(value: dict[str, Any]) -> None:
+        await stdout.send_all(orjson.dumps(value) + b"\n")
+
+    user = {"role": "user", "content": [{"type": "text", "text": text}]}
+    user["timestamp"] = int(time.time() * 1000)
+    await event({"type": "agent_start"})
+    await event({"type": "message_start", "message": user})
+    await event({"type": "message_end", "message": user})
+    chat, frame = files
+    (size,) = await notes.get(b"chat")
+    head_size, tail_size = await notes.get(b"frame")
+    transcript = os.pread(chat, size, 0)
+    head, tail = os.pread(frame, head_size, 0), os.pread(frame, tail_size, head_size)
+    body = head + transcript + (b"," if transcript else b"") + to_chat(user) + tail
+    url = urlparse(os.environ["ANCHOR_BASE_URL"])
+    stream = await trio.open_tcp_stream(url.hostname or "127.0.0.1", url.port or 80)
+    wire = h11.Connection(h11.CLIENT)
+    target = url.path.rstrip("/") + "/chat/completions"
+    headers = [
+        ("Host", url.netloc),
+        ("Content-Type", "application/json"),
+        ("Authorization", "Bearer " + os.environ.get("ANCHOR_API_KEY", "x")),
+        ("Content-Length", str(len(body))),
+    ]
+    request = h11.Request(method="POST", target=target, headers=headers)
+    await stream.send_all(wire.send(request) + wire.send(h11.Data(data=body)))
+    append(path, user)  # synced while the model reads the request
+    reply, pending = "", b""
+    while True:
+        got = wire.next_event()
+        if got is h11.NEED_DATA:
+            wire.receive_data(await stream.receive_some())
+            continue
+        if isinstance(got, h11.Data):
+            pending += bytes(got.data)
+            *frames, pending = pending.split(b"\n\n")
+            for frame in frames:
+                payload = frame.removeprefix(b"data: ")
+                if payload == b"[DONE]":
+                    continue
+                choices = orjson.loads(payload).get("choices") or [{}]
+                delta = (choices[0].get("delta") or {}).get("content")
+                if delta:
+                    reply += delta
+                    update = {"type": "text_delta", "delta": delta}
+                    await event({"type": "message_update", "assistantMessageEvent": update})
+        elif isinstance(got, h11.EndOfMessage | h11.ConnectionClosed):
+            break
+    await stream.aclose()
+    answer = {"role": "assistant", "content": [{"type": "text", "text": reply}]}
+    answer["stopReason"] = "stop"
+    append(path, answer)
+    await event({"type": "message_end", "message": answer})
+    await event({"type": "agent_end", "messages": [user, answer]})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
