@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from pitrio.actors.host.context import HostConfig
-from pitrio.actors.host.start_options import SessionStub, start_options
+from pitrio.actors.host.start_options import SessionStub, kept_stub, start_options
+from pitrio.actors.model_router import FAUX_MODELS
+from pitrio.actors.session_store import StoredEntry
 from pitrio.errors import SessionNotFoundError
-from pitrio.messages.entries import SessionHeader
+from pitrio.messages.agent import user_message
+from pitrio.messages.entries import MessageEntry, SessionHeader
+from tests.transports.rpc.test_commands import agent_state, session_state
 
 HEADER = SessionHeader(version=3, id="s-1", timestamp="2026-01-01T00:00:00.000Z", cwd="/w")
 
@@ -52,3 +56,21 @@ def test_neither_file_nor_stub_is_a_session_not_found(tmp_path: Path) -> None:
         start_options(
             config, session_id="s-1", cwd="/w", path=tmp_path / "x", persisted=False, stub=None
         )
+
+
+def test_a_stop_before_the_file_keeps_the_sessions_choices_in_its_stub() -> None:
+    model = next(m for m in FAUX_MODELS if m.id == "faux-1")
+    state = session_state(agent=agent_state(model, thinking_level="high"), session_name="named")
+    seed = StoredEntry.from_entry(
+        MessageEntry(id="e1", parent_id=None, timestamp=HEADER.timestamp, message=user_message("u"))
+    )
+    created = SessionStub(header=HEADER, seed_entries=(seed,), model="faux/echo")
+    kept = kept_stub(created, HEADER, state)
+    assert kept == SessionStub(
+        header=HEADER,
+        seed_entries=(seed,),  # what it was started from
+        model=f"{model.provider}/faux-1",  # as chosen since, not as created
+        thinking_level="high",
+        name="named",
+    )
+    assert kept_stub(None, HEADER, state).seed_entries == ()

@@ -31,6 +31,7 @@ from pitrio.actors.session_store import (
 from pitrio.actors.session_store.actor import IDLE_SYNC_WAIT
 from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.lease import Lease, read_lease
+from pitrio.actors.session_store.leased_file import LeasedFile
 from pitrio.actors.session_store.storage import AppendFile
 from pitrio.errors import (
     ActorStoppedError,
@@ -136,14 +137,14 @@ async def test_an_append_arriving_while_the_file_is_created_is_written_once(
     """Lazy creation writes every entry so far; one appended while the lease is being taken
     is written once, after them (it used to go into the new file and again in its batch)."""
     taking, release = trio.Event(), trio.Event()
-    take_lease = SessionStore._take_lease
+    take_lease = LeasedFile._take_lease
 
-    async def held_take_lease(self: SessionStore) -> None:
+    async def held_take_lease(self: LeasedFile) -> None:
         taking.set()
         await release.wait()
         await take_lease(self)
 
-    monkeypatch.setattr(SessionStore, "_take_lease", held_take_lease)
+    monkeypatch.setattr(LeasedFile, "_take_lease", held_take_lease)
     async with running(create_store, CWD, session_dir_override=str(tmp_path)) as store:
         path = store.path
         assert path is not None

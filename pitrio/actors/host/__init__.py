@@ -4,7 +4,8 @@ Pure policies: :mod:`.policy` (session ids, restart intensity, idle eviction), :
 (the replay buffer of resuming clients), :mod:`.feed` (one client's ordered outgoing queue).
 File discovery: :mod:`.index`. What the shells share: :mod:`.context` (the host's config).
 Shells: :mod:`.hosted` (one session's supervision and fan-out, its clients' attachments in
-:mod:`.attached`) and :mod:`.actor` (the registry).
+:mod:`.attached`, its activity in :mod:`.activity`, its notices in :mod:`.notices`) and
+:mod:`.actor` (the registry).
 """
 
 from pitrio.actors.host.actor import Host, HostHandle, info_row, start_host

@@ -3,8 +3,8 @@
 A :class:`HostedSession` outlives the actors of its session. It owns what clients need across
 evictions and restarts: the per-session sequence numbers (``seq``, counted by the host, so they
 keep growing when a new actor starts at 1 again), the :class:`ReplayBuffer`, the attached
-clients (each a :class:`~pitrio.actors.host.feed.ClientFeed`) and the supervision of the
-session's actor tree:
+clients (each a :class:`~pitrio.actors.host.feed.ClientFeed`), its activity (:mod:`.activity`)
+and the supervision of the session's actor tree (clients are told with :mod:`.notices`):
 
 * the tree runs in its own nursery inside a *supervisor* task of the host (one-for-all: a
   crash of any of its actors ends the tree);
@@ -30,14 +30,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from pitrio.actors.host import notices
+from pitrio.actors.host.activity import Activity
 from pitrio.actors.host.attached import AttachedClient
 from pitrio.actors.host.crashes import crash_reason, owned_elsewhere
 from pitrio.actors.host.dialogs import OpenDialogs
 from pitrio.actors.host.feed import DEFAULT_CLIENT_CAPACITY, ClientFeed, framed_event
 from pitrio.actors.host.policy import RestartHistory
 from pitrio.actors.host.replay import ReplayBuffer
-from pitrio.actors.host.runs import LogEvent, RunLedger
-from pitrio.actors.host.start_options import SessionStub, start_options
+from pitrio.actors.host.start_options import SessionStub, kept_stub, start_options
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.actors.session.command_ledger import CommandLedger
 from pitrio.actors.session.fanout import Offer, Sequenced
@@ -46,19 +47,7 @@ from pitrio.actors.session.trust_gate import TrustAsker
 from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.errors import ActorStoppedError, PitrioError, SessionNotFoundError
-from pitrio.logs import event as log_event
-from pitrio.messages.agent import AssistantMessage
-from pitrio.messages.content import TextContent
-from pitrio.messages.events import (
-    AgentSessionEvent,
-    AgentSettled,
-    AgentStart,
-    ExtensionUiRequest,
-    MessageEnd,
-    MessageUpdate,
-    QueueUpdate,
-    ToolExecutionEnd,
-)
+from pitrio.messages.events import ExtensionUiRequest, MessageUpdate
 from pitrio.messages.shared import shared_system_json, system_messages
 
 if TYPE_CHECKING:
@@ -96,6 +85,7 @@ class HostedSession:
         "_stop_requested",
         "_stop_scope",
         "_stopped",
+        "activity",
         "clients",
         "coalesced_total",
         "cwd",
@@ -111,11 +101,8 @@ class HostedSession:
         "ledger",
         "path",
         "project_trust",
-        "queued",
         "replay",
         "restarts",
-        "running",
-        "runs",
         "seq",
         "started",
         "status",
@@ -156,12 +143,10 @@ class HostedSession:
         """Extension dialogs waiting for an answer: shown to clients that attach later."""
         self.clients: list[AttachedClient] = []
         self.started: StartedSession | None = None
-        self.running = False
-        self.queued = 0
+        self.activity = Activity(session_id, context.emit)
+        """A run in progress, the messages queued, the runs' log lines (kept across restarts)."""
         self.last_active = trio.current_time()
         self.events_total = 0
-        self.runs = RunLedger(session_id)
-        """What the log says about this session's runs (kept across restarts)."""
         self.coalesced_total = 0
         self.dropped_clients = 0
         self._actor_seq = 0
@@ -185,6 +170,16 @@ class HostedSession:
     def touch(self) -> None:
         """Record activity (postpones eviction)."""
         self.last_active = trio.current_time()
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress."""
+        return self.activity.running
+
+    @property
+    def queued(self) -> int:
+        """How many steering and follow-up messages wait."""
+        return self.activity.queued
 
     @property
     def persisted(self) -> bool:
@@ -260,7 +255,7 @@ class HostedSession:
         await self._stopped.wait()
         if delete:
             self._set_status("closed")
-            self._notify({"type": "session_closed", "sessionId": self.id})
+            self._notify(notices.closed(self.id))
 
     def reset_failure(self) -> None:
         """Forget a failure: the next access starts the session again."""
@@ -292,14 +287,7 @@ class HostedSession:
     async def _capture_stub(self, started: StartedSession) -> None:
         """An unwritten session keeps its model, level and name for its next start."""
         state = await started.session.state()
-        model = state.agent.model
-        self.stub = SessionStub(
-            header=started.store.header,
-            seed_entries=self.stub.seed_entries if self.stub is not None else (),
-            model=f"{model.provider}/{model.id}",
-            thinking_level=state.agent.thinking_level,
-            name=state.session_name,
-        )
+        self.stub = kept_stub(self.stub, started.store.header, state)
 
     async def rename(self, name: str) -> str:
         """Name the session (started if it is not); the name as stored (trimmed)."""
@@ -418,30 +406,12 @@ class HostedSession:
             if client.feed.offer(relayed) is Offer.OVERFLOW and open_before:
                 self.dropped_clients += 1
             client.wake()
-        self._track(event)
+        now = self.last_active = trio.current_time()
+        if type(event) is not MessageUpdate:  # most events of a run: nothing to track
+            self.activity.observe(event, now)
         if self._progress is not None:
             self._progress.set()
             self._progress = None
-
-    def _track(self, event: AgentSessionEvent) -> None:
-        now = self.last_active = trio.current_time()
-        if type(event) is MessageUpdate:  # most events of a run: none of the cases below
-            return
-        if isinstance(event, AgentStart) and not self.running:
-            self.running = True
-            self._context.emit({"type": "session_busy", "sessionId": self.id})
-            _write(self.runs.start(now))
-        elif isinstance(event, AgentSettled):
-            self.running = False
-            self._context.emit({"type": "session_idle", "sessionId": self.id})
-            _write(self.runs.settled(now))
-        elif isinstance(event, QueueUpdate):
-            self.queued = len(event.steering) + len(event.follow_up)
-        elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
-            _write(self.runs.response(event.message))
-        elif isinstance(event, ToolExecutionEnd) and event.is_error:
-            text = " ".join(b.text for b in event.result.content if isinstance(b, TextContent))
-            _write(self.runs.tool_failed(event.tool_name, event.tool_call_id, text))
 
     # -- supervision -------------------------------------------------------------------------
 
@@ -473,7 +443,7 @@ class HostedSession:
         while True:
             crash = await self._run_tree()
             self.started = None
-            self.running = False
+            self.activity.ended()
             self.dialogs.clear()
             if crash is None:
                 # The stopped tree is cyclic garbage (the actors' frames are held by the
@@ -498,11 +468,7 @@ class HostedSession:
             if not decision.allowed or self._context.shutting_down:
                 self.failure = crash
                 self._set_status("failed")
-                failed: dict[str, Any] = {
-                    "type": "session_failed",
-                    "sessionId": self.id,
-                    "reason": crash,
-                }
+                failed = notices.failed(self.id, crash)
                 self._notify(failed)
                 self._context.emit(failed)
                 return
@@ -512,12 +478,7 @@ class HostedSession:
             # memory would say "done" for a command nothing durable shows (a prompt accepted
             # while the database was down). Read the ids again from what was stored.
             self.ledger = None
-            notice: dict[str, Any] = {
-                "type": "session_restarted",
-                "sessionId": self.id,
-                "reason": crash,
-                "restarts": self.restarts,
-            }
+            notice = notices.restarted(self.id, crash, self.restarts)
             self._notify(notice)
             self._context.emit(notice)
             self._set_status("starting")
@@ -546,24 +507,14 @@ class HostedSession:
                         # still, the stream has a gap and clients must reload.
                         await self.started.session.state()
                         self.replay.reset(self.seq)
-                        self._notify(
-                            {"type": "resync", "sessionId": self.id, "reason": "event gap"}
-                        )
+                        self._notify(notices.event_gap(self.id))
         except BaseException as exc:
             moved = owned_elsewhere(exc)
             if moved is not None:
                 # Not a crash: another daemon runs it. Clients are told where; the session
                 # stays unloaded here and the next access tries again.
                 self.elsewhere = moved
-                self._notify(
-                    {
-                        "type": "session_owned_elsewhere",
-                        "sessionId": self.id,
-                        "owner": moved.owner,
-                        "url": moved.url,
-                        "reason": str(moved),
-                    }
-                )
+                self._notify(notices.owned_elsewhere(self.id, moved))
                 return None
             reason = crash_reason(exc)
             if reason is None:
@@ -602,12 +553,3 @@ class HostedSession:
         self._set_status("live")
         self._context.emit({"type": "session_opened", "sessionId": self.id})
         self.touch()
-
-
-_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-
-
-def _write(entry: LogEvent | None) -> None:
-    if entry is not None:
-        level, name, fields = entry
-        log_event(log, name, _LEVELS[level], **fields)

@@ -4,8 +4,8 @@
 ``message_end``, each failed tool, the settle) and returns the log events to write:
 ``run_start``, ``provider_error`` (with the HTTP status when there is one), ``tool_failed`` and
 ``run_end`` (duration, turns, token usage summed over the run's responses, cost in USD, the
-last stop reason). It never sees a delta: the hosted session's pump calls it only for those
-event types, so a turn costs a few ``isinstance`` checks more.
+last stop reason). It never sees a delta: the hosted session's :class:`~.activity.Activity`
+calls it only for those event types, so a turn costs a few ``isinstance`` checks more.
 """
 
 from __future__ import annotations

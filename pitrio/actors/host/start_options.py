@@ -1,7 +1,8 @@
 """How the host starts one session: the :class:`SessionOptions` it passes (pure).
 
 A session starts from its file, from the shared store, or, when it has neither yet, from the
-stub its creation left (header, seed entries, the model and thinking level asked for).
+stub its creation left (header, seed entries, the model and thinking level asked for), which a
+stop before anything was written brings up to date (:func:`kept_stub`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pitrio.messages.entries import SessionHeader
 
 if TYPE_CHECKING:
     from pitrio.actors.host.context import HostConfig
+    from pitrio.actors.session.commands import SessionState
 
 
 @attrs.frozen(kw_only=True)
@@ -29,6 +31,21 @@ class SessionStub:
     model: str | None = None
     thinking_level: str | None = None
     name: str | None = None
+
+
+def kept_stub(
+    previous: SessionStub | None, header: SessionHeader, state: SessionState
+) -> SessionStub:
+    """The stub a session not written yet keeps at a stop for its next start: its model,
+    thinking level and name as ``state`` has them now, the seed entries it started from."""
+    model = state.agent.model
+    return SessionStub(
+        header=header,
+        seed_entries=previous.seed_entries if previous is not None else (),
+        model=f"{model.provider}/{model.id}",
+        thinking_level=state.agent.thinking_level,
+        name=state.session_name,
+    )
 
 
 def start_options(

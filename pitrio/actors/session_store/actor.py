@@ -1,14 +1,15 @@
 """The SessionStore actor: the one writer of one session file (DESIGN §2, spec §4).
 
 It owns the entry tree (:mod:`.tree`), the projection of the current leaf (:mod:`.projection`),
-the open file and its lease (:mod:`.lease`). Callers hold a :class:`SessionStoreHandle`.
+the open file and its lease (:mod:`.leased_file`). Callers hold a :class:`SessionStoreHandle`.
 
-Appends. The actor adds an entry to the tree and the projection at once, in arrival order,
-and queues its line for the writer task. The writer takes *everything queued* as one batch:
-one ``write`` and (policy ``always``) one ``fsync``, then answers every append of the batch and
-emits ``entry_appended`` for each, in order. While a batch is on its way to the disk the next
-one gathers, so concurrent appends share fsyncs (group commit); when a batch is synced is the
-``session.fsync`` policy's (:mod:`.syncing`). Subscribers and watchers: :mod:`.listeners`.
+Appends. The actor adds an entry (made from the caller's draft by :mod:`.appends`) to the tree
+and the projection at once, in arrival order, and queues its line for the writer task. The
+writer takes *everything queued* as one batch: one ``write`` and (policy ``always``) one
+``fsync``, then answers every append of the batch and emits ``entry_appended`` for each, in
+order. While a batch is on its way to the disk the next one gathers, so concurrent appends
+share fsyncs (group commit); when a batch is synced is the ``session.fsync`` policy's
+(:mod:`.syncing`). Subscribers and watchers: :mod:`.listeners`.
 
 Lazy creation (§4.6, issue 21): a new session's file appears with the first entry whose append
 is *acknowledged*: the header and every entry so far are written at once (atomically: temp
@@ -39,7 +40,6 @@ follow them (``entries_merged`` to the watchers), anything else turns the store 
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Callable
@@ -49,7 +49,12 @@ import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Reply
-from pitrio.actors.idle import until_idle
+from pitrio.actors.session_store.appends import (
+    appended_entry,
+    needs_file,
+    stale_fence,
+    write_failure,
+)
 from pitrio.actors.session_store.commands import (
     FSYNC_POLICIES,
     Append,
@@ -75,34 +80,21 @@ from pitrio.actors.session_store.commands import (
 from pitrio.actors.session_store.file_format import Problem
 from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
-from pitrio.actors.session_store.lease import Lease
+from pitrio.actors.session_store.leased_file import LeasedFile
 from pitrio.actors.session_store.listeners import Listeners
-from pitrio.actors.session_store.opening import (
-    create_session_file,
-    open_session_file,
-    rehome,
-    whole_file,
-)
+from pitrio.actors.session_store.opening import rehome, whole_file
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
-from pitrio.actors.session_store.projection import Projection, system_checkpoint
+from pitrio.actors.session_store.projection import Projection
 from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
 )
-from pitrio.actors.session_store.stored import StoredEntry, iso_to_ms
-from pitrio.actors.session_store.syncing import IDLE_SYNC_WAIT, SyncClock, write_lines
+from pitrio.actors.session_store.stored import StoredEntry
+from pitrio.actors.session_store.syncing import IDLE_SYNC_WAIT, SyncClock
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
-from pitrio.errors import ReadOnlySessionError, SessionError, StaleFenceError
-from pitrio.messages.entries import (
-    CompactionEntry,
-    ContextEditEntry,
-    LabelEntry,
-    SessionEntry,
-    SessionHeader,
-    SessionInfoEntry,
-    iso_now,
-)
+from pitrio.errors import ReadOnlySessionError, SessionError
+from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -140,7 +132,6 @@ class SessionStore(Actor[StoreCommand]):
         super().__init__(name="session-store", capacity=self.options.inbox_capacity)
         self._source = source
         self._new_id = new_id
-        self._file_class = file_class
         self.path: Path | None = source.path
         self.read_only = source.read_only
         self.cwd = source.cwd or ""
@@ -151,9 +142,13 @@ class SessionStore(Actor[StoreCommand]):
         self.migrated = False
         self.backup: Path | None = None
         """Where a migration kept the original file (``None``: no migration here)."""
-        self._lease: Lease | None = None
-        self._file: AppendFile | None = None
-        self._needs_newline = False
+        self._disk = LeasedFile(
+            source.path,
+            take_over=self.options.take_over,
+            inline=self.options.sync_inline,
+            file_class=file_class,
+        )
+        """The file and its lease (:mod:`.leased_file`; a store in memory never has a file)."""
         self._wants_file = False
         """An entry that needs the file exists: an acknowledged append, or an assistant
         message among the entries a store starts with (a fork's, as pi writes its file)."""
@@ -221,8 +216,7 @@ class SessionStore(Actor[StoreCommand]):
         """Load the session (in a worker thread) and start the writer task."""
         source = self._source
         if source.kind == "open":
-            assert source.path is not None
-            await self._open(source.path)
+            await self._open()
         else:
             origin = str(self.path) if self.path else "<memory>"
             entries = [rehome(stored, origin) for stored in source.entries]
@@ -232,32 +226,13 @@ class SessionStore(Actor[StoreCommand]):
                 await self._create_file()
         self.projection = Projection(self.tree.path())
 
-    async def _open(self, path: Path) -> None:
-        opened = await trio.to_thread.run_sync(
-            functools.partial(
-                open_session_file,
-                path,
-                cwd=self.cwd,
-                read_only=self.read_only,
-                take_over=self.options.take_over,
-                strict=self.options.strict,
-                new_id=self._new_id,
-                file_class=self._file_class,
-            )
+    async def _open(self) -> None:
+        opened = await self._disk.open(
+            cwd=self.cwd, read_only=self.read_only, strict=self.options.strict, new_id=self._new_id
         )
         self.header, self.cwd, self.tree = opened.header, opened.cwd, opened.tree
         self.problems, self._wants_file = opened.problems, opened.wants_file
         self.migrated, self.backup = opened.migrated, opened.backup
-        self._lease, self._file = opened.lease, opened.file
-        self._needs_newline = opened.needs_newline
-
-    async def _take_lease(self) -> None:
-        assert self.path is not None
-        path = self.path
-        take_over = self.options.take_over
-        self._lease = await trio.to_thread.run_sync(
-            lambda: Lease.acquire(path, take_over=take_over)
-        )
 
     async def _create_file(self) -> None:
         """Write header and every entry so far to a new file (lazy creation's moment)."""
@@ -265,24 +240,7 @@ class SessionStore(Actor[StoreCommand]):
         # The entries so far, taken before the first await: one appended while the lease is
         # taken is written by its own batch, after them (taken later, it was written twice).
         data = whole_file(self.header, self.tree.entries)
-        if self.options.sync_inline:
-            # One session per process (RPC mode): inline, as its fsyncs are. The first
-            # prompt's append waits for this (issue 21); through worker threads the event
-            # loop would go on streaming the answer meanwhile and then deliver it in a burst.
-            # Like an inline append's fsync (syncing.write_lines), it first waits, at most
-            # IDLE_SYNC_WAIT, until nothing else can run: the first prompt's model request
-            # then goes out before the file's three fsyncs, which overlap the wait for the
-            # answer instead of delaying it (issue 38: 2-10 ms of the first answer).
-            await until_idle(IDLE_SYNC_WAIT, shield=True)
-            if self._lease is None:
-                self._lease = Lease.acquire(self.path, take_over=self.options.take_over)
-            self._file = create_session_file(self.path, data, self._file_class)
-            return
-        if self._lease is None:
-            await self._take_lease()
-        self._file = await trio.to_thread.run_sync(
-            create_session_file, self.path, data, self._file_class
-        )
+        await self._disk.create(data)
 
     async def run(
         self, *, task_status: trio.TaskStatus[Address[StoreCommand]] = trio.TASK_STATUS_IGNORED
@@ -296,14 +254,7 @@ class SessionStore(Actor[StoreCommand]):
                 await trio.to_thread.run_sync(self._close)
 
     def _close(self) -> None:
-        # Both are idempotent: after a clean stop there is nothing left to do.
-        if self._file is not None:
-            self._file.close()
-        if self._lease is not None:
-            try:
-                self._lease.release()
-            except OSError as exc:  # e.g. a full disk: the lock is dropped all the same
-                log.warning("%s: could not mark the lease released: %s", self.path, exc)
+        self._disk.close()
 
     async def stopping(self) -> None:
         """Inbox closed: write what is queued, sync, release the lease, end subscriptions."""
@@ -314,10 +265,7 @@ class SessionStore(Actor[StoreCommand]):
             await done.wait()
         except ReadOnlySessionError as exc:  # the store failed before: that was reported
             log.warning("%s", exc)
-        if self._file is not None:
-            await trio.to_thread.run_sync(self._file.close)
-        if self._lease is not None:
-            await trio.to_thread.run_sync(self._lease.release)
+        await self._disk.stop()
         await self._listeners.close()
 
     # -- commands ------------------------------------------------------------------------------
@@ -383,7 +331,7 @@ class SessionStore(Actor[StoreCommand]):
     @property
     def fence(self) -> int | None:
         """The fence of this store's lease (``None`` while it holds none)."""
-        return None if self._lease is None else self._lease.fence
+        return self._disk.fence
 
     def _watch_lease(self, reply: Reply[SessionOwnedElsewhereError]) -> None:
         """A file's lease is a lock the kernel holds for this store while it runs: no other
@@ -398,9 +346,7 @@ class SessionStore(Actor[StoreCommand]):
     def _check_fence(self, fence: int | None) -> None:
         self._check_writable()
         if fence is not None and fence != self.fence:
-            raise StaleFenceError(
-                f"{self.path}: append with lease {fence} refused, the lease is {self.fence}"
-            )
+            raise stale_fence(self.path, fence, self.fence)
 
     def _move_leaf(self, entry_id: str | None) -> None:
         if entry_id is None:
@@ -415,25 +361,11 @@ class SessionStore(Actor[StoreCommand]):
         self, draft: SessionEntry, reply: Reply[SessionEntry], *, lazy: bool = False
     ) -> None:
         self._check_writable()
-        tree = self.tree
-        if isinstance(draft, LabelEntry | ContextEditEntry):
-            tree.require(draft.target_id)
-        if isinstance(draft, SessionInfoEntry) and draft.name is not None:
-            draft = attrs.evolve(draft, name=draft.name.strip())
-        entry = attrs.evolve(draft, id=tree.next_id(), parent_id=tree.leaf_id, timestamp=iso_now())
-        if isinstance(entry, CompactionEntry) and entry.system_message is None:
-            # The prompt and tools in force, replayed from the context it compacts (pi 1.6.0).
-            checkpoint = system_checkpoint(
-                self.projection.context().messages, iso_to_ms(entry.timestamp)
-            )
-            entry = attrs.evolve(entry, system_message=checkpoint)
+        entry = appended_entry(draft, self.tree, self.projection, iso_now())
         stored = StoredEntry.from_entry(entry, origin=str(self.path) if self.path else "<memory>")
-        tree.add(stored)
+        self.tree.add(stored)
         self.projection.append(stored)
-        # A system message is written with the user message after it (pi 1.6.0 writes a new
-        # session's file at its first user message).
-        wants_file = not lazy and not (stored.type == "message" and stored.role == "system")
-        if wants_file or stored.is_assistant_message:
+        if needs_file(stored, lazy=lazy):
             self._wants_file = True  # this append returns once the file holds it
         self._pending.append(_Pending(stored, reply, entry))
         self._wake_writer()
@@ -509,23 +441,19 @@ class SessionStore(Actor[StoreCommand]):
 
     def _written(self) -> bool:
         """Whether an entry committed now is stored (or never will be: a store in memory)."""
-        return self._file is not None or self.path is None
+        return self._disk.file is not None or self.path is None
 
     def _turn_read_only(self, exc: OSError) -> ReadOnlySessionError:
         """Record a failed write: from now on the store refuses appends (see the module doc)."""
         if self.failure is None:
-            self.failure = ReadOnlySessionError(
-                f"{self.path}: writing the session failed: {exc}. The session is read-only "
-                "from now on; every entry saved before is in the file."
-            )
-            self.failure.__cause__ = exc
+            self.failure = write_failure(self.path, exc)
             log.error("%s", self.failure)
         return self.failure
 
     async def _commit(self, batch: list[_Pending]) -> None:
         lines = [item.stored.raw for item in batch if item.stored is not None]
         force = any(item.force_sync for item in batch)
-        if self._file is None:
+        if self._disk.file is None:
             creatable = self.path is not None and not self.read_only
             if lines and creatable and (self._wants_file or not self.options.lazy_create):
                 await self._create_file()  # every entry so far, synced
@@ -550,16 +478,10 @@ class SessionStore(Actor[StoreCommand]):
     async def _write(self, batch: list[_Pending], force: bool) -> None:
         """Write the batch's lines (the file checked against its mark first)."""
         lines = [item.stored.raw for item in batch if item.stored is not None]
-        assert self._file is not None
         if lines:
-            file, lease = self._file, self._lease
-            data = b"\n".join(lines) + b"\n"
-            if self._needs_newline:
-                data = b"\n" + data  # start after a torn last line, never inside it
             policy = self.options.fsync
             sync = self._sync_clock.must_sync(policy, force, trio.current_time())
-            await write_lines(file, lease, data, sync=sync, inline=self.options.sync_inline)
-            self._needs_newline = False
+            await self._disk.write(lines, sync=sync)
             self._sync_clock = self._sync_clock.written(
                 sync, policy, trio.current_time(), self.options.batch_interval
             )
@@ -569,10 +491,11 @@ class SessionStore(Actor[StoreCommand]):
     def _catch_up_now(self, batch: list[_Pending]) -> None:
         """Check the file against its mark (inline: one ``fstat``, a read only when another
         writer wrote) and take in or refuse what changed; raises ``ReadOnlySessionError``."""
-        if self._file is None:
+        file = self._disk.file
+        if file is None:
             return
         try:
-            self._file.check_mark()
+            file.check_mark()
         except FileChanged as changed:
             self._take_in(changed, batch)
         except OSError as exc:  # the file was replaced or cannot be read: as a failed write
@@ -581,11 +504,12 @@ class SessionStore(Actor[StoreCommand]):
     def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
         """Judge what another writer did to the file; take its entries in (the unwritten ones
         of this store follow them), or turn read-only (raises the failure)."""
-        assert self._file is not None and self.path is not None
+        file = self._disk.file
+        assert file is not None and self.path is not None
         queued = [*batch, *self._pending]
-        outcome = take_in(self.path, self._file, changed, self.tree, queued)
+        outcome = take_in(self.path, file, changed, self.tree, queued)
         if isinstance(outcome, Unchanged):  # only touched: the same bytes are there
-            self._file.mark = attrs.evolve(self._file.mark, mtime_ns=outcome.mtime_ns)
+            file.mark = attrs.evolve(file.mark, mtime_ns=outcome.mtime_ns)
         elif isinstance(outcome, Conflict):
             raise self._foreign_conflict(outcome)
         else:
@@ -603,24 +527,23 @@ class SessionStore(Actor[StoreCommand]):
         return self.failure
 
     async def _sync(self) -> None:
-        file = self._file
-        if file is not None:
-            await trio.to_thread.run_sync(file.sync)
+        await self._disk.sync()
         self._sync_clock = SyncClock()
 
     # -- state for queries -----------------------------------------------------------------------
 
     def status(self) -> StoreStatus:
         """A snapshot of this store (runs inside the actor)."""
+        file = self._disk.file
         return StoreStatus(
             path=self.path,
             read_only=self.read_only,
-            persisted=self._file is not None,
+            persisted=file is not None,
             fence=self.fence,
             entries=len(self.tree),
             leaf_id=self.tree.leaf_id,
-            writes=0 if self._file is None else self._file.writes,
-            syncs=0 if self._file is None else self._file.syncs,
+            writes=0 if file is None else file.writes,
+            syncs=0 if file is None else file.syncs,
             migrated=self.migrated,
             backup=self.backup,
             problems=self.problems,
