@@ -40,4 +40,5 @@ def answer_pings_only_while_open() -> None:
             await answer(self, event)
 
     setattr(answer_while_open, _MENDED, True)
+    answer_while_open.__wrapped__ = answer  # type: ignore[attr-defined]  # the library's own
     library._handle_ping_event = answer_while_open
