@@ -37,6 +37,10 @@ from pitrio.transports.attach_connect import (
 )
 from pitrio.transports.attach_screen import AttachError, ChatScreen
 from pitrio.transports.attach_terminal import Keyboard, Terminal, escape_ends_lines, stdio_terminal
+from pitrio.transports.websocket_pings import answer_pings_only_while_open
+
+# The daemon pings its clients: a ping during this client's close must not fail the close.
+answer_pings_only_while_open()
 
 RECONNECTS = 5
 

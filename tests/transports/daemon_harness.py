@@ -16,6 +16,11 @@ from pitrio.actors.model_router import FauxProvider
 from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.transports.daemon.server import DaemonConfig
 from pitrio.transports.serve import Daemon, open_daemon
+from pitrio.transports.websocket_pings import answer_pings_only_while_open
+
+# The tests' clients are trio-websocket's: a daemon ping during their close (every 0.3 s in the
+# half-open tests) must not fail the close (see the module).
+answer_pings_only_while_open()
 
 TOKEN = "test-token-0123456789"
 AUTH = [(b"Authorization", f"Bearer {TOKEN}".encode())]

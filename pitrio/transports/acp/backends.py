@@ -27,10 +27,14 @@ from pitrio.transports.acp.bridge import Ask, Bridge, run_bridge, serve_link
 from pitrio.transports.acp.jsonrpc import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 from pitrio.transports.acp.messages import Update
 from pitrio.transports.attach_connect import Token, refused, unreachable, ws_url
+from pitrio.transports.websocket_pings import answer_pings_only_while_open
 
 if TYPE_CHECKING:
     from pitrio.sdk.models import ModelRouterHandle
     from pitrio.sdk.session import SessionOptions
+
+# The daemon pings its clients: a ping during this client's close must not fail the close.
+answer_pings_only_while_open()
 
 Notify = Callable[[Bridge, Update], Awaitable[None]]
 

@@ -29,7 +29,7 @@ from trio_websocket import (
 )
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
-from wsproto.events import BytesMessage, CloseConnection, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 
 log = logging.getLogger("pitrio.daemon")
 
@@ -99,6 +99,16 @@ class DaemonWebSocket(WebSocketConnection):
             joiner: Any = b"" if isinstance(event, BytesMessage) else ""
             self._merged.append(joiner.join(self._message_parts))
             self._message_parts = []
+
+    async def _handle_ping_event(self, event: Ping) -> None:
+        # Answered only while the connection is open. Once the daemon's close frame has gone
+        # out (a slow client, an unanswered ping, shutdown), wsproto refuses every frame but
+        # the peer's close, and trio-websocket 0.12 answers a ping that arrives meanwhile
+        # anyway: the refusal ended the connection's reader with ``LocalProtocolError``,
+        # logged and counted as a connection error (upstream issue 184). RFC 6455 asks for
+        # no frame after a close frame; the peer's close reply ends the connection as usual.
+        if self._wsproto.state is ConnectionState.OPEN:
+            await super()._handle_ping_event(event)
 
     async def send_messages(self, messages: list[str]) -> None:
         """Send text messages in order with one write to the stream: the bytes on the wire are
