@@ -30,9 +30,9 @@ def answer_pings_only_while_open() -> None:
     """From now on every trio-websocket connection of this process leaves unanswered a ping
     that arrives after its close frame went out (idempotent)."""
     library: Any = WebSocketConnection
-    answer = library._handle_ping_event
-    if getattr(answer, _MENDED, False):
-        return
+    answer = getattr(library, "_handle_ping_event", None)
+    if answer is None or getattr(answer, _MENDED, False):
+        return  # mended already, or a release that no longer has the method (nothing to mend)
 
     async def answer_while_open(self: WebSocketConnection, event: Ping) -> None:
         # No await between the check and wsproto's send: the state cannot change between.
