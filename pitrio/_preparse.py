@@ -12,8 +12,8 @@ those bytes (:class:`MappedLines`) rather than copying them into 48,000 objects 
 (:func:`idle_core`): elsewhere the child's CPU would be the parent's.
 
 The child decides nothing: it certifies lines whose JSON has the shape of the parser's quick
-path (:data:`check_line` is that path's JSON condition, written once more here, where pitrio
-cannot be imported). Every other line, and every check that depends on earlier lines (a
+path (``check_line`` is that path's JSON condition, written once more where pitrio cannot be
+imported). Every other line, and every check that depends on earlier lines (a
 duplicate id, a parent read before), is the parser's, in the parent. So the result is the
 in-process parse's, problems included.
 
@@ -25,8 +25,12 @@ itself (:class:`Offer`). Any failure (no ``posix_spawn`` or ``memfd_create``, a 
 failed or was killed) leaves the in-process read. The child is reaped by whoever takes the
 offer or by :func:`discard`; it ends with the parent (it checks its parent between blocks).
 
-Only the standard library is imported here (orjson in the child): this module runs before
-the runtime is imported (``pitrio/__init__.py`` loads nothing until an SDK name is used).
+Only the standard library is imported here: this module runs before the runtime is imported
+(``pitrio/__init__.py`` loads nothing until an SDK name is used). This is the parent's side
+(which file, whether a core is free, the spawn, taking the records) and the memory file's
+format; the child's own code (``check_line``, ``write_records``, ``_child``) is
+:mod:`pitrio._preparse_child`, which this process never imports: only the child loads it (and
+orjson).
 """
 
 from __future__ import annotations
@@ -48,13 +52,13 @@ if TYPE_CHECKING:
 BLOCK = 1 << 20
 """The child's read size, and so the size of the blocks of lines handed over."""
 
-_HEADER = struct.Struct("<8s3Q2qQQ?")
+HEADER = struct.Struct("<8s3Q2qQQ?")
 """At the memory file's start, written again after each record: a magic, the file's device,
 inode, size, modification and change times (ns) as the child found them when it began, where
 the records end, how much of the file they cover, and whether the child finished."""
-_MAGIC = b"pitrio2\n"
-_LENGTH = struct.Struct("<Q")
-_PAGE = mmap.ALLOCATIONGRANULARITY
+MAGIC = b"pitrio2\n"
+LENGTH = struct.Struct("<Q")
+PAGE = mmap.ALLOCATIONGRANULARITY
 """A block's bytes start at a multiple of this in the memory file: where a mapping may."""
 MESSAGE_KEY = b'"message":{'
 """Where the message of pi's usual line begins (``TailMessageEntry.message_bytes``'s key)."""
@@ -234,10 +238,10 @@ class Offer:
             self.reaper.start()
 
     def _progress(self) -> tuple[bytes, Identity, int, int, bool]:
-        header = os.pread(self.memory, _HEADER.size, 0)
-        if len(header) != _HEADER.size:
-            return b"", (0, 0, 0, 0, 0), _HEADER.size, 0, False
-        magic, *read, end, covered, finished = _HEADER.unpack(header)
+        header = os.pread(self.memory, HEADER.size, 0)
+        if len(header) != HEADER.size:
+            return b"", (0, 0, 0, 0, 0), HEADER.size, 0, False
+        magic, *read, end, covered, finished = HEADER.unpack(header)
         return magic, tuple(read), end, covered, bool(finished)
 
     def records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None] | None:
@@ -246,7 +250,7 @@ class Offer:
         says how far they went once iterated. ``None`` if the child read another file. The
         child is reaped and the memory file closed by the end (or at once, on ``None``)."""
         magic, read, *_ = self._progress()
-        if magic == _MAGIC and read != wanted:
+        if magic == MAGIC and read != wanted:
             self.stop()
             os.close(self.memory)
             return None
@@ -255,14 +259,14 @@ class Offer:
     def _records(self, wanted: Identity) -> Generator[Chunk | bytes, None, None]:
         import marshal
 
-        memory, at = self.memory, _HEADER.size
+        memory, at = self.memory, HEADER.size
         # One buffer for every record: a new 1 MB bytes for each would be new pages each time
         # (faulted in and zeroed: a third of the cost of taking the records).
         buffer = bytearray(BLOCK + (BLOCK >> 2))
         try:
             while True:
                 magic, read, end, covered, finished = self._progress()
-                if magic != _MAGIC or read != wanted:
+                if magic != MAGIC or read != wanted:
                     break  # not begun (or, at the last look, another file): nothing taken
                 if at >= end:
                     self.covered = covered
@@ -271,8 +275,8 @@ class Offer:
                     self.stop()  # caught up with it: the rest is read in-process
                     continue  # one more look: a record may have been ended meanwhile
                 while at < end:
-                    (length,) = _LENGTH.unpack(os.pread(memory, _LENGTH.size, at))
-                    at += _LENGTH.size
+                    (length,) = LENGTH.unpack(os.pread(memory, LENGTH.size, at))
+                    at += LENGTH.size
                     if length > len(buffer):
                         buffer = bytearray(length)
                     view = memoryview(buffer)[:length]
@@ -285,7 +289,7 @@ class Offer:
                         yield record  # the last line, unterminated
                         continue
                     size, ids, parents, roles, bounds, starts = record
-                    at = -(-at // _PAGE) * _PAGE
+                    at = -(-at // PAGE) * PAGE
                     lines = _mapped(memory, at, size, bounds, starts)
                     if len(lines) != len(ids):
                         raise ValueError("a record whose lines and checks differ in number")
@@ -326,10 +330,11 @@ _OFFERS: list[Offer] = []
 
 
 _CHILD = (
-    "import sys; sys.path[:0] = sys.argv[5:]; from pitrio._preparse import _child; "
+    "import sys; sys.path[:0] = sys.argv[5:]; from pitrio._preparse_child import _child; "
     "_child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))"
 )
-"""The child's program: this module's :func:`_child`, found where this process finds it."""
+"""The child's program: :func:`pitrio._preparse_child._child`, found where this process finds
+it."""
 
 
 def start(path: str) -> bool:
@@ -400,148 +405,6 @@ def discarded_after() -> Iterator[None]:
         yield
     finally:
         discard()
-
-
-def check_line(value: Any) -> tuple[str, str | None, str] | None:
-    """A parsed line's ``(id, parentId, role)`` if it has the shape the session parser
-    builds at once (``SessionParser._feed_terminated``'s quick path for pi's message line:
-    ``type``, ``id``, ``parentId``, ``timestamp`` and, last, ``message``); else ``None``.
-    The parser checks what depends on other lines (a duplicate id, the parent) itself."""
-    if value.__class__ is not dict or len(value) != 5 or next(reversed(value)) != "message":
-        return None
-    entry_id = value.get("id")
-    parent_id = value.get("parentId", False)
-    message = value.get("message")
-    if (
-        value.get("type") == "message"
-        and entry_id.__class__ is str
-        and entry_id
-        and (parent_id is None or parent_id.__class__ is str)
-        and value.get("timestamp").__class__ is str
-        and message.__class__ is dict
-    ):
-        role = message.get("role")
-        if role.__class__ is str:
-            return entry_id, parent_id, role
-    return None
-
-
-def write_records(
-    source: int, memory: int, parent: int | None = None, block_size: int = BLOCK
-) -> bool:
-    """Read the file open at ``source`` to its end and write its blocks of lines to
-    ``memory``: for each, a record of what :func:`check_line` found in each line (``None``
-    where it found nothing) and where its lines and messages lie (:class:`MappedLines`), then
-    the block's bytes from the next page on, then the header (see :class:`Offer`); whether
-    the file was read whole and unchanged, ``block_size`` bytes a read. ``parent``: stop
-    when the process's parent is no longer that one."""
-    import marshal
-    from itertools import accumulate
-
-    import orjson
-
-    loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
-    key, skip, newline = MESSAGE_KEY, len(MESSAGE_KEY) - 1, (1).__add__
-    before = os.fstat(source)
-    if not stat.S_ISREG(before.st_mode):
-        return False
-    found_at = identity(before)
-    at = _HEADER.size
-    rest: list[bytes] = []
-    read = covered = 0
-    while True:
-        if parent is not None and os.getppid() != parent:
-            return False
-        block = os.read(source, block_size)
-        if not block:
-            break
-        read += len(block)
-        cut = block.rfind(b"\n") + 1
-        if not cut:
-            rest.append(block)
-            continue
-        last = block[cut:]
-        data = b"".join([*rest, block[:cut]]) if rest else block[:cut]
-        rest = [last] if last else []
-        lines = data.split(b"\n")
-        lines.pop()  # after the last newline: nothing
-        bounds = array("Q", accumulate(map(newline, map(len, lines)), initial=0))
-        starts = array("Q", [0])
-        ids: list[Any] = []
-        parents: list[Any] = []
-        roles: list[Any] = []
-        # One object for each id and each role in the block: marshal writes the repeats (a
-        # parentId naming a line before, the same role again) as references, and the parent
-        # loads one string for them, not one for each line.
-        named: dict[str, str] = {}
-        kinds: dict[str, str] = {}
-        for raw, offset in zip(lines, bounds, strict=False):  # bounds: one more, the end
-            try:
-                found = check(loads(raw))
-            except refused:
-                found = None
-            if found is None:
-                ids.append(None)
-                parents.append(None)
-                roles.append(None)
-                starts.append(0)
-                continue
-            entry_id, parent_id, role = found
-            ids.append(entry_id)
-            parents.append(parent_id if parent_id is None else named.get(parent_id, parent_id))
-            roles.append(kinds.setdefault(role, role))
-            named[entry_id] = entry_id
-            message = raw.find(key)
-            starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
-        record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
-        at = _record(memory, at, marshal.dumps(record))
-        at = _write_all(memory, data, -(-at // _PAGE) * _PAGE)
-        covered = read - len(last)
-        _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, covered, False), 0)
-    if read != before.st_size or identity(os.fstat(source)) != found_at:
-        return False  # changed while read: the taker's identity check refuses it anyway
-    at = _record(memory, at, marshal.dumps(b"".join(rest)))
-    _write_all(memory, _HEADER.pack(_MAGIC, *found_at, at, read, True), 0)
-    return True
-
-
-def _record(memory: int, at: int, data: bytes) -> int:
-    return _write_all(memory, _LENGTH.pack(len(data)) + data, at)
-
-
-def _write_all(memory: int, data: bytes, at: int) -> int:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(memory, view, at)
-        view = view[written:]
-        at += written
-    return at
-
-
-def _child(path: str, memory: int, parent: int, block: int = BLOCK) -> None:
-    """The child's whole life: parse, write, exit (never to the caller's code)."""
-    code = 1
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the parent's
-        # Where no core is free, the parent and the child share one: at a lower priority the
-        # child takes what the parent leaves rather than half of it (on an idle core, it runs
-        # as fast either way). Measured: nothing (the benchmarks run everything at 19).
-        with contextlib.suppress(OSError):
-            os.nice(10)
-        # The protocol's pipes and the terminal are the parent's: a reader waiting for the
-        # parent's EOF must not wait for this process too (spawned, they are /dev/null
-        # already; a caller that forked may not have seen to it).
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.close(null)
-        source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if write_records(source, memory, parent, block):
-            code = 0
-    except BaseException:
-        code = 1
-    finally:
-        os._exit(code)  # no atexit handler, no buffer of the parent's flushed twice
 
 
 def idle_core() -> bool:

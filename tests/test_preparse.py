@@ -1,7 +1,7 @@
-"""The launcher's parsing child (pitrio/_preparse.py; issue 38): which command lines
-start one, and that every way it can go wrong leaves the in-process read, no zombie and no
-orphan. That what it offers reads the same as the file read in-process is
-``tests/actors/test_session_store_preparsed.py``'s."""
+"""The launcher's parsing child (pitrio/_preparse.py, pitrio/_preparse_child.py; issue 38):
+which command lines start one, and that every way it can go wrong leaves the in-process
+read, no zombie and no orphan. That what it offers reads the same as the file read
+in-process is ``tests/actors/test_session_store_preparsed.py``'s."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from pitrio import _preparse as preparse
+from pitrio import _preparse_child as preparse_child
 from pitrio.actors.session_store.catalog import most_recent_session, resolve_session_arg
 from pitrio.actors.session_store.paths import session_dir
 from pitrio.actors.session_store.storage import read_session
@@ -67,12 +68,12 @@ def finished(offer: preparse.Offer) -> None:
 
 def forked_offer(path: Path) -> preparse.Offer:
     """What :func:`preparse.start` makes, but with the child forked from this process: what
-    a test patched in the child's code (``pitrio._preparse``) holds in the child too."""
+    a test patched in the child's code (``pitrio._preparse_child``) holds in the child too."""
     memory = os.memfd_create("pitrio-preparse")
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # never returns
-        preparse._child(str(path), memory, parent, preparse.BLOCK)
+        preparse_child._child(str(path), memory, parent, preparse.BLOCK)
     offer = preparse.Offer(pid, memory)
     preparse._OFFERS.append(offer)
     return offer
@@ -207,7 +208,7 @@ def test_a_child_killed_before_it_began_leaves_the_in_process_read(
         os.kill(os.getpid(), signal.SIGKILL)
         return False
 
-    monkeypatch.setattr(preparse, "write_records", killed)  # in the child, once forked
+    monkeypatch.setattr(preparse_child, "write_records", killed)  # in the child, once forked
     offer = forked_offer(path)
     finished(offer)
     parsed = read_session(path)
@@ -224,7 +225,7 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
     with path.open("ab") as file:
         file.write(b"garbage\n" + message("last", "e399"))  # no newline at the end
     records = 0
-    write = preparse._record
+    write = preparse_child._record
 
     def stopping(memory: int, at: int, data: bytes) -> int:
         nonlocal records
@@ -234,7 +235,7 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
         return write(memory, at, data)
 
     monkeypatch.setattr(preparse, "BLOCK", 4096)
-    monkeypatch.setattr(preparse, "_record", stopping)
+    monkeypatch.setattr(preparse_child, "_record", stopping)
     offer = forked_offer(path)
     os.waitpid(offer.pid, os.WUNTRACED)  # stopped
     parsed = read_session(path)
@@ -257,7 +258,7 @@ def test_a_record_that_does_not_fit_its_block_leaves_the_in_process_read(
     # A record with one check fewer than its block has lines: nothing of the offer is
     # taken (a line would be built from another's check), the file is read in-process.
     path = session_file(tmp_path / "s.jsonl")
-    write = preparse._record
+    write = preparse_child._record
 
     def short(memory: int, at: int, data: bytes) -> int:
         record = marshal.loads(data)
@@ -266,7 +267,7 @@ def test_a_record_that_does_not_fit_its_block_leaves_the_in_process_read(
             record = (size, ids[:-1], parents[:-1], roles[:-1], bounds, starts)
         return write(memory, at, marshal.dumps(record))
 
-    monkeypatch.setattr(preparse, "_record", short)
+    monkeypatch.setattr(preparse_child, "_record", short)
     offer = forked_offer(path)
     finished(offer)
     parsed = read_session(path)

@@ -20,7 +20,8 @@ from pitrio.actors.model_router import FauxProvider, RouterConfig, start_model_r
 from pitrio.actors.session.bootstrap import SessionOptions
 from pitrio.actors.session.runtime import SessionRuntime
 from pitrio.actors.session_store import fork_from, list_sessions, open_store
-from pitrio.actors.session_store.file_format import check_session_bytes, parse_session_bytes
+from pitrio.actors.session_store.file_check import check_session_bytes
+from pitrio.actors.session_store.file_format import parse_session_bytes
 from pitrio.actors.session_store.jsonline import loads_line
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.maintenance import check_file, repair_file

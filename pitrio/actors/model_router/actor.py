@@ -10,14 +10,13 @@ tool bodies belong to the run.
 :func:`start_model_router` builds the registry from a :class:`RouterConfig`: the faux models,
 the built-in catalogue, and the user's ``models.json`` (a broken file is reported by
 :meth:`ModelRouterHandle.problems` and leaves the built-in models usable, as pi does). The
-commands the actor takes are in :mod:`.commands` (re-exported here).
+commands the actor takes are in :mod:`.commands`, the configuration (where it comes from) in
+:mod:`.router_config` (both re-exported here).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,13 +50,7 @@ from pitrio.actors.model_router.models_json import (
     merge_models,
     parse_models_json,
 )
-from pitrio.actors.model_router.providers.base import (
-    CacheRetention,
-    EventSender,
-    ProviderSettings,
-    StreamFn,
-    provider_settings,
-)
+from pitrio.actors.model_router.providers.base import EventSender, StreamFn
 from pitrio.actors.model_router.providers.faux import FauxProvider
 from pitrio.actors.model_router.registry import (
     FAUX_MODELS,
@@ -65,9 +58,15 @@ from pitrio.actors.model_router.registry import (
     ModelRegistry,
     offered,
 )
+from pitrio.actors.model_router.router_config import (
+    CACHE_RETENTION_ENV,
+    DIAGNOSTICS_ENV,
+    MODELS_FILE_NAME,
+    SETTINGS_FILE_NAME,
+    RouterConfig,
+)
 from pitrio.actors.model_router.stream_builder import failure_message
 from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult, route
-from pitrio.actors.session_store.paths import agent_dir
 from pitrio.errors import ModelsJsonError, UnknownModelError, unwrap_group
 from pitrio.messages.agent import AssistantMessage, ThinkingLevel, ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -75,65 +74,6 @@ from pitrio.messages.stream import StreamError
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router.providers.http import HttpPool
-
-MODELS_FILE_NAME = "models.json"
-SETTINGS_FILE_NAME = "settings.json"
-CACHE_RETENTION_ENV = "PITRIO_CACHE_RETENTION"
-DIAGNOSTICS_ENV = "PITRIO_PROVIDER_DIAGNOSTICS"
-"""``1`` asks for a ``diagnostics`` entry on failed responses (pi's messages have none)."""
-CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
-
-
-@attrs.frozen(kw_only=True)
-class RouterConfig:
-    """Where the router's models and credentials come from.
-
-    ``agent_dir`` holds ``models.json`` and ``auth.json`` (``None``: neither is read);
-    ``env`` is the environment keys are looked up in; ``catalogue`` adds the built-in models.
-    """
-
-    agent_dir: Path | None = None
-    env: Mapping[str, str] = attrs.field(factory=dict)
-    catalogue: bool = True
-    settings: ProviderSettings = attrs.field(factory=ProviderSettings)
-
-    @classmethod
-    def from_environment(
-        cls, env: Mapping[str, str] | None = None, settings: ProviderSettings | None = None
-    ) -> RouterConfig:
-        """The process's configuration: ``$PITRIO_AGENT_DIR`` (or ``~/.pitrio/agent``), its env.
-
-        Without ``settings``, the agent dir's ``settings.json`` gives them
-        (``retry.provider.timeoutMs`` / ``maxRetries`` / ``maxRetryDelayMs``,
-        ``thinkingBudgets``: :func:`provider_settings`). ``$PITRIO_CACHE_RETENTION``
-        (``none``/``short``/``long``) sets prompt caching, like pi's ``PI_CACHE_RETENTION``;
-        ``$PITRIO_PROVIDER_DIAGNOSTICS=1`` puts status, retry-after and the failure's class on
-        failed messages as ``diagnostics`` (off: pi's messages carry none).
-        """
-        env = dict(os.environ) if env is None else dict(env)
-        directory = agent_dir(env)
-        settings = settings or _agent_provider_settings(directory)
-        retention = env.get(CACHE_RETENTION_ENV)
-        for choice in CACHE_RETENTIONS:
-            if retention == choice:
-                settings = attrs.evolve(settings, cache_retention=choice)
-        if env.get(DIAGNOSTICS_ENV) == "1":
-            settings = attrs.evolve(settings, diagnostics=True)
-        return cls(agent_dir=directory, env=env, settings=settings)
-
-
-def _agent_provider_settings(directory: Path) -> ProviderSettings:
-    """The provider settings of ``<agent dir>/settings.json``.
-
-    The router serves the whole process, so a project's settings cannot apply to it; a file
-    that is missing or does not parse gives the defaults (the session's settings loader
-    reports the problem to the user).
-    """
-    try:
-        document = orjson.loads((directory / SETTINGS_FILE_NAME).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return ProviderSettings()
-    return provider_settings(document) if isinstance(document, dict) else ProviderSettings()
 
 
 class ModelRouter(Actor[RouterCommand]):

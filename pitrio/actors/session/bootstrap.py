@@ -23,8 +23,8 @@ from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH, declared_tools
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
 from pitrio.actors.model_router import ModelRouterHandle
-from pitrio.actors.model_router.actor import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.catalogue import renamed_reference
+from pitrio.actors.model_router.router_config import CACHE_RETENTION_ENV, CACHE_RETENTIONS
 from pitrio.actors.model_router.thinking import DEFAULT_THINKING_LEVEL, clamp_thinking_level
 from pitrio.actors.session.actor import SessionActor
 from pitrio.actors.session.commands import SessionSettings

@@ -19,7 +19,8 @@ What a line can be, and what happens to it:
   open refuses the file, naming file and line; ``repair`` moves such lines aside.
 
 Files older than version 3 are parsed to plain objects and migrated (``migrations.py``);
-the caller rewrites the file when :attr:`ParsedSession.migrated` is set.
+the caller rewrites the file when :attr:`ParsedSession.migrated` is set. What ``check`` and
+``repair`` make of the problems is :mod:`.file_check`'s.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import orjson
 
-from pitrio.actors.session_store.jsonline import loads_line, strip_bom
+from pitrio.actors.session_store.jsonline import is_truncated_json, loads_line, strip_bom
 from pitrio.actors.session_store.migrations import migrate_to_current, session_version
 from pitrio.actors.session_store.stored import (
     ENTRY_CLASSES,
@@ -82,12 +83,6 @@ class Problem:
         return f"{origin}:{self.line}: {self.severity}: {self.message}"
 
 
-REJECTED_KINDS: frozenset[str] = frozenset(
-    {"malformed", "torn", "duplicate_id", "undecodable", "parent_cycle"}
-)
-"""Problem kinds whose line ``repair`` moves to ``FILE.rejected``."""
-
-
 @attrs.define
 class ParsedSession:
     """A session file as read: header, entries in file order, every problem found.
@@ -134,20 +129,6 @@ class _Taken:
 
     def __init__(self, entry_id: str) -> None:
         self.id = entry_id
-
-
-def _is_truncated_json(raw: bytes, exc: orjson.JSONDecodeError) -> bool:
-    """Whether ``raw`` looks like the beginning of a JSON object cut short by a crash."""
-    if not raw.lstrip().startswith(b"{"):
-        return False
-    if exc.msg.startswith("unexpected end of data") and exc.pos >= len(raw.rstrip()):
-        return True
-    # A write cut inside a multi-byte UTF-8 character: valid except for the last few bytes.
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return bad.reason == "unexpected end of data" and bad.end == len(raw)
-    return False
 
 
 class SessionParser:
@@ -240,7 +221,7 @@ class SessionParser:
             if not terminated:
                 self._problem(line, "torn", "warning", "torn last line (an interrupted write)")
                 self._torn.append(raw)
-            elif _is_truncated_json(raw, exc):
+            elif is_truncated_json(raw, exc):
                 self._problem(line, "torn", "warning", "torn line (an interrupted write)")
                 self._torn.append(raw)
             else:
@@ -587,46 +568,3 @@ def parse_session_bytes(data: bytes, *, origin: str, decode_all: bool = False) -
     if last:
         parser.feed(last, terminated=False)
     return parser.finish()
-
-
-def check_session_bytes(data: bytes, *, origin: str) -> list[Problem]:
-    """Every problem of a session file, each entry decoded in full (``pitrio sessions check``)."""
-    parsed = parse_session_bytes(data, origin=origin, decode_all=True)
-    problems = list(parsed.problems)
-    if parsed.empty:
-        problems.insert(0, Problem(0, "no_header", "error", "empty file: no session header"))
-    return problems
-
-
-@attrs.frozen
-class RepairPlan:
-    """What ``repair`` writes: the kept file content and the lines moved aside."""
-
-    kept: bytes
-    rejected: tuple[tuple[int, bytes], ...]
-    problems: tuple[Problem, ...]
-
-
-def plan_repair(data: bytes, *, origin: str) -> RepairPlan:
-    """Split a session file into what stays and the bad lines that move to ``FILE.rejected``.
-
-    Torn and malformed lines move; every other line stays byte for byte, and a last line
-    without a newline gets one. A file without a valid header cannot be repaired (raises
-    :class:`~pitrio.errors.SessionFileError`): there is no session to keep the lines in.
-    """
-    problems = check_session_bytes(data, origin=origin)
-    for problem in problems:
-        if problem.kind == "no_header":
-            raise SessionFileError(origin, problem.line, f"cannot repair: {problem.message}")
-    bad = {problem.line for problem in problems if problem.kind in REJECTED_KINDS}
-    pieces = data.split(b"\n")
-    if pieces and pieces[-1] == b"":
-        pieces.pop()
-    kept: list[bytes] = []
-    rejected: list[tuple[int, bytes]] = []
-    for number, piece in enumerate(pieces, start=1):
-        if number in bad:
-            rejected.append((number, piece))
-        else:
-            kept.append(piece + b"\n")
-    return RepairPlan(b"".join(kept), tuple(rejected), tuple(problems))

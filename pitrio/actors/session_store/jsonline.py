@@ -9,6 +9,9 @@ orjson refuses two things pi's files can hold and pi itself reads:
   string back with the surrogate escaped, as ``JSON.stringify`` does, so the value travels on to
   responses, events and requests unchanged, as in pi. The line itself stays as it was;
 * a **byte order mark** before the header: stripped by :func:`strip_bom` (the first line only).
+
+A line neither parses is either torn (:func:`is_truncated_json`: the start of an object a
+crash cut short) or malformed.
 """
 
 from __future__ import annotations
@@ -47,3 +50,17 @@ def loads_line(raw: bytes) -> Any:
         except (ValueError, RecursionError):
             raise refused from None
         return value
+
+
+def is_truncated_json(raw: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """Whether ``raw`` looks like the beginning of a JSON object cut short by a crash."""
+    if not raw.lstrip().startswith(b"{"):
+        return False
+    if exc.msg.startswith("unexpected end of data") and exc.pos >= len(raw.rstrip()):
+        return True
+    # A write cut inside a multi-byte UTF-8 character: valid except for the last few bytes.
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return bad.reason == "unexpected end of data" and bad.end == len(raw)
+    return False

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import attrs
 
-from pitrio.actors.session_store.file_format import Problem, check_session_bytes, plan_repair
+from pitrio.actors.session_store.file_check import check_session_bytes, plan_repair
+from pitrio.actors.session_store.file_format import Problem
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.paths import check_session_path, open_session_file
 from pitrio.actors.session_store.storage import (

@@ -35,7 +35,7 @@ class CheckedParser(SessionParser):
         roles: Sequence[Any],
     ) -> None:
         """Take a block of terminated lines and, for each, the ``(id, parentId, role)`` of
-        :func:`pitrio._preparse.check_line` (``None`` ids where it found none). A checked
+        :func:`pitrio._preparse_child.check_line` (``None`` ids where it found none). A checked
         line is built as the quick path of ``_feed_terminated`` builds it after parsing it,
         with the same checks of what depends on other lines, as a
         :class:`~.stored.MappedMessageEntry` of ``lines``; the rest goes to that method."""

@@ -1,5 +1,5 @@
-"""pi 1.6.0's HTTP settings in the provider pool: ``httpIdleTimeoutMs``,
-``websocketConnectTimeoutMs`` and ``httpProxy`` (with ``NO_PROXY``)."""
+"""pi 1.6.0's HTTP settings in the provider pool (providers/http_pool.py):
+``httpIdleTimeoutMs``, ``websocketConnectTimeoutMs`` and ``httpProxy`` (with ``NO_PROXY``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pitrio.actors.model_router.providers.base import HttpSettings, provider_settings
-from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.providers.http_pool import HttpPool
 from tests.actors.providers.test_transport import raw_server
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
@@ -81,7 +81,7 @@ async def test_no_proxy_hosts_skip_the_http_proxy(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_star_in_no_proxy_turns_the_proxy_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pitrio.actors.model_router.providers.http import proxy_mounts
+    from pitrio.actors.model_router.providers.http_pool import proxy_mounts
 
     assert proxy_mounts("http://p:1", {"NO_PROXY": "*"}) == {}
     mounts = proxy_mounts("http://p:1", {"no_proxy": ".corp.example"})

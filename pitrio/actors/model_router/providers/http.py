@@ -3,11 +3,11 @@
 A provider is two halves. The sans-IO half is a :class:`~.sse.SseParser` subclass (server-sent
 events in, assistant stream events out, through a :class:`StreamBuilder`) plus a pure request
 builder; both are tested without a network (the parser base and the SSE decoder live in
-:mod:`.sse`, the error texts in :mod:`.http_errors`; both re-exported here). The I/O half is
-:class:`HttpProvider.stream`: resolve the key, build the request, POST it through the
-process-wide :class:`HttpPool`, feed the parser the events :class:`SseDecoder` decodes, and
-turn every way a request can fail into the final ``error`` event (spec §1.3: a stream function
-never raises for request failures):
+:mod:`.sse`, the error texts in :mod:`.http_errors`, the pool in :mod:`.http_pool`; all
+re-exported here). The I/O half is :class:`HttpProvider.stream`: resolve the key, build the
+request, POST it through the process-wide :class:`HttpPool`, feed the parser the events
+:class:`SseDecoder` decodes, and turn every way a request can fail into the final ``error``
+event (spec §1.3: a stream function never raises for request failures):
 
 * a non-2xx answer: ``"<status> <vendor type>: <vendor message>"`` (``"<status> status code
   (no body)"`` when empty), with status and ``retry-after`` in the message's diagnostics;
@@ -30,10 +30,9 @@ connection that could go back to the pool.
 from __future__ import annotations
 
 import abc
-import os
 import random
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,7 +44,7 @@ from pitrio.actors.model_router import provider_hooks
 from pitrio.actors.model_router.credentials import Credentials
 from pitrio.actors.model_router.diagnostics import parse_retry_after
 from pitrio.actors.model_router.providers import retry
-from pitrio.actors.model_router.providers.base import EventSender, HttpSettings, ProviderSettings
+from pitrio.actors.model_router.providers.base import EventSender, ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.providers.http_errors import (
     ErrorStyle,
@@ -55,6 +54,7 @@ from pitrio.actors.model_router.providers.http_errors import (
     stream_error_message,
     unresolved_host_message,
 )
+from pitrio.actors.model_router.providers.http_pool import HttpPool
 from pitrio.actors.model_router.providers.sse import MalformedStreamError, SseDecoder, SseParser
 from pitrio.errors import CredentialError
 from pitrio.messages.model import LlmContext, Model, StreamOptions
@@ -62,13 +62,10 @@ from pitrio.messages.stream import AssistantMessageEvent, StreamError
 from pitrio.telemetry import note_transport_retry
 
 if TYPE_CHECKING:
-    import ssl
-
     import httpx
 
     from pitrio.actors.model_router.provider_hooks import ProviderHooks
     from pitrio.actors.model_router.providers.http11_wire import DirectResponse
-    from pitrio.actors.model_router.providers.transport import Http11Transport
 
 # httpx (~35 ms to import) is imported by the first request, not at start-up: a process
 # answers its first command sooner, and one that never calls an HTTP provider never pays it
@@ -78,116 +75,6 @@ _MAX_AFTER_FINAL = 64  # events read after the final one before giving up on dra
 HANDOVER = 64
 """SSE events of one read parsed before their events are handed over (the agent loop's
 channel holds 64: a read's first events can be taken while the next are parsed)."""
-
-
-def proxy_mounts(proxy: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """httpx mounts sending every request through ``proxy`` (pi 1.6.0's ``httpProxy``, which
-    it applies as ``HTTP_PROXY`` and ``HTTPS_PROXY``), except to the hosts ``NO_PROXY`` names
-    (a ``*`` there: no proxy at all), which keep the direct transport."""
-    import httpx
-
-    through = httpx.AsyncHTTPTransport(proxy=proxy)
-    mounts: dict[str, Any] = {"http://": through, "https://": through}
-    exempt = env.get("NO_PROXY", env.get("no_proxy", ""))
-    for host in (part.strip() for part in exempt.split(",")):
-        if host == "*":
-            return {}
-        if host:
-            bare = host.lstrip(".")
-            mounts[f"all://{bare}"] = None
-            mounts[f"all://*.{bare}"] = None
-    return mounts
-
-
-class HttpPool:
-    """The process's one HTTP client: every provider and session shares its connections.
-
-    Owned by the ModelRouter, which closes it when it stops.
-    """
-
-    def __init__(self, settings: HttpSettings | None = None) -> None:
-        self.settings = settings or HttpSettings()
-        self._client: httpx.AsyncClient | None = None
-        self._transport: Http11Transport | None = None
-        self._direct: bool | None = None
-        self.closers: list[Callable[[], Awaitable[None]]] = []
-        """Also run by :meth:`aclose`: connections a provider keeps outside the pool (the
-        Codex WebSocket sessions)."""
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The shared client, created on first use (building its TLS context costs tens of
-        milliseconds, which a process that never calls a real provider should not pay)."""
-        if self._client is None:
-            self._client = self._new_client()
-        return self._client
-
-    @property
-    def transport(self) -> Http11Transport:
-        """The connection pool under the client (and under :meth:`direct`)."""
-        if self._transport is None:
-            from pitrio.actors.model_router.providers.transport import Http11Transport
-
-            settings = self.settings
-
-            def ssl_context() -> ssl.SSLContext:
-                import httpx
-
-                return httpx.create_ssl_context(trust_env=settings.trust_env)
-
-            self._transport = Http11Transport(
-                max_connections=settings.max_connections,
-                max_keepalive=settings.max_keepalive,
-                ssl_context=ssl_context,
-            )
-        return self._transport
-
-    def direct(self) -> Http11Transport | None:
-        """The transport to use without the client, unless the environment names a proxy
-        (then every request goes through httpx, which routes it). Per request the client's
-        layers cost about as much CPU as the transport itself (issue 7)."""
-        if self._direct is None:
-            names = {"http_proxy", "https_proxy", "all_proxy"}
-            self._direct = self.settings.proxy is None and not (
-                self.settings.trust_env
-                and any(key.lower() in names and value for key, value in os.environ.items())
-            )
-        return self.transport if self._direct else None
-
-    def _new_client(self) -> httpx.AsyncClient:
-        import httpx
-
-        settings = self.settings
-        return httpx.AsyncClient(
-            timeout=httpx.Timeout(
-                connect=settings.connect_timeout,
-                read=settings.read_timeout,
-                write=settings.write_timeout,
-                pool=settings.pool_timeout,
-            ),
-            limits=httpx.Limits(
-                max_connections=settings.max_connections,
-                max_keepalive_connections=settings.max_keepalive,
-            ),
-            trust_env=settings.trust_env,
-            mounts=proxy_mounts(settings.proxy, os.environ) if settings.proxy else None,
-            follow_redirects=False,
-            # Direct connections through pitrio's lean HTTP/1.1 transport (half the CPU per
-            # request of httpcore + h11, issue 7); proxies from the environment still get
-            # httpx's own transports (it mounts them for the URLs they cover).
-            transport=cast("httpx.AsyncBaseTransport", self.transport),  # one by its methods
-        )
-
-    async def aclose(self) -> None:
-        """Close every pooled connection (the pool can be used again afterwards)."""
-        for closer in self.closers:
-            await closer()
-        client, self._client = self._client, None
-        transport, self._transport = self._transport, None
-        if client is not None:
-            await client.aclose()  # closes the transport too
-        elif transport is not None:
-            await transport.aclose()
 
 
 @attrs.frozen(kw_only=True)
