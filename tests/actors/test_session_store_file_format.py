@@ -168,6 +168,16 @@ def test_torn_line_followed_by_later_appends_stays_a_warning() -> None:
     assert [e.id for e in parsed.entries] == ["a", "c"]
 
 
+def test_torn_line_with_text_beyond_ascii_followed_by_appends_stays_a_warning() -> None:
+    # The cut falls after whole non-ASCII characters: the parser's refusal counts characters,
+    # the line's length bytes, and a torn prefix must still be told from a malformed line.
+    line = entry("b", "a", text="snowman \u2603 and caf\u00e9 here")
+    cut = line[: line.index(b"here")]
+    parsed = parse(file_of(HEADER, entry("a", None), cut, entry("c", "a")))
+    assert kinds(parsed) == [(3, "torn", "warning")]
+    assert [e.id for e in parsed.entries] == ["a", "c"]
+
+
 def test_complete_last_line_without_newline_is_kept() -> None:
     parsed = parse(file_of(HEADER, entry("a", None), end=b""))
     assert [e.id for e in parsed.entries] == ["a"]

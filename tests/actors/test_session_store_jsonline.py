@@ -23,6 +23,15 @@ def test_a_prefix_of_an_object_is_torn(cut: int) -> None:
     assert is_truncated_json(raw, refusal(raw))
 
 
+@pytest.mark.parametrize("cut", [52, 56, 59, 63])
+def test_a_prefix_with_text_beyond_ascii_is_torn(cut: int) -> None:
+    """The refusal's position counts characters: a cut after "é" and "ö" is still at the end."""
+    whole = '{"type":"message","id":"a","message":{"content":"héllo wörld"}}'.encode()
+    raw = whole[:cut]
+    raw.decode("utf-8")  # each cut falls between characters
+    assert is_truncated_json(raw, refusal(raw))
+
+
 def test_a_write_cut_inside_a_multibyte_character_is_torn() -> None:
     whole = '{"type":"message","id":"a","message":{"content":"héllo"}}'.encode()
     raw = whole[: whole.index("é".encode()) + 1]  # the first byte of two

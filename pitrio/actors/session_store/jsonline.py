@@ -56,7 +56,9 @@ def is_truncated_json(raw: bytes, exc: orjson.JSONDecodeError) -> bool:
     """Whether ``raw`` looks like the beginning of a JSON object cut short by a crash."""
     if not raw.lstrip().startswith(b"{"):
         return False
-    if exc.msg.startswith("unexpected end of data") and exc.pos >= len(raw.rstrip()):
+    # orjson counts the position in characters of the decoded text, not in bytes.
+    text = exc.doc if isinstance(exc.doc, str) else raw.decode("utf-8", "replace")
+    if exc.msg.startswith("unexpected end of data") and exc.pos >= len(text.rstrip()):
         return True
     # A write cut inside a multi-byte UTF-8 character: valid except for the last few bytes.
     try:
