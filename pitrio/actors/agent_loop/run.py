@@ -14,6 +14,7 @@ from itertools import chain
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
     NO_CONTEXT,
@@ -32,8 +33,7 @@ from pitrio.actors.agent_loop.intake import (
     message_update,
 )
 from pitrio.actors.model_router.stream_builder import abort_block_ends
-from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
-from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.actors.tool_executor.tool import AgentTool, ExecuteCall
 from pitrio.errors import ContinueError, unwrap_group
 from pitrio.messages.agent import (
     AgentMessage,
@@ -553,6 +553,11 @@ class LoopRun:
         The batch (preflight, hooks, concurrency, per-file order, abort results) is the tool
         executor's; it runs here, in the run's task, under the run's abort.
         """
+        # The batch's modules (preflight, validation, the file queues) are imported by the first
+        # tool call: a start, and a run without tools, never need them (cold start, issue 38).
+        with _attrs_cache.caching():  # their classes from the attrs method cache
+            from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
+
         hooks = self.config.hooks
         batch = ToolBatch(
             assistant_message=response,

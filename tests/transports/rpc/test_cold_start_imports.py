@@ -58,11 +58,15 @@ FIRST_USE = (
     *(f"pitrio.actors.tool_executor.codemode.{name}" for name in ("script", "sandbox", "output")),
     "pitrio.actors.tool_executor.codemode.source",
     "pitrio.messages.quick",  # the stored messages' quick decoder: the first decoded message
+    # the tool batch (preflight, argument validation, the per-file queues): the first tool call
+    *(f"pitrio.actors.tool_executor.{name}" for name in ("batch", "validation", "mutation")),
+    "pitrio.actors.tool_executor.validation_explain",
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
 first ``packages`` entry of a settings file, the MCP ranking by the first tool search, the
-codemode sandbox and what runs a script by the first ``codemode`` call."""
+codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
+first tool call."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
