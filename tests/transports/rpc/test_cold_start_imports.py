@@ -61,12 +61,14 @@ FIRST_USE = (
     # the tool batch (preflight, argument validation, the per-file queues): the first tool call
     *(f"pitrio.actors.tool_executor.{name}" for name in ("batch", "validation", "mutation")),
     "pitrio.actors.tool_executor.validation_explain",
+    # grep's and find's walker, globs and native searches (rg, fd): the first search
+    *(f"pitrio.actors.tool_executor.tools.{name}" for name in ("walk", "globs", "native")),
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
 first ``packages`` entry of a settings file, the MCP ranking by the first tool search, the
 codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
-first tool call."""
+first tool call, grep's and find's helpers by the first search."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
