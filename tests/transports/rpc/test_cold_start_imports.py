@@ -63,12 +63,17 @@ FIRST_USE = (
     "pitrio.actors.tool_executor.validation_explain",
     # grep's and find's walker, globs and native searches (rg, fd): the first search
     *(f"pitrio.actors.tool_executor.tools.{name}" for name in ("walk", "globs", "native")),
+    "pitrio.actors.model_router.providers.retry",  # an HTTP provider's repeats: its request
+    "pitrio.sdk.store",  # the RPC tree's node type is only named: listing, repair, export
+    "pitrio.actors.session.export_file",
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
 first ``packages`` entry of a settings file, the MCP ranking by the first tool search, the
 codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
-first tool call, grep's and find's helpers by the first search."""
+first tool call, grep's and find's helpers by the first search, a provider's retry rules by
+the first HTTP request, the SDK's store functions (listing, repair, export) by their first
+use."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
