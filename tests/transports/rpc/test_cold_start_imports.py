@@ -66,6 +66,7 @@ FIRST_USE = (
     "pitrio.actors.model_router.providers.retry",  # an HTTP provider's repeats: its request
     "pitrio.sdk.store",  # the RPC tree's node type is only named: listing, repair, export
     "pitrio.actors.session.export_file",
+    "pitrio.actors.session.user_bash",  # the user's shell commands: the first ``bash`` command
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
@@ -73,7 +74,7 @@ first ``packages`` entry of a settings file, the MCP ranking by the first tool s
 codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
 first tool call, grep's and find's helpers by the first search, a provider's retry rules by
 the first HTTP request, the SDK's store functions (listing, repair, export) by their first
-use."""
+use, the user's shell command runner by the first ``bash`` command."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
