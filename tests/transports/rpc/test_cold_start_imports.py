@@ -67,6 +67,7 @@ FIRST_USE = (
     "pitrio.sdk.store",  # the RPC tree's node type is only named: listing, repair, export
     "pitrio.actors.session.export_file",
     "pitrio.actors.session.user_bash",  # the user's shell commands: the first ``bash`` command
+    "pitrio.actors.supervisor.actor.commands",  # the first retry, compaction or branch summary
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
@@ -74,7 +75,8 @@ first ``packages`` entry of a settings file, the MCP ranking by the first tool s
 codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
 first tool call, grep's and find's helpers by the first search, a provider's retry rules by
 the first HTTP request, the SDK's store functions (listing, repair, export) by their first
-use, the user's shell command runner by the first ``bash`` command."""
+use, the user's shell command runner by the first ``bash`` command, the supervisor's commands
+by the first it is sent (a plain turn sends none)."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
