@@ -6,6 +6,8 @@ catalogue, the user's ``models.json``), the credentials and the HTTP connection 
 :func:`start_model_router` starts one.
 """
 
+from typing import TYPE_CHECKING
+
 from pitrio.actors.model_router import catalogue as _catalogue
 from pitrio.actors.model_router.actor import (
     Availability,
@@ -59,14 +61,16 @@ from pitrio.actors.model_router.stream_builder import (
     failure_message,
 )
 from pitrio.actors.model_router.usage import estimate_tokens, make_usage, with_cost
-from pitrio.actors.model_router.virtual import (
-    STATE_CUSTOM_TYPE,
-    RouteRequest,
-    RouteResult,
-    VirtualModelState,
-    state_entry_data,
-    state_from_entry_data,
-)
+
+if TYPE_CHECKING:  # served by __getattr__ below
+    from pitrio.actors.model_router.virtual import (
+        STATE_CUSTOM_TYPE,
+        RouteRequest,
+        RouteResult,
+        VirtualModelState,
+        state_entry_data,
+        state_from_entry_data,
+    )
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -125,8 +129,30 @@ __all__ = [
 ]
 
 
+_VIRTUAL = frozenset(
+    {
+        "STATE_CUSTOM_TYPE",
+        "RouteRequest",
+        "RouteResult",
+        "VirtualModelState",
+        "state_entry_data",
+        "state_from_entry_data",
+    }
+)
+
+
 def __getattr__(name: str) -> object:
-    """``CATALOGUE``, read from the catalogue's data on first access (see :mod:`.catalogue`)."""
+    """``CATALOGUE``, read from the catalogue's data on first access (see :mod:`.catalogue`);
+    the virtual models' names from :mod:`.virtual`, imported on first access (a start has
+    no virtual model: cold start, issue 38)."""
     if name == "CATALOGUE":
         return _catalogue.models()
+    if name in _VIRTUAL:
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # its classes from the attrs method cache
+            from pitrio.actors.model_router import virtual
+        value = getattr(virtual, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

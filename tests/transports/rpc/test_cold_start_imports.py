@@ -68,6 +68,7 @@ FIRST_USE = (
     "pitrio.actors.session.export_file",
     "pitrio.actors.session.user_bash",  # the user's shell commands: the first ``bash`` command
     "pitrio.actors.supervisor.actor.commands",  # the first retry, compaction or branch summary
+    "pitrio.actors.model_router.virtual",  # routing: the first virtual model (an extension's)
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
