@@ -69,6 +69,7 @@ FIRST_USE = (
     "pitrio.actors.session.user_bash",  # the user's shell commands: the first ``bash`` command
     "pitrio.actors.supervisor.actor.commands",  # the first retry, compaction or branch summary
     "pitrio.actors.model_router.virtual",  # routing: the first virtual model (an extension's)
+    "pitrio.actors.session_store.catalog",  # --session, --continue, --fork, listing: a new one
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
