@@ -44,10 +44,12 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Actor, Address, Reply
 from pitrio.actors.idle import until_idle
 from pitrio.actors.session_store.commands import (
@@ -73,7 +75,6 @@ from pitrio.actors.session_store.commands import (
     new_header,
 )
 from pitrio.actors.session_store.file_format import Problem
-from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.lease import Lease
 from pitrio.actors.session_store.listeners import Listeners
@@ -85,7 +86,6 @@ from pitrio.actors.session_store.opening import (
 )
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import Projection, system_checkpoint
-from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
@@ -103,6 +103,9 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
     iso_now,
 )
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.foreign import Conflict
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -543,6 +546,8 @@ class SessionStore(Actor[StoreCommand]):
                 self._take_in(changed, batch)  # or read-only; the batch's lines may change
                 continue
             return
+        from pitrio.actors.session_store.foreign import Conflict  # see _take_in
+
         raise self._foreign_conflict(
             Conflict("rewritten", f"the file kept changing under {FOREIGN_TRIES} tries to write")
         )
@@ -581,6 +586,11 @@ class SessionStore(Actor[StoreCommand]):
     def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
         """Judge what another writer did to the file; take its entries in (the unwritten ones
         of this store follow them), or turn read-only (raises the failure)."""
+        # Here: another writer's entries are judged and merged by code a start, and a file
+        # only this process writes, never needs (cold start, issue 38).
+        with _attrs_cache.caching():  # their classes from the attrs method cache
+            from pitrio.actors.session_store.foreign import Conflict, Unchanged
+            from pitrio.actors.session_store.reconcile import take_in
         assert self._file is not None and self.path is not None
         queued = [*batch, *self._pending]
         outcome = take_in(self.path, self._file, changed, self.tree, queued)
@@ -598,6 +608,8 @@ class SessionStore(Actor[StoreCommand]):
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""
         if self.failure is None:
+            from pitrio.actors.session_store.reconcile import conflict_failure  # see _take_in
+
             self.failure = conflict_failure(self.path, conflict)
             log.error("%s", self.failure)
         return self.failure

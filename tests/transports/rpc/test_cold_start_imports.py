@@ -70,6 +70,8 @@ FIRST_USE = (
     "pitrio.actors.supervisor.actor.commands",  # the first retry, compaction or branch summary
     "pitrio.actors.model_router.virtual",  # routing: the first virtual model (an extension's)
     "pitrio.actors.session_store.catalog",  # --session, --continue, --fork, listing: a new one
+    # another writer's entries in the session file: judged and merged when one appears
+    *(f"pitrio.actors.session_store.{name}" for name in ("foreign", "reconcile")),
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
