@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,7 +24,6 @@ from pitrio.actors.model_router import (
     FauxProvider,
     FauxReply,
     FauxToolCall,
-    FixtureRules,
     ModelRouterHandle,
     start_model_router,
 )
@@ -50,6 +49,9 @@ from pitrio.messages.events import AgentEvent, AgentSessionEvent
 from pitrio.messages.model import Model
 
 _attrs_cache.uninstall()
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import FixtureRules
 
 # Everything pitrio's own namespace serves from here (``pitrio.__getattr__``): what it held
 # when it imported the SDK itself.
@@ -119,6 +121,8 @@ def default_faux(env: Mapping[str, str] | None = None) -> FauxProvider | None:
     if not value:
         return None
     if value == "fixture-rules":
+        from pitrio.actors.model_router import FixtureRules  # a testing aid's: first use
+
         return FauxProvider(default=FixtureRules(), tokens_per_second=FIXTURE_TOKENS_PER_SECOND)
     if value == "load":
         from pitrio.actors.model_router.providers.faux_load import LoadFaux
@@ -417,3 +421,13 @@ async def _agent_nursery(
             yield Agent(loop, router, executor, recorder)
         finally:
             nursery.cancel_scope.cancel()
+
+
+def __getattr__(name: str) -> Any:
+    """``FixtureRules`` (a testing aid, see :func:`default_faux`), its module imported on
+    first access rather than by every start (cold start, issue 38)."""
+    if name == "FixtureRules":
+        from pitrio.actors.model_router import FixtureRules
+
+        return FixtureRules
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -72,6 +72,7 @@ FIRST_USE = (
     "pitrio.actors.session_store.catalog",  # --session, --continue, --fork, listing: a new one
     # another writer's entries in the session file: judged and merged when one appears
     *(f"pitrio.actors.session_store.{name}" for name in ("foreign", "reconcile")),
+    "pitrio.actors.model_router.providers.faux_rules",  # the fixtures' faux rules: a testing aid
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
