@@ -35,7 +35,6 @@ from pitrio.actors.session.bootstrap import (
     start_session,
 )
 from pitrio.actors.session.commands import StreamingBehavior
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.recorder import SessionRecorder
 from pitrio.actors.session_store.paths import session_dir, session_file_name
@@ -52,6 +51,7 @@ _attrs_cache.uninstall()
 
 if TYPE_CHECKING:
     from pitrio.actors.model_router import FixtureRules
+    from pitrio.actors.session.extensions.ui import UiResponse
 
 # Everything pitrio's own namespace serves from here (``pitrio.__getattr__``): what it held
 # when it imported the SDK itself.
@@ -211,6 +211,8 @@ class AgentSession:
         cancelled: bool = False,
     ) -> None:
         """Answer an extension's dialog (an ``extension_ui_request`` event's ``id``)."""
+        with _attrs_cache.caching():  # the UI protocol: first use, its classes from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
         await self.handle.respond_ui(
             UiResponse(id=dialog_id, value=value, confirmed=confirmed, cancelled=cancelled)
         )
@@ -424,10 +426,16 @@ async def _agent_nursery(
 
 
 def __getattr__(name: str) -> Any:
-    """``FixtureRules`` (a testing aid, see :func:`default_faux`), its module imported on
-    first access rather than by every start (cold start, issue 38)."""
+    """``FixtureRules`` (a testing aid, see :func:`default_faux`) and ``UiResponse`` (the
+    answer to an extension's dialog), their modules imported on first access rather than by
+    every start (cold start, issue 38)."""
     if name == "FixtureRules":
         from pitrio.actors.model_router import FixtureRules
 
         return FixtureRules
+    if name == "UiResponse":
+        with _attrs_cache.caching():  # its classes: first use, from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
+
+        return UiResponse
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,6 @@ from pitrio.actors.session.command_ledger import (
 )
 from pitrio.actors.session.commands import SessionState, StreamingBehavior
 from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel, ShutdownRequest
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.operations import CycleResult
@@ -36,6 +35,7 @@ from pitrio.actors.session_store.storage import collector_paused, freeze_bulk_lo
 
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+    from pitrio.actors.session.extensions.ui import UiResponse
     from pitrio.actors.session.user_bash import BashResult
 
 __all__ = [
@@ -81,6 +81,13 @@ def __getattr__(name: str) -> Any:
             from pitrio.actors.session.user_bash import BashResult
 
         return BashResult
+    if name == "UiResponse":  # the UI protocol: the first answer to an extension's dialog
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # its classes: first use, from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
+
+        return UiResponse
     if name == "SessionBeforeSwitchEvent":
         from pitrio import _attrs_cache
 

@@ -33,7 +33,6 @@ from pitrio.actors.session.commands import (
 )
 from pitrio.actors.session.emitter import Sink
 from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
 from pitrio.actors.session_store.command_stamp import COMMAND_STAMP
@@ -43,6 +42,7 @@ from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.ui import UiResponse
     from pitrio.actors.session.target import SessionTarget
     from pitrio.actors.session.user_bash import BashResult  # named: a bash command's answer
     from pitrio.actors.session_store.tree import TreeNode

@@ -73,6 +73,7 @@ FIRST_USE = (
     # another writer's entries in the session file: judged and merged when one appears
     *(f"pitrio.actors.session_store.{name}" for name in ("foreign", "reconcile")),
     "pitrio.actors.model_router.providers.faux_rules",  # the fixtures' faux rules: a testing aid
+    "pitrio.actors.session.extensions.ui",  # the UI protocol: the first dialog answer
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
