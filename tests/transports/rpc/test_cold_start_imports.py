@@ -82,7 +82,8 @@ codemode sandbox and what runs a script by the first ``codemode`` call, the tool
 first tool call, grep's and find's helpers by the first search, a provider's retry rules by
 the first HTTP request, the SDK's store functions (listing, repair, export) by their first
 use, the user's shell command runner by the first ``bash`` command, the supervisor's commands
-by the first it is sent (a plain turn sends none)."""
+by the first it is sent (a plain turn sends none), and the rest by the use their comments
+name."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:
