@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,7 +24,6 @@ from pitrio.actors.model_router import (
     FauxProvider,
     FauxReply,
     FauxToolCall,
-    FixtureRules,
     ModelRouterHandle,
     start_model_router,
 )
@@ -36,7 +35,6 @@ from pitrio.actors.session.bootstrap import (
     start_session,
 )
 from pitrio.actors.session.commands import StreamingBehavior
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.recorder import SessionRecorder
 from pitrio.actors.session_store.paths import session_dir, session_file_name
@@ -50,6 +48,10 @@ from pitrio.messages.events import AgentEvent, AgentSessionEvent
 from pitrio.messages.model import Model
 
 _attrs_cache.uninstall()
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router import FixtureRules
+    from pitrio.actors.session.extensions.ui import UiResponse
 
 # Everything pitrio's own namespace serves from here (``pitrio.__getattr__``): what it held
 # when it imported the SDK itself.
@@ -119,6 +121,8 @@ def default_faux(env: Mapping[str, str] | None = None) -> FauxProvider | None:
     if not value:
         return None
     if value == "fixture-rules":
+        from pitrio.actors.model_router import FixtureRules  # a testing aid's: first use
+
         return FauxProvider(default=FixtureRules(), tokens_per_second=FIXTURE_TOKENS_PER_SECOND)
     if value == "load":
         from pitrio.actors.model_router.providers.faux_load import LoadFaux
@@ -207,6 +211,8 @@ class AgentSession:
         cancelled: bool = False,
     ) -> None:
         """Answer an extension's dialog (an ``extension_ui_request`` event's ``id``)."""
+        with _attrs_cache.caching():  # the UI protocol: first use, its classes from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
         await self.handle.respond_ui(
             UiResponse(id=dialog_id, value=value, confirmed=confirmed, cancelled=cancelled)
         )
@@ -417,3 +423,19 @@ async def _agent_nursery(
             yield Agent(loop, router, executor, recorder)
         finally:
             nursery.cancel_scope.cancel()
+
+
+def __getattr__(name: str) -> Any:
+    """``FixtureRules`` (a testing aid, see :func:`default_faux`) and ``UiResponse`` (the
+    answer to an extension's dialog), their modules imported on first access rather than by
+    every start (cold start, issue 38)."""
+    if name == "FixtureRules":
+        from pitrio.actors.model_router import FixtureRules
+
+        return FixtureRules
+    if name == "UiResponse":
+        with _attrs_cache.caching():  # its classes: first use, from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
+
+        return UiResponse
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

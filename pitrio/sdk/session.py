@@ -19,13 +19,11 @@ from pitrio.actors.session.command_ledger import (
 )
 from pitrio.actors.session.commands import SessionState, StreamingBehavior
 from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel, ShutdownRequest
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced, event_weight
 from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
 from pitrio.actors.session.tool_selection import tool_list_error
-from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store.command_stamp import (
     CommandStamp,
     current_stamp,
@@ -37,6 +35,8 @@ from pitrio.actors.session_store.storage import collector_paused, freeze_bulk_lo
 
 if TYPE_CHECKING:
     from pitrio.actors.session.extensions.events import SessionBeforeSwitchEvent
+    from pitrio.actors.session.extensions.ui import UiResponse
+    from pitrio.actors.session.user_bash import BashResult
 
 __all__ = [
     "SESSION_ID",
@@ -72,7 +72,22 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """``SessionBeforeSwitchEvent`` on first access: its module (the extensions' events) is
-    imported by sessions that have extensions, not at every start (issue 38)."""
+    imported by sessions that have extensions, not at every start (issue 38); ``BashResult``
+    likewise, with the user shell command's runner (the first ``bash`` command)."""
+    if name == "BashResult":
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # the runner's classes: first use, from the cache
+            from pitrio.actors.session.user_bash import BashResult
+
+        return BashResult
+    if name == "UiResponse":  # the UI protocol: the first answer to an extension's dialog
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # its classes: first use, from the cache
+            from pitrio.actors.session.extensions.ui import UiResponse
+
+        return UiResponse
     if name == "SessionBeforeSwitchEvent":
         from pitrio import _attrs_cache
 

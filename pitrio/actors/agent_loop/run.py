@@ -8,12 +8,15 @@ reports the aborted response and tools exactly as pi does.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from importlib import import_module
 from itertools import chain
 
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.agent_loop.decisions import (
     NO_CONTEXT,
@@ -32,8 +35,7 @@ from pitrio.actors.agent_loop.intake import (
     message_update,
 )
 from pitrio.actors.model_router.stream_builder import abort_block_ends
-from pitrio.actors.tool_executor.batch import ExecuteCall, ToolBatch, run_tool_batch
-from pitrio.actors.tool_executor.tool import AgentTool
+from pitrio.actors.tool_executor.tool import AgentTool, ExecuteCall
 from pitrio.errors import ContinueError, unwrap_group
 from pitrio.messages.agent import (
     AgentMessage,
@@ -95,6 +97,8 @@ StreamCall = Callable[
     Awaitable[None],
 ]
 Poll = Callable[[], list[AgentMessage]]
+
+_BATCH_MODULE = "pitrio.actors.tool_executor.batch"
 
 STREAM_BUFFER = 64
 """Events the provider may have queued for the loop; the provider blocks when the loop is
@@ -553,6 +557,13 @@ class LoopRun:
         The batch (preflight, hooks, concurrency, per-file order, abort results) is the tool
         executor's; it runs here, in the run's task, under the run's abort.
         """
+        # The batch's modules (preflight, validation, the file queues) are imported by the first
+        # tool call: a start, and a run without tools, never need them (cold start, issue 38).
+        if _BATCH_MODULE not in sys.modules:  # once: caching() costs ~30 us a call
+            with _attrs_cache.caching():  # their classes from the attrs method cache
+                import_module(_BATCH_MODULE)
+        from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
+
         hooks = self.config.hooks
         batch = ToolBatch(
             assistant_message=response,

@@ -6,6 +6,8 @@ catalogue, the user's ``models.json``), the credentials and the HTTP connection 
 :func:`start_model_router` starts one.
 """
 
+from typing import TYPE_CHECKING
+
 from pitrio.actors.model_router import catalogue as _catalogue
 from pitrio.actors.model_router.actor import (
     Availability,
@@ -43,7 +45,6 @@ from pitrio.actors.model_router.providers.faux import (
     FauxStep,
     FauxToolCall,
 )
-from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.actors.model_router.registry import (
     FAUX_API,
     FAUX_BASE_URL,
@@ -59,14 +60,17 @@ from pitrio.actors.model_router.stream_builder import (
     failure_message,
 )
 from pitrio.actors.model_router.usage import estimate_tokens, make_usage, with_cost
-from pitrio.actors.model_router.virtual import (
-    STATE_CUSTOM_TYPE,
-    RouteRequest,
-    RouteResult,
-    VirtualModelState,
-    state_entry_data,
-    state_from_entry_data,
-)
+
+if TYPE_CHECKING:  # served by __getattr__ below
+    from pitrio.actors.model_router.providers.faux_rules import FixtureRules
+    from pitrio.actors.model_router.virtual import (
+        STATE_CUSTOM_TYPE,
+        RouteRequest,
+        RouteResult,
+        VirtualModelState,
+        state_entry_data,
+        state_from_entry_data,
+    )
 
 __all__ = [
     "ABORTED_MESSAGE",
@@ -125,8 +129,38 @@ __all__ = [
 ]
 
 
+_LATER = {
+    **dict.fromkeys(
+        (
+            "STATE_CUSTOM_TYPE",
+            "RouteRequest",
+            "RouteResult",
+            "VirtualModelState",
+            "state_entry_data",
+            "state_from_entry_data",
+        ),
+        "virtual",
+    ),
+    "FixtureRules": "providers.faux_rules",
+}
+"""Names served on first access, by the module (under this package) that defines them."""
+
+
 def __getattr__(name: str) -> object:
-    """``CATALOGUE``, read from the catalogue's data on first access (see :mod:`.catalogue`)."""
+    """``CATALOGUE``, read from the catalogue's data on first access (see :mod:`.catalogue`);
+    the virtual models' names (:mod:`.virtual`) and the faux provider's fixture rules
+    (:mod:`.providers.faux_rules`), their modules imported on first access (a start has no
+    virtual model and no fixture: cold start, issue 38)."""
     if name == "CATALOGUE":
         return _catalogue.models()
+    module = _LATER.get(name)
+    if module is not None:
+        import importlib
+
+        from pitrio import _attrs_cache
+
+        with _attrs_cache.caching():  # its classes from the attrs method cache
+            value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

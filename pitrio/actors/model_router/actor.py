@@ -23,6 +23,7 @@ import attrs
 import orjson
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Actor, Address, Handle
 from pitrio.actors.latest import Latest, LatestReader
 from pitrio.actors.model_router import catalogue
@@ -66,14 +67,16 @@ from pitrio.actors.model_router.router_config import (
     RouterConfig,
 )
 from pitrio.actors.model_router.stream_builder import failure_message
-from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult, route
 from pitrio.errors import ModelsJsonError, UnknownModelError, unwrap_group
 from pitrio.messages.agent import AssistantMessage, ThinkingLevel, ToolResultMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import StreamError
 
 if TYPE_CHECKING:
+    # Virtual models' routing (an extension registers them) is imported where a virtual
+    # model is resolved or routed, not by a start (cold start, issue 38).
     from pitrio.actors.model_router.providers.http import HttpPool
+    from pitrio.actors.model_router.virtual import Candidate, RouteRequest, RouteResult
 
 
 class ModelRouter(Actor[RouterCommand]):
@@ -261,6 +264,8 @@ class ModelRouter(Actor[RouterCommand]):
 
     def candidate(self, pattern: str) -> Candidate:
         """A routing candidate for ``pattern`` (see :mod:`.virtual`)."""
+        from pitrio.actors.model_router.virtual import Candidate  # imported by the route
+
         try:
             model, level = self.registry.resolve_pattern(pattern)
         except UnknownModelError:
@@ -314,6 +319,8 @@ class ModelRouter(Actor[RouterCommand]):
                     spec = registry.virtual_spec(model)
                     if spec is None:
                         raise UnknownModelError(f"{model.ref} is not a virtual model")
+                    with _attrs_cache.caching():  # first use: its classes from the cache
+                        from pitrio.actors.model_router.virtual import route
                     reply.set(route(spec, request, self.candidate))
                 case Problems(reply=reply):
                     reply.set(self.problems())
@@ -486,6 +493,8 @@ class ModelRouterHandle(Handle[RouterCommand]):
         request: RouteRequest | None,
     ) -> tuple[Model, StreamOptions]:
         if request is None:
+            with _attrs_cache.caching():  # first use: its classes from the cache
+                from pitrio.actors.model_router.virtual import RouteRequest
             previous = previous_response(context)
             previous_model = None
             if previous is not None:

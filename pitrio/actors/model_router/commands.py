@@ -3,15 +3,17 @@ builds them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.model_router.providers.base import StreamFn
-from pitrio.actors.model_router.virtual import RouteRequest, RouteResult
 from pitrio.messages.agent import ThinkingLevel
 from pitrio.messages.model import Model
+
+if TYPE_CHECKING:  # only named: routing is imported when a virtual model is routed
+    from pitrio.actors.model_router.virtual import RouteRequest, RouteResult
 
 
 @attrs.frozen

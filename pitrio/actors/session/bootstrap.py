@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors.agent_loop import AgentLoop, AgentLoopHandle, LoopOptions
 from pitrio.actors.mcp.search_tool import DEFERRED_UNREACHABLE, TOOL_SEARCH, declared_tools
 from pitrio.actors.mcp.session import SessionMcp, start_session_mcp
@@ -66,10 +67,7 @@ from pitrio.actors.session.trust_gate import project_trust
 from pitrio.actors.session_store import (
     SessionStoreHandle,
     create_store,
-    fork_from,
-    most_recent_session,
     open_store,
-    resolve_session_arg,
     start_seeded_store,
 )
 from pitrio.actors.session_store.actor import FSYNC_POLICIES, StoreOptions
@@ -174,16 +172,24 @@ async def _open_store(
     # (RPC new_session, fork, switch) made from the same options starts its own.
     if options.session_id is not None and options.start_reason == "startup":
         return await _open_by_id(nursery, options, cwd, directory, store)
+    # Below: the catalog (resolution, forks, the latest file) is imported by a start that
+    # opens a file by name, not by one that creates its session (cold start, issue 38).
     if options.fork:
+        with _attrs_cache.caching():  # its classes from the attrs method cache
+            from pitrio.actors.session_store.catalog import fork_from, resolve_session_arg
         source = resolve_session_arg(options.fork, cwd=cwd, directory=directory).path
         path = await trio.to_thread.run_sync(lambda: fork_from(source, cwd, directory=directory))
         return await open_store(nursery, path, cwd=cwd, options=store)
     if options.session:
+        with _attrs_cache.caching():
+            from pitrio.actors.session_store.catalog import resolve_session_arg
         resolved = resolve_session_arg(options.session, cwd=cwd, directory=directory)
         return await open_store(
             nursery, resolved.path, cwd=None if resolved.other_project else cwd, options=store
         )
     if options.continue_recent:
+        with _attrs_cache.caching():
+            from pitrio.actors.session_store.catalog import most_recent_session
         recent = await trio.to_thread.run_sync(most_recent_session, directory)
         if recent is not None:
             return await open_store(nursery, recent, cwd=cwd, options=store)

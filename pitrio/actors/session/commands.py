@@ -27,7 +27,6 @@ from pitrio.actors.session.extensions.asks import Disposition as Disposition
 from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import NavigationResult
-from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store.command_stamp import CommandStamp
 from pitrio.actors.supervisor.branch_summary import BranchSummarySettings
 from pitrio.actors.supervisor.compaction import CompactionSettings
@@ -39,6 +38,7 @@ from pitrio.messages.entries import CompactionResult
 
 if TYPE_CHECKING:
     from pitrio.actors.session.target import SessionTarget
+    from pitrio.actors.session.user_bash import BashResult  # named: a bash command's answer
 
 StreamingBehavior = Literal["steer", "followUp"]
 

@@ -33,10 +33,8 @@ from pitrio.actors.session.commands import (
 )
 from pitrio.actors.session.emitter import Sink
 from pitrio.actors.session.extensions.asks import InputSource, Lifecycle, UiAnswer
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.actors.session.fanout import Sequenced
 from pitrio.actors.session.operations import CycleResult, NavigationResult, SessionStats
-from pitrio.actors.session.user_bash import BashResult
 from pitrio.actors.session_store.command_stamp import COMMAND_STAMP
 from pitrio.messages.agent import AgentMessage, CustomMessage, ThinkingLevel
 from pitrio.messages.content import ImageContent
@@ -44,7 +42,9 @@ from pitrio.messages.entries import CompactionResult
 from pitrio.messages.model import Model
 
 if TYPE_CHECKING:
+    from pitrio.actors.session.extensions.ui import UiResponse
     from pitrio.actors.session.target import SessionTarget
+    from pitrio.actors.session.user_bash import BashResult  # named: a bash command's answer
     from pitrio.actors.session_store.tree import TreeNode
 
 T = TypeVar("T")

@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop import AgentLoopHandle
-from pitrio.actors.session.user_bash import BashResult, run_bash_operations, run_user_bash
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import BashExecutionMessage, now_ms
 from pitrio.messages.events import AgentSessionEvent, BashExecutionUpdate, EntryRecorded
 
 if TYPE_CHECKING:
+    from pitrio.actors.session.user_bash import BashResult
     from pitrio.actors.session_store.actor import SessionStoreHandle
 
 ALREADY_RUNNING = "A bash command is already running"
@@ -87,6 +88,9 @@ class UserShell:
     ) -> None:
         scope = self._scope
         assert scope is not None
+        # Here: the runner of user shell commands waits for the first one (cold start, issue 38).
+        with _attrs_cache.caching():  # its classes from the attrs method cache
+            from pitrio.actors.session.user_bash import run_bash_operations, run_user_bash
         try:
 
             async def stream(delta: str) -> None:

@@ -5,18 +5,14 @@ labels), :mod:`.projection` (the model's context, kept incrementally), :mod:`.mi
 I/O: :mod:`.storage`, :mod:`.lease` (one live writer), :mod:`.catalog` (listing, resolution),
 :mod:`.maintenance` (check, repair). The actor: :mod:`.actor`, its data :mod:`.commands`, its
 read-only functions :mod:`.queries`, its handle :mod:`.handle`, started by :mod:`.start`.
+
+The catalog's names are imported on first access (module ``__getattr__``): a new session
+lists, resolves and forks no file (cold start, issue 38).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pitrio.actors.session_store.actor import SessionStore
-from pitrio.actors.session_store.catalog import (
-    ResolvedSession,
-    SessionInfo,
-    fork_from,
-    list_all_sessions,
-    list_sessions,
-    most_recent_session,
-    resolve_session_arg,
-)
 from pitrio.actors.session_store.commands import (
     ForkResult,
     FsyncPolicy,
@@ -36,6 +32,43 @@ from pitrio.actors.session_store.start import (
 )
 from pitrio.actors.session_store.stored import StoredEntry, UnknownEntry
 from pitrio.actors.session_store.tree import ForkMessage, TreeNode
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.catalog import (
+        ResolvedSession,
+        SessionInfo,
+        fork_from,
+        list_all_sessions,
+        list_sessions,
+        most_recent_session,
+        resolve_session_arg,
+    )
+
+_CATALOG = frozenset(
+    {
+        "ResolvedSession",
+        "SessionInfo",
+        "fork_from",
+        "list_all_sessions",
+        "list_sessions",
+        "most_recent_session",
+        "resolve_session_arg",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The catalog's names (listing, resolution, forks), from :mod:`.catalog` on first access."""
+    if name not in _CATALOG:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pitrio import _attrs_cache
+
+    with _attrs_cache.caching():  # its classes from the attrs method cache
+        from pitrio.actors.session_store import catalog
+    value = getattr(catalog, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "ContextMessages",

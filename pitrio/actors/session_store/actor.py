@@ -44,10 +44,12 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from pitrio import _attrs_cache
 from pitrio.actors._actor import Actor, Address, Reply
 from pitrio.actors.session_store.appends import (
     appended_entry,
@@ -78,14 +80,12 @@ from pitrio.actors.session_store.commands import (
     new_header,
 )
 from pitrio.actors.session_store.file_format import Problem
-from pitrio.actors.session_store.foreign import Conflict, Unchanged
 from pitrio.actors.session_store.handle import SessionStoreHandle
 from pitrio.actors.session_store.leased_file import LeasedFile
 from pitrio.actors.session_store.listeners import Listeners
 from pitrio.actors.session_store.opening import rehome, whole_file
 from pitrio.actors.session_store.postgres.errors import SessionOwnedElsewhereError
 from pitrio.actors.session_store.projection import Projection
-from pitrio.actors.session_store.reconcile import conflict_failure, take_in
 from pitrio.actors.session_store.storage import (
     AppendFile,
     FileChanged,
@@ -95,6 +95,9 @@ from pitrio.actors.session_store.syncing import IDLE_SYNC_WAIT, SyncClock
 from pitrio.actors.session_store.tree import IdFactory, SessionTree, random_entry_id
 from pitrio.errors import ReadOnlySessionError, SessionError
 from pitrio.messages.entries import SessionEntry, SessionHeader, iso_now
+
+if TYPE_CHECKING:
+    from pitrio.actors.session_store.foreign import Conflict
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -471,6 +474,8 @@ class SessionStore(Actor[StoreCommand]):
                 self._take_in(changed, batch)  # or read-only; the batch's lines may change
                 continue
             return
+        from pitrio.actors.session_store.foreign import Conflict  # see _take_in
+
         raise self._foreign_conflict(
             Conflict("rewritten", f"the file kept changing under {FOREIGN_TRIES} tries to write")
         )
@@ -504,6 +509,11 @@ class SessionStore(Actor[StoreCommand]):
     def _take_in(self, changed: FileChanged, batch: list[_Pending]) -> None:
         """Judge what another writer did to the file; take its entries in (the unwritten ones
         of this store follow them), or turn read-only (raises the failure)."""
+        # Here: another writer's entries are judged and merged by code a start, and a file
+        # only this process writes, never needs (cold start, issue 38).
+        with _attrs_cache.caching():  # their classes from the attrs method cache
+            from pitrio.actors.session_store.foreign import Conflict, Unchanged
+            from pitrio.actors.session_store.reconcile import take_in
         file = self._disk.file
         assert file is not None and self.path is not None
         queued = [*batch, *self._pending]
@@ -522,6 +532,8 @@ class SessionStore(Actor[StoreCommand]):
     def _foreign_conflict(self, conflict: Conflict) -> ReadOnlySessionError:
         """Turn read-only: another writer changed the file in a way that cannot be merged."""
         if self.failure is None:
+            from pitrio.actors.session_store.reconcile import conflict_failure  # see _take_in
+
             self.failure = conflict_failure(self.path, conflict)
             log.error("%s", self.failure)
         return self.failure

@@ -1,7 +1,13 @@
-"""The tool executor: registry and active set, batches, the seven built-in tools, processes."""
+"""The tool executor: registry and active set, batches, the seven built-in tools, processes.
+
+The batch's names (:mod:`.batch`) are imported on first access (module ``__getattr__``): the
+first tool call needs them, a start does not (cold start, issue 38).
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pitrio.actors.tool_executor.actor import ToolExecutor, ToolExecutorHandle
-from pitrio.actors.tool_executor.batch import BatchResult, ToolBatch, run_tool_batch
 from pitrio.actors.tool_executor.context import NestedCall, ToolCallContext, current_call
 from pitrio.actors.tool_executor.hooks import (
     AfterToolCallContext,
@@ -18,6 +24,24 @@ from pitrio.actors.tool_executor.tools import (
     ReadSettings,
     create_builtin_tools,
 )
+
+if TYPE_CHECKING:
+    from pitrio.actors.tool_executor.batch import BatchResult, ToolBatch, run_tool_batch
+
+_BATCH = frozenset({"BatchResult", "ToolBatch", "run_tool_batch"})
+
+
+def __getattr__(name: str) -> Any:
+    """The batch's names, from :mod:`.batch` on first access."""
+    if name not in _BATCH:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pitrio import _attrs_cache
+
+    with _attrs_cache.caching():  # the batch's classes come from the method cache
+        value = getattr(importlib.import_module(f"{__name__}.batch"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

@@ -15,25 +15,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from pitrio.actors._actor import Actor, Address, Handle, Reply
 from pitrio.actors.latest import Latest, LatestReader
-from pitrio.actors.tool_executor.batch import (
-    AbortScopes,
-    BatchResult,
-    Emit,
-    ToolBatch,
-    run_tool_batch,
-)
 from pitrio.actors.tool_executor.processes import ProcessGroups
 from pitrio.actors.tool_executor.registry import DEFAULT_ACTIVE_TOOLS, PromptEntry, ToolRegistry
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn
 from pitrio.actors.tool_executor.tools import BuiltinSettings, create_builtin_tools
 from pitrio.messages.agent import AgentToolResult
+
+if TYPE_CHECKING:
+    from pitrio.actors.tool_executor.batch import AbortScopes, BatchResult, Emit, ToolBatch
 
 
 @attrs.frozen
@@ -229,4 +225,8 @@ class ToolExecutorHandle(Handle[ToolExecutorCommand]):
         self, batch: ToolBatch, *, emit: Emit, abort: AbortScopes | None = None
     ) -> BatchResult:
         """Run a batch in the caller's task (:func:`run_tool_batch`), bodies via :meth:`execute`."""
+        # Here: the batch's modules wait for the first tool call (cold start, issue 38); a
+        # caller that built ``batch`` has imported them already.
+        from pitrio.actors.tool_executor.batch import run_tool_batch
+
         return await run_tool_batch(batch, emit=emit, abort=abort, execute=self.execute)

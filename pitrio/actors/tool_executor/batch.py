@@ -51,7 +51,7 @@ from pitrio.actors.tool_executor.mutation import (
     file_mutation_queue,
     mutation_key,
 )
-from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
+from pitrio.actors.tool_executor.tool import AgentTool, ExecuteCall, UpdateFn, text_result
 from pitrio.actors.tool_executor.validation import validate_tool_arguments
 from pitrio.errors import unwrap_group
 from pitrio.messages.agent import (
@@ -76,8 +76,6 @@ from pitrio.messages.events import (
 from pitrio.messages.model import Model
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
-ExecuteCall = Callable[[AgentTool, str, dict[str, Any], UpdateFn], Awaitable[AgentToolResult]]
-"""Runs one tool body: ``await execute(tool, tool_call_id, args, on_update)``."""
 
 
 class AbortScopes(Protocol):

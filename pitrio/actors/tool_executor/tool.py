@@ -130,3 +130,9 @@ class AgentTool:
         if self.aborted_result is not None:
             return self.aborted_result(partial)
         return text_result("Operation aborted", details={})
+
+
+ExecuteCall = Callable[[AgentTool, str, dict[str, Any], UpdateFn], Awaitable[AgentToolResult]]
+"""Runs one tool body: ``await execute(tool, tool_call_id, args, on_update)`` (the agent
+loop's, through the tool executor; here rather than in :mod:`.batch`, which a start does not
+import)."""

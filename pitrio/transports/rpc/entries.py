@@ -10,12 +10,15 @@ nests.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import orjson
 
 from pitrio.errors import PitrioError
-from pitrio.sdk.store import TreeNode
 from pitrio.transports.rpc.protocol import EncodedData
+
+if TYPE_CHECKING:  # only named: sdk.store's catalog, export and repair are not a start's
+    from pitrio.sdk.store import TreeNode
 
 
 class EntryNotFound(PitrioError):

@@ -45,7 +45,6 @@ from pitrio.sdk.session import (
     SessionOptions,
     SessionRuntime,
     ShutdownRequest,
-    UiResponse,
     event_weight,
 )
 from pitrio.sdk.streams import receiver
@@ -342,6 +341,8 @@ class RpcServer:
             session = await self.session()
         except PitrioError:
             return  # no session, so no dialog to answer: ignored, as an unknown id is
+        from pitrio.sdk.session import UiResponse  # the first dialog answer imports it
+
         await session.respond_ui(UiResponse.from_json(request.fields))
 
     async def _handle(self, request: Request) -> None:

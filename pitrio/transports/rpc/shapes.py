@@ -4,14 +4,16 @@ a bash result, a model cycle, the last assistant text, the messages a fork may s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pitrio.messages.codec import to_json
 from pitrio.sdk.session import (
-    BashResult,
     CycleResult,
     SessionState,
 )
+
+if TYPE_CHECKING:
+    from pitrio.sdk.session import BashResult
 
 
 def state_data(state: SessionState) -> dict[str, Any]:

@@ -58,11 +58,32 @@ FIRST_USE = (
     *(f"pitrio.actors.tool_executor.codemode.{name}" for name in ("script", "sandbox", "output")),
     "pitrio.actors.tool_executor.codemode.source",
     "pitrio.messages.quick",  # the stored messages' quick decoder: the first decoded message
+    # the tool batch (preflight, argument validation, the per-file queues): the first tool call
+    *(f"pitrio.actors.tool_executor.{name}" for name in ("batch", "validation", "mutation")),
+    "pitrio.actors.tool_executor.validation_explain",
+    # grep's and find's walker, globs and native searches (rg, fd): the first search
+    *(f"pitrio.actors.tool_executor.tools.{name}" for name in ("walk", "globs", "native")),
+    "pitrio.actors.model_router.providers.retry",  # an HTTP provider's repeats: its request
+    "pitrio.sdk.store",  # the RPC tree's node type is only named: listing, repair, export
+    "pitrio.actors.session.export_file",
+    "pitrio.actors.session.user_bash",  # the user's shell commands: the first ``bash`` command
+    "pitrio.actors.supervisor.actor.commands",  # the first retry, compaction or branch summary
+    "pitrio.actors.model_router.virtual",  # routing: the first virtual model (an extension's)
+    "pitrio.actors.session_store.catalog",  # --session, --continue, --fork, listing: a new one
+    # another writer's entries in the session file: judged and merged when one appears
+    *(f"pitrio.actors.session_store.{name}" for name in ("foreign", "reconcile")),
+    "pitrio.actors.model_router.providers.faux_rules",  # the fixtures' faux rules: a testing aid
+    "pitrio.actors.session.extensions.ui",  # the UI protocol: the first dialog answer
 )
 """Imported by their first use: the edit tool's text work by the first edit, the OAuth flows
 by the first token refresh (or a logged-in Copilot's base URL), the package sources by the
 first ``packages`` entry of a settings file, the MCP ranking by the first tool search, the
-codemode sandbox and what runs a script by the first ``codemode`` call."""
+codemode sandbox and what runs a script by the first ``codemode`` call, the tool batch by the
+first tool call, grep's and find's helpers by the first search, a provider's retry rules by
+the first HTTP request, the SDK's store functions (listing, repair, export) by their first
+use, the user's shell command runner by the first ``bash`` command, the supervisor's commands
+by the first it is sent (a plain turn sends none), and the rest by the use their comments
+name."""
 
 
 def _start(agent: Path, work: Path) -> tuple[dict[str, object], int, int, set[str]]:

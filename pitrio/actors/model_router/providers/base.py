@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from pitrio.actors.model_router.providers.retry import RetryPolicy
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import EventSender as EventSender  # the providers import it here
+
+if TYPE_CHECKING:
+    from pitrio.actors.model_router.providers.retry import RetryPolicy
 
 StreamFn = Callable[[Model, LlmContext, StreamOptions, EventSender], Awaitable[None]]
 """``await stream(model, context, options, send)``: stream one response as events on ``send``."""
@@ -69,6 +71,10 @@ class HttpSettings:
 
     def retry_policy(self) -> RetryPolicy:
         """The retry rules these settings describe."""
+        # Here: only an HTTP provider's request asks, and its module imported the rules
+        # already; a start (and a faux model) does not need them (cold start, issue 38).
+        from pitrio.actors.model_router.providers.retry import RetryPolicy
+
         return RetryPolicy(
             max_retries=self.max_retries,
             initial_delay=self.initial_retry_delay,

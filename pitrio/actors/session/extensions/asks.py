@@ -7,15 +7,17 @@ session that has some (issue 38: a start without extensions builds none of their
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
 from pitrio.actors._actor import Reply
-from pitrio.actors.session.extensions.ui import UiResponse
 from pitrio.errors import PitrioError
 from pitrio.messages.model import Model
+
+if TYPE_CHECKING:  # only named: the UI protocol is imported by the first dialog answer
+    from pitrio.actors.session.extensions.ui import UiResponse
 
 InputSource = Literal["interactive", "rpc", "extension"]
 """Where a prompt's text came from (pi's ``input`` event ``source``)."""

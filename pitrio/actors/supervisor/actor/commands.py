@@ -1,5 +1,8 @@
 """The commands the Supervisor actor takes (typed messages; its handle builds them), the nursery
-a requester lends for a step, and what the session does after one."""
+a requester lends for a step (:mod:`.lent`, re-exported) and what the session does after one.
+
+Imported by the handle when it first sends one (a retry, a compaction, a branch summary, a
+changed setting): a plain turn sends none, so a start does not import this module (issue 38)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import trio
 
 from pitrio.actors._actor import Reply
 from pitrio.actors.session_store.command_stamp import CommandStamp
+from pitrio.actors.supervisor.actor.lent import Lent
 from pitrio.actors.supervisor.branch_summary import BranchSummaryResult
 from pitrio.actors.supervisor.compaction import CompactionCheck
 from pitrio.actors.supervisor.decisions import (
@@ -26,15 +30,6 @@ from pitrio.messages.model import Model
 
 Step = End | Continue | BeforeSettle
 """What the session does after a step: settle, continue the loop, or run the boundary."""
-
-
-@attrs.frozen
-class Lent:
-    """A nursery the requester lends for a step, and the cancel scope it sits in (abort
-    cancels that scope; the step then emits its ``aborted`` event)."""
-
-    nursery: trio.Nursery
-    scope: trio.CancelScope
 
 
 @attrs.frozen

@@ -36,20 +36,6 @@ from pitrio.actors._actor import Actor, Reply
 from pitrio.actors.latest import Latest
 from pitrio.actors.session_store.command_stamp import stamping
 from pitrio.actors.supervisor._entries import iso_to_ms, recovery_omission_targets
-from pitrio.actors.supervisor.actor.commands import (
-    AbortRetry,
-    BeforePrompt,
-    CarryOut,
-    Configure,
-    Decide,
-    Lent,
-    ManualCompact,
-    Observe,
-    RunAborted,
-    Step,
-    SummarizeBranch,
-    SupervisorCommand,
-)
 from pitrio.actors.supervisor.actor.compactor import (
     BeforeCompact,
     CompactionCancelledByHook,
@@ -63,6 +49,7 @@ from pitrio.actors.supervisor.actor.handle import (
     SupervisorSettings,
     SupervisorView,
 )
+from pitrio.actors.supervisor.actor.lent import Lent
 from pitrio.actors.supervisor.branch_summary import (
     BranchSummaryResult,
     branch_response_text,
@@ -111,6 +98,14 @@ from pitrio.messages.events import (
 if TYPE_CHECKING:
     from pitrio.actors.agent_loop import AgentLoopHandle
     from pitrio.actors.session_store.actor import SessionStoreHandle
+    from pitrio.actors.supervisor.actor.commands import (
+        BeforePrompt,
+        CarryOut,
+        ManualCompact,
+        Step,
+        SummarizeBranch,
+        SupervisorCommand,
+    )
 
 Emit = Callable[[AgentSessionEvent], None]
 """The session's event port: a synchronous call that gives the event its ``seq`` in the
@@ -127,7 +122,7 @@ class CompactionCancelled(PitrioError):
     """A manual compaction was aborted (or an extension cancelled it)."""
 
 
-class Supervisor(Actor[SupervisorCommand]):
+class Supervisor(Actor["SupervisorCommand"]):
     """One session's retry, overflow recovery, compaction and branch summaries."""
 
     def __init__(
@@ -165,6 +160,20 @@ class Supervisor(Actor[SupervisorCommand]):
         self._view.publish(self._snapshot())
 
     async def handle(self, command: SupervisorCommand) -> None:
+        # Imported by the handle before it sent ``command`` (the commands wait for their first
+        # use: cold start, issue 38).
+        from pitrio.actors.supervisor.actor.commands import (
+            AbortRetry,
+            BeforePrompt,
+            CarryOut,
+            Configure,
+            Decide,
+            ManualCompact,
+            Observe,
+            RunAborted,
+            SummarizeBranch,
+        )
+
         match command:
             case Decide(ended=ended, reply=reply):
                 reply.set(await self._decide(ended))

@@ -17,8 +17,6 @@ from typing import Any
 import trio
 
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
-from pitrio.actors.tool_executor.tools.globs import compile_glob, has_uppercase
-from pitrio.actors.tool_executor.tools.native import find_executable, run_lines
 from pitrio.actors.tool_executor.tools.paths import resolve_to_cwd
 from pitrio.actors.tool_executor.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -26,7 +24,6 @@ from pitrio.actors.tool_executor.tools.truncate import (
     format_size,
     truncate_head,
 )
-from pitrio.actors.tool_executor.tools.walk import Walker
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.ostext import check_os_text
@@ -99,6 +96,11 @@ def find_python(
     root: str, pattern: str, limit: int, cancelled: Callable[[], bool] = lambda: False
 ) -> list[str]:
     """Walk ``root`` and list matching paths, relative, directories with ``/`` (blocking)."""
+    # Here, as the native search below: imported by the first search, not by a start, which
+    # only registers the tool (cold start, issue 38).
+    from pitrio.actors.tool_executor.tools.globs import compile_glob, has_uppercase
+    from pitrio.actors.tool_executor.tools.walk import Walker
+
     glob, full_path = effective_pattern(pattern)
     regex = compile_glob(glob, ignore_case=not has_uppercase(pattern))
     found: list[str] = []
@@ -113,6 +115,8 @@ def find_python(
 
 async def find_fd(fd: str, root: str, pattern: str, limit: int) -> list[str]:
     """List matches with ``fd``, relativised like the pure-Python search."""
+    from pitrio.actors.tool_executor.tools.native import run_lines  # first use (find_python)
+
     glob, full_path = effective_pattern(pattern)
     argv = [fd, "--glob", "--color=never", "--hidden", "--no-require-git"]
     argv += ["--max-results", str(limit)]
@@ -148,6 +152,8 @@ def create_find_tool(cwd: str, *, use_fd: bool | None = None) -> AgentTool:
         limit_arg = args.get("limit")
         limit = max(1, int(limit_arg)) if limit_arg is not None else DEFAULT_LIMIT
         pattern: str = check_os_text(args["pattern"], "pattern")  # fd's argv, with or without fd
+        from pitrio.actors.tool_executor.tools.native import find_executable  # (find_python)
+
         fd = find_executable("fd") if use_fd is not False else None
         if use_fd and fd is None:
             raise ToolError("fd is not available and could not be downloaded")

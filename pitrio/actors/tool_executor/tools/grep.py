@@ -21,8 +21,6 @@ import attrs
 import trio
 
 from pitrio.actors.tool_executor.tool import AgentTool, UpdateFn, text_result
-from pitrio.actors.tool_executor.tools.globs import compile_glob
-from pitrio.actors.tool_executor.tools.native import find_executable, run_lines
 from pitrio.actors.tool_executor.tools.paths import relative_posix, resolve_to_cwd
 from pitrio.actors.tool_executor.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -32,7 +30,6 @@ from pitrio.actors.tool_executor.tools.truncate import (
     truncate_head,
     truncate_line,
 )
-from pitrio.actors.tool_executor.tools.walk import Walker
 from pitrio.errors import ToolError
 from pitrio.messages.agent import AgentToolResult
 from pitrio.messages.ostext import check_os_text
@@ -201,6 +198,10 @@ class _GlobFilter:
         self.negated = glob.startswith("!")
         body = glob[1:] if self.negated else glob
         self.anchored = "/" in body.rstrip("/")
+        # Here, as the walker and the native search below: imported by the first search, not
+        # by a start, which only registers the tool (cold start, issue 38).
+        from pitrio.actors.tool_executor.tools.globs import compile_glob
+
         self.regex = compile_glob(body.lstrip("/") if self.anchored else body.rstrip("/"))
 
     def matches(self, rel: str) -> bool:
@@ -220,6 +221,8 @@ def search_python(
     query: GrepQuery, cancelled: Callable[[], bool] = lambda: False
 ) -> tuple[list[Match], bool, dict[str, list[str]]]:
     """Search synchronously; returns matches, whether the limit was hit, and lines read."""
+    from pitrio.actors.tool_executor.tools.walk import Walker  # first use (see _GlobFilter)
+
     regex = compile_pattern(query)
     glob = _GlobFilter(query.glob) if query.glob else None
     matches: list[Match] = []
@@ -270,6 +273,8 @@ def search_python(
 
 async def search_ripgrep(rg: str, query: GrepQuery) -> tuple[list[Match], bool]:
     """Search with ``rg --json``, stopping it at the limit."""
+    from pitrio.actors.tool_executor.tools.native import run_lines  # first use (_GlobFilter)
+
     argv = [rg, "--json", "--line-number", "--color=never", "--hidden"]
     if query.ignore_case:
         argv.append("--ignore-case")
@@ -328,6 +333,8 @@ def create_grep_tool(cwd: str, *, use_ripgrep: bool | None = None) -> AgentTool:
             context=int(context) if context and context > 0 else 0,
             limit=max(1, int(limit)) if (limit := args.get("limit")) is not None else DEFAULT_LIMIT,
         )
+        from pitrio.actors.tool_executor.tools.native import find_executable  # (_GlobFilter)
+
         rg = find_executable("rg") if use_ripgrep is not False else None
         if use_ripgrep and rg is None:
             raise ToolError("ripgrep (rg) is not available and could not be downloaded")
