@@ -6,6 +6,9 @@ asked for (re-raised by a library from a scope already exited, e.g. trio-websock
 ``open_websocket``, or by our own bug) cancels the nursery on its way out, and the nursery's
 cancel scope then catches it as its own: the test's block ends half-way and the test passes
 having skipped its remaining checks.
+
+Out of its reach: a stray one raised by a child task of a nursery the test's block opens
+itself (that nursery cancels itself and swallows it before it reaches the harness).
 """
 
 from __future__ import annotations
