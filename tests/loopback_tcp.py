@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from tests.stray_cancel import no_stray_cancel
+
 Handler = Callable[[trio.SocketStream], Awaitable[object]]
 
 
@@ -19,6 +21,7 @@ async def serving(handler: Handler) -> AsyncIterator[int]:
         port: int = listeners[0].socket.getsockname()[1]
         await nursery.start(trio.serve_listeners, handler, listeners)
         try:
-            yield port
+            with no_stray_cancel():
+                yield port
         finally:
             nursery.cancel_scope.cancel()

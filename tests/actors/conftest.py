@@ -17,6 +17,7 @@ from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHan
 from pitrio.messages.agent import AgentMessage
 from pitrio.messages.events import AgentEvent, MessageUpdate, ToolExecutionEnd
 from pitrio.messages.model import Model
+from tests.stray_cancel import no_stray_cancel
 
 FAUX_1: Model = next(model for model in FAUX_MODELS if model.id == "faux-1")
 
@@ -66,7 +67,8 @@ async def running_loop(
         )
         loop = AgentLoopHandle(await nursery.start(actor.run))
         events = await loop.subscribe(capacity=100_000)
-        yield LoopFixture(loop=loop, faux=faux, events=events)
+        with no_stray_cancel():
+            yield LoopFixture(loop=loop, faux=faux, events=events)
         nursery.cancel_scope.cancel()
 
 

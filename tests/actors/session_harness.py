@@ -25,6 +25,7 @@ from pitrio.actors.supervisor.retry import RetrySettings
 from pitrio.actors.tool_executor import AgentTool, ToolExecutor, ToolExecutorHandle
 from pitrio.messages.events import AgentSessionEvent
 from pitrio.messages.model import Model
+from tests.stray_cancel import no_stray_cancel
 
 FAUX_1 = next(m for m in FAUX_MODELS if m.id == "faux-1")
 FAUX_SMALL = next(m for m in FAUX_MODELS if m.id == "faux-small")
@@ -95,5 +96,8 @@ async def session(
         )
         handle = SessionHandle(await nursery.start(actor.run))
         events = await handle.subscribe(capacity=100_000)
-        yield Fixture(session=handle, store=store, faux=faux, events=events, actor=actor, loop=loop)
+        with no_stray_cancel():
+            yield Fixture(
+                session=handle, store=store, faux=faux, events=events, actor=actor, loop=loop
+            )
         nursery.cancel_scope.cancel()

@@ -23,6 +23,7 @@ from pitrio.messages.agent import (
     user_message,
 )
 from pitrio.messages.events import AgentEvent
+from tests.stray_cancel import no_stray_cancel
 
 from .conftest import FAUX_1, shape
 
@@ -64,7 +65,8 @@ async def running(*replies: Any, tools: list[AgentTool]) -> AsyncIterator[Fixtur
         actor = AgentLoop(stream=faux.stream, tools=executor, model=FAUX_1, system_prompt="base")
         loop = AgentLoopHandle(await nursery.start(actor.run))
         events = await loop.subscribe(capacity=10_000)
-        yield Fixture(loop, executor, faux, events)
+        with no_stray_cancel():
+            yield Fixture(loop, executor, faux, events)
         nursery.cancel_scope.cancel()
 
 

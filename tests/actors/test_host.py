@@ -27,6 +27,7 @@ from pitrio.actors.model_router import FauxProvider, start_model_router
 from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.actors.session.actor import SessionActor
 from pitrio.errors import SessionNotFoundError
+from tests.stray_cancel import no_stray_cancel
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,8 @@ async def running_host(agent: Path, **config: object) -> AsyncIterator[HostHandl
             router,
             HostConfig(agent_dir=agent, default_cwd=str(cwd), **config),  # type: ignore[arg-type]
         )
-        yield host
+        with no_stray_cancel():
+            yield host
         await host.shutdown()
         nursery.cancel_scope.cancel()
 

@@ -32,6 +32,7 @@ from pitrio.messages.events import (
     MessageUpdate,
     QueueUpdate,
 )
+from tests.stray_cancel import no_stray_cancel
 
 from .conftest import FAUX_1
 
@@ -72,7 +73,8 @@ async def running_session(
         events = await session.subscribe()
         fixture = SessionFixture(session=session, loop=loop, log=log, faux=faux, events=events)
         fixture.session_nursery_cancel = nursery.cancel_scope.cancel
-        yield fixture
+        with no_stray_cancel():
+            yield fixture
         nursery.cancel_scope.cancel()
 
 

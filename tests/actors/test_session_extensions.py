@@ -39,6 +39,7 @@ from pitrio.messages.events import (
     MessageEnd,
 )
 from tests.actors import extension_probe
+from tests.stray_cancel import no_stray_cancel
 
 
 @attrs.define
@@ -98,7 +99,8 @@ async def session_with(
         **options,
     ) as session:
         events = await session.subscribe()
-        yield Harness(session, faux, events)
+        with no_stray_cancel():
+            yield Harness(session, faux, events)
 
 
 async def test_a_command_runs_instead_of_a_prompt_and_is_listed_first(

@@ -27,6 +27,7 @@ import trio
 
 from tests.faults.support import MODEL, write_agent_dir
 from tests.faults.vendor import Act, Vendor, running_vendor, text_parts
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.rpc.harness import Dirs, RpcProcess, environment
 
 WAIT = 30.0
@@ -59,7 +60,8 @@ async def rpc_on_vendor(tmp_path: Path) -> AsyncIterator[tuple[RpcProcess, Vendo
                 nursery.start_soon(rpc.read_stdout)
                 nursery.start_soon(rpc.read_stderr)
                 await rpc.data({"type": "set_event_format", "entries": "all"})
-                yield rpc, vendor, sessions
+                with no_stray_cancel():
+                    yield rpc, vendor, sessions
                 nursery.cancel_scope.cancel()
         finally:
             if process.returncode is None:

@@ -52,6 +52,7 @@ from pitrio.messages.entries import (
     SessionInfoEntry,
 )
 from pitrio.messages.events import EntryAppended
+from tests.stray_cancel import no_stray_cancel
 
 CWD = "/home/u/proj"
 
@@ -77,7 +78,8 @@ async def running(make: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Session
     """Start a store with ``make(nursery, ...)`` and close it cleanly at the end."""
     async with trio.open_nursery() as nursery:
         store = await make(nursery, *args, **kwargs)
-        yield store
+        with no_stray_cancel():
+            yield store
         await store.aclose()
 
 

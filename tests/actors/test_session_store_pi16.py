@@ -24,6 +24,7 @@ from pitrio.actors.session_store.stored import UnknownEntry
 from pitrio.messages.agent import AssistantMessage, ToolResultMessage, UnknownMessage
 from pitrio.messages.codec import from_json, to_json
 from pitrio.messages.entries import ContextEditEntry, FileLine, MessageEntry, UsageEntry
+from tests.stray_cancel import no_stray_cancel
 
 FIXTURES = Path("/work/shared/fixtures/pi16")
 FILES = ["pi160.session.jsonl", "pi160.retry.session.jsonl", "pi160_reads_pi0731.session.jsonl"]
@@ -39,7 +40,8 @@ def lines(path: Path) -> list[dict[str, Any]]:
 async def opened(path: Path) -> AsyncIterator[SessionStoreHandle]:
     async with trio.open_nursery() as nursery:
         store = await open_store(nursery, path)
-        yield store
+        with no_stray_cancel():
+            yield store
         await store.aclose()
 
 

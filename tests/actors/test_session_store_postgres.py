@@ -44,6 +44,7 @@ from pitrio.messages.events import EntryAppended
 from tests.actors.pg_cluster import fresh_database, shared_cluster
 from tests.actors.test_session_store_actor import CWD, assistant
 from tests.shared_dir import SESSIONS as FIXTURES
+from tests.stray_cancel import no_stray_cancel
 
 
 def pg_modules() -> Any:
@@ -133,7 +134,8 @@ async def running_backend(url: str, **options: Any) -> AsyncIterator[Any]:
     terms = mods.lease.LeaseTerms(**options.pop("terms", {}))
     backend_options = mods.backend.BackendOptions(terms=terms, **options)
     async with mods.backend.open_pg_backend(url, options=backend_options) as backend:
-        yield backend
+        with no_stray_cancel():
+            yield backend
 
 
 @pytest.fixture(params=["file", "postgres"])
@@ -152,7 +154,8 @@ async def running(start: Start) -> AsyncIterator[SessionStoreHandle]:
     with collapse_groups():
         async with trio.open_nursery() as nursery:
             store = await start(nursery)
-            yield store
+            with no_stray_cancel():
+                yield store
             await store.aclose()
 
 
@@ -512,7 +515,8 @@ async def new_pg_store(
         seed = SessionSeed(header=header, entries=(), path=None)
         async with trio.open_nursery() as nursery:
             options = StoreOptions(lazy_create=lazy_create)
-            yield backend, await backend.opener(header.id, seed)(nursery, options), nursery
+            with no_stray_cancel():
+                yield backend, await backend.opener(header.id, seed)(nursery, options), nursery
             nursery.cancel_scope.cancel()
 
 

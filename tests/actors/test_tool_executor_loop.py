@@ -18,6 +18,7 @@ from pitrio.messages.codec import encode
 from pitrio.messages.content import text_of
 from pitrio.messages.events import AgentEvent, ToolExecutionUpdate
 from tests.shared_dir import TRANSCRIPTS as TRANSCRIPT
+from tests.stray_cancel import no_stray_cancel
 
 from .conftest import FAUX_1
 from .tools.support import alive_with_marker, unique_marker
@@ -34,7 +35,8 @@ async def agent(cwd: Path, *replies: Any) -> AsyncIterator[tuple[AgentLoopHandle
             await nursery.start(AgentLoop(stream=faux.stream, tools=executor, model=FAUX_1).run)
         )
         events = await loop.subscribe(capacity=10_000)
-        yield loop, events
+        with no_stray_cancel():
+            yield loop, events
         nursery.cancel_scope.cancel()
 
 

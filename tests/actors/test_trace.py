@@ -38,6 +38,7 @@ from pitrio.actors.trace.summary import render_summary, render_timeline, summari
 from pitrio.actors.trace.tap import classify_input, record_to_file
 from pitrio.errors import PitrioError
 from pitrio.messages.agent import AgentToolResult
+from tests.stray_cancel import no_stray_cancel
 
 # -- the actor base's hook ---------------------------------------------------------------------
 
@@ -337,7 +338,8 @@ async def traced_session(
             trace=record_to_file(tmp_path / "trace.jsonl"),
         )
         started = await start_session(nursery, router, options)
-        yield started
+        with no_stray_cancel():
+            yield started
         await started.session.abort()
         await started.store.flush()
         nursery.cancel_scope.cancel()

@@ -18,6 +18,7 @@ from pitrio.actors.session_store import open_store
 from pitrio.messages.agent import AgentMessage, AssistantMessage
 from pitrio.messages.content import TextContent
 from pitrio.messages.events import AgentSessionEvent
+from tests.stray_cancel import no_stray_cancel
 
 PROVIDER = "vendor"
 MODEL = f"{PROVIDER}/m1"
@@ -146,7 +147,8 @@ async def fault_session(
         ) as session:
             recorder = Recorder()
             nursery.start_soon(recorder.pump, await session.subscribe(capacity=100_000))
-            yield Faulted(session, recorder, project)
+            with no_stray_cancel():
+                yield Faulted(session, recorder, project)
         nursery.cancel_scope.cancel()
 
 

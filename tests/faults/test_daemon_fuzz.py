@@ -29,6 +29,7 @@ from typing import Any
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.raw_websocket import (
     OPCODE_BINARY,
     OPCODE_CLOSE,
@@ -433,7 +434,8 @@ async def client(served: Served, path: str) -> AsyncIterator[WebSocketConnection
     url = f"ws://127.0.0.1:{served.port}{path}"
     headers = [(b"Authorization", f"Bearer {served.token}".encode())]
     async with open_websocket_url(url, extra_headers=headers, max_message_size=64 << 20) as ws:
-        yield ws
+        with no_stray_cancel():
+            yield ws
 
 
 async def next_frame(ws: WebSocketConnection) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from trio_websocket import open_websocket_url as _open_websocket_url
 from pitrio.actors.procfs import is_live, proc_stat
 from pitrio.actors.session_store.maintenance import check_file
 from tests.faults.support import file_lines
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.daemon_harness import is_response, receive, send, until
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
@@ -73,7 +74,8 @@ class RunningDaemon:
         async with _open_websocket_url(
             f"{self.base}{path}", extra_headers=self.headers, message_queue_size=256
         ) as ws:
-            yield ws
+            with no_stray_cancel():
+                yield ws
 
     async def host(self, command: dict[str, Any]) -> dict[str, Any]:
         """One ``/v1/host`` command's response."""

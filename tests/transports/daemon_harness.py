@@ -17,6 +17,7 @@ from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.transports.daemon.server import DaemonConfig
 from pitrio.transports.serve import Daemon, open_daemon
 from pitrio.transports.websocket_pings import answer_pings_only_while_open
+from tests.stray_cancel import no_stray_cancel
 
 # The tests' clients are trio-websocket's: a daemon ping during their close (every 0.3 s in the
 # half-open tests) must not fail the close (see the module).
@@ -42,7 +43,8 @@ async def running_daemon(
     async with open_daemon(
         config, host_config, faux=faux or FauxProvider(), router_config=RouterConfig(agent_dir=None)
     ) as running:
-        yield running
+        with no_stray_cancel():
+            yield running
 
 
 @asynccontextmanager
@@ -54,7 +56,8 @@ async def connect(
     async with open_websocket_url(
         url, extra_headers=AUTH if headers is None else headers, **kw
     ) as ws:
-        yield ws
+        with no_stray_cancel():
+            yield ws
 
 
 async def send(ws: WebSocketConnection, value: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ import trio
 from trio_websocket import open_websocket_url
 
 from tests.faults.mock_llm import mock_llm
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
@@ -122,7 +123,8 @@ async def daemon(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader.run)
             started = await reader.wait_for(event("daemon_started"))
-            yield process, reader, started["fields"]["url"]
+            with no_stray_cancel():
+                yield process, reader, started["fields"]["url"]
             process.send_signal(signal.SIGTERM)
             with trio.fail_after(10):
                 assert await process.wait() == 0

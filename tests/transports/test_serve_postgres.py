@@ -31,6 +31,7 @@ from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.transports.daemon.server import DaemonConfig
 from pitrio.transports.serve import Daemon, open_daemon
 from tests.actors.pg_cluster import fresh_database, shared_cluster
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
 
 PITRIO = str(Path(sys.executable).parent / "pitrio")
@@ -65,7 +66,8 @@ async def in_process_daemon(tmp_path: Path, url: str, name: str) -> AsyncIterato
         store=url,
         store_options=backend_options(),
     ) as daemon:
-        yield daemon
+        with no_stray_cancel():
+            yield daemon
 
 
 class Lines:
@@ -181,7 +183,8 @@ async def serve_process(
         try:
             assert process.stdout is not None
             found = await Lines(process.stdout).until(r"listening on (http://\S+)")
-            yield process, found.group(1)
+            with no_stray_cancel():
+                yield process, found.group(1)
         finally:
             if process.returncode is None:
                 process.kill()

@@ -22,6 +22,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
 from pitrio.transports.daemon.workers.worker import HANDOFF_FAULT_ENV, NO_OWNS_NOTICES_ENV
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.attach_harness import serve_process
 from tests.transports.daemon_harness import is_response, receive, send, settled, until
 
@@ -310,7 +311,8 @@ async def after_failover(
     async with open_websocket_url(url, extra_headers=headers or [], connect_timeout=30) as ws:
         hello = await receive(ws, 30)
         assert hello["type"] == "attached", hello
-        yield ws
+        with no_stray_cancel():
+            yield ws
 
 
 def worker_pids(acceptor: int) -> set[int]:

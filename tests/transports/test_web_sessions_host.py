@@ -22,6 +22,7 @@ from pitrio.actors.model_router.actor import RouterConfig
 from pitrio.actors.session.resources.trust import canonical_path, save_decisions
 from pitrio.transports.daemon.server import DaemonConfig
 from pitrio.transports.serve import Daemon, open_daemon
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.daemon_harness import (
     TOKEN,
     connect,
@@ -72,7 +73,8 @@ async def daemon_with(
     async with open_daemon(
         DaemonConfig(port=0, token=TOKEN), host, faux=faux or FauxProvider(), router_config=router
     ) as running:
-        yield running
+        with no_stray_cancel():
+            yield running
 
 
 class HostClient:

@@ -29,6 +29,7 @@ from pitrio.transports.daemon.workers.channel import (
 )
 from pitrio.transports.daemon.workers.worker import WorkerServer
 from pitrio.transports.serve import open_daemon
+from tests.stray_cancel import no_stray_cancel
 from tests.transports.daemon_harness import receive
 
 
@@ -114,7 +115,8 @@ async def one_worker(tmp_path: Path) -> AsyncIterator[Acceptor]:
             router_config=RouterConfig(agent_dir=None),
             server_factory=make_server,
         ):
-            yield acceptor
+            with no_stray_cancel():
+                yield acceptor
             acceptor.handoff.close()
         nursery.cancel_scope.cancel()
     await listener.aclose()

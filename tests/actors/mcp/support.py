@@ -18,6 +18,7 @@ from pitrio.actors.model_router.providers.faux_rules import FixtureRules
 from pitrio.actors.session.bootstrap import SessionOptions, StartedSession, start_session
 from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.content import TextContent
+from tests.stray_cancel import no_stray_cancel
 
 SERVERS = Path(__file__).parent / "servers"
 WAIT = 60.0
@@ -114,7 +115,8 @@ async def mcp_session(
             started = await start_session(nursery, router, options)
             if connected and started.mcp is not None:
                 await started.mcp.wait()
-        yield McpSession(started, root, faux)
+        with no_stray_cancel():
+            yield McpSession(started, root, faux)
         nursery.cancel_scope.cancel()
 
 

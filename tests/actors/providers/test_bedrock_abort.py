@@ -22,13 +22,15 @@ from tests.actors.providers.loopback import loopback_server
 from tests.actors.providers.support import make_model
 from tests.actors.providers.test_bedrock_converse_stream import API, CLAUDE, provider
 from tests.loopback_tcp import serving
+from tests.stray_cancel import no_stray_cancel
 
 
 @asynccontextmanager
 async def bedrock_loop(pool: HttpPool, model: Model) -> AsyncIterator[AgentLoopHandle]:
     async with trio.open_nursery() as nursery:
         actor = AgentLoop(stream=provider(pool).stream, model=model)
-        yield AgentLoopHandle(await nursery.start(actor.run))
+        with no_stray_cancel():
+            yield AgentLoopHandle(await nursery.start(actor.run))
         nursery.cancel_scope.cancel()
 
 

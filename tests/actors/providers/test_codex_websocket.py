@@ -37,6 +37,7 @@ from pitrio.messages.stream import AssistantMessageEvent, TextDelta
 from tests.actors.providers.loopback import LoopbackServer, Reply, recording, sse
 from tests.actors.providers.support import collect, final, make_model, split_sse, tool_result
 from tests.actors.providers.test_openai_codex_responses import TOKEN
+from tests.stray_cancel import no_stray_cancel
 
 API = "openai-codex-responses"
 Script = list[Any]  # per request: event dicts, or ("close", code, reason), or ("hang",)
@@ -112,7 +113,8 @@ async def ws_vendor() -> AsyncIterator[WsVendor]:
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve_websocket, vendor.handle, "127.0.0.1", 0, None)
         vendor.port = server.port
-        yield vendor
+        with no_stray_cancel():
+            yield vendor
         nursery.cancel_scope.cancel()
 
 

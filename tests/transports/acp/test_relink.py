@@ -29,6 +29,7 @@ from trio_websocket import (
 )
 
 from pitrio.transports.acp.relink import Relink
+from tests.stray_cancel import no_stray_cancel
 
 
 class FakeSocket:
@@ -185,7 +186,8 @@ class WireDaemon:
                     nursery, trio.StapledStream(up, down), "daemon", f"/v1/sessions/s{query}"
                 )
                 try:
-                    yield ws
+                    with no_stray_cancel():
+                        yield ws
                 finally:
                     await ws.aclose()
         except BaseExceptionGroup as group:  # the library raises the block's own exception

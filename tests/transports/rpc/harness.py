@@ -37,6 +37,7 @@ from pitrio.actors.session.runtime import SessionRuntime
 from pitrio.messages.codec import dumps
 from pitrio.messages.model import LlmContext
 from pitrio.transports.rpc.server import RpcServer
+from tests.stray_cancel import no_stray_cancel
 
 WAIT_SECONDS = 15.0
 
@@ -255,7 +256,8 @@ async def rpc_process(
             nursery.start_soon(rpc.read_stdout)
             nursery.start_soon(rpc.read_stderr)
             try:
-                yield rpc
+                with no_stray_cancel():
+                    yield rpc
             finally:
                 if process.returncode is None:
                     process.kill()
@@ -309,7 +311,8 @@ async def served(
         nursery.start_soon(client.read_stdout)
         nursery.start_soon(serve)
         try:
-            yield client
+            with no_stray_cancel():
+                yield client
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(10):
                 if not served_all.is_set():
