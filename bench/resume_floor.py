@@ -31,6 +31,7 @@ Not part of the test run.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -44,33 +45,45 @@ def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
 
     ``notes`` carries one line per result (``count N``, ``messages SIZE``, ``chat SIZE``,
     ``frame HEAD TAIL``); the results go to the memory files, which the parent reads at
-    offset 0. The frame (system prompt and tools) is made by a second child, forked once the
-    count is written, so its imports do not wait for the transcript's encoding.
+    offset 0. The frame (system prompt and tools) is made by a second child, so its imports do
+    not wait for the transcript's encoding.
     """
+    if os.fork() == 0:
+        # The request's frame, forked while this process is small (a fork of a large Python
+        # process copies every page its reference counts touch), at the lowest priority so it
+        # takes only the time the parser and the parent leave.
+        os.nice(19)
+        head, tail = request_frame()
+        os.pwrite(frame, head + tail, 0)
+        os.write(notes, b"frame %d %d\n" % (len(head), len(tail)))
+        os._exit(0)
     import orjson
 
     with open(path, "rb") as fh:
         data = fh.read()
     lines = [line for line in data.splitlines()[1:] if line]
-    entries = [orjson.loads(line) for line in lines]
-    parents = {entry["id"]: index for index, entry in enumerate(entries)}
+    # The count first: each line parsed and only its place in the tree kept (keeping the
+    # whole entries would double the parse's time); the messages are parsed again later.
+    loads = orjson.loads
+
+    def place(line: bytes) -> tuple[str, str | None, bool]:
+        entry = loads(line)
+        return entry["id"], entry.get("parentId"), entry["type"] == "message"
+
+    places = [place(line) for line in lines]
+    index_of = {entry_id: index for index, (entry_id, _, _) in enumerate(places)}
     branch = []
-    cursor = len(entries) - 1 if entries else None
+    cursor = len(places) - 1 if places else None
     while cursor is not None:
         branch.append(cursor)
-        cursor = parents.get(entries[cursor].get("parentId"))
-    branch = [index for index in reversed(branch) if entries[index]["type"] == "message"]
+        cursor = index_of.get(places[cursor][1])
+    branch = [index for index in reversed(branch) if places[index][2]]
     os.write(notes, b"count %d\n" % len(branch))
-    if os.fork() == 0:  # the request's frame on its own core share, now that the count is out
-        head, tail = request_frame()
-        os.pwrite(frame, head + tail, 0)
-        os.write(notes, b"frame %d %d\n" % (len(head), len(tail)))
-        os._exit(0)
     # Each message's JSON cut from its line: the harness's entries end with the message.
     reply = b"[" + b",".join(message_bytes(lines[index]) for index in branch) + b"]"
     os.write(replies, reply)
     os.write(notes, b"messages %d\n" % len(reply))
-    encoded = b",".join(to_chat(entries[index]["message"]) for index in branch)
+    encoded = b",".join(to_chat(loads(lines[index])["message"]) for index in branch)
     os.write(chat, encoded)
     os.write(notes, b"chat %d\n" % len(encoded))
 
@@ -140,6 +153,7 @@ def request_frame() -> tuple[bytes, bytes]:
 def main(argv: list[str]) -> int:
     """Fork the parser, then serve RPC on stdin/stdout with trio until EOF (without
     ``--session``, a new session: the floor of a cold start)."""
+    gc.disable()  # a short-lived program's objects never form cycles worth collecting
     if "--session" in argv:
         path = argv[argv.index("--session") + 1]
     else:  # a new session: its file holds the header alone (the cold-start floor)
@@ -201,19 +215,32 @@ async def lines_of(stream: Any) -> Any:
 
 async def serve(path: str, notes_fd: int, replies: int, chat: int, frame: int) -> None:
     """Answer the harness's commands; the first turn's request is the child's bytes."""
+    import contextlib
+    import fcntl
+    import mmap
+
     import trio
 
     stdin = trio.lowlevel.FdStream(os.dup(0))
+    with contextlib.suppress(OSError):  # a 1 MB pipe: a 16 MB reply in 16 writes, not 256
+        fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 1 << 20)
     stdout = trio.lowlevel.FdStream(os.dup(1))
     notes = Notes(trio.lowlevel.FdStream(notes_fd))
     import orjson
 
-    async def answer(command: dict[str, Any], data: bytes | None = None) -> None:
+    async def answer(command: dict[str, Any], *data: bytes | memoryview) -> None:
+        """The response, its ``data`` given in parts (sent as they are, never joined)."""
         head = b'{"id":%s,"type":"response","command":%s,"success":true' % (
             orjson.dumps(command.get("id")),
             orjson.dumps(command["type"]),
         )
-        await stdout.send_all(head + (b',"data":' + data if data is not None else b"") + b"}\n")
+        if not data:
+            await stdout.send_all(head + b"}\n")
+            return
+        await stdout.send_all(head + b',"data":')
+        for part in data:
+            await stdout.send_all(part)
+        await stdout.send_all(b"}\n")
 
     async for line in lines_of(stdin):
         command = orjson.loads(line)
@@ -225,8 +252,8 @@ async def serve(path: str, notes_fd: int, replies: int, chat: int, frame: int) -
                 await answer(command, orjson.dumps(state))
             case "get_messages":
                 (size,) = await notes.get(b"messages")
-                reply = os.pread(replies, size, 0)
-                await answer(command, b'{"messages":' + reply + b"}")
+                with mmap.mmap(replies, size, prot=mmap.PROT_READ) as reply:
+                    await answer(command, b'{"messages":', memoryview(reply), b"}")
             case "prompt":
                 await answer(command)
                 await turn(command["message"], path, stdout, notes, (chat, frame))
