@@ -35,12 +35,6 @@ from urllib.parse import urlparse
 
 import orjson
 
-from pitrio.actors.session.resources.system_prompt import (
-    SystemPromptOptions,
-    build_system_prompt,
-)
-from pitrio.actors.tool_executor.tools import create_builtin_tools
-
 USAGE_ZERO = {
     "input": 0,
     "output": 0,
@@ -148,6 +142,34 @@ def to_chat(message: dict[str, Any]) -> bytes:
     return orjson.dumps(item)
 
 
+def request_frame(cwd: str, model: str) -> tuple[bytes, bytes]:
+    """The request body before the transcript (model and system prompt, without the comma
+    after it) and after it (the tools). pitrio's builders are imported here, so a floor that
+    needs only :func:`to_chat` does not pay for them."""
+    from pitrio.actors.session.resources.system_prompt import (
+        SystemPromptOptions,
+        build_system_prompt,
+    )
+    from pitrio.actors.tool_executor.tools import create_builtin_tools
+
+    system = build_system_prompt(SystemPromptOptions(cwd=cwd))
+    head = orjson.dumps({"model": model})[:-1] + b',"messages":['
+    head += orjson.dumps({"role": "system", "content": system})
+    specs = [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in create_builtin_tools(cwd)[:4]
+    ]
+    tail = (
+        b'],"stream":true,"stream_options":{"include_usage":true},"max_tokens":16384,"tools":'
+        + orjson.dumps(specs)
+        + b"}"
+    )
+    return head, tail
+
+
 class Agent:
     """The whole agent: a transcript, a connection, a session file."""
 
@@ -162,26 +184,7 @@ class Agent:
             "Authorization": f"Bearer {os.environ.get('ANCHOR_API_KEY', 'x')}",
         }
         self.cwd = cwd
-        tools = create_builtin_tools(cwd)[:4]
-        system = build_system_prompt(SystemPromptOptions(cwd=cwd))
-        self.head = orjson.dumps({"model": self.model})[:-1] + b',"messages":['
-        self.head += orjson.dumps({"role": "system", "content": system})
-        specs = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in tools
-        ]
-        self.tail = (
-            b'],"stream":true,"stream_options":{"include_usage":true},"max_tokens":16384,"tools":'
-            + orjson.dumps(specs)
-            + b"}"
-        )
+        self.head, self.tail = request_frame(cwd, self.model)
         self.encoded: list[bytes] = []
         self.count = 0
         if session is not None and session.exists():

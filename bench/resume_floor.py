@@ -53,7 +53,10 @@ def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
         # process copies every page its reference counts touch), at the lowest priority so it
         # takes only the time the parser and the parent leave.
         os.nice(19)
-        head, tail = request_frame()
+        from floor_agent import request_frame  # type: ignore[import-not-found]  # bench/
+
+        head, tail = request_frame(os.getcwd(), os.environ.get("ANCHOR_MODEL", "mock-model"))
+        head += b","
         os.pwrite(frame, head + tail, 0)
         os.write(notes, b"frame %d %d\n" % (len(head), len(tail)))
         os._exit(0)
@@ -76,13 +79,15 @@ def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
     cursor = len(places) - 1 if places else None
     while cursor is not None:
         branch.append(cursor)
-        cursor = index_of.get(places[cursor][1])
+        cursor = index_of.get(places[cursor][1] or "")  # ids are never empty
     branch = [index for index in reversed(branch) if places[index][2]]
     os.write(notes, b"count %d\n" % len(branch))
     # Each message's JSON cut from its line: the harness's entries end with the message.
     reply = b"[" + b",".join(message_bytes(lines[index]) for index in branch) + b"]"
     os.write(replies, reply)
     os.write(notes, b"messages %d\n" % len(reply))
+    from floor_agent import to_chat  # bench/: the turn floor's encoding, imported after the count
+
     encoded = b",".join(to_chat(loads(lines[index])["message"]) for index in branch)
     os.write(chat, encoded)
     os.write(notes, b"chat %d\n" % len(encoded))
@@ -92,62 +97,6 @@ def message_bytes(line: bytes) -> bytes:
     """The ``message`` value of an entry's line, as written (it is the line's last key)."""
     start = line.index(b'"message":{') + len(b'"message":')
     return line[start:-1]
-
-
-def to_chat(message: dict) -> bytes:  # type: ignore[type-arg]
-    """One transcript message as a Chat Completions message, encoded."""
-    import orjson
-
-    role = message["role"]
-    text = "".join(c["text"] for c in message["content"] if c["type"] == "text")
-    if role == "user":
-        return orjson.dumps({"role": "user", "content": text})
-    if role == "toolResult":
-        return orjson.dumps(
-            {"role": "tool", "tool_call_id": message["toolCallId"], "content": text}
-        )
-    item = {"role": "assistant", "content": text or None}
-    calls = [c for c in message["content"] if c["type"] == "toolCall"]
-    if calls:
-        item["tool_calls"] = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": orjson.dumps(c["arguments"]).decode()},
-            }
-            for c in calls
-        ]
-    return orjson.dumps(item)
-
-
-def request_frame() -> tuple[bytes, bytes]:
-    """The request body before the transcript (model, system prompt) and after it (tools)."""
-    import orjson
-
-    from pitrio.actors.session.resources.system_prompt import (
-        SystemPromptOptions,
-        build_system_prompt,
-    )
-    from pitrio.actors.tool_executor.tools import create_builtin_tools
-
-    cwd = os.getcwd()
-    system = build_system_prompt(SystemPromptOptions(cwd=cwd))
-    model = os.environ.get("ANCHOR_MODEL", "mock-model")
-    head = orjson.dumps({"model": model})[:-1] + b',"messages":['
-    head += orjson.dumps({"role": "system", "content": system}) + b","
-    specs = [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-        }
-        for t in create_builtin_tools(cwd)[:4]
-    ]
-    tail = (
-        b'],"stream":true,"stream_options":{"include_usage":true},"max_tokens":16384,"tools":'
-        + orjson.dumps(specs)
-        + b"}"
-    )
-    return head, tail
 
 
 def main(argv: list[str]) -> int:
@@ -280,11 +229,12 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
     import h11
     import orjson
     import trio
+    from floor_agent import to_chat
 
     async def event(value: dict[str, Any]) -> None:
         await stdout.send_all(orjson.dumps(value) + b"\n")
 
-    user = {"role": "user", "content": [{"type": "text", "text": text}]}
+    user: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": text}]}
     user["timestamp"] = int(time.time() * 1000)
     await event({"type": "agent_start"})
     await event({"type": "message_start", "message": user})
@@ -317,8 +267,8 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
         if isinstance(got, h11.Data):
             pending += bytes(got.data)
             *frames, pending = pending.split(b"\n\n")
-            for frame in frames:
-                payload = frame.removeprefix(b"data: ")
+            for block in frames:
+                payload = block.removeprefix(b"data: ")
                 if payload == b"[DONE]":
                     continue
                 choices = orjson.loads(payload).get("choices") or [{}]
