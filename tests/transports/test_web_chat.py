@@ -49,16 +49,19 @@ def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
     # usage never reads "0 tokens".
     expect(page.locator("#usage")).not_to_have_text(re.compile(r"^0 tokens"))
     # No token counted at all (a first reply aborted before the model reported usage): the
-    # stats answer, drawn by the page's own renderer, shows nothing.
-    page.evaluate(
+    # stats answer, drawn by the page's own renderer, shows nothing. Read in the same script
+    # step as the render: the page's own stats request (sent when the run settled) may be
+    # answered at any moment and would draw over it.
+    drawn = page.evaluate(
         """async () => {
           const { renderUsage } = await import("/transcript.js");
           renderUsage({ tokens: { input: 0, output: 0, total: 0 }, cost: 0,
                         contextUsage: { tokens: 0, contextWindow: 128000, percent: 0 } });
+          const usage = document.getElementById("usage");
+          return [usage.dataset.tokens, usage.textContent];
         }"""
     )
-    expect(page.locator("#usage")).to_have_attribute("data-tokens", "0")
-    expect(page.locator("#usage")).to_have_text("")
+    assert drawn == ["0", ""]
 
 
 def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
