@@ -16,8 +16,8 @@ forks, and the child parses the file, counts, encodes the ``get_messages`` reply
 message of the request on the second core while the parent imports trio. The parent only
 waits for what a command needs. It reads no settings, resolves no model, checks nothing, and
 handles only the harness's linear files (no compaction, no branch summaries). So its times
-are below what any conforming agent, pitrio included, can reach on this machine; a target
-under them is past the floor.
+are below what any conforming agent in Python on trio, pitrio included, can reach on this
+machine; a target under them is past the floor.
 
     python3 /work/shared/tools/bench_rpc.py -w resume --resume-turns 20000 \\
         --agent-cmd "{python} /work/main/bench/resume_floor.py" --label floor --out F.json
