@@ -289,6 +289,16 @@ class EncodedItems:
     def __len__(self) -> int:
         return self._count
 
+    @classmethod
+    def restored(cls, segments: Sequence[bytes], tail: bytes, count: int) -> EncodedItems:
+        """Encoded items made elsewhere in this class's form (full segments, the open one,
+        the number of items): a resumed session's prefix (:mod:`pitrio._prefix_chat`)."""
+        items = cls(encoded=True)
+        items._frozen = [FrozenSegment(segment) for segment in segments]
+        items._open = bytearray(tail)
+        items._count = count
+        return items
+
     def copy(self) -> EncodedItems:
         """An independent copy (frozen segments are shared: they never change)."""
         twin = EncodedItems.__new__(EncodedItems)

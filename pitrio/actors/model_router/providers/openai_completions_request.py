@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pitrio._prefix_chat import ChatFacts, ChatPrefix
 from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
@@ -91,6 +92,22 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
+def facts_of(model: Model, compat: OpenAICompat, *, block_images: bool = False) -> ChatFacts:
+    """What converting a transcript for ``model`` reads of it, its server's ``compat`` and
+    the session's ``images.blockImages``, as the plain value :mod:`pitrio._prefix_chat` takes."""
+    return ChatFacts(
+        provider=model.provider,
+        api=model.api,
+        model_id=model.id,
+        images="image" in model.input,
+        thinking_as_text=bool(compat.requires_thinking_as_text),
+        tool_result_name=bool(compat.requires_tool_result_name),
+        assistant_after_tool_result=bool(compat.requires_assistant_after_tool_result),
+        mistral_tool_ids=bool(compat.requires_mistral_tool_ids),
+        block_images=block_images,
+    )
+
+
 class ChatMessages:
     """The Chat Completions ``messages`` of a transcript (without the system prompt), built one
     message at a time so the state after a prefix can be kept and resumed (:meth:`copy`).
@@ -105,6 +122,28 @@ class ChatMessages:
         self.entries = EncodedItems(encoded=encoded)
         self.images: list[ImageContent] = []
         self.last_role: str | None = None
+
+    @classmethod
+    def from_prefix(
+        cls, model: Model, compat: OpenAICompat, prefix: ChatPrefix
+    ) -> ChatMessages | None:
+        """An encoded builder in the state one fed the prefix's messages would be in (its
+        encoded items, pending tool calls and images), so further :meth:`feed` and
+        :meth:`finish` go on alike; ``None`` when the prefix was made for other facts than
+        ``model`` and ``compat``'s (the caller then feeds the messages itself)."""
+        if prefix.facts != facts_of(model, compat, block_images=prefix.facts.block_images):
+            return None
+        builder = cls(model, compat, encoded=True)
+        builder.entries = EncodedItems.restored(prefix.segments, prefix.tail, prefix.items)
+        builder.last_role = prefix.last_role
+        # Only a call's id and name are read (its synthetic result, the match of its result),
+        # and a pending call is removed by its first match, found by id: the arguments and
+        # signatures are not needed to go on alike.
+        builder.preparer.pending = [
+            ToolCall(id=call_id, name=name, arguments={}) for call_id, name in prefix.pending
+        ]
+        builder.images = [ImageContent(data=data, mime_type=mime) for mime, data in prefix.images]
+        return builder
 
     def copy(self) -> ChatMessages:
         """An independent builder in the same state."""
