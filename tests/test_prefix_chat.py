@@ -452,6 +452,24 @@ CASES: dict[str, list[dict[str, Any]]] = {
         assistant(thinking("theirs"), text("t"), who={**ME, "model": "other"}),
         user("after"),
     ],
+    "another api's response": [
+        user("q"),
+        assistant(thinking("theirs"), text("t"), who={**ME, "api": "other"}),
+    ],
+    "another provider's response": [
+        user("q"),
+        assistant(thinking("theirs"), text("t"), who={**ME, "provider": "other"}),
+    ],
+    "a call id twice, one result": [
+        user("q"),
+        assistant(call("c1"), call("c1", "read")),
+        result("c1", text("1")),
+        user("next"),
+    ],
+    "a segment of exactly its size": [
+        user("x" * (_prefix_chat.SEGMENT_BYTES - len(b'{"role":"user","content":""}'))),
+        user("next"),
+    ],
     "another model's failed response is left out alike": [
         user("q"),
         assistant(text("x"), stop="aborted", who={**ME, "provider": "other"}),
@@ -486,14 +504,7 @@ CASES: dict[str, list[dict[str, Any]]] = {
         assistant(call("c1")),
         result("c1", text("r"), nestedCalls=[]),
     ],
-    "mistyped fields stop the prefix": [
-        user("q"),
-        assistant(text("a"), responseId=5),
-        assistant(text("b"), usage={"input": 1.0}),
-        assistant(text("c"), durationMs=1.5),
-        assistant(text("d"), thinkingLevel="huge"),
-        assistant(text("e"), stop="weird"),
-    ],
+    "mistyped fields stop the prefix": [user("q"), assistant(text("a"), responseId=5)],
     "another role stops the prefix": [
         user("q"),
         {"role": "bashExecution", "command": "ls", "output": "", "timestamp": 1},
@@ -521,6 +532,8 @@ def test_what_each_hand_made_transcript_converts() -> None:
         if "stop" not in name and "another" not in name and "normaliser" not in name:
             assert consumed(name) == len(messages), name
     assert consumed("another model's response") == 2
+    assert consumed("another api's response") == 1
+    assert consumed("another provider's response") == 1
     assert consumed("another model's failed response is left out alike") == 3
     assert consumed("shapes the quick decoder leaves to the general one stop the prefix") == 1
     assert consumed("nested calls stop the prefix") == 2
@@ -539,6 +552,97 @@ def test_what_each_hand_made_transcript_converts() -> None:
         [orjson.dumps(m) for m in CASES["calls pending at the end"]], facts_of(model, compat)
     )
     assert prefix is not None and prefix.pending == (("c1", "bash"), ("c2", "bash"))
+
+
+def _mistyped(message: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(message)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+_A = assistant(thinking("t"), text("a"), call("c1"))
+_R = result("c1", text("r"), PNG)
+_U = user([text("u"), PNG])
+MISTYPED = [
+    *((_A, (key,), KeyError) for key in _A if key != "role"),
+    *((_R, (key,), KeyError) for key in _R if key != "role"),
+    *((_U, (key,), KeyError) for key in _U if key != "role"),
+    (_A, ("api",), None),
+    (_A, ("provider",), 1),
+    (_A, ("model",), []),
+    (_A, ("stopReason",), "weird"),
+    (_A, ("stopReason",), ["stop"]),
+    (_A, ("timestamp",), 1.0),
+    (_A, ("timestamp",), True),
+    (_A, ("responseId",), 5),
+    (_A, ("errorMessage",), False),
+    (_A, ("durationMs",), 1.5),
+    (_A, ("thinkingLevel",), "huge"),
+    (_A, ("thinkingLevel",), 1),
+    (_A, ("endTurn",), "yes"),
+    (_A, ("diagnostics",), None),
+    (_A, ("usage",), "x"),
+    (_A, ("usage",), None),
+    (_A, ("usage", "input"), 1.0),
+    (_A, ("usage", "totalTokens"), True),
+    (_A, ("usage", "reasoning"), "1"),
+    (_A, ("usage", "cacheWrite1h"), 1.5),
+    (_A, ("usage", "cost"), None),
+    (_A, ("usage", "cost", "input"), "1"),
+    (_A, ("usage", "cost", "total"), True),
+    (_A, ("usage", "cost", "totalFromProvider"), 0),
+    (_A, ("content",), "text"),
+    (_A, ("content", 0), "block"),
+    (_A, ("content", 0, "type"), "redacted_thinking"),
+    (_A, ("content", 0, "thinking"), None),
+    (_A, ("content", 0, "redacted"), "yes"),
+    (_A, ("content", 0, "thinkingSignature"), 1),
+    (_A, ("content", 1, "text"), None),
+    (_A, ("content", 1, "textSignature"), 1),
+    (_A, ("content", 1, "type"), "image"),
+    (_A, ("content", 2, "id"), 1),
+    (_A, ("content", 2, "name"), None),
+    (_A, ("content", 2, "arguments"), ["ls"]),
+    (_A, ("content", 2, "arguments"), None),
+    (_A, ("content", 2, "thoughtSignature"), 1),
+    (_A, ("content", 2, "namespace"), {}),
+    (_R, ("toolCallId",), 1),
+    (_R, ("toolName",), None),
+    (_R, ("isError",), 0),
+    (_R, ("timestamp",), "3"),
+    (_R, ("usage",), {"output": None}),
+    (_R, ("durationMs",), "1"),
+    (_R, ("nestedCalls",), None),
+    (_R, ("content",), None),
+    (_R, ("content", 1, "data"), 5),
+    (_R, ("content", 1, "mimeType"), None),
+    (_R, ("content", 0, "type"), "thinking"),
+    (_U, ("content",), 5),
+    (_U, ("content",), None),
+    (_U, ("content", 0, "type"), "toolCall"),
+    (_U, ("content", 0, "textSignature"), []),
+    (_U, ("content", 1, "data"), None),
+    (_U, ("timestamp",), None),
+    (_U, ("role",), "system"),
+]
+
+
+@pytest.mark.parametrize(("message", "path", "value"), MISTYPED)
+def test_a_missing_or_mistyped_field_ends_the_prefix(
+    message: dict[str, Any], path: tuple[Any, ...], value: Any
+) -> None:
+    # After a call, so a result's call is pending; the prefix ends before the odd message.
+    head = [orjson.dumps(m) for m in (user("q"), assistant(call("c1")))]
+    odd = orjson.dumps(_mistyped(message, path, value))
+    assert check([*head, odd, orjson.dumps(user("after"))], make_model(), OpenAICompat()) == 2
+    # Each message as it was is taken.
+    assert check([*head, orjson.dumps(message)], make_model(), OpenAICompat()) == 3
 
 
 def test_numbers_as_written_convert_alike() -> None:
