@@ -89,38 +89,39 @@ def _is_optional_str(value: Any) -> bool:
     return value is None or value.__class__ is str
 
 
-def _check_int(value: Any) -> None:
-    if value.__class__ is not int:
-        raise _REFUSED
-
-
-def _check_optional(value: Any, cls: type) -> None:
-    if value is not None and value.__class__ is not cls:
-        raise _REFUSED
-
-
 _COST_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite", "total"))
 _USAGE_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
 
 
 def _check_usage(usage: Any) -> None:
     # Every usage field has a default: any subset of the keys decodes, unknown keys are kept.
+    # The checks are written out, not called: this runs for every response of the session.
     if usage.__class__ is not dict:
         raise _REFUSED
     for key, item in usage.items():
         if key in _USAGE_KEYS:
-            _check_int(item)
+            if item.__class__ is not int:
+                raise _REFUSED
         elif key == "cost":
             if item.__class__ is not dict:
                 raise _REFUSED
             for name, amount in item.items():
                 if name in _COST_KEYS:
-                    if amount.__class__ is not int and amount.__class__ is not float:
+                    kind = amount.__class__
+                    if kind is not int and kind is not float:
                         raise _REFUSED
-                elif name == "totalFromProvider":
-                    _check_optional(amount, bool)
-        elif key == "reasoning" or key == "cacheWrite1h":
-            _check_optional(item, int)
+                elif (
+                    name == "totalFromProvider"
+                    and amount is not None
+                    and amount.__class__ is not bool
+                ):
+                    raise _REFUSED
+        elif (
+            (key == "reasoning" or key == "cacheWrite1h")
+            and item is not None
+            and item.__class__ is not int
+        ):
+            raise _REFUSED
 
 
 def _text_of(block: dict[str, Any]) -> str:
@@ -153,13 +154,17 @@ def _user_blocks(content: Any, block_images: bool) -> list[tuple[str, str] | str
     return out
 
 
-def _check_timestamp(value: dict[str, Any]) -> None:
-    _check_int(value["timestamp"])
-
-
-_ASSISTANT_STRINGS = frozenset(
-    ("providerThinkingLevel", "responseId", "responseModel", "rawStopReason", "errorMessage")
-)
+# The optional assistant fields and the class of their value when not null.
+_ASSISTANT_OPTIONAL: dict[str, type] = {
+    "providerThinkingLevel": str,
+    "responseId": str,
+    "responseModel": str,
+    "rawStopReason": str,
+    "errorMessage": str,
+    "durationMs": int,
+    "thinkingLevel": str,
+    "endTurn": bool,
+}
 
 
 def _check_assistant_fields(value: dict[str, Any]) -> str:
@@ -168,32 +173,31 @@ def _check_assistant_fields(value: dict[str, Any]) -> str:
     if stop_reason not in STOP_REASONS or stop_reason.__class__ is not str:
         raise _REFUSED
     _check_usage(value["usage"])
-    _check_timestamp(value)
+    if value["timestamp"].__class__ is not int:
+        raise _REFUSED
     if len(value) > 8:  # role, content, api, provider, model, usage, stop, time: and more
+        if "diagnostics" in value:
+            raise _REFUSED  # the quick decoder leaves it to the general one
+        optional = _ASSISTANT_OPTIONAL
         for key, item in value.items():
-            if key in _ASSISTANT_STRINGS:
-                if not _is_optional_str(item):
-                    raise _REFUSED
-            elif key == "durationMs":
-                _check_optional(item, int)
-            elif key == "thinkingLevel":
-                if item is not None and (item.__class__ is not str or item not in THINKING_LEVELS):
-                    raise _REFUSED
-            elif key == "endTurn":
-                _check_optional(item, bool)
-            elif key == "diagnostics":
-                raise _REFUSED  # the quick decoder leaves it to the general one
+            kind = optional.get(key)
+            if kind is not None and item is not None and item.__class__ is not kind:
+                raise _REFUSED
+        level = value.get("thinkingLevel")
+        if level is not None and level not in THINKING_LEVELS:  # a str: checked above
+            raise _REFUSED
     return stop_reason
 
 
 def _check_tool_result_fields(value: dict[str, Any]) -> None:
-    if value["isError"].__class__ is not bool:
+    if value["isError"].__class__ is not bool or value["timestamp"].__class__ is not int:
         raise _REFUSED
-    _check_timestamp(value)
     if "usage" in value and value["usage"] is not None:
         _check_usage(value["usage"])
     if "durationMs" in value:
-        _check_optional(value["durationMs"], int)
+        duration = value["durationMs"]
+        if duration is not None and duration.__class__ is not int:
+            raise _REFUSED
     if "nestedCalls" in value:
         raise _REFUSED
 
@@ -240,22 +244,23 @@ class _Builder:
         self.pending: list[tuple[str, str]] = []
         self.images: list[tuple[str, str]] = []
 
-    def add(self, item: dict[str, Any]) -> None:
+    def add(self, item: dict[str, Any], role: str) -> None:
         # ``EncodedItems.append`` of an encoded builder: the same segments, cut at the same size.
         self.count += 1
-        if self.open:
-            self.open += b","
-        self.open += orjson.dumps(item)
-        if len(self.open) >= SEGMENT_BYTES:
-            self.segments.append(bytes(self.open))
+        tail = self.open
+        if tail:
+            tail += b","
+        tail += orjson.dumps(item)
+        if len(tail) >= SEGMENT_BYTES:
+            self.segments.append(bytes(tail))
             self.open = bytearray()
-        self.last_role = item["role"]
+        self.last_role = role
 
     def tool(self, call_id: str, name: str, content: str) -> None:
         item = {"role": "tool", "content": content, "tool_call_id": call_id}
         if self.facts.tool_result_name:
             item["name"] = name
-        self.add(item)
+        self.add(item, "tool")
 
     def close_pending(self) -> None:
         # The synthetic error results of calls left without one (text only: no image flush).
@@ -267,27 +272,28 @@ class _Builder:
         if self.images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": TOOL_IMAGES_TEXT}]
             parts.extend(_part(image) for image in self.images)
-            self.add({"role": "user", "content": parts})
+            self.add({"role": "user", "content": parts}, "user")
             self.images.clear()
 
     def user(self, value: dict[str, Any]) -> None:
         facts = self.facts
         content = value["content"]
+        if value["timestamp"].__class__ is not int:
+            raise _REFUSED
         if content.__class__ is not str:
-            content = _user_blocks(content, facts.block_images)
+            blocks = _user_blocks(content, facts.block_images)
             if not facts.images:
-                content = _without_images(content, IMAGE_OMITTED_TEXT)
-        _check_timestamp(value)
+                blocks = _without_images(blocks, IMAGE_OMITTED_TEXT)
+            content = [_part(block) for block in blocks]
         # Checked: from here nothing refuses, so the state changes only for a whole message.
-        self.close_pending()
-        self.flush_images()
+        if self.pending:
+            self.close_pending()
+        if self.images:
+            self.flush_images()
         if facts.assistant_after_tool_result and self.last_role == "tool":
-            self.add({"role": "assistant", "content": PROCESSED_TEXT})
-        if content.__class__ is not str:
-            if not content:
-                return  # no blocks at all: left out
-            content = [_part(block) for block in content]
-        self.add({"role": "user", "content": content})
+            self.add({"role": "assistant", "content": PROCESSED_TEXT}, "assistant")
+        if content or content.__class__ is str:  # no blocks at all: left out
+            self.add({"role": "user", "content": content}, "user")
 
     def assistant(self, value: dict[str, Any]) -> None:
         facts = self.facts
@@ -305,7 +311,11 @@ class _Builder:
                 raise _REFUSED
             kind = block.get("type")
             if kind == "text":
-                text = _text_of(block)
+                text = block["text"]
+                if text.__class__ is not str or (
+                    len(block) != 2 and not _is_optional_str(block.get("textSignature"))
+                ):
+                    raise _REFUSED
                 if text:
                     texts.append(text)
             elif kind == "thinking":
@@ -350,17 +360,19 @@ class _Builder:
             for call_id, _ in ids:
                 if not _unchanged_id(facts, call_id):
                     raise _REFUSED
-        self.close_pending()
+        if self.pending:
+            self.close_pending()
         if not kept:
             return  # failed and aborted responses are left out (their calls with them)
-        self.flush_images()
+        if self.images:
+            self.flush_images()
         if texts or calls:
             joined = "".join(texts) if texts else None
             item: dict[str, Any] = {"role": "assistant", "content": joined}
             if calls:
                 item["tool_calls"] = calls
-            self.add(item)
-        self.pending.extend(ids)
+                self.pending.extend(ids)
+            self.add(item, "assistant")
 
     def tool_result(self, value: dict[str, Any]) -> None:
         facts = self.facts
@@ -396,19 +408,17 @@ def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
         "toolResult": builder.tool_result,
     }
     consumed = 0
-    for data in messages:
-        try:
-            value = orjson.loads(data)
-            if value.__class__ is not dict:
-                break
-            role: Any = value.get("role")
-            handler = handlers.get(role)
+    loads, handler_of = orjson.loads, handlers.get
+    try:
+        for data in messages:
+            value = loads(data)
+            handler = handler_of(value["role"]) if value.__class__ is dict else None
             if handler is None:
                 break
             handler(value)
-        except Exception:  # _Refused, or a missing key, an unhashable value, invalid JSON
-            break
-        consumed += 1
+            consumed += 1
+    except Exception:  # _Refused, or a missing key, an unhashable value, invalid JSON
+        pass  # the prefix ends before that message
     if not consumed:
         return None
     return ChatPrefix(
