@@ -5,6 +5,13 @@ its children and their children can be signalled together. Ending a group: ``SIG
 group, a short grace for it to exit, then ``SIGKILL`` to whatever is left, and the leader is
 reaped. :class:`ProcessGroups` remembers the groups a session started that may still have
 members (a command that left ``server &`` behind) so the session's end can end them too.
+
+A group is signalled by number, and a number is free for a new process once the group's last
+member is gone and its leader reaped (``pid_max`` is often 32,768: a busy machine wraps it in
+minutes). So a group is never signalled once its number may belong to another: while
+:func:`terminate_group` signals, the leader it was given stays unreaped (a zombie still holds
+its number, and so its group's), and a group whose leader is already reaped is signalled only
+while no other process holds its number (:func:`_holds_number`).
 """
 
 from __future__ import annotations
@@ -14,13 +21,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Protocol
 
 import trio
 
-from pitrio.actors.procfs import ENDED_STATES, proc_stat
+from pitrio.actors.procfs import ENDED_STATES, proc_stat, start_time
 from pitrio.actors.tool_executor.ledger import ledger
 from pitrio.messages.ostext import check_environment, check_os_text, check_os_texts
 
@@ -28,6 +35,8 @@ KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
 
 _POLL_S = 0.01
+
+_LINUX = sys.platform.startswith("linux")
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
@@ -67,11 +76,35 @@ async def group_alive(pgid: int) -> bool:
     return await trio.to_thread.run_sync(_live_members, pgid)
 
 
-async def _wait_group_gone(pgid: int, deadline: float) -> bool:
-    """Poll until the group has no live member or ``deadline`` passes; True if it is gone."""
+def _holds_number(pgid: int, started: int | None) -> bool:
+    """Whether number ``pgid`` may still be the group whose leader started at ``started``
+    (``None``: not known, so assumed): no process with another start time has the number.
+
+    While any member of a group lives, no new process can be given its number; once a new
+    process has it, the group it started from is gone. (A leader that already exited whose
+    number is free says nothing: a new group needs a new leader with that number first.)"""
+    if started is None:
+        return True
+    now = start_time(pgid)
+    return now is None or now == started
+
+
+def _unreaped(pid: int) -> bool:
+    """Whether ``pid`` is a child of ours not yet reaped (running, or a zombie); it is not
+    reaped here."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+async def _wait_group_gone(pgid: int, deadline: float, ours: Callable[[], bool]) -> bool:
+    """Poll until the group has no live member (or is no longer ``ours``) or ``deadline``
+    passes; True if it is gone."""
     # The kernel has no "group became empty" notification to wait on, so poll the table.
     with trio.move_on_at(deadline):
-        while await group_alive(pgid):  # noqa: ASYNC110
+        while ours() and await group_alive(pgid):  # noqa: ASYNC110
             await trio.sleep(_POLL_S)
         return True
     return False
@@ -79,6 +112,8 @@ async def _wait_group_gone(pgid: int, deadline: float) -> bool:
 
 class Leader(Protocol):
     """What :func:`terminate_group` needs of a group's leader (``trio.Process`` has it)."""
+
+    pid: int
 
     @property
     def returncode(self) -> int | None: ...
@@ -236,24 +271,39 @@ def _spawn(
 
 
 async def terminate_group(
-    pgid: int, leader: Leader | None = None, *, grace: float = KILL_GRACE_S
+    pgid: int,
+    leader: Leader | None = None,
+    *,
+    grace: float = KILL_GRACE_S,
+    started: int | None = None,
 ) -> None:
     """End group ``pgid``: ``SIGTERM``, up to ``grace`` seconds, then ``SIGKILL``; reap ``leader``.
 
     The grace is one deadline for the leader and the rest of the group together: a group that
     ignores ``SIGTERM`` gets its ``SIGKILL`` ``grace`` seconds after it, not twice that.
+    ``leader``, if not reaped yet, is reaped only once the group is empty and no signal is
+    left to send, so the number cannot pass to another group while it is signalled. Without an
+    unreaped leader, ``started`` (the leader's start time, :func:`~pitrio.actors.procfs.start_time`)
+    tells the group from a newer process that took its number: that one is not signalled.
     Call it shielded when cleaning up after a cancellation.
     """
-    if _signal_group(pgid, signal.SIGTERM):
+    # Linux only: elsewhere a zombie leader cannot be told from a live member (kill(0) is all
+    # there is), so the leader is reaped first, as it always was there.
+    pinned = leader is not None and _LINUX and _unreaped(leader.pid)
+
+    def ours() -> bool:
+        return pinned or _holds_number(pgid, started)
+
+    if ours() and _signal_group(pgid, signal.SIGTERM):
         deadline = trio.current_time() + grace
-        if leader is not None:
+        if leader is not None and not pinned:
             with trio.move_on_at(deadline):
                 await leader.wait()
-        if not await _wait_group_gone(pgid, deadline):
+        if not await _wait_group_gone(pgid, deadline, ours) and ours():
             _signal_group(pgid, signal.SIGKILL)
-            await _wait_group_gone(pgid, trio.current_time() + grace)
+            await _wait_group_gone(pgid, trio.current_time() + grace, ours)
     if leader is not None:
-        if leader.returncode is None:
+        if leader.returncode is None:  # reaps it if it exited: no signal to the group follows
             leader.kill()  # the leader escaped the group signal (it cannot, but be sure)
         await leader.wait()
 
@@ -261,21 +311,24 @@ async def terminate_group(
 class ProcessGroups:
     """The process groups a session's tools started that may still have members.
 
-    Owned by the session's tool executor; tool bodies add and drop groups synchronously.
+    Owned by the session's tool executor; tool bodies add and drop groups synchronously. Each
+    group is kept with its leader's start time, so a number that passed to a newer process
+    once the group was gone is forgotten, never signalled (:func:`_holds_number`).
     """
 
     def __init__(self) -> None:
-        self._groups: set[int] = set()
+        self._groups: dict[int, int | None] = {}
 
     def add(self, pgid: int) -> None:
-        """Track a newly started group."""
-        self._groups.add(pgid)
+        """Track a newly started group (its leader, ``pgid``, not reaped yet)."""
+        started = start_time(pgid)
+        self._groups[pgid] = started
         if (record := ledger()) is not None:
-            record.record(pgid)
+            record.record(pgid, started)
 
     def discard(self, pgid: int) -> None:
         """Stop tracking a group that is known to be empty."""
-        self._groups.discard(pgid)
+        self._groups.pop(pgid, None)
         if (record := ledger()) is not None:
             record.forget(pgid)
 
@@ -283,18 +336,29 @@ class ProcessGroups:
         """The groups currently tracked."""
         return frozenset(self._groups)
 
+    def started(self, pgid: int) -> int | None:
+        """When the leader of tracked group ``pgid`` started (``None``: not known)."""
+        return self._groups.get(pgid)
+
     def prune(self) -> None:
-        """Forget groups with no process left (so a reused id is never signalled later)."""
-        gone = {pgid for pgid in self._groups if not _signal_group(pgid, 0)}
+        """Forget groups with no process left, or whose number another process now has (so a
+        reused id is never signalled later)."""
+        gone = {
+            pgid
+            for pgid, started in self._groups.items()
+            if not _holds_number(pgid, started) or not _signal_group(pgid, 0)
+        }
         for pgid in gone:
             self.discard(pgid)
 
     async def terminate_all(self, *, grace: float = KILL_GRACE_S) -> None:
         """End every tracked group (concurrently) and forget them all."""
-        groups, self._groups = self._groups, set()
+        groups, self._groups = self._groups, {}
         async with trio.open_nursery() as nursery:
-            for pgid in groups:
-                nursery.start_soon(partial(terminate_group, pgid, None, grace=grace))
+            for pgid, started in groups.items():
+                nursery.start_soon(
+                    partial(terminate_group, pgid, None, grace=grace, started=started)
+                )
         if (record := ledger()) is not None:
             for pgid in groups:
                 record.forget(pgid)
