@@ -11,7 +11,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from pitrio.actors.procfs import is_live, start_time
+from pitrio.actors.tool_executor import ledger
 from pitrio.actors.tool_executor.ledger import GroupLedger, reap_orphans
 
 OWNER = r"""
@@ -140,6 +143,43 @@ def test_orphans_of_another_record_directory_are_left_alone(tmp_path: Path) -> N
             assert not _wait_ended(orphan, 0)  # still running
             assert pgid in reap_orphans(theirs)  # its own directory's successor reaps it
             assert _wait_ended(orphan)
+        finally:
+            owner.kill()
+            owner.wait()
+
+
+def test_an_orphan_that_ends_during_the_scan_is_not_signalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan of every process's environment takes a while; a group found in it that ends
+    before the kill may have left its number to a stranger, so it is not signalled. The orphan
+    is made to end just after the scan saw it; every ``killpg`` is recorded."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", UNRECORDED_OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    signalled: list[int] = []
+    real_scan = ledger._marked_orphans
+
+    def scan_then_end(scope: str) -> object:
+        found = real_scan(scope)
+        assert pgid in found  # seen by the scan, alive
+        signal.pidfd_send_signal(orphan, signal.SIGKILL)
+        assert _wait_ended(orphan)
+        return found
+
+    def killpg(number: int, signum: int) -> None:
+        signalled.append(number)
+
+    with _orphan(pgid) as orphan:
+        try:
+            owner.kill()
+            owner.wait()
+            monkeypatch.setattr(ledger, "_marked_orphans", scan_then_end)
+            monkeypatch.setattr(ledger.os, "killpg", killpg)
+            assert reap_orphans(tmp_path) == []
+            assert signalled == []
         finally:
             owner.kill()
             owner.wait()
