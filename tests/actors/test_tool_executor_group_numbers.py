@@ -17,7 +17,6 @@ import pytest
 import trio
 
 from pitrio.actors.direct_io import DirectReader
-from pitrio.actors.procfs import start_time
 from pitrio.actors.tool_executor import processes
 from pitrio.actors.tool_executor.processes import (
     ProcessGroups,
@@ -80,13 +79,14 @@ async def test_a_group_is_signalled_only_while_its_leader_holds_its_number(
     assert [reaped for _, reaped in sent] == [False] * len(sent)
 
 
-async def test_a_tracked_group_whose_number_a_newer_process_has_is_not_signalled(
+async def test_a_tracked_group_whose_number_another_process_has_is_not_signalled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tracked group whose leader was reaped (a command that left ``server &`` behind)
-    outlives its members; its number then goes to a newer process. Neither the session's end
-    nor a prune may signal it. The reuse is made up: the number's holder is reported with a
-    later start time than the leader recorded when the group was added."""
+    outlives its members; its number then goes to a new process. Neither a prune nor the
+    session's end may signal that one. The stranger here is a real session leader, not our
+    child, so the number is another process's as after a reuse (the reuse itself cannot be
+    forced); the tracked group is given that number, as the reuse would leave it."""
     sent: list[tuple[int, int]] = []
     real_signal_group = processes._signal_group
 
@@ -94,28 +94,33 @@ async def test_a_tracked_group_whose_number_a_newer_process_has_is_not_signalled
         sent.append((pgid, signum))
         return real_signal_group(pgid, signum)
 
-    # Not reaped until the end (our child): the number cannot pass to anyone meanwhile.
-    stranger = spawn_merged(["sleep", "30"], cwd=str(tmp_path), env=dict(os.environ))
+    # setsid in a background job (not a group leader) does not fork: $! is the stranger,
+    # its own session and group, left to init once the shell exits.
+    spawner = spawn_merged(
+        ["sh", "-c", "setsid sleep 30 & echo $!"], cwd=str(tmp_path), env=dict(os.environ)
+    )
+    reader = DirectReader(spawner.stdout.fileno(), 64)
+    line = b""
+    while not line.endswith(b"\n"):
+        line += await reader.read()
+    assert await spawner.wait() == 0
+    await spawner.stdout.aclose()
+    number = int(line)
+    stranger = os.pidfd_open(number)  # watched, and killed at the end, never by number
     try:
-        groups = ProcessGroups()
-        groups.add(stranger.pid)
-
-        def newer(pid: int) -> int | None:
-            found = start_time(pid)
-            return found + 1 if pid == stranger.pid and found is not None else found
-
+        with trio.fail_after(10):  # setsid runs before it execs sleep
+            while os.getpgid(number) != number:  # noqa: ASYNC110
+                await trio.sleep(0.01)
         monkeypatch.setattr(processes, "_signal_group", recording)
-        # raising=False: code without the check fails on the signal, not on this patch.
-        monkeypatch.setattr(processes, "start_time", newer, raising=False)
+        groups = ProcessGroups()
+        groups.add(number)  # its leader long reaped: the number is free, as far as we know
+        groups.prune()
+        assert (sent, groups.tracked()) == ([], frozenset())
+        groups.add(number)
         with trio.fail_after(20):
             await groups.terminate_all(grace=0.2)
         assert (sent, groups.tracked()) == ([], frozenset())
-        groups.add(stranger.pid)  # recorded with the (made up) newer start: ours again
-        monkeypatch.setattr(processes, "start_time", lambda pid: newer(pid) + 1)
-        groups.prune()
-        assert (sent, groups.tracked()) == ([], frozenset())
-        assert stranger.returncode is None  # never signalled
+        assert not _ended_within(0, stranger)  # never signalled
     finally:
-        stranger.kill()
-        await stranger.wait()
-        await stranger.stdout.aclose()
+        signal.pidfd_send_signal(stranger, signal.SIGKILL)
+        os.close(stranger)

@@ -70,12 +70,10 @@ class GroupLedger:
     def _path(self, pgid: int) -> Path:
         return self.directory / f"{self._owner}-{pgid}"
 
-    def record(self, pgid: int, started: int | None = None) -> None:
-        """Note a newly started group (its leader's pid is ``pgid``; ``started``, the leader's
-        start time if the caller has read it already)."""
-        started = started if started is not None else start_time(pgid)
+    def record(self, pgid: int) -> None:
+        """Note a newly started group (its leader's pid is ``pgid``)."""
         with contextlib.suppress(OSError):  # a missing record costs a reap, not correctness
-            self._path(pgid).write_text(str(started or ""))
+            self._path(pgid).write_text(str(start_time(pgid) or ""))
 
     def forget(self, pgid: int) -> None:
         """The group is gone (or was ended by this process)."""

@@ -8,10 +8,10 @@ members (a command that left ``server &`` behind) so the session's end can end t
 
 A group is signalled by number, and a number is free for a new process once the group's last
 member is gone and its leader reaped (``pid_max`` is often 32,768: a busy machine wraps it in
-minutes). So a group is never signalled once its number may belong to another: while
-:func:`terminate_group` signals, the leader it was given stays unreaped (a zombie still holds
-its number, and so its group's), and a group whose leader is already reaped is signalled only
-while no other process holds its number (:func:`_holds_number`).
+minutes). So a group is never signalled once its number may belong to another: while its
+leader is unreaped (a zombie still holds its number, and so its group's) :func:`terminate_group`
+does not reap it, and a group whose leader is reaped is signalled only while no process has
+that number (:func:`_pinned`).
 """
 
 from __future__ import annotations
@@ -76,17 +76,14 @@ async def group_alive(pgid: int) -> bool:
     return await trio.to_thread.run_sync(_live_members, pgid)
 
 
-def _holds_number(pgid: int, started: int | None) -> bool:
-    """Whether number ``pgid`` may still be the group whose leader started at ``started``
-    (``None``: not known, so assumed): no process with another start time has the number.
-
-    While any member of a group lives, no new process can be given its number; once a new
-    process has it, the group it started from is gone. (A leader that already exited whose
-    number is free says nothing: a new group needs a new leader with that number first.)"""
-    if started is None:
-        return True
-    now = start_time(pgid)
-    return now is None or now == started
+def _pinned(pgid: int, leader: Leader | None) -> Callable[[], bool]:
+    """Whether number ``pgid`` is still its group's, asked at each signal: while ``leader``
+    (given, on Linux) is unreaped, always; otherwise while no process has that pid. A reaped
+    leader's pid is not given out while a member of its group lives; once a process has it,
+    the group is gone. Without ``/proc`` (not Linux) that cannot be read: assumed."""
+    if leader is not None and _LINUX and _unreaped(leader.pid):
+        return lambda: True
+    return lambda: start_time(pgid) is None
 
 
 def _unreaped(pid: int) -> bool:
@@ -271,32 +268,24 @@ def _spawn(
 
 
 async def terminate_group(
-    pgid: int,
-    leader: Leader | None = None,
-    *,
-    grace: float = KILL_GRACE_S,
-    started: int | None = None,
+    pgid: int, leader: Leader | None = None, *, grace: float = KILL_GRACE_S
 ) -> None:
     """End group ``pgid``: ``SIGTERM``, up to ``grace`` seconds, then ``SIGKILL``; reap ``leader``.
 
     The grace is one deadline for the leader and the rest of the group together: a group that
     ignores ``SIGTERM`` gets its ``SIGKILL`` ``grace`` seconds after it, not twice that.
     ``leader``, if not reaped yet, is reaped only once the group is empty and no signal is
-    left to send, so the number cannot pass to another group while it is signalled. Without an
-    unreaped leader, ``started`` (the leader's start time, :func:`~pitrio.actors.procfs.start_time`)
-    tells the group from a newer process that took its number: that one is not signalled.
+    left to send, so the number cannot pass to another group while it is signalled. A group
+    whose leader was reaped (or not given) is signalled only while no process has its number.
     Call it shielded when cleaning up after a cancellation.
     """
+    ours = _pinned(pgid, leader)
     # Linux only: elsewhere a zombie leader cannot be told from a live member (kill(0) is all
     # there is), so the leader is reaped first, as it always was there.
-    pinned = leader is not None and _LINUX and _unreaped(leader.pid)
-
-    def ours() -> bool:
-        return pinned or _holds_number(pgid, started)
-
+    reap_first = leader is not None and not _LINUX
     if ours() and _signal_group(pgid, signal.SIGTERM):
         deadline = trio.current_time() + grace
-        if leader is not None and not pinned:
+        if leader is not None and reap_first:
             with trio.move_on_at(deadline):
                 await leader.wait()
         if not await _wait_group_gone(pgid, deadline, ours) and ours():
@@ -312,19 +301,20 @@ class ProcessGroups:
     """The process groups a session's tools started that may still have members.
 
     Owned by the session's tool executor; tool bodies add and drop groups synchronously. Each
-    group is kept with its leader's start time, so a number that passed to a newer process
-    once the group was gone is forgotten, never signalled (:func:`_holds_number`).
+    group is kept with its leader, so that its number is signalled only while it is still the
+    group's (:func:`_pinned`): a number that passed to a newer process is forgotten.
     """
 
     def __init__(self) -> None:
-        self._groups: dict[int, int | None] = {}
+        self._groups: dict[int, Leader | None] = {}
 
-    def add(self, pgid: int) -> None:
-        """Track a newly started group (its leader, ``pgid``, not reaped yet)."""
-        started = start_time(pgid)
-        self._groups[pgid] = started
+    def add(self, pgid: int, leader: Leader | None = None) -> None:
+        """Track a newly started group and its leader (``pid`` ``pgid``). Without the leader,
+        the group is signalled only while no process has its number: once the leader has been
+        reaped (given one that is still running, it would never be)."""
+        self._groups[pgid] = leader
         if (record := ledger()) is not None:
-            record.record(pgid, started)
+            record.record(pgid)
 
     def discard(self, pgid: int) -> None:
         """Stop tracking a group that is known to be empty."""
@@ -336,17 +326,13 @@ class ProcessGroups:
         """The groups currently tracked."""
         return frozenset(self._groups)
 
-    def started(self, pgid: int) -> int | None:
-        """When the leader of tracked group ``pgid`` started (``None``: not known)."""
-        return self._groups.get(pgid)
-
     def prune(self) -> None:
         """Forget groups with no process left, or whose number another process now has (so a
         reused id is never signalled later)."""
         gone = {
             pgid
-            for pgid, started in self._groups.items()
-            if not _holds_number(pgid, started) or not _signal_group(pgid, 0)
+            for pgid, leader in self._groups.items()
+            if not _pinned(pgid, leader)() or not _signal_group(pgid, 0)
         }
         for pgid in gone:
             self.discard(pgid)
@@ -355,10 +341,8 @@ class ProcessGroups:
         """End every tracked group (concurrently) and forget them all."""
         groups, self._groups = self._groups, {}
         async with trio.open_nursery() as nursery:
-            for pgid, started in groups.items():
-                nursery.start_soon(
-                    partial(terminate_group, pgid, None, grace=grace, started=started)
-                )
+            for pgid, leader in groups.items():
+                nursery.start_soon(partial(terminate_group, pgid, leader, grace=grace))
         if (record := ledger()) is not None:
             for pgid in groups:
                 record.forget(pgid)

@@ -326,8 +326,7 @@ def create_bash_tool(
         started = trio.current_time()  # wall time, for structuredContent
         process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()
-        groups.add(process.pid)
-        started_at = groups.started(process.pid)  # tells its group from a later one's number
+        groups.add(process.pid, process)
         try:
             limit = trio.move_on_after(timeout) if timeout is not None and timeout > 0 else None
             with limit if limit is not None else nullcontext():
@@ -335,9 +334,7 @@ def create_bash_tool(
         except BaseException:
             # Abort (or a failure of ours): end the group, then say what the output was.
             with trio.CancelScope(shield=True):
-                await terminate_group(
-                    process.pid, process, grace=settings.kill_grace, started=started_at
-                )
+                await terminate_group(process.pid, process, grace=settings.kill_grace)
                 groups.discard(process.pid)
                 text, _ = await run.finish(empty="")
                 call = current_call()
@@ -350,9 +347,7 @@ def create_bash_tool(
                     await process.stdout.aclose()
         if limit is not None and limit.cancelled_caught:
             with trio.CancelScope(shield=True):
-                await terminate_group(
-                    process.pid, process, grace=settings.kill_grace, started=started_at
-                )
+                await terminate_group(process.pid, process, grace=settings.kill_grace)
             groups.discard(process.pid)
             text, _ = await run.finish(empty="")
             seconds = js_number_to_string(timeout) if timeout is not None else ""
