@@ -329,10 +329,12 @@ class ProcessGroups:
     def prune(self) -> None:
         """Forget groups with no process left, or whose number another process now has (so a
         reused id is never signalled later)."""
+        # The probe first: it is all an emptied group costs (after every command), and a
+        # probe delivers nothing, to a stranger or anyone.
         gone = {
             pgid
             for pgid, leader in self._groups.items()
-            if not _pinned(pgid, leader)() or not _signal_group(pgid, 0)
+            if not _signal_group(pgid, 0) or not _pinned(pgid, leader)()
         }
         for pgid in gone:
             self.discard(pgid)
