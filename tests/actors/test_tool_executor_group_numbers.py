@@ -125,3 +125,36 @@ async def test_a_tracked_group_whose_number_another_process_has_is_not_signalled
     finally:
         signal.pidfd_send_signal(stranger, signal.SIGKILL)
         os.close(stranger)
+
+
+async def test_a_reaped_leader_whose_pid_a_newer_child_has_does_not_pin_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tracked group's leader reaped long ago; its pid has since gone to a newer child of
+    ours (a tool's server, say), unreaped, so the kernel answers for that one. The group is
+    not taken for the leader's: it is not signalled. The reuse is made up by giving the reaped
+    leader the newer child's pid."""
+    sent: list[tuple[int, int]] = []
+    real_signal_group = processes._signal_group
+
+    def recording(pgid: int, signum: int) -> bool:
+        if signum:  # a probe (signal 0) delivers nothing
+            sent.append((pgid, signum))
+        return real_signal_group(pgid, signum)
+
+    leader = spawn_merged(["true"], cwd=str(tmp_path), env=dict(os.environ))
+    assert await leader.wait() == 0
+    await leader.stdout.aclose()
+    newer = spawn_merged(["sleep", "30"], cwd=str(tmp_path), env=dict(os.environ))
+    try:
+        leader.pid = newer.pid  # as if the number had come round to it
+        monkeypatch.setattr(processes, "_signal_group", recording)
+        groups = ProcessGroups()
+        groups.add(newer.pid, leader)
+        with trio.fail_after(20):
+            await groups.terminate_all(grace=0.2)
+        assert (sent, newer.returncode) == ([], None)  # never signalled
+    finally:
+        newer.kill()
+        await newer.wait()
+        await newer.stdout.aclose()

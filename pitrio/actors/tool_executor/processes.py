@@ -81,9 +81,16 @@ def _pinned(pgid: int, leader: Leader | None) -> Callable[[], bool]:
     (given, on Linux) is unreaped, always; otherwise while no process has that pid. A reaped
     leader's pid is not given out while a member of its group lives; once a process has it,
     the group is gone. Without ``/proc`` (not Linux) that cannot be read: assumed."""
-    if leader is not None and _LINUX and _unreaped(leader.pid):
+    if leader is not None and _LINUX and _holds_its_pid(leader):
         return lambda: True
     return lambda: start_time(pgid) is None
+
+
+def _holds_its_pid(leader: Leader) -> bool:
+    """Whether ``leader`` is still an unreaped child of ours (so its pid is its own)."""
+    if isinstance(leader, SpawnedProcess) and leader.reaped:
+        return False  # reaped long ago, its pid may be a newer child's by now
+    return _unreaped(leader.pid)
 
 
 def _unreaped(pid: int) -> bool:
@@ -147,6 +154,11 @@ class SpawnedProcess:
     def returncode(self) -> int | None:
         """The exit status once it has exited (negative: the signal that ended it)."""
         return self._popen.poll()
+
+    @property
+    def reaped(self) -> bool:
+        """Whether it was reaped (its pid given back); it is not reaped by asking."""
+        return self._popen.returncode is not None
 
     def kill(self) -> None:
         """``SIGKILL`` the process itself (its group is :func:`terminate_group`'s business)."""
