@@ -326,7 +326,7 @@ def create_bash_tool(
         started = trio.current_time()  # wall time, for structuredContent
         process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()
-        groups.add(process.pid)
+        groups.add(process.pid, process)
         try:
             limit = trio.move_on_after(timeout) if timeout is not None and timeout > 0 else None
             with limit if limit is not None else nullcontext():
