@@ -225,9 +225,17 @@ def mock_llm(root: Path, script: Mapping[str, Any] | None = None) -> Iterator[Mo
             process.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """The system Chromium under Playwright, one per test module."""
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """The system Chromium under Playwright, one per test process (an xdist worker).
+
+    Starting Playwright's driver and the browser costs ~1.5 s of CPU; each test has its own
+    context (``page``: no storage, cookies or pages shared), so the browser itself is started
+    once, not once per module. ``tests/transports/conftest.py`` defines it for the whole
+    process: a session fixture imported into each test module would be one per module.
+    Between Playwright's calls its asyncio loop is idle; the trio tests that run in the same
+    process meanwhile do not use asyncio.
+    """
     if CHROMIUM is None:
         pytest.skip(SKIP_REASON)
     from playwright.sync_api import sync_playwright
@@ -238,6 +246,12 @@ def browser() -> Iterator[Any]:
             yield instance
         finally:
             instance.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Any) -> Any:
+    """The process's Chromium (:func:`chromium`), for a test module."""
+    return chromium
 
 
 @pytest.fixture
