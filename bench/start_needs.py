@@ -123,29 +123,13 @@ def run_once(census: bool, argv: list[str], config: bool) -> dict[str, Any]:
     import re
     import shutil
     import subprocess
-    import tempfile
     from pathlib import Path
 
-    from bench.cold_start_ab import MODELS, SETTINGS
+    from bench.cold_start_ab import sandbox
 
-    root = Path(tempfile.mkdtemp(prefix="start-needs-"))
+    root, env = sandbox("start-needs-", config)
     try:
-        for name in ("agent", "work", "home"):
-            (root / name).mkdir()
-        if config:
-            (root / "agent" / "models.json").write_text(json.dumps(MODELS))
-            (root / "agent" / "settings.json").write_text(json.dumps(SETTINGS))
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("PITRIO_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        env.update(
-            PITRIO_AGENT_DIR=str(root / "agent"),
-            PI_CODING_AGENT_DIR=str(root / "agent"),
-            HOME=str(root / "home"),
-            PYTHONPATH=str(Path(__file__).resolve().parents[1]),
-        )
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
         out = root / "report.json"
         flags = ["-X", "importtime"] if census else []
         kind = "census" if census else "clean"
