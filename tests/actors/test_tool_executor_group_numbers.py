@@ -44,6 +44,21 @@ def _ended_within(seconds: float, pidfd: int) -> bool:
     return bool(readable)
 
 
+def record_signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """From now on, each signal sent to a group as ``(pgid, signal)``, probes (signal 0,
+    which delivers nothing) left out; the signals are still sent."""
+    sent: list[tuple[int, int]] = []
+    real_signal_group = processes._signal_group
+
+    def recording(pgid: int, signum: int) -> bool:
+        if signum:
+            sent.append((pgid, signum))
+        return real_signal_group(pgid, signum)
+
+    monkeypatch.setattr(processes, "_signal_group", recording)
+    return sent
+
+
 async def test_a_group_is_signalled_only_while_its_leader_holds_its_number(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -87,14 +102,6 @@ async def test_a_tracked_group_whose_number_another_process_has_is_not_signalled
     session's end may signal that one. The stranger here is a real session leader, not our
     child, so the number is another process's as after a reuse (the reuse itself cannot be
     forced); the tracked group is given that number, as the reuse would leave it."""
-    sent: list[tuple[int, int]] = []
-    real_signal_group = processes._signal_group
-
-    def recording(pgid: int, signum: int) -> bool:
-        if signum:  # a probe (signal 0) delivers nothing
-            sent.append((pgid, signum))
-        return real_signal_group(pgid, signum)
-
     # setsid in a background job (not a group leader) does not fork: $! is the stranger,
     # its own session and group, left to init once the shell exits.
     spawner = spawn_merged(
@@ -112,7 +119,7 @@ async def test_a_tracked_group_whose_number_another_process_has_is_not_signalled
         with trio.fail_after(10):  # setsid runs before it execs sleep
             while os.getpgid(number) != number:  # noqa: ASYNC110
                 await trio.sleep(0.01)
-        monkeypatch.setattr(processes, "_signal_group", recording)
+        sent = record_signals(monkeypatch)
         groups = ProcessGroups()
         groups.add(number)  # its leader long reaped: the number is free, as far as we know
         groups.prune()
@@ -134,21 +141,13 @@ async def test_a_reaped_leader_whose_pid_a_newer_child_has_does_not_pin_it(
     ours (a tool's server, say), unreaped, so the kernel answers for that one. The group is
     not taken for the leader's: it is not signalled. The reuse is made up by giving the reaped
     leader the newer child's pid."""
-    sent: list[tuple[int, int]] = []
-    real_signal_group = processes._signal_group
-
-    def recording(pgid: int, signum: int) -> bool:
-        if signum:  # a probe (signal 0) delivers nothing
-            sent.append((pgid, signum))
-        return real_signal_group(pgid, signum)
-
     leader = spawn_merged(["true"], cwd=str(tmp_path), env=dict(os.environ))
     assert await leader.wait() == 0
     await leader.stdout.aclose()
     newer = spawn_merged(["sleep", "30"], cwd=str(tmp_path), env=dict(os.environ))
     try:
         leader.pid = newer.pid  # as if the number had come round to it
-        monkeypatch.setattr(processes, "_signal_group", recording)
+        sent = record_signals(monkeypatch)
         groups = ProcessGroups()
         groups.add(newer.pid, leader)
         with trio.fail_after(20):
