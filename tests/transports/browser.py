@@ -297,3 +297,68 @@ def prompt(page: Any, text: str) -> None:
     """Type ``text`` into the composer and press Enter."""
     page.fill("#prompt", text)
     page.press("#prompt", "Enter")
+
+
+FRAME_LOG = """
+(() => {
+  // Every frame the page's sockets receive, parsed, in the order received, with the socket's
+  // kind ("host" or "session"). The listener is added when the socket is made, so it runs
+  // before the page's own handler of the same frame (in the same task).
+  window.__frames = [];
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      const socket = String(args[0]).includes("/v1/host") ? "host" : "session";
+      this.addEventListener("message", (event) => {
+        try {
+          window.__frames.push({ ...JSON.parse(event.data), socket });
+        } catch {
+          // not JSON: not a frame a test waits for
+        }
+      });
+    }
+  };
+})();
+"""
+
+
+def log_frames(page: Any) -> None:
+    """Record every frame the page's sockets receive (call before the page loads), for
+    :func:`wait_for_frames`."""
+    page.add_init_script(FRAME_LOG)
+
+
+def event(kind: str) -> str:
+    """A frame predicate for :func:`wait_for_frames`: a session event of this type."""
+    return f"(f) => f.socket === 'session' && f.type === {json.dumps(kind)}"
+
+
+def answer(command: str) -> str:
+    """A frame predicate for :func:`wait_for_frames`: a successful response to ``command``."""
+    return (
+        f"(f) => f.socket === 'session' && f.type === 'response'"
+        f" && f.command === {json.dumps(command)} && f.success === true"
+    )
+
+
+def wait_for_frames(page: Any, *predicates: str) -> None:
+    """Wait until the page received frames matching ``predicates`` (JavaScript functions of a
+    frame, see :func:`event` and :func:`answer`) in this order, with others between.
+
+    A page that handles a frame draws it in the same task: once this returns, the page has
+    drawn them (the check runs in a later task). The page must have been loaded after
+    :func:`log_frames`. This waits on what happened, not on time: a negative check made after
+    it ("the answer drew no badge") cannot pass by being early.
+    """
+    checks = ", ".join(f"({predicate})" for predicate in predicates)
+    page.wait_for_function(
+        f"""() => {{
+          const checks = [{checks}];
+          let next = 0;
+          for (const frame of window.__frames || []) {{
+            if (next < checks.length && checks[next](frame)) next += 1;
+          }}
+          return next === checks.length;
+        }}"""
+    )

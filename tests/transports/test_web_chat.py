@@ -8,7 +8,18 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.transports.browser import Served, browser, needs_chromium, page, served, start_session
+from tests.transports.browser import (
+    Served,
+    answer,
+    browser,
+    event,
+    log_frames,
+    needs_chromium,
+    page,
+    served,
+    start_session,
+    wait_for_frames,
+)
 
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
@@ -38,6 +49,7 @@ def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) ->
 def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
     page: Any, served: Served
 ) -> None:
+    log_frames(page)
     start_session(page, served)
     page.fill("#prompt", "word " * 400)
     page.press("#prompt", "Enter")
@@ -46,7 +58,9 @@ def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
     expect(page.locator(".msg.assistant.error")).to_contain_text("aborted", ignore_case=True)
     expect(page.locator("#status")).to_have_text("idle")
     # Whatever the faux model counted for the aborted reply (nothing, or its estimate), the
-    # usage never reads "0 tokens".
+    # usage never reads "0 tokens": checked once the page has drawn the stats it asks for
+    # when the run settles (before, the toolbar still shows the stats from before the run).
+    wait_for_frames(page, event("agent_settled"), answer("get_session_stats"))
     expect(page.locator("#usage")).not_to_have_text(re.compile(r"^0 tokens"))
     # No token counted at all (a first reply aborted before the model reported usage): the
     # stats answer, drawn by the page's own renderer, shows nothing. Read in the same script
