@@ -114,6 +114,25 @@ def ask(page: Any, text: str) -> None:
     expect(page.locator("#status")).to_have_text("idle", timeout=LONG)
 
 
+def rename_to(page: Any, name: str) -> None:
+    """Type ``name`` into the open rename field and press Enter, in one step of the page's
+    thread. The list is drawn again whenever a host event asks (a run settled, a rename),
+    re-creating the field with what was typed and the caret at its end: one drawn between the
+    select-all and the typing of Playwright's ``fill`` appended the new name to the old."""
+    typed = page.evaluate(
+        """(name) => {
+          const field = document.querySelector("#sessions .rename-input");
+          field.value = name;
+          field.dispatchEvent(new Event("input", { bubbles: true }));
+          field.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true,
+            cancelable: true }));
+          return field.value;
+        }""",
+        name,
+    )
+    assert typed == name
+
+
 def item(page: Any, title: str) -> Any:
     return page.locator("#sessions li.session", has=page.locator(".name", has_text=title))
 
@@ -174,14 +193,14 @@ def test_rename_delete_and_search(page: Any, served: Served) -> None:
     expect(parser).to_have_count(1)
     # Rename: the list and the toolbar follow.
     parser.locator("button.rename").click()
-    page.fill("#sessions .rename-input", "Parser work")
-    page.press("#sessions .rename-input", "Enter")
+    expect(page.locator("#sessions .rename-input")).to_be_focused()
+    rename_to(page, "Parser work")
     expect(item(page, "Parser work")).to_have_count(1)
     expect(page.locator("#session-title")).to_have_text("Parser work")
     # A refused rename shows the daemon's message and changes nothing.
     item(page, "Parser work").locator("button.rename").click()
-    page.fill("#sessions .rename-input", "   ")
-    page.press("#sessions .rename-input", "Enter")
+    expect(page.locator("#sessions .rename-input")).to_be_focused()
+    rename_to(page, "   ")
     expect(page.locator("#notice.error")).to_have_text("rename: Session name cannot be empty")
     page.press("#sessions .rename-input", "Escape")
     expect(item(page, "Parser work")).to_have_count(1)
