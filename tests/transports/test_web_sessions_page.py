@@ -19,7 +19,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.transports.browser import Served, browser, needs_chromium, page, serve, served
+from tests.transports.browser import (
+    Served,
+    answer,
+    browser,
+    log_frames,
+    needs_chromium,
+    page,
+    serve,
+    served,
+    wait_for_frames,
+)
 
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
@@ -163,14 +173,20 @@ def test_the_model_picker_comes_from_the_daemon_before_any_session(
 def test_a_model_change_changes_that_session_only(page: Any, served: Served) -> None:
     settings = served.agent / "settings.json"
     settings.write_text(json.dumps({"defaultThinkingLevel": "low"}))
+    log_frames(page)
     open_page(page, served)
     expect(page.locator('#new-model option[value="faux/echo"]')).to_have_count(1)
     new_session(page)
     first = page.locator("body").get_attribute("data-connected")
     expect(page.locator("#model")).to_have_value("faux/echo")
+    # Each change is answered before the next session is opened: opening it closes this
+    # session's socket, and the daemon drops the commands of a closed socket still in flight.
+    # (The select shows the choice at once, whether or not the daemon took it.)
     page.select_option("#model", "faux/faux-think")
+    wait_for_frames(page, answer("set_model"))
     expect(page.locator("#model")).to_have_value("faux/faux-think")
     page.select_option("#thinking", "high")
+    wait_for_frames(page, answer("set_thinking_level"))
     expect(page.locator("#thinking")).to_have_value("high")
     # A second session starts on the defaults, not on the first one's choice.
     new_session(page)
