@@ -276,6 +276,10 @@ def mocked(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
         yield daemon
 
 
+SESSION_START = 60_000
+"""ms: the bound on waiting for a new session to be listed and attached (see start_session)."""
+
+
 def open_page(page: Any, daemon: Served) -> None:
     """Load the page with the token and wait until the host socket is up."""
     page.goto(daemon.page_url)
@@ -289,8 +293,10 @@ def start_session(page: Any, daemon: Served) -> None:
     open_page(page, daemon)
     before = page.locator("#sessions li").count()
     page.click("#new-session")
-    expect(page.locator("#sessions li")).to_have_count(before + 1)
-    expect(page.locator("body[data-connected]")).to_have_count(1)
+    # A session's start (its extensions, MCP servers, a cold import) took over expect's own
+    # 5 s on a loaded machine: these wait on what the page shows, bounded, never on time.
+    expect(page.locator("#sessions li")).to_have_count(before + 1, timeout=SESSION_START)
+    expect(page.locator("body[data-connected]")).to_have_count(1, timeout=SESSION_START)
 
 
 def prompt(page: Any, text: str) -> None:
