@@ -400,4 +400,12 @@ def test_a_prompt_cut_off_with_its_socket_is_sent_again_and_runs_once(
         "live · 3 messages", timeout=LONG
     )
     expect(page.locator(".msg.user")).to_have_count(1)
+    # Ran once, also after these checks: a second run of the prompt sent again would start
+    # at once, before the session takes the next prompt (it takes them in order): once the
+    # reply to the next one is drawn, it would be in the transcript and the count.
+    ask(page, "and then")
+    expect(page.locator(".msg.user .text")).to_have_text(["only once", "and then"])
+    expect(page.locator("#sessions li.active .meta")).to_have_text(
+        "live · 5 messages", timeout=LONG
+    )
     assert page.errors == []
