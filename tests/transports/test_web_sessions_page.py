@@ -83,6 +83,18 @@ SOCKETS = """
 """
 
 
+BANNER_HISTORY = """
+window.__banner = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const text = document.getElementById("banner-text");
+  new MutationObserver(() => {
+    if (window.__banner.at(-1) !== text.textContent) window.__banner.push(text.textContent);
+  }).observe(text, { childList: true, subtree: true, characterData: true });
+});
+"""
+"""Every text the connection banner showed, in order (however briefly it showed it)."""
+
+
 LONG = 60_000
 """ms: expect's own 5 s is too short for a multi-second reply or a daemon start on a machine
 this loaded; these are waits on what the page shows, not sleeps."""
@@ -328,16 +340,34 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
 
 def test_a_lost_daemon_connection_shows_a_banner_with_retry(page: Any, served: Served) -> None:
     control_sockets(page)
+    page.add_init_script(BANNER_HISTORY)
     open_page(page, served)
     new_session(page)
     page.evaluate("window.__drop('/v1/host')")
     banner = page.locator("#banner")
     expect(banner).to_be_visible()
-    expect(banner).to_contain_text("Lost the connection to the daemon. Retrying in")
+    # What the banner said first, however briefly (the page's next attempt, a second later,
+    # changes it: a check polling for it could come too late).
+    page.wait_for_function("() => window.__banner.length > 0")
+    assert page.evaluate("() => window.__banner[0]").startswith(
+        "Lost the connection to the daemon. Retrying in"
+    )
     expect(page.locator("#host-status.on")).to_have_count(0)
     # Still offline at the next attempt: the banner says so and keeps counting.
     expect(banner).to_contain_text("Cannot reach the daemon", timeout=LONG)
-    page.evaluate("window.__offline = false")
+    # Online for the socket "Retry now" opens only: the page's own attempts, on its timer,
+    # stay offline, so they cannot reconnect first (hiding the button before the click).
+    page.evaluate(
+        """() => {
+          const retry = document.getElementById("banner-retry");
+          document.addEventListener("click", (event) => {
+            if (event.target === retry) window.__offline = false;
+          }, true);
+          document.addEventListener("click", (event) => {
+            if (event.target === retry) window.__offline = true;
+          });
+        }"""
+    )
     page.click("#banner-retry")
     expect(banner).to_be_hidden()
     expect(page.locator("#host-status.on")).to_be_visible()
