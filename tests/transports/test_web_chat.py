@@ -24,6 +24,11 @@ from tests.transports.browser import (
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
 
+TO_ABORT = "word " * 2000
+"""A prompt the echoing model streams back for some 17 s (12 characters a chunk, 20 ms apart):
+aborted, it costs no time, and the abort lands while it streams however slow the machine is
+(the 400 words used before streamed for 3 s, the test's budget to see it and press Esc)."""
+
 
 def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) -> None:
     start_session(page, served)
@@ -35,7 +40,7 @@ def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) ->
     expect(page.locator("#status")).to_have_text("idle")
     expect(page.locator("#usage")).to_contain_text("tokens")
     # A long reply: abort it while it streams.
-    page.fill("#prompt", "word " * 400)
+    page.fill("#prompt", TO_ABORT)
     page.click("#send")
     expect(page.locator("#status")).to_have_text("streaming")
     expect(page.locator(".msg.assistant.streaming .text")).to_have_count(1)
@@ -51,7 +56,7 @@ def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
 ) -> None:
     log_frames(page)
     start_session(page, served)
-    page.fill("#prompt", "word " * 400)
+    page.fill("#prompt", TO_ABORT)
     page.press("#prompt", "Enter")
     expect(page.locator(".msg.assistant.streaming .text")).to_have_count(1)
     page.keyboard.press("Escape")
