@@ -9,11 +9,14 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
+    MockLLM,
     Served,
     answer,
     browser,
     event,
     log_frames,
+    mock,
+    mocked,
     needs_chromium,
     page,
     served,
@@ -21,7 +24,7 @@ from tests.transports.browser import (
     wait_for_frames,
 )
 
-__all__ = ["browser", "page", "served"]  # fixtures used by name
+__all__ = ["browser", "mock", "mocked", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
 
 TO_ABORT = "word " * 2000
@@ -84,9 +87,17 @@ def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
 
 
 def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
-    page: Any, served: Served
+    page: Any, mocked: Served, mock: MockLLM
 ) -> None:
-    start_session(page, served)
+    # The run waits in a tool until the test creates the file `go`: what is queued meanwhile
+    # stays queued, however long the test takes to look (a streamed reply gave it 3 s).
+    wait = "while [ ! -e go ]; do sleep 0.02; done"
+    mock.queue(
+        {"kind": "tool_call", "name": "bash", "arguments": {"command": wait}},
+        {"kind": "text", "text": "Steered."},
+        {"kind": "text", "text": "Followed up."},
+    )
+    start_session(page, mocked)
     page.fill("#prompt", "first")
     page.press("#prompt", "Shift+Enter")
     page.keyboard.type("second")
@@ -106,7 +117,8 @@ def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
     expect(queue.locator(".queue-item.steer .queue-kind")).to_have_text("Steering")
     expect(queue.locator(".queue-item.follow-up .queue-text")).to_have_text("later please")
     expect(queue.locator(".queue-item.follow-up .queue-kind")).to_have_text("Follow-up")
-    # Both are delivered in turn; the queue empties.
+    # Both are delivered in turn once the tool returns; the queue empties.
+    (mocked.cwd / "go").touch()
     expect(page.locator(".msg.user .text")).to_have_text(
         [re.compile("^word"), "steer me", "later please"]
     )
