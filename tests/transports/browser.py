@@ -8,6 +8,20 @@ while the daemon runs as a subprocess, so nothing shares an event loop with pyte
 Use from a test module::
 
     from tests.transports.browser import browser, page, served  # noqa: F401  (fixtures)
+
+Checks without races (each rule was a CI or stress failure):
+
+* Wait for the condition (``expect``), never read once after an action whose effect comes
+  later (a frame, a socket message, a drawing in the next animation frame).
+* A negative check ("no badge", "ran once") waits first for a positive event proving the
+  moment has passed: the answer it is about (:func:`log_frames`, :func:`wait_for_frames`),
+  the reply after it. ``#status`` reading "idle" proves little: it reads so before a run
+  starts, and the host socket's ``session_idle`` may come before the session socket's last
+  frames.
+* A state that shows briefly (a countdown, a banner before the next attempt) is recorded by
+  the page itself (a ``MutationObserver`` from an init script) and checked from the record.
+* What a test draws or types can be redrawn by the page's own pending request between two
+  steps: draw (or type) and read in one ``evaluate``.
 """
 
 from __future__ import annotations
