@@ -56,6 +56,16 @@ SOCKETS = """
     const target = window.__offline ? `ws://127.0.0.1:${closedPort}/` : url;
     const ws = new Native(target, protocols);
     sockets.push(ws);
+    // Registered before the page's own handler, so it can keep an answer from the page.
+    ws.addEventListener("message", (event) => {
+      if (ws.__answerLost === undefined) return;
+      const frame = JSON.parse(event.data);
+      if (frame.type === "response" && frame.id === ws.__answerLost) {
+        event.stopImmediatePropagation();
+        window.__answersLost = (window.__answersLost || 0) + 1;
+        window.__drop("/v1/sessions/");
+      }
+    });
     return ws;
   };
   window.WebSocket.prototype = Native.prototype;
@@ -65,16 +75,21 @@ SOCKETS = """
     window.__offline = true;
     for (const ws of sockets) if (ws.url.includes(part) && ws.readyState <= 1) ws.close();
   };
-  // The next prompt a session socket sends is lost ("lose": never reaches the daemon) or
-  // reaches it ("deliver"), and the socket drops at once, before any answer.
+  // The next prompt a session socket sends is lost ("lose": it never reaches the daemon and
+  // the socket drops at once) or delivered ("deliver": the daemon takes it and answers, and
+  // the socket drops as the answer comes, before the page sees it).
   window.__promptFate = null;
   const send = Native.prototype.send;
   Native.prototype.send = function (data) {
     const fate = window.__promptFate;
     if (fate && this.url.includes("/v1/sessions/") && data.includes('"type":"prompt"')) {
       window.__promptFate = null;
-      if (fate === "deliver") send.call(this, data);
-      window.__drop("/v1/sessions/");
+      if (fate === "deliver") {
+        this.__answerLost = JSON.parse(data).id;
+        send.call(this, data);
+      } else {
+        window.__drop("/v1/sessions/");
+      }
       return;
     }
     send.call(this, data);
@@ -421,6 +436,8 @@ def test_a_prompt_cut_off_with_its_socket_is_sent_again_and_runs_once(
     page.fill("#prompt", "only once")
     page.click("#send")
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
+    # Delivered, the daemon took the prompt and answered it; the page never saw that answer.
+    assert page.evaluate("window.__answersLost || 0") == (1 if fate == "deliver" else 0)
     page.evaluate("window.__offline = false")
     expect(page.locator(".line.reconnected")).to_have_count(1, timeout=LONG)
     expect(page.locator(".msg.assistant .text")).to_have_text("only once", timeout=LONG)
