@@ -43,25 +43,33 @@ MODELS = {
 SETTINGS = {"defaultProvider": "mock", "defaultModel": "mock-model"}
 
 
+def sandbox(prefix: str, config: bool) -> tuple[Path, dict[str, str]]:
+    """A fresh directory with ``agent``, ``work`` and ``home`` (the mock's models and settings
+    in ``agent`` with ``config``), and the environment of an agent started in it (no
+    ``PITRIO_`` variable of the caller's). The caller removes the directory."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    for name in ("agent", "work", "home"):
+        (root / name).mkdir()
+    if config:
+        (root / "agent" / "models.json").write_text(json.dumps(MODELS))
+        (root / "agent" / "settings.json").write_text(json.dumps(SETTINGS))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PITRIO_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    env.update(
+        PITRIO_AGENT_DIR=str(root / "agent"),
+        PI_CODING_AGENT_DIR=str(root / "agent"),
+        HOME=str(root / "home"),
+    )
+    return root, env
+
+
 def run_once(command: str, config: bool) -> tuple[float, float]:
     """One start: (milliseconds to the first output line, CPU seconds of the process)."""
-    root = Path(tempfile.mkdtemp(prefix="cold-ab-"))
+    root, env = sandbox("cold-ab-", config)
     try:
-        for name in ("agent", "work", "home"):
-            (root / name).mkdir()
-        if config:
-            (root / "agent" / "models.json").write_text(json.dumps(MODELS))
-            (root / "agent" / "settings.json").write_text(json.dumps(SETTINGS))
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("PITRIO_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        env.update(
-            PITRIO_AGENT_DIR=str(root / "agent"),
-            PI_CODING_AGENT_DIR=str(root / "agent"),
-            HOME=str(root / "home"),
-        )
         start = time.perf_counter()
         process = subprocess.Popen(
             command,

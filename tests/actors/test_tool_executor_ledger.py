@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from pitrio.actors.procfs import is_live, start_time
+from pitrio.actors.tool_executor import ledger
 from pitrio.actors.tool_executor.ledger import GroupLedger, reap_orphans
 
 OWNER = r"""
@@ -25,13 +29,24 @@ time.sleep(300)
 """
 
 
-def _wait_ended(pid: int) -> bool:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if not is_live(pid):
-            return True
-        time.sleep(0.01)
-    return False
+def _wait_ended(pidfd: int, seconds: float = 5.0) -> bool:
+    """Whether the process behind ``pidfd`` ends within ``seconds``. A pidfd, not a pid: the
+    orphan is reaped by init, and its number may then be another process's at once."""
+    readable, _, _ = select.select([pidfd], [], [], seconds)
+    return bool(readable)
+
+
+@contextlib.contextmanager
+def _orphan(pid: int) -> Iterator[int]:
+    """A pidfd of the test's orphan; it is killed at the end through it, never by number (a
+    reused number could be any process's on the machine: another test's, say)."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        yield pidfd
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        os.close(pidfd)
 
 
 def test_a_killed_owners_groups_are_reaped_and_a_live_owners_kept(tmp_path: Path) -> None:
@@ -40,18 +55,18 @@ def test_a_killed_owners_groups_are_reaped_and_a_live_owners_kept(tmp_path: Path
     )
     assert owner.stdout is not None
     pgid = int(owner.stdout.readline())
-    try:
-        assert reap_orphans(tmp_path) == []  # the owner runs: its group is left alone
-        assert is_live(pgid)
-        owner.kill()
-        owner.wait()
-        assert reap_orphans(tmp_path) == [pgid]
-        assert _wait_ended(pgid)
-        assert list(tmp_path.iterdir()) == []  # the record is gone too
-    finally:
-        owner.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    with _orphan(pgid) as orphan:
+        try:
+            assert reap_orphans(tmp_path) == []  # the owner runs: its group is left alone
+            assert is_live(pgid)
+            owner.kill()
+            owner.wait()
+            assert reap_orphans(tmp_path) == [pgid]
+            assert _wait_ended(orphan)
+            assert list(tmp_path.iterdir()) == []  # the record is gone too
+        finally:
+            owner.kill()
+            owner.wait()
 
 
 def test_a_reused_pid_is_not_killed(tmp_path: Path) -> None:
@@ -97,17 +112,18 @@ def test_a_group_the_owner_never_recorded_is_found_by_its_environment(tmp_path: 
     )
     assert owner.stdout is not None
     pgid = int(owner.stdout.readline())
-    try:
-        assert list(tmp_path.iterdir()) == []  # no record was written
-        assert pgid not in reap_orphans(tmp_path)  # the owner still runs
-        owner.kill()
-        owner.wait()
-        assert pgid in reap_orphans(tmp_path)
-        assert _wait_ended(pgid)
-    finally:
-        owner.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    with _orphan(pgid) as orphan:
+        try:
+            assert list(tmp_path.iterdir()) == []  # no record was written
+            assert pgid not in reap_orphans(tmp_path)  # the owner still runs
+            owner.kill()
+            owner.wait()
+            assert not _wait_ended(orphan, 0)  # the orphan outlived its owner
+            assert pgid in reap_orphans(tmp_path)
+            assert _wait_ended(orphan)
+        finally:
+            owner.kill()
+            owner.wait()
 
 
 def test_orphans_of_another_record_directory_are_left_alone(tmp_path: Path) -> None:
@@ -119,14 +135,51 @@ def test_orphans_of_another_record_directory_are_left_alone(tmp_path: Path) -> N
     )
     assert owner.stdout is not None
     pgid = int(owner.stdout.readline())
-    try:
-        owner.kill()
-        owner.wait()
-        assert pgid not in reap_orphans(mine)  # another directory's orphan
-        assert start_time(pgid) is not None  # still running
-        assert pgid in reap_orphans(theirs)  # its own directory's successor reaps it
-        assert _wait_ended(pgid)
-    finally:
-        owner.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    with _orphan(pgid) as orphan:
+        try:
+            owner.kill()
+            owner.wait()
+            assert pgid not in reap_orphans(mine)  # another directory's orphan
+            assert not _wait_ended(orphan, 0)  # still running
+            assert pgid in reap_orphans(theirs)  # its own directory's successor reaps it
+            assert _wait_ended(orphan)
+        finally:
+            owner.kill()
+            owner.wait()
+
+
+def test_an_orphan_that_ends_during_the_scan_is_not_signalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan of every process's environment takes a while; a group found in it that ends
+    before the kill may have left its number to a stranger, so it is not signalled. The orphan
+    is made to end just after the scan saw it; every ``killpg`` is recorded."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", UNRECORDED_OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    signalled: list[int] = []
+    real_scan = ledger._marked_orphans
+
+    def scan_then_end(scope: str) -> object:
+        found = real_scan(scope)
+        assert pgid in found  # seen by the scan, alive
+        signal.pidfd_send_signal(orphan, signal.SIGKILL)
+        assert _wait_ended(orphan)
+        return found
+
+    def killpg(number: int, signum: int) -> None:
+        signalled.append(number)
+
+    with _orphan(pgid) as orphan:
+        try:
+            owner.kill()
+            owner.wait()
+            monkeypatch.setattr(ledger, "_marked_orphans", scan_then_end)
+            monkeypatch.setattr(ledger.os, "killpg", killpg)
+            assert reap_orphans(tmp_path) == []
+            assert signalled == []
+        finally:
+            owner.kill()
+            owner.wait()

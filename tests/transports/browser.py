@@ -8,6 +8,20 @@ while the daemon runs as a subprocess, so nothing shares an event loop with pyte
 Use from a test module::
 
     from tests.transports.browser import browser, page, served  # noqa: F401  (fixtures)
+
+Checks without races (each rule was a CI or stress failure):
+
+* Wait for the condition (``expect``), never read once after an action whose effect comes
+  later (a frame, a socket message, a drawing in the next animation frame).
+* A negative check ("no badge", "ran once") waits first for a positive event proving the
+  moment has passed: the answer it is about (:func:`log_frames`, :func:`wait_for_frames`),
+  the reply after it. ``#status`` reading "idle" proves little: it reads so before a run
+  starts, and the host socket's ``session_idle`` may come before the session socket's last
+  frames.
+* A state that shows briefly (a countdown, a banner before the next attempt) is recorded by
+  the page itself (a ``MutationObserver`` from an init script) and checked from the record.
+* What a test draws or types can be redrawn by the page's own pending request between two
+  steps: draw (or type) and read in one ``evaluate``.
 """
 
 from __future__ import annotations
@@ -225,9 +239,17 @@ def mock_llm(root: Path, script: Mapping[str, Any] | None = None) -> Iterator[Mo
             process.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """The system Chromium under Playwright, one per test module."""
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """The system Chromium under Playwright, one per test process (an xdist worker).
+
+    Starting Playwright's driver and the browser costs ~1.5 s of CPU; each test has its own
+    context (``page``: no storage, cookies or pages shared), so the browser itself is started
+    once, not once per module. ``tests/transports/conftest.py`` defines it for the whole
+    process: a session fixture imported into each test module would be one per module.
+    Between Playwright's calls its asyncio loop is idle; the trio tests that run in the same
+    process meanwhile do not use asyncio.
+    """
     if CHROMIUM is None:
         pytest.skip(SKIP_REASON)
     from playwright.sync_api import sync_playwright
@@ -238,6 +260,12 @@ def browser() -> Iterator[Any]:
             yield instance
         finally:
             instance.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Any) -> Any:
+    """The process's Chromium (:func:`chromium`), for a test module."""
+    return chromium
 
 
 @pytest.fixture
@@ -276,6 +304,10 @@ def mocked(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
         yield daemon
 
 
+SESSION_START = 60_000
+"""ms: the bound on waiting for a new session to be listed and attached (see start_session)."""
+
+
 def open_page(page: Any, daemon: Served) -> None:
     """Load the page with the token and wait until the host socket is up."""
     page.goto(daemon.page_url)
@@ -289,11 +321,78 @@ def start_session(page: Any, daemon: Served) -> None:
     open_page(page, daemon)
     before = page.locator("#sessions li").count()
     page.click("#new-session")
-    expect(page.locator("#sessions li")).to_have_count(before + 1)
-    expect(page.locator("body[data-connected]")).to_have_count(1)
+    # A session's start (its extensions, MCP servers, a cold import) took over expect's own
+    # 5 s on a loaded machine: these wait on what the page shows, bounded, never on time.
+    expect(page.locator("#sessions li")).to_have_count(before + 1, timeout=SESSION_START)
+    expect(page.locator("body[data-connected]")).to_have_count(1, timeout=SESSION_START)
 
 
 def prompt(page: Any, text: str) -> None:
     """Type ``text`` into the composer and press Enter."""
     page.fill("#prompt", text)
     page.press("#prompt", "Enter")
+
+
+FRAME_LOG = """
+(() => {
+  // Every frame the page's sockets receive, parsed, in the order received, with the socket's
+  // kind ("host" or "session"). The listener is added when the socket is made, so it runs
+  // before the page's own handler of the same frame (in the same task).
+  window.__frames = [];
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      const socket = String(args[0]).includes("/v1/host") ? "host" : "session";
+      this.addEventListener("message", (event) => {
+        try {
+          window.__frames.push({ ...JSON.parse(event.data), socket });
+        } catch {
+          // not JSON: not a frame a test waits for
+        }
+      });
+    }
+  };
+})();
+"""
+
+
+def log_frames(page: Any) -> None:
+    """Record every frame the page's sockets receive (call before the page loads), for
+    :func:`wait_for_frames`."""
+    page.add_init_script(FRAME_LOG)
+
+
+def event(kind: str) -> str:
+    """A frame predicate for :func:`wait_for_frames`: a session event of this type."""
+    return f"(f) => f.socket === 'session' && f.type === {json.dumps(kind)}"
+
+
+def answer(command: str) -> str:
+    """A frame predicate for :func:`wait_for_frames`: a successful response to ``command``."""
+    return (
+        f"(f) => f.socket === 'session' && f.type === 'response'"
+        f" && f.command === {json.dumps(command)} && f.success === true"
+    )
+
+
+def wait_for_frames(page: Any, *predicates: str) -> None:
+    """Wait until the page received frames matching ``predicates`` (JavaScript functions of a
+    frame, see :func:`event` and :func:`answer`) in this order, with others between.
+
+    A page that handles a frame draws it in the same task: once this returns, the page has
+    drawn them (the check runs in a later task). The page must have been loaded after
+    :func:`log_frames`. This waits on what happened, not on time: a negative check made after
+    it ("the answer drew no badge") cannot pass by being early.
+    """
+    checks = ", ".join(f"({predicate})" for predicate in predicates)
+    page.wait_for_function(
+        f"""() => {{
+          const checks = [{checks}];
+          let next = 0;
+          for (const frame of window.__frames || []) {{
+            if (next < checks.length && checks[next](frame)) next += 1;
+          }}
+          return next === checks.length;
+        }}"""
+    )

@@ -8,10 +8,29 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.transports.browser import Served, browser, needs_chromium, page, served, start_session
+from tests.transports.browser import (
+    MockLLM,
+    Served,
+    answer,
+    browser,
+    event,
+    log_frames,
+    mock,
+    mocked,
+    needs_chromium,
+    page,
+    served,
+    start_session,
+    wait_for_frames,
+)
 
-__all__ = ["browser", "page", "served"]  # fixtures used by name
+__all__ = ["browser", "mock", "mocked", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
+
+TO_ABORT = "word " * 2000
+"""A prompt the echoing model streams back for some 17 s (12 characters a chunk, 20 ms apart):
+aborted, it costs no time, and the abort lands while it streams however slow the machine is
+(the 400 words used before streamed for 3 s, the test's budget to see it and press Esc)."""
 
 
 def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) -> None:
@@ -24,7 +43,7 @@ def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) ->
     expect(page.locator("#status")).to_have_text("idle")
     expect(page.locator("#usage")).to_contain_text("tokens")
     # A long reply: abort it while it streams.
-    page.fill("#prompt", "word " * 400)
+    page.fill("#prompt", TO_ABORT)
     page.click("#send")
     expect(page.locator("#status")).to_have_text("streaming")
     expect(page.locator(".msg.assistant.streaming .text")).to_have_count(1)
@@ -38,15 +57,18 @@ def test_page_creates_a_session_streams_and_aborts(page: Any, served: Served) ->
 def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
     page: Any, served: Served
 ) -> None:
+    log_frames(page)
     start_session(page, served)
-    page.fill("#prompt", "word " * 400)
+    page.fill("#prompt", TO_ABORT)
     page.press("#prompt", "Enter")
     expect(page.locator(".msg.assistant.streaming .text")).to_have_count(1)
     page.keyboard.press("Escape")
     expect(page.locator(".msg.assistant.error")).to_contain_text("aborted", ignore_case=True)
     expect(page.locator("#status")).to_have_text("idle")
     # Whatever the faux model counted for the aborted reply (nothing, or its estimate), the
-    # usage never reads "0 tokens".
+    # usage never reads "0 tokens": checked once the page has drawn the stats it asks for
+    # when the run settles (before, the toolbar still shows the stats from before the run).
+    wait_for_frames(page, event("agent_settled"), answer("get_session_stats"))
     expect(page.locator("#usage")).not_to_have_text(re.compile(r"^0 tokens"))
     # No token counted at all (a first reply aborted before the model reported usage): the
     # stats answer, drawn by the page's own renderer, shows nothing. Read in the same script
@@ -65,9 +87,17 @@ def test_esc_aborts_and_an_aborted_first_reply_shows_no_zero_usage(
 
 
 def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
-    page: Any, served: Served
+    page: Any, mocked: Served, mock: MockLLM
 ) -> None:
-    start_session(page, served)
+    # The run waits in a tool until the test creates the file `go`: what is queued meanwhile
+    # stays queued, however long the test takes to look (a streamed reply gave it 3 s).
+    wait = "while [ ! -e go ]; do sleep 0.02; done"
+    mock.queue(
+        {"kind": "tool_call", "name": "bash", "arguments": {"command": wait}},
+        {"kind": "text", "text": "Steered."},
+        {"kind": "text", "text": "Followed up."},
+    )
+    start_session(page, mocked)
     page.fill("#prompt", "first")
     page.press("#prompt", "Shift+Enter")
     page.keyboard.type("second")
@@ -87,7 +117,8 @@ def test_shift_enter_is_a_new_line_and_the_queue_shows_steering_and_follow_up(
     expect(queue.locator(".queue-item.steer .queue-kind")).to_have_text("Steering")
     expect(queue.locator(".queue-item.follow-up .queue-text")).to_have_text("later please")
     expect(queue.locator(".queue-item.follow-up .queue-kind")).to_have_text("Follow-up")
-    # Both are delivered in turn; the queue empties.
+    # Both are delivered in turn once the tool returns; the queue empties.
+    (mocked.cwd / "go").touch()
     expect(page.locator(".msg.user .text")).to_have_text(
         [re.compile("^word"), "steer me", "later please"]
     )
@@ -127,6 +158,11 @@ def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
     messages.evaluate("(b) => { b.scrollTop = 0; b.dispatchEvent(new Event('scroll')); }")
     grown_past(len(streaming.text_content() or "") + 200)
     assert messages.evaluate("(b) => b.scrollTop") == 0  # left where the reader is
-    messages.evaluate("(b) => { b.scrollTop = b.scrollHeight; }")
+    # Back to the end, its scroll event handled in the same step (as above): the browser's
+    # own comes a frame later and, were the text to grow in between, judged the reader still
+    # away from the end.
+    messages.evaluate(
+        "(b) => { b.scrollTop = b.scrollHeight; b.dispatchEvent(new Event('scroll')); }"
+    )
     expect(page.locator("#status")).to_have_text("idle")
     reaches_the_end()  # followed again to the end

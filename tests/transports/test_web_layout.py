@@ -46,7 +46,11 @@ def test_a_narrow_screen_hides_the_sessions_behind_a_button(
     expect(sidebar).not_to_be_in_viewport()
     box = page.locator("#prompt").bounding_box()
     assert box is not None and box["width"] >= width - 40, box  # the whole width, less padding
-    prompt(page, "a reply that is long enough to wrap on a narrow screen " * 3)
+    text = "a reply that is long enough to wrap on a narrow screen " * 3
+    prompt(page, text)
+    # The reply as finally drawn (its streamed drawing is replaced when it ends): "idle" may
+    # show before the run even started, and the streamed text before the final drawing.
+    expect(page.locator(".msg.assistant:not(.streaming) .md")).to_have_text(text.strip())
     expect(page.locator("#status")).to_have_text("idle")
     expect(page.locator(".msg.assistant .md")).to_contain_text("long enough to wrap")
     assert sideways_overflow(page) <= 0

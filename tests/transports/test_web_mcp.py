@@ -11,7 +11,16 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.transports.browser import browser, needs_chromium, page, serve, start_session
+from tests.transports.browser import (
+    answer,
+    browser,
+    log_frames,
+    needs_chromium,
+    page,
+    serve,
+    start_session,
+    wait_for_frames,
+)
 
 __all__ = ["browser", "page"]  # fixtures used by name
 pytestmark = needs_chromium
@@ -39,7 +48,11 @@ def test_each_mcp_server_shows_its_status(page: Any, tmp_path: Path) -> None:
 
 
 def test_no_badges_without_mcp_servers(page: Any, tmp_path: Path) -> None:
+    log_frames(page)
     with serve(tmp_path, "--faux-chunk-delay", "0.01") as daemon:
         start_session(page, daemon)
         expect(page.locator("#session-title")).not_to_have_text("No session")
+        # The badges are drawn from get_state's answer: no badge is only a finding once the
+        # page has drawn it (before, the toolbar is merely not drawn yet).
+        wait_for_frames(page, answer("get_state"))
         expect(page.locator("#mcp .mcp-server")).to_have_count(0)

@@ -42,23 +42,51 @@ document.addEventListener("DOMContentLoaded", () => {
 });
 """
 
+# Every state of the run notice (its class, text, reason and buttons), in order: the retry's
+# countdown shows for two seconds only, too short for checks polling one after the other.
+NOTICE_STATES = """
+window.__states = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const box = document.getElementById("run-notice");
+  new MutationObserver(() => {
+    const text = box.querySelector(".run-text");
+    const reason = box.querySelector(".run-reason");
+    const state = {
+      className: box.className,
+      text: text ? text.textContent : null,
+      reason: reason ? reason.textContent : null,
+      buttons: [...box.querySelectorAll("button")].map((button) => button.textContent),
+    };
+    if (JSON.stringify(window.__states.at(-1)) !== JSON.stringify(state)) {
+      window.__states.push(state);
+    }
+  }).observe(box, { attributes: true, childList: true, subtree: true, characterData: true });
+});
+"""
+
 
 def test_a_retry_after_a_500_shows_its_countdown_and_success(
     page: Any, mock: MockLLM, tmp_path: Path
 ) -> None:
     settings = {**MOCK_SETTINGS, **NO_PROVIDER_RETRY}
     mock.queue(ERROR, {"kind": "text", "text": "Recovered.", "deltas": 2})
+    page.add_init_script(NOTICE_STATES)
     with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         prompt(page, "hello")
-        notice = page.locator("#run-notice.retry")
-        # The default first delay is 2 s: the countdown shows 2 s or 1 s left, attempt 1 of 3.
-        expect(notice.locator(".run-text")).to_have_text(
-            re.compile(r"^Retrying in [12] s \(attempt 1/3\)$")
+        page.wait_for_function(
+            "() => window.__states.some((s) => s.text === 'Retry succeeded (attempt 1)')"
         )
-        expect(notice.locator(".run-reason")).to_contain_text("500")
-        expect(notice.get_by_role("button", name="Cancel retry")).to_be_visible()
-        expect(page.locator("#run-notice.ok .run-text")).to_have_text("Retry succeeded (attempt 1)")
+        states = page.evaluate("() => window.__states")
+        retrying = [s for s in states if s["className"] == "run-notice retry"]
+        assert retrying, states
+        # The default first delay is 2 s: the countdown shows 2 s or 1 s left, attempt 1 of 3,
+        # with the reason and a way to cancel, all at once.
+        assert re.match(r"^Retrying in [12] s \(attempt 1/3\)$", retrying[0]["text"]), states
+        assert "500" in retrying[0]["reason"], states
+        assert retrying[0]["buttons"] == ["Cancel retry"], states
+        succeeded = [s for s in states if s["text"] == "Retry succeeded (attempt 1)"]
+        assert succeeded[0]["className"] == "run-notice retry ok", states
         expect(page.locator(".msg.assistant .md").last).to_have_text("Recovered.")
         expect(page.locator("#status")).to_have_text("idle")
 

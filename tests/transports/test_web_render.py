@@ -75,6 +75,11 @@ def test_markdown_is_rendered_highlighted_and_sanitized(
     expect(reply.locator("strong")).to_have_text("bold")
     expect(reply.locator("li")).to_have_text(["one", "two"])
     expect(reply.locator("pre code.hljs .hljs-keyword")).to_have_text(["def", "return"])
+    # The checks below read once: on the reply as finally drawn (its streamed drawing is
+    # replaced when it ends; "idle" may show before that), once its image failed to load (a
+    # handler left on it would have run by then).
+    expect(page.locator(".msg.assistant:not(.streaming) .md h1")).to_have_text("Report")
+    page.wait_for_function("() => document.querySelector('.msg.assistant .md img').complete")
     expect(page.locator("#status")).to_have_text("idle")
     # The markup survived as inert elements only.
     assert reply.locator("img").count() == 1

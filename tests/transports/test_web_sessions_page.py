@@ -19,7 +19,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.transports.browser import Served, browser, needs_chromium, page, serve, served
+from tests.transports.browser import (
+    Served,
+    answer,
+    browser,
+    log_frames,
+    needs_chromium,
+    page,
+    serve,
+    served,
+    wait_for_frames,
+)
 
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
@@ -46,6 +56,16 @@ SOCKETS = """
     const target = window.__offline ? `ws://127.0.0.1:${closedPort}/` : url;
     const ws = new Native(target, protocols);
     sockets.push(ws);
+    // Registered before the page's own handler, so it can keep an answer from the page.
+    ws.addEventListener("message", (event) => {
+      if (ws.__answerLost === undefined) return;
+      const frame = JSON.parse(event.data);
+      if (frame.type === "response" && frame.id === ws.__answerLost) {
+        event.stopImmediatePropagation();
+        window.__answersLost = (window.__answersLost || 0) + 1;
+        window.__drop("/v1/sessions/");
+      }
+    });
     return ws;
   };
   window.WebSocket.prototype = Native.prototype;
@@ -55,22 +75,39 @@ SOCKETS = """
     window.__offline = true;
     for (const ws of sockets) if (ws.url.includes(part) && ws.readyState <= 1) ws.close();
   };
-  // The next prompt a session socket sends is lost ("lose": never reaches the daemon) or
-  // reaches it ("deliver"), and the socket drops at once, before any answer.
+  // The next prompt a session socket sends is lost ("lose": it never reaches the daemon and
+  // the socket drops at once) or delivered ("deliver": the daemon takes it and answers, and
+  // the socket drops as the answer comes, before the page sees it).
   window.__promptFate = null;
   const send = Native.prototype.send;
   Native.prototype.send = function (data) {
     const fate = window.__promptFate;
     if (fate && this.url.includes("/v1/sessions/") && data.includes('"type":"prompt"')) {
       window.__promptFate = null;
-      if (fate === "deliver") send.call(this, data);
-      window.__drop("/v1/sessions/");
+      if (fate === "deliver") {
+        this.__answerLost = JSON.parse(data).id;
+        send.call(this, data);
+      } else {
+        window.__drop("/v1/sessions/");
+      }
       return;
     }
     send.call(this, data);
   };
 }
 """
+
+
+BANNER_HISTORY = """
+window.__banner = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const text = document.getElementById("banner-text");
+  new MutationObserver(() => {
+    if (window.__banner.at(-1) !== text.textContent) window.__banner.push(text.textContent);
+  }).observe(text, { childList: true, subtree: true, characterData: true });
+});
+"""
+"""Every text the connection banner showed, in order (however briefly it showed it)."""
 
 
 LONG = 60_000
@@ -114,6 +151,25 @@ def ask(page: Any, text: str) -> None:
     expect(page.locator("#status")).to_have_text("idle", timeout=LONG)
 
 
+def rename_to(page: Any, name: str) -> None:
+    """Type ``name`` into the open rename field and press Enter, in one step of the page's
+    thread. The list is drawn again whenever a host event asks (a run settled, a rename),
+    re-creating the field with what was typed and the caret at its end: one drawn between the
+    select-all and the typing of Playwright's ``fill`` appended the new name to the old."""
+    typed = page.evaluate(
+        """(name) => {
+          const field = document.querySelector("#sessions .rename-input");
+          field.value = name;
+          field.dispatchEvent(new Event("input", { bubbles: true }));
+          field.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true,
+            cancelable: true }));
+          return field.value;
+        }""",
+        name,
+    )
+    assert typed == name
+
+
 def item(page: Any, title: str) -> Any:
     return page.locator("#sessions li.session", has=page.locator(".name", has_text=title))
 
@@ -144,14 +200,20 @@ def test_the_model_picker_comes_from_the_daemon_before_any_session(
 def test_a_model_change_changes_that_session_only(page: Any, served: Served) -> None:
     settings = served.agent / "settings.json"
     settings.write_text(json.dumps({"defaultThinkingLevel": "low"}))
+    log_frames(page)
     open_page(page, served)
     expect(page.locator('#new-model option[value="faux/echo"]')).to_have_count(1)
     new_session(page)
     first = page.locator("body").get_attribute("data-connected")
     expect(page.locator("#model")).to_have_value("faux/echo")
+    # Each change is answered before the next session is opened: opening it closes this
+    # session's socket, and the daemon drops the commands of a closed socket still in flight.
+    # (The select shows the choice at once, whether or not the daemon took it.)
     page.select_option("#model", "faux/faux-think")
+    wait_for_frames(page, answer("set_model"))
     expect(page.locator("#model")).to_have_value("faux/faux-think")
     page.select_option("#thinking", "high")
+    wait_for_frames(page, answer("set_thinking_level"))
     expect(page.locator("#thinking")).to_have_value("high")
     # A second session starts on the defaults, not on the first one's choice.
     new_session(page)
@@ -174,14 +236,14 @@ def test_rename_delete_and_search(page: Any, served: Served) -> None:
     expect(parser).to_have_count(1)
     # Rename: the list and the toolbar follow.
     parser.locator("button.rename").click()
-    page.fill("#sessions .rename-input", "Parser work")
-    page.press("#sessions .rename-input", "Enter")
+    expect(page.locator("#sessions .rename-input")).to_be_focused()
+    rename_to(page, "Parser work")
     expect(item(page, "Parser work")).to_have_count(1)
     expect(page.locator("#session-title")).to_have_text("Parser work")
     # A refused rename shows the daemon's message and changes nothing.
     item(page, "Parser work").locator("button.rename").click()
-    page.fill("#sessions .rename-input", "   ")
-    page.press("#sessions .rename-input", "Enter")
+    expect(page.locator("#sessions .rename-input")).to_be_focused()
+    rename_to(page, "   ")
     expect(page.locator("#notice.error")).to_have_text("rename: Session name cannot be empty")
     page.press("#sessions .rename-input", "Escape")
     expect(item(page, "Parser work")).to_have_count(1)
@@ -293,16 +355,34 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
 
 def test_a_lost_daemon_connection_shows_a_banner_with_retry(page: Any, served: Served) -> None:
     control_sockets(page)
+    page.add_init_script(BANNER_HISTORY)
     open_page(page, served)
     new_session(page)
     page.evaluate("window.__drop('/v1/host')")
     banner = page.locator("#banner")
     expect(banner).to_be_visible()
-    expect(banner).to_contain_text("Lost the connection to the daemon. Retrying in")
+    # What the banner said first, however briefly (the page's next attempt, a second later,
+    # changes it: a check polling for it could come too late).
+    page.wait_for_function("() => window.__banner.length > 0")
+    assert page.evaluate("() => window.__banner[0]").startswith(
+        "Lost the connection to the daemon. Retrying in"
+    )
     expect(page.locator("#host-status.on")).to_have_count(0)
     # Still offline at the next attempt: the banner says so and keeps counting.
     expect(banner).to_contain_text("Cannot reach the daemon", timeout=LONG)
-    page.evaluate("window.__offline = false")
+    # Online for the socket "Retry now" opens only: the page's own attempts, on its timer,
+    # stay offline, so they cannot reconnect first (hiding the button before the click).
+    page.evaluate(
+        """() => {
+          const retry = document.getElementById("banner-retry");
+          document.addEventListener("click", (event) => {
+            if (event.target === retry) window.__offline = false;
+          }, true);
+          document.addEventListener("click", (event) => {
+            if (event.target === retry) window.__offline = true;
+          });
+        }"""
+    )
     page.click("#banner-retry")
     expect(banner).to_be_hidden()
     expect(page.locator("#host-status.on")).to_be_visible()
@@ -356,6 +436,8 @@ def test_a_prompt_cut_off_with_its_socket_is_sent_again_and_runs_once(
     page.fill("#prompt", "only once")
     page.click("#send")
     expect(page.locator("#notice")).to_contain_text("Disconnected from the session")
+    # Delivered, the daemon took the prompt and answered it; the page never saw that answer.
+    assert page.evaluate("window.__answersLost || 0") == (1 if fate == "deliver" else 0)
     page.evaluate("window.__offline = false")
     expect(page.locator(".line.reconnected")).to_have_count(1, timeout=LONG)
     expect(page.locator(".msg.assistant .text")).to_have_text("only once", timeout=LONG)
@@ -365,4 +447,12 @@ def test_a_prompt_cut_off_with_its_socket_is_sent_again_and_runs_once(
         "live · 3 messages", timeout=LONG
     )
     expect(page.locator(".msg.user")).to_have_count(1)
+    # Ran once, also after these checks: a second run of the prompt sent again would start
+    # at once, before the session takes the next prompt (it takes them in order): once the
+    # reply to the next one is drawn, it would be in the transcript and the count.
+    ask(page, "and then")
+    expect(page.locator(".msg.user .text")).to_have_text(["only once", "and then"])
+    expect(page.locator("#sessions li.active .meta")).to_have_text(
+        "live · 5 messages", timeout=LONG
+    )
     assert page.errors == []

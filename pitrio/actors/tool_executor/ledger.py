@@ -81,11 +81,11 @@ class GroupLedger:
             self._path(pgid).unlink()
 
 
-def _marked_orphans(scope: str) -> list[int]:
+def _marked_orphans(scope: str) -> dict[int, list[tuple[int, str]]]:
     """Process groups of processes whose environment names an owner of ``scope`` that no
-    longer runs."""
+    longer runs: each with those processes (pid and start time)."""
     marker = OWNER_VARIABLE.encode() + b"="
-    groups: set[int] = set()
+    groups: dict[int, list[tuple[int, str]]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -100,11 +100,23 @@ def _marked_orphans(scope: str) -> list[int]:
             if len(parts) != 3 or parts[2] != scope:
                 break  # another directory's owner (or an older format): not ours
             owner, started = parts[0], parts[1]
-            if owner.isdigit() and not _running(int(owner), started):
-                with contextlib.suppress(OSError):
-                    groups.add(os.getpgid(int(entry.name)))
+            pid = int(entry.name)
+            fields = proc_stat(pid)
+            if owner.isdigit() and not _running(int(owner), started) and fields is not None:
+                with contextlib.suppress(OSError, IndexError):
+                    groups.setdefault(os.getpgid(pid), []).append((pid, fields[19].decode()))
             break
-    return sorted(groups)
+    return groups
+
+
+def _still_in(pgid: int, members: list[tuple[int, str]]) -> bool:
+    """Whether one of ``members`` (pid, start time) still runs in group ``pgid``: then the
+    number is still that group's (no new process gets a number a live member's group has)."""
+    for pid, started in members:
+        with contextlib.suppress(OSError):
+            if _running(pid, started) and os.getpgid(pid) == pgid:
+                return True
+    return False
 
 
 def reap_orphans(directory: Path) -> list[int]:
@@ -112,9 +124,13 @@ def reap_orphans(directory: Path) -> list[int]:
     under ``directory`` (removing the records) and those whose environment names such an
     owner; the groups killed."""
     killed: list[int] = []
-    for pgid in _marked_orphans(ledger_scope(directory)):
+    for pgid, members in _marked_orphans(ledger_scope(directory)).items():
         if pgid in (os.getpgid(0), 0, 1):
             continue  # never our own group (a daemon started by a killed one's shell)
+        # The scan read all of /proc since it saw them: a group that ended meanwhile may have
+        # left its number to a stranger. Checked again just before the signal.
+        if not _still_in(pgid, members):
+            continue
         try:
             os.killpg(pgid, signal.SIGKILL)
             killed.append(pgid)

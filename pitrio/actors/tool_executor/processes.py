@@ -5,6 +5,13 @@ its children and their children can be signalled together. Ending a group: ``SIG
 group, a short grace for it to exit, then ``SIGKILL`` to whatever is left, and the leader is
 reaped. :class:`ProcessGroups` remembers the groups a session started that may still have
 members (a command that left ``server &`` behind) so the session's end can end them too.
+
+A group is signalled by number, and a number is free for a new process once the group's last
+member is gone and its leader reaped (``pid_max`` is often 32,768: a busy machine wraps it in
+minutes). So a group is never signalled once its number may belong to another: while its
+leader is unreaped (a zombie still holds its number, and so its group's) :func:`terminate_group`
+does not reap it, and a group whose leader is reaped is signalled only while no process has
+that number (:func:`_pinned`).
 """
 
 from __future__ import annotations
@@ -14,13 +21,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Protocol
 
 import trio
 
-from pitrio.actors.procfs import ENDED_STATES, proc_stat
+from pitrio.actors.procfs import ENDED_STATES, proc_stat, start_time
 from pitrio.actors.tool_executor.ledger import ledger
 from pitrio.messages.ostext import check_environment, check_os_text, check_os_texts
 
@@ -28,6 +35,8 @@ KILL_GRACE_S = 0.5
 """How long a group gets between ``SIGTERM`` and ``SIGKILL``."""
 
 _POLL_S = 0.01
+
+_LINUX = sys.platform.startswith("linux")
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
@@ -67,11 +76,39 @@ async def group_alive(pgid: int) -> bool:
     return await trio.to_thread.run_sync(_live_members, pgid)
 
 
-async def _wait_group_gone(pgid: int, deadline: float) -> bool:
-    """Poll until the group has no live member or ``deadline`` passes; True if it is gone."""
+def _pinned(pgid: int, leader: Leader | None) -> Callable[[], bool]:
+    """Whether number ``pgid`` is still its group's, asked at each signal: while ``leader``
+    (given, on Linux) is unreaped, always; otherwise while no process has that pid. A reaped
+    leader's pid is not given out while a member of its group lives; once a process has it,
+    the group is gone. Without ``/proc`` (not Linux) that cannot be read: assumed."""
+    if leader is not None and _LINUX and _holds_its_pid(leader):
+        return lambda: True
+    return lambda: start_time(pgid) is None
+
+
+def _holds_its_pid(leader: Leader) -> bool:
+    """Whether ``leader`` is still an unreaped child of ours (so its pid is its own)."""
+    if isinstance(leader, SpawnedProcess) and leader.reaped:
+        return False  # reaped long ago, its pid may be a newer child's by now
+    return _unreaped(leader.pid)
+
+
+def _unreaped(pid: int) -> bool:
+    """Whether ``pid`` is a child of ours not yet reaped (running, or a zombie); it is not
+    reaped here."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+async def _wait_group_gone(pgid: int, deadline: float, ours: Callable[[], bool]) -> bool:
+    """Poll until the group has no live member (or is no longer ``ours``) or ``deadline``
+    passes; True if it is gone."""
     # The kernel has no "group became empty" notification to wait on, so poll the table.
     with trio.move_on_at(deadline):
-        while await group_alive(pgid):  # noqa: ASYNC110
+        while ours() and await group_alive(pgid):  # noqa: ASYNC110
             await trio.sleep(_POLL_S)
         return True
     return False
@@ -79,6 +116,8 @@ async def _wait_group_gone(pgid: int, deadline: float) -> bool:
 
 class Leader(Protocol):
     """What :func:`terminate_group` needs of a group's leader (``trio.Process`` has it)."""
+
+    pid: int
 
     @property
     def returncode(self) -> int | None: ...
@@ -115,6 +154,11 @@ class SpawnedProcess:
     def returncode(self) -> int | None:
         """The exit status once it has exited (negative: the signal that ended it)."""
         return self._popen.poll()
+
+    @property
+    def reaped(self) -> bool:
+        """Whether it was reaped (its pid given back); it is not reaped by asking."""
+        return self._popen.returncode is not None
 
     def kill(self) -> None:
         """``SIGKILL`` the process itself (its group is :func:`terminate_group`'s business)."""
@@ -242,18 +286,25 @@ async def terminate_group(
 
     The grace is one deadline for the leader and the rest of the group together: a group that
     ignores ``SIGTERM`` gets its ``SIGKILL`` ``grace`` seconds after it, not twice that.
+    ``leader``, if not reaped yet, is reaped only once the group is empty and no signal is
+    left to send, so the number cannot pass to another group while it is signalled. A group
+    whose leader was reaped (or not given) is signalled only while no process has its number.
     Call it shielded when cleaning up after a cancellation.
     """
-    if _signal_group(pgid, signal.SIGTERM):
+    ours = _pinned(pgid, leader)
+    # Linux only: elsewhere a zombie leader cannot be told from a live member (kill(0) is all
+    # there is), so the leader is reaped first, as it always was there.
+    reap_first = leader is not None and not _LINUX
+    if ours() and _signal_group(pgid, signal.SIGTERM):
         deadline = trio.current_time() + grace
-        if leader is not None:
+        if leader is not None and reap_first:
             with trio.move_on_at(deadline):
                 await leader.wait()
-        if not await _wait_group_gone(pgid, deadline):
+        if not await _wait_group_gone(pgid, deadline, ours) and ours():
             _signal_group(pgid, signal.SIGKILL)
-            await _wait_group_gone(pgid, trio.current_time() + grace)
+            await _wait_group_gone(pgid, trio.current_time() + grace, ours)
     if leader is not None:
-        if leader.returncode is None:
+        if leader.returncode is None:  # reaps it if it exited: no signal to the group follows
             leader.kill()  # the leader escaped the group signal (it cannot, but be sure)
         await leader.wait()
 
@@ -261,21 +312,25 @@ async def terminate_group(
 class ProcessGroups:
     """The process groups a session's tools started that may still have members.
 
-    Owned by the session's tool executor; tool bodies add and drop groups synchronously.
+    Owned by the session's tool executor; tool bodies add and drop groups synchronously. Each
+    group is kept with its leader, so that its number is signalled only while it is still the
+    group's (:func:`_pinned`): a number that passed to a newer process is forgotten.
     """
 
     def __init__(self) -> None:
-        self._groups: set[int] = set()
+        self._groups: dict[int, Leader | None] = {}
 
-    def add(self, pgid: int) -> None:
-        """Track a newly started group."""
-        self._groups.add(pgid)
+    def add(self, pgid: int, leader: Leader | None = None) -> None:
+        """Track a newly started group and its leader (``pid`` ``pgid``). Without the leader,
+        the group is signalled only while no process has its number: once the leader has been
+        reaped (given one that is still running, it would never be)."""
+        self._groups[pgid] = leader
         if (record := ledger()) is not None:
             record.record(pgid)
 
     def discard(self, pgid: int) -> None:
         """Stop tracking a group that is known to be empty."""
-        self._groups.discard(pgid)
+        self._groups.pop(pgid, None)
         if (record := ledger()) is not None:
             record.forget(pgid)
 
@@ -284,17 +339,24 @@ class ProcessGroups:
         return frozenset(self._groups)
 
     def prune(self) -> None:
-        """Forget groups with no process left (so a reused id is never signalled later)."""
-        gone = {pgid for pgid in self._groups if not _signal_group(pgid, 0)}
+        """Forget groups with no process left, or whose number another process now has (so a
+        reused id is never signalled later)."""
+        # The probe first: it is all an emptied group costs (after every command), and a
+        # probe delivers nothing, to a stranger or anyone.
+        gone = {
+            pgid
+            for pgid, leader in self._groups.items()
+            if not _signal_group(pgid, 0) or not _pinned(pgid, leader)()
+        }
         for pgid in gone:
             self.discard(pgid)
 
     async def terminate_all(self, *, grace: float = KILL_GRACE_S) -> None:
         """End every tracked group (concurrently) and forget them all."""
-        groups, self._groups = self._groups, set()
+        groups, self._groups = self._groups, {}
         async with trio.open_nursery() as nursery:
-            for pgid in groups:
-                nursery.start_soon(partial(terminate_group, pgid, None, grace=grace))
+            for pgid, leader in groups.items():
+                nursery.start_soon(partial(terminate_group, pgid, leader, grace=grace))
         if (record := ledger()) is not None:
             for pgid in groups:
                 record.forget(pgid)

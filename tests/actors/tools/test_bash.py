@@ -13,6 +13,7 @@ import trio.testing
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
 from pitrio.actors.tool_executor.processes import ProcessGroups
+from pitrio.actors.tool_executor.tools import bash as bash_module
 from pitrio.actors.tool_executor.tools.bash import (
     BashSettings,
     _Throttle,
@@ -179,6 +180,30 @@ async def test_failed_truncated_command_keeps_notice_and_status(tmp_path: Path) 
     assert structured["output"] == "".join(f"{n}\n" for n in range(1, 2501))
     assert structured["truncated"] is False and "full_output_path" not in structured
     assert structured["exit_code"] == 2
+
+
+async def test_output_left_in_the_pipe_at_exit_is_read_when_the_reader_ran_late(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the reader may not run between the shell's exit and the end of the
+    # grace: what the shell wrote is then still in the pipe, and must not be lost (it was:
+    # "lines 14-65 of 65" instead of 101, under load). Here the reader never reads at all.
+    def stalled(_stream: object, _size: int) -> object:
+        async def read() -> bytes:
+            await trio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        return read
+
+    monkeypatch.setattr(bash_module, "receiver", stalled)
+    tool = create_bash_tool(str(tmp_path), BashSettings(temp_dir=str(tmp_path)))
+    result, updates = await run_one(tool, {"command": "seq 1 2500; exit 2"})
+    message = text(result)
+    assert "[Showing lines 502-2501 of 2501. Full output: " in message
+    assert message.endswith("]\n\nCommand exited with code 2")
+    assert result.structured_content["output"] == "".join(f"{n}\n" for n in range(1, 2501))
+    assert read_text(result.details["fullOutputPath"]) == result.structured_content["output"]
+    assert text(updates[-1]).startswith("502\n")
 
 
 async def test_timeout_ends_the_command(

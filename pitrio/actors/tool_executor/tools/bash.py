@@ -86,8 +86,11 @@ PROMPT_SNIPPET = "Execute bash commands (ls, grep, find, etc.)"
 UPDATE_INTERVAL_S = 0.1
 """Minimum spacing of streamed output updates."""
 EXIT_STDIO_GRACE_S = 0.1
-"""How long output is still read after the shell exits (a background child may hold it)."""
+"""How long output is still awaited after the shell exits (a background child may hold it)."""
 READ_CHUNK = 65536
+DRAIN_CHUNKS = 256
+"""At most this many reads (16 MiB) of what lies in the pipe once the grace is over: more than
+any pipe holds, so only a background child still writing can reach the bound."""
 
 
 @attrs.frozen(kw_only=True)
@@ -236,14 +239,35 @@ class _Run:
         chunks = self.output.take_spill()
         if not chunks:
             return
-        if self._writer is None:
-            directory = self.settings.temp_dir or tempfile.gettempdir()
-            self.full_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
-            self._writer = await trio.open_file(self.full_path, "wb")
-        await self._writer.write(b"".join(chunks))
+        # Shielded: the chunks are taken, so a cancellation here (the pump's end) would lose
+        # them from the full-output file; a file write is short.
+        with trio.CancelScope(shield=True):
+            if self._writer is None:
+                directory = self.settings.temp_dir or tempfile.gettempdir()
+                self.full_path = os.path.join(directory, f"pi-bash-{secrets.token_hex(8)}.log")
+                self._writer = await trio.open_file(self.full_path, "wb")
+            await self._writer.write(b"".join(chunks))
+
+    def _drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Take what lies in the pipe without waiting. Once the shell has exited, everything
+        it wrote is there (a write to a pipe returns when the pipe holds it), whether or not
+        the reader ran before the grace ended: on a loaded machine it may not have."""
+        if not isinstance(stream, trio.lowlevel.FdStream):
+            return
+        fd = stream.fileno()
+        for _ in range(DRAIN_CHUNKS):
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.output.append(chunk)
+        self.throttle.mark()  # finish() spills and reports it
 
     async def pump(self, process: SpawnedProcess | trio.Process) -> None:
-        """Read the merged output until EOF (or shortly after exit), reporting as it goes."""
+        """Read the merged output until EOF (or shortly after exit, then what the pipe holds),
+        reporting as it goes."""
         stream = process.stdout
         assert stream is not None
         eof = trio.Event()
@@ -266,6 +290,8 @@ class _Run:
             with trio.move_on_after(EXIT_STDIO_GRACE_S):
                 await eof.wait()
             nursery.cancel_scope.cancel()
+        if not eof.is_set():
+            self._drain(stream)
 
     async def structured(self, code: int, wall_time: float) -> dict[str, Any]:
         """pi 1.6.0's ``structuredContent`` of a finished command: the whole output (from the
@@ -326,7 +352,7 @@ def create_bash_tool(
         started = trio.current_time()  # wall time, for structuredContent
         process = await open_merged(argv, cwd=cwd, env=env)  # its own group: abort ends all
         groups.prune()
-        groups.add(process.pid)
+        groups.add(process.pid, process)
         try:
             limit = trio.move_on_after(timeout) if timeout is not None and timeout > 0 else None
             with limit if limit is not None else nullcontext():
