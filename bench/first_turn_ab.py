@@ -52,14 +52,20 @@ def _commands(before: Path | None) -> dict[str, str]:
     return commands
 
 
-def _one(harness: Any, tools: Any, data: bytes, name: str) -> dict[str, float]:
-    """One start of one agent on a copy of the session file: its first turn's figures."""
+def start_resumed(harness: Any, tools: Any, data: bytes, name: str) -> Any:
+    """The harness's current agent started with ``--session`` on a copy of ``data`` in a
+    fresh sandbox ``name``, the mock reset to answer every request with one short delta."""
     answer = tools.text_spec(1, "ok", usage={"prompt_tokens": 1000, "completion_tokens": 1})
     harness.mock.reset(default=answer)
     sandbox = harness.sandbox(name)
     session = sandbox.root / "session.jsonl"
     session.write_bytes(data)
-    agent = harness.spawn(sandbox, ["--session", str(session)])
+    return harness.spawn(sandbox, ["--session", str(session)])
+
+
+def _one(harness: Any, tools: Any, data: bytes, name: str) -> dict[str, float]:
+    """One start of one agent on a copy of the session file: its first turn's figures."""
+    agent = start_resumed(harness, tools, data, name)
     try:
         agent.request({"type": "get_state", "id": "state"}, timeout=180)
         agent.request({"type": "get_messages", "id": "messages"}, timeout=180)

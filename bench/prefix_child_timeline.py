@@ -97,12 +97,9 @@ def child(path: Path) -> dict[str, float]:
 
 
 def _parent(harness: Any, tools: Any, data: bytes, name: str) -> dict[str, float]:
-    answer = tools.text_spec(1, "ok", usage={"prompt_tokens": 1000, "completion_tokens": 1})
-    harness.mock.reset(default=answer)
-    sandbox = harness.sandbox(name)
-    session = sandbox.root / "session.jsonl"
-    session.write_bytes(data)
-    agent = harness.spawn(sandbox, ["--session", str(session)])
+    from bench.first_turn_ab import start_resumed
+
+    agent = start_resumed(harness, tools, data, name)
     try:
         agent.send({"id": "st", "type": "get_state"})
         agent.send({"id": "gm", "type": "get_messages"})
@@ -111,9 +108,8 @@ def _parent(harness: Any, tools: Any, data: bytes, name: str) -> dict[str, float
             event = agent.wait_for(lambda e: e.type == "response", 180)
             got[event.obj.get("id")] = event
         cpu = agent.cpu_seconds()
-        before = agent.cpu_seconds()
         turn = harness.prompt_turn(agent, "continue after resume", 180)
-        turn_cpu = agent.cpu_seconds() - before
+        turn_cpu = agent.cpu_seconds() - cpu
         before = agent.cpu_seconds()
         second = harness.prompt_turn(agent, "and once more", 180)
         second_cpu = agent.cpu_seconds() - before
@@ -139,7 +135,7 @@ def main() -> int:
     if args.child is not None:
         print(json.dumps(child(args.child)))
         return 0
-    sys.path.insert(0, str(TOOLS))
+    sys.path[:0] = [str(TOOLS), str(ROOT)]  # the harness; this checkout's bench package
     tools = importlib.import_module("bench_rpc")
     script = ROOT / ".venv" / "bin" / "pitrio"
     options = SimpleNamespace(

@@ -333,6 +333,29 @@ def prompt(page: Any, text: str) -> None:
     page.press("#prompt", "Enter")
 
 
+def record_values(page: Any, name: str, element_id: str, values: str) -> None:
+    """Record in ``window[name]``, in order, every value the page showed in the element
+    ``element_id``, however briefly it showed it (call before the page loads). ``values`` is a
+    JavaScript function of the element giving the values it shows now (a list); each is
+    recorded unless equal (as JSON) to the last one recorded. Read the record with
+    ``page.evaluate``: a state shown for a second cannot be missed by polling late."""
+    page.add_init_script(
+        f"""
+window[{json.dumps(name)}] = [];
+document.addEventListener("DOMContentLoaded", () => {{
+  const record = window[{json.dumps(name)}];
+  const box = document.getElementById({json.dumps(element_id)});
+  const values = {values};
+  new MutationObserver(() => {{
+    for (const value of values(box)) {{
+      if (JSON.stringify(record.at(-1)) !== JSON.stringify(value)) record.push(value);
+    }}
+  }}).observe(box, {{ attributes: true, childList: true, subtree: true, characterData: true }});
+}});
+"""
+    )
+
+
 FRAME_LOG = """
 (() => {
   // Every frame the page's sockets receive, parsed, in the order received, with the socket's

@@ -22,6 +22,7 @@ from tests.transports.browser import (
     needs_chromium,
     page,
     prompt,
+    record_values,
     serve,
     start_session,
 )
@@ -49,19 +50,8 @@ def setup(api):
 
 # Every countdown text a dialog showed, in order: the quick dialog shows for 1.5 s only, short
 # enough for a check polling at expect's intervals to miss it on a loaded machine.
-COUNTDOWNS = """
-window.__countdowns = [];
-document.addEventListener("DOMContentLoaded", () => {
-  const box = document.getElementById("dialogs");
-  new MutationObserver(() => {
-    for (const node of box.querySelectorAll(".dialog .dialog-countdown")) {
-      if (window.__countdowns.at(-1) !== node.textContent) {
-        window.__countdowns.push(node.textContent);
-      }
-    }
-  }).observe(box, { childList: true, subtree: true, characterData: true });
-});
-"""
+COUNTDOWNS = """(box) =>
+  [...box.querySelectorAll(".dialog .dialog-countdown")].map((node) => node.textContent)"""
 
 
 @pytest.fixture
@@ -129,7 +119,7 @@ def test_each_dialog_kind_is_answered_and_notify_is_a_toast(page: Any, daemon: S
 
 
 def test_a_countdown_closes_its_dialog_when_the_time_runs_out(page: Any, daemon: Served) -> None:
-    page.add_init_script(COUNTDOWNS)
+    record_values(page, "__countdowns", "dialogs", COUNTDOWNS)
     start_session(page, daemon)
     prompt(page, "/quick")
     dialog = page.locator(".dialog.select")

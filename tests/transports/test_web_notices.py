@@ -18,6 +18,7 @@ from tests.transports.browser import (
     needs_chromium,
     page,
     prompt,
+    record_values,
     serve,
     start_session,
 )
@@ -29,40 +30,23 @@ ERROR = {"kind": "error", "preset": "server_error"}
 # The provider's own retries off, so each 500 reaches the session's retry logic at once.
 NO_PROVIDER_RETRY = {"retry": {"provider": {"maxRetries": 0}}}
 # Every text the run notice showed, in order (however briefly it showed it).
-NOTICE_HISTORY = """
-window.__notices = [];
-document.addEventListener("DOMContentLoaded", () => {
-  const box = document.getElementById("run-notice");
-  new MutationObserver(() => {
-    const text = box.querySelector(".run-text");
-    if (text && window.__notices.at(-1) !== text.textContent) {
-      window.__notices.push(text.textContent);
-    }
-  }).observe(box, { childList: true, subtree: true, characterData: true });
-});
-"""
+NOTICE_TEXTS = """(box) => {
+  const text = box.querySelector(".run-text");
+  return text ? [text.textContent] : [];
+}"""
 
 # Every state of the run notice (its class, text, reason and buttons), in order: the retry's
 # countdown shows for two seconds only, too short for checks polling one after the other.
-NOTICE_STATES = """
-window.__states = [];
-document.addEventListener("DOMContentLoaded", () => {
-  const box = document.getElementById("run-notice");
-  new MutationObserver(() => {
-    const text = box.querySelector(".run-text");
-    const reason = box.querySelector(".run-reason");
-    const state = {
-      className: box.className,
-      text: text ? text.textContent : null,
-      reason: reason ? reason.textContent : null,
-      buttons: [...box.querySelectorAll("button")].map((button) => button.textContent),
-    };
-    if (JSON.stringify(window.__states.at(-1)) !== JSON.stringify(state)) {
-      window.__states.push(state);
-    }
-  }).observe(box, { attributes: true, childList: true, subtree: true, characterData: true });
-});
-"""
+NOTICE_STATES = """(box) => {
+  const text = box.querySelector(".run-text");
+  const reason = box.querySelector(".run-reason");
+  return [{
+    className: box.className,
+    text: text ? text.textContent : null,
+    reason: reason ? reason.textContent : null,
+    buttons: [...box.querySelectorAll("button")].map((button) => button.textContent),
+  }];
+}"""
 
 
 def test_a_retry_after_a_500_shows_its_countdown_and_success(
@@ -70,7 +54,7 @@ def test_a_retry_after_a_500_shows_its_countdown_and_success(
 ) -> None:
     settings = {**MOCK_SETTINGS, **NO_PROVIDER_RETRY}
     mock.queue(ERROR, {"kind": "text", "text": "Recovered.", "deltas": 2})
-    page.add_init_script(NOTICE_STATES)
+    record_values(page, "__states", "run-notice", NOTICE_STATES)
     with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         prompt(page, "hello")
@@ -109,7 +93,7 @@ def test_a_retry_that_gives_up_says_so(page: Any, mock: MockLLM, tmp_path: Path)
 def test_compaction_shows_that_it_runs_and_its_outcome(
     page: Any, mock: MockLLM, tmp_path: Path
 ) -> None:
-    page.add_init_script(NOTICE_HISTORY)
+    record_values(page, "__notices", "run-notice", NOTICE_TEXTS)
     # Keep little, so the first exchange is summarized: pi 1.6.0 refuses to compact a branch
     # that fits the kept budget ("Nothing to compact"; its system message is no history).
     settings = {**MOCK_SETTINGS, "compaction": {"keepRecentTokens": 100}}

@@ -26,6 +26,7 @@ from tests.transports.browser import (
     log_frames,
     needs_chromium,
     page,
+    record_values,
     serve,
     served,
     wait_for_frames,
@@ -98,15 +99,7 @@ SOCKETS = """
 """
 
 
-BANNER_HISTORY = """
-window.__banner = [];
-document.addEventListener("DOMContentLoaded", () => {
-  const text = document.getElementById("banner-text");
-  new MutationObserver(() => {
-    if (window.__banner.at(-1) !== text.textContent) window.__banner.push(text.textContent);
-  }).observe(text, { childList: true, subtree: true, characterData: true });
-});
-"""
+BANNER_TEXTS = "(text) => [text.textContent]"
 """Every text the connection banner showed, in order (however briefly it showed it)."""
 
 
@@ -355,7 +348,7 @@ def test_reconnect_resumes_and_shows_what_was_missed(page: Any, served: Served) 
 
 def test_a_lost_daemon_connection_shows_a_banner_with_retry(page: Any, served: Served) -> None:
     control_sockets(page)
-    page.add_init_script(BANNER_HISTORY)
+    record_values(page, "__banner", "banner-text", BANNER_TEXTS)
     open_page(page, served)
     new_session(page)
     page.evaluate("window.__drop('/v1/host')")

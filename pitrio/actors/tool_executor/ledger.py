@@ -101,10 +101,10 @@ def _marked_orphans(scope: str) -> dict[int, list[tuple[int, str]]]:
                 break  # another directory's owner (or an older format): not ours
             owner, started = parts[0], parts[1]
             pid = int(entry.name)
-            fields = proc_stat(pid)
-            if owner.isdigit() and not _running(int(owner), started) and fields is not None:
-                with contextlib.suppress(OSError, IndexError):
-                    groups.setdefault(os.getpgid(pid), []).append((pid, fields[19].decode()))
+            since = start_time(pid)
+            if owner.isdigit() and not _running(int(owner), started) and since is not None:
+                with contextlib.suppress(OSError):
+                    groups.setdefault(os.getpgid(pid), []).append((pid, str(since)))
             break
     return groups
 
