@@ -202,8 +202,17 @@ class AgentLoop(Actor[AgentCommand]):
     def _run_context(self) -> RunContext:
         """A new run's context: the shared snapshot and what the transcript has after it, or,
         after a change other than appending, a snapshot of the whole transcript."""
-        transcript = self._transcript()
         shared = self._shared
+        base = self._base
+        if base is not None:
+            # A resumed transcript stays undecoded: the snapshot's head is the stored view,
+            # read only where a request reads it (issue 38: the first turn after a resume).
+            messages = self._messages
+            skip = len(base)
+            if shared is not None and skip <= len(shared) <= skip + len(messages):
+                return RunContext(shared, messages[len(shared) - skip :])
+            return RunContext(Snapshot.over(base, messages))
+        transcript = self._messages
         if shared is not None and len(transcript) >= len(shared):
             return RunContext(shared, transcript[len(shared) :])
         return RunContext(Snapshot(transcript))

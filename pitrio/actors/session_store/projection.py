@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import attrs
+import orjson
 
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.session_store.stored import (
@@ -47,6 +48,7 @@ from pitrio.actors.session_store.stored import (
     TailMessageEntry,
     iso_to_ms,
 )
+from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -69,6 +71,7 @@ from pitrio.messages.entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
+from pitrio.messages.snapshot import FrozenView
 from pitrio.messages.transcript import checkpoint_of, replay
 
 DEFAULT_THINKING_LEVEL = "off"
@@ -103,7 +106,7 @@ def _source_id(item: _Item) -> str:
     return item.id if isinstance(item, StoredEntry) else item.source_id
 
 
-class ContextMessages(Sequence[AgentMessage]):
+class ContextMessages(FrozenView[AgentMessage]):
     """A read-only view of projected messages; entries are decoded on first access.
 
     A snapshot: it never changes after it was handed out. Decoding errors raise
@@ -175,6 +178,66 @@ class ContextMessages(Sequence[AgentMessage]):
             append(self._json_of(item))
         return out
 
+    def stored_roles(self) -> list[str | None]:
+        """Each message's role where it is a stored ``message`` entry's (known without
+        decoding it), ``None`` for the rest (a summary, a custom message, an edit's result):
+        what a converter reads to keep the stored ones undecoded (issue 38)."""
+        stored = StoredEntry
+        return [
+            item.role if isinstance(item, stored) and item.type == "message" else None
+            for item in self._items[: self._length]
+        ]
+
+    def stored_texts(self, start: int, stop: int) -> list[Any]:
+        """The JSON text (``bytes``, or a ``memoryview`` of a mapped line) of messages
+        ``start`` to ``stop`` that are stored ``message`` entries, ``None`` for the others
+        (and for a line whose message cannot be read): what :mod:`pitrio._prefix_chat`
+        converts without decoding (issue 38)."""
+        out: list[Any] = []
+        append = out.append
+        stored, mapped_class = StoredEntry, MappedMessageEntry
+        for item in self._items[start:stop]:
+            if item.__class__ is mapped_class:
+                lines = item.lines
+                if lines is not None:
+                    index = item.line - lines.first
+                    found = lines.starts[index]
+                    if found:
+                        append(lines.view[found : lines.bounds[index] - 2])
+                        continue
+            if isinstance(item, stored) and item.type == "message":
+                text = item.message_bytes()
+                append(text if text is not None else _message_text(item))
+            else:
+                append(None)
+        return out
+
+    def stored_lines(self) -> list[int]:
+        """Each message's line in the file it was read from where it is a stored ``message``
+        entry read from one, else 0 (see :attr:`StoredEntry.line`)."""
+        stored = StoredEntry
+        return [
+            item.line if isinstance(item, stored) and item.type == "message" else 0
+            for item in self._items[: self._length]
+        ]
+
+    def system_messages(self, start: int = 0) -> list[SystemMessage]:
+        """The system messages from ``start`` on, decoding only those: a stored entry's
+        role says which they are (issue 38: the request's prompt and tools are their
+        replay, read before a resumed session's first turn)."""
+        out: list[SystemMessage] = []
+        stored = StoredEntry
+        for item in self._items[start : self._length]:
+            if isinstance(item, stored):
+                if item.type != "message" or item.role != "system":
+                    continue
+                message = item.message()
+            else:
+                message = item.message()
+            if isinstance(message, SystemMessage):
+                out.append(message)
+        return out
+
     def _json_of(self, item: _Item) -> Any:
         if isinstance(item, StoredEntry) and item.type == "message":
             text = item.message_bytes()
@@ -213,6 +276,16 @@ class SessionContext:
 EMPTY_CONTEXT = SessionContext(
     leaf_id=None, messages=ContextMessages([], 0), thinking_level=DEFAULT_THINKING_LEVEL, model=None
 )
+
+
+def _message_text(stored: StoredEntry) -> bytes | None:
+    """A ``message`` entry's message as JSON text, parsed out of its line and encoded again
+    (a line of another envelope, an entry made here); ``None`` where that fails (a broken
+    line: its decode reports it)."""
+    try:
+        return orjson.dumps(stored.message_json())
+    except (PitrioError, orjson.JSONEncodeError):
+        return None
 
 
 def _projects(stored: StoredEntry) -> bool:

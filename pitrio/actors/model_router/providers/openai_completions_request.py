@@ -10,10 +10,10 @@ server's :class:`~.openai_compat.OpenAICompat` wants them. Pure; the provider
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pitrio._prefix_chat import ChatFacts, ChatPrefix
+from pitrio._prefix_chat import ChatFacts, ChatPrefix, prepare_chat_prefix
 from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
@@ -44,7 +44,9 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
+from pitrio.messages.snapshot import Snapshot
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
@@ -239,12 +241,35 @@ def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> l
 _PREFIXES: PrefixCache[ChatMessages] = PrefixCache()
 
 
+def _stored_prefix(
+    model: Model, compat: OpenAICompat, messages: Sequence[LlmMessage]
+) -> tuple[ChatMessages, int] | None:
+    """A builder holding the items of the stored messages that start ``messages`` (a resumed
+    session's transcript, still undecoded: :class:`~pitrio.messages.convert.ConvertedView`),
+    made from their JSON by :func:`pitrio._prefix_chat.prepare_chat_prefix`, and how many it
+    holds; ``None`` when ``messages`` do not start so or it converts none (issue 38: the
+    first turn after a resume decodes and encodes only what that module does not take)."""
+    head = messages.head() if isinstance(messages, Snapshot) else None
+    if not isinstance(head, ConvertedView):
+        return None
+    prefix = prepare_chat_prefix(
+        head.json_texts(), facts_of(model, compat, block_images=head.block_images)
+    )
+    if prefix is None:
+        return None
+    builder = ChatMessages.from_prefix(model, compat, prefix)
+    return None if builder is None else (builder, prefix.consumed)
+
+
 def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:
     """:func:`build_messages` with each entry as its JSON, resumed from the previous request
     of the same transcript (:class:`PrefixCache`): only new messages are prepared and
     encoded."""
     builder = _PREFIXES.builder(
-        model, context.messages, lambda: ChatMessages(model, compat, encoded=True)
+        model,
+        context.messages,
+        lambda: ChatMessages(model, compat, encoded=True),
+        lambda messages: _stored_prefix(model, compat, messages),
     )
     return [*_system_entry(model, context, compat), *builder.finish()]
 
