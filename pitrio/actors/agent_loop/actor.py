@@ -369,10 +369,13 @@ class AgentLoop(Actor[AgentCommand]):
         return None
 
     def _state_transcript(self) -> Sequence[AgentMessage]:
-        """The transcript as a state holds it: a lazy view while a resumed one is not decoded,
-        else a snapshot extending the previous state's (see ``_state_messages``)."""
-        if self._base is not None:
-            return TranscriptView(self._base, tuple(self._messages))
+        """The transcript as a state holds it: a snapshot extending the previous state's (see
+        ``_state_messages``), behind a lazy view of a resumed transcript's stored part while
+        that is not decoded (the snapshot then holds what came after it)."""
+        kept = self._kept_messages()
+        return kept if self._base is None else TranscriptView(self._base, kept)
+
+    def _kept_messages(self) -> Snapshot[AgentMessage]:
         messages = self._messages
         kept = self._state_messages
         count = 0 if kept is None else len(kept)

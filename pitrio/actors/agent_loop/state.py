@@ -95,7 +95,7 @@ class TranscriptView(FrozenView[AgentMessage]):
 
     __slots__ = ("_base", "_tail")
 
-    def __init__(self, base: Sequence[AgentMessage], tail: tuple[AgentMessage, ...]) -> None:
+    def __init__(self, base: Sequence[AgentMessage], tail: Sequence[AgentMessage]) -> None:
         self._base = base
         self._tail = tail
 
@@ -115,7 +115,7 @@ class TranscriptView(FrozenView[AgentMessage]):
             # Each part sliced on its own: only the base's items asked for are decoded.
             base = len(self._base)
             head = tuple(self._base[start:stop]) if start < base else ()
-            return head + self._tail[max(start - base, 0) : max(stop - base, 0)]
+            return head + tuple(self._tail[max(start - base, 0) : max(stop - base, 0)])
         size = len(self)
         if index < 0:
             index += size
@@ -142,6 +142,9 @@ class TranscriptView(FrozenView[AgentMessage]):
         nothing). Compared without decoding the base."""
         if not isinstance(previous, TranscriptView) or previous._base is not self._base:
             return False
+        tail = self._tail
+        if isinstance(tail, Snapshot) and tail.starts_with(previous._tail):
+            return True  # the agent's states: each one's added messages extend the last's
         count = len(previous._tail)
         return count <= len(self._tail) and all(
             a is b for a, b in zip(previous._tail, self._tail[:count], strict=True)
@@ -153,8 +156,8 @@ class TranscriptView(FrozenView[AgentMessage]):
         return self._base
 
     @property
-    def tail(self) -> tuple[AgentMessage, ...]:
-        """The messages added since the base was read."""
+    def tail(self) -> Sequence[AgentMessage]:
+        """The messages added since the base was read (immutable)."""
         return self._tail
 
 
