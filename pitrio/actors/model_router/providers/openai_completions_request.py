@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pitrio._prefix_chat import ChatFacts, ChatPrefix, prepare_chat_prefix
+from pitrio._prefix_chat import ChatPrefix, prepare_chat_prefix
 from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
@@ -31,6 +31,7 @@ from pitrio.actors.model_router.providers.http import (
 from pitrio.actors.model_router.providers.openai_compat import (
     OpenAICompat,
     compat_of,
+    facts_of,
     normalize_tool_id,
 )
 from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
@@ -92,22 +93,6 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call.name, "arguments": dumps(call.arguments).decode()},
     }
-
-
-def facts_of(model: Model, compat: OpenAICompat, *, block_images: bool = False) -> ChatFacts:
-    """What converting a transcript for ``model`` reads of it, its server's ``compat`` and
-    the session's ``images.blockImages``, as the plain value :mod:`pitrio._prefix_chat` takes."""
-    return ChatFacts(
-        provider=model.provider,
-        api=model.api,
-        model_id=model.id,
-        images="image" in model.input,
-        thinking_as_text=bool(compat.requires_thinking_as_text),
-        tool_result_name=bool(compat.requires_tool_result_name),
-        assistant_after_tool_result=bool(compat.requires_assistant_after_tool_result),
-        mistral_tool_ids=bool(compat.requires_mistral_tool_ids),
-        block_images=block_images,
-    )
 
 
 class ChatMessages:
