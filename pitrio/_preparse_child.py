@@ -187,6 +187,13 @@ def _child(
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
+        # Nor any other descriptor this process was given (whatever the parent held
+        # inheritable when it spawned it): it may outlive its parent by a moment, waiting.
+        at = 3
+        for kept in sorted(fd for fd in (memory, requests, answers) if fd >= 3):
+            os.closerange(at, kept)
+            at = kept + 1
+        os.closerange(at, os.sysconf("SC_OPEN_MAX"))
         source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         blocks: list[Block] = []
         if write_records(source, memory, parent, block, blocks if requests >= 0 else None):

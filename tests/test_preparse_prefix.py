@@ -106,11 +106,18 @@ def forked_kept(path: Path) -> preparse.Offer:
     request_read, request_write = os.pipe()
     answer_read, answer_write = os.pipe()
     ready_read, ready_write = os.pipe()
-    serve = preparse_child.serve
+    serve, closerange = preparse_child.serve, os.closerange
 
     def waiting(*args: Any) -> None:
         os.write(ready_write, b"w")
         serve(*args)
+
+    def keeping(low: int, high: int) -> None:  # the child's other descriptors but this one
+        if low <= ready_write < high:
+            closerange(low, ready_write)
+            closerange(ready_write + 1, high)
+        else:
+            closerange(low, high)
 
     parent = os.getpid()
     pid = os.fork()
@@ -118,6 +125,7 @@ def forked_kept(path: Path) -> preparse.Offer:
         for fd in (request_write, answer_read, ready_read):
             os.close(fd)
         preparse_child.serve = waiting  # type: ignore[assignment]  # (in the child alone)
+        os.closerange = keeping
         preparse_child._child(str(path), memory, parent, preparse.BLOCK, request_read, answer_write)
     for fd in (request_read, answer_write, ready_write):
         os.close(fd)
@@ -458,6 +466,25 @@ def test_a_child_killed_mid_request(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert answered(job) is None
     assert reaped(offer)
     assert preparse_prefix.request_prefix(tuple(ME), [2]) is None
+
+
+def test_the_launchers_child_holds_its_ends_alone_and_its_death_is_seen(tmp_path: Path) -> None:
+    # The spawned child holds its standard streams (/dev/null), the memory file and its two
+    # pipe ends, nothing more (the session file closed once read); this process holds
+    # neither of its ends, so a child killed with a request in hand is an end of the pipe.
+    path = session_file(tmp_path / "s.jsonl", conversation(2))
+    offer = spawned_kept(path)
+    held = sorted(
+        os.readlink(f"/proc/{offer.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{offer.pid}/fd")
+    )
+    assert held[:3] == [os.devnull] * 3 and len(held) == 6
+    assert "pitrio-preparse" in held[3] and [name[:5] for name in held[4:]] == ["pipe:"] * 2
+    os.kill(offer.pid, signal.SIGSTOP)
+    os.waitpid(offer.pid, os.WUNTRACED)
+    job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+    assert job is not None and select.select([job], [], [], 0)[0] == []
+    os.kill(offer.pid, signal.SIGKILL)
+    assert answered(job) is None and reaped(offer)
 
 
 def test_a_child_caught_up_with_takes_no_request(tmp_path: Path) -> None:
