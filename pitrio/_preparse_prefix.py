@@ -79,7 +79,9 @@ def request_prefix(
     try:
         request = marshal.dumps((tuple(facts), numbers.tobytes()))
         _write_all(memory, request, at)
-        # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF).
+        # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF); not
+        # blocking all the same, whatever the child does.
+        os.set_blocking(requests, False)
         if os.write(requests, REQUEST.pack(at, len(request))) != REQUEST.size:
             raise OSError("a short request")
     except (OSError, ValueError):
@@ -96,7 +98,7 @@ class PrefixJob:
     there or the child died; :meth:`result` reads it; :meth:`close` releases the descriptors
     and the child."""
 
-    __slots__ = ("_count", "_done", "_facts", "_offer", "_prefix", "_records_end")
+    __slots__ = ("_answered", "_count", "_done", "_facts", "_offer", "_prefix", "_records_end")
 
     def __init__(
         self, offer: preparse.Offer, facts: tuple[Any, ...], count: int, records_end: int
@@ -108,6 +110,8 @@ class PrefixJob:
         """Where the request begins: the memory file is cut back to this."""
         self._prefix: ChatPrefix | None = None
         self._done = False
+        self._answered = False
+        """Whether the child's answer came: it writes nothing after it."""
 
     def fileno(self) -> int:
         """The answer pipe's read end: readable once the answer is in, or the child exited
@@ -126,6 +130,7 @@ class PrefixJob:
         try:
             message = os.read(offer.answers, ANSWER.size) if offer.answers >= 0 else b""
             if len(message) == ANSWER.size:
+                self._answered = True
                 at, size = ANSWER.unpack(message)
                 if size:
                     self._prefix = self._read(offer.memory, at, size)
@@ -183,7 +188,11 @@ class PrefixJob:
                 os.ftruncate(memory, end)  # the parent's mappings of the records stay
             os.close(memory)
 
-        offer.stop(given_back)
+        if self._answered:  # nothing more to come from the child: at once
+            given_back()
+            offer.stop()
+        else:
+            offer.stop(given_back)
 
 
 def _write_all(memory: int, data: bytes, at: int) -> None:
