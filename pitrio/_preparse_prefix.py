@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from pitrio._prefix_chat import ChatPrefix
 
 
+def child_waits() -> bool:
+    """Whether a child kept after its records were taken waits for a request (so
+    :func:`request_prefix` may be worth its arguments)."""
+    return bool(preparse._KEPT)
+
+
 def request_prefix(
     facts: tuple[Any, ...], lines: Sequence[int], identity: preparse.Identity | None = None
 ) -> PrefixJob | None:
@@ -210,4 +216,4 @@ def _read_all(memory: int, size: int, at: int) -> bytes:
     return data
 
 
-__all__ = ["PrefixJob", "request_prefix"]
+__all__ = ["PrefixJob", "child_waits", "request_prefix"]

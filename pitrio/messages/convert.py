@@ -159,7 +159,10 @@ class PrefixConverter:
     reused too. The result is a :class:`Snapshot` made from the previous result, so the
     provider need not compare either. Used by one caller at a time (the agent loop's hook)."""
 
-    def __init__(self, *, block_images: bool = False) -> None:
+    def __init__(
+        self, *, block_images: bool = False, prepared: ConvertedView | None = None
+    ) -> None:
+        self._prepared = prepared  # the view of a stored head made before the first request
         self._source: Sequence[AgentMessage] = ()
         self._out: Snapshot[LlmMessage] = Snapshot()
         self._one = _blocking_images if block_images else convert_message
@@ -176,8 +179,11 @@ class PrefixConverter:
             # A resumed transcript's stored head: converted as a view, its stored messages
             # decoded only when read (issue 38).
             rest = messages[len(head) :]
+            prepared = self._prepared
+            if prepared is None or prepared._source is not head:
+                prepared = ConvertedView(head, self._block_images)
             out = Snapshot.over(
-                ConvertedView(head, self._block_images),
+                prepared,
                 (m for m in map(self._one, rest) if m is not None),
             )
         elif extends(self._source, messages):
@@ -205,7 +211,7 @@ class ConvertedView(FrozenView[LlmMessage]):
     the stored ones, for a provider that builds its request from it
     (:meth:`stored_texts`). Read items are kept, so an item is the same object every time."""
 
-    __slots__ = ("_block_images", "_built", "_slots", "_source")
+    __slots__ = ("_block_images", "_built", "_slots", "_source", "offered")
 
     def __init__(self, source: Sequence[AgentMessage], block_images: bool = False) -> None:
         self._source = source
@@ -224,6 +230,10 @@ class ConvertedView(FrozenView[LlmMessage]):
                     slots.append(converted)
         self._slots = slots
         self._built: dict[int, LlmMessage] = {}
+        self.offered: Any = None
+        """A :class:`pitrio._prefix_chat.ChatPrefix` of these items made elsewhere (the
+        launcher's child: :mod:`pitrio.actors.session.resumed_prefix`), for a builder whose
+        facts it was made for; ``None``."""
 
     @property
     def block_images(self) -> bool:

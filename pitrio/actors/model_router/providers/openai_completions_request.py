@@ -231,15 +231,19 @@ def _stored_prefix(
 ) -> tuple[ChatMessages, int] | None:
     """A builder holding the items of the stored messages that start ``messages`` (a resumed
     session's transcript, still undecoded: :class:`~pitrio.messages.convert.ConvertedView`),
-    made from their JSON by :func:`pitrio._prefix_chat.prepare_chat_prefix`, and how many it
-    holds; ``None`` when ``messages`` do not start so or it converts none (issue 38: the
-    first turn after a resume decodes and encodes only what that module does not take)."""
+    made from their JSON by :func:`pitrio._prefix_chat.prepare_chat_prefix` (here, or before
+    by the launcher's child: ``ConvertedView.offered``), and how many it holds; ``None`` when
+    ``messages`` do not start so or it converts none (issue 38: the first turn after a
+    resume decodes and encodes only what that module does not take)."""
     head = messages.head() if isinstance(messages, Snapshot) else None
     if not isinstance(head, ConvertedView):
         return None
-    prefix = prepare_chat_prefix(
-        head.json_texts(), facts_of(model, compat, block_images=head.block_images)
-    )
+    facts = facts_of(model, compat, block_images=head.block_images)
+    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
+    # else made here, as the child would.
+    prefix = head.offered
+    if prefix is None or prefix.facts != facts:
+        prefix = prepare_chat_prefix(head.json_texts(), facts)
     if prefix is None:
         return None
     builder = ChatMessages.from_prefix(model, compat, prefix)
