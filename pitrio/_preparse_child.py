@@ -239,26 +239,37 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
     gc.disable()  # an object graph of a few lists, built once: nothing to collect
     offset, length = REQUEST.unpack(message)
     request = os.pread(memory, length, offset)
-    facts, numbers = marshal.loads(request)
+    facts, numbers, inline = marshal.loads(request)
     lines = array("Q")
     lines.frombytes(numbers)
-    pieces = prefix_answer(memory, blocks, tuple(facts), lines)
+    pieces = prefix_answer(memory, blocks, tuple(facts), lines, inline)
     at = -(-(offset + length) // PAGE) * PAGE
     size = sum(map(len, pieces))
     _write_vector(memory, pieces, at)
     os.write(answers, ANSWER.pack(at, size))
 
 
-def messages_of(view: memoryview, blocks: list[Block], lines: Any) -> Iterator[memoryview]:
+def messages_of(
+    view: memoryview, blocks: list[Block], lines: Any, inline: Any = None
+) -> Iterator[memoryview | bytes]:
     """The message JSON texts of the given line numbers (each as ``MappedLines.message`` cuts
     it, a view of ``view``), ending at the first line that has none: not a line of a block
-    (the header is one, but not certified), or a line whose message was not found."""
+    (the header is one, but not certified), or a line whose message was not found. Where a
+    line number is 0, the text is ``inline``'s for that position (a message the parent
+    built, such as a compaction's summary), the end if it has none."""
     firsts = [block[0] for block in blocks]
     low = high = 0
     base = 0
     bounds: Any = ()
     starts: Any = ()
-    for number in lines:
+    given = inline or {}
+    for position, number in enumerate(lines):
+        if not number:
+            text = given.get(position)
+            if text is None:
+                return
+            yield text
+            continue
         if not low < number <= high:
             found = bisect_right(firsts, number - 1) - 1
             if found < 0:
@@ -275,7 +286,7 @@ def messages_of(view: memoryview, blocks: list[Block], lines: Any) -> Iterator[m
 
 
 def prefix_answer(
-    memory: int, blocks: list[Block], facts: tuple[Any, ...], lines: Any
+    memory: int, blocks: list[Block], facts: tuple[Any, ...], lines: Any, inline: Any = None
 ) -> list[Any]:
     """The answer to a request: ``[]`` where no prefix was made, else the length of a
     ``marshal`` header (:data:`~pitrio._preparse.LENGTH`), the header ``(facts, consumed,
@@ -291,7 +302,8 @@ def prefix_answer(
         return []
     flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
     mapped = mmap.mmap(memory, end, flags=flags, prot=mmap.PROT_READ)
-    prefix = prepare_chat_prefix(messages_of(memoryview(mapped), blocks, lines), ChatFacts(*facts))
+    texts = messages_of(memoryview(mapped), blocks, lines, inline)
+    prefix = prepare_chat_prefix(texts, ChatFacts(*facts))
     if prefix is None:
         return []
     header = marshal.dumps(

@@ -42,7 +42,7 @@ import contextlib
 import marshal
 import os
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pitrio import _preparse as preparse
@@ -59,14 +59,18 @@ def child_waits() -> bool:
 
 
 def request_prefix(
-    facts: tuple[Any, ...], lines: Sequence[int], identity: preparse.Identity | None = None
+    facts: tuple[Any, ...],
+    lines: Sequence[int],
+    identity: preparse.Identity | None = None,
+    inline: Mapping[int, bytes] | None = None,
 ) -> PrefixJob | None:
     """Ask the child kept after its records were taken for the Chat Completions prefix of
     the messages on ``lines`` (the file's 1-based line numbers, as ``StoredEntry.line``
     holds them, the base transcript's messages in order) for ``facts`` (a
     :class:`~pitrio._prefix_chat.ChatFacts`, sent as a plain tuple). ``identity``, if given,
     is the file's the lines are of (:func:`~pitrio._preparse.identity`): a child that read
-    another file is not asked.
+    another file is not asked. A message built by the parent (a compaction's summary, a
+    custom message as the user's) has line 0 and its JSON text in ``inline``, by position.
 
     ``None`` at once when no child waits (none started, its offer not taken whole, killed,
     released, dead, or already asked); else the job, which the caller must close
@@ -83,7 +87,7 @@ def request_prefix(
     offer.requests = -1
     at = -(-offer.end // PAGE) * PAGE
     try:
-        request = marshal.dumps((tuple(facts), numbers.tobytes()))
+        request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {})))
         _write_all(memory, request, at)
         # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF); not
         # blocking all the same, whatever the child does.

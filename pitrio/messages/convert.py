@@ -283,6 +283,15 @@ class ConvertedView(FrozenView[LlmMessage]):
             for slot in self._slots
         ]
 
+    def built_texts(self) -> dict[int, bytes]:
+        """The JSON text of each item that is no stored message (a summary or custom message,
+        converted), by position: what :meth:`stored_lines` cannot point at."""
+        return {
+            index: orjson.dumps(to_json(slot))
+            for index, slot in enumerate(self._slots)
+            if not isinstance(slot, int)
+        }
+
     def stored_lines(self) -> list[int]:
         """Each item's line in the session file where it is a stored message read from one
         (``StoredEntry.line``), else 0: what the launcher's child converts from (issue 38)."""

@@ -75,8 +75,9 @@ def _messages(turns: int) -> Iterator[tuple[str, dict[str, Any]]]:
             yield "custom_message", {"customType": "note", "content": "a note", "display": True}
 
 
-def write_session(path: Path, turns: int) -> int:
-    """A session file of ``turns`` turns; how many entries follow its header."""
+def write_session(path: Path, turns: int, *, compacted: bool = False) -> int:
+    """A session file of ``turns`` turns (``compacted``: with a compaction a third of the way
+    in, keeping from the turn before it); how many entries follow its header."""
     lines = [
         {
             "type": "session",
@@ -88,7 +89,12 @@ def write_session(path: Path, turns: int) -> int:
     ]
     parent = None
     count = 0
-    for index, (kind, body) in enumerate(_messages(turns)):
+    bodies = list(_messages(turns))
+    if compacted:
+        at = len(bodies) // 3
+        summary = {"summary": "what happened", "firstKeptEntryId": f"e{at - 4:07d}"}
+        bodies.insert(at, ("compaction", {**summary, "tokensBefore": 5000}))
+    for index, (kind, body) in enumerate(bodies):
         entry: dict[str, Any] = {
             "type": kind,
             "id": f"e{index:07d}",

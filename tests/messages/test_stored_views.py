@@ -154,6 +154,7 @@ def test_the_converted_view_is_the_conversion_building_only_what_is_read() -> No
         to_json(m) for m in convert_to_llm(messages)
     ]
     assert view2.stored_lines() == [3, 4, 0, 7, 8, 10]
+    assert view2.built_texts() == {2: orjson.dumps(to_json(view2[2]))}
 
 
 def test_a_blocking_view_replaces_images_and_keeps_the_result() -> None:

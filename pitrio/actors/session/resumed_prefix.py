@@ -78,7 +78,9 @@ def request_resumed_prefix(
 
     view = ConvertedView(messages, block_images)
     facts: Any = facts_of(model, compat_of(model), block_images=block_images)
-    job = _preparse_prefix.request_prefix(tuple(facts), view.stored_lines())
+    job = _preparse_prefix.request_prefix(
+        tuple(facts), view.stored_lines(), inline=view.built_texts()
+    )
     return ResumedPrefix(view, job)
 
 
