@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 import attrs
@@ -211,24 +212,45 @@ class ConvertedView(FrozenView[LlmMessage]):
     the stored ones, for a provider that builds its request from it
     (:meth:`stored_texts`). Read items are kept, so an item is the same object every time."""
 
-    __slots__ = ("_block_images", "_built", "_slots", "_source", "offered")
+    __slots__ = ("_block_images", "_built", "_pieces", "_slots", "_source", "offered")
 
     def __init__(self, source: Sequence[AgentMessage], block_images: bool = False) -> None:
         self._source = source
         self._block_images = block_images
         one = _blocking_images if block_images else convert_message
         roles: list[str | None] = source.stored_roles()  # type: ignore[attr-defined]
-        kept = _KEPT_ROLES
         # Each item: the source index of a stored message kept as it is, else its conversion.
+        # Made at a resumed session's start (issue 38): the few other messages are found by
+        # a search per role in C, and the runs of kept ones between them copied as ranges
+        # (``_pieces`` keeps them, for the texts and lines asked of them too).
+        others: list[int] = []
+        for role in set(roles).difference(_KEPT_ROLES):
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = roles.index(role, at + 1)
+                    others.append(at)
+        others.sort()
         slots: list[int | LlmMessage] = []
-        for index, role in enumerate(roles):
-            if role in kept:
-                slots.append(index)
-            elif role != "system":
+        pieces: list[range | LlmMessage] = []
+        done = 0
+        for index in others:
+            if done < index:
+                pieces.append(range(done, index))
+            done = index + 1
+            if roles[index] != "system":
                 converted = one(source[index])
                 if converted is not None:
-                    slots.append(converted)
+                    pieces.append(converted)
+        if done < len(roles):
+            pieces.append(range(done, len(roles)))
+        for piece in pieces:
+            if isinstance(piece, range):
+                slots.extend(piece)
+            else:
+                slots.append(piece)
         self._slots = slots
+        self._pieces = pieces
         self._built: dict[int, LlmMessage] = {}
         self.offered: Any = None
         """A :class:`pitrio._prefix_chat.ChatPrefix` of these items made elsewhere (the
@@ -278,25 +300,36 @@ class ConvertedView(FrozenView[LlmMessage]):
         line holds it, a converted one's (a summary or custom message, now a user message)
         encoded; ``None`` where a stored message's text could not be cut out of its line."""
         texts: list[Any] = self._source.stored_texts(0, len(self._source))  # type: ignore[attr-defined]
-        return [
-            texts[slot] if isinstance(slot, int) else orjson.dumps(to_json(slot))
-            for slot in self._slots
-        ]
+        return self._spliced(texts, lambda built: orjson.dumps(to_json(built)))
 
     def built_texts(self) -> dict[int, bytes]:
         """The JSON text of each item that is no stored message (a summary or custom message,
         converted), by position: what :meth:`stored_lines` cannot point at."""
-        return {
-            index: orjson.dumps(to_json(slot))
-            for index, slot in enumerate(self._slots)
-            if not isinstance(slot, int)
-        }
+        out: dict[int, bytes] = {}
+        at = 0
+        for piece in self._pieces:
+            if isinstance(piece, range):
+                at += len(piece)
+            else:
+                out[at] = orjson.dumps(to_json(piece))
+                at += 1
+        return out
 
     def stored_lines(self) -> list[int]:
         """Each item's line in the session file where it is a stored message read from one
         (``StoredEntry.line``), else 0: what the launcher's child converts from (issue 38)."""
-        lines: list[int] = self._source.stored_lines()  # type: ignore[attr-defined]
-        return [lines[slot] if isinstance(slot, int) else 0 for slot in self._slots]
+        return self._spliced(self._source.stored_lines(), lambda built: 0)  # type: ignore[attr-defined]
+
+    def _spliced(self, per_source: list[Any], per_built: Callable[[LlmMessage], Any]) -> list[Any]:
+        """One value per item: ``per_source``'s for a stored one (copied by runs), the
+        function's for a converted one."""
+        out: list[Any] = []
+        for piece in self._pieces:
+            if isinstance(piece, range):
+                out.extend(per_source[piece.start : piece.stop])
+            else:
+                out.append(per_built(piece))
+        return out
 
 
 def _blocking_images(message: AgentMessage) -> LlmMessage | None:
