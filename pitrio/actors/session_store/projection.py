@@ -33,6 +33,7 @@ The rules, as pi applies them:
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -227,16 +228,23 @@ class ContextMessages(FrozenView[AgentMessage]):
     def system_messages(self, start: int = 0) -> list[SystemMessage]:
         """The system messages from ``start`` on, decoding only those: a stored entry's
         role says which they are (issue 38: the request's prompt and tools are their
-        replay, read before a resumed session's first turn)."""
+        replay, read before a resumed session's first turn). Found by a search of the
+        roles in C: a summary or an edit's result (no role) is looked at, the rest not."""
+        items = self._items[start : self._length]
+        roles = list(map(_ROLE, items))
+        found: list[int] = []
+        for wanted in ("system", None):
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = roles.index(wanted, at + 1)
+                    found.append(at)
         out: list[SystemMessage] = []
-        stored = StoredEntry
-        for item in self._items[start : self._length]:
-            if isinstance(item, stored):
-                if item.type != "message" or item.role != "system":
-                    continue
-                message = item.message()
-            else:
-                message = item.message()
+        for index in sorted(found):
+            item = items[index]
+            if isinstance(item, StoredEntry) and (item.type != "message" or item.role is None):
+                continue  # another entry type (a custom message, a branch summary)
+            message = item.message()
             if isinstance(message, SystemMessage):
                 out.append(message)
         return out
