@@ -237,14 +237,16 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
     import marshal
 
     gc.disable()  # an object graph of a few lists, built once: nothing to collect
-    # Only on a core nothing else wants: the request comes as the parent starts answering,
-    # and what the answers' reader does then (the parent, the client reading 16 MB of
-    # get_messages) must not share a core with this work, which is only needed later.
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     offset, length = REQUEST.unpack(message)
     request = os.pread(memory, length, offset)
-    facts, numbers, inline = marshal.loads(request)
+    facts, numbers, inline, idle = marshal.loads(request)
+    if idle:
+        # Only on a core nothing else wants: the request comes as the parent starts
+        # answering, and what reads the answers then (the parent, a client reading 16 MB
+        # of get_messages) must not share a core with this work, which is needed only
+        # later. The parent bounds its wait for it (it may be starved on a busy machine).
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     lines = array("Q")
     lines.frombytes(numbers)
     pieces = prefix_answer(memory, blocks, tuple(facts), lines, inline)

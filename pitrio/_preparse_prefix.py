@@ -63,6 +63,7 @@ def request_prefix(
     lines: Sequence[int],
     identity: preparse.Identity | None = None,
     inline: Mapping[int, bytes] | None = None,
+    idle: bool = True,
 ) -> PrefixJob | None:
     """Ask the child kept after its records were taken for the Chat Completions prefix of
     the messages on ``lines`` (the file's 1-based line numbers, as ``StoredEntry.line``
@@ -71,6 +72,8 @@ def request_prefix(
     is the file's the lines are of (:func:`~pitrio._preparse.identity`): a child that read
     another file is not asked. A message built by the parent (a compaction's summary, a
     custom message as the user's) has line 0 and its JSON text in ``inline``, by position.
+    ``idle``: the child works under ``SCHED_IDLE`` (only on a core nothing else wants), so
+    it may be starved on a busy machine: the caller bounds its wait.
 
     ``None`` at once when no child waits (none started, its offer not taken whole, killed,
     released, dead, or already asked); else the job, which the caller must close
@@ -87,7 +90,7 @@ def request_prefix(
     offer.requests = -1
     at = -(-offer.end // PAGE) * PAGE
     try:
-        request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {})))
+        request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {}), idle))
         _write_all(memory, request, at)
         # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF); not
         # blocking all the same, whatever the child does.

@@ -155,6 +155,13 @@ def spawned_kept(path: Path) -> preparse.Offer:
     return offer
 
 
+def ask(*args: Any, **kwargs: Any) -> preparse_prefix.PrefixJob | None:
+    """:func:`~pitrio._preparse_prefix.request_prefix` of a child at the usual priority
+    (under ``SCHED_IDLE`` a busy machine, such as a parallel test run, may starve it for
+    longer than the tests wait: see the test of that policy)."""
+    return preparse_prefix.request_prefix(*args, idle=False, **kwargs)
+
+
 def answered(job: preparse_prefix.PrefixJob) -> ChatPrefix | None:
     assert select.select([job], [], [], 60)[0], "no answer and the child alive"
     return job.result()
@@ -217,7 +224,7 @@ def test_the_childs_prefix_is_the_one_made_in_process(
     facts = _facts_variants("mock", "openai-completions", "m")[variant]
     lines = message_lines(path)
     offer = forked_kept(path)
-    job = preparse_prefix.request_prefix(tuple(facts), lines)
+    job = ask(tuple(facts), lines)
     assert job is not None
     prefix = answered(job)
     expected = prepare_chat_prefix(certified(path, lines), facts)
@@ -227,6 +234,25 @@ def test_the_childs_prefix_is_the_one_made_in_process(
     # Blocked images stop at the first (turn 2's result); otherwise every message is taken.
     assert prefix.consumed == (10 if facts.block_images else len(lines))
     assert reaped(offer)
+
+
+def test_a_request_made_idle_puts_the_child_under_sched_idle(tmp_path: Path) -> None:
+    # The default request: the child converts only on a core nothing else wants. It sets
+    # the policy as it takes the request; seen before its answer (a 3,000-turn conversion,
+    # or the child's exit, ends the watch).
+    path = session_file(tmp_path / "s.jsonl", conversation(3000))
+    facts = _facts_variants("mock", "openai-completions", "m")[0]
+    offer = forked_kept(path)
+    job = preparse_prefix.request_prefix(tuple(facts), message_lines(path))
+    assert job is not None
+    policies = []
+    while not select.select([job], [], [], 0.001)[0]:
+        try:
+            policies.append(os.sched_getscheduler(offer.pid))
+        except ProcessLookupError:
+            break
+    assert os.SCHED_IDLE in policies
+    assert answered(job) is not None
 
 
 def _made_session(turns: int, path: Path) -> None:
@@ -256,7 +282,7 @@ def test_a_long_made_session_from_the_launchers_own_child(tmp_path: Path) -> Non
         (_facts_variants("other", "openai-completions", "mock-model")[0], 1),
     ):
         offer = spawned_kept(path)
-        job = preparse_prefix.request_prefix(tuple(facts), lines)
+        job = ask(tuple(facts), lines)
         assert job is not None
         prefix = answered(job)
         assert prefix is not None and prefix == prepare_chat_prefix(messages, facts)
@@ -291,7 +317,7 @@ def test_the_shared_fixture_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyP
                 break
         for facts in _facts_variants(*who)[:2]:
             offer = forked_kept(path)
-            job = preparse_prefix.request_prefix(tuple(facts), lines)
+            job = ask(tuple(facts), lines)
             assert job is not None
             prefix = answered(job)
             assert prefix == prepare_chat_prefix(certified(path, lines), facts), source.name
@@ -320,14 +346,14 @@ def test_a_line_not_certified_ends_the_prefix(
     ]
     for requested, consumed in cases:
         offer = forked_kept(path)
-        job = preparse_prefix.request_prefix(tuple(ME), requested)
+        job = ask(tuple(ME), requested)
         assert job is not None
         prefix = answered(job)
         assert prefix is not None and prefix.consumed == consumed
         assert prefix == prepare_chat_prefix(certified(path, requested), ME)
         assert reaped(offer)
     offer = forked_kept(path)  # nothing to convert: no prefix
-    job = preparse_prefix.request_prefix(tuple(ME), [1, *lines])
+    job = ask(tuple(ME), [1, *lines])
     assert job is not None and answered(job) is None and reaped(offer)
 
 
@@ -335,17 +361,17 @@ def test_a_line_not_certified_ends_the_prefix(
 
 
 def test_no_child_no_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert preparse_prefix.request_prefix(tuple(ME), [2]) is None  # never started
+    assert ask(tuple(ME), [2]) is None  # never started
     path = session_file(tmp_path / "s.jsonl", conversation(2))
     offer = forked_kept(path)
-    job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+    job = ask(tuple(ME), message_lines(path))
     assert job is not None
-    assert preparse_prefix.request_prefix(tuple(ME), [2]) is None  # already asked
+    assert ask(tuple(ME), [2]) is None  # already asked
     assert answered(job) is not None and reaped(offer)
     # A child whose file changed is not kept (nor one another file's reader would ask).
     offer = forked_kept(path)
     other = (*preparse.identity(os.stat(path))[:4], 0)
-    assert preparse_prefix.request_prefix(tuple(ME), [2], identity=other) is None
+    assert ask(tuple(ME), [2], identity=other) is None
     assert reaped(offer) and not preparse._KEPT
 
 
@@ -358,7 +384,7 @@ def test_released_without_a_request(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert [offer] == preparse._KEPT and not gone(offer.pid)
     preparse.release()
     assert reaped(offer) and not preparse._KEPT
-    assert preparse_prefix.request_prefix(tuple(ME), [2]) is None
+    assert ask(tuple(ME), [2]) is None
 
 
 def test_the_request_channel_closed_ends_the_child(
@@ -371,7 +397,7 @@ def test_the_request_channel_closed_ends_the_child(
     assert exited(offer.pid)  # on its own, not killed
     _, status = os.waitpid(offer.pid, 0)
     assert os.WIFEXITED(status)
-    assert preparse_prefix.request_prefix(tuple(ME), [2]) is None  # found gone
+    assert ask(tuple(ME), [2]) is None  # found gone
     assert not preparse._KEPT
 
 
@@ -420,7 +446,7 @@ def test_an_answer_read_gives_its_memory_back(
     memory = os.dup(offer.memory)  # to look at the file after the job closed its own
     try:
         records = os.fstat(memory).st_size
-        job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+        job = ask(tuple(ME), message_lines(path))
         assert job is not None
         assert select.select([job], [], [], 60)[0]
         assert os.fstat(memory).st_size > records  # the request and the answer
@@ -441,7 +467,7 @@ def test_a_stopped_child_does_not_hold_the_caller(
     offer = forked_kept(path)
     os.kill(offer.pid, signal.SIGSTOP)
     os.waitpid(offer.pid, os.WUNTRACED)
-    job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+    job = ask(tuple(ME), message_lines(path))
     assert job is not None  # the request written without the child
     assert select.select([job], [], [], 0)[0] == []
     job.close()  # given up: killed, reaped by a thread once it exits
@@ -460,13 +486,13 @@ def test_a_child_killed_mid_request(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(preparse_child, "prefix_answer", stopping)
     offer = forked_kept(path)
-    job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+    job = ask(tuple(ME), message_lines(path))
     assert job is not None
     os.waitpid(offer.pid, os.WUNTRACED)  # stopped in the request
     os.kill(offer.pid, signal.SIGKILL)
     assert answered(job) is None
     assert reaped(offer)
-    assert preparse_prefix.request_prefix(tuple(ME), [2]) is None
+    assert ask(tuple(ME), [2]) is None
 
 
 def test_the_launchers_child_holds_its_ends_alone_and_its_death_is_seen(tmp_path: Path) -> None:
@@ -482,7 +508,7 @@ def test_the_launchers_child_holds_its_ends_alone_and_its_death_is_seen(tmp_path
     assert "pitrio-preparse" in held[3] and [name[:5] for name in held[4:]] == ["pipe:"] * 2
     os.kill(offer.pid, signal.SIGSTOP)
     os.waitpid(offer.pid, os.WUNTRACED)
-    job = preparse_prefix.request_prefix(tuple(ME), message_lines(path))
+    job = ask(tuple(ME), message_lines(path))
     assert job is not None and select.select([job], [], [], 0)[0] == []
     os.kill(offer.pid, signal.SIGKILL)
     assert answered(job) is None and reaped(offer)
@@ -496,7 +522,7 @@ def test_a_child_caught_up_with_takes_no_request(tmp_path: Path) -> None:
     assert read_session(path) is not None
     if not preparse._KEPT:  # caught up with: killed, reaped, nothing to ask
         assert reaped(offer)
-        assert preparse_prefix.request_prefix(tuple(ME), [2]) is None
+        assert ask(tuple(ME), [2]) is None
 
 
 # --- what each side imports -----------------------------------------------------------------

@@ -21,8 +21,9 @@ from tests.actors.providers.loopback import recording
 from tests.actors.test_session_resumed_prefix import write_session
 
 # The launcher with its child started whatever the load; the store's read waits until the
-# child has taken in the whole file (so its offer is taken whole and the child kept), and
-# the child's answer (how many messages it converted) is written to $PREFIX_REPORT.
+# child has taken in the whole file (so its offer is taken whole and the child kept), the
+# session waits for the child's answer, and that answer (how many messages it converted)
+# is written to $PREFIX_REPORT.
 WITH_CHILD = """
 import functools, os, select, sys
 from pitrio import _preparse as preparse, _preparse_prefix
@@ -41,6 +42,11 @@ def reported(self):
         out.write(f"{0 if prefix is None else prefix.consumed}\\n")
     return prefix
 _preparse_prefix.PrefixJob.result = reported
+# At the usual priority, and waited for however long: a parallel test run must not starve
+# the child into the in-process fallback (tests/actors/test_session_resumed_prefix_wait.py).
+_preparse_prefix.request_prefix = functools.partial(_preparse_prefix.request_prefix, idle=False)
+from pitrio.actors.session import resumed_prefix
+resumed_prefix.LEAST_WAIT = 120.0
 from pitrio.transports.launch import main
 sys.exit(main())
 """

@@ -15,7 +15,7 @@ the child failing) leaves the builder converting in-process, as it would without
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -23,11 +23,32 @@ from pitrio.messages.agent import AgentMessage
 from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import Model
 
-if TYPE_CHECKING:
-    from pitrio._preparse_prefix import PrefixJob
-
 CHAT_API = "openai-completions"
 """The API whose request the child can build (:mod:`pitrio._prefix_chat`)."""
+
+
+WAIT_PER_MESSAGE = 10e-6
+"""How long the first request waits for the child, per message: about what converting a
+message costs here (7.5 us measured on 48,000). The child works under ``SCHED_IDLE`` and a
+busy machine may starve it; past this wait the session converts in-process, so the first
+request never costs more than about twice what it would without a child."""
+LEAST_WAIT = 0.05
+
+
+class PrefixAnswer(Protocol):
+    """What :class:`ResumedPrefix` needs of a job (:class:`pitrio._preparse_prefix.PrefixJob`)."""
+
+    def fileno(self) -> int:
+        """Readable once the answer is in (or the child died); -1 once closed."""
+        ...
+
+    def result(self) -> Any:
+        """The prefix or ``None``; closes the job."""
+        ...
+
+    def close(self) -> None:
+        """Give the job up (idempotent)."""
+        ...
 
 
 class ResumedPrefix:
@@ -36,19 +57,28 @@ class ResumedPrefix:
 
     __slots__ = ("_job", "view")
 
-    def __init__(self, view: ConvertedView, job: PrefixJob | None) -> None:
+    def __init__(self, view: ConvertedView, job: PrefixAnswer | None) -> None:
         self.view = view
         """The stored part converted as a view: the converter uses it for that part."""
         self._job = job
 
     async def settle(self) -> None:
-        """Wait for the child's answer, if one is awaited, and put it on the view (once).
-        Cancellable: a cancelled wait (an aborted run) leaves the job for the next request."""
+        """Wait for the child's answer, if one is awaited, and put it on the view (once), at
+        most about what converting here would take (:data:`WAIT_PER_MESSAGE`): then the
+        child is given up and the provider converts in-process. Cancellable: a cancelled
+        wait (an aborted run) leaves the job for the next request."""
         job = self._job
         if job is None:
             return
-        if job.fileno() >= 0:
-            await trio.lowlevel.wait_readable(job.fileno())
+        patience = max(LEAST_WAIT, len(self.view) * WAIT_PER_MESSAGE)
+        fd = job.fileno()
+        if fd >= 0:
+            with trio.move_on_after(patience) as waited:
+                await trio.lowlevel.wait_readable(fd)
+            if waited.cancelled_caught:
+                self._job = None
+                job.close()  # no task waits on it any more: closing is safe
+                return
         self._job = None
         self.view.offered = job.result()  # closes the job: the child is reaped
 
