@@ -22,8 +22,13 @@ change times as the child read them): a cache of a pure function of the file's b
 reader of that file may take it, and a file changed meanwhile is read again in-process. The
 reader never waits for the child: it takes the blocks handed over so far and reads the rest
 itself (:class:`Offer`). Any failure (no ``posix_spawn`` or ``memfd_create``, a child that
-failed or was killed) leaves the in-process read. The child is reaped by whoever takes the
-offer or by :func:`discard`; it ends with the parent (it checks its parent between blocks).
+failed or was killed) leaves the in-process read.
+
+A child that finished is not reaped when its records are taken: it waits for one request, the
+Chat Completions prefix of the resumed transcript (:mod:`pitrio._preparse_prefix`, which says
+who reaps it then). Otherwise the child is reaped by whoever takes the offer (a child caught
+up with is killed) or by :func:`discard`; it ends with the parent (it checks its parent
+between blocks, and its request channel ends with the parent's descriptors).
 
 Only the standard library is imported here: this module runs before the runtime is imported
 (``pitrio/__init__.py`` loads nothing until an SDK name is used). This is the parent's side
@@ -43,7 +48,7 @@ import stat
 import struct
 import sys
 from array import array
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -62,6 +67,11 @@ PAGE = mmap.ALLOCATIONGRANULARITY
 """A block's bytes start at a multiple of this in the memory file: where a mapping may."""
 MESSAGE_KEY = b'"message":{'
 """Where the message of pi's usual line begins (``TailMessageEntry.message_bytes``'s key)."""
+REQUEST = struct.Struct("<QQ")
+"""A prefix request on the request pipe: where in the memory file it lies, and its length."""
+ANSWER = struct.Struct("<QQ")
+"""An answer on the answer pipe: where in the memory file it lies, and its length (0: no
+prefix)."""
 
 Identity = tuple[int, int, int, int, int]
 
@@ -205,21 +215,31 @@ class Offer:
     kills it and reads the rest of the file itself (a child starved of CPU on a busy
     machine, or stopped, costs no more than the blocks it had not handed over)."""
 
-    def __init__(self, pid: int, memory: int) -> None:
+    def __init__(self, pid: int, memory: int, requests: int = -1, answers: int = -1) -> None:
         self.pid = pid
         self.memory = memory
+        self.requests = requests
+        """The write end of the child's request pipe (-1: none; the child exits once its
+        records are written): see :mod:`pitrio._preparse_prefix`."""
+        self.answers = answers
+        """The read end of the pipe the child answers a request on (-1: none)."""
         self.covered = 0
         """How much of the file the records taken cover: lines whole, up to a newline (the
         file's size if the child finished, its last line without a newline included)."""
+        self.end = 0
+        """Where the records end in the memory file (once all were taken)."""
+        self.read: Identity = (0, 0, 0, 0, 0)
+        """The identity of the file the records are of (once taken)."""
         self.reaper: threading.Thread | None = None
         """The thread that waits to reap a child that had not yet exited when stopped."""
         self._stopped = False
 
-    def stop(self) -> None:
+    def stop(self, then: Callable[[], None] | None = None) -> None:
         """Kill the child if it still runs, and reap it (once) without waiting for it: a
         killed process exits only once the scheduler runs it, which on a loaded machine (and
         at the child's priority) took hundreds of milliseconds. If it has not exited yet, a
-        daemon thread waits for it instead."""
+        daemon thread waits for it instead. ``then`` runs once the child is reaped (here or
+        in that thread): what must not happen while the child could still write."""
         if self._stopped:
             return
         self._stopped = True
@@ -228,14 +248,37 @@ class Offer:
         try:
             exited, _ = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:
+            exited = self.pid
+        if exited:
+            if then is not None:
+                then()
             return
-        if not exited:
-            import threading
+        import threading
 
-            self.reaper = threading.Thread(
-                target=_reap, args=(self.pid,), name="pitrio-preparse-reaper", daemon=True
-            )
-            self.reaper.start()
+        self.reaper = threading.Thread(
+            target=_reap, args=(self.pid, then), name="pitrio-preparse-reaper", daemon=True
+        )
+        self.reaper.start()
+
+    def close(self) -> None:
+        """:meth:`stop`, and close the memory file and the request channel (idempotent)."""
+        self.stop()
+        for fd in (self.memory, self.requests, self.answers):
+            if fd >= 0:
+                os.close(fd)
+        self.memory = self.requests = self.answers = -1
+
+    def alive(self) -> bool:
+        """Whether the child runs (not stopped, not exited; one that exited is reaped)."""
+        if self._stopped:
+            return False
+        try:
+            exited, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            exited = self.pid
+        if exited:
+            self._stopped = True  # reaped: never to be signalled again
+        return not exited
 
     def _progress(self) -> tuple[bytes, Identity, int, int, bool]:
         header = os.pread(self.memory, HEADER.size, 0)
@@ -248,11 +291,12 @@ class Offer:
         """The records of the file ``wanted`` names, while the child writes them: blocks of
         lines, then (if it finished) the unterminated last line, maybe empty; :attr:`covered`
         says how far they went once iterated. ``None`` if the child read another file. The
-        child is reaped and the memory file closed by the end (or at once, on ``None``)."""
+        child is reaped and the memory file closed by the end (or at once, on ``None``),
+        except where the child finished and has a request channel: iterated to its end, the
+        offer is then kept, the child waiting for a request (:mod:`pitrio._preparse_prefix`)."""
         magic, read, *_ = self._progress()
         if magic == MAGIC and read != wanted:
-            self.stop()
-            os.close(self.memory)
+            self.close()
             return None
         return self._records(wanted)
 
@@ -263,6 +307,7 @@ class Offer:
         # One buffer for every record: a new 1 MB bytes for each would be new pages each time
         # (faulted in and zeroed: a third of the cost of taking the records).
         buffer = bytearray(BLOCK + (BLOCK >> 2))
+        kept = False
         try:
             while True:
                 magic, read, end, covered, finished = self._progress()
@@ -270,6 +315,10 @@ class Offer:
                     break  # not begun (or, at the last look, another file): nothing taken
                 if at >= end:
                     self.covered = covered
+                    if finished and not self._stopped and self.requests >= 0:
+                        # Every record taken from a child that waits now: kept for a request
+                        # (the records' identity is the one the session read).
+                        self.end, self.read, kept = end, read, True
                     if finished or self._stopped:
                         break
                     self.stop()  # caught up with it: the rest is read in-process
@@ -296,8 +345,10 @@ class Offer:
                     yield lines, ids, parents, roles
                     at += size
         finally:
-            self.stop()
-            os.close(memory)
+            if kept:
+                _KEPT.append(self)
+            else:
+                self.close()
 
 
 def _mapped(memory: int, at: int, size: int, bounds: bytes, starts: bytes) -> MappedLines:
@@ -320,26 +371,33 @@ def _mapped(memory: int, at: int, size: int, bounds: bytes, starts: bytes) -> Ma
     return MappedLines(data, offsets, found)
 
 
-def _reap(pid: int) -> None:
+def _reap(pid: int, then: Callable[[], None] | None = None) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+    if then is not None:
+        then()
 
 
 _OFFERS: list[Offer] = []
 """The one pending offer, if any (a list: ``pop`` takes it atomically from any thread)."""
 
+_KEPT: list[Offer] = []
+"""The offer whose records were all taken and whose child waits for a prefix request, if any
+(:mod:`pitrio._preparse_prefix` takes it)."""
+
 
 _CHILD = (
-    "import sys; sys.path[:0] = sys.argv[5:]; from pitrio._preparse_child import _child; "
-    "_child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))"
+    "import sys; sys.path[:0] = sys.argv[7:]; from pitrio._preparse_child import _child; "
+    "_child(sys.argv[1], *map(int, sys.argv[2:7]))"
 )
 """The child's program: :func:`pitrio._preparse_child._child`, found where this process finds
 it."""
 
 
-def start(path: str) -> bool:
+def start(path: str, requests: bool = True) -> bool:
     """Start a child that parses ``path`` (call before threads exist: the memory file is
-    inheritable for the moment of the spawn); whether one started.
+    inheritable for the moment of the spawn); whether one started. With ``requests`` false
+    the child has no request channel and exits once its records are written.
 
     The child is a new interpreter (``posix_spawn``), not a fork: a forked child shares this
     process's pages until it exits, and each page this process then writes (the imports
@@ -362,19 +420,37 @@ def start(path: str) -> bool:
         # stderr now, and RPC mode must find it closed as it was (it refuses to start).
         os.close(memory)
         return False
+    # The prefix request channel (:mod:`pitrio._preparse_prefix`): the child reads a request
+    # from one pipe and answers on the other; this process keeps the other ends.
+    made: list[int] = []
+    try:
+        if requests:
+            made.extend(os.pipe())
+            made.extend(os.pipe())
+    except OSError:
+        made.append(memory)
+        for fd in made:
+            os.close(fd)
+        return False
+    request_read, request_write, answer_read, answer_write = made or (-1, -1, -1, -1)
+    passed = [memory, *made[0:1], *made[3:4]]
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds pitrio/
     parent = os.getpid()  # passed: a parent gone before the child looks is noticed too
     argv = [sys.executable, "-I", "-S", "-c", _CHILD, path, str(memory), str(parent)]
-    argv += [str(BLOCK), home, *sys.path]
+    argv += [str(BLOCK), str(request_read), str(answer_write), home, *sys.path]
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     try:
-        os.set_inheritable(memory, True)
+        for fd in passed:
+            os.set_inheritable(fd, True)
         pid = spawn(sys.executable, argv, os.environ, file_actions=null)
     except (OSError, ValueError):
-        os.close(memory)
+        for fd in (memory, *made):
+            os.close(fd)
         return False
     os.set_inheritable(memory, False)  # no later child of this process gets it
-    _OFFERS.append(Offer(pid, memory))
+    for fd in passed[1:]:
+        os.close(fd)  # the child's ends: its exit is then this process's end of the pipe
+    _OFFERS.append(Offer(pid, memory, request_write, answer_read))
     return True
 
 
@@ -390,11 +466,10 @@ def take(wanted: os.stat_result) -> Offer | None:
 
 def discard() -> None:
     """Give up a pending offer that was not taken: the child killed if still running, reaped,
-    its memory file closed (after a start, so no child outlives its use as a zombie)."""
+    its memory file closed (after a start, so no child outlives its use as a zombie). An
+    offer taken whole and kept for a prefix request is not pending: see :func:`release`."""
     while _OFFERS:
-        offer = _OFFERS.pop()
-        offer.stop()
-        os.close(offer.memory)
+        _OFFERS.pop().close()
 
 
 @contextlib.contextmanager
@@ -405,6 +480,14 @@ def discarded_after() -> Iterator[None]:
         yield
     finally:
         discard()
+
+
+def release() -> None:
+    """No prefix request will be made: the child kept for one (if any) is killed and reaped,
+    its memory file and channel closed. Not needed at exit: the child reads the channel's
+    end when this process's descriptors close, and exits (then reaped by init)."""
+    while _KEPT:
+        _KEPT.pop().close()
 
 
 def idle_core() -> bool:

@@ -2,9 +2,14 @@
 started and taken): read a session file in blocks and, for each block, write to the memory
 file what the parser's quick path needs of each line and the block's bytes.
 
+Once its records are written it waits for one request, the Chat Completions prefix of the
+resumed transcript, and answers it (:func:`serve`; :mod:`pitrio._preparse_prefix` is the
+parent's side).
+
 Only the child imports this module (its program is ``_preparse._CHILD``), so the launcher's
 process does not load this code before the runtime's imports. Only the standard library and
-orjson are imported, the memory file's format from :mod:`pitrio._preparse`.
+orjson are imported, the memory file's format from :mod:`pitrio._preparse`, and for a request
+:mod:`pitrio._prefix_chat` (standard library and orjson too).
 """
 
 from __future__ import annotations
@@ -14,9 +19,21 @@ import os
 import signal
 import stat
 from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
 from typing import Any
 
-from pitrio._preparse import BLOCK, HEADER, LENGTH, MAGIC, MESSAGE_KEY, PAGE, identity
+from pitrio._preparse import (
+    ANSWER,
+    BLOCK,
+    HEADER,
+    LENGTH,
+    MAGIC,
+    MESSAGE_KEY,
+    PAGE,
+    REQUEST,
+    identity,
+)
 
 
 def check_line(value: Any) -> tuple[str, str | None, str] | None:
@@ -43,15 +60,26 @@ def check_line(value: Any) -> tuple[str, str | None, str] | None:
     return None
 
 
+Block = tuple[int, int, Any, Any]
+"""A block of lines as the child wrote it: the file's line number before its first line,
+where its bytes start in the memory file, and its lines' and messages' offsets in it (the
+``bounds`` and ``starts`` arrays of :class:`~pitrio._preparse.MappedLines`)."""
+
+
 def write_records(
-    source: int, memory: int, parent: int | None = None, block_size: int = BLOCK
+    source: int,
+    memory: int,
+    parent: int | None = None,
+    block_size: int = BLOCK,
+    blocks: list[Block] | None = None,
 ) -> bool:
     """Read the file open at ``source`` to its end and write its blocks of lines to
     ``memory``: for each, a record of what :func:`check_line` found in each line (``None``
     where it found nothing) and where its lines and messages lie (:class:`MappedLines`), then
     the block's bytes from the next page on, then the header (see :class:`Offer`); whether
     the file was read whole and unchanged, ``block_size`` bytes a read. ``parent``: stop
-    when the process's parent is no longer that one."""
+    when the process's parent is no longer that one. ``blocks``, if given, gets each block
+    written (:data:`Block`), for a prefix request to find its lines' messages."""
     import marshal
     from itertools import accumulate
 
@@ -65,7 +93,7 @@ def write_records(
     found_at = identity(before)
     at = HEADER.size
     rest: list[bytes] = []
-    read = covered = 0
+    read = covered = lines_before = 0
     while True:
         if parent is not None and os.getppid() != parent:
             return False
@@ -112,7 +140,11 @@ def write_records(
             starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
         record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
         at = _record(memory, at, marshal.dumps(record))
-        at = _write_all(memory, data, -(-at // PAGE) * PAGE)
+        base = -(-at // PAGE) * PAGE
+        if blocks is not None:
+            blocks.append((lines_before, base, bounds, starts))
+        lines_before += len(lines)
+        at = _write_all(memory, data, base)
         covered = read - len(last)
         _write_all(memory, HEADER.pack(MAGIC, *found_at, at, covered, False), 0)
     if read != before.st_size or identity(os.fstat(source)) != found_at:
@@ -135,8 +167,11 @@ def _write_all(memory: int, data: bytes, at: int) -> int:
     return at
 
 
-def _child(path: str, memory: int, parent: int, block: int = BLOCK) -> None:
-    """The child's whole life: parse, write, exit (never to the caller's code)."""
+def _child(
+    path: str, memory: int, parent: int, block: int = BLOCK, requests: int = -1, answers: int = -1
+) -> None:
+    """The child's whole life: parse, write, then (given a request channel) wait for a
+    prefix request and answer it (:func:`serve`), exit (never to the caller's code)."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the parent's
@@ -152,10 +187,156 @@ def _child(path: str, memory: int, parent: int, block: int = BLOCK) -> None:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
+        # Nor any other descriptor this process was given (whatever the parent held
+        # inheritable when it spawned it): it may outlive its parent by a moment, waiting.
+        at = 3
+        for kept in sorted(fd for fd in (memory, requests, answers) if fd >= 3):
+            os.closerange(at, kept)
+            at = kept + 1
+        os.closerange(at, os.sysconf("SC_OPEN_MAX"))
         source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if write_records(source, memory, parent, block):
+        blocks: list[Block] = []
+        if write_records(source, memory, parent, block, blocks if requests >= 0 else None):
             code = 0
+            os.close(source)  # not held open while it waits
+            if requests >= 0:
+                serve(requests, answers, memory, blocks, parent)
     except BaseException:
         code = 1
     finally:
         os._exit(code)  # no atexit handler, no buffer of the parent's flushed twice
+
+
+# --- the prefix request (:mod:`pitrio._preparse_prefix` is the parent's side) ---------------
+
+WAIT = 10.0
+"""Seconds between looks at the parent while waiting for a request (its death closes the
+request pipe, which ends the wait at once; the look is for a pipe some other process holds)."""
+
+
+def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent: int) -> None:
+    """Wait for one request on ``requests`` and answer it on ``answers``; return at once when
+    the pipe ends (the parent closed it or exited), or the parent changed.
+
+    The request, in ``memory`` where the pipe's :data:`~pitrio._preparse.REQUEST` says, is
+    ``marshal``'s ``(facts, lines)``: a :class:`~pitrio._prefix_chat.ChatFacts` as a tuple,
+    and the file's line numbers (``array("Q")``'s bytes) of the transcript's messages in
+    order. The answer, written after the request (from the next page on), is
+    :func:`prefix_answer`'s; then its place goes down ``answers`` (length 0: no prefix)."""
+    import select
+
+    while True:
+        if os.getppid() != parent:
+            return
+        if select.select([requests], [], [], WAIT)[0]:
+            break
+    message = os.read(requests, REQUEST.size)
+    if len(message) != REQUEST.size:
+        return  # the end of the pipe: no request will come
+    import gc
+    import marshal
+
+    gc.disable()  # an object graph of a few lists, built once: nothing to collect
+    offset, length = REQUEST.unpack(message)
+    request = os.pread(memory, length, offset)
+    facts, numbers, inline, idle = marshal.loads(request)
+    if idle:
+        # Only on a core nothing else wants: the request comes as the parent starts
+        # answering, and what reads the answers then (the parent, a client reading 16 MB
+        # of get_messages) must not share a core with this work, which is needed only
+        # later. The parent bounds its wait for it (it may be starved on a busy machine).
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    lines = array("Q")
+    lines.frombytes(numbers)
+    pieces = prefix_answer(memory, blocks, tuple(facts), lines, inline)
+    at = -(-(offset + length) // PAGE) * PAGE
+    size = sum(map(len, pieces))
+    _write_vector(memory, pieces, at)
+    os.write(answers, ANSWER.pack(at, size))
+
+
+def messages_of(
+    view: memoryview, blocks: list[Block], lines: Any, inline: Any = None
+) -> Iterator[memoryview | bytes]:
+    """The message JSON texts of the given line numbers (each as ``MappedLines.message`` cuts
+    it, a view of ``view``), ending at the first line that has none: not a line of a block
+    (the header is one, but not certified), or a line whose message was not found. Where a
+    line number is 0, the text is ``inline``'s for that position (a message the parent
+    built, such as a compaction's summary), the end if it has none."""
+    firsts = [block[0] for block in blocks]
+    low = high = 0
+    base = 0
+    bounds: Any = ()
+    starts: Any = ()
+    given = inline or {}
+    for position, number in enumerate(lines):
+        if not number:
+            text = given.get(position)
+            if text is None:
+                return
+            yield text
+            continue
+        if not low < number <= high:
+            found = bisect_right(firsts, number - 1) - 1
+            if found < 0:
+                return
+            low, base, bounds, starts = blocks[found]
+            high = low + len(bounds) - 1
+            if not low < number <= high:
+                return
+        index = number - low
+        start = starts[index]
+        if not start:
+            return
+        yield view[base + start : base + bounds[index] - 2]
+
+
+def prefix_answer(
+    memory: int, blocks: list[Block], facts: tuple[Any, ...], lines: Any, inline: Any = None
+) -> list[Any]:
+    """The answer to a request: ``[]`` where no prefix was made, else the length of a
+    ``marshal`` header (:data:`~pitrio._preparse.LENGTH`), the header ``(facts, consumed,
+    segment lengths, tail, items, last_role, pending, images)``, and the segments themselves
+    (written as they are: ~8 MB for 48,000 messages, not copied into one)."""
+    import marshal
+    import mmap
+
+    from pitrio._prefix_chat import ChatFacts, prepare_chat_prefix
+
+    end = blocks[-1][1] + blocks[-1][2][-1] if blocks else 0
+    if not end:
+        return []
+    flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
+    mapped = mmap.mmap(memory, end, flags=flags, prot=mmap.PROT_READ)
+    texts = messages_of(memoryview(mapped), blocks, lines, inline)
+    prefix = prepare_chat_prefix(texts, ChatFacts(*facts))
+    if prefix is None:
+        return []
+    header = marshal.dumps(
+        (
+            tuple(prefix.facts),
+            prefix.consumed,
+            [len(segment) for segment in prefix.segments],
+            prefix.tail,
+            prefix.items,
+            prefix.last_role,
+            prefix.pending,
+            prefix.images,
+        )
+    )
+    return [LENGTH.pack(len(header)), header, *prefix.segments]
+
+
+def _write_vector(memory: int, pieces: list[Any], at: int) -> None:
+    # ``pwritev`` takes at most IOV_MAX (1024) buffers a call, and may write fewer bytes.
+    views = [memoryview(piece) for piece in pieces if piece]
+    first = 0
+    while first < len(views):
+        written = os.pwritev(memory, views[first : first + 1024], at)
+        at += written
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:
+            views[first] = views[first][written:]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, overload
 
 import attrs
+import orjson
 
 from pitrio.messages.agent import (
     AgentMessage,
@@ -19,8 +21,9 @@ from pitrio.messages.agent import (
     ToolResultMessage,
     UserMessage,
 )
+from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent, TextContent
-from pitrio.messages.snapshot import Snapshot, immutable
+from pitrio.messages.snapshot import FrozenView, Snapshot, immutable
 
 T = TypeVar("T")
 
@@ -131,9 +134,14 @@ def extends(previous: Sequence[T], messages: Sequence[T]) -> bool:
     the slice, where an ``is`` test per item took ~0.3 ms."""
     if messages is previous:
         return True
-    if isinstance(messages, Snapshot) and messages.starts_with(previous):
+    # A snapshot, or a view over a resumed session's stored transcript, may know at once
+    # (comparing a view's items would build them).
+    starts_with = getattr(messages, "starts_with", None)
+    if starts_with is not None and starts_with(previous):
         return True
     count = len(previous)
+    if not count:
+        return True
     if len(messages) < count:
         return False
     head = messages[:count]
@@ -152,20 +160,175 @@ class PrefixConverter:
     reused too. The result is a :class:`Snapshot` made from the previous result, so the
     provider need not compare either. Used by one caller at a time (the agent loop's hook)."""
 
-    def __init__(self, *, block_images: bool = False) -> None:
+    def __init__(
+        self, *, block_images: bool = False, prepared: ConvertedView | None = None
+    ) -> None:
+        self._prepared = prepared  # the view of a stored head made before the first request
         self._source: Sequence[AgentMessage] = ()
         self._out: Snapshot[LlmMessage] = Snapshot()
         self._one = _blocking_images if block_images else convert_message
+        self._block_images = block_images
 
     def convert(self, messages: Sequence[AgentMessage]) -> Snapshot[LlmMessage]:
         """The converted transcript (immutable)."""
-        if extends(self._source, messages):
+        head = messages.head() if isinstance(messages, Snapshot) else None
+        if (
+            head is not None
+            and hasattr(head, "stored_roles")
+            and not (self._source and extends(self._source, messages))
+        ):
+            # A resumed transcript's stored head: converted as a view, its stored messages
+            # decoded only when read (issue 38).
+            rest = messages[len(head) :]
+            prepared = self._prepared
+            if prepared is None or prepared._source is not head:
+                prepared = ConvertedView(head, self._block_images)
+            out = Snapshot.over(
+                prepared,
+                (m for m in map(self._one, rest) if m is not None),
+            )
+        elif extends(self._source, messages):
             converted = map(self._one, messages[len(self._source) :])
             out = self._out.extended(m for m in converted if m is not None)
         else:
             out = Snapshot(m for m in map(self._one, messages) if m is not None)
         self._source = immutable(messages)
         self._out = out
+        return out
+
+
+_KEPT_ROLES = frozenset(("user", "assistant", "toolResult"))
+"""Stored roles whose messages :func:`convert_message` returns as they are."""
+
+
+class ConvertedView(FrozenView[LlmMessage]):
+    """:func:`convert_to_llm` of a stored transcript that decodes its messages when read
+    (a resumed session's context view; issue 38). The source says each message's stored
+    role without decoding it (``stored_roles()``): user, assistant and tool-result messages
+    convert to themselves, so they stay in the source, undecoded, until an item is read;
+    stored system messages are left out, as the converter leaves them; any other message
+    (a summary, a custom or bash message) is decoded and converted at once (few, and their
+    conversion may drop them). ``stored_texts(start, stop)`` of the source gives the JSON of
+    the stored ones, for a provider that builds its request from it
+    (:meth:`stored_texts`). Read items are kept, so an item is the same object every time."""
+
+    __slots__ = ("_block_images", "_built", "_pieces", "_slots", "_source", "offered")
+
+    def __init__(self, source: Sequence[AgentMessage], block_images: bool = False) -> None:
+        self._source = source
+        self._block_images = block_images
+        one = _blocking_images if block_images else convert_message
+        roles: list[str | None] = source.stored_roles()  # type: ignore[attr-defined]
+        # Each item: the source index of a stored message kept as it is, else its conversion.
+        # Made at a resumed session's start (issue 38): the few other messages are found by
+        # a search per role in C, and the runs of kept ones between them copied as ranges
+        # (``_pieces`` keeps them, for the texts and lines asked of them too).
+        others: list[int] = []
+        for role in set(roles).difference(_KEPT_ROLES):
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = roles.index(role, at + 1)
+                    others.append(at)
+        others.sort()
+        slots: list[int | LlmMessage] = []
+        pieces: list[range | LlmMessage] = []
+        done = 0
+        for index in others:
+            if done < index:
+                pieces.append(range(done, index))
+            done = index + 1
+            if roles[index] != "system":
+                converted = one(source[index])
+                if converted is not None:
+                    pieces.append(converted)
+        if done < len(roles):
+            pieces.append(range(done, len(roles)))
+        for piece in pieces:
+            if isinstance(piece, range):
+                slots.extend(piece)
+            else:
+                slots.append(piece)
+        self._slots = slots
+        self._pieces = pieces
+        self._built: dict[int, LlmMessage] = {}
+        self.offered: Any = None
+        """A :class:`pitrio._prefix_chat.ChatPrefix` of these items made elsewhere (the
+        launcher's child: :mod:`pitrio.actors.session.resumed_prefix`), for a builder whose
+        facts it was made for; ``None``."""
+
+    @property
+    def block_images(self) -> bool:
+        """Whether images are replaced (the session's ``images.blockImages``)."""
+        return self._block_images
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @overload
+    def __getitem__(self, index: int) -> LlmMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[LlmMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> LlmMessage | tuple[LlmMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self._item(i) for i in range(*index.indices(len(self._slots))))
+        if index < 0:
+            index += len(self._slots)
+        if not 0 <= index < len(self._slots):
+            raise IndexError("message index out of range")
+        return self._item(index)
+
+    def __iter__(self) -> Iterator[LlmMessage]:
+        return map(self._item, range(len(self._slots)))
+
+    def _item(self, index: int) -> LlmMessage:
+        slot = self._slots[index]
+        if not isinstance(slot, int):
+            return slot
+        built = self._built.get(index)
+        if built is not None:
+            return built
+        # A kept role decodes to its own class (see ``stored_roles``), an LLM message.
+        message: LlmMessage = self._source[slot]  # type: ignore[assignment]
+        made = without_images(message) if self._block_images else message
+        self._built[index] = made
+        return made
+
+    def json_texts(self) -> list[Any]:
+        """Each item's JSON text (``bytes`` or a ``memoryview``): a stored message's as its
+        line holds it, a converted one's (a summary or custom message, now a user message)
+        encoded; ``None`` where a stored message's text could not be cut out of its line."""
+        texts: list[Any] = self._source.stored_texts(0, len(self._source))  # type: ignore[attr-defined]
+        return self._spliced(texts, lambda built: orjson.dumps(to_json(built)))
+
+    def built_texts(self) -> dict[int, bytes]:
+        """The JSON text of each item that is no stored message (a summary or custom message,
+        converted), by position: what :meth:`stored_lines` cannot point at."""
+        out: dict[int, bytes] = {}
+        at = 0
+        for piece in self._pieces:
+            if isinstance(piece, range):
+                at += len(piece)
+            else:
+                out[at] = orjson.dumps(to_json(piece))
+                at += 1
+        return out
+
+    def stored_lines(self) -> list[int]:
+        """Each item's line in the session file where it is a stored message read from one
+        (``StoredEntry.line``), else 0: what the launcher's child converts from (issue 38)."""
+        return self._spliced(self._source.stored_lines(), lambda built: 0)  # type: ignore[attr-defined]
+
+    def _spliced(self, per_source: list[Any], per_built: Callable[[LlmMessage], Any]) -> list[Any]:
+        """One value per item: ``per_source``'s for a stored one (copied by runs), the
+        function's for a converted one."""
+        out: list[Any] = []
+        for piece in self._pieces:
+            if isinstance(piece, range):
+                out.extend(per_source[piece.start : piece.stop])
+            else:
+                out.append(per_built(piece))
         return out
 
 

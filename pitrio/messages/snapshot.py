@@ -23,10 +23,18 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
+
+
+class FrozenView(Sequence[T]):
+    """An immutable sequence that may build its items when they are read (a resumed
+    session's stored transcript and the views made from it: issue 38). :func:`immutable`
+    keeps one as it is: copying it would build every item."""
+
+    __slots__ = ()
 
 
 class Snapshot(Sequence[T]):
@@ -58,7 +66,7 @@ class Snapshot(Sequence[T]):
         # from left to right, so there are O(log n) chunks.
         while len(chunks) > 1 and len(chunks[-2]) <= len(chunks[-1]):
             last = chunks.pop()
-            chunks[-1] = chunks[-1] + last
+            chunks[-1] = _as_tuple(chunks[-1]) + last
         twin = Snapshot.__new__(Snapshot)
         twin._chunks = tuple(chunks)
         ends: list[int] = []
@@ -76,6 +84,34 @@ class Snapshot(Sequence[T]):
         twin._extended = False
         self._extended = True  # bookkeeping only: the items never change
         return twin
+
+    @classmethod
+    def over(cls, head: Sequence[T], items: Iterable[T] = ()) -> Snapshot[T]:
+        """A snapshot whose first chunk is ``head`` as it is, not copied, followed by
+        ``items``: ``head`` must be immutable, and may build its items when read (a resumed
+        session's stored transcript, decoded message by message: issue 38). Reading an item
+        or a slice reads only the chunks it touches, so such a head is decoded only where it
+        is read; it is copied into a tuple only if a merge reaches it (once the items after
+        it are as many)."""
+        snapshot: Snapshot[T] = cls()
+        if len(head):
+            snapshot._chunks = (head,)  # type: ignore[assignment]
+            snapshot._ends = (len(head),)
+        return snapshot.extended(items)
+
+    def head(self) -> Sequence[T] | None:
+        """The first chunk when it is not a tuple (see :meth:`over`), else ``None``."""
+        chunks = self._chunks
+        return chunks[0] if chunks and not isinstance(chunks[0], tuple) else None
+
+    def chunks_from(self, start: int) -> Iterator[tuple[int, Sequence[T]]]:
+        """``(offset, chunk)`` of each chunk holding an item at ``start`` or after, in order:
+        for a reader that treats a head (see :meth:`over`) apart."""
+        first = bisect_right(self._ends, start)
+        offset = self._ends[first - 1] if first else 0
+        for chunk in self._chunks[first:]:
+            yield offset, chunk
+            offset += len(chunk)
 
     def follows(self, previous: object) -> bool:
         """Whether this snapshot was made by extending ``previous`` (constant time)."""
@@ -118,11 +154,21 @@ class Snapshot(Sequence[T]):
                 return tuple(self)[index]
             if stop <= start:
                 return ()
-            # Only the chunks the range touches are read (a tail is cheap).
+            # Only the chunks the range touches are read (a tail is cheap), each sliced on its
+            # own: a head that builds its items (see ``over``) builds only those asked for.
             first = bisect_right(self._ends, start)
             offset = self._ends[first - 1] if first else 0
-            items = chain.from_iterable(self._chunks[first:])
-            return tuple(islice(items, start - offset, stop - offset))
+            parts: list[Any] = []
+            for chunk in self._chunks[first:]:
+                if offset >= stop:
+                    break
+                parts.append(chunk[max(start - offset, 0) : stop - offset])
+                offset += len(chunk)
+            return (
+                parts[0]
+                if len(parts) == 1 and isinstance(parts[0], tuple)
+                else tuple(chain.from_iterable(parts))
+            )
         size = len(self)
         if index < 0:
             index += size
@@ -146,7 +192,12 @@ class Snapshot(Sequence[T]):
         return f"Snapshot({list(self)!r})"
 
 
+def _as_tuple(items: Sequence[T]) -> tuple[T, ...]:
+    return items if isinstance(items, tuple) else tuple(items)
+
+
 def immutable(items: Sequence[T]) -> Sequence[T]:
-    """``items`` as an immutable sequence to keep: a tuple or a :class:`Snapshot` as it is
-    (copying a snapshot would undo its sharing), anything else as a tuple."""
-    return items if isinstance(items, tuple | Snapshot) else tuple(items)
+    """``items`` as an immutable sequence to keep: a tuple, a :class:`Snapshot` or a
+    :class:`FrozenView` as it is (copying a snapshot would undo its sharing, a view would
+    build its items), anything else as a tuple."""
+    return items if isinstance(items, tuple | Snapshot | FrozenView) else tuple(items)

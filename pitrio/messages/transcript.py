@@ -152,6 +152,23 @@ class _Replayed:
         )
 
 
+def system_messages_from(messages: Sequence[AgentMessage], start: int = 0) -> list[SystemMessage]:
+    """The system messages of ``messages[start:]``, in order. A sequence that can find them
+    without building its other items (a ``system_messages(start)`` method: a resumed
+    session's stored transcript and the views over it) is asked; a :class:`Snapshot` is
+    searched chunk by chunk, so a stored head (:meth:`Snapshot.over`) is asked too; anything
+    else is walked (issue 38: the first request of a resumed session reads these)."""
+    finder = getattr(messages, "system_messages", None)
+    if finder is not None:
+        return finder(start)  # type: ignore[no-any-return]
+    if isinstance(messages, Snapshot):
+        out: list[SystemMessage] = []
+        for offset, chunk in messages.chunks_from(start):
+            out.extend(system_messages_from(chunk, max(start - offset, 0)))
+        return out
+    return [m for m in messages[start:] if isinstance(m, SystemMessage)]
+
+
 def replay(messages: Iterable[AgentMessage]) -> SystemMessage | None:
     """Every system message of ``messages`` replayed into one holding the current prompt and
     tools (pi's ``getCurrentSystemMessage``); ``None`` when there is none."""
@@ -191,8 +208,7 @@ class SystemReplay:
     def current(self, messages: Sequence[AgentMessage]) -> SystemMessage | None:
         """The replayed system message of ``messages`` (``None`` when they hold none)."""
         if extends(self._source, messages):
-            start = len(self._source)
-            new = [m for m in messages[start:] if isinstance(m, SystemMessage)]
+            new = system_messages_from(messages, len(self._source))
             if new:
                 state = self._state.copy()  # results handed out earlier stay as they were
                 for message in new:
@@ -201,9 +217,8 @@ class SystemReplay:
                 self._result = state.message()
         else:
             state = _Replayed()
-            for item in messages:
-                if isinstance(item, SystemMessage):
-                    state.apply(item)
+            for item in system_messages_from(messages):
+                state.apply(item)
             self._state = state
             self._result = state.message()
         self._source = messages if isinstance(messages, tuple) else _frozen(messages)

@@ -202,8 +202,17 @@ class AgentLoop(Actor[AgentCommand]):
     def _run_context(self) -> RunContext:
         """A new run's context: the shared snapshot and what the transcript has after it, or,
         after a change other than appending, a snapshot of the whole transcript."""
-        transcript = self._transcript()
         shared = self._shared
+        base = self._base
+        if base is not None:
+            # A resumed transcript stays undecoded: the snapshot's head is the stored view,
+            # read only where a request reads it (issue 38: the first turn after a resume).
+            messages = self._messages
+            skip = len(base)
+            if shared is not None and skip <= len(shared) <= skip + len(messages):
+                return RunContext(shared, messages[len(shared) - skip :])
+            return RunContext(Snapshot.over(base, messages))
+        transcript = self._messages
         if shared is not None and len(transcript) >= len(shared):
             return RunContext(shared, transcript[len(shared) :])
         return RunContext(Snapshot(transcript))
@@ -360,10 +369,13 @@ class AgentLoop(Actor[AgentCommand]):
         return None
 
     def _state_transcript(self) -> Sequence[AgentMessage]:
-        """The transcript as a state holds it: a lazy view while a resumed one is not decoded,
-        else a snapshot extending the previous state's (see ``_state_messages``)."""
-        if self._base is not None:
-            return TranscriptView(self._base, tuple(self._messages))
+        """The transcript as a state holds it: a snapshot extending the previous state's (see
+        ``_state_messages``), behind a lazy view of a resumed transcript's stored part while
+        that is not decoded (the snapshot then holds what came after it)."""
+        kept = self._kept_messages()
+        return kept if self._base is None else TranscriptView(self._base, kept)
+
+    def _kept_messages(self) -> Snapshot[AgentMessage]:
         messages = self._messages
         kept = self._state_messages
         count = 0 if kept is None else len(kept)

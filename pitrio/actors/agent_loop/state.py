@@ -11,10 +11,11 @@ import trio
 
 from pitrio.actors.agent_loop.hooks import LoopOptions
 from pitrio.actors.session_store.storage import gc_paused
-from pitrio.messages.agent import AgentMessage, ThinkingLevel
+from pitrio.messages.agent import AgentMessage, SystemMessage, ThinkingLevel
 from pitrio.messages.codec import to_json
 from pitrio.messages.model import Model
-from pitrio.messages.snapshot import Snapshot
+from pitrio.messages.snapshot import FrozenView, Snapshot
+from pitrio.messages.transcript import system_messages_from
 
 
 @attrs.frozen(kw_only=True)
@@ -53,6 +54,14 @@ class AgentState:
         return messages
 
     @property
+    def messages_view(self) -> Sequence[AgentMessage]:
+        """The transcript as held, never decoded here: a lazy view (a
+        :class:`~pitrio.messages.snapshot.FrozenView`) while a resumed one is not decoded,
+        else as :attr:`messages`. Immutable either way; for readers that ask the view for
+        what they need (its system messages: issue 38) rather than every message."""
+        return self._messages
+
+    @property
     def message_count(self) -> int:
         """``len(messages)`` without decoding anything."""
         return len(self._messages)
@@ -81,12 +90,12 @@ class AgentState:
         return result
 
 
-class TranscriptView(Sequence[AgentMessage]):
+class TranscriptView(FrozenView[AgentMessage]):
     """A lazily decoded transcript followed by messages added since (an immutable view)."""
 
     __slots__ = ("_base", "_tail")
 
-    def __init__(self, base: Sequence[AgentMessage], tail: tuple[AgentMessage, ...]) -> None:
+    def __init__(self, base: Sequence[AgentMessage], tail: Sequence[AgentMessage]) -> None:
         self._base = base
         self._tail = tail
 
@@ -100,7 +109,13 @@ class TranscriptView(Sequence[AgentMessage]):
 
     def __getitem__(self, index: int | slice) -> AgentMessage | tuple[AgentMessage, ...]:
         if isinstance(index, slice):
-            return tuple(self)[index]
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return tuple(self)[index]
+            # Each part sliced on its own: only the base's items asked for are decoded.
+            base = len(self._base)
+            head = tuple(self._base[start:stop]) if start < base else ()
+            return head + tuple(self._tail[max(start - base, 0) : max(stop - base, 0)])
         size = len(self)
         if index < 0:
             index += size
@@ -113,14 +128,36 @@ class TranscriptView(Sequence[AgentMessage]):
         yield from self._base
         yield from self._tail
 
+    def system_messages(self, start: int = 0) -> list[SystemMessage]:
+        """The system messages from ``start`` on, the base's found without decoding the
+        others (see :func:`pitrio.messages.transcript.system_messages_from`)."""
+        size = len(self._base)
+        found = system_messages_from(self._base, start) if start < size else []
+        found.extend(m for m in self._tail[max(start - size, 0) :] if isinstance(m, SystemMessage))
+        return found
+
+    def starts_with(self, previous: object) -> bool:
+        """Whether this view starts with ``previous``'s items because both are views of the
+        same base and ``previous``'s added messages begin this one's (``False`` says
+        nothing). Compared without decoding the base."""
+        if not isinstance(previous, TranscriptView) or previous._base is not self._base:
+            return False
+        tail = self._tail
+        if isinstance(tail, Snapshot) and tail.starts_with(previous._tail):
+            return True  # the agent's states: each one's added messages extend the last's
+        count = len(previous._tail)
+        return count <= len(self._tail) and all(
+            a is b for a, b in zip(previous._tail, self._tail[:count], strict=True)
+        )
+
     @property
     def base(self) -> Sequence[AgentMessage]:
         """The lazily decoded part (a resumed session's stored messages)."""
         return self._base
 
     @property
-    def tail(self) -> tuple[AgentMessage, ...]:
-        """The messages added since the base was read."""
+    def tail(self) -> Sequence[AgentMessage]:
+        """The messages added since the base was read (immutable)."""
         return self._tail
 
 

@@ -68,6 +68,7 @@ from pitrio.actors.session.resources.loader import (
     commands,
     with_section,
 )
+from pitrio.actors.session.resumed_prefix import ResumedPrefix
 from pitrio.actors.session.run import Run
 from pitrio.actors.session.shell import UserShell
 from pitrio.actors.session.warming import SessionWarming
@@ -134,9 +135,11 @@ class SessionActor(Actor[SessionCommand]):
         mcp_servers: Callable[[], tuple[McpServerState, ...]] | None = None,
         restore_tools: Callable[[Sequence[AgentMessage]], Awaitable[None]] | None = None,
         before_prompt: Callable[[], Awaitable[object]] | None = None,
+        resumed: ResumedPrefix | None = None,
         capacity: int = 256,
     ) -> None:
         super().__init__(name="session", capacity=capacity)
+        self._resumed = resumed  # the stored part's conversion asked of the launcher's child
         self._loop = loop
         self._mcp_servers = mcp_servers
         self._restore_tools = restore_tools
@@ -190,9 +193,15 @@ class SessionActor(Actor[SessionCommand]):
         # The session decides what reaches the model: custom, bash and summary messages too.
         # A converter of its own for the loop (only the loop's task calls it): a request
         # converts the messages added since the last one, not the whole transcript.
-        converter = PrefixConverter(block_images=self._settings.block_images)
+        resumed = self._resumed
+        converter = PrefixConverter(
+            block_images=self._settings.block_images,
+            prepared=None if resumed is None else resumed.view,
+        )
 
         async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
+            if resumed is not None:
+                await resumed.settle()  # the child's items for the first request (once)
             return converter.convert(messages)
 
         host = None

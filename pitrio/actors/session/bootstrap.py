@@ -51,6 +51,7 @@ from pitrio.actors.session.resources.settings import (
     project_dir_names,
 )
 from pitrio.actors.session.resources.system_prompt import render_sections
+from pitrio.actors.session.resumed_prefix import request_resumed_prefix
 from pitrio.actors.session.session_tools import (
     active_tools,
     client_servers,
@@ -493,12 +494,13 @@ async def start_session(
                     if name in registrations
                 },
             )
+    chosen = session_settings(settings)
     actor = SessionActor(
         loop=loop,
         store=store,
         router=router,
         stream=stream,
-        settings=session_settings(settings),
+        settings=chosen,
         agent_dir=agent,
         resources=resources,
         extensions=runner,
@@ -515,6 +517,7 @@ async def start_session(
         mcp_servers=mcp_states(mcp.handle, loaded.holder.late_mcp),
         restore_tools=mcp.restorer(tools),
         before_prompt=mcp_wait(mcp.live, lambda: session, nursery),
+        resumed=request_resumed_prefix(context.messages, model, block_images=chosen.block_images),
     )
     session = SessionHandle(await nursery.start(actor.run))
     late_mcp = loaded.holder.late_mcp

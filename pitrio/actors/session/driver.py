@@ -349,7 +349,7 @@ class RunDriver:
         kept = self._replayed_at
         if kept is not None and kept[0] == changes:
             return kept[1]
-        replayed = self._replay.current((await self._loop.state()).messages)
+        replayed = self._replay.current((await self._loop.state()).messages_view)
         self._replayed_at = (changes, replayed)
         return replayed
 

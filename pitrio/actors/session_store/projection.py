@@ -33,10 +33,13 @@ The rules, as pi applies them:
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import attrs
+import orjson
 
 from pitrio.actors.session_store.storage import gc_paused
 from pitrio.actors.session_store.stored import (
@@ -47,6 +50,7 @@ from pitrio.actors.session_store.stored import (
     TailMessageEntry,
     iso_to_ms,
 )
+from pitrio.errors import PitrioError
 from pitrio.messages.agent import (
     AgentMessage,
     AssistantMessage,
@@ -69,6 +73,7 @@ from pitrio.messages.entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
+from pitrio.messages.snapshot import FrozenView
 from pitrio.messages.transcript import checkpoint_of, replay
 
 DEFAULT_THINKING_LEVEL = "off"
@@ -87,6 +92,11 @@ class _Synthetic:
 
     __slots__ = ("_message", "source_id")
 
+    role: str | None = None
+    """No stored role (:meth:`ContextMessages.stored_roles` reads it as an entry's)."""
+    line = 0
+    """Read from no line (:meth:`ContextMessages.stored_lines`)."""
+
     def __init__(self, message: AgentMessage, source_id: str) -> None:
         self._message = message
         self.source_id = source_id
@@ -97,13 +107,15 @@ class _Synthetic:
 
 
 _Item = StoredEntry | _Synthetic
+_ROLE = operator.attrgetter("role")
+_LINE = operator.attrgetter("line")
 
 
 def _source_id(item: _Item) -> str:
     return item.id if isinstance(item, StoredEntry) else item.source_id
 
 
-class ContextMessages(Sequence[AgentMessage]):
+class ContextMessages(FrozenView[AgentMessage]):
     """A read-only view of projected messages; entries are decoded on first access.
 
     A snapshot: it never changes after it was handed out. Decoding errors raise
@@ -175,6 +187,68 @@ class ContextMessages(Sequence[AgentMessage]):
             append(self._json_of(item))
         return out
 
+    def stored_roles(self) -> list[str | None]:
+        """Each message's role where it is a stored ``message`` entry's (known without
+        decoding it), ``None`` for the rest (a summary, a custom message, an edit's result):
+        what a converter reads to keep the stored ones undecoded (issue 38)."""
+        # An entry of another type has no role, nor has a summary or an edit (_Synthetic):
+        # one C-level pass (issue 38: 48,000 items at a resumed session's start).
+        return list(map(_ROLE, self._items[: self._length]))
+
+    def stored_texts(self, start: int, stop: int) -> list[Any]:
+        """The JSON text (``bytes``, or a ``memoryview`` of a mapped line) of messages
+        ``start`` to ``stop`` that are stored ``message`` entries, ``None`` for the others
+        (and for a line whose message cannot be read): what :mod:`pitrio._prefix_chat`
+        converts without decoding (issue 38)."""
+        out: list[Any] = []
+        append = out.append
+        stored, mapped_class = StoredEntry, MappedMessageEntry
+        for item in self._items[start:stop]:
+            if item.__class__ is mapped_class:
+                lines = item.lines
+                if lines is not None:
+                    index = item.line - lines.first
+                    found = lines.starts[index]
+                    if found:
+                        append(lines.view[found : lines.bounds[index] - 2])
+                        continue
+            if isinstance(item, stored) and item.type == "message":
+                text = item.message_bytes()
+                append(text if text is not None else _message_text(item))
+            else:
+                append(None)
+        return out
+
+    def stored_lines(self) -> list[int]:
+        """Each message's entry's line in the file it was read from (see
+        :attr:`StoredEntry.line`), 0 for an entry made here, a summary or an edit's result:
+        meaningful where :meth:`stored_roles` gives a role."""
+        return list(map(_LINE, self._items[: self._length]))
+
+    def system_messages(self, start: int = 0) -> list[SystemMessage]:
+        """The system messages from ``start`` on, decoding only those: a stored entry's
+        role says which they are (issue 38: the request's prompt and tools are their
+        replay, read before a resumed session's first turn). Found by a search of the
+        roles in C: a summary or an edit's result (no role) is looked at, the rest not."""
+        items = self._items[start : self._length]
+        roles = list(map(_ROLE, items))
+        found: list[int] = []
+        for wanted in ("system", None):
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = roles.index(wanted, at + 1)
+                    found.append(at)
+        out: list[SystemMessage] = []
+        for index in sorted(found):
+            item = items[index]
+            if isinstance(item, StoredEntry) and (item.type != "message" or item.role is None):
+                continue  # another entry type (a custom message, a branch summary)
+            message = item.message()
+            if isinstance(message, SystemMessage):
+                out.append(message)
+        return out
+
     def _json_of(self, item: _Item) -> Any:
         if isinstance(item, StoredEntry) and item.type == "message":
             text = item.message_bytes()
@@ -213,6 +287,16 @@ class SessionContext:
 EMPTY_CONTEXT = SessionContext(
     leaf_id=None, messages=ContextMessages([], 0), thinking_level=DEFAULT_THINKING_LEVEL, model=None
 )
+
+
+def _message_text(stored: StoredEntry) -> bytes | None:
+    """A ``message`` entry's message as JSON text, parsed out of its line and encoded again
+    (a line of another envelope, an entry made here); ``None`` where that fails (a broken
+    line: its decode reports it)."""
+    try:
+        return orjson.dumps(stored.message_json())
+    except (PitrioError, orjson.JSONEncodeError):
+        return None
 
 
 def _projects(stored: StoredEntry) -> bool:

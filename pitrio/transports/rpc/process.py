@@ -132,6 +132,9 @@ async def serve_process(
                             started = await runtime.start(
                                 attrs.evolve(options, model_scope=scope, shutdown=shutdown)
                             )
+                        # A child kept for the resumed transcript's request items that the
+                        # session did not ask (another API): reaped now, not at exit.
+                        preparse.release()
                         patterns = model_patterns or started.enabled_models  # pi's order
                         source = "--models" if model_patterns else "enabledModels"
                         scoped, scope_warnings = await resolve_scope(router, patterns, source)

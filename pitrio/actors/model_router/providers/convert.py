@@ -211,9 +211,17 @@ class PrefixCache(Generic[B]):
             collections.OrderedDict()
         )
 
-    def builder(self, model: Model, messages: Sequence[LlmMessage], fresh: Callable[[], B]) -> B:
+    def builder(
+        self,
+        model: Model,
+        messages: Sequence[LlmMessage],
+        fresh: Callable[[], B],
+        seed: Callable[[Sequence[LlmMessage]], tuple[B, int] | None] | None = None,
+    ) -> B:
         """A builder for ``model`` fed with every message of ``messages`` (resumed when
-        possible)."""
+        possible). With nothing to resume, ``seed`` may offer a builder already holding the
+        first messages and how many (a resumed session's stored transcript, converted from
+        its JSON: issue 38); the rest are fed to it."""
         # One transcript per endpoint and first message object (held, so its id is not reused
         # meanwhile).
         key = (model.provider, model.api, model.id, model.base_url)
@@ -226,6 +234,10 @@ class PrefixCache(Generic[B]):
             # Equal models convert alike; attrs compares field by field, identical ones at once.
             if (kept_model is model or kept_model == model) and extends(source, messages):
                 builder, start = state, len(source)
+        if builder is None and seed is not None:
+            seeded = seed(messages)
+            if seeded is not None:
+                builder, start = seeded
         if builder is None:
             builder = fresh()
         for message in messages[start:]:
@@ -288,6 +300,16 @@ class EncodedItems:
 
     def __len__(self) -> int:
         return self._count
+
+    @classmethod
+    def restored(cls, segments: Sequence[bytes], tail: bytes, count: int) -> EncodedItems:
+        """Encoded items made elsewhere in this class's form (full segments, the open one,
+        the number of items): a resumed session's prefix (:mod:`pitrio._prefix_chat`)."""
+        items = cls(encoded=True)
+        items._frozen = [FrozenSegment(segment) for segment in segments]
+        items._open = bytearray(tail)
+        items._count = count
+        return items
 
     def copy(self) -> EncodedItems:
         """An independent copy (frozen segments are shared: they never change)."""

@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 
 import attrs
 
+from pitrio._prefix_chat import ChatFacts
 from pitrio.actors.model_router.providers.convert import short_hash
 from pitrio.messages.model import Model
 
@@ -169,4 +170,27 @@ def normalize_tool_id(compat: OpenAICompat) -> Callable[[str], str]:
     return normalize
 
 
-__all__ = ["OpenAICompat", "ThinkingFormat", "compat_of", "detect_compat", "normalize_tool_id"]
+def facts_of(model: Model, compat: OpenAICompat, *, block_images: bool = False) -> ChatFacts:
+    """What converting a transcript for ``model`` reads of it, its server's ``compat`` and
+    the session's ``images.blockImages``, as the plain value :mod:`pitrio._prefix_chat` takes."""
+    return ChatFacts(
+        provider=model.provider,
+        api=model.api,
+        model_id=model.id,
+        images="image" in model.input,
+        thinking_as_text=bool(compat.requires_thinking_as_text),
+        tool_result_name=bool(compat.requires_tool_result_name),
+        assistant_after_tool_result=bool(compat.requires_assistant_after_tool_result),
+        mistral_tool_ids=bool(compat.requires_mistral_tool_ids),
+        block_images=block_images,
+    )
+
+
+__all__ = [
+    "OpenAICompat",
+    "ThinkingFormat",
+    "compat_of",
+    "detect_compat",
+    "facts_of",
+    "normalize_tool_id",
+]

@@ -10,9 +10,10 @@ server's :class:`~.openai_compat.OpenAICompat` wants them. Pure; the provider
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pitrio._prefix_chat import ChatPrefix, prepare_chat_prefix
 from pitrio.actors.model_router.model_fields import sampling_params
 from pitrio.actors.model_router.providers.base import output_limit
 from pitrio.actors.model_router.providers.convert import (
@@ -30,6 +31,7 @@ from pitrio.actors.model_router.providers.http import (
 from pitrio.actors.model_router.providers.openai_compat import (
     OpenAICompat,
     compat_of,
+    facts_of,
     normalize_tool_id,
 )
 from pitrio.actors.model_router.providers.openai_thinking import thinking_fields
@@ -43,7 +45,9 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.codec import dumps
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
+from pitrio.messages.snapshot import Snapshot
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
@@ -105,6 +109,28 @@ class ChatMessages:
         self.entries = EncodedItems(encoded=encoded)
         self.images: list[ImageContent] = []
         self.last_role: str | None = None
+
+    @classmethod
+    def from_prefix(
+        cls, model: Model, compat: OpenAICompat, prefix: ChatPrefix
+    ) -> ChatMessages | None:
+        """An encoded builder in the state one fed the prefix's messages would be in (its
+        encoded items, pending tool calls and images), so further :meth:`feed` and
+        :meth:`finish` go on alike; ``None`` when the prefix was made for other facts than
+        ``model`` and ``compat``'s (the caller then feeds the messages itself)."""
+        if prefix.facts != facts_of(model, compat, block_images=prefix.facts.block_images):
+            return None
+        builder = cls(model, compat, encoded=True)
+        builder.entries = EncodedItems.restored(prefix.segments, prefix.tail, prefix.items)
+        builder.last_role = prefix.last_role
+        # Only a call's id and name are read (its synthetic result, the match of its result),
+        # and a pending call is removed by its first match, found by id: the arguments and
+        # signatures are not needed to go on alike.
+        builder.preparer.pending = [
+            ToolCall(id=call_id, name=name, arguments={}) for call_id, name in prefix.pending
+        ]
+        builder.images = [ImageContent(data=data, mime_type=mime) for mime, data in prefix.images]
+        return builder
 
     def copy(self) -> ChatMessages:
         """An independent builder in the same state."""
@@ -200,12 +226,39 @@ def build_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> l
 _PREFIXES: PrefixCache[ChatMessages] = PrefixCache()
 
 
+def _stored_prefix(
+    model: Model, compat: OpenAICompat, messages: Sequence[LlmMessage]
+) -> tuple[ChatMessages, int] | None:
+    """A builder holding the items of the stored messages that start ``messages`` (a resumed
+    session's transcript, still undecoded: :class:`~pitrio.messages.convert.ConvertedView`),
+    made from their JSON by :func:`pitrio._prefix_chat.prepare_chat_prefix` (here, or before
+    by the launcher's child: ``ConvertedView.offered``), and how many it holds; ``None`` when
+    ``messages`` do not start so or it converts none (issue 38: the first turn after a
+    resume decodes and encodes only what that module does not take)."""
+    head = messages.head() if isinstance(messages, Snapshot) else None
+    if not isinstance(head, ConvertedView):
+        return None
+    facts = facts_of(model, compat, block_images=head.block_images)
+    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
+    # else made here, as the child would.
+    prefix = head.offered
+    if prefix is None or prefix.facts != facts:
+        prefix = prepare_chat_prefix(head.json_texts(), facts)
+    if prefix is None:
+        return None
+    builder = ChatMessages.from_prefix(model, compat, prefix)
+    return None if builder is None else (builder, prefix.consumed)
+
+
 def encoded_messages(model: Model, context: LlmContext, compat: OpenAICompat) -> list[Any]:
     """:func:`build_messages` with each entry as its JSON, resumed from the previous request
     of the same transcript (:class:`PrefixCache`): only new messages are prepared and
     encoded."""
     builder = _PREFIXES.builder(
-        model, context.messages, lambda: ChatMessages(model, compat, encoded=True)
+        model,
+        context.messages,
+        lambda: ChatMessages(model, compat, encoded=True),
+        lambda messages: _stored_prefix(model, compat, messages),
     )
     return [*_system_entry(model, context, compat), *builder.finish()]
 
