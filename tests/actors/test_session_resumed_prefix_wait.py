@@ -80,3 +80,13 @@ async def test_a_cancelled_wait_keeps_the_job_for_the_next_request() -> None:
     os.write(job.write, b"!")
     await prefix.settle()
     assert prefix.view.offered == "the prefix"
+
+
+async def test_a_job_given_up_is_closed_and_waited_for_no_more() -> None:
+    job = PipeJob(answer="never taken")
+    prefix = ResumedPrefix(view(10), job)
+    prefix.close()  # the session stopped before its first request
+    assert job.closed and not job.taken
+    with trio.fail_after(1):  # nothing left to wait for (a real clock: it must not block)
+        await prefix.settle()
+    assert prefix.view.offered is None

@@ -587,6 +587,8 @@ class SessionActor(Actor[SessionCommand]):
     def stopped(self) -> None:
         # Sinks are told delivery ended as a feeder's channel closes when the actor stops.
         self._outlet.close()
+        if self._resumed is not None:
+            self._resumed.close()  # a child asked and never waited for: reaped now
 
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
         return self._outlet.subscribe(capacity, self.nursery)
