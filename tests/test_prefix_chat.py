@@ -25,8 +25,8 @@ from pitrio.actors.model_router.providers.openai_completions_request import (
     facts_of,
 )
 from pitrio.messages.agent import StopReason, ThinkingLevel
+from tests.messages.test_quick import messages_in
 from tests.prefix_chat_support import (
-    CLASSES,
     PNG,
     assistant,
     call,
@@ -103,17 +103,6 @@ def test_nothing_converted_is_none() -> None:
 # --- the shared fixtures and made sessions ---------------------------------------------------
 
 
-def _messages_in(value: Any, found: list[dict[str, Any]]) -> None:
-    if isinstance(value, dict):
-        if value.get("role") in CLASSES:
-            found.append(value)
-        for item in value.values():
-            _messages_in(item, found)
-    elif isinstance(value, list):
-        for item in value:
-            _messages_in(item, found)
-
-
 def _fixture_sequences() -> list[tuple[str, list[dict[str, Any]]]]:
     """Each shared fixture file's messages (session files, RPC transcripts, contexts), in the
     order they appear."""
@@ -123,7 +112,7 @@ def _fixture_sequences() -> list[tuple[str, list[dict[str, Any]]]]:
         found: list[dict[str, Any]] = []
         for line in [data] if path.suffix == ".json" else data.splitlines():
             try:
-                _messages_in(orjson.loads(line), found)
+                messages_in(orjson.loads(line), found)
             except orjson.JSONDecodeError:
                 continue
         if found:

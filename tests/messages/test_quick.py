@@ -54,15 +54,17 @@ def _check(value: Any, cls: Any) -> bool:
     return True
 
 
-def _messages_in(value: Any, found: list[dict[str, Any]]) -> None:
+def messages_in(value: Any, found: list[dict[str, Any]]) -> None:
+    """Collect into ``found`` every JSON object under ``value`` whose role is one of
+    :data:`CLASSES`'s (the shared fixtures' messages, wherever a transcript holds them)."""
     if isinstance(value, dict):
         if value.get("role") in CLASSES:
             found.append(value)
         for item in value.values():
-            _messages_in(item, found)
+            messages_in(item, found)
     elif isinstance(value, list):
         for item in value:
-            _messages_in(item, found)
+            messages_in(item, found)
 
 
 def _fixture_messages() -> list[dict[str, Any]]:
@@ -73,7 +75,7 @@ def _fixture_messages() -> list[dict[str, Any]]:
         data = path.read_bytes()
         for text in [data] if path.suffix == ".json" else data.splitlines():
             try:
-                _messages_in(orjson.loads(text), found)
+                messages_in(orjson.loads(text), found)
             except orjson.JSONDecodeError:
                 continue
     return found

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import attrs
@@ -162,29 +162,37 @@ class ContextMessages(FrozenView[AgentMessage]):
     def json_values(self, start: int, stop: int) -> list[Any]:
         """:meth:`json_value` of messages ``start`` to ``stop`` (``0 <= start <= stop <=
         len(self)``), in one loop: ``get_messages`` of a long session asks for 48,000."""
+        return self._texts(start, stop, views=False, other=self._json_of)
+
+    def _texts(
+        self, start: int, stop: int, *, views: bool, other: Callable[[_Item], Any]
+    ) -> list[Any]:
+        """Each message's JSON text where its stored line holds it in pi's usual shape (a
+        ``memoryview`` of a mapped line with ``views``, else ``bytes``), else ``other(item)``:
+        ``message_bytes`` without the calls (48,000 on a long session)."""
         out: list[Any] = []
         append = out.append
         tail_class, mapped_class = TailMessageEntry, MappedMessageEntry
         key, skip = MESSAGE_KEY, len(MESSAGE_KEY) - 1
         for item in self._items[start:stop]:
             if item.__class__ is mapped_class:
-                # MappedMessageEntry.message_bytes without the calls: where the child found
-                # the message (a resumed long session's entries, as the launcher read them).
+                # Where the child found the message (a resumed long session's entries, as
+                # the launcher read them).
                 lines = item.lines
                 if lines is not None:
                     index = item.line - lines.first
                     found = lines.starts[index]
                     if found:
-                        append(lines.data[found : lines.bounds[index] - 2])
+                        data = lines.view if views else lines.data
+                        append(data[found : lines.bounds[index] - 2])
                         continue
             elif item.__class__ is tail_class:
-                # TailMessageEntry.message_bytes without the call (48,000 on a long session).
                 raw = item.raw
                 at = raw.find(key)
                 if at >= 0 and raw[-1:] == b"}":
                     append(raw[at + skip : -1])
                     continue
-            append(self._json_of(item))
+            append(other(item))
         return out
 
     def stored_roles(self) -> list[str | None]:
@@ -200,24 +208,7 @@ class ContextMessages(FrozenView[AgentMessage]):
         ``start`` to ``stop`` that are stored ``message`` entries, ``None`` for the others
         (and for a line whose message cannot be read): what :mod:`pitrio._prefix_chat`
         converts without decoding (issue 38)."""
-        out: list[Any] = []
-        append = out.append
-        stored, mapped_class = StoredEntry, MappedMessageEntry
-        for item in self._items[start:stop]:
-            if item.__class__ is mapped_class:
-                lines = item.lines
-                if lines is not None:
-                    index = item.line - lines.first
-                    found = lines.starts[index]
-                    if found:
-                        append(lines.view[found : lines.bounds[index] - 2])
-                        continue
-            if isinstance(item, stored) and item.type == "message":
-                text = item.message_bytes()
-                append(text if text is not None else _message_text(item))
-            else:
-                append(None)
-        return out
+        return self._texts(start, stop, views=True, other=_stored_text)
 
     def stored_lines(self) -> list[int]:
         """Each message's entry's line in the file it was read from (see
@@ -289,12 +280,17 @@ EMPTY_CONTEXT = SessionContext(
 )
 
 
-def _message_text(stored: StoredEntry) -> bytes | None:
-    """A ``message`` entry's message as JSON text, parsed out of its line and encoded again
-    (a line of another envelope, an entry made here); ``None`` where that fails (a broken
-    line: its decode reports it)."""
+def _stored_text(item: _Item) -> bytes | None:
+    """A stored ``message`` entry's message as JSON text: cut out of its line, else parsed
+    out of it and encoded again (a line of another envelope, an entry made here); ``None``
+    for any other item, or where that fails (a broken line: its decode reports it)."""
+    if not isinstance(item, StoredEntry) or item.type != "message":
+        return None
+    text = item.message_bytes()
+    if text is not None:
+        return text
     try:
-        return orjson.dumps(stored.message_json())
+        return orjson.dumps(item.message_json())
     except (PitrioError, orjson.JSONEncodeError):
         return None
 
