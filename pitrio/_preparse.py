@@ -113,6 +113,17 @@ class MappedLines:
 Chunk = tuple[MappedLines, list[Any], list[Any], list[Any]]
 
 
+def write_all(memory: int, data: bytes, at: int) -> int:
+    """Write all of ``data`` into the memory file at ``at`` (``pwrite`` may write less);
+    where it ends. The child's records and answer, the parent's request."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(memory, view, at)
+        view = view[written:]
+        at += written
+    return at
+
+
 def identity(status: os.stat_result) -> Identity:
     """What tells a file's bytes unchanged: device, inode, size, modification and change
     times (a write changes the change time; ``utime`` cannot set it back)."""

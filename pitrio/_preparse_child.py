@@ -33,6 +33,7 @@ from pitrio._preparse import (
     PAGE,
     REQUEST,
     identity,
+    write_all,
 )
 
 
@@ -144,27 +145,18 @@ def write_records(
         if blocks is not None:
             blocks.append((lines_before, base, bounds, starts))
         lines_before += len(lines)
-        at = _write_all(memory, data, base)
+        at = write_all(memory, data, base)
         covered = read - len(last)
-        _write_all(memory, HEADER.pack(MAGIC, *found_at, at, covered, False), 0)
+        write_all(memory, HEADER.pack(MAGIC, *found_at, at, covered, False), 0)
     if read != before.st_size or identity(os.fstat(source)) != found_at:
         return False  # changed while read: the taker's identity check refuses it anyway
     at = _record(memory, at, marshal.dumps(b"".join(rest)))
-    _write_all(memory, HEADER.pack(MAGIC, *found_at, at, read, True), 0)
+    write_all(memory, HEADER.pack(MAGIC, *found_at, at, read, True), 0)
     return True
 
 
 def _record(memory: int, at: int, data: bytes) -> int:
-    return _write_all(memory, LENGTH.pack(len(data)) + data, at)
-
-
-def _write_all(memory: int, data: bytes, at: int) -> int:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(memory, view, at)
-        view = view[written:]
-        at += written
-    return at
+    return write_all(memory, LENGTH.pack(len(data)) + data, at)
 
 
 def _child(

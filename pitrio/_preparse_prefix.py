@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pitrio import _preparse as preparse
-from pitrio._preparse import ANSWER, LENGTH, PAGE, REQUEST
+from pitrio._preparse import ANSWER, LENGTH, PAGE, REQUEST, write_all
 
 if TYPE_CHECKING:
     from pitrio._prefix_chat import ChatPrefix
@@ -91,7 +91,7 @@ def request_prefix(
     at = -(-offer.end // PAGE) * PAGE
     try:
         request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {}), idle))
-        _write_all(memory, request, at)
+        write_all(memory, request, at)
         # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF); not
         # blocking all the same, whatever the child does.
         os.set_blocking(requests, False)
@@ -206,14 +206,6 @@ class PrefixJob:
             offer.stop()
         else:
             offer.stop(given_back)
-
-
-def _write_all(memory: int, data: bytes, at: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(memory, view, at)
-        view = view[written:]
-        at += written
 
 
 def _read_all(memory: int, size: int, at: int) -> bytes:
