@@ -27,6 +27,7 @@ NOT_ENVIRONMENT = {
     "F_SETPIPE_SZ": "an fcntl constant looked up by name",
     "MAX_TOKENS": "a Gemini finish reason",
     "FETCH_HEAD": "git's name of the commit a fetch brought",
+    "SC_OPEN_MAX": "a sysconf name looked up by name",
 }
 """Upper-case names in the package that look like variables but are not read from the
 environment."""

@@ -3,6 +3,7 @@ starts when something is queued and ends once nothing is queued or waits for a t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import trio
@@ -17,6 +18,15 @@ from tests.actors.test_session_store_actor import assistant, lines, running
 def writers() -> int:
     """The store writer tasks of this run."""
     return sum(n for name, n in task_names().items() if name.endswith("SessionStore._writer"))
+
+
+async def writer_gone(within: float = 30.0) -> None:
+    """Return once no store writer task is left (waiting, at most ``within`` real seconds,
+    for a worker thread's result to reach the writer)."""
+    give_up = time.monotonic() + within
+    await trio.testing.wait_all_tasks_blocked()
+    while writers() and time.monotonic() < give_up:
+        await trio.lowlevel.checkpoint()
 
 
 def texts(path: Path) -> list[str]:
@@ -54,8 +64,11 @@ async def test_the_writer_stays_for_a_timed_sync_then_ends(
         assert writers() == 1  # written, not synced: it waits for the batch's deadline
         while (await store.status()).syncs == syncs:  # noqa: ASYNC110 (fsync: a thread)
             await trio.sleep(0.5)
-        await trio.testing.wait_all_tasks_blocked()
-        assert writers() == 0  # synced: nothing left to do
+        # Synced: nothing left to do, the writer ends as the fsync's thread hands its result
+        # back. The count is raised in that thread, before the hand-back: wait for it (real
+        # time, the thread's; no mock time passes while this task stays runnable).
+        await writer_gone()
+        assert writers() == 0
         await store.append_message(user_message("2", timestamp=2))  # started again
         await store.flush()
     assert texts(path) == ["reply", "1", "2"]
