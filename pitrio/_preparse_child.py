@@ -249,18 +249,24 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
 
 
 def messages_of(
-    view: memoryview, blocks: list[Block], lines: Any, inline: Any = None
+    memory: int, blocks: list[Block], lines: Any, inline: Any = None
 ) -> Iterator[memoryview | bytes]:
     """The message JSON texts of the given line numbers (each as ``MappedLines.message`` cuts
-    it, a view of ``view``), ending at the first line that has none: not a line of a block
-    (the header is one, but not certified), or a line whose message was not found. Where a
-    line number is 0, the text is ``inline``'s for that position (a message the parent
-    built, such as a compaction's summary), the end if it has none."""
+    it), ending at the first line that has none: not a line of a block (the header is one,
+    but not certified), or a line whose message was not found. Where a line number is 0, the
+    text is ``inline``'s for that position (a message the parent built, such as a
+    compaction's summary), the end if it has none.
+
+    Each block is read from ``memory`` into one buffer, used again for the next (each text a
+    view of it, valid until the next is asked for: the converter is done with it by then),
+    rather than mapped: the records' pages then count in the parent's resident memory only,
+    not in this process's too (measured: 23 MB of 48 for 48,000 messages)."""
     firsts = [block[0] for block in blocks]
     low = high = 0
-    base = 0
     bounds: Any = ()
     starts: Any = ()
+    buffer = bytearray(BLOCK + (BLOCK >> 2))
+    view = memoryview(buffer)
     given = inline or {}
     for position, number in enumerate(lines):
         if not number:
@@ -277,11 +283,17 @@ def messages_of(
             high = low + len(bounds) - 1
             if not low < number <= high:
                 return
+            size = bounds[-1]
+            if size > len(buffer):
+                buffer = bytearray(size)  # a new one: the last text's view may still be held
+                view = memoryview(buffer)
+            if os.preadv(memory, [view[:size]], base) != size:
+                return
         index = number - low
         start = starts[index]
         if not start:
             return
-        yield view[base + start : base + bounds[index] - 2]
+        yield view[start : bounds[index] - 2]
 
 
 def prefix_answer(
@@ -292,16 +304,12 @@ def prefix_answer(
     segment lengths, tail, items, last_role, pending, images)``, and the segments themselves
     (written as they are: ~8 MB for 48,000 messages, not copied into one)."""
     import marshal
-    import mmap
 
     from pitrio._prefix_chat import ChatFacts, prepare_chat_prefix
 
-    end = blocks[-1][1] + blocks[-1][2][-1] if blocks else 0
-    if not end:
+    if not blocks:
         return []
-    flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
-    mapped = mmap.mmap(memory, end, flags=flags, prot=mmap.PROT_READ)
-    texts = messages_of(memoryview(mapped), blocks, lines, inline)
+    texts = messages_of(memory, blocks, lines, inline)
     prefix = prepare_chat_prefix(texts, ChatFacts(*facts))
     if prefix is None:
         return []
