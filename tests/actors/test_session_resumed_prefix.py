@@ -21,15 +21,7 @@ import pitrio
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.messages.snapshot import Snapshot
 from tests.actors.providers.loopback import loopback_server, recording, sse
-
-USAGE = {
-    "input": 10,
-    "output": 5,
-    "cacheRead": 0,
-    "cacheWrite": 0,
-    "totalTokens": 15,
-    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
-}
+from tests.prefix_chat_support import USAGE
 
 
 def _assistant(content: list[Any], stop: str, at: int) -> dict[str, Any]:
