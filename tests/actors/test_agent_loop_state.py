@@ -4,14 +4,18 @@ and copies only what was added (issue 38: per-turn cost flat in the session's le
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import pytest
 
-from pitrio.actors.agent_loop import AgentState, LoopHooks
+from pitrio.actors.agent_loop import AgentState, BeforeToolCallContext, LoopHooks
 from pitrio.actors.agent_loop.state import TranscriptView
+from pitrio.actors.model_router import FauxReply, FauxToolCall
+from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
 from pitrio.messages.agent import (
     AgentMessage,
+    AgentToolResult,
     AssistantMessage,
     LlmMessage,
     SystemMessage,
@@ -83,6 +87,50 @@ async def test_a_resumed_transcript_stays_a_view_whose_added_messages_extend_the
         assert sent.head()._source is stored  # type: ignore[union-attr]
         assert len(third) == 504 and [m.role for m in third.tail] == ["user", "assistant"] * 2
         assert list(third)[:500] == list(stored._messages)
+
+
+def _stored_session(count: int) -> StoredView:
+    answer = AssistantMessage(
+        content=(TextContent(text="ok"),), api="a", provider="p", model="m", usage=Usage(),
+        stop_reason="stop", timestamp=1,
+    )  # fmt: skip
+    return StoredView([*(user_message(str(i)) for i in range(count - 1)), answer])
+
+
+def _converting_hooks(**more: Any) -> LoopHooks:
+    converter = PrefixConverter()
+
+    async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
+        return converter.convert(messages)
+
+    return LoopHooks(convert_to_llm=convert, **more)
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_a_tool_turn_copies_the_transcript_only_for_tool_call_hooks(hooked: bool) -> None:
+    # A resumed session's first tool call: the batch's copy of the transcript is for the
+    # tool-call hooks alone; without them the stored part is not read again (issue 38).
+    stored = _stored_session(100)
+    reads_at_call: list[int] = []
+    contexts: list[int] = []
+
+    async def execute(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
+        reads_at_call.append(stored.reads.count(0))
+        return text_result("done")
+
+    async def before(context: BeforeToolCallContext) -> None:
+        contexts.append(len(context.context))
+
+    hooks = _converting_hooks(before_tool_call=before) if hooked else _converting_hooks()
+    replies = (FauxReply(tool_calls=[FauxToolCall("echo", {})]), "after")
+    tool = AgentTool(name="echo", execute=execute)
+    async with running_loop(*replies, tools=[tool], messages=stored, hooks=hooks) as fx:
+        await fx.loop.prompt("go")
+    # The first request read the first stored message once (the faux model reads the whole
+    # request; the converted view keeps what it built); the hooked batch copied it again.
+    assert reads_at_call == [2 if hooked else 1]
+    # The hook's context: the 100 stored, the tools' system message, the prompt, the call.
+    assert contexts == ([103] if hooked else [])
 
 
 async def test_any_change_but_appending_starts_a_new_chain() -> None:

@@ -565,11 +565,14 @@ class LoopRun:
         from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
 
         hooks = self.config.hooks
+        # The transcript goes to the tool-call hooks alone: copied (and a resumed session's
+        # stored part decoded, issue 38) only for them.
+        hooked = hooks.before_tool_call is not None or hooks.after_tool_call is not None
         batch = ToolBatch(
             assistant_message=response,
             tools=self.config.tools,
             mode=self.config.tool_execution,
-            context=tuple(self.context),
+            context=tuple(self.context) if hooked else (),
             before_tool_call=hooks.before_tool_call,
             after_tool_call=hooks.after_tool_call,
             model=self.config.model,
