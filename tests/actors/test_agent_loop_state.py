@@ -57,38 +57,6 @@ async def test_a_state_extends_the_previous_states_transcript_without_copying_it
         assert len(first) == 1000 and list(second[:1000]) == long
 
 
-async def test_a_resumed_transcript_stays_a_view_whose_added_messages_extend_the_last() -> None:
-    # A resumed session's stored part is read by no run or state (issue 38): states hold a
-    # view of it, each view's added messages a snapshot extending the previous state's.
-    answer = AssistantMessage(
-        content=(TextContent(text="ok"),), api="a", provider="p", model="m", usage=Usage(),
-        stop_reason="stop", timestamp=1,
-    )  # fmt: skip
-    stored = StoredView([*(user_message(str(i)) for i in range(499)), answer])
-    converter = PrefixConverter()
-
-    async def convert(messages: Sequence[AgentMessage]) -> Sequence[LlmMessage]:
-        return converter.convert(messages)
-
-    hooks = LoopHooks(convert_to_llm=convert)
-    async with running_loop("one", "two", messages=stored, hooks=hooks) as fx:
-        first = (await fx.loop.state()).messages_view
-        await fx.loop.prompt("a")
-        second = (await fx.loop.state()).messages_view
-        await fx.loop.prompt("b")
-        third = (await fx.loop.state()).messages_view
-        assert isinstance(third, TranscriptView) and third.base is stored
-        assert isinstance(third.tail, Snapshot) and third.tail.starts_with(second.tail)  # type: ignore[attr-defined]
-        assert extends(first, third) and extends(second, third) and not extends(third, second)
-        # The requests' snapshots are headed by the stored view, converted as a view (the
-        # faux provider then reads it all, for its token counts: a real one need not).
-        sent = fx.faux.last_request.context.messages
-        assert isinstance(sent, Snapshot) and isinstance(sent.head(), ConvertedView)
-        assert sent.head()._source is stored  # type: ignore[union-attr]
-        assert len(third) == 504 and [m.role for m in third.tail] == ["user", "assistant"] * 2
-        assert list(third)[:500] == list(stored._messages)
-
-
 def _stored_session(count: int) -> StoredView:
     answer = AssistantMessage(
         content=(TextContent(text="ok"),), api="a", provider="p", model="m", usage=Usage(),
@@ -104,6 +72,28 @@ def _converting_hooks(**more: Any) -> LoopHooks:
         return converter.convert(messages)
 
     return LoopHooks(convert_to_llm=convert, **more)
+
+
+async def test_a_resumed_transcript_stays_a_view_whose_added_messages_extend_the_last() -> None:
+    # A resumed session's stored part is read by no run or state (issue 38): states hold a
+    # view of it, each view's added messages a snapshot extending the previous state's.
+    stored = _stored_session(500)
+    async with running_loop("one", "two", messages=stored, hooks=_converting_hooks()) as fx:
+        first = (await fx.loop.state()).messages_view
+        await fx.loop.prompt("a")
+        second = (await fx.loop.state()).messages_view
+        await fx.loop.prompt("b")
+        third = (await fx.loop.state()).messages_view
+        assert isinstance(third, TranscriptView) and third.base is stored
+        assert isinstance(third.tail, Snapshot) and third.tail.starts_with(second.tail)  # type: ignore[attr-defined]
+        assert extends(first, third) and extends(second, third) and not extends(third, second)
+        # The requests' snapshots are headed by the stored view, converted as a view (the
+        # faux provider then reads it all, for its token counts: a real one need not).
+        sent = fx.faux.last_request.context.messages
+        assert isinstance(sent, Snapshot) and isinstance(sent.head(), ConvertedView)
+        assert sent.head()._source is stored  # type: ignore[union-attr]
+        assert len(third) == 504 and [m.role for m in third.tail] == ["user", "assistant"] * 2
+        assert list(third)[:500] == list(stored._messages)
 
 
 @pytest.mark.parametrize("hooked", [False, True])
