@@ -197,6 +197,21 @@ class PrefixConverter:
         return out
 
 
+def positions_of(values: list[Any], wanted: Iterable[Any]) -> list[int]:
+    """The indexes of ``values`` holding one of ``wanted``, in order, found by ``list.index``
+    (a search in C) per wanted value: for a long list where they are few (a resumed
+    transcript's roles, issue 38)."""
+    found: list[int] = []
+    for value in wanted:
+        at = -1
+        with contextlib.suppress(ValueError):
+            while True:
+                at = values.index(value, at + 1)
+                found.append(at)
+    found.sort()
+    return found
+
+
 _KEPT_ROLES = frozenset(("user", "assistant", "toolResult"))
 """Stored roles whose messages :func:`convert_message` returns as they are."""
 
@@ -208,9 +223,9 @@ class ConvertedView(FrozenView[LlmMessage]):
     convert to themselves, so they stay in the source, undecoded, until an item is read;
     stored system messages are left out, as the converter leaves them; any other message
     (a summary, a custom or bash message) is decoded and converted at once (few, and their
-    conversion may drop them). ``stored_texts(start, stop)`` of the source gives the JSON of
-    the stored ones, for a provider that builds its request from it
-    (:meth:`stored_texts`). Read items are kept, so an item is the same object every time."""
+    conversion may drop them). The source's ``stored_texts(start, stop)`` gives the JSON of
+    the stored ones, for a provider that builds its request from it (:meth:`json_texts`).
+    Read items are kept, so an item is the same object every time."""
 
     __slots__ = ("_block_images", "_built", "_pieces", "_slots", "_source", "offered")
 
@@ -223,14 +238,7 @@ class ConvertedView(FrozenView[LlmMessage]):
         # Made at a resumed session's start (issue 38): the few other messages are found by
         # a search per role in C, and the runs of kept ones between them copied as ranges
         # (``_pieces`` keeps them, for the texts and lines asked of them too).
-        others: list[int] = []
-        for role in set(roles).difference(_KEPT_ROLES):
-            at = -1
-            with contextlib.suppress(ValueError):
-                while True:
-                    at = roles.index(role, at + 1)
-                    others.append(at)
-        others.sort()
+        others = positions_of(roles, set(roles).difference(_KEPT_ROLES))
         slots: list[int | LlmMessage] = []
         pieces: list[range | LlmMessage] = []
         done = 0

@@ -33,7 +33,6 @@ The rules, as pi applies them:
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -65,6 +64,7 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.codec import to_json
 from pitrio.messages.content import ImageContent, TextContent, text_of
+from pitrio.messages.convert import positions_of
 from pitrio.messages.entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -223,15 +223,8 @@ class ContextMessages(FrozenView[AgentMessage]):
         roles in C: a summary or an edit's result (no role) is looked at, the rest not."""
         items = self._items[start : self._length]
         roles = list(map(_ROLE, items))
-        found: list[int] = []
-        for wanted in ("system", None):
-            at = -1
-            with contextlib.suppress(ValueError):
-                while True:
-                    at = roles.index(wanted, at + 1)
-                    found.append(at)
         out: list[SystemMessage] = []
-        for index in sorted(found):
+        for index in positions_of(roles, ("system", None)):
             item = items[index]
             if isinstance(item, StoredEntry) and (item.type != "message" or item.role is None):
                 continue  # another entry type (a custom message, a branch summary)
