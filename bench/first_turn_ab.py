@@ -52,6 +52,15 @@ def _commands(before: Path | None) -> dict[str, str]:
     return commands
 
 
+def generated_session(harness: Any, turns: int) -> Path:
+    """The harness's session file of ``turns`` turns (``make_session_file``), in a sandbox of
+    its own."""
+    sandbox = harness.sandbox("generate")
+    path: Path = sandbox.root / "session.jsonl"
+    harness.make_session_file(path, sandbox.work, turns)
+    return path
+
+
 def start_resumed(harness: Any, tools: Any, data: bytes, name: str) -> Any:
     """The harness's current agent started with ``--session`` on a copy of ``data`` in a
     fresh sandbox ``name``, the mock reset to answer every request with one short delta."""
@@ -110,10 +119,7 @@ def main() -> int:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     loads = [os.getloadavg()[0]]
     try:
-        sandbox = harness.sandbox("generate")
-        path = sandbox.root / "session.jsonl"
-        harness.make_session_file(path, sandbox.work, args.turns)
-        data = path.read_bytes()
+        data = generated_session(harness, args.turns).read_bytes()
         for round_index in range(args.rounds + 1):
             order = names if round_index % 2 else names[::-1]
             for name in order:

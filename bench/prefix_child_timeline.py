@@ -151,9 +151,9 @@ def main() -> int:
     runs: dict[str, list[dict[str, float]]] = {"parent": [], "child": []}
     loads = [os.getloadavg()[0]]
     try:
-        sandbox = harness.sandbox("generate")
-        path = sandbox.root / "session.jsonl"
-        harness.make_session_file(path, sandbox.work, args.turns)
+        from bench.first_turn_ab import generated_session
+
+        path = generated_session(harness, args.turns)
         data = path.read_bytes()
         for index in range(args.rounds + 1):
             order = ["parent", "child"] if index % 2 else ["child", "parent"]
