@@ -44,12 +44,13 @@ import contextlib
 import mmap
 import os
 import signal
-import stat
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+from pitrio._preparse_guess import named_session
 
 if TYPE_CHECKING:
     import threading
@@ -128,93 +129,6 @@ def identity(status: os.stat_result) -> Identity:
     """What tells a file's bytes unchanged: device, inode, size, modification and change
     times (a write changes the change time; ``utime`` cannot set it back)."""
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-
-
-def named_session(
-    argv: Sequence[str], cwd: str, env: Mapping[str, str] | None = None
-) -> str | None:
-    """The session file an RPC command line opens, if it can be told without pitrio and
-    names an existing regular file; else ``None``. Options are read spelled ``--opt value``
-    or ``--opt=value``:
-
-    * ``--session PATH``: that file (a path: it has a separator or ends in ``.jsonl``);
-    * ``--session PREFIX`` (a session id's start) and ``-c``/``--continue``: the newest file
-      (by modification time) of the cwd's session dir whose name ends in ``_<id>.jsonl``
-      with a matching id, or any ``.jsonl`` file for ``--continue``.
-
-    The session dir is ``--session-dir``, else ``$PITRIO_SESSION_DIR``, else the agent
-    dir's (``$PITRIO_AGENT_DIR`` or ``~/.pitrio/agent``) ``sessions/--<cwd>--``. This is a
-    guess where pitrio's own resolution reads more (a ``sessionDir`` setting, the headers,
-    other projects): a wrong guess costs only a child, whose offer the file that is really
-    opened does not take (its identity differs)."""
-    environ = os.environ if env is None else env
-    options: dict[str, str] = {}
-    resume = False
-    for index, arg in enumerate(argv):
-        if arg == "--":
-            break
-        if arg in ("-c", "--continue"):
-            resume = True
-            continue
-        name, equals, value = arg.partition("=")
-        if name in ("--mode", "--session", "--session-dir"):
-            if equals:
-                options[name] = value
-            elif index + 1 < len(argv):
-                options[name] = argv[index + 1]
-    session = options.get("--session")
-    if options.get("--mode") != "rpc" or not (session or resume):
-        return None
-    if session and ("/" in session or "\\" in session or session.endswith(".jsonl")):
-        path = os.path.join(cwd, os.path.expanduser(session))
-    else:
-        folder = _session_dir(cwd, options.get("--session-dir"), environ)
-        found = _newest(folder, session or "", any_name=not session)
-        if found is None:
-            return None
-        path = found
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # a FIFO's bytes are the parent's to read
-    except (OSError, ValueError):
-        return None
-    return path
-
-
-def _session_dir(cwd: str, flag: str | None, env: Mapping[str, str]) -> str:
-    """The cwd's session dir as the store finds it without settings (see :func:`named_session`)."""
-    chosen = flag or env.get("PITRIO_SESSION_DIR")
-    if chosen:
-        return os.path.join(cwd, os.path.expanduser(chosen))
-    agent = env.get("PITRIO_AGENT_DIR")
-    base = os.path.expanduser(agent) if agent else os.path.expanduser("~/.pitrio/agent")
-    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    for char in ("/", "\\", ":"):
-        trimmed = trimmed.replace(char, "-")
-    return os.path.join(base, "sessions", f"--{trimmed}--")
-
-
-def _newest(folder: str, prefix: str, *, any_name: bool) -> str | None:
-    """The most recently modified ``.jsonl`` file in ``folder`` (with ``any_name`` false:
-    one whose session id, after the file name's first ``_``, starts with ``prefix``)."""
-    best: tuple[int, str] | None = None
-    try:
-        entries = list(os.scandir(folder))
-    except (OSError, ValueError):
-        return None
-    for entry in entries:
-        name = entry.name
-        if not name.endswith(".jsonl"):
-            continue
-        if not any_name and not name.partition("_")[2].startswith(prefix):
-            continue
-        try:
-            modified = entry.stat().st_mtime_ns
-        except OSError:
-            continue
-        if best is None or modified > best[0]:
-            best = (modified, entry.path)
-    return None if best is None else best[1]
 
 
 class Offer:
