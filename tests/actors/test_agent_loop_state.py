@@ -10,9 +10,11 @@ import attrs
 import pytest
 
 from pitrio.actors.agent_loop import AgentState, BeforeToolCallContext, LoopHooks
+from pitrio.actors.agent_loop.hooks import TurnContext
 from pitrio.actors.agent_loop.state import TranscriptView
 from pitrio.actors.model_router import FauxReply, FauxToolCall
 from pitrio.actors.tool_executor import AgentTool, UpdateFn, text_result
+from pitrio.actors.tool_executor.hooks import AfterToolCallContext
 from pitrio.messages.agent import (
     AgentMessage,
     AgentToolResult,
@@ -97,30 +99,78 @@ async def test_a_resumed_transcript_stays_a_view_whose_added_messages_extend_the
 
 
 @pytest.mark.parametrize("hooked", [False, True])
-async def test_a_tool_turn_copies_the_transcript_only_for_tool_call_hooks(hooked: bool) -> None:
-    # A resumed session's first tool call: the batch's copy of the transcript is for the
-    # tool-call hooks alone; without them the stored part is not read again (issue 38).
+async def test_a_tool_turn_reads_the_transcript_only_where_a_hook_reads_it(hooked: bool) -> None:
+    # A resumed session's first tool call: the tool-call and turn-end hooks get the
+    # transcript as a view; the stored part is decoded only where a hook reads (issue 38).
     stored = _stored_session(100)
     reads_at_call: list[int] = []
-    contexts: list[int] = []
+    seen: list[tuple[str, int, str, str]] = []
 
     async def execute(call_id: str, args: dict[str, Any], on_update: UpdateFn) -> AgentToolResult:
         reads_at_call.append(stored.reads.count(0))
         return text_result("done")
 
     async def before(context: BeforeToolCallContext) -> None:
-        contexts.append(len(context.context))
+        # The length and the last message (the call's response) read nothing stored.
+        seen.append(("before", len(context.context), context.context[-1].role, ""))
 
-    hooks = _converting_hooks(before_tool_call=before) if hooked else _converting_hooks()
+    async def after(context: AfterToolCallContext) -> None:
+        first = context.context[0]  # read: decoded here, and the stored message itself
+        assert first is stored._messages[0]
+        seen.append(("after", len(context.context), context.context[-1].role, ""))
+
+    async def turn_end(context: TurnContext) -> bool:
+        texts = [m.content[0].text for m in context.context[:2]]  # type: ignore[union-attr]
+        seen.append(("turn_end", len(context.context), context.context[-1].role, texts[1]))
+        return False
+
+    hooks = (
+        _converting_hooks(before_tool_call=before, after_tool_call=after)
+        if hooked
+        else _converting_hooks(should_stop_after_turn=turn_end)
+    )
     replies = (FauxReply(tool_calls=[FauxToolCall("echo", {})]), "after")
     tool = AgentTool(name="echo", execute=execute)
     async with running_loop(*replies, tools=[tool], messages=stored, hooks=hooks) as fx:
         await fx.loop.prompt("go")
     # The first request read the first stored message once (the faux model reads the whole
-    # request; the converted view keeps what it built); the hooked batch copied it again.
-    assert reads_at_call == [2 if hooked else 1]
-    # The hook's context: the 100 stored, the tools' system message, the prompt, the call.
-    assert contexts == ([103] if hooked else [])
+    # request; the converted view keeps what it built); no hook read it before the call.
+    assert reads_at_call == [1]
+    assert stored.reads.count(50) == 1  # a message no hook read: by the first request alone
+    # The hooks' context: the 100 stored, the tools' system message, the prompt, the call
+    # (and at the turn's end its result).
+    if hooked:
+        assert seen == [("before", 103, "assistant", ""), ("after", 103, "assistant", "")]
+        assert stored.reads.count(0) == 2  # ``after`` read it
+    else:
+        assert seen == [("turn_end", 104, "toolResult", "1"), ("turn_end", 105, "assistant", "1")]
+
+
+@pytest.mark.parametrize("wanted", [False, True])
+async def test_a_context_hook_with_nothing_to_do_is_not_given_a_copy(wanted: bool) -> None:
+    # ``wants`` says the transform has no handler: it is not called and the stored part is
+    # not copied into a list for it (an extension host without context handlers, issue 38).
+    stored = _stored_session(100)
+    given: list[int] = []
+
+    async def transform(messages: list[AgentMessage]) -> list[AgentMessage]:
+        given.append(len(messages))
+        return messages
+
+    asked: list[str] = []
+
+    def wants(hook: str) -> bool:
+        asked.append(hook)
+        return wanted
+
+    hooks = _converting_hooks(transform_context=transform, wants=wants)
+    async with running_loop("one", messages=stored, hooks=hooks) as fx:
+        await fx.loop.prompt("go")
+        sent = fx.faux.last_request.context.messages
+    assert asked == ["transform_context"]
+    assert given == ([101] if wanted else [])  # the 100 stored and the prompt
+    # Copied for the hook, the request is a list's conversion; otherwise the stored view's.
+    assert isinstance(sent, Snapshot) and isinstance(sent.head(), ConvertedView) is not wanted
 
 
 async def test_any_change_but_appending_starts_a_new_chain() -> None:

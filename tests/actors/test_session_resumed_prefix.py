@@ -20,6 +20,7 @@ import pytest
 import pitrio
 from pitrio.actors.session_store.stored import StoredEntry
 from pitrio.messages.snapshot import Snapshot
+from tests.actors import extension_probe
 from tests.actors.providers.loopback import loopback_server, recording, sse
 from tests.prefix_chat_support import USAGE
 
@@ -121,7 +122,12 @@ def _agent_dir(root: Path, base_url: str, *, block_images: bool) -> Path:
 
 
 async def _turns(
-    root: Path, session_file: Path, *, block_images: bool, prompts: int
+    root: Path,
+    session_file: Path,
+    *,
+    block_images: bool,
+    prompts: int,
+    extensions: list[str] | None = None,
 ) -> tuple[list[Any], int]:
     # ``root`` is the cwd (the system prompt names it) and holds the agent dir.
     """Each request body a resumed session sends for ``prompts`` prompts, and how many
@@ -141,7 +147,10 @@ async def _turns(
             patch.setenv("PITRIO_AGENT_DIR", str(agent))
             server.push(*(sse(recording("openai_completions_text.sse")) for _ in range(prompts)))
             async with pitrio.create_session(
-                cwd=str(root), model="mock/m", session=str(session_file)
+                cwd=str(root),
+                model="mock/m",
+                session=str(session_file),
+                **({"extensions": extensions} if extensions else {}),
             ) as session:
                 for index in range(prompts):
                     await session.prompt(f"next {index}")
@@ -181,3 +190,33 @@ async def test_the_first_turn_decodes_only_what_the_prefix_leaves_and_sends_the_
         assert count - image_at <= lazy_decoded <= count - image_at + 8
     else:
         assert lazy_decoded <= 8
+
+
+@pytest.mark.parametrize("handler", ["tool_call", "context"])
+async def test_an_extension_decodes_the_transcript_only_for_a_context_handler(
+    tmp_path: Path, handler: str
+) -> None:
+    # An extension host wraps the loop's hooks; one without a context handler leaves the
+    # stored transcript undecoded, as without extensions (issue 38). A context handler is
+    # given the messages, so they are decoded for it.
+    seen: list[int] = []
+
+    def setup(api: Any) -> None:
+        def on_context(event: Any, ctx: Any) -> None:
+            seen.append(len(event.messages))
+
+        api.on(handler, on_context)
+
+    extension_probe.setup = setup
+    bridge = extension_probe.write_bridge(tmp_path / "exts")
+    count = write_session(tmp_path / "session.jsonl", 300)
+    bodies, decoded = await _turns(
+        tmp_path, tmp_path / "session.jsonl", block_images=False, prompts=1,
+        extensions=[str(bridge)],
+    )  # fmt: skip
+    assert len(bodies) == 1 and len(bodies[0]["messages"]) > 600
+    if handler == "context":
+        # The handler sees the transcript without its system message, and the prompt.
+        assert seen == [count] and decoded >= count
+    else:
+        assert seen == [] and decoded <= 8

@@ -54,7 +54,8 @@ class TurnContext:
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]
-    context: tuple[AgentMessage, ...]
+    context: Sequence[AgentMessage]
+    """The transcript so far: an immutable view, whose stored part is decoded where read."""
     new_messages: tuple[AgentMessage, ...]
 
 
@@ -80,6 +81,10 @@ class LoopHooks:
     on_request: OnRequest | None = None
     provider: ProviderHooks | None = None
     """Handed to the provider with each request (pi 1.6.0's provider-request hooks)."""
+    wants: Callable[[str], bool] | None = None
+    """Whether the hook of that name (``transform_context``) has anything to do at this
+    request; ``None``: always. A hook that has nothing to do is not called, so the loop does
+    not copy the transcript for it (a resumed session's stored part stays undecoded)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -171,6 +171,12 @@ class RunContext:
         """Add messages at the end."""
         self.tail.extend(messages)
 
+    def view(self) -> Snapshot[AgentMessage]:
+        """Everything so far, for a reader that may not look (a hook): the snapshot part as
+        it is, not read and not extended (the requests' line of snapshots is left as it was),
+        and the messages added since, copied."""
+        return Snapshot.over(self.base, self.tail)
+
     def snapshot(self) -> Snapshot[AgentMessage]:
         """Everything so far as a snapshot made from the previous one (which it becomes)."""
         self.base, self.tail = self.base.extended(self.tail), []
@@ -312,7 +318,7 @@ class LoopRun:
                     TurnContext(
                         message=response,
                         tool_results=results,
-                        context=tuple(self.context),
+                        context=self.context.view(),
                         new_messages=tuple(self.new_messages),
                     )
                 ):
@@ -390,7 +396,12 @@ class LoopRun:
             transcript: Sequence[AgentMessage] = self.context.snapshot()
             messages = transcript
             system_prompt, tools = self._system(messages)
-            if config.hooks.transform_context is not None:
+            wants = config.hooks.wants
+            if config.hooks.transform_context is not None and (
+                wants is None or wants("transform_context")
+            ):
+                # Copied for the hook (which may change the list) only when it has something
+                # to do: a resumed session's stored part is then not decoded (issue 38).
                 seen = list(messages)
                 messages = await config.hooks.transform_context(seen)
                 if messages is not seen:
@@ -565,14 +576,14 @@ class LoopRun:
         from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
 
         hooks = self.config.hooks
-        # The transcript goes to the tool-call hooks alone: copied (and a resumed session's
-        # stored part decoded, issue 38) only for them.
+        # The transcript goes to the tool-call hooks alone, as a view: a resumed session's
+        # stored part is decoded only if a hook reads it (issue 38).
         hooked = hooks.before_tool_call is not None or hooks.after_tool_call is not None
         batch = ToolBatch(
             assistant_message=response,
             tools=self.config.tools,
             mode=self.config.tool_execution,
-            context=tuple(self.context) if hooked else (),
+            context=self.context.view() if hooked else (),
             before_tool_call=hooks.before_tool_call,
             after_tool_call=hooks.after_tool_call,
             model=self.config.model,

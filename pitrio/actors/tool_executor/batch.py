@@ -114,7 +114,7 @@ class ToolBatch:
     assistant_message: AssistantMessage
     tools: tuple[AgentTool, ...]
     mode: ToolExecutionMode = "parallel"
-    context: tuple[AgentMessage, ...] = ()
+    context: Sequence[AgentMessage] = ()
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
     model: Model | None = None

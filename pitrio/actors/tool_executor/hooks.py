@@ -6,7 +6,7 @@ re-exports them as part of the loop's hooks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -28,7 +28,8 @@ class BeforeToolCallContext:
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: dict[str, Any]
-    context: tuple[AgentMessage, ...]
+    context: Sequence[AgentMessage]
+    """The transcript: an immutable view, whose stored part is decoded where read."""
     parent_tool_call_id: str | None = None
     """Set when another tool (a codemode script) made this call."""
 
@@ -50,7 +51,8 @@ class AfterToolCallContext:
     args: dict[str, Any]
     result: AgentToolResult
     is_error: bool
-    context: tuple[AgentMessage, ...]
+    context: Sequence[AgentMessage]
+    """The transcript: an immutable view, whose stored part is decoded where read."""
     parent_tool_call_id: str | None = None
     """Set when another tool (a codemode script) made this call."""
 

@@ -302,14 +302,21 @@ class ExtensionHostHandle(Handle[HostCommand]):
             after_tool_call=self._hook_tool_result,
             should_stop_after_turn=self._hook_turn_end,
             provider=ExtensionProviderHooks(self),
+            wants=self._wants,
         )
+
+    def _wants(self, hook: str) -> bool:
+        """Whether a loop hook has handlers now (see ``LoopHooks.wants``)."""
+        if hook == "transform_context":
+            return self.has("context") or self.has("context_with_system")
+        return True
 
     async def provider_stage(self, stage: str, payload: Any) -> Any:
         """Run ``stage``'s handlers (see :class:`ExtensionProviderHooks`)."""
         return await self._run(lambda work: ProviderStage(stage, payload, work))
 
     async def _hook_context(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        if not self.has("context") and not self.has("context_with_system"):
+        if not self._wants("transform_context"):
             return messages
         result: list[AgentMessage] = await self._run(lambda work: TransformContext(messages, work))
         return result
