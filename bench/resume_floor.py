@@ -9,7 +9,9 @@ every shortcut a single-purpose program can take and keeps what the harness's re
   the branch walked from its last entry);
 - ``get_messages`` with every message of that branch;
 - a prompt answered by a Chat Completions request carrying the whole transcript, the user's
-  entry appended to the file and fsynced, the streamed reply parsed and ``agent_end`` sent.
+  entry appended to the file and fsynced, the streamed reply parsed and every delta written
+  as pi 1.6.0's ``message_update`` line (the deltas of each read in one write), then
+  ``agent_end``. Without ``--session`` that is the floor of the harness's stream workload.
 
 Its one trick is the best this machine allows: before anything else is imported the process
 forks, and the child parses the file, counts, encodes the ``get_messages`` reply and every
@@ -23,7 +25,8 @@ machine; a target under them is past the floor.
         --agent-cmd "{python} /work/main/bench/resume_floor.py" --label floor --out F.json
 
 or beside pi and pitrio in one interleaved run: ``bench/side_by_side.py --extra-label floor
---extra-workload cold_start --extra-workload resume`` (its column is named ``pitrio-floor``).
+--extra-workload cold_start --extra-workload resume --extra-workload stream`` (its column is
+named ``pitrio-floor``).
 Without ``--session`` it answers ``get_state`` of a new session: the cold start's floor.
 
 Not part of the test run.
@@ -40,7 +43,7 @@ from typing import Any
 # start at once, and the parent's imports must not be done twice.
 
 
-def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
+def child(path: str, notes: int, replies: int, chat: int, frame: int, resume: bool) -> None:
     """Parse the session file and hand the parent each result as soon as it exists.
 
     ``notes`` carries one line per result (``count N``, ``messages SIZE``, ``chat SIZE``,
@@ -50,9 +53,11 @@ def child(path: str, notes: int, replies: int, chat: int, frame: int) -> None:
     """
     if os.fork() == 0:
         # The request's frame, forked while this process is small (a fork of a large Python
-        # process copies every page its reference counts touch), at the lowest priority so it
-        # takes only the time the parser and the parent leave.
-        os.nice(19)
+        # process copies every page its reference counts touch). Resuming, at the lowest
+        # priority so it takes only the time the parser and the parent leave; for a new
+        # session there is nothing to parse and the first prompt waits for it.
+        if resume:
+            os.nice(19)
         from floor_agent import request_frame  # type: ignore[import-not-found]  # bench/
 
         head, tail = request_frame(os.getcwd(), os.environ.get("ANCHOR_MODEL", "mock-model"))
@@ -116,7 +121,7 @@ def main(argv: list[str]) -> int:
     if os.fork() == 0:
         os.close(notes_r)
         try:
-            child(path, notes_w, replies, chat, frame)
+            child(path, notes_w, replies, chat, frame, "--session" in argv)
         except BaseException:
             import traceback
 
@@ -229,7 +234,7 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
     import h11
     import orjson
     import trio
-    from floor_agent import to_chat
+    from floor_agent import USAGE_ZERO, to_chat
 
     async def event(value: dict[str, Any]) -> None:
         await stdout.send_all(orjson.dumps(value) + b"\n")
@@ -258,7 +263,11 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
     request = h11.Request(method="POST", target=target, headers=headers)
     await stream.send_all(wire.send(request) + wire.send(h11.Data(data=body)))
     append(path, user)  # synced while the model reads the request
-    reply, pending = "", b""
+    pieces: list[str] = []
+    pending = b""
+    # pi 1.6.0's update line: the usage, then the stream event without its partial.
+    head = b'{"type":"message_update","usage":' + orjson.dumps(USAGE_ZERO)
+    head += b',"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":'
     while True:
         got = wire.next_event()
         if got is h11.NEED_DATA:
@@ -267,6 +276,7 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
         if isinstance(got, h11.Data):
             pending += bytes(got.data)
             *frames, pending = pending.split(b"\n\n")
+            lines: list[bytes] = []  # every delta of what was read, in one write
             for block in frames:
                 payload = block.removeprefix(b"data: ")
                 if payload == b"[DONE]":
@@ -274,11 +284,13 @@ async def turn(text: str, path: str, stdout: Any, notes: Notes, files: tuple[int
                 choices = orjson.loads(payload).get("choices") or [{}]
                 delta = (choices[0].get("delta") or {}).get("content")
                 if delta:
-                    reply += delta
-                    update = {"type": "text_delta", "delta": delta}
-                    await event({"type": "message_update", "assistantMessageEvent": update})
+                    pieces.append(delta)
+                    lines.append(head + orjson.dumps(delta) + b"}}\n")
+            if lines:
+                await stdout.send_all(b"".join(lines))
         elif isinstance(got, h11.EndOfMessage | h11.ConnectionClosed):
             break
+    reply = "".join(pieces)
     await stream.aclose()
     answer = {"role": "assistant", "content": [{"type": "text", "text": reply}]}
     answer["stopReason"] = "stop"
