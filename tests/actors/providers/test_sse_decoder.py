@@ -84,3 +84,24 @@ def test_agrees_with_httpx_sse(parts: list[bytes], cuts: list[int]) -> None:
     data = b"".join(parts)
     chunks = split(data, cuts)
     assert ours(chunks) == reference(chunks)
+
+
+def test_runs_of_one_line_data_events_cut_anywhere() -> None:
+    # The decoder's quick path takes whole events of one ``data: `` line up to a read's last
+    # blank line; whatever else a read holds, or a line split across reads, goes the line
+    # rules' way. Every cut of such a body, in two and in three, decodes as httpx-sse does.
+    events = b"".join(b'data: {"n":%d}\n\n' % n for n in range(6))
+    bodies = [
+        events,
+        events + b"data: a\ndata: b\n\n" + events,  # an event of two data lines
+        events + b": ping\n\n" + events + b"event: e\ndata: x\n\n",  # a comment, a name
+        events.replace(b"\n\n", b"\r\n\r\n", 2) + b"data:tight\n\ndata: \n\n",
+        b"data: " + "é".encode() * 3 + b"\n\n" + events + b"data: end",
+    ]
+    for body in bodies:
+        whole = reference([body])
+        assert ours([body]) == whole
+        for cut in range(len(body) + 1):
+            assert ours([body[:cut], body[cut:]]) == whole
+            later = min(len(body), cut + 9)
+            assert ours([body[:cut], body[cut:later], body[later:]]) == whole

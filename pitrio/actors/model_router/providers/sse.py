@@ -7,6 +7,7 @@ import abc
 import codecs
 import contextlib
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -196,6 +197,24 @@ class SseDecoder:
             # A line end now; an LF starting the next chunk belongs to it (CRLF).
             self._cr = True
             text += "\n"
+        if not self._data and not self._event and self._retry is None:
+            # The usual read of a long stream: whole events of one ``data: `` line each, up
+            # to the last blank line, cut by one split and checked by one count, both in C:
+            # a line loop was ~1 us a delta (issue 38). Anything else is left to the line
+            # rules below. The line the last read left unended starts this text (as the
+            # line rules would join it).
+            if self._partial:
+                text, self._partial = self._partial + text, ""
+            end = text.rfind("\n\n") + 2
+            if end > 1 and text.startswith("data: "):
+                found = text[6 : end - 2].split("\n\ndata: ")
+                # Two line ends per event (the split's and the last blank line's): none in
+                # a value, so each is an event of one data line.
+                if text.count("\n", 0, end) == 2 * len(found):
+                    out = list(zip(repeat("message"), found))
+                    text = text[end:]
+                    if not text:
+                        return out
         lines = text.split("\n")
         if len(lines) == 1:
             self._partial += lines[0]
