@@ -109,16 +109,29 @@ def setting_session_dir(agent_dir: str, cwd: str) -> str | None:
     return None
 
 
+SETTINGS_MAX = 1 << 20
+"""A settings file larger than this is not read for the guess (they are a few KB)."""
+
+
 def _read_setting(path: str, key: str) -> str | None:
     """A top-level string setting of one JSON file, or ``None`` (no file, no such key, not a
-    string or empty, or not JSON)."""
+    string or empty, or not JSON). Only a regular file is read, and only up to
+    :data:`SETTINGS_MAX`: a FIFO or a device there must not hold the start."""
     import json  # only for a resumed session without a session dir named
 
     try:
-        with open(path, "rb") as handle:
-            values = json.loads(handle.read())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > SETTINGS_MAX:
+            return None
+        values = json.loads(os.read(fd, SETTINGS_MAX + 1))
     except (OSError, ValueError, RecursionError):
         return None
+    finally:
+        os.close(fd)
     value = values.get(key) if isinstance(values, dict) else None
     return value if isinstance(value, str) and value else None
 

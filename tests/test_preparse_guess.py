@@ -4,12 +4,13 @@ runtime's settings do (pitrio._preparse_guess)."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
-from pitrio._preparse_guess import named_session, setting_session_dir
+from pitrio._preparse_guess import SETTINGS_MAX, named_session, setting_session_dir
 from pitrio.actors.session.resources.settings import load_settings
 from pitrio.actors.session_store.paths import session_dir
 
@@ -120,3 +121,33 @@ def test_a_session_id_prefix_is_looked_for_in_the_settings_folder(
     assert named_session(argv, str(cwd), env) == str(expected)
     os.remove(expected)
     assert named_session(argv, str(cwd), env) is None
+
+
+def test_a_settings_file_that_is_not_a_regular_file_does_not_hold_the_start(
+    places: tuple[Path, Path, dict[str, str]],
+) -> None:
+    # A FIFO named settings.json (no writer) would block a plain open; a directory cannot be
+    # read. The guess reads neither and takes the default folder.
+    agent, cwd, env = places
+    agent.mkdir()
+    os.mkfifo(agent / "settings.json")
+    (cwd / ".pitrio" / "settings.json").mkdir(parents=True)
+    expected = session_in(session_dir(str(cwd), env=env))
+    found: list[str | None] = []
+    worker = threading.Thread(
+        target=lambda: found.append(named_session(CONTINUE, str(cwd), env)), daemon=True
+    )
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and found == [str(expected)]
+
+
+def test_a_settings_file_past_the_bound_is_not_read(
+    places: tuple[Path, Path, dict[str, str]],
+) -> None:
+    agent, cwd, env = places
+    padded = b'{"sessionDir": "kept"' + b" " * SETTINGS_MAX + b"}"
+    write_settings(agent / "settings.json", padded)
+    expected = session_in(session_dir(str(cwd), env=env))
+    session_in(cwd / "kept")
+    assert named_session(CONTINUE, str(cwd), env) == str(expected)
