@@ -553,7 +553,7 @@ def test_the_child_and_the_parents_side_import_only_the_standard_library() -> No
         top = {name.partition(".")[0] for name in names}
         return sorted(top - set(sys.stdlib_module_names) - {"pitrio"})
 
-    ours = {"pitrio", "pitrio._preparse", "pitrio._preparse_prefix"}
+    ours = {"pitrio", "pitrio._preparse", "pitrio._preparse_guess", "pitrio._preparse_prefix"}
     assert outside(parent) == [] and {n for n in parent if n.startswith("pitrio")} == ours
     assert outside(child) == ["orjson"]
     assert {n for n in child if n.startswith("pitrio")} == {
