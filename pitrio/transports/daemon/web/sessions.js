@@ -38,8 +38,10 @@ export const hostHandlers = {
     scheduleList();
     const current = state.current;
     if (!current || frame.sessionId !== current.id) return;
-    if (frame.type === "session_busy") setStreaming(true);
-    if (frame.type === "session_idle") setStreaming(false);
+    // While its own socket is attached the session says when a run starts and settles, in
+    // order with its other frames; the host socket's word may come before them.
+    if (frame.type === "session_busy" && !current.attached) setStreaming(true);
+    if (frame.type === "session_idle" && !current.attached) setStreaming(false);
     if (frame.type === "session_renamed") $("session-title").textContent = frame.name;
     if (frame.type === "session_deleted") leaveSession("This session was deleted.");
   },
