@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
-    ONE_PROCESS,
     MockLLM,
     Served,
     answer,
@@ -28,13 +26,6 @@ from tests.transports.browser import (
 
 __all__ = ["browser", "mock", "mocked", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
-
-
-@pytest.fixture
-def daemon_options() -> tuple[str, ...]:
-    """The daemons of ``served`` and ``mocked``: one process (checks of the page alone)."""
-    return ONE_PROCESS
-
 
 TO_ABORT = "word " * 2000
 """A prompt the echoing model streams back for some 17 s (12 characters a chunk, 20 ms apart):
