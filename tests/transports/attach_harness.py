@@ -130,8 +130,10 @@ async def serving(
     *,
     settings: Mapping[str, Any] | None = None,
     extensions: tuple[Path, ...] = (),
+    options: tuple[str, ...] = (),
 ) -> AsyncIterator[Served]:
-    """The mock LLM answering by ``script``, and ``pitrio serve`` using it by default."""
+    """The mock LLM answering by ``script``, and ``pitrio serve`` using it by default
+    (``options``: more of its command line, e.g. ``browser.ONE_PROCESS``)."""
     agent, work = tmp / "agent", tmp / "work"
     agent.mkdir(parents=True)
     (work / ".pitrio" / "extensions").mkdir(parents=True)
@@ -143,7 +145,7 @@ async def serving(
     (agent / "settings.json").write_text(json.dumps({**base, **(settings or {})}))
     async with mock_llm(dict(script), tmp) as port:
         (agent / "models.json").write_text(json.dumps(mock_models(port)))
-        async with serve_process(agent, work) as (_, url, token):
+        async with serve_process(agent, work, *options) as (_, url, token):
             yield Served(url, token, agent, work)
 
 

@@ -71,6 +71,13 @@ SKIP_REASON = (
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 """Mark a test module with ``pytestmark = needs_chromium``."""
 
+ONE_PROCESS = ("--workers", "1")
+"""``pitrio serve`` options for a daemon of one process (no acceptor, no worker processes):
+for a module whose checks are of the page alone, not of how the daemon spreads sessions over
+its workers. It starts in a third of the CPU time of the default (a worker per core, each
+importing pitrio: 2.1 s of CPU against 0.65 s on two cores); ``test_serve_workers`` and the
+modules that keep the default cover the workers."""
+
 
 @attrs.frozen
 class Served:
@@ -284,9 +291,10 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    """A ``pitrio serve`` with the echoing faux model streaming slowly (20 ms per chunk)."""
-    with serve(tmp_path, "--faux-chunk-delay", "0.02") as daemon:
+def served(tmp_path: Path, daemon_options: tuple[str, ...]) -> Iterator[Served]:
+    """A ``pitrio serve`` with the echoing faux model streaming slowly (20 ms per chunk), and
+    the module's ``daemon_options`` (``tests/transports/conftest.py``)."""
+    with serve(tmp_path, "--faux-chunk-delay", "0.02", *daemon_options) as daemon:
         yield daemon
 
 
@@ -298,9 +306,9 @@ def mock(tmp_path: Path) -> Iterator[MockLLM]:
 
 
 @pytest.fixture
-def mocked(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
-    """A ``pitrio serve`` whose default model is the mock LLM's."""
-    with serve(tmp_path, models=mock.models(), settings=MOCK_SETTINGS) as daemon:
+def mocked(tmp_path: Path, mock: MockLLM, daemon_options: tuple[str, ...]) -> Iterator[Served]:
+    """A ``pitrio serve`` whose default model is the mock LLM's (and ``daemon_options``)."""
+    with serve(tmp_path, *daemon_options, models=mock.models(), settings=MOCK_SETTINGS) as daemon:
         yield daemon
 
 

@@ -13,10 +13,15 @@ import pytest
 
 from tests.faults.mock_llm import MOCK_LLM
 from tests.transports.attach_harness import PERMISSION_GATE, attach, serving
+from tests.transports.browser import ONE_PROCESS
 
 pytestmark = pytest.mark.skipif(
     not MOCK_LLM.exists(), reason="../shared/tools/mock_llm.py is missing"
 )
+
+# The daemon is one process (ONE_PROCESS) where a check is of attach alone; it keeps its
+# default (a worker per core) where its acceptor has a part: a session it does not know, a
+# refused token, a window answering another's dialog, the daemon killed.
 
 RM_THEN_DONE = {
     "rules": [
@@ -37,7 +42,9 @@ RM_THEN_DONE = {
 async def test_permission_gate_answered_from_stdin(
     tmp_path: Path, answer: str, removed: bool
 ) -> None:
-    async with serving(tmp_path, RM_THEN_DONE, extensions=(PERMISSION_GATE,)) as served:
+    async with serving(
+        tmp_path, RM_THEN_DONE, extensions=(PERMISSION_GATE,), options=ONE_PROCESS
+    ) as served:
         victim = served.work / "victim.txt"
         victim.write_text("precious\n")
         async with attach(served.env()) as client:
@@ -76,7 +83,10 @@ async def test_a_tool_call_shows_the_tail_of_its_output(tmp_path: Path) -> None:
             {"if": {"last_role": "tool"}, "then": {"kind": "text", "text": "Counted."}},
         ]
     }
-    async with serving(tmp_path, script) as served, attach(served.env()) as client:
+    async with (
+        serving(tmp_path, script, options=ONE_PROCESS) as served,
+        attach(served.env()) as client,
+    ):
         await client.out.until(r"^> $")
         await client.type("count")
         await client.out.until(r"^⚙ bash seq 1 25$")
@@ -99,7 +109,7 @@ async def test_a_retry_after_a_500_is_announced(tmp_path: Path) -> None:
     }
     settings = {"retry": {"baseDelayMs": 100, "provider": {"maxRetries": 0}}}
     async with (
-        serving(tmp_path, script, settings=settings) as served,
+        serving(tmp_path, script, settings=settings, options=ONE_PROCESS) as served,
         attach(served.env()) as client,
     ):
         await client.out.until(r"^> $")
@@ -197,7 +207,7 @@ async def test_select_input_editor_and_a_timeout(tmp_path: Path) -> None:
     extension = tmp_path / "ask.py"
     extension.write_text(ASK)
     async with (
-        serving(tmp_path, {}, extensions=(extension,)) as served,
+        serving(tmp_path, {}, extensions=(extension,), options=ONE_PROCESS) as served,
         attach(served.env()) as client,
     ):
         await client.out.until(r"^> $")
@@ -244,7 +254,7 @@ async def test_an_overflow_compaction_is_announced_start_and_outcome(tmp_path: P
     # branch that fits the kept budget (its system message is no history).
     keep_little = {"compaction": {"keepRecentTokens": 1}}
     async with (
-        serving(tmp_path, script, settings=keep_little) as served,
+        serving(tmp_path, script, settings=keep_little, options=ONE_PROCESS) as served,
         attach(served.env()) as client,
     ):
         await client.out.until(r"^> $")
@@ -274,7 +284,7 @@ async def test_end_of_input_cancels_the_questions_that_follow(tmp_path: Path) ->
     extension = tmp_path / "ask.py"
     extension.write_text(ASK)
     async with (
-        serving(tmp_path, {}, extensions=(extension,)) as served,
+        serving(tmp_path, {}, extensions=(extension,), options=ONE_PROCESS) as served,
         attach(served.env()) as client,
     ):
         await client.out.until(r"^> $")

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from tests.shared_dir import ROOT
 from tests.transports.browser import (
     MOCK_SETTINGS,
+    ONE_PROCESS,
     MockLLM,
     Served,
     browser,
@@ -55,11 +56,23 @@ COUNTDOWNS = """(box) =>
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, mock: MockLLM) -> Iterator[Served]:
+def daemon_options() -> tuple[str, ...]:
+    """One daemon process for the checks of a dialog on one page; the default (a worker per
+    core) for those where another page's connection or a reload has the acceptor route it
+    (``parametrize("daemon_options", [()])``)."""
+    return ONE_PROCESS
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, mock: MockLLM, daemon_options: tuple[str, ...]) -> Iterator[Served]:
     ask = tmp_path / "ask.py"
     ask.write_text(ASK)
     with serve(
-        tmp_path, models=mock.models(), settings=MOCK_SETTINGS, extensions=[GATE, ask]
+        tmp_path,
+        *daemon_options,
+        models=mock.models(),
+        settings=MOCK_SETTINGS,
+        extensions=[GATE, ask],
     ) as served:
         yield served
 
@@ -130,6 +143,7 @@ def test_a_countdown_closes_its_dialog_when_the_time_runs_out(page: Any, daemon:
     assert re.match(r"^Closes in [12] s$", countdowns[0]), countdowns
 
 
+@pytest.mark.parametrize("daemon_options", [()], ids=["workers"])
 def test_a_dialog_answered_in_another_window_closes(
     browser: Any, page: Any, daemon: Served
 ) -> None:
@@ -157,6 +171,7 @@ def test_a_dialog_answered_in_another_window_closes(
         other_context.close()
 
 
+@pytest.mark.parametrize("daemon_options", [()], ids=["workers"])
 def test_a_page_reloaded_while_a_dialog_waits_is_shown_it_again(
     page: Any, daemon: Served, mock: MockLLM
 ) -> None:

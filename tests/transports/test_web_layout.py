@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
+    ONE_PROCESS,
     Served,
     browser,
     needs_chromium,
@@ -21,6 +22,12 @@ from tests.transports.browser import (
 
 __all__ = ["browser", "page", "served"]  # fixtures used by name
 pytestmark = needs_chromium
+
+
+@pytest.fixture
+def daemon_options() -> tuple[str, ...]:
+    """The daemons of ``served`` and ``mocked``: one process (checks of the page alone)."""
+    return ONE_PROCESS
 
 
 def sideways_overflow(page: Any) -> int:

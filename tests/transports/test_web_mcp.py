@@ -12,6 +12,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
+    ONE_PROCESS,
     answer,
     browser,
     log_frames,
@@ -37,7 +38,7 @@ def test_each_mcp_server_shows_its_status(page: Any, tmp_path: Path) -> None:
         "broken": {"command": str(tmp_path / "no-such-server")},
     }
     (agent / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
-    with serve(tmp_path, "--faux-chunk-delay", "0.01") as daemon:
+    with serve(tmp_path, *ONE_PROCESS, "--faux-chunk-delay", "0.01") as daemon:
         start_session(page, daemon)
         time_badge = page.locator("#mcp .mcp-server", has_text="time")
         expect(time_badge).to_have_attribute("data-status", "running", timeout=60_000)
@@ -49,7 +50,7 @@ def test_each_mcp_server_shows_its_status(page: Any, tmp_path: Path) -> None:
 
 def test_no_badges_without_mcp_servers(page: Any, tmp_path: Path) -> None:
     log_frames(page)
-    with serve(tmp_path, "--faux-chunk-delay", "0.01") as daemon:
+    with serve(tmp_path, *ONE_PROCESS, "--faux-chunk-delay", "0.01") as daemon:
         start_session(page, daemon)
         expect(page.locator("#session-title")).not_to_have_text("No session")
         # The badges are drawn from get_state's answer: no badge is only a finding once the

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from tests.transports.browser import (
     MOCK_SETTINGS,
+    ONE_PROCESS,
     MockLLM,
     browser,
     mock,
@@ -55,7 +56,7 @@ def test_a_retry_after_a_500_shows_its_countdown_and_success(
     settings = {**MOCK_SETTINGS, **NO_PROVIDER_RETRY}
     mock.queue(ERROR, {"kind": "text", "text": "Recovered.", "deltas": 2})
     record_values(page, "__states", "run-notice", NOTICE_STATES)
-    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
+    with serve(tmp_path, *ONE_PROCESS, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         prompt(page, "hello")
         page.wait_for_function(
@@ -81,7 +82,7 @@ def test_a_retry_that_gives_up_says_so(page: Any, mock: MockLLM, tmp_path: Path)
         "retry": {"maxRetries": 1, "baseDelayMs": 50, "provider": {"maxRetries": 0}},
     }
     mock.queue(ERROR, ERROR)
-    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
+    with serve(tmp_path, *ONE_PROCESS, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         prompt(page, "hello")
         failed = page.locator("#run-notice.failed")
@@ -97,7 +98,7 @@ def test_compaction_shows_that_it_runs_and_its_outcome(
     # Keep little, so the first exchange is summarized: pi 1.6.0 refuses to compact a branch
     # that fits the kept budget ("Nothing to compact"; its system message is no history).
     settings = {**MOCK_SETTINGS, "compaction": {"keepRecentTokens": 100}}
-    with serve(tmp_path, models=mock.models(), settings=settings) as daemon:
+    with serve(tmp_path, *ONE_PROCESS, models=mock.models(), settings=settings) as daemon:
         start_session(page, daemon)
         for text in ("first question", "second question"):
             mock.queue({"kind": "text", "text": f"answer to {text} " * 20})

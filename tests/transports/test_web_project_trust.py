@@ -13,7 +13,15 @@ import pytest
 from playwright.sync_api import expect
 
 from pitrio.actors.session.resources.trust import canonical_path
-from tests.transports.browser import Served, browser, needs_chromium, open_page, page, serve
+from tests.transports.browser import (
+    ONE_PROCESS,
+    Served,
+    browser,
+    needs_chromium,
+    open_page,
+    page,
+    serve,
+)
 
 __all__ = ["browser", "page"]  # fixtures used by name
 pytestmark = needs_chromium
@@ -32,7 +40,7 @@ def daemon(tmp_path: Path) -> Iterator[Served]:
     extensions = tmp_path / "work" / ".pitrio" / "extensions"
     extensions.mkdir(parents=True)
     (extensions / "marker.py").write_text(MARKER.format(marker=str(tmp_path / "imported")))
-    with serve(tmp_path) as served:
+    with serve(tmp_path, *ONE_PROCESS) as served:
         yield served
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
+    ONE_PROCESS,
     MockLLM,
     Served,
     browser,
@@ -27,6 +29,13 @@ from tests.transports.browser import (
 
 __all__ = ["browser", "mock", "mocked", "page"]  # fixtures used by name
 pytestmark = needs_chromium
+
+
+@pytest.fixture
+def daemon_options() -> tuple[str, ...]:
+    """The daemons of ``served`` and ``mocked``: one process (checks of the page alone)."""
+    return ONE_PROCESS
+
 
 HOSTILE = (
     "# Report\n\n**bold** and `inline`\n\n"
@@ -115,7 +124,11 @@ def test_a_fast_stream_is_rendered_per_frame_not_per_delta(
 def test_thinking_is_folded_once_the_reply_is_complete(page: Any, tmp_path: Path) -> None:
     # The faux rules of pi's fixtures answer "THINK..." with a thinking block on faux-think.
     with serve(
-        tmp_path, "--model", "faux/faux-think", env={"PITRIO_FAUX_SCRIPT": "fixture-rules"}
+        tmp_path,
+        *ONE_PROCESS,
+        "--model",
+        "faux/faux-think",
+        env={"PITRIO_FAUX_SCRIPT": "fixture-rules"},
     ) as daemon:
         start_session(page, daemon)
         prompt(page, "THINK: which way?")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
+    ONE_PROCESS,
     MockLLM,
     Served,
     browser,
@@ -22,6 +24,13 @@ from tests.transports.browser import (
 
 __all__ = ["browser", "mock", "mocked", "page"]  # fixtures used by name
 pytestmark = needs_chromium
+
+
+@pytest.fixture
+def daemon_options() -> tuple[str, ...]:
+    """The daemons of ``served`` and ``mocked``: one process (checks of the page alone)."""
+    return ONE_PROCESS
+
 
 FINAL = {"kind": "text", "text": "All done.", "deltas": 3}
 
