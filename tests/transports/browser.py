@@ -16,8 +16,8 @@ Checks without races (each rule was a CI or stress failure):
 * A negative check ("no badge", "ran once") waits first for a positive event proving the
   moment has passed: the answer it is about (:func:`log_frames`, :func:`wait_for_frames`),
   the reply after it. ``#status`` reading "idle" proves little: it reads so before a run
-  starts, and the host socket's ``session_idle`` may come before the session socket's last
-  frames.
+  starts (it follows the session's own socket while attached, the host socket's
+  ``session_idle`` otherwise, which may come before the session's last frames).
 * A state that shows briefly (a countdown, a banner before the next attempt) is recorded by
   the page itself (a ``MutationObserver`` from an init script) and checked from the record.
 * What a test draws or types can be redrawn by the page's own pending request between two
