@@ -80,7 +80,8 @@ def write_records(
     the block's bytes from the next page on, then the header (see :class:`Offer`); whether
     the file was read whole and unchanged, ``block_size`` bytes a read. ``parent``: stop
     when the process's parent is no longer that one. ``blocks``, if given, gets each block
-    written (:data:`Block`), for a prefix request to find its lines' messages."""
+    written (:data:`Block`), for a prefix request to find its lines' messages. ``source`` is
+    closed once read, whatever the outcome."""
     import marshal
     from itertools import accumulate
 
@@ -88,68 +89,73 @@ def write_records(
 
     loads, refused, check = orjson.loads, orjson.JSONDecodeError, check_line
     key, skip, newline = MESSAGE_KEY, len(MESSAGE_KEY) - 1, (1).__add__
-    before = os.fstat(source)
-    if not stat.S_ISREG(before.st_mode):
-        return False
-    found_at = identity(before)
-    at = HEADER.size
-    rest: list[bytes] = []
-    read = covered = lines_before = 0
-    while True:
-        if parent is not None and os.getppid() != parent:
+    try:
+        before = os.fstat(source)
+        if not stat.S_ISREG(before.st_mode):
             return False
-        block = os.read(source, block_size)
-        if not block:
-            break
-        read += len(block)
-        cut = block.rfind(b"\n") + 1
-        if not cut:
-            rest.append(block)
-            continue
-        last = block[cut:]
-        data = b"".join([*rest, block[:cut]]) if rest else block[:cut]
-        rest = [last] if last else []
-        lines = data.split(b"\n")
-        lines.pop()  # after the last newline: nothing
-        bounds = array("Q", accumulate(map(newline, map(len, lines)), initial=0))
-        starts = array("Q", [0])
-        ids: list[Any] = []
-        parents: list[Any] = []
-        roles: list[Any] = []
-        # One object for each id and each role in the block: marshal writes the repeats (a
-        # parentId naming a line before, the same role again) as references, and the parent
-        # loads one string for them, not one for each line.
-        named: dict[str, str] = {}
-        kinds: dict[str, str] = {}
-        for raw, offset in zip(lines, bounds, strict=False):  # bounds: one more, the end
-            try:
-                found = check(loads(raw))
-            except refused:
-                found = None
-            if found is None:
-                ids.append(None)
-                parents.append(None)
-                roles.append(None)
-                starts.append(0)
+        found_at = identity(before)
+        at = HEADER.size
+        rest: list[bytes] = []
+        read = covered = lines_before = 0
+        while True:
+            if parent is not None and os.getppid() != parent:
+                return False
+            block = os.read(source, block_size)
+            if not block:
+                break
+            read += len(block)
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                rest.append(block)
                 continue
-            entry_id, parent_id, role = found
-            ids.append(entry_id)
-            parents.append(parent_id if parent_id is None else named.get(parent_id, parent_id))
-            roles.append(kinds.setdefault(role, role))
-            named[entry_id] = entry_id
-            message = raw.find(key)
-            starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
-        record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
-        at = _record(memory, at, marshal.dumps(record))
-        base = -(-at // PAGE) * PAGE
-        if blocks is not None:
-            blocks.append((lines_before, base, bounds, starts))
-        lines_before += len(lines)
-        at = write_all(memory, data, base)
-        covered = read - len(last)
-        write_all(memory, HEADER.pack(MAGIC, *found_at, at, covered, False), 0)
-    if read != before.st_size or identity(os.fstat(source)) != found_at:
-        return False  # changed while read: the taker's identity check refuses it anyway
+            last = block[cut:]
+            data = b"".join([*rest, block[:cut]]) if rest else block[:cut]
+            rest = [last] if last else []
+            lines = data.split(b"\n")
+            lines.pop()  # after the last newline: nothing
+            bounds = array("Q", accumulate(map(newline, map(len, lines)), initial=0))
+            starts = array("Q", [0])
+            ids: list[Any] = []
+            parents: list[Any] = []
+            roles: list[Any] = []
+            # One object for each id and each role in the block: marshal writes the repeats (a
+            # parentId naming a line before, the same role again) as references, and the parent
+            # loads one string for them, not one for each line.
+            named: dict[str, str] = {}
+            kinds: dict[str, str] = {}
+            for raw, offset in zip(lines, bounds, strict=False):  # bounds: one more, the end
+                try:
+                    found = check(loads(raw))
+                except refused:
+                    found = None
+                if found is None:
+                    ids.append(None)
+                    parents.append(None)
+                    roles.append(None)
+                    starts.append(0)
+                    continue
+                entry_id, parent_id, role = found
+                ids.append(entry_id)
+                parents.append(parent_id if parent_id is None else named.get(parent_id, parent_id))
+                roles.append(kinds.setdefault(role, role))
+                named[entry_id] = entry_id
+                message = raw.find(key)
+                starts.append(offset + message + skip if message >= 0 and raw[-1:] == b"}" else 0)
+            record = (len(data), ids, parents, roles, bounds.tobytes(), starts.tobytes())
+            at = _record(memory, at, marshal.dumps(record))
+            base = -(-at // PAGE) * PAGE
+            if blocks is not None:
+                blocks.append((lines_before, base, bounds, starts))
+            lines_before += len(lines)
+            at = write_all(memory, data, base)
+            covered = read - len(last)
+            write_all(memory, HEADER.pack(MAGIC, *found_at, at, covered, False), 0)
+        if read != before.st_size or identity(os.fstat(source)) != found_at:
+            return False  # changed while read: the taker's identity check refuses it anyway
+    finally:
+        # Closed before the header says the records are finished: a taker that sees them
+        # finished sees a child holding only its memory file and its pipes.
+        os.close(source)
     at = _record(memory, at, marshal.dumps(b"".join(rest)))
     write_all(memory, HEADER.pack(MAGIC, *found_at, at, read, True), 0)
     return True
@@ -188,9 +194,9 @@ def _child(
         os.closerange(at, os.sysconf("SC_OPEN_MAX"))
         source = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         blocks: list[Block] = []
+        # write_records closes the file once read: it is not held open while the child waits.
         if write_records(source, memory, parent, block, blocks if requests >= 0 else None):
             code = 0
-            os.close(source)  # not held open while it waits
             if requests >= 0:
                 serve(requests, answers, memory, blocks, parent)
     except BaseException:

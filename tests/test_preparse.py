@@ -258,6 +258,43 @@ def test_a_child_caught_up_with_is_killed_and_the_rest_read_in_process(
     assert parsed.mark == in_process.mark and not parsed.ends_clean
 
 
+def test_the_file_is_closed_before_the_records_are_said_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A taker that sees the header say "finished" must see a child holding only its memory
+    # file and pipes (a test of the launcher's child counts them): the session file is
+    # closed before that header is written, and on a failed read too.
+    path = session_file(tmp_path / "s.jsonl", count=50)
+    headers: list[tuple[bool, bool]] = []  # (finished, the file still open) at each header
+    write = preparse_child.write_all
+    source = -1
+
+    def watching(memory: int, data: bytes, at: int) -> int:
+        if at == 0:
+            try:
+                os.fstat(source)
+                still_open = True
+            except OSError:
+                still_open = False
+            headers.append((preparse.HEADER.unpack(data)[-1] == 1, still_open))
+        return write(memory, data, at)
+
+    monkeypatch.setattr(preparse, "BLOCK", 4096)
+    monkeypatch.setattr(preparse_child, "write_all", watching)
+    memory = os.memfd_create("pitrio-preparse-test")
+    try:
+        source = os.open(path, os.O_RDONLY)
+        assert preparse_child.write_records(source, memory, block_size=4096)
+        assert headers[-1] == (True, False) and all(open_ for _, open_ in headers[:-1])
+        assert len(headers) > 2  # blocks said unfinished while the file was read
+        source = os.open(tmp_path, os.O_RDONLY)  # not a regular file: refused, and closed
+        assert not preparse_child.write_records(source, memory)
+        with pytest.raises(OSError):
+            os.fstat(source)
+    finally:
+        os.close(memory)
+
+
 def test_a_record_that_does_not_fit_its_block_leaves_the_in_process_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
