@@ -25,6 +25,9 @@ from tests.transports.browser import (
 )
 
 __all__ = ["browser", "mock", "mocked", "page", "served"]  # fixtures used by name
+
+FOLLOW_WAIT = 60_000
+"""ms: the bound on waiting for the page to scroll to the end (a frame drawn under load)."""
 pytestmark = needs_chromium
 
 TO_ABORT = "word " * 2000
@@ -146,11 +149,13 @@ def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
 
     def reaches_the_end() -> None:
         # The page scrolls in the frame after it draws the text: wait for that frame (a page
-        # that does not follow never gets there and the wait fails).
+        # that does not follow never gets there and the wait fails). Bounded as the page's
+        # other waits are: a fresh-clone CI, with the differential's agents on both cores,
+        # once drew no such frame within 5 s.
         page.wait_for_function(
             "() => { const b = document.querySelector('#messages');"
             " return b.scrollHeight - b.scrollTop - b.clientHeight < 40; }",
-            timeout=5000,
+            timeout=FOLLOW_WAIT,
         )
 
     grown_past(200)
