@@ -576,14 +576,13 @@ class LoopRun:
         from pitrio.actors.tool_executor.batch import ToolBatch, run_tool_batch
 
         hooks = self.config.hooks
-        # The transcript goes to the tool-call hooks alone, as a view: a resumed session's
-        # stored part is decoded only if a hook reads it (issue 38).
-        hooked = hooks.before_tool_call is not None or hooks.after_tool_call is not None
+        # The transcript goes to the tool-call hooks as a view: a resumed session's stored
+        # part is decoded only if a hook reads it (issue 38).
         batch = ToolBatch(
             assistant_message=response,
             tools=self.config.tools,
             mode=self.config.tool_execution,
-            context=self.context.view() if hooked else (),
+            context=self.context.view(),
             before_tool_call=hooks.before_tool_call,
             after_tool_call=hooks.after_tool_call,
             model=self.config.model,
