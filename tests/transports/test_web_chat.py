@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from tests.transports.browser import (
@@ -28,6 +29,14 @@ __all__ = ["browser", "mock", "mocked", "page", "served"]  # fixtures used by na
 
 FOLLOW_WAIT = 60_000
 """ms: the bound on waiting for the page to scroll to the end (a frame drawn under load)."""
+SCROLL_LOG = """() => {
+  window.__scrolls = [];
+  const box = document.querySelector('#messages');
+  box.addEventListener('scroll', () => window.__scrolls.push(
+    [Math.round(performance.now()), box.scrollTop, box.scrollHeight, box.clientHeight]));
+}"""
+"""Records the transcript's scroll events (time, top, height, client height) for a failure's
+message."""
 pytestmark = needs_chromium
 
 TO_ABORT = "word " * 2000
@@ -134,6 +143,9 @@ def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
 ) -> None:
     page.set_viewport_size({"width": 900, "height": 500})
     start_session(page, served)
+    # Every scroll event of the transcript, as the page's own handler sees it, so a wait that
+    # fails says why (one CI run saw the first wait fail; no run since reproduced it).
+    page.evaluate(SCROLL_LOG)
     page.fill("#prompt", "line of text\n" * 120)
     page.press("#prompt", "Enter")
     messages = page.locator("#messages")
@@ -152,11 +164,19 @@ def test_the_transcript_follows_the_stream_unless_the_reader_scrolled_up(
         # that does not follow never gets there and the wait fails). Bounded as the page's
         # other waits are: a fresh-clone CI, with the differential's agents on both cores,
         # once drew no such frame within 5 s.
-        page.wait_for_function(
-            "() => { const b = document.querySelector('#messages');"
-            " return b.scrollHeight - b.scrollTop - b.clientHeight < 40; }",
-            timeout=FOLLOW_WAIT,
-        )
+        try:
+            page.wait_for_function(
+                "() => { const b = document.querySelector('#messages');"
+                " return b.scrollHeight - b.scrollTop - b.clientHeight < 40; }",
+                timeout=FOLLOW_WAIT,
+            )
+        except PlaywrightTimeoutError:
+            seen = page.evaluate(
+                "() => { const b = document.querySelector('#messages');"
+                " return {now: [b.scrollTop, b.scrollHeight, b.clientHeight],"
+                " scrolls: window.__scrolls.slice(-20)}; }"
+            )
+            raise AssertionError(f"the page did not follow the stream to its end: {seen}") from None
 
     grown_past(200)
     reaches_the_end()  # following

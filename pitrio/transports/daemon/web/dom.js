@@ -34,16 +34,25 @@ export function hideNotice() {
 // Whether the transcript follows new output: true until the reader scrolls up, true again
 // once they scroll back to the end.
 let following = true;
+// Where the page itself last scrolled the transcript to (its end then).
+let pageTop = -1;
 
 /** Keep the newest message in view, unless the reader scrolled up to read. */
 export function scrollDown() {
   const box = $("messages");
   if (!box.onscroll) {
     box.onscroll = () => {
-      following = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+      const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+      // The event of the page's own scroll comes a frame later: had the transcript grown in
+      // between without a scroll of the page's (a new message's header), it would look like
+      // a reader who scrolled away from the end. Only a scroll elsewhere is the reader's.
+      if (atEnd || box.scrollTop !== pageTop) following = atEnd;
     };
   }
-  if (following) box.scrollTop = box.scrollHeight;
+  if (following) {
+    box.scrollTop = box.scrollHeight;
+    pageTop = box.scrollTop;
+  }
 }
 
 /** Follow new output again (another session is shown). */

@@ -160,6 +160,7 @@ function startAssistant() {
   const node = el("div", "msg assistant streaming");
   node.append(el("div", "role", "assistant"));
   $("messages").append(node);
+  scrollDown();
   return { node, blocks: new Map(), texts: new Map() };
 }
 
