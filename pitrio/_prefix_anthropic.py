@@ -21,6 +21,7 @@ with the typed builder's on every fixture, made sessions and mutations.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -60,6 +61,32 @@ class AnthropicFacts(NamedTuple):
     """Whether the model takes image input (else images become a note)."""
     block_images: bool
     """The session's ``images.blockImages`` (an image then stops the conversion)."""
+
+
+def facts_for(model: Any, *, block_images: bool = False) -> AnthropicFacts:
+    """``model``'s facts (a :class:`~pitrio.messages.model.Model`, read by attribute: this
+    module imports no typed code)."""
+    return AnthropicFacts(
+        provider=model.provider,
+        api=model.api,
+        model_id=model.id,
+        images="image" in model.input,
+        block_images=block_images,
+    )
+
+
+def threads_supported(model: Any) -> bool:
+    """Whether ``model``'s endpoint takes message threads: ``compat.supportsMessageThreads``
+    when set, else whether its base URL is Anthropic's own (gateways may drop the unknown
+    ``thread`` field, which would turn a ``continue`` into a request without the history).
+    Here, not in :mod:`~pitrio.actors.model_router.providers.anthropic_threads` (which
+    exports it), so a session's start can tell without importing a provider that a
+    threaded session's requests are built plain (no use for a prefix)."""
+    compat = model.compat if isinstance(model.compat, Mapping) else {}
+    declared = compat.get("supportsMessageThreads")
+    if declared is not None:
+        return bool(declared)
+    return "api.anthropic.com" in model.base_url
 
 
 class AnthropicPrefix(NamedTuple):
@@ -304,4 +331,11 @@ def prepare_anthropic_prefix(messages: Any, facts: AnthropicFacts) -> AnthropicP
     )
 
 
-__all__ = ["AnthropicFacts", "AnthropicPrefix", "normalize_tool_id", "prepare_anthropic_prefix"]
+__all__ = [
+    "AnthropicFacts",
+    "AnthropicPrefix",
+    "facts_for",
+    "normalize_tool_id",
+    "prepare_anthropic_prefix",
+    "threads_supported",
+]

@@ -21,7 +21,12 @@ from typing import Any
 
 import attrs
 
-from pitrio._prefix_anthropic import AnthropicFacts, AnthropicPrefix, prepare_anthropic_prefix
+from pitrio._prefix_anthropic import (
+    AnthropicFacts,
+    AnthropicPrefix,
+    facts_for,
+    prepare_anthropic_prefix,
+)
 from pitrio.actors.model_router.providers.anthropic_forms import (
     adaptive_effort,
     adaptive_thinking,
@@ -268,13 +273,7 @@ _PREFIXES: PrefixCache[AnthropicTurns] = PrefixCache()
 
 def facts_of(model: Model, *, block_images: bool = False) -> AnthropicFacts:
     """What converting a transcript for ``model`` reads (:mod:`pitrio._prefix_anthropic`)."""
-    return AnthropicFacts(
-        provider=model.provider,
-        api=model.api,
-        model_id=model.id,
-        images="image" in model.input,
-        block_images=block_images,
-    )
+    return facts_for(model, block_images=block_images)
 
 
 def _stored_prefix(
@@ -289,7 +288,9 @@ def _stored_prefix(
     if not isinstance(head, ConvertedView):
         return None
     facts = facts_of(model, block_images=head.block_images)
-    prefix = head.offered  # one the launcher's child made (for Chat Completions, so far)
+    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
+    # else made here, as the child would.
+    prefix = head.offered
     if not isinstance(prefix, AnthropicPrefix) or prefix.facts != facts:
         prefix = prepare_anthropic_prefix(head.json_texts(), facts)
     if prefix is None:
