@@ -49,7 +49,7 @@ def _memory_kb(pid: int) -> dict[str, int]:
     return out
 
 
-def run(path: str, wait_records: bool) -> dict[str, float]:
+def run(path: str, wait_records: bool, kind: str = "chat") -> dict[str, float]:
     """One resume and request in this process (a fresh interpreter)."""
     import select
 
@@ -77,11 +77,13 @@ def run(path: str, wait_records: bool) -> dict[str, float]:
     if not preparse._KEPT:
         return out
     lines = [stored.line for stored in parsed.entries if stored.type == "message"]
-    facts = ChatFacts("mock", "openai-completions", "mock-model", *(False,) * 6)
+    facts: tuple[object, ...] = ChatFacts("mock", "openai-completions", "mock-model", *(False,) * 6)
+    if kind == "anthropic":  # the file's answers are another API's to this model: all taken
+        facts = ("mock", "anthropic-messages", "mock-model", False, False)
     child_before = _cpu(offer.pid)
     memory = _memory_kb(offer.pid)
     asked = time.perf_counter()
-    job = _preparse_prefix.request_prefix(tuple(facts), lines)
+    job = _preparse_prefix.request_prefix(tuple(facts), lines, kind=kind)
     assert job is not None
     requested = time.perf_counter()
     assert select.select([job], [], [], 120)[0]
@@ -111,14 +113,15 @@ def main() -> int:
     parser.add_argument("session", help="a session file (the harness's make_session.py)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--wait-records", action="store_true")
+    parser.add_argument("--kind", choices=("chat", "anthropic"), default="chat")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run(args.session, args.wait_records)))
+        print(json.dumps(run(args.session, args.wait_records, args.kind)))
         return 0
     runs = []
     for _ in range(args.runs):
-        argv = [sys.executable, __file__, args.session, "--one"]
+        argv = [sys.executable, __file__, args.session, "--one", "--kind", args.kind]
         argv += ["--wait-records"] if args.wait_records else []
         done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT)
         runs.append(json.loads(done.stdout))

@@ -2,14 +2,15 @@
 started and taken): read a session file in blocks and, for each block, write to the memory
 file what the parser's quick path needs of each line and the block's bytes.
 
-Once its records are written it waits for one request, the Chat Completions prefix of the
-resumed transcript, and answers it (:func:`serve`; :mod:`pitrio._preparse_prefix` is the
-parent's side).
+Once its records are written it waits for one request, the Chat Completions or Anthropic
+Messages prefix of the resumed transcript, and answers it (:func:`serve`;
+:mod:`pitrio._preparse_prefix` is the parent's side).
 
 Only the child imports this module (its program is ``_preparse._CHILD``), so the launcher's
 process does not load this code before the runtime's imports. Only the standard library and
 orjson are imported, the memory file's format from :mod:`pitrio._preparse`, and for a request
-:mod:`pitrio._prefix_chat` (standard library and orjson too).
+:mod:`pitrio._prefix_chat` or :mod:`pitrio._prefix_anthropic` (standard library and orjson
+too).
 """
 
 from __future__ import annotations
@@ -217,10 +218,13 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
     the pipe ends (the parent closed it or exited), or the parent changed.
 
     The request, in ``memory`` where the pipe's :data:`~pitrio._preparse.REQUEST` says, is
-    ``marshal``'s ``(facts, lines)``: a :class:`~pitrio._prefix_chat.ChatFacts` as a tuple,
-    and the file's line numbers (``array("Q")``'s bytes) of the transcript's messages in
-    order. The answer, written after the request (from the next page on), is
-    :func:`prefix_answer`'s; then its place goes down ``answers`` (length 0: no prefix)."""
+    ``marshal``'s ``(facts, lines, inline, idle, kind)``: the facts as a tuple (a
+    :class:`~pitrio._prefix_chat.ChatFacts` for ``kind`` ``"chat"``, an
+    :class:`~pitrio._prefix_anthropic.AnthropicFacts` for ``"anthropic"``), the file's line
+    numbers (``array("Q")``'s bytes) of the transcript's messages in order, the built
+    messages' texts by position, and whether to work under ``SCHED_IDLE``. The answer,
+    written after the request (from the next page on), is :func:`prefix_answer`'s; then its
+    place goes down ``answers`` (length 0: no prefix)."""
     import select
 
     while True:
@@ -237,7 +241,7 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
     gc.disable()  # an object graph of a few lists, built once: nothing to collect
     offset, length = REQUEST.unpack(message)
     request = os.pread(memory, length, offset)
-    facts, numbers, inline, idle = marshal.loads(request)
+    facts, numbers, inline, idle, kind = marshal.loads(request)
     if idle:
         # Only on a core nothing else wants: the request comes as the parent starts
         # answering, and what reads the answers then (the parent, a client reading 16 MB
@@ -247,7 +251,7 @@ def serve(requests: int, answers: int, memory: int, blocks: list[Block], parent:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     lines = array("Q")
     lines.frombytes(numbers)
-    pieces = prefix_answer(memory, blocks, tuple(facts), lines, inline)
+    pieces = prefix_answer(memory, blocks, tuple(facts), lines, inline, kind)
     at = -(-(offset + length) // PAGE) * PAGE
     size = sum(map(len, pieces))
     _write_vector(memory, pieces, at)
@@ -303,19 +307,46 @@ def messages_of(
 
 
 def prefix_answer(
-    memory: int, blocks: list[Block], facts: tuple[Any, ...], lines: Any, inline: Any = None
+    memory: int,
+    blocks: list[Block],
+    facts: tuple[Any, ...],
+    lines: Any,
+    inline: Any = None,
+    kind: str = "chat",
 ) -> list[Any]:
     """The answer to a request: ``[]`` where no prefix was made, else the length of a
-    ``marshal`` header (:data:`~pitrio._preparse.LENGTH`), the header ``(facts, consumed,
-    segment lengths, tail, items, last_role, pending, images)``, and the segments themselves
-    (written as they are: ~8 MB for 48,000 messages, not copied into one)."""
+    ``marshal`` header (:data:`~pitrio._preparse.LENGTH`), the header, and the segments
+    themselves (written as they are: ~8 MB for 48,000 messages, not copied into one). The
+    header: ``(facts, consumed, segment lengths, tail, items, last_role, pending, images)``
+    for ``kind`` ``"chat"``; ``(facts, consumed, segment lengths, tail, items, open turns,
+    newest user turn, pending)`` for ``"anthropic"`` (the open turns are JSON values, which
+    ``marshal`` keeps as they are, dict order included)."""
     import marshal
 
-    from pitrio._prefix_chat import ChatFacts, prepare_chat_prefix
-
-    if not blocks:
+    if not blocks or kind not in ("chat", "anthropic"):
         return []
     texts = messages_of(memory, blocks, lines, inline)
+    if kind == "anthropic":
+        from pitrio._prefix_anthropic import AnthropicFacts, prepare_anthropic_prefix
+
+        turns = prepare_anthropic_prefix(texts, AnthropicFacts(*facts))
+        if turns is None:
+            return []
+        header = marshal.dumps(
+            (
+                tuple(turns.facts),
+                turns.consumed,
+                [len(segment) for segment in turns.segments],
+                turns.tail,
+                turns.items,
+                turns.turns,
+                turns.newest_user,
+                turns.pending,
+            )
+        )
+        return [LENGTH.pack(len(header)), header, *turns.segments]
+    from pitrio._prefix_chat import ChatFacts, prepare_chat_prefix
+
     prefix = prepare_chat_prefix(texts, ChatFacts(*facts))
     if prefix is None:
         return []

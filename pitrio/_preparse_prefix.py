@@ -1,17 +1,19 @@
-"""A resumed transcript's Chat Completions prefix, made by the launcher's parsing child (issue 38).
+"""A resumed transcript's request prefix, made by the launcher's parsing child (issue 38).
 
 The child that read and parsed the session file on the idle core (:mod:`pitrio._preparse`)
 holds every line's message where it found it. Once the parent knows its model, it asks that
-same child to run :func:`pitrio._prefix_chat.prepare_chat_prefix` over the base transcript's
-messages (:func:`request_prefix`); the child does it on its core while the parent answers
-``get_state`` and ``get_messages``, and the parent takes the result at the first prompt
-(:meth:`PrefixJob.result`, once :meth:`PrefixJob.fileno` is readable).
+same child to run :func:`pitrio._prefix_chat.prepare_chat_prefix` (or, for the Anthropic
+Messages API, :func:`pitrio._prefix_anthropic.prepare_anthropic_prefix`) over the base
+transcript's messages (:func:`request_prefix`); the child does it on its core while the
+parent answers ``get_state`` and ``get_messages``, and the parent takes the result at the
+first prompt (:meth:`PrefixJob.result`, once :meth:`PrefixJob.fileno` is readable).
 
 The protocol: the child is spawned with a request pipe (it reads) and an answer pipe (it
 writes); the parent writes a request into the memory file after the records (from the next
-page on: ``marshal``'s ``(facts, lines)``, the line numbers as ``array("Q")``'s bytes) and
-sends its place (:data:`~pitrio._preparse.REQUEST`, 16 bytes: a pipe takes them at once, so
-the caller never waits for the child) and closes the request pipe. The child answers in the
+page on: ``marshal``'s ``(facts, lines, inline, idle, kind)``, the line numbers as
+``array("Q")``'s bytes) and sends its place (:data:`~pitrio._preparse.REQUEST`, 16 bytes: a
+pipe takes them at once, so the caller never waits for the child) and closes the request
+pipe. The child answers in the
 memory file after the request (:func:`pitrio._preparse_child.serve`) and sends the answer's
 place (:data:`~pitrio._preparse.ANSWER`), then exits. 48,000 line numbers are ~380 KB, the
 answer ~8 MB: neither goes through a pipe.
@@ -32,8 +34,8 @@ none of its streams):
 
 The memory the request and the answer take in the memory file is given back (the file cut
 back to the records: the parent's mappings of them keep the file) once the child can no
-longer write. Only the standard library is imported here (:mod:`pitrio._prefix_chat` when a
-result is read).
+longer write. Only the standard library is imported here (:mod:`pitrio._prefix_chat` or
+:mod:`pitrio._prefix_anthropic` when a result is read).
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ from pitrio import _preparse as preparse
 from pitrio._preparse import ANSWER, LENGTH, PAGE, REQUEST, write_all
 
 if TYPE_CHECKING:
+    from pitrio._prefix_anthropic import AnthropicPrefix
     from pitrio._prefix_chat import ChatPrefix
+
+KINDS = ("chat", "anthropic")
+"""What the child makes: a :class:`~pitrio._prefix_chat.ChatPrefix` (Chat Completions), an
+:class:`~pitrio._prefix_anthropic.AnthropicPrefix` (Anthropic Messages)."""
 
 
 def child_waits() -> bool:
@@ -64,12 +71,15 @@ def request_prefix(
     identity: preparse.Identity | None = None,
     inline: Mapping[int, bytes] | None = None,
     idle: bool = True,
+    kind: str = "chat",
 ) -> PrefixJob | None:
-    """Ask the child kept after its records were taken for the Chat Completions prefix of
-    the messages on ``lines`` (the file's 1-based line numbers, as ``StoredEntry.line``
+    """Ask the child kept after its records were taken for the prefix of ``kind``
+    (:data:`KINDS`: ``"chat"`` for Chat Completions, ``"anthropic"`` for Anthropic Messages)
+    of the messages on ``lines`` (the file's 1-based line numbers, as ``StoredEntry.line``
     holds them, the base transcript's messages in order) for ``facts`` (a
-    :class:`~pitrio._prefix_chat.ChatFacts`, sent as a plain tuple). ``identity``, if given,
-    is the file's the lines are of (:func:`~pitrio._preparse.identity`): a child that read
+    :class:`~pitrio._prefix_chat.ChatFacts` or
+    :class:`~pitrio._prefix_anthropic.AnthropicFacts`, sent as a plain tuple). ``identity``,
+    if given, is the file's the lines are of (:func:`~pitrio._preparse.identity`): a child that read
     another file is not asked. A message built by the parent (a compaction's summary, a
     custom message as the user's) has line 0 and its JSON text in ``inline``, by position.
     ``idle``: the child works under ``SCHED_IDLE`` (only on a core nothing else wants), so
@@ -90,7 +100,7 @@ def request_prefix(
     offer.requests = -1
     at = -(-offer.end // PAGE) * PAGE
     try:
-        request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {}), idle))
+        request = marshal.dumps((tuple(facts), numbers.tobytes(), dict(inline or {}), idle, kind))
         write_all(memory, request, at)
         # 16 bytes into an empty pipe: written whole, at once (atomic under PIPE_BUF); not
         # blocking all the same, whatever the child does.
@@ -99,11 +109,11 @@ def request_prefix(
             raise OSError("a short request")
     except (OSError, ValueError):
         os.close(requests)
-        job = PrefixJob(offer, tuple(facts), len(numbers), at)
+        job = PrefixJob(offer, tuple(facts), len(numbers), at, kind)
         job.close()
         return None
     os.close(requests)  # one request: the child reads it, then the end of the pipe
-    return PrefixJob(offer, tuple(facts), len(numbers), at)
+    return PrefixJob(offer, tuple(facts), len(numbers), at, kind)
 
 
 class PrefixJob:
@@ -111,17 +121,32 @@ class PrefixJob:
     there or the child died; :meth:`result` reads it; :meth:`close` releases the descriptors
     and the child."""
 
-    __slots__ = ("_answered", "_count", "_done", "_facts", "_offer", "_prefix", "_records_end")
+    __slots__ = (
+        "_answered",
+        "_count",
+        "_done",
+        "_facts",
+        "_kind",
+        "_offer",
+        "_prefix",
+        "_records_end",
+    )
 
     def __init__(
-        self, offer: preparse.Offer, facts: tuple[Any, ...], count: int, records_end: int
+        self,
+        offer: preparse.Offer,
+        facts: tuple[Any, ...],
+        count: int,
+        records_end: int,
+        kind: str = "chat",
     ) -> None:
         self._offer = offer
+        self._kind = kind
         self._facts = facts
         self._count = count
         self._records_end = records_end
         """Where the request begins: the memory file is cut back to this."""
-        self._prefix: ChatPrefix | None = None
+        self._prefix: ChatPrefix | AnthropicPrefix | None = None
         self._done = False
         self._answered = False
         """Whether the child's answer came: it writes nothing after it."""
@@ -131,8 +156,9 @@ class PrefixJob:
         without one (to wait for with ``trio.lowlevel.wait_readable``). -1 once closed."""
         return self._offer.answers
 
-    def result(self) -> ChatPrefix | None:
-        """The child's prefix (:class:`~pitrio._prefix_chat.ChatPrefix`), or ``None`` where it
+    def result(self) -> ChatPrefix | AnthropicPrefix | None:
+        """The child's prefix (:class:`~pitrio._prefix_chat.ChatPrefix`, or
+        :class:`~pitrio._prefix_anthropic.AnthropicPrefix` for that kind), or ``None`` where it
         made none (it refused the first message, failed, died or was killed); then the job
         is closed. Returns at once once :meth:`fileno` is readable (waits for it before);
         later calls return the same."""
@@ -153,14 +179,12 @@ class PrefixJob:
             self.close()
         return self._prefix
 
-    def _read(self, memory: int, at: int, size: int) -> ChatPrefix | None:
+    def _read(self, memory: int, at: int, size: int) -> ChatPrefix | AnthropicPrefix | None:
         """The answer at ``at``: its ``marshal`` header, then each segment read into its own
         ``bytes`` (one copy, no joined buffer)."""
-        from pitrio._prefix_chat import ChatFacts, ChatPrefix
-
         (length,) = LENGTH.unpack(_read_all(memory, LENGTH.size, at))
         header = marshal.loads(_read_all(memory, length, at + LENGTH.size))
-        facts, consumed, lengths, tail, items, last_role, pending, images = header
+        facts, consumed, lengths, tail, items, *state = header
         if tuple(facts) != self._facts or not 0 < consumed <= self._count:
             return None
         start = at + LENGTH.size + length
@@ -170,6 +194,23 @@ class PrefixJob:
         for segment_length in lengths:
             segments.append(_read_all(memory, segment_length, start))
             start += segment_length
+        if self._kind == "anthropic":
+            from pitrio._prefix_anthropic import AnthropicFacts, AnthropicPrefix
+
+            turns, newest_user, pending = state
+            return AnthropicPrefix(
+                facts=AnthropicFacts(*facts),
+                consumed=consumed,
+                segments=tuple(segments),
+                tail=tail,
+                items=items,
+                turns=tuple(turns),
+                newest_user=newest_user,
+                pending=tuple(map(tuple, pending)),
+            )
+        from pitrio._prefix_chat import ChatFacts, ChatPrefix
+
+        last_role, pending, images = state
         return ChatPrefix(
             facts=ChatFacts(*facts),
             consumed=consumed,

@@ -261,7 +261,8 @@ class ConvertedView(FrozenView[LlmMessage]):
         self._pieces = pieces
         self._built: dict[int, LlmMessage] = {}
         self.offered: Any = None
-        """A :class:`pitrio._prefix_chat.ChatPrefix` of these items made elsewhere (the
+        """A :class:`pitrio._prefix_chat.ChatPrefix` or
+        :class:`pitrio._prefix_anthropic.AnthropicPrefix` of these items made elsewhere (the
         launcher's child: :mod:`pitrio.actors.session.resumed_prefix`), for a builder whose
         facts it was made for; ``None``."""
 

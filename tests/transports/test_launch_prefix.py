@@ -59,11 +59,14 @@ TYPED = (
 
 
 @contextmanager
-def completions_server() -> Iterator[tuple[str, list[bytes]]]:
-    """A Chat Completions server on 127.0.0.1 answering every request with one recorded
-    stream; its base URL and the request bodies it received."""
+def completions_server(
+    stream: str = "openai_completions_text.sse", path: str = "/v1"
+) -> Iterator[tuple[str, list[bytes]]]:
+    """A Chat Completions server (or another API's, by its recorded ``stream`` and base
+    ``path``) on 127.0.0.1 answering every request with one recorded stream; its base URL
+    and the request bodies it received."""
     bodies: list[bytes] = []
-    answer = recording("openai_completions_text.sse")
+    answer = recording(stream)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -81,7 +84,7 @@ def completions_server() -> Iterator[tuple[str, list[bytes]]]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}", bodies
     finally:
         server.shutdown()
         server.server_close()
@@ -153,4 +156,46 @@ def test_the_childs_first_request_is_the_typed_paths_byte_for_byte(
     # the user item carrying that image.
     consumed = int(reports[0])
     assert consumed == len(messages) - 2 - (0 if compacted else 1), (consumed, len(messages))
+    assert reports[1:] == ["", ""]
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_the_childs_first_anthropic_request_is_the_typed_paths_byte_for_byte(
+    tmp_path: Path, compacted: bool
+) -> None:
+    # As above for the Anthropic Messages API at an endpoint without message threads (its
+    # request is built encoded: the child is asked for its turns).
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    with completions_server("anthropic_text.sse", "") as (base_url, bodies):
+        models = {
+            "providers": {
+                "mock": {
+                    "baseUrl": base_url,
+                    "api": "anthropic-messages",
+                    "apiKey": "k",
+                    "models": [{"id": "m", "input": ["text", "image"]}],
+                }
+            }
+        }
+        (agent / "models.json").write_text(json.dumps(models))
+        (agent / "settings.json").write_text('{"defaultProvider":"mock","defaultModel":"m"}')
+        reports = []
+        for name, entry in (("child", WITH_CHILD), ("direct", DIRECT), ("typed", TYPED)):
+            session = tmp_path / f"{name}.jsonl"
+            count = write_session(session, 400, compacted=compacted)
+            report = tmp_path / f"{name}.report"
+            prompted(entry, session, agent, report)
+            reports.append(report.read_text() if report.exists() else "")
+    child, direct, typed = bodies
+    assert child == direct == typed
+    assert b'"cache_control"' in child and len(json.loads(child)["messages"]) > 400
+    # The child was asked and converted every stored item: all the stored messages but the
+    # system one (the custom message sent inline), or after a compaction its summary and
+    # the messages it kept.
+    consumed = int(reports[0])
+    if compacted:
+        assert count // 2 < consumed < count - 1, (consumed, count)
+    else:
+        assert consumed == count - 1, (consumed, count)
     assert reports[1:] == ["", ""]

@@ -3,13 +3,14 @@
 The first turn after resuming a long session sends the whole stored transcript. The run
 keeps it undecoded (a :class:`~pitrio.messages.convert.ConvertedView` over the store's view)
 and the Chat Completions builder starts from the items :mod:`pitrio._prefix_chat` makes from
-the stored JSON. Where the launcher's parsing child still waits (``pitrio --mode rpc
---session``, :mod:`pitrio._preparse_prefix`), that conversion is asked of it at the start,
-once the model is known, so it runs on the other core while ``get_state`` and
-``get_messages`` are answered: :func:`request_resumed_prefix` asks; the session's converter
-waits for the answer before the first request (:meth:`ResumedPrefix.settle`) and hands it to
-the builder on the view (``ConvertedView.offered``). Anything else (no child, another API,
-the child failing) leaves the builder converting in-process, as it would without a child.
+the stored JSON (the Anthropic Messages builder from :mod:`pitrio._prefix_anthropic`'s).
+Where the launcher's parsing child still waits (``pitrio --mode rpc --session``,
+:mod:`pitrio._preparse_prefix`), that conversion is asked of it at the start, once the model
+is known, so it runs on the other core while ``get_state`` and ``get_messages`` are
+answered: :func:`request_resumed_prefix` asks; the session's converter waits for the answer
+before the first request (:meth:`ResumedPrefix.settle`) and hands it to the builder on the
+view (``ConvertedView.offered``). Anything else (no child, another API, the child failing)
+leaves the builder converting in-process, as it would without a child.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import Model
 
 CHAT_API = "openai-completions"
-"""The API whose request the child can build (:mod:`pitrio._prefix_chat`)."""
+"""An API whose request the child can build (:mod:`pitrio._prefix_chat`)."""
+ANTHROPIC_API = "anthropic-messages"
+"""Another (:mod:`pitrio._prefix_anthropic`), where the request is built encoded."""
 
 
 WAIT_PER_MESSAGE = 10e-6
@@ -92,24 +95,35 @@ class ResumedPrefix:
 def request_resumed_prefix(
     messages: Sequence[AgentMessage], model: Model, *, block_images: bool
 ) -> ResumedPrefix | None:
-    """Where the launcher's child waits and ``model`` speaks Chat Completions: the view of a
-    resumed transcript's stored part (``messages``, the store's context view), the child
-    asked for its items; else ``None`` (nothing asked, nothing made)."""
+    """Where the launcher's child waits and ``model`` speaks Chat Completions, or Anthropic
+    Messages at an endpoint without message threads: the view of a resumed transcript's
+    stored part (``messages``, the store's context view), the child asked for its items;
+    else ``None`` (nothing asked, nothing made)."""
     from pitrio import _preparse_prefix
 
     if (
-        model.api != CHAT_API
+        model.api not in (CHAT_API, ANTHROPIC_API)
         or not _preparse_prefix.child_waits()
         or not hasattr(messages, "stored_roles")
         or not len(messages)
     ):
         return None  # the converter makes its view at the first request, as it needs it
-    from pitrio.actors.model_router.providers.openai_compat import compat_of, facts_of
+    facts: Any
+    if model.api == ANTHROPIC_API:
+        from pitrio._prefix_anthropic import facts_for, threads_supported
 
+        if threads_supported(model):
+            # A threaded session's requests are built plain (``anthropic.build_request``):
+            # a prefix would go unused, and the first request would wait for it.
+            return None
+        kind, facts = "anthropic", facts_for(model, block_images=block_images)
+    else:
+        from pitrio.actors.model_router.providers.openai_compat import compat_of, facts_of
+
+        kind, facts = "chat", facts_of(model, compat_of(model), block_images=block_images)
     view = ConvertedView(messages, block_images)
-    facts: Any = facts_of(model, compat_of(model), block_images=block_images)
     job = _preparse_prefix.request_prefix(
-        tuple(facts), view.stored_lines(), inline=view.built_texts()
+        tuple(facts), view.stored_lines(), inline=view.built_texts(), kind=kind
     )
     return ResumedPrefix(view, job)
 

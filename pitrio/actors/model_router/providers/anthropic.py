@@ -16,11 +16,17 @@ signature, so both can be sent back unchanged on the next turn.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from pitrio._prefix_anthropic import (
+    AnthropicFacts,
+    AnthropicPrefix,
+    facts_for,
+    prepare_anthropic_prefix,
+)
 from pitrio.actors.model_router.providers.anthropic_forms import (
     adaptive_effort,
     adaptive_thinking,
@@ -78,8 +84,10 @@ from pitrio.messages.agent import (
     UserMessage,
     now_ms,
 )
-from pitrio.messages.content import ImageContent, TextContent, ThinkingContent
+from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.snapshot import Snapshot
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
@@ -156,7 +164,8 @@ class AnthropicTurns:
 
     Only the turns from the newest user turn on can still change (a tool result joins the
     last user turn; the cache mark goes on the newest user turn), so the turns before it are
-    encoded once (:class:`EncodedItems`) when ``encoded``.
+    encoded once (:class:`EncodedItems`) when ``encoded``, and ``turns`` keeps only the open
+    ones (``newest_user`` is an index in them).
     """
 
     def __init__(self, model: Model, *, encoded: bool = False) -> None:
@@ -166,14 +175,31 @@ class AnthropicTurns:
         self.fragments = EncodedItems(encoded=True)  # the final form of turns[: len(...)]
         self.newest_user = -1
 
+    @classmethod
+    def from_prefix(cls, model: Model, prefix: AnthropicPrefix) -> AnthropicTurns | None:
+        """An encoded builder in the state one fed the prefix's messages would be in (its
+        final turns encoded, its open turns, pending tool calls and newest user turn), so
+        :meth:`feed` and :meth:`finish` go on alike; ``None`` when the prefix was made for
+        other facts than ``model``'s (the caller then feeds the messages itself)."""
+        if prefix.facts != facts_of(model, block_images=prefix.facts.block_images):
+            return None
+        builder = cls(model, encoded=True)
+        builder.fragments = EncodedItems.restored(prefix.segments, prefix.tail, prefix.items)
+        # Copied as ``copy`` copies them: the open turns grow, the prefix stays as it was.
+        builder.turns = [{**turn, "content": list(turn["content"])} for turn in prefix.turns]
+        builder.newest_user = prefix.newest_user
+        # Only a pending call's id and name are read (the match of its result, its synthetic
+        # result), and the first call of an id is the one removed: as in ``ChatMessages``.
+        builder.preparer.pending = [
+            ToolCall(id=call_id, name=name, arguments={}) for call_id, name in prefix.pending
+        ]
+        return builder
+
     def copy(self) -> AnthropicTurns:
         """An independent builder in the same state (open turns copied, so they can grow)."""
         twin = AnthropicTurns.__new__(AnthropicTurns)
         twin.preparer = self.preparer.copy()
-        twin.turns = [
-            {**turn, "content": list(turn["content"])} if index >= len(self.fragments) else turn
-            for index, turn in enumerate(self.turns)
-        ]
+        twin.turns = [{**turn, "content": list(turn["content"])} for turn in self.turns]
         twin.encoded, twin.fragments = self.encoded, self.fragments.copy()
         twin.newest_user = self.newest_user
         return twin
@@ -181,10 +207,11 @@ class AnthropicTurns:
     def _add(self, turn: dict[str, Any]) -> None:
         self.turns.append(turn)
         if turn["role"] == "user":
-            self.newest_user = len(self.turns) - 1
             if self.encoded:  # every turn before the newest user turn is final now
-                while len(self.fragments) < self.newest_user:
-                    self.fragments.append(_final_turn(self.turns[len(self.fragments)]))
+                for done in self.turns[:-1]:
+                    self.fragments.append(_final_turn(done))
+                del self.turns[:-1]
+            self.newest_user = len(self.turns) - 1
 
     def _emit(self, message: LlmMessage) -> None:
         if isinstance(message, ToolResultMessage):
@@ -217,10 +244,9 @@ class AnthropicTurns:
             builder = self.copy()
             for message in tail:
                 builder._emit(message)
-        done = len(builder.fragments)
         out: list[Any] = builder.fragments.items()
-        for index in range(done, len(builder.turns)):
-            turn = _final_turn(builder.turns[index])
+        for index, open_turn in enumerate(builder.turns):
+            turn = _final_turn(open_turn)
             if cache is not None and index == builder.newest_user:
                 # Cache everything up to the newest user turn: the next request shares it.
                 content = list(turn["content"])
@@ -245,12 +271,44 @@ def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
 _PREFIXES: PrefixCache[AnthropicTurns] = PrefixCache()
 
 
+def facts_of(model: Model, *, block_images: bool = False) -> AnthropicFacts:
+    """What converting a transcript for ``model`` reads (:mod:`pitrio._prefix_anthropic`)."""
+    return facts_for(model, block_images=block_images)
+
+
+def _stored_prefix(
+    model: Model, messages: Sequence[LlmMessage]
+) -> tuple[AnthropicTurns, int] | None:
+    """A builder holding the turns of the stored messages that start ``messages`` (a resumed
+    session's transcript, still undecoded: :class:`ConvertedView`), made from their JSON by
+    :func:`pitrio._prefix_anthropic.prepare_anthropic_prefix`, and how many messages it
+    holds; ``None`` when ``messages`` do not start so or it converts none (issue 38: the
+    first turn after a resume decodes and encodes only what that module does not take)."""
+    head = messages.head() if isinstance(messages, Snapshot) else None
+    if not isinstance(head, ConvertedView):
+        return None
+    facts = facts_of(model, block_images=head.block_images)
+    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
+    # else made here, as the child would.
+    prefix = head.offered
+    if not isinstance(prefix, AnthropicPrefix) or prefix.facts != facts:
+        prefix = prepare_anthropic_prefix(head.json_texts(), facts)
+    if prefix is None:
+        return None
+    builder = AnthropicTurns.from_prefix(model, prefix)
+    return None if builder is None else (builder, prefix.consumed)
+
+
 def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | None) -> list[Any]:
     """The turns of :func:`build_messages` (cache mark included), resumed from the previous
-    request of the same transcript (:class:`PrefixCache`): only new messages are prepared
+    request of the same transcript (:class:`PrefixCache`), or on a resumed session's first
+    request from its stored JSON (:func:`_stored_prefix`): only new messages are prepared
     and encoded."""
     builder = _PREFIXES.builder(
-        model, context.messages, lambda: AnthropicTurns(model, encoded=True)
+        model,
+        context.messages,
+        lambda: AnthropicTurns(model, encoded=True),
+        lambda messages: _stored_prefix(model, messages),
     )
     return builder.finish(cache)
 

@@ -25,6 +25,8 @@ from typing import Any, Literal
 import attrs
 import orjson
 
+# Re-exported: its home is the light module a session's start may import.
+from pitrio._prefix_anthropic import threads_supported as threads_supported
 from pitrio.messages.model import Model
 
 MESSAGE_THREADS_BETA = "message-threads-2026-08-12"
@@ -53,17 +55,6 @@ Rejection = Literal["new-thread", "unsupported"]
 # server keeps the thread's own), so only this check notices they changed.
 _FIXED_FIELDS = ("model", "system", "tools", "thinking", "output_config", "tool_choice")
 _FIXED_LATER = ("fallbacks",)
-
-
-def threads_supported(model: Model) -> bool:
-    """Whether ``model``'s endpoint takes message threads: ``compat.supportsMessageThreads``
-    when set, else whether its base URL is Anthropic's own (gateways may drop the unknown
-    ``thread`` field, which would turn a ``continue`` into a request without the history)."""
-    compat = model.compat if isinstance(model.compat, Mapping) else {}
-    declared = compat.get("supportsMessageThreads")
-    if declared is not None:
-        return bool(declared)
-    return "api.anthropic.com" in model.base_url
 
 
 @attrs.frozen(kw_only=True)
