@@ -33,14 +33,20 @@ MAX_MESSAGE = 256 << 20
 
 
 def family(pid: int) -> list[int]:
-    """``pid`` and its children (a daemon with ``--workers``: the acceptor and its workers)."""
-    children: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    """``pid`` and every process under it (a daemon with ``--workers``: the acceptor, its
+    fork server and the workers forked from that)."""
+    members = [pid]
+    for member in members:  # grows as the children of each are found
         try:
-            children.extend(int(child) for child in (task / "children").read_text().split())
+            tasks = list(Path(f"/proc/{member}/task").iterdir())
         except OSError:
-            continue  # a thread that ended meanwhile
-    return [pid, *children]
+            continue  # it ended meanwhile
+        for task in tasks:
+            try:
+                members.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue  # a thread that ended meanwhile
+    return members
 
 
 def rss_of(pid: int) -> int:
