@@ -33,6 +33,10 @@ def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def command_of(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
 def name_of(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
@@ -175,3 +179,17 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+async def test_with_telemetry_the_fork_server_is_its_own_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acceptor's exporters run threads: it does not fork then (a fork keeps one thread)
+    but starts the fork server as a process of its own, whose workers are still its forks."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    async with serve_workers(tmp_path, monkeypatch) as workers:
+        server = fork_server_of(workers.process.pid)
+        assert "pitrio.transports.daemon.workers.forkserver" in command_of(server)
+        assert {parent_of(pid) for pid in workers.worker_pids()} == {server}
+        created = await workers.host_call({"type": "create"})
+        await workers.prompt(created["data"]["sessionId"], "served")

@@ -50,6 +50,8 @@ log = logging.getLogger("pitrio.daemon.workers")
 SESSIONS_PREFIX = "/v1/sessions/"
 STOP_SECONDS = 10.0
 """How long the workers have to stop gracefully before they are killed."""
+FORK_SERVER_STOP_SECONDS = 5.0
+"""How long the fork server has to exit once its workers have."""
 RESTART_PAUSES = (0.0, 0.5, 1.0, 2.0, 5.0)
 """The pause before starting a worker again, by how many times it died in the last minute."""
 
@@ -142,7 +144,9 @@ class Acceptor:
                 await stopped.wait()
         for process in self._processes.values():
             process.kill()
-        await self.forks.aclose(STOP_SECONDS)
+        # Its children gone, the fork server exits at once; one that does not is killed (and
+        # any worker still there with it, by its death signal).
+        await self.forks.aclose(FORK_SERVER_STOP_SECONDS)
 
     def _argv(self, slot: int) -> list[str]:
         """Worker ``slot``'s arguments (the fork server adds its two descriptors' options)."""
@@ -490,10 +494,11 @@ def acceptor_main(args: argparse.Namespace, argv: list[str]) -> int:
     The fork server is forked first, before trio runs here, once the workers' modules are
     imported: each worker is then a fork of it (a few milliseconds, its pages shared) rather
     than a new interpreter importing them all again."""
-    from pitrio.transports.daemon.workers.forkserver import fork_server
+    from pitrio.transports.daemon.workers.forkserver import can_fork_here, fork_server
     from pitrio.transports.daemon.workers.worker import preload, worker_main
     from pitrio.transports.serve import run_daemon
 
     preload()
-    forks = Forks(fork_server(worker_main))
+    # Otherwise (threads, telemetry) the first worker's start starts one as its own process.
+    forks = Forks(fork_server(worker_main) if can_fork_here() else None)
     return run_daemon(args, _accept, args, argv, forks)

@@ -36,6 +36,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from typing import Any, NoReturn
@@ -76,6 +77,16 @@ def name_process(name: str) -> None:
 
 
 # -- the server (no trio here) -------------------------------------------------------------
+
+
+def can_fork_here() -> bool:
+    """Whether this process may fork the fork server: one thread (a fork keeps only the
+    calling one; a lock another held stays held) and no telemetry active (its exporters'
+    threads, and a worker reporting to the acceptor's exporters). Otherwise the fork server
+    is a process of its own, its workers without telemetry as a new interpreter's are."""
+    from pitrio import telemetry
+
+    return threading.active_count() == 1 and telemetry.active() is None
 
 
 def fork_server(target: Target) -> tuple[socket.socket, int]:
@@ -496,8 +507,9 @@ class Forks:
 
 def main(argv: Sequence[str]) -> int:
     """``python -m`` this module ``FD``: a replacement fork server on descriptor ``FD``."""
-    from pitrio.transports.daemon.workers.worker import worker_main
+    from pitrio.transports.daemon.workers.worker import preload, worker_main
 
+    preload()
     name_process(SERVER_NAME)
     return serve(socket.socket(fileno=int(argv[0])), worker_main)
 
