@@ -212,6 +212,8 @@ class Acceptor:
         relay = self._relays[slot] = Relay()
         handoff = self._handoffs[slot] = HandoffLink(trio.socket.from_stdlib_socket(parent_handoff))
         self._processes[slot] = process
+        if self.stopping:  # the stop began while it was forked: it was not among those asked
+            process.send_signal(signal.SIGTERM)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(link.run)
