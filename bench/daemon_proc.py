@@ -50,10 +50,22 @@ def family(pid: int) -> list[int]:
 
 
 def rss_of(pid: int) -> int:
-    """The resident set size of process ``pid`` and its children now, in bytes."""
-    return sum(
-        int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE for member in family(pid)
-    )
+    """The resident memory of process ``pid`` and every process under it now, in bytes, each
+    page once: ``pid``'s resident set plus the others' private pages (``smaps_rollup``). A
+    sum of resident sets counted the pages a fork shares with its parent once per process:
+    a ``--workers`` daemon's forked workers and fork server share most of theirs. For one
+    process, its resident set as before."""
+    members = family(pid)
+    total = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    for member in members[1:]:
+        try:
+            lines = Path(f"/proc/{member}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue  # it ended meanwhile
+        for line in lines:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 def cpu_of(pid: int) -> float:
