@@ -128,7 +128,7 @@ def serve(sock: socket.socket, target: Target) -> int:
                 continue
             message, fds = request
             try:
-                reply, pidfd = _fork(sock, message, fds, children, target)
+                reply, pidfd = _fork(sock, message, fds, target)
             finally:
                 for received in fds:
                     os.close(received)
@@ -174,7 +174,6 @@ def _fork(
     sock: socket.socket,
     message: dict[str, Any],
     fds: list[int],
-    children: dict[int, int],
     target: Target,
 ) -> tuple[dict[str, Any], int | None]:
     """Fork one child for ``message``: the reply and the child's pidfd (``None``: failed)."""
