@@ -7,7 +7,9 @@ acceptor killed leaves a process behind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from tests.transports.attach_harness import serve_process
 from tests.transports.daemon_harness import is_response, send, settled
 from tests.transports.daemon_harness import until as until_frame
 from tests.transports.test_serve_workers import (
+    PITRIO,
     _text,
     after_failover,
     descendants,
@@ -193,3 +196,31 @@ async def test_with_telemetry_the_fork_server_is_its_own_process(
         assert {parent_of(pid) for pid in workers.worker_pids()} == {server}
         created = await workers.host_call({"type": "create"})
         await workers.prompt(created["data"]["sessionId"], "served")
+
+
+async def test_a_worker_failing_to_start_fails_the_daemon_leaving_no_process(
+    tmp_path: Path,
+) -> None:
+    """Every worker fails its start (an unreachable session database, found after the pool's
+    5 s): the daemon exits 1 saying which worker, and its fork server and the other worker do
+    not outlive it."""
+    env = {**os.environ, "PITRIO_AGENT_DIR": str(tmp_path / "agent")}
+    command = [PITRIO, "serve", "--port", "0", "--cwd", str(tmp_path), "--workers", "2"]
+    command += ["--store", "postgresql://nobody@127.0.0.1:9/nothing"]
+    with trio.fail_after(60):
+        process = await trio.lowlevel.open_process(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            assert process.stderr is not None
+            await until(lambda: len(descendants(process.pid)) == 3)
+            family = descendants(process.pid)
+            errors = b""
+            while chunk := await process.stderr.receive_some():
+                errors += chunk
+            await process.wait()
+        finally:
+            process.kill()
+        assert process.returncode == 1
+        assert re.search(rb"Error: worker [01] exited with code 1 while starting", errors)
+        await until(lambda: not [pid for pid in family if _alive(pid)])

@@ -462,7 +462,10 @@ class Forks:
 
     async def _read(self, server: _Server) -> None:
         """Take ``server``'s reports until it is gone; then its children's codes are unknown
-        (they were killed with it), and it is reaped."""
+        (they were killed with it), and it is reaped. Cancelled (the acceptor is leaving on an
+        error), it is not waited for: it exits once its workers have, and they exit once this
+        process is gone (their control sockets close)."""
+        ended = False
         try:
             while True:
                 data, ancillary, _, _ = await server.sock.recvmsg(
@@ -487,8 +490,9 @@ class Forks:
                     case _:
                         for fd in fds:
                             os.close(fd)
+            ended = True
         except (OSError, ValueError, trio.ClosedResourceError):
-            pass  # gone, or broken: either way no longer usable
+            ended = True  # gone, or broken: either way no longer usable
         finally:
             if self._server is server:
                 self._server = None
@@ -497,11 +501,14 @@ class Forks:
             for child in server.children.values():
                 child.reported.set()
             server.sock.close()
-            with trio.CancelScope(shield=True):
-                status = await server.reap()
-            server.done.set()
-            if not self.closing:
-                logs.event(log, "fork_server_exited", logging.ERROR, pid=server.pid, code=status)
+            if ended:
+                with trio.CancelScope(shield=True):
+                    status = await server.reap()
+                server.done.set()
+                if not self.closing:
+                    logs.event(
+                        log, "fork_server_exited", logging.ERROR, pid=server.pid, code=status
+                    )
 
 
 def main(argv: Sequence[str]) -> int:
