@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.daemon_proc import family  # noqa: E402
+from bench.daemon_proc import family, rss_of  # noqa: E402
 from pitrio.actors.model_router.providers.faux_load import TOOL_FILE, monotonic_micros  # noqa: E402
 
 STEPS = [50, 100, 200, 500, 1000]
@@ -66,7 +66,6 @@ OTHER_SOURCE = (
 """Runs ``pitrio`` from a directory holding another copy of the package, past this
 checkout's editable install (``--variant before=@DIR``)."""
 CLIENT = ROOT / "bench" / "daemon_load_client.py"
-PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,10 +107,9 @@ def run_delay_seconds(pid: int) -> float:
 
 
 def rss_bytes(pid: int) -> int:
-    """Resident set size of process ``pid`` and its children (``/proc/<pid>/statm``)."""
-    return sum(
-        int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE for member in family(pid)
-    )
+    """Resident memory of process ``pid`` and every process under it, each page once
+    (:func:`bench.daemon_proc.rss_of`)."""
+    return rss_of(pid)
 
 
 class DaemonProcess:

@@ -33,21 +33,39 @@ MAX_MESSAGE = 256 << 20
 
 
 def family(pid: int) -> list[int]:
-    """``pid`` and its children (a daemon with ``--workers``: the acceptor and its workers)."""
-    children: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    """``pid`` and every process under it (a daemon with ``--workers``: the acceptor, its
+    fork server and the workers forked from that)."""
+    members = [pid]
+    for member in members:  # grows as the children of each are found
         try:
-            children.extend(int(child) for child in (task / "children").read_text().split())
+            tasks = list(Path(f"/proc/{member}/task").iterdir())
         except OSError:
-            continue  # a thread that ended meanwhile
-    return [pid, *children]
+            continue  # it ended meanwhile
+        for task in tasks:
+            try:
+                members.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue  # a thread that ended meanwhile
+    return members
 
 
 def rss_of(pid: int) -> int:
-    """The resident set size of process ``pid`` and its children now, in bytes."""
-    return sum(
-        int(Path(f"/proc/{member}/statm").read_text().split()[1]) * PAGE for member in family(pid)
-    )
+    """The resident memory of process ``pid`` and every process under it now, in bytes, each
+    page once: ``pid``'s resident set plus the others' private pages (``smaps_rollup``). A
+    sum of resident sets counted the pages a fork shares with its parent once per process:
+    a ``--workers`` daemon's forked workers and fork server share most of theirs. For one
+    process, its resident set as before."""
+    members = family(pid)
+    total = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    for member in members[1:]:
+        try:
+            lines = Path(f"/proc/{member}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue  # it ended meanwhile
+        for line in lines:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 def cpu_of(pid: int) -> float:

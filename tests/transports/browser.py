@@ -74,9 +74,10 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 ONE_PROCESS = ("--workers", "1")
 """``pitrio serve`` options for a daemon of one process (no acceptor, no worker processes):
 for a module whose checks are of the page alone, not of how the daemon spreads sessions over
-its workers. It starts in a third of the CPU time of the default (a worker per core, each
-importing pitrio: 2.1 s of CPU against 0.65 s on two cores); ``test_serve_workers`` and the
-modules that keep the default cover the workers."""
+its workers. It runs one process where the default runs an acceptor, its fork server and a
+worker per core (forks: the start costs about the same CPU since the workers are forked, where
+it was three times as much); ``test_serve_workers`` and the modules that keep the default
+cover the workers."""
 
 
 @attrs.frozen

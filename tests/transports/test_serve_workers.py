@@ -41,7 +41,7 @@ class Workers:
         self.headers = [(b"Authorization", f"Bearer {token}".encode())]
 
     def worker_pids(self) -> set[int]:
-        """The acceptor's children: its workers."""
+        """The acceptor's workers."""
         return worker_pids(self.process.pid)
 
     async def host_call(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -316,22 +316,53 @@ async def after_failover(
 
 
 def worker_pids(acceptor: int) -> set[int]:
-    """The children of ``acceptor``: its workers."""
-    # Spawned from worker threads: each thread's children file has its own.
-    return {
-        int(child)
-        for task in Path(f"/proc/{acceptor}/task").iterdir()
-        for child in _read(task / "children").split()
-    }
+    """``acceptor``'s workers: the processes under it named ``pitrio-workerN`` (forked by its
+    fork server) or started with ``--worker-slot``."""
+    return {pid for pid in descendants(acceptor) if slot_of(pid) is not None}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (its children, theirs, ...)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        # Spawned from worker threads: each thread's children file has its own.
+        children = {
+            int(child) for task in _tasks(todo.pop()) for child in _read(task / "children").split()
+        }
+        todo.extend(children - found)
+        found |= children
+    return found
+
+
+def slot_of(pid: int) -> int | None:
+    """The slot of worker ``pid`` (its name or its command line says which); ``None``: not
+    a worker."""
+    name = _read(Path(f"/proc/{pid}/comm")).strip()
+    if name.startswith("pitrio-worker"):
+        return int(name.removeprefix("pitrio-worker"))
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if b"--worker-slot" not in cmdline:
+        return None
+    return int(cmdline[cmdline.index(b"--worker-slot") + 1])
 
 
 def pid_of_worker(acceptor: int, slot: int) -> int:
-    """The pid of ``acceptor``'s worker ``slot`` (its command line says which)."""
+    """The pid of ``acceptor``'s worker ``slot``."""
     for pid in worker_pids(acceptor):
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if cmdline[cmdline.index(b"--worker-slot") + 1] == str(slot).encode():
+        if slot_of(pid) == slot:
             return pid
     raise AssertionError(f"no worker in slot {slot}")
+
+
+def _tasks(pid: int) -> list[Path]:
+    try:
+        return list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # it ended meanwhile
+        return []
 
 
 def _text(message: dict[str, Any]) -> str:

@@ -21,7 +21,6 @@ import os
 import secrets
 import signal
 import socket
-import sys
 import time
 from collections import Counter, deque
 from contextlib import suppress
@@ -42,6 +41,7 @@ from pitrio.transports.daemon.workers.channel import (
     PeerGoneError,
     RemoteError,
 )
+from pitrio.transports.daemon.workers.forkserver import Child, Forks
 from pitrio.transports.daemon.workers.relay import Relay
 from pitrio.transports.daemon.workers.table import NoWorkerError, Table
 
@@ -50,6 +50,8 @@ log = logging.getLogger("pitrio.daemon.workers")
 SESSIONS_PREFIX = "/v1/sessions/"
 STOP_SECONDS = 10.0
 """How long the workers have to stop gracefully before they are killed."""
+FORK_SERVER_STOP_SECONDS = 5.0
+"""How long the fork server has to exit once its workers have."""
 RESTART_PAUSES = (0.0, 0.5, 1.0, 2.0, 5.0)
 """The pause before starting a worker again, by how many times it died in the last minute."""
 
@@ -77,9 +79,16 @@ class Acceptor:
     """Listens on one port and keeps ``slots`` workers serving it."""
 
     def __init__(
-        self, args: argparse.Namespace, argv: list[str], slots: int, handshake_timeout: float
+        self,
+        args: argparse.Namespace,
+        argv: list[str],
+        slots: int,
+        handshake_timeout: float,
+        forks: Forks | None = None,
     ) -> None:
         self.args = args
+        self.forks = forks if forks is not None else Forks()
+        """Forks the workers (started at the first one, unless given running)."""
         self.argv = argv
         self.table = Table(slots)
         self.handshake_timeout = handshake_timeout
@@ -97,7 +106,7 @@ class Acceptor:
         self._relays: dict[int, Relay] = {}
         self._generations = [0] * slots
         """Per slot, how many of its worker processes have exited."""
-        self._processes: dict[int, trio.Process] = {}
+        self._processes: dict[int, Child] = {}
         self._live_changed = trio.Event()
         self._listen_scope = trio.CancelScope()
         self._stopped: dict[int, trio.Event] = {slot: trio.Event() for slot in range(slots)}
@@ -111,6 +120,7 @@ class Acceptor:
         listeners = await trio.open_tcp_listeners(self.args.port, host=self.args.host)
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.forks.run)
             for slot in range(self.table.slots):
                 nursery.start_soon(self._keep, slot)
             while len(self.table.live) < self.table.slots:
@@ -124,30 +134,27 @@ class Acceptor:
 
     async def stop(self) -> None:
         """Stop listening; ask every worker to stop (SIGTERM), kill those still running after
-        :data:`STOP_SECONDS`, and return once all have exited."""
+        :data:`STOP_SECONDS`, and return once all have exited (and so has the fork server)."""
         self.stopping = True
         self._listen_scope.cancel()
         for process in self._processes.values():
-            with suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGTERM)
         with trio.move_on_after(STOP_SECONDS):
             for stopped in self._stopped.values():
                 await stopped.wait()
-            return
         for process in self._processes.values():
-            with suppress(ProcessLookupError):
-                process.kill()
+            process.kill()
+        # Its children gone, the fork server exits at once; one that does not is killed (and
+        # any worker still there with it, by its death signal).
+        await self.forks.aclose(FORK_SERVER_STOP_SECONDS)
 
-    def _argv(self, slot: int, control: int, handoff: int) -> list[str]:
+    def _argv(self, slot: int) -> list[str]:
+        """Worker ``slot``'s arguments (the fork server adds its two descriptors' options)."""
         return [
-            sys.executable,
-            "-m",
-            "pitrio.transports.daemon.workers.worker",
             *self.argv,
             # Later options win: the port actually bound, the absolute cwd, one process each.
             *("--port", str(self.port), "--cwd", self.args.cwd, "--workers", "1"),
             *("--worker-slot", str(slot)),
-            *("--worker-control", str(control), "--worker-handoff", str(handoff)),
             *("--worker-owner", self.owner),
         ]
 
@@ -163,7 +170,7 @@ class Acceptor:
                     # It never served: whatever stopped it (a port, a store, a setting) will
                     # stop it again; the daemon fails to start rather than retrying forever.
                     raise WorkerStartError(
-                        f"worker {slot} exited with code {code} while starting (its log "
+                        f"worker {slot} exited with code {_code(code)} while starting (its log "
                         "lines above say why)"
                     )
                 now = time.monotonic()
@@ -175,18 +182,24 @@ class Acceptor:
         finally:
             self._stopped[slot].set()
 
-    async def _run_worker(self, slot: int) -> int:
+    async def _run_worker(self, slot: int) -> int | None:
+        """Fork worker ``slot`` and serve its sockets until it exits; its exit code (``None``:
+        unknown, its fork server died with it)."""
         parent_control, child_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         parent_handoff, child_handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            process = await trio.lowlevel.open_process(
-                self._argv(slot, child_control.fileno(), child_handoff.fileno()),
-                pass_fds=(child_control.fileno(), child_handoff.fileno()),
-                # Its own session: a terminal's Ctrl-C reaches the acceptor alone, which
-                # then stops the workers in order (rather than seeing them exit and restarting
-                # them).
-                start_new_session=True,
+            # In its own session (a terminal's Ctrl-C reaches the acceptor alone, which then
+            # stops the workers in order rather than seeing them exit and restarting them).
+            process = await self.forks.spawn(
+                self._argv(slot),
+                (child_control.fileno(), child_handoff.fileno()),
+                ("--worker-control", "--worker-handoff"),
+                f"pitrio-worker{slot}",
             )
+        except BaseException:
+            parent_control.close()
+            parent_handoff.close()
+            raise
         finally:
             child_control.close()
             child_handoff.close()
@@ -199,6 +212,8 @@ class Acceptor:
         relay = self._relays[slot] = Relay()
         handoff = self._handoffs[slot] = HandoffLink(trio.socket.from_stdlib_socket(parent_handoff))
         self._processes[slot] = process
+        if self.stopping:  # the stop began while it was forked: it was not among those asked
+            process.send_signal(signal.SIGTERM)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(link.run)
@@ -290,9 +305,8 @@ class Acceptor:
                 self.counters["handoffs_rerouted"] += 1
                 logs.event(log, "handoff_rerouted", logging.WARNING, worker=slot, session=session)
                 process = self._processes.get(slot)
-                if process is not None and process.returncode is None:
-                    with suppress(ProcessLookupError):
-                        process.kill()
+                if process is not None and not process.exited:
+                    process.kill()
                 while self._generations[slot] == generation:
                     await self._live_changed.wait()
         self.counters["handoffs_refused"] += 1
@@ -441,13 +455,13 @@ def _request(message: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-async def _accept(args: argparse.Namespace, argv: list[str]) -> int:
+async def _accept(args: argparse.Namespace, argv: list[str], forks: Forks) -> int:
     from pitrio.transports.serve import announce, exit_on_second_signal, prepare
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as receiver:
         prepared = await prepare(args)  # creates the token before any worker reads it
         check_bind(prepared.daemon)  # a worker would refuse it at every start
-        acceptor = Acceptor(args, argv, args.workers, prepared.daemon.handshake_timeout)
+        acceptor = Acceptor(args, argv, args.workers, prepared.daemon.handshake_timeout, forks)
         async with trio.open_nursery() as nursery:
             await nursery.start(acceptor.run)
             url = f"http://{_url_host(args.host)}:{acceptor.port}/"
@@ -468,12 +482,25 @@ async def _accept(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _code(code: int | None) -> str:
+    return "unknown (its fork server died)" if code is None else str(code)
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
 def acceptor_main(args: argparse.Namespace, argv: list[str]) -> int:
-    """``pitrio serve --workers N`` with N > 1; returns the exit code."""
+    """``pitrio serve --workers N`` with N > 1; returns the exit code.
+
+    The fork server is forked first, before trio runs here, once the workers' modules are
+    imported: each worker is then a fork of it (a few milliseconds, its pages shared) rather
+    than a new interpreter importing them all again."""
+    from pitrio.transports.daemon.workers.forkserver import can_fork_here, fork_server
+    from pitrio.transports.daemon.workers.worker import preload, worker_main
     from pitrio.transports.serve import run_daemon
 
-    return run_daemon(args, _accept, args, argv)
+    preload()
+    # Otherwise (threads, telemetry) the first worker's start starts one as its own process.
+    forks = Forks(fork_server(worker_main) if can_fork_here() else None)
+    return run_daemon(args, _accept, args, argv, forks)

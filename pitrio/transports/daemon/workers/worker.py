@@ -324,6 +324,12 @@ def worker_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def preload() -> None:
+    """Import what a worker imports only when it starts: done once by the fork server's
+    parent before forking it, so that no forked worker imports it again."""
+    from pitrio.transports import serve, trace_cli  # noqa: F401
+
+
 def worker_main(argv: Sequence[str]) -> int:
     """Entry point of a worker process; returns the exit code."""
     args = worker_parser().parse_args(list(argv))
