@@ -1,0 +1,129 @@
+"""The turns of threaded and OAuth Anthropic Messages requests, kept between requests (issue 38:
+a turn's cost flat in the session's length).
+
+A request in a message thread is built from plain turns (a ``continue`` sends only the turns
+after what the server holds, so the list is cut by turn), and an OAuth token's request names
+tools in Claude Code's casing. Both were built from the whole transcript at every request, and
+a thread's fingerprint hashed every turn twice a request. Here, as for the encoded requests
+(:class:`~pitrio.actors.model_router.providers.convert.PrefixCache`), the state after a
+transcript's messages is kept and only new messages are converted:
+
+* :class:`PlainTurns` keeps the final turns (those before the newest user turn, which no
+  later message changes) as plain dicts, tool names already renamed, each with the thread
+  fingerprint's chain link after it (:func:`~.anthropic_threads.chain_link`), so the
+  fingerprint of the first ``k`` turns is a lookup, or a few links past the last final turn;
+* an OAuth request outside a thread is encoded as any other (:func:`oauth_turns`), the
+  names renamed as the turns are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pitrio.actors.model_router.providers.anthropic_threads import CHAIN_START, chain_link
+from pitrio.actors.model_router.providers.anthropic_turns import AnthropicTurns, final_turn
+from pitrio.actors.model_router.providers.claude_code import claude_code_name
+from pitrio.actors.model_router.providers.convert import PrefixCache
+from pitrio.messages.agent import LlmMessage
+from pitrio.messages.model import Model
+
+ChainAt = Callable[[int], bytes]
+"""The fingerprint chain after the first ``k`` turns of a request's messages."""
+
+
+class PlainTurns(AnthropicTurns):
+    """A plain (not encoded) :class:`AnthropicTurns` that keeps its final turns (``done``,
+    never changed once there) and the chain link after each (``chains``)."""
+
+    def __init__(self, model: Model, *, rename: Callable[[str], str] | None = None) -> None:
+        super().__init__(model, encoded=False, rename=rename)
+        self.done: list[dict[str, Any]] = []
+        self.chains: list[bytes] = []
+
+    def copy(self) -> PlainTurns:
+        """An independent builder in the same state (rare: only when results are owed)."""
+        twin = super().copy()
+        assert isinstance(twin, PlainTurns)
+        twin.done, twin.chains = list(self.done), list(self.chains)
+        return twin
+
+    def _add(self, turn: dict[str, Any]) -> None:
+        self.turns.append(turn)
+        if turn["role"] == "user":
+            # Every turn before the newest user turn is final: linked into the chain once.
+            link = self.chains[-1] if self.chains else CHAIN_START
+            for done in self.turns[:-1]:
+                final = final_turn(done)
+                link = chain_link(link, final)
+                self.done.append(final)
+                self.chains.append(link)
+            del self.turns[:-1]
+            self.newest_user = len(self.turns) - 1
+
+    def request_turns(self, cache: dict[str, Any] | None) -> tuple[list[Any], ChainAt]:
+        """The request's turns (those of :meth:`finish`, the same dicts for the final turns,
+        fresh ones for the open turns) and its fingerprint chain (:data:`ChainAt`), this
+        builder left as it was."""
+        builder: PlainTurns = self
+        tail = self.preparer.copy().finish()
+        if tail:
+            builder = self.copy()
+            for message in tail:
+                builder._emit(message)
+        out = list(builder.done)
+        for index, open_turn in enumerate(builder.turns):
+            # Copied: the kept open turn may still grow (a later result joins it) while this
+            # request's plan is held (its resend and the reply's record read it).
+            turn = final_turn(open_turn)
+            content = list(turn["content"])
+            if cache is not None and index == builder.newest_user:
+                content[-1] = {**content[-1], "cache_control": cache}
+            turn["content"] = content
+            out.append(turn)
+        return out, _chain_reader(builder.done, builder.chains, out)
+
+    def finish(self, cache: dict[str, Any] | None = None) -> list[Any]:
+        """Every turn, as :meth:`AnthropicTurns.finish` gives them."""
+        return self.request_turns(cache)[0]
+
+
+def _chain_reader(done: list[Any], chains: list[bytes], turns: Sequence[Any]) -> ChainAt:
+    # ``turns`` begins with the ``done`` turns (the same dicts): their links are kept; past
+    # them the few open turns are linked on demand (remembered: a plan asks twice).
+    final = len(done)
+    extra: list[bytes] = []
+
+    def chain_at(count: int) -> bytes:
+        if count <= final:
+            return chains[count - 1] if count else CHAIN_START
+        link = extra[-1] if extra else (chains[-1] if chains else CHAIN_START)
+        for turn in turns[final + len(extra) : count]:
+            link = chain_link(link, turn)
+            extra.append(link)
+        return extra[count - final - 1]
+
+    return chain_at
+
+
+_PLAIN: dict[bool, PrefixCache[PlainTurns]] = {False: PrefixCache(), True: PrefixCache()}
+_OAUTH_ENCODED: PrefixCache[AnthropicTurns] = PrefixCache()
+
+
+def plain_turns(model: Model, messages: Sequence[LlmMessage], *, oauth: bool) -> PlainTurns:
+    """The kept plain builder of ``messages`` (tool names in Claude Code's casing when
+    ``oauth``), fed only the messages it has not seen (:class:`PrefixCache`)."""
+    rename = claude_code_name if oauth else None
+    return _PLAIN[oauth].builder(model, messages, lambda: PlainTurns(model, rename=rename))
+
+
+def oauth_turns(
+    model: Model, messages: Sequence[LlmMessage], cache: dict[str, Any] | None
+) -> list[Any]:
+    """The encoded turns of an OAuth request outside a thread (tool names in Claude Code's
+    casing), resumed as :func:`~.anthropic.encoded_turns` resumes its own. Not seeded from a
+    resumed session's stored JSON: that prefix holds the names as stored."""
+    builder = _OAUTH_ENCODED.builder(
+        model, messages, lambda: AnthropicTurns(model, encoded=True, rename=claude_code_name)
+    )
+    return builder.finish(cache)
