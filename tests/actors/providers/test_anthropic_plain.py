@@ -32,7 +32,7 @@ from pitrio.actors.model_router.providers.anthropic_threads import (
 )
 from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.claude_code import claude_code_body
-from pitrio.actors.model_router.providers.convert import body_bytes
+from pitrio.actors.model_router.providers.convert import JoinedList, body_bytes, encode_json_pieces
 from pitrio.messages import TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.agent import AssistantMessage, LlmMessage, UserMessage
 from pitrio.messages.model import LlmContext, Model, StreamOptions, ToolSpec
@@ -430,3 +430,55 @@ def test_a_turn_costs_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
             assert request.thread.kind == "continue"
     # The first request links and converts the whole; later ones a few turns, at any length.
     assert max(per_turn[1:]) <= (4, 2)
+
+
+def test_joined_list_reads_as_the_list_it_stands_for() -> None:
+    shared = [{"a": index} for index in range(5)]
+    tail = [{"t": 0}, {"t": 1}]
+    joined = JoinedList(shared, 3, tail)
+    shared.append({"a": 99})  # the shared list grows later: the view does not
+    expected = [*shared[:3], *tail]
+    assert joined == expected and list(joined) == expected and len(joined) == 5
+    for index in range(-5, 5):
+        assert joined[index] == expected[index]
+    with pytest.raises(IndexError):
+        joined[5]
+    for start in range(-6, 7):
+        for stop in (*range(-6, 7), None):
+            assert joined[start:stop] == expected[start:stop]
+    assert joined[::2] == expected[::2]
+    assert encode_json_pieces({"m": joined}) == orjson.dumps({"m": expected})
+    lone = JoinedList(["\ud800"], 1, [])
+    assert encode_json_pieces([lone]) == b'[["\\ud800"]]'
+
+
+def test_a_held_plan_keeps_its_request_while_the_session_grows() -> None:
+    threads = ThreadStates()
+    transcript: list[LlmMessage] = []
+    held: list[tuple[Any, bytes]] = []
+    for index in range(20):
+        transcript.append(user_message(f"ask {index}", timestamp=index))
+        context = LlmContext(system_prompt="s", messages=tuple(transcript), tools=TOOLS)
+        request = build_request(
+            THREADED,
+            context,
+            StreamOptions(session_id="s1"),
+            api_key="k",
+            headers={},
+            settings=ProviderSettings(),
+            threads=threads,
+        )
+        assert isinstance(request, AnthropicRequest) and request.thread is not None
+        held.append((request.thread, body_bytes(encode_json_pieces(request.thread.full))))
+        reply = attrs.evolve(_reply(index, calls=1), response_id=f"m{index}")
+        record_reply(
+            threads,
+            THREADED,
+            request.thread,
+            reply_turns(THREADED, reply, oauth=False),
+            f"m{index}",
+            None,
+        )
+        transcript += [reply, tool_result(reply.tool_calls[0].id, "out")]
+    for plan, sent in held:  # a fallback resends the whole request as it was
+        assert body_bytes(encode_json_pieces(plan.full)) == sent

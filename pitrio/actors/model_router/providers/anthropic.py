@@ -157,7 +157,7 @@ def build_body(
     settings: ProviderSettings,
     *,
     encoded: bool = False,
-    messages: list[Any] | None = None,
+    messages: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: earlier turns as reused JSON
     fragments, see :func:`encoded_turns`; else plain, and pure; ``messages``: these turns,
@@ -263,11 +263,11 @@ def build_request(
     chain_at = None
     if threaded:
         kept = plain_turns(model, context.messages, oauth=oauth_token)
-        turns, chain_at = kept.request_turns(cache)
-        body = build_body(model, context, options, settings, messages=turns)
+        joined, chain_at = kept.request_turns(cache)
+        body = build_body(model, context, options, settings, messages=joined)
     elif oauth_token:
-        turns = oauth_turns(model, context.messages, cache)
-        body = build_body(model, context, options, settings, messages=turns)
+        encoded = oauth_turns(model, context.messages, cache)
+        body = build_body(model, context, options, settings, messages=encoded)
     else:
         body = build_body(model, context, options, settings, encoded=True)
     # pi 1.6.0's betas: fine-grained tool streaming where the tools cannot stream eagerly, and

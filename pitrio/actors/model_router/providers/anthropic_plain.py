@@ -24,7 +24,7 @@ from typing import Any
 from pitrio.actors.model_router.providers.anthropic_threads import CHAIN_START, chain_link
 from pitrio.actors.model_router.providers.anthropic_turns import AnthropicTurns, final_turn
 from pitrio.actors.model_router.providers.claude_code import claude_code_name
-from pitrio.actors.model_router.providers.convert import PrefixCache
+from pitrio.actors.model_router.providers.convert import JoinedList, PrefixCache
 from pitrio.messages.agent import LlmMessage
 from pitrio.messages.model import Model
 
@@ -61,17 +61,17 @@ class PlainTurns(AnthropicTurns):
             del self.turns[:-1]
             self.newest_user = len(self.turns) - 1
 
-    def request_turns(self, cache: dict[str, Any] | None) -> tuple[list[Any], ChainAt]:
-        """The request's turns (those of :meth:`finish`, the same dicts for the final turns,
-        fresh ones for the open turns) and its fingerprint chain (:data:`ChainAt`), this
-        builder left as it was."""
+    def request_turns(self, cache: dict[str, Any] | None) -> tuple[JoinedList, ChainAt]:
+        """The request's turns (those of :meth:`finish`: the kept final turns, not copied, then
+        fresh open ones) and its fingerprint chain (:data:`ChainAt`), this builder left as it
+        was."""
         builder: PlainTurns = self
         tail = self.preparer.copy().finish()
         if tail:
             builder = self.copy()
             for message in tail:
                 builder._emit(message)
-        out = list(builder.done)
+        opens: list[Any] = []
         for index, open_turn in enumerate(builder.turns):
             # Copied: the kept open turn may still grow (a later result joins it) while this
             # request's plan is held (its resend and the reply's record read it).
@@ -80,24 +80,26 @@ class PlainTurns(AnthropicTurns):
             if cache is not None and index == builder.newest_user:
                 content[-1] = {**content[-1], "cache_control": cache}
             turn["content"] = content
-            out.append(turn)
-        return out, _chain_reader(builder.done, builder.chains, out)
+            opens.append(turn)
+        done = builder.done
+        out = JoinedList(done, len(done), opens)
+        return out, _chain_reader(done, builder.chains, out)
 
     def finish(self, cache: dict[str, Any] | None = None) -> list[Any]:
         """Every turn, as :meth:`AnthropicTurns.finish` gives them."""
-        return self.request_turns(cache)[0]
+        return list(self.request_turns(cache)[0])
 
 
-def _chain_reader(done: list[Any], chains: list[bytes], turns: Sequence[Any]) -> ChainAt:
+def _chain_reader(done: list[Any], chains: list[bytes], turns: JoinedList) -> ChainAt:
     # ``turns`` begins with the ``done`` turns (the same dicts): their links are kept; past
     # them the few open turns are linked on demand (remembered: a plan asks twice).
-    final = len(done)
+    final, chains_now = len(done), len(chains)
     extra: list[bytes] = []
 
     def chain_at(count: int) -> bytes:
         if count <= final:
             return chains[count - 1] if count else CHAIN_START
-        link = extra[-1] if extra else (chains[-1] if chains else CHAIN_START)
+        link = extra[-1] if extra else (chains[chains_now - 1] if chains_now else CHAIN_START)
         for turn in turns[final + len(extra) : count]:
             link = chain_link(link, turn)
             extra.append(link)

@@ -100,10 +100,17 @@ class ThreadStates:
         return len(self._states)
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _normalized(value: Any) -> Any:
     # Cache markers move (the newest user turn carries one, the turn that had it loses it), so
-    # they do not count; a string content means the same as one text block.
-    if isinstance(value, Mapping):
+    # they do not count; a string content means the same as one text block. (Exact types are
+    # tested first: the ABC check is most of the walk's time on a long first request.)
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key == "cache_control":
@@ -113,7 +120,7 @@ def _normalized(value: Any) -> Any:
             else:
                 out[key] = _normalized(item)
         return out
-    if isinstance(value, list | tuple):
+    if kind is list or isinstance(value, list | tuple):
         return [_normalized(item) for item in value]
     return value
 
