@@ -398,7 +398,8 @@ def test_a_turn_costs_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(anthropic_turns, "_assistant_blocks", counted_blocks)
     threads = ThreadStates()
     transcript: list[LlmMessage] = []
-    per_turn: list[tuple[int, int]] = []
+    built: list[int] = []  # links made building the request
+    per_turn: list[tuple[int, int]] = []  # links and conversions, request and record
     for index in range(300):
         transcript.append(user_message(f"ask {index}", timestamp=index))
         links[0] = conversions[0] = 0
@@ -414,6 +415,7 @@ def test_a_turn_costs_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
             threads=threads,
         )
         assert isinstance(request, AnthropicRequest) and request.thread is not None
+        built.append(links[0])
         reply = assistant(TextContent(text=f"a{index}"), api=API)
         reply = attrs.evolve(reply, response_id=f"m{index}")
         record_reply(
@@ -426,10 +428,15 @@ def test_a_turn_costs_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         transcript.append(reply)
         per_turn.append((links[0], conversions[0]))
-        if index:
-            assert request.thread.kind == "continue"
-    # The first request links and converts the whole; later ones a few turns, at any length.
-    assert max(per_turn[1:]) <= (4, 2)
+        assert request.thread.kind == ("create" if index in (0, 151) else "continue")
+        if index == 150:  # an edited message: a new builder, a new thread, linked at its record
+            transcript[0] = user_message("edited", timestamp=0)
+    # A new thread's request goes out before its turns are linked (its record links them),
+    # unless a mark asks for the comparison (after the edit: the new builder's turns, once);
+    # a continued one converts and links a few turns, at any length.
+    assert built[0] == 0 and per_turn[0][0] == 2 and built[151] > 300
+    assert max(links for links, _ in per_turn[1:151] + per_turn[152:]) <= 4
+    assert max(conversions for _, conversions in per_turn[1:151] + per_turn[152:]) <= 2
 
 
 def test_joined_list_reads_as_the_list_it_stands_for() -> None:

@@ -428,7 +428,7 @@ class AnthropicProvider(HttpProvider):
         )
         if verdict == "new-thread":
             created = create_plan(
-                plan.session_id, plan.full, plan.betas, fixed=plan.fixed, chain=plan.chain
+                plan.session_id, plan.full, plan.betas, fixed=plan.fixed, chain_at=plan.chain_at
             )
             self._record_on_done(parser, request, created)
             resend = attrs.evolve(request, body=encode_json_pieces(created.body), thread=created)

@@ -9,9 +9,10 @@ a thread's fingerprint hashed every turn twice a request. Here, as for the encod
 transcript's messages is kept and only new messages are converted:
 
 * :class:`PlainTurns` keeps the final turns (those before the newest user turn, which no
-  later message changes) as plain dicts, tool names already renamed, each with the thread
-  fingerprint's chain link after it (:func:`~.anthropic_threads.chain_link`), so the
-  fingerprint of the first ``k`` turns is a lookup, or a few links past the last final turn;
+  later message changes) as plain dicts, tool names already renamed, and the thread
+  fingerprint's chain link after each (:func:`~.anthropic_threads.chain_link`, worked out
+  once, when first asked), so the fingerprint of the first ``k`` turns is a lookup, or a few
+  links past the last final turn; the request's turns are not copied (:class:`JoinedList`);
 * an OAuth request outside a thread is encoded as any other (:func:`oauth_turns`), the
   names renamed as the turns are made.
 """
@@ -51,15 +52,21 @@ class PlainTurns(AnthropicTurns):
     def _add(self, turn: dict[str, Any]) -> None:
         self.turns.append(turn)
         if turn["role"] == "user":
-            # Every turn before the newest user turn is final: linked into the chain once.
-            link = self.chains[-1] if self.chains else CHAIN_START
-            for done in self.turns[:-1]:
-                final = final_turn(done)
-                link = chain_link(link, final)
-                self.done.append(final)
-                self.chains.append(link)
+            # Every turn before the newest user turn is final (linked when first asked).
+            self.done.extend(final_turn(done) for done in self.turns[:-1])
             del self.turns[:-1]
             self.newest_user = len(self.turns) - 1
+
+    def linked(self, count: int) -> bytes:
+        """The chain after the first ``count`` final turns (at most ``len(done)``), each turn
+        linked once, when first asked: a new thread's request goes out before its turns are
+        hashed (its reply's record asks), and later requests link only their new turns."""
+        chains, done = self.chains, self.done
+        link = chains[-1] if chains else CHAIN_START
+        for index in range(len(chains), count):
+            link = chain_link(link, done[index])
+            chains.append(link)
+        return chains[count - 1] if count else CHAIN_START
 
     def request_turns(self, cache: dict[str, Any] | None) -> tuple[JoinedList, ChainAt]:
         """The request's turns (those of :meth:`finish`: the kept final turns, not copied, then
@@ -81,25 +88,25 @@ class PlainTurns(AnthropicTurns):
                 content[-1] = {**content[-1], "cache_control": cache}
             turn["content"] = content
             opens.append(turn)
-        done = builder.done
-        out = JoinedList(done, len(done), opens)
-        return out, _chain_reader(done, builder.chains, out)
+        final = len(builder.done)
+        out = JoinedList(builder.done, final, opens)
+        return out, _chain_reader(builder, final, out)
 
     def finish(self, cache: dict[str, Any] | None = None) -> list[Any]:
         """Every turn, as :meth:`AnthropicTurns.finish` gives them."""
         return list(self.request_turns(cache)[0])
 
 
-def _chain_reader(done: list[Any], chains: list[bytes], turns: JoinedList) -> ChainAt:
-    # ``turns`` begins with the ``done`` turns (the same dicts): their links are kept; past
-    # them the few open turns are linked on demand (remembered: a plan asks twice).
-    final, chains_now = len(done), len(chains)
+def _chain_reader(builder: PlainTurns, final: int, turns: JoinedList) -> ChainAt:
+    # ``turns`` begins with the builder's first ``final`` final turns (the same dicts, never
+    # changed, so the builder's links hold for them even after it has grown); past them the
+    # few open turns are linked here (remembered: a plan and its record both ask).
     extra: list[bytes] = []
 
     def chain_at(count: int) -> bytes:
         if count <= final:
-            return chains[count - 1] if count else CHAIN_START
-        link = extra[-1] if extra else (chains[chains_now - 1] if chains_now else CHAIN_START)
+            return builder.linked(count)
+        link = extra[-1] if extra else builder.linked(final)
         for turn in turns[final + len(extra) : count]:
             link = chain_link(link, turn)
             extra.append(link)

@@ -203,8 +203,9 @@ class ThreadPlan:
     betas: tuple[str, ...]
     fixed: bytes | None = None
     """:func:`fixed_digest` of ``full`` and ``betas`` (``None``: not worked out yet)."""
-    chain: bytes | None = None
-    """The chain after all of ``full``'s messages (``None``: not worked out yet)."""
+    chain_at: Callable[[int], bytes] | None = attrs.field(default=None, eq=False)
+    """The chain after the first ``k`` of ``full``'s messages, when the caller keeps it
+    (``None``: worked out from the messages); asked for all of them by the reply's record."""
 
 
 def create_plan(
@@ -213,10 +214,10 @@ def create_plan(
     betas: Sequence[str],
     *,
     fixed: bytes | None = None,
-    chain: bytes | None = None,
+    chain_at: Callable[[int], bytes] | None = None,
 ) -> ThreadPlan:
-    """The whole request starting a new thread (``fixed`` and ``chain`` as :class:`ThreadPlan`
-    keeps them, when known)."""
+    """The whole request starting a new thread (``fixed`` and ``chain_at`` as
+    :class:`ThreadPlan` keeps them, when known)."""
     return ThreadPlan(
         session_id=session_id,
         kind="create",
@@ -224,7 +225,7 @@ def create_plan(
         full=full,
         betas=tuple(betas),
         fixed=fixed,
-        chain=chain,
+        chain_at=chain_at,
     )
 
 
@@ -263,9 +264,10 @@ def plan_request(
             full=full,
             betas=tuple(betas),
             fixed=fixed,
-            chain=at(len(messages)),
+            chain_at=at,
         )
-    return create_plan(session_id, full, betas, fixed=fixed, chain=at(len(messages)))
+    # Its turns are linked when the reply is recorded: the request goes out first.
+    return create_plan(session_id, full, betas, fixed=fixed, chain_at=at)
 
 
 def error_code(document: Any) -> str | None:
@@ -312,7 +314,7 @@ def record_reply(
         return
     messages = plan.full["messages"]
     fixed = plan.fixed if plan.fixed is not None else fixed_digest(model, plan.full, plan.betas)
-    chain = plan.chain if plan.chain is not None else chain_of(messages)
+    chain = plan.chain_at(len(messages)) if plan.chain_at is not None else chain_of(messages)
     states.set(
         plan.session_id,
         ThreadMark(
