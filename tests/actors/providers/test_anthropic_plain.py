@@ -489,3 +489,10 @@ def test_a_held_plan_keeps_its_request_while_the_session_grows() -> None:
         transcript += [reply, tool_result(reply.tool_calls[0].id, "out")]
     for plan, sent in held:  # a fallback resends the whole request as it was
         assert body_bytes(encode_json_pieces(plan.full)) == sent
+
+
+def test_the_default_chain_reader_answers_in_any_order() -> None:
+    turns = [_turn("user", str(index)) for index in range(6)]
+    at = anthropic_threads._chain_reader(turns)
+    for count in (3, 5, 1, 5, 0, 6, 2):
+        assert at(count) == chain_of(turns[:count])

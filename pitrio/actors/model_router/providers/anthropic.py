@@ -20,10 +20,6 @@ from typing import Any
 
 import attrs
 
-from pitrio._prefix_anthropic import (
-    AnthropicPrefix,
-    prepare_anthropic_prefix,
-)
 from pitrio.actors.model_router.providers.anthropic_forms import (
     adaptive_effort,
     adaptive_thinking,
@@ -56,6 +52,7 @@ from pitrio.actors.model_router.providers.anthropic_turns import facts_of as fac
 from pitrio.actors.model_router.providers.anthropic_turns import (
     normalize_tool_id as normalize_tool_id,
 )
+from pitrio.actors.model_router.providers.anthropic_turns import stored_prefix
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
@@ -91,9 +88,7 @@ from pitrio.messages.agent import (
     LlmMessage,
     now_ms,
 )
-from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.snapshot import Snapshot
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
@@ -116,24 +111,13 @@ _PREFIXES: PrefixCache[AnthropicTurns] = PrefixCache()
 def _stored_prefix(
     model: Model, messages: Sequence[LlmMessage]
 ) -> tuple[AnthropicTurns, int] | None:
-    """A builder holding the turns of the stored messages that start ``messages`` (a resumed
-    session's transcript, still undecoded: :class:`ConvertedView`), made from their JSON by
-    :func:`pitrio._prefix_anthropic.prepare_anthropic_prefix`, and how many messages it
-    holds; ``None`` when ``messages`` do not start so or it converts none (issue 38: the
-    first turn after a resume decodes and encodes only what that module does not take)."""
-    head = messages.head() if isinstance(messages, Snapshot) else None
-    if not isinstance(head, ConvertedView):
-        return None
-    facts = facts_of(model, block_images=head.block_images)
-    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
-    # else made here, as the child would.
-    prefix = head.offered
-    if not isinstance(prefix, AnthropicPrefix) or prefix.facts != facts:
-        prefix = prepare_anthropic_prefix(head.json_texts(), facts)
-    if prefix is None:
-        return None
-    builder = AnthropicTurns.from_prefix(model, prefix)
-    return None if builder is None else (builder, prefix.consumed)
+    """An encoded builder holding the turns of the stored messages that start ``messages`` (a
+    resumed session's transcript, still undecoded), and how many messages it holds; ``None``
+    when there is no such prefix (:func:`~.anthropic_turns.stored_prefix`; issue 38: the first
+    turn after a resume decodes and encodes only what that module does not take)."""
+    prefix = stored_prefix(model, messages)
+    builder = None if prefix is None else AnthropicTurns.from_prefix(model, prefix)
+    return None if builder is None or prefix is None else (builder, prefix.consumed)
 
 
 def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | None) -> list[Any]:

@@ -22,8 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+
+from pitrio._prefix_anthropic import AnthropicPrefix
 from pitrio.actors.model_router.providers.anthropic_threads import CHAIN_START, chain_link
-from pitrio.actors.model_router.providers.anthropic_turns import AnthropicTurns, final_turn
+from pitrio.actors.model_router.providers.anthropic_turns import (
+    AnthropicTurns,
+    final_turn,
+    stored_prefix,
+)
 from pitrio.actors.model_router.providers.claude_code import claude_code_name
 from pitrio.actors.model_router.providers.convert import JoinedList, PrefixCache
 from pitrio.messages.agent import LlmMessage
@@ -41,6 +48,30 @@ class PlainTurns(AnthropicTurns):
         super().__init__(model, encoded=False, rename=rename)
         self.done: list[dict[str, Any]] = []
         self.chains: list[bytes] = []
+
+    @classmethod
+    def restored(
+        cls, model: Model, prefix: AnthropicPrefix, rename: Callable[[str], str] | None = None
+    ) -> PlainTurns | None:
+        """A builder in the state one fed the prefix's messages would be in (a resumed
+        session's stored transcript: :func:`~.anthropic_turns.stored_prefix`), its final turns
+        decoded from the prefix's encoded ones; ``None`` when the prefix was made for other
+        facts than ``model``'s. The turns sent are the same bytes: the segments are orjson's
+        own encoding of the same turns, which it decodes and encodes again unchanged (the
+        tests compare every request of a resumed threaded session with the typed path's)."""
+        encoded = AnthropicTurns.from_prefix(model, prefix)
+        if encoded is None:
+            return None
+        builder = cls(model, rename=rename)
+        parts = [part for part in (*prefix.segments, prefix.tail) if part]
+        builder.done = orjson.loads(b"[" + b",".join(parts) + b"]") if parts else []
+        builder.turns, builder.newest_user = encoded.turns, encoded.newest_user
+        builder.preparer.pending = encoded.preparer.pending
+        if rename is not None:  # Claude Code's casing, as the turns made here have it
+            for turn in (*builder.done, *builder.turns):
+                if turn["role"] == "assistant":
+                    turn["content"] = [_renamed(block, rename) for block in turn["content"]]
+        return builder
 
     def copy(self) -> PlainTurns:
         """An independent builder in the same state (rare: only when results are owed)."""
@@ -97,6 +128,12 @@ class PlainTurns(AnthropicTurns):
         return list(self.request_turns(cache)[0])
 
 
+def _renamed(block: dict[str, Any], rename: Callable[[str], str]) -> dict[str, Any]:
+    if block.get("type") != "tool_use":
+        return block
+    return {**block, "name": rename(block["name"])}
+
+
 def _chain_reader(builder: PlainTurns, final: int, turns: JoinedList) -> ChainAt:
     # ``turns`` begins with the builder's first ``final`` final turns (the same dicts, never
     # changed, so the builder's links hold for them even after it has grown); past them the
@@ -123,7 +160,14 @@ def plain_turns(model: Model, messages: Sequence[LlmMessage], *, oauth: bool) ->
     """The kept plain builder of ``messages`` (tool names in Claude Code's casing when
     ``oauth``), fed only the messages it has not seen (:class:`PrefixCache`)."""
     rename = claude_code_name if oauth else None
-    return _PLAIN[oauth].builder(model, messages, lambda: PlainTurns(model, rename=rename))
+
+    def seed(messages: Sequence[LlmMessage]) -> tuple[PlainTurns, int] | None:
+        # A resumed session's first request: the stored part from its JSON (issue 38).
+        prefix = stored_prefix(model, messages)
+        builder = None if prefix is None else PlainTurns.restored(model, prefix, rename)
+        return None if builder is None or prefix is None else (builder, prefix.consumed)
+
+    return _PLAIN[oauth].builder(model, messages, lambda: PlainTurns(model, rename=rename), seed)
 
 
 def oauth_turns(

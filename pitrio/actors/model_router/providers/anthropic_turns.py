@@ -6,15 +6,22 @@ provider's conversion; :mod:`.anthropic` builds the request around them, and
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pitrio._prefix_anthropic import AnthropicFacts, AnthropicPrefix, facts_for
+from pitrio._prefix_anthropic import (
+    AnthropicFacts,
+    AnthropicPrefix,
+    facts_for,
+    prepare_anthropic_prefix,
+)
 from pitrio.actors.model_router.providers.anthropic_forms import tool_result
 from pitrio.actors.model_router.providers.convert import EncodedItems, TranscriptPreparer
 from pitrio.messages.agent import AssistantMessage, LlmMessage, ToolResultMessage, UserMessage
 from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
+from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model
+from pitrio.messages.snapshot import Snapshot
 
 _ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -197,3 +204,20 @@ def build_messages(
 def facts_of(model: Model, *, block_images: bool = False) -> AnthropicFacts:
     """What converting a transcript for ``model`` reads (:mod:`pitrio._prefix_anthropic`)."""
     return facts_for(model, block_images=block_images)
+
+
+def stored_prefix(model: Model, messages: Sequence[LlmMessage]) -> AnthropicPrefix | None:
+    """The prefix made from the JSON of the stored messages that start ``messages`` (a resumed
+    session's transcript, still undecoded: :class:`ConvertedView`) by
+    :func:`pitrio._prefix_anthropic.prepare_anthropic_prefix`, or offered by the launcher's
+    child for these facts; ``None`` when ``messages`` do not start so or it converts none."""
+    head = messages.head() if isinstance(messages, Snapshot) else None
+    if not isinstance(head, ConvertedView):
+        return None
+    facts = facts_of(model, block_images=head.block_images)
+    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
+    # else made here, as the child would.
+    offered = head.offered
+    if isinstance(offered, AnthropicPrefix) and offered.facts == facts:
+        return offered
+    return prepare_anthropic_prefix(head.json_texts(), facts)
