@@ -96,11 +96,9 @@ def test_a_long_made_session_from_the_launchers_own_child(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("threads", [False, True])
-def test_the_session_asks_only_where_the_request_is_built_encoded(
-    tmp_path: Path, threads: bool
-) -> None:
-    # A threaded endpoint's requests are built plain: no use for a prefix, so the child is
-    # not asked (and the first request does not wait for it).
+def test_the_session_asks_with_or_without_threads(tmp_path: Path, threads: bool) -> None:
+    # A threaded endpoint's first request is built from the prefix too (anthropic_plain), so
+    # the child is asked there as well.
     import attrs
 
     from pitrio import _preparse as preparse
@@ -119,9 +117,6 @@ def test_the_session_asks_only_where_the_request_is_built_encoded(
     if threads:
         model = attrs.evolve(model, compat={"supportsMessageThreads": True})
     resumed = request_resumed_prefix(messages, model, block_images=False)
-    if threads:
-        assert resumed is None and [offer] == preparse._KEPT  # not asked: still waiting
-        return
     assert resumed is not None and preparse._KEPT == []
     job = resumed._job
     assert job is not None

@@ -1,6 +1,7 @@
 """A resumed session's first Anthropic Messages request is built from the stored JSON (issue 38):
 the same bytes as the typed path's, with the cache mark or without it, under an API key, an
-OAuth token (built plain: the seed is not used) and message threads, the transcript's answers
+OAuth token (outside a thread not seeded: the names are renamed) and in message threads (plain
+turns seeded from the prefix, under an API key or an OAuth token), the transcript's answers
 the model's own or another's; and the stored transcript is left undecoded where the prefix
 took it (see ``test_session_resumed_prefix`` for Chat Completions)."""
 
@@ -85,6 +86,9 @@ async def _bodies(
         (KEY, False, "short", True, True),
         (OAUTH, False, "short", True, False),
         (KEY, True, "short", True, False),
+        (KEY, True, "long", False, False),
+        (OAUTH, True, "short", True, False),
+        (KEY, True, "short", True, True),
     ],
 )
 async def test_the_first_request_is_the_typed_paths(
@@ -115,7 +119,7 @@ async def test_the_first_request_is_the_typed_paths(
             i for i, line in enumerate(path.read_bytes().splitlines()) if b'"image"' in line
         )
         assert count - image_at <= lazy_decoded <= count - image_at + 8
-    elif key == KEY and not threads:  # built encoded, from the stored JSON: a handful decoded
+    elif key == KEY or threads:  # from the stored JSON (encoded, or plain in a thread)
         assert lazy_decoded <= 8
-    else:  # built plain each time: every message decoded, as before
+    else:  # an OAuth token outside a thread: names renamed, typed as before
         assert lazy_decoded >= count - 8

@@ -95,10 +95,11 @@ class ResumedPrefix:
 def request_resumed_prefix(
     messages: Sequence[AgentMessage], model: Model, *, block_images: bool
 ) -> ResumedPrefix | None:
-    """Where the launcher's child waits and ``model`` speaks Chat Completions, or Anthropic
-    Messages at an endpoint without message threads: the view of a resumed transcript's
-    stored part (``messages``, the store's context view), the child asked for its items;
-    else ``None`` (nothing asked, nothing made)."""
+    """Where the launcher's child waits and ``model`` speaks Chat Completions or Anthropic
+    Messages (threaded or not: a threaded session's first request is built from the prefix
+    too, ``anthropic_plain``): the view of a resumed transcript's stored part (``messages``,
+    the store's context view), the child asked for its items; else ``None`` (nothing asked,
+    nothing made)."""
     from pitrio import _preparse_prefix
 
     if (
@@ -110,12 +111,8 @@ def request_resumed_prefix(
         return None  # the converter makes its view at the first request, as it needs it
     facts: Any
     if model.api == ANTHROPIC_API:
-        from pitrio._prefix_anthropic import facts_for, threads_supported
+        from pitrio._prefix_anthropic import facts_for
 
-        if threads_supported(model):
-            # A threaded session's requests are built plain (``anthropic.build_request``):
-            # a prefix would go unused, and the first request would wait for it.
-            return None
         kind, facts = "anthropic", facts_for(model, block_images=block_images)
     else:
         from pitrio.actors.model_router.providers.openai_compat import compat_of, facts_of

@@ -15,25 +15,18 @@ signature, so both can be sent back unchanged on the next turn.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from pitrio._prefix_anthropic import (
-    AnthropicFacts,
-    AnthropicPrefix,
-    facts_for,
-    prepare_anthropic_prefix,
-)
 from pitrio.actors.model_router.providers.anthropic_forms import (
     adaptive_effort,
     adaptive_thinking,
     compat_of,
-    tool_result,
     tools_of,
 )
+from pitrio.actors.model_router.providers.anthropic_plain import oauth_turns, plain_turns
 from pitrio.actors.model_router.providers.anthropic_stream import API, AnthropicParser
 from pitrio.actors.model_router.providers.anthropic_threads import (
     MESSAGE_THREADS_BETA,
@@ -46,6 +39,20 @@ from pitrio.actors.model_router.providers.anthropic_threads import (
     record_reply,
     threads_supported,
 )
+from pitrio.actors.model_router.providers.anthropic_turns import (
+    _ID_INVALID as _ID_INVALID,  # re-exported: its home moved (a test compares it)
+)
+from pitrio.actors.model_router.providers.anthropic_turns import (
+    AnthropicTurns as AnthropicTurns,
+)
+from pitrio.actors.model_router.providers.anthropic_turns import (
+    build_messages as build_messages,
+)
+from pitrio.actors.model_router.providers.anthropic_turns import facts_of as facts_of
+from pitrio.actors.model_router.providers.anthropic_turns import (
+    normalize_tool_id as normalize_tool_id,
+)
+from pitrio.actors.model_router.providers.anthropic_turns import stored_prefix
 from pitrio.actors.model_router.providers.base import (
     OUTPUT_LIMIT_CAP,
     EventSender,
@@ -56,12 +63,11 @@ from pitrio.actors.model_router.providers.base import (
 )
 from pitrio.actors.model_router.providers.claude_code import (
     claude_code_body,
+    claude_code_tools,
     reply_tool_names,
 )
 from pitrio.actors.model_router.providers.convert import (
-    EncodedItems,
     PrefixCache,
-    TranscriptPreparer,
     encode_json_pieces,
 )
 from pitrio.actors.model_router.providers.http import (
@@ -80,27 +86,15 @@ from pitrio.messages.agent import (
     AssistantMessage,
     Diagnostic,
     LlmMessage,
-    ToolResultMessage,
-    UserMessage,
     now_ms,
 )
-from pitrio.messages.content import ImageContent, TextContent, ThinkingContent, ToolCall
-from pitrio.messages.convert import ConvertedView
 from pitrio.messages.model import LlmContext, Model, StreamOptions
-from pitrio.messages.snapshot import Snapshot
 
 ANTHROPIC_VERSION = "2023-06-01"
 BETA_FEATURES = "fine-grained-tool-streaming-2025-05-14"
 THINKING_BETA = "interleaved-thinking-2025-05-14"
 MIN_BUDGET = 1024
 """Anthropic's smallest accepted thinking budget."""
-
-_ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def normalize_tool_id(value: str) -> str:
-    """A tool-call id Anthropic accepts: ``[a-zA-Z0-9_-]``, at most 64 characters."""
-    return _ID_INVALID.sub("_", value)[:64] or "tool"
 
 
 def _cache_control(settings: ProviderSettings) -> dict[str, str] | None:
@@ -111,192 +105,19 @@ def _cache_control(settings: ProviderSettings) -> dict[str, str] | None:
     return {"type": "ephemeral"}
 
 
-def _user_blocks(content: str | tuple[TextContent | ImageContent, ...]) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content.strip() else []
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            if block.text.strip():
-                blocks.append({"type": "text", "text": block.text})
-        else:
-            blocks.append(
-                {
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": block.mime_type, "data": block.data},
-                }
-            )
-    return blocks
-
-
-def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for block in message.content:
-        if isinstance(block, TextContent):
-            if block.text.strip():
-                blocks.append({"type": "text", "text": block.text})
-        elif isinstance(block, ThinkingContent):
-            if block.redacted:
-                if block.thinking_signature:
-                    blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
-            elif block.thinking_signature:
-                blocks.append(
-                    {
-                        "type": "thinking",
-                        "thinking": block.thinking,
-                        "signature": block.thinking_signature,
-                    }
-                )
-            elif block.thinking.strip():
-                # Unsigned thinking (a cut-off stream) is rejected as thinking: keep it as text.
-                blocks.append({"type": "text", "text": block.thinking})
-        else:
-            blocks.append(
-                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments}
-            )
-    return blocks
-
-
-class AnthropicTurns:
-    """A transcript as Messages API turns, built one message at a time so the state after a
-    prefix can be kept and resumed (:meth:`copy`; see
-    :class:`~pitrio.actors.model_router.providers.convert.TranscriptPreparer`).
-
-    Only the turns from the newest user turn on can still change (a tool result joins the
-    last user turn; the cache mark goes on the newest user turn), so the turns before it are
-    encoded once (:class:`EncodedItems`) when ``encoded``, and ``turns`` keeps only the open
-    ones (``newest_user`` is an index in them).
-    """
-
-    def __init__(self, model: Model, *, encoded: bool = False) -> None:
-        self.preparer = TranscriptPreparer(model, normalize_tool_id)
-        self.turns: list[dict[str, Any]] = []  # the "tool_results" key marks grouped results
-        self.encoded = encoded
-        self.fragments = EncodedItems(encoded=True)  # the final form of turns[: len(...)]
-        self.newest_user = -1
-
-    @classmethod
-    def from_prefix(cls, model: Model, prefix: AnthropicPrefix) -> AnthropicTurns | None:
-        """An encoded builder in the state one fed the prefix's messages would be in (its
-        final turns encoded, its open turns, pending tool calls and newest user turn), so
-        :meth:`feed` and :meth:`finish` go on alike; ``None`` when the prefix was made for
-        other facts than ``model``'s (the caller then feeds the messages itself)."""
-        if prefix.facts != facts_of(model, block_images=prefix.facts.block_images):
-            return None
-        builder = cls(model, encoded=True)
-        builder.fragments = EncodedItems.restored(prefix.segments, prefix.tail, prefix.items)
-        # Copied as ``copy`` copies them: the open turns grow, the prefix stays as it was.
-        builder.turns = [{**turn, "content": list(turn["content"])} for turn in prefix.turns]
-        builder.newest_user = prefix.newest_user
-        # Only a pending call's id and name are read (the match of its result, its synthetic
-        # result), and the first call of an id is the one removed: as in ``ChatMessages``.
-        builder.preparer.pending = [
-            ToolCall(id=call_id, name=name, arguments={}) for call_id, name in prefix.pending
-        ]
-        return builder
-
-    def copy(self) -> AnthropicTurns:
-        """An independent builder in the same state (open turns copied, so they can grow)."""
-        twin = AnthropicTurns.__new__(AnthropicTurns)
-        twin.preparer = self.preparer.copy()
-        twin.turns = [{**turn, "content": list(turn["content"])} for turn in self.turns]
-        twin.encoded, twin.fragments = self.encoded, self.fragments.copy()
-        twin.newest_user = self.newest_user
-        return twin
-
-    def _add(self, turn: dict[str, Any]) -> None:
-        self.turns.append(turn)
-        if turn["role"] == "user":
-            if self.encoded:  # every turn before the newest user turn is final now
-                for done in self.turns[:-1]:
-                    self.fragments.append(_final_turn(done))
-                del self.turns[:-1]
-            self.newest_user = len(self.turns) - 1
-
-    def _emit(self, message: LlmMessage) -> None:
-        if isinstance(message, ToolResultMessage):
-            block = tool_result(message)
-            last = self.turns[-1] if self.turns else None
-            if last and last["role"] == "user" and last.get("tool_results"):
-                last["content"].append(block)
-            else:
-                self._add({"role": "user", "content": [block], "tool_results": True})
-        elif isinstance(message, UserMessage):
-            blocks = _user_blocks(message.content)
-            if blocks:
-                self._add({"role": "user", "content": blocks})
-        elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message)
-            if blocks:
-                self._add({"role": "assistant", "content": blocks})
-
-    def feed(self, message: LlmMessage) -> None:
-        """Add one transcript message."""
-        for prepared in self.preparer.feed(message):
-            self._emit(prepared)
-
-    def finish(self, cache: dict[str, Any] | None = None) -> list[Any]:
-        """Every turn (the end's owed results included), ``cache`` marking the newest user
-        turn's last block; this builder is left as it was."""
-        builder = self
-        tail = self.preparer.copy().finish()
-        if tail:
-            builder = self.copy()
-            for message in tail:
-                builder._emit(message)
-        out: list[Any] = builder.fragments.items()
-        for index, open_turn in enumerate(builder.turns):
-            turn = _final_turn(open_turn)
-            if cache is not None and index == builder.newest_user:
-                # Cache everything up to the newest user turn: the next request shares it.
-                content = list(turn["content"])
-                content[-1] = {**content[-1], "cache_control": cache}
-                turn = {**turn, "content": content}
-            out.append(turn)
-        return out
-
-
-def _final_turn(turn: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in turn.items() if key != "tool_results"}
-
-
-def build_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
-    """``context``'s messages as Messages API turns (tool results grouped in user turns)."""
-    builder = AnthropicTurns(model)
-    for message in context.messages:
-        builder.feed(message)
-    return builder.finish()
-
-
 _PREFIXES: PrefixCache[AnthropicTurns] = PrefixCache()
-
-
-def facts_of(model: Model, *, block_images: bool = False) -> AnthropicFacts:
-    """What converting a transcript for ``model`` reads (:mod:`pitrio._prefix_anthropic`)."""
-    return facts_for(model, block_images=block_images)
 
 
 def _stored_prefix(
     model: Model, messages: Sequence[LlmMessage]
 ) -> tuple[AnthropicTurns, int] | None:
-    """A builder holding the turns of the stored messages that start ``messages`` (a resumed
-    session's transcript, still undecoded: :class:`ConvertedView`), made from their JSON by
-    :func:`pitrio._prefix_anthropic.prepare_anthropic_prefix`, and how many messages it
-    holds; ``None`` when ``messages`` do not start so or it converts none (issue 38: the
-    first turn after a resume decodes and encodes only what that module does not take)."""
-    head = messages.head() if isinstance(messages, Snapshot) else None
-    if not isinstance(head, ConvertedView):
-        return None
-    facts = facts_of(model, block_images=head.block_images)
-    # The launcher's child's, when made for these facts (pitrio.actors.session.resumed_prefix);
-    # else made here, as the child would.
-    prefix = head.offered
-    if not isinstance(prefix, AnthropicPrefix) or prefix.facts != facts:
-        prefix = prepare_anthropic_prefix(head.json_texts(), facts)
-    if prefix is None:
-        return None
-    builder = AnthropicTurns.from_prefix(model, prefix)
-    return None if builder is None else (builder, prefix.consumed)
+    """An encoded builder holding the turns of the stored messages that start ``messages`` (a
+    resumed session's transcript, still undecoded), and how many messages it holds; ``None``
+    when there is no such prefix (:func:`~.anthropic_turns.stored_prefix`; issue 38: the first
+    turn after a resume decodes and encodes only what that module does not take)."""
+    prefix = stored_prefix(model, messages)
+    builder = None if prefix is None else AnthropicTurns.from_prefix(model, prefix)
+    return None if builder is None or prefix is None else (builder, prefix.consumed)
 
 
 def encoded_turns(model: Model, context: LlmContext, cache: dict[str, Any] | None) -> list[Any]:
@@ -320,18 +141,17 @@ def build_body(
     settings: ProviderSettings,
     *,
     encoded: bool = False,
+    messages: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (``encoded``: earlier turns as reused JSON
-    fragments, see :func:`encoded_turns`; else plain, and pure)."""
+    fragments, see :func:`encoded_turns`; else plain, and pure; ``messages``: these turns,
+    made by the caller with the cache mark of these settings)."""
     settings = request_settings(settings, options)
     cache = _cache_control(settings)
-    if encoded:
+    if messages is None and encoded:
         messages = encoded_turns(model, context, cache)
-    else:
-        builder = AnthropicTurns(model)
-        for message in context.messages:
-            builder.feed(message)
-        messages = builder.finish(cache)
+    elif messages is None:
+        messages = build_messages(model, context, cache)
     # The Messages API requires a limit: a model with none gets the cap.
     max_tokens = output_limit(model, options) or OUTPUT_LIMIT_CAP
     body: dict[str, Any] = {"model": model.id, "messages": messages, "max_tokens": max_tokens}
@@ -420,10 +240,20 @@ def build_request(
         and not options.disable_continuation
         and threads.get(session) != OFF
     )
-    # With an OAuth token the tool names are rewritten, and a thread may send only the newer
-    # turns, so the plain (not pre-encoded) turns are built: the encoded prefix holds the
-    # names as given and cannot be cut by turn.
-    body = build_body(model, context, options, settings, encoded=not (oauth_token or threaded))
+    # A thread may send only the newer turns, so its turns are plain (the encoded prefix
+    # cannot be cut by turn); an OAuth token's name tools in Claude Code's casing. Each kept
+    # between requests (anthropic_plain: a turn converts only its new messages).
+    cache = _cache_control(request_settings(settings, options))
+    chain_at = None
+    if threaded:
+        kept = plain_turns(model, context.messages, oauth=oauth_token)
+        joined, chain_at = kept.request_turns(cache)
+        body = build_body(model, context, options, settings, messages=joined)
+    elif oauth_token:
+        encoded = oauth_turns(model, context.messages, cache)
+        body = build_body(model, context, options, settings, messages=encoded)
+    else:
+        body = build_body(model, context, options, settings, encoded=True)
     # pi 1.6.0's betas: fine-grained tool streaming where the tools cannot stream eagerly, and
     # interleaved thinking when a reasoning model thinks, but the adaptive ones (it is built
     # into those).
@@ -438,10 +268,9 @@ def build_request(
     if session is not None:  # also once threads are off: the resend was accepted with it
         beta.append(MESSAGE_THREADS_BETA)
     if oauth_token:  # a Claude Pro/Max token (pitrio login anthropic): Claude Code's identity
-        body = claude_code_body(body)
+        body = claude_code_tools(body)  # the turns' names are renamed as they are made
         beta = [*OAUTH_BETAS, *beta]
         identity: dict[str, Any] = {"type": "text", "text": CLAUDE_CODE_IDENTITY}
-        cache = _cache_control(request_settings(settings, options))
         if cache is not None:
             identity["cache_control"] = cache
         body["system"] = [identity, *body.get("system", [])]
@@ -467,7 +296,8 @@ def build_request(
     plan = None
     if threaded and threads is not None and session is not None:
         sent_betas = [b.strip() for b in request_headers.get("anthropic-beta", "").split(",")]
-        plan = plan_request(threads, model, session, body, [b for b in sent_betas if b])
+        betas = [b for b in sent_betas if b]
+        plan = plan_request(threads, model, session, body, betas, chain_at)
     return AnthropicRequest(
         # pi 1.6.0 sends through the SDK's beta client, whose path says so.
         url=join_url(model.base_url, "v1/messages?beta=true"),
@@ -581,7 +411,9 @@ class AnthropicProvider(HttpProvider):
             )
         )
         if verdict == "new-thread":
-            created = create_plan(plan.session_id, plan.full, plan.betas)
+            created = create_plan(
+                plan.session_id, plan.full, plan.betas, fixed=plan.fixed, chain_at=plan.chain_at
+            )
             self._record_on_done(parser, request, created)
             resend = attrs.evolve(request, body=encode_json_pieces(created.body), thread=created)
             return await self.exchange(resend, parser, send)

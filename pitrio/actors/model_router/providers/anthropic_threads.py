@@ -19,7 +19,7 @@ endpoint refused threads: plain requests from then on).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -27,6 +27,7 @@ import orjson
 
 # Re-exported: its home is the light module a session's start may import.
 from pitrio._prefix_anthropic import threads_supported as threads_supported
+from pitrio.actors.model_router.providers.convert import escape_surrogates
 from pitrio.messages.model import Model
 
 MESSAGE_THREADS_BETA = "message-threads-2026-08-12"
@@ -99,10 +100,17 @@ class ThreadStates:
         return len(self._states)
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _normalized(value: Any) -> Any:
     # Cache markers move (the newest user turn carries one, the turn that had it loses it), so
-    # they do not count; a string content means the same as one text block.
-    if isinstance(value, Mapping):
+    # they do not count; a string content means the same as one text block. (Exact types are
+    # tested first: the ABC check is most of the walk's time on a long first request.)
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key == "cache_control":
@@ -112,22 +120,75 @@ def _normalized(value: Any) -> Any:
             else:
                 out[key] = _normalized(item)
         return out
-    if isinstance(value, list | tuple):
+    if kind is list or isinstance(value, list | tuple):
         return [_normalized(item) for item in value]
     return value
+
+
+CHAIN_START = bytes(32)
+"""The fingerprint chain of no turns (see :func:`chain_link`)."""
+
+
+def _canonical(value: Any) -> bytes:
+    # Keys sorted, so equal turns encode alike whatever their dict order.
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as refused:
+        if "surrogates" not in str(refused):
+            raise
+        return orjson.dumps(escape_surrogates(value), option=orjson.OPT_SORT_KEYS)
+
+
+def chain_link(previous: bytes, turn: Any) -> bytes:
+    """The fingerprint chain after one more turn: the digest of the chain so far (32 bytes)
+    followed by the turn normalized (cache markers left out, a string content as one text
+    block) and encoded with sorted keys. Two chains are equal exactly when their turns are,
+    normalized (short of a SHA-256 collision), and a kept link extends by the new turns only
+    (issue 38: a thread's bookkeeping costs a turn its new turns, not the session)."""
+    return hashlib.sha256(previous + _canonical(_normalized(turn))).digest()
+
+
+def chain_of(messages: Sequence[Any], start: bytes = CHAIN_START) -> bytes:
+    """The chain ``start`` extended by each of ``messages``."""
+    link = start
+    for turn in messages:
+        link = chain_link(link, turn)
+    return link
+
+
+def fixed_digest(model: Model, body: Mapping[str, Any], betas: Sequence[str]) -> bytes:
+    """The digest of what a ``continue`` keeps from the thread: the endpoint, the request
+    fields a thread keeps fixed (as sent, cache markers included) and the betas."""
+    fixed = [model.provider, model.base_url, *(body.get(key) for key in _FIXED_FIELDS)]
+    fixed += [list(betas), *(body.get(key) for key in _FIXED_LATER)]
+    return hashlib.sha256(_canonical(fixed)).digest()
+
+
+def mark_hash(fixed: bytes, chain: bytes) -> str:
+    """A thread mark's hash: the fixed settings' digest and the turns' chain together."""
+    return hashlib.sha256(fixed + chain).hexdigest()[:32]
 
 
 def prefix_hash(
     model: Model, body: Mapping[str, Any], betas: Sequence[str], messages: Sequence[Any]
 ) -> str:
-    """A digest of what a ``continue`` builds on: the endpoint, the request fields a thread
-    keeps fixed (as sent, cache markers included), the betas, and ``messages`` normalized."""
-    fixed = [model.provider, model.base_url, *(body.get(key) for key in _FIXED_FIELDS)]
-    fixed += [list(betas), *(body.get(key) for key in _FIXED_LATER)]
-    digest = hashlib.sha256(orjson.dumps(fixed, option=orjson.OPT_SORT_KEYS))
-    digest.update(b"\x00")
-    digest.update(orjson.dumps(_normalized(list(messages)), option=orjson.OPT_SORT_KEYS))
-    return digest.hexdigest()[:32]
+    """A digest of what a ``continue`` builds on: the fixed settings (:func:`fixed_digest`)
+    and ``messages`` normalized (:func:`chain_link`). Local bookkeeping only: never sent."""
+    return mark_hash(fixed_digest(model, body, betas), chain_of(messages))
+
+
+def _chain_reader(messages: Sequence[Any]) -> Callable[[int], bytes]:
+    # The chain after the first ``count`` messages, extended from the longest asked so far.
+    reached, link = 0, CHAIN_START
+
+    def chain_at(count: int) -> bytes:
+        nonlocal reached, link
+        if count < reached:
+            return chain_of(messages[:count])
+        reached, link = count, chain_of(messages[reached:count], link)
+        return link
+
+    return chain_at
 
 
 @attrs.frozen(kw_only=True)
@@ -140,16 +201,31 @@ class ThreadPlan:
     body: dict[str, Any]
     full: dict[str, Any]
     betas: tuple[str, ...]
+    fixed: bytes | None = None
+    """:func:`fixed_digest` of ``full`` and ``betas`` (``None``: not worked out yet)."""
+    chain_at: Callable[[int], bytes] | None = attrs.field(default=None, eq=False)
+    """The chain after the first ``k`` of ``full``'s messages, when the caller keeps it
+    (``None``: worked out from the messages); asked for all of them by the reply's record."""
 
 
-def create_plan(session_id: str, full: dict[str, Any], betas: Sequence[str]) -> ThreadPlan:
-    """The whole request starting a new thread."""
+def create_plan(
+    session_id: str,
+    full: dict[str, Any],
+    betas: Sequence[str],
+    *,
+    fixed: bytes | None = None,
+    chain_at: Callable[[int], bytes] | None = None,
+) -> ThreadPlan:
+    """The whole request starting a new thread (``fixed`` and ``chain_at`` as
+    :class:`ThreadPlan` keeps them, when known)."""
     return ThreadPlan(
         session_id=session_id,
         kind="create",
         body={**full, "thread": {"type": "create"}},
         full=full,
         betas=tuple(betas),
+        fixed=fixed,
+        chain_at=chain_at,
     )
 
 
@@ -159,27 +235,39 @@ def plan_request(
     session_id: str,
     full: dict[str, Any],
     betas: Sequence[str],
+    chain_at: Callable[[int], bytes] | None = None,
 ) -> ThreadPlan | None:
     """How a session's request goes out: ``None`` (threads are off: as it is), a new thread,
     or the continuation of the last reply when the transcript still starts with what the
-    server holds and the fixed settings are the same (a mark is used once: it is dropped)."""
+    server holds and the fixed settings are the same (a mark is used once: it is dropped).
+    ``chain_at`` gives the chain after the first ``k`` of ``full``'s messages when the
+    caller keeps it (:mod:`.anthropic_plain`); else it is worked out here."""
     state = states.get(session_id)
     if state == OFF:
         return None
     messages = full["messages"]
+    at = chain_at if chain_at is not None else _chain_reader(messages)
+    fixed = fixed_digest(model, full, betas)
     if (
         isinstance(state, ThreadMark)
         and len(messages) > state.prefix_count
-        and prefix_hash(model, full, betas, messages[: state.prefix_count]) == state.prefix_hash
+        and mark_hash(fixed, at(state.prefix_count)) == state.prefix_hash
     ):
         states.forget(session_id)  # each reply continues once, even for a concurrent request
         body = {key: value for key, value in full.items() if key not in ("system", "tools")}
         body["messages"] = messages[state.prefix_count :]
         body["thread"] = {"type": "continue", "previous_message_id": state.reply_id}
         return ThreadPlan(
-            session_id=session_id, kind="continue", body=body, full=full, betas=tuple(betas)
+            session_id=session_id,
+            kind="continue",
+            body=body,
+            full=full,
+            betas=tuple(betas),
+            fixed=fixed,
+            chain_at=at,
         )
-    return create_plan(session_id, full, betas)
+    # Its turns are linked when the reply is recorded: the request goes out first.
+    return create_plan(session_id, full, betas, fixed=fixed, chain_at=at)
 
 
 def error_code(document: Any) -> str | None:
@@ -224,12 +312,14 @@ def record_reply(
     keeps none of those), leaves nothing to continue."""
     if reply_id is None or (served_model is not None and served_model != model.id):
         return
-    prefix = [*plan.full["messages"], *reply_turns]
+    messages = plan.full["messages"]
+    fixed = plan.fixed if plan.fixed is not None else fixed_digest(model, plan.full, plan.betas)
+    chain = plan.chain_at(len(messages)) if plan.chain_at is not None else chain_of(messages)
     states.set(
         plan.session_id,
         ThreadMark(
-            prefix_count=len(prefix),
-            prefix_hash=prefix_hash(model, plan.full, plan.betas, prefix),
+            prefix_count=len(messages) + len(reply_turns),
+            prefix_hash=mark_hash(fixed, chain_of(reply_turns, chain)),
             reply_id=reply_id,
         ),
     )

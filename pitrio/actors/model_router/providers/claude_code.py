@@ -38,13 +38,20 @@ def reply_tool_names(context: LlmContext) -> dict[str, str]:
     return names
 
 
+def claude_code_tools(body: dict[str, Any]) -> dict[str, Any]:
+    """A Messages API body with its tool definitions in Claude Code's casing (its turns as
+    they are: built with the names renamed already, see ``AnthropicTurns``'s ``rename``)."""
+    out = dict(body)
+    if "tools" in body:
+        out["tools"] = [{**tool, "name": claude_code_name(tool["name"])} for tool in body["tools"]]
+    return out
+
+
 def claude_code_body(body: dict[str, Any]) -> dict[str, Any]:
     """A Messages API body with its tools and its tool calls in Claude Code's casing."""
     # The tool definitions and the transcript's own tool calls must agree on the names,
     # so both are renamed (a new body: the turns may be shared with a prefix cache).
-    out = dict(body)
-    if "tools" in body:
-        out["tools"] = [{**tool, "name": claude_code_name(tool["name"])} for tool in body["tools"]]
+    out = claude_code_tools(body)
     out["messages"] = [
         {
             **turn,
