@@ -38,6 +38,7 @@ from pitrio._prefix_chat import (
     _text_of,
     _user_blocks,
     _without_images,
+    take_leading,
 )
 
 # Copies of the typed path's facts (a test checks each against its original).
@@ -300,23 +301,7 @@ def prepare_anthropic_prefix(messages: Any, facts: AnthropicFacts) -> AnthropicP
     module converts exactly as the typed path does; ``None`` when it converts not even the
     first. Never raises for a message: one it does not take ends the prefix."""
     builder = _Builder(facts)
-    handlers = {
-        "user": builder.user,
-        "assistant": builder.assistant,
-        "toolResult": builder.tool_result,
-    }
-    consumed = 0
-    loads, handler_of = orjson.loads, handlers.get
-    try:
-        for data in messages:
-            value = loads(data)
-            handler = handler_of(value["role"]) if value.__class__ is dict else None
-            if handler is None:
-                break
-            handler(value)
-            consumed += 1
-    except Exception:  # _Refused, or a missing key, an unhashable value, invalid JSON
-        pass  # the prefix ends before that message
+    consumed = take_leading(messages, builder)
     if not consumed:
         return None
     return AnthropicPrefix(

@@ -21,7 +21,7 @@ compare its bytes with the typed builder's on every fixture, made sessions and m
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -396,12 +396,24 @@ class _Builder:
         self.tool(call_id, name, text or (SEE_IMAGE_TEXT if images else ""))
 
 
-def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
-    """The Chat Completions builder's state for ``facts``' model after the longest prefix of
-    ``messages`` (each a stored ``message`` object's JSON, ``bytes`` or ``memoryview``) this
-    module converts exactly as the typed path does; ``None`` when it converts not even the
-    first. Never raises for a message: one it does not take ends the prefix."""
-    builder = _Builder(facts)
+class MessageBuilder(Protocol):
+    """A JSON-level builder: one method a stored message's role, each refusing (raising) a
+    message it does not convert exactly as the typed path does."""
+
+    def user(self, value: dict[str, Any]) -> None:
+        """Take a stored user message."""
+
+    def assistant(self, value: dict[str, Any]) -> None:
+        """Take a stored assistant message."""
+
+    def tool_result(self, value: dict[str, Any]) -> None:
+        """Take a stored tool result."""
+
+
+def take_leading(messages: Any, builder: MessageBuilder) -> int:
+    """Feed ``builder`` the stored messages (each one's JSON, ``bytes`` or ``memoryview``)
+    until the first it refuses or does not know; how many it took. Never raises for a
+    message: one it does not take ends the prefix."""
     handlers = {
         "user": builder.user,
         "assistant": builder.assistant,
@@ -419,6 +431,16 @@ def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
             consumed += 1
     except Exception:  # _Refused, or a missing key, an unhashable value, invalid JSON
         pass  # the prefix ends before that message
+    return consumed
+
+
+def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
+    """The Chat Completions builder's state for ``facts``' model after the longest prefix of
+    ``messages`` (each a stored ``message`` object's JSON, ``bytes`` or ``memoryview``) this
+    module converts exactly as the typed path does; ``None`` when it converts not even the
+    first. Never raises for a message: one it does not take ends the prefix."""
+    builder = _Builder(facts)
+    consumed = take_leading(messages, builder)
     if not consumed:
         return None
     return ChatPrefix(
@@ -433,4 +455,4 @@ def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
     )
 
 
-__all__ = ["ChatFacts", "ChatPrefix", "prepare_chat_prefix"]
+__all__ = ["ChatFacts", "ChatPrefix", "MessageBuilder", "prepare_chat_prefix", "take_leading"]
