@@ -199,6 +199,14 @@ class SystemReplay:
     previous call's, only the new ones are replayed (a long session's request does not walk
     its history). Used by one caller at a time."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_result", "_source", "_specs", "_state",
+    )
+    # fmt: on
+
     def __init__(self) -> None:
         self._source: Sequence[AgentMessage] = ()
         self._state = _Replayed()

@@ -109,3 +109,42 @@ async def test_an_idle_hosted_session_runs_only_its_actors_and_pump(agent_dir: P
         frames = sessions[0].replay.since(0)
         assert frames is not None and len(frames) == sessions[0].seq
         assert frames[-1].startswith(b'{"type":"agent_settled"')
+
+
+def test_an_idle_sessions_objects_keep_their_fields_in_slots() -> None:
+    from pitrio.actors.agent_loop.actor import AgentLoop
+    from pitrio.actors.session.actor import SessionActor
+    from pitrio.actors.session.cache_warmer import CacheWarmer
+    from pitrio.actors.session.driver import RunDriver
+    from pitrio.actors.session.maintenance import MaintenanceGate
+    from pitrio.actors.session.notices import StoreNotices
+    from pitrio.actors.session.operations import SessionOperations
+    from pitrio.actors.session.pump import EventPump
+    from pitrio.actors.session.shell import UserShell
+    from pitrio.actors.session.warming import SessionWarming
+    from pitrio.actors.session_store.actor import SessionStore
+    from pitrio.actors.session_store.projection import Projection
+    from pitrio.actors.session_store.tree import SessionTree
+    from pitrio.actors.supervisor.actor.shell import Supervisor
+    from pitrio.messages.transcript import SystemReplay
+
+    kept = (AgentLoop, SessionActor, CacheWarmer, RunDriver, MaintenanceGate, StoreNotices)
+    kept += (SessionOperations, EventPump, UserShell, SessionWarming, SessionStore, Projection)
+    kept += (SessionTree, Supervisor, SystemReplay)
+    # One of each per idle session: no instance dict (the session actor's, past 30 fields,
+    # was 1.6 KB; the others' values arrays cost more than slots), a weak reference kept.
+    assert [kind.__name__ for kind in kept if kind.__dictoffset__ != 0] == []
+    assert [kind.__name__ for kind in kept if kind.__weakrefoffset__ == 0] == []
+
+
+async def test_an_idle_sessions_actors_keep_no_set_of_pending_replies(agent_dir: Path) -> None:  # noqa: F811
+    async with idle_host(agent_dir) as host:
+        sessions = [await prompted(host, f"hello {index}") for index in range(2)]
+        await settled(sessions)
+        for hosted in sessions:
+            started = hosted.started
+            assert started is not None
+            handles = (started.session, started.loop, started.store, started.tools)
+            actors = [handle._address._actor for handle in handles]  # type: ignore[attr-defined]
+            # No reply in flight, so no set (216 bytes an actor): the next call makes one.
+            assert [actor.address.link.pending for actor in actors] == [None] * 4

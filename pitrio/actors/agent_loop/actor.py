@@ -122,6 +122,19 @@ PLACEHOLDER_MODEL = Model(
 class AgentLoop(Actor[AgentCommand]):
     """Owns one agent's transcript, settings, queues and its active run."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_abort", "_base", "_error_message", "_facts", "_follow_up",
+        "_forced_system_prompt", "_hooks", "_idle_waiters", "_last_tools", "_live_run",
+        "_messages", "_model", "_options", "_pending_tool_calls", "_runs", "_shared",
+        "_shared_generation", "_state_messages", "_steering", "_stream",
+        "_streaming_message", "_subscribers", "_system_changes", "_system_prompt",
+        "_system_replay", "_thinking_level", "_tools",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

@@ -110,6 +110,22 @@ if TYPE_CHECKING:
 class SessionActor(Actor[SessionCommand]):
     """Owns one session: its agent loop, log, queues, runs and subscribers."""
 
+    # Its fields in slots, like the base's: with more than 30 of them an instance dict no
+    # longer shares its keys with the class's other instances (a 1.6 KB dict per session;
+    # slots are 8 bytes a field; a weak reference as before). A daemon holds one per idle
+    # session (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_agent_dir", "_cwd", "_driver", "_driver_settings", "_emit",
+        "_extension_mode", "_extensions", "_extra_models", "_funnel", "_host", "_intake",
+        "_log", "_loop", "_maintenance", "_mcp_servers", "_model_scope", "_named_models",
+        "_notices", "_outlet", "_project_trusted", "_pump", "_queues", "_resources",
+        "_restore_tools", "_resumed", "_router", "_save_model_defaults", "_scoped_models",
+        "_settings", "_shell", "_shutdown_request", "_start_reason", "_store", "_stream",
+        "_ui_clients", "operations", "queries", "supervisor", "warming",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

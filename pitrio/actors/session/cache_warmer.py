@@ -68,6 +68,15 @@ class _Run:
 class CacheWarmer:
     """Keeps the last request's prompt cache warm as pi 1.6.0 does (see the module)."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_decide", "_inactive", "_mode", "_nursery", "_prompt_tokens",
+        "_record", "_run", "_send", "_tokens", "refreshes",
+    )
+    # fmt: on
+
     def __init__(
         self,
         nursery: trio.Nursery,

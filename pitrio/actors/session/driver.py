@@ -81,6 +81,18 @@ class DriverSettings:
 class RunDriver:
     """Starts, drives, aborts and settles the session's runs (see the module docstring)."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_built", "_catch_up", "_decisions", "_decisions_taken",
+        "_deferred_channel", "_emit", "_entry_id_of", "_handle_deferred", "_host", "_log",
+        "_loop", "_next_turn", "_notify", "_nursery", "_queues", "_replay", "_replayed_at",
+        "_resources", "_seq", "_settings", "_shell", "_supervisor", "_tools", "count",
+        "current", "resources_ready", "write_failure",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

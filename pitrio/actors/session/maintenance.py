@@ -59,6 +59,14 @@ class MaintenanceGate:
     """Whether a manual compaction or a navigation is in progress, and starting one: prompts,
     compactions and navigations are refused meanwhile, and abort stops it."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_current", "_driver", "_nursery", "_parts",
+    )
+    # fmt: on
+
     def __init__(
         self,
         nursery: trio.Nursery,

@@ -28,6 +28,15 @@ class StoreNotices:
     """The store's unasked notices forwarded to clients, and the count of other writers'
     entries it has taken in (whether a catch-up brought any)."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_context", "_emit", "_merges_seen", "_nursery", "_queued",
+        "_read_only", "_store",
+    )
+    # fmt: on
+
     def __init__(
         self,
         store: SessionStoreHandle,

@@ -147,6 +147,16 @@ Notify = Callable[[str, Any], None]
 class SessionOperations:
     """The session actor's non-prompt commands: settings, model and thinking, name, stats."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_agent_dir", "_default_thinking_level", "_emit", "_extra_models",
+        "_loop", "_named_models", "_notify_extensions", "_router", "_save_model_defaults",
+        "_scoped_models", "_store", "supervisor",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

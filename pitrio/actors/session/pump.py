@@ -90,6 +90,17 @@ def _only_settles(action: PostRunAction) -> bool:
 class EventPump:
     """Translates, records and fans out the agent loop's events (see the module docstring)."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_agent_ends", "_barriers", "_busy", "_current_run", "_decided",
+        "_emit", "_emit_all", "_end_facts", "_entry_ids", "_events", "_host", "_log",
+        "_loop", "_queues", "_read_only", "_sent", "_stamps", "_store", "_supervisor",
+        "_turn_index", "gate",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

@@ -34,6 +34,15 @@ Intercept = Callable[[str, bool, str], Awaitable[Any]]
 class UserShell:
     """Runs the user's shell commands for one session and records their results."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_command_prefix", "_cwd", "_emit", "_held", "_intercept", "_loop",
+        "_scope", "_shell_path", "_store",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,

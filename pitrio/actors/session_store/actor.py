@@ -123,6 +123,17 @@ class SessionStore(Actor[StoreCommand]):
     """Owns one session file: its tree, projection, lease and writes. Start it with
     :mod:`.start`'s :func:`open_store`, :func:`create_store` or :func:`start_seeded_store`."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_disk", "_listeners", "_new_id", "_pending", "_source",
+        "_sync_clock", "_wake", "_wants_file", "_writer_running", "_writing", "backup",
+        "cwd", "failure", "header", "merges", "migrated", "options", "path", "problems",
+        "projection", "read_only", "tree",
+    )
+    # fmt: on
+
     def __init__(
         self,
         source: _Source,

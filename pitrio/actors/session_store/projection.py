@@ -344,6 +344,15 @@ def edited_message(message: AgentMessage, replacement: ContentReplacement) -> Ag
 class Projection:
     """The context at one leaf, maintained incrementally (see the module docstring)."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_compaction", "_edited", "_items", "_kept_from", "_omitted",
+        "_path", "_pos", "model", "thinking_level",
+    )
+    # fmt: on
+
     def __init__(self, path: Sequence[StoredEntry] = ()) -> None:
         self._path: list[StoredEntry] = []
         # Path index of each entry id, made when first asked (a compaction's kept entry, a

@@ -73,6 +73,15 @@ class ForkMessage:
 class SessionTree:
     """Entries by id and in file order, the leaf, labels and the session name."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_by_id", "_chain", "_children", "_entries", "_labels", "_name",
+        "_new_id", "header", "leaf_id",
+    )
+    # fmt: on
+
     def __init__(
         self,
         header: SessionHeader,

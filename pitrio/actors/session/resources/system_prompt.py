@@ -20,6 +20,7 @@ guideline rules and the tool lines follow pi.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -76,8 +77,11 @@ class DocsPaths:
     examples: str | None = None
 
 
+@functools.cache
 def default_docs_paths() -> DocsPaths | None:
     """The documentation next to the installed package (a source checkout), if it is there."""
+    # Looked up once: the package does not move while it runs, and every session's prompt
+    # options then hold the same three strings (~300 bytes an idle session otherwise).
     root = Path(__file__).resolve().parents[4]
     readme = root / "README.md"
     if not readme.is_file():

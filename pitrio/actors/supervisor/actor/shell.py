@@ -125,6 +125,15 @@ class CompactionCancelled(PitrioError):
 class Supervisor(Actor["SupervisorCommand"]):
     """One session's retry, overflow recovery, compaction and branch summaries."""
 
+    # Fields in slots (with a weak reference, as before): one per idle session in a daemon,
+    # whose instance dict cost more than its fields (issue 38).
+    # fmt: off
+    __slots__ = (
+        "__weakref__", "_after_compact", "_before_compact", "_compactions", "_emit",
+        "_loop", "_retry_sleep", "_settings", "_state", "_store", "_stream", "_view",
+    )
+    # fmt: on
+
     def __init__(
         self,
         *,
