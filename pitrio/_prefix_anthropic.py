@@ -32,10 +32,13 @@ from pitrio._prefix_chat import (
     NO_RESULT_TEXT,
     SEGMENT_BYTES,
     TOOL_IMAGE_OMITTED_TEXT,
+    Segments,
+    _answer_pending,
     _check_assistant_fields,
     _check_tool_result_fields,
     _is_optional_str,
     _text_of,
+    _tool_call_fields,
     _user_blocks,
     _without_images,
     take_leading,
@@ -122,23 +125,14 @@ class _Builder:
 
     def __init__(self, facts: AnthropicFacts) -> None:
         self.facts = facts
-        self.segments: list[bytes] = []
-        self.open = bytearray()
-        self.count = 0
+        self.encoded = Segments()
         self.turns: list[dict[str, Any]] = []
         self.newest_user = -1
         self.pending: list[tuple[str, str]] = []
 
     def _final(self, turn: dict[str, Any]) -> None:
-        # ``EncodedItems.append`` of the turn without its mark: the same segments, same cuts.
-        self.count += 1
-        tail = self.open
-        if tail:
-            tail += b","
-        tail += orjson.dumps({"role": turn["role"], "content": turn["content"]})
-        if len(tail) >= SEGMENT_BYTES:
-            self.segments.append(bytes(tail))
-            self.open = bytearray()
+        # The turn as final, without its mark (``_final_turn``).
+        self.encoded.append(orjson.dumps({"role": turn["role"], "content": turn["content"]}))
 
     def add(self, turn: dict[str, Any]) -> None:
         self.turns.append(turn)
@@ -238,15 +232,7 @@ class _Builder:
                 elif thinking.strip():  # unsigned (a cut-off stream): sent as text
                     blocks.append({"type": "text", "text": thinking})
             elif kind == "toolCall":
-                call_id, name, arguments = block["id"], block["name"], block["arguments"]
-                if (
-                    call_id.__class__ is not str
-                    or name.__class__ is not str
-                    or arguments.__class__ is not dict
-                    or not _is_optional_str(block.get("thoughtSignature"))
-                    or not _is_optional_str(block.get("namespace"))
-                ):
-                    raise _REFUSED
+                call_id, name, arguments = _tool_call_fields(block)
                 call_id = normalize_tool_id(call_id)
                 blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
                 calls.append((call_id, name))
@@ -269,10 +255,8 @@ class _Builder:
         parts = _user_blocks(value["content"], facts.block_images)
         _check_tool_result_fields(value)
         call_id = normalize_tool_id(call_id)
-        waiting = [pending_id for pending_id, _ in self.pending]
-        if call_id not in waiting:
-            return  # its call was in a response left out, or answered already
-        del self.pending[waiting.index(call_id)]  # the first call of that id
+        if not _answer_pending(self.pending, call_id):
+            return
         if not facts.images:
             parts = _without_images(parts, TOOL_IMAGE_OMITTED_TEXT)
         result: str | list[dict[str, Any]]
@@ -307,9 +291,9 @@ def prepare_anthropic_prefix(messages: Any, facts: AnthropicFacts) -> AnthropicP
     return AnthropicPrefix(
         facts=facts,
         consumed=consumed,
-        segments=tuple(builder.segments),
-        tail=bytes(builder.open),
-        items=builder.count,
+        segments=tuple(builder.encoded.full),
+        tail=bytes(builder.encoded.open),
+        items=builder.encoded.count,
         turns=tuple(builder.turns),
         newest_user=builder.newest_user,
         pending=tuple(builder.pending),
@@ -317,6 +301,7 @@ def prepare_anthropic_prefix(messages: Any, facts: AnthropicFacts) -> AnthropicP
 
 
 __all__ = [
+    "SEGMENT_BYTES",
     "AnthropicFacts",
     "AnthropicPrefix",
     "facts_for",

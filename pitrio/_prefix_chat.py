@@ -232,28 +232,67 @@ def _part(block: tuple[str, str] | str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{data}"}}
 
 
+class Segments:
+    """``EncodedItems.append`` of an encoded builder, in plain values: encoded items joined by
+    commas and cut into segments at the same size, so a builder restored from them holds the
+    same bytes (the Chat Completions and the Anthropic prefixes both keep theirs here)."""
+
+    __slots__ = ("count", "full", "open")
+
+    def __init__(self) -> None:
+        self.full: list[bytes] = []
+        self.open = bytearray()
+        self.count = 0
+
+    def append(self, item: bytes) -> None:
+        """Add one encoded item."""
+        self.count += 1
+        tail = self.open
+        if tail:
+            tail += b","
+        tail += item
+        if len(tail) >= SEGMENT_BYTES:
+            self.full.append(bytes(tail))
+            self.open = bytearray()
+
+
+def _tool_call_fields(block: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """A stored tool call's id, name and arguments; refused unless the quick decoder takes
+    the block as it is."""
+    call_id, name, arguments = block["id"], block["name"], block["arguments"]
+    if (
+        call_id.__class__ is not str
+        or name.__class__ is not str
+        or arguments.__class__ is not dict
+        or not _is_optional_str(block.get("thoughtSignature"))
+        or not _is_optional_str(block.get("namespace"))
+    ):
+        raise _REFUSED
+    return call_id, name, arguments
+
+
+def _answer_pending(pending: list[tuple[str, str]], call_id: str) -> bool:
+    """Remove the first pending call of ``call_id``; whether there was one (a result whose
+    call was in a response left out, or was answered already, is dropped)."""
+    for index, (pending_id, _) in enumerate(pending):
+        if pending_id == call_id:
+            del pending[index]
+            return True
+    return False
+
+
 class _Builder:
     """The state of ``ChatMessages`` and its ``TranscriptPreparer``, in plain values."""
 
     def __init__(self, facts: ChatFacts) -> None:
         self.facts = facts
-        self.segments: list[bytes] = []
-        self.open = bytearray()
-        self.count = 0
+        self.encoded = Segments()
         self.last_role: str | None = None
         self.pending: list[tuple[str, str]] = []
         self.images: list[tuple[str, str]] = []
 
     def add(self, item: dict[str, Any], role: str) -> None:
-        # ``EncodedItems.append`` of an encoded builder: the same segments, cut at the same size.
-        self.count += 1
-        tail = self.open
-        if tail:
-            tail += b","
-        tail += orjson.dumps(item)
-        if len(tail) >= SEGMENT_BYTES:
-            self.segments.append(bytes(tail))
-            self.open = bytearray()
+        self.encoded.append(orjson.dumps(item))
         self.last_role = role
 
     def tool(self, call_id: str, name: str, content: str) -> None:
@@ -331,15 +370,7 @@ class _Builder:
                 if facts.thinking_as_text and thinking and not redacted:
                     texts.append(thinking)
             elif kind == "toolCall":
-                call_id, name, arguments = block["id"], block["name"], block["arguments"]
-                if (
-                    call_id.__class__ is not str
-                    or name.__class__ is not str
-                    or arguments.__class__ is not dict
-                    or not _is_optional_str(block.get("thoughtSignature"))
-                    or not _is_optional_str(block.get("namespace"))
-                ):
-                    raise _REFUSED
+                call_id, name, arguments = _tool_call_fields(block)
                 calls.append(
                     {
                         "id": call_id,
@@ -383,10 +414,8 @@ class _Builder:
         _check_tool_result_fields(value)
         if not _unchanged_id(facts, call_id):
             raise _REFUSED
-        waiting = [pending_id for pending_id, _ in self.pending]
-        if call_id not in waiting:
-            return  # its call was in a response left out, or answered already
-        del self.pending[waiting.index(call_id)]  # the first call of that id
+        if not _answer_pending(self.pending, call_id):
+            return
         if not facts.images:
             blocks = _without_images(blocks, TOOL_IMAGE_OMITTED_TEXT)
         texts = [block for block in blocks if block.__class__ is str]
@@ -446,9 +475,9 @@ def prepare_chat_prefix(messages: Any, facts: ChatFacts) -> ChatPrefix | None:
     return ChatPrefix(
         facts=facts,
         consumed=consumed,
-        segments=tuple(builder.segments),
-        tail=bytes(builder.open),
-        items=builder.count,
+        segments=tuple(builder.encoded.full),
+        tail=bytes(builder.encoded.open),
+        items=builder.encoded.count,
         last_role=builder.last_role,
         pending=tuple(builder.pending),
         images=tuple(builder.images),
