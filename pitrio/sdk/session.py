@@ -19,7 +19,7 @@ from pitrio.actors.session.command_ledger import (
 )
 from pitrio.actors.session.commands import SessionState, StreamingBehavior
 from pitrio.actors.session.extensions.asks import ModelScope, ScopedModel, ShutdownRequest
-from pitrio.actors.session.fanout import Sequenced, event_weight
+from pitrio.actors.session.fanout import Sequenced, SequencedRun, event_weight
 from pitrio.actors.session.handle import SessionHandle
 from pitrio.actors.session.operations import CycleResult
 from pitrio.actors.session.runtime import SessionReplacementCancelled, SessionRuntime
@@ -50,6 +50,7 @@ __all__ = [
     "Repeat",
     "ScopedModel",
     "Sequenced",
+    "SequencedRun",
     "SessionBeforeSwitchEvent",
     "SessionHandle",
     "SessionOptions",

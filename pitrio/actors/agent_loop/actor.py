@@ -79,6 +79,7 @@ from pitrio.messages.agent import (
     SystemMessage,
     ThinkingLevel,
 )
+from pitrio.messages.delta_run import UpdateItem, expand_updates, last_message, update_count
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -552,21 +553,27 @@ class AgentLoop(Actor[AgentCommand]):
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
 
-    async def _emit_updates(self, updates: list[MessageUpdate]) -> None:
+    async def _emit_updates(self, updates: list[UpdateItem]) -> None:
         """Emit streamed updates taken at one wake-up: one :class:`UpdateBatch` item to a
-        batched subscriber, each update to the others (issue 38: a hand-over per delta)."""
+        batched subscriber (a run of deltas in it whole), each update to the others (issue
+        38: a hand-over per delta)."""
         # _reduce of each in turn leaves only the last one's message: no checkpoint between.
-        self._streaming_message = updates[-1].message
+        self._streaming_message = last_message(updates[-1])
         batch: UpdateBatch | None = None
+        count = 0
+        expanded: list[MessageUpdate] | None = None
         for subscription in list(self._subscribers):
             subscriber, _, sent = subscription
             try:
                 if sent is not None:
                     batch = batch or UpdateBatch(tuple(updates))
                     await _deliver(subscriber, batch)
-                    sent.value += len(updates)
+                    count = count or update_count(updates)
+                    sent.value += count
                     continue
-                for event in updates:
+                if expanded is None:
+                    expanded = expand_updates(updates)
+                for event in expanded:
                     try:
                         subscriber.send_nowait(event)
                     except trio.WouldBlock:
@@ -574,7 +581,7 @@ class AgentLoop(Actor[AgentCommand]):
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(subscription)
 
-    def _emit_updates_now(self, updates: tuple[MessageUpdate, ...]) -> bool:
+    def _emit_updates_now(self, updates: tuple[UpdateItem, ...]) -> bool:
         """:meth:`_emit_updates` without a checkpoint, for a delta taken in the provider's
         task (see :mod:`.intake`; that task is one of this actor's, in the run's nursery):
         whether the updates went out (``False``: nothing was sent). Only to a lone batched
@@ -591,8 +598,8 @@ class AgentLoop(Actor[AgentCommand]):
             subscriber.send_nowait(_update_batch(updates))
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             return False  # a closed one is dropped by the next emit through the loop
-        sent.value += len(updates)
-        self._streaming_message = updates[-1].message
+        sent.value += update_count(updates)
+        self._streaming_message = last_message(updates[-1])
         return True
 
     async def stopping(self) -> None:

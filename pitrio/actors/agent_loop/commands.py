@@ -17,7 +17,8 @@ from pitrio.actors._actor import Reply
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.state import AgentState
 from pitrio.messages.agent import AgentMessage, AssistantMessage, ThinkingLevel
-from pitrio.messages.events import AgentEvent, MessageUpdate
+from pitrio.messages.delta_run import UpdateItem
+from pitrio.messages.events import AgentEvent
 from pitrio.messages.model import Model
 
 
@@ -199,9 +200,12 @@ class UpdateBatch:
     else, at most :data:`~pitrio.actors.agent_loop.run.UPDATE_BATCH` of them; what the loop
     emits between them (``message_start``, ``message_end``, tool events, ...) goes out as its
     own item, after the batch before it. A batch is whatever the loop took from the provider
-    at one wake-up: it never waits for more, so a lone delta goes out as a batch of one."""
+    at one wake-up: it never waits for more, so a lone delta goes out as a batch of one.
+    A run of deltas the provider read at once is one item of it
+    (:class:`~pitrio.messages.delta_run.DeltaRun`), expanded by whoever needs the updates
+    one by one."""
 
-    events: tuple[MessageUpdate, ...]
+    events: tuple[UpdateItem, ...]
 
 
 LoopItem = AgentEvent | RunEndFacts | UpdateBatch

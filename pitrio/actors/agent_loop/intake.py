@@ -24,8 +24,9 @@ import trio
 from pitrio._direct_init import direct_init
 from pitrio.actors.agent_loop.abort import RunAbort
 from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.delta_run import DeltaRun, StreamItem, UpdateItem
 from pitrio.messages.events import MessageUpdate
-from pitrio.messages.stream import AssistantMessageEvent, TextDelta, ThinkingDelta, ToolCallDelta
+from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 
 class _Context(Protocol):
@@ -35,9 +36,9 @@ class _Context(Protocol):
         """Replace the last message (the response streaming) with ``message``."""
 
 
-TakeNow = Callable[[AssistantMessageEvent], bool]
+TakeNow = Callable[[StreamItem], bool]
 """Takes one event in the caller's task, or refuses it (``False``: nothing was done)."""
-EmitUpdatesNow = Callable[[tuple[MessageUpdate, ...]], bool]
+EmitUpdatesNow = Callable[[tuple[UpdateItem, ...]], bool]
 """Emits updates in the caller's task without a checkpoint when it can; whether it did
 (``False``: nothing was emitted)."""
 
@@ -50,16 +51,20 @@ per streamed delta, here or in the loop's own task (issue 38)."""
 
 
 class StreamIntake:
-    """The stream channel's send end for a provider, with the loop's direct intake."""
+    """The stream channel's send end for a provider, with the loop's direct intake. It takes
+    a run of deltas whole (:class:`~pitrio.messages.delta_run.DeltaRun`, issue 38)."""
 
     __slots__ = ("channel", "take_now")
 
-    def __init__(self, channel: trio.MemorySendChannel[AssistantMessageEvent]) -> None:
+    takes_runs = True
+    """A provider may send :class:`DeltaRun` items (see ``delta_run.RunSender``)."""
+
+    def __init__(self, channel: trio.MemorySendChannel[StreamItem]) -> None:
         self.channel = channel
         self.take_now: TakeNow | None = None
         """Set by the loop while it waits on the empty channel (see the module doc)."""
 
-    def send_nowait(self, event: AssistantMessageEvent) -> None:
+    def send_nowait(self, event: StreamItem) -> None:
         """The channel's ``send_nowait``, unless the loop takes ``event`` at once."""
         take_now = self.take_now
         if take_now is not None and take_now(event):
@@ -67,7 +72,7 @@ class StreamIntake:
         self.take_now = None  # through the channel: nothing may overtake it
         self.channel.send_nowait(event)
 
-    async def send(self, event: AssistantMessageEvent) -> None:
+    async def send(self, event: StreamItem) -> None:
         """The channel's ``send`` (a checkpoint, waiting for room), unless the loop takes
         ``event`` at once (a checkpoint all the same)."""
         take_now = self.take_now
@@ -94,11 +99,19 @@ def delta_intake(
     reply may pass every delta here without the loop waking) for the loop to read when it
     wakes."""
 
-    def take_now(event: AssistantMessageEvent) -> bool:
-        if type(event) not in DELTAS or abort.aborted:
+    def take_now(event: StreamItem) -> bool:
+        if abort.aborted:
             return False
-        partial = event.partial  # type: ignore[union-attr]
-        update = message_update(assistant_message_event=event, message=partial)
+        kind = type(event)
+        update: UpdateItem
+        if kind is DeltaRun:  # a run goes on whole: its updates are made by who needs them
+            partial = event.last_partial  # type: ignore[union-attr]
+            update = event  # type: ignore[assignment]
+        elif kind in DELTAS:
+            partial = event.partial  # type: ignore[union-attr]
+            update = message_update(assistant_message_event=event, message=partial)
+        else:
+            return False
         if not emit_now((update,)):
             return False
         context.set_last(partial)

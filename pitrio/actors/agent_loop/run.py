@@ -45,6 +45,7 @@ from pitrio.messages.agent import (
     ToolResultMessage,
 )
 from pitrio.messages.convert import default_convert_to_llm
+from pitrio.messages.delta_run import DeltaRun, StreamItem, UpdateItem, expand_updates
 from pitrio.messages.events import (
     AgentEnd,
     AgentEvent,
@@ -89,9 +90,9 @@ __all__ = [
 ]
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
-EmitUpdates = Callable[[list[MessageUpdate]], Awaitable[None]]
-"""Emits streamed updates taken at one wake-up, in order (the actor's: one hand-over per
-batch to the session's pump)."""
+EmitUpdates = Callable[[list[UpdateItem]], Awaitable[None]]
+"""Emits streamed updates taken at one wake-up, in order, a run of deltas as one item (the
+actor's: one hand-over per batch to the session's pump)."""
 StreamCall = Callable[
     [Model, LlmContext, StreamOptions, EventSender],
     Awaitable[None],
@@ -108,7 +109,9 @@ client's subscriber buffer, which then merges more deltas for a client that keep
 (DESIGN-NOTES, "streamed updates in batches": 256 measured, not taken)."""
 UPDATE_BATCH = 32
 """Streamed updates the loop emits as one batch at most (:class:`UpdateBatch`'s bound: with
-the pump's channel capacity it bounds what the pump may have queued)."""
+the pump's channel capacity it bounds what the pump may have queued). A run of deltas
+(:class:`~pitrio.messages.delta_run.DeltaRun`) counts as one: it is at most what the provider
+parsed of one read before handing it over (``http.HANDOVER``, 64 SSE events)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -266,8 +269,8 @@ class LoopRun:
         await self._emit(TurnStart())
         await self._loop(skip_steering=False)
 
-    async def _emit_each(self, updates: list[MessageUpdate]) -> None:
-        for update in updates:
+    async def _emit_each(self, updates: list[UpdateItem]) -> None:
+        for update in expand_updates(updates):
             await self._emit(update)
 
     async def _end(self) -> None:
@@ -432,7 +435,7 @@ class LoopRun:
             requested_at = trio.current_time()
             if config.hooks.on_request is not None:
                 config.hooks.on_request(config.model, llm_context, options, transcript)
-            send, receive = trio.open_memory_channel[AssistantMessageEvent](STREAM_BUFFER)
+            send, receive = trio.open_memory_channel[StreamItem](STREAM_BUFFER)
             intake = StreamIntake(send)
             taken: list[AssistantMessage] = []  # partials of deltas taken in the provider's task
             take_now = None
@@ -442,7 +445,7 @@ class LoopRun:
             # as one batch before the loop waits for the provider, before any other event
             # and at UPDATE_BATCH (issue 38). A batch is what was already queued: a lone
             # delta is emitted before the loop waits again, never held for company.
-            updates: list[MessageUpdate] = []
+            updates: list[UpdateItem] = []
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_stream, llm_context, options, intake)
                 async with receive:
@@ -476,6 +479,17 @@ class LoopRun:
                                     taken.clear()
                         except trio.EndOfChannel:
                             break
+                        if isinstance(event, DeltaRun):
+                            # A run of deltas read at once (issue 38): carried whole, its
+                            # updates made by whoever needs them one by one. Only a provider
+                            # that started the response makes one.
+                            partial = event.last_partial
+                            self.context.set_last(partial)
+                            updates.append(event)
+                            if len(updates) >= UPDATE_BATCH:
+                                await self._emit_updates(updates)
+                                updates = []
+                            continue
                         if announced and type(event) in DELTAS:
                             # The usual event, without the match below: a delta opens and
                             # closes no block (what the last case does for it).

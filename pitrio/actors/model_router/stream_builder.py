@@ -31,6 +31,7 @@ from pitrio.messages.agent import (
 )
 from pitrio.messages.codec import loads
 from pitrio.messages.content import TextContent, ThinkingContent, ToolCall
+from pitrio.messages.delta_run import DeltaRun, StreamItem
 from pitrio.messages.model import Model
 from pitrio.messages.partial import Layout, PartialMessage, StreamingText, partial_message
 from pitrio.messages.stream import (
@@ -267,6 +268,35 @@ class StreamBuilder:
             out.append(_text_delta(content_index=index, delta=delta, partial=partial))
         text.chars = chars
         return out
+
+    def text_run(self, deltas: list[str], index: int | None = None) -> list[StreamItem]:
+        """:meth:`text_deltas` as one :class:`DeltaRun` item when the block is the only one
+        streaming and there are two deltas or more (what a consumer expands into the same
+        events); else the plain events. Nothing is held back: the run is what was read."""
+        if len(deltas) < 2:
+            return list(self.text_deltas(deltas, index))
+        index, text = self._streaming(index, "text")
+        layout, header = self._frame()
+        if layout.streaming != (text,):  # another block streams too: one at a time
+            return list(self.text_deltas(deltas, index))
+        pieces, fixed = text.pieces, layout.fixed_chars
+        first = deltas[0]
+        first_chars = fixed + text.chars + len(first)
+        first_count = len(pieces) + 1
+        pieces += deltas  # what StreamingText.append does for each
+        text.chars += sum(map(len, deltas))
+        return [
+            DeltaRun(
+                "text_delta",
+                index,
+                tuple(deltas),
+                header,
+                layout,
+                first_count,
+                first_chars,
+                fixed + text.chars,
+            )
+        ]
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEnd:
         """Close a text block; ``signature`` is the provider's opaque text signature."""

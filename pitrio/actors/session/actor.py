@@ -514,8 +514,8 @@ class SessionActor(Actor[SessionCommand]):
                 reply.set(await self.queries.state())
             case Subscribe(capacity=capacity, reply=reply):
                 reply.set(self._subscribe(capacity))
-            case SubscribeInto(capacity=capacity, send=send, reply=reply):
-                self._add_subscriber(capacity, send)
+            case SubscribeInto(capacity=capacity, send=send, reply=reply, runs=runs):
+                self._add_subscriber(capacity, send, runs)
                 reply.set(None)
             case SubscribeSink(sink=sink, reply=reply):
                 self._outlet.add_sink(sink)
@@ -609,8 +609,10 @@ class SessionActor(Actor[SessionCommand]):
     def _subscribe(self, capacity: int) -> trio.MemoryReceiveChannel[Sequenced]:
         return self._outlet.subscribe(capacity, self.nursery)
 
-    def _add_subscriber(self, capacity: int, send: trio.MemorySendChannel[Sequenced]) -> None:
-        self._outlet.add(capacity, send, self.nursery)
+    def _add_subscriber(
+        self, capacity: int, send: trio.MemorySendChannel[Sequenced], runs: bool = False
+    ) -> None:
+        self._outlet.add(capacity, send, self.nursery, runs=runs)
 
     @property
     def _seq(self) -> int:

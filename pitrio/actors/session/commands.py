@@ -184,6 +184,8 @@ class SubscribeInto:
     capacity: int
     send: trio.MemorySendChannel[Sequenced]
     reply: Reply[None]
+    runs: bool = False
+    """Whether a run of streamed deltas comes as one ``SequencedRun`` (see the outlet)."""
 
 
 @attrs.frozen

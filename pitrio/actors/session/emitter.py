@@ -19,7 +19,14 @@ import attrs
 import trio
 
 from pitrio._direct_init import direct_init
-from pitrio.actors.session.fanout import Offer, Sequenced, SubscriberBuffer
+from pitrio.actors.session.fanout import (
+    Offer,
+    Sequenced,
+    SequencedRun,
+    SubscriberBuffer,
+    sequenced_updates,
+)
+from pitrio.messages.delta_run import DeltaRun
 from pitrio.messages.events import AgentSessionEvent
 
 _sequenced = direct_init(Sequenced)  # a batch numbers every streamed update (issue 38)
@@ -31,6 +38,7 @@ class _Subscriber:
     send: trio.MemorySendChannel[Sequenced]
     wake: trio.Event = attrs.field(factory=trio.Event)
     sending: bool = False  # the feeder holds an event it has not handed over yet
+    runs: bool = False  # takes a run of deltas as one SequencedRun (else one item per delta)
 
 
 @attrs.frozen
@@ -63,10 +71,17 @@ class EventOutlet:
         return receive
 
     def add(
-        self, capacity: int, send: trio.MemorySendChannel[Sequenced], nursery: trio.Nursery
+        self,
+        capacity: int,
+        send: trio.MemorySendChannel[Sequenced],
+        nursery: trio.Nursery,
+        *,
+        runs: bool = False,
     ) -> None:
-        """Deliver every event from now on into ``send`` (closed when delivery ends)."""
-        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send)
+        """Deliver every event from now on into ``send`` (closed when delivery ends); with
+        ``runs``, a run of streamed deltas as one :class:`SequencedRun` (the subscriber
+        expands it), else each of its deltas as its own item."""
+        subscriber = _Subscriber(buffer=SubscriberBuffer(capacity), send=send, runs=runs)
         self._subscribers.append(subscriber)
         nursery.start_soon(self._feed, subscriber)
 
@@ -122,22 +137,39 @@ class EventOutlet:
                         break
                     item = subscriber.buffer.take()
 
-    def emit_all(self, events: Sequence[AgentSessionEvent]) -> None:
+    def emit_all(self, events: Sequence[AgentSessionEvent | DeltaRun]) -> None:
         """:meth:`emit` each of ``events`` in order, walking the subscribers once for all of
         them (issue 38: the pump's batch of streamed updates). Each subscriber and sink gets
-        the same items in the same order as from one :meth:`emit` per event."""
+        the same items in the same order as from one :meth:`emit` per event. A run of
+        deltas takes a ``seq`` per delta; it goes whole to a subscriber that takes runs,
+        and one item per delta to the others and to the sinks."""
         items: list[Sequenced] = []
         seq = self.seq
-        sinks = self._sinks
+        runs = False
+        # Runs are kept whole only for a subscriber that takes them; else expanded at once.
+        whole = any(subscriber.runs for subscriber in self._subscribers)
         for event in events:
-            seq += 1
-            item = _sequenced(seq, event)
-            self.seq = seq  # a sink sees the outlet where one emit per event left it
-            for sink in sinks:
-                sink.deliver(item)
-            items.append(item)
+            if type(event) is DeltaRun:
+                if whole:
+                    seq += len(event.deltas)
+                    items.append(SequencedRun(seq, event.merged_update(), event))
+                    runs = True
+                else:
+                    items += sequenced_updates(event, seq + 1)
+                    seq += len(event.deltas)
+            else:
+                seq += 1
+                items.append(_sequenced(seq, event))
+        flat = _expanded(items) if runs else items
+        sinks = self._sinks
+        if sinks:
+            for item in flat:
+                self.seq = item.seq  # a sink sees the outlet where one emit per event left it
+                for sink in sinks:
+                    sink.deliver(item)
+        self.seq = seq
         for subscriber in list(self._subscribers):
-            self._deliver_all(subscriber, items)
+            self._deliver_all(subscriber, items if subscriber.runs else flat)
 
     def _deliver_all(self, subscriber: _Subscriber, items: list[Sequenced]) -> None:
         """What :meth:`emit` does for one subscriber, for several items in order."""
@@ -193,3 +225,14 @@ class EventOutlet:
             if subscriber.buffer.offer(item) is Offer.OVERFLOW:
                 self._subscribers.remove(subscriber)
             subscriber.wake.set()
+
+
+def _expanded(items: list[Sequenced]) -> list[Sequenced]:
+    """``items`` with every run expanded into one item per delta."""
+    out: list[Sequenced] = []
+    for item in items:
+        if isinstance(item, SequencedRun):
+            out += item.expanded()
+        else:
+            out.append(item)
+    return out

@@ -23,6 +23,8 @@ from enum import Enum
 
 import attrs
 
+from pitrio._direct_init import direct_init
+from pitrio.messages.delta_run import DeltaRun
 from pitrio.messages.events import AgentSessionEvent, MessageUpdate, ToolExecutionUpdate
 from pitrio.messages.partial import PartialMessage, content_chars, message_chars
 from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
@@ -78,6 +80,47 @@ class Sequenced:
 
     seq: int
     event: AgentSessionEvent
+
+
+@attrs.frozen
+class SequencedRun(Sequenced):
+    """A run of streamed deltas (:class:`~pitrio.messages.delta_run.DeltaRun`) as one item,
+    for a subscriber that takes runs (the RPC server's forwarder, issue 38): ``seq`` is its
+    last delta's, the first's is ``seq - len(run) + 1``. ``event`` is the run merged into one
+    update (its deltas joined, the last partial): what a buffer merging it for a client that
+    is behind keeps, and what it weighs; a subscriber taking it whole expands ``run``."""
+
+    run: DeltaRun
+
+    @property
+    def first_seq(self) -> int:
+        """The ``seq`` of the run's first delta."""
+        return self.seq - len(self.run.deltas) + 1
+
+    def expanded(self) -> list[Sequenced]:
+        """The run's updates one by one, each with its own ``seq``."""
+        return sequenced_updates(self.run, self.first_seq)
+
+
+def sequenced_updates(run: DeltaRun, first_seq: int) -> list[Sequenced]:
+    """``run``'s updates one by one, numbered from ``first_seq``: what
+    :meth:`DeltaRun.updates` makes, with the objects set up directly (a subscriber that does
+    not take runs, such as the daemon's relay, gets one per delta: issue 38)."""
+    make = _text_delta if run.kind == "text_delta" else _thinking_delta
+    index = run.content_index
+    out: list[Sequenced] = []
+    seq = first_seq
+    for delta, partial in zip(run.deltas, run.partials(), strict=True):
+        event = make(content_index=index, delta=delta, partial=partial)
+        out.append(_sequenced(seq, _message_update(assistant_message_event=event, message=partial)))
+        seq += 1
+    return out
+
+
+_sequenced = direct_init(Sequenced)
+_text_delta = direct_init(TextDelta)
+_thinking_delta = direct_init(ThinkingDelta)
+_message_update = direct_init(MessageUpdate)
 
 
 def merge(older: AgentSessionEvent, newer: AgentSessionEvent) -> AgentSessionEvent | None:

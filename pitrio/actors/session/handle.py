@@ -352,12 +352,18 @@ class SessionHandle(Handle[SessionCommand]):
         return await self.ask(lambda reply: Subscribe(capacity, reply))
 
     async def subscribe_into(
-        self, send: trio.MemorySendChannel[Sequenced], capacity: int = DEFAULT_SUBSCRIBER_CAPACITY
+        self,
+        send: trio.MemorySendChannel[Sequenced],
+        capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
+        *,
+        runs: bool = False,
     ) -> None:
         """Like :meth:`subscribe`, delivering into ``send`` (e.g. a clone of a channel that
         outlives this session); ``send`` is closed when delivery ends. Saves the relay task a
-        caller would otherwise run between the two channels."""
-        await self.ask(lambda reply: SubscribeInto(capacity, send, reply))
+        caller would otherwise run between the two channels. With ``runs``, a run of
+        streamed deltas comes as one ``SequencedRun`` item, which the caller expands
+        (issue 38); else every delta is its own item."""
+        await self.ask(lambda reply: SubscribeInto(capacity, send, reply, runs))
 
     async def subscribe_sink(
         self, deliver: Callable[[Sequenced], None], ended: Callable[[], None]

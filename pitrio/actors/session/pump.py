@@ -43,6 +43,7 @@ from pitrio.actors.supervisor.decisions import (
 from pitrio.errors import ReadOnlySessionError
 from pitrio.messages.agent import AgentMessage, AssistantMessage, CustomMessage, UserMessage
 from pitrio.messages.content import text_of
+from pitrio.messages.delta_run import DeltaRun, UpdateItem, expand_updates
 from pitrio.messages.entries import SessionEntry
 from pitrio.messages.events import (
     AgentEnd,
@@ -112,7 +113,7 @@ class EventPump:
         host: ExtensionHostHandle | None,
         queues: DisplayQueues,
         emit: Callable[[AgentSessionEvent], None],
-        emit_all: Callable[[Sequence[AgentSessionEvent]], None] | None = None,
+        emit_all: Callable[[Sequence[AgentSessionEvent | DeltaRun]], None] | None = None,
         current_run: Callable[[], Run | None],
         read_only: Callable[[ReadOnlySessionError], None],
         decided: trio.MemorySendChannel[Decided],
@@ -172,7 +173,9 @@ class EventPump:
 
     async def _on_item(self, item: AgentEvent | RunEndFacts | UpdateBatch) -> None:
         if isinstance(item, UpdateBatch):
-            for event in item.events:
+            # One by one here (an extension host sees each delta, a replay's gate is awaited
+            # before each): a run of deltas is expanded.
+            for event in expand_updates(item.events):
                 await self._on_agent_event(event)
         else:
             await self._on_agent_event(item)
@@ -221,9 +224,10 @@ class EventPump:
             await self.gate()
         self._emit(EntryRecorded(entry=entry))
 
-    def _passed_on_all(self, updates: tuple[MessageUpdate, ...]) -> bool:
+    def _passed_on_all(self, updates: tuple[UpdateItem, ...]) -> bool:
         """:meth:`_passed_on` for a batch of streamed updates at once: each emitted in order
-        if nothing else is to be done with them; whether they were (issue 38)."""
+        if nothing else is to be done with them, a run of deltas whole (the outlet expands
+        it for a subscriber that does not take runs); whether they were (issue 38)."""
         if self._host is not None or self.gate is not None:
             return False
         run = self._current_run()
@@ -232,9 +236,13 @@ class EventPump:
         self._emit_all(updates)  # never awaits: the run cannot change meanwhile
         return True
 
-    def _emit_each(self, events: Sequence[AgentSessionEvent]) -> None:
+    def _emit_each(self, events: Sequence[AgentSessionEvent | DeltaRun]) -> None:
         for event in events:
-            self._emit(event)
+            if isinstance(event, DeltaRun):
+                for update in event.updates():
+                    self._emit(update)
+            else:
+                self._emit(event)
 
     def _passed_on(self, event: AgentEvent | RunEndFacts) -> bool:
         """Emit a streamed update at once if nothing else is to be done with it (no

@@ -75,8 +75,13 @@ class _Slot:
 class SessionRuntime:
     """Holds the current session; its methods run in the caller's task (one caller at a time)."""
 
-    def __init__(self, nursery: trio.Nursery, router: ModelRouterHandle) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, router: ModelRouterHandle, *, runs: bool = False
+    ) -> None:
         self._nursery = nursery
+        # Whether :attr:`events` may hold a ``SequencedRun`` (a run of streamed deltas as one
+        # item, issue 38): for a reader that expands them (the RPC server's forwarder).
+        self._runs = runs
         self._router = router
         self._slot: _Slot | None = None
         self._options: SessionOptions | None = None
@@ -279,7 +284,7 @@ class SessionRuntime:
                     started = await start_session(nursery, self._router, options)
                     # Straight into the output channel (a clone: closing it at the session's
                     # end leaves the others open), no relay task per event.
-                    await started.session.subscribe_into(self._send.clone())
+                    await started.session.subscribe_into(self._send.clone(), runs=self._runs)
                     task_status.started(_Slot(started=started, scope=scope, stopped=stopped))
                     await trio.sleep_forever()
         finally:

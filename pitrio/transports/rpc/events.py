@@ -32,6 +32,7 @@ import orjson
 from pitrio.messages.agent import AssistantMessage, Usage
 from pitrio.messages.codec import encode_reusing, to_json
 from pitrio.messages.content import ToolCall
+from pitrio.messages.delta_run import DeltaRun
 from pitrio.messages.events import (
     AgentSessionEvent,
     EntryRecorded,
@@ -125,6 +126,31 @@ def _full_head(usage: Usage) -> bytes:
     head += b',"assistantMessageEvent":'
     _last_usage = (usage, head)
     return head
+
+
+_DELTA_HEADS = {
+    (kind, form): b'{"type":"%s","contentIndex":' % kind.encode()
+    if form == "full"
+    else b'{"type":"message_update","assistantMessageEvent":{"type":"%s","contentIndex":'
+    % kind.encode()
+    for kind in ("text_delta", "thinking_delta")
+    for form in UPDATE_FORMATS
+}
+
+
+def encode_run(run: DeltaRun, updates: UpdateFormat = "full") -> bytes:
+    """The lines of every delta of ``run``, in order: what :func:`encode_event` writes for
+    each of its updates, byte for byte, without making them (issue 38). Every partial of a
+    run shares its header, so the ``usage`` of the ``full`` form is the same on each line."""
+    middle = _DELTA_HEADS[run.kind, updates] + b"%d" % run.content_index + b',"delta":'
+    if updates == "full":
+        middle = _full_head(run.header.usage) + middle
+    dumps = orjson.dumps
+    try:
+        return b"".join([middle + dumps(delta) + b"}}\n" for delta in run.deltas])
+    except TypeError:
+        # A lone surrogate in a delta: each line as encode_event writes it (its slow path).
+        return b"".join([encode_event(update, updates) for update in run.updates()])
 
 
 def encode_event(event: AgentSessionEvent, updates: UpdateFormat = "full") -> bytes:

@@ -125,7 +125,8 @@ async def serve_process(
                     # 14 ms one between the read and the first reply; issue 38).
                     with collector_paused(freeze=True), preparse.discarded_after():
                         router = await start_model_router(root, faux=pitrio.default_faux())
-                        runtime = SessionRuntime(root, router)
+                        # Runs of streamed deltas reach the forwarder whole (issue 38).
+                        runtime = SessionRuntime(root, router, runs=True)
                         scope = ModelScope()  # extensions' ctx.scoped_models, once resolved
                         shutdown = ShutdownRequest()  # extensions' ctx.shutdown()
                         with collapse_groups():

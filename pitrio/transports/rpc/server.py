@@ -41,6 +41,7 @@ from pitrio.messages.model import Model
 from pitrio.sdk.models import ModelRouterHandle
 from pitrio.sdk.session import (
     CommandLedger,
+    SequencedRun,
     SessionHandle,
     SessionOptions,
     SessionRuntime,
@@ -56,7 +57,13 @@ from pitrio.transports.rpc.commands import (
     execute,
     unknown_command,
 )
-from pitrio.transports.rpc.events import EntryFormat, UpdateFormat, announced, encode_event
+from pitrio.transports.rpc.events import (
+    EntryFormat,
+    UpdateFormat,
+    announced,
+    encode_event,
+    encode_run,
+)
 from pitrio.transports.rpc.framing import DEFAULT_MAX_RECORD, Record, RecordSplitter
 from pitrio.transports.rpc.once import apply_once
 from pitrio.transports.rpc.output import WRITE_BATCH, RpcOutput
@@ -449,7 +456,11 @@ class RpcServer:
                     self._at_gate = False
                 if not self._closing and announced(item.event, self._entries):
                     # After EOF pi writes nothing more: the abandoned run's end is not reported.
-                    line = encode_event(item.event, self._updates)
+                    # A run of deltas is written as the line of each (issue 38).
+                    if type(item) is SequencedRun:
+                        line = encode_run(item.run, self._updates)
+                    else:
+                        line = encode_event(item.event, self._updates)
                     lines.append(line)
                     pending += len(line)
                 seen = item.seq

@@ -15,6 +15,7 @@ from pitrio.actors.model_router.providers.chunk_template import ChunkTemplate, l
 from pitrio.actors.model_router.providers.openai_completions import OpenAICompletionsParser
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.messages import to_json
+from pitrio.messages.delta_run import expand_events
 from pitrio.messages.partial import PartialMessage, content_chars
 from tests.actors.providers.support import make_model
 
@@ -104,7 +105,10 @@ def events_by_reads(
     bounds = sorted({0, len(decoded), *(min(cut, len(decoded)) for cut in cuts)})
     out: list[Any] = []
     for start, stop in itertools.pairwise(bounds):
-        read, last, fed = parser.feed_all(decoded[start:stop])
+        items, last, fed = parser.feed_all(decoded[start:stop])
+        # A run of deltas stands for its events; their partials are read at the end, after
+        # later reads appended to the block: each must still be the message as of its delta.
+        read = expand_events(items)
         out += read + last
         for event in read + last:  # the size a subscriber's buffer weighs, as made
             partial = getattr(event, "partial", None)

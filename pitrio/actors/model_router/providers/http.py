@@ -57,6 +57,7 @@ from pitrio.actors.model_router.providers.http_errors import (
 from pitrio.actors.model_router.providers.http_pool import HttpPool
 from pitrio.actors.model_router.providers.sse import MalformedStreamError, SseDecoder, SseParser
 from pitrio.errors import CredentialError
+from pitrio.messages.delta_run import RunSender, StreamItem, expand_events, takes_runs
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent, StreamError
 from pitrio.telemetry import note_transport_retry
@@ -376,6 +377,9 @@ class HttpProvider(abc.ABC):
         if hooks is not None and hooks.wants(provider_hooks.STREAM_EVENT):
             observe = hooks
         model = parser.model
+        # Runs of deltas go whole to a sender that takes them (the agent loop), expanded to
+        # any other (issue 38).
+        runs = takes_runs(send)
         try:
             async for chunk in chunks:
                 decoded = decoder.feed(chunk)
@@ -391,15 +395,15 @@ class HttpProvider(abc.ABC):
                         start += fed
                         if parser.final is not None:
                             break
-                        await _send_all(send, read)
+                        await _send_read(send, read, runs)
                         if start >= len(decoded):
                             break
                     if parser.final is None:
                         continue
+                    await _send_read(send, read, runs)
                     if isinstance(parser.final, StreamError):
-                        await _send_all(send, read + last)
+                        await _send_all(send, last)
                         return
-                    await _send_all(send, read)
                     await self._drain(chunks, decoder, len(decoded) - start)
                     await _send_all(send, last)
                     return
@@ -467,6 +471,20 @@ async def _read_limited(response: httpx.Response | DirectResponse, limit: int) -
     except _transport_error():
         pass  # a truncated error body still says what it can
     return b"".join(chunks)[:limit]
+
+
+async def _send_read(send: EventSender, items: list[StreamItem], runs: bool) -> None:
+    """:func:`_send_all` for what a parser read, runs whole if ``runs`` (the sender takes
+    them, see :func:`takes_runs`), else expanded into their events."""
+    if not runs:
+        await _send_all(send, expand_events(items))
+        return
+    sender = cast("RunSender", send)
+    for item in items:
+        try:
+            sender.send_nowait(item)
+        except trio.WouldBlock:
+            await sender.send(item)
 
 
 async def _send_all(send: EventSender, events: list[AssistantMessageEvent]) -> None:

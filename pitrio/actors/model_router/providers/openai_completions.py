@@ -42,6 +42,7 @@ from pitrio.actors.model_router.providers.openai_completions_request import (
     encoded_messages,
 )
 from pitrio.actors.model_router.usage import make_usage
+from pitrio.messages.delta_run import StreamItem
 from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.stream import AssistantMessageEvent
 
@@ -126,13 +127,14 @@ class OpenAICompletionsParser(SseParser):
 
     def feed_all(
         self, decoded: list[tuple[str, str]]
-    ) -> tuple[list[AssistantMessageEvent], list[AssistantMessageEvent], int]:
+    ) -> tuple[list[StreamItem], list[AssistantMessageEvent], int]:
         """As :meth:`SseParser.feed_all`; chunks that are the content template's with another
         string are gathered and handed to the builder as one run (issue 38: the calls per
-        chunk were most of a delta's parse). The events are those of one feed per chunk."""
+        chunk were most of a delta's parse), which comes out as one :class:`DeltaRun` item.
+        Expanded, the events are those of one feed per chunk."""
         if self.final is not None:
             return super().feed_all(decoded)
-        read: list[AssistantMessageEvent] = []
+        read: list[StreamItem] = []
         position, count = 0, len(decoded)
         while position < count:
             templates = self._templates  # one may be learned from the chunk fed last
@@ -140,7 +142,7 @@ class OpenAICompletionsParser(SseParser):
                 texts, position = templates[0].run(decoded, position)
                 if texts:  # what on_event does for each of them
                     self._template_hits += len(texts)
-                    read += self.builder.text_deltas(texts, self._open("text", read))
+                    read += self.builder.text_run(texts, self._open("text", read))
                     if position == count:
                         break
             event, data = decoded[position]
@@ -231,7 +233,7 @@ class OpenAICompletionsParser(SseParser):
         self._reasoning_field.setdefault(index, field)
         out.append(self.builder.thinking_delta(text, index))
 
-    def _open(self, kind: str, out: list[AssistantMessageEvent]) -> int:
+    def _open(self, kind: str, out: list[AssistantMessageEvent] | list[StreamItem]) -> int:
         """The response's text or thinking block, opened on its first delta (the other blocks
         stay open: pi ends them all when the response ends)."""
         current = self._text if kind == "text" else self._thinking

@@ -15,6 +15,7 @@ import orjson
 from pitrio.actors.model_router.diagnostics import error_diagnostic
 from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.messages.agent import Diagnostic
+from pitrio.messages.delta_run import StreamItem
 from pitrio.messages.model import Model
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone, StreamError
 
@@ -60,12 +61,13 @@ class SseParser(abc.ABC):
 
     def feed_all(
         self, decoded: list[tuple[str, str]]
-    ) -> tuple[list[AssistantMessageEvent], list[AssistantMessageEvent], int]:
+    ) -> tuple[list[StreamItem], list[AssistantMessageEvent], int]:
         """:meth:`feed` of each of ``decoded`` in turn, stopping at the one that produced the
         final event: the events of those before it, that one's events (empty when none was
         final), and how many of ``decoded`` were fed. A parser may read a run of them at
-        once (the events are the same)."""
-        read: list[AssistantMessageEvent] = []
+        once, and hand consecutive deltas over as one :class:`DeltaRun` (expanded, the
+        events are the same)."""
+        read: list[StreamItem] = []
         for position, (event, data) in enumerate(decoded):
             events = self.feed(event, data)
             if self.final is not None:
