@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+import trio
 
 from pitrio.actors.model_router.providers.http import HANDOVER, HttpPool
 from pitrio.actors.model_router.providers.openai_completions import (
@@ -17,6 +18,7 @@ from pitrio.actors.model_router.providers.openai_completions import (
 )
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.codec import to_json
+from pitrio.messages.delta_run import DeltaRun, expand_events
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import TextDelta, ToolCallDelta, ToolCallEnd
 from tests.actors.providers.loopback import LoopbackServer, recording, sse
@@ -565,6 +567,86 @@ async def test_a_long_read_is_handed_over_a_slice_at_a_time(
     got, want = final(events), final(expected)
     assert (got.content, got.usage, got.stop_reason) == (want.content, want.usage, want.stop_reason)
     assert max(parts) == HANDOVER and sum(parts) == 303
+
+
+class RunTaker:
+    """A sender that takes runs of deltas whole (as the agent loop's intake does)."""
+
+    takes_runs = True
+
+    def __init__(self, channel: trio.MemorySendChannel[Any]) -> None:
+        self.channel = channel
+
+    def send_nowait(self, item: Any) -> None:
+        self.channel.send_nowait(item)
+
+    async def send(self, item: Any) -> None:
+        await self.channel.send(item)
+
+
+async def test_a_long_read_goes_as_runs_and_its_first_run_before_the_rest_is_parsed(
+    server: LoopbackServer, pool: HttpPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """To a sender that takes runs, a long read's templated deltas go as DeltaRun items
+    (issue 38) that expand into the whole parse's events; a slice's run is seen by the
+    consumer before the next slice is parsed (the first delta is not held while the rest of
+    the read is parsed, as a full channel of single deltas made it)."""
+
+    def data(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    def delta(text: str, finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
+        return data({"id": "c1", "model": "m", "choices": [choice]})
+
+    body = b"".join(delta(f"t{i} ") for i in range(300)) + delta("", "stop")
+    body += data({"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}}) + b"data: [DONE]\n\n"
+    server.push(sse(body))  # one write: the client's first read holds most of it
+    parts: list[int] = []
+    original = OpenAICompletionsParser.feed_all
+
+    def feed_all(self: OpenAICompletionsParser, decoded: list[tuple[str, str]]) -> Any:
+        parts.append(len(decoded))
+        return original(self, decoded)
+
+    monkeypatch.setattr(OpenAICompletionsParser, "feed_all", feed_all)
+    model = make_model(API, server.base_url)
+    send, receive = trio.open_memory_channel[Any](math.inf)
+    items: list[Any] = []
+    slices_at_first_run: list[int] = []
+
+    def take(item: Any) -> None:
+        if isinstance(item, DeltaRun) and not slices_at_first_run:
+            slices_at_first_run.append(len(parts))
+        items.append(item)
+
+    async def consume() -> None:
+        # As the agent loop takes its channel: what is queued at each wake-up, at once.
+        async for item in receive:
+            take(item)
+            while True:
+                try:
+                    take(receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with send:
+            await make_provider(API, pool).stream(model, CONTEXT, StreamOptions(), RunTaker(send))
+    runs = [item for item in items if isinstance(item, DeltaRun)]
+    assert len(runs) >= 4 and sum(map(len, runs)) >= 290
+    events = expand_events(items)
+    expected = parse_all(OpenAICompletionsParser(model), body)
+
+    def shown(e: Any) -> tuple[Any, ...]:  # the builders' timestamps differ
+        partial = getattr(e, "partial", None)
+        return (e.type, getattr(e, "delta", None), partial and to_json(partial.content))
+
+    assert [shown(e) for e in events] == [shown(e) for e in expected]
+    assert final(events).content == final(expected).content
+    assert max(parts) == HANDOVER
+    assert slices_at_first_run and slices_at_first_run[0] <= 2, (parts, slices_at_first_run)
 
 
 @pytest.mark.parametrize("segment", [None, 64])

@@ -398,6 +398,13 @@ class HttpProvider(abc.ABC):
                         await _send_read(send, read, runs)
                         if start >= len(decoded):
                             break
+                        if runs:
+                            # A slice's runs are a few items in a channel that holds 64:
+                            # without a full channel to stop it, the provider would parse the
+                            # whole read before the loop, the pump and the writer see its
+                            # first delta. Others run before the next slice, as a full channel
+                            # of single deltas made them (issue 38: the first delta).
+                            await trio.lowlevel.checkpoint()
                     if parser.final is None:
                         continue
                     await _send_read(send, read, runs)
