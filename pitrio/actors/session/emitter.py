@@ -160,16 +160,22 @@ class EventOutlet:
             else:
                 seq += 1
                 items.append(_sequenced(seq, event))
-        flat = _expanded(items) if runs else items
+        # One item per delta, made only if a sink or a subscriber wants them so.
+        flat: list[Sequenced] | None = None if runs else items
         sinks = self._sinks
         if sinks:
+            flat = flat or _expanded(items)
             for item in flat:
                 self.seq = item.seq  # a sink sees the outlet where one emit per event left it
                 for sink in sinks:
                     sink.deliver(item)
         self.seq = seq
         for subscriber in list(self._subscribers):
-            self._deliver_all(subscriber, items if subscriber.runs else flat)
+            if subscriber.runs:
+                self._deliver_all(subscriber, items)
+            else:
+                flat = flat or _expanded(items)
+                self._deliver_all(subscriber, flat)
 
     def _deliver_all(self, subscriber: _Subscriber, items: list[Sequenced]) -> None:
         """What :meth:`emit` does for one subscriber, for several items in order."""
