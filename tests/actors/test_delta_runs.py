@@ -359,3 +359,24 @@ def test_a_sender_that_does_not_take_runs_gets_them_expanded() -> None:
     events: list[PartialUpdate] = expand_events(items)  # type: ignore[assignment]
     assert [e.delta for e in events] == ["p", "q"]  # type: ignore[union-attr]
     assert not takes_runs(trio.open_memory_channel[Any](1)[0])
+
+
+async def test_the_outlet_makes_no_per_delta_items_when_nobody_wants_them(
+    monkeypatch: Any,
+) -> None:
+    """With only subscribers that take runs (the RPC process), a run is never expanded in
+    the outlet: per-delta items there cost a quarter of the stream's time."""
+    from pitrio.actors.session import emitter
+
+    def refuse(items: Any) -> Any:
+        raise AssertionError("expanded")
+
+    monkeypatch.setattr(emitter, "_expanded", refuse)
+    outlet = EventOutlet()
+    async with trio.open_nursery() as nursery:
+        send, receive = trio.open_memory_channel[Sequenced](100)
+        outlet.add(10, send, nursery, runs=True)
+        run = a_run(["a", "b"])
+        outlet.emit_all([run])
+        assert receive.receive_nowait().seq == 2
+        nursery.cancel_scope.cancel()
