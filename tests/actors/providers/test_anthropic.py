@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import pytest
 
@@ -14,9 +16,11 @@ from pitrio.actors.model_router.providers.anthropic_stream import (
 from pitrio.actors.model_router.providers.base import ProviderSettings
 from pitrio.actors.model_router.providers.convert import body_bytes, encode_json_pieces
 from pitrio.actors.model_router.providers.http import HttpPool
+from pitrio.actors.model_router.stream_builder import StreamBuilder
 from pitrio.messages import ImageContent, TextContent, ThinkingContent, ToolCall, user_message
 from pitrio.messages.agent import ToolResultMessage
 from pitrio.messages.codec import to_json
+from pitrio.messages.delta_run import DeltaRun, expand_events
 from pitrio.messages.model import LlmContext, StreamOptions
 from pitrio.messages.stream import ThinkingEnd, ThinkingStart
 from tests.actors.providers.loopback import LoopbackServer, recording, sse
@@ -469,3 +473,73 @@ def test_a_request_that_turns_caching_off_gets_no_cache_control() -> None:
     longer = StreamOptions(cache_retention="long")
     body = build_body(MODEL, CONTEXT, longer, ProviderSettings(cache_retention="none"))
     assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+def _sse_event(kind: str, **fields: Any) -> tuple[str, str]:
+    return kind, json.dumps({"type": kind, **fields})
+
+
+def _text_delta(index: int, text: str) -> tuple[str, str]:
+    return _sse_event(
+        "content_block_delta", index=index, delta={"type": "text_delta", "text": text}
+    )
+
+
+def _anthropic_stream(bad_at: int | None) -> list[tuple[str, str]]:
+    """Text blocks in runs around a thinking block and a tool call, a usage change, an
+    empty text delta, and (at ``bad_at``) an undecodable delta."""
+    usage = {"input_tokens": 5, "output_tokens": 1}
+    out = [_sse_event("message_start", message={"id": "msg_1", "model": "m", "usage": usage})]
+    out.append(_sse_event("content_block_start", index=0, content_block={"type": "text"}))
+    out += [_text_delta(0, f"a{n} ") for n in range(9)] + [_text_delta(0, "")]
+    out.append(_sse_event("ping"))
+    out += [_text_delta(0, f"b{n}") for n in range(5)]
+    out.append(_sse_event("content_block_stop", index=0))
+    out.append(_sse_event("content_block_start", index=1, content_block={"type": "thinking"}))
+    think = {"type": "thinking_delta", "thinking": "hm"}
+    out += [_sse_event("content_block_delta", index=1, delta=think)] * 3
+    out.append(_sse_event("content_block_stop", index=1))
+    out.append(_sse_event("content_block_start", index=2, content_block={"type": "text"}))
+    out += [_text_delta(2, f"c{n}") for n in range(6)]
+    out.append(_sse_event("message_delta", delta={}, usage={"output_tokens": 7}))
+    out += [_text_delta(2, f"d{n}") for n in range(4)] + [_text_delta(9, "unknown block")]
+    out.append(_sse_event("content_block_stop", index=2))
+    call = {"type": "tool_use", "id": "t1", "name": "read", "input": {}}
+    out.append(_sse_event("content_block_start", index=3, content_block=call))
+    json_delta = {"type": "input_json_delta", "partial_json": '{"path": "a"}'}
+    out.append(_sse_event("content_block_delta", index=3, delta=json_delta))
+    out.append(_sse_event("content_block_stop", index=3))
+    out.append(_sse_event("message_delta", delta={"stop_reason": "tool_use"}))
+    out.append(_sse_event("message_stop"))
+    if bad_at is not None:
+        out.insert(bad_at, ("content_block_delta", '{"type": "content_block_delta", "ind'))
+    return out
+
+
+@pytest.mark.parametrize("bad_at", [None, 5, 30])
+@pytest.mark.parametrize("cut", [1, 3, 8, 64])
+def test_text_deltas_read_at_once_go_as_runs_and_expand_to_one_feed_per_event(
+    bad_at: int | None, cut: int
+) -> None:
+    """``feed_all`` hands consecutive text deltas of one block over as one DeltaRun (issue
+    38); expanded, with reads cut anywhere, the events are those of one feed per event: the
+    same deltas, partials (read at the end), usage, the error where a delta is undecodable."""
+    stream = _anthropic_stream(bad_at)
+    whole = AnthropicParser(MODEL)
+    whole.builder = StreamBuilder.for_model(MODEL, timestamp=1)
+    expected = [event for name, data in stream for event in whole.feed(name, data)]
+    parser = AnthropicParser(MODEL)
+    parser.builder = StreamBuilder.for_model(MODEL, timestamp=1)
+    items: list[Any] = []
+    for start in range(0, len(stream), cut):
+        read, last, fed = parser.feed_all(stream[start : start + cut])
+        items += read + last
+        if parser.finished:
+            assert last and fed <= cut
+            break
+    assert [to_json(e) for e in expand_events(items)] == [to_json(e) for e in expected]
+    runs = [item for item in items if isinstance(item, DeltaRun)]
+    if cut == 64 and bad_at is None:  # the first block's ten deltas, and the third's six
+        assert [len(run) for run in runs] == [10, 5, 6, 4]
+    for run in runs:
+        assert {partial.usage for partial in run.partials()} == {run.header.usage}

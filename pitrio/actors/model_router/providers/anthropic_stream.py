@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from pitrio.actors.model_router.providers.http import (
     MalformedStreamError,
     SseParser,
@@ -18,6 +20,7 @@ from pitrio.actors.model_router.providers.http import (
 )
 from pitrio.actors.model_router.usage import make_usage
 from pitrio.messages.agent import AssistantMessage
+from pitrio.messages.delta_run import StreamItem
 from pitrio.messages.model import Model
 from pitrio.messages.stream import AssistantMessageEvent, StreamDone
 
@@ -51,7 +54,69 @@ class AnthropicParser(SseParser):
 
     def on_event(self, event: str, data: str) -> list[AssistantMessageEvent]:
         """Events for one SSE event (its JSON ``type`` names it; the SSE name is a fallback)."""
-        payload = self.json(data, event)
+        return self._on_payload(self.json(data, event), event)
+
+    def feed_all(
+        self, decoded: list[tuple[str, str]]
+    ) -> tuple[list[StreamItem], list[AssistantMessageEvent], int]:
+        """As :meth:`SseParser.feed_all`; consecutive ``text_delta`` events of one text block
+        go to the builder as one run, which comes out as one :class:`DeltaRun` item (issue
+        38). Expanded, the events are those of one feed per event."""
+        if self.final is not None:
+            return super().feed_all(decoded)
+        read: list[StreamItem] = []
+        texts: list[str] = []
+        block = -1  # the content index of the text block ``texts`` go to
+        for position, (event, data) in enumerate(decoded):
+            payload: Any = None
+            if event == "content_block_delta" and self.builder.started:
+                try:
+                    payload = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    payload = None  # fed below, which says what is wrong with it
+                text, index = self._text_delta(payload)
+                if text is not None:
+                    if index != block and texts:
+                        read += self.builder.text_run(texts, block)
+                        texts = []
+                    texts.append(text)
+                    block = index
+                    continue
+            if texts:
+                read += self.builder.text_run(texts, block)
+                texts = []
+            events = self.feed(event, data) if payload is None else self._feed_payload(payload)
+            if self.final is not None:
+                return read, events, position + 1
+            read += events
+        if texts:
+            read += self.builder.text_run(texts, block)
+        return read, [], len(decoded)
+
+    def _text_delta(self, payload: Any) -> tuple[str | None, int]:
+        """The text and content index of a ``text_delta`` to an open text block, else
+        ``(None, -1)`` (the event is fed as any other)."""
+        if type(payload) is not dict or payload.get("type") != "content_block_delta":
+            return None, -1
+        delta = payload.get("delta")
+        vendor = payload.get("index")
+        if type(delta) is not dict or delta.get("type") != "text_delta" or type(vendor) is not int:
+            return None, -1
+        text = delta.get("text")
+        index = self._blocks.get(vendor)
+        if type(text) is not str or index is None or self._kinds.get(index) != "text":
+            return None, -1
+        return text, index
+
+    def _feed_payload(self, payload: Any) -> list[AssistantMessageEvent]:
+        """:meth:`feed` of a ``content_block_delta`` event already parsed."""
+        try:
+            out = self._on_payload(payload, "content_block_delta")
+        except MalformedStreamError as exc:
+            out = [self.fail(f"Malformed {self.api_label} stream: {exc}", name="MalformedStream")]
+        return self._track(out)
+
+    def _on_payload(self, payload: Any, event: str) -> list[AssistantMessageEvent]:
         if not isinstance(payload, dict):
             raise MalformedStreamError(f"expected a JSON object in a {event!r} event")
         kind = payload.get("type", event)
