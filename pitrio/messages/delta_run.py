@@ -38,10 +38,11 @@ RunKind = Literal["text_delta", "thinking_delta"]
 class DeltaRun:
     """Consecutive ``text_delta`` (or ``thinking_delta``) events of one block, read at once.
 
-    ``layout`` has exactly one streaming block, the one at ``content_index``; after the
-    ``i``-th delta (from 0) it holds ``first_count + i`` pieces and the content
-    ``first_chars`` plus the lengths of deltas 1..i characters of text. The pieces are
-    append-only, so a partial made later is still the snapshot as of its delta.
+    The block at ``content_index`` is ``layout.streaming[slot]``; after the ``i``-th delta
+    (from 0) it holds ``first_count + i`` pieces, every other streaming block the pieces
+    ``counts`` gives it (they do not change during a run), and the content ``first_chars``
+    plus the lengths of deltas 1..i characters of text. The pieces are append-only, so a
+    partial made later is still the snapshot as of its delta.
     """
 
     kind: RunKind
@@ -51,6 +52,10 @@ class DeltaRun:
     header: AssistantMessage
     """The fields every partial of the run shows (usage included)."""
     layout: Layout
+    counts: tuple[int, ...]
+    """Pieces of each streaming block at the run's start (``layout.counts()`` then)."""
+    slot: int
+    """The run's block's place among ``layout.streaming``."""
     first_count: int
     """Pieces of the streaming block as of the first delta (that delta included)."""
     first_chars: int
@@ -61,19 +66,28 @@ class DeltaRun:
     def __len__(self) -> int:
         return len(self.deltas)
 
+    def _counts(self, count: int) -> tuple[int, ...]:
+        """Every streaming block's pieces when the run's block holds ``count``."""
+        counts = list(self.counts)
+        counts[self.slot] = count
+        return tuple(counts)
+
     @property
     def last_partial(self) -> PartialMessage:
         """The message as of the last delta."""
         count = self.first_count + len(self.deltas) - 1
-        return partial_message(self.header, self.layout, (count,), self.last_chars)
+        counts = (count,) if len(self.counts) == 1 else self._counts(count)
+        return partial_message(self.header, self.layout, counts, self.last_chars)
 
     def partials(self) -> Iterator[PartialMessage]:
         """The message as of each delta, in order."""
         header, layout = self.header, self.layout
         count, chars = self.first_count, self.first_chars - len(self.deltas[0])
+        single = len(self.counts) == 1  # the usual case, without a list per delta
         for delta in self.deltas:
             chars += len(delta)
-            yield partial_message(header, layout, (count,), chars)
+            counts = (count,) if single else self._counts(count)
+            yield partial_message(header, layout, counts, chars)
             count += 1
 
     def events(self) -> list[TextDelta | ThinkingDelta]:

@@ -29,6 +29,7 @@ from pitrio.messages.content import text_of
 from pitrio.messages.delta_run import DeltaRun, expand_events, takes_runs
 from pitrio.messages.events import AgentEvent, MessageEnd, MessageUpdate
 from pitrio.messages.model import LlmContext, Model, StreamOptions
+from pitrio.messages.partial import content_chars
 from pitrio.messages.stream import AssistantMessageEvent, PartialUpdate, TextDelta
 from pitrio.transports.rpc.events import encode_event, encode_run
 
@@ -69,12 +70,31 @@ def test_a_run_expands_into_the_events_of_one_delta_at_a_time() -> None:
     assert type(lone) is TextDelta and text_of(lone.partial.content).endswith("!?x")
 
 
-def test_a_run_is_never_made_while_another_block_streams() -> None:
-    builder = started(StreamBuilder.for_model(MODEL, timestamp=1))
-    builder.thinking_start()  # two blocks streaming: deltas one at a time
-    items = builder.text_run(["a", "b"], 0)
-    assert [type(item) for item in items] == [TextDelta, TextDelta]
-    assert text_of(items[1].partial.content) == "ab"
+def test_a_run_beside_another_streaming_block_keeps_that_blocks_text_as_it_was() -> None:
+    """An OpenAI reply keeps its thinking block open while its text streams: a run of text
+    (and one of thinking) shows the other block at its pieces of the run's start."""
+    eager = started(StreamBuilder.for_model(MODEL, timestamp=1))
+    eager.thinking_start()
+    eager.thinking_delta("hm")
+    lazy = started(StreamBuilder.for_model(MODEL, timestamp=1))
+    lazy.thinking_start()
+    lazy.thinking_delta("hm")
+    expected = [eager.text_delta(d, 0) for d in ["a", "b", "c"]]
+    expected += [eager.thinking_delta(d, 1) for d in ["x", "y"]]
+    expected += [eager.text_delta(d, 0) for d in ["d", "e"]]
+    items = lazy.text_run(["a", "b", "c"], 0) + lazy.thinking_run(["x", "y"], 1)
+    items += lazy.text_run(["d", "e"], 0)
+    assert [type(item) for item in items] == [DeltaRun] * 3
+    assert [run.slot for run in items] == [0, 1, 0]  # type: ignore[union-attr]
+    events = expand_events(items)
+    assert [to_json(e) for e in events] == [to_json(e) for e in expected]
+    assert [to_json(c) for c in events[4].partial.content] == [
+        {"type": "text", "text": "abc"},
+        {"type": "thinking", "thinking": "hmxy"},
+    ]
+    assert items[0].last_partial == expected[2].partial  # type: ignore[union-attr]
+    sizes = [(p.text_chars, content_chars(p.content)) for p in items[2].partials()]  # type: ignore[union-attr]
+    assert sizes == [(8, 8), (9, 9)]  # "abcd" + "hmxy", then "abcde" + "hmxy"
 
 
 def chunk(**delta: Any) -> str:

@@ -270,33 +270,45 @@ class StreamBuilder:
         return out
 
     def text_run(self, deltas: list[str], index: int | None = None) -> list[StreamItem]:
-        """:meth:`text_deltas` as one :class:`DeltaRun` item when the block is the only one
-        streaming and there are two deltas or more (what a consumer expands into the same
-        events); else the plain events. Nothing is held back: the run is what was read."""
+        """:meth:`text_delta` of each of ``deltas`` as one :class:`DeltaRun` item when there
+        are two or more (what a consumer expands into the same events); else the plain
+        event. Nothing is held back: the run is what was read."""
         if len(deltas) < 2:
             return list(self.text_deltas(deltas, index))
-        index, text = self._streaming(index, "text")
+        return [self._run("text", deltas, index)]
+
+    def thinking_run(self, deltas: list[str], index: int | None = None) -> list[StreamItem]:
+        """:meth:`text_run` for an open thinking block."""
+        if len(deltas) < 2:
+            return [self.thinking_delta(delta, index) for delta in deltas]
+        return [self._run("thinking", deltas, index)]
+
+    def _run(
+        self, kind: Literal["text", "thinking"], deltas: list[str], index: int | None
+    ) -> DeltaRun:
+        index, text = self._streaming(index, kind)
         layout, header = self._frame()
-        if layout.streaming != (text,):  # another block streams too: one at a time
-            return list(self.text_deltas(deltas, index))
-        pieces, fixed = text.pieces, layout.fixed_chars
-        first = deltas[0]
-        first_chars = fixed + text.chars + len(first)
-        first_count = len(pieces) + 1
-        pieces += deltas  # what StreamingText.append does for each
-        text.chars += sum(map(len, deltas))
-        return [
-            DeltaRun(
-                "text_delta",
-                index,
-                tuple(deltas),
-                header,
-                layout,
-                first_count,
-                first_chars,
-                fixed + text.chars,
-            )
-        ]
+        # Other blocks may be streaming (an OpenAI reply keeps its thinking block open while
+        # the text streams): their pieces stay as they are through the run.
+        counts = layout.counts()
+        slot = next(n for n, item in enumerate(layout.streaming) if item is text)
+        before = layout.chars()
+        first_count = len(text.pieces) + 1
+        text.pieces += deltas  # what StreamingText.append does for each
+        added = sum(map(len, deltas))
+        text.chars += added
+        return DeltaRun(
+            "text_delta" if kind == "text" else "thinking_delta",
+            index,
+            tuple(deltas),
+            header,
+            layout,
+            counts,
+            slot,
+            first_count,
+            before + len(deltas[0]),
+            before + added,
+        )
 
     def text_end(self, index: int | None = None, *, signature: str | None = None) -> TextEnd:
         """Close a text block; ``signature`` is the provider's opaque text signature."""

@@ -137,14 +137,22 @@ class OpenAICompletionsParser(SseParser):
         read: list[StreamItem] = []
         position, count = 0, len(decoded)
         while position < count:
-            templates = self._templates  # one may be learned from the chunk fed last
-            if len(templates) == 1 and templates[0].field == "content":
-                texts, position = templates[0].run(decoded, position)
+            # The templates in on_event's order (one may be learned from the chunk fed last):
+            # the first that reads the chunk here reads as many after it as it can.
+            texts: list[str] = []
+            for template in self._templates:
+                texts, position = template.run(decoded, position)
                 if texts:  # what on_event does for each of them
                     self._template_hits += len(texts)
-                    read += self.builder.text_run(texts, self._open("text", read))
-                    if position == count:
-                        break
+                    if template.field == "content":
+                        read += self.builder.text_run(texts, self._open("text", read))
+                    else:
+                        index = self._open("thinking", read)
+                        self._reasoning_field.setdefault(index, template.field)
+                        read += self.builder.thinking_run(texts, index)
+                    break
+            if texts:
+                continue  # another template may read the chunk that ended the run
             event, data = decoded[position]
             position += 1
             events = self.feed(event, data)
