@@ -127,7 +127,7 @@ def the_stream() -> list[str]:
     out += [chunk(content=f"v{n}") for n in range(4)]
     out.append(chunk(content='quote " and \\ and é'))
     out += [chunk(content=f"w{n}") for n in range(3)]
-    out += [chunk(reasoning_content="think")]
+    out += [chunk(reasoning_content=f"think{n} ") for n in range(5)]
     out += [chunk(content=f"x{n}") for n in range(4)]
     out.append(
         json.dumps({"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
@@ -182,10 +182,12 @@ def test_rpc_lines_of_runs_are_the_bytes_of_the_per_delta_path() -> None:
             if cut >= 7:
                 assert runs and max(len(run) for run in runs) >= 5
     _, runs = run_lines(chunks, "full", 64)
+    assert {run.kind for run in runs} == {"text_delta", "thinking_delta"}
     outputs = {run.header.usage.output for run in runs}
     assert outputs == {0, 3, 9}  # one usage per run, each run within one usage
-    for run in runs:
-        texts = [text_of(partial.content) for partial in run.partials()]
+    for run in runs:  # each partial's block ends with its delta
+        blocks = [partial.content[run.content_index] for partial in run.partials()]
+        texts = [getattr(block, "text", None) or block.thinking for block in blocks]  # type: ignore[union-attr]
         assert all(text.endswith(delta) for text, delta in zip(texts, run.deltas, strict=True))
     full = run_lines(chunks, "full", 64)[0].decode()
     usages = [
