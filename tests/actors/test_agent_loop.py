@@ -397,7 +397,7 @@ async def test_request_snapshots_say_what_they_extend_and_never_lie() -> None:
 
 
 def test_run_context_shares_its_start_and_unlinks_after_an_edit_inside_it() -> None:
-    from pitrio.actors.agent_loop.run import RunContext
+    from pitrio.actors.agent_loop.context import RunContext
 
     a, b, c, d = (user_message(text) for text in "abcd")
     start = Snapshot([a, b])
@@ -598,7 +598,8 @@ async def test_s18_steering_waits_for_the_batch_then_is_injected() -> None:
 
 async def test_s19_low_level_continue_without_messages() -> None:
     from pitrio.actors.agent_loop.abort import RunAbort
-    from pitrio.actors.agent_loop.run import LoopRun, RunConfig, RunContext
+    from pitrio.actors.agent_loop.context import RunContext
+    from pitrio.actors.agent_loop.run import LoopRun, RunConfig
 
     async def no_stream(*args: Any) -> None:
         raise AssertionError("must not be called")

@@ -48,6 +48,7 @@ from pitrio.actors.agent_loop.commands import (
     UpdateBatch,
     WaitForIdle,
 )
+from pitrio.actors.agent_loop.context import RunContext, replace_last
 from pitrio.actors.agent_loop.decisions import (
     RunContinuation,
     RunPrompts,
@@ -58,14 +59,7 @@ from pitrio.actors.agent_loop.decisions import (
 from pitrio.actors.agent_loop.handle import AgentLoopHandle
 from pitrio.actors.agent_loop.hooks import LoopHooks, LoopOptions
 from pitrio.actors.agent_loop.queues import MessageQueue
-from pitrio.actors.agent_loop.run import (
-    ExecuteCall,
-    LoopRun,
-    RunConfig,
-    RunContext,
-    StreamCall,
-    replace_last,
-)
+from pitrio.actors.agent_loop.run import ExecuteCall, LoopRun, RunConfig, StreamCall
 from pitrio.actors.agent_loop.state import AgentState, TranscriptView
 from pitrio.actors.latest import Latest
 from pitrio.actors.session_store.storage import gc_paused

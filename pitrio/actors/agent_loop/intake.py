@@ -30,7 +30,7 @@ from pitrio.messages.stream import TextDelta, ThinkingDelta, ToolCallDelta
 
 
 class _Context(Protocol):
-    """What the intake needs of the run's context (``run.RunContext``)."""
+    """What the intake needs of the run's context (``context.RunContext``)."""
 
     def set_last(self, message: AssistantMessage) -> None:
         """Replace the last message (the response streaming) with ``message``."""
