@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.actors.mcp.support import forked
 from tests.interop.pi_oneshot import OneShot, cleanup, pi_argv, pi_outcomes, pitrio_argv, run_print
 from tests.interop.test_pi_cli_flags import MODELS, SETTINGS
 from tests.shared_dir import ROOT
@@ -44,7 +45,7 @@ def names_server(**extra: Any) -> dict[str, Any]:
     """The names server's entry, ``direct`` and with its ``secret_*`` tools hidden."""
     return {
         "command": PYTHON,
-        "args": [NAMES_SERVER],
+        "args": forked(NAMES_SERVER),
         "exposure": "direct",
         "toolExposure": {"secret_*": "hidden", "get-thing": "direct"},
         **extra,
@@ -53,7 +54,7 @@ def names_server(**extra: Any) -> dict[str, Any]:
 
 def time_server(**extra: Any) -> dict[str, Any]:
     """``mcp-server-time``'s entry (offline, UTC), ``direct``."""
-    args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+    args = forked("-m", "mcp_server_time", "--local-timezone", "UTC")
     return {"command": PYTHON, "args": args, "exposure": "direct", **extra}
 
 

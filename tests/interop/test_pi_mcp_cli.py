@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
+from tests.actors.mcp.support import forked
 from tests.interop.pi_oneshot import base_env, pi_argv, run_in, sandbox
 from tests.shared_dir import ROOT
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
-TIME = ["--", PYTHON, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+TIME = ["--", PYTHON, *forked("-m", "mcp_server_time", "--local-timezone", "UTC")]
 STEPS: list[list[str]] = [
     ["add", "time", "--exposure", "direct", "--env", "TZ_HINT=${HINT}", *TIME],
     ["add", "docs", "--url", "https://example.com/mcp", "--bearer-token-env-var", "TOK"],

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.actors.mcp.support import SERVERS
+from tests.actors.mcp.support import SERVERS, forked
 from tests.interop.pi_oneshot import pi_argv, pitrio_argv
 from tests.interop.pi_steps import text, tool
 from tests.interop.test_pi_cli_flags import SETTINGS
@@ -31,7 +31,7 @@ from tests.interop.test_pi_tool_search import names
 
 SERVER = {
     "command": sys.executable,
-    "args": [str(SERVERS / "changing.py")],
+    "args": forked(str(SERVERS / "changing.py")),
     "exposure": "direct",
 }
 STEPS = [

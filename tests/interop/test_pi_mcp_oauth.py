@@ -27,7 +27,7 @@ import pytest
 
 from pitrio.actors.mcp.auth_lock import REFRESH_LOCK_STALE_S, refresh_lock_target
 from pitrio.actors.model_router.auth_file import try_lock, unlock
-from tests.actors.mcp.support import SERVERS
+from tests.actors.mcp.support import KILL_SERVER, SERVERS, forked
 from tests.interop.pi_install import find_pi
 from tests.interop.pi_oneshot import base_env, pi_argv, pitrio_argv, run_in, sandbox
 
@@ -39,7 +39,7 @@ def _serve(**knobs: str) -> Iterator[str]:
     port_file = base / "port"
     settings = {f"OAUTH_EDGE_{name.upper()}": value for name, value in knobs.items()}
     process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
+        [sys.executable, *forked(str(SERVERS / "oauth_edge.py"), str(port_file))],
         env={**os.environ, **settings},
     )
     try:
@@ -49,7 +49,7 @@ def _serve(**knobs: str) -> Iterator[str]:
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
     finally:
-        process.kill()
+        process.send_signal(KILL_SERVER)
         process.wait()
         shutil.rmtree(base, ignore_errors=True)
 

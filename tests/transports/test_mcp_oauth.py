@@ -27,7 +27,7 @@ import trio
 from pitrio.actors.mcp.actor import McpHandle, start_mcp
 from pitrio.actors.mcp.config import parse_server
 from pitrio.actors.mcp.state import McpServerError
-from tests.actors.mcp.support import SERVERS, wait_for
+from tests.actors.mcp.support import KILL_SERVER, SERVERS, forked, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,14 +39,14 @@ async def _oauth_server(tmp_path: Path, client: str = "", **knobs: str) -> Async
     port_file = tmp_path / "port"
     settings = {f"OAUTH_EDGE_{name.upper()}": value for name, value in knobs.items()}
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(SERVERS / "oauth_edge.py"), str(port_file)],
+        [sys.executable, *forked(str(SERVERS / "oauth_edge.py"), str(port_file))],
         env={**os.environ, "OAUTH_EDGE_CLIENT": client, **settings},
     )
     try:
         await wait_for(port_file.exists, "the OAuth server to listen")
         yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
     finally:
-        process.kill()
+        process.send_signal(KILL_SERVER)
         with trio.CancelScope(shield=True):
             await process.wait()
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.actors.mcp.support import forked
 from tests.transports.browser import (
     ONE_PROCESS,
     answer,
@@ -33,7 +34,7 @@ def test_each_mcp_server_shows_its_status(page: Any, tmp_path: Path) -> None:
     servers = {
         "time": {
             "command": sys.executable,
-            "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+            "args": forked("-m", "mcp_server_time", "--local-timezone", "UTC"),
         },
         "broken": {"command": str(tmp_path / "no-such-server")},
     }

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +30,60 @@ SERVERS = Path(__file__).parent / "servers"
 WAIT = 60.0
 """Seconds a test waits for something a server process does (two cores, many tests)."""
 
+KILL_SERVER = signal.SIGUSR1
+"""The signal a test sends to a process started with :func:`forked` to kill its server
+(SIGKILL) and have the process end once the server is gone (SIGKILL itself would end the
+stub at once, while the server might still answer for a moment)."""
+
+_FORK_SERVER: list[str] = []
+"""The socket of this test process's fork server, once started."""
+
+
+def _fork_server() -> str:
+    """The socket of this process's fork server (:mod:`tests.actors.mcp.servers.forks`),
+    started on first use; it ends when this process does (its stdin closes)."""
+    if _FORK_SERVER:
+        return _FORK_SERVER[0]
+    directory = tempfile.mkdtemp(prefix="pitrio-mcp-forks-")  # short: a socket path
+    path = f"{directory}/socket"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    # Listening before it starts: a stub that connects while the SDK still imports waits
+    # in the backlog.
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS / "forks.py"), str(listener.fileno())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        pass_fds=(listener.fileno(),),
+        cwd=SERVERS,
+        start_new_session=True,
+    )
+    listener.close()
+
+    def stop() -> None:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(stop)
+    _FORK_SERVER.append(path)
+    return path
+
+
+def forked(*argv: str) -> list[str]:
+    """The arguments for ``sys.executable`` that run the server ``python ARGV`` would run
+    (a script and its arguments, or ``-m MODULE ...``), forked from a process that has
+    already imported the ``mcp`` SDK (:mod:`tests.actors.mcp.servers.stub`): still a real
+    server in its own process, on the pipes its client opened, with the client's working
+    directory and environment, its exit status the process's; about a second of CPU less
+    per start."""
+    return ["-I", "-S", str(SERVERS / "stub.py"), _fork_server(), *argv]
+
 
 def edge_server(markers: Path, **extra: Any) -> dict[str, Any]:
     """The config entry of the edge-case server, writing its markers into ``markers``; its
@@ -32,7 +92,7 @@ def edge_server(markers: Path, **extra: Any) -> dict[str, Any]:
     markers.mkdir(parents=True, exist_ok=True)
     return {
         "command": sys.executable,
-        "args": [str(SERVERS / "edge.py"), str(markers)],
+        "args": forked(str(SERVERS / "edge.py"), str(markers)),
         "exposure": "direct",
         **extra,
     }
@@ -42,7 +102,7 @@ def time_server() -> dict[str, Any]:
     """The config entry of the third-party ``mcp-server-time`` (PyPI), offline, ``direct``."""
     return {
         "command": sys.executable,
-        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+        "args": forked("-m", "mcp_server_time", "--local-timezone", "UTC"),
         "exposure": "direct",
     }
 

@@ -13,8 +13,10 @@ import trio
 from pitrio.messages.content import ImageContent, TextContent
 from tests.actors.mcp.servers.edge import PNG
 from tests.actors.mcp.support import (
+    KILL_SERVER,
     SERVERS,
     edge_server,
+    forked,
     mcp_session,
     text,
     time_server,
@@ -170,14 +172,14 @@ async def test_a_server_that_cannot_start_is_a_warning_and_a_failed_status(
 
 async def _http_server(port_file: Path, port: int = 0) -> trio.Process:
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(SERVERS / "http_edge.py"), str(port_file), str(port)]
+        [sys.executable, *forked(str(SERVERS / "http_edge.py"), str(port_file), str(port))]
     )
     await wait_for(port_file.exists, "the HTTP server to listen")
     return process
 
 
 async def _stop(process: trio.Process) -> None:
-    process.kill()
+    process.send_signal(KILL_SERVER)
     with trio.CancelScope(shield=True):
         await process.wait()
 

@@ -15,7 +15,7 @@ import trio.testing
 
 from pitrio.actors.mcp.live import STILL_CONNECTING
 from pitrio.messages.events import ExtensionUiRequest, ToolExecutionStart
-from tests.actors.mcp.support import SERVERS, WAIT, McpSession, mcp_session, text
+from tests.actors.mcp.support import SERVERS, WAIT, McpSession, forked, mcp_session, text
 
 CHANGING = SERVERS / "changing.py"
 
@@ -24,7 +24,7 @@ def changing_server(*args: str, **extra: Any) -> dict[str, Any]:
     """The config entry of the changing server (``direct`` unless ``extra`` says)."""
     return {
         "command": sys.executable,
-        "args": [str(CHANGING), *args],
+        "args": forked(str(CHANGING), *args),
         "exposure": "direct",
         **extra,
     }

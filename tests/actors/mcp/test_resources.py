@@ -6,13 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from tests.actors.mcp.support import mcp_session, text, time_server
+from tests.actors.mcp.support import forked, mcp_session, text, time_server
 
 NAMES = Path(__file__).parents[2] / "interop" / "mcp_names_server.py"
 
 
 def names_server() -> dict[str, object]:
-    return {"command": sys.executable, "args": [str(NAMES)], "exposure": "direct"}
+    return {"command": sys.executable, "args": forked(str(NAMES)), "exposure": "direct"}
 
 
 NAMES_TOOLS = [

@@ -14,7 +14,7 @@ import trio
 
 from pitrio.transports.acp.jsonrpc import RpcError
 from pitrio.transports.acp.messages import mcp_servers
-from tests.actors.mcp.support import SERVERS, wait_for
+from tests.actors.mcp.support import KILL_SERVER, SERVERS, forked, wait_for
 from tests.transports.acp.harness import sdk_or_skip
 from tests.transports.acp.test_acp_sdk import _client, _result, _updates_before
 
@@ -26,7 +26,7 @@ async def test_the_editors_stdio_and_http_servers_reach_the_model(tmp_path: Path
     markers, port_file = tmp_path / "markers", tmp_path / "port"
     markers.mkdir()
     http = await trio.lowlevel.open_process(
-        [sys.executable, str(SERVERS / "http_edge.py"), str(port_file)]
+        [sys.executable, *forked(str(SERVERS / "http_edge.py"), str(port_file))]
     )
     try:
         await wait_for(port_file.exists, "the HTTP server to listen")
@@ -35,7 +35,7 @@ async def test_the_editors_stdio_and_http_servers_reach_the_model(tmp_path: Path
             {
                 "name": "edge",
                 "command": sys.executable,
-                "args": [str(SERVERS / "edge.py"), str(markers)],
+                "args": forked(str(SERVERS / "edge.py"), str(markers)),
                 "env": [{"name": "EDGE_NOTE", "value": "$NOT_A_TEMPLATE"}],
             },
             {
@@ -50,7 +50,7 @@ async def test_the_editors_stdio_and_http_servers_reach_the_model(tmp_path: Path
         args = {"cwd": str(work), "mcpServers": servers, "prompt": prompt}
         seen = await _client(package, work, "mcp", args)
     finally:
-        http.kill()
+        http.send_signal(KILL_SERVER)
         with trio.CancelScope(shield=True):
             await http.wait()
     init = next(item for item in seen if item.get("step") == "initialize")["value"]

@@ -26,7 +26,7 @@ from pitrio.actors.session.extensions.events import McpServersChangeEvent
 from pitrio.actors.session.extensions.registry import Extension, SourceInfo
 from pitrio.messages.events import ExtensionError
 from tests.actors import extension_probe
-from tests.actors.mcp.support import SERVERS, WAIT, edge_server
+from tests.actors.mcp.support import SERVERS, WAIT, edge_server, forked
 from tests.actors.test_session_extensions import agent_dir, session_with
 
 __all__ = ["agent_dir"]  # the fixture, used by name
@@ -253,7 +253,7 @@ async def test_a_server_registered_later_follows_its_tool_list_changes(
 ) -> None:
     (tmp_path / "proj").mkdir()
     apis: list[Any] = []
-    changing = {"command": sys.executable, "args": [str(SERVERS / "changing.py")]}
+    changing = {"command": sys.executable, "args": forked(str(SERVERS / "changing.py"))}
 
     replies = (
         FauxReply(tool_calls=(FauxToolCall("mcp__changing__grow", {"name": "fresh"}),)),
