@@ -27,6 +27,17 @@ LONG = 60_000
 DISTANCE = "b => b.scrollHeight - b.scrollTop - b.clientHeight"
 """How far the transcript is scrolled from its end, in pixels."""
 
+READER_SCROLL = """async (box, top) => {
+  // A reader's scroll: the position set, then two frames, so its scroll event has come
+  // before anything else happens (the event of a scroll comes a frame later; arriving after
+  // the transcript grew, it would find the reader away from the end they scrolled to).
+  box.scrollTop = top === null ? box.scrollHeight : top;
+  const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
+  await frame();
+  await frame();
+}"""
+"""Scroll the transcript as a reader does (``null``: to its end)."""
+
 PROMPT_AND_START_TOGETHER = """
 (() => {
   // Forces the order a loaded machine gives now and then: the prompt's own message and the
@@ -141,13 +152,13 @@ def test_growth_between_the_pages_scroll_and_its_event_does_not_stop_following(
     assert distance == 0
     # A reader's scroll still stops it, and their scroll back to the end starts it again.
     box = page.locator("#messages")
-    box.evaluate("b => { b.scrollTop = 100; b.dispatchEvent(new Event('scroll')); }")
+    box.evaluate(READER_SCROLL, 100)
     box.evaluate(
         "b => b.append(Object.assign(document.createElement('div'), {style: 'height: 300px'}))"
     )
     page.evaluate("async () => (await import(new URL('/dom.js', location.href).href)).scrollDown()")
     assert box.evaluate("b => b.scrollTop") == 100
-    box.evaluate("b => { b.scrollTop = b.scrollHeight; b.dispatchEvent(new Event('scroll')); }")
+    box.evaluate(READER_SCROLL, None)
     box.evaluate(
         "b => b.append(Object.assign(document.createElement('div'), {style: 'height: 300px'}))"
     )
