@@ -533,12 +533,8 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     )
 
 
-async def test_a_long_read_is_handed_over_a_slice_at_a_time(
-    server: LoopbackServer, pool: HttpPool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A read of hundreds of SSE events is parsed and handed over HANDOVER events at a time
-    (its first deltas are not held while the rest is parsed, issue 38); the events are the
-    whole parse's, the final one last."""
+def _long_body() -> bytes:
+    """A reply of 300 templated deltas, its finish and its usage: more than one hand-over."""
 
     def data(obj: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(obj).encode() + b"\n\n"
@@ -548,7 +544,20 @@ async def test_a_long_read_is_handed_over_a_slice_at_a_time(
         return data({"id": "c1", "model": "m", "choices": [choice]})
 
     body = b"".join(delta(f"t{i} ") for i in range(300)) + delta("", "stop")
-    body += data({"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}}) + b"data: [DONE]\n\n"
+    return (
+        body
+        + data({"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}})
+        + b"data: [DONE]\n\n"
+    )
+
+
+async def test_a_long_read_is_handed_over_a_slice_at_a_time(
+    server: LoopbackServer, pool: HttpPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of hundreds of SSE events is parsed and handed over HANDOVER events at a time
+    (its first deltas are not held while the rest is parsed, issue 38); the events are the
+    whole parse's, the final one last."""
+    body = _long_body()
     server.push(sse(body))  # one write: the client's first read holds most of it
     parts: list[int] = []
     original = OpenAICompletionsParser.feed_all
@@ -591,16 +600,7 @@ async def test_a_long_read_goes_as_runs_and_its_first_run_before_the_rest_is_par
     (issue 38) that expand into the whole parse's events; a slice's run is seen by the
     consumer before the next slice is parsed (the first delta is not held while the rest of
     the read is parsed, as a full channel of single deltas made it)."""
-
-    def data(obj: dict[str, Any]) -> bytes:
-        return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-    def delta(text: str, finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
-        return data({"id": "c1", "model": "m", "choices": [choice]})
-
-    body = b"".join(delta(f"t{i} ") for i in range(300)) + delta("", "stop")
-    body += data({"id": "c1", "choices": [], "usage": {"prompt_tokens": 3}}) + b"data: [DONE]\n\n"
+    body = _long_body()
     server.push(sse(body))  # one write: the client's first read holds most of it
     parts: list[int] = []
     original = OpenAICompletionsParser.feed_all
