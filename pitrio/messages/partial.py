@@ -91,6 +91,14 @@ class StreamingText:
         self.pieces.append(delta)
         self.chars += len(delta)
 
+    def extend(self, deltas: list[str]) -> int:
+        """Add each of ``deltas`` at the end, as many :meth:`append` calls would; the
+        characters added."""
+        self.pieces += deltas
+        added = sum(map(len, deltas))
+        self.chars += added
+        return added
+
     def text(self, count: int | None = None) -> str:
         """The text of the first ``count`` pieces (all of them by default)."""
         pieces = self.pieces

@@ -250,31 +250,12 @@ class StreamBuilder:
         text.append(delta)  # the layout holds this StreamingText already: it stays valid
         return _text_delta(content_index=index, delta=delta, partial=self.partial)
 
-    def text_deltas(self, deltas: list[str], index: int | None = None) -> list[TextDelta]:
-        """:meth:`text_delta` of each of ``deltas`` in turn, the same events (a run of chunks
-        read at once: the block, the layout and the header are looked up once, issue 38)."""
-        if not deltas:
-            return []
-        index, text = self._streaming(index, "text")
-        layout, header = self._frame()
-        if layout.streaming != (text,):  # another block streams too: one at a time
-            return [self.text_delta(delta, index) for delta in deltas]
-        pieces, chars, fixed = text.pieces, text.chars, layout.fixed_chars
-        out = []
-        for delta in deltas:
-            pieces.append(delta)  # what StreamingText.append does
-            chars += len(delta)
-            partial = partial_message(header, layout, (len(pieces),), fixed + chars)
-            out.append(_text_delta(content_index=index, delta=delta, partial=partial))
-        text.chars = chars
-        return out
-
     def text_run(self, deltas: list[str], index: int | None = None) -> list[StreamItem]:
         """:meth:`text_delta` of each of ``deltas`` as one :class:`DeltaRun` item when there
         are two or more (what a consumer expands into the same events); else the plain
         event. Nothing is held back: the run is what was read."""
         if len(deltas) < 2:
-            return list(self.text_deltas(deltas, index))
+            return [self.text_delta(delta, index) for delta in deltas]
         return [self._run("text", deltas, index)]
 
     def thinking_run(self, deltas: list[str], index: int | None = None) -> list[StreamItem]:
@@ -294,9 +275,7 @@ class StreamBuilder:
         slot = next(n for n, item in enumerate(layout.streaming) if item is text)
         before = layout.chars()
         first_count = len(text.pieces) + 1
-        text.pieces += deltas  # what StreamingText.append does for each
-        added = sum(map(len, deltas))
-        text.chars += added
+        added = text.extend(deltas)
         return DeltaRun(
             "text_delta" if kind == "text" else "thinking_delta",
             index,
