@@ -32,6 +32,7 @@ from pitrio.messages.model import LlmContext, Model, StreamOptions
 from pitrio.messages.partial import content_chars
 from pitrio.messages.stream import AssistantMessageEvent, PartialUpdate, TextDelta
 from pitrio.transports.rpc.events import encode_event, encode_run
+from tests.actors.test_agent_loop_batches import taken
 
 from .conftest import FAUX_1
 
@@ -296,15 +297,6 @@ class RunProvider:
                 send.send_nowait(item)
         send.send_nowait(builder.text_end())
         send.send_nowait(builder.done())
-
-
-def taken(feed: trio.MemoryReceiveChannel[Any]) -> list[Any]:
-    items: list[Any] = []
-    while True:
-        try:
-            items.append(feed.receive_nowait())
-        except trio.WouldBlock:
-            return items
 
 
 def flattened(items: list[LoopItem]) -> list[AgentEvent]:

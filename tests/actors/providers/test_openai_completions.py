@@ -533,6 +533,19 @@ async def test_streams_over_http(server: LoopbackServer, pool: HttpPool, name: s
     )
 
 
+def _count_feeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of SSE events of each ``feed_all`` call from now on, in order."""
+    parts: list[int] = []
+    original = OpenAICompletionsParser.feed_all
+
+    def feed_all(self: OpenAICompletionsParser, decoded: list[tuple[str, str]]) -> Any:
+        parts.append(len(decoded))
+        return original(self, decoded)
+
+    monkeypatch.setattr(OpenAICompletionsParser, "feed_all", feed_all)
+    return parts
+
+
 def _long_body() -> bytes:
     """A reply of 300 templated deltas, its finish and its usage: more than one hand-over."""
 
@@ -559,14 +572,7 @@ async def test_a_long_read_is_handed_over_a_slice_at_a_time(
     whole parse's, the final one last."""
     body = _long_body()
     server.push(sse(body))  # one write: the client's first read holds most of it
-    parts: list[int] = []
-    original = OpenAICompletionsParser.feed_all
-
-    def feed_all(self: OpenAICompletionsParser, decoded: list[tuple[str, str]]) -> Any:
-        parts.append(len(decoded))
-        return original(self, decoded)
-
-    monkeypatch.setattr(OpenAICompletionsParser, "feed_all", feed_all)
+    parts = _count_feeds(monkeypatch)
     model = make_model(API, server.base_url)
     events = await collect(make_provider(API, pool), model)
     expected = parse_all(OpenAICompletionsParser(model), body)
@@ -602,14 +608,7 @@ async def test_a_long_read_goes_as_runs_and_its_first_run_before_the_rest_is_par
     the read is parsed, as a full channel of single deltas made it)."""
     body = _long_body()
     server.push(sse(body))  # one write: the client's first read holds most of it
-    parts: list[int] = []
-    original = OpenAICompletionsParser.feed_all
-
-    def feed_all(self: OpenAICompletionsParser, decoded: list[tuple[str, str]]) -> Any:
-        parts.append(len(decoded))
-        return original(self, decoded)
-
-    monkeypatch.setattr(OpenAICompletionsParser, "feed_all", feed_all)
+    parts = _count_feeds(monkeypatch)
     model = make_model(API, server.base_url)
     send, receive = trio.open_memory_channel[Any](math.inf)
     items: list[Any] = []
