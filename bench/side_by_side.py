@@ -36,6 +36,9 @@ tables of medians and min-max (``report.py``'s), the run's machine and settings.
 between ``<!-- analysis -->`` and ``<!-- /analysis -->`` in ``BENCHMARKS.md`` is written by
 hand and kept as it is. ``--extra-label fsync-batch`` adds a pitrio configuration measured the
 same way (a project ``.pitrio/settings.json`` with ``{"session": {"fsync": "batch"}}``).
+``--extra-label floor`` and ``--extra-label turnfloor`` add the measuring sticks
+``bench/resume_floor.py`` and ``bench/floor_agent.py`` (not agents anyone should use), each
+for the workloads ``--extra-workload floor:cold_start`` etc. name.
 ``--report-only`` regenerates the files from the raw results without measuring.
 """
 
@@ -76,6 +79,9 @@ EXTRA_CMDS = {
     # Not pitrio: the least a trio process does for the cold start and resume workloads
     # (bench/resume_floor.py), measured in the same interleaved rounds as the agents.
     "floor": f"{PYTHON} {ROOT / 'bench' / 'resume_floor.py'}",
+    # Not pitrio either: a conforming turn's work in one thread, without actors or trio
+    # (bench/floor_agent.py), for the per-turn workloads (turns50, tool_bash, tool_read).
+    "turnfloor": f"{PYTHON} {ROOT / 'bench' / 'floor_agent.py'}",
 }
 
 STREAMS = ["500x4", "2000x4", "5000x4", "10000x4", "20000x1", "20000x4", "20000x4@0.001"]
@@ -100,6 +106,24 @@ ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
 FLAT_BOUND = 1.5
 """Per-turn time counts as flat when the 10,000-turn median is at most this times the
 1-turn median."""
+
+
+def extra_workload(spec: str) -> tuple[str | None, str]:
+    """``--extra-workload``'s value: ``WORKLOAD`` (every extra label's) or ``LABEL:WORKLOAD``."""
+    label, _, workload = spec.rpartition(":")
+    if label and label not in EXTRA_CMDS:
+        raise argparse.ArgumentTypeError(f"no extra label {label!r} (one of {sorted(EXTRA_CMDS)})")
+    if workload not in HARNESS_WORKLOADS:
+        raise argparse.ArgumentTypeError(
+            f"no harness workload {workload!r} (one of {HARNESS_WORKLOADS})"
+        )
+    return label or None, workload
+
+
+def extra_workloads(label: str, specs: list[tuple[str | None, str]]) -> list[str]:
+    """The workloads an extra label runs: the unlabelled ones and its own; all when none."""
+    chosen = [workload for owner, workload in specs if owner in (None, label)]
+    return chosen or list(HARNESS_WORKLOADS)
 
 
 def run_step(title: str, argv: list[str]) -> None:
@@ -769,8 +793,10 @@ def main() -> int:
     p.add_argument(
         "--extra-workload",
         action="append",
-        choices=HARNESS_WORKLOADS,
-        help="the workloads of the extra labels (default: every harness workload run)",
+        type=extra_workload,
+        default=[],
+        help="a workload of the extra labels, or LABEL:WORKLOAD for that label's alone "
+        "(a label given none: every harness workload run)",
     )
     p.add_argument(
         "--no-interleave",
@@ -801,6 +827,9 @@ def main() -> int:
     if not args.skip_pitrio:
         agents.append(("pitrio", PITRIO_CMD))
     extras = [(f"pitrio-{label}", EXTRA_CMDS[label]) for label in args.extra_label]
+    extra_chosen = {
+        f"pitrio-{label}": extra_workloads(label, args.extra_workload) for label in args.extra_label
+    }
     common = ["--runs", str(args.runs), "--cold-runs", str(args.cold_runs)]
     common += ["--resume-turns", *args.resume_turns]
     selected = [] if args.report_only else args.workload or WORKLOADS
@@ -833,8 +862,7 @@ def main() -> int:
                 argv = [str(PYTHON), str(ROOT / "bench" / "daemon_latency.py"), "--out", str(out)]
                 run_step("pitrio daemon_latency", argv)
             continue
-        chosen = args.extra_workload or HARNESS_WORKLOADS
-        runners = agents + (extras if workload in chosen else [])
+        runners = agents + [extra for extra in extras if workload in extra_chosen[extra[0]]]
         if workload in INTERLEAVED and not args.no_interleave:
             count = args.cold_runs if workload == "cold_start" else args.runs
             run_interleaved(workload, runners, count, raw)
