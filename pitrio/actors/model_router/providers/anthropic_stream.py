@@ -85,7 +85,11 @@ class AnthropicParser(SseParser):
             if texts:
                 read += self.builder.text_run(texts, block)
                 texts = []
-            events = self.feed(event, data) if payload is None else self._feed_payload(payload)
+            events = (
+                self.feed(event, data)
+                if payload is None
+                else self._checked(self._on_payload, payload, "content_block_delta")
+            )
             if self.final is not None:
                 return read, events, position + 1
             read += events
@@ -107,14 +111,6 @@ class AnthropicParser(SseParser):
         if type(text) is not str or index is None or self._kinds.get(index) != "text":
             return None, -1
         return text, index
-
-    def _feed_payload(self, payload: Any) -> list[AssistantMessageEvent]:
-        """:meth:`feed` of a ``content_block_delta`` event already parsed."""
-        try:
-            out = self._on_payload(payload, "content_block_delta")
-        except MalformedStreamError as exc:
-            out = [self.fail(f"Malformed {self.api_label} stream: {exc}", name="MalformedStream")]
-        return self._track(out)
 
     def _on_payload(self, payload: Any, event: str) -> list[AssistantMessageEvent]:
         if not isinstance(payload, dict):

@@ -53,8 +53,15 @@ class SseParser(abc.ABC):
         """Events for one SSE event (``event`` is ``"message"`` when unnamed)."""
         if self.final is not None:
             return []
+        return self._checked(self.on_event, event, data)
+
+    def _checked(
+        self, handler: Callable[..., list[AssistantMessageEvent]], *args: Any
+    ) -> list[AssistantMessageEvent]:
+        """``handler(*args)``'s events (a parser's handler of one event), a
+        :class:`MalformedStreamError` as the stream's failure, the final event noted."""
         try:
-            out = self.on_event(event, data)
+            out = handler(*args)
         except MalformedStreamError as exc:
             out = [self.fail(f"Malformed {self.api_label} stream: {exc}", name="MalformedStream")]
         return self._track(out)
